@@ -1,0 +1,244 @@
+use ofp::oxm::Field;
+use packet::craft::{checksums_ok, FrameBuilder, L3, L4};
+use packet::{parse, FlowKey, Offload, Packet, PartialCsum};
+
+const A: [u8; 6] = [0x02, 0, 0, 0, 0, 0xa];
+const B: [u8; 6] = [0x02, 0, 0, 0, 0, 0xb];
+
+fn tcp4() -> Vec<u8> {
+    FrameBuilder::new(B, A).build(L3::Ipv4 {
+        src: [10, 0, 0, 1],
+        dst: [10, 0, 0, 2],
+        ttl: 64,
+        tos: 0x2e << 2 | 1,
+        l4: L4::Tcp { src: 1234, dst: 80, seq: 1, flags: 0x02, payload: b"hello".to_vec() },
+    })
+}
+
+fn packet_of(frame: &[u8]) -> (Packet, FlowKey) {
+    let (key, layout) = parse(frame, 1).unwrap();
+    (Packet::new(frame, Offload::default(), layout), key)
+}
+
+#[test]
+fn parses_tcp_over_ipv4() {
+    let (key, layout) = parse(&tcp4(), 7).unwrap();
+    assert_eq!(key.get(Field::InPort), 7);
+    assert_eq!(key.get(Field::EthDst), 0x02000000000b);
+    assert_eq!(key.get(Field::EthType), 0x0800);
+    assert_eq!(key.get(Field::IpDscp), 0x2e);
+    assert_eq!(key.get(Field::IpEcn), 1);
+    assert_eq!(key.get(Field::IpProto), 6);
+    assert_eq!(key.get(Field::Ipv4Src), 0x0a000001);
+    assert_eq!(key.get(Field::TcpSrc), 1234);
+    assert_eq!(key.get(Field::TcpDst), 80);
+    assert_eq!(key.get(Field::VlanVid), 0);
+    assert_eq!((layout.l3, layout.l4), (14, 34));
+}
+
+#[test]
+fn parses_stacked_vlans_mpls_arp_icmpv6_nd() {
+    let qinq = FrameBuilder::new(B, A).vlan(0x88a8, 0x2000 | 100).vlan(0x8100, 200).build(L3::Arp {
+        op: 1,
+        sha: A,
+        spa: [10, 0, 0, 1],
+        tha: [0; 6],
+        tpa: [10, 0, 0, 2],
+    });
+    let (key, layout) = parse(&qinq, 1).unwrap();
+    assert_eq!(key.get(Field::VlanVid), 0x1000 | 100);
+    assert_eq!(key.get(Field::VlanPcp), 1);
+    assert_eq!(key.get(Field::EthType), 0x0806);
+    assert_eq!(key.get(Field::ArpOp), 1);
+    assert_eq!(key.get(Field::ArpSpa), 0x0a000001);
+    assert_eq!(key.get(Field::ArpTpa), 0x0a000002);
+    assert_eq!(key.get(Field::ArpSha), 0x02000000000a);
+    assert_eq!(layout.n_vlans, 2);
+
+    let mpls = FrameBuilder::new(B, A).mpls(1000, 5, 9).mpls(2000, 0, 8).build(L3::Ipv4 {
+        src: [1, 1, 1, 1],
+        dst: [2, 2, 2, 2],
+        ttl: 7,
+        tos: 0,
+        l4: L4::Udp { src: 1, dst: 2, payload: vec![] },
+    });
+    let (key, _) = parse(&mpls, 1).unwrap();
+    assert_eq!(key.get(Field::EthType), 0x8847);
+    assert_eq!(key.get(Field::MplsLabel), 1000);
+    assert_eq!(key.get(Field::MplsTc), 5);
+    assert_eq!(key.get(Field::MplsBos), 0);
+    assert_eq!(key.get(Field::Ipv4Src), 0, "nothing under MPLS is matchable");
+
+    // Neighbour solicitation with a source link-layer option.
+    let mut ns = vec![0u8; 4];
+    ns.extend_from_slice(&[0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+    ns.extend_from_slice(&[1, 1]);
+    ns.extend_from_slice(&A);
+    let nd = FrameBuilder::new(B, A).build(L3::Ipv6 {
+        src: [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+        dst: [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0, 0, 2],
+        hop_limit: 255,
+        tc: 0,
+        flow_label: 0x12345,
+        l4: L4::Icmp { typ: 135, code: 0, payload: ns },
+    });
+    let (key, _) = parse(&nd, 1).unwrap();
+    assert_eq!(key.get(Field::IpProto), 58);
+    assert_eq!(key.get(Field::Icmpv6Type), 135);
+    assert_eq!(key.get(Field::Ipv6NdTarget), 0xfe80_0000_0000_0000_0000_0000_0000_0002);
+    assert_eq!(key.get(Field::Ipv6NdSll), 0x02000000000a);
+    assert_eq!(key.get(Field::Ipv6Flabel), 0x12345);
+    assert!(checksums_ok(&nd));
+}
+
+#[test]
+fn malformed_frames_are_refused() {
+    assert!(parse(&[0u8; 13], 1).is_err());
+    let mut bad_ihl = tcp4();
+    bad_ihl[14] = 0x43;
+    assert!(parse(&bad_ihl, 1).is_err());
+    let truncated = &tcp4()[..14 + 20 + 10];
+    assert!(parse(truncated, 1).is_err());
+    let vlan_runt = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 2, 0, 0, 0, 0, 1, 0x81, 0x00, 0];
+    assert!(parse(&vlan_runt, 1).is_err());
+}
+
+#[test]
+fn push_and_pop_vlan() {
+    let frame = tcp4();
+    let (mut p, mut key) = packet_of(&frame);
+    p.push_vlan(0x8100);
+    p.set_field(Field::VlanVid, 0x1000 | 42, &mut key);
+    p.set_field(Field::VlanPcp, 5, &mut key);
+    let (k2, _) = parse(p.data(), 1).unwrap();
+    assert_eq!(k2.get(Field::VlanVid), 0x1000 | 42);
+    assert_eq!(k2.get(Field::VlanPcp), 5);
+    assert_eq!(k2.get(Field::TcpDst), 80);
+    // A second push copies the outer tag.
+    p.push_vlan(0x88a8);
+    assert_eq!(&p.data()[12..16], &[0x88, 0xa8, 0xa0, 42]);
+    p.pop_vlan();
+    p.pop_vlan();
+    assert_eq!(p.data(), &frame[..]);
+    p.pop_vlan();
+    assert_eq!(p.data(), &frame[..], "pop on an untagged frame does nothing");
+}
+
+#[test]
+fn rewrites_keep_checksums_right() {
+    let frame = tcp4();
+    let (mut p, mut key) = packet_of(&frame);
+    p.set_field(Field::Ipv4Src, 0xc0a80001, &mut key);
+    p.set_field(Field::Ipv4Dst, 0xc0a80002, &mut key);
+    p.set_field(Field::TcpDst, 8080, &mut key);
+    p.set_field(Field::TcpSrc, 4321, &mut key);
+    p.set_field(Field::IpDscp, 10, &mut key);
+    p.set_field(Field::IpEcn, 2, &mut key);
+    p.dec_nw_ttl().unwrap();
+    p.set_field(Field::EthDst, 0x0200000000ff, &mut key);
+    assert!(checksums_ok(p.data()));
+    let (k2, _) = parse(p.data(), 1).unwrap();
+    assert_eq!(k2.get(Field::Ipv4Src), 0xc0a80001);
+    assert_eq!(k2.get(Field::TcpDst), 8080);
+    assert_eq!(k2.get(Field::IpDscp), 10);
+    assert_eq!(k2, { let mut k = key; k.set(Field::InPhyPort, 1); k });
+
+    let udp6 = FrameBuilder::new(B, A).build(L3::Ipv6 {
+        src: [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+        dst: [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2],
+        hop_limit: 64,
+        tc: 0,
+        flow_label: 0,
+        l4: L4::Udp { src: 53, dst: 5353, payload: b"abc".to_vec() },
+    });
+    let (mut p, mut key) = packet_of(&udp6);
+    p.set_field(Field::Ipv6Src, 0xfd00 << 112 | 7, &mut key);
+    p.set_field(Field::UdpDst, 9, &mut key);
+    p.dec_nw_ttl().unwrap();
+    assert!(checksums_ok(p.data()));
+
+    let icmp = FrameBuilder::new(B, A).build(L3::Ipv4 {
+        src: [10, 0, 0, 1],
+        dst: [10, 0, 0, 2],
+        ttl: 1,
+        tos: 0,
+        l4: L4::Icmp { typ: 8, code: 0, payload: vec![1, 2, 3] },
+    });
+    let (mut p, mut key) = packet_of(&icmp);
+    p.set_field(Field::Icmpv4Type, 0, &mut key);
+    assert!(checksums_ok(p.data()));
+    assert!(p.dec_nw_ttl().is_err(), "TTL 1 cannot be decremented");
+}
+
+#[test]
+fn partial_checksum_survives_address_rewrite() {
+    // A sender with checksum offload leaves the pseudo-header sum in the TCP checksum field.
+    let full = tcp4();
+    let (key, layout) = parse(&full, 1).unwrap();
+    let l3 = layout.l3 as usize;
+    let l4 = layout.l4 as usize;
+    let mut partial = full.clone();
+    let seg_len = (full.len() - l4) as u32;
+    let pseudo = packet::csum::fold(packet::csum::pseudo_v4(&full[l3 + 12..l3 + 16], &full[l3 + 16..l3 + 20], 6, seg_len));
+    partial[l4 + 16..l4 + 18].copy_from_slice(&pseudo.to_be_bytes());
+    let offload = Offload { csum: Some(PartialCsum { start: l4 as u16, offset: 16 }), gso: None };
+    let mut p = Packet::new(&partial, offload, layout);
+    let mut k = key;
+    p.set_field(Field::Ipv4Dst, 0x0a000063, &mut k);
+    p.set_field(Field::TcpDst, 443, &mut k);
+    p.push_vlan(0x8100);
+    assert_eq!(p.offload.csum.unwrap().start as usize, l4 + 4, "offload offsets follow a pushed tag");
+    p.pop_vlan();
+    p.finish_checksum();
+    assert!(checksums_ok(p.data()));
+}
+
+#[test]
+fn mpls_push_pop_and_ttl() {
+    let frame = tcp4();
+    let (mut p, mut key) = packet_of(&frame);
+    p.push_mpls(0x8847);
+    p.reparse(&mut key).unwrap();
+    assert_eq!(key.get(Field::EthType), 0x8847);
+    assert_eq!(key.get(Field::MplsBos), 1);
+    assert_eq!(p.data()[14 + 3], 64, "MPLS TTL copied from IP");
+    p.set_field(Field::MplsLabel, 77, &mut key);
+    p.dec_mpls_ttl().unwrap();
+    p.reparse(&mut key).unwrap();
+    assert_eq!(key.get(Field::MplsLabel), 77);
+    p.copy_ttl_in();
+    p.pop_mpls(0x0800);
+    p.reparse(&mut key).unwrap();
+    assert_eq!(key.get(Field::EthType), 0x0800);
+    assert_eq!(key.get(Field::TcpDst), 80);
+    assert_eq!(p.data()[14 + 8], 63, "IP TTL copied in from the decremented label");
+    assert!(checksums_ok(p.data()));
+}
+
+#[test]
+fn segments_a_tcp_super_frame() {
+    let payload: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
+    let frame = FrameBuilder::new(B, A).build(L3::Ipv4 {
+        src: [10, 0, 0, 1],
+        dst: [10, 0, 0, 2],
+        ttl: 64,
+        tos: 0,
+        l4: L4::Tcp { src: 1, dst: 2, seq: 1000, flags: 0x18 | 0x01, payload: payload.clone() },
+    });
+    let (_, layout) = parse(&frame, 1).unwrap();
+    let gso = packet::Gso { kind: packet::GsoKind::TcpV4, size: 1448, ecn: false };
+    let p = Packet::new(&frame, Offload { csum: None, gso: Some(gso) }, layout);
+    let segs = packet::segment::segment(p);
+    assert_eq!(segs.len(), 4);
+    let mut joined = Vec::new();
+    for (i, s) in segs.iter().enumerate() {
+        assert!(checksums_ok(s.data()), "segment {i}");
+        let d = s.data();
+        let seq = u32::from_be_bytes(d[38..42].try_into().unwrap());
+        assert_eq!(seq, 1000 + 1448 * i as u32);
+        let fin = d[47] & 1 != 0;
+        assert_eq!(fin, i == 3);
+        joined.extend_from_slice(&d[54..]);
+    }
+    assert_eq!(joined, payload);
+}
