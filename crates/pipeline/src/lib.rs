@@ -1,0 +1,484 @@
+//! The OpenFlow 1.3 pipeline: flow tables with a tuple-space classifier, groups, meters, the
+//! action set, and a megaflow cache of its translations. No I/O: the datapath feeds it packets and
+//! a clock, and it answers with actions.
+
+pub mod cache;
+pub mod classifier;
+pub mod exec;
+pub mod flow;
+pub mod group;
+pub mod meter;
+pub mod normal;
+mod stats;
+pub mod xlate;
+
+use std::collections::BTreeMap;
+
+use ofp::error::{ErrorCode, FlowModFailed};
+use ofp::message::{flow_mod_command as cmd, flow_mod_flags, flow_removed_reason, FlowMod, FlowRemoved, OFPTT_ALL};
+use ofp::oxm::Match;
+use ofp::{Action, GroupMod, MeterMod};
+use packet::{FlowKey, Packet};
+
+use cache::{CacheEntry, FlowCache};
+use classifier::{Classifier, RuleId};
+use exec::{execute, Credits, Sink};
+use flow::{compile, FlowEntry, Limits, Nanos};
+use group::{GroupChange, GroupTable};
+use meter::{MeterChange, MeterTable};
+use normal::MacTable;
+pub use xlate::Translation;
+
+pub const DEFAULT_N_TABLES: u8 = 64;
+pub const DEFAULT_MAX_FLOWS: u32 = 1_000_000;
+
+/// What the pipeline needs to know of a port.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PortView {
+    pub config: u32,
+    pub state: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    pub flags: u16,
+    pub miss_send_len: u16,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { flags: 0, miss_send_len: 128 }
+    }
+}
+
+impl Config {
+    pub fn invalid_ttl_to_controller(&self) -> bool {
+        self.flags & ofp::message::config_flags::INVALID_TTL_TO_CONTROLLER != 0
+    }
+}
+
+pub struct FlowTable {
+    pub flows: Classifier<FlowEntry>,
+    pub lookup_count: u64,
+    pub matched_count: u64,
+    pub max_entries: u32,
+    pub config: u32,
+    /// Flows with an idle or hard timeout (so expiry need not scan the others).
+    timed: usize,
+}
+
+impl FlowTable {
+    fn new(max_entries: u32) -> Self {
+        FlowTable { flows: Classifier::new(), lookup_count: 0, matched_count: 0, max_entries, config: 0, timed: 0 }
+    }
+}
+
+pub struct Pipeline {
+    pub tables: Vec<FlowTable>,
+    pub groups: GroupTable,
+    pub meters: MeterTable,
+    pub ports: BTreeMap<u32, PortView>,
+    pub macs: MacTable,
+    pub config: Config,
+    pub cache: FlowCache,
+    /// Set by translation when something it read changed (a newly learned address).
+    pub cache_stale: bool,
+    /// Standalone mode with no controller: every packet goes to the MAC-learning switch.
+    pub fail_open: bool,
+}
+
+/// Converts a match into key and mask form.
+pub fn match_to_key(m: &Match) -> (FlowKey, FlowKey) {
+    let mut key = FlowKey::default();
+    let mut mask = FlowKey::default();
+    for f in &m.fields {
+        let fm = f.effective_mask();
+        key.set(f.field, f.value & fm);
+        mask.set(f.field, fm);
+    }
+    (key, mask)
+}
+
+fn removed(f: &FlowEntry, reason: u8, now: Nanos) -> FlowRemoved {
+    let (duration_sec, duration_nsec) = f.duration(now);
+    FlowRemoved {
+        cookie: f.cookie,
+        priority: f.priority,
+        reason,
+        table_id: f.table_id,
+        duration_sec,
+        duration_nsec,
+        idle_timeout: f.idle_timeout,
+        hard_timeout: f.hard_timeout,
+        packet_count: f.packet_count,
+        byte_count: f.byte_count,
+        match_: f.match_.clone(),
+    }
+}
+
+impl Pipeline {
+    pub fn new(n_tables: u8) -> Pipeline {
+        Pipeline {
+            tables: (0..n_tables).map(|_| FlowTable::new(DEFAULT_MAX_FLOWS)).collect(),
+            groups: GroupTable::default(),
+            meters: MeterTable::default(),
+            ports: BTreeMap::new(),
+            macs: MacTable::default(),
+            config: Config::default(),
+            cache: FlowCache::default(),
+            cache_stale: false,
+            fail_open: false,
+        }
+    }
+
+    pub fn n_tables(&self) -> u8 {
+        self.tables.len() as u8
+    }
+
+    /// Anything translation depends on changed: forget every cached translation.
+    pub fn invalidate(&mut self) {
+        self.cache.flush();
+        self.cache_stale = false;
+    }
+
+    pub fn set_port(&mut self, port: u32, view: PortView) {
+        if self.ports.insert(port, view) != Some(view) {
+            if view.state & ofp::port::state::LINK_DOWN != 0 || view.config & ofp::port::config::PORT_DOWN != 0 {
+                self.macs.flush_port(port);
+            }
+            self.invalidate();
+        }
+    }
+
+    pub fn remove_port(&mut self, port: u32) {
+        self.ports.remove(&port);
+        self.macs.flush_port(port);
+        self.invalidate();
+    }
+
+    pub fn set_fail_open(&mut self, on: bool) {
+        if self.fail_open != on {
+            self.fail_open = on;
+            self.invalidate();
+        }
+    }
+
+    pub fn set_config(&mut self, config: Config) {
+        if self.config != config {
+            self.config = config;
+            self.invalidate();
+        }
+    }
+
+    fn limits_ok(&self, table_id: u8, instructions: &[ofp::Instruction]) -> Result<flow::Program, ErrorCode> {
+        let groups = |g: u32| self.groups.exists(g);
+        let meters = |m: u32| self.meters.exists(m);
+        let limits = Limits { n_tables: self.n_tables(), group_exists: &groups, meter_exists: &meters };
+        compile(table_id, instructions, &limits)
+    }
+
+    /// Validates a packet-out's actions.
+    pub fn check_packet_out(&self, actions: &[Action]) -> Result<(), ErrorCode> {
+        let groups = |g: u32| self.groups.exists(g);
+        let meters = |m: u32| self.meters.exists(m);
+        let limits = Limits { n_tables: self.n_tables(), group_exists: &groups, meter_exists: &meters };
+        flow::validate_actions(actions, true, &limits)
+    }
+
+    /// Applies a flow-mod (spec §6.4). Returns the flow-removed messages owed for deleted flows.
+    pub fn flow_mod(&mut self, fm: &FlowMod, now: Nanos) -> Result<Vec<FlowRemoved>, ErrorCode> {
+        let fail = |c| Err(ErrorCode::FlowModFailed(c));
+        if fm.flags & !flow_mod_flags::ALL != 0 {
+            return fail(FlowModFailed::BadFlags);
+        }
+        let deleting = matches!(fm.command, cmd::DELETE | cmd::DELETE_STRICT);
+        match fm.command {
+            cmd::ADD | cmd::MODIFY | cmd::MODIFY_STRICT | cmd::DELETE | cmd::DELETE_STRICT => {}
+            _ => return fail(FlowModFailed::BadCommand),
+        }
+        let all_tables = fm.table_id == OFPTT_ALL;
+        if (all_tables && !deleting) || (!all_tables && fm.table_id >= self.n_tables()) {
+            return fail(FlowModFailed::BadTableId);
+        }
+        fm.match_.validate()?;
+        let (key, mask) = match_to_key(&fm.match_);
+        let priority = fm.priority as u32;
+        let removed_msgs = match fm.command {
+            cmd::ADD => {
+                let program = self.limits_ok(fm.table_id, &fm.instructions)?;
+                let table = &mut self.tables[fm.table_id as usize];
+                let existing = table.flows.find_exact(&key, &mask, priority);
+                if fm.flags & flow_mod_flags::CHECK_OVERLAP != 0
+                    && existing.is_none()
+                    && table.flows.overlapping(&key, &mask, priority)
+                {
+                    return fail(FlowModFailed::Overlap);
+                }
+                if existing.is_none() && table.flows.len() as u32 >= table.max_entries {
+                    return fail(FlowModFailed::TableFull);
+                }
+                let (mut packets, mut bytes) = (0, 0);
+                if let Some(id) = existing {
+                    let old = table.flows.remove(id).unwrap();
+                    if old.idle_timeout != 0 || old.hard_timeout != 0 {
+                        table.timed -= 1;
+                    }
+                    if fm.flags & flow_mod_flags::RESET_COUNTS == 0 {
+                        (packets, bytes) = (old.packet_count, old.byte_count);
+                    }
+                }
+                let entry = FlowEntry {
+                    table_id: fm.table_id,
+                    priority: fm.priority,
+                    match_: fm.match_.clone(),
+                    cookie: fm.cookie,
+                    idle_timeout: fm.idle_timeout,
+                    hard_timeout: fm.hard_timeout,
+                    flags: fm.flags,
+                    instructions: fm.instructions.clone(),
+                    program,
+                    packet_count: packets,
+                    byte_count: bytes,
+                    created: now,
+                    last_used: now,
+                };
+                if entry.idle_timeout != 0 || entry.hard_timeout != 0 {
+                    table.timed += 1;
+                }
+                table.flows.insert(&key, &mask, priority, entry);
+                Vec::new()
+            }
+            cmd::MODIFY | cmd::MODIFY_STRICT => {
+                let program = self.limits_ok(fm.table_id, &fm.instructions)?;
+                let strict = fm.command == cmd::MODIFY_STRICT;
+                let table = &mut self.tables[fm.table_id as usize];
+                let targets = Self::targets(table, fm, &key, &mask, strict);
+                for id in targets {
+                    let f = table.flows.get_mut(id).unwrap();
+                    f.instructions = fm.instructions.clone();
+                    f.program = program.clone();
+                    if fm.flags & flow_mod_flags::RESET_COUNTS != 0 {
+                        f.packet_count = 0;
+                        f.byte_count = 0;
+                    }
+                }
+                Vec::new()
+            }
+            _ => {
+                let strict = fm.command == cmd::DELETE_STRICT;
+                let range = if all_tables { 0..self.tables.len() } else { fm.table_id as usize..fm.table_id as usize + 1 };
+                let mut out = Vec::new();
+                for t in range {
+                    let table = &mut self.tables[t];
+                    for id in Self::targets(table, fm, &key, &mask, strict) {
+                        let f = table.flows.remove(id).unwrap();
+                        if f.idle_timeout != 0 || f.hard_timeout != 0 {
+                            table.timed -= 1;
+                        }
+                        if f.flags & flow_mod_flags::SEND_FLOW_REM != 0 {
+                            out.push(removed(&f, flow_removed_reason::DELETE, now));
+                        }
+                    }
+                }
+                out
+            }
+        };
+        self.invalidate();
+        Ok(removed_msgs)
+    }
+
+    /// Flows a modify or delete applies to: by match (strictly or as a subset), cookie, and — for
+    /// deletes — out_port and out_group.
+    fn targets(table: &FlowTable, fm: &FlowMod, key: &FlowKey, mask: &FlowKey, strict: bool) -> Vec<RuleId> {
+        let candidates: Vec<RuleId> = if strict {
+            table.flows.find_exact(key, mask, fm.priority as u32).into_iter().collect()
+        } else {
+            table.flows.covered_by(key, mask).collect()
+        };
+        let deleting = matches!(fm.command, cmd::DELETE | cmd::DELETE_STRICT);
+        candidates
+            .into_iter()
+            .filter(|&id| {
+                let f = table.flows.get(id).unwrap();
+                (f.cookie & fm.cookie_mask) == (fm.cookie & fm.cookie_mask)
+                    && (!deleting || (f.outputs_to(fm.out_port) && f.uses_group(fm.out_group)))
+            })
+            .collect()
+    }
+
+    /// Removes flows whose instructions name `pred`'s target (a deleted group or meter).
+    fn remove_flows_where(&mut self, pred: impl Fn(&FlowEntry) -> bool, reason: u8, now: Nanos) -> Vec<FlowRemoved> {
+        let mut out = Vec::new();
+        for table in &mut self.tables {
+            let ids: Vec<RuleId> = table.flows.iter().filter(|(_, f)| pred(f)).map(|(id, _)| id).collect();
+            for id in ids {
+                let f = table.flows.remove(id).unwrap();
+                if f.idle_timeout != 0 || f.hard_timeout != 0 {
+                    table.timed -= 1;
+                }
+                if f.flags & flow_mod_flags::SEND_FLOW_REM != 0 {
+                    out.push(removed(&f, reason, now));
+                }
+            }
+        }
+        out
+    }
+
+    pub fn group_mod(&mut self, gm: &GroupMod, now: Nanos) -> Result<Vec<FlowRemoved>, ErrorCode> {
+        let n_tables = self.n_tables();
+        let meters = &self.meters;
+        let change = self.groups.apply(gm.command, gm.group_type, gm.group_id, &gm.buckets, n_tables, &|m| meters.exists(m), now)?;
+        let out = match change {
+            GroupChange::Deleted(ids) if !ids.is_empty() => self.remove_flows_where(
+                |f| ids.iter().any(|&g| f.uses_group(g)),
+                flow_removed_reason::GROUP_DELETE,
+                now,
+            ),
+            _ => Vec::new(),
+        };
+        self.invalidate();
+        Ok(out)
+    }
+
+    pub fn meter_mod(&mut self, mm: &MeterMod, now: Nanos) -> Result<Vec<FlowRemoved>, ErrorCode> {
+        let change = self.meters.apply(mm.command, mm.flags, mm.meter_id, &mm.bands, now)?;
+        let out = match change {
+            MeterChange::Deleted(ids) if !ids.is_empty() => self.remove_flows_where(
+                |f| f.program.meter.is_some_and(|m| ids.contains(&m)),
+                flow_removed_reason::DELETE,
+                now,
+            ),
+            _ => Vec::new(),
+        };
+        self.invalidate();
+        Ok(out)
+    }
+
+    /// Removes flows whose idle or hard timeout has passed.
+    pub fn expire(&mut self, now: Nanos) -> Vec<FlowRemoved> {
+        let mut out = Vec::new();
+        let mut any = false;
+        for table in &mut self.tables {
+            if table.timed == 0 {
+                continue;
+            }
+            let mut gone = Vec::new();
+            for (id, f) in table.flows.iter() {
+                let hard = f.hard_timeout != 0 && now.saturating_sub(f.created) >= f.hard_timeout as u64 * 1_000_000_000;
+                let idle = f.idle_timeout != 0 && now.saturating_sub(f.last_used) >= f.idle_timeout as u64 * 1_000_000_000;
+                if hard {
+                    gone.push((id, flow_removed_reason::HARD_TIMEOUT));
+                } else if idle {
+                    gone.push((id, flow_removed_reason::IDLE_TIMEOUT));
+                }
+            }
+            for (id, reason) in gone {
+                let f = table.flows.remove(id).unwrap();
+                table.timed -= 1;
+                any = true;
+                if f.flags & flow_mod_flags::SEND_FLOW_REM != 0 {
+                    out.push(removed(&f, reason, now));
+                }
+            }
+        }
+        if self.macs.age(now) {
+            any = true;
+        }
+        if any {
+            self.invalidate();
+        }
+        self.cache.sweep(now);
+        out
+    }
+
+    /// Translates a received packet (no cache involved).
+    pub fn translate(&mut self, pkt: &Packet, key: &FlowKey, now: Nanos) -> Translation {
+        let fail_open = self.fail_open;
+        let mut x = xlate::Xlate::new(self, pkt, key, now);
+        if fail_open {
+            x.normal_only();
+        } else {
+            x.run_pipeline(0);
+        }
+        x.finish()
+    }
+
+    pub fn translate_packet_out(&mut self, pkt: &Packet, key: &FlowKey, actions: &[Action], now: Nanos) -> Translation {
+        let mut x = xlate::Xlate::new(self, pkt, key, now);
+        x.packet_out(actions);
+        let mut t = x.finish();
+        t.cacheable = false;
+        t
+    }
+
+    /// Adds one packet of `bytes` to every counter on its path.
+    pub fn credit(&mut self, c: &Credits, bytes: usize, now: Nanos) {
+        let bytes = bytes as u64;
+        for &(t, matched) in &c.tables {
+            let table = &mut self.tables[t as usize];
+            table.lookup_count += 1;
+            table.matched_count += matched as u64;
+        }
+        for &(t, id) in &c.flows {
+            if let Some(f) = self.tables[t as usize].flows.get_mut(id) {
+                f.packet_count += 1;
+                f.byte_count += bytes;
+                f.last_used = now;
+            }
+        }
+        for &g in &c.groups {
+            if let Some(g) = self.groups.groups.get_mut(&g) {
+                g.packet_count += 1;
+                g.byte_count += bytes;
+            }
+        }
+        for &(g, b) in &c.buckets {
+            if let Some(counts) = self.groups.groups.get_mut(&g).and_then(|g| g.bucket_counts.get_mut(b as usize)) {
+                counts.0 += 1;
+                counts.1 += bytes;
+            }
+        }
+        if let Some((vlan, mac, port)) = c.learned {
+            self.macs.learn(vlan, mac, port, now);
+        }
+    }
+
+    /// Processes a received packet: megaflow cache hit, or translate, execute and cache.
+    pub fn process(&mut self, pkt: &mut Packet, key: &FlowKey, now: Nanos, sink: &mut dyn Sink) {
+        if let Some(id) = self.cache.lookup(key) {
+            let entry = self.cache.get_mut(id).unwrap();
+            entry.last_used = now;
+            entry.packets += 1;
+            // The entry is borrowed while counters and meters change: take it out for the call.
+            let actions = std::mem::take(&mut entry.actions);
+            let credits = std::mem::take(&mut entry.credits);
+            self.credit(&credits, pkt.len(), now);
+            execute(&actions, pkt, &mut self.meters, now, sink);
+            if let Some(entry) = self.cache.get_mut(id) {
+                entry.actions = actions;
+                entry.credits = credits;
+            }
+            return;
+        }
+        let t = self.translate(pkt, key, now);
+        if self.cache_stale {
+            self.invalidate();
+        }
+        self.credit(&t.credits, pkt.len(), now);
+        execute(&t.actions, pkt, &mut self.meters, now, sink);
+        if t.cacheable {
+            let entry = CacheEntry { actions: t.actions, credits: t.credits, last_used: now, packets: 1 };
+            self.cache.insert(key, &t.consulted, entry);
+        }
+    }
+
+    /// Runs a packet-out: its actions (which may send the packet through the tables).
+    pub fn packet_out(&mut self, pkt: &mut Packet, key: &FlowKey, actions: &[Action], now: Nanos, sink: &mut dyn Sink) {
+        let t = self.translate_packet_out(pkt, key, actions, now);
+        if self.cache_stale {
+            self.invalidate();
+        }
+        self.credit(&t.credits, pkt.len(), now);
+        execute(&t.actions, pkt, &mut self.meters, now, sink);
+    }
+}

@@ -1,0 +1,100 @@
+//! The megaflow cache: translations keyed on only the header bits they consulted.
+//!
+//! Entries never disagree (each gives, for every packet it covers, the translation that packet
+//! would get), so they carry no priority and the first hit wins. Any change to what translation
+//! reads — flows, groups, meters, ports, learned addresses, switch config — flushes the cache; the
+//! next packet of each flow re-translates. That keeps "one truth" trivially: a cache hit is never
+//! older than the tables.
+
+use packet::FlowKey;
+
+use crate::classifier::{Classifier, RuleId};
+use crate::exec::{Credits, DpAction};
+use crate::flow::Nanos;
+
+pub const DEFAULT_MAX_ENTRIES: usize = 65_536;
+/// Entries unused this long are dropped by [`FlowCache::sweep`].
+pub const IDLE: Nanos = 10_000_000_000;
+
+#[derive(Clone, Debug)]
+pub struct CacheEntry {
+    pub actions: Vec<DpAction>,
+    pub credits: Credits,
+    pub last_used: Nanos,
+    pub packets: u64,
+}
+
+pub struct FlowCache {
+    entries: Classifier<CacheEntry>,
+    max_entries: usize,
+    /// Bumped on every flush, so holders of a [`RuleId`] can tell it went stale.
+    pub generation: u64,
+}
+
+impl Default for FlowCache {
+    fn default() -> Self {
+        FlowCache::new(DEFAULT_MAX_ENTRIES)
+    }
+}
+
+impl FlowCache {
+    pub fn new(max_entries: usize) -> Self {
+        FlowCache { entries: Classifier::new(), max_entries, generation: 0 }
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Number of distinct masks (each costs one hash probe per lookup).
+    pub fn n_masks(&self) -> usize {
+        self.entries.n_subtables()
+    }
+
+    pub fn lookup(&self, key: &FlowKey) -> Option<RuleId> {
+        let mut ignored = FlowKey::default();
+        self.entries.lookup(key, &mut ignored).map(|(id, _)| id)
+    }
+
+    pub fn get(&self, id: RuleId) -> Option<&CacheEntry> {
+        self.entries.get(id)
+    }
+
+    pub fn get_mut(&mut self, id: RuleId) -> Option<&mut CacheEntry> {
+        self.entries.get_mut(id)
+    }
+
+    pub fn insert(&mut self, key: &FlowKey, mask: &FlowKey, entry: CacheEntry) {
+        if self.entries.len() >= self.max_entries {
+            self.flush();
+        }
+        // A racing identical translation (same masked key) is already there: keep one.
+        if self.entries.find_exact(key, mask, 0).is_none() {
+            self.entries.insert(key, mask, 0, entry);
+        }
+    }
+
+    pub fn flush(&mut self) {
+        if !self.entries.is_empty() {
+            self.entries = Classifier::new();
+        }
+        self.generation += 1;
+    }
+
+    /// Drops entries idle for [`IDLE`].
+    pub fn sweep(&mut self, now: Nanos) {
+        let stale: Vec<RuleId> =
+            self.entries.iter().filter(|(_, e)| now.saturating_sub(e.last_used) > IDLE).map(|(id, _)| id).collect();
+        for id in stale {
+            self.entries.remove(id);
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &CacheEntry> {
+        self.entries.iter().map(|(_, e)| e)
+    }
+}

@@ -1,0 +1,130 @@
+//! Datapath actions: what the OpenFlow pipeline decided for a packet, flattened into a list that
+//! can be replayed on every packet of the same megaflow without running the pipeline again.
+//!
+//! The slow path translates (runs tables, groups, the action set) into these, then executes them
+//! exactly as a cache hit does. Executing the same list is what makes the cached and uncached
+//! results identical.
+
+use ofp::oxm::Field;
+use packet::{FlowKey, Packet};
+
+use crate::classifier::RuleId;
+use crate::flow::Nanos;
+use crate::meter::{MeterTable, Verdict};
+
+/// A packet-in to be generated, as decided by the pipeline.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToController {
+    pub reason: u8,
+    pub table_id: u8,
+    pub cookie: u64,
+    pub max_len: u16,
+    pub in_port: u32,
+    pub metadata: u64,
+    pub tunnel_id: u64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DpAction {
+    /// Transmit the packet as it is now on a port (a numbered port or `OFPP_LOCAL`).
+    Output(u32),
+    Controller(ToController),
+    SetField(Field, u128),
+    PushVlan(u16),
+    PopVlan,
+    PushMpls(u16),
+    PopMpls(u16),
+    SetMplsTtl(u8),
+    DecMplsTtl,
+    SetNwTtl(u8),
+    /// Decrement the IP TTL; a packet whose TTL runs out stops here and, when the switch is
+    /// configured to, goes to the controller.
+    DecNwTtl(Option<ToController>),
+    CopyTtlIn,
+    CopyTtlOut,
+    SetQueue(u32),
+    /// Police the packet; a dropping band ends its processing.
+    Meter(u32),
+    /// Run the actions on a copy (group buckets); the packet itself is unchanged after.
+    Clone(Vec<DpAction>),
+}
+
+/// What a packet on this path adds to OpenFlow counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Credits {
+    /// Tables looked up, and whether the lookup matched.
+    pub tables: Vec<(u8, bool)>,
+    pub flows: Vec<(u8, RuleId)>,
+    /// (group, bucket index)
+    pub buckets: Vec<(u32, u16)>,
+    pub groups: Vec<u32>,
+    /// A MAC-learning entry to keep fresh: (vlan, mac, port).
+    pub learned: Option<(u16, u64, u32)>,
+}
+
+/// Where executed packets go.
+pub trait Sink {
+    fn output(&mut self, port: u32, pkt: &Packet);
+    fn to_controller(&mut self, pkt: &Packet, info: &ToController);
+}
+
+/// Executes `actions` on `pkt`. Returns false if processing stopped (meter drop, expired TTL).
+pub fn execute(actions: &[DpAction], pkt: &mut Packet, meters: &mut MeterTable, now: Nanos, sink: &mut dyn Sink) -> bool {
+    for a in actions {
+        match a {
+            DpAction::Output(port) => sink.output(*port, pkt),
+            DpAction::Controller(info) => sink.to_controller(pkt, info),
+            DpAction::SetField(f, v) => pkt.set_field(*f, *v, &mut FlowKey::default()),
+            DpAction::PushVlan(t) => pkt.push_vlan(*t),
+            DpAction::PopVlan => pkt.pop_vlan(),
+            DpAction::PushMpls(t) => pkt.push_mpls(*t),
+            DpAction::PopMpls(t) => pkt.pop_mpls(*t),
+            DpAction::SetMplsTtl(t) => pkt.set_mpls_ttl(*t),
+            DpAction::DecMplsTtl => {
+                if pkt.dec_mpls_ttl().is_err() {
+                    return false;
+                }
+            }
+            DpAction::SetNwTtl(t) => pkt.set_nw_ttl(*t),
+            DpAction::DecNwTtl(to_controller) => {
+                if pkt.dec_nw_ttl().is_err() {
+                    if let Some(info) = to_controller {
+                        sink.to_controller(pkt, info);
+                    }
+                    return false;
+                }
+            }
+            DpAction::CopyTtlIn => pkt.copy_ttl_in(),
+            DpAction::CopyTtlOut => pkt.copy_ttl_out(),
+            DpAction::SetQueue(_) => {}
+            DpAction::Meter(id) => {
+                let Some(m) = meters.get_mut(*id) else { return false };
+                match m.charge(pkt.len(), now) {
+                    Verdict::Pass => {}
+                    Verdict::Drop => return false,
+                    Verdict::Remark(levels) => remark_dscp(pkt, levels),
+                }
+            }
+            DpAction::Clone(inner) => {
+                let mut copy = pkt.clone();
+                execute(inner, &mut copy, meters, now, sink);
+            }
+        }
+    }
+    true
+}
+
+/// Raises the drop precedence of an AF-class DSCP (RFC 2597: AFxy, y = 1..3) by `levels`.
+fn remark_dscp(pkt: &mut Packet, levels: u8) {
+    let Ok((key, _)) = packet::parse(pkt.data(), 0) else { return };
+    if !key.is_ip() {
+        return;
+    }
+    let dscp = key.get(Field::IpDscp) as u8;
+    let class = dscp >> 3;
+    let drop = (dscp >> 1) & 3;
+    if (1..=4).contains(&class) && drop >= 1 && dscp & 1 == 0 {
+        let new_drop = (drop + levels).min(3);
+        pkt.set_field(Field::IpDscp, ((class << 3) | (new_drop << 1)) as u128, &mut FlowKey::default());
+    }
+}

@@ -1,0 +1,163 @@
+//! Flow entries, their compiled instructions, and the checks a flow-mod must pass (spec §6.4, §7.4.4).
+
+use ofp::action::{Action, Instruction};
+use ofp::error::{BadAction, BadInstruction, ErrorCode, MeterModFailed};
+use ofp::oxm::{Field, Match, OFPVID_PRESENT};
+use ofp::port::*;
+
+/// Nanoseconds on a monotonic clock; the pipeline never reads a clock itself.
+pub type Nanos = u64;
+
+/// Instructions in the order the spec executes them, whatever order they were given in.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Program {
+    pub meter: Option<u32>,
+    pub apply: Vec<Action>,
+    pub clear: bool,
+    pub write: Vec<Action>,
+    pub write_metadata: Option<(u64, u64)>,
+    pub goto: Option<u8>,
+}
+
+#[derive(Clone, Debug)]
+pub struct FlowEntry {
+    pub table_id: u8,
+    pub priority: u16,
+    pub match_: Match,
+    pub cookie: u64,
+    pub idle_timeout: u16,
+    pub hard_timeout: u16,
+    pub flags: u16,
+    pub instructions: Vec<Instruction>,
+    pub program: Program,
+    pub packet_count: u64,
+    pub byte_count: u64,
+    pub created: Nanos,
+    pub last_used: Nanos,
+}
+
+impl FlowEntry {
+    /// A table-miss entry: priority 0 and no match field (spec §5.4). Its packet-ins say NO_MATCH.
+    pub fn is_table_miss(&self) -> bool {
+        self.priority == 0 && self.match_.fields.is_empty()
+    }
+
+    /// Whether the entry outputs to `port` (in apply or write actions), for out_port filters.
+    pub fn outputs_to(&self, port: u32) -> bool {
+        port == OFPP_ANY || self.actions().any(|a| matches!(a, Action::Output { port: p, .. } if *p == port))
+    }
+
+    pub fn uses_group(&self, group: u32) -> bool {
+        group == ofp::group_meter::OFPG_ANY || self.actions().any(|a| matches!(a, Action::Group(g) if *g == group))
+    }
+
+    fn actions(&self) -> impl Iterator<Item = &Action> {
+        self.program.apply.iter().chain(self.program.write.iter())
+    }
+
+    pub fn duration(&self, now: Nanos) -> (u32, u32) {
+        let d = now.saturating_sub(self.created);
+        ((d / 1_000_000_000) as u32, (d % 1_000_000_000) as u32)
+    }
+}
+
+/// What the validator needs to know about the switch.
+pub struct Limits<'a> {
+    pub n_tables: u8,
+    pub group_exists: &'a dyn Fn(u32) -> bool,
+    pub meter_exists: &'a dyn Fn(u32) -> bool,
+}
+
+/// Orders and checks a flow's instructions.
+pub fn compile(table_id: u8, instructions: &[Instruction], limits: &Limits<'_>) -> Result<Program, ErrorCode> {
+    let mut p = Program::default();
+    let mut seen = Vec::new();
+    for inst in instructions {
+        let t = inst.type_code();
+        if seen.contains(&t) {
+            return Err(ErrorCode::BadInstruction(BadInstruction::UnsupInst));
+        }
+        seen.push(t);
+        match inst {
+            Instruction::GotoTable(t) => {
+                if *t <= table_id || *t >= limits.n_tables {
+                    return Err(ErrorCode::BadInstruction(BadInstruction::BadTableId));
+                }
+                p.goto = Some(*t);
+            }
+            Instruction::WriteMetadata { metadata, mask } => p.write_metadata = Some((*metadata, *mask)),
+            Instruction::WriteActions(a) => {
+                validate_actions(a, false, limits)?;
+                // An action set holds one action per type (set-field: per field); later ones win.
+                p.write = a.clone();
+            }
+            Instruction::ApplyActions(a) => {
+                validate_actions(a, false, limits)?;
+                p.apply = a.clone();
+            }
+            Instruction::ClearActions => p.clear = true,
+            Instruction::Meter(m) => {
+                if !(limits.meter_exists)(*m) {
+                    return Err(ErrorCode::MeterModFailed(MeterModFailed::UnknownMeter));
+                }
+                p.meter = Some(*m);
+            }
+            Instruction::Experimenter { .. } => {
+                return Err(ErrorCode::BadInstruction(BadInstruction::BadExperimenter));
+            }
+        }
+    }
+    Ok(p)
+}
+
+/// Fields a set-field action may write.
+pub fn settable(field: Field) -> bool {
+    !matches!(field, Field::InPort | Field::InPhyPort | Field::Metadata | Field::Ipv6Exthdr)
+}
+
+/// Checks actions of a flow, bucket or packet-out (`packet_out` allows output to TABLE).
+pub fn validate_actions(actions: &[Action], packet_out: bool, limits: &Limits<'_>) -> Result<(), ErrorCode> {
+    let bad = |c| Err(ErrorCode::BadAction(c));
+    for a in actions {
+        match a {
+            Action::Output { port, .. } => {
+                let ok = match *port {
+                    0 => false,
+                    p if p < OFPP_MAX => true,
+                    OFPP_IN_PORT | OFPP_NORMAL | OFPP_FLOOD | OFPP_ALL | OFPP_CONTROLLER | OFPP_LOCAL => true,
+                    OFPP_TABLE => packet_out,
+                    _ => false,
+                };
+                if !ok {
+                    return bad(BadAction::BadOutPort);
+                }
+            }
+            Action::Group(g) => {
+                if !(limits.group_exists)(*g) {
+                    return bad(BadAction::BadOutGroup);
+                }
+            }
+            Action::PushVlan(et) if !matches!(*et, 0x8100 | 0x88a8) => return bad(BadAction::BadArgument),
+            Action::PushMpls(et) if !matches!(*et, 0x8847 | 0x8848) => return bad(BadAction::BadArgument),
+            Action::PushPbb(et) if *et != 0x88e7 => return bad(BadAction::BadArgument),
+            Action::SetField(oxm) => {
+                if !settable(oxm.field) {
+                    return bad(BadAction::BadSetType);
+                }
+                let max = if oxm.field == Field::VlanVid { 0x1fff } else { oxm.field.max_value() };
+                if oxm.value > max {
+                    return bad(BadAction::BadSetArgument);
+                }
+            }
+            Action::Experimenter { .. } => return bad(BadAction::BadExperimenter),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Normalises a set-field vlan_vid value: the tag is present after the action whatever the
+/// controller put in the OFPVID_PRESENT bit.
+pub fn vlan_vid_of(value: u128) -> u16 {
+    (value as u16 & 0x0fff) | OFPVID_PRESENT
+}

@@ -1,0 +1,328 @@
+//! OpenFlow semantics of the pipeline, driven by real flow-mods and real frames.
+
+use ofp::action::{Action, Instruction};
+use ofp::error::{BadAction, BadInstruction, BadMatch, ErrorCode, FlowModFailed, GroupModFailed};
+use ofp::group_meter::{group_command, group_type, BandKind, Bucket, MeterBand, OFPG_ANY};
+use ofp::message::{flow_mod_command as cmd, flow_mod_flags, packet_in_reason, FlowMod, GroupMod, MeterMod};
+use ofp::multipart::{FlowStatsRequest, MultipartReplyBody, MultipartRequestBody};
+use ofp::oxm::{Field, Match, OxmField};
+use ofp::port::*;
+use packet::craft::{checksums_ok, FrameBuilder, L3, L4};
+use packet::{parse, FlowKey, Offload, Packet};
+use pipeline::exec::{Sink, ToController};
+use pipeline::{Pipeline, PortView};
+
+const H1: [u8; 6] = [2, 0, 0, 0, 0, 1];
+const H2: [u8; 6] = [2, 0, 0, 0, 0, 2];
+
+#[derive(Default)]
+struct Recorder {
+    out: Vec<(u32, Vec<u8>)>,
+    pin: Vec<(ToController, Vec<u8>)>,
+}
+
+impl Sink for Recorder {
+    fn output(&mut self, port: u32, pkt: &Packet) {
+        self.out.push((port, pkt.data().to_vec()));
+    }
+    fn to_controller(&mut self, pkt: &Packet, info: &ToController) {
+        self.pin.push((info.clone(), pkt.data().to_vec()));
+    }
+}
+
+fn switch(ports: u32) -> Pipeline {
+    let mut p = Pipeline::new(8);
+    for n in 1..=ports {
+        p.set_port(n, PortView::default());
+    }
+    p
+}
+
+fn udp(src: [u8; 6], dst: [u8; 6], dport: u16) -> Vec<u8> {
+    FrameBuilder::new(dst, src).build(L3::Ipv4 {
+        src: [10, 0, 0, 1],
+        dst: [10, 0, 0, 2],
+        ttl: 64,
+        tos: 0,
+        l4: L4::Udp { src: 5000, dst: dport, payload: vec![7; 18] },
+    })
+}
+
+fn send(p: &mut Pipeline, in_port: u32, frame: &[u8], now: u64) -> Recorder {
+    let (key, layout) = parse(frame, in_port).unwrap();
+    let mut pkt = Packet::new(frame, Offload::default(), layout);
+    let mut r = Recorder::default();
+    p.process(&mut pkt, &key, now, &mut r);
+    r
+}
+
+fn add(p: &mut Pipeline, table: u8, prio: u16, m: Match, inst: Vec<Instruction>) -> Result<(), ErrorCode> {
+    let fm = FlowMod { table_id: table, priority: prio, match_: m, instructions: inst, ..Default::default() };
+    p.flow_mod(&fm, 0).map(|_| ())
+}
+
+fn apply(actions: Vec<Action>) -> Instruction {
+    Instruction::ApplyActions(actions)
+}
+
+fn ports_of(r: &Recorder) -> Vec<u32> {
+    r.out.iter().map(|(p, _)| *p).collect()
+}
+
+#[test]
+fn table_miss_drops_without_entry_and_punts_with_one() {
+    let mut p = switch(2);
+    assert!(send(&mut p, 1, &udp(H1, H2, 9), 0).out.is_empty());
+    add(&mut p, 0, 0, Match::new(), vec![apply(vec![Action::Output { port: OFPP_CONTROLLER, max_len: 0xffff }])]).unwrap();
+    let r = send(&mut p, 1, &udp(H1, H2, 9), 0);
+    assert_eq!(r.pin.len(), 1);
+    assert_eq!(r.pin[0].0.reason, packet_in_reason::NO_MATCH);
+    assert_eq!(r.pin[0].0.in_port, 1);
+    // A non-miss flow to the controller says ACTION.
+    add(&mut p, 0, 5, Match::new().with(Field::InPort, 1), vec![apply(vec![Action::Output { port: OFPP_CONTROLLER, max_len: 128 }])]).unwrap();
+    let r = send(&mut p, 1, &udp(H1, H2, 9), 0);
+    assert_eq!(r.pin[0].0.reason, packet_in_reason::ACTION);
+}
+
+#[test]
+fn goto_metadata_and_action_set_order() {
+    let mut p = switch(3);
+    add(&mut p, 0, 10, Match::new(), vec![
+        Instruction::WriteMetadata { metadata: 0xab, mask: 0xff },
+        Instruction::WriteActions(vec![Action::output(2), Action::PushVlan(0x8100), Action::SetField(OxmField::exact(Field::VlanVid, 0x1000 | 7))]),
+        Instruction::GotoTable(3),
+    ]).unwrap();
+    add(&mut p, 3, 10, Match::new().with(Field::Metadata, 0xab), vec![Instruction::WriteActions(vec![Action::SetField(OxmField::exact(Field::VlanVid, 0x1000 | 9))])]).unwrap();
+    let frame = udp(H1, H2, 9);
+    let r = send(&mut p, 1, &frame, 0);
+    assert_eq!(ports_of(&r), vec![2]);
+    // push_vlan runs before set-field whatever the write order, and the later write wins.
+    let (key, _) = parse(&r.out[0].1, 2).unwrap();
+    assert_eq!(key.get(Field::VlanVid), 0x1000 | 9);
+    assert!(checksums_ok(&r.out[0].1));
+    // Clear-actions empties the set: nothing goes out.
+    add(&mut p, 3, 20, Match::new(), vec![Instruction::ClearActions]).unwrap();
+    assert!(send(&mut p, 1, &frame, 0).out.is_empty());
+}
+
+#[test]
+fn apply_actions_output_copies_at_each_point() {
+    let mut p = switch(3);
+    add(&mut p, 0, 1, Match::new(), vec![apply(vec![
+        Action::output(2),
+        Action::SetField(OxmField::exact(Field::EthDst, 0x0200000000ff)),
+        Action::output(3),
+        Action::output(1), // the input port: needs IN_PORT
+        Action::Output { port: OFPP_IN_PORT, max_len: 0 },
+    ])]).unwrap();
+    let frame = udp(H1, H2, 9);
+    let r = send(&mut p, 1, &frame, 0);
+    assert_eq!(ports_of(&r), vec![2, 3, 1]);
+    assert_eq!(r.out[0].1, frame);
+    assert_eq!(&r.out[1].1[0..6], &[2, 0, 0, 0, 0, 0xff]);
+}
+
+#[test]
+fn flood_all_and_port_config() {
+    let mut p = switch(4);
+    p.set_port(3, PortView { config: config::NO_FWD, state: 0 });
+    p.set_port(4, PortView { config: 0, state: state::LINK_DOWN });
+    add(&mut p, 0, 1, Match::new().with(Field::UdpDst, 1).with(Field::EthType, 0x800).with(Field::IpProto, 17), vec![apply(vec![Action::output(OFPP_FLOOD)])]).unwrap();
+    add(&mut p, 0, 1, Match::new().with(Field::UdpDst, 2).with(Field::EthType, 0x800).with(Field::IpProto, 17), vec![apply(vec![Action::output(OFPP_ALL)])]).unwrap();
+    assert_eq!(ports_of(&send(&mut p, 1, &udp(H1, H2, 1), 0)), vec![2]);
+    assert_eq!(ports_of(&send(&mut p, 1, &udp(H1, H2, 2), 0)), vec![2, 4]);
+}
+
+#[test]
+fn flow_mod_add_modify_delete_semantics() {
+    let mut p = switch(3);
+    let m = Match::new().with(Field::InPort, 1).with(Field::EthDst, 0x020000000002);
+    let mut fm = FlowMod { cookie: 0x10, priority: 100, match_: m.clone(), instructions: vec![apply(vec![Action::output(2)])], ..Default::default() };
+    p.flow_mod(&fm, 0).unwrap();
+    send(&mut p, 1, &udp(H1, H2, 9), 0);
+    // Re-adding the identical flow keeps its counters unless RESET_COUNTS.
+    p.flow_mod(&fm, 0).unwrap();
+    let stats = |p: &mut Pipeline| match p.multipart(&MultipartRequestBody::Flow(FlowStatsRequest::default()), 0).unwrap().unwrap() {
+        MultipartReplyBody::Flow(f) => f,
+        _ => unreachable!(),
+    };
+    assert_eq!(stats(&mut p)[0].packet_count, 1);
+    fm.flags = flow_mod_flags::RESET_COUNTS;
+    p.flow_mod(&fm, 0).unwrap();
+    assert_eq!(stats(&mut p)[0].packet_count, 0);
+
+    // Non-strict modify by a wider match, filtered by cookie.
+    let modify = FlowMod { command: cmd::MODIFY, cookie: 0x10, cookie_mask: 0xff, match_: Match::new().with(Field::InPort, 1), instructions: vec![apply(vec![Action::output(3)])], ..Default::default() };
+    p.flow_mod(&modify, 0).unwrap();
+    assert_eq!(ports_of(&send(&mut p, 1, &udp(H1, H2, 9), 0)), vec![3]);
+    let wrong_cookie = FlowMod { cookie: 0x20, ..modify.clone() };
+    p.flow_mod(&FlowMod { instructions: vec![], ..wrong_cookie }, 0).unwrap();
+    assert_eq!(ports_of(&send(&mut p, 1, &udp(H1, H2, 9), 0)), vec![3]);
+
+    // Strict delete needs the same priority; non-strict delete with out_port filter.
+    let del_strict = FlowMod { command: cmd::DELETE_STRICT, priority: 99, match_: m.clone(), ..Default::default() };
+    p.flow_mod(&del_strict, 0).unwrap();
+    assert_eq!(stats(&mut p).len(), 1);
+    let del_other_port = FlowMod { command: cmd::DELETE, table_id: 0xff, out_port: 2, ..Default::default() };
+    p.flow_mod(&del_other_port, 0).unwrap();
+    assert_eq!(stats(&mut p).len(), 1);
+    let del = FlowMod { command: cmd::DELETE, table_id: 0xff, out_port: 3, ..Default::default() };
+    p.flow_mod(&del, 0).unwrap();
+    assert!(stats(&mut p).is_empty());
+}
+
+#[test]
+fn flow_mod_errors() {
+    let mut p = switch(2);
+    let e = |r: Result<(), ErrorCode>| r.unwrap_err();
+    assert_eq!(e(add(&mut p, 200, 1, Match::new(), vec![])), ErrorCode::FlowModFailed(FlowModFailed::BadTableId));
+    assert_eq!(e(add(&mut p, 0, 1, Match::new().with(Field::TcpDst, 80), vec![])), ErrorCode::BadMatch(BadMatch::BadPrereq));
+    assert_eq!(e(add(&mut p, 2, 1, Match::new(), vec![Instruction::GotoTable(1)])), ErrorCode::BadInstruction(BadInstruction::BadTableId));
+    assert_eq!(e(add(&mut p, 0, 1, Match::new(), vec![apply(vec![Action::Group(5)])])), ErrorCode::BadAction(BadAction::BadOutGroup));
+    assert_eq!(e(add(&mut p, 0, 1, Match::new(), vec![apply(vec![Action::output(OFPP_TABLE)])])), ErrorCode::BadAction(BadAction::BadOutPort));
+    assert_eq!(e(add(&mut p, 0, 1, Match::new(), vec![apply(vec![Action::PushVlan(0x0800)])])), ErrorCode::BadAction(BadAction::BadArgument));
+    assert_eq!(e(add(&mut p, 0, 1, Match::new(), vec![Instruction::Meter(3)])), ErrorCode::MeterModFailed(ofp::error::MeterModFailed::UnknownMeter));
+    let bad_flags = FlowMod { flags: 0x100, ..Default::default() };
+    assert_eq!(p.flow_mod(&bad_flags, 0).unwrap_err(), ErrorCode::FlowModFailed(FlowModFailed::BadFlags));
+    // CHECK_OVERLAP: same priority, intersecting matches.
+    add(&mut p, 0, 7, Match::new().with(Field::InPort, 1), vec![]).unwrap();
+    let overlap = FlowMod { priority: 7, flags: flow_mod_flags::CHECK_OVERLAP, match_: Match::new().with(Field::EthDst, 1), ..Default::default() };
+    assert_eq!(p.flow_mod(&overlap, 0).unwrap_err(), ErrorCode::FlowModFailed(FlowModFailed::Overlap));
+    let disjoint = FlowMod { priority: 7, flags: flow_mod_flags::CHECK_OVERLAP, match_: Match::new().with(Field::InPort, 2), ..Default::default() };
+    p.flow_mod(&disjoint, 0).unwrap();
+}
+
+#[test]
+fn timeouts_and_flow_removed() {
+    let mut p = switch(2);
+    let idle = FlowMod { priority: 1, idle_timeout: 2, flags: flow_mod_flags::SEND_FLOW_REM, match_: Match::new().with(Field::InPort, 1), instructions: vec![apply(vec![Action::output(2)])], ..Default::default() };
+    let hard = FlowMod { priority: 1, hard_timeout: 3, match_: Match::new().with(Field::InPort, 2), ..Default::default() };
+    p.flow_mod(&idle, 0).unwrap();
+    p.flow_mod(&hard, 0).unwrap();
+    let s = 1_000_000_000u64;
+    send(&mut p, 1, &udp(H1, H2, 9), s); // keeps the idle flow alive until 3 s
+    assert!(p.expire(2 * s + s / 2).is_empty());
+    let gone = p.expire(3 * s);
+    assert_eq!(gone.len(), 1, "only the SEND_FLOW_REM flow reports");
+    assert_eq!(gone[0].reason, ofp::message::flow_removed_reason::IDLE_TIMEOUT);
+    assert_eq!(gone[0].packet_count, 1);
+    assert_eq!(p.tables[0].flows.len(), 0, "the hard-timeout flow went too");
+}
+
+#[test]
+fn groups_all_select_indirect_fast_failover() {
+    let mut p = switch(4);
+    let gm = |typ, id, buckets| GroupMod { command: group_command::ADD, group_type: typ, group_id: id, buckets };
+    let b = |port, watch| Bucket { weight: 0, watch_port: watch, watch_group: OFPG_ANY, actions: vec![Action::output(port)] };
+    p.group_mod(&gm(group_type::ALL, 1, vec![b(2, OFPP_ANY), b(3, OFPP_ANY)]), 0).unwrap();
+    p.group_mod(&gm(group_type::FAST_FAILOVER, 2, vec![b(2, 2), b(3, 3)]), 0).unwrap();
+    p.group_mod(&gm(group_type::INDIRECT, 3, vec![b(4, OFPP_ANY)]), 0).unwrap();
+    let sel = |w| Bucket { weight: w, ..b(0, OFPP_ANY) };
+    p.group_mod(&gm(group_type::SELECT, 4, vec![Bucket { actions: vec![Action::output(2)], ..sel(1) }, Bucket { actions: vec![Action::output(3)], ..sel(1) }]), 0).unwrap();
+    for (port, group) in [(1u16, 1u32), (2, 2), (3, 3), (4, 4)] {
+        add(&mut p, 0, 1, Match::new().with(Field::EthType, 0x800).with(Field::IpProto, 17).with(Field::UdpDst, port as u128), vec![apply(vec![Action::Group(group)])]).unwrap();
+    }
+    assert_eq!(ports_of(&send(&mut p, 1, &udp(H1, H2, 1), 0)), vec![2, 3]);
+    assert_eq!(ports_of(&send(&mut p, 1, &udp(H1, H2, 2), 0)), vec![2]);
+    p.set_port(2, PortView { config: 0, state: state::LINK_DOWN });
+    assert_eq!(ports_of(&send(&mut p, 1, &udp(H1, H2, 2), 0)), vec![3], "fails over without the controller");
+    p.set_port(2, PortView::default());
+    assert_eq!(ports_of(&send(&mut p, 1, &udp(H1, H2, 3), 0)), vec![4]);
+    // Select: one flow always takes the same bucket; many flows use both.
+    let first = ports_of(&send(&mut p, 1, &udp(H1, H2, 4), 0));
+    for _ in 0..5 {
+        assert_eq!(ports_of(&send(&mut p, 1, &udp(H1, H2, 4), 0)), first);
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for i in 0..32u8 {
+        seen.extend(ports_of(&send(&mut p, 1, &udp([2, 0, 0, 0, 1, i], H2, 4), 0)));
+    }
+    assert_eq!(seen.into_iter().collect::<Vec<_>>(), vec![2, 3]);
+    // Group errors.
+    assert_eq!(p.group_mod(&gm(group_type::ALL, 1, vec![]), 0).unwrap_err(), ErrorCode::GroupModFailed(GroupModFailed::GroupExists));
+    let loop_ = GroupMod { command: group_command::MODIFY, group_type: group_type::INDIRECT, group_id: 3, buckets: vec![Bucket { actions: vec![Action::Group(3)], ..b(0, OFPP_ANY) }] };
+    assert_eq!(p.group_mod(&loop_, 0).unwrap_err(), ErrorCode::GroupModFailed(GroupModFailed::Loop));
+    // Deleting a group removes the flows that use it.
+    p.group_mod(&GroupMod { command: group_command::DELETE, group_type: 0, group_id: 1, buckets: vec![] }, 0).unwrap();
+    assert!(send(&mut p, 1, &udp(H1, H2, 1), 0).out.is_empty());
+}
+
+#[test]
+fn meter_drops_above_rate() {
+    let mut p = switch(2);
+    let mm = MeterMod { command: 0, flags: ofp::group_meter::meter_flags::PKTPS | ofp::group_meter::meter_flags::BURST, meter_id: 1, bands: vec![MeterBand { rate: 100, burst_size: 10, kind: BandKind::Drop }] };
+    p.meter_mod(&mm, 0).unwrap();
+    add(&mut p, 0, 1, Match::new(), vec![Instruction::Meter(1), apply(vec![Action::output(2)])]).unwrap();
+    // 1000 packets over one second at 1000 pps: 100/s plus the burst of 10 pass.
+    let mut passed = 0;
+    for i in 0..1000u64 {
+        passed += send(&mut p, 1, &udp(H1, H2, 9), i * 1_000_000).out.len();
+    }
+    assert!((105..=112).contains(&passed), "{passed} passed");
+}
+
+#[test]
+fn megaflow_consults_only_what_the_tables_looked_at() {
+    let mut p = switch(3);
+    add(&mut p, 0, 10, Match::new().with(Field::EthDst, 0x020000000002), vec![apply(vec![Action::output(2)])]).unwrap();
+    let frame = udp(H1, H2, 9);
+    let (key, layout) = parse(&frame, 1).unwrap();
+    let pkt = Packet::new(&frame, Offload::default(), layout);
+    let t = p.translate(&pkt, &key, 0);
+    let mut want = FlowKey::default();
+    for f in [Field::InPort, Field::InPhyPort, Field::EthDst] {
+        want.mask_field(f);
+    }
+    assert_eq!(t.consulted, want);
+    assert!(t.cacheable);
+    // One cache entry serves every source address and UDP port.
+    send(&mut p, 1, &frame, 0);
+    for i in 0..10u8 {
+        assert_eq!(ports_of(&send(&mut p, 1, &udp([2, 0, 0, 0, 9, i], H2, 100 + i as u16), 0)), vec![2]);
+    }
+    assert_eq!(p.cache.len(), 1);
+    // Counters include cache hits.
+    assert_eq!(p.tables[0].flows.iter().next().unwrap().1.packet_count, 11);
+    // A flow-mod invalidates it.
+    add(&mut p, 0, 20, Match::new().with(Field::InPort, 1), vec![apply(vec![Action::output(3)])]).unwrap();
+    assert_eq!(p.cache.len(), 0);
+    assert_eq!(ports_of(&send(&mut p, 1, &frame, 0)), vec![3]);
+}
+
+#[test]
+fn normal_learns_and_floods() {
+    let mut p = switch(3);
+    add(&mut p, 0, 0, Match::new(), vec![apply(vec![Action::output(OFPP_NORMAL)])]).unwrap();
+    assert_eq!(ports_of(&send(&mut p, 1, &udp(H1, H2, 9), 0)), vec![2, 3], "unknown destination floods");
+    assert_eq!(ports_of(&send(&mut p, 2, &udp(H2, H1, 9), 0)), vec![1], "learned H1 on port 1");
+    assert_eq!(ports_of(&send(&mut p, 1, &udp(H1, H2, 9), 0)), vec![2], "learned H2 on port 2");
+    // H1 moves to port 3.
+    send(&mut p, 3, &udp(H1, [0xff; 6], 9), 0);
+    assert_eq!(ports_of(&send(&mut p, 2, &udp(H2, H1, 9), 0)), vec![3]);
+}
+
+#[test]
+fn cached_and_uncached_results_are_identical() {
+    // Every frame twice through a pipeline with rewrites, groups and a second table: the second
+    // pass is a cache hit and must emit the same bytes on the same ports.
+    let mut p = switch(4);
+    p.group_mod(&GroupMod { command: 0, group_type: group_type::ALL, group_id: 1, buckets: vec![
+        Bucket { weight: 0, watch_port: OFPP_ANY, watch_group: OFPG_ANY, actions: vec![Action::PushVlan(0x8100), Action::SetField(OxmField::exact(Field::VlanVid, 0x1000 | 5)), Action::output(3)] },
+        Bucket { weight: 0, watch_port: OFPP_ANY, watch_group: OFPG_ANY, actions: vec![Action::SetField(OxmField::exact(Field::Ipv4Dst, 0x0a0000fe)), Action::output(4)] },
+    ] }, 0).unwrap();
+    add(&mut p, 0, 5, Match::new().with(Field::EthType, 0x800), vec![apply(vec![Action::DecNwTtl]), Instruction::GotoTable(1)]).unwrap();
+    add(&mut p, 1, 5, Match::new().with(Field::EthType, 0x800).with(Field::IpProto, 17).with(Field::UdpDst, 9), vec![apply(vec![Action::output(2), Action::Group(1)])]).unwrap();
+    add(&mut p, 1, 1, Match::new(), vec![apply(vec![Action::Output { port: OFPP_CONTROLLER, max_len: 64 }])]).unwrap();
+    for frame in [udp(H1, H2, 9), udp(H1, H2, 10), udp(H2, H1, 9)] {
+        let a = send(&mut p, 1, &frame, 0);
+        let b = send(&mut p, 1, &frame, 0);
+        assert_eq!(a.out, b.out);
+        assert_eq!(a.pin, b.pin);
+        for (_, f) in &a.out {
+            assert!(checksums_ok(f));
+        }
+    }
+    let r = send(&mut p, 1, &udp(H1, H2, 9), 0);
+    assert_eq!(ports_of(&r), vec![2, 3, 4]);
+    assert_eq!(r.out[0].1[14 + 8], 63, "TTL decremented before the outputs");
+}
