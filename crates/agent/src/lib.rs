@@ -1,0 +1,238 @@
+//! Controller channels: active `tcp:`/`tls:`/`unix:` connections with reconnect and backoff,
+//! passive `ptcp:`/`ptls:`/`punix:` listeners, the hello handshake, echo keepalive with an
+//! inactivity probe, roles and async configuration, and the standalone fail mode.
+//!
+//! Everything runs on one single-threaded async runtime. Requests that touch switch state go, in
+//! arrival order, to the forwarding thread; replies come back on the connection they belong to.
+
+mod conn;
+pub mod target;
+pub mod tls;
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use datapath::{Command, Event, SwitchHandle};
+use ofp::message::{role, AsyncConfig, Message, SwitchFeatures};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tracing::{info, warn};
+
+pub use target::Target;
+pub use tls::TlsFiles;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailMode {
+    /// Without a controller, keep the flows and drop what misses them.
+    Secure,
+    /// Without a controller, act as a MAC-learning switch.
+    Standalone,
+}
+
+#[derive(Clone, Debug)]
+pub struct AgentConfig {
+    /// Primary controllers: they get asynchronous messages and count for the fail mode.
+    pub controllers: Vec<Target>,
+    /// Service listeners (management tools such as `ovs-ofctl`): no asynchronous messages unless
+    /// they ask for them, and they do not count as a controller for the fail mode.
+    pub listeners: Vec<Target>,
+    pub tls: Option<TlsFiles>,
+    pub fail_mode: FailMode,
+    pub probe_interval: Duration,
+    pub max_backoff: Duration,
+    pub features: SwitchFeatures,
+}
+
+/// How long standalone mode waits with no controller before learning on its own.
+const FAIL_OPEN_DELAY: Duration = Duration::from_secs(3);
+
+/// Creates the channel the forwarding thread reports events on.
+pub fn event_channel() -> (Box<dyn FnMut(Event) + Send>, UnboundedReceiver<Event>) {
+    let (tx, rx) = unbounded_channel();
+    (Box::new(move |e| drop(tx.send(e))), rx)
+}
+
+pub(crate) struct ConnState {
+    tx: UnboundedSender<Vec<u8>>,
+    primary: bool,
+    role: u32,
+    async_config: AsyncConfig,
+}
+
+pub(crate) struct Hub {
+    conns: HashMap<u64, ConnState>,
+    next_id: u64,
+    generation: Option<u64>,
+    pub(crate) switch: SwitchHandle,
+    pub(crate) cfg: AgentConfig,
+    primaries_up: usize,
+    /// Bumped whenever the number of connected primaries changes, so a pending fail-open timer can
+    /// tell it is stale.
+    epoch: u64,
+}
+
+pub(crate) type HubRef = Rc<RefCell<Hub>>;
+
+impl Hub {
+    pub(crate) fn register(&mut self, tx: UnboundedSender<Vec<u8>>, primary: bool) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        let async_config = if primary { AsyncConfig::default() } else { AsyncConfig::none() };
+        self.conns.insert(id, ConnState { tx, primary, role: role::EQUAL, async_config });
+        if primary {
+            self.primaries_up += 1;
+            self.epoch += 1;
+            if self.cfg.fail_mode == FailMode::Standalone && self.primaries_up == 1 {
+                self.switch.send(Command::FailOpen(false));
+            }
+        }
+        id
+    }
+
+    /// Returns true when the last primary went away (the caller arms the fail-open timer).
+    pub(crate) fn unregister(&mut self, id: u64) -> bool {
+        let Some(c) = self.conns.remove(&id) else { return false };
+        if c.primary {
+            self.primaries_up -= 1;
+            self.epoch += 1;
+            return self.primaries_up == 0;
+        }
+        false
+    }
+
+    pub(crate) fn role(&self, id: u64) -> u32 {
+        self.conns.get(&id).map_or(role::EQUAL, |c| c.role)
+    }
+
+    pub(crate) fn async_config(&self, id: u64) -> AsyncConfig {
+        self.conns.get(&id).map_or_else(AsyncConfig::none, |c| c.async_config)
+    }
+
+    pub(crate) fn set_async(&mut self, id: u64, a: AsyncConfig) {
+        if let Some(c) = self.conns.get_mut(&id) {
+            c.async_config = a;
+        }
+    }
+
+    /// Role request (spec §6.3.5). Err(()) means a stale generation id.
+    pub(crate) fn request_role(&mut self, id: u64, requested: u32, generation_id: u64) -> Result<(u32, u64), ()> {
+        if requested == role::MASTER || requested == role::SLAVE {
+            if let Some(g) = self.generation {
+                if (generation_id.wrapping_sub(g) as i64) < 0 {
+                    return Err(());
+                }
+            }
+            self.generation = Some(generation_id);
+        }
+        if requested != role::NOCHANGE {
+            if requested == role::MASTER {
+                for (other, c) in self.conns.iter_mut() {
+                    if *other != id && c.role == role::MASTER {
+                        c.role = role::SLAVE;
+                    }
+                }
+            }
+            if let Some(c) = self.conns.get_mut(&id) {
+                c.role = requested;
+            }
+        }
+        Ok((self.role(id), self.generation.unwrap_or(0)))
+    }
+
+    /// Sends an event to every connection whose role and async masks ask for it.
+    fn dispatch(&self, ev: &Event) {
+        let (msg, reason, pick): (Message, u8, fn(&AsyncConfig) -> [u32; 2]) = match ev {
+            Event::PacketIn(p) => (Message::PacketIn(p.clone()), p.reason, |a| a.packet_in_mask),
+            Event::FlowRemoved(f) => (Message::FlowRemoved(f.clone()), f.reason, |a| a.flow_removed_mask),
+            Event::PortStatus(p) => (Message::PortStatus(p.clone()), p.reason, |a| a.port_status_mask),
+        };
+        let mut bytes = None;
+        for c in self.conns.values() {
+            let idx = if c.role == role::SLAVE { 1 } else { 0 };
+            if pick(&c.async_config)[idx] & (1 << reason) != 0 {
+                let b = bytes.get_or_insert_with(|| msg.encode(0));
+                let _ = c.tx.send(b.clone());
+            }
+        }
+    }
+}
+
+pub(crate) fn arm_fail_open(hub: &HubRef) {
+    let (standalone, epoch) = {
+        let h = hub.borrow();
+        (h.cfg.fail_mode == FailMode::Standalone && !h.cfg.controllers.is_empty(), h.epoch)
+    };
+    if !standalone {
+        return;
+    }
+    let hub = hub.clone();
+    tokio::task::spawn_local(async move {
+        tokio::time::sleep(FAIL_OPEN_DELAY).await;
+        let h = hub.borrow();
+        if h.epoch == epoch && h.primaries_up == 0 {
+            info!("no controller for {FAIL_OPEN_DELAY:?}: standalone learning switch");
+            h.switch.send(Command::FailOpen(true));
+        }
+    });
+}
+
+/// Runs the agent until `shutdown` completes. Must be called inside a `LocalSet`.
+pub async fn run(
+    cfg: AgentConfig,
+    switch: SwitchHandle,
+    mut events: UnboundedReceiver<Event>,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), String> {
+    let client_tls = match (&cfg.tls, cfg.controllers.iter().chain(&cfg.listeners).any(|t| matches!(t, Target::Tls(_)))) {
+        (Some(files), true) => Some(tls::client_config(files)?),
+        (None, true) => return Err("a tls: target needs --private-key, --certificate and --ca-cert".into()),
+        _ => None,
+    };
+    let server_tls = match (&cfg.tls, cfg.controllers.iter().chain(&cfg.listeners).any(|t| matches!(t, Target::PTls(_)))) {
+        (Some(files), true) => Some(tls::server_config(files)?),
+        (None, true) => return Err("a ptls: target needs --private-key, --certificate and --ca-cert".into()),
+        _ => None,
+    };
+    let hub: HubRef = Rc::new(RefCell::new(Hub {
+        conns: HashMap::new(),
+        next_id: 1,
+        generation: None,
+        switch,
+        cfg: cfg.clone(),
+        primaries_up: 0,
+        epoch: 0,
+    }));
+    for (targets, primary) in [(&cfg.controllers, true), (&cfg.listeners, false)] {
+        for t in targets {
+            if t.is_passive() {
+                let listener = conn::Listener::bind(t, server_tls.clone()).await.map_err(|e| format!("{t}: {e}"))?;
+                info!(target = %t, primary, "listening");
+                tokio::task::spawn_local(conn::accept_loop(listener, hub.clone(), primary));
+            } else {
+                tokio::task::spawn_local(conn::active_loop(t.clone(), hub.clone(), primary, client_tls.clone()));
+            }
+        }
+    }
+    arm_fail_open(&hub);
+    let dispatcher = {
+        let hub = hub.clone();
+        async move {
+            while let Some(ev) = events.recv().await {
+                hub.borrow().dispatch(&ev);
+            }
+        }
+    };
+    tokio::select! {
+        _ = dispatcher => warn!("forwarding thread stopped"),
+        _ = shutdown => {}
+    }
+    Ok(())
+}
+
+/// Wraps a connection's sender as the datapath's reply callback.
+pub(crate) fn replier(tx: &UnboundedSender<Vec<u8>>) -> datapath::Replier {
+    let tx = tx.clone();
+    Arc::new(move |bytes| drop(tx.send(bytes)))
+}

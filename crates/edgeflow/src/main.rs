@@ -1,1 +1,213 @@
-fn main(){}
+//! `edgeflow`: an OpenFlow 1.3 switch for Linux edge devices.
+
+mod config;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use config::{Flags, Settings};
+use datapath::{Command, RingConfig, Switch, SwitchConfig};
+use tracing::{error, info};
+
+#[derive(Parser)]
+#[command(name = "edgeflow", version, about = "An OpenFlow 1.3 switch for Linux edge devices", long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run the switch on real interfaces.
+    ///
+    /// Examples:
+    ///   edgeflow run --port veth1 --port veth2                       (native: a learning switch)
+    ///   edgeflow run --port eth1 --port eth2 --controller tcp:192.0.2.1:6653 --listen ptcp:6634:127.0.0.1
+    ///   edgeflow run --config /etc/edgeflow.toml
+    #[command(verbatim_doc_comment)]
+    Run(RunArgs),
+    /// Check a configuration file and print what it sets up.
+    CheckConfig {
+        /// TOML file.
+        file: PathBuf,
+    },
+}
+
+#[derive(Args, Default)]
+struct RunArgs {
+    /// TOML configuration file (flags below add to or override it).
+    #[arg(long, short = 'c', value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// An interface to switch; OpenFlow port numbers 1, 2, … in the order given.
+    #[arg(long = "port", short = 'p', value_name = "IFNAME")]
+    ports: Vec<String>,
+    /// A controller: tcp:IP[:PORT], tls:IP[:PORT], unix:PATH, or ptcp:/ptls:/punix: to wait for one.
+    #[arg(long = "controller", value_name = "TARGET")]
+    controllers: Vec<String>,
+    /// A management listener, e.g. ptcp:6634:127.0.0.1 (for ovs-ofctl) or punix:/run/edgeflow.sock.
+    #[arg(long = "listen", value_name = "TARGET")]
+    listen: Vec<String>,
+    /// What to do without a controller: secure (keep flows, drop misses) or standalone (learn).
+    #[arg(long, value_name = "MODE")]
+    fail_mode: Option<String>,
+    /// Datapath id, hex (default: from the first port's MAC address).
+    #[arg(long, value_name = "HEX")]
+    dpid: Option<String>,
+    /// Number of flow tables (1-254, default 64).
+    #[arg(long, value_name = "N")]
+    tables: Option<u32>,
+    /// Create a tap interface of this name as the LOCAL port.
+    #[arg(long, value_name = "IFNAME")]
+    local_port: Option<String>,
+    /// Seconds of silence before probing a controller with an echo request.
+    #[arg(long, value_name = "SECS")]
+    probe_interval: Option<u64>,
+    /// Datapath: user (AF_PACKET rings).
+    #[arg(long, value_name = "KIND")]
+    datapath: Option<String>,
+    /// TLS private key (PEM), for tls:/ptls: targets.
+    #[arg(long, value_name = "FILE")]
+    private_key: Option<PathBuf>,
+    /// TLS certificate (PEM) signed by the CA.
+    #[arg(long, value_name = "FILE")]
+    certificate: Option<PathBuf>,
+    /// CA certificate (PEM) the peer's certificate must be signed by.
+    #[arg(long, value_name = "FILE")]
+    ca_cert: Option<PathBuf>,
+    /// Log filter, e.g. info, debug, agent=debug (default: $RUST_LOG or info).
+    #[arg(long, value_name = "FILTER")]
+    log: Option<String>,
+}
+
+impl RunArgs {
+    fn flags(&self) -> Flags {
+        Flags {
+            ports: self.ports.clone(),
+            controllers: self.controllers.clone(),
+            listen: self.listen.clone(),
+            fail_mode: self.fail_mode.clone(),
+            dpid: self.dpid.clone(),
+            tables: self.tables,
+            local_port: self.local_port.clone(),
+            probe_interval: self.probe_interval,
+            datapath: self.datapath.clone(),
+            private_key: self.private_key.clone(),
+            certificate: self.certificate.clone(),
+            ca_cert: self.ca_cert.clone(),
+        }
+    }
+}
+
+fn load(args: &RunArgs) -> Result<Settings, String> {
+    match &args.config {
+        Some(path) => {
+            let (file, src) = config::load_file(path)?;
+            config::settings(Some((&file, &src, path)), &args.flags())
+        }
+        None => config::settings(None, &args.flags()),
+    }
+}
+
+fn init_logging(filter: Option<&str>) {
+    let filter = filter
+        .map(String::from)
+        .or_else(|| std::env::var("RUST_LOG").ok())
+        .unwrap_or_else(|| "info".to_string());
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Cmd::CheckConfig { file } => {
+            let args = RunArgs { config: Some(file), ..Default::default() };
+            match load(&args) {
+                Ok(s) => {
+                    println!("{s:#?}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("edgeflow: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Cmd::Run(args) => {
+            let settings = match load(&args) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("edgeflow: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            init_logging(args.log.as_deref());
+            match run(settings) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    error!("{e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}
+
+fn run(s: Settings) -> Result<(), String> {
+    let (event_sink, events) = agent::event_channel();
+    let native = s.controllers.is_empty();
+    let switch_cfg = SwitchConfig {
+        dpid: s.dpid,
+        n_tables: s.n_tables,
+        ports: s.ports.clone(),
+        local_port: s.local_port.clone(),
+        ring: RingConfig::default(),
+        native,
+        dp_desc: format!("edgeflow dpid {:016x}", s.dpid),
+    };
+    let (switch, handle) = Switch::new(switch_cfg, event_sink).map_err(|e| e.to_string())?;
+    let features = switch.features();
+    info!(
+        dpid = format!("{:016x}", s.dpid),
+        ports = ?s.ports,
+        controllers = ?s.controllers.iter().map(|t| t.to_string()).collect::<Vec<_>>(),
+        listen = ?s.listen.iter().map(|t| t.to_string()).collect::<Vec<_>>(),
+        mode = if native { "native" } else if s.fail_mode == agent::FailMode::Standalone { "standalone" } else { "secure" },
+        "starting"
+    );
+    let forwarding = std::thread::Builder::new()
+        .name("forwarding".into())
+        .spawn(move || switch.run())
+        .map_err(|e| format!("cannot start the forwarding thread: {e}"))?;
+
+    let agent_cfg = agent::AgentConfig {
+        controllers: s.controllers,
+        listeners: s.listen,
+        tls: s.tls,
+        fail_mode: s.fail_mode,
+        probe_interval: s.probe_interval,
+        max_backoff: Duration::from_secs(8),
+        features,
+    };
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+    let local = tokio::task::LocalSet::new();
+    let result = local.block_on(&rt, agent::run(agent_cfg, handle.clone(), events, shutdown_signal()));
+    handle.send(Command::Shutdown);
+    let _ = forwarding.join();
+    info!("stopped");
+    result
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => info!("SIGINT: shutting down"),
+        _ = term.recv() => info!("SIGTERM: shutting down"),
+    }
+}

@@ -60,6 +60,23 @@ impl Packet {
         Packet { buf, head: HEADROOM, offload, layout }
     }
 
+    /// An empty packet whose buffer is reused by [`Packet::load`] (no allocation per frame).
+    pub fn with_capacity(capacity: usize) -> Packet {
+        let mut buf = Vec::with_capacity(HEADROOM + capacity);
+        buf.resize(HEADROOM, 0);
+        Packet { buf, head: HEADROOM, offload: Offload::default(), layout: Layout::default() }
+    }
+
+    /// Replaces the contents with `frame`, keeping the allocation.
+    pub fn load(&mut self, frame: &[u8], offload: Offload, layout: Layout) {
+        self.buf.clear();
+        self.buf.resize(HEADROOM, 0);
+        self.buf.extend_from_slice(frame);
+        self.head = HEADROOM;
+        self.offload = offload;
+        self.layout = layout;
+    }
+
     pub fn data(&self) -> &[u8] {
         &self.buf[self.head..]
     }

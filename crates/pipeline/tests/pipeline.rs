@@ -326,3 +326,4 @@ fn cached_and_uncached_results_are_identical() {
     assert_eq!(ports_of(&r), vec![2, 3, 4]);
     assert_eq!(r.out[0].1[14 + 8], 63, "TTL decremented before the outputs");
 }
+

@@ -1,0 +1,365 @@
+//! One controller connection: framing, handshake, keepalive, and per-message dispatch.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use datapath::Command;
+use ofp::error::{BadRequest, ErrorCode, HelloFailed, RoleRequestFailed};
+use ofp::message::{role, ErrorMsg, Header, Hello, Message, RoleMsg, HEADER_LEN};
+use ofp::multipart::{MultipartRequest, MultipartRequestBody, MORE};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio::time::{sleep, timeout, Instant};
+use tokio_rustls::{TlsAcceptor, TlsConnector};
+use tracing::{debug, info, warn};
+
+use crate::target::Target;
+use crate::{arm_fail_open, replier, HubRef};
+
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub(crate) enum Listener {
+    Tcp(TcpListener, Option<TlsAcceptor>),
+    Unix(UnixListener),
+}
+
+impl Listener {
+    pub(crate) async fn bind(t: &Target, tls: Option<Arc<rustls::ServerConfig>>) -> std::io::Result<Listener> {
+        match t {
+            Target::PTcp(a) => Ok(Listener::Tcp(TcpListener::bind(a).await?, None)),
+            Target::PTls(a) => Ok(Listener::Tcp(TcpListener::bind(a).await?, tls.map(TlsAcceptor::from))),
+            Target::PUnix(p) => {
+                // A socket file left by an earlier run would make bind fail.
+                let _ = std::fs::remove_file(p);
+                Ok(Listener::Unix(UnixListener::bind(p)?))
+            }
+            _ => Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a passive target")),
+        }
+    }
+}
+
+pub(crate) async fn accept_loop(listener: Listener, hub: HubRef, primary: bool) {
+    loop {
+        match &listener {
+            Listener::Tcp(l, tls) => match l.accept().await {
+                Ok((s, peer)) => {
+                    let _ = s.set_nodelay(true);
+                    let hub = hub.clone();
+                    let tls = tls.clone();
+                    tokio::task::spawn_local(async move {
+                        let name = peer.to_string();
+                        match tls {
+                            Some(acceptor) => match acceptor.accept(s).await {
+                                Ok(s) => serve(s, hub, primary, name).await,
+                                Err(e) => warn!(peer = %name, "TLS handshake failed: {e}"),
+                            },
+                            None => serve(s, hub, primary, name).await,
+                        }
+                    });
+                }
+                Err(e) => {
+                    warn!("accept: {e}");
+                    sleep(Duration::from_millis(100)).await;
+                }
+            },
+            Listener::Unix(l) => match l.accept().await {
+                Ok((s, _)) => {
+                    tokio::task::spawn_local(serve(s, hub.clone(), primary, "unix".into()));
+                }
+                Err(e) => {
+                    warn!("accept: {e}");
+                    sleep(Duration::from_millis(100)).await;
+                }
+            },
+        }
+    }
+}
+
+/// Connects to an active target forever, backing off exponentially while it is unreachable.
+pub(crate) async fn active_loop(target: Target, hub: HubRef, primary: bool, tls: Option<Arc<rustls::ClientConfig>>) {
+    let max_backoff = hub.borrow().cfg.max_backoff;
+    let mut backoff = Duration::from_secs(1);
+    let mut reported = false;
+    loop {
+        let name = target.to_string();
+        let result: std::io::Result<()> = async {
+            match &target {
+                Target::Tcp(a) => {
+                    let s = TcpStream::connect(a).await?;
+                    s.set_nodelay(true)?;
+                    info!(controller = %name, "connected");
+                    serve(s, hub.clone(), primary, name.clone()).await;
+                }
+                Target::Tls(a) => {
+                    let s = TcpStream::connect(a).await?;
+                    s.set_nodelay(true)?;
+                    let connector = TlsConnector::from(tls.clone().expect("TLS config checked at start"));
+                    let server_name = rustls::pki_types::ServerName::IpAddress(a.ip().into());
+                    let s = connector.connect(server_name, s).await?;
+                    info!(controller = %name, "connected (TLS)");
+                    serve(s, hub.clone(), primary, name.clone()).await;
+                }
+                Target::Unix(p) => {
+                    let s = UnixStream::connect(p).await?;
+                    info!(controller = %name, "connected");
+                    serve(s, hub.clone(), primary, name.clone()).await;
+                }
+                _ => unreachable!("passive targets are listened on"),
+            }
+            Ok(())
+        }
+        .await;
+        match result {
+            Ok(()) => {
+                backoff = Duration::from_secs(1);
+                reported = false;
+                info!(controller = %name, "disconnected");
+            }
+            Err(e) => {
+                if !reported {
+                    warn!(controller = %name, "cannot connect: {e} (retrying with backoff up to {max_backoff:?})");
+                    reported = true;
+                }
+            }
+        }
+        sleep(backoff).await;
+        backoff = (backoff * 2).min(max_backoff);
+    }
+}
+
+/// Reads whole OpenFlow messages off a byte stream, however they were split into segments.
+struct Framer<R> {
+    rd: R,
+    buf: Vec<u8>,
+}
+
+enum Frame {
+    Message(Vec<u8>),
+    /// The header's length field is below 8: the stream cannot be framed any further.
+    Broken(Vec<u8>),
+}
+
+impl<R: AsyncRead + Unpin> Framer<R> {
+    async fn fill(&mut self, want: usize) -> std::io::Result<bool> {
+        while self.buf.len() < want {
+            let mut chunk = [0u8; 16 * 1024];
+            let n = self.rd.read(&mut chunk).await?;
+            if n == 0 {
+                return Ok(false);
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+        Ok(true)
+    }
+
+    async fn next(&mut self) -> std::io::Result<Option<Frame>> {
+        if !self.fill(HEADER_LEN).await? {
+            return Ok(None);
+        }
+        let len = u16::from_be_bytes([self.buf[2], self.buf[3]]) as usize;
+        if len < HEADER_LEN {
+            let head = self.buf[..HEADER_LEN].to_vec();
+            return Ok(Some(Frame::Broken(head)));
+        }
+        if !self.fill(len).await? {
+            return Ok(None);
+        }
+        let msg: Vec<u8> = self.buf.drain(..len).collect();
+        Ok(Some(Frame::Message(msg)))
+    }
+}
+
+async fn writer<W: AsyncWrite + Unpin>(mut wr: W, mut rx: UnboundedReceiver<Vec<u8>>) {
+    let mut batch = Vec::with_capacity(64 * 1024);
+    while let Some(first) = rx.recv().await {
+        batch.extend_from_slice(&first);
+        // Coalesce whatever else is queued into one write.
+        while batch.len() < 256 * 1024 {
+            match rx.try_recv() {
+                Ok(m) => batch.extend_from_slice(&m),
+                Err(_) => break,
+            }
+        }
+        if wr.write_all(&batch).await.is_err() || wr.flush().await.is_err() {
+            break;
+        }
+        batch.clear();
+    }
+    let _ = wr.shutdown().await;
+}
+
+fn error_reply(xid: u32, code: ErrorCode, offending: &[u8]) -> Vec<u8> {
+    Message::Error(ErrorMsg::reply_to(code, offending)).encode(xid)
+}
+
+/// Per-connection state the dispatcher keeps between messages.
+struct Session {
+    id: u64,
+    tx: UnboundedSender<Vec<u8>>,
+    /// A multipart request arriving in parts (OFPMPF_REQ_MORE), gathered until its last part.
+    partial: Option<(u32, MultipartRequest)>,
+    echo_outstanding: bool,
+}
+
+/// Runs one connection from hello to close.
+pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + 'static>(stream: S, hub: HubRef, primary: bool, peer: String) {
+    let (rd, wr) = tokio::io::split(stream);
+    let (tx, rx) = unbounded_channel::<Vec<u8>>();
+    let writer_task = tokio::task::spawn_local(writer(wr, rx));
+    let mut framer = Framer { rd, buf: Vec::with_capacity(64 * 1024) };
+    let _ = tx.send(Message::Hello(Hello::of13()).encode(1));
+
+    // Handshake: the first message must be a hello naming a version we share (spec §6.3.1).
+    let first = match timeout(HELLO_TIMEOUT, framer.next()).await {
+        Ok(Ok(Some(Frame::Message(m)))) => m,
+        Ok(Ok(Some(Frame::Broken(head)))) => {
+            let _ = tx.send(error_reply(0, ErrorCode::BadRequest(BadRequest::BadLen), &head));
+            return finish(tx, writer_task).await;
+        }
+        _ => {
+            debug!(%peer, "no hello");
+            return finish(tx, writer_task).await;
+        }
+    };
+    let xid = Header::peek(&first).map_or(0, |h| h.xid);
+    match Message::decode(&first) {
+        Ok((h, Message::Hello(hello))) if hello.supports_of13(h.version) => {}
+        Ok((_, Message::Hello(_))) => {
+            warn!(%peer, "peer does not speak OpenFlow 1.3");
+            let mut e = ErrorMsg::reply_to(ErrorCode::HelloFailed(HelloFailed::Incompatible), &[]);
+            e.data = b"edgeflow supports OpenFlow 1.3 (0x04) only".to_vec();
+            let _ = tx.send(Message::Error(e).encode(xid));
+            return finish(tx, writer_task).await;
+        }
+        _ => {
+            let _ = tx.send(error_reply(xid, ErrorCode::HelloFailed(HelloFailed::Incompatible), &first));
+            return finish(tx, writer_task).await;
+        }
+    }
+
+    let id = hub.borrow_mut().register(tx.clone(), primary);
+    let probe = hub.borrow().cfg.probe_interval;
+    let mut session = Session { id, tx: tx.clone(), partial: None, echo_outstanding: false };
+    let mut last_rx = Instant::now();
+    loop {
+        let deadline = last_rx + if session.echo_outstanding { probe * 2 } else { probe };
+        tokio::select! {
+            frame = framer.next() => match frame {
+                Ok(Some(Frame::Message(m))) => {
+                    last_rx = Instant::now();
+                    session.echo_outstanding = false;
+                    dispatch(&hub, &mut session, m);
+                }
+                Ok(Some(Frame::Broken(head))) => {
+                    warn!(%peer, "message with length below 8: closing");
+                    let _ = tx.send(error_reply(Header::peek(&head).map_or(0, |h| h.xid), ErrorCode::BadRequest(BadRequest::BadLen), &head));
+                    break;
+                }
+                Ok(None) => break,
+                Err(e) => {
+                    debug!(%peer, "read: {e}");
+                    break;
+                }
+            },
+            _ = tokio::time::sleep_until(deadline) => {
+                if session.echo_outstanding {
+                    warn!(%peer, "no reply to inactivity probe: closing");
+                    break;
+                }
+                session.echo_outstanding = true;
+                let _ = tx.send(Message::EchoRequest(Vec::new()).encode(0));
+            }
+        }
+    }
+    let last_primary_gone = hub.borrow_mut().unregister(id);
+    if last_primary_gone {
+        arm_fail_open(&hub);
+    }
+    finish(tx, writer_task).await;
+}
+
+async fn finish(tx: UnboundedSender<Vec<u8>>, writer: tokio::task::JoinHandle<()>) {
+    drop(tx);
+    // Let queued replies (e.g. the error that explains the close) go out, but not forever.
+    if timeout(Duration::from_secs(1), writer).await.is_err() {
+        debug!("writer did not finish in time");
+    }
+}
+
+/// Messages a slave may not send (spec §6.3.5).
+fn modifies_state(m: &Message) -> bool {
+    match m {
+        Message::FlowMod(_)
+        | Message::GroupMod(_)
+        | Message::PortMod(_)
+        | Message::TableMod(_)
+        | Message::MeterMod(_)
+        | Message::PacketOut(_) => true,
+        Message::MultipartRequest(r) => matches!(&r.body, MultipartRequestBody::TableFeatures(t) if !t.is_empty()),
+        _ => false,
+    }
+}
+
+fn dispatch(hub: &HubRef, s: &mut Session, bytes: Vec<u8>) {
+    let xid = Header::peek(&bytes).map_or(0, |h| h.xid);
+    let send = |m: Message| drop(s.tx.send(m.encode(xid)));
+    let msg = match Message::decode(&bytes) {
+        Ok((_, m)) => m,
+        Err(e) => {
+            debug!("malformed message: {e}");
+            let _ = s.tx.send(error_reply(xid, e.code, &bytes));
+            return;
+        }
+    };
+    match msg {
+        Message::Hello(_) => {}
+        Message::EchoRequest(data) => send(Message::EchoReply(data)),
+        Message::EchoReply(_) => {}
+        Message::Error(e) => debug!("controller reported error {}", e.code),
+        Message::FeaturesRequest => send(Message::FeaturesReply(hub.borrow().cfg.features)),
+        Message::RoleRequest(r) => {
+            if r.role > role::SLAVE {
+                let _ = s.tx.send(error_reply(xid, ErrorCode::RoleRequestFailed(RoleRequestFailed::BadRole), &bytes));
+                return;
+            }
+            match hub.borrow_mut().request_role(s.id, r.role, r.generation_id) {
+                Ok((role, generation_id)) => send(Message::RoleReply(RoleMsg { role, generation_id })),
+                Err(()) => {
+                    let _ = s.tx.send(error_reply(xid, ErrorCode::RoleRequestFailed(RoleRequestFailed::Stale), &bytes));
+                }
+            }
+        }
+        Message::GetAsyncRequest => send(Message::GetAsyncReply(hub.borrow().async_config(s.id))),
+        Message::SetAsync(a) => hub.borrow_mut().set_async(s.id, a),
+        m if modifies_state(&m) && hub.borrow().role(s.id) == role::SLAVE => {
+            let _ = s.tx.send(error_reply(xid, ErrorCode::BadRequest(BadRequest::IsSlave), &bytes));
+        }
+        Message::MultipartRequest(req) => {
+            // Gather a request sent in parts; only table features requests carry several.
+            let req = match s.partial.take() {
+                Some((pxid, mut acc)) if pxid == xid => {
+                    if let (MultipartRequestBody::TableFeatures(a), MultipartRequestBody::TableFeatures(b)) =
+                        (&mut acc.body, req.body.clone())
+                    {
+                        a.extend(b);
+                    }
+                    acc.flags = req.flags;
+                    acc
+                }
+                _ => req,
+            };
+            if req.flags & MORE != 0 {
+                s.partial = Some((xid, req));
+                return;
+            }
+            forward(hub, s, xid, Message::MultipartRequest(req), &bytes);
+        }
+        m => forward(hub, s, xid, m, &bytes),
+    }
+}
+
+fn forward(hub: &HubRef, s: &Session, xid: u32, msg: Message, bytes: &[u8]) {
+    let head = bytes[..bytes.len().min(64)].to_vec();
+    hub.borrow().switch.send(Command::OpenFlow { xid, msg, head, reply: replier(&s.tx) });
+}

@@ -1,0 +1,166 @@
+//! Thin safe wrappers over the Linux calls the datapath needs.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+pub fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+pub fn setsockopt<T>(fd: RawFd, level: libc::c_int, name: libc::c_int, value: &T) -> io::Result<()> {
+    // SAFETY: value points to a live T of the size given.
+    let r = unsafe {
+        libc::setsockopt(fd, level, name, value as *const T as *const libc::c_void, std::mem::size_of::<T>() as u32)
+    };
+    cvt(r).map(|_| ())
+}
+
+pub fn getsockopt<T: Default>(fd: RawFd, level: libc::c_int, name: libc::c_int) -> io::Result<T> {
+    let mut value = T::default();
+    let mut len = std::mem::size_of::<T>() as libc::socklen_t;
+    // SAFETY: value is a live T and len its size.
+    let r = unsafe { libc::getsockopt(fd, level, name, &mut value as *mut T as *mut libc::c_void, &mut len) };
+    cvt(r).map(|_| value)
+}
+
+pub fn ifindex(name: &str) -> io::Result<u32> {
+    let c = CString::new(name).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "interface name has NUL"))?;
+    // SAFETY: c is a valid NUL-terminated string.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if i == 0 {
+        Err(io::Error::new(io::ErrorKind::NotFound, format!("no interface named {name}")))
+    } else {
+        Ok(i)
+    }
+}
+
+fn ifreq(name: &str) -> io::Result<libc::ifreq> {
+    // SAFETY: ifreq is plain data; all-zero is valid.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    let bytes = name.as_bytes();
+    if bytes.len() >= req.ifr_name.len() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "interface name too long"));
+    }
+    for (d, s) in req.ifr_name.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    Ok(req)
+}
+
+fn control_socket() -> io::Result<OwnedFd> {
+    // SAFETY: plain socket call.
+    let fd = cvt(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: fd was just returned by socket().
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Interface flags (IFF_UP, IFF_RUNNING, IFF_LOWER_UP…).
+pub fn if_flags(name: &str) -> io::Result<u32> {
+    let s = control_socket()?;
+    let mut req = ifreq(name)?;
+    // SAFETY: req is a valid ifreq for SIOCGIFFLAGS.
+    cvt(unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCGIFFLAGS as _, &mut req) })?;
+    // SAFETY: the kernel filled the flags member of the union.
+    Ok(unsafe { req.ifr_ifru.ifru_flags } as u16 as u32)
+}
+
+/// Sets or clears IFF_UP.
+pub fn set_if_up(name: &str, up: bool) -> io::Result<()> {
+    let s = control_socket()?;
+    let mut req = ifreq(name)?;
+    // SAFETY: as above.
+    cvt(unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCGIFFLAGS as _, &mut req) })?;
+    // SAFETY: reading and writing the flags member filled by the kernel.
+    unsafe {
+        let f = req.ifr_ifru.ifru_flags;
+        req.ifr_ifru.ifru_flags = if up { f | libc::IFF_UP as i16 } else { f & !(libc::IFF_UP as i16) };
+    }
+    // SAFETY: req is a valid ifreq for SIOCSIFFLAGS.
+    cvt(unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCSIFFLAGS as _, &mut req) })?;
+    Ok(())
+}
+
+pub fn hw_addr(name: &str) -> io::Result<[u8; 6]> {
+    let s = control_socket()?;
+    let mut req = ifreq(name)?;
+    // SAFETY: req is a valid ifreq for SIOCGIFHWADDR.
+    cvt(unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCGIFHWADDR as _, &mut req) })?;
+    let mut mac = [0u8; 6];
+    // SAFETY: the kernel filled the hwaddr member.
+    let data = unsafe { req.ifr_ifru.ifru_hwaddr.sa_data };
+    for (m, d) in mac.iter_mut().zip(data.iter()) {
+        *m = *d as u8;
+    }
+    Ok(mac)
+}
+
+/// Link speed in Mbit/s as the driver reports it (sysfs), if any.
+pub fn speed_mbps(name: &str) -> Option<u32> {
+    let s = std::fs::read_to_string(format!("/sys/class/net/{name}/speed")).ok()?;
+    s.trim().parse::<i64>().ok().filter(|&v| v > 0).map(|v| v as u32)
+}
+
+/// Whether the link has carrier (false also when the interface is administratively down).
+pub fn carrier(name: &str) -> bool {
+    std::fs::read_to_string(format!("/sys/class/net/{name}/carrier")).is_ok_and(|s| s.trim() == "1")
+}
+
+pub fn mtu(name: &str) -> Option<u32> {
+    std::fs::read_to_string(format!("/sys/class/net/{name}/mtu")).ok()?.trim().parse().ok()
+}
+
+/// An eventfd used to wake the forwarding thread.
+pub struct EventFd(OwnedFd);
+
+impl EventFd {
+    pub fn new() -> io::Result<EventFd> {
+        // SAFETY: plain eventfd call.
+        let fd = cvt(unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })?;
+        // SAFETY: fd was just returned by eventfd().
+        Ok(EventFd(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    pub fn wake(&self) {
+        let one: u64 = 1;
+        // SAFETY: writing 8 bytes from a live u64.
+        unsafe { libc::write(self.0.as_raw_fd(), &one as *const u64 as *const libc::c_void, 8) };
+    }
+
+    pub fn drain(&self) {
+        let mut v: u64 = 0;
+        // SAFETY: reading 8 bytes into a live u64.
+        unsafe { libc::read(self.0.as_raw_fd(), &mut v as *mut u64 as *mut libc::c_void, 8) };
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.0.as_raw_fd()
+    }
+}
+
+/// Waits until one of `fds` is readable or `timeout_ms` passes; returns the readable ones' indices
+/// in `ready`.
+pub fn poll_readable(fds: &[RawFd], timeout_ms: i32, ready: &mut Vec<usize>) -> io::Result<()> {
+    let mut pfds: Vec<libc::pollfd> =
+        fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
+    // SAFETY: pfds is a live array of pollfd of the given length.
+    let r = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
+    ready.clear();
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(());
+        }
+        return Err(e);
+    }
+    for (i, p) in pfds.iter().enumerate() {
+        if p.revents & (libc::POLLIN | libc::POLLERR | libc::POLLHUP) != 0 {
+            ready.push(i);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,291 @@
+//! The TOML configuration file and its merge with command-line flags. Every error names the line it
+//! is about and the reason.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use agent::{FailMode, Target, TlsFiles};
+use serde::Deserialize;
+use toml::Spanned;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct File {
+    pub dpid: Option<Spanned<String>>,
+    pub fail_mode: Option<Spanned<String>>,
+    pub tables: Option<Spanned<u32>>,
+    pub local_port: Option<String>,
+    pub probe_interval: Option<Spanned<u64>>,
+    pub datapath: Option<Spanned<String>>,
+    #[serde(default)]
+    pub controllers: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub listen: Vec<Spanned<String>>,
+    #[serde(default, rename = "port")]
+    pub ports: Vec<PortEntry>,
+    pub tls: Option<TlsEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortEntry {
+    pub name: Spanned<String>,
+    pub number: Option<Spanned<u32>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsEntry {
+    pub private_key: PathBuf,
+    pub certificate: PathBuf,
+    pub ca_cert: PathBuf,
+}
+
+/// Everything `edgeflow run` needs, after file and flags are merged and checked.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub dpid: u64,
+    pub fail_mode: FailMode,
+    pub n_tables: u8,
+    pub ports: Vec<(u32, String)>,
+    pub local_port: Option<String>,
+    pub controllers: Vec<Target>,
+    pub listen: Vec<Target>,
+    pub tls: Option<TlsFiles>,
+    pub probe_interval: Duration,
+}
+
+/// What the command line gave (each overrides or extends the file).
+#[derive(Debug, Default, Clone)]
+pub struct Flags {
+    pub ports: Vec<String>,
+    pub controllers: Vec<String>,
+    pub listen: Vec<String>,
+    pub fail_mode: Option<String>,
+    pub dpid: Option<String>,
+    pub tables: Option<u32>,
+    pub local_port: Option<String>,
+    pub probe_interval: Option<u64>,
+    pub datapath: Option<String>,
+    pub private_key: Option<PathBuf>,
+    pub certificate: Option<PathBuf>,
+    pub ca_cert: Option<PathBuf>,
+}
+
+fn line_of(src: &str, offset: usize) -> usize {
+    src[..offset.min(src.len())].bytes().filter(|&b| b == b'\n').count() + 1
+}
+
+struct Ctx<'a> {
+    path: &'a str,
+    src: &'a str,
+}
+
+impl Ctx<'_> {
+    fn at<T>(&self, s: &Spanned<T>, reason: impl std::fmt::Display) -> String {
+        format!("{}:{}: {reason}", self.path, line_of(self.src, s.span().start))
+    }
+}
+
+pub fn parse_dpid(s: &str) -> Result<u64, String> {
+    let hex = s.trim_start_matches("0x").trim_start_matches("0X").replace(':', "");
+    if hex.is_empty() || hex.len() > 16 {
+        return Err(format!("dpid '{s}': expected up to 16 hex digits"));
+    }
+    u64::from_str_radix(&hex, 16).map_err(|_| format!("dpid '{s}': not hexadecimal"))
+}
+
+fn parse_fail_mode(s: &str) -> Result<FailMode, String> {
+    match s {
+        "secure" => Ok(FailMode::Secure),
+        "standalone" => Ok(FailMode::Standalone),
+        _ => Err(format!("fail mode '{s}': expected 'secure' or 'standalone'")),
+    }
+}
+
+fn parse_tables(n: u32) -> Result<u8, String> {
+    if (1..=254).contains(&n) {
+        Ok(n as u8)
+    } else {
+        Err(format!("tables = {n}: must be between 1 and 254"))
+    }
+}
+
+fn parse_datapath(s: &str) -> Result<(), String> {
+    match s {
+        "user" => Ok(()),
+        "tc" | "xdp" => Err(format!("datapath '{s}': the kernel fast path is not built yet; use 'user'")),
+        _ => Err(format!("datapath '{s}': expected 'user', 'tc' or 'xdp'")),
+    }
+}
+
+/// A default datapath id from the first port's MAC address (as Open vSwitch derives it).
+fn default_dpid(ports: &[(u32, String)]) -> u64 {
+    ports
+        .first()
+        .and_then(|(_, name)| std::fs::read_to_string(format!("/sys/class/net/{name}/address")).ok())
+        .and_then(|mac| u64::from_str_radix(&mac.trim().replace(':', ""), 16).ok())
+        .unwrap_or(1)
+}
+
+/// Reads and checks a config file (no flags).
+pub fn load_file(path: &Path) -> Result<(File, String), String> {
+    let src = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let file: File = toml::from_str(&src).map_err(|e| {
+        let line = e.span().map(|s| line_of(&src, s.start)).unwrap_or(0);
+        format!("{}:{line}: {}", path.display(), e.message())
+    })?;
+    Ok((file, src))
+}
+
+pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Settings, String> {
+    let empty = File::default();
+    let (file, src, path) = match file {
+        Some((f, s, p)) => (f, s, p.display().to_string()),
+        None => (&empty, "", "<flags>".to_string()),
+    };
+    let cx = Ctx { path: &path, src };
+
+    let mut ports: Vec<(u32, String)> = Vec::new();
+    let mut next = 1u32;
+    for p in &file.ports {
+        let number = match &p.number {
+            Some(n) if *n.get_ref() == 0 || *n.get_ref() >= ofp::port::OFPP_MAX => {
+                return Err(cx.at(n, format!("port number {} is not a usable OpenFlow port", n.get_ref())));
+            }
+            Some(n) => *n.get_ref(),
+            None => next,
+        };
+        if ports.iter().any(|(no, _)| *no == number) {
+            return Err(cx.at(&p.name, format!("port number {number} is used twice")));
+        }
+        if ports.iter().any(|(_, name)| name == p.name.get_ref()) {
+            return Err(cx.at(&p.name, format!("interface '{}' is listed twice", p.name.get_ref())));
+        }
+        ports.push((number, p.name.get_ref().clone()));
+        next = next.max(number + 1);
+    }
+    for name in &flags.ports {
+        if ports.iter().any(|(_, n)| n == name) {
+            return Err(format!("--port {name}: interface listed twice"));
+        }
+        ports.push((next, name.clone()));
+        next += 1;
+    }
+
+    let targets = |list: &[Spanned<String>], extra: &[String], what: &str| -> Result<Vec<Target>, String> {
+        let mut out = Vec::new();
+        for t in list {
+            out.push(t.get_ref().parse().map_err(|e| cx.at(t, e))?);
+        }
+        for t in extra {
+            out.push(t.parse().map_err(|e| format!("--{what} {e}"))?);
+        }
+        Ok(out)
+    };
+    let controllers = targets(&file.controllers, &flags.controllers, "controller")?;
+    let listen = targets(&file.listen, &flags.listen, "listen")?;
+
+    let fail_mode = match (&flags.fail_mode, &file.fail_mode) {
+        (Some(f), _) => parse_fail_mode(f).map_err(|e| format!("--fail-mode: {e}"))?,
+        (None, Some(f)) => parse_fail_mode(f.get_ref()).map_err(|e| cx.at(f, e))?,
+        (None, None) => FailMode::Secure,
+    };
+    let n_tables = match (flags.tables, &file.tables) {
+        (Some(n), _) => parse_tables(n).map_err(|e| format!("--tables: {e}"))?,
+        (None, Some(n)) => parse_tables(*n.get_ref()).map_err(|e| cx.at(n, e))?,
+        (None, None) => pipeline::DEFAULT_N_TABLES,
+    };
+    match (&flags.datapath, &file.datapath) {
+        (Some(d), _) => parse_datapath(d).map_err(|e| format!("--datapath: {e}"))?,
+        (None, Some(d)) => parse_datapath(d.get_ref()).map_err(|e| cx.at(d, e))?,
+        _ => {}
+    }
+    let dpid = match (&flags.dpid, &file.dpid) {
+        (Some(d), _) => parse_dpid(d).map_err(|e| format!("--dpid: {e}"))?,
+        (None, Some(d)) => parse_dpid(d.get_ref()).map_err(|e| cx.at(d, e))?,
+        (None, None) => default_dpid(&ports),
+    };
+    let probe = flags.probe_interval.or(file.probe_interval.as_ref().map(|p| *p.get_ref())).unwrap_or(5);
+    if probe == 0 {
+        return Err("probe interval must be at least 1 second".into());
+    }
+    let tls = match (&flags.private_key, &flags.certificate, &flags.ca_cert, &file.tls) {
+        (Some(k), Some(c), Some(ca), _) => {
+            Some(TlsFiles { private_key: k.clone(), certificate: c.clone(), ca_cert: ca.clone() })
+        }
+        (None, None, None, Some(t)) => {
+            Some(TlsFiles { private_key: t.private_key.clone(), certificate: t.certificate.clone(), ca_cert: t.ca_cert.clone() })
+        }
+        (None, None, None, None) => None,
+        _ => return Err("--private-key, --certificate and --ca-cert go together".into()),
+    };
+    if ports.is_empty() {
+        return Err("no ports: give --port IFNAME (repeatable) or [[port]] entries in the config".into());
+    }
+    Ok(Settings {
+        dpid,
+        fail_mode,
+        n_tables,
+        ports,
+        local_port: flags.local_port.clone().or_else(|| file.local_port.clone()),
+        controllers,
+        listen,
+        tls,
+        probe_interval: Duration::from_secs(probe),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn from_str(src: &str) -> Result<Settings, String> {
+        let file: File = toml::from_str(src).map_err(|e| e.to_string())?;
+        settings(Some((&file, src, Path::new("sw.toml"))), &Flags::default())
+    }
+
+    #[test]
+    fn full_file() {
+        let s = from_str(
+            r#"
+dpid = "0xab"
+fail_mode = "standalone"
+tables = 10
+controllers = ["tcp:127.0.0.1:6653"]
+listen = ["ptcp:6634:127.0.0.1"]
+[[port]]
+name = "a"
+[[port]]
+name = "b"
+number = 7
+"#,
+        )
+        .unwrap();
+        assert_eq!(s.dpid, 0xab);
+        assert_eq!(s.fail_mode, FailMode::Standalone);
+        assert_eq!(s.n_tables, 10);
+        assert_eq!(s.ports, vec![(1, "a".into()), (7, "b".into())]);
+        assert_eq!(s.controllers.len(), 1);
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        let e = from_str("dpid = \"1\"\n\ncontrollers = [\"udp:1.2.3.4\"]\n[[port]]\nname = \"a\"\n").unwrap_err();
+        assert!(e.starts_with("sw.toml:3:"), "{e}");
+        let e = from_str("[[port]]\nname = \"a\"\n[[port]]\nname = \"a\"\n").unwrap_err();
+        assert!(e.starts_with("sw.toml:4:") && e.contains("twice"), "{e}");
+        let e = from_str("fail_mode = \"open\"\n[[port]]\nname = \"a\"\n").unwrap_err();
+        assert!(e.starts_with("sw.toml:1:") && e.contains("secure"), "{e}");
+        let e = from_str("[[port]]\nname = \"a\"\ntables = 300\n");
+        assert!(e.is_err());
+    }
+
+    #[test]
+    fn dpid_forms() {
+        assert_eq!(parse_dpid("0x1"), Ok(1));
+        assert_eq!(parse_dpid("00:00:00:00:00:00:00:0a"), Ok(10));
+        assert!(parse_dpid("xyz").is_err());
+        assert!(parse_dpid("0x11112222333344445").is_err());
+    }
+}
