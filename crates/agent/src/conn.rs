@@ -303,12 +303,15 @@ fn modifies_state(m: &Message) -> bool {
 
 fn dispatch(hub: &HubRef, s: &mut Session, bytes: Vec<u8>) {
     let xid = Header::peek(&bytes).map_or(0, |h| h.xid);
-    let send = |m: Message| drop(s.tx.send(m.encode(xid)));
+    // Replies composed here still go through the forwarding thread's queue, behind this
+    // connection's earlier requests: replies leave in request order.
+    let in_order = |raw: Vec<u8>| hub.borrow().switch.send(Command::Reply { bytes: raw, reply: replier(&s.tx) });
+    let send = |m: Message| in_order(m.encode(xid));
     let msg = match Message::decode(&bytes) {
         Ok((_, m)) => m,
         Err(e) => {
             debug!("malformed message: {e}");
-            let _ = s.tx.send(error_reply(xid, e.code, &bytes));
+            in_order(error_reply(xid, e.code, &bytes));
             return;
         }
     };
@@ -320,20 +323,19 @@ fn dispatch(hub: &HubRef, s: &mut Session, bytes: Vec<u8>) {
         Message::FeaturesRequest => send(Message::FeaturesReply(hub.borrow().cfg.features)),
         Message::RoleRequest(r) => {
             if r.role > role::SLAVE {
-                let _ = s.tx.send(error_reply(xid, ErrorCode::RoleRequestFailed(RoleRequestFailed::BadRole), &bytes));
+                in_order(error_reply(xid, ErrorCode::RoleRequestFailed(RoleRequestFailed::BadRole), &bytes));
                 return;
             }
-            match hub.borrow_mut().request_role(s.id, r.role, r.generation_id) {
+            let outcome = hub.borrow_mut().request_role(s.id, r.role, r.generation_id);
+            match outcome {
                 Ok((role, generation_id)) => send(Message::RoleReply(RoleMsg { role, generation_id })),
-                Err(()) => {
-                    let _ = s.tx.send(error_reply(xid, ErrorCode::RoleRequestFailed(RoleRequestFailed::Stale), &bytes));
-                }
+                Err(()) => in_order(error_reply(xid, ErrorCode::RoleRequestFailed(RoleRequestFailed::Stale), &bytes)),
             }
         }
         Message::GetAsyncRequest => send(Message::GetAsyncReply(hub.borrow().async_config(s.id))),
         Message::SetAsync(a) => hub.borrow_mut().set_async(s.id, a),
         m if modifies_state(&m) && hub.borrow().role(s.id) == role::SLAVE => {
-            let _ = s.tx.send(error_reply(xid, ErrorCode::BadRequest(BadRequest::IsSlave), &bytes));
+            in_order(error_reply(xid, ErrorCode::BadRequest(BadRequest::IsSlave), &bytes));
         }
         Message::MultipartRequest(req) => {
             // Gather a request sent in parts; only table features requests carry several.

@@ -70,6 +70,9 @@ pub enum Command {
         head: Vec<u8>,
         reply: Replier,
     },
+    /// A reply the agent composed itself (echo, features, role…), queued behind the connection's
+    /// earlier requests so that replies leave in request order (what a barrier promises).
+    Reply { bytes: Vec<u8>, reply: Replier },
     /// Standalone fail mode: whether no controller is reachable (so the switch learns by itself).
     FailOpen(bool),
     Shutdown,

@@ -480,6 +480,7 @@ impl Switch {
         loop {
             match self.commands.try_recv() {
                 Ok(Command::OpenFlow { xid, msg, head, reply }) => self.openflow(xid, msg, &head, &reply),
+                Ok(Command::Reply { bytes, reply }) => reply(bytes),
                 Ok(Command::FailOpen(on)) => {
                     if on != self.pipeline.fail_open {
                         info!(

@@ -1,0 +1,1 @@
+"""edgeflow's testbed: hosts in network namespaces, switches under test, controllers, traffic."""

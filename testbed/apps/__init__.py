@@ -1,0 +1,1 @@
+"""os-ken controller applications used by the tests and experiments."""

@@ -1,0 +1,128 @@
+"""Hosts in network namespaces, wired to a switch by veth pairs.
+
+Every namespace and interface this module creates starts with PREFIX, so that `cleanup()` can remove
+what a crashed or interrupted run left behind without touching anything else on the machine.
+"""
+
+import json
+import re
+import subprocess
+from dataclasses import dataclass, field
+
+PREFIX = "ef"
+
+
+def sh(*cmd, check=True, timeout=60, input=None):
+    """Runs a command, returning its CompletedProcess (text mode)."""
+    return subprocess.run(cmd, check=check, timeout=timeout, capture_output=True, text=True, input=input)
+
+
+def namespaces():
+    out = sh("ip", "-j", "netns", "list", check=False).stdout.strip()
+    return [n["name"] for n in json.loads(out)] if out else []
+
+
+def links():
+    out = sh("ip", "-j", "link", "show", check=False).stdout.strip()
+    return [l["ifname"] for l in json.loads(out)] if out else []
+
+
+def cleanup(prefix=PREFIX):
+    """Deletes every namespace and root-namespace interface whose name starts with `prefix`."""
+    for ns in namespaces():
+        if ns.startswith(prefix + "-"):
+            sh("ip", "netns", "del", ns, check=False)
+    for link in links():
+        if link.startswith(prefix + "-"):
+            sh("ip", "link", "del", link, check=False)
+
+
+@dataclass
+class Host:
+    """A namespace with one interface (`eth0`) whose peer sits in the root namespace."""
+
+    name: str
+    ip: str
+    switch_side: str
+    mac: str = ""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def addr(self):
+        return self.ip.split("/")[0]
+
+    def cmd(self, *cmd):
+        # nsenter keeps /sys of the root namespace visible (pinned BPF objects need that later);
+        # `ip netns exec` would remount it.
+        return ["nsenter", f"--net=/run/netns/{self.name}", *cmd]
+
+    def run(self, *cmd, check=True, timeout=60):
+        return sh(*self.cmd(*cmd), check=check, timeout=timeout)
+
+    def popen(self, *cmd, **kw):
+        kw.setdefault("stdout", subprocess.PIPE)
+        kw.setdefault("stderr", subprocess.PIPE)
+        kw.setdefault("text", True)
+        return subprocess.Popen(self.cmd(*cmd), **kw)
+
+    def ping(self, dst, count=3, interval=0.2, timeout=10):
+        """Returns (received, sent, avg_rtt_ms or None)."""
+        r = self.run("ping", "-n", "-c", str(count), "-i", str(interval), "-W", "1", dst, check=False, timeout=timeout)
+        m = re.search(r"(\d+) packets transmitted, (\d+) received", r.stdout)
+        sent, received = (int(m.group(1)), int(m.group(2))) if m else (count, 0)
+        rtt = re.search(r"= [\d.]+/([\d.]+)/", r.stdout)
+        return received, sent, float(rtt.group(1)) if rtt else None
+
+    def set_offload(self, **features):
+        """ethtool -K on the host interface, e.g. set_offload(tx="off")."""
+        args = [x for k, v in features.items() for x in (k, v)]
+        self.run("ethtool", "-K", "eth0", *args)
+
+
+class Topology:
+    """N hosts, each attached to one switch-side interface `ef-<tag>p<i>`."""
+
+    def __init__(self, tag="t"):
+        self.tag = tag
+        self.hosts = []
+
+    def add_host(self, ip=None, vlan=None):
+        i = len(self.hosts) + 1
+        ns = f"{PREFIX}-{self.tag}h{i}"
+        side = f"{PREFIX}-{self.tag}p{i}"
+        ip = ip or f"10.0.0.{i}/24"
+        sh("ip", "netns", "add", ns)
+        sh("ip", "link", "add", side, "type", "veth", "peer", "name", "eth0", "netns", ns)
+        sh("ip", "link", "set", side, "up")
+        base = ["ip", "-n", ns]
+        sh(*base, "link", "set", "lo", "up")
+        sh(*base, "link", "set", "eth0", "up")
+        if vlan is None:
+            sh(*base, "addr", "add", ip, "dev", "eth0")
+        else:
+            sh(*base, "link", "add", "link", "eth0", "name", f"eth0.{vlan}", "type", "vlan", "id", str(vlan))
+            sh(*base, "link", "set", f"eth0.{vlan}", "up")
+            sh(*base, "addr", "add", ip, "dev", f"eth0.{vlan}")
+        # Off: IPv6 duplicate-address detection and router solicitations add traffic tests do not expect.
+        sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", check=False)
+        sh("sysctl", "-qw", f"net.ipv6.conf.{side}.disable_ipv6=1", check=False)
+        mac = json.loads(sh(*base, "-j", "link", "show", "eth0").stdout)[0]["address"]
+        host = Host(ns, ip, side, mac)
+        self.hosts.append(host)
+        return host
+
+    @property
+    def switch_ports(self):
+        return [h.switch_side for h in self.hosts]
+
+    def teardown(self):
+        for h in self.hosts:
+            sh("ip", "netns", "del", h.name, check=False)
+            sh("ip", "link", "del", h.switch_side, check=False)
+        self.hosts = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.teardown()

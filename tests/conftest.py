@@ -1,0 +1,43 @@
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from testbed import netns  # noqa: E402
+from testbed.switches import EDGEFLOW_BIN  # noqa: E402
+
+
+def pytest_collection_modifyitems(config, items):
+    if os.geteuid() != 0:
+        skip = pytest.mark.skip(reason="integration tests need root (network namespaces, AF_PACKET)")
+        for item in items:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def clean_machine():
+    if os.geteuid() == 0:
+        assert Path(EDGEFLOW_BIN).exists(), f"{EDGEFLOW_BIN} missing: run `make build` first"
+        netns.cleanup()
+    yield
+    if os.geteuid() == 0:
+        netns.cleanup()
+
+
+@pytest.fixture
+def two_hosts():
+    with netns.Topology("t") as topo:
+        topo.add_host()
+        topo.add_host()
+        yield topo
+
+
+@pytest.fixture
+def three_hosts():
+    with netns.Topology("t") as topo:
+        for _ in range(3):
+            topo.add_host()
+        yield topo

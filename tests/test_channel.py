@@ -1,0 +1,134 @@
+"""The controller channel: framing, keepalive, roles, async messages, reconnects."""
+
+import struct
+import time
+
+from testbed import ofpeer
+from testbed.netns import sh
+from testbed.ofpeer import Controller, Conn, header
+from testbed.switches import Edgeflow
+
+
+def test_batched_and_split_messages(two_hosts):
+    with Edgeflow(two_hosts.switch_ports) as sw:
+        c = Conn.connect(sw.mgmt_port)
+        # Five requests in one segment: replies come back for each, in order.
+        batch = b"".join([header(2, 8, 1), header(5, 8, 2), header(20, 8, 3), header(2, 8, 4), header(20, 8, 5)])
+        c.send(batch)
+        got = [(m.type, m.xid) for m in (c.recv() for _ in range(5))]
+        assert got == [(3, 1), (6, 2), (21, 3), (3, 4), (21, 5)]
+        # One message split over three segments with pauses between them.
+        echo = header(2, 8 + 100, 9) + bytes(range(100))
+        for part in (echo[:3], echo[3:50], echo[50:]):
+            c.send(part)
+            time.sleep(0.15)
+        m = c.recv()
+        assert (m.type, m.xid, m.body) == (3, 9, bytes(range(100)))
+
+
+def test_barrier_replies_after_earlier_flow_mods(two_hosts):
+    with Edgeflow(two_hosts.switch_ports) as sw:
+        c = Conn.connect(sw.mgmt_port)
+        mods = b"".join(
+            ofpeer.osken_bytes(lambda p, o, dp, i=i: p.OFPFlowMod(dp, priority=10, match=p.OFPMatch(eth_type=0x800, ipv4_dst=f"10.1.{i // 250}.{i % 250}"), instructions=[]))
+            for i in range(500))
+        c.send(mods + header(20, 8, 77))
+        assert c.recv(timeout=10).type == 21
+        # Everything before the barrier is in the table when the reply arrives.
+        assert len(sw.flows()) == 501
+
+
+def test_port_status_on_link_change_and_inactivity_probe(two_hosts):
+    h1, _ = two_hosts.hosts
+    ctl = Controller()
+    with Edgeflow(two_hosts.switch_ports, controllers=[ctl.target], extra=["--probe-interval", "1"]):
+        c = ctl.accept()
+        # Take the link down from the host side: the switch port loses carrier.
+        h1.run("ip", "link", "set", "eth0", "down")
+        m = c.recv_type(ofpeer.PORT_STATUS)
+        reason = m.body[0]
+        port_no, = struct.unpack("!I", m.body[8:12])
+        state, = struct.unpack("!I", m.body[8 + 36:8 + 40])
+        assert (reason, port_no, state & 1) == (2, 1, 1), "MODIFY, port 1, LINK_DOWN"
+        h1.run("ip", "link", "set", "eth0", "up")
+        m = c.recv_type(ofpeer.PORT_STATUS)
+        state, = struct.unpack("!I", m.body[8 + 36:8 + 40])
+        assert state & 1 == 0
+
+        # Stop answering echo requests: the switch probes once, then hangs up.
+        start = time.monotonic()
+        seen = []
+        try:
+            while True:
+                seen.append(c.recv(timeout=6, skip=()).type)
+        except ConnectionError:
+            pass
+        waited = time.monotonic() - start
+        assert ofpeer.ECHO_REQUEST in seen
+        assert 1.5 < waited < 4, f"closed after {waited:.1f}s with a 1 s probe interval"
+        # ...and reconnects on its own.
+        c2 = ctl.accept(timeout=10)
+        assert c2.request(header(2, 8, 3))[0].type == ofpeer.ECHO_REPLY
+
+
+def test_roles_and_generation_ids(two_hosts):
+    with Edgeflow(two_hosts.switch_ports) as sw:
+        a = Conn.connect(sw.mgmt_port)
+        b = Conn.connect(sw.mgmt_port)
+
+        def role(conn, r, gen, xid):
+            conn.send(header(ofpeer.ROLE_REQUEST, 24, xid) + struct.pack("!I4xQ", r, gen))
+            m = conn.recv()
+            if m.type == ofpeer.ERROR:
+                return m.error[:2]
+            return struct.unpack("!I4xQ", m.body)
+
+        assert role(a, 2, 10, 1) == (2, 10)  # a is master
+        assert role(b, 2, 11, 2) == (2, 11)  # b takes over; a becomes slave
+        assert role(a, 0, 0, 3) == (3, 11)  # NOCHANGE reports slave
+        assert role(a, 2, 5, 4) == (11, 0), "stale generation id"
+        # A slave may not modify state.
+        fm = ofpeer.osken_bytes(lambda p, o, dp: p.OFPFlowMod(dp, priority=1, match=p.OFPMatch(), instructions=[]))
+        errors = [m.error[:2] for m in a.request(fm)]
+        assert errors == [(1, 10)], "OFPBRC_IS_SLAVE"
+        assert b.request(fm) == []
+
+
+def test_flow_removed_goes_to_controller(two_hosts):
+    ctl = Controller()
+    with Edgeflow(two_hosts.switch_ports, controllers=[ctl.target]):
+        c = ctl.accept()
+        fm = ofpeer.osken_bytes(lambda p, o, dp: p.OFPFlowMod(
+            dp, cookie=0xabc, priority=9, hard_timeout=1, flags=o.OFPFF_SEND_FLOW_REM,
+            match=p.OFPMatch(in_port=1), instructions=[]))
+        assert c.request(fm) == []
+        m = c.recv_type(ofpeer.FLOW_REMOVED, timeout=5)
+        msg = ofpeer.decode_osken(m.raw)
+        assert (msg.cookie, msg.priority, msg.reason) == (0xabc, 9, 1)  # HARD_TIMEOUT
+
+
+def test_tls_listener_with_ovs_ofctl(two_hosts, tmp_path):
+    keys = tmp_path
+    def run(*cmd):
+        sh(*cmd)
+    run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=test-ca",
+        "-keyout", str(keys / "ca.key"), "-out", str(keys / "ca.pem"))
+    # Leaf certificates must be X.509 v3 (extensions present), as TLS libraries require.
+    (keys / "ext.cnf").write_text("basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth,clientAuth\n"
+                                  "subjectAltName=IP:127.0.0.1\n")
+    for who in ("switch", "ctl"):
+        run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={who}",
+            "-keyout", str(keys / f"{who}.key"), "-out", str(keys / f"{who}.csr"))
+        run("openssl", "x509", "-req", "-in", str(keys / f"{who}.csr"), "-CA", str(keys / "ca.pem"),
+            "-CAkey", str(keys / "ca.key"), "-CAcreateserial", "-days", "2", "-extfile", str(keys / "ext.cnf"),
+            "-out", str(keys / f"{who}.pem"))
+    from testbed.util import free_port
+    port = free_port()
+    tls = ["--private-key", str(keys / "switch.key"), "--certificate", str(keys / "switch.pem"),
+           "--ca-cert", str(keys / "ca.pem"), "--listen", f"ptls:{port}:127.0.0.1"]
+    with Edgeflow(two_hosts.switch_ports, extra=tls):
+        r = sh("ovs-ofctl", "-O", "OpenFlow13", f"--private-key={keys / 'ctl.key'}",
+               f"--certificate={keys / 'ctl.pem'}", f"--ca-cert={keys / 'ca.pem'}",
+               "dump-flows", f"ssl:127.0.0.1:{port}", check=False)
+        assert r.returncode == 0, r.stderr
+        assert "actions=NORMAL" in r.stdout

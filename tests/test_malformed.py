@@ -1,0 +1,96 @@
+"""Bad input gets an OFPT_ERROR and loses nothing: the switch keeps forwarding and serving."""
+
+import struct
+
+from testbed import ofpeer
+from testbed.ofpeer import Conn, header
+from testbed.switches import Edgeflow
+
+OFPET_BAD_REQUEST, OFPBRC_BAD_VERSION, OFPBRC_BAD_TYPE, OFPBRC_BAD_LEN = 1, 0, 1, 6
+OFPET_BAD_ACTION, OFPBAC_BAD_TYPE = 2, 0
+OFPET_BAD_INSTRUCTION, OFPBIC_UNKNOWN_INST = 3, 0
+OFPET_BAD_MATCH, OFPBMC_BAD_FIELD, OFPBMC_BAD_PREREQ = 4, 6, 9
+OFPET_FLOW_MOD_FAILED, OFPFMFC_BAD_TABLE_ID = 5, 2
+OFPBRC_BAD_MULTIPART = 2
+
+
+def flow_mod(build_match=None, actions=None, table=0):
+    def build(parser, ofp, dp):
+        match = build_match(parser) if build_match else parser.OFPMatch()
+        acts = actions(parser, ofp) if actions else [parser.OFPActionOutput(2)]
+        inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, acts)]
+        return parser.OFPFlowMod(dp, table_id=table, priority=5, match=match, instructions=inst)
+    return ofpeer.osken_bytes(build)
+
+
+def expect_error(conn, raw, typ, code):
+    replies = conn.request(raw)
+    errors = [m for m in replies if m.type == ofpeer.ERROR]
+    assert len(errors) == 1, replies
+    t, c, data = errors[0].error
+    assert (t, c) == (typ, code), f"got type {t} code {c}"
+    assert data == raw[:64], "the error echoes the first 64 bytes of the offending message"
+    assert errors[0].xid == struct.unpack("!I", raw[4:8])[0]
+
+
+def test_garbage_gets_errors_and_forwarding_continues(two_hosts):
+    h1, h2 = two_hosts.hosts
+    with Edgeflow(two_hosts.switch_ports) as sw:
+        c = Conn.connect(sw.mgmt_port)
+        expect_error(c, header(2, 8, 11, version=1), OFPET_BAD_REQUEST, OFPBRC_BAD_VERSION)
+        expect_error(c, header(99, 8, 12), OFPET_BAD_REQUEST, OFPBRC_BAD_TYPE)
+        # A features reply from a "switch" cut short inside its body.
+        expect_error(c, header(6, 12, 13) + b"\0" * 4, OFPET_BAD_REQUEST, OFPBRC_BAD_LEN)
+        # A multipart request of an unknown type.
+        expect_error(c, header(18, 16, 14) + struct.pack("!HH4x", 77, 0), OFPET_BAD_REQUEST, OFPBRC_BAD_MULTIPART)
+
+        good = flow_mod()
+        # Action type 99.
+        bad_action = bytearray(good)
+        at = good.index(struct.pack("!HHI", 0, 16, 2))
+        bad_action[at:at + 2] = struct.pack("!H", 99)
+        expect_error(c, bytes(bad_action), OFPET_BAD_ACTION, OFPBAC_BAD_TYPE)
+        # Instruction type 77.
+        bad_inst = bytearray(good)
+        bad_inst[8 + 48:8 + 50] = struct.pack("!H", 77)
+        expect_error(c, bytes(bad_inst), OFPET_BAD_INSTRUCTION, OFPBIC_UNKNOWN_INST)
+        # tcp_dst without ip_proto: a prerequisite is missing.
+        expect_error(c, flow_mod(lambda p: p.OFPMatch(eth_type=0x800, tcp_dst=80)), OFPET_BAD_MATCH, OFPBMC_BAD_PREREQ)
+        # An OXM field id the spec does not define (basic class, field 100).
+        bad_field = bytearray(flow_mod(lambda p: p.OFPMatch(in_port=1)))
+        at = bad_field.index(struct.pack("!I", 0x80000004))
+        bad_field[at + 2] = 100 << 1
+        expect_error(c, bytes(bad_field), OFPET_BAD_MATCH, OFPBMC_BAD_FIELD)
+        expect_error(c, flow_mod(table=200), OFPET_FLOW_MOD_FAILED, OFPFMFC_BAD_TABLE_ID)
+
+        # The same connection still works, and nothing was installed by the bad messages.
+        assert c.request(header(2, 12, 50) + b"ping")[0].type == ofpeer.ECHO_REPLY
+        assert len(sw.flows()) == 1
+
+        # A length below the header cannot be framed: error, then the connection closes.
+        c.send(header(2, 4, 60))
+        m = c.recv()
+        assert m.error[:2] == (OFPET_BAD_REQUEST, OFPBRC_BAD_LEN)
+        assert c.closed()
+
+        # The switch is alive: new connections are served and traffic flows.
+        assert sw.alive()
+        c2 = Conn.connect(sw.mgmt_port)
+        assert [m.type for m in c2.request(header(2, 8, 1))] == [ofpeer.ECHO_REPLY]
+        assert h1.ping(h2.addr, count=3)[0] == 3
+
+
+def test_malformed_frames_are_dropped_and_counted(two_hosts):
+    h1, h2 = two_hosts.hosts
+    with Edgeflow(two_hosts.switch_ports) as sw:
+        # An IPv4 frame whose header length field (IHL=3) is impossible, sent raw from h1.
+        frame = bytes.fromhex("ffffffffffff 020000000001 0800".replace(" ", "")) + bytes([0x43]) + b"\0" * 40
+        script = (
+            "import socket; s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW); s.bind(('eth0', 0)); "
+            f"[s.send(bytes.fromhex('{frame.hex()}')) for _ in range(5)]"
+        )
+        h1.run("python3", "-c", script)
+        assert h1.ping(h2.addr, count=2)[0] == 2
+        ports = sw.ofctl("dump-ports", "1")
+        errs = int(ports.split("errs=")[1].split(",")[0])
+        assert errs == 5, ports

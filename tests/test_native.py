@@ -1,0 +1,44 @@
+"""Native and standalone mode: the switch forwards with no controller at all."""
+
+import time
+
+from testbed.ofpeer import Controller
+from testbed.switches import Edgeflow
+from testbed.traffic import iperf3_tcp
+
+
+def test_native_ping_and_tcp_with_default_offloads(two_hosts):
+    h1, h2 = two_hosts.hosts
+    with Edgeflow(two_hosts.switch_ports) as sw:
+        received, sent, _ = h1.ping(h2.addr, count=5)
+        assert received == sent == 5
+        # The hosts keep checksum offload and TSO on: the switch must carry partial checksums and
+        # GSO super-frames through.
+        bps = iperf3_tcp(h1, h2, seconds=3)
+        assert bps > 1e9, f"{bps / 1e9:.2f} Gbit/s"
+        # Native mode is a NORMAL flow that ovs-ofctl can see.
+        flows = sw.flows()
+        assert len(flows) == 1 and "actions=NORMAL" in flows[0] and "priority=0" in flows[0]
+        assert sw.stop() == 0, "clean shutdown on SIGTERM"
+
+
+def test_standalone_learns_when_no_controller_answers(two_hosts):
+    h1, h2 = two_hosts.hosts
+    dead = Controller()  # listens but we never accept: the switch cannot complete a handshake
+    dead.close()
+    with Edgeflow(two_hosts.switch_ports, controllers=[dead.target], fail_mode="standalone") as sw:
+        time.sleep(3.5)  # the fail-open grace period
+        received, _, _ = h1.ping(h2.addr, count=3)
+        assert received == 3
+        assert sw.flows() == [], "fail-open learning does not install OpenFlow flows"
+        assert "standalone learning switch" in sw.log()
+
+
+def test_secure_mode_drops_without_controller(two_hosts):
+    h1, h2 = two_hosts.hosts
+    dead = Controller()
+    dead.close()
+    with Edgeflow(two_hosts.switch_ports, controllers=[dead.target], fail_mode="secure"):
+        time.sleep(3.5)
+        received, _, _ = h1.ping(h2.addr, count=2)
+        assert received == 0

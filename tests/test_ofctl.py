@@ -1,0 +1,55 @@
+"""ovs-ofctl manages the switch through its passive listener."""
+
+import re
+
+from testbed.switches import Edgeflow
+
+
+def counters(dump_ports, port):
+    """(rx_pkts, tx_pkts) of a port in `ovs-ofctl dump-ports` output."""
+    block = re.search(rf"port\s+{port}: rx pkts=(\d+).*?\n\s+tx pkts=(\d+)", dump_ports)
+    return int(block.group(1)), int(block.group(2))
+
+
+def test_add_del_flows_and_port_counters(two_hosts):
+    h1, h2 = two_hosts.hosts
+    with Edgeflow(two_hosts.switch_ports) as sw:
+        sw.ofctl("del-flows")
+        assert sw.flows() == []
+        received, _, _ = h1.ping(h2.addr, count=2)
+        assert received == 0, "no flows: nothing is forwarded"
+
+        sw.ofctl("add-flow", "priority=100,in_port=1,actions=output:2")
+        sw.ofctl("add-flow", "priority=100,in_port=2,actions=output:1")
+        sw.ofctl("add-flow", "table=0,priority=200,ip,nw_dst=10.0.0.99,actions=drop")
+        flows = sw.flows()
+        assert len(flows) == 3, flows
+        before = sw.ofctl("dump-ports")
+        received, sent, _ = h1.ping(h2.addr, count=4)
+        assert received == sent == 4
+        after = sw.ofctl("dump-ports")
+        assert counters(after, 1)[0] - counters(before, 1)[0] >= 4
+        assert counters(after, 2)[1] - counters(before, 2)[1] >= 4
+        hits = {f.split("actions=")[1]: int(re.search(r"n_packets=(\d+)", f).group(1)) for f in sw.flows()}
+        assert hits["output:2"] >= 4 and hits["output:1"] >= 4 and hits["drop"] == 0
+
+        # Strict delete of one direction breaks the ping; the other flow stays.
+        sw.ofctl("--strict", "del-flows", "priority=100,in_port=2")
+        assert len(sw.flows()) == 2
+        assert h1.ping(h2.addr, count=2)[0] == 0
+        sw.ofctl("del-flows", "in_port=1")
+        assert [f for f in sw.flows() if "in_port" in f] == []
+        assert "dl_src" not in sw.ofctl("dump-flows")
+
+
+def test_show_tables_and_desc(two_hosts):
+    with Edgeflow(two_hosts.switch_ports) as sw:
+        show = sw.ofctl("show")
+        assert "n_tables:64" in show
+        for name in two_hosts.switch_ports:
+            assert f"({name})" in show
+        assert "edgeflow" in sw.ofctl("dump-desc")
+        tables = sw.ofctl("dump-tables")
+        assert "table 0" in tables and "active=1" in tables
+        features = sw.ofctl("dump-table-features")
+        assert "table 63" in features or "tables 1...63" in features or "table 1" in features
