@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Installs everything edgeflow needs to build, test and demo on Debian 12, idempotently:
+# Debian packages, a Rust toolchain, and the Python environment for the testbed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(
+  build-essential pkg-config m4 clang-14 llvm-14 libbpf-dev bpftool
+  iproute2 iputils-ping ethtool tcpdump iperf3 netcat-openbsd procps psmisc openssl
+  openvswitch-switch openvswitch-common
+  python3 python3-venv python3-pip
+)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# Rust: use what is on PATH or in ~/.cargo; otherwise install rustup's stable toolchain.
+if ! command -v cargo >/dev/null 2>&1; then
+  if [ -x "$HOME/.cargo/bin/cargo" ]; then
+    export PATH="$HOME/.cargo/bin:$PATH"
+  else
+    echo "setup: installing Rust (rustup, stable)"
+    apt-get install -y -qq curl ca-certificates >/dev/null
+    curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal
+    export PATH="$HOME/.cargo/bin:$PATH"
+  fi
+fi
+
+# Python: one venv for the testbed and its os-ken applications.
+PY="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  "$PY" -m venv .venv
+fi
+if ! .venv/bin/python -c "import os_ken, pytest" 2>/dev/null; then
+  echo "setup: installing Python packages"
+  .venv/bin/pip install -q --upgrade pip
+  .venv/bin/pip install -q -r testbed/requirements.txt
+fi
+
+# BPF filesystem (for the kernel fast path).
+if ! mount | grep -q "on /sys/fs/bpf type bpf"; then
+  mount -t bpf bpf /sys/fs/bpf 2>/dev/null || true
+fi
+echo "setup: ok"
