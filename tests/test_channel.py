@@ -107,21 +107,23 @@ def test_flow_removed_goes_to_controller(two_hosts):
         assert (msg.cookie, msg.priority, msg.reason) == (0xabc, 9, 1)  # HARD_TIMEOUT
 
 
-def test_tls_listener_with_ovs_ofctl(two_hosts, tmp_path):
-    keys = tmp_path
-    def run(*cmd):
-        sh(*cmd)
-    run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=test-ca",
-        "-keyout", str(keys / "ca.key"), "-out", str(keys / "ca.pem"))
-    # Leaf certificates must be X.509 v3 (extensions present), as TLS libraries require.
+def make_pki(keys):
+    """A CA and two leaf certificates (switch, ctl), X.509 v3 as TLS libraries require."""
+    sh("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=test-ca",
+       "-keyout", str(keys / "ca.key"), "-out", str(keys / "ca.pem"))
     (keys / "ext.cnf").write_text("basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth,clientAuth\n"
                                   "subjectAltName=IP:127.0.0.1\n")
     for who in ("switch", "ctl"):
-        run("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={who}",
-            "-keyout", str(keys / f"{who}.key"), "-out", str(keys / f"{who}.csr"))
-        run("openssl", "x509", "-req", "-in", str(keys / f"{who}.csr"), "-CA", str(keys / "ca.pem"),
-            "-CAkey", str(keys / "ca.key"), "-CAcreateserial", "-days", "2", "-extfile", str(keys / "ext.cnf"),
-            "-out", str(keys / f"{who}.pem"))
+        sh("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={who}",
+           "-keyout", str(keys / f"{who}.key"), "-out", str(keys / f"{who}.csr"))
+        sh("openssl", "x509", "-req", "-in", str(keys / f"{who}.csr"), "-CA", str(keys / "ca.pem"),
+           "-CAkey", str(keys / "ca.key"), "-CAcreateserial", "-days", "2", "-extfile", str(keys / "ext.cnf"),
+           "-out", str(keys / f"{who}.pem"))
+    return keys
+
+
+def test_tls_listener_with_ovs_ofctl(two_hosts, tmp_path):
+    keys = make_pki(tmp_path)
     from testbed.util import free_port
     port = free_port()
     tls = ["--private-key", str(keys / "switch.key"), "--certificate", str(keys / "switch.pem"),

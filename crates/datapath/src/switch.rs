@@ -227,6 +227,8 @@ impl Switch {
     /// Opens every port. Fails (naming the port) if one cannot be opened.
     pub fn new(cfg: SwitchConfig, events: Box<dyn FnMut(Event) + Send>) -> std::io::Result<(Switch, SwitchHandle)> {
         let (tx, rx) = mpsc::channel();
+        // Listen for link changes before reading each port's state, so that none falls in between.
+        let links = LinkMonitor::open().map_err(|e| warn!("no link monitoring: {e}")).ok();
         let bell = Arc::new(Doorbell { fd: EventFd::new()?, pending: AtomicBool::new(false) });
         let mut pipeline = Pipeline::new(cfg.n_tables);
         let mut ports = BTreeMap::new();
@@ -270,7 +272,6 @@ impl Switch {
             };
             pipeline.flow_mod(&fm, 0).expect("the NORMAL flow is valid");
         }
-        let links = LinkMonitor::open().map_err(|e| warn!("no link monitoring: {e}")).ok();
         let handle = SwitchHandle { tx, bell: bell.clone() };
         let sw = Switch {
             cfg,

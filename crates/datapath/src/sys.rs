@@ -99,19 +99,54 @@ pub fn hw_addr(name: &str) -> io::Result<[u8; 6]> {
     Ok(mac)
 }
 
-/// Link speed in Mbit/s as the driver reports it (sysfs), if any.
+const ETHTOOL_GSET: u32 = 0x1;
+const ETHTOOL_GLINK: u32 = 0xa;
+
+/// `struct ethtool_cmd` (the legacy settings query, which every driver still answers).
+#[repr(C)]
+#[derive(Default)]
+struct EthtoolCmd {
+    cmd: u32,
+    supported: u32,
+    advertising: u32,
+    speed: u16,
+    duplex: u8,
+    port: u8,
+    phy_address: u8,
+    transceiver: u8,
+    autoneg: u8,
+    mdio_support: u8,
+    maxtxpkt: u32,
+    maxrxpkt: u32,
+    speed_hi: u16,
+    eth_tp_mdix: u8,
+    eth_tp_mdix_ctrl: u8,
+    lp_advertising: u32,
+    reserved: [u32; 2],
+}
+
+/// SIOCETHTOOL with `data` as the command structure. Ioctls, unlike /sys, answer for the network
+/// namespace the process is in.
+fn ethtool<T>(name: &str, data: &mut T) -> io::Result<()> {
+    let s = control_socket()?;
+    let mut req = ifreq(name)?;
+    req.ifr_ifru.ifru_data = data as *mut T as *mut libc::c_char;
+    // SAFETY: req points at a live ethtool command structure of the kind its first word names.
+    cvt(unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCETHTOOL as _, &mut req) }).map(|_| ())
+}
+
+/// Link speed in Mbit/s as the driver reports it, if it knows one.
 pub fn speed_mbps(name: &str) -> Option<u32> {
-    let s = std::fs::read_to_string(format!("/sys/class/net/{name}/speed")).ok()?;
-    s.trim().parse::<i64>().ok().filter(|&v| v > 0).map(|v| v as u32)
+    let mut cmd = EthtoolCmd { cmd: ETHTOOL_GSET, ..Default::default() };
+    ethtool(name, &mut cmd).ok()?;
+    let speed = cmd.speed as u32 | (cmd.speed_hi as u32) << 16;
+    (speed != 0 && speed != u32::MAX && speed != 0xffff).then_some(speed)
 }
 
 /// Whether the link has carrier (false also when the interface is administratively down).
 pub fn carrier(name: &str) -> bool {
-    std::fs::read_to_string(format!("/sys/class/net/{name}/carrier")).is_ok_and(|s| s.trim() == "1")
-}
-
-pub fn mtu(name: &str) -> Option<u32> {
-    std::fs::read_to_string(format!("/sys/class/net/{name}/mtu")).ok()?.trim().parse().ok()
+    let mut v = [ETHTOOL_GLINK, 0u32];
+    ethtool(name, &mut v).is_ok() && v[1] != 0
 }
 
 /// An eventfd used to wake the forwarding thread.

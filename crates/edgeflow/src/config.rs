@@ -123,8 +123,9 @@ fn parse_datapath(s: &str) -> Result<(), String> {
 fn default_dpid(ports: &[(u32, String)]) -> u64 {
     ports
         .first()
-        .and_then(|(_, name)| std::fs::read_to_string(format!("/sys/class/net/{name}/address")).ok())
-        .and_then(|mac| u64::from_str_radix(&mac.trim().replace(':', ""), 16).ok())
+        .and_then(|(_, name)| datapath::sys::hw_addr(name).ok())
+        .map(|mac| mac.iter().fold(0u64, |acc, &b| acc << 8 | b as u64))
+        .filter(|&d| d != 0)
         .unwrap_or(1)
 }
 
