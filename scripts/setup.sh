@@ -46,6 +46,14 @@ if ! .venv/bin/python -c "import os_ken, pytest" 2>/dev/null; then
   .venv/bin/pip install -q -r testbed/requirements.txt
 fi
 
+# Faucet pins its own os-ken (3.1), so it gets a venv of its own.
+if [ ! -x .venv-faucet/bin/faucet ]; then
+  echo "setup: installing Faucet into .venv-faucet"
+  "$PY" -m venv .venv-faucet
+  .venv-faucet/bin/pip install -q --upgrade pip
+  .venv-faucet/bin/pip install -q -r testbed/requirements-faucet.txt
+fi
+
 # BPF filesystem (for the kernel fast path).
 if ! mount | grep -q "on /sys/fs/bpf type bpf"; then
   mount -t bpf bpf /sys/fs/bpf 2>/dev/null || true

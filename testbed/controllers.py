@@ -1,5 +1,7 @@
 """Controllers started and stopped by the testbed."""
 
+import os
+import signal
 import subprocess
 import sys
 
@@ -46,6 +48,79 @@ class OsKen:
 
     def log(self):
         return self.log_path.read_text() if self.log_path.exists() else ""
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+FAUCET_VENV = ROOT / ".venv-faucet"
+
+
+def stop_group(proc, timeout=10):
+    """Stops a process started in its own session, and everything it spawned."""
+    if proc is None or proc.poll() is not None:
+        return
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        pass
+
+
+class Faucet:
+    """Faucet (or, with gauge=True, Gauge) from PyPI, in its own venv, listening on 127.0.0.1.
+
+    Faucet re-executes `osken-manager` from PATH, so the venv's bin goes first, and the whole
+    process group is stopped together.
+    """
+
+    def __init__(self, config, gauge=False, port=None, log_name=None):
+        self.config = config
+        self.gauge = gauge
+        self.port = port or free_port()
+        self.name = "gauge" if gauge else "faucet"
+        self.dir = run_dir(log_name or self.name)
+        self.proc = None
+
+    @property
+    def target(self):
+        return f"tcp:127.0.0.1:{self.port}"
+
+    def start(self):
+        env = dict(os.environ)
+        env["PATH"] = f"{FAUCET_VENV / 'bin'}:{env['PATH']}"
+        prefix = "GAUGE" if self.gauge else "FAUCET"
+        env.update({
+            f"{prefix}_CONFIG": str(self.config),
+            f"{prefix}_LOG": str(self.dir / f"{self.name}.log"),
+            f"{prefix}_EXCEPTION_LOG": str(self.dir / f"{self.name}.exception.log"),
+            f"{prefix}_PROMETHEUS_ADDR": "127.0.0.1",
+            f"{prefix}_PROMETHEUS_PORT": str(free_port()),
+        })
+        self._out = open(self.dir / f"{self.name}.out", "w")
+        self.proc = subprocess.Popen([str(FAUCET_VENV / "bin" / self.name), f"--ryu-ofp-tcp-listen-port={self.port}",
+                                      "--ryu-ofp-listen-host=127.0.0.1"],
+                                     env=env, stdout=self._out, stderr=subprocess.STDOUT, start_new_session=True)
+        wait_for(lambda: self.proc.poll() is not None or port_open(self.port), timeout=60, what=f"{self.name} to listen")
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"{self.name} exited: {self.log()}")
+        return self
+
+    def stop(self):
+        stop_group(self.proc)
+        if self.proc:
+            self._out.close()
+        self.proc = None
+
+    def log(self):
+        p = self.dir / f"{self.name}.log"
+        return p.read_text() if p.exists() else ""
 
     def __enter__(self):
         return self.start()

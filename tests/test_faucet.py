@@ -1,0 +1,72 @@
+"""Faucet (from PyPI) controls the switch; Gauge, a second controller, collects port statistics."""
+
+import re
+import time
+
+import pytest
+
+from testbed import netns
+from testbed.controllers import FAUCET_VENV, Faucet
+from testbed.switches import Edgeflow
+from testbed.util import ROOT, run_dir, wait_for
+
+pytestmark = pytest.mark.skipif(not (FAUCET_VENV / "bin" / "faucet").exists(), reason="make setup installs Faucet")
+
+
+@pytest.fixture
+def faucet_hosts():
+    with netns.Topology("f") as topo:
+        topo.add_host("10.0.100.1/24")             # port 1: office, untagged
+        topo.add_host("10.0.100.2/24")             # port 2: office, untagged
+        topo.add_host("10.0.100.3/24", vlan=100)   # port 3: trunk, host tags office
+        topo.add_host("10.0.200.4/24")             # port 4: guest, every frame dropped by an ACL
+        topo.add_host("10.0.200.5/24")             # port 5: guest, untagged
+        topo.add_host("10.0.200.6/24", vlan=200)   # port 6: guest, tagged
+        topo.add_host("10.0.100.7/24")             # port 7: guest, but addressed in office's subnet
+        yield topo
+
+
+def reachable(src, dst):
+    return src.ping(dst.addr, count=2, interval=0.3)[0] > 0
+
+
+def test_faucet_vlans_acl_and_gauge(faucet_hosts, tmp_path):
+    h = faucet_hosts.hosts
+    faucet_yaml = tmp_path / "faucet.yaml"
+    faucet_yaml.write_text((ROOT / "testbed" / "configs" / "faucet-two-vlans.yaml").read_text())
+    stats = run_dir("gauge") / "port_stats.txt"
+    stats.unlink(missing_ok=True)
+    gauge_yaml = tmp_path / "gauge.yaml"
+    gauge_yaml.write_text(
+        f"faucet_configs:\n  - {faucet_yaml}\n"
+        "watchers:\n  port_stats:\n    dps: ['sw1']\n    type: 'port_stats'\n    interval: 2\n    db: 'stats'\n"
+        f"dbs:\n  stats:\n    type: 'text'\n    file: '{stats}'\n    compress: false\n")
+    with Faucet(faucet_yaml) as faucet, Faucet(gauge_yaml, gauge=True) as gauge, \
+            Edgeflow(faucet_hosts.switch_ports, controllers=[faucet.target, gauge.target], extra=["--dpid", "0x1"]) as sw:
+        wait_for(lambda: len(sw.flows()) > 20, timeout=20, what="Faucet's pipeline")
+        # Within a VLAN, untagged and tagged members reach each other.
+        assert reachable(h[0], h[1])
+        assert reachable(h[0], h[2]), "untagged office port to the trunk's office VLAN"
+        assert reachable(h[4], h[5]), "untagged guest port to a tagged guest port"
+        # Across VLANs nothing passes, even within one IP subnet.
+        assert not reachable(h[0], h[6])
+        # The ACL holds: port 4 reaches nobody, and nobody reaches it.
+        assert not reachable(h[3], h[4])
+        assert not reachable(h[4], h[3])
+
+        flows = sw.ofctl("dump-flows")
+        tables = {int(t) for t in re.findall(r"table=(\d+)", flows)}
+        assert tables >= {0, 1, 2, 3, 4}, f"Faucet uses tables 0-4; populated: {sorted(tables)}"
+        learned_src = [l for l in flows.splitlines() if "table=2" in l and "dl_src=" in l and "hard_timeout" in l]
+        learned_dst = [l for l in flows.splitlines() if "table=3" in l and "dl_dst=" in l and "idle_timeout" in l]
+        assert len(learned_src) >= 4 and len(learned_dst) >= 4, flows
+        assert "in_port=4 actions=drop" in flows
+
+        # Gauge's port statistics come back (its text database, written every 2 s).
+        def stats_for_port1():
+            if not stats.exists():
+                return None
+            m = re.findall(r"sw1-1-packets-in\s+(\d+)", stats.read_text())
+            return m and int(m[-1]) > 0
+        wait_for(stats_for_port1, timeout=15, what="Gauge port stats")
+        assert "Traceback" not in faucet.log() + gauge.log()
