@@ -42,6 +42,11 @@ pub struct SwitchConfig {
     /// that `ovs-ofctl` can still reprogram).
     pub native: bool,
     pub dp_desc: String,
+    /// Packet-ins per second across all controllers (0: no limit), so a flood of misses cannot
+    /// starve the control channel. Bursts of up to a quarter second's worth pass.
+    pub packet_in_rate: u32,
+    /// Per-table capacity: (table id, max flows, evict when full).
+    pub table_limits: Vec<(u8, u32, bool)>,
 }
 
 /// Wakes the forwarding thread and tells it, without a syscall, that commands wait.
@@ -114,11 +119,48 @@ impl Buffers {
     }
 }
 
+/// A token bucket for packet-ins.
+struct PacketInLimit {
+    rate: u64,
+    tokens: u64,
+    last: u64,
+    dropped: u64,
+}
+
+impl PacketInLimit {
+    fn new(rate: u32) -> Self {
+        PacketInLimit { rate: rate as u64, tokens: Self::cap(rate as u64), last: 0, dropped: 0 }
+    }
+
+    /// Capacity in milli-tokens: a quarter second of packet-ins, at least 32.
+    fn cap(rate: u64) -> u64 {
+        (rate / 4).max(32) * 1000
+    }
+
+    fn allow(&mut self, now: u64) -> bool {
+        if self.rate == 0 {
+            return true;
+        }
+        let add = (now.saturating_sub(self.last) as u128 * self.rate as u128 / 1_000_000) as u64;
+        self.last = now;
+        self.tokens = (self.tokens + add).min(Self::cap(self.rate));
+        if self.tokens >= 1000 {
+            self.tokens -= 1000;
+            true
+        } else {
+            self.dropped += 1;
+            false
+        }
+    }
+}
+
 /// Everything an executed action can touch, split from the pipeline so both can be borrowed.
 struct Output<'a> {
     ports: &'a mut BTreeMap<u32, SwitchPort>,
     buffers: &'a mut Buffers,
     events: &'a mut dyn FnMut(Event),
+    limit: &'a mut PacketInLimit,
+    now: u64,
 }
 
 impl Sink for Output<'_> {
@@ -139,6 +181,9 @@ impl Sink for Output<'_> {
     fn to_controller(&mut self, pkt: &Packet, info: &ToController) {
         // A controller sees wire-sized frames with complete checksums.
         for seg in segment::segment(pkt.clone()) {
+            if !self.limit.allow(self.now) {
+                continue;
+            }
             let frame = seg.data();
             let total_len = frame.len().min(u16::MAX as usize) as u16;
             let (buffer_id, data) = if info.max_len == ofp::action::OFPCML_NO_BUFFER {
@@ -180,6 +225,7 @@ pub struct Switch {
     /// Reused for every received frame.
     pkt: Packet,
     tagged: Vec<u8>,
+    limit: PacketInLimit,
 }
 
 fn port_desc(no: u32, name: &str) -> Port {
@@ -231,6 +277,9 @@ impl Switch {
         let links = LinkMonitor::open().map_err(|e| warn!("no link monitoring: {e}")).ok();
         let bell = Arc::new(Doorbell { fd: EventFd::new()?, pending: AtomicBool::new(false) });
         let mut pipeline = Pipeline::new(cfg.n_tables);
+        for &(table, max, evict) in &cfg.table_limits {
+            pipeline.set_table_limit(table, max, evict);
+        }
         let mut ports = BTreeMap::new();
         for (no, name) in &cfg.ports {
             let (rx, tx) = afpacket::open(name, cfg.ring)
@@ -274,7 +323,6 @@ impl Switch {
         }
         let handle = SwitchHandle { tx, bell: bell.clone() };
         let sw = Switch {
-            cfg,
             pipeline,
             ports,
             buffers: Buffers::new(),
@@ -285,6 +333,8 @@ impl Switch {
             start: Instant::now(),
             pkt: Packet::with_capacity(2048),
             tagged: Vec::with_capacity(2048),
+            limit: PacketInLimit::new(cfg.packet_in_rate),
+            cfg,
         };
         Ok((sw, handle))
     }
@@ -406,7 +456,7 @@ impl Switch {
             }
         };
         self.pkt.load(data, offload, layout);
-        let mut out = Output { ports: &mut self.ports, buffers: &mut self.buffers, events: &mut *self.events };
+        let mut out = Output { ports: &mut self.ports, buffers: &mut self.buffers, events: &mut *self.events, limit: &mut self.limit, now };
         self.pipeline.process(&mut self.pkt, &key, now, &mut out);
     }
 
@@ -419,6 +469,10 @@ impl Switch {
     }
 
     fn expire(&mut self, now: u64) {
+        if self.limit.dropped > 0 {
+            warn!(dropped = self.limit.dropped, rate = self.cfg.packet_in_rate, "packet-ins over the rate limit dropped");
+            self.limit.dropped = 0;
+        }
         for msg in self.pipeline.expire(now) {
             (self.events)(Event::FlowRemoved(msg));
         }
@@ -539,12 +593,13 @@ impl Switch {
             Message::TableMod(tm) => {
                 if tm.table_id != OFPTT_ALL && tm.table_id >= self.cfg.n_tables {
                     error(ErrorCode::TableModFailed(TableModFailed::BadTable));
-                } else if tm.config & !3 != 0 {
+                } else if tm.config & !(3 | pipeline::OFPTC_EVICTION) != 0 {
                     error(ErrorCode::TableModFailed(TableModFailed::BadConfig));
                 } else {
                     for (i, t) in self.pipeline.tables.iter_mut().enumerate() {
                         if tm.table_id == OFPTT_ALL || i == tm.table_id as usize {
                             t.config = tm.config;
+                            t.evict = tm.config & pipeline::OFPTC_EVICTION != 0;
                         }
                     }
                 }
@@ -588,7 +643,7 @@ impl Switch {
         let (in_port, frame) = self.buffers.take(buffer_id).ok_or(ErrorCode::BadRequest(BadRequest::BufferUnknown))?;
         let (key, layout) = parse(&frame, in_port).map_err(|_| ErrorCode::BadRequest(BadRequest::BadPacket))?;
         let mut pkt = Packet::new(&frame, Offload::default(), layout);
-        let mut out = Output { ports: &mut self.ports, buffers: &mut self.buffers, events: &mut *self.events };
+        let mut out = Output { ports: &mut self.ports, buffers: &mut self.buffers, events: &mut *self.events, limit: &mut self.limit, now };
         self.pipeline.packet_out(&mut pkt, &key, &[Action::output(ofp::port::OFPP_TABLE)], now, &mut out);
         Ok(())
     }
@@ -609,7 +664,7 @@ impl Switch {
         };
         let (key, layout) = parse(&frame, po.in_port).map_err(|_| ErrorCode::BadRequest(BadRequest::BadPacket))?;
         let mut pkt = Packet::new(&frame, Offload::default(), layout);
-        let mut out = Output { ports: &mut self.ports, buffers: &mut self.buffers, events: &mut *self.events };
+        let mut out = Output { ports: &mut self.ports, buffers: &mut self.buffers, events: &mut *self.events, limit: &mut self.limit, now };
         self.pipeline.packet_out(&mut pkt, &key, &po.actions, now, &mut out);
         Ok(())
     }

@@ -17,6 +17,9 @@ pub struct File {
     pub local_port: Option<String>,
     pub probe_interval: Option<Spanned<u64>>,
     pub datapath: Option<Spanned<String>>,
+    pub packet_in_rate: Option<u32>,
+    #[serde(default, rename = "table")]
+    pub tables_cfg: Vec<TableEntry>,
     #[serde(default)]
     pub controllers: Vec<Spanned<String>>,
     #[serde(default)]
@@ -31,6 +34,15 @@ pub struct File {
 pub struct PortEntry {
     pub name: Spanned<String>,
     pub number: Option<Spanned<u32>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableEntry {
+    pub id: Spanned<u32>,
+    pub max_flows: Option<u32>,
+    #[serde(default)]
+    pub evict: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -53,7 +65,12 @@ pub struct Settings {
     pub listen: Vec<Target>,
     pub tls: Option<TlsFiles>,
     pub probe_interval: Duration,
+    pub packet_in_rate: u32,
+    pub table_limits: Vec<(u8, u32, bool)>,
 }
+
+/// Default packet-in rate limit (per second, all controllers together).
+pub const DEFAULT_PACKET_IN_RATE: u32 = 2000;
 
 /// What the command line gave (each overrides or extends the file).
 #[derive(Debug, Default, Clone)]
@@ -67,6 +84,7 @@ pub struct Flags {
     pub local_port: Option<String>,
     pub probe_interval: Option<u64>,
     pub datapath: Option<String>,
+    pub packet_in_rate: Option<u32>,
     pub private_key: Option<PathBuf>,
     pub certificate: Option<PathBuf>,
     pub ca_cert: Option<PathBuf>,
@@ -221,6 +239,21 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
         (None, None, None, None) => None,
         _ => return Err("--private-key, --certificate and --ca-cert go together".into()),
     };
+    let mut table_limits = Vec::new();
+    for t in &file.tables_cfg {
+        let id = *t.id.get_ref();
+        if id >= n_tables as u32 {
+            return Err(cx.at(&t.id, format!("table {id} does not exist (tables = {n_tables})")));
+        }
+        if table_limits.iter().any(|&(i, _, _)| i as u32 == id) {
+            return Err(cx.at(&t.id, format!("table {id} is configured twice")));
+        }
+        let max = t.max_flows.unwrap_or(pipeline::DEFAULT_MAX_FLOWS);
+        if max == 0 {
+            return Err(cx.at(&t.id, "max_flows must be at least 1"));
+        }
+        table_limits.push((id as u8, max, t.evict));
+    }
     if ports.is_empty() {
         return Err("no ports: give --port IFNAME (repeatable) or [[port]] entries in the config".into());
     }
@@ -234,6 +267,8 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
         listen,
         tls,
         probe_interval: Duration::from_secs(probe),
+        packet_in_rate: flags.packet_in_rate.or(file.packet_in_rate).unwrap_or(DEFAULT_PACKET_IN_RATE),
+        table_limits,
     })
 }
 

@@ -67,6 +67,9 @@ struct RunArgs {
     /// Datapath: user (AF_PACKET rings).
     #[arg(long, value_name = "KIND")]
     datapath: Option<String>,
+    /// Packet-ins per second to all controllers together (0: unlimited; default 2000).
+    #[arg(long, value_name = "N")]
+    packet_in_rate: Option<u32>,
     /// TLS private key (PEM), for tls:/ptls: targets.
     #[arg(long, value_name = "FILE")]
     private_key: Option<PathBuf>,
@@ -93,6 +96,7 @@ impl RunArgs {
             local_port: self.local_port.clone(),
             probe_interval: self.probe_interval,
             datapath: self.datapath.clone(),
+            packet_in_rate: self.packet_in_rate,
             private_key: self.private_key.clone(),
             certificate: self.certificate.clone(),
             ca_cert: self.ca_cert.clone(),
@@ -170,6 +174,8 @@ fn run(s: Settings) -> Result<(), String> {
         ring: RingConfig::default(),
         native,
         dp_desc: format!("edgeflow dpid {:016x}", s.dpid),
+        packet_in_rate: s.packet_in_rate,
+        table_limits: s.table_limits.clone(),
     };
     let (switch, handle) = Switch::new(switch_cfg, event_sink).map_err(|e| e.to_string())?;
     let features = switch.features();

@@ -73,7 +73,11 @@ pub fn execute(actions: &[DpAction], pkt: &mut Packet, meters: &mut MeterTable, 
     for a in actions {
         match a {
             DpAction::Output(port) => sink.output(*port, pkt),
-            DpAction::Controller(info) => sink.to_controller(pkt, info),
+            DpAction::Controller(info) => {
+                if controller_meter_passes(meters, pkt.len(), now) {
+                    sink.to_controller(pkt, info);
+                }
+            }
             DpAction::SetField(f, v) => pkt.set_field(*f, *v, &mut FlowKey::default()),
             DpAction::PushVlan(t) => pkt.push_vlan(*t),
             DpAction::PopVlan => pkt.pop_vlan(),
@@ -89,7 +93,9 @@ pub fn execute(actions: &[DpAction], pkt: &mut Packet, meters: &mut MeterTable, 
             DpAction::DecNwTtl(to_controller) => {
                 if pkt.dec_nw_ttl().is_err() {
                     if let Some(info) = to_controller {
-                        sink.to_controller(pkt, info);
+                        if controller_meter_passes(meters, pkt.len(), now) {
+                            sink.to_controller(pkt, info);
+                        }
                     }
                     return false;
                 }
@@ -99,10 +105,9 @@ pub fn execute(actions: &[DpAction], pkt: &mut Packet, meters: &mut MeterTable, 
             DpAction::SetQueue(_) => {}
             DpAction::Meter(id) => {
                 let Some(m) = meters.get_mut(*id) else { return false };
-                match m.charge(pkt.len(), now) {
-                    Verdict::Pass => {}
-                    Verdict::Drop => return false,
-                    Verdict::Remark(levels) => remark_dscp(pkt, levels),
+                // Translation charges remarking meters itself; what reaches here only drops.
+                if m.charge(pkt.len(), now) == Verdict::Drop {
+                    return false;
                 }
             }
             DpAction::Clone(inner) => {
@@ -114,17 +119,22 @@ pub fn execute(actions: &[DpAction], pkt: &mut Packet, meters: &mut MeterTable, 
     true
 }
 
-/// Raises the drop precedence of an AF-class DSCP (RFC 2597: AFxy, y = 1..3) by `levels`.
-fn remark_dscp(pkt: &mut Packet, levels: u8) {
-    let Ok((key, _)) = packet::parse(pkt.data(), 0) else { return };
+/// The OFPM_CONTROLLER meter, if the controller configured one, polices every packet-in.
+fn controller_meter_passes(meters: &mut MeterTable, bytes: usize, now: Nanos) -> bool {
+    match meters.get_mut(ofp::group_meter::OFPM_CONTROLLER) {
+        Some(m) => m.charge(bytes, now) != Verdict::Drop,
+        None => true,
+    }
+}
+
+/// The DSCP after raising the drop precedence of an AF-class code point (RFC 2597: AFxy, y = 1..3)
+/// by `levels`; `None` if the packet is not IP or its DSCP is not an AF class.
+pub fn remarked_dscp(key: &FlowKey, levels: u8) -> Option<u8> {
     if !key.is_ip() {
-        return;
+        return None;
     }
     let dscp = key.get(Field::IpDscp) as u8;
     let class = dscp >> 3;
     let drop = (dscp >> 1) & 3;
-    if (1..=4).contains(&class) && drop >= 1 && dscp & 1 == 0 {
-        let new_drop = (drop + levels).min(3);
-        pkt.set_field(Field::IpDscp, ((class << 3) | (new_drop << 1)) as u128, &mut FlowKey::default());
-    }
+    ((1..=4).contains(&class) && drop >= 1 && dscp & 1 == 0).then(|| (class << 3) | ((drop + levels).min(3) << 1))
 }

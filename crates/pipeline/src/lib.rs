@@ -62,14 +62,30 @@ pub struct FlowTable {
     pub lookup_count: u64,
     pub matched_count: u64,
     pub max_entries: u32,
+    /// When full, make room by removing the least-recently-used flow of the lowest priority
+    /// (priority stands in for OpenFlow 1.4's importance) instead of refusing the new one.
+    pub evict: bool,
     pub config: u32,
     /// Flows with an idle or hard timeout (so expiry need not scan the others).
     timed: usize,
 }
 
+/// `OFPTC_EVICTION` (OpenFlow 1.4), honoured in table-mod as an extension.
+pub const OFPTC_EVICTION: u32 = 1 << 2;
+
 impl FlowTable {
+    /// The flow eviction would remove: lowest priority, then least recently used. The table-miss
+    /// flow is never a candidate: without it the table would drop what it used to send on.
+    fn eviction_victim(&self) -> Option<RuleId> {
+        self.flows
+            .iter()
+            .filter(|(_, f)| !f.is_table_miss())
+            .min_by_key(|(_, f)| (f.priority, f.last_used))
+            .map(|(id, _)| id)
+    }
+
     fn new(max_entries: u32) -> Self {
-        FlowTable { flows: Classifier::new(), lookup_count: 0, matched_count: 0, max_entries, config: 0, timed: 0 }
+        FlowTable { flows: Classifier::new(), lookup_count: 0, matched_count: 0, max_entries, evict: false, config: 0, timed: 0 }
     }
 }
 
@@ -128,6 +144,14 @@ impl Pipeline {
             cache: FlowCache::default(),
             cache_stale: false,
             fail_open: false,
+        }
+    }
+
+    /// Sets a table's capacity and what happens when it is full.
+    pub fn set_table_limit(&mut self, table: u8, max_entries: u32, evict: bool) {
+        if let Some(t) = self.tables.get_mut(table as usize) {
+            t.max_entries = max_entries;
+            t.evict = evict;
         }
     }
 
@@ -214,8 +238,17 @@ impl Pipeline {
                 {
                     return fail(FlowModFailed::Overlap);
                 }
+                let mut evicted = Vec::new();
                 if existing.is_none() && table.flows.len() as u32 >= table.max_entries {
-                    return fail(FlowModFailed::TableFull);
+                    let victim = if table.evict { table.eviction_victim() } else { None };
+                    let Some(victim) = victim else { return fail(FlowModFailed::TableFull) };
+                    let f = table.flows.remove(victim).unwrap();
+                    if f.idle_timeout != 0 || f.hard_timeout != 0 {
+                        table.timed -= 1;
+                    }
+                    if f.flags & flow_mod_flags::SEND_FLOW_REM != 0 {
+                        evicted.push(removed(&f, flow_removed_reason::DELETE, now));
+                    }
                 }
                 let (mut packets, mut bytes) = (0, 0);
                 if let Some(id) = existing {
@@ -246,7 +279,7 @@ impl Pipeline {
                     table.timed += 1;
                 }
                 table.flows.insert(&key, &mask, priority, entry);
-                Vec::new()
+                evicted
             }
             cmd::MODIFY | cmd::MODIFY_STRICT => {
                 let program = self.limits_ok(fm.table_id, &fm.instructions)?;

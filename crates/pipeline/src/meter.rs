@@ -71,6 +71,11 @@ impl Meter {
         Meter { flags, bands, packet_count: 0, byte_count: 0, created: now, last: now }
     }
 
+    /// Whether a band of this meter remarks rather than drops.
+    pub fn remarks(&self) -> bool {
+        self.bands.iter().any(|b| matches!(b.config.kind, BandKind::DscpRemark { .. }))
+    }
+
     /// Charges one packet of `bytes` and says what to do with it.
     pub fn charge(&mut self, bytes: usize, now: Nanos) -> Verdict {
         self.packet_count += 1;

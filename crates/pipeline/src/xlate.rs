@@ -8,7 +8,8 @@ use ofp::oxm::{Field, OxmField};
 use ofp::port::*;
 use packet::{FlowKey, Packet};
 
-use crate::exec::{Credits, DpAction, ToController};
+use crate::exec::{remarked_dscp, Credits, DpAction, ToController};
+use crate::meter::Verdict;
 use crate::flow::vlan_vid_of;
 use crate::normal::Learned;
 use crate::Pipeline;
@@ -176,7 +177,9 @@ impl<'p> Xlate<'p> {
             };
             self.t.credits.flows.push((table_id, id));
             if let Some(m) = program.meter {
-                self.t.actions.push(DpAction::Meter(m));
+                if !self.meter(m) {
+                    return;
+                }
             }
             self.actions(&program.apply, origin);
             if program.clear {
@@ -262,6 +265,31 @@ impl<'p> Xlate<'p> {
                 Action::CopyTtlOut => self.t.actions.push(DpAction::CopyTtlOut),
                 Action::SetQueue(q) => self.t.actions.push(DpAction::SetQueue(*q)),
                 Action::PushPbb(_) | Action::PopPbb | Action::Experimenter { .. } => {}
+            }
+        }
+    }
+
+    /// The meter instruction. A meter that only drops is charged per packet when the actions run.
+    /// One that remarks DSCP changes a header that later tables may match on, and which band applies
+    /// depends on the moment: such a meter is charged here, the result is not cached, and the
+    /// remark becomes a plain set-field. Returns false if the packet is dropped here.
+    fn meter(&mut self, id: u32) -> bool {
+        let Some(meter) = self.p.meters.get_mut(id) else { return false };
+        if !meter.remarks() {
+            self.t.actions.push(DpAction::Meter(id));
+            return true;
+        }
+        self.t.cacheable = false;
+        match meter.charge(self.scratch.len(), self.now) {
+            Verdict::Pass => true,
+            Verdict::Drop => false,
+            Verdict::Remark(levels) => {
+                if let Some(dscp) = remarked_dscp(&self.key, levels) {
+                    self.key.set(Field::IpDscp, dscp as u128);
+                    self.scratch.set_field(Field::IpDscp, dscp as u128, &mut FlowKey::default());
+                    self.t.actions.push(DpAction::SetField(Field::IpDscp, dscp as u128));
+                }
+                true
             }
         }
     }

@@ -327,3 +327,62 @@ fn cached_and_uncached_results_are_identical() {
     assert_eq!(r.out[0].1[14 + 8], 63, "TTL decremented before the outputs");
 }
 
+
+#[test]
+fn table_full_refuses_or_evicts_lowest_priority_least_recently_used() {
+    let mut p = switch(3);
+    p.set_table_limit(0, 3, false);
+    add(&mut p, 0, 0, Match::new(), vec![]).unwrap();
+    add(&mut p, 0, 5, Match::new().with(Field::InPort, 1), vec![apply(vec![Action::output(2)])]).unwrap();
+    add(&mut p, 0, 5, Match::new().with(Field::InPort, 2), vec![apply(vec![Action::output(1)])]).unwrap();
+    let full = add(&mut p, 0, 9, Match::new().with(Field::InPort, 3), vec![]);
+    assert_eq!(full.unwrap_err(), ErrorCode::FlowModFailed(FlowModFailed::TableFull));
+    // Replacing an existing flow needs no room.
+    add(&mut p, 0, 5, Match::new().with(Field::InPort, 2), vec![apply(vec![Action::output(3)])]).unwrap();
+
+    p.set_table_limit(0, 3, true);
+    send(&mut p, 1, &udp(H1, H2, 9), 5_000); // in_port=1 is now the more recently used of the two
+    add(&mut p, 0, 9, Match::new().with(Field::InPort, 3), vec![]).unwrap();
+    let left: Vec<(u16, String)> =
+        p.tables[0].flows.iter().map(|(_, f)| (f.priority, format!("{:?}", f.match_.fields))).collect();
+    assert_eq!(left.len(), 3);
+    assert!(left.iter().any(|(prio, _)| *prio == 0), "the table-miss flow is never evicted");
+    assert!(left.iter().any(|(_, m)| m.contains("value: 1,")), "the recently used flow stays: {left:?}");
+    assert!(!left.iter().any(|(_, m)| m.contains("value: 2,")), "the idle one went: {left:?}");
+}
+
+#[test]
+fn dscp_remark_meter_is_seen_by_later_tables() {
+    let mut p = switch(3);
+    let flags = ofp::group_meter::meter_flags::PKTPS | ofp::group_meter::meter_flags::BURST;
+    let mm = MeterMod { command: 0, flags, meter_id: 2, bands: vec![MeterBand { rate: 10, burst_size: 5, kind: BandKind::DscpRemark { prec_level: 1 } }] };
+    p.meter_mod(&mm, 0).unwrap();
+    add(&mut p, 0, 1, Match::new(), vec![Instruction::Meter(2), Instruction::GotoTable(1)]).unwrap();
+    let m = |dscp| Match::new().with(Field::EthType, 0x800).with(Field::IpDscp, dscp);
+    add(&mut p, 1, 1, m(10), vec![apply(vec![Action::output(2)])]).unwrap();
+    add(&mut p, 1, 1, m(12), vec![apply(vec![Action::output(3)])]).unwrap();
+    let af11 = FrameBuilder::new(H2, H1).build(L3::Ipv4 { src: [10, 0, 0, 1], dst: [10, 0, 0, 2], ttl: 64, tos: 10 << 2, l4: L4::Udp { src: 1, dst: 2, payload: vec![0; 10] } });
+    let mut by_port = std::collections::BTreeMap::new();
+    for i in 0..100u64 {
+        for (port, frame) in send(&mut p, 1, &af11, i * 1_000_000).out {
+            *by_port.entry(port).or_insert(0) += 1;
+            let (key, _) = parse(&frame, 0).unwrap();
+            assert_eq!(key.get(Field::IpDscp), if port == 2 { 10 } else { 12 });
+            assert!(checksums_ok(&frame));
+        }
+    }
+    // 100 packets in 0.1 s against 10 pps with a burst of 5: about 6 conform, the rest are AF12.
+    assert!((5..=7).contains(&by_port[&2]), "{by_port:?}");
+    assert_eq!(by_port[&2] + by_port[&3], 100);
+}
+
+#[test]
+fn controller_meter_polices_packet_ins() {
+    let mut p = switch(2);
+    let mm = MeterMod { command: 0, flags: ofp::group_meter::meter_flags::PKTPS | ofp::group_meter::meter_flags::BURST, meter_id: ofp::group_meter::OFPM_CONTROLLER, bands: vec![MeterBand { rate: 100, burst_size: 10, kind: BandKind::Drop }] };
+    p.meter_mod(&mm, 0).unwrap();
+    add(&mut p, 0, 0, Match::new(), vec![apply(vec![Action::Output { port: OFPP_CONTROLLER, max_len: 0xffff }])]).unwrap();
+    let pins: usize = (0..1000u64).map(|i| send(&mut p, 1, &udp(H1, H2, 9), i * 100_000).pin.len()).sum();
+    // 1000 misses in 0.1 s: 10 of burst plus 100/s for 0.1 s.
+    assert!((18..=22).contains(&pins), "{pins} packet-ins");
+}
