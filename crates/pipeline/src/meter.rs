@@ -53,9 +53,11 @@ impl Meter {
                 let per_sec = if flags & meter_flags::KBPS != 0 { rate * 1000 * 1000 } else { rate * 1000 };
                 let burst = if flags & meter_flags::BURST != 0 && b.burst_size > 0 {
                     b.burst_size as u64 * if flags & meter_flags::KBPS != 0 { 1000 * 1000 } else { 1000 }
+                } else if flags & meter_flags::KBPS != 0 {
+                    // Without a configured burst, allow 100 ms worth, and at least one large frame.
+                    (per_sec / 10).max(1514 * 8 * 1000)
                 } else {
-                    // Without a configured burst, allow 100 ms worth (at least one large frame).
-                    (per_sec / 10).max(1500 * 8 * 1000)
+                    (per_sec / 10).max(1000)
                 };
                 Band {
                     config: b.clone(),

@@ -386,3 +386,14 @@ fn controller_meter_polices_packet_ins() {
     // 1000 misses in 0.1 s: 10 of burst plus 100/s for 0.1 s.
     assert!((18..=22).contains(&pins), "{pins} packet-ins");
 }
+
+#[test]
+fn meter_default_bursts_are_a_tenth_of_a_second() {
+    // Without OFPMF_BURST the bucket holds 100 ms of traffic: 200 packets at 2000 pps.
+    let mut p = switch(2);
+    let mm = MeterMod { command: 0, flags: ofp::group_meter::meter_flags::PKTPS, meter_id: 1, bands: vec![MeterBand { rate: 2000, burst_size: 0, kind: BandKind::Drop }] };
+    p.meter_mod(&mm, 0).unwrap();
+    add(&mut p, 0, 1, Match::new(), vec![Instruction::Meter(1), apply(vec![Action::output(2)])]).unwrap();
+    let passed: usize = (0..1000).map(|_| send(&mut p, 1, &udp(H1, H2, 9), 0).out.len()).sum();
+    assert_eq!(passed, 200);
+}
