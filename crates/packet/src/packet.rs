@@ -239,6 +239,32 @@ impl Packet {
         Ok(())
     }
 
+    // ---- PBB (802.1ah) ----
+
+    /// Encapsulates the whole frame behind a new backbone header: B-DA and B-SA copied from the
+    /// frame's addresses, ethertype 0x88e7 and an I-TAG with I-SID 0 (set it with set-field).
+    pub fn push_pbb(&mut self, ethertype: u16) {
+        let addrs: [u8; 12] = self.data()[..12].try_into().unwrap();
+        self.insert_gap(0, 18);
+        let d = self.data_mut();
+        d[..12].copy_from_slice(&addrs);
+        d[12..14].copy_from_slice(&ethertype.to_be_bytes());
+        d[14..18].copy_from_slice(&[0; 4]);
+        self.layout = Layout { ethertype_at: 12, n_vlans: 0, l3: 14, l4: 0, later_fragment: false };
+    }
+
+    /// Removes the backbone header (and any tags before it), leaving the customer frame.
+    pub fn pop_pbb(&mut self) {
+        if self.ethertype() != ethertype::PBB {
+            return;
+        }
+        let outer = self.layout.l3 as usize + 4;
+        if self.len() < outer + 14 {
+            return;
+        }
+        self.remove_gap(0, outer);
+    }
+
     // ---- IP TTL ----
 
     fn ip_ttl(&self) -> Option<u8> {

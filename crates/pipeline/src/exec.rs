@@ -34,6 +34,8 @@ pub enum DpAction {
     PopVlan,
     PushMpls(u16),
     PopMpls(u16),
+    PushPbb(u16),
+    PopPbb,
     SetMplsTtl(u8),
     DecMplsTtl,
     SetNwTtl(u8),
@@ -83,6 +85,8 @@ pub fn execute(actions: &[DpAction], pkt: &mut Packet, meters: &mut MeterTable, 
             DpAction::PopVlan => pkt.pop_vlan(),
             DpAction::PushMpls(t) => pkt.push_mpls(*t),
             DpAction::PopMpls(t) => pkt.pop_mpls(*t),
+            DpAction::PushPbb(t) => pkt.push_pbb(*t),
+            DpAction::PopPbb => pkt.pop_pbb(),
             DpAction::SetMplsTtl(t) => pkt.set_mpls_ttl(*t),
             DpAction::DecMplsTtl => {
                 if pkt.dec_mpls_ttl().is_err() {

@@ -185,11 +185,7 @@ impl Pipeline {
     pub fn table_features(&self) -> Vec<TableFeatures> {
         let n = self.n_tables();
         let instructions: Vec<TypeId> = instruction_type::ALL.iter().map(|&t| TypeId::standard(t)).collect();
-        let actions: Vec<TypeId> = action_type::ALL
-            .iter()
-            .filter(|&&t| t != action_type::PUSH_PBB && t != action_type::POP_PBB)
-            .map(|&t| TypeId::standard(t))
-            .collect();
+        let actions: Vec<TypeId> = action_type::ALL.iter().map(|&t| TypeId::standard(t)).collect();
         let all_fields: Vec<OxmId> = Field::ALL.iter().map(|&f| OxmId::basic(f)).collect();
         let set_fields: Vec<OxmId> = Field::ALL.iter().filter(|&&f| settable(f)).map(|&f| OxmId::basic(f)).collect();
         (0..n)
@@ -227,9 +223,6 @@ impl Pipeline {
 
 /// Bitmap of supported action types (bit n = action type n).
 fn supported_actions_bitmap() -> u32 {
-    action_type::ALL
-        .iter()
-        .filter(|&&t| t != action_type::PUSH_PBB && t != action_type::POP_PBB)
-        .fold(0, |acc, &t| acc | 1 << t)
+    action_type::ALL.iter().fold(0, |acc, &t| acc | 1 << t)
 }
 

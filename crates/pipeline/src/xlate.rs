@@ -35,7 +35,9 @@ struct ActionSet {
     copy_ttl_in: bool,
     pop_vlan: bool,
     pop_mpls: Option<u16>,
+    pop_pbb: bool,
     push_mpls: Option<u16>,
+    push_pbb: Option<u16>,
     push_vlan: Option<u16>,
     copy_ttl_out: bool,
     dec_mpls_ttl: bool,
@@ -69,8 +71,10 @@ impl ActionSet {
                 Action::SetQueue(q) => self.set_queue = Some(*q),
                 Action::Group(g) => self.group = Some(*g),
                 Action::Output { port, max_len } => self.output = Some((*port, *max_len)),
-                // PBB and experimenter actions are refused when the flow is added.
-                Action::PushPbb(_) | Action::PopPbb | Action::Experimenter { .. } => {}
+                Action::PushPbb(t) => self.push_pbb = Some(*t),
+                Action::PopPbb => self.pop_pbb = true,
+                // Experimenter actions are refused when the flow is added.
+                Action::Experimenter { .. } => {}
             }
         }
     }
@@ -87,8 +91,14 @@ impl ActionSet {
         if let Some(t) = self.pop_mpls {
             l.push(Action::PopMpls(t));
         }
+        if self.pop_pbb {
+            l.push(Action::PopPbb);
+        }
         if let Some(t) = self.push_mpls {
             l.push(Action::PushMpls(t));
+        }
+        if let Some(t) = self.push_pbb {
+            l.push(Action::PushPbb(t));
         }
         if let Some(t) = self.push_vlan {
             l.push(Action::PushVlan(t));
@@ -264,7 +274,18 @@ impl<'p> Xlate<'p> {
                 Action::CopyTtlIn => self.t.actions.push(DpAction::CopyTtlIn),
                 Action::CopyTtlOut => self.t.actions.push(DpAction::CopyTtlOut),
                 Action::SetQueue(q) => self.t.actions.push(DpAction::SetQueue(*q)),
-                Action::PushPbb(_) | Action::PopPbb | Action::Experimenter { .. } => {}
+                Action::PushPbb(t) => {
+                    self.scratch.push_pbb(*t);
+                    self.reparse();
+                    self.t.actions.push(DpAction::PushPbb(*t));
+                }
+                Action::PopPbb => {
+                    self.scratch.pop_pbb();
+                    self.popped = true;
+                    self.reparse();
+                    self.t.actions.push(DpAction::PopPbb);
+                }
+                Action::Experimenter { .. } => {}
             }
         }
     }
