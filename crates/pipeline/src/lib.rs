@@ -5,6 +5,7 @@
 pub mod cache;
 pub mod classifier;
 pub mod exec;
+pub mod features;
 pub mod flow;
 pub mod group;
 pub mod meter;
@@ -66,6 +67,10 @@ pub struct FlowTable {
     /// (priority stands in for OpenFlow 1.4's importance) instead of refusing the new one.
     pub evict: bool,
     pub config: u32,
+    /// Features a controller set for this table (None: everything the switch can do).
+    pub spec: Option<features::TableSpec>,
+    /// False once a table-features request left this table out of the pipeline.
+    pub enabled: bool,
     /// Flows with an idle or hard timeout (so expiry need not scan the others).
     timed: usize,
 }
@@ -85,7 +90,17 @@ impl FlowTable {
     }
 
     fn new(max_entries: u32) -> Self {
-        FlowTable { flows: Classifier::new(), lookup_count: 0, matched_count: 0, max_entries, evict: false, config: 0, timed: 0 }
+        FlowTable {
+            flows: Classifier::new(),
+            lookup_count: 0,
+            matched_count: 0,
+            max_entries,
+            evict: false,
+            config: 0,
+            spec: None,
+            enabled: true,
+            timed: 0,
+        }
     }
 }
 
@@ -194,11 +209,51 @@ impl Pipeline {
         }
     }
 
-    fn limits_ok(&self, table_id: u8, instructions: &[ofp::Instruction]) -> Result<flow::Program, ErrorCode> {
+    fn limits_ok(&self, fm: &FlowMod) -> Result<flow::Program, ErrorCode> {
+        let table = &self.tables[fm.table_id as usize];
+        if let Some(spec) = &table.spec {
+            spec.check(&fm.match_, &fm.instructions, fm.priority == 0 && fm.match_.fields.is_empty())?;
+        }
         let groups = |g: u32| self.groups.exists(g);
         let meters = |m: u32| self.meters.exists(m);
         let limits = Limits { n_tables: self.n_tables(), group_exists: &groups, meter_exists: &meters };
-        compile(table_id, instructions, &limits)
+        let program = compile(fm.table_id, &fm.instructions, &limits)?;
+        if program.goto.is_some_and(|t| !self.tables[t as usize].enabled) {
+            return Err(ErrorCode::BadInstruction(ofp::error::BadInstruction::BadTableId));
+        }
+        Ok(program)
+    }
+
+    /// A table-features request with a body: the listed tables take the given features (and lose
+    /// their flows); tables not listed leave the pipeline. All or nothing.
+    pub fn set_table_features(&mut self, tables: &[ofp::TableFeatures]) -> Result<(), ErrorCode> {
+        let n = self.n_tables();
+        let mut specs = Vec::new();
+        for t in tables {
+            if specs.iter().any(|s: &features::TableSpec| s.features.table_id == t.table_id) {
+                return Err(ErrorCode::TableFeaturesFailed(ofp::error::TableFeaturesFailed::BadArgument));
+            }
+            specs.push(features::TableSpec::from_request(t, n, DEFAULT_MAX_FLOWS)?);
+        }
+        for (i, table) in self.tables.iter_mut().enumerate() {
+            table.flows = Classifier::new();
+            table.timed = 0;
+            match specs.iter().position(|s| s.features.table_id as usize == i) {
+                Some(k) => {
+                    let spec = specs[k].clone();
+                    table.max_entries = spec.features.max_entries;
+                    table.config = spec.features.config;
+                    table.enabled = true;
+                    table.spec = Some(spec);
+                }
+                None => {
+                    table.enabled = false;
+                    table.spec = None;
+                }
+            }
+        }
+        self.invalidate();
+        Ok(())
     }
 
     /// Validates a packet-out's actions.
@@ -221,7 +276,9 @@ impl Pipeline {
             _ => return fail(FlowModFailed::BadCommand),
         }
         let all_tables = fm.table_id == OFPTT_ALL;
-        if (all_tables && !deleting) || (!all_tables && fm.table_id >= self.n_tables()) {
+        if (all_tables && !deleting)
+            || (!all_tables && (fm.table_id >= self.n_tables() || !self.tables[fm.table_id as usize].enabled))
+        {
             return fail(FlowModFailed::BadTableId);
         }
         fm.match_.validate()?;
@@ -229,7 +286,7 @@ impl Pipeline {
         let priority = fm.priority as u32;
         let removed_msgs = match fm.command {
             cmd::ADD => {
-                let program = self.limits_ok(fm.table_id, &fm.instructions)?;
+                let program = self.limits_ok(fm)?;
                 let table = &mut self.tables[fm.table_id as usize];
                 let existing = table.flows.find_exact(&key, &mask, priority);
                 if fm.flags & flow_mod_flags::CHECK_OVERLAP != 0
@@ -282,7 +339,7 @@ impl Pipeline {
                 evicted
             }
             cmd::MODIFY | cmd::MODIFY_STRICT => {
-                let program = self.limits_ok(fm.table_id, &fm.instructions)?;
+                let program = self.limits_ok(fm)?;
                 let strict = fm.command == cmd::MODIFY_STRICT;
                 let table = &mut self.tables[fm.table_id as usize];
                 let targets = Self::targets(table, fm, &key, &mask, strict);

@@ -1,7 +1,7 @@
 //! Multipart replies about flows, tables, groups and meters (spec §7.3.5).
 
 use ofp::action::{action_type, instruction_type};
-use ofp::error::{BadRequest, ErrorCode, TableFeaturesFailed};
+use ofp::error::{BadRequest, ErrorCode};
 use ofp::group_meter::{band_type, meter_flags, OFPG_ALL, OFPM_ALL};
 use ofp::message::OFPTT_ALL;
 use ofp::multipart::*;
@@ -75,10 +75,10 @@ impl Pipeline {
                 max_color: 0,
             })),
             R::TableFeatures(tables) => {
-                if tables.is_empty() || *tables == self.table_features() {
+                if tables.is_empty() {
                     Ok(MultipartReplyBody::TableFeatures(self.table_features()))
                 } else {
-                    Err(ErrorCode::TableFeaturesFailed(TableFeaturesFailed::Eperm))
+                    self.set_table_features(tables).map(|()| MultipartReplyBody::TableFeatures(self.table_features()))
                 }
             }
             R::Experimenter { .. } => Err(ErrorCode::BadRequest(BadRequest::BadExperimenter)),
@@ -189,7 +189,11 @@ impl Pipeline {
         let all_fields: Vec<OxmId> = Field::ALL.iter().map(|&f| OxmId::basic(f)).collect();
         let set_fields: Vec<OxmId> = Field::ALL.iter().filter(|&&f| settable(f)).map(|&f| OxmId::basic(f)).collect();
         (0..n)
+            .filter(|&t| self.tables[t as usize].enabled)
             .map(|t| {
+                if let Some(spec) = &self.tables[t as usize].spec {
+                    return spec.features.clone();
+                }
                 let next: Vec<u8> = (t + 1..n).collect();
                 let mut properties = Vec::new();
                 for miss in [false, true] {

@@ -397,3 +397,48 @@ fn meter_default_bursts_are_a_tenth_of_a_second() {
     let passed: usize = (0..1000).map(|_| send(&mut p, 1, &udp(H1, H2, 9), 0).out.len()).sum();
     assert_eq!(passed, 200);
 }
+
+#[test]
+fn table_features_request_reshapes_the_pipeline() {
+    use ofp::error::{BadInstruction, TableFeaturesFailed};
+    use ofp::table_features::{OxmId, TableFeatureProp, TableFeatures, TypeId};
+    let mut p = switch(3);
+    add(&mut p, 0, 1, Match::new(), vec![]).unwrap();
+    let t0 = TableFeatures {
+        table_id: 0,
+        name: "ingress".into(),
+        metadata_match: 0,
+        metadata_write: 0,
+        config: 0,
+        max_entries: 10,
+        properties: vec![
+            TableFeatureProp::Instructions { miss: false, ids: vec![TypeId::standard(1), TypeId::standard(4)] },
+            TableFeatureProp::NextTables { miss: false, tables: vec![1] },
+            TableFeatureProp::ApplyActions { miss: false, ids: vec![TypeId::standard(0)] },
+            TableFeatureProp::Match(vec![OxmId::basic(Field::InPort)]),
+        ],
+    };
+    let t1 = TableFeatures { table_id: 1, name: "egress".into(), max_entries: 100, properties: vec![], ..t0.clone() };
+    let reply = p.multipart(&MultipartRequestBody::TableFeatures(vec![t0.clone(), t1]), 0).unwrap().unwrap();
+    let MultipartReplyBody::TableFeatures(now) = reply else { panic!() };
+    assert_eq!(now.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), vec!["ingress", "egress"]);
+    assert_eq!(p.tables[0].flows.len(), 0, "reconfigured tables start empty");
+
+    let e = |r: Result<(), ErrorCode>| r.unwrap_err();
+    add(&mut p, 0, 5, Match::new().with(Field::InPort, 1), vec![apply(vec![Action::output(2)]), Instruction::GotoTable(1)]).unwrap();
+    assert_eq!(e(add(&mut p, 0, 5, Match::new().with(Field::EthDst, 1), vec![])), ErrorCode::BadMatch(BadMatch::BadField));
+    assert_eq!(e(add(&mut p, 0, 5, Match::new(), vec![Instruction::ClearActions])), ErrorCode::BadInstruction(BadInstruction::UnsupInst));
+    assert_eq!(e(add(&mut p, 0, 5, Match::new(), vec![apply(vec![Action::PopVlan])])), ErrorCode::BadAction(BadAction::BadType));
+    assert_eq!(e(add(&mut p, 0, 6, Match::new(), vec![Instruction::GotoTable(2)])), ErrorCode::BadInstruction(BadInstruction::BadTableId));
+    assert_eq!(e(add(&mut p, 2, 1, Match::new(), vec![])), ErrorCode::FlowModFailed(FlowModFailed::BadTableId), "table 2 left the pipeline");
+    // Table 1 kept everything.
+    add(&mut p, 1, 1, Match::new().with(Field::EthDst, 1), vec![Instruction::ClearActions]).unwrap();
+    // Bad requests change nothing.
+    let mut bad = |t: TableFeatures| p.multipart(&MultipartRequestBody::TableFeatures(vec![t]), 0).unwrap().unwrap_err();
+    assert_eq!(bad(TableFeatures { table_id: 99, ..t0.clone() }), ErrorCode::TableFeaturesFailed(TableFeaturesFailed::BadTable));
+    let backwards = TableFeatures { table_id: 3, properties: vec![TableFeatureProp::NextTables { miss: false, tables: vec![1] }], ..t0.clone() };
+    assert_eq!(bad(backwards), ErrorCode::TableFeaturesFailed(TableFeaturesFailed::BadArgument));
+    let exp = TableFeatures { properties: vec![TableFeatureProp::Experimenter { miss: false, experimenter: 1, exp_type: 1, data: vec![] }], ..t0 };
+    assert_eq!(bad(exp), ErrorCode::TableFeaturesFailed(TableFeaturesFailed::BadType));
+    assert_eq!(p.tables[1].flows.len(), 1);
+}
