@@ -134,3 +134,37 @@ def test_tls_listener_with_ovs_ofctl(two_hosts, tmp_path):
                "dump-flows", f"ssl:127.0.0.1:{port}", check=False)
         assert r.returncode == 0, r.stderr
         assert "actions=NORMAL" in r.stdout
+
+
+def test_two_controllers_roles_and_async_masks(two_hosts):
+    """Packet-ins go to masters and equals, not slaves, unless a slave's async config asks for
+    them; port-status goes to everyone."""
+    h1, h2 = two_hosts.hosts
+    ctl_a, ctl_b = Controller(), Controller()
+    with Edgeflow(two_hosts.switch_ports, controllers=[ctl_a.target, ctl_b.target]):
+        a, b = ctl_a.accept(), ctl_b.accept()
+
+        def role(conn, r, gen):
+            conn.send(header(ofpeer.ROLE_REQUEST, 24, 9) + struct.pack("!I4xQ", r, gen))
+            return conn.recv_type(ofpeer.ROLE_REPLY)
+
+        role(a, 2, 1)  # master
+        role(b, 3, 1)  # slave
+        miss = ofpeer.osken_bytes(lambda p, o, dp: p.OFPFlowMod(dp, priority=0, match=p.OFPMatch(), instructions=[
+            p.OFPInstructionActions(o.OFPIT_APPLY_ACTIONS, [p.OFPActionOutput(o.OFPP_CONTROLLER, o.OFPCML_NO_BUFFER)])]))
+        assert a.request(miss) == []
+        h1.ping(h2.addr, count=1)
+        assert a.recv_type(ofpeer.PACKET_IN).type == ofpeer.PACKET_IN
+        try:
+            b.recv_type(ofpeer.PACKET_IN, timeout=1)
+            raise AssertionError("a slave got a packet-in")
+        except TimeoutError:
+            pass
+        # The slave asks for NO_MATCH packet-ins while slave (mask index 1).
+        b.send(header(28, 32, 10) + struct.pack("!6I", 0b011, 0b001, 0b111, 0b111, 0b1111, 0))
+        assert [m.type for m in b.request(header(26, 8, 11))] == [27]  # get-async reply
+        h1.ping(h2.addr, count=1)
+        assert b.recv_type(ofpeer.PACKET_IN).type == ofpeer.PACKET_IN
+        # Port-status reaches both.
+        h1.run("ip", "link", "set", "eth0", "down")
+        assert a.recv_type(ofpeer.PORT_STATUS) and b.recv_type(ofpeer.PORT_STATUS)
