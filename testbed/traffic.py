@@ -56,3 +56,32 @@ def iperf3_udp(client, server, rate_bps, length=1400, seconds=3):
             srv.wait(timeout=5)
         except Exception:
             srv.kill()
+
+
+def blast(host, frame, per_burst, bursts, gap=0.1, iface="eth0"):
+    """Sends `frame` from `host` raw (AF_PACKET), `per_burst` copies every `gap` seconds."""
+    script = (
+        "import socket, time\n"
+        f"s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW); s.bind(('{iface}', 0))\n"
+        f"f = bytes.fromhex('{frame.hex()}')\n"
+        f"for _ in range({bursts}):\n"
+        f"    t = time.monotonic()\n"
+        f"    for _ in range({per_burst}): s.send(f)\n"
+        f"    time.sleep(max(0, {gap} - (time.monotonic() - t)))\n"
+    )
+    host.run("python3", "-c", script, timeout=bursts * gap + 30)
+
+
+def udp_frame(src_mac, dst_mac, src_ip, dst_ip, sport=9, dport=9, payload=18):
+    """An Ethernet/IPv4/UDP frame (UDP checksum 0, IPv4 checksum computed)."""
+    import ipaddress
+    import struct
+    udp = struct.pack("!HHHH", sport, dport, 8 + payload, 0) + bytes(payload)
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0x4000, 64, 17, 0,
+                     ipaddress.IPv4Address(src_ip).packed, ipaddress.IPv4Address(dst_ip).packed)
+    total = sum(struct.unpack("!10H", ip))
+    while total >> 16:
+        total = (total & 0xffff) + (total >> 16)
+    ip = ip[:10] + struct.pack("!H", ~total & 0xffff) + ip[12:]
+    mac = lambda m: bytes.fromhex(m.replace(":", ""))
+    return mac(dst_mac) + mac(src_mac) + b"\x08\x00" + ip + udp

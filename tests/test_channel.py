@@ -168,3 +168,33 @@ def test_two_controllers_roles_and_async_masks(two_hosts):
         # Port-status reaches both.
         h1.run("ip", "link", "set", "eth0", "down")
         assert a.recv_type(ofpeer.PORT_STATUS) and b.recv_type(ofpeer.PORT_STATUS)
+
+
+def test_packet_in_rate_limit(two_hosts):
+    """A flood of table misses cannot flood the controller: packet-ins are held to the limit."""
+    import threading
+    from testbed.traffic import blast, udp_frame
+    h1, h2 = two_hosts.hosts
+    ctl = Controller()
+    with Edgeflow(two_hosts.switch_ports, controllers=[ctl.target], extra=["--packet-in-rate", "100"]):
+        c = ctl.accept()
+        miss = ofpeer.osken_bytes(lambda p, o, dp: p.OFPFlowMod(dp, priority=0, match=p.OFPMatch(), instructions=[
+            p.OFPInstructionActions(o.OFPIT_APPLY_ACTIONS, [p.OFPActionOutput(o.OFPP_CONTROLLER, 64)])]))
+        assert c.request(miss) == []
+        counted = []
+
+        def count():
+            n, start = 0, time.monotonic()
+            while time.monotonic() - start < 3.0:
+                try:
+                    n += c.recv(timeout=0.5).type == ofpeer.PACKET_IN
+                except TimeoutError:
+                    pass
+            counted.append(n)
+        t = threading.Thread(target=count)
+        t.start()
+        frame = udp_frame(h1.mac, h2.mac, h1.addr, h2.addr)
+        blast(h1, frame, per_burst=300, bursts=20)  # 3000 misses/s for 2 s
+        t.join()
+        print(f"\npacket-ins at a 100/s limit while 3000 misses/s arrive for 2 s: {counted[0]}")
+        assert 150 <= counted[0] <= 320, counted
