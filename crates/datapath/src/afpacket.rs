@@ -69,6 +69,8 @@ mod hdr {
     pub const LEN: usize = 4;
     pub const SNAPLEN: usize = 8;
     pub const MAC: usize = 12;
+    pub const SEC: usize = 16;
+    pub const NSEC: usize = 20;
     pub const VLAN_TCI: usize = 24;
     pub const VLAN_TPID: usize = 26;
 }
@@ -269,7 +271,7 @@ impl AfPacketRx {
             }
         }
         let n = n as usize;
-        f(RxFrame { data: &self.big[vnet::LEN..n], offload: vnet::decode(&self.big[..vnet::LEN]), vlan });
+        f(RxFrame { data: &self.big[vnet::LEN..n], offload: vnet::decode(&self.big[..vnet::LEN]), vlan, tstamp_ns: 0 });
     }
 
     fn kernel_stats(&self) -> TpacketStats {
@@ -317,7 +319,9 @@ impl PortRx for AfPacketRx {
                             std::slice::from_raw_parts(base.add(mac), snaplen),
                         )
                     };
-                    f(RxFrame { data, offload: vnet::decode(vh), vlan });
+                    let tstamp_ns =
+                        self.ring.read_u32(i, hdr::SEC) as u64 * 1_000_000_000 + self.ring.read_u32(i, hdr::NSEC) as u64;
+                    f(RxFrame { data, offload: vnet::decode(vh), vlan, tstamp_ns });
                 }
             }
             self.ring.set_status(i, TP_STATUS_KERNEL);

@@ -9,6 +9,8 @@
 //! device for the LOCAL port. A kernel fast path fills the same seam.
 
 pub mod afpacket;
+pub mod bpf_objects;
+pub mod ebpf;
 pub mod netlink;
 pub mod switch;
 pub mod sys;
@@ -28,6 +30,8 @@ pub struct RxFrame<'a> {
     /// A VLAN tag the kernel took out of the frame into metadata (hardware-accelerated VLAN):
     /// (TPID, TCI). The switch puts it back, since OpenFlow matches see the tag in the frame.
     pub vlan: Option<(u16, u16)>,
+    /// When the kernel received it (CLOCK_REALTIME, ns), where the port reports it; else 0.
+    pub tstamp_ns: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -68,7 +68,7 @@ impl PortRx for TapRx {
                 break;
             }
             let r = r as usize;
-            f(RxFrame { data: &self.buf[vnet::LEN..r], offload: vnet::decode(&self.buf[..vnet::LEN]), vlan: None });
+            f(RxFrame { data: &self.buf[vnet::LEN..r], offload: vnet::decode(&self.buf[..vnet::LEN]), vlan: None, tstamp_ns: 0 });
             n += 1;
         }
         n

@@ -1,0 +1,4 @@
+//! The eBPF objects built from `bpf/` by this crate's build script.
+
+/// The load generator's XDP sender (`bpf/loadgen.c`).
+pub const LOADGEN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/loadgen.o"));

@@ -1,0 +1,409 @@
+//! A small eBPF loader: reads the ELF objects clang builds from `bpf/`, creates their maps, loads
+//! their programs and attaches them with BPF links (XDP, TCX). Only what edgeflow's own programs
+//! use: classic map definitions in a `maps` section (no BTF), one program per section, map
+//! references as the only relocations.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+use crate::sys::cvt;
+
+mod cmd {
+    pub const MAP_CREATE: i32 = 0;
+    pub const MAP_LOOKUP_ELEM: i32 = 1;
+    pub const MAP_UPDATE_ELEM: i32 = 2;
+    pub const MAP_DELETE_ELEM: i32 = 3;
+    pub const MAP_GET_NEXT_KEY: i32 = 4;
+    pub const PROG_LOAD: i32 = 5;
+    pub const PROG_TEST_RUN: i32 = 10;
+    pub const LINK_CREATE: i32 = 28;
+}
+
+pub mod prog_type {
+    pub const SCHED_CLS: u32 = 3;
+    pub const XDP: u32 = 6;
+}
+
+pub mod attach {
+    pub const XDP: u32 = 37;
+    pub const TCX_INGRESS: u32 = 46;
+    pub const TCX_EGRESS: u32 = 47;
+}
+
+pub mod xdp_flags {
+    pub const SKB_MODE: u32 = 1 << 1;
+    pub const DRV_MODE: u32 = 1 << 2;
+}
+
+pub const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
+const BPF_PSEUDO_MAP_FD: u8 = 1;
+
+/// `union bpf_attr`, as bytes we fill field by field (its layout is per command).
+struct Attr([u8; 128]);
+
+impl Attr {
+    fn new() -> Attr {
+        Attr([0; 128])
+    }
+    fn u32(mut self, at: usize, v: u32) -> Attr {
+        self.0[at..at + 4].copy_from_slice(&v.to_ne_bytes());
+        self
+    }
+    fn u64(mut self, at: usize, v: u64) -> Attr {
+        self.0[at..at + 8].copy_from_slice(&v.to_ne_bytes());
+        self
+    }
+    fn name(mut self, at: usize, name: &str) -> Attr {
+        let n = name.len().min(15);
+        for (i, b) in name.bytes().take(n).enumerate() {
+            // Kernel object names allow only alphanumerics, '_' and '.'.
+            self.0[at + i] = if b.is_ascii_alphanumeric() || b == b'.' { b } else { b'_' };
+        }
+        self
+    }
+    fn read_u32(&self, at: usize) -> u32 {
+        u32::from_ne_bytes(self.0[at..at + 4].try_into().unwrap())
+    }
+}
+
+fn bpf(command: i32, attr: &mut Attr) -> io::Result<i32> {
+    // SAFETY: attr is a zero-initialised, large-enough bpf_attr for the command.
+    let r = unsafe { libc::syscall(libc::SYS_bpf, command, attr.0.as_mut_ptr(), attr.0.len()) };
+    cvt(r as i32)
+}
+
+fn bpf_fd(command: i32, attr: &mut Attr) -> io::Result<OwnedFd> {
+    let fd = bpf(command, attr)?;
+    // SAFETY: the bpf() call returned a new file descriptor.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+#[derive(Debug)]
+pub struct Map {
+    fd: OwnedFd,
+    pub key_size: u32,
+    pub value_size: u32,
+    pub max_entries: u32,
+}
+
+impl Map {
+    pub fn create(name: &str, map_type: u32, key_size: u32, value_size: u32, max_entries: u32, flags: u32) -> io::Result<Map> {
+        let mut a = Attr::new().u32(0, map_type).u32(4, key_size).u32(8, value_size).u32(12, max_entries).u32(16, flags).name(28, name);
+        let fd = bpf_fd(cmd::MAP_CREATE, &mut a).map_err(|e| io::Error::new(e.kind(), format!("map {name}: {e}")))?;
+        Ok(Map { fd, key_size, value_size, max_entries })
+    }
+
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    pub fn update(&self, key: &[u8], value: &[u8]) -> io::Result<()> {
+        debug_assert_eq!(key.len(), self.key_size as usize);
+        debug_assert_eq!(value.len(), self.value_size as usize);
+        let mut a = Attr::new().u32(0, self.fd() as u32).u64(8, key.as_ptr() as u64).u64(16, value.as_ptr() as u64);
+        bpf(cmd::MAP_UPDATE_ELEM, &mut a).map(|_| ())
+    }
+
+    pub fn lookup(&self, key: &[u8]) -> io::Result<Option<Vec<u8>>> {
+        let mut value = vec![0u8; self.value_size as usize];
+        let mut a = Attr::new().u32(0, self.fd() as u32).u64(8, key.as_ptr() as u64).u64(16, value.as_mut_ptr() as u64);
+        match bpf(cmd::MAP_LOOKUP_ELEM, &mut a) {
+            Ok(_) => Ok(Some(value)),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A per-CPU map's value for `key`, one entry per possible CPU.
+    pub fn lookup_percpu(&self, key: &[u8]) -> io::Result<Vec<Vec<u8>>> {
+        let stride = (self.value_size as usize).next_multiple_of(8);
+        let cpus = possible_cpus()?;
+        let mut buf = vec![0u8; stride * cpus];
+        let mut a = Attr::new().u32(0, self.fd() as u32).u64(8, key.as_ptr() as u64).u64(16, buf.as_mut_ptr() as u64);
+        bpf(cmd::MAP_LOOKUP_ELEM, &mut a)?;
+        Ok(buf.chunks(stride).map(|c| c[..self.value_size as usize].to_vec()).collect())
+    }
+
+    pub fn delete(&self, key: &[u8]) -> io::Result<bool> {
+        let mut a = Attr::new().u32(0, self.fd() as u32).u64(8, key.as_ptr() as u64);
+        match bpf(cmd::MAP_DELETE_ELEM, &mut a) {
+            Ok(_) => Ok(true),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Every key in the map (a snapshot).
+    pub fn keys(&self) -> io::Result<Vec<Vec<u8>>> {
+        let mut out = Vec::new();
+        let mut next = vec![0u8; self.key_size as usize];
+        let mut prev: Option<Vec<u8>> = None;
+        loop {
+            let key_ptr = prev.as_ref().map_or(0, |k| k.as_ptr() as u64);
+            let mut a = Attr::new().u32(0, self.fd() as u32).u64(8, key_ptr).u64(16, next.as_mut_ptr() as u64);
+            match bpf(cmd::MAP_GET_NEXT_KEY, &mut a) {
+                Ok(_) => {
+                    out.push(next.clone());
+                    prev = Some(next.clone());
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(out),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// Number of possible CPUs (the stride count of per-CPU map values).
+pub fn possible_cpus() -> io::Result<usize> {
+    let s = std::fs::read_to_string("/sys/devices/system/cpu/possible")?;
+    let mut n = 0;
+    for part in s.trim().split(',') {
+        n += match part.split_once('-') {
+            Some((a, b)) => b.parse::<usize>().unwrap_or(0) - a.parse::<usize>().unwrap_or(0) + 1,
+            None => 1,
+        };
+    }
+    Ok(n.max(1))
+}
+
+#[derive(Debug)]
+pub struct Program {
+    fd: OwnedFd,
+    pub name: String,
+    pub prog_type: u32,
+}
+
+/// Keeps a program attached while it lives (closing a BPF link detaches it).
+#[derive(Debug)]
+pub struct Link(#[allow(dead_code)] OwnedFd);
+
+impl Program {
+    pub fn fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+
+    /// Attaches an XDP program to an interface (driver mode, falling back to generic).
+    pub fn attach_xdp(&self, ifindex: u32) -> io::Result<Link> {
+        let mut a = Attr::new().u32(0, self.fd() as u32).u32(4, ifindex).u32(8, attach::XDP).u32(12, xdp_flags::DRV_MODE);
+        match bpf_fd(cmd::LINK_CREATE, &mut a) {
+            Ok(fd) => Ok(Link(fd)),
+            Err(_) => {
+                let mut a = Attr::new().u32(0, self.fd() as u32).u32(4, ifindex).u32(8, attach::XDP).u32(12, xdp_flags::SKB_MODE);
+                bpf_fd(cmd::LINK_CREATE, &mut a).map(Link)
+            }
+        }
+    }
+
+    /// Attaches a TC (sched_cls, direct action) program at an interface's ingress or egress (TCX).
+    pub fn attach_tc(&self, ifindex: u32, egress: bool) -> io::Result<Link> {
+        let at = if egress { attach::TCX_EGRESS } else { attach::TCX_INGRESS };
+        let mut a = Attr::new().u32(0, self.fd() as u32).u32(4, ifindex).u32(8, at);
+        bpf_fd(cmd::LINK_CREATE, &mut a).map(Link)
+    }
+
+    /// BPF_PROG_TEST_RUN. With `live` (XDP), frames the program returns as XDP_TX are really sent
+    /// out of `ifindex`. Returns the last return value and the kernel's average duration (ns).
+    pub fn test_run(&self, data: &[u8], repeat: u32, ifindex: u32, live: bool) -> io::Result<(u32, u32)> {
+        // struct xdp_md { data, data_end, data_meta, ingress_ifindex, rx_queue_index, egress_ifindex }
+        let mut ctx = [0u32; 6];
+        ctx[1] = data.len() as u32;
+        ctx[3] = ifindex;
+        let mut a = Attr::new()
+            .u32(0, self.fd() as u32)
+            .u32(8, data.len() as u32)
+            .u64(16, data.as_ptr() as u64)
+            .u32(32, repeat)
+            .u32(40, std::mem::size_of_val(&ctx) as u32)
+            .u64(48, ctx.as_ptr() as u64)
+            .u32(64, if live { BPF_F_TEST_XDP_LIVE_FRAMES } else { 0 });
+        bpf(cmd::PROG_TEST_RUN, &mut a)?;
+        Ok((a.read_u32(4), a.read_u32(36)))
+    }
+}
+
+/// A loaded object: its maps and programs by name.
+#[derive(Debug, Default)]
+pub struct Object {
+    pub maps: HashMap<String, Map>,
+    pub programs: HashMap<String, Program>,
+}
+
+struct Section<'a> {
+    name: String,
+    typ: u32,
+    flags: u64,
+    data: &'a [u8],
+    link: u32,
+    info: u32,
+}
+
+fn rd_u16(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes(b[at..at + 2].try_into().unwrap())
+}
+fn rd_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+}
+fn rd_u64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+fn bad(what: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, what)
+}
+
+fn cstr(b: &[u8], at: usize) -> String {
+    let end = b[at..].iter().position(|&c| c == 0).map_or(b.len(), |p| at + p);
+    String::from_utf8_lossy(&b[at..end]).into_owned()
+}
+
+const SHT_SYMTAB: u32 = 2;
+const SHT_REL: u32 = 9;
+const SHF_EXECINSTR: u64 = 4;
+
+/// Program type from the section name, as clang/libbpf conventions spell it.
+fn section_prog_type(name: &str) -> Option<u32> {
+    if name == "xdp" || name.starts_with("xdp/") {
+        Some(prog_type::XDP)
+    } else if name == "tc" || name.starts_with("tc/") || name.starts_with("classifier") {
+        Some(prog_type::SCHED_CLS)
+    } else {
+        None
+    }
+}
+
+impl Object {
+    /// Parses `elf`, creates its maps and loads its programs. A verifier rejection comes back with
+    /// the verifier's log in the error.
+    pub fn load(elf: &[u8]) -> io::Result<Object> {
+        if elf.len() < 64 || &elf[..4] != b"\x7fELF" || elf[4] != 2 || elf[5] != 1 {
+            return Err(bad("not a little-endian ELF64 object".into()));
+        }
+        let shoff = rd_u64(elf, 0x28) as usize;
+        let shentsize = rd_u16(elf, 0x3a) as usize;
+        let shnum = rd_u16(elf, 0x3c) as usize;
+        let shstrndx = rd_u16(elf, 0x3e) as usize;
+        let header = |i: usize| -> io::Result<(u32, u32, u64, usize, usize, u32, u32)> {
+            let at = shoff + i * shentsize;
+            if at + 64 > elf.len() {
+                return Err(bad("section header out of range".into()));
+            }
+            Ok((
+                rd_u32(elf, at),
+                rd_u32(elf, at + 4),
+                rd_u64(elf, at + 8),
+                rd_u64(elf, at + 24) as usize,
+                rd_u64(elf, at + 32) as usize,
+                rd_u32(elf, at + 40),
+                rd_u32(elf, at + 44),
+            ))
+        };
+        let (_, _, _, stroff, strsize, _, _) = header(shstrndx)?;
+        let shstr = elf.get(stroff..stroff + strsize).ok_or_else(|| bad("bad string table".into()))?;
+        let mut sections = Vec::with_capacity(shnum);
+        for i in 0..shnum {
+            let (name, typ, flags, off, size, link, info) = header(i)?;
+            let data = if typ == 8 { &[][..] } else { elf.get(off..off + size).ok_or_else(|| bad("section data out of range".into()))? };
+            sections.push(Section { name: cstr(shstr, name as usize), typ, flags, data, link, info });
+        }
+        let symtab = sections.iter().find(|s| s.typ == SHT_SYMTAB).ok_or_else(|| bad("no symbol table".into()))?;
+        let strtab = sections[symtab.link as usize].data;
+        // (name, section index, value, size, is a function)
+        let symbols: Vec<(String, usize, u64)> = symtab
+            .data
+            .chunks_exact(24)
+            .map(|s| (cstr(strtab, rd_u32(s, 0) as usize), rd_u16(s, 6) as usize, rd_u64(s, 8)))
+            .collect();
+        let functions: Vec<(String, usize, usize, usize)> = symtab
+            .data
+            .chunks_exact(24)
+            .filter(|s| s[4] & 0xf == 2)
+            .map(|s| (cstr(strtab, rd_u32(s, 0) as usize), rd_u16(s, 6) as usize, rd_u64(s, 8) as usize, rd_u64(s, 16) as usize))
+            .collect();
+        let license = sections.iter().find(|s| s.name == "license").map(|s| s.data.to_vec()).unwrap_or_else(|| b"GPL\0".to_vec());
+
+        let mut obj = Object::default();
+        // Maps: 20-byte definitions at each symbol's offset in "maps".
+        let maps_idx = sections.iter().position(|s| s.name == "maps");
+        let mut map_at: HashMap<usize, String> = HashMap::new();
+        if let Some(mi) = maps_idx {
+            for (name, shndx, value) in symbols.iter().filter(|(n, i, _)| *i == mi && !n.is_empty()) {
+                let d = sections[*shndx].data;
+                let v = *value as usize;
+                if v + 20 > d.len() {
+                    return Err(bad(format!("map {name}: definition out of range")));
+                }
+                let map = Map::create(name, rd_u32(d, v), rd_u32(d, v + 4), rd_u32(d, v + 8), rd_u32(d, v + 12), rd_u32(d, v + 16))?;
+                map_at.insert(v, name.clone());
+                obj.maps.insert(name.clone(), map);
+            }
+        }
+        // Programs: each function in an executable section of a known type; relocations point at maps.
+        for (idx, s) in sections.iter().enumerate() {
+            let Some(ptype) = section_prog_type(&s.name) else { continue };
+            if s.flags & SHF_EXECINSTR == 0 || s.data.is_empty() {
+                continue;
+            }
+            let mut insns = s.data.to_vec();
+            for rel in sections.iter().filter(|r| r.typ == SHT_REL && r.info as usize == idx) {
+                for r in rel.data.chunks_exact(16) {
+                    let offset = rd_u64(r, 0) as usize;
+                    let sym = (rd_u64(r, 8) >> 32) as usize;
+                    let (sname, shndx, value) = symbols.get(sym).ok_or_else(|| bad("relocation symbol out of range".into()))?;
+                    if Some(*shndx) != maps_idx {
+                        return Err(bad(format!("{}: relocation to {sname}, which is not a map", s.name)));
+                    }
+                    let map_name = map_at.get(&(*value as usize)).unwrap_or(sname);
+                    let map = obj.maps.get(map_name).ok_or_else(|| bad(format!("unknown map {map_name}")))?;
+                    if offset + 8 > insns.len() || insns[offset] != 0x18 {
+                        return Err(bad(format!("{}: relocation not on a 64-bit load", s.name)));
+                    }
+                    insns[offset + 1] = (insns[offset + 1] & 0x0f) | (BPF_PSEUDO_MAP_FD << 4);
+                    insns[offset + 4..offset + 8].copy_from_slice(&(map.fd() as u32).to_ne_bytes());
+                }
+            }
+            let expected = if ptype == prog_type::XDP { attach::XDP } else { 0 };
+            for (fname, _, start, size) in functions.iter().filter(|f| f.1 == idx) {
+                let code = insns.get(*start..start + size).ok_or_else(|| bad(format!("{fname}: out of its section")))?;
+                let fd = load_program(fname, ptype, code, &license, expected)?;
+                obj.programs.insert(fname.clone(), Program { fd, name: fname.clone(), prog_type: ptype });
+            }
+        }
+        Ok(obj)
+    }
+
+    pub fn map(&self, name: &str) -> io::Result<&Map> {
+        self.maps.get(name).ok_or_else(|| bad(format!("no map named {name}")))
+    }
+
+    pub fn program(&self, name: &str) -> io::Result<&Program> {
+        self.programs.get(name).ok_or_else(|| bad(format!("no program named {name}")))
+    }
+}
+
+fn load_program(name: &str, ptype: u32, insns: &[u8], license: &[u8], expected_attach: u32) -> io::Result<OwnedFd> {
+    let attempt = |log: &mut Vec<u8>, level: u32| {
+        let mut a = Attr::new()
+            .u32(0, ptype)
+            .u32(4, (insns.len() / 8) as u32)
+            .u64(8, insns.as_ptr() as u64)
+            .u64(16, license.as_ptr() as u64)
+            .u32(24, level)
+            .u32(28, log.len() as u32)
+            .u64(32, if log.is_empty() { 0 } else { log.as_mut_ptr() as u64 })
+            .name(48, name)
+            .u32(68, expected_attach);
+        bpf_fd(cmd::PROG_LOAD, &mut a)
+    };
+    match attempt(&mut Vec::new(), 0) {
+        Ok(fd) => Ok(fd),
+        Err(first) => {
+            // Load again with the verifier log on, to say why.
+            let mut log = vec![0u8; 1 << 20];
+            let _ = attempt(&mut log, 1);
+            let text = cstr(&log, 0);
+            let tail: String = text.lines().rev().take(25).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
+            Err(io::Error::new(first.kind(), format!("program {name}: {first}\n{tail}")))
+        }
+    }
+}

@@ -1,0 +1,426 @@
+//! `edgeflow-loadgen`: sends test frames at a chosen size and rate (or frame gap) and receives them,
+//! reporting throughput, loss, reordering, one-way latency and jitter.
+//!
+//! Both ends run on the same machine (in different network namespaces), so transmit and receive
+//! times come from the same clock: the sender stamps CLOCK_REALTIME into each frame, the receiver
+//! takes the kernel's receive timestamp from its packet ring.
+
+use std::os::fd::RawFd;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use clap::{Args, Parser, Subcommand};
+use datapath::afpacket::{self, RingConfig};
+use datapath::{PortRx, PortTx, RxFrame};
+use loadgen::frame::{self, Endpoints, Probe, FCS};
+use loadgen::stats::FlowStats;
+
+#[derive(Parser)]
+#[command(name = "edgeflow-loadgen", version, about = "Test-frame generator and receiver")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Send probe frames.
+    Send(SendArgs),
+    /// Receive probe frames and report.
+    Recv(RecvArgs),
+}
+
+fn parse_mac(s: &str) -> Result<[u8; 6], String> {
+    let parts: Vec<&str> = s.split(':').collect();
+    if parts.len() != 6 {
+        return Err(format!("'{s}' is not a MAC address"));
+    }
+    let mut mac = [0u8; 6];
+    for (m, p) in mac.iter_mut().zip(parts) {
+        *m = u8::from_str_radix(p, 16).map_err(|_| format!("'{s}' is not a MAC address"))?;
+    }
+    Ok(mac)
+}
+
+fn parse_ip(s: &str) -> Result<[u8; 4], String> {
+    s.parse::<std::net::Ipv4Addr>().map(|a| a.octets()).map_err(|_| format!("'{s}' is not an IPv4 address"))
+}
+
+#[derive(Args)]
+struct SendArgs {
+    #[arg(long)]
+    iface: String,
+    /// Destination MAC address.
+    #[arg(long, value_parser = parse_mac)]
+    dst_mac: [u8; 6],
+    /// Source MAC (default: the interface's).
+    #[arg(long, value_parser = parse_mac)]
+    src_mac: Option<[u8; 6]>,
+    #[arg(long, value_parser = parse_ip, default_value = "10.0.0.1")]
+    src_ip: [u8; 4],
+    #[arg(long, value_parser = parse_ip, default_value = "10.0.0.2")]
+    dst_ip: [u8; 4],
+    #[arg(long, default_value_t = 9000)]
+    sport: u16,
+    #[arg(long, default_value_t = 9001)]
+    dport: u16,
+    /// Frame size on the wire, FCS included (64-1518).
+    #[arg(long, default_value_t = 64)]
+    size: usize,
+    /// Frames per second (0: as fast as possible).
+    #[arg(long, default_value_t = 0, conflicts_with = "gap_ns")]
+    rate: u64,
+    /// Time between the starts of two frames, in ns (instead of --rate).
+    #[arg(long)]
+    gap_ns: Option<u64>,
+    /// Seconds to send for.
+    #[arg(long, default_value_t = 3.0)]
+    duration: f64,
+    /// Stop after this many frames.
+    #[arg(long)]
+    count: Option<u64>,
+    #[arg(long, default_value_t = 1)]
+    flow: u16,
+    /// Test pattern: never send sequence numbers that are multiples of N (the receiver must report
+    /// exactly those as lost).
+    #[arg(long)]
+    skip_every: Option<u32>,
+    /// Test pattern: send each N-th frame after its successor (one reordering per N frames).
+    #[arg(long)]
+    swap_every: Option<u32>,
+    /// How frames are sent: `xdp` (an XDP program run by the kernel in a loop: a million frames per
+    /// second and more, but paced only in 40 ms bursts), `socket` (AF_PACKET ring: paced frame by
+    /// frame, up to a few hundred thousand per second), or `auto` (xdp at full speed, else socket).
+    #[arg(long, default_value = "auto")]
+    engine: String,
+}
+
+#[derive(Args)]
+struct RecvArgs {
+    #[arg(long)]
+    iface: String,
+    /// Only count this flow.
+    #[arg(long, default_value_t = 1)]
+    flow: u16,
+    /// Give up after this many seconds.
+    #[arg(long, default_value_t = 10.0)]
+    duration: f64,
+    /// Stop once no probe has arrived for this many seconds (after the first one).
+    #[arg(long, default_value_t = 1.0)]
+    idle: f64,
+    /// Stop after this many frames.
+    #[arg(long)]
+    count: Option<u64>,
+    /// `socket` (AF_PACKET ring: exact loss, reordering and duplicate accounting) or `xdp` (an XDP
+    /// program counts and drops the frames: millions per second; duplicates count as reordered).
+    #[arg(long, default_value = "socket")]
+    engine: String,
+}
+
+fn realtime_ns() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.cmd {
+        Cmd::Send(a) => send(a),
+        Cmd::Recv(a) => recv(a),
+    };
+    if let Err(e) = result {
+        eprintln!("edgeflow-loadgen: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn send(a: SendArgs) -> Result<(), String> {
+    if !(frame::MIN_SIZE..=frame::MAX_SIZE).contains(&a.size) {
+        return Err(format!("--size {}: frames are {}..{} bytes", a.size, frame::MIN_SIZE, frame::MAX_SIZE));
+    }
+    let src_mac = match a.src_mac {
+        Some(m) => m,
+        None => datapath::sys::hw_addr(&a.iface).map_err(|e| format!("{}: {e}", a.iface))?,
+    };
+    let ep = Endpoints { src_mac, dst_mac: a.dst_mac, src_ip: a.src_ip, dst_ip: a.dst_ip, src_port: a.sport, dst_port: a.dport };
+    let mut template = frame::template(&ep, a.size, a.flow);
+    let rate_hint = match a.gap_ns {
+        Some(g) if g > 0 => 1_000_000_000 / g,
+        _ => a.rate,
+    };
+    let use_xdp = match a.engine.as_str() {
+        "xdp" => true,
+        "socket" => false,
+        "auto" => rate_hint == 0 && a.skip_every.is_none() && a.swap_every.is_none(),
+        other => return Err(format!("--engine {other}: expected xdp, socket or auto")),
+    };
+    if use_xdp {
+        return send_xdp(&a, &template, rate_hint);
+    }
+    let ring = RingConfig { rx_frames: 64, tx_frames: 4096, frame_size: 2048 };
+    let (_rx, mut tx) = afpacket::open(&a.iface, ring).map_err(|e| format!("{}: {e}", a.iface))?;
+    let rate = match a.gap_ns {
+        Some(0) => return Err("--gap-ns must be positive".into()),
+        Some(g) => 1_000_000_000 / g,
+        None => a.rate,
+    };
+    let limit = a.count.unwrap_or(u64::MAX);
+    let duration = Duration::from_secs_f64(a.duration);
+    let offload = packet::Offload::default();
+    let start = Instant::now();
+    let (mut slots, mut sent, mut skipped, mut busy) = (0u64, 0u64, 0u64, 0u64);
+    let mut held: Option<u32> = None;
+    const BATCH: u64 = 128;
+    'outer: loop {
+        let elapsed = start.elapsed();
+        if elapsed >= duration || slots >= limit {
+            break;
+        }
+        let due = if rate == 0 {
+            BATCH
+        } else {
+            let target = (elapsed.as_nanos() as u128 * rate as u128 / 1_000_000_000) as u64 + 1;
+            target.saturating_sub(slots).min(BATCH)
+        };
+        if due == 0 {
+            // Wait for the next frame's time: sleep when it is far, spin when it is near.
+            let next = Duration::from_nanos((slots as u128 * 1_000_000_000 / rate as u128) as u64);
+            let wait = next.saturating_sub(start.elapsed());
+            if wait > Duration::from_micros(200) {
+                std::thread::sleep(wait - Duration::from_micros(100));
+            } else {
+                std::hint::spin_loop();
+            }
+            continue;
+        }
+        for _ in 0..due {
+            if slots >= limit {
+                break 'outer;
+            }
+            let seq = slots as u32;
+            slots += 1;
+            if a.skip_every.is_some_and(|n| seq % n == 0) {
+                skipped += 1;
+                continue;
+            }
+            // Reordering pattern: hold back a frame and send it after the next one.
+            let order: Vec<u32> = match (a.swap_every, held.take()) {
+                (_, Some(h)) => vec![seq, h],
+                (Some(n), None) if seq % n == n - 1 => {
+                    held = Some(seq);
+                    vec![]
+                }
+                _ => vec![seq],
+            };
+            for s in order {
+                frame::write_probe(&mut template, Probe { flow: a.flow, seq: s, tx_ns: realtime_ns() });
+                match tx.send(&template, &offload) {
+                    Ok(()) => sent += 1,
+                    Err(_) => busy += 1,
+                }
+            }
+        }
+        tx.flush();
+    }
+    if let Some(h) = held {
+        frame::write_probe(&mut template, Probe { flow: a.flow, seq: h, tx_ns: realtime_ns() });
+        if tx.send(&template, &offload).is_ok() {
+            sent += 1;
+        }
+    }
+    tx.flush();
+    let secs = start.elapsed().as_secs_f64();
+    let achieved = sent as f64 / secs;
+    // At full speed the generator is the limit by definition; at a set rate, when it fell short.
+    let generator_limited = rate == 0 || achieved < 0.97 * rate as f64 * (1.0 - skipped as f64 / slots.max(1) as f64);
+    println!(
+        "{{\"sent\": {sent}, \"skipped\": {skipped}, \"tx_busy\": {busy}, \"last_seq\": {}, \"duration_s\": {secs:.6}, \
+         \"size\": {}, \"requested_pps\": {rate}, \"achieved_pps\": {achieved:.1}, \"generator_limited\": {generator_limited}}}",
+        slots.saturating_sub(1),
+        a.size
+    );
+    Ok(())
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: writing into a live timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Sends with the XDP program in `bpf/loadgen.c`: the kernel runs it on fresh copies of the
+/// template in a loop and transmits each (BPF_F_TEST_XDP_LIVE_FRAMES).
+fn send_xdp(a: &SendArgs, template: &[u8], rate: u64) -> Result<(), String> {
+    let ifindex = datapath::sys::ifindex(&a.iface).map_err(|e| format!("{}: {e}", a.iface))?;
+    let obj = datapath::ebpf::Object::load(datapath::bpf_objects::LOADGEN).map_err(|e| format!("loading the XDP sender: {e}"))?;
+    let state = obj.map("loadgen_state").map_err(|e| e.to_string())?;
+    let prog = obj.program("loadgen_stamp").map_err(|e| e.to_string())?;
+    let offset = realtime_ns().wrapping_sub(monotonic_ns());
+    state.update(&1u32.to_ne_bytes(), &offset.to_ne_bytes()).map_err(|e| e.to_string())?;
+    state.update(&0u32.to_ne_bytes(), &0u64.to_ne_bytes()).map_err(|e| e.to_string())?;
+    let limit = a.count.unwrap_or(u64::MAX);
+    let duration = Duration::from_secs_f64(a.duration);
+    // Bursts of 1 ms worth at a set rate; large ones at full speed.
+    // Each live-frames run costs the kernel some 25 ms of setup, whatever its length: pace in
+    // 40 ms bursts (the `socket` engine paces frame by frame).
+    let chunk = if rate == 0 { 32_768 } else { (rate / 25).max(1) };
+    let start = Instant::now();
+    let mut issued = 0u64;
+    while start.elapsed() < duration && issued < limit {
+        let n = chunk.min(limit - issued) as u32;
+        prog.test_run(template, n, ifindex, true).map_err(|e| format!("XDP test run on {}: {e}", a.iface))?;
+        issued += n as u64;
+        if rate > 0 {
+            let due = Duration::from_nanos((issued as u128 * 1_000_000_000 / rate as u128) as u64);
+            if let Some(wait) = due.checked_sub(start.elapsed()) {
+                std::thread::sleep(wait);
+            }
+        }
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let sent = state
+        .lookup(&0u32.to_ne_bytes())
+        .ok()
+        .flatten()
+        .map(|v| u64::from_ne_bytes(v.try_into().unwrap()))
+        .unwrap_or(issued);
+    let achieved = sent as f64 / secs;
+    let generator_limited = rate == 0 || achieved < 0.97 * rate as f64;
+    println!(
+        "{{\"sent\": {sent}, \"skipped\": 0, \"tx_busy\": 0, \"last_seq\": {}, \"duration_s\": {secs:.6}, \"size\": {}, \
+         \"requested_pps\": {rate}, \"achieved_pps\": {achieved:.1}, \"generator_limited\": {generator_limited}, \"engine\": \"xdp\"}}",
+        sent.saturating_sub(1),
+        a.size
+    );
+    Ok(())
+}
+
+fn recv(a: RecvArgs) -> Result<(), String> {
+    match a.engine.as_str() {
+        "socket" => {}
+        "xdp" => return recv_xdp(&a),
+        other => return Err(format!("--engine {other}: expected socket or xdp")),
+    }
+    let ring = RingConfig { rx_frames: 16384, tx_frames: 64, frame_size: 2048 };
+    let (mut rx, _tx) = afpacket::open(&a.iface, ring).map_err(|e| format!("{}: {e}", a.iface))?;
+    let fd: RawFd = rx.rx_fd();
+    let mut stats = FlowStats::default();
+    let mut other = 0u64;
+    let start = Instant::now();
+    let mut last_seen: Option<Instant> = None;
+    let limit = a.count.unwrap_or(u64::MAX);
+    let idle = Duration::from_secs_f64(a.idle);
+    let mut ready = Vec::new();
+    loop {
+        if start.elapsed().as_secs_f64() >= a.duration || stats.received + stats.duplicates >= limit {
+            break;
+        }
+        if last_seen.is_some_and(|t| t.elapsed() >= idle) {
+            break;
+        }
+        let _ = datapath::sys::poll_readable(&[fd], 10, &mut ready);
+        let mut got = 0;
+        rx.recv(4096, &mut |f: RxFrame<'_>| match frame::read_probe(f.data) {
+            Some(p) if p.flow == a.flow => {
+                let rx_ns = if f.tstamp_ns != 0 { f.tstamp_ns } else { realtime_ns() };
+                stats.record(p.seq, f.data.len() + FCS, p.tx_ns, rx_ns);
+                got += 1;
+            }
+            _ => other += 1,
+        });
+        if got > 0 {
+            last_seen = Some(Instant::now());
+        }
+    }
+    report(&stats, other);
+    Ok(())
+}
+
+fn report(stats: &FlowStats, other: u64) {
+    let secs = stats.duration_s();
+    let pps = if secs > 0.0 { (stats.received.saturating_sub(1)) as f64 / secs } else { 0.0 };
+    let bps = if secs > 0.0 { stats.bytes as f64 * 8.0 / secs } else { 0.0 };
+    let us = |ns: u64| ns as f64 / 1000.0;
+    let l = &stats.latency;
+    println!(
+        "{{\"received\": {}, \"bytes\": {}, \"lost\": {}, \"reordered\": {}, \"duplicates\": {}, \"other_frames\": {other}, \
+         \"first_seq\": {}, \"highest_seq\": {}, \"duration_s\": {secs:.6}, \"pps\": {pps:.1}, \"bps\": {bps:.1}, \
+         \"latency_us\": {{\"min\": {:.2}, \"mean\": {:.2}, \"p50\": {:.2}, \"p99\": {:.2}, \"max\": {:.2}}}, \"jitter_us\": {:.3}}}",
+        stats.received,
+        stats.bytes,
+        stats.lost(),
+        stats.reordered,
+        stats.duplicates,
+        stats.first_seq.map_or(-1, |s| s as i64),
+        stats.highest_seq,
+        us(l.min()),
+        l.mean() / 1000.0,
+        us(l.quantile(0.5)),
+        us(l.quantile(0.99)),
+        us(l.max()),
+        stats.jitter_ns / 1000.0,
+    );
+}
+
+/// Receives with the XDP counter in `bpf/loadgen.c` attached to the interface.
+fn recv_xdp(a: &RecvArgs) -> Result<(), String> {
+    use loadgen::stats::Histogram;
+    let ifindex = datapath::sys::ifindex(&a.iface).map_err(|e| format!("{}: {e}", a.iface))?;
+    let obj = datapath::ebpf::Object::load(datapath::bpf_objects::LOADGEN).map_err(|e| format!("loading the XDP receiver: {e}"))?;
+    let err = |e: std::io::Error| e.to_string();
+    let config = obj.map("loadgen_rx_config").map_err(err)?;
+    config.update(&0u32.to_ne_bytes(), &(a.flow as u64).to_ne_bytes()).map_err(err)?;
+    let offset = realtime_ns().wrapping_sub(monotonic_ns());
+    config.update(&1u32.to_ne_bytes(), &offset.to_ne_bytes()).map_err(err)?;
+    let state = obj.map("loadgen_rx_state").map_err(err)?;
+    let hist = obj.map("loadgen_rx_hist").map_err(err)?;
+    let link = obj.program("loadgen_count").map_err(err)?.attach_xdp(ifindex).map_err(|e| format!("attaching to {}: {e}", a.iface))?;
+    // Per-CPU struct rx_state, as u64 words.
+    let read = || -> Result<Vec<[u64; 12]>, String> {
+        Ok(state
+            .lookup_percpu(&0u32.to_ne_bytes())
+            .map_err(err)?
+            .iter()
+            .map(|v| std::array::from_fn(|i| u64::from_ne_bytes(v[i * 8..i * 8 + 8].try_into().unwrap())))
+            .collect())
+    };
+    let start = Instant::now();
+    let (mut last_count, mut last_change) = (0u64, Instant::now());
+    let limit = a.count.unwrap_or(u64::MAX);
+    loop {
+        std::thread::sleep(Duration::from_millis(50));
+        let received: u64 = read()?.iter().map(|s| s[0]).sum();
+        if received != last_count {
+            last_count = received;
+            last_change = Instant::now();
+        }
+        let idle = received > 0 && last_change.elapsed().as_secs_f64() >= a.idle;
+        if idle || start.elapsed().as_secs_f64() >= a.duration || received >= limit {
+            break;
+        }
+    }
+    drop(link);
+    let per_cpu = read()?;
+    let mut stats = FlowStats::default();
+    let busiest = per_cpu.iter().max_by_key(|s| s[0]).copied().unwrap_or([0; 12]);
+    let seen: Vec<&[u64; 12]> = per_cpu.iter().filter(|s| s[0] > 0).collect();
+    stats.received = seen.iter().map(|s| s[0]).sum();
+    stats.bytes = seen.iter().map(|s| s[1]).sum();
+    stats.reordered = seen.iter().map(|s| s[2]).sum();
+    if !seen.is_empty() {
+        stats.highest_seq = (seen.iter().map(|s| s[3]).max().unwrap() - 1) as u32;
+        stats.first_seq = Some((seen.iter().map(|s| s[4]).min().unwrap() - 1) as u32);
+        stats.first_rx_ns = seen.iter().map(|s| s[5]).min().unwrap();
+        stats.last_rx_ns = seen.iter().map(|s| s[6]).max().unwrap();
+    }
+    stats.jitter_ns = busiest[8] as f64 / 16.0;
+    let mut counts = vec![0u64; Histogram::BUCKETS];
+    for (b, c) in counts.iter_mut().enumerate() {
+        *c = hist.lookup_percpu(&(b as u32).to_ne_bytes()).map_err(err)?.iter().map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap())).sum();
+    }
+    let sum: u128 = seen.iter().map(|s| s[9] as u128).sum();
+    let min = seen.iter().map(|s| s[10]).min().unwrap_or(0);
+    let max = seen.iter().map(|s| s[11]).max().unwrap_or(0);
+    stats.latency = Histogram::from_counts(counts, min, max, sum);
+    report(&stats, 0);
+    Ok(())
+}
