@@ -11,8 +11,9 @@ from .util import ROOT, VENV, free_port, port_open, run_dir, wait_for
 class OsKen:
     """An os-ken application (from testbed/apps) listening for switches on 127.0.0.1."""
 
-    def __init__(self, *apps, port=None, log_name=None):
+    def __init__(self, *apps, port=None, log_name=None, env=None):
         self.apps = [a if "." in a else f"testbed.apps.{a}" for a in apps]
+        self.env = env or {}
         self.port = port or free_port()
         self.log_path = run_dir("logs") / f"{log_name or apps[0]}.osken.log"
         self.proc = None
@@ -28,7 +29,7 @@ class OsKen:
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [str(python), "-m", "testbed.osken_runner", "--port", str(self.port), *self.apps],
-            cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT)
+            cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, **self.env})
         wait_for(lambda: self.proc.poll() is not None or port_open(self.port), timeout=30, what="os-ken to listen")
         if self.proc.poll() is not None:
             raise RuntimeError(f"os-ken exited: {self.log_path.read_text()}")

@@ -15,6 +15,9 @@ class Edgeflow:
     """The edgeflow daemon on a set of interfaces, with a management listener for ovs-ofctl."""
 
     name = "edgeflow"
+    #: What the hosts must be set to for this switch to work at all (none: offloads stay on).
+    host_settings = {}
+    supports_controllers = True
 
     def __init__(self, ports, controllers=(), fail_mode=None, extra=(), log_name="edgeflow"):
         self.ports = list(ports)
@@ -61,6 +64,9 @@ class Edgeflow:
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
 
+    def cpu_pids(self):
+        return [self.proc.pid] if self.proc else []
+
     def log(self):
         return self.log_path.read_text() if self.log_path.exists() else ""
 
@@ -86,3 +92,139 @@ class Edgeflow:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def pid_cpu_seconds(pid):
+    """User + system CPU time of a process, in seconds (from /proc)."""
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / ticks
+
+
+class LinuxBridge:
+    """The kernel's bridge (MAC learning, no OpenFlow): the reference point."""
+
+    name = "linux-bridge"
+    host_settings = {}
+    supports_controllers = False
+
+    def __init__(self, ports, controllers=(), fail_mode=None, extra=(), log_name=None, dev="ef-br0"):
+        if controllers:
+            raise ValueError("the Linux bridge takes no controller")
+        self.ports = list(ports)
+        self.dev = dev
+
+    def start(self):
+        sh("ip", "link", "add", self.dev, "type", "bridge")
+        sh("ip", "link", "set", self.dev, "type", "bridge", "stp_state", "0", "forward_delay", "0")
+        for p in self.ports:
+            sh("ip", "link", "set", p, "master", self.dev)
+        sh("ip", "link", "set", self.dev, "up")
+        return self
+
+    def stop(self):
+        sh("ip", "link", "del", self.dev, check=False)
+        return 0
+
+    def cpu_pids(self):
+        return []
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+class OvsNetdev:
+    """Open vSwitch from Debian with the userspace datapath (datapath_type=netdev), run from a
+    private directory: its own ovsdb-server and ovs-vswitchd, nothing machine-wide."""
+
+    name = "ovs-netdev"
+    # OVS's userspace datapath does not complete partial checksums: TCP needs this on the hosts.
+    host_settings = {"tx": "off"}
+    supports_controllers = True
+
+    def __init__(self, ports, controllers=(), fail_mode=None, extra=(), log_name="ovs", bridge="ef-ovsbr"):
+        self.ports = list(ports)
+        self.controllers = list(controllers)
+        # Without a controller, standalone is what makes OVS a plain learning switch (its native mode).
+        self.fail_mode = fail_mode or ("secure" if self.controllers else "standalone")
+        self.dpid = None
+        self.bridge = bridge
+        self.dir = run_dir(log_name)
+        self.env = dict(os.environ, OVS_RUNDIR=str(self.dir / "run"), OVS_DBDIR=str(self.dir / "db"),
+                        OVS_LOGDIR=str(self.dir / "log"))
+
+    def _run(self, *cmd, check=True):
+        r = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=60)
+        if check and r.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)}: {r.stderr.strip()}")
+        return r.stdout
+
+    def start(self):
+        import shutil
+        shutil.rmtree(self.dir, ignore_errors=True)
+        for d in ("run", "db", "log"):
+            (self.dir / d).mkdir(parents=True)
+        run, db, log = self.env["OVS_RUNDIR"], self.env["OVS_DBDIR"], self.env["OVS_LOGDIR"]
+        self._run("ovsdb-tool", "create", f"{db}/conf.db", "/usr/share/openvswitch/vswitch.ovsschema")
+        self._run("ovsdb-server", f"{db}/conf.db", f"--remote=punix:{run}/db.sock", f"--pidfile={run}/ovsdb-server.pid",
+                  f"--log-file={log}/ovsdb-server.log", "--detach", "--no-chdir")
+        self._run("ovs-vsctl", "--no-wait", "init")
+        self._run("ovs-vswitchd", f"unix:{run}/db.sock", f"--pidfile={run}/ovs-vswitchd.pid",
+                  f"--log-file={log}/ovs-vswitchd.log", "--detach", "--no-chdir")
+        cmd = ["ovs-vsctl", "add-br", self.bridge, "--", "set", "bridge", self.bridge, "datapath_type=netdev",
+               "protocols=OpenFlow13", f"fail_mode={self.fail_mode}"]
+        for i, p in enumerate(self.ports, 1):
+            cmd += ["--", "add-port", self.bridge, p, "--", "set", "interface", p, f"ofport_request={i}"]
+        if self.dpid is not None:
+            cmd += ["--", "set", "bridge", self.bridge, f"other-config:datapath-id={self.dpid:016x}"]
+        self._run(*cmd)
+        # Back-to-back experiments change flows quickly; keep the datapath cache from lingering.
+        self._run("ovs-vsctl", "set", "Open_vSwitch", ".", "other_config:max-idle=100")
+        if self.controllers:
+            self._run("ovs-vsctl", "set-controller", self.bridge, *self.controllers)
+        wait_for(lambda: (self.dir / "run" / f"{self.bridge}.mgmt").exists(), what="OVS bridge")
+        return self
+
+    def stop(self):
+        self._run("ovs-vsctl", "--if-exists", "del-br", self.bridge, check=False)
+        for daemon in ("ovs-vswitchd", "ovsdb-server"):
+            self._run("ovs-appctl", "-t", f"{self.env['OVS_RUNDIR']}/{daemon}.ctl", "exit", check=False)
+        for daemon in ("ovs-vswitchd", "ovsdb-server"):
+            pid = self.dir / "run" / f"{daemon}.pid"
+            for _ in range(50):
+                if not pid.exists():
+                    break
+                time.sleep(0.1)
+        return 0
+
+    def cpu_pids(self):
+        pid = self.dir / "run" / "ovs-vswitchd.pid"
+        return [int(pid.read_text())] if pid.exists() else []
+
+    @property
+    def target(self):
+        return f"unix:{self.dir / 'run' / (self.bridge + '.mgmt')}"
+
+    def ofctl(self, *args, check=True):
+        opts = [a for a in args if a.startswith("-")]
+        rest = [a for a in args if not a.startswith("-")]
+        r = sh("ovs-ofctl", "-O", "OpenFlow13", *opts, rest[0], self.target, *rest[1:], check=False, timeout=30)
+        if check and r.returncode != 0:
+            raise RuntimeError(f"ovs-ofctl {' '.join(args)}: {r.stderr.strip()}")
+        return r.stdout
+
+    def flows(self, table=None):
+        out = self.ofctl("dump-flows", *([f"table={table}"] if table is not None else []))
+        return [l.strip() for l in out.splitlines() if "actions=" in l]
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+SWITCHES = {"edgeflow": Edgeflow, "linux-bridge": LinuxBridge, "ovs-netdev": OvsNetdev}

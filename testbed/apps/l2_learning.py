@@ -5,6 +5,8 @@ destination is known, installs a flow for (in_port, eth_src, eth_dst) so later p
 conversation stay in the switch. Unknown destinations are flooded with a packet-out.
 """
 
+import os
+
 from os_ken.base import app_manager
 from os_ken.controller import ofp_event
 from os_ken.controller.handler import CONFIG_DISPATCHER, MAIN_DISPATCHER, set_ev_cls
@@ -12,7 +14,9 @@ from os_ken.lib.packet import ethernet, packet
 from os_ken.ofproto import ofproto_v1_3
 
 FLOW_PRIORITY = 10
-IDLE_TIMEOUT = 60
+# Timeouts of learned flows; the gateway experiment sets a hard timeout to show what expiry costs.
+IDLE_TIMEOUT = int(os.environ.get("EF_L2_IDLE_TIMEOUT", "60"))
+HARD_TIMEOUT = int(os.environ.get("EF_L2_HARD_TIMEOUT", "0"))
 
 
 class L2Learning(app_manager.OSKenApp):
@@ -30,14 +34,14 @@ class L2Learning(app_manager.OSKenApp):
         self.where.setdefault(dp.id, {})
         # Table-miss: the whole packet to the controller, unbuffered.
         to_controller = [parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)]
-        self._add_flow(dp, 0, parser.OFPMatch(), to_controller, idle=0)
+        self._add_flow(dp, 0, parser.OFPMatch(), to_controller, idle=0, hard=0)
         self.logger.info("switch %016x connected", dp.id)
 
-    def _add_flow(self, dp, priority, match, actions, idle=IDLE_TIMEOUT):
+    def _add_flow(self, dp, priority, match, actions, idle=IDLE_TIMEOUT, hard=HARD_TIMEOUT):
         ofp, parser = dp.ofproto, dp.ofproto_parser
         inst = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)]
         dp.send_msg(parser.OFPFlowMod(datapath=dp, priority=priority, match=match,
-                                      instructions=inst, idle_timeout=idle))
+                                      instructions=inst, idle_timeout=idle, hard_timeout=hard))
 
     @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
     def on_packet_in(self, ev):

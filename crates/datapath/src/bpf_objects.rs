@@ -2,3 +2,6 @@
 
 /// The load generator's XDP sender (`bpf/loadgen.c`).
 pub const LOADGEN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/loadgen.o"));
+
+/// Stops the host stack from processing what arrives on switch ports (`bpf/port_guard.c`).
+pub const PORT_GUARD: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/port_guard.o"));

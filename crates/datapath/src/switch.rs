@@ -86,6 +86,8 @@ struct SwitchPort {
     /// Both halves are `None` while the interface does not exist.
     rx: Option<Box<dyn PortRx>>,
     tx: Option<Box<dyn PortTx>>,
+    /// Keeps the host stack off the port while the port lives.
+    guard: Option<crate::ebpf::Link>,
     desc: Port,
     counters: Counters,
     created: Instant,
@@ -212,8 +214,30 @@ impl Sink for Output<'_> {
     }
 }
 
+/// The port guard program, loaded once, attached to every AF_PACKET port.
+struct PortGuard(Option<crate::ebpf::Object>);
+
+impl PortGuard {
+    fn load() -> PortGuard {
+        match crate::ebpf::Object::load(crate::bpf_objects::PORT_GUARD) {
+            Ok(o) => PortGuard(Some(o)),
+            Err(e) => {
+                warn!("cannot load the port guard (the host stack will also see port traffic): {e}");
+                PortGuard(None)
+            }
+        }
+    }
+
+    fn attach(&self, name: &str) -> Option<crate::ebpf::Link> {
+        let prog = self.0.as_ref()?.program("port_guard").ok()?;
+        let ifindex = sys::ifindex(name).ok()?;
+        prog.attach_tc(ifindex, false).map_err(|e| warn!(port = name, "port guard not attached: {e}")).ok()
+    }
+}
+
 pub struct Switch {
     cfg: SwitchConfig,
+    guard: PortGuard,
     pipeline: Pipeline,
     ports: BTreeMap<u32, SwitchPort>,
     buffers: Buffers,
@@ -281,6 +305,7 @@ impl Switch {
             pipeline.set_table_limit(table, max, evict);
         }
         let mut ports = BTreeMap::new();
+        let guard = PortGuard::load();
         for (no, name) in &cfg.ports {
             let (rx, tx) = afpacket::open(name, cfg.ring)
                 .map_err(|e| std::io::Error::new(e.kind(), format!("port {no} ({name}): {e}")))?;
@@ -291,6 +316,7 @@ impl Switch {
                 SwitchPort {
                     rx: Some(Box::new(rx)),
                     tx: Some(Box::new(tx)),
+                    guard: guard.attach(name),
                     desc,
                     counters: Counters::default(),
                     created: Instant::now(),
@@ -307,6 +333,7 @@ impl Switch {
                 SwitchPort {
                     rx: Some(Box::new(rx)),
                     tx: Some(Box::new(tx)),
+                    guard: None,
                     desc,
                     counters: Counters::default(),
                     created: Instant::now(),
@@ -323,6 +350,7 @@ impl Switch {
         }
         let handle = SwitchHandle { tx, bell: bell.clone() };
         let sw = Switch {
+            guard,
             pipeline,
             ports,
             buffers: Buffers::new(),
@@ -491,6 +519,7 @@ impl Switch {
         if ev.deleted {
             if port.tx.take().is_some() {
                 port.rx = None;
+                port.guard = None;
                 info!(port = no, name = %ev.name, "interface removed");
                 self.pipeline.remove_port(no);
                 let desc = port.desc.clone();
@@ -504,6 +533,7 @@ impl Switch {
                 Ok((rx, tx)) => {
                     port.rx = Some(Box::new(rx));
                     port.tx = Some(Box::new(tx));
+                    port.guard = self.guard.attach(&ev.name);
                     port.desc = port_desc(no, &ev.name);
                     port.created = Instant::now();
                     info!(port = no, name = %ev.name, "interface added");

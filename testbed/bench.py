@@ -1,0 +1,48 @@
+"""`make bench`: every experiment, for edgeflow and its peers in the same run; tables, CSV and plots
+under results/, and results/SUMMARY.md.
+
+usage: python -m testbed.bench [--quick] [--out DIR] [--switches a,b] [EXPERIMENT...]
+"""
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from . import netns
+from .experiments import EXPERIMENTS
+from .experiments.common import RESULTS, machine, progress
+from .topology import teardown_on_exit
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("experiments", nargs="*", choices=[[], *EXPERIMENTS], default=[], metavar="EXPERIMENT",
+                   help=f"any of {', '.join(EXPERIMENTS)} (default: all)")
+    p.add_argument("--quick", action="store_true", help="a smoke-test version of each (seconds, not minutes)")
+    p.add_argument("--out", type=Path, default=RESULTS)
+    p.add_argument("--switches", default="edgeflow,ovs-netdev,linux-bridge")
+    a = p.parse_args(argv)
+    names = a.experiments or list(EXPERIMENTS)
+    switches = tuple(a.switches.split(","))
+    teardown_on_exit()
+    netns.cleanup()
+    a.out.mkdir(parents=True, exist_ok=True)
+    sections = []
+    start = time.monotonic()
+    for name in names:
+        progress(f"== {name} ==")
+        tables = EXPERIMENTS[name].run(a.out, quick=a.quick, switches=switches)
+        doc = EXPERIMENTS[name].__doc__.strip().replace("\n", " ")
+        body = "\n".join(t.markdown() for t in tables)
+        sections.append(f"## {name}\n\n{doc}\n\n![{name}]({name}.png)\n\n{body}")
+    summary = (f"# edgeflow benchmark{' (quick)' if a.quick else ''}\n\n"
+               f"Measured on {machine()}. Total time {time.monotonic() - start:.0f} s.\n"
+               f"Switches: {', '.join(switches)}. Each table also has a CSV next to it.\n\n" + "\n".join(sections))
+    (a.out / "SUMMARY.md").write_text(summary)
+    progress(f"wrote {a.out / 'SUMMARY.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,15 @@
+"""The experiments of the papers in ../shared/seeds, run against edgeflow and its peers in one go.
+
+Each experiment module has `run(out, quick, switches)`, which writes `<name>.md`, `<name>.csv` and
+`<name>.png` under `out` and returns its tables.
+"""
+
+from . import framerate, gateway, latency, zodiac, zynq
+
+EXPERIMENTS = {
+    "zodiac": zodiac,
+    "zynq": zynq,
+    "framerate": framerate,
+    "latency": latency,
+    "gateway": gateway,
+}

@@ -1,0 +1,156 @@
+"""What every experiment shares: switches under test with their controllers, result tables written
+as Markdown and CSV, plots, progress lines."""
+
+import csv
+import platform
+import subprocess
+import time
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+from .. import netns
+from ..controllers import FAUCET_VENV, Faucet, OsKen
+from ..switches import SWITCHES
+from ..util import ROOT, run_dir, wait_for
+
+RESULTS = ROOT / "results"
+DPID = 1
+
+#: Controller applications by the names the papers use; None is native mode (no controller).
+APPS = {
+    "none": None,
+    "pass-through": "pass_through",
+    "l2-learning": "l2_learning",
+    "four-table": "four_table",
+    "faucet": "faucet",
+}
+
+_started = time.monotonic()
+
+
+def progress(msg):
+    print(f"[{time.monotonic() - _started:7.1f}s] {msg}", flush=True)
+
+
+def faucet_config(n_ports):
+    path = run_dir("faucet") / "faucet-bench.yaml"
+    ifaces = "".join(f"      {i}:\n        native_vlan: lan\n" for i in range(1, n_ports + 1))
+    path.write_text(f"vlans:\n  lan:\n    vid: 100\ndps:\n  sw1:\n    dp_id: {DPID}\n    hardware: \"Open vSwitch\"\n"
+                    f"    interfaces:\n{ifaces}")
+    return path
+
+
+def available_apps():
+    return [a for a in APPS if a != "faucet" or (FAUCET_VENV / "bin" / "faucet").exists()]
+
+
+@contextmanager
+def switch_under_test(kind, hosts, ports, app="none", app_env=None):
+    """Starts `app`'s controller (if any) and a `kind` switch on `ports`, applies the host settings the
+    switch needs, waits until it forwards, and yields (switch, settings)."""
+    cls = SWITCHES[kind]
+    settings = {"switch": kind, "app": app}
+    for h in hosts:
+        # Every run starts from the default: offloads on. Only a switch that needs it turns any off.
+        h.set_offload(tx="on")
+    for k, v in cls.host_settings.items():
+        for h in hosts:
+            h.set_offload(**{k: v})
+        settings[f"hosts_{k}"] = v
+    with ExitStack() as stack:
+        controllers = []
+        module = APPS[app]
+        if module == "faucet":
+            ctl = stack.enter_context(Faucet(faucet_config(len(ports)), log_name=f"faucet-{kind}"))
+            controllers.append(ctl.target)
+        elif module:
+            ctl = stack.enter_context(OsKen(module, log_name=f"{module}-{kind}", env=app_env))
+            controllers.append(ctl.target)
+        extra = []
+        if kind == "edgeflow":
+            extra = ["--dpid", hex(DPID)]
+        sw = cls(ports, controllers=controllers, extra=extra, log_name=f"bench-{kind}")
+        if kind == "ovs-netdev":
+            sw.dpid = DPID
+        stack.enter_context(sw)
+        if controllers:
+            wait_for(lambda: sw.flows(), timeout=30, what=f"{app} to program {kind}")
+        # Warm up: ARP and MAC learning (and a reactive controller's first flows).
+        for _ in range(3):
+            if hosts[0].ping(hosts[1].addr, count=1)[0]:
+                break
+        yield sw, settings
+
+
+class Table:
+    """A result table, written as `<name>.md` and `<name>.csv`."""
+
+    def __init__(self, name, title, columns, note=""):
+        self.name = name
+        self.title = title
+        self.columns = columns
+        self.note = note
+        self.rows = []
+
+    def add(self, **row):
+        self.rows.append(row)
+        return row
+
+    def markdown(self):
+        def fmt(v):
+            if isinstance(v, float):
+                return f"{v:.3f}" if abs(v) < 10 else f"{v:.1f}"
+            return "" if v is None else str(v)
+        lines = [f"### {self.title}", ""]
+        if self.note:
+            lines += [self.note, ""]
+        lines.append("| " + " | ".join(self.columns) + " |")
+        lines.append("|" + "---|" * len(self.columns))
+        for r in self.rows:
+            lines.append("| " + " | ".join(fmt(r.get(c)) for c in self.columns) + " |")
+        return "\n".join(lines) + "\n"
+
+    def write(self, out):
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"{self.name}.md").write_text(self.markdown())
+        keys = list(dict.fromkeys(k for r in self.rows for k in r))
+        with open(out / f"{self.name}.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=keys)
+            w.writeheader()
+            w.writerows(self.rows)
+
+
+def plot(path, draw):
+    """Draws a figure with `draw(plt)` into `path` (PNG)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    plt.figure(figsize=(8, 4.5))
+    draw(plt)
+    plt.tight_layout()
+    plt.savefig(path, dpi=110)
+    plt.close("all")
+
+
+def machine():
+    """A line describing the machine results were measured on."""
+    cpu = ""
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        kb = int(open("/proc/meminfo").readline().split()[1])
+        mem = f"{kb / 1024 / 1024:.0f} GiB"
+    except (OSError, ValueError, IndexError):
+        pass
+    import os
+    rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    return (f"{platform.node()}: {cpu}, {os.cpu_count()} cores, {mem}, Linux {platform.release()}; "
+            f"edgeflow {rev}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+
+

@@ -1,0 +1,53 @@
+"""The P4 paper's figure 7: forwarded frame rate against frame size, offered as fast as the
+generator goes (its XDP engine), for each switch in native (MAC-learning) mode."""
+
+from .. import loadgen, netns
+from .common import Table, plot, progress, switch_under_test
+
+FULL_SIZES = [64, 128, 256, 512, 1024, 1518]
+QUICK_SIZES = [64, 1518]
+
+
+def line_rate_bits(size, pps):
+    """Bits per second on the wire, with the 20 bytes of preamble and inter-frame gap."""
+    return (size + 20) * 8 * pps
+
+
+def run(out, quick=False, switches=("edgeflow", "ovs-netdev", "linux-bridge")):
+    sizes = QUICK_SIZES if quick else FULL_SIZES
+    seconds = 1.0 if quick else 5.0
+    table = Table("framerate", "Forwarded frame rate against frame size",
+                  ["switch", "size", "offered_pps", "received_pps", "received_gbit_s", "loss_pct", "bottleneck"],
+                  note=(f"edgeflow-loadgen, XDP sender at full speed for {seconds:.0f} s per size, XDP receiver; "
+                        "native mode (MAC learning). bottleneck: 'generator' when every frame arrived (the switch "
+                        "kept up), else 'switch'. Gbit/s counts preamble and inter-frame gap."))
+    netns.cleanup()
+    with netns.Topology("f") as topo:
+        h1, h2 = topo.add_host(), topo.add_host()
+        loadgen.prepare_xdp_sender(h1)
+        for kind in switches:
+            with switch_under_test(kind, topo.hosts, topo.switch_ports):
+                # The receiver's address must be learned, or the first frames flood.
+                h2.ping(h1.addr, count=1)
+                for size in sizes:
+                    progress(f"framerate: {kind} {size} B")
+                    sent, got = loadgen.run(h1, h2, size=size, rate=0, duration=seconds, send_engine="xdp")
+                    offered = sent["achieved_pps"]
+                    table.add(switch=kind, size=size, offered_pps=offered, received_pps=got["pps"],
+                              received_gbit_s=line_rate_bits(size, got["pps"]) / 1e9,
+                              loss_pct=100.0 * (1 - got["received"] / max(sent["sent"], 1)),
+                              bottleneck=loadgen.bottleneck(sent, got))
+    table.write(out)
+
+    def draw(plt):
+        for kind in switches:
+            rows = [r for r in table.rows if r["switch"] == kind]
+            plt.plot([r["size"] for r in rows], [r["received_pps"] / 1e6 for r in rows], marker="o", label=kind)
+        offered = [max(r["offered_pps"] for r in table.rows if r["size"] == s) / 1e6 for s in sizes]
+        plt.plot(sizes, offered, "k--", label="offered (generator)")
+        plt.xlabel("frame size (bytes)")
+        plt.ylabel("frames per second (millions)")
+        plt.title("Forwarded frame rate")
+        plt.legend()
+    plot(out / "framerate.png", draw)
+    return [table]
