@@ -4,7 +4,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 PYTEST := .venv/bin/python -m pytest
 
-.PHONY: all setup build demo test test-unit test-integration clean
+.PHONY: all setup build demo test test-unit test-integration bench bench-quick clean
 
 all: build
 
@@ -28,3 +28,9 @@ test-integration:
 clean:
 	$(CARGO) clean
 	rm -rf build results
+
+bench: build
+	.venv/bin/python -m testbed.bench
+
+bench-quick: build
+	.venv/bin/python -m testbed.bench --quick

@@ -28,7 +28,10 @@ def links():
 
 
 def cleanup(prefix=PREFIX):
-    """Deletes every namespace and root-namespace interface whose name starts with `prefix`."""
+    """Deletes every namespace and root-namespace interface whose name starts with `prefix`, and
+    stops Open vSwitch daemons a crashed run left in the testbed's run directory."""
+    from .util import RUN_DIR
+    sh("pkill", "-9", "-f", f"(ovsdb-server|ovs-vswitchd) .*{RUN_DIR}", check=False)
     for ns in namespaces():
         if ns.startswith(prefix + "-"):
             sh("ip", "netns", "del", ns, check=False)

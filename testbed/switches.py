@@ -190,14 +190,17 @@ class OvsNetdev:
 
     def stop(self):
         self._run("ovs-vsctl", "--if-exists", "del-br", self.bridge, check=False)
+        # With OVS_RUNDIR set, `-t NAME` finds the daemon's control socket through its pidfile.
         for daemon in ("ovs-vswitchd", "ovsdb-server"):
-            self._run("ovs-appctl", "-t", f"{self.env['OVS_RUNDIR']}/{daemon}.ctl", "exit", check=False)
-        for daemon in ("ovs-vswitchd", "ovsdb-server"):
-            pid = self.dir / "run" / f"{daemon}.pid"
+            pidfile = self.dir / "run" / f"{daemon}.pid"
+            pid = int(pidfile.read_text()) if pidfile.exists() else None
+            self._run("ovs-appctl", "-t", daemon, "exit", check=False)
             for _ in range(50):
-                if not pid.exists():
+                if pid is None or not os.path.exists(f"/proc/{pid}"):
                     break
                 time.sleep(0.1)
+            else:
+                os.kill(pid, signal.SIGKILL)
         return 0
 
     def cpu_pids(self):

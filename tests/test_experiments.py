@@ -1,0 +1,73 @@
+"""Every experiment in --quick mode, for every switch under test: tables well formed, numbers
+plausible."""
+
+import csv
+
+import pytest
+
+from testbed import bench
+from testbed.experiments import EXPERIMENTS
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    out = tmp_path_factory.mktemp("results")
+    assert bench.main(["--quick", "--out", str(out)]) == 0
+    return out
+
+
+def rows(out, name):
+    with open(out / f"{name}.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def test_files_and_summary(results):
+    for name in EXPERIMENTS:
+        for ext in ("md", "csv", "png"):
+            assert (results / f"{name}.{ext}").stat().st_size > 0, f"{name}.{ext}"
+    summary = (results / "SUMMARY.md").read_text()
+    assert "Measured on" in summary
+    for name in EXPERIMENTS:
+        assert f"## {name}" in summary
+
+
+def test_zodiac_plausible(results):
+    r = rows(results, "zodiac")
+    by = {(x["switch"], x["app"], x["flow"]): float(x["mbit_s"]) for x in r}
+    assert by[("linux-bridge", "none", "C2S")] > 1000
+    assert by[("edgeflow", "none", "C2S")] > 1000
+    assert by[("edgeflow", "l2-learning", "C2S")] > 1000
+    assert all(v > 50 for v in by.values()), by
+    assert {x["hosts_tx"] for x in r if x["switch"] == "ovs-netdev"} == {"off"}, "settings are recorded per row"
+
+
+def test_zynq_plausible(results):
+    for x in rows(results, "zynq"):
+        if float(x["offered_mbit_s"]) <= 20:
+            assert float(x["loss_pct"]) < 1.0, x
+            assert abs(float(x["received_mbit_s"]) - float(x["offered_mbit_s"])) < 1.0, x
+    for x in rows(results, "zynq_ping"):
+        assert int(x["received"]) == int(x["pings"])
+        assert 0 < float(x["rtt_avg_ms"]) < 50
+
+
+def test_framerate_plausible(results):
+    r = rows(results, "framerate")
+    assert {int(x["size"]) for x in r} == {64, 1518}
+    for x in r:
+        assert float(x["received_pps"]) > 10_000, x
+        assert x["bottleneck"] in ("generator", "switch")
+
+
+def test_latency_plausible(results):
+    for x in rows(results, "latency"):
+        assert int(x["received"]) > 0
+        assert 0 < float(x["lat_min_us"]) <= float(x["lat_p50_us"]) <= float(x["lat_max_us"]) < 100_000, x
+
+
+def test_gateway_plausible(results):
+    load = {x["switch"]: x for x in rows(results, "gateway")}
+    assert float(load["linux-bridge"]["mbit_s"]) > 1000
+    assert float(load["edgeflow"]["switch_cpu_pct"]) > 0
+    for x in rows(results, "gateway_timeouts"):
+        assert int(x["pings"]) > 0 and float(x["rtt_max_ms"]) >= float(x["rtt_median_ms"])
