@@ -12,6 +12,7 @@ from pathlib import Path
 from . import netns
 from .experiments import EXPERIMENTS
 from .experiments.common import RESULTS, machine, progress
+from .switches import DEFAULT_SWITCHES
 from .topology import teardown_on_exit
 
 
@@ -21,7 +22,7 @@ def main(argv=None):
                    help=f"any of {', '.join(EXPERIMENTS)} (default: all)")
     p.add_argument("--quick", action="store_true", help="a smoke-test version of each (seconds, not minutes)")
     p.add_argument("--out", type=Path, default=RESULTS)
-    p.add_argument("--switches", default="edgeflow,ovs-netdev,linux-bridge")
+    p.add_argument("--switches", default=",".join(DEFAULT_SWITCHES))
     a = p.parse_args(argv)
     names = a.experiments or list(EXPERIMENTS)
     switches = tuple(a.switches.split(","))

@@ -19,11 +19,16 @@ class Edgeflow:
     host_settings = {}
     supports_controllers = True
 
-    def __init__(self, ports, controllers=(), fail_mode=None, extra=(), log_name="edgeflow"):
+    #: --datapath: None (userspace), "tc" or "xdp"
+    datapath = None
+
+    def __init__(self, ports, controllers=(), fail_mode=None, extra=(), log_name="edgeflow", datapath=None):
         self.ports = list(ports)
         self.controllers = list(controllers)
         self.fail_mode = fail_mode
         self.extra = list(extra)
+        if datapath is not None:
+            self.datapath = datapath
         self.mgmt_port = free_port()
         self.log_path = run_dir("logs") / f"{log_name}.log"
         self.proc = None
@@ -36,6 +41,8 @@ class Edgeflow:
             cmd += ["--controller", c]
         if self.fail_mode:
             cmd += ["--fail-mode", self.fail_mode]
+        if self.datapath:
+            cmd += ["--datapath", self.datapath]
         return cmd + self.extra
 
     def start(self):
@@ -230,4 +237,28 @@ class OvsNetdev:
         self.stop()
 
 
-SWITCHES = {"edgeflow": Edgeflow, "linux-bridge": LinuxBridge, "ovs-netdev": OvsNetdev}
+class EdgeflowTc(Edgeflow):
+    """edgeflow with its kernel fast path at TC: the hardware flow table that keeps GSO."""
+
+    name = "edgeflow-tc"
+    datapath = "tc"
+
+
+class EdgeflowXdp(Edgeflow):
+    """edgeflow with its kernel fast path at XDP. XDP on veth carries no checksum offload and no
+    GSO, and a frame redirected into a veth arrives only if the peer runs NAPI: the hosts turn
+    transmit offload off and GRO on."""
+
+    name = "edgeflow-xdp"
+    datapath = "xdp"
+    host_settings = {"tx": "off", "gro": "on"}
+
+
+SWITCHES = {
+    "edgeflow": Edgeflow,
+    "edgeflow-tc": EdgeflowTc,
+    "edgeflow-xdp": EdgeflowXdp,
+    "linux-bridge": LinuxBridge,
+    "ovs-netdev": OvsNetdev,
+}
+DEFAULT_SWITCHES = ("edgeflow", "edgeflow-tc", "edgeflow-xdp", "ovs-netdev", "linux-bridge")

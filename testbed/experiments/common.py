@@ -51,8 +51,8 @@ def switch_under_test(kind, hosts, ports, app="none", app_env=None):
     cls = SWITCHES[kind]
     settings = {"switch": kind, "app": app}
     for h in hosts:
-        # Every run starts from the default: offloads on. Only a switch that needs it turns any off.
-        h.set_offload(tx="on")
+        # Every run starts from veth's defaults; only a switch that needs it changes any.
+        h.set_offload(tx="on", gro="off")
     for k, v in cls.host_settings.items():
         for h in hosts:
             h.set_offload(**{k: v})
@@ -67,7 +67,7 @@ def switch_under_test(kind, hosts, ports, app="none", app_env=None):
             ctl = stack.enter_context(OsKen(module, log_name=f"{module}-{kind}", env=app_env))
             controllers.append(ctl.target)
         extra = []
-        if kind == "edgeflow":
+        if kind.startswith("edgeflow"):
             extra = ["--dpid", hex(DPID)]
         sw = cls(ports, controllers=controllers, extra=extra, log_name=f"bench-{kind}")
         if kind == "ovs-netdev":

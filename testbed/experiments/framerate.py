@@ -2,6 +2,7 @@
 generator goes (its XDP engine), for each switch in native (MAC-learning) mode."""
 
 from .. import loadgen, netns
+from ..switches import DEFAULT_SWITCHES
 from .common import Table, plot, progress, switch_under_test
 
 FULL_SIZES = [64, 128, 256, 512, 1024, 1518]
@@ -13,7 +14,7 @@ def line_rate_bits(size, pps):
     return (size + 20) * 8 * pps
 
 
-def run(out, quick=False, switches=("edgeflow", "ovs-netdev", "linux-bridge")):
+def run(out, quick=False, switches=DEFAULT_SWITCHES):
     sizes = QUICK_SIZES if quick else FULL_SIZES
     seconds = 1.0 if quick else 5.0
     table = Table("framerate", "Forwarded frame rate against frame size",

@@ -8,6 +8,7 @@ import time
 from .. import netns
 from ..switches import pid_cpu_seconds
 from ..traffic import iperf3_tcp
+from ..switches import DEFAULT_SWITCHES
 from .common import Table, plot, progress, switch_under_test
 
 
@@ -18,7 +19,7 @@ def system_busy():
     return sum(vals) - idle, sum(vals)
 
 
-def run(out, quick=False, switches=("edgeflow", "ovs-netdev", "linux-bridge")):
+def run(out, quick=False, switches=DEFAULT_SWITCHES):
     seconds = 2 if quick else 10
     hard = 2 if quick else 10
     watch = 3 * hard

@@ -2,13 +2,14 @@
 frames, for each switch in native mode. Frames are paced one by one (the loadgen's socket engine)."""
 
 from .. import loadgen, netns
+from ..switches import DEFAULT_SWITCHES
 from .common import Table, plot, progress, switch_under_test
 
 FULL_GAPS_US = [1000, 100, 20, 10, 5, 3, 2]
 QUICK_GAPS_US = [100, 10]
 
 
-def run(out, quick=False, switches=("edgeflow", "ovs-netdev", "linux-bridge")):
+def run(out, quick=False, switches=DEFAULT_SWITCHES):
     gaps = QUICK_GAPS_US if quick else FULL_GAPS_US
     sizes = [64, 1518]
     seconds = 0.5 if quick else 2.0

@@ -4,12 +4,13 @@ Faucet — for each switch under test."""
 
 from .. import netns
 from ..traffic import iperf3_tcp
+from ..switches import DEFAULT_SWITCHES
 from .common import Table, available_apps, plot, progress, switch_under_test
 
 FLOWS = {"C2S": (1, False), "S2C": (1, True), "C2Sx5": (5, False), "S2Cx5": (5, True)}
 
 
-def run(out, quick=False, switches=("edgeflow", "ovs-netdev", "linux-bridge")):
+def run(out, quick=False, switches=DEFAULT_SWITCHES):
     seconds = 1 if quick else 10
     apps = ["none", "l2-learning"] if quick else available_apps()
     flows = ["C2S", "S2C"] if quick else list(FLOWS)
@@ -22,6 +23,8 @@ def run(out, quick=False, switches=("edgeflow", "ovs-netdev", "linux-bridge")):
         for kind in switches:
             for app in apps:
                 if app != "none" and kind == "linux-bridge":
+                    continue
+                if quick and app != "none" and kind in ("edgeflow-xdp",):
                     continue
                 with switch_under_test(kind, topo.hosts, topo.switch_ports, app) as (_, settings):
                     for flow in flows:

@@ -5,13 +5,14 @@ import statistics
 
 from .. import netns
 from ..traffic import iperf3_udp
+from ..switches import DEFAULT_SWITCHES
 from .common import Table, plot, progress, switch_under_test
 
 FULL_RATES = [10, 50, 100, 200, 500, 1000, 2000, 4000]
 QUICK_RATES = [20, 400]
 
 
-def run(out, quick=False, switches=("edgeflow", "ovs-netdev", "linux-bridge")):
+def run(out, quick=False, switches=DEFAULT_SWITCHES):
     rates = QUICK_RATES if quick else FULL_RATES
     seconds = 1 if quick else 5
     pings = 10 if quick else 50

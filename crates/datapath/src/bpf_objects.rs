@@ -5,3 +5,6 @@ pub const LOADGEN: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/loadgen.o")
 
 /// Stops the host stack from processing what arrives on switch ports (`bpf/port_guard.c`).
 pub const PORT_GUARD: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/port_guard.o"));
+
+/// The kernel fast path (`bpf/fastpath.c`).
+pub const FASTPATH: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/fastpath.o"));

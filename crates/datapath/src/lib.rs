@@ -11,6 +11,7 @@
 pub mod afpacket;
 pub mod bpf_objects;
 pub mod ebpf;
+pub mod fastpath;
 pub mod netlink;
 pub mod switch;
 pub mod sys;

@@ -13,12 +13,13 @@ use ofp::multipart::*;
 use ofp::oxm::{Field, Match};
 use ofp::port::{config, features, state, OFPP_ANY, OFPP_CONTROLLER, OFPP_LOCAL, OFPP_MAX};
 use ofp::{Action, Instruction, Message, Port};
-use packet::{parse, segment, Offload, Packet};
-use pipeline::exec::{Sink, ToController};
+use packet::{parse, segment, FlowKey, Offload, Packet};
+use pipeline::exec::{DpAction, Sink, ToController};
 use pipeline::{Config as PipelineConfig, Pipeline, PortView};
 use tracing::{debug, info, warn};
 
 use crate::afpacket::{self, RingConfig};
+use crate::fastpath::{EncodeContext, FastPath, Mode as FastMode};
 use crate::netlink::{LinkEvent, LinkMonitor};
 use crate::sys::{self, EventFd};
 use crate::tap;
@@ -47,6 +48,8 @@ pub struct SwitchConfig {
     pub packet_in_rate: u32,
     /// Per-table capacity: (table id, max flows, evict when full).
     pub table_limits: Vec<(u8, u32, bool)>,
+    /// The kernel fast path to mirror the megaflow cache into (`None`: userspace only).
+    pub fastpath: Option<crate::fastpath::Mode>,
 }
 
 /// Wakes the forwarding thread and tells it, without a syscall, that commands wait.
@@ -88,6 +91,7 @@ struct SwitchPort {
     tx: Option<Box<dyn PortTx>>,
     /// Keeps the host stack off the port while the port lives.
     guard: Option<crate::ebpf::Link>,
+    ifindex: u32,
     desc: Port,
     counters: Counters,
     created: Instant,
@@ -250,6 +254,32 @@ pub struct Switch {
     pkt: Packet,
     tagged: Vec<u8>,
     limit: PacketInLimit,
+    fast: Option<FastPath>,
+    /// Where the kernel fast path sends misses up (TC mode), and the guard that keeps the host
+    /// stack off that interface.
+    upcall_rx: Option<Box<dyn PortRx>>,
+    _upcall_guard: Option<crate::ebpf::Link>,
+    /// The pipeline cache generation the fast path last mirrored.
+    fast_gen: u64,
+}
+
+/// Installs a fresh translation into the kernel fast path, if it can carry it out.
+fn mirror(fast: &mut FastPath, pipeline: &Pipeline, ports: &BTreeMap<u32, SwitchPort>, id: pipeline::classifier::RuleId, key: &FlowKey) {
+    let Some((entry, _, mask)) = pipeline.cache.entry(id) else { return };
+    let mut slots = std::collections::HashMap::new();
+    for a in &entry.actions {
+        if let DpAction::Meter(m) = a {
+            if let Some(meter) = pipeline.meters.meters.get(m) {
+                if let Some(slot) = fast.meter_slot(*m, meter) {
+                    slots.insert(*m, slot);
+                }
+            }
+        }
+    }
+    let ifindex = |p: u32| ports.get(&p).map(|x| x.ifindex).filter(|&i| i != 0);
+    let mut meter_slot = |m: u32| slots.get(&m).copied();
+    let mut cx = EncodeContext { mode: fast.mode, ifindex: &ifindex, meter_slot: &mut meter_slot, ip_proto: key.ip_proto() };
+    fast.install(key, mask, &entry.actions, &entry.credits, &mut cx);
 }
 
 fn port_desc(no: u32, name: &str) -> Port {
@@ -317,6 +347,7 @@ impl Switch {
                     rx: Some(Box::new(rx)),
                     tx: Some(Box::new(tx)),
                     guard: guard.attach(name),
+                    ifindex: sys::ifindex(name).unwrap_or(0),
                     desc,
                     counters: Counters::default(),
                     created: Instant::now(),
@@ -334,6 +365,7 @@ impl Switch {
                     rx: Some(Box::new(rx)),
                     tx: Some(Box::new(tx)),
                     guard: None,
+                    ifindex: sys::ifindex(name).unwrap_or(0),
                     desc,
                     counters: Counters::default(),
                     created: Instant::now(),
@@ -348,7 +380,29 @@ impl Switch {
             };
             pipeline.flow_mod(&fm, 0).expect("the NORMAL flow is valid");
         }
+        let mut fast = None;
+        let mut upcall_rx: Option<Box<dyn PortRx>> = None;
+        let mut upcall_guard = None;
+        if let Some(mode) = cfg.fastpath {
+            let fp = FastPath::open(mode, &cfg.ports)?;
+            if mode == FastMode::Tc {
+                // Misses come up through the upcall interface; the ports' own receive sockets would
+                // see every frame the kernel already forwarded.
+                for (no, _) in &cfg.ports {
+                    if let Some(p) = ports.get_mut(no) {
+                        p.rx = None;
+                        p.guard = None;
+                    }
+                }
+                let (_, peer) = fp.upcall.clone().expect("TC mode has an upcall interface");
+                let (rx, _tx) = afpacket::open(&peer, cfg.ring)?;
+                upcall_rx = Some(Box::new(rx));
+                upcall_guard = guard.attach(&peer);
+            }
+            fast = Some(fp);
+        }
         let handle = SwitchHandle { tx, bell: bell.clone() };
+        let pipeline_generation = pipeline.cache.generation;
         let sw = Switch {
             guard,
             pipeline,
@@ -362,6 +416,10 @@ impl Switch {
             pkt: Packet::with_capacity(2048),
             tagged: Vec::with_capacity(2048),
             limit: PacketInLimit::new(cfg.packet_in_rate),
+            fast_gen: pipeline_generation,
+            fast,
+            upcall_rx,
+            _upcall_guard: upcall_guard,
             cfg,
         };
         Ok((sw, handle))
@@ -398,6 +456,9 @@ impl Switch {
             let fixed = fds.len();
             let port_nos: Vec<u32> = self.ports.iter().filter(|(_, p)| p.rx.is_some()).map(|(&n, _)| n).collect();
             fds.extend(port_nos.iter().map(|n| self.ports[n].rx.as_ref().unwrap().rx_fd()));
+            if let Some(up) = &self.upcall_rx {
+                fds.push(up.rx_fd());
+            }
             if let Err(e) = sys::poll_readable(&fds, 100, &mut ready) {
                 warn!("poll: {e}");
             }
@@ -408,6 +469,7 @@ impl Switch {
                 for &no in &port_nos {
                     got += self.receive(no, now);
                 }
+                got += self.receive_upcalls(now);
                 self.flush_all();
                 if got == 0 {
                     break;
@@ -422,11 +484,13 @@ impl Switch {
             if !self.run_commands() {
                 break;
             }
+            self.sync_fast();
             if fixed == 2 && ready.contains(&1) {
                 let events = self.links.as_mut().map(|l| l.drain()).unwrap_or_default();
                 for ev in events {
                     self.link_event(ev);
                 }
+                self.sync_fast();
             }
             let now = self.now();
             if now - last_expire >= 100_000_000 {
@@ -449,6 +513,21 @@ impl Switch {
         let blocked = port.desc.config & (config::NO_RECV | config::PORT_DOWN) != 0;
         let n = rx.recv(RX_BUDGET, &mut |frame: RxFrame<'_>| self.handle_frame(no, frame, blocked, now));
         self.ports.get_mut(&no).unwrap().rx = Some(rx);
+        n
+    }
+
+    /// Frames the kernel fast path sent up: the ingress port rides in the (metadata) VLAN tag.
+    fn receive_upcalls(&mut self, now: u64) -> usize {
+        let Some(mut rx) = self.upcall_rx.take() else { return 0 };
+        let n = rx.recv(RX_BUDGET, &mut |frame: RxFrame<'_>| {
+            let tag = frame.vlan.map(|(_, tci)| tci & 0x0fff);
+            let port = tag.and_then(|t| self.fast.as_ref().and_then(|f| f.tag_port.get(&t).copied()));
+            let Some(in_port) = port else { return };
+            let Some(p) = self.ports.get_mut(&in_port) else { return };
+            let blocked = p.desc.config & (config::NO_RECV | config::PORT_DOWN) != 0;
+            self.handle_frame(in_port, RxFrame { vlan: None, ..frame }, blocked, now);
+        });
+        self.upcall_rx = Some(rx);
         n
     }
 
@@ -484,8 +563,59 @@ impl Switch {
             }
         };
         self.pkt.load(data, offload, layout);
-        let mut out = Output { ports: &mut self.ports, buffers: &mut self.buffers, events: &mut *self.events, limit: &mut self.limit, now };
-        self.pipeline.process(&mut self.pkt, &key, now, &mut out);
+        let mut out = Output {
+            ports: &mut self.ports,
+            buffers: &mut self.buffers,
+            events: &mut *self.events,
+            limit: &mut self.limit,
+            now,
+        };
+        let created = self.pipeline.process(&mut self.pkt, &key, now, &mut out);
+        if let Some(id) = created.filter(|_| in_port != OFPP_LOCAL && self.fast.is_some()) {
+            // The translation may itself have flushed the cache (a newly learned address): the
+            // kernel's copy goes first, then the new entry joins it.
+            self.sync_fast();
+            if let Some(fast) = self.fast.as_mut() {
+                mirror(fast, &self.pipeline, &self.ports, id, &key);
+            }
+        }
+    }
+
+    /// Adds what the kernel fast path counted to the OpenFlow counters.
+    fn harvest_fast(&mut self, now: u64) {
+        let Some(fast) = self.fast.as_mut() else { return };
+        let h = fast.harvest();
+        for (credits, packets, bytes) in &h.flows {
+            self.pipeline.credit_many(credits, *packets, *bytes, now);
+        }
+        for (port, d) in &h.ports {
+            if let Some(p) = self.ports.get_mut(port) {
+                p.counters.rx_packets += d.rx_packets;
+                p.counters.rx_bytes += d.rx_bytes;
+                p.counters.tx_packets += d.tx_packets;
+                p.counters.tx_bytes += d.tx_bytes;
+            }
+        }
+        for (id, (p, b, dp, db)) in &h.meters {
+            if let Some(m) = self.pipeline.meters.get_mut(*id) {
+                m.add_fast_path(*p, *b, *dp, *db);
+            }
+        }
+    }
+
+    /// The pipeline's cache was flushed since the fast path last mirrored it: count what the
+    /// kernel saw under the old state, then flush the kernel's copy too. Runs after every command,
+    /// so a barrier reply never precedes the flush of what its earlier messages changed.
+    fn sync_fast(&mut self) {
+        if self.fast.is_none() || self.pipeline.cache.generation == self.fast_gen {
+            return;
+        }
+        let now = self.now();
+        self.harvest_fast(now);
+        if let Some(fast) = self.fast.as_mut() {
+            fast.flush();
+        }
+        self.fast_gen = self.pipeline.cache.generation;
     }
 
     fn flush_all(&mut self) {
@@ -497,12 +627,18 @@ impl Switch {
     }
 
     fn expire(&mut self, now: u64) {
+        // Fast-path hits count as use for idle timeouts: collect them before expiring.
+        self.harvest_fast(now);
         if self.limit.dropped > 0 {
             warn!(dropped = self.limit.dropped, rate = self.cfg.packet_in_rate, "packet-ins over the rate limit dropped");
             self.limit.dropped = 0;
         }
         for msg in self.pipeline.expire(now) {
             (self.events)(Event::FlowRemoved(msg));
+        }
+        self.sync_fast();
+        if let Some(fast) = self.fast.as_mut() {
+            fast.sweep();
         }
         for p in self.ports.values_mut() {
             if let Some(rx) = p.rx.as_mut() {
@@ -564,7 +700,10 @@ impl Switch {
         self.bell.pending.store(false, Ordering::Release);
         loop {
             match self.commands.try_recv() {
-                Ok(Command::OpenFlow { xid, msg, head, reply }) => self.openflow(xid, msg, &head, &reply),
+                Ok(Command::OpenFlow { xid, msg, head, reply }) => {
+                    self.openflow(xid, msg, &head, &reply);
+                    self.sync_fast();
+                }
                 Ok(Command::Reply { bytes, reply }) => reply(bytes),
                 Ok(Command::FailOpen(on)) => {
                     if on != self.pipeline.fail_open {
@@ -729,6 +868,7 @@ impl Switch {
 
     fn multipart(&mut self, req: &MultipartRequestBody, now: u64) -> Result<MultipartReplyBody, ErrorCode> {
         use MultipartRequestBody as R;
+        self.harvest_fast(now);
         match req {
             R::Desc => Ok(MultipartReplyBody::Desc(Desc {
                 mfr_desc: "edgeflow project".into(),

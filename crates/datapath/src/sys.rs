@@ -199,3 +199,5 @@ pub fn poll_readable(fds: &[RawFd], timeout_ms: i32, ready: &mut Vec<usize>) -> 
     }
     Ok(())
 }
+
+pub use crate::netlink::{create_veth, delete_link};

@@ -67,6 +67,7 @@ pub struct Settings {
     pub probe_interval: Duration,
     pub packet_in_rate: u32,
     pub table_limits: Vec<(u8, u32, bool)>,
+    pub fastpath: Option<datapath::fastpath::Mode>,
 }
 
 /// Default packet-in rate limit (per second, all controllers together).
@@ -129,10 +130,11 @@ fn parse_tables(n: u32) -> Result<u8, String> {
     }
 }
 
-fn parse_datapath(s: &str) -> Result<(), String> {
+fn parse_datapath(s: &str) -> Result<Option<datapath::fastpath::Mode>, String> {
     match s {
-        "user" => Ok(()),
-        "tc" | "xdp" => Err(format!("datapath '{s}': the kernel fast path is not built yet; use 'user'")),
+        "user" => Ok(None),
+        "tc" => Ok(Some(datapath::fastpath::Mode::Tc)),
+        "xdp" => Ok(Some(datapath::fastpath::Mode::Xdp)),
         _ => Err(format!("datapath '{s}': expected 'user', 'tc' or 'xdp'")),
     }
 }
@@ -215,11 +217,11 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
         (None, Some(n)) => parse_tables(*n.get_ref()).map_err(|e| cx.at(n, e))?,
         (None, None) => pipeline::DEFAULT_N_TABLES,
     };
-    match (&flags.datapath, &file.datapath) {
+    let fastpath = match (&flags.datapath, &file.datapath) {
         (Some(d), _) => parse_datapath(d).map_err(|e| format!("--datapath: {e}"))?,
         (None, Some(d)) => parse_datapath(d.get_ref()).map_err(|e| cx.at(d, e))?,
-        _ => {}
-    }
+        _ => None,
+    };
     let dpid = match (&flags.dpid, &file.dpid) {
         (Some(d), _) => parse_dpid(d).map_err(|e| format!("--dpid: {e}"))?,
         (None, Some(d)) => parse_dpid(d.get_ref()).map_err(|e| cx.at(d, e))?,
@@ -269,6 +271,7 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
         probe_interval: Duration::from_secs(probe),
         packet_in_rate: flags.packet_in_rate.or(file.packet_in_rate).unwrap_or(DEFAULT_PACKET_IN_RATE),
         table_limits,
+        fastpath,
     })
 }
 

@@ -64,7 +64,8 @@ struct RunArgs {
     /// Seconds of silence before probing a controller with an echo request.
     #[arg(long, value_name = "SECS")]
     probe_interval: Option<u64>,
-    /// Datapath: user (AF_PACKET rings).
+    /// Datapath: user (userspace, AF_PACKET rings), tc (kernel fast path at TC: keeps GSO, best for
+    /// TCP) or xdp (kernel fast path at XDP: best for small frames).
     #[arg(long, value_name = "KIND")]
     datapath: Option<String>,
     /// Packet-ins per second to all controllers together (0: unlimited; default 2000).
@@ -176,6 +177,7 @@ fn run(s: Settings) -> Result<(), String> {
         dp_desc: format!("edgeflow dpid {:016x}", s.dpid),
         packet_in_rate: s.packet_in_rate,
         table_limits: s.table_limits.clone(),
+        fastpath: s.fastpath,
     };
     let (switch, handle) = Switch::new(switch_cfg, event_sink).map_err(|e| e.to_string())?;
     let features = switch.features();

@@ -68,14 +68,23 @@ impl FlowCache {
         self.entries.get_mut(id)
     }
 
-    pub fn insert(&mut self, key: &FlowKey, mask: &FlowKey, entry: CacheEntry) {
+    /// Inserts an entry; returns its id if it is new.
+    pub fn insert(&mut self, key: &FlowKey, mask: &FlowKey, entry: CacheEntry) -> Option<RuleId> {
         if self.entries.len() >= self.max_entries {
             self.flush();
         }
         // A racing identical translation (same masked key) is already there: keep one.
         if self.entries.find_exact(key, mask, 0).is_none() {
-            self.entries.insert(key, mask, 0, entry);
+            Some(self.entries.insert(key, mask, 0, entry))
+        } else {
+            None
         }
+    }
+
+    /// An entry with its (masked) key and its mask.
+    pub fn entry(&self, id: RuleId) -> Option<(&CacheEntry, &FlowKey, &FlowKey)> {
+        let (key, mask, _) = self.entries.rule_match(id)?;
+        Some((self.entries.get(id)?, key, mask))
     }
 
     pub fn flush(&mut self) {

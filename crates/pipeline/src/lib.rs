@@ -503,28 +503,32 @@ impl Pipeline {
 
     /// Adds one packet of `bytes` to every counter on its path.
     pub fn credit(&mut self, c: &Credits, bytes: usize, now: Nanos) {
-        let bytes = bytes as u64;
+        self.credit_many(c, 1, bytes as u64, now);
+    }
+
+    /// Adds `packets` packets totalling `bytes` (counted elsewhere, e.g. by a kernel fast path).
+    pub fn credit_many(&mut self, c: &Credits, packets: u64, bytes: u64, now: Nanos) {
         for &(t, matched) in &c.tables {
             let table = &mut self.tables[t as usize];
-            table.lookup_count += 1;
-            table.matched_count += matched as u64;
+            table.lookup_count += packets;
+            table.matched_count += if matched { packets } else { 0 };
         }
         for &(t, id) in &c.flows {
             if let Some(f) = self.tables[t as usize].flows.get_mut(id) {
-                f.packet_count += 1;
+                f.packet_count += packets;
                 f.byte_count += bytes;
                 f.last_used = now;
             }
         }
         for &g in &c.groups {
             if let Some(g) = self.groups.groups.get_mut(&g) {
-                g.packet_count += 1;
+                g.packet_count += packets;
                 g.byte_count += bytes;
             }
         }
         for &(g, b) in &c.buckets {
             if let Some(counts) = self.groups.groups.get_mut(&g).and_then(|g| g.bucket_counts.get_mut(b as usize)) {
-                counts.0 += 1;
+                counts.0 += packets;
                 counts.1 += bytes;
             }
         }
@@ -533,8 +537,9 @@ impl Pipeline {
         }
     }
 
-    /// Processes a received packet: megaflow cache hit, or translate, execute and cache.
-    pub fn process(&mut self, pkt: &mut Packet, key: &FlowKey, now: Nanos, sink: &mut dyn Sink) {
+    /// Processes a received packet: megaflow cache hit, or translate, execute and cache. Returns the
+    /// id of the cache entry it created, if it created one (a kernel fast path mirrors it).
+    pub fn process(&mut self, pkt: &mut Packet, key: &FlowKey, now: Nanos, sink: &mut dyn Sink) -> Option<RuleId> {
         if let Some(id) = self.cache.lookup(key) {
             let entry = self.cache.get_mut(id).unwrap();
             entry.last_used = now;
@@ -548,7 +553,7 @@ impl Pipeline {
                 entry.actions = actions;
                 entry.credits = credits;
             }
-            return;
+            return None;
         }
         let t = self.translate(pkt, key, now);
         if self.cache_stale {
@@ -558,8 +563,9 @@ impl Pipeline {
         execute(&t.actions, pkt, &mut self.meters, now, sink);
         if t.cacheable {
             let entry = CacheEntry { actions: t.actions, credits: t.credits, last_used: now, packets: 1 };
-            self.cache.insert(key, &t.consulted, entry);
+            return self.cache.insert(key, &t.consulted, entry);
         }
+        None
     }
 
     /// Runs a packet-out: its actions (which may send the packet through the tables).

@@ -73,6 +73,27 @@ impl Meter {
         Meter { flags, bands, packet_count: 0, byte_count: 0, created: now, last: now }
     }
 
+    /// (milli-units per second, bucket capacity, kbps?) of a meter with a single drop band: what a
+    /// kernel token bucket needs to police exactly like this one. `None` for other meters.
+    pub fn bucket_params(&self) -> Option<(u64, u64, bool)> {
+        match self.bands.as_slice() {
+            [b] if matches!(b.config.kind, BandKind::Drop) => {
+                Some((b.per_sec, b.capacity, self.flags & meter_flags::KBPS != 0))
+            }
+            _ => None,
+        }
+    }
+
+    /// Adds counts of packets the kernel fast path policed with this meter.
+    pub fn add_fast_path(&mut self, packets: u64, bytes: u64, dropped_packets: u64, dropped_bytes: u64) {
+        self.packet_count += packets;
+        self.byte_count += bytes;
+        if let Some(b) = self.bands.first_mut() {
+            b.packet_count += dropped_packets;
+            b.byte_count += dropped_bytes;
+        }
+    }
+
     /// Whether a band of this meter remarks rather than drops.
     pub fn remarks(&self) -> bool {
         self.bands.iter().any(|b| matches!(b.config.kind, BandKind::DscpRemark { .. }))

@@ -1,0 +1,128 @@
+/* The kernel fast path's shared definitions: the flow key (the same 136-byte layout as
+ * crates/packet/src/key.rs), megaflow entries and their actions. The Rust side encodes exactly these
+ * structures (crates/datapath/src/fastpath.rs); change both together. */
+#ifndef EDGEFLOW_FASTPATH_H
+#define EDGEFLOW_FASTPATH_H
+
+#include <linux/types.h>
+
+#define KEY_BYTES 136
+#define KEY_WORDS 17
+/* Lookups probe at most this many masks: a bound on per-packet work (documented in docs/fastpath.md). */
+#define MAX_MASKS 16
+#define MAX_ACTIONS 16
+#define MAX_ENTRIES 16384
+#define MAX_PORTS 256
+#define MAX_METERS 1024
+/* Headers are parsed from a copy of the first bytes of the frame. */
+#define PARSE_BYTES 128
+
+/* Key offsets (crates/packet/src/key.rs `off`). */
+#define K_IN_PORT 0
+#define K_IN_PHY_PORT 4
+#define K_ETH_DST 24
+#define K_ETH_TYPE 30
+#define K_ETH_SRC 32
+#define K_VLAN_VID 38
+#define K_VLAN_PCP 40
+#define K_IP_DSCP 41
+#define K_IP_ECN 42
+#define K_IP_PROTO 43
+#define K_IPV4_SRC 44
+#define K_IPV4_DST 48
+#define K_TP_SRC 52
+#define K_TP_DST 54
+#define K_ICMP_TYPE 56
+#define K_ICMP_CODE 57
+#define K_ARP_OP 58
+#define K_MPLS_LABEL 60
+#define K_MPLS_TC 64
+#define K_MPLS_BOS 65
+#define K_IPV6_FLABEL 68
+#define K_PBB_ISID 72
+#define K_ARP_SHA 76
+#define K_ARP_THA 82
+#define K_IPV6_SRC 88
+#define K_IPV6_DST 104
+
+struct flow_key {
+	__u64 w[KEY_WORDS];
+};
+
+struct mf_key {
+	__u32 mask_id;
+	__u32 pad;
+	struct flow_key k;
+};
+
+/* A mask is live while its generation is the current one. */
+struct mask_slot {
+	__u64 generation;
+	struct flow_key m;
+};
+
+enum ef_op {
+	OP_OUTPUT = 1,		/* a32: ifindex */
+	OP_SET_ETH_DST = 2,	/* mac */
+	OP_SET_ETH_SRC = 3,
+	OP_PUSH_VLAN = 4,	/* a16: TPID */
+	OP_POP_VLAN = 5,
+	OP_SET_VLAN_VID = 6,	/* a16: VID */
+	OP_SET_VLAN_PCP = 7,	/* a8 */
+	OP_SET_IPV4_SRC = 8,	/* a32: address, network order */
+	OP_SET_IPV4_DST = 9,
+	OP_SET_TP_SRC = 10,	/* a16: port, host order */
+	OP_SET_TP_DST = 11,
+	OP_SET_DSCP = 12,	/* a8 */
+	OP_DEC_TTL = 13,
+	OP_METER = 14,		/* a32: meter slot */
+};
+
+struct action {
+	__u8 op;
+	__u8 a8;
+	__u16 a16;
+	__u32 a32;
+	__u8 mac[6];
+	__u8 pad[2];
+};
+
+/* An entry's packets and bytes count fast-path hits; userspace adds their growth to the OpenFlow
+ * flows the entry stands for. */
+struct entry {
+	__u64 generation;
+	__u64 packets;
+	__u64 bytes;
+	__u32 n_actions;
+	__u32 flags;
+	struct action act[MAX_ACTIONS];
+};
+
+/* A drop-band token bucket (milli-units, like crates/pipeline/src/meter.rs). */
+struct meter {
+	__u64 per_sec;
+	__u64 capacity;
+	__u64 tokens;
+	__u64 last_ns;
+	__u64 kbps;
+	__u64 packets;
+	__u64 bytes;
+	__u64 dropped_packets;
+	__u64 dropped_bytes;
+};
+
+enum ef_config {
+	CFG_GENERATION = 0,
+	CFG_UPCALL_IFINDEX = 1,
+};
+
+enum ef_counter {
+	CNT_HIT = 0,
+	CNT_MISS = 1,
+	CNT_UPCALL = 2,
+	CNT_SLOW = 3,
+	CNT_DROP = 4,
+	CNT_MAX = 8,
+};
+
+#endif

@@ -1,0 +1,538 @@
+//! The kernel fast path (`bpf/fastpath.c`): the userspace pipeline's megaflow cache, held in BPF maps
+//! so that frames of known flows never leave the kernel.
+//!
+//! The pipeline stays the one truth. Userspace translates every miss, executes it, and installs
+//! the translation here when the kernel program can carry it out exactly (see [`encode`]); anything
+//! else simply stays a miss. Whenever the pipeline's cache is flushed, so is this one, by bumping a
+//! generation number the kernel program checks on every lookup. Hit counters are read back and
+//! credited to the OpenFlow flows, tables, groups and ports each entry stands for.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io;
+
+use ofp::oxm::Field;
+use packet::{FlowKey, KEY_BYTES};
+use pipeline::exec::{Credits, DpAction};
+use pipeline::meter::Meter;
+use tracing::{debug, info, warn};
+
+use crate::ebpf::{Link, Map, Object};
+use crate::sys;
+
+pub const MAX_MASKS: usize = 16;
+pub const MAX_ACTIONS: usize = 16;
+const ACTION_BYTES: usize = 16;
+const ENTRY_BYTES: usize = 32 + MAX_ACTIONS * ACTION_BYTES;
+const MF_KEY_BYTES: usize = 8 + KEY_BYTES;
+const METER_BYTES: usize = 9 * 8;
+pub const MAX_METERS: u32 = 1024;
+
+mod op {
+    pub const OUTPUT: u8 = 1;
+    pub const SET_ETH_DST: u8 = 2;
+    pub const SET_ETH_SRC: u8 = 3;
+    pub const PUSH_VLAN: u8 = 4;
+    pub const POP_VLAN: u8 = 5;
+    pub const SET_VLAN_VID: u8 = 6;
+    pub const SET_VLAN_PCP: u8 = 7;
+    pub const SET_IPV4_SRC: u8 = 8;
+    pub const SET_IPV4_DST: u8 = 9;
+    pub const SET_TP_SRC: u8 = 10;
+    pub const SET_TP_DST: u8 = 11;
+    pub const SET_DSCP: u8 = 12;
+    pub const DEC_TTL: u8 = 13;
+    pub const METER: u8 = 14;
+}
+
+const CFG_GENERATION: u32 = 0;
+const CFG_UPCALL_IFINDEX: u32 = 1;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// TC (TCX) at each port's ingress: keeps GSO, so TCP runs at full speed.
+    Tc,
+    /// XDP at each port: no socket buffers at all, fastest for small frames; one output per flow.
+    Xdp,
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Mode, String> {
+        match s {
+            "tc" => Ok(Mode::Tc),
+            "xdp" => Ok(Mode::Xdp),
+            _ => Err(format!("'{s}': expected tc or xdp")),
+        }
+    }
+}
+
+/// One BPF action, as `struct action` in `bpf/fastpath.h`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BpfAction {
+    pub op: u8,
+    pub a8: u8,
+    pub a16: u16,
+    pub a32: u32,
+    pub mac: [u8; 6],
+}
+
+impl BpfAction {
+    fn bytes(&self) -> [u8; ACTION_BYTES] {
+        let mut b = [0u8; ACTION_BYTES];
+        b[0] = self.op;
+        b[1] = self.a8;
+        b[2..4].copy_from_slice(&self.a16.to_ne_bytes());
+        b[4..8].copy_from_slice(&self.a32.to_ne_bytes());
+        b[8..14].copy_from_slice(&self.mac);
+        b
+    }
+}
+
+/// What the encoder needs from the switch.
+pub struct EncodeContext<'a> {
+    pub mode: Mode,
+    /// OpenFlow port → ifindex.
+    pub ifindex: &'a dyn Fn(u32) -> Option<u32>,
+    /// Meter id → kernel meter slot, for meters that only drop.
+    pub meter_slot: &'a mut dyn FnMut(u32) -> Option<u32>,
+    /// The ip_proto the translated packet carried (transport rewrites need to know which checksum).
+    pub ip_proto: u8,
+}
+
+/// Removes header pushes that are popped again before anything leaves (Faucet tags every frame on
+/// ingress and untags it on egress to an untagged port): the kernel then does neither.
+pub fn simplify(actions: &[DpAction]) -> Vec<DpAction> {
+    let mut out: Vec<DpAction> = Vec::with_capacity(actions.len());
+    for a in actions {
+        if *a == DpAction::PopVlan {
+            // Find the last push not followed by anything but VLAN set-fields.
+            let mut i = out.len();
+            let mut cancel = None;
+            while i > 0 {
+                i -= 1;
+                match &out[i] {
+                    DpAction::PushVlan(_) => {
+                        cancel = Some(i);
+                        break;
+                    }
+                    DpAction::SetField(Field::VlanVid | Field::VlanPcp, _) => continue,
+                    _ => break,
+                }
+            }
+            if let Some(at) = cancel {
+                out.truncate(at);
+                continue;
+            }
+        }
+        out.push(a.clone());
+    }
+    out
+}
+
+/// Encodes translated actions for the kernel, or `None` if it cannot do them exactly.
+pub fn encode(actions: &[DpAction], cx: &mut EncodeContext<'_>) -> Option<Vec<BpfAction>> {
+    let mut out = Vec::new();
+    let mut flat = Vec::new();
+    for a in simplify(actions) {
+        match a {
+            // A bucket that only outputs is the same as outputting in place.
+            DpAction::Clone(inner) if inner.iter().all(|x| matches!(x, DpAction::Output(_))) => flat.extend(inner),
+            DpAction::Clone(_) => return None,
+            other => flat.push(other),
+        }
+    }
+    for a in &flat {
+        let b = match a {
+            DpAction::Output(port) => BpfAction { op: op::OUTPUT, a32: (cx.ifindex)(*port)?, ..Default::default() },
+            DpAction::SetField(field, value) => {
+                let v = *value;
+                let mac = || {
+                    let b = v.to_be_bytes();
+                    let mut m = [0u8; 6];
+                    m.copy_from_slice(&b[10..16]);
+                    m
+                };
+                match field {
+                    Field::EthDst => BpfAction { op: op::SET_ETH_DST, mac: mac(), ..Default::default() },
+                    Field::EthSrc => BpfAction { op: op::SET_ETH_SRC, mac: mac(), ..Default::default() },
+                    Field::VlanVid => BpfAction { op: op::SET_VLAN_VID, a16: v as u16 & 0x0fff, ..Default::default() },
+                    Field::VlanPcp => BpfAction { op: op::SET_VLAN_PCP, a8: v as u8 & 7, ..Default::default() },
+                    Field::Ipv4Src | Field::Ipv4Dst => BpfAction {
+                        op: if *field == Field::Ipv4Src { op::SET_IPV4_SRC } else { op::SET_IPV4_DST },
+                        a32: u32::from_ne_bytes((v as u32).to_be_bytes()),
+                        ..Default::default()
+                    },
+                    Field::TcpSrc | Field::UdpSrc | Field::TcpDst | Field::UdpDst => {
+                        if cx.ip_proto != 6 && cx.ip_proto != 17 {
+                            return None;
+                        }
+                        let src = matches!(field, Field::TcpSrc | Field::UdpSrc);
+                        BpfAction { op: if src { op::SET_TP_SRC } else { op::SET_TP_DST }, a16: v as u16, ..Default::default() }
+                    }
+                    Field::IpDscp => BpfAction { op: op::SET_DSCP, a8: v as u8, ..Default::default() },
+                    _ => return None,
+                }
+            }
+            DpAction::PushVlan(tpid) => BpfAction { op: op::PUSH_VLAN, a16: *tpid, ..Default::default() },
+            DpAction::PopVlan => BpfAction { op: op::POP_VLAN, ..Default::default() },
+            DpAction::DecNwTtl(_) => BpfAction { op: op::DEC_TTL, ..Default::default() },
+            DpAction::Meter(id) => BpfAction { op: op::METER, a32: (cx.meter_slot)(*id)?, ..Default::default() },
+            DpAction::SetQueue(_) => continue,
+            _ => return None,
+        };
+        out.push(b);
+    }
+    if out.len() > MAX_ACTIONS {
+        return None;
+    }
+    if cx.mode == Mode::Xdp {
+        // XDP sends a frame out once: exactly one output, at the end, or none (a drop).
+        let outputs = out.iter().filter(|a| a.op == op::OUTPUT).count();
+        if outputs > 1 || (outputs == 1 && out.last().map(|a| a.op) != Some(op::OUTPUT)) {
+            return None;
+        }
+    }
+    Some(out)
+}
+
+struct Installed {
+    credits: Credits,
+    in_port: u32,
+    outputs: Vec<u32>,
+    packets: u64,
+    bytes: u64,
+    generation: u64,
+}
+
+/// Per-port packet and byte counts the fast path added since the last harvest.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PortDelta {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+}
+
+/// Growth since the last harvest: what the OpenFlow counters must add.
+#[derive(Default)]
+pub struct Harvest {
+    /// (credits, packets, bytes) per entry that saw hits.
+    pub flows: Vec<(Credits, u64, u64)>,
+    pub ports: BTreeMap<u32, PortDelta>,
+    /// Meter id → (packets, bytes, dropped packets, dropped bytes).
+    pub meters: BTreeMap<u32, (u64, u64, u64, u64)>,
+}
+
+pub struct FastPath {
+    pub mode: Mode,
+    obj: Object,
+    generation: u64,
+    masks: Vec<Option<FlowKey>>,
+    entries: HashMap<Vec<u8>, Installed>,
+    meters: BTreeMap<u32, (u32, [u64; 4])>,
+    _links: Vec<Link>,
+    /// Upcall tag (the VLAN id a missed frame carries up in TC mode) → OpenFlow port.
+    pub tag_port: BTreeMap<u16, u32>,
+    /// The interface misses arrive on (TC mode): the name of our end, and of its peer.
+    pub upcall: Option<(String, String)>,
+    pub installed: u64,
+    pub refused: u64,
+}
+
+fn megaflows(obj: &Object) -> &Map {
+    obj.map("ef_megaflows").expect("the fast path object has ef_megaflows")
+}
+
+fn obj_err(e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("fast path: {e}"))
+}
+
+impl FastPath {
+    /// Loads the programs and attaches them to `ports` (OpenFlow number, interface name).
+    pub fn open(mode: Mode, ports: &[(u32, String)]) -> io::Result<FastPath> {
+        let obj = Object::load(crate::bpf_objects::FASTPATH).map_err(obj_err)?;
+        let mut fp = FastPath {
+            mode,
+            obj,
+            generation: 1,
+            masks: vec![None; MAX_MASKS],
+            entries: HashMap::new(),
+            meters: BTreeMap::new(),
+            _links: Vec::new(),
+            tag_port: BTreeMap::new(),
+            upcall: None,
+            installed: 0,
+            refused: 0,
+        };
+        fp.set_config(CFG_GENERATION, fp.generation)?;
+        if mode == Mode::Tc {
+            let ours = format!("ef-up{}", std::process::id() % 10_000_000);
+            let peer = format!("{ours}p");
+            sys::create_veth(&ours, &peer)?;
+            for name in [&ours, &peer] {
+                sys::set_if_up(name, true)?;
+            }
+            fp.set_config(CFG_UPCALL_IFINDEX, sys::ifindex(&ours)? as u64)?;
+            fp.upcall = Some((ours, peer));
+        }
+        let ports_map = fp.obj.map("ef_ports").map_err(obj_err)?;
+        for (i, (no, name)) in ports.iter().enumerate() {
+            let tag = (i + 1) as u16;
+            let ifindex = sys::ifindex(name)?;
+            ports_map.update(&ifindex.to_ne_bytes(), &(((*no as u64) << 16) | tag as u64).to_ne_bytes())?;
+            fp.tag_port.insert(tag, *no);
+            let link = match mode {
+                Mode::Tc => fp.obj.program("ef_tc_ingress").map_err(obj_err)?.attach_tc(ifindex, false),
+                Mode::Xdp => fp.obj.program("ef_xdp").map_err(obj_err)?.attach_xdp(ifindex),
+            }
+            .map_err(|e| io::Error::new(e.kind(), format!("fast path on {name}: {e}")))?;
+            fp._links.push(link);
+        }
+        info!(mode = ?mode, ports = ports.len(), "kernel fast path attached");
+        Ok(fp)
+    }
+
+    fn set_config(&self, which: u32, v: u64) -> io::Result<()> {
+        self.obj.map("ef_config").map_err(obj_err)?.update(&which.to_ne_bytes(), &v.to_ne_bytes())
+    }
+
+    fn megaflows(&self) -> &Map {
+        megaflows(&self.obj)
+    }
+
+    /// Installs a translation. `mask` is what it consulted; `actions` and `credits` what it does and
+    /// counts. Returns false (the flow stays in userspace) when the kernel cannot carry it out.
+    pub fn install(
+        &mut self,
+        key: &FlowKey,
+        mask: &FlowKey,
+        actions: &[DpAction],
+        credits: &Credits,
+        cx: &mut EncodeContext<'_>,
+    ) -> bool {
+        let Some(encoded) = encode(actions, cx) else {
+            self.refused += 1;
+            return false;
+        };
+        let slot = match self.masks.iter().position(|m| m.as_ref() == Some(mask)) {
+            Some(i) => i,
+            None => match self.masks.iter().position(Option::is_none) {
+                Some(i) => {
+                    let mut v = Vec::with_capacity(8 + KEY_BYTES);
+                    v.extend_from_slice(&self.generation.to_ne_bytes());
+                    v.extend_from_slice(&mask.0);
+                    if let Err(e) = self.obj.map("ef_masks").unwrap().update(&(i as u32).to_ne_bytes(), &v) {
+                        warn!("fast path mask: {e}");
+                        return false;
+                    }
+                    self.masks[i] = Some(*mask);
+                    i
+                }
+                None => {
+                    debug!("fast path: all {MAX_MASKS} masks in use");
+                    self.refused += 1;
+                    return false;
+                }
+            },
+        };
+        let mut k = Vec::with_capacity(MF_KEY_BYTES);
+        k.extend_from_slice(&(slot as u32).to_ne_bytes());
+        k.extend_from_slice(&[0; 4]);
+        k.extend_from_slice(&key.masked(mask).0);
+        let mut v = vec![0u8; ENTRY_BYTES];
+        v[0..8].copy_from_slice(&self.generation.to_ne_bytes());
+        v[24..28].copy_from_slice(&(encoded.len() as u32).to_ne_bytes());
+        for (i, a) in encoded.iter().enumerate() {
+            v[32 + i * ACTION_BYTES..32 + (i + 1) * ACTION_BYTES].copy_from_slice(&a.bytes());
+        }
+        if let Err(e) = self.megaflows().update(&k, &v) {
+            debug!("fast path entry: {e}");
+            self.refused += 1;
+            return false;
+        }
+        let outputs = actions_outputs(actions);
+        self.entries.insert(
+            k,
+            Installed {
+                credits: credits.clone(),
+                in_port: key.in_port(),
+                outputs,
+                packets: 0,
+                bytes: 0,
+                generation: self.generation,
+            },
+        );
+        self.installed += 1;
+        true
+    }
+
+    /// A kernel slot for a drop-only meter, created from the pipeline's meter on first use.
+    pub fn meter_slot(&mut self, id: u32, meter: &Meter) -> Option<u32> {
+        if let Some((slot, _)) = self.meters.get(&id) {
+            return Some(*slot);
+        }
+        let slot = (0..MAX_METERS).find(|s| !self.meters.values().any(|(x, _)| x == s))?;
+        let (per_sec, capacity, kbps) = meter.bucket_params()?;
+        let mut v = vec![0u8; METER_BYTES];
+        for (i, x) in [per_sec, capacity, capacity, 0, kbps as u64].iter().enumerate() {
+            v[i * 8..i * 8 + 8].copy_from_slice(&x.to_ne_bytes());
+        }
+        self.obj.map("ef_meters").ok()?.update(&slot.to_ne_bytes(), &v).ok()?;
+        self.meters.insert(id, (slot, [0; 4]));
+        Some(slot)
+    }
+
+    /// Reads the hit counters and returns their growth since the last call.
+    pub fn harvest(&mut self) -> Harvest {
+        let mut h = Harvest::default();
+        let map = megaflows(&self.obj);
+        let mut gone = Vec::new();
+        for (k, inst) in self.entries.iter_mut() {
+            match map.lookup(k) {
+                Ok(Some(v)) => {
+                    let packets = u64::from_ne_bytes(v[8..16].try_into().unwrap());
+                    let bytes = u64::from_ne_bytes(v[16..24].try_into().unwrap());
+                    let (dp, db) = (packets.saturating_sub(inst.packets), bytes.saturating_sub(inst.bytes));
+                    inst.packets = packets;
+                    inst.bytes = bytes;
+                    if dp > 0 {
+                        h.flows.push((inst.credits.clone(), dp, db));
+                        let rx = h.ports.entry(inst.in_port).or_default();
+                        rx.rx_packets += dp;
+                        rx.rx_bytes += db;
+                        for &o in &inst.outputs {
+                            let tx = h.ports.entry(o).or_default();
+                            tx.tx_packets += dp;
+                            tx.tx_bytes += db;
+                        }
+                    }
+                }
+                _ => gone.push(k.clone()),
+            }
+        }
+        for k in gone {
+            self.entries.remove(&k);
+        }
+        if let Ok(meters) = self.obj.map("ef_meters") {
+            for (id, (slot, seen)) in self.meters.iter_mut() {
+                if let Ok(Some(v)) = meters.lookup(&slot.to_ne_bytes()) {
+                    let now: [u64; 4] = std::array::from_fn(|i| u64::from_ne_bytes(v[40 + i * 8..48 + i * 8].try_into().unwrap()));
+                    let delta: Vec<u64> = now.iter().zip(seen.iter()).map(|(n, s)| n.saturating_sub(*s)).collect();
+                    *seen = now;
+                    if delta.iter().any(|&d| d > 0) {
+                        h.meters.insert(*id, (delta[0], delta[1], delta[2], delta[3]));
+                    }
+                }
+            }
+        }
+        h
+    }
+
+    /// Forgets every entry (the pipeline changed). The caller harvests first.
+    pub fn flush(&mut self) {
+        self.generation += 1;
+        if let Err(e) = self.set_config(CFG_GENERATION, self.generation) {
+            warn!("fast path flush failed: {e}");
+        }
+        self.masks = vec![None; MAX_MASKS];
+        // Dead entries are unreachable at once; their map slots are freed by `sweep`.
+        for inst in self.entries.values_mut() {
+            inst.generation = 0;
+        }
+        if let Ok(meters) = self.obj.map("ef_meters") {
+            for (slot, _) in self.meters.values() {
+                let _ = meters.update(&slot.to_ne_bytes(), &[0u8; METER_BYTES]);
+            }
+        }
+        self.meters.clear();
+    }
+
+    /// Deletes entries of earlier generations from the kernel map.
+    pub fn sweep(&mut self) {
+        let dead: Vec<Vec<u8>> =
+            self.entries.iter().filter(|(_, i)| i.generation != self.generation).map(|(k, _)| k.clone()).collect();
+        let map = megaflows(&self.obj);
+        for k in &dead {
+            let _ = map.delete(k);
+        }
+        for k in dead {
+            self.entries.remove(&k);
+        }
+    }
+
+    /// Hit, miss, upcall, slow and drop counts since start (all CPUs).
+    pub fn counters(&self) -> [u64; 5] {
+        let mut out = [0u64; 5];
+        if let Ok(m) = self.obj.map("ef_counters") {
+            for (i, o) in out.iter_mut().enumerate() {
+                if let Ok(per_cpu) = m.lookup_percpu(&(i as u32).to_ne_bytes()) {
+                    *o = per_cpu.iter().map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap())).sum();
+                }
+            }
+        }
+        out
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.values().filter(|i| i.generation == self.generation).count()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Drop for FastPath {
+    fn drop(&mut self) {
+        if let Some((ours, _)) = &self.upcall {
+            let _ = sys::delete_link(ours);
+        }
+    }
+}
+
+/// Ports an action list sends to (for port counters of fast-path traffic).
+fn actions_outputs(actions: &[DpAction]) -> Vec<u32> {
+    let mut out = Vec::new();
+    for a in actions {
+        match a {
+            DpAction::Output(p) => out.push(*p),
+            DpAction::Clone(inner) => out.extend(actions_outputs(inner)),
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faucet_style_tag_and_untag_cancels() {
+        let a = vec![
+            DpAction::PushVlan(0x8100),
+            DpAction::SetField(Field::VlanVid, 0x1064),
+            DpAction::PopVlan,
+            DpAction::Output(2),
+        ];
+        assert_eq!(simplify(&a), vec![DpAction::Output(2)]);
+        // An output between keeps them: the tagged copy must leave tagged.
+        let b = vec![DpAction::PushVlan(0x8100), DpAction::Output(3), DpAction::PopVlan, DpAction::Output(2)];
+        assert_eq!(simplify(&b), b);
+    }
+
+    #[test]
+    fn encoding_refuses_what_the_kernel_cannot_do() {
+        let ifx = |p: u32| Some(100 + p);
+        let mut slots = |_: u32| None;
+        let mut cx = EncodeContext { mode: Mode::Tc, ifindex: &ifx, meter_slot: &mut slots, ip_proto: 6 };
+        let ok = encode(&[DpAction::SetField(Field::TcpDst, 80), DpAction::Output(1), DpAction::Output(2)], &mut cx).unwrap();
+        assert_eq!(ok.len(), 3);
+        assert_eq!(ok[2].a32, 102);
+        assert!(encode(&[DpAction::PushMpls(0x8847), DpAction::Output(1)], &mut cx).is_none());
+        assert!(encode(&[DpAction::Meter(1)], &mut cx).is_none(), "no slot for that meter");
+        let mut xdp = EncodeContext { mode: Mode::Xdp, ifindex: &ifx, meter_slot: &mut slots, ip_proto: 6 };
+        assert!(encode(&[DpAction::Output(1), DpAction::Output(2)], &mut xdp).is_none(), "XDP outputs once");
+        assert!(encode(&[DpAction::Output(1)], &mut xdp).is_some());
+    }
+}
