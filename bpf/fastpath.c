@@ -501,9 +501,11 @@ int ef_tc_ingress(struct __sk_buff *skb)
 
 /* ---- XDP ---- */
 
+/* RFC 1624: HC' = ~(~HC + ~m + m'). One's-complement sums do not care about byte order as long as
+ * every operand has the same: all values here are as they sit in the packet (network order read
+ * as they are). A 16-bit change passes its value in the low half. */
 static __always_inline void csum_fix(__u16 *csum, __u32 old, __u32 new)
 {
-	/* RFC 1624: HC' = ~(~HC + ~m + m') over 32 bits, folded. */
 	__u32 sum = (__u16)~*csum;
 	sum += (__u16)~(old >> 16) + (__u16)~(old & 0xffff);
 	sum += (new >> 16) + (new & 0xffff);
@@ -628,14 +630,14 @@ int ef_xdp(struct xdp_md *ctx)
 			__u32 *addr = (__u32 *)(ip + (a->op == OP_SET_IPV4_SRC ? 12 : 16));
 			__u32 old = *addr;
 			__u32 new = a->a32;
-			csum_fix((__u16 *)(ip + 10), bpf_ntohl(old), bpf_ntohl(new));
+			csum_fix((__u16 *)(ip + 10), old, new);
 			if (!s->later_fragment && (s->proto == 6 || s->proto == 17)) {
 				__u8 *tp = (__u8 *)data + l4;
 				if ((void *)(tp + 18) > end)
 					return XDP_DROP;
 				__u16 *cs = (__u16 *)(tp + (s->proto == 6 ? 16 : 6));
 				if (!(s->proto == 17 && *cs == 0)) {
-					csum_fix(cs, bpf_ntohl(old), bpf_ntohl(new));
+					csum_fix(cs, old, new);
 					if (s->proto == 17 && *cs == 0)
 						*cs = 0xffff;
 				}
@@ -655,7 +657,7 @@ int ef_xdp(struct xdp_md *ctx)
 			__u16 new = bpf_htons(a->a16);
 			__u16 *cs = (__u16 *)(tp + (s->proto == 6 ? 16 : 6));
 			if (!(s->proto == 17 && *cs == 0)) {
-				csum_fix(cs, bpf_ntohs(old), bpf_ntohs(new));
+				csum_fix(cs, old, new);
 				if (s->proto == 17 && *cs == 0)
 					*cs = 0xffff;
 			}
@@ -676,7 +678,7 @@ int ef_xdp(struct xdp_md *ctx)
 					new = (old & 0xff03) | (a->a8 << 2);
 				else
 					new = old - 0x100;
-				csum_fix((__u16 *)(ip + 10), old, new);
+				csum_fix((__u16 *)(ip + 10), *w, bpf_htons(new));
 				*w = bpf_htons(new);
 			} else if (s->eth_type == 0x86dd) {
 				if ((void *)(ip + 40) > end)
