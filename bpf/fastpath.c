@@ -15,6 +15,11 @@
 
 #define BPF_F_NO_PREALLOC_ (1U << 0)
 
+/* The outer VLAN tag a device took out of the frame into metadata (Linux 6.8+, device-bound
+ * programs only; -EOPNOTSUPP otherwise). Without it XDP would see a tagged frame as untagged. */
+extern int bpf_xdp_metadata_rx_vlan_tag(const struct xdp_md *ctx, __be16 *vlan_proto,
+					__u16 *vlan_tci) __ksym __weak;
+
 struct scratch {
 	__u8 buf[PARSE_BYTES];
 	struct flow_key key;
@@ -531,7 +536,10 @@ int ef_xdp(struct xdp_md *ctx)
 	if (len < 14 || bpf_xdp_load_bytes(ctx, 0, s->buf, len) < 0)
 		return XDP_PASS;
 	s->len = len;
-	if (parse(s, *port_info >> 16, 0, 0) < 0) {
+	__be16 hw_proto = 0;
+	__u16 hw_tci = 0;
+	int hw_tag = bpf_xdp_metadata_rx_vlan_tag(ctx, &hw_proto, &hw_tci) == 0;
+	if (parse(s, *port_info >> 16, hw_tag, hw_tci) < 0) {
 		count(CNT_UPCALL);
 		return XDP_PASS;
 	}
@@ -546,10 +554,26 @@ int ef_xdp(struct xdp_md *ctx)
 	}
 	count(CNT_HIT);
 	__sync_fetch_and_add(&e->packets, 1);
-	__sync_fetch_and_add(&e->bytes, (__u64)(end - data));
+	__sync_fetch_and_add(&e->bytes, (__u64)(end - data) + (hw_tag ? 4 : 0));
 
 	__u32 n = e->n_actions;
 	__u32 l3 = s->l3, l4 = s->l4;
+	if (hw_tag) {
+		/* The actions work on the frame as the wire carried it: put the tag back in. A frame
+		 * redirected elsewhere leaves its metadata behind. */
+		if (bpf_xdp_adjust_head(ctx, -4))
+			return XDP_DROP;
+		__u8 *p = (void *)(long)ctx->data;
+		if ((void *)(p + 16) > (void *)(long)ctx->data_end)
+			return XDP_DROP;
+		__builtin_memmove(p, p + 4, 12);
+		*(__be16 *)(p + 12) = hw_proto;
+		p[14] = hw_tci >> 8;
+		p[15] = hw_tci;
+		s->data_tags++;
+		l3 += 4;
+		l4 += 4;
+	}
 	for (__u32 i = 0; i < MAX_ACTIONS; i++) {
 		if (i >= n)
 			break;

@@ -1,6 +1,7 @@
 """Switches under test, started and stopped by the testbed."""
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -76,6 +77,14 @@ class Edgeflow:
 
     def log(self):
         return self.log_path.read_text() if self.log_path.exists() else ""
+
+    def fastpath_totals(self):
+        """The kernel fast path's counters (hits, misses, upcalls, slow, drops, entries), as the
+        daemon logs them when it stops; None for a userspace switch or one still running."""
+        found = re.findall(r"fast path totals (.*)", self.log())
+        if not found:
+            return None
+        return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", found[-1])}
 
     @property
     def target(self):
@@ -262,3 +271,14 @@ SWITCHES = {
     "ovs-netdev": OvsNetdev,
 }
 DEFAULT_SWITCHES = ("edgeflow", "edgeflow-tc", "edgeflow-xdp", "ovs-netdev", "linux-bridge")
+
+
+def edgeflow_on(datapath, hosts, ports, **kw):
+    """An edgeflow switch with `datapath` ("user", "tc" or "xdp") on `ports`, the hosts set the
+    way that datapath needs them."""
+    kind = SWITCHES["edgeflow" if datapath in (None, "user") else f"edgeflow-{datapath}"]
+    for h in hosts:
+        if kind.host_settings:
+            h.set_offload(**kind.host_settings)
+    kw["log_name"] = f"{kw.get('log_name', 'edgeflow')}-{datapath or 'user'}"
+    return kind(ports, **kw)

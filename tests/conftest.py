@@ -41,3 +41,10 @@ def three_hosts():
         for _ in range(3):
             topo.add_host()
         yield topo
+
+
+@pytest.fixture(params=["user", "tc", "xdp"])
+def datapath(request):
+    """Runs a test once per datapath: userspace only, and with the kernel fast path at TC and XDP."""
+    return request.param
+

@@ -7,7 +7,7 @@ import pytest
 
 from testbed import netns
 from testbed.controllers import FAUCET_VENV, Faucet
-from testbed.switches import Edgeflow
+from testbed.switches import edgeflow_on
 from testbed.util import ROOT, run_dir, wait_for
 
 pytestmark = pytest.mark.skipif(not (FAUCET_VENV / "bin" / "faucet").exists(), reason="make setup installs Faucet")
@@ -30,7 +30,7 @@ def reachable(src, dst):
     return src.ping(dst.addr, count=2, interval=0.3)[0] > 0
 
 
-def test_faucet_vlans_acl_and_gauge(faucet_hosts, tmp_path):
+def test_faucet_vlans_acl_and_gauge(faucet_hosts, tmp_path, datapath):
     h = faucet_hosts.hosts
     faucet_yaml = tmp_path / "faucet.yaml"
     faucet_yaml.write_text((ROOT / "testbed" / "configs" / "faucet-two-vlans.yaml").read_text())
@@ -42,7 +42,8 @@ def test_faucet_vlans_acl_and_gauge(faucet_hosts, tmp_path):
         "watchers:\n  port_stats:\n    dps: ['sw1']\n    type: 'port_stats'\n    interval: 2\n    db: 'stats'\n"
         f"dbs:\n  stats:\n    type: 'text'\n    file: '{stats}'\n    compress: false\n")
     with Faucet(faucet_yaml) as faucet, Faucet(gauge_yaml, gauge=True) as gauge, \
-            Edgeflow(faucet_hosts.switch_ports, controllers=[faucet.target, gauge.target], extra=["--dpid", "0x1"]) as sw:
+            edgeflow_on(datapath, h, faucet_hosts.switch_ports, controllers=[faucet.target, gauge.target],
+                        extra=["--dpid", "0x1"], log_name="faucet") as sw:
         wait_for(lambda: len(sw.flows()) > 20, timeout=20, what="Faucet's pipeline")
         # Within a VLAN, untagged and tagged members reach each other.
         assert reachable(h[0], h[1])
@@ -53,6 +54,8 @@ def test_faucet_vlans_acl_and_gauge(faucet_hosts, tmp_path):
         # The ACL holds: port 4 reaches nobody, and nobody reaches it.
         assert not reachable(h[3], h[4])
         assert not reachable(h[4], h[3])
+        # Known hosts, learned flows: steady traffic, which the kernel datapaths carry themselves.
+        assert h[0].ping(h[2].addr, count=10, interval=0.05)[0] == 10
 
         flows = sw.ofctl("dump-flows")
         tables = {int(t) for t in re.findall(r"table=(\d+)", flows)}
@@ -70,3 +73,7 @@ def test_faucet_vlans_acl_and_gauge(faucet_hosts, tmp_path):
             return m and int(m[-1]) > 0
         wait_for(stats_for_port1, timeout=15, what="Gauge port stats")
         assert "Traceback" not in faucet.log() + gauge.log()
+    if datapath != "user":
+        # Known flows crossed Faucet's five tables in the kernel: the hits show it.
+        totals = sw.fastpath_totals()
+        assert totals and totals["hits"] >= 15, totals

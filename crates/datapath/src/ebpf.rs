@@ -1,7 +1,9 @@
 //! A small eBPF loader: reads the ELF objects clang builds from `bpf/`, creates their maps, loads
 //! their programs and attaches them with BPF links (XDP, TCX). Only what edgeflow's own programs
 //! use: classic map definitions in a `maps` section (no BTF), one program per section, map
-//! references as the only relocations.
+//! references and kernel-function (kfunc) calls as the only relocations. A kfunc is found by name
+//! in the running kernel's BTF; one the kernel lacks becomes `r0 = -EOPNOTSUPP`, so a program
+//! declares kfuncs it can live without as weak and checks their result.
 
 use std::collections::HashMap;
 use std::io;
@@ -38,6 +40,11 @@ pub mod xdp_flags {
 
 pub const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
 const BPF_PSEUDO_MAP_FD: u8 = 1;
+const BPF_PSEUDO_KFUNC_CALL: u8 = 2;
+/// A program for one device only: it may call that driver's kfuncs (XDP metadata such as the
+/// VLAN tag the NIC took out of the frame).
+const BPF_F_XDP_DEV_BOUND_ONLY: u32 = 1 << 6;
+const EOPNOTSUPP: i32 = 95;
 
 /// `union bpf_attr`, as bytes we fill field by field (its layout is per command).
 struct Attr([u8; 128]);
@@ -227,6 +234,11 @@ impl Program {
 pub struct Object {
     pub maps: HashMap<String, Map>,
     pub programs: HashMap<String, Program>,
+    /// Relocated instructions by program, for loading device-bound copies.
+    code: HashMap<String, (u32, Vec<u8>)>,
+    license: Vec<u8>,
+    /// Kfuncs the running kernel does not have (their calls return -EOPNOTSUPP).
+    pub missing_kfuncs: Vec<String>,
 }
 
 struct Section<'a> {
@@ -323,6 +335,7 @@ impl Object {
         let license = sections.iter().find(|s| s.name == "license").map(|s| s.data.to_vec()).unwrap_or_else(|| b"GPL\0".to_vec());
 
         let mut obj = Object::default();
+        let mut kfunc_ids: HashMap<String, Option<u32>> = HashMap::new();
         // Maps: 20-byte definitions at each symbol's offset in "maps".
         let maps_idx = sections.iter().position(|s| s.name == "maps");
         let mut map_at: HashMap<usize, String> = HashMap::new();
@@ -345,11 +358,31 @@ impl Object {
                 continue;
             }
             let mut insns = s.data.to_vec();
+            let mut kfunc_calls = Vec::new();
             for rel in sections.iter().filter(|r| r.typ == SHT_REL && r.info as usize == idx) {
                 for r in rel.data.chunks_exact(16) {
                     let offset = rd_u64(r, 0) as usize;
                     let sym = (rd_u64(r, 8) >> 32) as usize;
                     let (sname, shndx, value) = symbols.get(sym).ok_or_else(|| bad("relocation symbol out of range".into()))?;
+                    if *shndx == 0 && offset + 8 <= insns.len() && insns[offset] == 0x85 {
+                        // A call to an undefined symbol: a kernel function, by its BTF id.
+                        let id = *kfunc_ids.entry(sname.clone()).or_insert_with(|| vmlinux_func_id(sname));
+                        match id {
+                            Some(id) => {
+                                insns[offset + 1] = (insns[offset + 1] & 0x0f) | (BPF_PSEUDO_KFUNC_CALL << 4);
+                                insns[offset + 2..offset + 4].copy_from_slice(&0u16.to_le_bytes());
+                                insns[offset + 4..offset + 8].copy_from_slice(&id.to_le_bytes());
+                                kfunc_calls.push(offset);
+                            }
+                            None => {
+                                stub_call(&mut insns[offset..offset + 8]);
+                                if !obj.missing_kfuncs.contains(sname) {
+                                    obj.missing_kfuncs.push(sname.clone());
+                                }
+                            }
+                        }
+                        continue;
+                    }
                     if Some(*shndx) != maps_idx {
                         return Err(bad(format!("{}: relocation to {sname}, which is not a map", s.name)));
                     }
@@ -365,11 +398,30 @@ impl Object {
             let expected = if ptype == prog_type::XDP { attach::XDP } else { 0 };
             for (fname, _, start, size) in functions.iter().filter(|f| f.1 == idx) {
                 let code = insns.get(*start..start + size).ok_or_else(|| bad(format!("{fname}: out of its section")))?;
-                let fd = load_program(fname, ptype, code, &license, expected)?;
+                // The kernel takes XDP metadata kfuncs only from device-bound programs: the copy
+                // shared by all devices calls none, as if the kernel had none.
+                let mut shared = code.to_vec();
+                for at in kfunc_calls.iter().filter(|&&at| at >= *start && at < start + size) {
+                    stub_call(&mut shared[at - start..at - start + 8]);
+                }
+                let fd = load_program(fname, ptype, &shared, &license, expected, None)?;
                 obj.programs.insert(fname.clone(), Program { fd, name: fname.clone(), prog_type: ptype });
+                obj.code.insert(fname.clone(), (ptype, code.to_vec()));
             }
         }
+        obj.license = license;
         Ok(obj)
+    }
+
+    /// Loads another copy of an XDP program bound to one device, so that its calls to XDP
+    /// metadata kfuncs reach that device's driver (an unbound copy gets -EOPNOTSUPP from them).
+    pub fn load_dev_bound(&self, name: &str, ifindex: u32) -> io::Result<Program> {
+        let (ptype, code) = self.code.get(name).ok_or_else(|| bad(format!("no program named {name}")))?;
+        if *ptype != prog_type::XDP {
+            return Err(bad(format!("{name}: only XDP programs bind to a device")));
+        }
+        let fd = load_program(name, *ptype, code, &self.license, attach::XDP, Some(ifindex))?;
+        Ok(Program { fd, name: name.to_string(), prog_type: *ptype })
     }
 
     pub fn map(&self, name: &str) -> io::Result<&Map> {
@@ -381,9 +433,12 @@ impl Object {
     }
 }
 
-fn load_program(name: &str, ptype: u32, insns: &[u8], license: &[u8], expected_attach: u32) -> io::Result<OwnedFd> {
+fn load_program(name: &str, ptype: u32, insns: &[u8], license: &[u8], expected_attach: u32, dev_bound: Option<u32>) -> io::Result<OwnedFd> {
     let attempt = |log: &mut Vec<u8>, level: u32| {
+        let (flags, ifindex) = dev_bound.map_or((0, 0), |i| (BPF_F_XDP_DEV_BOUND_ONLY, i));
         let mut a = Attr::new()
+            .u32(44, flags)
+            .u32(64, ifindex)
             .u32(0, ptype)
             .u32(4, (insns.len() / 8) as u32)
             .u64(8, insns.as_ptr() as u64)
@@ -404,6 +459,94 @@ fn load_program(name: &str, ptype: u32, insns: &[u8], license: &[u8], expected_a
             let text = cstr(&log, 0);
             let tail: String = text.lines().rev().take(25).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
             Err(io::Error::new(first.kind(), format!("program {name}: {first}\n{tail}")))
+        }
+    }
+}
+
+/// Turns a call instruction into `r0 = -EOPNOTSUPP`: what a kfunc the kernel lacks returns.
+fn stub_call(insn: &mut [u8]) {
+    insn.copy_from_slice(&[0xb7, 0, 0, 0, 0, 0, 0, 0]);
+    insn[4..8].copy_from_slice(&(-EOPNOTSUPP).to_le_bytes());
+}
+
+/// The BTF type id of the kernel function `name` in the running kernel (vmlinux BTF).
+fn vmlinux_func_id(name: &str) -> Option<u32> {
+    let btf = std::fs::read("/sys/kernel/btf/vmlinux").ok()?;
+    btf_func_id(&btf, name)
+}
+
+/// Walks a BTF blob's type section for a FUNC named `name`; type ids count from 1.
+fn btf_func_id(btf: &[u8], name: &str) -> Option<u32> {
+    const FUNC: u32 = 12;
+    if btf.len() < 24 || rd_u16(btf, 0) != 0xeb9f {
+        return None;
+    }
+    let hdr_len = rd_u32(btf, 4) as usize;
+    let (type_off, type_len) = (rd_u32(btf, 8) as usize, rd_u32(btf, 12) as usize);
+    let (str_off, str_len) = (rd_u32(btf, 16) as usize, rd_u32(btf, 20) as usize);
+    let types = btf.get(hdr_len + type_off..hdr_len + type_off + type_len)?;
+    let strings = btf.get(hdr_len + str_off..hdr_len + str_off + str_len)?;
+    let (mut at, mut id) = (0usize, 1u32);
+    while at + 12 <= types.len() {
+        let name_off = rd_u32(types, at) as usize;
+        let info = rd_u32(types, at + 4);
+        let (kind, vlen) = ((info >> 24) & 0x1f, (info & 0xffff) as usize);
+        if kind == FUNC && name_off < strings.len() && cstr(strings, name_off) == name {
+            return Some(id);
+        }
+        // Each kind's trailing data after the 12-byte common header.
+        at += 12 + match kind {
+            1 | 14 | 17 => 4,            // INT, VAR, DECL_TAG
+            3 => 12,                     // ARRAY
+            4 | 5 | 15 | 19 => vlen * 12, // STRUCT, UNION, DATASEC, ENUM64
+            6 | 13 => vlen * 8,          // ENUM, FUNC_PROTO
+            _ => 0,
+        };
+        id += 1;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn btf_walk_finds_a_function_after_types_with_trailing_data() {
+        // Header, then: INT "int" (4 bytes extra), FUNC_PROTO with one param (8), FUNC "f".
+        let strings = b"\0int\0f\0";
+        let mut types = Vec::new();
+        for w in [1u32, 1 << 24, 4, 32] {
+            types.extend_from_slice(&w.to_le_bytes());
+        }
+        for w in [0u32, (13 << 24) | 1, 1, 0, 1] {
+            types.extend_from_slice(&w.to_le_bytes());
+        }
+        for w in [5u32, 12 << 24, 2] {
+            types.extend_from_slice(&w.to_le_bytes());
+        }
+        let mut btf = Vec::new();
+        btf.extend_from_slice(&0xeb9fu16.to_le_bytes());
+        btf.extend_from_slice(&[1, 0]);
+        for w in [24u32, 0, types.len() as u32, types.len() as u32, strings.len() as u32] {
+            btf.extend_from_slice(&w.to_le_bytes());
+        }
+        btf.extend_from_slice(&types);
+        btf.extend_from_slice(strings);
+        assert_eq!(btf_func_id(&btf, "f"), Some(3));
+        assert_eq!(btf_func_id(&btf, "g"), None);
+        assert_eq!(btf_func_id(&btf[..10], "f"), None);
+    }
+
+    #[test]
+    fn running_kernel_has_the_xdp_vlan_kfunc_if_it_is_6_8_or_newer() {
+        if std::path::Path::new("/sys/kernel/btf/vmlinux").exists() {
+            // Present since Linux 6.8; the machine this is developed on runs 6.18.
+            let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+            let mut v = release.trim().split(|c: char| !c.is_ascii_digit()).filter_map(|x| x.parse::<u32>().ok());
+            let (major, minor) = (v.next().unwrap_or(0), v.next().unwrap_or(0));
+            let found = vmlinux_func_id("bpf_xdp_metadata_rx_vlan_tag");
+            assert_eq!(found.is_some(), (major, minor) >= (6, 8), "kernel {release}");
         }
     }
 }

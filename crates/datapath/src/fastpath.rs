@@ -16,7 +16,7 @@ use pipeline::exec::{Credits, DpAction};
 use pipeline::meter::Meter;
 use tracing::{debug, info, warn};
 
-use crate::ebpf::{Link, Map, Object};
+use crate::ebpf::{Link, Map, Object, Program};
 use crate::sys;
 
 pub const MAX_MASKS: usize = 16;
@@ -231,6 +231,8 @@ pub struct FastPath {
     entries: HashMap<Vec<u8>, Installed>,
     meters: BTreeMap<u32, (u32, [u64; 4])>,
     _links: Vec<Link>,
+    /// Per-port XDP programs bound to their device (see `attach_xdp`).
+    _bound: Vec<Program>,
     /// Upcall tag (the VLAN id a missed frame carries up in TC mode) → OpenFlow port.
     pub tag_port: BTreeMap<u16, u32>,
     /// The interface misses arrive on (TC mode): the name of our end, and of its peer.
@@ -259,6 +261,7 @@ impl FastPath {
             entries: HashMap::new(),
             meters: BTreeMap::new(),
             _links: Vec::new(),
+            _bound: Vec::new(),
             tag_port: BTreeMap::new(),
             upcall: None,
             installed: 0,
@@ -275,21 +278,39 @@ impl FastPath {
             fp.set_config(CFG_UPCALL_IFINDEX, sys::ifindex(&ours)? as u64)?;
             fp.upcall = Some((ours, peer));
         }
-        let ports_map = fp.obj.map("ef_ports").map_err(obj_err)?;
         for (i, (no, name)) in ports.iter().enumerate() {
             let tag = (i + 1) as u16;
             let ifindex = sys::ifindex(name)?;
-            ports_map.update(&ifindex.to_ne_bytes(), &(((*no as u64) << 16) | tag as u64).to_ne_bytes())?;
+            fp.obj.map("ef_ports").map_err(obj_err)?.update(&ifindex.to_ne_bytes(), &(((*no as u64) << 16) | tag as u64).to_ne_bytes())?;
             fp.tag_port.insert(tag, *no);
             let link = match mode {
                 Mode::Tc => fp.obj.program("ef_tc_ingress").map_err(obj_err)?.attach_tc(ifindex, false),
-                Mode::Xdp => fp.obj.program("ef_xdp").map_err(obj_err)?.attach_xdp(ifindex),
+                Mode::Xdp => fp.attach_xdp(name, ifindex),
             }
             .map_err(|e| io::Error::new(e.kind(), format!("fast path on {name}: {e}")))?;
             fp._links.push(link);
         }
         info!(mode = ?mode, ports = ports.len(), "kernel fast path attached");
         Ok(fp)
+    }
+
+    /// XDP on one port. The program is bound to the device so that it can ask the driver for a
+    /// VLAN tag already taken out of the frame (veth does this for tags the sender's stack put in
+    /// metadata); a frame with such a tag would otherwise look untagged and match the wrong
+    /// entry. Where binding fails, the shared program runs and such frames cannot be told apart.
+    fn attach_xdp(&mut self, name: &str, ifindex: u32) -> io::Result<Link> {
+        if self.obj.missing_kfuncs.is_empty() {
+            match self.obj.load_dev_bound("ef_xdp", ifindex).and_then(|p| p.attach_xdp(ifindex).map(|l| (p, l))) {
+                Ok((prog, link)) => {
+                    self._bound.push(prog);
+                    return Ok(link);
+                }
+                Err(e) => warn!(port = name, "XDP program bound to the device failed ({e}); VLAN tags in receive metadata go unseen"),
+            }
+        } else {
+            warn!(missing = ?self.obj.missing_kfuncs, "kernel lacks XDP metadata kfuncs (Linux < 6.8): VLAN tags in receive metadata go unseen");
+        }
+        self.obj.program("ef_xdp").map_err(obj_err)?.attach_xdp(ifindex)
     }
 
     fn set_config(&self, which: u32, v: u64) -> io::Result<()> {

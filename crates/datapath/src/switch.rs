@@ -498,6 +498,10 @@ impl Switch {
                 self.expire(now);
             }
         }
+        if let Some(fast) = &self.fast {
+            let [hits, misses, upcalls, slow, drops] = fast.counters();
+            info!(hits, misses, upcalls, slow, drops, entries = fast.len(), "fast path totals");
+        }
         info!("forwarding stopped");
     }
 
