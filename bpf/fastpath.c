@@ -39,6 +39,9 @@ struct scratch {
 
 struct ef_map_def SEC("maps") ef_config = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(__u64), 4, 0 };
 struct ef_map_def SEC("maps") ef_masks = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(struct mask_slot), MAX_MASKS, 0 };
+/* The order to try mask slots in, busiest first (userspace keeps it sorted by recent hits), ended
+ * by MASK_END: most frames find their entry on the first probe. */
+struct ef_map_def SEC("maps") ef_mask_order = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(__u32), MAX_MASKS, 0 };
 struct ef_map_def SEC("maps") ef_megaflows = { BPF_MAP_TYPE_HASH, sizeof(struct mf_key), sizeof(struct entry), MAX_ENTRIES, BPF_F_NO_PREALLOC_ };
 /* ifindex -> (OpenFlow port number << 16) | upcall tag */
 struct ef_map_def SEC("maps") ef_ports = { BPF_MAP_TYPE_HASH, sizeof(__u32), sizeof(__u64), MAX_PORTS, 0 };
@@ -239,11 +242,15 @@ static __always_inline struct entry *lookup(struct scratch *s)
 	__u64 gen = config(CFG_GENERATION);
 	__u32 i;
 	for (i = 0; i < MAX_MASKS; i++) {
-		__u32 idx = i;
+		__u32 pos = i;
+		__u32 *slot = bpf_map_lookup_elem(&ef_mask_order, &pos);
+		if (!slot || *slot >= MAX_MASKS)
+			break;
+		__u32 idx = *slot;
 		struct mask_slot *m = bpf_map_lookup_elem(&ef_masks, &idx);
 		if (!m || m->generation != gen)
 			continue;
-		s->mk.mask_id = i;
+		s->mk.mask_id = idx;
 		s->mk.pad = 0;
 #pragma unroll
 		for (int w = 0; w < KEY_WORDS; w++)

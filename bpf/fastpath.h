@@ -10,6 +10,7 @@
 #define KEY_WORDS 17
 /* Lookups probe at most this many masks: a bound on per-packet work (documented in docs/fastpath.md). */
 #define MAX_MASKS 16
+#define MASK_END 0xffffffff
 #define MAX_ACTIONS 16
 #define MAX_ENTRIES 16384
 #define MAX_PORTS 256

@@ -1,5 +1,6 @@
 """Switches under test, started and stopped by the testbed."""
 
+import json
 import os
 import re
 import signal
@@ -85,6 +86,30 @@ class Edgeflow:
         if not found:
             return None
         return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", found[-1])}
+
+    def bpf_programs(self):
+        """{program name: [program ids]} of the BPF programs the daemon holds (from its fds)."""
+        found = {}
+        if not self.alive():
+            return found
+        fd_dir = f"/proc/{self.proc.pid}/fd"
+        for fd in os.listdir(fd_dir):
+            try:
+                if os.readlink(f"{fd_dir}/{fd}") != "anon_inode:bpf-prog":
+                    continue
+                info = open(f"/proc/{self.proc.pid}/fdinfo/{fd}").read()
+            except OSError:
+                continue
+            m = re.search(r"prog_id:\s+(\d+)", info)
+            if not m:
+                continue
+            show = sh("bpftool", "-j", "prog", "show", "id", m.group(1), check=False).stdout
+            try:
+                name = json.loads(show).get("name", "")
+            except ValueError:
+                continue
+            found.setdefault(name, []).append(int(m.group(1)))
+        return found
 
     @property
     def target(self):

@@ -71,3 +71,17 @@ def test_gateway_plausible(results):
     assert float(load["edgeflow"]["switch_cpu_pct"]) > 0
     for x in rows(results, "gateway_timeouts"):
         assert int(x["pings"]) > 0 and float(x["rtt_max_ms"]) >= float(x["rtt_median_ms"])
+
+
+def test_fastpath_plausible(results):
+    r = {(x["switch"], x["pipeline"]): x for x in rows(results, "fastpath")}
+    kinds = {k for k, _ in r}
+    assert kinds >= {"linux-bridge", "edgeflow", "edgeflow-tc", "edgeflow-xdp"}, kinds
+    for (kind, pipeline), x in r.items():
+        assert float(x["tcp_gbit_s"]) > 0.5, x
+        assert float(x["mpps_64"]) > 0.01, x
+        if kind in ("edgeflow-tc", "edgeflow-xdp"):
+            # The loadgen frame hit the kernel's cache: the program test run reports a hit's cost.
+            assert 0 < float(x["fastpath_prog_ns"]) < 100_000, x
+    depth = rows(results, "fastpath_depth")
+    assert {x["switch"] for x in depth} >= {"edgeflow-tc", "edgeflow-xdp"}

@@ -175,3 +175,27 @@ def test_vlan_tag_in_receive_metadata_is_not_lost(datapath):
         totals = sw.fastpath_totals()
     if datapath != "user":
         assert totals["hits"] >= 8, totals
+
+
+@pytest.mark.parametrize("datapath", ["tc", "xdp"])
+def test_kernel_hits_count_and_keep_idle_flows_alive(datapath):
+    """Frames the kernel forwards are OpenFlow traffic too: they count in the flow's statistics and
+    keep an idle timeout from expiring it; once they stop, the flow expires on time."""
+    netns.cleanup()
+    with netns.Topology("i") as topo:
+        h1, h2 = topo.add_host(), topo.add_host()
+        with edgeflow_on(datapath, topo.hosts, topo.switch_ports, log_name="idle") as sw:
+            sw.ofctl("del-flows")
+            sw.ofctl("add-flow", "priority=10,in_port=1,idle_timeout=2,actions=output:2")
+            sw.ofctl("add-flow", "priority=10,in_port=2,actions=output:1")
+            # 5 s of pings, one every 0.2 s: longer than the idle timeout, never idle for it.
+            received, sent, _ = h1.ping(h2.addr, count=25, interval=0.2, timeout=20)
+            assert received == sent == 25
+            flows = [f for f in sw.flows() if "idle_timeout=2" in f]
+            assert flows, "the flow expired although the kernel forwarded its traffic"
+            n = int(re.search(r"n_packets=(\d+)", flows[0]).group(1))
+            assert n >= 25, flows[0]
+            time.sleep(3.5)
+            assert not [f for f in sw.flows() if "idle_timeout=2" in f], "idle flow outlived its timeout"
+        totals = sw.fastpath_totals()
+    assert totals["hits"] >= 20, totals

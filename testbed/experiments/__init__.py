@@ -4,7 +4,7 @@ Each experiment module has `run(out, quick, switches)`, which writes `<name>.md`
 `<name>.png` under `out` and returns its tables.
 """
 
-from . import framerate, gateway, latency, zodiac, zynq
+from . import fastpath, framerate, gateway, latency, zodiac, zynq
 
 EXPERIMENTS = {
     "zodiac": zodiac,
@@ -12,4 +12,5 @@ EXPERIMENTS = {
     "framerate": framerate,
     "latency": latency,
     "gateway": gateway,
+    "fastpath": fastpath,
 }

@@ -136,7 +136,7 @@ def machine():
     """A line describing the machine results were measured on."""
     cpu = ""
     try:
-        for line in open("/proc/cpuinfo"):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
                 break
@@ -144,7 +144,7 @@ def machine():
         pass
     mem = ""
     try:
-        kb = int(open("/proc/meminfo").readline().split()[1])
+        kb = int(Path("/proc/meminfo").read_text().split()[1])
         mem = f"{kb / 1024 / 1024:.0f} GiB"
     except (OSError, ValueError, IndexError):
         pass

@@ -20,6 +20,7 @@ use crate::ebpf::{Link, Map, Object, Program};
 use crate::sys;
 
 pub const MAX_MASKS: usize = 16;
+const MASK_END: u32 = u32::MAX;
 pub const MAX_ACTIONS: usize = 16;
 const ACTION_BYTES: usize = 16;
 const ENTRY_BYTES: usize = 32 + MAX_ACTIONS * ACTION_BYTES;
@@ -228,6 +229,10 @@ pub struct FastPath {
     obj: Object,
     generation: u64,
     masks: Vec<Option<FlowKey>>,
+    /// Recent hits per mask slot (halved at every harvest), and the order the kernel tries the
+    /// slots in, as last written to `ef_mask_order`.
+    mask_hits: [u64; MAX_MASKS],
+    mask_order: Vec<u32>,
     entries: HashMap<Vec<u8>, Installed>,
     meters: BTreeMap<u32, (u32, [u64; 4])>,
     _links: Vec<Link>,
@@ -258,6 +263,8 @@ impl FastPath {
             obj,
             generation: 1,
             masks: vec![None; MAX_MASKS],
+            mask_hits: [0; MAX_MASKS],
+            mask_order: Vec::new(),
             entries: HashMap::new(),
             meters: BTreeMap::new(),
             _links: Vec::new(),
@@ -268,6 +275,9 @@ impl FastPath {
             refused: 0,
         };
         fp.set_config(CFG_GENERATION, fp.generation)?;
+        for pos in 0..MAX_MASKS as u32 {
+            fp.obj.map("ef_mask_order").map_err(obj_err)?.update(&pos.to_ne_bytes(), &MASK_END.to_ne_bytes())?;
+        }
         if mode == Mode::Tc {
             let ours = format!("ef-up{}", std::process::id() % 10_000_000);
             let peer = format!("{ours}p");
@@ -347,6 +357,10 @@ impl FastPath {
                         return false;
                     }
                     self.masks[i] = Some(*mask);
+                    // A new mask goes last until its hits earn it a better place.
+                    let mut order = self.mask_order.clone();
+                    order.push(i as u32);
+                    self.write_mask_order(order);
                     i
                 }
                 None => {
@@ -417,6 +431,10 @@ impl FastPath {
                     inst.packets = packets;
                     inst.bytes = bytes;
                     if dp > 0 {
+                        let slot = u32::from_ne_bytes(k[0..4].try_into().unwrap()) as usize;
+                        if slot < MAX_MASKS {
+                            self.mask_hits[slot] += dp;
+                        }
                         h.flows.push((inst.credits.clone(), dp, db));
                         let rx = h.ports.entry(inst.in_port).or_default();
                         rx.rx_packets += dp;
@@ -434,6 +452,7 @@ impl FastPath {
         for k in gone {
             self.entries.remove(&k);
         }
+        self.rank_masks();
         if let Ok(meters) = self.obj.map("ef_meters") {
             for (id, (slot, seen)) in self.meters.iter_mut() {
                 if let Ok(Some(v)) = meters.lookup(&slot.to_ne_bytes()) {
@@ -449,6 +468,38 @@ impl FastPath {
         h
     }
 
+    /// Sorts the live masks by recent hits, busiest first, so that most lookups need one probe
+    /// (the kernel tries them in this order); then halves the counts, so the order follows
+    /// today's traffic rather than yesterday's.
+    fn rank_masks(&mut self) {
+        let mut order: Vec<u32> = self.mask_order.iter().copied().filter(|&s| self.masks[s as usize].is_some()).collect();
+        order.sort_by_key(|&s| std::cmp::Reverse(self.mask_hits[s as usize]));
+        if order != self.mask_order {
+            self.write_mask_order(order);
+        }
+        for h in self.mask_hits.iter_mut() {
+            *h /= 2;
+        }
+    }
+
+    /// Writes a new probe order. The kernel may read it half-written: a slot missing for a moment
+    /// only turns hits into misses, which userspace handles; nothing can match wrongly, since an
+    /// entry is keyed by its own mask slot.
+    fn write_mask_order(&mut self, order: Vec<u32>) {
+        if let Ok(map) = self.obj.map("ef_mask_order") {
+            let old_len = self.mask_order.len();
+            for pos in 0..order.len().max(old_len).min(MAX_MASKS) {
+                let slot = order.get(pos).copied().unwrap_or(MASK_END);
+                if self.mask_order.get(pos) != Some(&slot) {
+                    if let Err(e) = map.update(&(pos as u32).to_ne_bytes(), &slot.to_ne_bytes()) {
+                        warn!("fast path mask order: {e}");
+                    }
+                }
+            }
+        }
+        self.mask_order = order;
+    }
+
     /// Forgets every entry (the pipeline changed). The caller harvests first.
     pub fn flush(&mut self) {
         self.generation += 1;
@@ -456,6 +507,10 @@ impl FastPath {
             warn!("fast path flush failed: {e}");
         }
         self.masks = vec![None; MAX_MASKS];
+        self.mask_hits = [0; MAX_MASKS];
+        // Stale slots in the order are harmless (the kernel checks each mask's generation); they
+        // are dropped as new masks take slots.
+        self.write_mask_order(Vec::new());
         // Dead entries are unreachable at once; their map slots are freed by `sweep`.
         for inst in self.entries.values_mut() {
             inst.generation = 0;

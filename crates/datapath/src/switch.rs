@@ -500,7 +500,7 @@ impl Switch {
         }
         if let Some(fast) = &self.fast {
             let [hits, misses, upcalls, slow, drops] = fast.counters();
-            info!(hits, misses, upcalls, slow, drops, entries = fast.len(), "fast path totals");
+            info!(hits, misses, upcalls, slow, drops, entries = fast.len(), installed = fast.installed, refused = fast.refused, "fast path totals");
         }
         info!("forwarding stopped");
     }
