@@ -142,7 +142,7 @@ pub struct AfPacketRx {
     truncated: u64,
 }
 
-/// Transmit half: the TX ring, and the receive socket (duplicated) for `sendmsg` of large frames.
+/// Transmit half: the TX ring, and a socket of its own for `sendmsg` of frames too large for it.
 pub struct AfPacketTx {
     fd: OwnedFd,
     big_fd: OwnedFd,
@@ -229,9 +229,16 @@ pub fn open(name: &str, cfg: RingConfig) -> io::Result<(AfPacketRx, AfPacketTx)>
     };
     rx.base = map(rfd, rx.len)?;
     tx.base = map(tx_fd.as_raw_fd(), tx.len)?;
+    // Frames too large for a ring slot (GSO super-frames) are sent with sendmsg, which a socket
+    // with a TX ring cannot do; a third socket, listening to nothing, sends them. (Borrowing the
+    // receive socket would keep it open, tapping every frame, after the receive half is dropped,
+    // as the TC fast path does.)
+    let big_fd = packet_socket(0)?;
+    setsockopt(big_fd.as_raw_fd(), libc::SOL_PACKET, libc::PACKET_VNET_HDR, &1i32)?;
+    let _ = setsockopt(big_fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, &(8 << 20i32));
     bind(rfd, index, eth_p_all)?;
     bind(tx_fd.as_raw_fd(), index, 0)?;
-    let big_fd = rx_fd.try_clone()?;
+    bind(big_fd.as_raw_fd(), index, 0)?;
     Ok((
         AfPacketRx { fd: rx_fd, ring: rx, big: vec![0; MAX_FRAME + vnet::LEN], truncated: 0 },
         AfPacketTx { fd: tx_fd, big_fd, ring: tx, pending: false },
