@@ -43,8 +43,10 @@ struct ef_map_def SEC("maps") ef_masks = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), si
  * by MASK_END: most frames find their entry on the first probe. */
 struct ef_map_def SEC("maps") ef_mask_order = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(__u32), MAX_MASKS, 0 };
 struct ef_map_def SEC("maps") ef_megaflows = { BPF_MAP_TYPE_HASH, sizeof(struct mf_key), sizeof(struct entry), MAX_ENTRIES, BPF_F_NO_PREALLOC_ };
-/* ifindex -> (OpenFlow port number << 16) | upcall tag */
+/* ifindex -> (OpenFlow port number << 16) | upcall tag: every port in ef_ports, and in
+ * ef_port_slots[ifindex % PORT_SLOTS] unless another port took that slot first. */
 struct ef_map_def SEC("maps") ef_ports = { BPF_MAP_TYPE_HASH, sizeof(__u32), sizeof(__u64), MAX_PORTS, 0 };
+struct ef_map_def SEC("maps") ef_port_slots = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(struct port_slot), PORT_SLOTS, 0 };
 struct ef_map_def SEC("maps") ef_meters = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(struct meter), MAX_METERS, 0 };
 struct ef_map_def SEC("maps") ef_scratch = { BPF_MAP_TYPE_PERCPU_ARRAY, sizeof(__u32), sizeof(struct scratch), 1, 0 };
 struct ef_map_def SEC("maps") ef_counters = { BPF_MAP_TYPE_PERCPU_ARRAY, sizeof(__u32), sizeof(__u64), CNT_MAX, 0 };
@@ -60,6 +62,52 @@ static __always_inline __u64 config(__u32 which)
 {
 	__u64 *v = bpf_map_lookup_elem(&ef_config, &which);
 	return v ? *v : 0;
+}
+
+/* The port's info word, or 0 when the interface is not a switch port. */
+static __always_inline __u64 port_info(__u32 ifindex)
+{
+	__u32 at = ifindex % PORT_SLOTS;
+	struct port_slot *ps = bpf_map_lookup_elem(&ef_port_slots, &at);
+	if (ps && ps->ifindex == ifindex)
+		return ps->info;
+	__u64 *info = bpf_map_lookup_elem(&ef_ports, &ifindex);
+	return info ? *info : 0;
+}
+
+/* Copies the first bytes of the frame (at most PARSE_BYTES - 1) from the packet into s->buf, a
+ * word at a time: cheaper than a load-bytes helper call. The caller takes the length from the
+ * packet, not from here: a count known exactly on each of the verifier's paths would multiply
+ * the paths it walks through the parser. */
+static __always_inline void copy_head(struct scratch *s, const __u8 *data, const __u8 *end)
+{
+	__u32 n = 0;
+	int i;
+#pragma unroll
+	for (i = 0; i < PARSE_BYTES / 8 - 1; i++) {
+		if (data + (i + 1) * 8 > end)
+			break;
+		((__u64 *)s->buf)[i] = ((const __u64 *)data)[i];
+		n += 8;
+	}
+	/* Then the last few bytes one by one (n stays below PARSE_BYTES - 1). */
+#define COPY_TAIL_BYTE()                                                       \
+	if (n < PARSE_BYTES - 1 && data + n + 1 <= end) {                      \
+		s->buf[n & (PARSE_BYTES - 1)] = data[n];                       \
+		n++;                                                           \
+	}
+	COPY_TAIL_BYTE() COPY_TAIL_BYTE() COPY_TAIL_BYTE() COPY_TAIL_BYTE()
+	COPY_TAIL_BYTE() COPY_TAIL_BYTE() COPY_TAIL_BYTE()
+#undef COPY_TAIL_BYTE
+}
+
+/* The frame's length as far as the parser reads it: at most PARSE_BYTES - 1, in a form the
+ * verifier can bound. */
+static __always_inline __u32 head_len(__u32 len)
+{
+	if (len > PARSE_BYTES - 1)
+		len = PARSE_BYTES - 1;
+	return len & (PARSE_BYTES - 1);
 }
 
 static __always_inline __u8 *kb(struct scratch *s)
@@ -250,13 +298,27 @@ static __always_inline struct entry *lookup(struct scratch *s)
 		struct mask_slot *m = bpf_map_lookup_elem(&ef_masks, &idx);
 		if (!m || m->generation != gen)
 			continue;
+		__u32 words = m->words;
+		__u64 h = 0;
+#pragma unroll
+		for (int w = 0; w < KEY_WORDS; w++) {
+			if (words & (1U << w)) {
+				h = (h ^ (s->key.w[w] & m->m.w[w])) * HASH_MUL;
+				h ^= h >> 32;
+			}
+		}
 		s->mk.mask_id = idx;
 		s->mk.pad = 0;
+		s->mk.hash = h;
+		struct entry *e = bpf_map_lookup_elem(&ef_megaflows, &s->mk);
+		if (!e || e->generation != gen)
+			continue;
+		/* Words the mask drops are zero on both sides. */
+		__u64 diff = 0;
 #pragma unroll
 		for (int w = 0; w < KEY_WORDS; w++)
-			s->mk.k.w[w] = s->key.w[w] & m->m.w[w];
-		struct entry *e = bpf_map_lookup_elem(&ef_megaflows, &s->mk);
-		if (e && e->generation == gen)
+			diff |= (s->key.w[w] & m->m.w[w]) ^ e->key.w[w];
+		if (!diff)
 			return e;
 	}
 	return 0;
@@ -331,20 +393,19 @@ static __always_inline int upcall(struct __sk_buff *skb, __u64 port_info)
 SEC("tc")
 int ef_tc_ingress(struct __sk_buff *skb)
 {
-	__u32 zero = 0, ifindex = skb->ingress_ifindex;
+	__u32 zero = 0;
 	struct scratch *s = bpf_map_lookup_elem(&ef_scratch, &zero);
-	__u64 *port_info = bpf_map_lookup_elem(&ef_ports, &ifindex);
-	if (!s || !port_info)
+	__u64 pi = port_info(skb->ingress_ifindex);
+	if (!s || !pi)
 		return TC_ACT_OK;
-	__u64 pi = *port_info;
-	/* At most PARSE_BYTES - 1, in a form the verifier can bound. */
-	__u32 len = skb->len;
-	if (len > PARSE_BYTES - 1)
-		len = PARSE_BYTES - 1;
-	len &= PARSE_BYTES - 1;
+	__u32 len = head_len(skb->len);
 	if (len < 14)
 		return upcall(skb, pi);
-	if (bpf_skb_load_bytes(skb, 0, s->buf, len) < 0)
+	/* Headers are nearly always in the linear part; read them in place when they are. */
+	const __u8 *data = (const __u8 *)(long)skb->data, *data_end = (const __u8 *)(long)skb->data_end;
+	if (data + len <= data_end)
+		copy_head(s, data, data_end);
+	else if (bpf_skb_load_bytes(skb, 0, s->buf, len) < 0)
 		return upcall(skb, pi);
 	s->len = len;
 	if (parse(s, pi >> 16, skb->vlan_present, skb->vlan_tci) < 0)
@@ -529,24 +590,22 @@ static __always_inline void csum_fix(__u16 *csum, __u32 old, __u32 new)
 SEC("xdp")
 int ef_xdp(struct xdp_md *ctx)
 {
-	__u32 zero = 0, ifindex = ctx->ingress_ifindex;
+	__u32 zero = 0;
 	struct scratch *s = bpf_map_lookup_elem(&ef_scratch, &zero);
-	__u64 *port_info = bpf_map_lookup_elem(&ef_ports, &ifindex);
-	if (!s || !port_info)
+	__u64 pi = port_info(ctx->ingress_ifindex);
+	if (!s || !pi)
 		return XDP_PASS;
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
-	__u32 len = end - data;
-	if (len > PARSE_BYTES - 1)
-		len = PARSE_BYTES - 1;
-	len &= PARSE_BYTES - 1;
-	if (len < 14 || bpf_xdp_load_bytes(ctx, 0, s->buf, len) < 0)
+	__u32 len = head_len(end - data);
+	if (len < 14)
 		return XDP_PASS;
+	copy_head(s, data, end);
 	s->len = len;
 	__be16 hw_proto = 0;
 	__u16 hw_tci = 0;
 	int hw_tag = bpf_xdp_metadata_rx_vlan_tag(ctx, &hw_proto, &hw_tci) == 0;
-	if (parse(s, *port_info >> 16, hw_tag, hw_tci) < 0) {
+	if (parse(s, pi >> 16, hw_tag, hw_tci) < 0) {
 		count(CNT_UPCALL);
 		return XDP_PASS;
 	}

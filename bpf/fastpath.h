@@ -14,6 +14,9 @@
 #define MAX_ACTIONS 16
 #define MAX_ENTRIES 16384
 #define MAX_PORTS 256
+/* Ports are found by ifindex in a direct-mapped array first (no helper call: on CPUs whose kernel
+ * guards every return, each call costs tens of ns), in ef_ports only when two ports collide. */
+#define PORT_SLOTS 1024
 #define MAX_METERS 1024
 /* Headers are parsed from a copy of the first bytes of the frame. */
 #define PARSE_BYTES 128
@@ -46,19 +49,37 @@
 #define K_IPV6_SRC 88
 #define K_IPV6_DST 104
 
+struct port_slot {
+	__u32 ifindex;
+	__u32 pad;
+	__u64 info;	/* (OpenFlow port number << 16) | upcall tag */
+};
+
 struct flow_key {
 	__u64 w[KEY_WORDS];
 };
 
+/* A megaflow is found by its mask's slot and a 64-bit hash of the frame's key under that mask, not
+ * by the 136-byte masked key itself: the kernel's hash table then hashes and compares 16 bytes
+ * instead of 144, which was most of a hit's cost. The entry holds the masked key, and a hit is
+ * confirmed by comparing the words the mask keeps; userspace never installs two keys with one hash
+ * under one mask (the second stays in userspace), so a confirmed hit is the only possible one. */
 struct mf_key {
 	__u32 mask_id;
 	__u32 pad;
-	struct flow_key k;
+	__u64 hash;
 };
 
-/* A mask is live while its generation is the current one. */
+/* The multiplier of the key hash (crates/datapath/src/fastpath.rs `key_hash` computes the same):
+ * for each word the mask keeps, in order, h = (h ^ word) * HASH_MUL, then h ^= h >> 32. */
+#define HASH_MUL 0x9e3779b97f4a7c15ULL
+
+/* A mask is live while its generation is the current one. `words` has bit w set when word w of
+ * the mask is not zero: only those are hashed and compared. */
 struct mask_slot {
 	__u64 generation;
+	__u32 words;
+	__u32 pad;
 	struct flow_key m;
 };
 
@@ -96,6 +117,7 @@ struct entry {
 	__u64 bytes;
 	__u32 n_actions;
 	__u32 flags;
+	struct flow_key key;	/* the masked key this entry is for */
 	struct action act[MAX_ACTIONS];
 };
 

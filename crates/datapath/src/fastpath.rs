@@ -23,10 +23,18 @@ pub const MAX_MASKS: usize = 16;
 const MASK_END: u32 = u32::MAX;
 pub const MAX_ACTIONS: usize = 16;
 const ACTION_BYTES: usize = 16;
-const ENTRY_BYTES: usize = 32 + MAX_ACTIONS * ACTION_BYTES;
-const MF_KEY_BYTES: usize = 8 + KEY_BYTES;
+/// `struct entry`: generation, packets, bytes, n_actions, flags, the masked key, the actions.
+const ENTRY_KEY_AT: usize = 32;
+const ENTRY_ACTIONS_AT: usize = ENTRY_KEY_AT + KEY_BYTES;
+const ENTRY_BYTES: usize = ENTRY_ACTIONS_AT + MAX_ACTIONS * ACTION_BYTES;
+/// `struct mf_key`: mask slot, padding, key hash.
+const MF_KEY_BYTES: usize = 16;
+/// `HASH_MUL` in `bpf/fastpath.h`.
+const HASH_MUL: u64 = 0x9e37_79b9_7f4a_7c15;
 const METER_BYTES: usize = 9 * 8;
 pub const MAX_METERS: u32 = 1024;
+/// `PORT_SLOTS` in `bpf/fastpath.h`: the direct-mapped ifindex → port array.
+const PORT_SLOTS: u32 = 1024;
 
 mod op {
     pub const OUTPUT: u8 = 1;
@@ -197,6 +205,8 @@ pub fn encode(actions: &[DpAction], cx: &mut EncodeContext<'_>) -> Option<Vec<Bp
 }
 
 struct Installed {
+    /// The masked key: two keys with one hash under one mask cannot both be in the kernel.
+    key: FlowKey,
     credits: Credits,
     in_port: u32,
     outputs: Vec<u32>,
@@ -288,10 +298,19 @@ impl FastPath {
             fp.set_config(CFG_UPCALL_IFINDEX, sys::ifindex(&ours)? as u64)?;
             fp.upcall = Some((ours, peer));
         }
+        let mut slots_taken = std::collections::BTreeSet::new();
         for (i, (no, name)) in ports.iter().enumerate() {
             let tag = (i + 1) as u16;
             let ifindex = sys::ifindex(name)?;
-            fp.obj.map("ef_ports").map_err(obj_err)?.update(&ifindex.to_ne_bytes(), &(((*no as u64) << 16) | tag as u64).to_ne_bytes())?;
+            let info = ((*no as u64) << 16) | tag as u64;
+            fp.obj.map("ef_ports").map_err(obj_err)?.update(&ifindex.to_ne_bytes(), &info.to_ne_bytes())?;
+            let at = ifindex % PORT_SLOTS;
+            if slots_taken.insert(at) {
+                let mut v = [0u8; 16];
+                v[0..4].copy_from_slice(&ifindex.to_ne_bytes());
+                v[8..16].copy_from_slice(&info.to_ne_bytes());
+                fp.obj.map("ef_port_slots").map_err(obj_err)?.update(&at.to_ne_bytes(), &v)?;
+            }
             fp.tag_port.insert(tag, *no);
             let link = match mode {
                 Mode::Tc => fp.obj.program("ef_tc_ingress").map_err(obj_err)?.attach_tc(ifindex, false),
@@ -349,8 +368,10 @@ impl FastPath {
             Some(i) => i,
             None => match self.masks.iter().position(Option::is_none) {
                 Some(i) => {
-                    let mut v = Vec::with_capacity(8 + KEY_BYTES);
+                    let mut v = Vec::with_capacity(16 + KEY_BYTES);
                     v.extend_from_slice(&self.generation.to_ne_bytes());
+                    v.extend_from_slice(&live_words(mask).to_ne_bytes());
+                    v.extend_from_slice(&[0; 4]);
                     v.extend_from_slice(&mask.0);
                     if let Err(e) = self.obj.map("ef_masks").unwrap().update(&(i as u32).to_ne_bytes(), &v) {
                         warn!("fast path mask: {e}");
@@ -370,15 +391,25 @@ impl FastPath {
                 }
             },
         };
+        let masked = key.masked(mask);
         let mut k = Vec::with_capacity(MF_KEY_BYTES);
         k.extend_from_slice(&(slot as u32).to_ne_bytes());
         k.extend_from_slice(&[0; 4]);
-        k.extend_from_slice(&key.masked(mask).0);
+        k.extend_from_slice(&key_hash(&masked, live_words(mask)).to_ne_bytes());
+        if let Some(other) = self.entries.get(&k) {
+            if other.generation == self.generation && other.key != masked {
+                debug!("fast path: two keys with one hash under mask {slot}; the second stays in userspace");
+                self.refused += 1;
+                return false;
+            }
+        }
         let mut v = vec![0u8; ENTRY_BYTES];
         v[0..8].copy_from_slice(&self.generation.to_ne_bytes());
         v[24..28].copy_from_slice(&(encoded.len() as u32).to_ne_bytes());
+        v[ENTRY_KEY_AT..ENTRY_ACTIONS_AT].copy_from_slice(&masked.0);
         for (i, a) in encoded.iter().enumerate() {
-            v[32 + i * ACTION_BYTES..32 + (i + 1) * ACTION_BYTES].copy_from_slice(&a.bytes());
+            let at = ENTRY_ACTIONS_AT + i * ACTION_BYTES;
+            v[at..at + ACTION_BYTES].copy_from_slice(&a.bytes());
         }
         if let Err(e) = self.megaflows().update(&k, &v) {
             debug!("fast path entry: {e}");
@@ -389,6 +420,7 @@ impl FastPath {
         self.entries.insert(
             k,
             Installed {
+                key: masked,
                 credits: credits.clone(),
                 in_port: key.in_port(),
                 outputs,
@@ -566,6 +598,24 @@ impl Drop for FastPath {
     }
 }
 
+/// Bit w is set when word w of `mask` keeps any bit: the words the kernel hashes and compares.
+fn live_words(mask: &FlowKey) -> u32 {
+    mask.0.chunks_exact(8).enumerate().filter(|(_, w)| w.iter().any(|&b| b != 0)).fold(0, |acc, (i, _)| acc | 1 << i)
+}
+
+/// The hash the kernel computes of a frame's key under a mask (`lookup` in `bpf/fastpath.c`): the
+/// words the mask keeps, as the CPU reads them from the key's bytes, folded in order.
+fn key_hash(masked: &FlowKey, words: u32) -> u64 {
+    let mut h = 0u64;
+    for (i, w) in masked.0.chunks_exact(8).enumerate() {
+        if words & (1 << i) != 0 {
+            h = (h ^ u64::from_ne_bytes(w.try_into().unwrap())).wrapping_mul(HASH_MUL);
+            h ^= h >> 32;
+        }
+    }
+    h
+}
+
 /// Ports an action list sends to (for port counters of fast-path traffic).
 fn actions_outputs(actions: &[DpAction]) -> Vec<u32> {
     let mut out = Vec::new();
@@ -595,6 +645,28 @@ mod tests {
         // An output between keeps them: the tagged copy must leave tagged.
         let b = vec![DpAction::PushVlan(0x8100), DpAction::Output(3), DpAction::PopVlan, DpAction::Output(2)];
         assert_eq!(simplify(&b), b);
+    }
+
+    #[test]
+    fn key_hash_covers_exactly_the_words_a_mask_keeps() {
+        let mut mask = FlowKey::default();
+        mask.0[0..4].fill(0xff); // in_port: word 0
+        mask.0[48..52].fill(0xff); // ipv4_dst: word 6
+        assert_eq!(live_words(&mask), 1 << 0 | 1 << 6);
+        let mut a = FlowKey::default();
+        a.0[3] = 1;
+        a.0[51] = 9;
+        let mut b = a;
+        b.0[100] = 7; // a byte the mask does not keep
+        assert_eq!(key_hash(&a.masked(&mask), live_words(&mask)), key_hash(&b.masked(&mask), live_words(&mask)));
+        let mut c = a;
+        c.0[51] = 10;
+        assert_ne!(key_hash(&a.masked(&mask), live_words(&mask)), key_hash(&c.masked(&mask), live_words(&mask)));
+        // Word order matters: the same value in another kept word hashes differently.
+        let mut d = FlowKey::default();
+        d.0[51] = 1;
+        d.0[3] = 9;
+        assert_ne!(key_hash(&a.masked(&mask), live_words(&mask)), key_hash(&d.masked(&mask), live_words(&mask)));
     }
 
     #[test]
