@@ -36,7 +36,15 @@ def configs(switches, quick):
 
 
 def median(xs):
+    xs = [x for x in xs if x]
     return statistics.median(xs) if xs else 0.0
+
+
+def paired_ratio(xs, refs):
+    """Median over repetitions of x / ref, each x against the reference measured in the same
+    repetition (a minute apart at most): the machine's slow and fast minutes cancel out, which
+    they do not between medians taken separately."""
+    return median([x / r for x, r in zip(xs, refs) if x and r]) or None
 
 
 def wire_rate(seconds, reps):
@@ -116,6 +124,7 @@ def run(out, quick=False, switches=KINDS):
                     try:
                         tcp[(kind, app)].append(iperf3_tcp(h1, h2, seconds=tcp_seconds, pin=True))
                     except RuntimeError as e:
+                        tcp[(kind, app)].append(None)  # keeps every list indexed by repetition
                         progress(f"  TCP failed: {e}")
                     h2.ping(h1.addr, count=1)
                     _, got = loadgen.run(h1, h2, size=64, rate=0, duration=frame_seconds, send_engine="xdp")
@@ -138,9 +147,10 @@ def run(out, quick=False, switches=KINDS):
                         "own timing of the fast-path program for one hit (BPF_PROG_TEST_RUN against the live maps; the "
                         "fastest batch of 100 000 over all runs, since the machine's noise only ever adds): "
                         "the part of the cost the pipeline could change. iperf3 runs pinned to a core each "
-                        "(-A); run-to-run variation of TCP here is about ±10%: the CSV keeps every run."))
+                        "(-A). Run-to-run variation here is ±10–15% for TCP and frame rate alike, mostly the "
+                        "machine's: the _vs_bridge columns are medians of ratios to the bridge's run of the same "
+                        "repetition, not ratios of the medians. The CSV keeps every run."))
     bridge = ("linux-bridge", "none")
-    base_tcp = median(tcp.get(bridge, []))
     base_core = None
     rows = []
     for kind, app in runs:
@@ -152,31 +162,39 @@ def run(out, quick=False, switches=KINDS):
         rows.append(dict(switch=kind, pipeline=PIPELINES.get(app, "(learning bridge)"), tcp_gbit_s=t / 1e9,
                          mpps_64=f / 1e6, switch_ns_per_frame=ns, core_mpps=core,
                          fastpath_prog_ns=min(prog[(kind, app)], default=None),
-                         tcp_runs_gbit_s=" ".join(f"{x / 1e9:.2f}" for x in tcp[(kind, app)]),
+                         tcp_runs_gbit_s=" ".join(f"{(x or 0) / 1e9:.2f}" for x in tcp[(kind, app)]),
                          mpps_64_runs=" ".join(f"{x / 1e6:.3f}" for x in fps[(kind, app)]),
                          prog_ns_runs=" ".join(str(x) for x in prog[(kind, app)]), _app=app))
-    base_fps = median(fps.get(bridge, []))
     for r in rows:
-        r["tcp_vs_bridge"] = r["tcp_gbit_s"] * 1e9 / base_tcp if base_tcp else None
-        r["mpps_64_vs_bridge"] = r["mpps_64"] * 1e6 / base_fps if base_fps else None
+        key = (r["switch"], r["_app"])
+        r["tcp_vs_bridge"] = paired_ratio(tcp[key], tcp.get(bridge, []))
+        r["mpps_64_vs_bridge"] = paired_ratio(fps[key], fps.get(bridge, []))
         r["core_mpps_vs_bridge"] = r["core_mpps"] / base_core if base_core and r["core_mpps"] else None
         table.add(**{k: v for k, v in r.items() if not k.startswith("_")})
 
     depth = Table("fastpath_depth", "How much pipeline depth moves each datapath",
                   ["switch", "tcp_spread_pct", "mpps_64_spread_pct", "fastpath_prog_ns_spread_pct", "pipelines"],
-                  note=("Spread = (largest − smallest) / largest of the medians above, across the pipelines each "
-                        "switch ran. A megaflow cache holds the pipeline's result, not its tables: the kernel "
-                        "datapaths should not care how deep the pipeline is; the userspace pipeline walks every "
-                        "table for every packet it does not have cached."))
+                  note=("Each pipeline's runs against the one-table pipeline's runs of the same repetition (median "
+                        "of the paired ratios, as the _vs_bridge columns above), then spread = (largest − smallest) / "
+                        "largest of those ratios and 1; for the program's own cost, of the fastest timings. A "
+                        "megaflow cache holds the pipeline's result, not its tables: the kernel datapaths should not "
+                        "care how deep the pipeline is; the userspace pipeline walks every table for every packet it "
+                        "does not have cached."))
     for kind in KINDS:
         mine = [r for r in rows if r["switch"] == kind and r["_app"] != "none"]
         if len(mine) < 2:
             continue
-        def spread(key):
-            vals = [r[key] for r in mine if r[key]]
-            return 100.0 * (max(vals) - min(vals)) / max(vals) if vals else None
-        depth.add(switch=kind, tcp_spread_pct=spread("tcp_gbit_s"), mpps_64_spread_pct=spread("mpps_64"),
-                  fastpath_prog_ns_spread_pct=spread("fastpath_prog_ns"), pipelines=", ".join(r["pipeline"] for r in mine))
+        first = (kind, mine[0]["_app"])
+
+        def spread(ratios):
+            vals = [x for x in ratios if x]
+            return 100.0 * (max(vals) - min(vals)) / max(vals) if len(vals) > 1 else None
+
+        depth.add(switch=kind,
+                  tcp_spread_pct=spread([paired_ratio(tcp[(kind, r["_app"])], tcp[first]) for r in mine]),
+                  mpps_64_spread_pct=spread([paired_ratio(fps[(kind, r["_app"])], fps[first]) for r in mine]),
+                  fastpath_prog_ns_spread_pct=spread([r["fastpath_prog_ns"] for r in mine]),
+                  pipelines=", ".join(r["pipeline"] for r in mine))
     table.write(out)
     depth.write(out)
 
