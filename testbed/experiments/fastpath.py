@@ -36,13 +36,7 @@ def configs(switches, quick):
 
 
 def median(xs):
-    xs = [x for x in xs if x]
     return statistics.median(xs) if xs else 0.0
-
-
-def ratio(xs, refs):
-    a, b = median(xs), median(refs)
-    return a / b if a and b else None
 
 
 def wire_rate(seconds, reps):
@@ -125,7 +119,6 @@ def run(out, quick=False, switches=KINDS):
                     try:
                         tcp[(kind, app)].append(iperf3_tcp(h1, h2, seconds=tcp_seconds, pin=True))
                     except RuntimeError as e:
-                        tcp[(kind, app)].append(None)  # keeps every list indexed by repetition
                         progress(f"  TCP failed: {e}")
                     h2.ping(h1.addr, count=1)
                     for _ in range(frame_samples):
@@ -153,6 +146,7 @@ def run(out, quick=False, switches=KINDS):
                         f"{reps * frame_samples} one-second samples ({frame_samples} per run). The CSV keeps every "
                         "run and sample."))
     bridge = ("linux-bridge", "none")
+    base_tcp = median(tcp.get(bridge, []))
     base_core = None
     rows = []
     for kind, app in runs:
@@ -164,38 +158,33 @@ def run(out, quick=False, switches=KINDS):
         rows.append(dict(switch=kind, pipeline=PIPELINES.get(app, "(learning bridge)"), tcp_gbit_s=t / 1e9,
                          mpps_64=f / 1e6, switch_ns_per_frame=ns, core_mpps=core,
                          fastpath_prog_ns=min(prog[(kind, app)], default=None),
-                         tcp_runs_gbit_s=" ".join(f"{(x or 0) / 1e9:.2f}" for x in tcp[(kind, app)]),
+                         tcp_runs_gbit_s=" ".join(f"{x / 1e9:.2f}" for x in tcp[(kind, app)]),
                          mpps_64_runs=" ".join(f"{x / 1e6:.3f}" for x in fps[(kind, app)]),
                          prog_ns_runs=" ".join(str(x) for x in prog[(kind, app)]), _app=app))
+    base_fps = median(fps.get(bridge, []))
     for r in rows:
-        key = (r["switch"], r["_app"])
-        r["tcp_vs_bridge"] = ratio(tcp[key], tcp.get(bridge, []))
-        r["mpps_64_vs_bridge"] = ratio(fps[key], fps.get(bridge, []))
+        r["tcp_vs_bridge"] = r["tcp_gbit_s"] * 1e9 / base_tcp if base_tcp else None
+        r["mpps_64_vs_bridge"] = r["mpps_64"] * 1e6 / base_fps if base_fps else None
         r["core_mpps_vs_bridge"] = r["core_mpps"] / base_core if base_core and r["core_mpps"] else None
         table.add(**{k: v for k, v in r.items() if not k.startswith("_")})
 
     depth = Table("fastpath_depth", "How much pipeline depth moves each datapath",
                   ["switch", "tcp_spread_pct", "mpps_64_spread_pct", "fastpath_prog_ns_spread_pct", "pipelines"],
-                  note=("Spread = (largest − smallest) / largest of the figures above, across the pipelines each "
-                        "switch ran. The 64-byte frame rate is where the fast path's own cost weighs most; TCP through TC is limited by the hosts' TCP stacks and varies ±15% from run "
-                        "to run, more than any pipeline could move it. A "
-                        "megaflow cache holds the pipeline's result, not its tables: the kernel datapaths should not "
-                        "care how deep the pipeline is; the userspace pipeline walks every table for every packet it "
-                        "does not have cached."))
+                  note=("Spread = (largest − smallest) / largest of the medians above, across the pipelines each "
+                        "switch ran. The 64-byte frame rate is where the fast path's own cost weighs most; TCP "
+                        "through TC is limited by the hosts' TCP stacks and varies ±15% from run to run, more than "
+                        "any pipeline could move it. A megaflow cache holds the pipeline's result, not its tables: "
+                        "the kernel datapaths should not care how deep the pipeline is; the userspace pipeline walks "
+                        "every table for every packet it does not have cached."))
     for kind in KINDS:
         mine = [r for r in rows if r["switch"] == kind and r["_app"] != "none"]
         if len(mine) < 2:
             continue
-
-        def spread(ratios):
-            vals = [x for x in ratios if x]
-            return 100.0 * (max(vals) - min(vals)) / max(vals) if len(vals) > 1 else None
-
-        depth.add(switch=kind,
-                  tcp_spread_pct=spread([r["tcp_gbit_s"] for r in mine]),
-                  mpps_64_spread_pct=spread([r["mpps_64"] for r in mine]),
-                  fastpath_prog_ns_spread_pct=spread([r["fastpath_prog_ns"] for r in mine]),
-                  pipelines=", ".join(r["pipeline"] for r in mine))
+        def spread(key):
+            vals = [r[key] for r in mine if r[key]]
+            return 100.0 * (max(vals) - min(vals)) / max(vals) if vals else None
+        depth.add(switch=kind, tcp_spread_pct=spread("tcp_gbit_s"), mpps_64_spread_pct=spread("mpps_64"),
+                  fastpath_prog_ns_spread_pct=spread("fastpath_prog_ns"), pipelines=", ".join(r["pipeline"] for r in mine))
     table.write(out)
     depth.write(out)
 
