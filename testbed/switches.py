@@ -116,13 +116,14 @@ class Edgeflow:
         return f"tcp:127.0.0.1:{self.mgmt_port}"
 
     def ofctl(self, *args, check=True):
-        """ovs-ofctl against the management listener; returns stdout."""
+        """ovs-ofctl against the management listener; returns stdout (with check=False, stdout and
+        stderr, where ovs-ofctl reports an error reply)."""
         opts = [a for a in args if a.startswith("-")]
         rest = [a for a in args if not a.startswith("-")]
         r = sh("ovs-ofctl", "-O", "OpenFlow13", *opts, rest[0], self.target, *rest[1:], check=False, timeout=30)
         if check and r.returncode != 0:
             raise RuntimeError(f"ovs-ofctl {' '.join(args)}: {r.stderr.strip()}")
-        return r.stdout
+        return r.stdout if check else r.stdout + r.stderr
 
     def flows(self, table=None):
         out = self.ofctl("dump-flows", *([f"table={table}"] if table is not None else []))
@@ -258,7 +259,7 @@ class OvsNetdev:
         r = sh("ovs-ofctl", "-O", "OpenFlow13", *opts, rest[0], self.target, *rest[1:], check=False, timeout=30)
         if check and r.returncode != 0:
             raise RuntimeError(f"ovs-ofctl {' '.join(args)}: {r.stderr.strip()}")
-        return r.stdout
+        return r.stdout if check else r.stdout + r.stderr
 
     def flows(self, table=None):
         out = self.ofctl("dump-flows", *([f"table={table}"] if table is not None else []))

@@ -176,7 +176,11 @@ pub fn encode(actions: &[DpAction], cx: &mut EncodeContext<'_>) -> Option<Vec<Bp
                             return None;
                         }
                         let src = matches!(field, Field::TcpSrc | Field::UdpSrc);
-                        BpfAction { op: if src { op::SET_TP_SRC } else { op::SET_TP_DST }, a16: v as u16, ..Default::default() }
+                        BpfAction {
+                            op: if src { op::SET_TP_SRC } else { op::SET_TP_DST },
+                            a16: v as u16,
+                            ..Default::default()
+                        }
                     }
                     Field::IpDscp => BpfAction { op: op::SET_DSCP, a8: v as u8, ..Default::default() },
                     _ => return None,
@@ -209,7 +213,8 @@ struct Installed {
     key: FlowKey,
     credits: Credits,
     in_port: u32,
-    outputs: Vec<u32>,
+    /// (port, egress queue) of every copy a hit sends.
+    outputs: Vec<(u32, u8)>,
     packets: u64,
     bytes: u64,
     generation: u64,
@@ -230,6 +235,8 @@ pub struct Harvest {
     /// (credits, packets, bytes) per entry that saw hits.
     pub flows: Vec<(Credits, u64, u64)>,
     pub ports: BTreeMap<u32, PortDelta>,
+    /// (port, egress queue) → (packets, bytes) sent.
+    pub queues: BTreeMap<(u32, u8), (u64, u64)>,
     /// Meter id → (packets, bytes, dropped packets, dropped bytes).
     pub meters: BTreeMap<u32, (u64, u64, u64, u64)>,
 }
@@ -334,7 +341,10 @@ impl FastPath {
                     self._bound.push(prog);
                     return Ok(link);
                 }
-                Err(e) => warn!(port = name, "XDP program bound to the device failed ({e}); VLAN tags in receive metadata go unseen"),
+                Err(e) => warn!(
+                    port = name,
+                    "XDP program bound to the device failed ({e}); VLAN tags in receive metadata go unseen"
+                ),
             }
         } else {
             warn!(missing = ?self.obj.missing_kfuncs, "kernel lacks XDP metadata kfuncs (Linux < 6.8): VLAN tags in receive metadata go unseen");
@@ -351,13 +361,15 @@ impl FastPath {
     }
 
     /// Installs a translation. `mask` is what it consulted; `actions` and `credits` what it does and
-    /// counts. Returns false (the flow stays in userspace) when the kernel cannot carry it out.
+    /// counts; `outputs` the (port, egress queue) of each copy it sends. Returns false (the flow
+    /// stays in userspace) when the kernel cannot carry it out.
     pub fn install(
         &mut self,
         key: &FlowKey,
         mask: &FlowKey,
         actions: &[DpAction],
         credits: &Credits,
+        outputs: &[(u32, u8)],
         cx: &mut EncodeContext<'_>,
     ) -> bool {
         let Some(encoded) = encode(actions, cx) else {
@@ -417,7 +429,7 @@ impl FastPath {
             self.refused += 1;
             return false;
         }
-        let outputs = actions_outputs(actions);
+        let outputs = outputs.to_vec();
         self.entries.insert(
             k,
             Installed {
@@ -472,10 +484,13 @@ impl FastPath {
                         let rx = h.ports.entry(inst.in_port).or_default();
                         rx.rx_packets += dp;
                         rx.rx_bytes += db;
-                        for &o in &inst.outputs {
-                            let tx = h.ports.entry(o).or_default();
+                        for &(port, queue) in &inst.outputs {
+                            let tx = h.ports.entry(port).or_default();
                             tx.tx_packets += dp;
                             tx.tx_bytes += db;
+                            let q = h.queues.entry((port, queue)).or_default();
+                            q.0 += dp;
+                            q.1 += db;
                         }
                     }
                 }
@@ -489,7 +504,8 @@ impl FastPath {
         if let Ok(meters) = self.obj.map("ef_meters") {
             for (id, (slot, seen)) in self.meters.iter_mut() {
                 if let Ok(Some(v)) = meters.lookup(&slot.to_ne_bytes()) {
-                    let now: [u64; 4] = std::array::from_fn(|i| u64::from_ne_bytes(v[40 + i * 8..48 + i * 8].try_into().unwrap()));
+                    let now: [u64; 4] =
+                        std::array::from_fn(|i| u64::from_ne_bytes(v[40 + i * 8..48 + i * 8].try_into().unwrap()));
                     let delta: Vec<u64> = now.iter().zip(seen.iter()).map(|(n, s)| n.saturating_sub(*s)).collect();
                     *seen = now;
                     if delta.iter().any(|&d| d > 0) {
@@ -505,7 +521,8 @@ impl FastPath {
     /// (the kernel tries them in this order); then halves the counts, so the order follows
     /// today's traffic rather than yesterday's.
     fn rank_masks(&mut self) {
-        let mut order: Vec<u32> = self.mask_order.iter().copied().filter(|&s| self.masks[s as usize].is_some()).collect();
+        let mut order: Vec<u32> =
+            self.mask_order.iter().copied().filter(|&s| self.masks[s as usize].is_some()).collect();
         order.sort_by_key(|&s| std::cmp::Reverse(self.mask_hits[s as usize]));
         if order != self.mask_order {
             self.write_mask_order(order);
@@ -618,7 +635,7 @@ fn key_hash(masked: &FlowKey, words: u32) -> u64 {
 }
 
 /// Ports an action list sends to (for port counters of fast-path traffic).
-fn actions_outputs(actions: &[DpAction]) -> Vec<u32> {
+pub fn actions_outputs(actions: &[DpAction]) -> Vec<u32> {
     let mut out = Vec::new();
     for a in actions {
         match a {
@@ -677,7 +694,8 @@ mod tests {
         let ifx = |p: u32| Some(100 + p);
         let mut slots = |_: u32| None;
         let mut cx = EncodeContext { mode: Mode::Tc, ifindex: &ifx, meter_slot: &mut slots, ip_proto: 6 };
-        let ok = encode(&[DpAction::SetField(Field::TcpDst, 80), DpAction::Output(1), DpAction::Output(2)], &mut cx).unwrap();
+        let ok = encode(&[DpAction::SetField(Field::TcpDst, 80), DpAction::Output(1), DpAction::Output(2)], &mut cx)
+            .unwrap();
         assert_eq!(ok.len(), 3);
         assert_eq!(ok[2].a32, 102);
         assert!(encode(&[DpAction::PushMpls(0x8847), DpAction::Output(1)], &mut cx).is_none());

@@ -11,6 +11,7 @@
 pub mod afpacket;
 pub mod bpf_objects;
 pub mod ebpf;
+pub mod egress;
 pub mod fastpath;
 pub mod netlink;
 pub mod switch;
@@ -22,7 +23,7 @@ use std::os::fd::RawFd;
 use std::sync::Arc;
 
 pub use afpacket::RingConfig;
-pub use switch::{Switch, SwitchConfig, SwitchHandle};
+pub use switch::{DropCounts, Switch, SwitchConfig, SwitchHandle};
 
 /// A received frame, borrowed from the port until the callback returns.
 pub struct RxFrame<'a> {
@@ -77,16 +78,14 @@ pub enum Command {
     },
     /// A reply the agent composed itself (echo, features, role…), queued behind the connection's
     /// earlier requests so that replies leave in request order (what a barrier promises).
-    Reply { bytes: Vec<u8>, reply: Replier },
+    Reply {
+        bytes: Vec<u8>,
+        reply: Replier,
+    },
     /// Standalone fail mode: whether no controller is reachable (so the switch learns by itself).
     FailOpen(bool),
     Shutdown,
 }
 
 /// Asynchronous messages from the forwarding thread, for the controllers.
-#[derive(Clone, Debug)]
-pub enum Event {
-    PacketIn(ofp::PacketIn),
-    FlowRemoved(ofp::FlowRemoved),
-    PortStatus(ofp::PortStatus),
-}
+pub use forwarding::Event;

@@ -180,10 +180,21 @@ impl EventFd {
 /// Waits until one of `fds` is readable or `timeout_ms` passes; returns the readable ones' indices
 /// in `ready`.
 pub fn poll_readable(fds: &[RawFd], timeout_ms: i32, ready: &mut Vec<usize>) -> io::Result<()> {
+    let timeout = (timeout_ms >= 0).then(|| std::time::Duration::from_millis(timeout_ms as u64));
+    poll_until(fds, timeout, ready)
+}
+
+/// Waits until one of `fds` is readable or `timeout` passes (`None`: no timeout), with the
+/// kernel's high-resolution timer (ppoll), so a deadline need not be rounded to milliseconds.
+/// Fills `ready` with the indexes of the readable ones.
+pub fn poll_until(fds: &[RawFd], timeout: Option<std::time::Duration>, ready: &mut Vec<usize>) -> io::Result<()> {
     let mut pfds: Vec<libc::pollfd> =
         fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
-    // SAFETY: pfds is a live array of pollfd of the given length.
-    let r = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
+    let ts = timeout
+        .map(|d| libc::timespec { tv_sec: d.as_secs() as libc::time_t, tv_nsec: d.subsec_nanos() as libc::c_long });
+    let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    // SAFETY: pfds is a live array of pollfd of the given length; ts_ptr is null or points at ts.
+    let r = unsafe { libc::ppoll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ts_ptr, std::ptr::null()) };
     ready.clear();
     if r < 0 {
         let e = io::Error::last_os_error();

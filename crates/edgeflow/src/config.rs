@@ -17,6 +17,7 @@ pub struct File {
     pub local_port: Option<String>,
     pub probe_interval: Option<Spanned<u64>>,
     pub datapath: Option<Spanned<String>>,
+    pub mode: Option<Spanned<String>>,
     pub packet_in_rate: Option<u32>,
     #[serde(default, rename = "table")]
     pub tables_cfg: Vec<TableEntry>,
@@ -27,6 +28,27 @@ pub struct File {
     #[serde(default, rename = "port")]
     pub ports: Vec<PortEntry>,
     pub tls: Option<TlsEntry>,
+    #[serde(default)]
+    pub portmap: Vec<PortMapEntry>,
+}
+
+/// `[[portmap]]`: frames received on port `from` leave on port `to` (mode = "portmap").
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortMapEntry {
+    pub from: Spanned<u32>,
+    pub to: Spanned<u32>,
+}
+
+/// The forwarding mode and what it alone needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModeSetting {
+    /// Programmed by OpenFlow controllers (native learning through a NORMAL flow without one).
+    OpenFlow,
+    /// A MAC-learning switch with no flow tables.
+    Learning,
+    /// Fixed (in port, out port) pairs.
+    PortMap(Vec<(u32, u32)>),
 }
 
 #[derive(Debug, Deserialize)]
@@ -68,6 +90,7 @@ pub struct Settings {
     pub packet_in_rate: u32,
     pub table_limits: Vec<(u8, u32, bool)>,
     pub fastpath: Option<datapath::fastpath::Mode>,
+    pub mode: ModeSetting,
 }
 
 /// Default packet-in rate limit (per second, all controllers together).
@@ -85,6 +108,9 @@ pub struct Flags {
     pub local_port: Option<String>,
     pub probe_interval: Option<u64>,
     pub datapath: Option<String>,
+    pub mode: Option<String>,
+    /// `FROM:TO` port-number pairs for the port-map mode.
+    pub portmap: Vec<String>,
     pub packet_in_rate: Option<u32>,
     pub private_key: Option<PathBuf>,
     pub certificate: Option<PathBuf>,
@@ -235,9 +261,11 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
         (Some(k), Some(c), Some(ca), _) => {
             Some(TlsFiles { private_key: k.clone(), certificate: c.clone(), ca_cert: ca.clone() })
         }
-        (None, None, None, Some(t)) => {
-            Some(TlsFiles { private_key: t.private_key.clone(), certificate: t.certificate.clone(), ca_cert: t.ca_cert.clone() })
-        }
+        (None, None, None, Some(t)) => Some(TlsFiles {
+            private_key: t.private_key.clone(),
+            certificate: t.certificate.clone(),
+            ca_cert: t.ca_cert.clone(),
+        }),
         (None, None, None, None) => None,
         _ => return Err("--private-key, --certificate and --ca-cert go together".into()),
     };
@@ -259,6 +287,32 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
     if ports.is_empty() {
         return Err("no ports: give --port IFNAME (repeatable) or [[port]] entries in the config".into());
     }
+    let mode_name = match (&flags.mode, &file.mode) {
+        (Some(m), _) => m.clone(),
+        (None, Some(m)) => m.get_ref().clone(),
+        (None, None) => "openflow".into(),
+    };
+    let at_mode = |reason: String| match (&flags.mode, &file.mode) {
+        (None, Some(m)) => cx.at(m, reason),
+        _ => format!("--mode: {reason}"),
+    };
+    let mode = match mode_name.as_str() {
+        "openflow" => ModeSetting::OpenFlow,
+        "learning" => ModeSetting::Learning,
+        "portmap" => ModeSetting::PortMap(portmap(&cx, file, flags, &ports)?),
+        other => return Err(at_mode(format!("mode '{other}': expected 'openflow', 'learning' or 'portmap'"))),
+    };
+    if mode != ModeSetting::OpenFlow && !controllers.is_empty() {
+        return Err(at_mode(format!("mode '{mode_name}' takes no controllers (only mode = \"openflow\" does)")));
+    }
+    if !matches!(mode, ModeSetting::PortMap(_)) {
+        if let Some(e) = file.portmap.first() {
+            return Err(cx.at(&e.from, "[[portmap]] needs mode = \"portmap\""));
+        }
+        if !flags.portmap.is_empty() {
+            return Err("--portmap needs --mode portmap".into());
+        }
+    }
     Ok(Settings {
         dpid,
         fail_mode,
@@ -272,7 +326,42 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
         packet_in_rate: flags.packet_in_rate.or(file.packet_in_rate).unwrap_or(DEFAULT_PACKET_IN_RATE),
         table_limits,
         fastpath,
+        mode,
     })
+}
+
+/// The port map's pairs, from the file and `--portmap FROM:TO` flags: both ports configured, each
+/// input mapped once.
+fn portmap(cx: &Ctx<'_>, file: &File, flags: &Flags, ports: &[(u32, String)]) -> Result<Vec<(u32, u32)>, String> {
+    let known = |n: u32| ports.iter().any(|(no, _)| *no == n);
+    let mut pairs: Vec<(u32, u32)> = Vec::new();
+    for e in &file.portmap {
+        for end in [&e.from, &e.to] {
+            if !known(*end.get_ref()) {
+                return Err(cx.at(end, format!("port {} is not configured", end.get_ref())));
+            }
+        }
+        if pairs.iter().any(|&(from, _)| from == *e.from.get_ref()) {
+            return Err(cx.at(&e.from, format!("port {} is mapped twice", e.from.get_ref())));
+        }
+        pairs.push((*e.from.get_ref(), *e.to.get_ref()));
+    }
+    for f in &flags.portmap {
+        let bad = || format!("--portmap {f}: expected FROM:TO, two configured port numbers");
+        let (from, to) = f.split_once(':').ok_or_else(bad)?;
+        let (from, to): (u32, u32) = (from.parse().map_err(|_| bad())?, to.parse().map_err(|_| bad())?);
+        if !known(from) || !known(to) {
+            return Err(bad());
+        }
+        if pairs.iter().any(|&(f, _)| f == from) {
+            return Err(format!("--portmap {f}: port {from} is mapped twice"));
+        }
+        pairs.push((from, to));
+    }
+    if pairs.is_empty() {
+        return Err("mode 'portmap' needs [[portmap]] entries or --portmap FROM:TO".into());
+    }
+    Ok(pairs)
 }
 
 #[cfg(test)]
@@ -318,6 +407,27 @@ number = 7
         assert!(e.starts_with("sw.toml:1:") && e.contains("secure"), "{e}");
         let e = from_str("[[port]]\nname = \"a\"\ntables = 300\n");
         assert!(e.is_err());
+    }
+
+    #[test]
+    fn modes_and_their_settings() {
+        let ports = "[[port]]\nname = \"a\"\n[[port]]\nname = \"b\"\n";
+        assert_eq!(from_str(ports).unwrap().mode, ModeSetting::OpenFlow);
+        let s = from_str(&format!("mode = \"portmap\"\n{ports}[[portmap]]\nfrom = 1\nto = 2\n")).unwrap();
+        assert_eq!(s.mode, ModeSetting::PortMap(vec![(1, 2)]));
+        let e = from_str(&format!("mode = \"portmap\"\n{ports}[[portmap]]\nfrom = 1\nto = 3\n")).unwrap_err();
+        assert!(e.starts_with("sw.toml:8:") && e.contains("port 3 is not configured"), "{e}");
+        let e = from_str(&format!(
+            "mode = \"portmap\"\n{ports}[[portmap]]\nfrom = 1\nto = 2\n[[portmap]]\nfrom = 1\nto = 1\n"
+        ))
+        .unwrap_err();
+        assert!(e.starts_with("sw.toml:10:") && e.contains("mapped twice"), "{e}");
+        let e = from_str(&format!("mode = \"bridge\"\n{ports}")).unwrap_err();
+        assert!(e.starts_with("sw.toml:1:") && e.contains("expected 'openflow'"), "{e}");
+        let e = from_str(&format!("mode = \"learning\"\ncontrollers = [\"tcp:127.0.0.1\"]\n{ports}")).unwrap_err();
+        assert!(e.starts_with("sw.toml:1:") && e.contains("takes no controllers"), "{e}");
+        let e = from_str(&format!("{ports}[[portmap]]\nfrom = 1\nto = 2\n")).unwrap_err();
+        assert!(e.starts_with("sw.toml:6:") && e.contains("needs mode"), "{e}");
     }
 
     #[test]

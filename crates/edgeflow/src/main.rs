@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use config::{Flags, Settings};
+use config::{Flags, ModeSetting, Settings};
 use datapath::{Command, RingConfig, Switch, SwitchConfig};
 use tracing::{error, info};
 
@@ -68,6 +68,13 @@ struct RunArgs {
     /// TCP) or xdp (kernel fast path at XDP: best for small frames).
     #[arg(long, value_name = "KIND")]
     datapath: Option<String>,
+    /// Forwarding mode: openflow (default; controllers program it), learning (a MAC-learning
+    /// switch without flow tables) or portmap (fixed port pairs, see --portmap).
+    #[arg(long, value_name = "MODE")]
+    mode: Option<String>,
+    /// For --mode portmap: frames received on port FROM leave on port TO (repeatable).
+    #[arg(long, value_name = "FROM:TO")]
+    portmap: Vec<String>,
     /// Packet-ins per second to all controllers together (0: unlimited; default 2000).
     #[arg(long, value_name = "N")]
     packet_in_rate: Option<u32>,
@@ -97,6 +104,8 @@ impl RunArgs {
             local_port: self.local_port.clone(),
             probe_interval: self.probe_interval,
             datapath: self.datapath.clone(),
+            mode: self.mode.clone(),
+            portmap: self.portmap.clone(),
             packet_in_rate: self.packet_in_rate,
             private_key: self.private_key.clone(),
             certificate: self.certificate.clone(),
@@ -116,10 +125,8 @@ fn load(args: &RunArgs) -> Result<Settings, String> {
 }
 
 fn init_logging(filter: Option<&str>) {
-    let filter = filter
-        .map(String::from)
-        .or_else(|| std::env::var("RUST_LOG").ok())
-        .unwrap_or_else(|| "info".to_string());
+    let filter =
+        filter.map(String::from).or_else(|| std::env::var("RUST_LOG").ok()).unwrap_or_else(|| "info".to_string());
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .with_writer(std::io::stderr)
@@ -167,26 +174,40 @@ fn main() -> ExitCode {
 fn run(s: Settings) -> Result<(), String> {
     let (event_sink, events) = agent::event_channel();
     let native = s.controllers.is_empty();
+    let mode: Box<dyn forwarding::Mode> = match &s.mode {
+        ModeSetting::OpenFlow => Box::new(forwarding::openflow::OpenFlowMode::new(&forwarding::openflow::Config {
+            n_tables: s.n_tables,
+            table_limits: s.table_limits.clone(),
+            native,
+            packet_in_rate: s.packet_in_rate,
+        })),
+        ModeSetting::Learning => Box::new(forwarding::learning::LearningMode::new()),
+        ModeSetting::PortMap(pairs) => Box::new(forwarding::portmap::PortMapMode::new(pairs)),
+    };
     let switch_cfg = SwitchConfig {
         dpid: s.dpid,
-        n_tables: s.n_tables,
+        // Only the OpenFlow mode has flow tables to report.
+        n_tables: if s.mode == ModeSetting::OpenFlow { s.n_tables } else { 0 },
         ports: s.ports.clone(),
         local_port: s.local_port.clone(),
         ring: RingConfig::default(),
-        native,
         dp_desc: format!("edgeflow dpid {:016x}", s.dpid),
-        packet_in_rate: s.packet_in_rate,
-        table_limits: s.table_limits.clone(),
         fastpath: s.fastpath,
     };
-    let (switch, handle) = Switch::new(switch_cfg, event_sink).map_err(|e| e.to_string())?;
+    let (switch, handle) = Switch::new(switch_cfg, mode, event_sink).map_err(|e| e.to_string())?;
     let features = switch.features();
     info!(
         dpid = format!("{:016x}", s.dpid),
         ports = ?s.ports,
         controllers = ?s.controllers.iter().map(|t| t.to_string()).collect::<Vec<_>>(),
         listen = ?s.listen.iter().map(|t| t.to_string()).collect::<Vec<_>>(),
-        mode = if native { "native" } else if s.fail_mode == agent::FailMode::Standalone { "standalone" } else { "secure" },
+        mode = match s.mode {
+            ModeSetting::OpenFlow if native => "native",
+            ModeSetting::OpenFlow if s.fail_mode == agent::FailMode::Standalone => "standalone",
+            ModeSetting::OpenFlow => "secure",
+            ModeSetting::Learning => "learning",
+            ModeSetting::PortMap(_) => "portmap",
+        },
         "starting"
     );
     let forwarding = std::thread::Builder::new()

@@ -94,7 +94,12 @@ impl FlowCache {
         self.generation += 1;
     }
 
-    /// Drops entries idle for [`IDLE`].
+    /// When the least recently used entry was last used.
+    pub fn oldest_use(&self) -> Option<Nanos> {
+        self.entries.iter().map(|(_, e)| e.last_used).min()
+    }
+
+    /// Drops entries idle for longer than [`IDLE`].
     pub fn sweep(&mut self, now: Nanos) {
         let stale: Vec<RuleId> =
             self.entries.iter().filter(|(_, e)| now.saturating_sub(e.last_used) > IDLE).map(|(id, _)| id).collect();

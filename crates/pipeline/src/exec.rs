@@ -66,15 +66,44 @@ pub struct Credits {
 
 /// Where executed packets go.
 pub trait Sink {
-    fn output(&mut self, port: u32, pkt: &Packet);
+    /// Transmit `pkt` on `port`; `queue` is the one a `set_queue` chose, if any (otherwise the
+    /// port picks one from the frame's VLAN priority).
+    fn output(&mut self, port: u32, queue: Option<u32>, pkt: &Packet);
     fn to_controller(&mut self, pkt: &Packet, info: &ToController);
 }
 
-/// Executes `actions` on `pkt`. Returns false if processing stopped (meter drop, expired TTL).
-pub fn execute(actions: &[DpAction], pkt: &mut Packet, meters: &mut MeterTable, now: Nanos, sink: &mut dyn Sink) -> bool {
+/// Why executing a packet's actions stopped before their end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// A meter band dropped it (or the meter is gone).
+    Meter,
+    /// Its IP or MPLS TTL ran out.
+    TtlExpired,
+}
+
+/// Executes `actions` on `pkt`.
+pub fn execute(
+    actions: &[DpAction],
+    pkt: &mut Packet,
+    meters: &mut MeterTable,
+    now: Nanos,
+    sink: &mut dyn Sink,
+) -> Result<(), Stop> {
+    execute_on_queue(actions, pkt, meters, now, None, sink)
+}
+
+/// `execute` with the queue an enclosing action list chose (group buckets inherit it).
+fn execute_on_queue(
+    actions: &[DpAction],
+    pkt: &mut Packet,
+    meters: &mut MeterTable,
+    now: Nanos,
+    mut queue: Option<u32>,
+    sink: &mut dyn Sink,
+) -> Result<(), Stop> {
     for a in actions {
         match a {
-            DpAction::Output(port) => sink.output(*port, pkt),
+            DpAction::Output(port) => sink.output(*port, queue, pkt),
             DpAction::Controller(info) => {
                 if controller_meter_passes(meters, pkt.len(), now) {
                     sink.to_controller(pkt, info);
@@ -90,7 +119,7 @@ pub fn execute(actions: &[DpAction], pkt: &mut Packet, meters: &mut MeterTable, 
             DpAction::SetMplsTtl(t) => pkt.set_mpls_ttl(*t),
             DpAction::DecMplsTtl => {
                 if pkt.dec_mpls_ttl().is_err() {
-                    return false;
+                    return Err(Stop::TtlExpired);
                 }
             }
             DpAction::SetNwTtl(t) => pkt.set_nw_ttl(*t),
@@ -101,26 +130,27 @@ pub fn execute(actions: &[DpAction], pkt: &mut Packet, meters: &mut MeterTable, 
                             sink.to_controller(pkt, info);
                         }
                     }
-                    return false;
+                    return Err(Stop::TtlExpired);
                 }
             }
             DpAction::CopyTtlIn => pkt.copy_ttl_in(),
             DpAction::CopyTtlOut => pkt.copy_ttl_out(),
-            DpAction::SetQueue(_) => {}
+            DpAction::SetQueue(q) => queue = Some(*q),
             DpAction::Meter(id) => {
-                let Some(m) = meters.get_mut(*id) else { return false };
+                let Some(m) = meters.get_mut(*id) else { return Err(Stop::Meter) };
                 // Translation charges remarking meters itself; what reaches here only drops.
                 if m.charge(pkt.len(), now) == Verdict::Drop {
-                    return false;
+                    return Err(Stop::Meter);
                 }
             }
             DpAction::Clone(inner) => {
                 let mut copy = pkt.clone();
-                execute(inner, &mut copy, meters, now, sink);
+                // A bucket that stops (its meter, its TTL) ends only itself.
+                let _ = execute_on_queue(inner, &mut copy, meters, now, queue, sink);
             }
         }
     }
-    true
+    Ok(())
 }
 
 /// The OFPM_CONTROLLER meter, if the controller configured one, polices every packet-in.

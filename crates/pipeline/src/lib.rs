@@ -23,8 +23,9 @@ use packet::{FlowKey, Packet};
 
 use cache::{CacheEntry, FlowCache};
 use classifier::{Classifier, RuleId};
-use exec::{execute, Credits, Sink};
-use flow::{compile, FlowEntry, Limits, Nanos};
+use exec::{execute, Credits, Sink, Stop};
+pub use flow::Nanos;
+use flow::{compile, FlowEntry, Limits};
 use group::{GroupChange, GroupTable};
 use meter::{MeterChange, MeterTable};
 use normal::MacTable;
@@ -59,7 +60,7 @@ impl Config {
 }
 
 pub struct FlowTable {
-    pub flows: Classifier<FlowEntry>,
+    pub(crate) flows: Classifier<FlowEntry>,
     pub lookup_count: u64,
     pub matched_count: u64,
     pub max_entries: u32,
@@ -89,6 +90,27 @@ impl FlowTable {
             .map(|(id, _)| id)
     }
 
+    /// Takes a flow out of the table (the one place a flow leaves it).
+    fn take(&mut self, id: RuleId) -> Option<FlowEntry> {
+        let f = self.flows.remove(id)?;
+        if f.idle_timeout != 0 || f.hard_timeout != 0 {
+            self.timed -= 1;
+        }
+        Some(f)
+    }
+
+    pub fn len(&self) -> usize {
+        self.flows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.flows.is_empty()
+    }
+
+    pub fn flows(&self) -> impl Iterator<Item = &FlowEntry> {
+        self.flows.iter().map(|(_, f)| f)
+    }
+
     fn new(max_entries: u32) -> Self {
         FlowTable {
             flows: Classifier::new(),
@@ -105,17 +127,59 @@ impl FlowTable {
 }
 
 pub struct Pipeline {
-    pub tables: Vec<FlowTable>,
-    pub groups: GroupTable,
-    pub meters: MeterTable,
-    pub ports: BTreeMap<u32, PortView>,
-    pub macs: MacTable,
-    pub config: Config,
-    pub cache: FlowCache,
+    pub(crate) tables: Vec<FlowTable>,
+    pub(crate) groups: GroupTable,
+    pub(crate) meters: MeterTable,
+    pub(crate) ports: BTreeMap<u32, PortView>,
+    pub(crate) macs: MacTable,
+    pub(crate) config: Config,
+    pub(crate) cache: FlowCache,
     /// Set by translation when something it read changed (a newly learned address).
-    pub cache_stale: bool,
+    pub(crate) cache_stale: bool,
     /// Standalone mode with no controller: every packet goes to the MAC-learning switch.
-    pub fail_open: bool,
+    fail_open: bool,
+    /// No flow, learned address or cache entry can expire before this (see [`Pipeline::next_deadline`]).
+    next_expiry: Nanos,
+}
+
+/// Why a flow left its table: the one list every removal path names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Removal {
+    /// A delete flow-mod.
+    Delete,
+    IdleTimeout,
+    HardTimeout,
+    /// Made room in a full table.
+    Eviction,
+    /// The group it used was deleted.
+    GroupDelete,
+    /// The meter it used was deleted.
+    MeterDelete,
+    /// An identical flow replaced it (no flow-removed message: the flow goes on).
+    Replaced,
+}
+
+impl Removal {
+    /// The OpenFlow 1.3 `ofp_flow_removed_reason`, or `None` when no message is owed. 1.3 has no
+    /// codes for eviction and meter deletion (1.4 added them): they report as a delete.
+    fn reason(self) -> Option<u8> {
+        Some(match self {
+            Removal::Delete | Removal::Eviction | Removal::MeterDelete => flow_removed_reason::DELETE,
+            Removal::IdleTimeout => flow_removed_reason::IDLE_TIMEOUT,
+            Removal::HardTimeout => flow_removed_reason::HARD_TIMEOUT,
+            Removal::GroupDelete => flow_removed_reason::GROUP_DELETE,
+            Removal::Replaced => return None,
+        })
+    }
+}
+
+/// What processing one packet did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Processed {
+    /// The megaflow cache entry it created, if any (a kernel fast path mirrors it).
+    pub created: Option<RuleId>,
+    /// Why its actions stopped early, if they did.
+    pub stopped: Option<Stop>,
 }
 
 /// Converts a match into key and mask form.
@@ -159,7 +223,86 @@ impl Pipeline {
             cache: FlowCache::default(),
             cache_stale: false,
             fail_open: false,
+            next_expiry: Nanos::MAX,
         }
+    }
+
+    /// The one way a flow leaves the pipeline: out of its table, with the flow-removed message
+    /// owed to controllers if the flow asked for one.
+    fn remove_flow(&mut self, table: u8, id: RuleId, why: Removal, now: Nanos) -> Option<FlowRemoved> {
+        let f = self.tables[table as usize].take(id)?;
+        let reason = why.reason()?;
+        (f.flags & flow_mod_flags::SEND_FLOW_REM != 0).then(|| removed(&f, reason, now))
+    }
+
+    pub fn tables(&self) -> &[FlowTable] {
+        &self.tables
+    }
+
+    pub fn config(&self) -> Config {
+        self.config
+    }
+
+    pub fn fail_open(&self) -> bool {
+        self.fail_open
+    }
+
+    pub fn meter(&self, id: u32) -> Option<&meter::Meter> {
+        self.meters.meters.get(&id)
+    }
+
+    /// Adds what a kernel fast path counted for a meter.
+    pub fn credit_meter(&mut self, id: u32, packets: u64, bytes: u64, dropped_packets: u64, dropped_bytes: u64) {
+        if let Some(m) = self.meters.get_mut(id) {
+            m.add_fast_path(packets, bytes, dropped_packets, dropped_bytes);
+        }
+    }
+
+    /// The megaflow cache's generation: bumped on every flush.
+    pub fn generation(&self) -> u64 {
+        self.cache.generation
+    }
+
+    pub fn cache_len(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// A megaflow cache entry with the mask it was cached under.
+    pub fn cache_entry(&self, id: RuleId) -> Option<(&CacheEntry, &FlowKey)> {
+        self.cache.entry(id).map(|(e, _, mask)| (e, mask))
+    }
+
+    pub fn has_port(&self, port: u32) -> bool {
+        self.ports.contains_key(&port)
+    }
+
+    /// A table-mod: the table's config (and eviction, as an extension).
+    pub fn table_mod(&mut self, table_id: u8, config: u32) -> Result<(), ErrorCode> {
+        use ofp::error::TableModFailed;
+        if table_id != OFPTT_ALL && table_id >= self.n_tables() {
+            return Err(ErrorCode::TableModFailed(TableModFailed::BadTable));
+        }
+        if config & !(3 | OFPTC_EVICTION) != 0 {
+            return Err(ErrorCode::TableModFailed(TableModFailed::BadConfig));
+        }
+        for (i, t) in self.tables.iter_mut().enumerate() {
+            if table_id == OFPTT_ALL || i == table_id as usize {
+                t.config = config;
+                t.evict = config & OFPTC_EVICTION != 0;
+            }
+        }
+        Ok(())
+    }
+
+    /// The earliest time [`Pipeline::expire`] could have work: a flow timeout, an address to age
+    /// out, a cache entry to sweep. Never later than the truth (uses only move it later), so a
+    /// loop that sleeps until then misses nothing; `None` when nothing can expire.
+    pub fn next_deadline(&self) -> Option<Nanos> {
+        (self.next_expiry != Nanos::MAX).then_some(self.next_expiry)
+    }
+
+    fn expect_expiry(&mut self, at: Nanos) {
+        self.next_expiry = self.next_expiry.min(at);
     }
 
     /// Sets a table's capacity and what happens when it is full.
@@ -299,24 +442,17 @@ impl Pipeline {
                 if existing.is_none() && table.flows.len() as u32 >= table.max_entries {
                     let victim = if table.evict { table.eviction_victim() } else { None };
                     let Some(victim) = victim else { return fail(FlowModFailed::TableFull) };
-                    let f = table.flows.remove(victim).unwrap();
-                    if f.idle_timeout != 0 || f.hard_timeout != 0 {
-                        table.timed -= 1;
-                    }
-                    if f.flags & flow_mod_flags::SEND_FLOW_REM != 0 {
-                        evicted.push(removed(&f, flow_removed_reason::DELETE, now));
-                    }
+                    evicted.extend(self.remove_flow(fm.table_id, victim, Removal::Eviction, now));
                 }
                 let (mut packets, mut bytes) = (0, 0);
                 if let Some(id) = existing {
-                    let old = table.flows.remove(id).unwrap();
-                    if old.idle_timeout != 0 || old.hard_timeout != 0 {
-                        table.timed -= 1;
-                    }
+                    let old = self.tables[fm.table_id as usize].flows.get(id).unwrap();
                     if fm.flags & flow_mod_flags::RESET_COUNTS == 0 {
                         (packets, bytes) = (old.packet_count, old.byte_count);
                     }
+                    self.remove_flow(fm.table_id, id, Removal::Replaced, now);
                 }
+                let table = &mut self.tables[fm.table_id as usize];
                 let entry = FlowEntry {
                     table_id: fm.table_id,
                     priority: fm.priority,
@@ -332,10 +468,14 @@ impl Pipeline {
                     created: now,
                     last_used: now,
                 };
-                if entry.idle_timeout != 0 || entry.hard_timeout != 0 {
+                let timeouts = [entry.idle_timeout, entry.hard_timeout];
+                if timeouts != [0, 0] {
                     table.timed += 1;
                 }
                 table.flows.insert(&key, &mask, priority, entry);
+                for t in timeouts.into_iter().filter(|&t| t != 0) {
+                    self.expect_expiry(now + t as Nanos * 1_000_000_000);
+                }
                 evicted
             }
             cmd::MODIFY | cmd::MODIFY_STRICT => {
@@ -356,18 +496,12 @@ impl Pipeline {
             }
             _ => {
                 let strict = fm.command == cmd::DELETE_STRICT;
-                let range = if all_tables { 0..self.tables.len() } else { fm.table_id as usize..fm.table_id as usize + 1 };
+                let range =
+                    if all_tables { 0..self.tables.len() } else { fm.table_id as usize..fm.table_id as usize + 1 };
                 let mut out = Vec::new();
                 for t in range {
-                    let table = &mut self.tables[t];
-                    for id in Self::targets(table, fm, &key, &mask, strict) {
-                        let f = table.flows.remove(id).unwrap();
-                        if f.idle_timeout != 0 || f.hard_timeout != 0 {
-                            table.timed -= 1;
-                        }
-                        if f.flags & flow_mod_flags::SEND_FLOW_REM != 0 {
-                            out.push(removed(&f, flow_removed_reason::DELETE, now));
-                        }
+                    for id in Self::targets(&self.tables[t], fm, &key, &mask, strict) {
+                        out.extend(self.remove_flow(t as u8, id, Removal::Delete, now));
                     }
                 }
                 out
@@ -397,18 +531,12 @@ impl Pipeline {
     }
 
     /// Removes flows whose instructions name `pred`'s target (a deleted group or meter).
-    fn remove_flows_where(&mut self, pred: impl Fn(&FlowEntry) -> bool, reason: u8, now: Nanos) -> Vec<FlowRemoved> {
+    fn remove_flows_where(&mut self, pred: impl Fn(&FlowEntry) -> bool, why: Removal, now: Nanos) -> Vec<FlowRemoved> {
         let mut out = Vec::new();
-        for table in &mut self.tables {
-            let ids: Vec<RuleId> = table.flows.iter().filter(|(_, f)| pred(f)).map(|(id, _)| id).collect();
+        for t in 0..self.tables.len() {
+            let ids: Vec<RuleId> = self.tables[t].flows.iter().filter(|(_, f)| pred(f)).map(|(id, _)| id).collect();
             for id in ids {
-                let f = table.flows.remove(id).unwrap();
-                if f.idle_timeout != 0 || f.hard_timeout != 0 {
-                    table.timed -= 1;
-                }
-                if f.flags & flow_mod_flags::SEND_FLOW_REM != 0 {
-                    out.push(removed(&f, reason, now));
-                }
+                out.extend(self.remove_flow(t as u8, id, why, now));
             }
         }
         out
@@ -417,13 +545,19 @@ impl Pipeline {
     pub fn group_mod(&mut self, gm: &GroupMod, now: Nanos) -> Result<Vec<FlowRemoved>, ErrorCode> {
         let n_tables = self.n_tables();
         let meters = &self.meters;
-        let change = self.groups.apply(gm.command, gm.group_type, gm.group_id, &gm.buckets, n_tables, &|m| meters.exists(m), now)?;
+        let change = self.groups.apply(
+            gm.command,
+            gm.group_type,
+            gm.group_id,
+            &gm.buckets,
+            n_tables,
+            &|m| meters.exists(m),
+            now,
+        )?;
         let out = match change {
-            GroupChange::Deleted(ids) if !ids.is_empty() => self.remove_flows_where(
-                |f| ids.iter().any(|&g| f.uses_group(g)),
-                flow_removed_reason::GROUP_DELETE,
-                now,
-            ),
+            GroupChange::Deleted(ids) if !ids.is_empty() => {
+                self.remove_flows_where(|f| ids.iter().any(|&g| f.uses_group(g)), Removal::GroupDelete, now)
+            }
             _ => Vec::new(),
         };
         self.invalidate();
@@ -435,7 +569,7 @@ impl Pipeline {
         let out = match change {
             MeterChange::Deleted(ids) if !ids.is_empty() => self.remove_flows_where(
                 |f| f.program.meter.is_some_and(|m| ids.contains(&m)),
-                flow_removed_reason::DELETE,
+                Removal::MeterDelete,
                 now,
             ),
             _ => Vec::new(),
@@ -444,31 +578,32 @@ impl Pipeline {
         Ok(out)
     }
 
-    /// Removes flows whose idle or hard timeout has passed.
+    /// Removes flows whose idle or hard timeout has passed, ages learned addresses and sweeps the
+    /// cache; then works out when the next of these can be due.
     pub fn expire(&mut self, now: Nanos) -> Vec<FlowRemoved> {
+        const SEC: Nanos = 1_000_000_000;
         let mut out = Vec::new();
         let mut any = false;
-        for table in &mut self.tables {
-            if table.timed == 0 {
+        let mut next = Nanos::MAX;
+        for t in 0..self.tables.len() {
+            if self.tables[t].timed == 0 {
                 continue;
             }
             let mut gone = Vec::new();
-            for (id, f) in table.flows.iter() {
-                let hard = f.hard_timeout != 0 && now.saturating_sub(f.created) >= f.hard_timeout as u64 * 1_000_000_000;
-                let idle = f.idle_timeout != 0 && now.saturating_sub(f.last_used) >= f.idle_timeout as u64 * 1_000_000_000;
-                if hard {
-                    gone.push((id, flow_removed_reason::HARD_TIMEOUT));
-                } else if idle {
-                    gone.push((id, flow_removed_reason::IDLE_TIMEOUT));
+            for (id, f) in self.tables[t].flows.iter() {
+                let hard_at = (f.hard_timeout != 0).then(|| f.created + f.hard_timeout as Nanos * SEC);
+                let idle_at = (f.idle_timeout != 0).then(|| f.last_used + f.idle_timeout as Nanos * SEC);
+                if hard_at.is_some_and(|at| now >= at) {
+                    gone.push((id, Removal::HardTimeout));
+                } else if idle_at.is_some_and(|at| now >= at) {
+                    gone.push((id, Removal::IdleTimeout));
+                } else {
+                    next = next.min(hard_at.unwrap_or(Nanos::MAX)).min(idle_at.unwrap_or(Nanos::MAX));
                 }
             }
-            for (id, reason) in gone {
-                let f = table.flows.remove(id).unwrap();
-                table.timed -= 1;
+            for (id, why) in gone {
                 any = true;
-                if f.flags & flow_mod_flags::SEND_FLOW_REM != 0 {
-                    out.push(removed(&f, reason, now));
-                }
+                out.extend(self.remove_flow(t as u8, id, why, now));
             }
         }
         if self.macs.age(now) {
@@ -478,6 +613,14 @@ impl Pipeline {
             self.invalidate();
         }
         self.cache.sweep(now);
+        if let Some(oldest) = self.macs.oldest() {
+            next = next.min(oldest + normal::MAC_AGE);
+        }
+        if let Some(oldest) = self.cache.oldest_use() {
+            // The sweep drops entries idle for longer than IDLE: the first one is due just after.
+            next = next.min(oldest + cache::IDLE + 1);
+        }
+        self.next_expiry = next;
         out
     }
 
@@ -534,12 +677,12 @@ impl Pipeline {
         }
         if let Some((vlan, mac, port)) = c.learned {
             self.macs.learn(vlan, mac, port, now);
+            self.expect_expiry(now + normal::MAC_AGE);
         }
     }
 
-    /// Processes a received packet: megaflow cache hit, or translate, execute and cache. Returns the
-    /// id of the cache entry it created, if it created one (a kernel fast path mirrors it).
-    pub fn process(&mut self, pkt: &mut Packet, key: &FlowKey, now: Nanos, sink: &mut dyn Sink) -> Option<RuleId> {
+    /// Processes a received packet: megaflow cache hit, or translate, execute and cache.
+    pub fn process(&mut self, pkt: &mut Packet, key: &FlowKey, now: Nanos, sink: &mut dyn Sink) -> Processed {
         if let Some(id) = self.cache.lookup(key) {
             let entry = self.cache.get_mut(id).unwrap();
             entry.last_used = now;
@@ -548,24 +691,26 @@ impl Pipeline {
             let actions = std::mem::take(&mut entry.actions);
             let credits = std::mem::take(&mut entry.credits);
             self.credit(&credits, pkt.len(), now);
-            execute(&actions, pkt, &mut self.meters, now, sink);
+            let done = execute(&actions, pkt, &mut self.meters, now, sink);
             if let Some(entry) = self.cache.get_mut(id) {
                 entry.actions = actions;
                 entry.credits = credits;
             }
-            return None;
+            return Processed { created: None, stopped: done.err() };
         }
         let t = self.translate(pkt, key, now);
         if self.cache_stale {
             self.invalidate();
         }
         self.credit(&t.credits, pkt.len(), now);
-        execute(&t.actions, pkt, &mut self.meters, now, sink);
+        let stopped = execute(&t.actions, pkt, &mut self.meters, now, sink).err();
+        let mut created = None;
         if t.cacheable {
             let entry = CacheEntry { actions: t.actions, credits: t.credits, last_used: now, packets: 1 };
-            return self.cache.insert(key, &t.consulted, entry);
+            created = self.cache.insert(key, &t.consulted, entry);
+            self.expect_expiry(now + cache::IDLE);
         }
-        None
+        Processed { created, stopped }
     }
 
     /// Runs a packet-out: its actions (which may send the packet through the tables).
@@ -575,6 +720,6 @@ impl Pipeline {
             self.invalidate();
         }
         self.credit(&t.credits, pkt.len(), now);
-        execute(&t.actions, pkt, &mut self.meters, now, sink);
+        let _ = execute(&t.actions, pkt, &mut self.meters, now, sink);
     }
 }

@@ -73,6 +73,11 @@ impl MacTable {
         self.entries.get(&(vlan, mac)).map(|e| e.port)
     }
 
+    /// When the stalest entry was last refreshed.
+    pub fn oldest(&self) -> Option<Nanos> {
+        self.entries.values().map(|e| e.seen).min()
+    }
+
     /// Drops entries not refreshed for [`MAC_AGE`]; true if any went.
     pub fn age(&mut self, now: Nanos) -> bool {
         let before = self.entries.len();

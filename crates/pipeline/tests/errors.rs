@@ -79,7 +79,7 @@ fn bad_match_instruction_and_action() {
     for (i, (fm, want)) in cases.into_iter().enumerate() {
         assert_eq!(flow(&mut p, fm), Err(want), "case {i}");
     }
-    assert!(p.tables.iter().all(|t| t.flows.is_empty()), "no failed flow-mod installed anything");
+    assert!(p.tables().iter().all(|t| t.is_empty()), "no failed flow-mod installed anything");
 }
 
 #[test]
@@ -147,5 +147,5 @@ fn deleting_a_group_or_meter_removes_the_flows_that_use_it() {
     assert_eq!(removed[0].reason, ofp::message::flow_removed_reason::GROUP_DELETE);
     let removed = p.meter_mod(&MeterMod { command: mc::DELETE, flags: 0, meter_id: 1, bands: vec![] }, 0).unwrap();
     assert_eq!(removed.len(), 1);
-    assert_eq!(p.tables[0].flows.len(), 1);
+    assert_eq!(p.tables()[0].len(), 1);
 }

@@ -18,7 +18,7 @@ const V6B: [u8; 16] = [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
 #[derive(Default)]
 struct Out(Vec<(u32, Vec<u8>)>);
 impl Sink for Out {
-    fn output(&mut self, port: u32, pkt: &Packet) {
+    fn output(&mut self, port: u32, _queue: Option<u32>, pkt: &Packet) {
         self.0.push((port, pkt.data().to_vec()));
     }
     fn to_controller(&mut self, _: &Packet, _: &ToController) {}

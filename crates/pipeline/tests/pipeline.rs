@@ -22,7 +22,7 @@ struct Recorder {
 }
 
 impl Sink for Recorder {
-    fn output(&mut self, port: u32, pkt: &Packet) {
+    fn output(&mut self, port: u32, _queue: Option<u32>, pkt: &Packet) {
         self.out.push((port, pkt.data().to_vec()));
     }
     fn to_controller(&mut self, pkt: &Packet, info: &ToController) {
@@ -206,7 +206,7 @@ fn timeouts_and_flow_removed() {
     assert_eq!(gone.len(), 1, "only the SEND_FLOW_REM flow reports");
     assert_eq!(gone[0].reason, ofp::message::flow_removed_reason::IDLE_TIMEOUT);
     assert_eq!(gone[0].packet_count, 1);
-    assert_eq!(p.tables[0].flows.len(), 0, "the hard-timeout flow went too");
+    assert_eq!(p.tables()[0].len(), 0, "the hard-timeout flow went too");
 }
 
 #[test]
@@ -280,12 +280,12 @@ fn megaflow_consults_only_what_the_tables_looked_at() {
     for i in 0..10u8 {
         assert_eq!(ports_of(&send(&mut p, 1, &udp([2, 0, 0, 0, 9, i], H2, 100 + i as u16), 0)), vec![2]);
     }
-    assert_eq!(p.cache.len(), 1);
+    assert_eq!(p.cache_len(), 1);
     // Counters include cache hits.
-    assert_eq!(p.tables[0].flows.iter().next().unwrap().1.packet_count, 11);
+    assert_eq!(p.tables()[0].flows().next().unwrap().packet_count, 11);
     // A flow-mod invalidates it.
     add(&mut p, 0, 20, Match::new().with(Field::InPort, 1), vec![apply(vec![Action::output(3)])]).unwrap();
-    assert_eq!(p.cache.len(), 0);
+    assert_eq!(p.cache_len(), 0);
     assert_eq!(ports_of(&send(&mut p, 1, &frame, 0)), vec![3]);
 }
 
@@ -344,7 +344,7 @@ fn table_full_refuses_or_evicts_lowest_priority_least_recently_used() {
     send(&mut p, 1, &udp(H1, H2, 9), 5_000); // in_port=1 is now the more recently used of the two
     add(&mut p, 0, 9, Match::new().with(Field::InPort, 3), vec![]).unwrap();
     let left: Vec<(u16, String)> =
-        p.tables[0].flows.iter().map(|(_, f)| (f.priority, format!("{:?}", f.match_.fields))).collect();
+        p.tables()[0].flows().map(|f| (f.priority, format!("{:?}", f.match_.fields))).collect();
     assert_eq!(left.len(), 3);
     assert!(left.iter().any(|(prio, _)| *prio == 0), "the table-miss flow is never evicted");
     assert!(left.iter().any(|(_, m)| m.contains("value: 1,")), "the recently used flow stays: {left:?}");
@@ -422,7 +422,7 @@ fn table_features_request_reshapes_the_pipeline() {
     let reply = p.multipart(&MultipartRequestBody::TableFeatures(vec![t0.clone(), t1]), 0).unwrap().unwrap();
     let MultipartReplyBody::TableFeatures(now) = reply else { panic!() };
     assert_eq!(now.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), vec!["ingress", "egress"]);
-    assert_eq!(p.tables[0].flows.len(), 0, "reconfigured tables start empty");
+    assert_eq!(p.tables()[0].len(), 0, "reconfigured tables start empty");
 
     let e = |r: Result<(), ErrorCode>| r.unwrap_err();
     add(&mut p, 0, 5, Match::new().with(Field::InPort, 1), vec![apply(vec![Action::output(2)]), Instruction::GotoTable(1)]).unwrap();
@@ -440,5 +440,5 @@ fn table_features_request_reshapes_the_pipeline() {
     assert_eq!(bad(backwards), ErrorCode::TableFeaturesFailed(TableFeaturesFailed::BadArgument));
     let exp = TableFeatures { properties: vec![TableFeatureProp::Experimenter { miss: false, experimenter: 1, exp_type: 1, data: vec![] }], ..t0 };
     assert_eq!(bad(exp), ErrorCode::TableFeaturesFailed(TableFeaturesFailed::BadType));
-    assert_eq!(p.tables[1].flows.len(), 1);
+    assert_eq!(p.tables()[1].len(), 1);
 }

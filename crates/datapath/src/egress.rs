@@ -1,0 +1,196 @@
+//! Egress queues: eight per port, between the forwarding decision and the port's socket.
+//!
+//! A frame goes straight to the socket when nothing is waiting on the port, so an unloaded port
+//! costs what it did before queues existed. When the socket is busy the frame waits in its queue
+//! (FIFO) and waiting frames leave highest queue first (strict priority, queue 7 highest, as
+//! 802.1Q traffic classes). Issue-level schedulers (DRR, CBS, gates) replace the selection in
+//! [`EgressQueues::service`]; everything else stays.
+
+use std::collections::VecDeque;
+
+use packet::Offload;
+
+use crate::PortTx;
+
+pub const N_QUEUES: usize = 8;
+/// Frames a queue holds before it drops (tail drop): a veth's default txqueuelen.
+pub const QUEUE_LIMIT: usize = 1000;
+/// IEEE 802.1Q Table 8-5, eight traffic classes: priority (PCP) → queue. PCP 1 (background) sits
+/// below PCP 0 (best effort, and every untagged frame).
+pub const PCP_TO_QUEUE: [u8; 8] = [1, 0, 2, 3, 4, 5, 6, 7];
+
+/// The queue a frame goes to when no mode chose one: from its outer VLAN tag's priority.
+pub fn queue_for_frame(frame: &[u8]) -> usize {
+    let pcp = match frame.get(12..15) {
+        Some([0x81, 0x00, tci] | [0x88, 0xa8, tci]) => tci >> 5,
+        _ => 0,
+    };
+    PCP_TO_QUEUE[pcp as usize] as usize
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    /// Dropped because the queue was full.
+    pub dropped: u64,
+}
+
+/// What became of a frame handed to [`EgressQueues::send`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sent {
+    /// On the socket now.
+    Now,
+    /// Waiting in its queue.
+    Held,
+    /// Its queue was full.
+    Dropped,
+}
+
+struct Held {
+    frame: Vec<u8>,
+    offload: Offload,
+}
+
+pub struct EgressQueues {
+    queues: [VecDeque<Held>; N_QUEUES],
+    stats: [QueueStats; N_QUEUES],
+    held: usize,
+    limit: usize,
+}
+
+impl Default for EgressQueues {
+    fn default() -> Self {
+        EgressQueues::new(QUEUE_LIMIT)
+    }
+}
+
+impl EgressQueues {
+    pub fn new(limit: usize) -> Self {
+        EgressQueues { queues: Default::default(), stats: [QueueStats::default(); N_QUEUES], held: 0, limit }
+    }
+
+    /// Frames waiting, all queues together.
+    pub fn backlog(&self) -> usize {
+        self.held
+    }
+
+    pub fn stats(&self, queue: usize) -> QueueStats {
+        self.stats[queue]
+    }
+
+    /// Counts frames that left on `queue` without passing through here (the kernel fast path).
+    pub fn credit(&mut self, queue: usize, packets: u64, bytes: u64) {
+        self.stats[queue].tx_packets += packets;
+        self.stats[queue].tx_bytes += bytes;
+    }
+
+    /// Transmits `frame` on `queue` (< [`N_QUEUES`]): at once if nothing waits, else after
+    /// what waits on higher queues and before nothing that waits on its own.
+    pub fn send(&mut self, tx: &mut dyn PortTx, queue: usize, frame: &[u8], offload: &Offload) -> Sent {
+        if self.held == 0 && tx.send(frame, offload).is_ok() {
+            self.credit(queue, 1, frame.len() as u64);
+            return Sent::Now;
+        }
+        if self.queues[queue].len() >= self.limit {
+            self.stats[queue].dropped += 1;
+            return Sent::Dropped;
+        }
+        self.queues[queue].push_back(Held { frame: frame.to_vec(), offload: *offload });
+        self.held += 1;
+        Sent::Held
+    }
+
+    /// Hands waiting frames to the socket, highest queue first, until it is busy or nothing
+    /// waits. Returns the packets and bytes that left.
+    pub fn service(&mut self, tx: &mut dyn PortTx) -> (u64, u64) {
+        let (mut packets, mut bytes) = (0, 0);
+        for q in (0..N_QUEUES).rev() {
+            while let Some(h) = self.queues[q].front() {
+                if tx.send(&h.frame, &h.offload).is_err() {
+                    return (packets, bytes);
+                }
+                let len = h.frame.len() as u64;
+                self.queues[q].pop_front();
+                self.held -= 1;
+                self.credit(q, 1, len);
+                packets += 1;
+                bytes += len;
+            }
+        }
+        (packets, bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::TxError;
+
+    /// A socket that takes `room` frames, then is busy until given more room.
+    #[derive(Default)]
+    struct Socket {
+        room: usize,
+        sent: Vec<u8>,
+    }
+
+    impl PortTx for Socket {
+        fn send(&mut self, frame: &[u8], _: &Offload) -> Result<(), TxError> {
+            if self.room == 0 {
+                return Err(TxError::Busy);
+            }
+            self.room -= 1;
+            self.sent.push(frame[0]);
+            Ok(())
+        }
+        fn flush(&mut self) {}
+    }
+
+    #[test]
+    fn straight_through_when_idle_then_strict_priority_fifo_within_a_queue() {
+        let mut tx = Socket { room: 1, ..Default::default() };
+        let mut q = EgressQueues::new(10);
+        let off = Offload::default();
+        assert_eq!(q.send(&mut tx, 0, &[1], &off), Sent::Now);
+        // The socket is full: everything waits, whatever its queue.
+        for (frame, queue) in [(2, 0), (3, 5), (4, 0), (5, 7), (6, 5)] {
+            assert_eq!(q.send(&mut tx, queue, &[frame], &off), Sent::Held);
+        }
+        assert_eq!(q.backlog(), 5);
+        tx.room = 3;
+        assert_eq!(q.service(&mut tx), (3, 3));
+        assert_eq!(tx.sent, [1, 5, 3, 6], "queue 7, then queue 5 in arrival order");
+        // A frame for a higher queue arriving now still waits behind nothing but higher queues.
+        assert_eq!(q.send(&mut tx, 6, &[7], &off), Sent::Held, "never jumps the waiting line");
+        tx.room = 10;
+        q.service(&mut tx);
+        assert_eq!(tx.sent, [1, 5, 3, 6, 7, 2, 4]);
+        assert_eq!(q.backlog(), 0);
+        assert_eq!(q.stats(0), QueueStats { tx_packets: 3, tx_bytes: 3, dropped: 0 });
+        assert_eq!(q.stats(5).tx_packets, 2);
+    }
+
+    #[test]
+    fn a_full_queue_drops_and_counts_without_touching_the_others() {
+        let mut tx = Socket::default();
+        let mut q = EgressQueues::new(2);
+        let off = Offload::default();
+        assert_eq!(q.send(&mut tx, 3, &[1], &off), Sent::Held);
+        assert_eq!(q.send(&mut tx, 3, &[2], &off), Sent::Held);
+        assert_eq!(q.send(&mut tx, 3, &[3], &off), Sent::Dropped);
+        assert_eq!(q.send(&mut tx, 4, &[4], &off), Sent::Held);
+        assert_eq!(q.stats(3).dropped, 1);
+        assert_eq!(q.stats(4).dropped, 0);
+    }
+
+    #[test]
+    fn vlan_priority_picks_the_queue_by_the_802_1q_table() {
+        let mut f = vec![0u8; 20];
+        assert_eq!(queue_for_frame(&f), 1, "untagged: priority 0, best effort");
+        f[12..14].copy_from_slice(&[0x81, 0x00]);
+        for (pcp, queue) in [(0u8, 1), (1, 0), (2, 2), (5, 5), (7, 7)] {
+            f[14] = pcp << 5 | 0x0f;
+            assert_eq!(queue_for_frame(&f), queue, "pcp {pcp}");
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! OpenFlow requests: the ones about ports, queues and the switch itself are answered here; the
+//! rest (flows, groups, meters, tables, packet-out, switch config) go to the forwarding mode.
+
+use forwarding::Reply;
+use ofp::error::{BadRequest, ErrorCode, QueueOpFailed};
+use ofp::message::*;
+use ofp::multipart::*;
+use ofp::port::OFPP_ANY;
+use ofp::Message;
+
+use super::ports::Transmit;
+use super::Switch;
+use crate::egress::N_QUEUES;
+use crate::Replier;
+
+/// `OFPQ_ALL`.
+const ALL_QUEUES: u32 = 0xffff_ffff;
+
+impl Switch {
+    pub(super) fn openflow(&mut self, xid: u32, msg: Message, head: &[u8], reply: &Replier) {
+        let now = self.now();
+        let send = |m: Message| reply(m.encode(xid));
+        let error = |code: ErrorCode| reply(Message::Error(ErrorMsg::reply_to(code, head)).encode(xid));
+        let answer = match msg {
+            Message::FeaturesRequest => Ok(Some(Reply::Message(Message::FeaturesReply(self.features())))),
+            Message::BarrierRequest => Ok(Some(Reply::Message(Message::BarrierReply))),
+            Message::PortMod(pm) => self.port_mod(&pm).map(|()| None),
+            Message::QueueGetConfigRequest { port } => self.queue_config(port).map(|m| Some(Reply::Message(m))),
+            Message::Experimenter(_) => Err(ErrorCode::BadRequest(BadRequest::BadExperimenter)),
+            Message::MultipartRequest(req) => {
+                self.harvest_fast(now);
+                match self.multipart(&req.body) {
+                    Some(body) => body.map(|b| Some(Reply::Multipart(b))),
+                    None => self.ask_mode(Message::MultipartRequest(req), now),
+                }
+            }
+            other => self.ask_mode(other, now),
+        };
+        match answer {
+            Ok(Some(Reply::Message(m))) => send(m),
+            Ok(Some(Reply::Multipart(body))) => {
+                encode_multipart_reply(xid, body).into_iter().for_each(|part| reply(part))
+            }
+            Ok(None) => {}
+            Err(code) => error(code),
+        }
+        self.flush_all();
+    }
+
+    fn ask_mode(&mut self, msg: Message, now: u64) -> Result<Option<Reply>, ErrorCode> {
+        let mut out = Transmit {
+            ports: &mut self.ports,
+            events: &mut *self.events,
+            drops: &mut self.drops,
+            sent: &mut self.sent,
+        };
+        let answer = self.mode.openflow(msg, now, &mut out);
+        self.sent.clear();
+        answer
+    }
+
+    fn queue_config(&self, port: u32) -> Result<Message, ErrorCode> {
+        if port != OFPP_ANY && !self.ports.contains_key(&port) {
+            return Err(ErrorCode::QueueOpFailed(QueueOpFailed::BadPort));
+        }
+        let queues = self
+            .ports
+            .iter()
+            .filter(|(&n, p)| (port == OFPP_ANY || n == port) && p.tx.is_some())
+            .flat_map(|(&n, _)| {
+                (0..N_QUEUES as u32).map(move |q| PacketQueue { queue_id: q, port: n, properties: vec![] })
+            })
+            .collect();
+        Ok(Message::QueueGetConfigReply { port, queues })
+    }
+
+    /// The multipart requests about the switch and its ports; `None` for the mode's.
+    fn multipart(&mut self, req: &MultipartRequestBody) -> Option<Result<MultipartReplyBody, ErrorCode>> {
+        use MultipartRequestBody as R;
+        Some(match req {
+            R::Desc => Ok(MultipartReplyBody::Desc(Desc {
+                mfr_desc: "edgeflow project".into(),
+                hw_desc: "Linux userspace datapath (AF_PACKET rings)".into(),
+                sw_desc: format!("edgeflow {}", env!("CARGO_PKG_VERSION")),
+                serial_num: "none".into(),
+                dp_desc: self.cfg.dp_desc.clone(),
+            })),
+            R::PortDesc => Ok(MultipartReplyBody::PortDesc(
+                self.ports.values().filter(|p| p.tx.is_some()).map(|p| p.desc.clone()).collect(),
+            )),
+            R::PortStats { port_no } => {
+                if *port_no != OFPP_ANY && !self.ports.contains_key(port_no) {
+                    return Some(Err(ErrorCode::BadRequest(BadRequest::BadPort)));
+                }
+                Ok(MultipartReplyBody::PortStats(
+                    self.ports
+                        .iter_mut()
+                        .filter(|(&n, _)| *port_no == OFPP_ANY || n == *port_no)
+                        .map(|(&n, p)| p.stats(n))
+                        .collect(),
+                ))
+            }
+            R::Queue { port_no, queue_id } => self.queue_stats(*port_no, *queue_id),
+            _ => return None,
+        })
+    }
+
+    fn queue_stats(&self, port_no: u32, queue_id: u32) -> Result<MultipartReplyBody, ErrorCode> {
+        if port_no != OFPP_ANY && !self.ports.contains_key(&port_no) {
+            return Err(ErrorCode::QueueOpFailed(QueueOpFailed::BadPort));
+        }
+        if queue_id != ALL_QUEUES && queue_id as usize >= N_QUEUES {
+            return Err(ErrorCode::QueueOpFailed(QueueOpFailed::BadQueue));
+        }
+        let mut out = Vec::new();
+        for (&n, p) in self.ports.iter().filter(|(&n, p)| (port_no == OFPP_ANY || n == port_no) && p.tx.is_some()) {
+            let d = p.created.elapsed();
+            for q in (0..N_QUEUES as u32).filter(|&q| queue_id == ALL_QUEUES || q == queue_id) {
+                let s = p.egress.stats(q as usize);
+                out.push(QueueStats {
+                    port_no: n,
+                    queue_id: q,
+                    tx_bytes: s.tx_bytes,
+                    tx_packets: s.tx_packets,
+                    tx_errors: s.dropped,
+                    duration_sec: d.as_secs() as u32,
+                    duration_nsec: d.subsec_nanos(),
+                });
+            }
+        }
+        Ok(MultipartReplyBody::Queue(out))
+    }
+}

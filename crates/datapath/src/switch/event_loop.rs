@@ -1,0 +1,249 @@
+//! The forwarding thread: sleeps until a port has frames, a command waits, a link changes or the
+//! next deadline comes; then receives round-robin, runs commands, and does timed work.
+
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::TryRecvError;
+use std::time::Duration;
+
+use forwarding::DropReason;
+use ofp::port::OFPP_LOCAL;
+use packet::parse;
+use tracing::{debug, info, warn};
+
+use super::ports::Transmit;
+use super::Switch;
+use crate::sys;
+use crate::{Command, RxFrame};
+
+/// Frames taken from one port before moving to the next, so that one busy port cannot starve the
+/// others or delay controller requests.
+const RX_BUDGET: usize = 64;
+/// How often the kernel fast path's counters are harvested (its busiest masks re-ranked, dead
+/// entries swept) while nothing else wakes the loop.
+const FAST_PATH_HARVEST: u64 = 100_000_000;
+/// How soon a port whose socket was busy is tried again.
+const EGRESS_RETRY: u64 = 50_000;
+/// At most one warning a second about packet-ins over the rate limit.
+const LIMIT_REPORT: u64 = 1_000_000_000;
+
+impl Switch {
+    /// Runs until a [`Command::Shutdown`].
+    pub fn run(mut self) {
+        let mut ready = Vec::new();
+        let mut next_harvest = if self.fast.is_some() { FAST_PATH_HARVEST } else { u64::MAX };
+        let (mut limit_reported, mut limit_reported_at) = (0, 0);
+        info!(ports = self.ports.len(), mode = self.mode.name(), "forwarding");
+        loop {
+            let mut fds = vec![self.bell.fd.fd()];
+            if let Some(l) = &self.links {
+                fds.push(l.fd());
+            }
+            let fixed = fds.len();
+            let port_nos: Vec<u32> = self.ports.iter().filter(|(_, p)| p.rx.is_some()).map(|(&n, _)| n).collect();
+            fds.extend(port_nos.iter().map(|n| self.ports[n].rx.as_ref().unwrap().rx_fd()));
+            if let Some(up) = &self.upcall_rx {
+                fds.push(up.rx_fd());
+            }
+            let now = self.now();
+            let mut wake = self.mode.next_deadline().unwrap_or(u64::MAX).min(next_harvest);
+            if self.ports.values().any(|p| p.egress.backlog() > 0) {
+                wake = wake.min(now + EGRESS_RETRY);
+            }
+            let timeout = (wake != u64::MAX).then(|| Duration::from_nanos(wake.saturating_sub(now)));
+            if let Err(e) = sys::poll_until(&fds, timeout, &mut ready) {
+                warn!("poll: {e}");
+            }
+            // Drain every port round-robin until all are empty (or a command is waiting).
+            loop {
+                let mut got = 0;
+                let now = self.now();
+                for &no in &port_nos {
+                    got += self.receive(no, now);
+                }
+                got += self.receive_upcalls(now);
+                self.flush_all();
+                if got == 0 || self.commands_pending() {
+                    break;
+                }
+            }
+            if ready.contains(&0) {
+                self.bell.fd.drain();
+            }
+            if !self.run_commands() {
+                break;
+            }
+            self.sync_fast();
+            if fixed == 2 && ready.contains(&1) {
+                let events = self.links.as_mut().map(|l| l.drain()).unwrap_or_default();
+                for ev in events {
+                    self.link_event(ev);
+                }
+                self.sync_fast();
+            }
+            let now = self.now();
+            if now >= next_harvest {
+                next_harvest = now + FAST_PATH_HARVEST;
+                self.harvest_fast(now);
+                self.sync_fast();
+                if let Some(fast) = self.fast.as_mut() {
+                    fast.sweep();
+                }
+            }
+            if self.mode.next_deadline().is_some_and(|d| now >= d) {
+                self.tick(now);
+            }
+            let limited = self.drops.get(DropReason::PacketInLimit);
+            if limited > limit_reported && now.saturating_sub(limit_reported_at) >= LIMIT_REPORT {
+                warn!(dropped = limited - limit_reported, "packet-ins over the rate limit dropped");
+                (limit_reported, limit_reported_at) = (limited, now);
+            }
+        }
+        if let Some(fast) = &self.fast {
+            let [hits, misses, upcalls, slow, drops] = fast.counters();
+            info!(
+                hits,
+                misses,
+                upcalls,
+                slow,
+                drops,
+                entries = fast.len(),
+                installed = fast.installed,
+                refused = fast.refused,
+                "fast path totals"
+            );
+        }
+        info!(drops = %self.drops.summary(), "forwarding stopped");
+    }
+
+    /// The mode's timed work (flow timeouts, ageing). Kernel hits count as use: collected first.
+    fn tick(&mut self, now: u64) {
+        self.harvest_fast(now);
+        let mut out = Transmit {
+            ports: &mut self.ports,
+            events: &mut *self.events,
+            drops: &mut self.drops,
+            sent: &mut self.sent,
+        };
+        self.mode.tick(now, &mut out);
+        self.sent.clear();
+        self.flush_all();
+        self.sync_fast();
+    }
+
+    fn commands_pending(&self) -> bool {
+        self.bell.pending.load(Ordering::Acquire)
+    }
+
+    /// Hands queued frames to every port's socket and kicks the sockets.
+    pub(super) fn flush_all(&mut self) {
+        for p in self.ports.values_mut() {
+            p.service();
+            if let Some(tx) = p.tx.as_mut() {
+                tx.flush();
+            }
+        }
+    }
+
+    /// Executes queued commands; false on shutdown.
+    fn run_commands(&mut self) -> bool {
+        self.bell.pending.store(false, Ordering::Release);
+        loop {
+            match self.commands.try_recv() {
+                Ok(Command::OpenFlow { xid, msg, head, reply }) => {
+                    self.openflow(xid, msg, &head, &reply);
+                    self.sync_fast();
+                }
+                Ok(Command::Reply { bytes, reply }) => reply(bytes),
+                Ok(Command::FailOpen(on)) => {
+                    if on != self.fail_open {
+                        info!(
+                            fail_open = on,
+                            "standalone mode {}",
+                            if on { "learning on its own" } else { "under control" }
+                        );
+                        self.fail_open = on;
+                    }
+                    self.mode.set_fail_open(on);
+                }
+                Ok(Command::Shutdown) | Err(TryRecvError::Disconnected) => return false,
+                Err(TryRecvError::Empty) => return true,
+            }
+        }
+    }
+
+    fn receive(&mut self, no: u32, now: u64) -> usize {
+        let Some(port) = self.ports.get_mut(&no) else {
+            return 0;
+        };
+        let Some(mut rx) = port.rx.take() else { return 0 };
+        let n = rx.recv(RX_BUDGET, &mut |frame: RxFrame<'_>| self.handle_frame(no, frame, now));
+        self.ports.get_mut(&no).unwrap().rx = Some(rx);
+        n
+    }
+
+    /// Frames the kernel fast path sent up: the ingress port rides in the (metadata) VLAN tag.
+    fn receive_upcalls(&mut self, now: u64) -> usize {
+        let Some(mut rx) = self.upcall_rx.take() else { return 0 };
+        let n = rx.recv(RX_BUDGET, &mut |frame: RxFrame<'_>| {
+            let tag = frame.vlan.map(|(_, tci)| tci & 0x0fff);
+            let port = tag.and_then(|t| self.fast.as_ref().and_then(|f| f.tag_port.get(&t).copied()));
+            let Some(in_port) = port.filter(|p| self.ports.contains_key(p)) else { return };
+            self.handle_frame(in_port, RxFrame { vlan: None, ..frame }, now);
+        });
+        self.upcall_rx = Some(rx);
+        n
+    }
+
+    fn handle_frame(&mut self, in_port: u32, frame: RxFrame<'_>, now: u64) {
+        let port = self.ports.get_mut(&in_port).unwrap();
+        port.counters.rx_packets += 1;
+        port.counters.rx_bytes += frame.data.len() as u64;
+        if port.blocked() {
+            port.counters.rx_dropped += 1;
+            self.drops.add(DropReason::PortBlocked);
+            return;
+        }
+        let mut offload = frame.offload;
+        let data: &[u8] = match frame.vlan {
+            Some((tpid, tci)) if frame.data.len() >= 12 => {
+                self.tagged.clear();
+                self.tagged.extend_from_slice(&frame.data[..12]);
+                self.tagged.extend_from_slice(&tpid.to_be_bytes());
+                self.tagged.extend_from_slice(&tci.to_be_bytes());
+                self.tagged.extend_from_slice(&frame.data[12..]);
+                if let Some(c) = &mut offload.csum {
+                    c.start += 4;
+                }
+                &self.tagged
+            }
+            _ => frame.data,
+        };
+        let (key, layout) = match parse(data, in_port) {
+            Ok(p) => p,
+            Err(e) => {
+                port.counters.rx_errors += 1;
+                self.drops.add(DropReason::Malformed);
+                debug!(port = in_port, "malformed frame dropped: {e:?}");
+                return;
+            }
+        };
+        self.pkt.load(data, offload, layout);
+        self.sent.clear();
+        let mut out = Transmit {
+            ports: &mut self.ports,
+            events: &mut *self.events,
+            drops: &mut self.drops,
+            sent: &mut self.sent,
+        };
+        let verdict = self.mode.receive(&mut self.pkt, &key, now, &mut out);
+        if let Some(reason) = verdict.dropped {
+            self.drops.add(reason);
+        }
+        if let Some(id) = verdict.entry.filter(|_| in_port != OFPP_LOCAL && self.fast.is_some()) {
+            // The decision may itself have changed the mode's generation (a newly learned
+            // address): the kernel's copy goes first, then the new entry joins it.
+            self.sync_fast();
+            self.mirror(id, &key);
+        }
+    }
+}

@@ -1,0 +1,89 @@
+//! Keeping the kernel fast path in step with the mode: decisions mirrored in, hits counted back,
+//! and everything dropped when the mode's generation moves.
+
+use std::collections::HashMap;
+
+use forwarding::EntryId;
+use ofp::oxm::Field;
+use packet::FlowKey;
+
+use super::Switch;
+use crate::fastpath::{actions_outputs, EncodeContext};
+
+impl Switch {
+    /// Offers a fresh decision of the mode to the kernel, which takes it if it can carry it out.
+    /// `self.sent` holds where the frame that made it went, so kernel hits count on those queues.
+    pub(super) fn mirror(&mut self, id: EntryId, key: &FlowKey) {
+        let Some(fast) = self.fast.as_mut() else { return };
+        let Some(entry) = self.mode.kernel_entry(id) else { return };
+        let mut slots = HashMap::new();
+        for (m, meter) in &entry.meters {
+            if let Some(slot) = fast.meter_slot(*m, meter) {
+                slots.insert(*m, slot);
+            }
+        }
+        // A queue chosen by the frame's VLAN priority depends on bits the mode may not have
+        // consulted: the kernel entry then covers only frames of the same priority.
+        let mut mask = *entry.mask;
+        if self.sent.iter().any(|&(_, _, by_priority)| by_priority) {
+            mask.set(Field::VlanVid, mask.get(Field::VlanVid) | ofp::oxm::OFPVID_PRESENT as u128);
+            mask.set(Field::VlanPcp, 7);
+        }
+        let ports = &self.ports;
+        let ifindex = |p: u32| ports.get(&p).map(|x| x.ifindex).filter(|&i| i != 0);
+        let mut meter_slot = |m: u32| slots.get(&m).copied();
+        let mut cx =
+            EncodeContext { mode: fast.mode, ifindex: &ifindex, meter_slot: &mut meter_slot, ip_proto: key.ip_proto() };
+        // Every port the actions send to, on the queue the frame that made the entry took there (a
+        // frame a meter stopped took none: then the queue its priority picks).
+        let default_queue = crate::egress::PCP_TO_QUEUE[key.get(Field::VlanPcp) as usize & 7];
+        let outputs: Vec<(u32, u8)> = actions_outputs(entry.actions)
+            .into_iter()
+            .map(|port| {
+                let queue = self.sent.iter().find(|s| s.0 == port).map_or(default_queue, |s| s.1);
+                (port, queue)
+            })
+            .collect();
+        fast.install(key, &mask, entry.actions, entry.credits, &outputs, &mut cx);
+    }
+
+    /// Adds what the kernel fast path counted to the mode's and the ports' counters.
+    pub(super) fn harvest_fast(&mut self, now: u64) {
+        let Some(fast) = self.fast.as_mut() else { return };
+        let h = fast.harvest();
+        for (credits, packets, bytes) in &h.flows {
+            self.mode.credit_kernel(credits, *packets, *bytes, now);
+        }
+        for (port, d) in &h.ports {
+            if let Some(p) = self.ports.get_mut(port) {
+                p.counters.rx_packets += d.rx_packets;
+                p.counters.rx_bytes += d.rx_bytes;
+                p.counters.tx_packets += d.tx_packets;
+                p.counters.tx_bytes += d.tx_bytes;
+            }
+        }
+        for (&(port, queue), &(packets, bytes)) in &h.queues {
+            if let Some(p) = self.ports.get_mut(&port) {
+                p.egress.credit(queue as usize, packets, bytes);
+            }
+        }
+        for (&id, &counts) in &h.meters {
+            self.mode.credit_kernel_meter(id, counts);
+        }
+    }
+
+    /// The mode's decisions changed since the fast path last mirrored them: count what the kernel
+    /// saw under the old ones, then flush the kernel's copy too. Runs after every command, so a
+    /// barrier reply never precedes the flush of what its earlier messages changed.
+    pub(super) fn sync_fast(&mut self) {
+        if self.fast.is_none() || self.mode.generation() == self.fast_gen {
+            return;
+        }
+        let now = self.now();
+        self.harvest_fast(now);
+        if let Some(fast) = self.fast.as_mut() {
+            fast.flush();
+        }
+        self.fast_gen = self.mode.generation();
+    }
+}

@@ -1,0 +1,210 @@
+//! The switch: ports, the forwarding thread's loop, and the controller-facing requests about
+//! ports, queues and the switch itself. What a frame's fate is belongs to the forwarding mode
+//! (`forwarding::Mode`); this module moves frames and keeps the books.
+//!
+//! - `ports`: the switch's ports, their counters, link changes, port-mod, and [`ports::Transmit`],
+//!   where a mode's egress descriptors become frames on egress queues.
+//! - `event_loop`: the forwarding thread: wait for frames, commands, link events and the next
+//!   deadline; receive; run commands.
+//! - `control`: OpenFlow requests the switch answers itself; the rest go to the mode.
+//! - `fastsync`: keeping the kernel fast path in step with the mode.
+
+mod control;
+mod event_loop;
+mod fastsync;
+mod ports;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::Arc;
+use std::time::Instant;
+
+use forwarding::{DropReason, Mode, PortView};
+use ofp::message::*;
+use ofp::port::OFPP_LOCAL;
+use packet::Packet;
+use tracing::warn;
+
+use crate::afpacket::{self, RingConfig};
+use crate::fastpath::{FastPath, Mode as FastMode};
+use crate::netlink::LinkMonitor;
+use crate::sys::EventFd;
+use crate::tap;
+use crate::{Command, Event, PortRx};
+use ports::{PortGuard, SwitchPort};
+
+pub use forwarding::openflow::N_BUFFERS;
+
+#[derive(Clone, Debug)]
+pub struct SwitchConfig {
+    pub dpid: u64,
+    /// Flow tables, as the features reply reports them.
+    pub n_tables: u8,
+    /// OpenFlow port number and interface name.
+    pub ports: Vec<(u32, String)>,
+    /// Name of a tap interface to create as the LOCAL port.
+    pub local_port: Option<String>,
+    pub ring: RingConfig,
+    pub dp_desc: String,
+    /// The kernel fast path to mirror the mode's decisions into (`None`: userspace only).
+    pub fastpath: Option<crate::fastpath::Mode>,
+}
+
+/// Wakes the forwarding thread and tells it, without a syscall, that commands wait.
+struct Doorbell {
+    fd: EventFd,
+    pending: AtomicBool,
+}
+
+/// What the agent holds to talk to the forwarding thread.
+#[derive(Clone)]
+pub struct SwitchHandle {
+    tx: Sender<Command>,
+    bell: Arc<Doorbell>,
+}
+
+impl SwitchHandle {
+    pub fn send(&self, cmd: Command) {
+        if self.tx.send(cmd).is_ok() {
+            self.bell.pending.store(true, Ordering::Release);
+            self.bell.fd.wake();
+        }
+    }
+}
+
+/// Frames dropped, per reason.
+#[derive(Clone, Debug, Default)]
+pub struct DropCounts(BTreeMap<DropReason, u64>);
+
+impl DropCounts {
+    pub fn add(&mut self, reason: DropReason) {
+        *self.0.entry(reason).or_default() += 1;
+    }
+
+    pub fn get(&self, reason: DropReason) -> u64 {
+        self.0.get(&reason).copied().unwrap_or(0)
+    }
+
+    /// "reason=count" for every reason seen, for a log line.
+    pub fn summary(&self) -> String {
+        self.0.iter().map(|(r, n)| format!("{}={n}", r.name())).collect::<Vec<_>>().join(" ")
+    }
+}
+
+pub struct Switch {
+    cfg: SwitchConfig,
+    guard: PortGuard,
+    mode: Box<dyn Mode>,
+    ports: BTreeMap<u32, SwitchPort>,
+    events: Box<dyn FnMut(Event) + Send>,
+    commands: Receiver<Command>,
+    bell: Arc<Doorbell>,
+    links: Option<LinkMonitor>,
+    start: Instant,
+    /// Reused for every received frame.
+    pkt: Packet,
+    tagged: Vec<u8>,
+    /// Where the copies of the frame being processed went: (port, queue, chosen by its priority).
+    sent: Vec<(u32, u8, bool)>,
+    drops: DropCounts,
+    fail_open: bool,
+    fast: Option<FastPath>,
+    /// Where the kernel fast path sends misses up (TC mode), and the guard that keeps the host
+    /// stack off that interface.
+    upcall_rx: Option<Box<dyn PortRx>>,
+    _upcall_guard: Option<crate::ebpf::Link>,
+    /// The mode's generation the fast path last mirrored.
+    fast_gen: u64,
+}
+
+impl Switch {
+    /// Opens every port. Fails (naming the port) if one cannot be opened.
+    pub fn new(
+        cfg: SwitchConfig,
+        mut mode: Box<dyn Mode>,
+        events: Box<dyn FnMut(Event) + Send>,
+    ) -> std::io::Result<(Switch, SwitchHandle)> {
+        let (tx, rx) = mpsc::channel();
+        // Listen for link changes before reading each port's state, so that none falls in between.
+        let links = LinkMonitor::open().map_err(|e| warn!("no link monitoring: {e}")).ok();
+        let bell = Arc::new(Doorbell { fd: EventFd::new()?, pending: AtomicBool::new(false) });
+        let mut ports = BTreeMap::new();
+        let guard = PortGuard::load();
+        for (no, name) in &cfg.ports {
+            let (rx, tx) = afpacket::open(name, cfg.ring)
+                .map_err(|e| std::io::Error::new(e.kind(), format!("port {no} ({name}): {e}")))?;
+            ports.insert(*no, SwitchPort::new(*no, name, Box::new(rx), Box::new(tx), guard.attach(name)));
+        }
+        if let Some(name) = &cfg.local_port {
+            let (rx, tx) =
+                tap::open(name).map_err(|e| std::io::Error::new(e.kind(), format!("LOCAL port ({name}): {e}")))?;
+            ports.insert(OFPP_LOCAL, SwitchPort::new(OFPP_LOCAL, name, Box::new(rx), Box::new(tx), None));
+        }
+        for (&no, p) in &ports {
+            mode.port_changed(no, Some(PortView { config: p.desc.config, state: p.desc.state }));
+        }
+        let mut fast = None;
+        let mut upcall_rx: Option<Box<dyn PortRx>> = None;
+        let mut upcall_guard = None;
+        if let Some(kind) = cfg.fastpath {
+            let fp = FastPath::open(kind, &cfg.ports)?;
+            if kind == FastMode::Tc {
+                // Misses come up through the upcall interface; the ports' own receive sockets would
+                // see every frame the kernel already forwarded.
+                for (no, _) in &cfg.ports {
+                    if let Some(p) = ports.get_mut(no) {
+                        p.rx = None;
+                        p.guard = None;
+                    }
+                }
+                let (_, peer) = fp.upcall.clone().expect("TC mode has an upcall interface");
+                let (rx, _tx) = afpacket::open(&peer, cfg.ring)?;
+                upcall_rx = Some(Box::new(rx));
+                upcall_guard = guard.attach(&peer);
+            }
+            fast = Some(fp);
+        }
+        let handle = SwitchHandle { tx, bell: bell.clone() };
+        let fast_gen = mode.generation();
+        let sw = Switch {
+            guard,
+            mode,
+            ports,
+            events,
+            commands: rx,
+            bell,
+            links,
+            start: Instant::now(),
+            pkt: Packet::with_capacity(2048),
+            tagged: Vec::with_capacity(2048),
+            sent: Vec::with_capacity(8),
+            drops: DropCounts::default(),
+            fail_open: false,
+            fast_gen,
+            fast,
+            upcall_rx,
+            _upcall_guard: upcall_guard,
+            cfg,
+        };
+        Ok((sw, handle))
+    }
+
+    fn now(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    pub fn features(&self) -> SwitchFeatures {
+        SwitchFeatures {
+            datapath_id: self.cfg.dpid,
+            n_buffers: N_BUFFERS,
+            n_tables: self.cfg.n_tables,
+            auxiliary_id: 0,
+            capabilities: capabilities::FLOW_STATS
+                | capabilities::TABLE_STATS
+                | capabilities::PORT_STATS
+                | capabilities::GROUP_STATS
+                | capabilities::QUEUE_STATS,
+        }
+    }
+}

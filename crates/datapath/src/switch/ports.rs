@@ -1,0 +1,290 @@
+//! The switch's ports: what OpenFlow sees of them (description, counters), link changes,
+//! port-mod, and [`Transmit`], where a mode's egress descriptors become frames on queues.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use forwarding::{DropReason, Egress, Output, PortView};
+use ofp::error::{ErrorCode, PortModFailed};
+use ofp::message::{port_reason, PortMod, PortStatus};
+use ofp::multipart::PortStats;
+use ofp::port::{config, features, state};
+use ofp::Port;
+use packet::Packet;
+use tracing::{info, warn};
+
+use super::{DropCounts, Switch};
+use crate::afpacket;
+use crate::egress::{queue_for_frame, EgressQueues, Sent, N_QUEUES};
+use crate::netlink::LinkEvent;
+use crate::sys;
+use crate::{Event, PortRx, PortTx};
+
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Counters {
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    pub rx_dropped: u64,
+    pub tx_dropped: u64,
+    pub rx_errors: u64,
+}
+
+pub(super) struct SwitchPort {
+    /// Both halves are `None` while the interface does not exist.
+    pub rx: Option<Box<dyn PortRx>>,
+    pub tx: Option<Box<dyn PortTx>>,
+    /// Keeps the host stack off the port while the port lives.
+    pub guard: Option<crate::ebpf::Link>,
+    pub ifindex: u32,
+    pub desc: Port,
+    pub counters: Counters,
+    pub egress: EgressQueues,
+    pub created: Instant,
+}
+
+impl SwitchPort {
+    pub fn new(
+        no: u32,
+        name: &str,
+        rx: Box<dyn PortRx>,
+        tx: Box<dyn PortTx>,
+        guard: Option<crate::ebpf::Link>,
+    ) -> Self {
+        SwitchPort {
+            rx: Some(rx),
+            tx: Some(tx),
+            guard,
+            ifindex: sys::ifindex(name).unwrap_or(0),
+            desc: port_desc(no, name),
+            counters: Counters::default(),
+            egress: EgressQueues::default(),
+            created: Instant::now(),
+        }
+    }
+
+    pub fn view(&self) -> PortView {
+        PortView { config: self.desc.config, state: self.desc.state }
+    }
+
+    /// Configured not to receive, or administratively down.
+    pub fn blocked(&self) -> bool {
+        self.desc.config & (config::NO_RECV | config::PORT_DOWN) != 0
+    }
+
+    /// Sends what waits on the egress queues, as far as the socket takes it.
+    pub fn service(&mut self) {
+        if self.egress.backlog() == 0 {
+            return;
+        }
+        if let Some(tx) = self.tx.as_mut() {
+            let (packets, bytes) = self.egress.service(tx.as_mut());
+            self.counters.tx_packets += packets;
+            self.counters.tx_bytes += bytes;
+            tx.flush();
+        }
+    }
+
+    pub fn stats(&mut self, no: u32) -> PortStats {
+        if let Some(rx) = self.rx.as_mut() {
+            self.counters.rx_dropped += rx.rx_drops();
+        }
+        let c = self.counters;
+        let d = self.created.elapsed();
+        PortStats {
+            port_no: no,
+            rx_packets: c.rx_packets,
+            tx_packets: c.tx_packets,
+            rx_bytes: c.rx_bytes,
+            tx_bytes: c.tx_bytes,
+            rx_dropped: c.rx_dropped,
+            tx_dropped: c.tx_dropped,
+            rx_errors: c.rx_errors,
+            duration_sec: d.as_secs() as u32,
+            duration_nsec: d.subsec_nanos(),
+            ..Default::default()
+        }
+    }
+}
+
+/// Where a mode's decisions for one frame go: each copy onto its port's egress queue.
+pub(super) struct Transmit<'a> {
+    pub ports: &'a mut BTreeMap<u32, SwitchPort>,
+    pub events: &'a mut dyn FnMut(Event),
+    pub drops: &'a mut DropCounts,
+    /// (port, queue, whether the queue came from the frame's priority) of every copy queued.
+    pub sent: &'a mut Vec<(u32, u8, bool)>,
+}
+
+impl Output for Transmit<'_> {
+    fn transmit(&mut self, egress: Egress, pkt: &Packet) {
+        let Some(SwitchPort { tx: Some(tx), counters, egress: queues, .. }) = self.ports.get_mut(&egress.port) else {
+            self.drops.add(DropReason::NoSuchPort);
+            return;
+        };
+        let queue = match egress.queue {
+            None => queue_for_frame(pkt.data()),
+            Some(q) if (q as usize) < N_QUEUES => q as usize,
+            Some(_) => {
+                counters.tx_dropped += 1;
+                self.drops.add(DropReason::NoSuchQueue);
+                return;
+            }
+        };
+        match queues.send(tx.as_mut(), queue, pkt.data(), &pkt.offload) {
+            Sent::Now => {
+                counters.tx_packets += 1;
+                counters.tx_bytes += pkt.len() as u64;
+            }
+            Sent::Held => {}
+            Sent::Dropped => {
+                counters.tx_dropped += 1;
+                self.drops.add(DropReason::QueueFull);
+            }
+        }
+        self.sent.push((egress.port, queue as u8, egress.queue.is_none()));
+    }
+
+    fn event(&mut self, event: Event) {
+        (self.events)(event);
+    }
+}
+
+/// The port guard program, loaded once, attached to every AF_PACKET port.
+pub(super) struct PortGuard(Option<crate::ebpf::Object>);
+
+impl PortGuard {
+    pub fn load() -> PortGuard {
+        match crate::ebpf::Object::load(crate::bpf_objects::PORT_GUARD) {
+            Ok(o) => PortGuard(Some(o)),
+            Err(e) => {
+                warn!("cannot load the port guard (the host stack will also see port traffic): {e}");
+                PortGuard(None)
+            }
+        }
+    }
+
+    pub fn attach(&self, name: &str) -> Option<crate::ebpf::Link> {
+        let prog = self.0.as_ref()?.program("port_guard").ok()?;
+        let ifindex = sys::ifindex(name).ok()?;
+        prog.attach_tc(ifindex, false).map_err(|e| warn!(port = name, "port guard not attached: {e}")).ok()
+    }
+}
+
+pub(super) fn port_desc(no: u32, name: &str) -> Port {
+    let hw_addr = sys::hw_addr(name).unwrap_or_default();
+    let flags = sys::if_flags(name).unwrap_or(0);
+    let speed = sys::speed_mbps(name).unwrap_or(0);
+    let curr = match speed {
+        0 => 0,
+        s if s >= 100_000 => features::F_100GB_FD,
+        s if s >= 40_000 => features::F_40GB_FD,
+        s if s >= 10_000 => features::F_10GB_FD,
+        s if s >= 1_000 => features::F_1GB_FD,
+        s if s >= 100 => features::F_100MB_FD,
+        _ => features::F_10MB_FD,
+    } | if speed > 0 { features::COPPER } else { 0 };
+    let mut desc = Port {
+        port_no: no,
+        hw_addr,
+        name: name.to_string(),
+        config: if flags & libc::IFF_UP as u32 == 0 { config::PORT_DOWN } else { 0 },
+        curr,
+        advertised: 0,
+        supported: curr,
+        peer: 0,
+        curr_speed: speed * 1000,
+        max_speed: speed * 1000,
+        state: 0,
+    };
+    // SIOCGIFFLAGS has only the low 16 flag bits; the carrier (IFF_LOWER_UP) comes from sysfs.
+    let carrier = sys::carrier(name) as u32 * 0x10000;
+    desc.state = link_state(flags | carrier);
+    desc
+}
+
+fn link_state(flags: u32) -> u32 {
+    const IFF_LOWER_UP: u32 = 0x10000;
+    if flags & IFF_LOWER_UP != 0 && flags & libc::IFF_UP as u32 != 0 {
+        state::LIVE
+    } else {
+        state::LINK_DOWN
+    }
+}
+
+impl Switch {
+    /// A port's description changed: the mode and the controllers hear of it.
+    fn port_status(&mut self, no: u32, reason: u8) {
+        let port = &self.ports[&no];
+        let view = (reason != port_reason::DELETE).then(|| port.view());
+        let desc = port.desc.clone();
+        self.mode.port_changed(no, view);
+        (self.events)(Event::PortStatus(PortStatus { reason, desc }));
+    }
+
+    pub(super) fn link_event(&mut self, ev: LinkEvent) {
+        let found = self.ports.iter().find(|(_, p)| p.desc.name == ev.name).map(|(&n, _)| n);
+        let Some(no) = found else { return };
+        let port = self.ports.get_mut(&no).unwrap();
+        if ev.deleted {
+            if port.tx.take().is_some() {
+                port.rx = None;
+                port.guard = None;
+                port.egress = EgressQueues::default();
+                info!(port = no, name = %ev.name, "interface removed");
+                self.port_status(no, port_reason::DELETE);
+            }
+            return;
+        }
+        if port.tx.is_none() {
+            // A configured interface (re)appeared.
+            match afpacket::open(&ev.name, self.cfg.ring) {
+                Ok((rx, tx)) => {
+                    let counters = port.counters;
+                    *port = SwitchPort::new(no, &ev.name, Box::new(rx), Box::new(tx), self.guard.attach(&ev.name));
+                    port.counters = counters;
+                    info!(port = no, name = %ev.name, "interface added");
+                    self.port_status(no, port_reason::ADD);
+                }
+                Err(e) => warn!(port = no, "cannot reopen {}: {e}", ev.name),
+            }
+            return;
+        }
+        let new_state = link_state(ev.flags);
+        let admin_down = ev.flags & libc::IFF_UP as u32 == 0;
+        let new_config = (port.desc.config & !config::PORT_DOWN) | if admin_down { config::PORT_DOWN } else { 0 };
+        if new_state != port.desc.state || new_config != port.desc.config {
+            port.desc.state = new_state;
+            port.desc.config = new_config;
+            info!(port = no, up = new_state == state::LIVE, "link changed");
+            self.port_status(no, port_reason::MODIFY);
+        }
+    }
+
+    pub(super) fn port_mod(&mut self, pm: &PortMod) -> Result<(), ErrorCode> {
+        let err = |c| Err(ErrorCode::PortModFailed(c));
+        let Some(port) = self.ports.get_mut(&pm.port_no) else {
+            return err(PortModFailed::BadPort);
+        };
+        if pm.hw_addr != port.desc.hw_addr {
+            return err(PortModFailed::BadHwAddr);
+        }
+        if (pm.config | pm.mask) & !config::ALL != 0 {
+            return err(PortModFailed::BadConfig);
+        }
+        let new = (port.desc.config & !pm.mask) | (pm.config & pm.mask);
+        if new == port.desc.config {
+            return Ok(());
+        }
+        if (new ^ port.desc.config) & config::PORT_DOWN != 0 {
+            if let Err(e) = sys::set_if_up(&port.desc.name, new & config::PORT_DOWN == 0) {
+                warn!(port = pm.port_no, "cannot change admin state: {e}");
+                return err(PortModFailed::Eperm);
+            }
+        }
+        port.desc.config = new;
+        self.port_status(pm.port_no, port_reason::MODIFY);
+        Ok(())
+    }
+}

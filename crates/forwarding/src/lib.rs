@@ -1,0 +1,197 @@
+//! The forwarding seam: what the datapath asks of a forwarding mode, and what a mode answers.
+//!
+//! The datapath owns ports, the loop, egress queues and the kernel fast path; a mode owns the
+//! decision. For every received frame the datapath calls [`Mode::receive`]; the mode hands each
+//! copy it forwards to [`Output::transmit`] with an [`Egress`] descriptor (port and queue; the
+//! frame carries its rewrites) and returns a [`Verdict`]: a typed drop reason when the frame went
+//! nowhere, and optionally a decision the kernel fast path may replay ([`Mode::kernel_entry`]).
+//! Timers go through [`Mode::next_deadline`] and [`Mode::tick`], so the loop sleeps until the
+//! earliest one. Nothing here does I/O: a mode is driven with frames and a clock in tests exactly
+//! as the datapath drives it.
+//!
+//! Adding a mode is one module here that implements [`Mode`], plus a line where the binary picks it.
+
+pub mod learning;
+pub mod openflow;
+pub mod portmap;
+
+use ofp::error::{BadRequest, ErrorCode};
+use packet::{FlowKey, Packet};
+pub use pipeline::classifier::RuleId as EntryId;
+pub use pipeline::exec::{Credits, DpAction};
+pub use pipeline::{Nanos, PortView};
+
+/// Where one copy of a frame leaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Egress {
+    /// OpenFlow port number (`OFPP_LOCAL` included).
+    pub port: u32,
+    /// The egress queue the mode chose, or `None` to let the port choose from the frame's VLAN
+    /// priority (802.1Q's default priority-to-class table).
+    pub queue: Option<u32>,
+}
+
+/// Why a frame was dropped. Counted per reason by the datapath.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum DropReason {
+    /// Could not be parsed (runt, bad header lengths, truncated transport header).
+    Malformed,
+    /// Arrived on a port configured not to receive (`NO_RECV`, administratively down).
+    PortBlocked,
+    /// The mode sent it nowhere: a table miss with no miss flow, an empty action list, no route.
+    NoAction,
+    /// A meter band dropped it.
+    Meter,
+    /// Its IP or MPLS TTL ran out.
+    TtlExpired,
+    /// For the controller, but over the packet-in rate limit.
+    PacketInLimit,
+    /// Sent to a port that does not exist (now).
+    NoSuchPort,
+    /// Sent to a queue the port does not have.
+    NoSuchQueue,
+    /// Its egress queue was full.
+    QueueFull,
+}
+
+impl DropReason {
+    pub const ALL: [DropReason; 9] = [
+        DropReason::Malformed,
+        DropReason::PortBlocked,
+        DropReason::NoAction,
+        DropReason::Meter,
+        DropReason::TtlExpired,
+        DropReason::PacketInLimit,
+        DropReason::NoSuchPort,
+        DropReason::NoSuchQueue,
+        DropReason::QueueFull,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::Malformed => "malformed",
+            DropReason::PortBlocked => "port_blocked",
+            DropReason::NoAction => "no_action",
+            DropReason::Meter => "meter",
+            DropReason::TtlExpired => "ttl_expired",
+            DropReason::PacketInLimit => "packet_in_limit",
+            DropReason::NoSuchPort => "no_such_port",
+            DropReason::NoSuchQueue => "no_such_queue",
+            DropReason::QueueFull => "queue_full",
+        }
+    }
+}
+
+/// What a mode did with one received frame, beyond the copies it transmitted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Verdict {
+    /// Set when no copy left and nothing went to a controller.
+    pub dropped: Option<DropReason>,
+    /// A decision the kernel fast path may hold, to be fetched with [`Mode::kernel_entry`].
+    pub entry: Option<EntryId>,
+}
+
+/// Asynchronous messages for the controllers.
+#[derive(Clone, Debug)]
+pub enum Event {
+    PacketIn(ofp::PacketIn),
+    FlowRemoved(ofp::FlowRemoved),
+    PortStatus(ofp::PortStatus),
+}
+
+/// Where a mode's decisions go: the datapath's egress (or a test's recorder).
+pub trait Output {
+    /// One copy of `pkt`, as it is now, leaves on `egress`.
+    fn transmit(&mut self, egress: Egress, pkt: &Packet);
+    /// An asynchronous message for the controllers.
+    fn event(&mut self, event: Event);
+}
+
+/// A decision the kernel fast path may replay: every frame whose flow key equals `key` under
+/// `mask` gets `actions`, and its hits are credited back through [`Mode::credit_kernel`] with
+/// `credits`.
+pub struct KernelEntry<'a> {
+    pub mask: &'a FlowKey,
+    pub actions: &'a [DpAction],
+    pub credits: &'a Credits,
+    /// The meters the actions name, with their configuration.
+    pub meters: Vec<(u32, &'a pipeline::meter::Meter)>,
+}
+
+/// A reply to an OpenFlow request a mode answered.
+pub enum Reply {
+    Message(ofp::Message),
+    Multipart(ofp::MultipartReplyBody),
+}
+
+/// A forwarding mode: everything that decides where a frame goes.
+pub trait Mode: Send {
+    /// As in the configuration (`mode = "..."`).
+    fn name(&self) -> &'static str;
+
+    /// A port appeared or changed (`Some`), or went away (`None`). Called for every port at start.
+    fn port_changed(&mut self, port: u32, view: Option<PortView>);
+
+    /// Decides where a received frame goes. `key` is the frame's flow key (in_port included).
+    fn receive(&mut self, pkt: &mut Packet, key: &FlowKey, now: Nanos, out: &mut dyn Output) -> Verdict;
+
+    /// The kernel-replayable form of a decision [`Mode::receive`] returned, if it is still current.
+    fn kernel_entry(&self, id: EntryId) -> Option<KernelEntry<'_>>;
+
+    /// Changes whenever decisions handed out before may no longer hold: the datapath then drops
+    /// every kernel entry (crediting their hits first).
+    fn generation(&self) -> u64;
+
+    /// Hits the kernel counted on an entry this mode handed out.
+    fn credit_kernel(&mut self, _credits: &Credits, _packets: u64, _bytes: u64, _now: Nanos) {}
+
+    /// What a kernel meter counted: (packets, bytes, dropped packets, dropped bytes).
+    fn credit_kernel_meter(&mut self, _meter: u32, _counts: (u64, u64, u64, u64)) {}
+
+    /// When [`Mode::tick`] next has work; `None`: nothing timed.
+    fn next_deadline(&self) -> Option<Nanos> {
+        None
+    }
+
+    /// Timed work that is due (timeouts, ageing).
+    fn tick(&mut self, _now: Nanos, _out: &mut dyn Output) {}
+
+    /// An OpenFlow request that is not about ports or the switch itself (flows, groups, meters,
+    /// tables, packet-out, switch config). Modes that are not programmed by OpenFlow answer as a
+    /// switch without tables: see [`not_programmable`].
+    fn openflow(&mut self, msg: ofp::Message, _now: Nanos, _out: &mut dyn Output) -> Result<Option<Reply>, ErrorCode> {
+        not_programmable(msg)
+    }
+
+    /// Standalone fail mode: whether no controller is reachable.
+    fn set_fail_open(&mut self, _on: bool) {}
+}
+
+/// How a mode without OpenFlow tables answers OpenFlow: reads describe a switch with no tables
+/// (so `ovs-ofctl show` and `dump-flows` work and show nothing to program), writes are refused
+/// with the permission error of their kind.
+pub fn not_programmable(msg: ofp::Message) -> Result<Option<Reply>, ErrorCode> {
+    use ofp::error::{FlowModFailed, GroupModFailed, SwitchConfigFailed, TableModFailed};
+    use ofp::multipart::{AggregateStats, MultipartReplyBody as B, MultipartRequestBody as R};
+    use ofp::Message as M;
+    match msg {
+        M::FlowMod(_) => Err(ErrorCode::FlowModFailed(FlowModFailed::Eperm)),
+        M::GroupMod(_) => Err(ErrorCode::GroupModFailed(GroupModFailed::Eperm)),
+        M::TableMod(_) => Err(ErrorCode::TableModFailed(TableModFailed::Eperm)),
+        M::SetConfig(_) => Err(ErrorCode::SwitchConfigFailed(SwitchConfigFailed::Eperm)),
+        M::MeterMod(_) | M::PacketOut(_) => Err(ErrorCode::BadRequest(BadRequest::Eperm)),
+        M::GetConfigRequest => {
+            let config = ofp::message::SwitchConfig { flags: 0, miss_send_len: 0 };
+            Ok(Some(Reply::Message(M::GetConfigReply(config))))
+        }
+        M::MultipartRequest(req) => Ok(Some(Reply::Multipart(match req.body {
+            R::Flow(_) => B::Flow(vec![]),
+            R::Aggregate(_) => B::Aggregate(AggregateStats::default()),
+            R::Table => B::Table(vec![]),
+            R::TableFeatures(t) if t.is_empty() => B::TableFeatures(vec![]),
+            R::TableFeatures(_) => return Err(ErrorCode::BadRequest(BadRequest::Eperm)),
+            _ => return Err(ErrorCode::BadRequest(BadRequest::BadMultipart)),
+        }))),
+        _ => Err(ErrorCode::BadRequest(BadRequest::BadType)),
+    }
+}

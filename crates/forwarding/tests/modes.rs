@@ -1,0 +1,191 @@
+//! Every mode driven through the seam alone, as the datapath drives it: frames in, egress
+//! descriptors, verdicts and kernel entries out.
+
+use forwarding::learning::LearningMode;
+use forwarding::openflow::{Config, OpenFlowMode};
+use forwarding::portmap::PortMapMode;
+use forwarding::{DpAction, DropReason, Egress, Event, Mode, Output, PortView, Verdict};
+use ofp::action::{Action, Instruction};
+use ofp::group_meter::{BandKind, MeterBand};
+use ofp::message::{FlowMod, MeterMod};
+use ofp::oxm::{Field, Match};
+use ofp::Message;
+use packet::craft::{FrameBuilder, L3, L4};
+use packet::{parse, FlowKey, Offload, Packet};
+
+const H1: [u8; 6] = [2, 0, 0, 0, 0, 1];
+const H2: [u8; 6] = [2, 0, 0, 0, 0, 2];
+
+#[derive(Default)]
+struct Recorder {
+    sent: Vec<(Egress, Vec<u8>)>,
+    events: Vec<Event>,
+}
+
+impl Output for Recorder {
+    fn transmit(&mut self, egress: Egress, pkt: &Packet) {
+        self.sent.push((egress, pkt.data().to_vec()));
+    }
+    fn event(&mut self, event: Event) {
+        self.events.push(event);
+    }
+}
+
+impl Recorder {
+    fn ports(&self) -> Vec<u32> {
+        self.sent.iter().map(|(e, _)| e.port).collect()
+    }
+}
+
+fn udp(src: [u8; 6], dst: [u8; 6]) -> Vec<u8> {
+    FrameBuilder::new(dst, src).build(L3::Ipv4 {
+        src: [10, 0, 0, 1],
+        dst: [10, 0, 0, 2],
+        ttl: 64,
+        tos: 0,
+        l4: L4::Udp { src: 5000, dst: 9, payload: vec![7; 18] },
+    })
+}
+
+fn receive(mode: &mut dyn Mode, in_port: u32, frame: &[u8], now: u64) -> (Verdict, Recorder, FlowKey) {
+    let (key, layout) = parse(frame, in_port).unwrap();
+    let mut pkt = Packet::new(frame, Offload::default(), layout);
+    let mut r = Recorder::default();
+    let v = mode.receive(&mut pkt, &key, now, &mut r);
+    (v, r, key)
+}
+
+fn with_ports(mut mode: impl Mode, n: u32) -> impl Mode {
+    for p in 1..=n {
+        mode.port_changed(p, Some(PortView::default()));
+    }
+    mode
+}
+
+fn openflow(n_ports: u32) -> impl Mode {
+    with_ports(
+        OpenFlowMode::new(&Config { n_tables: 4, table_limits: vec![], native: false, packet_in_rate: 0 }),
+        n_ports,
+    )
+}
+
+fn flow(mode: &mut dyn Mode, priority: u16, match_: Match, actions: Vec<Action>) {
+    let fm = FlowMod { priority, match_, instructions: vec![Instruction::ApplyActions(actions)], ..Default::default() };
+    let mut r = Recorder::default();
+    mode.openflow(Message::FlowMod(fm), 0, &mut r).unwrap();
+}
+
+#[test]
+fn portmap_forwards_untouched_and_offers_an_in_port_entry() {
+    let mut m = with_ports(PortMapMode::new(&[(1, 3), (3, 1)]), 3);
+    let frame = udp(H1, H2);
+    let (v, r, _) = receive(&mut m, 1, &frame, 0);
+    assert_eq!(r.sent, vec![(Egress { port: 3, queue: None }, frame.clone())]);
+    assert_eq!(v.dropped, None);
+    let entry = m.kernel_entry(v.entry.expect("a kernel entry")).unwrap();
+    assert_eq!(entry.actions, &[DpAction::Output(3)]);
+    let mut only_in_port = FlowKey::default();
+    only_in_port.set(Field::InPort, u32::MAX as u128);
+    assert_eq!(*entry.mask, only_in_port, "the decision depends on the ingress port alone");
+
+    let (v, r, _) = receive(&mut m, 2, &frame, 0);
+    assert!(r.sent.is_empty());
+    assert_eq!(v, Verdict { dropped: Some(DropReason::NoAction), entry: None });
+}
+
+#[test]
+fn learning_floods_unknown_then_forwards_to_the_learned_port() {
+    let mut m = with_ports(LearningMode::new(), 3);
+    let (v, r, _) = receive(&mut m, 1, &udp(H1, H2), 0);
+    assert_eq!(r.ports(), vec![2, 3], "H2 unknown: flooded");
+    assert_eq!(v.dropped, None);
+    let (_, r, _) = receive(&mut m, 2, &udp(H2, H1), 1);
+    assert_eq!(r.ports(), vec![1], "H1 was learned on port 1");
+    let gen = m.generation();
+    let (v, r, _) = receive(&mut m, 1, &udp(H1, H2), 2);
+    assert_eq!(r.ports(), vec![2]);
+    assert_eq!(m.generation(), gen, "nothing new learned: kernel entries stay valid");
+    let e = m.kernel_entry(v.entry.unwrap()).unwrap();
+    assert_eq!(e.actions, &[DpAction::Output(2)]);
+    // Not programmable by OpenFlow.
+    let fm = FlowMod::default();
+    assert!(m.openflow(Message::FlowMod(fm), 0, &mut Recorder::default()).is_err());
+}
+
+#[test]
+fn openflow_set_queue_reaches_the_egress_descriptor() {
+    let mut m = openflow(2);
+    flow(&mut m, 10, Match::new().with(Field::InPort, 1), vec![Action::SetQueue(5), Action::output(2)]);
+    flow(&mut m, 10, Match::new().with(Field::InPort, 2), vec![Action::output(1)]);
+    let (_, r, _) = receive(&mut m, 1, &udp(H1, H2), 0);
+    assert_eq!(r.sent[0].0, Egress { port: 2, queue: Some(5) });
+    let (_, r, _) = receive(&mut m, 2, &udp(H2, H1), 0);
+    assert_eq!(r.sent[0].0, Egress { port: 1, queue: None }, "no set_queue: the port decides");
+    // A cache hit carries the queue too.
+    let (_, r, _) = receive(&mut m, 1, &udp(H1, H2), 1);
+    assert_eq!(r.sent[0].0, Egress { port: 2, queue: Some(5) });
+}
+
+#[test]
+fn openflow_verdicts_name_why_nothing_left() {
+    let mut m = openflow(2);
+    let (v, r, _) = receive(&mut m, 1, &udp(H1, H2), 0);
+    assert!(r.sent.is_empty() && r.events.is_empty());
+    assert_eq!(v.dropped, Some(DropReason::NoAction), "table miss without a miss flow");
+
+    let band = MeterBand { kind: BandKind::Drop, rate: 1, burst_size: 1 };
+    let mm = MeterMod {
+        command: 0,
+        flags: ofp::group_meter::meter_flags::PKTPS | ofp::group_meter::meter_flags::BURST,
+        meter_id: 1,
+        bands: vec![band],
+    };
+    m.openflow(Message::MeterMod(mm), 0, &mut Recorder::default()).unwrap();
+    let fm = FlowMod {
+        priority: 5,
+        instructions: vec![Instruction::Meter(1), Instruction::ApplyActions(vec![Action::output(2)])],
+        ..Default::default()
+    };
+    m.openflow(Message::FlowMod(fm), 0, &mut Recorder::default()).unwrap();
+    let mut verdicts = Vec::new();
+    for i in 0..5 {
+        verdicts.push(receive(&mut m, 1, &udp(H1, H2), i).0.dropped);
+    }
+    assert_eq!(verdicts[0], None, "the burst lets the first through");
+    assert!(verdicts.contains(&Some(DropReason::Meter)), "{verdicts:?}");
+
+    let mut m = openflow(2);
+    flow(&mut m, 1, Match::new(), vec![Action::DecNwTtl, Action::output(2)]);
+    let frame = FrameBuilder::new(H2, H1).build(L3::Ipv4 {
+        src: [10, 0, 0, 1],
+        dst: [10, 0, 0, 2],
+        ttl: 1,
+        tos: 0,
+        l4: L4::Udp { src: 1, dst: 2, payload: vec![0; 18] },
+    });
+    assert_eq!(receive(&mut m, 1, &frame, 0).0.dropped, Some(DropReason::TtlExpired));
+}
+
+#[test]
+fn openflow_timeouts_come_due_at_the_deadline_the_mode_reports() {
+    let mut m = openflow(2);
+    assert_eq!(m.next_deadline(), None, "nothing timed: the loop may sleep until woken");
+    let fm = FlowMod {
+        priority: 1,
+        hard_timeout: 2,
+        flags: ofp::message::flow_mod_flags::SEND_FLOW_REM,
+        instructions: vec![Instruction::ApplyActions(vec![Action::output(2)])],
+        ..Default::default()
+    };
+    m.openflow(Message::FlowMod(fm), 1_000, &mut Recorder::default()).unwrap();
+    let due = m.next_deadline().expect("a hard timeout is due");
+    assert_eq!(due, 1_000 + 2_000_000_000);
+    let mut r = Recorder::default();
+    m.tick(due - 1, &mut r);
+    assert!(r.events.is_empty(), "not before its time");
+    m.tick(due, &mut r);
+    assert!(
+        matches!(r.events.as_slice(), [Event::FlowRemoved(f)] if f.reason == ofp::message::flow_removed_reason::HARD_TIMEOUT)
+    );
+    assert_eq!(m.next_deadline(), None);
+}
