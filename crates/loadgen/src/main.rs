@@ -9,8 +9,8 @@ use std::os::fd::RawFd;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Parser, Subcommand};
-use datapath::afpacket::{self, RingConfig};
-use datapath::{PortRx, PortTx, RxFrame};
+use netio::afpacket::{self, RingConfig};
+use netio::{PortRx, PortTx, RxFrame};
 use loadgen::frame::{self, Endpoints, Probe, FCS};
 use loadgen::stats::FlowStats;
 
@@ -138,7 +138,7 @@ fn send(a: SendArgs) -> Result<(), String> {
     }
     let src_mac = match a.src_mac {
         Some(m) => m,
-        None => datapath::sys::hw_addr(&a.iface).map_err(|e| format!("{}: {e}", a.iface))?,
+        None => netio::sys::hw_addr(&a.iface).map_err(|e| format!("{}: {e}", a.iface))?,
     };
     let ep = Endpoints { src_mac, dst_mac: a.dst_mac, src_ip: a.src_ip, dst_ip: a.dst_ip, src_port: a.sport, dst_port: a.dport };
     let mut template = frame::template(&ep, a.size, a.flow);
@@ -255,8 +255,8 @@ fn monotonic_ns() -> u64 {
 /// Sends with the XDP program in `bpf/loadgen.c`: the kernel runs it on fresh copies of the
 /// template in a loop and transmits each (BPF_F_TEST_XDP_LIVE_FRAMES).
 fn send_xdp(a: &SendArgs, template: &[u8], rate: u64) -> Result<(), String> {
-    let ifindex = datapath::sys::ifindex(&a.iface).map_err(|e| format!("{}: {e}", a.iface))?;
-    let obj = datapath::ebpf::Object::load(datapath::bpf_objects::LOADGEN).map_err(|e| format!("loading the XDP sender: {e}"))?;
+    let ifindex = netio::sys::ifindex(&a.iface).map_err(|e| format!("{}: {e}", a.iface))?;
+    let obj = ebpf::Object::load(ebpf::objects::LOADGEN).map_err(|e| format!("loading the XDP sender: {e}"))?;
     let state = obj.map("loadgen_state").map_err(|e| e.to_string())?;
     let prog = obj.program("loadgen_stamp").map_err(|e| e.to_string())?;
     let offset = realtime_ns().wrapping_sub(monotonic_ns());
@@ -335,7 +335,7 @@ fn recv(a: RecvArgs) -> Result<(), String> {
         if last_seen.is_some_and(|t| t.elapsed() >= idle) {
             break;
         }
-        let _ = datapath::sys::poll_readable(&[fd], 10, &mut ready);
+        let _ = netio::sys::poll_readable(&[fd], 10, &mut ready);
         let mut got = 0;
         rx.recv(4096, &mut |f: RxFrame<'_>| match frame::read_probe(f.data) {
             Some(p) if p.flow == a.flow => {
@@ -382,8 +382,8 @@ fn report(stats: &FlowStats, other: u64) {
 /// Receives with the XDP counter in `bpf/loadgen.c` attached to the interface.
 fn recv_xdp(a: &RecvArgs) -> Result<(), String> {
     use loadgen::stats::Histogram;
-    let ifindex = datapath::sys::ifindex(&a.iface).map_err(|e| format!("{}: {e}", a.iface))?;
-    let obj = datapath::ebpf::Object::load(datapath::bpf_objects::LOADGEN).map_err(|e| format!("loading the XDP receiver: {e}"))?;
+    let ifindex = netio::sys::ifindex(&a.iface).map_err(|e| format!("{}: {e}", a.iface))?;
+    let obj = ebpf::Object::load(ebpf::objects::LOADGEN).map_err(|e| format!("loading the XDP receiver: {e}"))?;
     let err = |e: std::io::Error| e.to_string();
     let config = obj.map("loadgen_rx_config").map_err(err)?;
     config.update(&0u32.to_ne_bytes(), &(a.flow as u64).to_ne_bytes()).map_err(err)?;

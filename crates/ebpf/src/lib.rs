@@ -5,11 +5,19 @@
 //! in the running kernel's BTF; one the kernel lacks becomes `r0 = -EOPNOTSUPP`, so a program
 //! declares kfuncs it can live without as weak and checks their result.
 
+pub mod objects;
+
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use crate::sys::cvt;
+fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
 
 mod cmd {
     pub const MAP_CREATE: i32 = 0;
