@@ -101,3 +101,43 @@ def test_idle_switch_sleeps_until_something_happens(two_hosts):
         woke = forwarding_thread_switches(sw.proc.pid) - before
         # A 100 ms poll would wake 30 times; stray host traffic (IPv6 neighbour discovery) a few.
         assert woke <= 6, f"the forwarding thread woke {woke} times in 3 idle seconds"
+
+
+@pytest.mark.parametrize("datapath", ["user", "tc"])
+def test_edgeflow_stats_reports_ports_queues_tables_fast_path_and_drops(datapath):
+    import json
+    import subprocess
+    from testbed.switches import EDGEFLOW_BIN
+    netns.cleanup()
+    with netns.Topology("st") as topo:
+        h1, h2, h3 = topo.add_host(), topo.add_host(), topo.add_host()
+        with edgeflow_on(datapath, topo.hosts, topo.switch_ports, log_name="stats") as sw:
+            sw.ofctl("del-flows")
+            sw.ofctl("add-flow", "priority=10,in_port=1,actions=set_queue:6,output:2")
+            sw.ofctl("add-flow", "priority=10,in_port=2,actions=output:1")
+            assert h1.ping(h2.addr, count=10, interval=0.05)[0] == 10
+            assert h3.ping(h1.addr, count=2, interval=0.1)[0] == 0, "port 3 matches no flow"
+            run = lambda *a: subprocess.run([EDGEFLOW_BIN, "stats", *a], capture_output=True, text=True, timeout=20)
+            r = run("--json", sw.target)
+            assert r.returncode == 0, r.stderr
+            report = json.loads(r.stdout)
+            assert report["mode"] == "openflow" and report["datapath"] == datapath
+            ports = {p["no"]: p for p in report["ports"]}
+            assert sorted(ports) == [1, 2, 3]
+            assert ports[1]["rx_packets"] >= 10 and ports[2]["tx_packets"] >= 10, ports
+            assert ports[2]["queues"][6]["tx_packets"] >= 10, ports[2]["queues"]
+            assert report["tables"][0]["flows"] == 2 and report["tables"][0]["lookups"] >= 20, report["tables"]
+            if datapath == "user":
+                assert report["drops"]["no_action"] >= 2, report["drops"]
+                assert report["fast_path"] is None
+            else:
+                # The first miss is dropped in userspace; the kernel holds that decision after it.
+                assert report["drops"]["no_action"] >= 1, report["drops"]
+                assert report["fast_path"]["hits"] >= 10, report["fast_path"]
+            # By dpid through the switch's own management socket, as a person would type it.
+            human = run(report["dpid"])
+            assert human.returncode == 0, human.stderr
+            for heading in ("queues in use", "dropped frames by reason", "tables in use"):
+                assert heading in human.stdout, human.stdout
+            assert re.search(r"^2\s+6\s+\d+", human.stdout, re.M), human.stdout
+        assert run(report["dpid"]).returncode != 0, "the socket goes with the switch"

@@ -75,6 +75,11 @@ impl EgressQueues {
         self.held
     }
 
+    /// Frames waiting on one queue.
+    pub fn waiting(&self, queue: usize) -> usize {
+        self.queues[queue].len()
+    }
+
     pub fn stats(&self, queue: usize) -> QueueStats {
         self.stats[queue]
     }

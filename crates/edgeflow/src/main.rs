@@ -1,6 +1,7 @@
 //! `edgeflow`: an OpenFlow 1.3 switch for Linux edge devices.
 
 mod config;
+mod stats;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -32,6 +33,16 @@ enum Cmd {
     CheckConfig {
         /// TOML file.
         file: PathBuf,
+    },
+    /// Print a running switch's ports, queues, tables, fast-path counters and drop reasons.
+    ///
+    /// TARGET: the switch's dpid, a socket path, unix:PATH or tcp:IP:PORT (an OpenFlow listener).
+    /// Without it, the only switch running (its socket in /run/edgeflow).
+    Stats {
+        target: Option<String>,
+        /// JSON, for scripts.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -151,6 +162,20 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Cmd::Stats { target, json } => match stats::fetch(target.as_deref()) {
+            Ok(report) if json => {
+                println!("{report:#}");
+                ExitCode::SUCCESS
+            }
+            Ok(report) => {
+                print!("{}", stats::render(&report));
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("edgeflow stats: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Cmd::Run(args) => {
             let settings = match load(&args) {
                 Ok(s) => s,
@@ -171,7 +196,14 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(s: Settings) -> Result<(), String> {
+fn run(mut s: Settings) -> Result<(), String> {
+    // Every switch can be reached by management tools (`edgeflow stats`, `ovs-ofctl`) through a
+    // socket named after its dpid, as Open vSwitch offers `<bridge>.mgmt`.
+    let mgmt = stats::mgmt_socket(s.dpid);
+    match std::fs::create_dir_all(stats::MGMT_DIR) {
+        Ok(()) => s.listen.push(agent::Target::PUnix(mgmt.clone())),
+        Err(e) => tracing::warn!("no management socket in {}: {e}", stats::MGMT_DIR),
+    }
     let (event_sink, events) = agent::event_channel();
     let native = s.controllers.is_empty();
     let mode: Box<dyn forwarding::Mode> = match &s.mode {
@@ -229,6 +261,7 @@ fn run(s: Settings) -> Result<(), String> {
     let result = local.block_on(&rt, agent::run(agent_cfg, handle.clone(), events, shutdown_signal()));
     handle.send(Command::Shutdown);
     let _ = forwarding.join();
+    let _ = std::fs::remove_file(&mgmt);
     info!("stopped");
     result
 }

@@ -118,6 +118,15 @@ pub struct KernelEntry<'a> {
     pub meters: Vec<(u32, &'a pipeline::meter::Meter)>,
 }
 
+/// One flow table's figures, for reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TableReport {
+    pub id: u8,
+    pub flows: usize,
+    pub lookups: u64,
+    pub matched: u64,
+}
+
 /// A reply to an OpenFlow request a mode answered.
 pub enum Reply {
     Message(ofp::Message),
@@ -161,6 +170,11 @@ pub trait Mode: Send {
     /// switch without tables: see [`not_programmable`].
     fn openflow(&mut self, msg: ofp::Message, _now: Nanos, _out: &mut dyn Output) -> Result<Option<Reply>, ErrorCode> {
         not_programmable(msg)
+    }
+
+    /// Its flow tables (those in use), for `edgeflow stats`; none for a mode without tables.
+    fn tables(&self) -> Vec<TableReport> {
+        Vec::new()
     }
 
     /// Standalone fail mode: whether no controller is reachable.

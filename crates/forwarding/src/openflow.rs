@@ -342,6 +342,14 @@ impl Mode for OpenFlowMode {
     fn set_fail_open(&mut self, on: bool) {
         self.pipeline.set_fail_open(on);
     }
+
+    fn tables(&self) -> Vec<crate::TableReport> {
+        let tables = self.pipeline.tables().iter().enumerate();
+        tables
+            .filter(|(_, t)| t.enabled && (!t.is_empty() || t.lookup_count > 0))
+            .map(|(id, t)| crate::TableReport { id: id as u8, flows: t.len(), lookups: t.lookup_count, matched: t.matched_count })
+            .collect()
+    }
 }
 
 impl OpenFlowMode {

@@ -962,6 +962,11 @@ pub fn encode_multipart_reply(xid: u32, body: MultipartReplyBody) -> Vec<Vec<u8>
         B::PortDesc(items) => chunk(items, |_| 64).into_iter().map(B::PortDesc).collect(),
         B::Table(items) => chunk(items, |_| 24).into_iter().map(B::Table).collect(),
         B::Queue(items) => chunk(items, |_| 40).into_iter().map(B::Queue).collect(),
+        // An experimenter's data is opaque: split it where it must be split, the peer joins it.
+        B::Experimenter { experimenter, exp_type, data } if data.len() > MAX_MULTIPART_BODY - 8 => data
+            .chunks(MAX_MULTIPART_BODY - 8)
+            .map(|d| B::Experimenter { experimenter, exp_type, data: d.to_vec() })
+            .collect(),
         other => vec![other],
     };
     let n = parts.len();

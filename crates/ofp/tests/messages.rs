@@ -212,6 +212,23 @@ fn multipart_replies_split_at_64k() {
     assert_eq!(back, flows);
 }
 
+#[test]
+fn experimenter_replies_split_at_64k_and_join_again() {
+    let data: Vec<u8> = (0..150_000u32).map(|i| (i % 251) as u8).collect();
+    let body = MultipartReplyBody::Experimenter { experimenter: 7, exp_type: 1, data: data.clone() };
+    let parts = encode_multipart_reply(9, body);
+    assert_eq!(parts.len(), 3);
+    let mut back = Vec::new();
+    for (i, p) in parts.iter().enumerate() {
+        assert!(p.len() <= 65535);
+        let (_, Message::MultipartReply(r)) = Message::decode(p).unwrap() else { panic!() };
+        assert_eq!(r.flags & 1 != 0, i + 1 < parts.len());
+        let MultipartReplyBody::Experimenter { experimenter: 7, exp_type: 1, data } = r.body else { panic!() };
+        back.extend(data);
+    }
+    assert_eq!(back, data);
+}
+
 struct XorShift(u64);
 impl XorShift {
     fn next(&mut self) -> u64 {

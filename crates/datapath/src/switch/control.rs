@@ -101,6 +101,13 @@ impl Switch {
                 ))
             }
             R::Queue { port_no, queue_id } => self.queue_stats(*port_no, *queue_id),
+            R::Experimenter { experimenter: super::EXPERIMENTER, exp_type: super::STATS_REPORT, .. } => {
+                Ok(MultipartReplyBody::Experimenter {
+                    experimenter: super::EXPERIMENTER,
+                    exp_type: super::STATS_REPORT,
+                    data: self.report().to_string().into_bytes(),
+                })
+            }
             _ => return None,
         })
     }

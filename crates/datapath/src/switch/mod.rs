@@ -13,6 +13,7 @@ mod control;
 mod event_loop;
 mod fastsync;
 mod ports;
+mod report;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,6 +36,7 @@ use crate::{Command, Event, PortRx};
 use ports::{PortGuard, SwitchPort};
 
 pub use forwarding::openflow::N_BUFFERS;
+pub use report::{EXPERIMENTER, STATS_REPORT};
 
 #[derive(Clone, Debug)]
 pub struct SwitchConfig {

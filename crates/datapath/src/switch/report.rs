@@ -1,0 +1,67 @@
+//! The switch's own report (`edgeflow stats`): ports, queues, the mode's tables, the kernel fast
+//! path and drop reasons, as JSON in an experimenter multipart reply on any OpenFlow connection.
+
+use forwarding::DropReason;
+use serde_json::{json, Value};
+
+use super::Switch;
+use crate::egress::N_QUEUES;
+use crate::fastpath::Mode as FastMode;
+
+/// edgeflow's experimenter id ("EFLW": not an IEEE OUI, so it names no registered vendor).
+pub const EXPERIMENTER: u32 = 0x4546_4c57;
+/// The experimenter multipart type of the stats report.
+pub const STATS_REPORT: u32 = 1;
+
+impl Switch {
+    pub(super) fn report(&mut self) -> Value {
+        let ports: Vec<Value> = self
+            .ports
+            .iter_mut()
+            .filter(|(_, p)| p.tx.is_some())
+            .map(|(&no, p)| {
+                let live = p.desc.state & ofp::port::state::LINK_DOWN == 0 && !p.blocked();
+                let s = p.stats(no);
+                let queues: Vec<Value> = (0..N_QUEUES)
+                    .map(|q| {
+                        let qs = p.egress.stats(q);
+                        json!({"id": q, "tx_packets": qs.tx_packets, "tx_bytes": qs.tx_bytes,
+                               "dropped": qs.dropped, "waiting": p.egress.waiting(q)})
+                    })
+                    .collect();
+                json!({"no": no, "name": p.desc.name, "up": live,
+                       "rx_packets": s.rx_packets, "rx_bytes": s.rx_bytes, "rx_dropped": s.rx_dropped,
+                       "rx_errors": s.rx_errors, "tx_packets": s.tx_packets, "tx_bytes": s.tx_bytes,
+                       "tx_dropped": s.tx_dropped, "queues": queues})
+            })
+            .collect();
+        let tables: Vec<Value> = self
+            .mode
+            .tables()
+            .iter()
+            .map(|t| json!({"id": t.id, "flows": t.flows, "lookups": t.lookups, "matched": t.matched}))
+            .collect();
+        let fast = self.fast.as_ref().map(|f| {
+            let [hits, misses, upcalls, slow, drops] = f.counters();
+            json!({"hits": hits, "misses": misses, "upcalls": upcalls, "slow": slow, "drops": drops,
+                   "entries": f.len(), "installed": f.installed, "refused": f.refused})
+        });
+        let drops: serde_json::Map<String, Value> =
+            DropReason::ALL.iter().map(|&r| (r.name().to_string(), json!(self.drops.get(r)))).collect();
+        let datapath = match self.cfg.fastpath {
+            None => "user",
+            Some(FastMode::Tc) => "tc",
+            Some(FastMode::Xdp) => "xdp",
+        };
+        json!({
+            "dpid": format!("{:016x}", self.cfg.dpid),
+            "mode": self.mode.name(),
+            "datapath": datapath,
+            "uptime_s": self.start.elapsed().as_secs_f64(),
+            "ports": ports,
+            "tables": tables,
+            "fast_path": fast,
+            "drops": drops,
+        })
+    }
+}

@@ -1,0 +1,171 @@
+//! `edgeflow stats`: asks a running switch for its report over OpenFlow (an experimenter
+//! multipart request on any listener, by default the switch's management socket) and prints it
+//! as tables, or as JSON for scripts.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use datapath::switch::{EXPERIMENTER, STATS_REPORT};
+use ofp::multipart::{MultipartReplyBody, MultipartRequest, MultipartRequestBody, MORE};
+use ofp::{Header, Hello, Message};
+use serde_json::Value;
+
+/// Where every switch listens for management tools: `<dir>/<dpid>.mgmt`.
+pub const MGMT_DIR: &str = "/run/edgeflow";
+
+pub fn mgmt_socket(dpid: u64) -> PathBuf {
+    Path::new(MGMT_DIR).join(format!("{dpid:016x}.mgmt"))
+}
+
+trait Stream: Read + Write {}
+impl<T: Read + Write> Stream for T {}
+
+/// `target`: tcp:IP:PORT, unix:PATH, a socket path, a dpid, or nothing (the only switch running).
+fn connect(target: Option<&str>) -> Result<Box<dyn Stream>, String> {
+    let path = match target {
+        Some(t) if t.starts_with("tcp:") => {
+            let addr = t.trim_start_matches("tcp:");
+            let s = std::net::TcpStream::connect(addr).map_err(|e| format!("{t}: {e}"))?;
+            s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+            return Ok(Box::new(s));
+        }
+        Some(t) if t.starts_with("unix:") => PathBuf::from(t.trim_start_matches("unix:")),
+        Some(t) if t.contains('/') => PathBuf::from(t),
+        Some(t) => mgmt_socket(crate::config::parse_dpid(t)?),
+        None => {
+            let found: Vec<PathBuf> = std::fs::read_dir(MGMT_DIR)
+                .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "mgmt")).collect())
+                .unwrap_or_default();
+            match found.as_slice() {
+                [one] => one.clone(),
+                [] => return Err(format!("no switch is running (no socket in {MGMT_DIR}); give a target")),
+                many => {
+                    let names: Vec<String> = many.iter().map(|p| p.display().to_string()).collect();
+                    return Err(format!("several switches are running; name one: {}", names.join(", ")));
+                }
+            }
+        }
+    };
+    let s = UnixStream::connect(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok();
+    Ok(Box::new(s))
+}
+
+fn read_message(s: &mut dyn Stream) -> Result<(Header, Message), String> {
+    let mut head = [0u8; 8];
+    s.read_exact(&mut head).map_err(|e| format!("reading from the switch: {e}"))?;
+    let h = Header::peek(&head).ok_or("short header")?;
+    let mut msg = head.to_vec();
+    msg.resize(h.length.max(8) as usize, 0);
+    s.read_exact(&mut msg[8..]).map_err(|e| format!("reading from the switch: {e}"))?;
+    Message::decode(&msg).map_err(|e| format!("the switch sent a message we cannot read: {e:?}"))
+}
+
+/// The switch's report, as JSON.
+pub fn fetch(target: Option<&str>) -> Result<Value, String> {
+    let mut s = connect(target)?;
+    let send = |s: &mut Box<dyn Stream>, m: Message, xid: u32| s.write_all(&m.encode(xid)).map_err(|e| e.to_string());
+    send(&mut s, Message::Hello(Hello::of13()), 1)?;
+    let body = MultipartRequestBody::Experimenter { experimenter: EXPERIMENTER, exp_type: STATS_REPORT, data: vec![] };
+    send(&mut s, Message::MultipartRequest(MultipartRequest { flags: 0, body }), 2)?;
+    let mut data = Vec::new();
+    loop {
+        match read_message(&mut *s)? {
+            (h, Message::MultipartReply(r)) if h.xid == 2 => {
+                if let MultipartReplyBody::Experimenter { data: d, .. } = r.body {
+                    data.extend(d);
+                }
+                if r.flags & MORE == 0 {
+                    break;
+                }
+            }
+            (h, Message::Error(e)) if h.xid == 2 => {
+                return Err(format!("the switch refused the report: {e:?} (is it an edgeflow switch?)"))
+            }
+            (h, Message::EchoRequest(d)) => send(&mut s, Message::EchoReply(d), h.xid)?,
+            _ => {}
+        }
+    }
+    serde_json::from_slice(&data).map_err(|e| format!("the report is not JSON: {e}"))
+}
+
+fn n(v: &Value) -> String {
+    match v {
+        Value::Number(x) => x.to_string(),
+        Value::Bool(b) => if *b { "up" } else { "down" }.to_string(),
+        Value::String(s) => s.clone(),
+        Value::Null => "-".into(),
+        other => other.to_string(),
+    }
+}
+
+/// Left-aligned columns under a header.
+fn table(headers: &[&str], rows: Vec<Vec<String>>) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for r in &rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.len());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect::<Vec<_>>().join("  ").trim_end().to_string()
+    };
+    let mut out = vec![line(headers.iter().map(|h| h.to_string()).collect())];
+    out.extend(rows.into_iter().map(line));
+    out.join("\n") + "\n"
+}
+
+/// The report as a person reads it.
+pub fn render(r: &Value) -> String {
+    let mut out = format!(
+        "switch {}  mode {}  datapath {}  up {:.0} s\n\n",
+        n(&r["dpid"]),
+        n(&r["mode"]),
+        n(&r["datapath"]),
+        r["uptime_s"].as_f64().unwrap_or(0.0)
+    );
+    let empty = vec![];
+    let ports = r["ports"].as_array().unwrap_or(&empty);
+    let f = |p: &Value, k: &str| n(&p[k]);
+    out += &table(
+        &["port", "name", "link", "rx pkts", "rx bytes", "rx drop", "rx err", "tx pkts", "tx bytes", "tx drop"],
+        ports
+            .iter()
+            .map(|p| {
+                ["no", "name", "up", "rx_packets", "rx_bytes", "rx_dropped", "rx_errors", "tx_packets", "tx_bytes", "tx_dropped"]
+                    .iter()
+                    .map(|k| f(p, k))
+                    .collect()
+            })
+            .collect(),
+    );
+    let mut queue_rows = Vec::new();
+    for p in ports {
+        for q in p["queues"].as_array().unwrap_or(&empty) {
+            if q["tx_packets"].as_u64().unwrap_or(0) + q["dropped"].as_u64().unwrap_or(0) + q["waiting"].as_u64().unwrap_or(0) > 0 {
+                queue_rows.push(vec![f(p, "no"), f(q, "id"), f(q, "tx_packets"), f(q, "tx_bytes"), f(q, "dropped"), f(q, "waiting")]);
+            }
+        }
+    }
+    out += "\nqueues in use (8 per port; strict priority, 7 highest)\n";
+    out += &table(&["port", "queue", "tx pkts", "tx bytes", "dropped", "waiting"], queue_rows);
+    let tables = r["tables"].as_array().unwrap_or(&empty);
+    if !tables.is_empty() {
+        out += "\ntables in use\n";
+        out += &table(
+            &["table", "flows", "lookups", "matched"],
+            tables.iter().map(|t| ["id", "flows", "lookups", "matched"].iter().map(|k| f(t, k)).collect()).collect(),
+        );
+    }
+    if let Some(fp) = r["fast_path"].as_object() {
+        out += "\nkernel fast path\n";
+        let keys = ["hits", "misses", "upcalls", "slow", "drops", "entries", "installed", "refused"];
+        out += &table(&keys, vec![keys.iter().map(|k| n(&fp[*k])).collect()]);
+    }
+    out += "\ndropped frames by reason\n";
+    let drops = r["drops"].as_object().cloned().unwrap_or_default();
+    out += &table(&["reason", "frames"], drops.iter().map(|(k, v)| vec![k.clone(), n(v)]).collect());
+    out
+}
