@@ -6,6 +6,9 @@
 // translation produced — and counts the hit; a miss goes up to userspace, which translates,
 // executes and installs the entry. Anything this program is not sure to do exactly as userspace
 // would (IPv6 extension headers, neighbour discovery, an expiring TTL…) goes up too.
+//
+// Over 500 lines for now, with the executor written out for TC and for XDP: splitting it into a
+// header per concern with one executor behind a context wrapper is the next step (issue 10, item 4).
 #include <linux/bpf.h>
 #include <linux/pkt_cls.h>
 #include <bpf/bpf_helpers.h>

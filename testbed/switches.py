@@ -14,23 +14,27 @@ EDGEFLOW_BIN = os.environ.get("EDGEFLOW_BIN", str(ROOT / "target" / "release" / 
 
 
 class Edgeflow:
-    """The edgeflow daemon on a set of interfaces, with a management listener for ovs-ofctl."""
+    """The edgeflow daemon on a set of interfaces, with a management listener for ovs-ofctl. One
+    class for every datapath and mode: `datapath` is "user" (or None), "tc" or "xdp"; `mode` and
+    `portmap` pick a forwarding mode other than OpenFlow. It is ready when its OpenFlow listener
+    accepts connections."""
 
-    name = "edgeflow"
-    #: What the hosts must be set to for this switch to work at all (none: offloads stay on).
-    host_settings = {}
     supports_controllers = True
 
-    #: --datapath: None (userspace), "tc" or "xdp"
-    datapath = None
+    #: What the hosts must be set to for each datapath (none: offloads stay on). XDP on veth
+    #: carries no checksum offload and no GSO, and a frame redirected into a veth arrives only if
+    #: the peer runs NAPI: the hosts turn transmit offload off and GRO on.
+    HOST_SETTINGS = {"user": {}, "tc": {}, "xdp": {"tx": "off", "gro": "on"}}
 
-    def __init__(self, ports, controllers=(), fail_mode=None, extra=(), log_name="edgeflow", datapath=None):
+    def __init__(self, ports, controllers=(), fail_mode=None, extra=(), log_name="edgeflow", datapath=None,
+                 mode=None, portmap=()):
         self.ports = list(ports)
         self.controllers = list(controllers)
         self.fail_mode = fail_mode
         self.extra = list(extra)
-        if datapath is not None:
-            self.datapath = datapath
+        self.datapath = None if datapath in (None, "user") else datapath
+        self.mode = mode
+        self.portmap = list(portmap)
         self.mgmt_port = free_port()
         self.log_path = run_dir("logs") / f"{log_name}.log"
         self.proc = None
@@ -45,7 +49,26 @@ class Edgeflow:
             cmd += ["--fail-mode", self.fail_mode]
         if self.datapath:
             cmd += ["--datapath", self.datapath]
+        if self.mode:
+            cmd += ["--mode", self.mode]
+        for a, b in self.portmap:
+            cmd += ["--portmap", f"{a}:{b}"]
         return cmd + self.extra
+
+    @property
+    def name(self):
+        return f"edgeflow-{self.datapath}" if self.datapath else "edgeflow"
+
+    @property
+    def host_settings(self):
+        return self.HOST_SETTINGS[self.datapath or "user"]
+
+    def stats(self):
+        """The running switch's report (`edgeflow stats --json`)."""
+        r = subprocess.run([EDGEFLOW_BIN, "stats", "--json", self.target], capture_output=True, text=True, timeout=20)
+        if r.returncode != 0:
+            raise RuntimeError(f"edgeflow stats: {r.stderr.strip()}")
+        return json.loads(r.stdout)
 
     def start(self):
         self._log = open(self.log_path, "w")
@@ -272,27 +295,22 @@ class OvsNetdev:
         self.stop()
 
 
-class EdgeflowTc(Edgeflow):
-    """edgeflow with its kernel fast path at TC: the hardware flow table that keeps GSO."""
+class Variant:
+    """A switch class with some arguments fixed: a name in SWITCHES (edgeflow on one datapath)."""
 
-    name = "edgeflow-tc"
-    datapath = "tc"
+    def __init__(self, cls, **fixed):
+        self.cls, self.fixed = cls, fixed
+        self.supports_controllers = cls.supports_controllers
+        self.host_settings = cls.HOST_SETTINGS[fixed.get("datapath") or "user"]
 
-
-class EdgeflowXdp(Edgeflow):
-    """edgeflow with its kernel fast path at XDP. XDP on veth carries no checksum offload and no
-    GSO, and a frame redirected into a veth arrives only if the peer runs NAPI: the hosts turn
-    transmit offload off and GRO on."""
-
-    name = "edgeflow-xdp"
-    datapath = "xdp"
-    host_settings = {"tx": "off", "gro": "on"}
+    def __call__(self, ports, **kw):
+        return self.cls(ports, **{**self.fixed, **kw})
 
 
 SWITCHES = {
-    "edgeflow": Edgeflow,
-    "edgeflow-tc": EdgeflowTc,
-    "edgeflow-xdp": EdgeflowXdp,
+    "edgeflow": Variant(Edgeflow, datapath="user"),
+    "edgeflow-tc": Variant(Edgeflow, datapath="tc"),
+    "edgeflow-xdp": Variant(Edgeflow, datapath="xdp"),
     "linux-bridge": LinuxBridge,
     "ovs-netdev": OvsNetdev,
 }
@@ -302,9 +320,8 @@ DEFAULT_SWITCHES = ("edgeflow", "edgeflow-tc", "edgeflow-xdp", "ovs-netdev", "li
 def edgeflow_on(datapath, hosts, ports, **kw):
     """An edgeflow switch with `datapath` ("user", "tc" or "xdp") on `ports`, the hosts set the
     way that datapath needs them."""
-    kind = SWITCHES["edgeflow" if datapath in (None, "user") else f"edgeflow-{datapath}"]
     for h in hosts:
-        if kind.host_settings:
-            h.set_offload(**kind.host_settings)
+        if Edgeflow.HOST_SETTINGS[datapath or "user"]:
+            h.set_offload(**Edgeflow.HOST_SETTINGS[datapath or "user"])
     kw["log_name"] = f"{kw.get('log_name', 'edgeflow')}-{datapath or 'user'}"
-    return kind(ports, **kw)
+    return Edgeflow(ports, datapath=datapath, **kw)

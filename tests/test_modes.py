@@ -16,8 +16,8 @@ def test_portmap_mode_forwards_mapped_ports_only(datapath):
     netns.cleanup()
     with netns.Topology("pm") as topo:
         h1, h2, h3 = topo.add_host(), topo.add_host(), topo.add_host()
-        extra = ["--mode", "portmap", "--portmap", "1:2", "--portmap", "2:1"]
-        with edgeflow_on(datapath, topo.hosts, topo.switch_ports, extra=extra, log_name="portmap") as sw:
+        with edgeflow_on(datapath, topo.hosts, topo.switch_ports, mode="portmap", portmap=[(1, 2), (2, 1)],
+                         log_name="portmap") as sw:
             received, sent, _ = h1.ping(h2.addr, count=20, interval=0.05)
             assert received == sent == 20
             assert h3.ping(h1.addr, count=2, interval=0.1)[0] == 0, "port 3 is mapped nowhere"
@@ -44,7 +44,7 @@ def test_learning_mode_carries_tcp_and_refuses_flow_mods():
     netns.cleanup()
     with netns.Topology("lm") as topo:
         h1, h2 = topo.add_host(), topo.add_host()
-        with edgeflow_on("user", topo.hosts, topo.switch_ports, extra=["--mode", "learning"], log_name="learning") as sw:
+        with edgeflow_on("user", topo.hosts, topo.switch_ports, mode="learning", log_name="learning") as sw:
             assert h1.ping(h2.addr, count=5, interval=0.1)[0] == 5
             assert iperf3_tcp(h1, h2, seconds=2) > 1e9
             assert "OFPFMFC_EPERM" in sw.ofctl("--no-names", "add-flow", "actions=drop", check=False)
@@ -105,7 +105,6 @@ def test_idle_switch_sleeps_until_something_happens(two_hosts):
 
 @pytest.mark.parametrize("datapath", ["user", "tc"])
 def test_edgeflow_stats_reports_ports_queues_tables_fast_path_and_drops(datapath):
-    import json
     import subprocess
     from testbed.switches import EDGEFLOW_BIN
     netns.cleanup()
@@ -118,9 +117,7 @@ def test_edgeflow_stats_reports_ports_queues_tables_fast_path_and_drops(datapath
             assert h1.ping(h2.addr, count=10, interval=0.05)[0] == 10
             assert h3.ping(h1.addr, count=2, interval=0.1)[0] == 0, "port 3 matches no flow"
             run = lambda *a: subprocess.run([EDGEFLOW_BIN, "stats", *a], capture_output=True, text=True, timeout=20)
-            r = run("--json", sw.target)
-            assert r.returncode == 0, r.stderr
-            report = json.loads(r.stdout)
+            report = sw.stats()
             assert report["mode"] == "openflow" and report["datapath"] == datapath
             ports = {p["no"]: p for p in report["ports"]}
             assert sorted(ports) == [1, 2, 3]

@@ -4,6 +4,9 @@
 //! references and kernel-function (kfunc) calls as the only relocations. A kfunc is found by name
 //! in the running kernel's BTF; one the kernel lacks becomes `r0 = -EOPNOTSUPP`, so a program
 //! declares kfuncs it can live without as weak and checks their result.
+//!
+//! One file of ~560 lines because it is one concern read top to bottom: ELF sections, maps,
+//! relocations, load, attach. Why it is ours and not a library: docs/ebpf-loader.md.
 
 pub mod objects;
 

@@ -1,0 +1,343 @@
+//! Changing what the pipeline holds: flow-mod (spec §6.4), group-mod, meter-mod, table features,
+//! expiry — and `Pipeline::remove_flow`, the one way a flow leaves its table, which names why.
+
+use ofp::error::{ErrorCode, FlowModFailed};
+use ofp::message::{flow_mod_command as cmd, flow_mod_flags, flow_removed_reason, FlowMod, FlowRemoved, OFPTT_ALL};
+use ofp::{Action, GroupMod, MeterMod};
+use packet::FlowKey;
+
+use crate::classifier::{Classifier, RuleId};
+use crate::flow::{compile, FlowEntry, Limits, Nanos};
+use crate::group::GroupChange;
+use crate::meter::MeterChange;
+use crate::{cache, features, flow, match_to_key, normal, FlowTable, Pipeline, DEFAULT_MAX_FLOWS};
+
+/// Why a flow left its table: the one list every removal path names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Removal {
+    /// A delete flow-mod.
+    Delete,
+    IdleTimeout,
+    HardTimeout,
+    /// Made room in a full table.
+    Eviction,
+    /// The group it used was deleted.
+    GroupDelete,
+    /// The meter it used was deleted.
+    MeterDelete,
+    /// An identical flow replaced it (no flow-removed message: the flow goes on).
+    Replaced,
+}
+
+impl Removal {
+    /// The OpenFlow 1.3 `ofp_flow_removed_reason`, or `None` when no message is owed. 1.3 has no
+    /// codes for eviction and meter deletion (1.4 added them): they report as a delete.
+    fn reason(self) -> Option<u8> {
+        Some(match self {
+            Removal::Delete | Removal::Eviction | Removal::MeterDelete => flow_removed_reason::DELETE,
+            Removal::IdleTimeout => flow_removed_reason::IDLE_TIMEOUT,
+            Removal::HardTimeout => flow_removed_reason::HARD_TIMEOUT,
+            Removal::GroupDelete => flow_removed_reason::GROUP_DELETE,
+            Removal::Replaced => return None,
+        })
+    }
+}
+
+fn removed(f: &FlowEntry, reason: u8, now: Nanos) -> FlowRemoved {
+    let (duration_sec, duration_nsec) = f.duration(now);
+    FlowRemoved {
+        cookie: f.cookie,
+        priority: f.priority,
+        reason,
+        table_id: f.table_id,
+        duration_sec,
+        duration_nsec,
+        idle_timeout: f.idle_timeout,
+        hard_timeout: f.hard_timeout,
+        packet_count: f.packet_count,
+        byte_count: f.byte_count,
+        match_: f.match_.clone(),
+    }
+}
+
+impl Pipeline {
+    /// The one way a flow leaves the pipeline: out of its table, with the flow-removed message
+    /// owed to controllers if the flow asked for one.
+    fn remove_flow(&mut self, table: u8, id: RuleId, why: Removal, now: Nanos) -> Option<FlowRemoved> {
+        let f = self.tables[table as usize].take(id)?;
+        let reason = why.reason()?;
+        (f.flags & flow_mod_flags::SEND_FLOW_REM != 0).then(|| removed(&f, reason, now))
+    }
+
+    fn limits_ok(&self, fm: &FlowMod) -> Result<flow::Program, ErrorCode> {
+        let table = &self.tables[fm.table_id as usize];
+        if let Some(spec) = &table.spec {
+            spec.check(&fm.match_, &fm.instructions, fm.priority == 0 && fm.match_.fields.is_empty())?;
+        }
+        let groups = |g: u32| self.groups.exists(g);
+        let meters = |m: u32| self.meters.exists(m);
+        let limits = Limits { n_tables: self.n_tables(), group_exists: &groups, meter_exists: &meters };
+        let program = compile(fm.table_id, &fm.instructions, &limits)?;
+        if program.goto.is_some_and(|t| !self.tables[t as usize].enabled) {
+            return Err(ErrorCode::BadInstruction(ofp::error::BadInstruction::BadTableId));
+        }
+        Ok(program)
+    }
+
+    /// A table-features request with a body: the listed tables take the given features (and lose
+    /// their flows); tables not listed leave the pipeline. All or nothing.
+    pub fn set_table_features(&mut self, tables: &[ofp::TableFeatures]) -> Result<(), ErrorCode> {
+        let n = self.n_tables();
+        let mut specs = Vec::new();
+        for t in tables {
+            if specs.iter().any(|s: &features::TableSpec| s.features.table_id == t.table_id) {
+                return Err(ErrorCode::TableFeaturesFailed(ofp::error::TableFeaturesFailed::BadArgument));
+            }
+            specs.push(features::TableSpec::from_request(t, n, DEFAULT_MAX_FLOWS)?);
+        }
+        for (i, table) in self.tables.iter_mut().enumerate() {
+            table.flows = Classifier::new();
+            table.timed = 0;
+            match specs.iter().position(|s| s.features.table_id as usize == i) {
+                Some(k) => {
+                    let spec = specs[k].clone();
+                    table.max_entries = spec.features.max_entries;
+                    table.config = spec.features.config;
+                    table.enabled = true;
+                    table.spec = Some(spec);
+                }
+                None => {
+                    table.enabled = false;
+                    table.spec = None;
+                }
+            }
+        }
+        self.invalidate();
+        Ok(())
+    }
+
+    /// Validates a packet-out's actions.
+    pub fn check_packet_out(&self, actions: &[Action]) -> Result<(), ErrorCode> {
+        let groups = |g: u32| self.groups.exists(g);
+        let meters = |m: u32| self.meters.exists(m);
+        let limits = Limits { n_tables: self.n_tables(), group_exists: &groups, meter_exists: &meters };
+        flow::validate_actions(actions, true, &limits)
+    }
+
+    /// Applies a flow-mod (spec §6.4). Returns the flow-removed messages owed for deleted flows.
+    pub fn flow_mod(&mut self, fm: &FlowMod, now: Nanos) -> Result<Vec<FlowRemoved>, ErrorCode> {
+        let fail = |c| Err(ErrorCode::FlowModFailed(c));
+        if fm.flags & !flow_mod_flags::ALL != 0 {
+            return fail(FlowModFailed::BadFlags);
+        }
+        let deleting = matches!(fm.command, cmd::DELETE | cmd::DELETE_STRICT);
+        match fm.command {
+            cmd::ADD | cmd::MODIFY | cmd::MODIFY_STRICT | cmd::DELETE | cmd::DELETE_STRICT => {}
+            _ => return fail(FlowModFailed::BadCommand),
+        }
+        let all_tables = fm.table_id == OFPTT_ALL;
+        if (all_tables && !deleting)
+            || (!all_tables && (fm.table_id >= self.n_tables() || !self.tables[fm.table_id as usize].enabled))
+        {
+            return fail(FlowModFailed::BadTableId);
+        }
+        fm.match_.validate()?;
+        let (key, mask) = match_to_key(&fm.match_);
+        let priority = fm.priority as u32;
+        let removed_msgs = match fm.command {
+            cmd::ADD => {
+                let program = self.limits_ok(fm)?;
+                let table = &mut self.tables[fm.table_id as usize];
+                let existing = table.flows.find_exact(&key, &mask, priority);
+                if fm.flags & flow_mod_flags::CHECK_OVERLAP != 0
+                    && existing.is_none()
+                    && table.flows.overlapping(&key, &mask, priority)
+                {
+                    return fail(FlowModFailed::Overlap);
+                }
+                let mut evicted = Vec::new();
+                if existing.is_none() && table.flows.len() as u32 >= table.max_entries {
+                    let victim = if table.evict { table.eviction_victim() } else { None };
+                    let Some(victim) = victim else { return fail(FlowModFailed::TableFull) };
+                    evicted.extend(self.remove_flow(fm.table_id, victim, Removal::Eviction, now));
+                }
+                let (mut packets, mut bytes) = (0, 0);
+                if let Some(id) = existing {
+                    let old = self.tables[fm.table_id as usize].flows.get(id).unwrap();
+                    if fm.flags & flow_mod_flags::RESET_COUNTS == 0 {
+                        (packets, bytes) = (old.packet_count, old.byte_count);
+                    }
+                    self.remove_flow(fm.table_id, id, Removal::Replaced, now);
+                }
+                let table = &mut self.tables[fm.table_id as usize];
+                let entry = FlowEntry {
+                    table_id: fm.table_id,
+                    priority: fm.priority,
+                    match_: fm.match_.clone(),
+                    cookie: fm.cookie,
+                    idle_timeout: fm.idle_timeout,
+                    hard_timeout: fm.hard_timeout,
+                    flags: fm.flags,
+                    instructions: fm.instructions.clone(),
+                    program,
+                    packet_count: packets,
+                    byte_count: bytes,
+                    created: now,
+                    last_used: now,
+                };
+                let timeouts = [entry.idle_timeout, entry.hard_timeout];
+                if timeouts != [0, 0] {
+                    table.timed += 1;
+                }
+                table.flows.insert(&key, &mask, priority, entry);
+                for t in timeouts.into_iter().filter(|&t| t != 0) {
+                    self.expect_expiry(now + t as Nanos * 1_000_000_000);
+                }
+                evicted
+            }
+            cmd::MODIFY | cmd::MODIFY_STRICT => {
+                let program = self.limits_ok(fm)?;
+                let strict = fm.command == cmd::MODIFY_STRICT;
+                let table = &mut self.tables[fm.table_id as usize];
+                let targets = Self::targets(table, fm, &key, &mask, strict);
+                for id in targets {
+                    let f = table.flows.get_mut(id).unwrap();
+                    f.instructions = fm.instructions.clone();
+                    f.program = program.clone();
+                    if fm.flags & flow_mod_flags::RESET_COUNTS != 0 {
+                        f.packet_count = 0;
+                        f.byte_count = 0;
+                    }
+                }
+                Vec::new()
+            }
+            _ => {
+                let strict = fm.command == cmd::DELETE_STRICT;
+                let range =
+                    if all_tables { 0..self.tables.len() } else { fm.table_id as usize..fm.table_id as usize + 1 };
+                let mut out = Vec::new();
+                for t in range {
+                    for id in Self::targets(&self.tables[t], fm, &key, &mask, strict) {
+                        out.extend(self.remove_flow(t as u8, id, Removal::Delete, now));
+                    }
+                }
+                out
+            }
+        };
+        self.invalidate();
+        Ok(removed_msgs)
+    }
+
+    /// Flows a modify or delete applies to: by match (strictly or as a subset), cookie, and — for
+    /// deletes — out_port and out_group.
+    fn targets(table: &FlowTable, fm: &FlowMod, key: &FlowKey, mask: &FlowKey, strict: bool) -> Vec<RuleId> {
+        let candidates: Vec<RuleId> = if strict {
+            table.flows.find_exact(key, mask, fm.priority as u32).into_iter().collect()
+        } else {
+            table.flows.covered_by(key, mask).collect()
+        };
+        let deleting = matches!(fm.command, cmd::DELETE | cmd::DELETE_STRICT);
+        candidates
+            .into_iter()
+            .filter(|&id| {
+                let f = table.flows.get(id).unwrap();
+                (f.cookie & fm.cookie_mask) == (fm.cookie & fm.cookie_mask)
+                    && (!deleting || (f.outputs_to(fm.out_port) && f.uses_group(fm.out_group)))
+            })
+            .collect()
+    }
+
+    /// Removes flows whose instructions name `pred`'s target (a deleted group or meter).
+    fn remove_flows_where(&mut self, pred: impl Fn(&FlowEntry) -> bool, why: Removal, now: Nanos) -> Vec<FlowRemoved> {
+        let mut out = Vec::new();
+        for t in 0..self.tables.len() {
+            let ids: Vec<RuleId> = self.tables[t].flows.iter().filter(|(_, f)| pred(f)).map(|(id, _)| id).collect();
+            for id in ids {
+                out.extend(self.remove_flow(t as u8, id, why, now));
+            }
+        }
+        out
+    }
+
+    pub fn group_mod(&mut self, gm: &GroupMod, now: Nanos) -> Result<Vec<FlowRemoved>, ErrorCode> {
+        let n_tables = self.n_tables();
+        let meters = &self.meters;
+        let change = self.groups.apply(
+            gm.command,
+            gm.group_type,
+            gm.group_id,
+            &gm.buckets,
+            n_tables,
+            &|m| meters.exists(m),
+            now,
+        )?;
+        let out = match change {
+            GroupChange::Deleted(ids) if !ids.is_empty() => {
+                self.remove_flows_where(|f| ids.iter().any(|&g| f.uses_group(g)), Removal::GroupDelete, now)
+            }
+            _ => Vec::new(),
+        };
+        self.invalidate();
+        Ok(out)
+    }
+
+    pub fn meter_mod(&mut self, mm: &MeterMod, now: Nanos) -> Result<Vec<FlowRemoved>, ErrorCode> {
+        let change = self.meters.apply(mm.command, mm.flags, mm.meter_id, &mm.bands, now)?;
+        let out = match change {
+            MeterChange::Deleted(ids) if !ids.is_empty() => self.remove_flows_where(
+                |f| f.program.meter.is_some_and(|m| ids.contains(&m)),
+                Removal::MeterDelete,
+                now,
+            ),
+            _ => Vec::new(),
+        };
+        self.invalidate();
+        Ok(out)
+    }
+
+    /// Removes flows whose idle or hard timeout has passed, ages learned addresses and sweeps the
+    /// cache; then works out when the next of these can be due.
+    pub fn expire(&mut self, now: Nanos) -> Vec<FlowRemoved> {
+        const SEC: Nanos = 1_000_000_000;
+        let mut out = Vec::new();
+        let mut any = false;
+        let mut next = Nanos::MAX;
+        for t in 0..self.tables.len() {
+            if self.tables[t].timed == 0 {
+                continue;
+            }
+            let mut gone = Vec::new();
+            for (id, f) in self.tables[t].flows.iter() {
+                let hard_at = (f.hard_timeout != 0).then(|| f.created + f.hard_timeout as Nanos * SEC);
+                let idle_at = (f.idle_timeout != 0).then(|| f.last_used + f.idle_timeout as Nanos * SEC);
+                if hard_at.is_some_and(|at| now >= at) {
+                    gone.push((id, Removal::HardTimeout));
+                } else if idle_at.is_some_and(|at| now >= at) {
+                    gone.push((id, Removal::IdleTimeout));
+                } else {
+                    next = next.min(hard_at.unwrap_or(Nanos::MAX)).min(idle_at.unwrap_or(Nanos::MAX));
+                }
+            }
+            for (id, why) in gone {
+                any = true;
+                out.extend(self.remove_flow(t as u8, id, why, now));
+            }
+        }
+        if self.macs.age(now) {
+            any = true;
+        }
+        if any {
+            self.invalidate();
+        }
+        self.cache.sweep(now);
+        if let Some(oldest) = self.macs.oldest() {
+            next = next.min(oldest + normal::MAC_AGE);
+        }
+        if let Some(oldest) = self.cache.oldest_use() {
+            // The sweep drops entries idle for longer than IDLE: the first one is due just after.
+            next = next.min(oldest + cache::IDLE + 1);
+        }
+        self.next_expiry = next;
+        out
+    }
+}
