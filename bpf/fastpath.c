@@ -386,8 +386,10 @@ static __always_inline int upcall(struct __sk_buff *skb, __u64 port_info)
 {
 	__u32 up = config(CFG_UPCALL_IFINDEX);
 	count(CNT_UPCALL);
-	if (!up)
+	if (!up) {
+		count(CNT_NO_UPCALL);
 		return TC_ACT_SHOT;
+	}
 	if (bpf_skb_vlan_push(skb, bpf_htons(0x8100), port_info & 0xfff) < 0)
 		return TC_ACT_SHOT;
 	return bpf_redirect(up, 0);

@@ -144,7 +144,8 @@ enum ef_counter {
 	CNT_MISS = 1,
 	CNT_UPCALL = 2,
 	CNT_SLOW = 3,
-	CNT_DROP = 4,
+	CNT_DROP = 4,		/* dropped by a meter */
+	CNT_NO_UPCALL = 5,	/* a miss dropped: no way up to userspace */
 	CNT_MAX = 8,
 };
 

@@ -131,6 +131,8 @@ def test_edgeflow_stats_reports_ports_queues_tables_fast_path_and_drops(datapath
                 # The first miss is dropped in userspace; the kernel holds that decision after it.
                 assert report["drops"]["no_action"] >= 1, report["drops"]
                 assert report["fast_path"]["hits"] >= 10, report["fast_path"]
+                # ... and counts the frames it drops for it by reason.
+                assert report["fast_path"]["drops"]["no_output"] >= 1, report["fast_path"]
             # By dpid through the switch's own management socket, as a person would type it.
             human = run(report["dpid"])
             assert human.returncode == 0, human.stderr

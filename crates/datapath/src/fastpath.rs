@@ -58,6 +58,10 @@ mod op {
 }
 
 const CFG_GENERATION: u32 = 0;
+/// `enum ef_counter` slots (`bpf/fastpath.h`) read here besides hit, miss, upcall and slow.
+const CNT_DROP: usize = 4;
+const CNT_NO_UPCALL: usize = 5;
+const CNT_MAX: usize = 8;
 const CFG_UPCALL_IFINDEX: u32 = 1;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -265,6 +269,8 @@ pub struct FastPath {
     pub upcall: Option<(String, String)>,
     pub installed: u64,
     pub refused: u64,
+    /// Hits on entries that send nowhere: frames the kernel dropped as the mode decided.
+    no_output_drops: u64,
 }
 
 fn megaflows(obj: &Object) -> &Map {
@@ -294,6 +300,7 @@ impl FastPath {
             upcall: None,
             installed: 0,
             refused: 0,
+            no_output_drops: 0,
         };
         fp.set_config(CFG_GENERATION, fp.generation)?;
         for pos in 0..MAX_MASKS as u32 {
@@ -485,6 +492,9 @@ impl FastPath {
                             self.mask_hits[slot] += dp;
                         }
                         h.flows.push((inst.credits.clone(), dp, db));
+                        if inst.outputs.is_empty() {
+                            self.no_output_drops += dp;
+                        }
                         let rx = h.ports.entry(inst.in_port).or_default();
                         rx.rx_packets += dp;
                         rx.rx_bytes += db;
@@ -592,7 +602,12 @@ impl FastPath {
 
     /// Hit, miss, upcall, slow and drop counts since start (all CPUs).
     pub fn counters(&self) -> [u64; 5] {
-        let mut out = [0u64; 5];
+        self.all_counters()[..5].try_into().unwrap()
+    }
+
+    /// Every slot of `ef_counters` (`enum ef_counter`), summed over CPUs.
+    fn all_counters(&self) -> [u64; CNT_MAX] {
+        let mut out = [0u64; CNT_MAX];
         if let Ok(m) = self.obj.map("ef_counters") {
             for (i, o) in out.iter_mut().enumerate() {
                 if let Ok(per_cpu) = m.lookup_percpu(&(i as u32).to_ne_bytes()) {
@@ -601,6 +616,15 @@ impl FastPath {
             }
         }
         out
+    }
+
+    /// Frames the kernel dropped, per reason, since start: hits on entries that send nowhere (the
+    /// mode decided to drop), meter drops, and misses with no way up. Rewrites that fail inside
+    /// the action loop are not counted yet: a counter there costs the TC program more verifier
+    /// budget than it has (90k processed instructions became over 1M).
+    pub fn drops(&self) -> [(&'static str, u64); 3] {
+        let c = self.all_counters();
+        [("no_output", self.no_output_drops), ("meter", c[CNT_DROP]), ("no_upcall", c[CNT_NO_UPCALL])]
     }
 
     pub fn len(&self) -> usize {

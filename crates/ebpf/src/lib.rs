@@ -461,6 +461,13 @@ fn load_program(name: &str, ptype: u32, insns: &[u8], license: &[u8], expected_a
             .u32(68, expected_attach);
         bpf_fd(cmd::PROG_LOAD, &mut a)
     };
+    if std::env::var_os("EDGEFLOW_BPF_STATS").is_some() {
+        // The verifier's statistics (BPF_LOG_STATS), to see how close a program is to its budget.
+        let mut log = vec![0u8; 4096];
+        let r = attempt(&mut log, 4);
+        eprintln!("bpf: {name}: {}", cstr(&log, 0).trim());
+        return r;
+    }
     match attempt(&mut Vec::new(), 0) {
         Ok(fd) => Ok(fd),
         Err(first) => {

@@ -161,10 +161,14 @@ pub fn render(r: &Value) -> String {
     }
     if let Some(fp) = r["fast_path"].as_object() {
         out += "\nkernel fast path\n";
-        let keys = ["hits", "misses", "upcalls", "slow", "drops", "entries", "installed", "refused"];
+        let keys = ["hits", "misses", "upcalls", "slow", "entries", "installed", "refused"];
         out += &table(&keys, vec![keys.iter().map(|k| n(&fp[*k])).collect()]);
+        if let Some(drops) = fp.get("drops").and_then(|d| d.as_object()) {
+            out += "\nkernel drops by reason\n";
+            out += &table(&["reason", "frames"], drops.iter().map(|(k, v)| vec![k.clone(), n(v)]).collect());
+        }
     }
-    out += "\ndropped frames by reason\n";
+    out += "\ndropped frames by reason (userspace)\n";
     let drops = r["drops"].as_object().cloned().unwrap_or_default();
     out += &table(&["reason", "frames"], drops.iter().map(|(k, v)| vec![k.clone(), n(v)]).collect());
     out

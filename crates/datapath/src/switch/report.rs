@@ -42,9 +42,10 @@ impl Switch {
             .map(|t| json!({"id": t.id, "flows": t.flows, "lookups": t.lookups, "matched": t.matched}))
             .collect();
         let fast = self.fast.as_ref().map(|f| {
-            let [hits, misses, upcalls, slow, drops] = f.counters();
-            json!({"hits": hits, "misses": misses, "upcalls": upcalls, "slow": slow, "drops": drops,
-                   "entries": f.len(), "installed": f.installed, "refused": f.refused})
+            let [hits, misses, upcalls, slow, _] = f.counters();
+            let drops: serde_json::Map<String, Value> = f.drops().into_iter().map(|(r, n)| (r.to_string(), json!(n))).collect();
+            json!({"hits": hits, "misses": misses, "upcalls": upcalls, "slow": slow,
+                   "entries": f.len(), "installed": f.installed, "refused": f.refused, "drops": drops})
         });
         let drops: serde_json::Map<String, Value> =
             DropReason::ALL.iter().map(|&r| (r.name().to_string(), json!(self.drops.get(r)))).collect();
