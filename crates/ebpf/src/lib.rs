@@ -220,6 +220,24 @@ impl Program {
         bpf_fd(cmd::LINK_CREATE, &mut a).map(Link)
     }
 
+    /// Runs the program once on `data` with the context `ctx` (an `xdp_md` or a `__sk_buff`, as the
+    /// program type takes) through BPF_PROG_TEST_RUN: its return value and the frame as it left.
+    pub fn run_once(&self, data: &[u8], ctx: &[u8]) -> io::Result<(u32, Vec<u8>)> {
+        let mut out = vec![0u8; data.len() + 256];
+        let mut a = Attr::new()
+            .u32(0, self.fd() as u32)
+            .u32(8, data.len() as u32)
+            .u32(12, out.len() as u32)
+            .u64(16, data.as_ptr() as u64)
+            .u64(24, out.as_mut_ptr() as u64)
+            .u32(32, 1)
+            .u32(40, ctx.len() as u32)
+            .u64(48, ctx.as_ptr() as u64);
+        bpf(cmd::PROG_TEST_RUN, &mut a)?;
+        out.truncate(a.read_u32(12) as usize);
+        Ok((a.read_u32(4), out))
+    }
+
     /// BPF_PROG_TEST_RUN. With `live` (XDP), frames the program returns as XDP_TX are really sent
     /// out of `ifindex`. Returns the last return value and the kernel's average duration (ns).
     pub fn test_run(&self, data: &[u8], repeat: u32, ifindex: u32, live: bool) -> io::Result<(u32, u32)> {
