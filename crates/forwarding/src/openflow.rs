@@ -63,13 +63,11 @@ struct PacketInLimit {
     rate: u64,
     tokens: u64,
     last: u64,
-    /// Refused since the last report.
-    dropped: u64,
 }
 
 impl PacketInLimit {
     fn new(rate: u32) -> Self {
-        PacketInLimit { rate: rate as u64, tokens: Self::cap(rate as u64), last: 0, dropped: 0 }
+        PacketInLimit { rate: rate as u64, tokens: Self::cap(rate as u64), last: 0 }
     }
 
     /// Capacity in milli-tokens: a quarter second of packet-ins, at least 32.
@@ -88,7 +86,6 @@ impl PacketInLimit {
             self.tokens -= 1000;
             true
         } else {
-            self.dropped += 1;
             false
         }
     }
@@ -165,7 +162,6 @@ pub struct OpenFlowMode {
     pipeline: Pipeline,
     buffers: Buffers,
     limit: PacketInLimit,
-    packet_in_rate: u32,
 }
 
 impl OpenFlowMode {
@@ -186,17 +182,7 @@ impl OpenFlowMode {
             pipeline,
             buffers: Buffers::new(),
             limit: PacketInLimit::new(cfg.packet_in_rate),
-            packet_in_rate: cfg.packet_in_rate,
         }
-    }
-
-    pub fn pipeline(&self) -> &Pipeline {
-        &self.pipeline
-    }
-
-    /// Packet-ins refused by the rate limit since the last call.
-    pub fn take_limited(&mut self) -> u64 {
-        std::mem::take(&mut self.limit.dropped)
     }
 
     fn bridge<'a>(
@@ -349,12 +335,5 @@ impl Mode for OpenFlowMode {
             .filter(|(_, t)| t.enabled && (!t.is_empty() || t.lookup_count > 0))
             .map(|(id, t)| crate::TableReport { id: id as u8, flows: t.len(), lookups: t.lookup_count, matched: t.matched_count })
             .collect()
-    }
-}
-
-impl OpenFlowMode {
-    /// The configured packet-in rate (for reports).
-    pub fn packet_in_rate(&self) -> u32 {
-        self.packet_in_rate
     }
 }

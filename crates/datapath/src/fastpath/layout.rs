@@ -1,0 +1,181 @@
+//! The C and Rust views of every structure, constant and key offset the two sides share, compared
+//! mechanically: a host program built from `bpf/fastpath.h` prints the C side.
+
+use super::*;
+use packet::key::off;
+use std::collections::HashMap;
+
+fn c_side() -> HashMap<String, u64> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let dir = std::env::temp_dir().join(format!("ef-layout-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let prog = r#"
+#include <stdio.h>
+#include <stddef.h>
+#include "fastpath.h"
+#define P(name, v) printf("%s %llu\n", name, (unsigned long long)(v))
+#define OFF(s, f) P(#s "." #f, offsetof(struct s, f))
+#define SZ(s) P("sizeof " #s, sizeof(struct s))
+#define FSZ(s, f) P("sizeof " #s "." #f, sizeof(((struct s *)0)->f))
+int main(void) {
+SZ(action); OFF(action, op); OFF(action, a8); OFF(action, a16); OFF(action, a32); OFF(action, mac);
+FSZ(action, op); FSZ(action, a8); FSZ(action, a16); FSZ(action, a32); FSZ(action, mac);
+FSZ(entry, n_actions); FSZ(mf_key, mask_id); FSZ(mask_slot, words); FSZ(port_slot, ifindex);
+SZ(entry); OFF(entry, generation); OFF(entry, packets); OFF(entry, bytes); OFF(entry, n_actions);
+OFF(entry, key); OFF(entry, act);
+SZ(mf_key); OFF(mf_key, mask_id); OFF(mf_key, hash);
+SZ(mask_slot); OFF(mask_slot, generation); OFF(mask_slot, words); OFF(mask_slot, m);
+SZ(meter); OFF(meter, per_sec); OFF(meter, capacity); OFF(meter, tokens); OFF(meter, kbps); OFF(meter, packets);
+OFF(meter, dropped_bytes);
+SZ(port_slot); OFF(port_slot, ifindex); OFF(port_slot, info);
+SZ(flow_key);
+P("KEY_BYTES", KEY_BYTES); P("MAX_MASKS", MAX_MASKS); P("MAX_ACTIONS", MAX_ACTIONS);
+P("MAX_METERS", MAX_METERS); P("PORT_SLOTS", PORT_SLOTS); P("MASK_END", MASK_END); P("HASH_MUL", HASH_MUL);
+P("CFG_GENERATION", CFG_GENERATION); P("CFG_UPCALL_IFINDEX", CFG_UPCALL_IFINDEX);
+P("CNT_DROP", CNT_DROP); P("CNT_NO_UPCALL", CNT_NO_UPCALL); P("CNT_MAX", CNT_MAX);
+P("OP_OUTPUT", OP_OUTPUT); P("OP_SET_ETH_DST", OP_SET_ETH_DST); P("OP_SET_ETH_SRC", OP_SET_ETH_SRC);
+P("OP_PUSH_VLAN", OP_PUSH_VLAN); P("OP_POP_VLAN", OP_POP_VLAN); P("OP_SET_VLAN_VID", OP_SET_VLAN_VID);
+P("OP_SET_VLAN_PCP", OP_SET_VLAN_PCP); P("OP_SET_IPV4_SRC", OP_SET_IPV4_SRC); P("OP_SET_IPV4_DST", OP_SET_IPV4_DST);
+P("OP_SET_TP_SRC", OP_SET_TP_SRC); P("OP_SET_TP_DST", OP_SET_TP_DST); P("OP_SET_DSCP", OP_SET_DSCP);
+P("OP_DEC_TTL", OP_DEC_TTL); P("OP_METER", OP_METER);
+P("K_IN_PORT", K_IN_PORT); P("K_IN_PHY_PORT", K_IN_PHY_PORT); P("K_ETH_DST", K_ETH_DST); P("K_ETH_TYPE", K_ETH_TYPE);
+P("K_ETH_SRC", K_ETH_SRC); P("K_VLAN_VID", K_VLAN_VID); P("K_VLAN_PCP", K_VLAN_PCP); P("K_IP_DSCP", K_IP_DSCP);
+P("K_IP_ECN", K_IP_ECN); P("K_IP_PROTO", K_IP_PROTO); P("K_IPV4_SRC", K_IPV4_SRC); P("K_IPV4_DST", K_IPV4_DST);
+P("K_TP_SRC", K_TP_SRC); P("K_TP_DST", K_TP_DST); P("K_ICMP_TYPE", K_ICMP_TYPE); P("K_ICMP_CODE", K_ICMP_CODE);
+P("K_ARP_OP", K_ARP_OP); P("K_MPLS_LABEL", K_MPLS_LABEL); P("K_MPLS_TC", K_MPLS_TC); P("K_MPLS_BOS", K_MPLS_BOS);
+P("K_IPV6_FLABEL", K_IPV6_FLABEL); P("K_PBB_ISID", K_PBB_ISID); P("K_ARP_SHA", K_ARP_SHA); P("K_ARP_THA", K_ARP_THA);
+P("K_IPV6_SRC", K_IPV6_SRC); P("K_IPV6_DST", K_IPV6_DST);
+return 0;
+}
+"#;
+    std::fs::write(dir.join("layout.c"), prog).unwrap();
+    let clang = ["clang-14", "clang", "cc"].into_iter().find(|c| std::process::Command::new(c).arg("--version").output().is_ok()).expect("a C compiler");
+    let arch = if cfg!(target_arch = "aarch64") { "aarch64-linux-gnu" } else { "x86_64-linux-gnu" };
+    let built = std::process::Command::new(clang)
+        .arg(format!("-I{}", root.join("bpf").display()))
+        .arg(format!("-I/usr/include/{arch}"))
+        .arg(dir.join("layout.c"))
+        .arg("-o")
+        .arg(dir.join("layout"))
+        .status()
+        .unwrap();
+    assert!(built.success(), "the layout probe did not build");
+    let out = std::process::Command::new(dir.join("layout")).output().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let (k, v) = l.rsplit_once(' ').unwrap();
+            (k.to_string(), v.parse().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn c_and_rust_agree_on_every_shared_layout() {
+    let c = c_side();
+    let rust: Vec<(&str, u64)> = vec![
+        ("sizeof action", ACTION_BYTES as u64),
+        ("action.op", 0),
+        ("action.a8", 1),
+        ("action.a16", 2),
+        ("action.a32", 4),
+        ("action.mac", 8),
+        ("sizeof action.op", 1),
+        ("sizeof action.a8", 1),
+        ("sizeof action.a16", 2),
+        ("sizeof action.a32", 4),
+        ("sizeof action.mac", 6),
+        ("sizeof entry.n_actions", 4),
+        ("sizeof mf_key.mask_id", 4),
+        ("sizeof mask_slot.words", 4),
+        ("sizeof port_slot.ifindex", 4),
+        ("sizeof entry", ENTRY_BYTES as u64),
+        ("entry.generation", 0),
+        ("entry.packets", ENTRY_PACKETS_AT as u64),
+        ("entry.bytes", ENTRY_BYTES_AT as u64),
+        ("entry.n_actions", ENTRY_N_ACTIONS_AT as u64),
+        ("entry.key", ENTRY_KEY_AT as u64),
+        ("entry.act", ENTRY_ACTIONS_AT as u64),
+        ("sizeof mf_key", MF_KEY_BYTES as u64),
+        ("mf_key.mask_id", 0),
+        ("mf_key.hash", 8),
+        ("sizeof mask_slot", (16 + KEY_BYTES) as u64),
+        ("mask_slot.generation", 0),
+        ("mask_slot.words", 8),
+        ("mask_slot.m", 16),
+        ("sizeof meter", METER_BYTES as u64),
+        ("meter.per_sec", 0),
+        ("meter.capacity", 8),
+        ("meter.tokens", 16),
+        ("meter.kbps", 32),
+        ("meter.packets", METER_COUNTS_AT as u64),
+        ("meter.dropped_bytes", (METER_COUNTS_AT + 24) as u64),
+        ("sizeof port_slot", PORT_SLOT_BYTES as u64),
+        ("port_slot.ifindex", 0),
+        ("port_slot.info", PORT_SLOT_INFO_AT as u64),
+        ("sizeof flow_key", KEY_BYTES as u64),
+        ("KEY_BYTES", KEY_BYTES as u64),
+        ("MAX_MASKS", MAX_MASKS as u64),
+        ("MAX_ACTIONS", MAX_ACTIONS as u64),
+        ("MAX_METERS", MAX_METERS as u64),
+        ("PORT_SLOTS", PORT_SLOTS as u64),
+        ("MASK_END", MASK_END as u64),
+        ("HASH_MUL", HASH_MUL),
+        ("CFG_GENERATION", CFG_GENERATION as u64),
+        ("CFG_UPCALL_IFINDEX", CFG_UPCALL_IFINDEX as u64),
+        ("CNT_DROP", CNT_DROP as u64),
+        ("CNT_NO_UPCALL", CNT_NO_UPCALL as u64),
+        ("CNT_MAX", CNT_MAX as u64),
+        ("OP_OUTPUT", op::OUTPUT as u64),
+        ("OP_SET_ETH_DST", op::SET_ETH_DST as u64),
+        ("OP_SET_ETH_SRC", op::SET_ETH_SRC as u64),
+        ("OP_PUSH_VLAN", op::PUSH_VLAN as u64),
+        ("OP_POP_VLAN", op::POP_VLAN as u64),
+        ("OP_SET_VLAN_VID", op::SET_VLAN_VID as u64),
+        ("OP_SET_VLAN_PCP", op::SET_VLAN_PCP as u64),
+        ("OP_SET_IPV4_SRC", op::SET_IPV4_SRC as u64),
+        ("OP_SET_IPV4_DST", op::SET_IPV4_DST as u64),
+        ("OP_SET_TP_SRC", op::SET_TP_SRC as u64),
+        ("OP_SET_TP_DST", op::SET_TP_DST as u64),
+        ("OP_SET_DSCP", op::SET_DSCP as u64),
+        ("OP_DEC_TTL", op::DEC_TTL as u64),
+        ("OP_METER", op::METER as u64),
+        ("K_IN_PORT", off::IN_PORT as u64),
+        ("K_IN_PHY_PORT", off::IN_PHY_PORT as u64),
+        ("K_ETH_DST", off::ETH_DST as u64),
+        ("K_ETH_TYPE", off::ETH_TYPE as u64),
+        ("K_ETH_SRC", off::ETH_SRC as u64),
+        ("K_VLAN_VID", off::VLAN_VID as u64),
+        ("K_VLAN_PCP", off::VLAN_PCP as u64),
+        ("K_IP_DSCP", off::IP_DSCP as u64),
+        ("K_IP_ECN", off::IP_ECN as u64),
+        ("K_IP_PROTO", off::IP_PROTO as u64),
+        ("K_IPV4_SRC", off::IPV4_SRC as u64),
+        ("K_IPV4_DST", off::IPV4_DST as u64),
+        ("K_TP_SRC", off::TP_SRC as u64),
+        ("K_TP_DST", off::TP_DST as u64),
+        ("K_ICMP_TYPE", off::ICMP_TYPE as u64),
+        ("K_ICMP_CODE", off::ICMP_CODE as u64),
+        ("K_ARP_OP", off::ARP_OP as u64),
+        ("K_MPLS_LABEL", off::MPLS_LABEL as u64),
+        ("K_MPLS_TC", off::MPLS_TC as u64),
+        ("K_MPLS_BOS", off::MPLS_BOS as u64),
+        ("K_IPV6_FLABEL", off::IPV6_FLABEL as u64),
+        ("K_PBB_ISID", off::PBB_ISID as u64),
+        ("K_ARP_SHA", off::ARP_SHA as u64),
+        ("K_ARP_THA", off::ARP_THA as u64),
+        ("K_IPV6_SRC", off::IPV6_SRC as u64),
+        ("K_IPV6_DST", off::IPV6_DST as u64),
+    ];
+    let mut wrong = Vec::new();
+    for (name, r) in &rust {
+        match c.get(*name) {
+            Some(v) if v == r => {}
+            other => wrong.push(format!("{name}: C {other:?}, Rust {r}")),
+        }
+    }
+    assert_eq!(c.len(), rust.len(), "every C value has its Rust twin in this list");
+    assert!(wrong.is_empty(), "C and Rust disagree:\n{}", wrong.join("\n"));
+}
