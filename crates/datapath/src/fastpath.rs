@@ -7,9 +7,10 @@
 //! generation number the kernel program checks on every lookup. Hit counters are read back and
 //! credited to the OpenFlow flows, tables, groups and ports each entry stands for.
 //!
-//! Over 500 lines for now: the encoder, the map layouts and the entry book-keeping, plus the layout
-//! check and the kernel unit tests at the end; it splits when the kernel executor becomes one
-//! behind a context wrapper (the next step of issue 10's item 4).
+//! Over 600 lines, one concern: the kernel's half of the cache as userspace sees it — the action
+//! encoder, the map layouts (checked in `fastpath/layout.rs`), entry and meter book-keeping and
+//! counter harvesting (tests of the programs themselves: `fastpath/kernel.rs`). It splits when the
+//! kernel executor becomes one behind a context wrapper (the next step of issue 10's item 4).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;

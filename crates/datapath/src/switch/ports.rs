@@ -73,7 +73,8 @@ impl SwitchPort {
         self.desc.config & (config::NO_RECV | config::PORT_DOWN) != 0
     }
 
-    /// Sends what waits on the egress queues, as far as the socket takes it.
+    /// Hands what waits on the egress queues to the socket, as far as it takes it (the caller
+    /// flushes the socket).
     pub fn service(&mut self) {
         if self.egress.backlog() == 0 {
             return;
@@ -82,7 +83,6 @@ impl SwitchPort {
             let (packets, bytes) = self.egress.service(tx.as_mut());
             self.counters.tx_packets += packets;
             self.counters.tx_bytes += bytes;
-            tx.flush();
         }
     }
 
