@@ -80,7 +80,8 @@ struct RunArgs {
     #[arg(long, value_name = "KIND")]
     datapath: Option<String>,
     /// Forwarding mode: openflow (default; controllers program it), learning (a MAC-learning
-    /// switch without flow tables) or portmap (fixed port pairs, see --portmap).
+    /// switch without flow tables), portmap (fixed port pairs, see --portmap) or afdx (ARINC 664
+    /// virtual links, from the config file's [[afdx.vl]] table; see docs/afdx.md).
     #[arg(long, value_name = "MODE")]
     mode: Option<String>,
     /// For --mode portmap: frames received on port FROM leave on port TO (repeatable).
@@ -215,6 +216,10 @@ fn run(mut s: Settings) -> Result<(), String> {
         })),
         ModeSetting::Learning => Box::new(forwarding::learning::LearningMode::new()),
         ModeSetting::PortMap(pairs) => Box::new(forwarding::portmap::PortMapMode::new(pairs)),
+        // The configuration has checked the table: this cannot refuse it.
+        ModeSetting::Afdx { vls, mac_constant } => {
+            Box::new(forwarding::afdx::AfdxMode::new(vls, *mac_constant).map_err(|e| e.to_string())?)
+        }
     };
     let switch_cfg = SwitchConfig {
         dpid: s.dpid,
@@ -239,6 +244,7 @@ fn run(mut s: Settings) -> Result<(), String> {
             ModeSetting::OpenFlow => "secure",
             ModeSetting::Learning => "learning",
             ModeSetting::PortMap(_) => "portmap",
+            ModeSetting::Afdx { .. } => "afdx",
         },
         "starting"
     );

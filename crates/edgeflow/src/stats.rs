@@ -36,7 +36,11 @@ fn connect(target: Option<&str>) -> Result<Box<dyn Stream>, String> {
         Some(t) => mgmt_socket(crate::config::parse_dpid(t)?),
         None => {
             let found: Vec<PathBuf> = std::fs::read_dir(MGMT_DIR)
-                .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "mgmt")).collect())
+                .map(|d| {
+                    d.filter_map(|e| e.ok().map(|e| e.path()))
+                        .filter(|p| p.extension().is_some_and(|x| x == "mgmt"))
+                        .collect()
+                })
                 .unwrap_or_default();
             match found.as_slice() {
                 [one] => one.clone(),
@@ -134,18 +138,40 @@ pub fn render(r: &Value) -> String {
         ports
             .iter()
             .map(|p| {
-                ["no", "name", "up", "rx_packets", "rx_bytes", "rx_dropped", "rx_errors", "tx_packets", "tx_bytes", "tx_dropped"]
-                    .iter()
-                    .map(|k| f(p, k))
-                    .collect()
+                [
+                    "no",
+                    "name",
+                    "up",
+                    "rx_packets",
+                    "rx_bytes",
+                    "rx_dropped",
+                    "rx_errors",
+                    "tx_packets",
+                    "tx_bytes",
+                    "tx_dropped",
+                ]
+                .iter()
+                .map(|k| f(p, k))
+                .collect()
             })
             .collect(),
     );
     let mut queue_rows = Vec::new();
     for p in ports {
         for q in p["queues"].as_array().unwrap_or(&empty) {
-            if q["tx_packets"].as_u64().unwrap_or(0) + q["dropped"].as_u64().unwrap_or(0) + q["waiting"].as_u64().unwrap_or(0) > 0 {
-                queue_rows.push(vec![f(p, "no"), f(q, "id"), f(q, "tx_packets"), f(q, "tx_bytes"), f(q, "dropped"), f(q, "waiting")]);
+            if q["tx_packets"].as_u64().unwrap_or(0)
+                + q["dropped"].as_u64().unwrap_or(0)
+                + q["waiting"].as_u64().unwrap_or(0)
+                > 0
+            {
+                queue_rows.push(vec![
+                    f(p, "no"),
+                    f(q, "id"),
+                    f(q, "tx_packets"),
+                    f(q, "tx_bytes"),
+                    f(q, "dropped"),
+                    f(q, "waiting"),
+                ]);
             }
         }
     }
@@ -158,6 +184,32 @@ pub fn render(r: &Value) -> String {
             &["table", "flows", "lookups", "matched"],
             tables.iter().map(|t| ["id", "flows", "lookups", "matched"].iter().map(|k| f(t, k)).collect()).collect(),
         );
+    }
+    let groups = r["mode_counters"].as_array().unwrap_or(&empty);
+    if let Some(first) = groups.first() {
+        // Every group of a mode has the same counters: one column each, one row a group.
+        let names: Vec<String> = first["counters"].as_object().map(|c| c.keys().cloned().collect()).unwrap_or_default();
+        let (mut headers, mut rows) = (vec![String::new()], Vec::new());
+        headers.extend(names.iter().cloned());
+        let flush = |headers: &mut Vec<String>, rows: &mut Vec<Vec<String>>, out: &mut String| {
+            if !rows.is_empty() {
+                let h: Vec<&str> = headers.iter().map(|s| s.as_str()).collect();
+                *out += &table(&h, std::mem::take(rows));
+            }
+        };
+        out += &format!("\n{} mode counters\n", n(&r["mode"]));
+        for g in groups {
+            let keys: Vec<String> = g["counters"].as_object().map(|c| c.keys().cloned().collect()).unwrap_or_default();
+            if keys[..] != headers[1..] {
+                flush(&mut headers, &mut rows, &mut out);
+                headers.truncate(1);
+                headers.extend(keys.iter().cloned());
+            }
+            let mut row = vec![n(&g["name"])];
+            row.extend(keys.iter().map(|k| n(&g["counters"][k])));
+            rows.push(row);
+        }
+        flush(&mut headers, &mut rows, &mut out);
     }
     if let Some(fp) = r["fast_path"].as_object() {
         out += "\nkernel fast path\n";

@@ -11,6 +11,7 @@
 //!
 //! Adding a mode is one module here that implements [`Mode`], plus a line where the binary picks it.
 
+pub mod afdx;
 pub mod learning;
 pub mod openflow;
 pub mod portmap;
@@ -52,10 +53,15 @@ pub enum DropReason {
     NoSuchQueue,
     /// Its egress queue was full.
     QueueFull,
+    /// The mode's frame filter refused it (an AFDX frame not of its virtual link's format, size
+    /// or input port; the mode's own counters say which).
+    Filtered,
+    /// Over its traffic contract (AFDX BAG policing).
+    Policed,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 9] = [
+    pub const ALL: [DropReason; 11] = [
         DropReason::Malformed,
         DropReason::PortBlocked,
         DropReason::NoAction,
@@ -65,6 +71,8 @@ impl DropReason {
         DropReason::NoSuchPort,
         DropReason::NoSuchQueue,
         DropReason::QueueFull,
+        DropReason::Filtered,
+        DropReason::Policed,
     ];
 
     pub fn name(self) -> &'static str {
@@ -78,6 +86,8 @@ impl DropReason {
             DropReason::NoSuchPort => "no_such_port",
             DropReason::NoSuchQueue => "no_such_queue",
             DropReason::QueueFull => "queue_full",
+            DropReason::Filtered => "filtered",
+            DropReason::Policed => "policed",
         }
     }
 }
@@ -127,6 +137,13 @@ pub struct TableReport {
     pub matched: u64,
 }
 
+/// A mode's own counters under one name (one AFDX virtual link, say), for reports.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CounterGroup {
+    pub name: String,
+    pub counters: Vec<(&'static str, u64)>,
+}
+
 /// A reply to an OpenFlow request a mode answered.
 pub enum Reply {
     Message(ofp::Message),
@@ -174,6 +191,11 @@ pub trait Mode: Send {
 
     /// Its flow tables (those in use), for `edgeflow stats`; none for a mode without tables.
     fn tables(&self) -> Vec<TableReport> {
+        Vec::new()
+    }
+
+    /// Counters only this mode keeps (per virtual link, per label), for `edgeflow stats`.
+    fn counters(&self) -> Vec<CounterGroup> {
         Vec::new()
     }
 

@@ -178,11 +178,7 @@ impl OpenFlowMode {
             };
             pipeline.flow_mod(&fm, 0).expect("the NORMAL flow is valid");
         }
-        OpenFlowMode {
-            pipeline,
-            buffers: Buffers::new(),
-            limit: PacketInLimit::new(cfg.packet_in_rate),
-        }
+        OpenFlowMode { pipeline, buffers: Buffers::new(), limit: PacketInLimit::new(cfg.packet_in_rate) }
     }
 
     fn bridge<'a>(
@@ -333,7 +329,12 @@ impl Mode for OpenFlowMode {
         let tables = self.pipeline.tables().iter().enumerate();
         tables
             .filter(|(_, t)| t.enabled && (!t.is_empty() || t.lookup_count > 0))
-            .map(|(id, t)| crate::TableReport { id: id as u8, flows: t.len(), lookups: t.lookup_count, matched: t.matched_count })
+            .map(|(id, t)| crate::TableReport {
+                id: id as u8,
+                flows: t.len(),
+                lookups: t.lookup_count,
+                matched: t.matched_count,
+            })
             .collect()
     }
 }

@@ -41,9 +41,20 @@ impl Switch {
             .iter()
             .map(|t| json!({"id": t.id, "flows": t.flows, "lookups": t.lookups, "matched": t.matched}))
             .collect();
+        let mode_counters: Vec<Value> = self
+            .mode
+            .counters()
+            .into_iter()
+            .map(|g| {
+                let counters: serde_json::Map<String, Value> =
+                    g.counters.into_iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+                json!({"name": g.name, "counters": counters})
+            })
+            .collect();
         let fast = self.fast.as_ref().map(|f| {
             let [hits, misses, upcalls, slow, _] = f.counters();
-            let drops: serde_json::Map<String, Value> = f.drops().into_iter().map(|(r, n)| (r.to_string(), json!(n))).collect();
+            let drops: serde_json::Map<String, Value> =
+                f.drops().into_iter().map(|(r, n)| (r.to_string(), json!(n))).collect();
             json!({"hits": hits, "misses": misses, "upcalls": upcalls, "slow": slow,
                    "entries": f.len(), "installed": f.installed, "refused": f.refused, "drops": drops})
         });
@@ -61,6 +72,7 @@ impl Switch {
             "uptime_s": self.start.elapsed().as_secs_f64(),
             "ports": ports,
             "tables": tables,
+            "mode_counters": mode_counters,
             "fast_path": fast,
             "drops": drops,
         })

@@ -1,0 +1,412 @@
+//! The AFDX mode: an ARINC 664 part 7 switch. Frames travel on static virtual links (VLs); each
+//! frame is filtered against its VL (addresses, size, input port), policed against its VL's
+//! traffic contract, and copied to the VL's output ports, high-priority VLs ahead of low ones.
+//!
+//! Frame format (part 7, 3.2.5):
+//! - destination MAC: a 32-bit constant field (ours defaults to `03:00:00:00`: group and locally
+//!   administered bits set) followed by the 16-bit VL id;
+//! - source MAC: the constant `02:00:00`, a 16-bit user-defined end-system id, then one octet
+//!   holding the 3-bit interface id (`001` network A, `010` network B) over five zero bits;
+//! - length, FCS included, within the VL's [Smin, Smax]. The FCS is gone by the time a frame
+//!   reaches us, so 4 bytes are added back before the comparison.
+//!
+//! Policing is the standard's account-based algorithm. Each account holds a credit that grows by
+//! Smax per BAG, capped at Smax·(1 + J/BAG) (J: the jitter the contract tolerates) and full at
+//! start. A frame passes if the credit covers its cost, which is then taken: Smax for frame-based
+//! policing, the frame's own length for byte-based. Credit is kept in byte·ns (bytes × BAG), so
+//! accrual is exact integer arithmetic: it grows by Smax per elapsed nanosecond, a frame costs
+//! cost × BAG, and the cap is Smax·(BAG + J).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use packet::{FlowKey, Packet};
+
+use crate::{CounterGroup, DropReason, Egress, EntryId, KernelEntry, Mode, Nanos, Output, PortView, Verdict};
+
+/// The destination MAC's constant field unless the configuration names another.
+pub const DEFAULT_MAC_CONSTANT: u32 = 0x0300_0000;
+/// The source MAC's constant field (part 7: `0000 0010 0000 0000 0000 0000`).
+pub const SOURCE_CONSTANT: [u8; 3] = [0x02, 0x00, 0x00];
+/// Interface ids in the source MAC's last octet (bits 7..5).
+pub const NETWORK_A: u8 = 0b001;
+pub const NETWORK_B: u8 = 0b010;
+/// Allowed BAGs: 2^k ms for k = 0..=7.
+pub const BAG_MS: [u32; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
+/// Frame sizes (FCS included) an AFDX frame may have.
+pub const MIN_FRAME: u16 = 64;
+pub const MAX_FRAME: u16 = 1518;
+/// The FCS the receive path has already stripped.
+const FCS: usize = 4;
+/// Egress queues: high-priority VLs leave before low ones (strict priority between queues).
+pub const HIGH_QUEUE: u32 = 7;
+pub const LOW_QUEUE: u32 = 0;
+/// The largest jitter a contract may tolerate. Part 7 bounds an end system's jitter at 500 µs;
+/// switches further down a path see more, but a tolerance past a second would police nothing.
+pub const MAX_JITTER_NS: u64 = 1_000_000_000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Priority {
+    High,
+    Low,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Police {
+    /// Every frame costs Smax: at most one frame per BAG (plus what the jitter allows).
+    Frame,
+    /// A frame costs its length: at most Smax bytes per BAG.
+    Byte,
+}
+
+/// One virtual link as configured.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VirtualLink {
+    pub id: u16,
+    pub in_port: u32,
+    /// One or more: several make a multicast VL.
+    pub out_ports: Vec<u32>,
+    pub bag_ns: u64,
+    /// Frame sizes, FCS included.
+    pub smin: u16,
+    pub smax: u16,
+    pub jitter_ns: u64,
+    pub priority: Priority,
+    pub police: Police,
+    /// VLs naming the same account share one credit (and so must share one contract).
+    pub account: Option<String>,
+}
+
+/// What an account enforces: the same for every VL sharing it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Contract {
+    pub bag_ns: u64,
+    pub smax: u16,
+    pub jitter_ns: u64,
+    pub police: Police,
+}
+
+impl VirtualLink {
+    pub fn contract(&self) -> Contract {
+        Contract { bag_ns: self.bag_ns, smax: self.smax, jitter_ns: self.jitter_ns, police: self.police }
+    }
+}
+
+/// A VL table the mode refuses: which entry (its index in the list given), which of its fields,
+/// and why. The configuration turns the index and field into a line number.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableError {
+    pub index: usize,
+    pub field: &'static str,
+    pub reason: String,
+}
+
+impl fmt::Display for TableError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "virtual link #{} ({}): {}", self.index + 1, self.field, self.reason)
+    }
+}
+
+impl std::error::Error for TableError {}
+
+/// Account-based policing of one account (part 7's algorithm, exact in integers).
+#[derive(Clone, Debug)]
+pub struct Account {
+    contract: Contract,
+    /// In bytes × BAG-ns.
+    credit: u64,
+    last: Option<Nanos>,
+}
+
+impl Account {
+    pub fn new(contract: Contract) -> Account {
+        Account { contract, credit: 0, last: None }
+    }
+
+    /// Smax·(BAG + J): one BAG's worth of credit plus what the jitter tolerance adds.
+    fn cap(&self) -> u64 {
+        self.contract.smax as u64 * (self.contract.bag_ns + self.contract.jitter_ns)
+    }
+
+    /// Whether a frame of `len` bytes (FCS included) arriving at `now` is within the contract;
+    /// if so its cost is taken from the credit.
+    pub fn admit(&mut self, len: usize, now: Nanos) -> bool {
+        let c = self.contract;
+        self.credit = match self.last {
+            None => self.cap(),
+            Some(last) => {
+                // Past BAG + J the account is full anyway; capping first keeps the product small.
+                let elapsed = now.saturating_sub(last).min(c.bag_ns + c.jitter_ns);
+                (self.credit + elapsed * c.smax as u64).min(self.cap())
+            }
+        };
+        self.last = Some(self.last.map_or(now, |l| l.max(now)));
+        let cost = match c.police {
+            Police::Frame => c.smax as u64,
+            Police::Byte => len as u64,
+        } * c.bag_ns;
+        if self.credit >= cost {
+            self.credit -= cost;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// Why a frame of a known VL was dropped, counted per VL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VlDrop {
+    /// Source MAC not in the end-system format.
+    BadSource,
+    /// Arrived on a port other than the VL's input port.
+    WrongPort,
+    /// Shorter than Smin.
+    Undersize,
+    /// Longer than Smax.
+    Oversize,
+    /// Over the contract.
+    Policed,
+}
+
+impl VlDrop {
+    pub const ALL: [VlDrop; 5] =
+        [VlDrop::BadSource, VlDrop::WrongPort, VlDrop::Undersize, VlDrop::Oversize, VlDrop::Policed];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            VlDrop::BadSource => "bad_source",
+            VlDrop::WrongPort => "wrong_port",
+            VlDrop::Undersize => "undersize",
+            VlDrop::Oversize => "oversize",
+            VlDrop::Policed => "policed",
+        }
+    }
+}
+
+/// Counters of one VL.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VlCounters {
+    pub frames_in: u64,
+    pub bytes_in: u64,
+    /// Frames forwarded (each to every output port).
+    pub frames_out: u64,
+    pub dropped: [u64; VlDrop::ALL.len()],
+}
+
+impl VlCounters {
+    pub fn dropped(&self, why: VlDrop) -> u64 {
+        self.dropped[why as usize]
+    }
+}
+
+/// Frames no VL can be named for, counted switch-wide.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SwitchCounters {
+    /// Destination MAC without the constant field (not an AFDX frame).
+    pub bad_destination: u64,
+    /// The constant field is right but no VL has the id.
+    pub unknown_vl: u64,
+}
+
+struct Link {
+    vl: VirtualLink,
+    egress: Vec<Egress>,
+    account: usize,
+    counters: VlCounters,
+}
+
+pub struct AfdxMode {
+    mac_constant: [u8; 4],
+    links: BTreeMap<u16, Link>,
+    accounts: Vec<Account>,
+    switch: SwitchCounters,
+}
+
+impl AfdxMode {
+    /// Checks the table (BAG, sizes, duplicates, shared accounts) and builds the mode.
+    pub fn new(vls: &[VirtualLink], mac_constant: u32) -> Result<AfdxMode, TableError> {
+        check(vls)?;
+        let mut accounts: Vec<Account> = Vec::new();
+        let mut named: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut links = BTreeMap::new();
+        for vl in vls {
+            let account = match &vl.account {
+                Some(name) => *named.entry(name.as_str()).or_insert_with(|| {
+                    accounts.push(Account::new(vl.contract()));
+                    accounts.len() - 1
+                }),
+                None => {
+                    accounts.push(Account::new(vl.contract()));
+                    accounts.len() - 1
+                }
+            };
+            let queue = Some(match vl.priority {
+                Priority::High => HIGH_QUEUE,
+                Priority::Low => LOW_QUEUE,
+            });
+            let egress = vl.out_ports.iter().map(|&port| Egress { port, queue }).collect();
+            links.insert(vl.id, Link { vl: vl.clone(), egress, account, counters: VlCounters::default() });
+        }
+        Ok(AfdxMode { mac_constant: mac_constant.to_be_bytes(), links, accounts, switch: SwitchCounters::default() })
+    }
+
+    pub fn vl_counters(&self, id: u16) -> Option<&VlCounters> {
+        self.links.get(&id).map(|l| &l.counters)
+    }
+
+    pub fn switch_counters(&self) -> &SwitchCounters {
+        &self.switch
+    }
+}
+
+/// The table's own consistency: everything that needs no knowledge of the switch's ports.
+pub fn check(vls: &[VirtualLink]) -> Result<(), TableError> {
+    let err = |index: usize, field: &'static str, reason: String| Err(TableError { index, field, reason });
+    let mut shared: BTreeMap<&str, (usize, Contract)> = BTreeMap::new();
+    for (i, vl) in vls.iter().enumerate() {
+        if let Some(j) = vls[..i].iter().position(|o| o.id == vl.id) {
+            return err(i, "id", format!("VL {} is already defined by virtual link #{}", vl.id, j + 1));
+        }
+        if !BAG_MS.iter().any(|&ms| ms as u64 * 1_000_000 == vl.bag_ns) {
+            return err(
+                i,
+                "bag_ms",
+                format!("BAG {} ms: must be one of 1, 2, 4, 8, 16, 32, 64, 128 ms", vl.bag_ns as f64 / 1e6),
+            );
+        }
+        for (field, size) in [("smin", vl.smin), ("smax", vl.smax)] {
+            if !(MIN_FRAME..=MAX_FRAME).contains(&size) {
+                return err(
+                    i,
+                    field,
+                    format!("{size} bytes: frame sizes are {MIN_FRAME} to {MAX_FRAME} bytes, FCS included"),
+                );
+            }
+        }
+        if vl.smin > vl.smax {
+            return err(i, "smin", format!("smin {} is above smax {}", vl.smin, vl.smax));
+        }
+        if vl.jitter_ns > MAX_JITTER_NS {
+            return err(i, "jitter_us", format!("{} µs: at most {} µs", vl.jitter_ns / 1000, MAX_JITTER_NS / 1000));
+        }
+        if vl.out_ports.is_empty() {
+            return err(i, "out_ports", "a virtual link needs at least one output port".into());
+        }
+        if vl.out_ports.contains(&vl.in_port) {
+            return err(i, "out_ports", format!("port {} is the VL's input port", vl.in_port));
+        }
+        if let Some(dup) = vl.out_ports.iter().enumerate().find(|(k, p)| vl.out_ports[..*k].contains(p)) {
+            return err(i, "out_ports", format!("port {} is listed twice", dup.1));
+        }
+        if let Some(name) = &vl.account {
+            match shared.get(name.as_str()) {
+                Some(&(j, c)) if c != vl.contract() => {
+                    return err(
+                        i,
+                        "account",
+                        format!(
+                            "account '{name}' is shared with virtual link #{}, whose BAG, smax, jitter or police differ",
+                            j + 1
+                        ),
+                    );
+                }
+                Some(_) => {}
+                None => {
+                    shared.insert(name, (i, vl.contract()));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The source MAC's end-system format: constant, 16-bit id, interface id A or B over five zeros.
+pub fn is_end_system_mac(mac: &[u8]) -> bool {
+    let interface = mac[5] >> 5;
+    mac[..3] == SOURCE_CONSTANT && mac[5] & 0x1f == 0 && (interface == NETWORK_A || interface == NETWORK_B)
+}
+
+/// An end system's MAC on network A or B.
+pub fn end_system_mac(es_id: u16, interface: u8) -> [u8; 6] {
+    let [hi, lo] = es_id.to_be_bytes();
+    [SOURCE_CONSTANT[0], SOURCE_CONSTANT[1], SOURCE_CONSTANT[2], hi, lo, interface << 5]
+}
+
+/// The destination MAC of a VL under a constant field.
+pub fn vl_mac(mac_constant: u32, vl: u16) -> [u8; 6] {
+    let [a, b, c, d] = mac_constant.to_be_bytes();
+    let [hi, lo] = vl.to_be_bytes();
+    [a, b, c, d, hi, lo]
+}
+
+impl Mode for AfdxMode {
+    fn name(&self) -> &'static str {
+        "afdx"
+    }
+
+    fn port_changed(&mut self, _port: u32, _view: Option<PortView>) {}
+
+    fn receive(&mut self, pkt: &mut Packet, key: &FlowKey, now: Nanos, out: &mut dyn Output) -> Verdict {
+        let drop = |why| Verdict { dropped: Some(why), entry: None };
+        let data = pkt.data();
+        if data.len() < 14 || data[..4] != self.mac_constant {
+            self.switch.bad_destination += 1;
+            return drop(DropReason::Filtered);
+        }
+        let id = u16::from_be_bytes([data[4], data[5]]);
+        let Some(link) = self.links.get_mut(&id) else {
+            self.switch.unknown_vl += 1;
+            return drop(DropReason::Filtered);
+        };
+        let len = data.len() + FCS;
+        let c = &mut link.counters;
+        c.frames_in += 1;
+        c.bytes_in += len as u64;
+        let refused = if key.in_port() != link.vl.in_port {
+            Some(VlDrop::WrongPort)
+        } else if !is_end_system_mac(&data[6..12]) {
+            Some(VlDrop::BadSource)
+        } else if len < link.vl.smin as usize {
+            Some(VlDrop::Undersize)
+        } else if len > link.vl.smax as usize {
+            Some(VlDrop::Oversize)
+        } else if !self.accounts[link.account].admit(len, now) {
+            Some(VlDrop::Policed)
+        } else {
+            None
+        };
+        if let Some(why) = refused {
+            c.dropped[why as usize] += 1;
+            return drop(if why == VlDrop::Policed { DropReason::Policed } else { DropReason::Filtered });
+        }
+        c.frames_out += 1;
+        for &egress in &link.egress {
+            out.transmit(egress, pkt);
+        }
+        Verdict::default()
+    }
+
+    fn kernel_entry(&self, _id: EntryId) -> Option<KernelEntry<'_>> {
+        // Every AFDX frame is decided here for now: the fast path holds no VL.
+        None
+    }
+
+    fn generation(&self) -> u64 {
+        0
+    }
+
+    fn counters(&self) -> Vec<CounterGroup> {
+        let mut groups = vec![CounterGroup {
+            name: "switch".into(),
+            counters: vec![("bad_destination", self.switch.bad_destination), ("unknown_vl", self.switch.unknown_vl)],
+        }];
+        for (id, link) in &self.links {
+            let c = &link.counters;
+            let mut counters = vec![("frames_in", c.frames_in), ("bytes_in", c.bytes_in), ("frames_out", c.frames_out)];
+            counters.extend(VlDrop::ALL.iter().map(|&d| (d.name(), c.dropped(d))));
+            groups.push(CounterGroup { name: format!("vl {id}"), counters });
+        }
+        groups
+    }
+}

@@ -1,0 +1,233 @@
+//! The AFDX mode through the seam: filtering by reason, account-based policing (frame and byte,
+//! with and without jitter tolerance), multicast and priority queues, shared accounts, and the
+//! table checks.
+
+use forwarding::afdx::{
+    self, end_system_mac, vl_mac, AfdxMode, Police, Priority, VirtualLink, VlDrop, DEFAULT_MAC_CONSTANT, NETWORK_A,
+    NETWORK_B,
+};
+use forwarding::{DropReason, Egress, Event, Mode, Output, PortView, Verdict};
+use packet::craft::udp4;
+use packet::{parse, Offload, Packet};
+
+const MS: u64 = 1_000_000;
+const US: u64 = 1_000;
+
+#[derive(Default)]
+struct Recorder {
+    sent: Vec<Egress>,
+}
+
+impl Output for Recorder {
+    fn transmit(&mut self, egress: Egress, _pkt: &Packet) {
+        self.sent.push(egress);
+    }
+    fn event(&mut self, _event: Event) {}
+}
+
+fn vl(id: u16, in_port: u32, out_ports: &[u32], bag_ms: u64) -> VirtualLink {
+    VirtualLink {
+        id,
+        in_port,
+        out_ports: out_ports.to_vec(),
+        bag_ns: bag_ms * MS,
+        smin: 64,
+        smax: 1518,
+        jitter_ns: 0,
+        priority: Priority::Low,
+        police: Police::Frame,
+        account: None,
+    }
+}
+
+fn mode(vls: &[VirtualLink]) -> AfdxMode {
+    let mut m = AfdxMode::new(vls, DEFAULT_MAC_CONSTANT).unwrap();
+    for p in 1..=4 {
+        m.port_changed(p, Some(PortView::default()));
+    }
+    m
+}
+
+/// An AFDX frame of `size` bytes on the wire, FCS included.
+fn frame(vl: u16, es: u16, network: u8, size: usize) -> Vec<u8> {
+    udp4(end_system_mac(es, network), vl_mac(DEFAULT_MAC_CONSTANT, vl), [10, 1, 0, 1], [224, 224, 0, 1], 1, 2, size - 4)
+}
+
+fn send(m: &mut AfdxMode, in_port: u32, f: &[u8], now: u64) -> (Verdict, Vec<Egress>) {
+    let (key, layout) = parse(f, in_port).unwrap();
+    let mut pkt = Packet::new(f, Offload::default(), layout);
+    let mut r = Recorder::default();
+    let v = m.receive(&mut pkt, &key, now, &mut r);
+    (v, r.sent)
+}
+
+fn passes(m: &mut AfdxMode, in_port: u32, f: &[u8], now: u64) -> bool {
+    let (v, sent) = send(m, in_port, f, now);
+    assert_eq!(v.dropped.is_none(), !sent.is_empty());
+    v.dropped.is_none()
+}
+
+#[test]
+fn filtering_drops_each_kind_of_bad_frame_and_counts_it_under_its_reason() {
+    let mut table = vl(10, 1, &[2], 1);
+    (table.smin, table.smax) = (100, 300);
+    let mut m = mode(&[table]);
+    // Far apart in time, so policing never interferes.
+    let mut t = 0;
+    let mut next = || {
+        t += 10 * MS;
+        t
+    };
+    assert!(passes(&mut m, 1, &frame(10, 7, NETWORK_A, 100), next()), "exactly smin");
+    assert!(passes(&mut m, 1, &frame(10, 7, NETWORK_B, 300), next()), "exactly smax");
+    let cases: Vec<(u32, Vec<u8>, DropReason)> = vec![
+        (2, frame(10, 7, NETWORK_A, 200), DropReason::Filtered),
+        (1, frame(10, 7, NETWORK_A, 99), DropReason::Filtered),
+        (1, frame(10, 7, NETWORK_A, 301), DropReason::Filtered),
+        (1, frame(10, 7, 0b011, 200), DropReason::Filtered),
+        (1, frame(11, 7, NETWORK_A, 200), DropReason::Filtered),
+    ];
+    for (port, f, why) in &cases {
+        let (v, sent) = send(&mut m, *port, f, next());
+        assert_eq!(v.dropped, Some(*why));
+        assert!(sent.is_empty());
+    }
+    // Source MAC: wrong constant, and low bits under the interface id set.
+    let mut f = frame(10, 7, NETWORK_A, 200);
+    f[6] = 0x06;
+    assert_eq!(send(&mut m, 1, &f, next()).0.dropped, Some(DropReason::Filtered));
+    let mut f = frame(10, 7, NETWORK_A, 200);
+    f[11] |= 1;
+    assert_eq!(send(&mut m, 1, &f, next()).0.dropped, Some(DropReason::Filtered));
+    // Destination without the constant field.
+    let mut f = frame(10, 7, NETWORK_A, 200);
+    f[0] = 0x01;
+    assert_eq!(send(&mut m, 1, &f, next()).0.dropped, Some(DropReason::Filtered));
+
+    let c = m.vl_counters(10).unwrap();
+    assert_eq!((c.frames_in, c.frames_out), (8, 2));
+    assert_eq!(c.bytes_in, 100 + 300 + 200 + 99 + 301 + 200 + 200 + 200);
+    let by_reason: Vec<u64> = VlDrop::ALL.iter().map(|&d| c.dropped(d)).collect();
+    // bad_source, wrong_port, undersize, oversize, policed
+    assert_eq!(by_reason, vec![3, 1, 1, 1, 0]);
+    assert_eq!((m.switch_counters().bad_destination, m.switch_counters().unknown_vl), (1, 1));
+    let groups = m.counters();
+    assert_eq!(groups[0].name, "switch");
+    assert_eq!(groups[1].name, "vl 10");
+    assert!(groups[1].counters.contains(&("bad_source", 3)));
+}
+
+#[test]
+fn frame_policing_admits_one_frame_per_bag_and_jitter_lets_one_come_early() {
+    let mut m = mode(&[vl(1, 1, &[2], 2)]);
+    let f = frame(1, 1, NETWORK_A, 64);
+    // No jitter tolerated: one frame per 2 ms, whatever arrives between.
+    let got: Vec<bool> =
+        [0, MS, 2 * MS - 1, 2 * MS, 3 * MS, 4 * MS].iter().map(|&t| passes(&mut m, 1, &f, t)).collect();
+    assert_eq!(got, vec![true, false, false, true, false, true]);
+
+    // 1 ms of jitter on a 2 ms BAG: the account holds 1.5 frames. A frame 1 ms early passes
+    // once; early again and it is dropped until the account has refilled.
+    let mut table = vl(1, 1, &[2], 2);
+    table.jitter_ns = MS;
+    let mut m = mode(&[table]);
+    let got: Vec<bool> = [0, MS, 2 * MS, 3 * MS, 4 * MS, 5 * MS].iter().map(|&t| passes(&mut m, 1, &f, t)).collect();
+    // credit (frames): 1.5→0.5, 1.0→0, 0.5 (drop), 1.0→0, 0.5 (drop), 1.0→0
+    assert_eq!(got, vec![true, true, false, true, false, true]);
+    // Idle a long time: the account is capped, so two back to back, not three.
+    let got: Vec<bool> = (0..3).map(|i| passes(&mut m, 1, &f, 100 * MS + i)).collect();
+    assert_eq!(got, vec![true, false, false]);
+    assert!(passes(&mut m, 1, &f, 100 * MS + MS), "the half frame left plus 1 ms of accrual");
+    assert_eq!(m.vl_counters(1).unwrap().dropped(VlDrop::Policed), 4);
+}
+
+#[test]
+fn byte_policing_charges_each_frame_its_length() {
+    let mut table = vl(5, 1, &[2], 1);
+    (table.smax, table.police) = (1000, Police::Byte);
+    let mut m = mode(&[table]);
+    let f = frame(5, 1, NETWORK_A, 200);
+    let got: Vec<bool> = (0..6).map(|i| passes(&mut m, 1, &f, i * US)).collect();
+    assert_eq!(got, vec![true, true, true, true, true, false]);
+    // 1000 bytes accrue per ms, one per µs: the 4 bytes left at 4 µs reach 200 at 200 µs.
+    assert!(!passes(&mut m, 1, &f, 199 * US));
+    assert!(passes(&mut m, 1, &f, 200 * US));
+    // A large frame needs a large credit: 1000 bytes are there a full BAG later.
+    let big = frame(5, 1, NETWORK_A, 1000);
+    assert!(!passes(&mut m, 1, &big, 500 * US));
+    assert!(passes(&mut m, 1, &big, 200 * US + MS));
+}
+
+#[test]
+fn a_babbler_gets_its_contract_and_no_other_link_loses_a_frame() {
+    let mut high = vl(2, 2, &[3], 1);
+    high.priority = Priority::High;
+    let mut m = mode(&[vl(1, 1, &[3], 2), high]);
+    let babble = frame(1, 1, NETWORK_A, 1518);
+    let good = frame(2, 2, NETWORK_A, 64);
+    let mut passed = 0;
+    let mut high_out = Vec::new();
+    for i in 0..1000u64 {
+        let t = i * 10 * US;
+        if passes(&mut m, 1, &babble, t) {
+            passed += 1;
+        }
+        if t % MS == 0 {
+            let (v, sent) = send(&mut m, 2, &good, t);
+            assert_eq!(v.dropped, None);
+            high_out.extend(sent);
+        }
+    }
+    // 10 ms at one frame per 2 ms: frames at 0, 2, 4, 6 and 8 ms.
+    assert_eq!(passed, 5);
+    assert_eq!(m.vl_counters(1).unwrap().dropped(VlDrop::Policed), 995);
+    assert_eq!(high_out.len(), 10);
+    assert!(high_out.iter().all(|e| *e == Egress { port: 3, queue: Some(afdx::HIGH_QUEUE) }));
+}
+
+#[test]
+fn multicast_copies_go_to_every_output_on_the_priority_queue() {
+    let mut m = mode(&[vl(9, 1, &[2, 3, 4], 1)]);
+    let (v, sent) = send(&mut m, 1, &frame(9, 3, NETWORK_B, 128), 0);
+    assert_eq!(v, Verdict::default());
+    let queue = Some(afdx::LOW_QUEUE);
+    assert_eq!(sent, vec![Egress { port: 2, queue }, Egress { port: 3, queue }, Egress { port: 4, queue }]);
+    assert_eq!(m.vl_counters(9).unwrap().frames_out, 1);
+}
+
+#[test]
+fn links_sharing_an_account_share_one_credit() {
+    let mut a = vl(1, 1, &[3], 4);
+    let mut b = vl(2, 2, &[3], 4);
+    a.account = Some("es1".into());
+    b.account = Some("es1".into());
+    let mut m = mode(&[a, b, vl(3, 1, &[3], 4)]);
+    assert!(passes(&mut m, 1, &frame(1, 1, NETWORK_A, 64), 0));
+    assert!(!passes(&mut m, 2, &frame(2, 1, NETWORK_A, 64), MS), "the shared account is empty");
+    assert!(passes(&mut m, 1, &frame(3, 1, NETWORK_A, 64), MS), "a VL with its own account");
+    assert!(passes(&mut m, 2, &frame(2, 1, NETWORK_A, 64), 4 * MS));
+}
+
+#[test]
+fn inconsistent_tables_are_refused_naming_the_entry_and_field() {
+    let refuse = |vls: Vec<VirtualLink>| AfdxMode::new(&vls, DEFAULT_MAC_CONSTANT).err().unwrap();
+    let ok = vl(1, 1, &[2], 1);
+    let e = refuse(vec![ok.clone(), VirtualLink { bag_ns: 3 * MS, ..vl(2, 1, &[2], 1) }]);
+    assert_eq!((e.index, e.field), (1, "bag_ms"));
+    let e = refuse(vec![ok.clone(), ok.clone()]);
+    assert_eq!((e.index, e.field), (1, "id"));
+    let e = refuse(vec![VirtualLink { smin: 200, smax: 100, ..ok.clone() }]);
+    assert_eq!((e.index, e.field), (0, "smin"));
+    let e = refuse(vec![VirtualLink { smax: 1519, ..ok.clone() }]);
+    assert_eq!((e.index, e.field), (0, "smax"));
+    let e = refuse(vec![VirtualLink { out_ports: vec![], ..ok.clone() }]);
+    assert_eq!(e.field, "out_ports");
+    let e = refuse(vec![VirtualLink { out_ports: vec![1, 2], ..ok.clone() }]);
+    assert!(e.reason.contains("input port"), "{e}");
+    let e = refuse(vec![VirtualLink { jitter_ns: 2_000_000_000, ..ok.clone() }]);
+    assert_eq!(e.field, "jitter_us");
+    let shared = |bag_ms, id| VirtualLink { account: Some("a".into()), ..vl(id, 1, &[2], bag_ms) };
+    let e = refuse(vec![shared(1, 1), shared(2, 2)]);
+    assert_eq!((e.index, e.field), (1, "account"));
+    assert!(AfdxMode::new(&[shared(2, 1), shared(2, 2)], DEFAULT_MAC_CONSTANT).is_ok());
+}
