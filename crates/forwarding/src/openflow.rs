@@ -80,7 +80,7 @@ impl PacketInLimit {
             return true;
         }
         let add = (now.saturating_sub(self.last) as u128 * self.rate as u128 / 1_000_000) as u64;
-        self.last = now;
+        self.last = self.last.max(now);
         self.tokens = (self.tokens + add).min(Self::cap(self.rate));
         if self.tokens >= 1000 {
             self.tokens -= 1000;

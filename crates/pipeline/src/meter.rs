@@ -103,8 +103,9 @@ impl Meter {
     pub fn charge(&mut self, bytes: usize, now: Nanos) -> Verdict {
         self.packet_count += 1;
         self.byte_count += bytes as u64;
+        // Frames of different ports may come slightly out of time order: time is counted once.
         let elapsed = now.saturating_sub(self.last);
-        self.last = now;
+        self.last = self.last.max(now);
         let cost = if self.flags & meter_flags::KBPS != 0 { bytes as u64 * 8 * 1000 } else { 1000 };
         // Every band's bucket refills and is charged; of the bands the packet exceeds, the one with
         // the highest rate applies (spec §5.7).
@@ -155,7 +156,14 @@ impl MeterTable {
         self.meters.get_mut(&id)
     }
 
-    pub fn apply(&mut self, command: u16, flags: u16, id: u32, bands: &[MeterBand], now: Nanos) -> Result<MeterChange, ErrorCode> {
+    pub fn apply(
+        &mut self,
+        command: u16,
+        flags: u16,
+        id: u32,
+        bands: &[MeterBand],
+        now: Nanos,
+    ) -> Result<MeterChange, ErrorCode> {
         let err = |c| Err(ErrorCode::MeterModFailed(c));
         let valid_id = (1..=OFPM_MAX).contains(&id) || id == OFPM_CONTROLLER || id == OFPM_SLOWPATH;
         match command {
@@ -219,5 +227,25 @@ impl MeterTable {
             }
             _ => err(MeterModFailed::BadCommand),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Frames of two ports may reach a shared meter slightly out of time order; the time between
+    /// them must be credited once, not twice.
+    #[test]
+    fn an_earlier_time_after_a_later_one_adds_no_tokens() {
+        let band = MeterBand { kind: BandKind::Drop, rate: 1000, burst_size: 1 };
+        let mut m = Meter::new(meter_flags::PKTPS | meter_flags::BURST, &[band], 0);
+        // The bucket holds one packet; 1000 packets/s refill one per ms.
+        assert_eq!(m.charge(64, 0), Verdict::Pass);
+        assert_eq!(m.charge(64, 1_000_000), Verdict::Pass);
+        assert_eq!(m.charge(64, 500_000), Verdict::Drop, "an older frame finds the bucket empty");
+        // Had the meter gone back to 0.5 ms, the next frame would find half a ms counted again.
+        assert_eq!(m.charge(64, 1_600_000), Verdict::Drop);
+        assert_eq!(m.charge(64, 2_000_000), Verdict::Pass);
     }
 }

@@ -26,6 +26,11 @@ const EGRESS_RETRY: u64 = 50_000;
 /// At most one warning a second about packet-ins over the rate limit.
 const LIMIT_REPORT: u64 = 1_000_000_000;
 
+/// The wall clock, as the kernel stamps received frames.
+fn realtime_ns() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
 impl Switch {
     /// Runs until a [`Command::Shutdown`].
     pub fn run(mut self) {
@@ -56,11 +61,10 @@ impl Switch {
             // Drain every port round-robin until all are empty (or a command is waiting).
             loop {
                 let mut got = 0;
-                let now = self.now();
                 for &no in &port_nos {
-                    got += self.receive(no, now);
+                    got += self.receive(no);
                 }
-                got += self.receive_upcalls(now);
+                got += self.receive_upcalls();
                 self.flush_all();
                 if got == 0 || self.commands_pending() {
                     break;
@@ -171,24 +175,30 @@ impl Switch {
         }
     }
 
-    fn receive(&mut self, no: u32, now: u64) -> usize {
+    fn receive(&mut self, no: u32) -> usize {
         let Some(port) = self.ports.get_mut(&no) else {
             return 0;
         };
         let Some(mut rx) = port.rx.take() else { return 0 };
-        let n = rx.recv(RX_BUDGET, &mut |frame: RxFrame<'_>| self.handle_frame(no, frame, now));
+        let (now, wall) = (self.now(), realtime_ns());
+        let n = rx.recv(RX_BUDGET, &mut |frame: RxFrame<'_>| {
+            let at = self.ports.get_mut(&no).unwrap().arrivals.at(now, wall, frame.tstamp_ns);
+            self.handle_frame(no, frame, at)
+        });
         self.ports.get_mut(&no).unwrap().rx = Some(rx);
         n
     }
 
     /// Frames the kernel fast path sent up: the ingress port rides in the (metadata) VLAN tag.
-    fn receive_upcalls(&mut self, now: u64) -> usize {
+    fn receive_upcalls(&mut self) -> usize {
         let Some(mut rx) = self.upcall_rx.take() else { return 0 };
+        let (now, wall) = (self.now(), realtime_ns());
         let n = rx.recv(RX_BUDGET, &mut |frame: RxFrame<'_>| {
             let tag = frame.vlan.map(|(_, tci)| tci & 0x0fff);
             let port = tag.and_then(|t| self.fast.as_ref().and_then(|f| f.tag_port.get(&t).copied()));
             let Some(in_port) = port.filter(|p| self.ports.contains_key(p)) else { return };
-            self.handle_frame(in_port, RxFrame { vlan: None, ..frame }, now);
+            let at = self.upcall_arrivals.at(now, wall, frame.tstamp_ns);
+            self.handle_frame(in_port, RxFrame { vlan: None, ..frame }, at);
         });
         self.upcall_rx = Some(rx);
         n

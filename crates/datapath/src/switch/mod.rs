@@ -94,6 +94,25 @@ impl DropCounts {
     }
 }
 
+/// When the frames of one socket arrived, on the switch's clock. The kernel stamps a frame
+/// (CLOCK_REALTIME) when it reaches the socket; `now` and `wall` are the two clocks read together
+/// when the batch is taken. Policing and meters then see the gaps between frames as they were on
+/// the wire, not as the forwarding thread happened to be scheduled: a thread woken 1 ms late
+/// would otherwise see a burst. One socket's frames come in arrival order, so its times never go
+/// back; frames of different sockets may be handed over slightly out of order.
+#[derive(Debug, Default)]
+pub(super) struct Arrivals {
+    latest: u64,
+}
+
+impl Arrivals {
+    pub fn at(&mut self, now: u64, wall: u64, stamp: u64) -> u64 {
+        let at = if stamp == 0 || stamp > wall { now } else { now.saturating_sub(wall - stamp) };
+        self.latest = self.latest.max(at);
+        self.latest
+    }
+}
+
 pub struct Switch {
     cfg: SwitchConfig,
     guard: PortGuard,
@@ -104,6 +123,8 @@ pub struct Switch {
     bell: Arc<Doorbell>,
     links: Option<LinkMonitor>,
     start: Instant,
+    /// Arrival times of the frames the fast path sends up.
+    upcall_arrivals: Arrivals,
     /// Reused for every received frame.
     pkt: Packet,
     tagged: Vec<u8>,
@@ -178,6 +199,7 @@ impl Switch {
             bell,
             links,
             start: Instant::now(),
+            upcall_arrivals: Arrivals::default(),
             pkt: Packet::with_capacity(2048),
             tagged: Vec::with_capacity(2048),
             sent: Vec::with_capacity(8),
@@ -208,5 +230,22 @@ impl Switch {
                 | capabilities::GROUP_STATS
                 | capabilities::QUEUE_STATS,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Arrivals;
+
+    #[test]
+    fn arrival_times_follow_the_kernel_stamps_and_never_go_back() {
+        let mut a = Arrivals::default();
+        // The clocks read together: 10 ms on the switch's clock, 1000 s on the wall clock.
+        let (now, wall) = (10_000_000, 1_000_000_000_000);
+        assert_eq!(a.at(now, wall, wall - 3_000_000), 7_000_000, "stamped 3 ms before the batch");
+        assert_eq!(a.at(now, wall, wall - 2_000_000), 8_000_000);
+        assert_eq!(a.at(now, wall, wall - 5_000_000), 8_000_000, "never before the one before");
+        assert_eq!(a.at(now, wall, 0), now, "no stamp: when the batch was taken");
+        assert_eq!(a.at(now + 1, wall, wall + 5), now + 1, "stamped after the clocks were read");
     }
 }

@@ -42,6 +42,7 @@ pub(super) struct SwitchPort {
     pub counters: Counters,
     pub egress: EgressQueues,
     pub created: Instant,
+    pub arrivals: super::Arrivals,
 }
 
 impl SwitchPort {
@@ -61,6 +62,7 @@ impl SwitchPort {
             counters: Counters::default(),
             egress: EgressQueues::default(),
             created: Instant::now(),
+            arrivals: super::Arrivals::default(),
         }
     }
 
