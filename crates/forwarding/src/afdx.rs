@@ -2,13 +2,9 @@
 //! frame is filtered against its VL (addresses, size, input port), policed against its VL's
 //! traffic contract, and copied to the VL's output ports, high-priority VLs ahead of low ones.
 //!
-//! Frame format (part 7, 3.2.5):
-//! - destination MAC: a 32-bit constant field (ours defaults to `03:00:00:00`: group and locally
-//!   administered bits set) followed by the 16-bit VL id;
-//! - source MAC: the constant `02:00:00`, a 16-bit user-defined end-system id, then one octet
-//!   holding the 3-bit interface id (`001` network A, `010` network B) over five zero bits;
-//! - length, FCS included, within the VL's [Smin, Smax]. The FCS is gone by the time a frame
-//!   reaches us, so 4 bytes are added back before the comparison.
+//! Frame format: the addresses of `packet::afdx` (destination: constant field and VL id; source:
+//! an end system on network A or B), and a length, FCS included, within the VL's [Smin, Smax].
+//! The FCS is gone by the time a frame reaches us, so 4 bytes are added back before comparing.
 //!
 //! Policing is the standard's account-based algorithm. Each account holds a credit that grows by
 //! Smax per BAG, capped at Smax·(1 + J/BAG) (J: the jitter the contract tolerates) and full at
@@ -24,13 +20,8 @@ use packet::{FlowKey, Packet};
 
 use crate::{CounterGroup, DropReason, Egress, EntryId, KernelEntry, Mode, Nanos, Output, PortView, Verdict};
 
-/// The destination MAC's constant field unless the configuration names another.
-pub const DEFAULT_MAC_CONSTANT: u32 = 0x0300_0000;
-/// The source MAC's constant field (part 7: `0000 0010 0000 0000 0000 0000`).
-pub const SOURCE_CONSTANT: [u8; 3] = [0x02, 0x00, 0x00];
-/// Interface ids in the source MAC's last octet (bits 7..5).
-pub const NETWORK_A: u8 = 0b001;
-pub const NETWORK_B: u8 = 0b010;
+pub use packet::afdx::{end_system_mac, is_end_system_mac, vl_mac, DEFAULT_MAC_CONSTANT, NETWORK_A, NETWORK_B};
+
 /// Allowed BAGs: 2^k ms for k = 0..=7.
 pub const BAG_MS: [u32; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
 /// Frame sizes (FCS included) an AFDX frame may have.
@@ -319,25 +310,6 @@ pub fn check(vls: &[VirtualLink]) -> Result<(), TableError> {
         }
     }
     Ok(())
-}
-
-/// The source MAC's end-system format: constant, 16-bit id, interface id A or B over five zeros.
-pub fn is_end_system_mac(mac: &[u8]) -> bool {
-    let interface = mac[5] >> 5;
-    mac[..3] == SOURCE_CONSTANT && mac[5] & 0x1f == 0 && (interface == NETWORK_A || interface == NETWORK_B)
-}
-
-/// An end system's MAC on network A or B.
-pub fn end_system_mac(es_id: u16, interface: u8) -> [u8; 6] {
-    let [hi, lo] = es_id.to_be_bytes();
-    [SOURCE_CONSTANT[0], SOURCE_CONSTANT[1], SOURCE_CONSTANT[2], hi, lo, interface << 5]
-}
-
-/// The destination MAC of a VL under a constant field.
-pub fn vl_mac(mac_constant: u32, vl: u16) -> [u8; 6] {
-    let [a, b, c, d] = mac_constant.to_be_bytes();
-    let [hi, lo] = vl.to_be_bytes();
-    [a, b, c, d, hi, lo]
 }
 
 impl Mode for AfdxMode {

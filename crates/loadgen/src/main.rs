@@ -1,5 +1,6 @@
 //! `edgeflow-loadgen`: sends test frames at a chosen size and rate (or frame gap) and receives them,
-//! reporting throughput, loss, reordering, one-way latency and jitter.
+//! reporting throughput, loss, reordering, one-way latency and jitter; and AFDX end systems
+//! (`es-send`, `es-recv`).
 //!
 //! Both ends run on the same machine (in different network namespaces), so transmit and receive
 //! times come from the same clock: the sender stamps CLOCK_REALTIME into each frame, the receiver
@@ -9,10 +10,12 @@ use std::os::fd::RawFd;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use clap::{Args, Parser, Subcommand};
-use netio::afpacket::{self, RingConfig};
-use netio::{PortRx, PortTx, RxFrame};
 use loadgen::frame::{self, Endpoints, Probe, FCS};
 use loadgen::stats::FlowStats;
+use netio::afpacket::{self, RingConfig};
+use netio::{PortRx, PortTx, RxFrame};
+
+mod es;
 
 #[derive(Parser)]
 #[command(name = "edgeflow-loadgen", version, about = "Test-frame generator and receiver")]
@@ -27,6 +30,11 @@ enum Cmd {
     Send(SendArgs),
     /// Receive probe frames and report.
     Recv(RecvArgs),
+    /// An AFDX end system transmitting virtual links on networks A and B.
+    EsSend(es::SendArgs),
+    /// An AFDX end system receiving on A and B: integrity checking, redundancy management, and a
+    /// report per virtual link.
+    EsRecv(es::RecvArgs),
 }
 
 fn parse_mac(s: &str) -> Result<[u8; 6], String> {
@@ -125,6 +133,8 @@ fn main() {
     let result = match cli.cmd {
         Cmd::Send(a) => send(a),
         Cmd::Recv(a) => recv(a),
+        Cmd::EsSend(a) => es::send(a),
+        Cmd::EsRecv(a) => es::recv(a),
     };
     if let Err(e) = result {
         eprintln!("edgeflow-loadgen: {e}");
@@ -140,7 +150,14 @@ fn send(a: SendArgs) -> Result<(), String> {
         Some(m) => m,
         None => netio::sys::hw_addr(&a.iface).map_err(|e| format!("{}: {e}", a.iface))?,
     };
-    let ep = Endpoints { src_mac, dst_mac: a.dst_mac, src_ip: a.src_ip, dst_ip: a.dst_ip, src_port: a.sport, dst_port: a.dport };
+    let ep = Endpoints {
+        src_mac,
+        dst_mac: a.dst_mac,
+        src_ip: a.src_ip,
+        dst_ip: a.dst_ip,
+        src_port: a.sport,
+        dst_port: a.dport,
+    };
     let mut template = frame::template(&ep, a.size, a.flow);
     let rate_hint = match a.gap_ns {
         Some(g) if g > 0 => 1_000_000_000 / g,
@@ -391,7 +408,11 @@ fn recv_xdp(a: &RecvArgs) -> Result<(), String> {
     config.update(&1u32.to_ne_bytes(), &offset.to_ne_bytes()).map_err(err)?;
     let state = obj.map("loadgen_rx_state").map_err(err)?;
     let hist = obj.map("loadgen_rx_hist").map_err(err)?;
-    let link = obj.program("loadgen_count").map_err(err)?.attach_xdp(ifindex).map_err(|e| format!("attaching to {}: {e}", a.iface))?;
+    let link = obj
+        .program("loadgen_count")
+        .map_err(err)?
+        .attach_xdp(ifindex)
+        .map_err(|e| format!("attaching to {}: {e}", a.iface))?;
     // Per-CPU struct rx_state, as u64 words.
     let read = || -> Result<Vec<[u64; 12]>, String> {
         Ok(state
@@ -433,7 +454,12 @@ fn recv_xdp(a: &RecvArgs) -> Result<(), String> {
     stats.jitter_ns = busiest[8] as f64 / 16.0;
     let mut counts = vec![0u64; Histogram::BUCKETS];
     for (b, c) in counts.iter_mut().enumerate() {
-        *c = hist.lookup_percpu(&(b as u32).to_ne_bytes()).map_err(err)?.iter().map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap())).sum();
+        *c = hist
+            .lookup_percpu(&(b as u32).to_ne_bytes())
+            .map_err(err)?
+            .iter()
+            .map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap()))
+            .sum();
     }
     let sum: u128 = seen.iter().map(|s| s[9] as u128).sum();
     let min = seen.iter().map(|s| s[10]).min().unwrap_or(0);

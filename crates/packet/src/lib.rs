@@ -2,6 +2,7 @@
 //! header rewrites of its actions (set-field, push/pop VLAN and MPLS, TTLs) with checksums kept
 //! right, including frames whose transport checksum is left to offload and GSO super-frames.
 
+pub mod afdx;
 pub mod craft;
 pub mod csum;
 pub mod key;

@@ -1,0 +1,178 @@
+"""AFDX networks in namespaces: end systems with one interface on network A and one on network B,
+one switch per network, a virtual-link table written as the switches' config, and the end systems
+of `edgeflow-loadgen` (es-send, es-recv) to drive them.
+
+End system i is port i on both switches. Its interfaces are `net_a` and `net_b` in namespace
+`ef-<tag>e<i>`; their peers in the root namespace are `ef-<tag>a<i>` and `ef-<tag>b<i>`.
+"""
+
+import json
+import time
+from dataclasses import dataclass, field
+
+from .loadgen import LOADGEN_BIN
+from .netns import PREFIX, sh
+from .util import run_dir
+
+
+@dataclass
+class VL:
+    """One virtual link as the switches police it (sizes with FCS, as in the config)."""
+    id: int
+    source: int
+    dests: list
+    bag_ms: int
+    smin: int = 64
+    smax: int = 1518
+    jitter_us: int = 0
+    priority: str = "low"
+    police: str = "frame"
+
+    def toml(self):
+        return (f"[[afdx.vl]]\nid = {self.id}\nin_port = {self.source}\nout_ports = {list(self.dests)}\n"
+                f"bag_ms = {self.bag_ms}\nsmin = {self.smin}\nsmax = {self.smax}\njitter_us = {self.jitter_us}\n"
+                f"priority = \"{self.priority}\"\npolice = \"{self.police}\"\n")
+
+
+def config_text(vls):
+    return "mode = \"afdx\"\n\n" + "\n".join(vl.toml() for vl in vls)
+
+
+@dataclass
+class EndSystem:
+    index: int
+    ns: str
+    ports: dict = field(default_factory=dict)  # network ("a"/"b") -> root-side interface
+
+    def cmd(self, *cmd):
+        return ["nsenter", f"--net=/run/netns/{self.ns}", *cmd]
+
+    def run(self, *cmd, check=True, timeout=60):
+        return sh(*self.cmd(*cmd), check=check, timeout=timeout)
+
+    def popen(self, *cmd):
+        import subprocess
+        return subprocess.Popen(self.cmd(*cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+class AfdxNetwork:
+    """`n` end systems wired to network A (and B when `redundant`)."""
+
+    def __init__(self, tag, n, redundant=True):
+        self.tag = tag
+        self.networks = ["a", "b"] if redundant else ["a"]
+        self.end_systems = []
+        for i in range(1, n + 1):
+            ns = f"{PREFIX}-{tag}e{i}"
+            sh("ip", "netns", "add", ns)
+            es = EndSystem(i, ns)
+            for net in self.networks:
+                side = f"{PREFIX}-{tag}{net}{i}"
+                sh("ip", "link", "add", side, "type", "veth", "peer", "name", f"net_{net}", "netns", ns)
+                sh("ip", "link", "set", side, "up")
+                sh("sysctl", "-qw", f"net.ipv6.conf.{side}.disable_ipv6=1", check=False)
+                sh("ip", "-n", ns, "link", "set", f"net_{net}", "up")
+                es.ports[net] = side
+            sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", check=False)
+            self.end_systems.append(es)
+
+    def ports(self, net):
+        """The switch-side interfaces of network `net`, port 1 first."""
+        return [es.ports[net] for es in self.end_systems]
+
+    def set_offload(self, **features):
+        """ethtool -K on every end-system interface (what the switch's datapath needs)."""
+        args = [x for k, v in features.items() for x in (k, v)]
+        for es in self.end_systems:
+            for net in self.networks:
+                es.run("ethtool", "-K", f"net_{net}", *args)
+
+    def write_config(self, vls, name):
+        path = run_dir("afdx") / f"{self.tag}-{name}.toml"
+        path.write_text(config_text(vls))
+        return path
+
+    def teardown(self):
+        for es in self.end_systems:
+            sh("ip", "netns", "del", es.ns, check=False)
+            for side in es.ports.values():
+                sh("ip", "link", "del", side, check=False)
+        self.end_systems = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.teardown()
+
+
+def vl_arg(vl_id, bag_ms, size, gap_us=None):
+    return f"{vl_id}:{bag_ms}:{size}" + (f":{gap_us}" if gap_us is not None else "")
+
+
+class Receiver:
+    """es-recv in an end system, started before the senders."""
+
+    # SkewMax: on this VM one network's switch may hold a frame a few ms longer than the other's.
+    def __init__(self, es, networks=("a", "b"), duration=30, idle=1.0, skew_max_us=50_000):
+        args = [LOADGEN_BIN, "es-recv", "--iface-a", "net_a", "--duration", str(duration), "--idle", str(idle),
+                "--skew-max-us", str(skew_max_us)]
+        if "b" in networks:
+            args += ["--iface-b", "net_b"]
+        self.proc = es.popen(*args)
+        time.sleep(0.3)  # its sockets are open before the first frame
+
+    def result(self, timeout=60):
+        out, err = self.proc.communicate(timeout=timeout)
+        if self.proc.returncode != 0:
+            raise RuntimeError(f"es-recv: {err.strip()}")
+        r = json.loads(out)
+        r["vls"] = {int(k): v for k, v in r["vls"].items()}
+        return r
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+
+
+def send(es, vls, duration, networks=("a", "b"), jitter_us=0, log=None, seed=1, background=False):
+    """es-send from end system `es`: `vls` are `vl_arg` strings. Returns its report (or the process)."""
+    args = [LOADGEN_BIN, "es-send", "--iface-a", "net_a", "--es", str(es.index), "--duration", str(duration),
+            "--jitter-us", str(jitter_us), "--seed", str(seed)]
+    if "b" in networks:
+        args += ["--iface-b", "net_b"]
+    for v in vls:
+        args += ["--vl", v]
+    if log:
+        args += ["--log", str(log)]
+    if background:
+        return es.popen(*args)
+    return json.loads(es.run(*args, timeout=duration + 60).stdout)
+
+
+def read_log(path):
+    """{vl: [(seq, tx_ns, size)]} from an es-send log."""
+    out = {}
+    for line in open(path):
+        vl, seq, tx, size = (int(x) for x in line.split())
+        out.setdefault(vl, []).append((seq, tx, size))
+    return out
+
+
+def police_offline(times_ns, sizes, bag_ms, smax, jitter_us=0, by_bytes=False):
+    """ARINC 664 part 7's account-based policing, run on a list of arrival (or send) times: how
+    many frames a switch policing this contract admits. Written apart from the switch's own code
+    (floating point on purpose), to check it against."""
+    bag = bag_ms * 1e6
+    cap = smax * (1 + jitter_us * 1e3 / bag)
+    credit, last, admitted = cap, None, 0
+    for t, size in zip(times_ns, sizes):
+        if last is not None:
+            credit = min(cap, credit + (t - last) * smax / bag)
+        last = t
+        cost = size if by_bytes else smax
+        # A frame exactly at its due time passes: allow for float rounding.
+        if credit >= cost - 1e-6:
+            credit -= cost
+            admitted += 1
+    return admitted
