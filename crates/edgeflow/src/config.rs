@@ -415,13 +415,35 @@ fn portmap(cx: &Ctx<'_>, file: &File, flags: &Flags, ports: &[(u32, String)]) ->
 /// itself; here its refusals get the line of the field they are about, and ports are checked
 /// against the switch's.
 fn afdx(cx: &Ctx<'_>, file: &File, ports: &[(u32, String)]) -> Result<Option<ModeSetting>, String> {
+    afdx_table(cx, file, Some(ports))
+}
+
+/// The AFDX table of a config file alone (for `edgeflow afdx compile`): checked like the running
+/// switch's, but against the file's own `[[port]]` entries only if it has any.
+pub fn load_afdx(path: &Path) -> Result<(Vec<forwarding::afdx::VirtualLink>, u32), String> {
+    let (file, src) = load_file(path)?;
+    let display = path.display().to_string();
+    let cx = Ctx { path: &display, src: &src };
+    let ports: Vec<(u32, String)> = file
+        .ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.number.as_ref().map_or(i as u32 + 1, |n| *n.get_ref()), p.name.get_ref().clone()))
+        .collect();
+    match afdx_table(&cx, &file, (!ports.is_empty()).then_some(&ports[..]))? {
+        Some(ModeSetting::Afdx { vls, mac_constant }) => Ok((vls, mac_constant)),
+        _ => Err(format!("{display}: no [[afdx.vl]] entries")),
+    }
+}
+
+fn afdx_table(cx: &Ctx<'_>, file: &File, ports: Option<&[(u32, String)]>) -> Result<Option<ModeSetting>, String> {
     use forwarding::afdx::{self, Police, Priority, VirtualLink};
     let Some(section) = file.afdx.as_ref().filter(|a| !a.vl.is_empty()) else { return Ok(None) };
     let mac_constant = match &section.mac_constant {
         None => afdx::DEFAULT_MAC_CONSTANT,
         Some(c) => parse_mac_constant(c.get_ref()).map_err(|e| cx.at(c, e))?,
     };
-    let known = |n: u32| ports.iter().any(|(no, _)| *no == n);
+    let known = |n: u32| ports.is_none_or(|ports| ports.iter().any(|(no, _)| *no == n));
     let mut vls = Vec::new();
     for e in &section.vl {
         if !known(*e.in_port.get_ref()) {

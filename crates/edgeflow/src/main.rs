@@ -34,6 +34,10 @@ enum Cmd {
         /// TOML file.
         file: PathBuf,
     },
+    /// AFDX tools: `edgeflow afdx compile CONFIG` prints the config's virtual-link table as an
+    /// OpenFlow 1.3 program (an ovs-ofctl script) for any OF1.3 switch.
+    #[command(subcommand)]
+    Afdx(AfdxCmd),
     /// Print a running switch's ports, queues, tables, fast-path counters and drop reasons.
     ///
     /// TARGET: the switch's dpid, a socket path, unix:PATH or tcp:IP:PORT (an OpenFlow listener).
@@ -43,6 +47,20 @@ enum Cmd {
         /// JSON, for scripts.
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum AfdxCmd {
+    /// Print the [[afdx.vl]] table of CONFIG as OpenFlow 1.3 flows, meters and ALL groups: a
+    /// shell script of ovs-ofctl commands that takes the switch (bridge or tcp:IP:PORT) as its
+    /// argument. Frame sizes are not checked and meters are token buckets: see docs/afdx.md.
+    Compile {
+        config: PathBuf,
+        /// The network of the switch it is for (a, b, or any): the interface id its flows accept
+        /// in source MACs.
+        #[arg(long, default_value = "any")]
+        network: String,
     },
 }
 
@@ -155,6 +173,29 @@ fn main() -> ExitCode {
             match load(&args) {
                 Ok(s) => {
                     println!("{s:#?}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("edgeflow: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Cmd::Afdx(AfdxCmd::Compile { config, network }) => {
+            use forwarding::afdx::compile::{compile, ovs_ofctl_script, Network};
+            let network = match network.as_str() {
+                "a" => Network::A,
+                "b" => Network::B,
+                "any" => Network::Any,
+                other => {
+                    eprintln!("edgeflow: --network {other}: expected a, b or any");
+                    return ExitCode::from(2);
+                }
+            };
+            match config::load_afdx(&config) {
+                Ok((vls, constant)) => {
+                    let title = format!("{} virtual links of {}", vls.len(), config.display());
+                    print!("{}", ovs_ofctl_script(&compile(&vls, constant, network), &title));
                     ExitCode::SUCCESS
                 }
                 Err(e) => {

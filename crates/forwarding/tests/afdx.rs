@@ -231,3 +231,106 @@ fn inconsistent_tables_are_refused_naming_the_entry_and_field() {
     assert_eq!((e.index, e.field), (1, "account"));
     assert!(AfdxMode::new(&[shared(2, 1), shared(2, 2)], DEFAULT_MAC_CONSTANT).is_ok());
 }
+
+mod compiled {
+    use super::*;
+    use forwarding::afdx::compile::{compile, Network};
+    use forwarding::openflow::{Config, OpenFlowMode};
+    use ofp::message::Message;
+
+    fn openflow_running(vls: &[VirtualLink], network: Network) -> OpenFlowMode {
+        let mut m = OpenFlowMode::new(&Config { n_tables: 1, table_limits: vec![], native: false, packet_in_rate: 0 });
+        for p in 1..=4 {
+            m.port_changed(p, Some(PortView::default()));
+        }
+        let program = compile(vls, DEFAULT_MAC_CONSTANT, network);
+        let mut r = Recorder::default();
+        let msgs = program.meters.into_iter().map(Message::MeterMod);
+        let msgs = msgs.chain(program.groups.into_iter().map(Message::GroupMod));
+        for msg in msgs.chain(program.flows.into_iter().map(Message::FlowMod)) {
+            m.openflow(msg, 0, &mut r).unwrap();
+        }
+        m
+    }
+
+    fn egress(m: &mut dyn Mode, in_port: u32, f: &[u8], now: u64) -> Vec<Egress> {
+        let (key, layout) = parse(f, in_port).unwrap();
+        let mut pkt = Packet::new(f, Offload::default(), layout);
+        let mut r = Recorder::default();
+        m.receive(&mut pkt, &key, now, &mut r);
+        r.sent
+    }
+
+    /// Everything but frame sizes: the compiled program forwards and refuses what the mode does,
+    /// copies on the same ports and queues.
+    #[test]
+    fn the_compiled_program_forwards_like_the_mode() {
+        let mut high = vl(20, 2, &[1, 3, 4], 1);
+        high.priority = Priority::High;
+        let vls = [vl(10, 1, &[3], 1), high];
+        let mut afdx = mode(&vls);
+        let mut of = openflow_running(&vls, Network::Any);
+        let mut bad_src = frame(10, 7, NETWORK_A, 200);
+        bad_src[11] |= 1;
+        let mut bad_dst = frame(10, 7, NETWORK_A, 200);
+        bad_dst[2] = 1;
+        let cases: Vec<(u32, Vec<u8>)> = vec![
+            (1, frame(10, 7, NETWORK_A, 200)),
+            (1, frame(10, 7, NETWORK_B, 1518)),
+            (2, frame(20, 9, NETWORK_B, 64)),
+            (2, frame(10, 7, NETWORK_A, 200)),
+            (1, frame(11, 7, NETWORK_A, 200)),
+            (1, bad_src),
+            (1, bad_dst),
+            (1, frame(10, 7, 0b011, 200)),
+        ];
+        let mut forwarded = 0;
+        for (k, (port, f)) in cases.iter().enumerate() {
+            let t = k as u64 * 10 * MS;
+            let want = egress(&mut afdx, *port, f, t);
+            assert_eq!(egress(&mut of, *port, f, t), want, "case {k}");
+            forwarded += !want.is_empty() as usize;
+        }
+        assert_eq!(forwarded, 3);
+        // A switch of network A takes only A's interface id.
+        let mut of_a = openflow_running(&vls, Network::A);
+        assert_eq!(egress(&mut of_a, 1, &frame(10, 7, NETWORK_B, 200), 0), vec![]);
+        assert_eq!(egress(&mut of_a, 1, &frame(10, 7, NETWORK_A, 200), 0).len(), 1);
+    }
+
+    fn admitted(m: &mut dyn Mode, in_port: u32, f: &[u8], times: impl Iterator<Item = u64>) -> usize {
+        times.filter(|&t| !egress(m, in_port, f, t).is_empty()).count()
+    }
+
+    /// The account is a token bucket: where the contract is whole packets per second and whole
+    /// frames of depth, the meter polices exactly like it; where not, the meter rounds up and
+    /// admits more.
+    #[test]
+    fn meters_police_like_accounts_only_where_the_contract_is_whole_numbers() {
+        let f = frame(10, 1, NETWORK_A, 64);
+        // A babbler at 10x for 1 s, BAG 2 ms, no jitter: 500 packets/s, depth 1.
+        let exact = [vl(10, 1, &[2], 2)];
+        let babble = || (0..5000u64).map(|i| i * 200 * US);
+        let by_account = admitted(&mut mode(&exact), 1, &f, babble());
+        let by_meter = admitted(&mut openflow_running(&exact, Network::Any), 1, &f, babble());
+        assert_eq!((by_account, by_meter), (500, 500));
+
+        // BAG 32 ms: 31.25 frames/s become a 32 packets/s meter. Over 10 s of a frame every
+        // 100 µs the meter admits 2.4 % more.
+        let rounded = [vl(10, 1, &[2], 32)];
+        let babble = || (0..100_000u64).map(|i| i * 100 * US);
+        let by_account = admitted(&mut mode(&rounded), 1, &f, babble());
+        let by_meter = admitted(&mut openflow_running(&rounded, Network::Any), 1, &f, babble());
+        assert_eq!(by_account, 313);
+        assert_eq!(by_meter, 320);
+
+        // Half a BAG of jitter tolerance: the account holds 1.5 frames, the meter 2. Of three
+        // frames back to back the account admits one, the meter two.
+        let mut tolerant = vl(10, 1, &[2], 2);
+        tolerant.jitter_ns = MS;
+        let burst = || [0, 1, 2].into_iter();
+        let by_account = admitted(&mut mode(&[tolerant.clone()]), 1, &f, burst());
+        let by_meter = admitted(&mut openflow_running(&[tolerant], Network::Any), 1, &f, burst());
+        assert_eq!((by_account, by_meter), (1, 2));
+    }
+}

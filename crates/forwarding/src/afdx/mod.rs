@@ -13,6 +13,8 @@
 //! accrual is exact integer arithmetic: it grows by Smax per elapsed nanosecond, a frame costs
 //! cost × BAG, and the cap is Smax·(BAG + J).
 
+pub mod compile;
+
 use std::collections::BTreeMap;
 use std::fmt;
 
