@@ -253,7 +253,21 @@ class OvsNetdev:
         wait_for(lambda: (self.dir / "run" / f"{self.bridge}.mgmt").exists(), what="OVS bridge")
         return self
 
+    def add_bridge(self, bridge, ports):
+        """A second bridge on the same daemons (one ovs-vswitchd per machine: its userspace
+        datapath owns a kernel device of a fixed name). Returns its ovs-ofctl target."""
+        cmd = ["ovs-vsctl", "add-br", bridge, "--", "set", "bridge", bridge, "datapath_type=netdev",
+               "protocols=OpenFlow13", f"fail_mode={self.fail_mode}"]
+        for i, p in enumerate(ports, 1):
+            cmd += ["--", "add-port", bridge, p, "--", "set", "interface", p, f"ofport_request={i}"]
+        self._run(*cmd)
+        self.extra_bridges = getattr(self, "extra_bridges", []) + [bridge]
+        wait_for(lambda: (self.dir / "run" / f"{bridge}.mgmt").exists(), what=f"OVS bridge {bridge}")
+        return f"unix:{self.dir / 'run' / (bridge + '.mgmt')}"
+
     def stop(self):
+        for bridge in getattr(self, "extra_bridges", []):
+            self._run("ovs-vsctl", "--if-exists", "del-br", bridge, check=False)
         self._run("ovs-vsctl", "--if-exists", "del-br", self.bridge, check=False)
         # With OVS_RUNDIR set, `-t NAME` finds the daemon's control socket through its pidfile.
         for daemon in ("ovs-vswitchd", "ovsdb-server"):

@@ -9,7 +9,7 @@ import time
 
 from testbed import afdx, netns
 from testbed.afdx import VL, AfdxNetwork, Receiver, send, vl_arg
-from testbed.switches import Edgeflow
+from testbed.switches import EDGEFLOW_BIN, Edgeflow
 from testbed.util import run_dir
 
 
@@ -49,7 +49,11 @@ def test_conforming_links_lose_nothing_and_babblers_get_their_contract(datapath)
     vls = [
         VL(10, 1, [3], bag_ms=2, smax=300, jitter_us=2000),
         VL(20, 2, [3], bag_ms=1, smax=64, jitter_us=2000, priority="high"),
-        VL(11, 1, [3], bag_ms=4, smax=1518, jitter_us=500),  # offered at 2x
+        # The babblers' accounts are deeper than what accrues between two of their frames, so the
+        # cap is never reached: what they get is the credit accrued, +-1 frame, whatever jitter
+        # the path adds. (With the 2x babbler's tolerance at 0.5 ms, credit lost at the cap hung
+        # on a few µs of timing, and one network's switch admitted 3 fewer than the send times.)
+        VL(11, 1, [3], bag_ms=4, smax=1518, jitter_us=2500),  # offered at 2x
         VL(12, 2, [3], bag_ms=2, smax=1000, jitter_us=500, police="byte"),  # 500 B frames at 10x
     ]
     conforming = {1: [vl_arg(10, 2, 300)], 2: [vl_arg(20, 1, 64)]}
@@ -108,7 +112,7 @@ def test_conforming_links_lose_nothing_and_babblers_get_their_contract(datapath)
 
 def test_bad_frames_are_dropped_and_counted_per_reason(datapath):
     netns.cleanup()
-    vls = [VL(10, 1, [3], bag_ms=2, smin=100, smax=300, jitter_us=500)]
+    vls = [VL(10, 1, [3], bag_ms=2, smin=100, smax=300, jitter_us=2000)]
     with AfdxNetwork("ab", 3, redundant=False) as net, afdx_switches(net, vls, datapath) as sws:
         es = net.end_systems
         sw = sws["a"]
@@ -149,7 +153,9 @@ def json_of(completed):
 
 def test_network_a_down_mid_stream_loses_no_frame(datapath):
     netns.cleanup()
-    vls = [VL(10, 1, [2], bag_ms=1, smax=200, jitter_us=500, priority="high")]
+    # The tolerance covers this VM's path jitter, as in the first test: network B must carry every
+    # frame on its own once A is down.
+    vls = [VL(10, 1, [2], bag_ms=1, smax=200, jitter_us=2000, priority="high")]
     with AfdxNetwork("ar", 2) as net, afdx_switches(net, vls, datapath):
         es = net.end_systems
         rx = Receiver(es[1])
@@ -167,3 +173,56 @@ def test_network_a_down_mid_stream_loses_no_frame(datapath):
     assert got["delivered"] == sent and got["lost"] == 0 and got["delivered_twice"] == 0, (sent, got)
     a, b = got["received"]
     assert b == sent and 0.2 * sent < a < 0.7 * sent, (sent, got)
+
+
+def test_compiled_program_runs_on_open_vswitch_and_edgeflow():
+    """`edgeflow afdx compile` as an ovs-ofctl script, loaded into Open vSwitch (userspace
+    datapath) and into edgeflow's OpenFlow mode: conforming and multicast VLs arrive whole, frames
+    of the wrong input port are dropped, and a babbler is held to the meter, whose rate for a BAG
+    of 32 ms is 32 frames/s where the account admits 31.25."""
+    from testbed.switches import OvsNetdev
+    netns.cleanup()
+    vls = [VL(10, 1, [2, 3], bag_ms=2, smax=300, jitter_us=2000, priority="high"),
+           VL(12, 2, [3], bag_ms=32, smax=200)]
+    results = {}
+    with AfdxNetwork("ac", 3, redundant=False) as net:
+        cfg = net.write_config(vls, "compiled")
+        script = run_dir("afdx") / "compiled.sh"
+        r = netns.sh(EDGEFLOW_BIN, "afdx", "compile", str(cfg), "--network", "a")
+        script.write_text(r.stdout)
+        for name, switch in (("ovs", OvsNetdev(net.ports("a"), fail_mode="secure", log_name="ovs-afdx")),
+                             ("edgeflow", Edgeflow(net.ports("a"), fail_mode="secure", log_name="afdx-compiled"))):
+            with switch as sw:
+                netns.sh("sh", str(script), sw.target)
+                assert len(sw.flows()) == 2, sw.flows()
+                es = net.end_systems
+                rx2, rx3 = Receiver(es[1], networks=("a",)), Receiver(es[2], networks=("a",))
+                try:
+                    log = run_dir("afdx") / f"send-compiled-{name}.log"
+                    babbler = send(es[1], [vl_arg(12, 32, 200, 100)], 3.0, networks=("a",), log=log, background=True)
+                    conforming = send(es[0], [vl_arg(10, 2, 300)], 3.0, networks=("a",), jitter_us=100)
+                    wrong_port = send(es[2], [vl_arg(10, 2, 300)], 0.2, networks=("a",))
+                    _, err = babbler.communicate(timeout=60)
+                    assert babbler.returncode == 0, err
+                    got2, got3 = rx2.result(), rx3.result()
+                finally:
+                    rx2.kill()
+                    rx3.kill()
+                results[name] = (conforming, wrong_port, got2, got3, afdx.read_log(log)[12])
+    for name, (conforming, wrong_port, got2, got3, babble) in results.items():
+        sent = conforming["sent"]["10"]
+        assert wrong_port["sent"]["10"] >= 50
+        for got in (got2, got3):
+            r = got["vls"][10]
+            assert r["delivered"] == sent and r["lost"] == 0, (name, sent, r)
+        times = [t for _, t, _ in babble]
+        by_account = afdx.police_offline(times, [200] * len(times), 32, 200)
+        by_meter = got3["vls"][12]["received"][0]
+        print(f"{name}: babbler offered {len(times)}, account admits {by_account}, meter passed {by_meter}")
+        # 3 s of a frame every 100 µs: at 32 frames/s against the account's 31.25, edgeflow's meter
+        # passes 2 more. Open vSwitch's userspace meter passed what the account admits (94 of 94
+        # in every run so far), below the rate it was given; it is held only to not passing fewer.
+        if name == "edgeflow":
+            assert by_account + 1 <= by_meter <= by_account + 4, (name, by_account, by_meter, len(times))
+        else:
+            assert by_account - 1 <= by_meter <= by_account + 4, (name, by_account, by_meter, len(times))

@@ -85,3 +85,23 @@ def test_fastpath_plausible(results):
             assert 0 < float(x["fastpath_prog_ns"]) < 100_000, x
     depth = rows(results, "fastpath_depth")
     assert {x["switch"] for x in depth} >= {"edgeflow-tc", "edgeflow-xdp"}
+
+
+def test_afdx_shows_policing_and_priority(results):
+    """What the experiment exists to show: the AFDX switches lose no conforming frame and hold a
+    babbler to exactly what the account admits; the Linux bridge, which does not police, lets all
+    of it through."""
+    per_vl = rows(results, "afdx")
+    assert {x["switch"] for x in per_vl} >= {"direct", "edgeflow", "edgeflow-tc", "edgeflow-xdp",
+                                            "edgeflow-openflow", "ovs-netdev", "linux-bridge"}
+    for x in per_vl:
+        if x["switch"] in ("edgeflow", "edgeflow-tc", "edgeflow-xdp") and x["background_vls"] == "0":
+            assert int(x["lost"]) == 0, x
+    for x in rows(results, "afdx-policing"):
+        offered, admits = int(x["offered"]), int(x["account_admits"])
+        arrived = [int(x["arrived_a"]), int(x["arrived_b"])]
+        if x["switch"] in ("edgeflow", "edgeflow-tc", "edgeflow-xdp"):
+            assert all(abs(a - admits) <= 1 for a in arrived), x
+        elif x["switch"] == "linux-bridge":
+            assert arrived == [offered, offered], x
+        assert admits < offered / 5, x

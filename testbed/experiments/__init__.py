@@ -4,7 +4,7 @@ Each experiment module has `run(out, quick, switches)`, which writes `<name>.md`
 `<name>.png` under `out` and returns its tables.
 """
 
-from . import fastpath, framerate, gateway, latency, zodiac, zynq
+from . import afdx, fastpath, framerate, gateway, latency, zodiac, zynq
 
 EXPERIMENTS = {
     "zodiac": zodiac,
@@ -13,4 +13,5 @@ EXPERIMENTS = {
     "latency": latency,
     "gateway": gateway,
     "fastpath": fastpath,
+    "afdx": afdx,
 }

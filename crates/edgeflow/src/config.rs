@@ -629,6 +629,26 @@ number = 7
     }
 
     #[test]
+    fn a_vl_table_alone_loads_for_compiling() {
+        let dir = std::env::temp_dir().join(format!("ef-config-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let vl = "[[afdx.vl]]\nid = 7\nin_port = 1\nout_ports = [9]\nbag_ms = 8\nsmin = 64\nsmax = 64\npriority = \"low\"\n";
+        let bare = dir.join("bare.toml");
+        std::fs::write(&bare, vl).unwrap();
+        let (vls, constant) = load_afdx(&bare).unwrap();
+        assert_eq!((vls.len(), vls[0].out_ports.clone(), constant), (1, vec![9], 0x0300_0000));
+        // With [[port]] entries, the ports are checked as for a running switch.
+        let with_ports = dir.join("ports.toml");
+        std::fs::write(&with_ports, format!("[[port]]\nname = \"a\"\n{vl}")).unwrap();
+        let e = load_afdx(&with_ports).unwrap_err();
+        assert!(e.ends_with(":6: port 9 is not configured"), "{e}");
+        let none = dir.join("none.toml");
+        std::fs::write(&none, "mode = \"afdx\"\n").unwrap();
+        assert!(load_afdx(&none).unwrap_err().contains("no [[afdx.vl]] entries"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn dpid_forms() {
         assert_eq!(parse_dpid("0x1"), Ok(1));
         assert_eq!(parse_dpid("00:00:00:00:00:00:00:0a"), Ok(10));

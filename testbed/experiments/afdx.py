@@ -1,0 +1,214 @@
+"""AFDX (the P4 paper's case study, section IV, and its Table I): two redundant networks, three
+transmitting end systems and one receiving, a VL set with mixed BAGs and priorities, one babbling
+end system at 10x its contract, and low-priority background VLs rising towards saturation. Per VL:
+loss and one-way latency (min/median/p99/max) and jitter, for edgeflow's AFDX mode (user, tc,
+xdp), the same VL table compiled to OpenFlow 1.3 and run on edgeflow and on Open vSwitch, the
+Linux bridge as a switch that neither filters nor polices, and a direct veth pair; beside them the
+latencies the paper publishes."""
+
+import time
+from contextlib import ExitStack, contextmanager
+
+from .. import afdx, netns
+from ..afdx import VL, AfdxNetwork, Receiver, send, vl_arg
+from ..switches import EDGEFLOW_BIN, Edgeflow, LinuxBridge, OvsNetdev
+from ..util import run_dir
+from .common import Table, plot, progress
+
+#: The paper's Table I: switch, processing latency (µs).
+PUBLISHED = [
+    ("Rockwell Collins AFDX switch", 5.0),
+    ("HP E3800 without OpenFlow", 7.2),
+    ("HP E3800 with OpenFlow", 7.7),
+    ("HP E3800 with software switching (avg.)", 613.0),
+    ("P4 software switch with DPDK", 24.0),
+    ("P4 switch with NPU and CPU", 24.0),
+    ("P4 switch with NPU, without CPU", 5.8),
+    ("Switch with FPGA platform", 1.2),
+]
+
+RECEIVER = 4
+#: (VL, source end system, BAG ms, frame size, priority). All go to end system 4.
+FLOWS = [
+    (1, 1, 1, 64, "high"),
+    (2, 1, 4, 512, "low"),
+    (3, 2, 2, 1518, "high"),
+    (4, 2, 8, 300, "low"),
+]
+BABBLER = (5, 3, 2, 200)  # VL, source, BAG ms, size: offered at 10x
+BACKGROUND_BASE = 100  # background VLs are 100, 101, ... from end system 3, BAG 1 ms, 1518 B
+FULL_BACKGROUND = [0, 16, 64]
+QUICK_BACKGROUND = [0, 16]
+
+VARIANTS = ["edgeflow", "edgeflow-tc", "edgeflow-xdp", "edgeflow-openflow", "ovs-netdev", "linux-bridge"]
+
+
+def vl_table(n_background):
+    # Conforming VLs get a tolerance covering this VM's path jitter (docs/afdx.md).
+    vls = [VL(v, src, [RECEIVER], bag_ms=bag, smax=max(size, 64), jitter_us=2000, priority=prio)
+           for v, src, bag, size, prio in FLOWS]
+    v, src, bag, size = BABBLER
+    vls.append(VL(v, src, [RECEIVER], bag_ms=bag, smax=size, jitter_us=500))
+    vls += [VL(BACKGROUND_BASE + i, 3, [RECEIVER], bag_ms=1, smax=1518, jitter_us=2000)
+            for i in range(n_background)]
+    return vls
+
+
+@contextmanager
+def switches_for(variant, net, vls):
+    """A switch per network running the VL table as `variant` does."""
+    with ExitStack() as stack:
+        ovs = None
+        for n in net.networks:
+            ports = net.ports(n)
+            if variant.startswith("edgeflow") and variant != "edgeflow-openflow":
+                datapath = variant.split("-")[1] if "-" in variant else "user"
+                if Edgeflow.HOST_SETTINGS[datapath]:
+                    net.set_offload(**Edgeflow.HOST_SETTINGS[datapath])
+                cfg = net.write_config(vls, f"bench-{n}")
+                stack.enter_context(Edgeflow(ports, datapath=datapath, extra=["--config", str(cfg)],
+                                             log_name=f"bench-afdx-{variant}-{n}"))
+            elif variant in ("edgeflow-openflow", "ovs-netdev"):
+                cfg = net.write_config(vls, f"bench-{n}")
+                script = run_dir("afdx") / f"bench-{n}.sh"
+                script.write_text(netns.sh(EDGEFLOW_BIN, "afdx", "compile", str(cfg), "--network", n).stdout)
+                if variant == "ovs-netdev" and ovs is not None:
+                    target = ovs.add_bridge(f"ef-afdx{n}", ports)
+                else:
+                    if variant == "ovs-netdev":
+                        sw = ovs = OvsNetdev(ports, fail_mode="secure", log_name="bench-ovs-afdx", bridge=f"ef-afdx{n}")
+                    else:
+                        sw = Edgeflow(ports, fail_mode="secure", log_name=f"bench-afdx-openflow-{n}")
+                    stack.enter_context(sw)
+                    target = sw.target
+                netns.sh("sh", str(script), target)
+            else:
+                stack.enter_context(LinuxBridge(ports, dev=f"ef-afdxbr{n}"))
+        yield
+
+
+def run_load(net, n_background, seconds):
+    """One run: every end system transmits, end system 4 receives on A and B. Returns (receiver
+    report, {VL: send times}) ."""
+    es = net.end_systems
+    rx = Receiver(es[RECEIVER - 1])
+    try:
+        by_source = {}
+        for v, src, bag, size, _ in FLOWS:
+            by_source.setdefault(src, []).append(vl_arg(v, bag, size))
+        v, src, bag, size = BABBLER
+        by_source.setdefault(src, []).append(vl_arg(v, bag, size, bag * 100))
+        by_source[3] += [vl_arg(BACKGROUND_BASE + i, 1, 1518) for i in range(n_background)]
+        logs = {s: run_dir("afdx") / f"bench-send-{s}.log" for s in by_source}
+        procs = [send(es[s - 1], vls, seconds, jitter_us=100, log=logs[s], seed=s, background=True)
+                 for s, vls in by_source.items()]
+        for p in procs:
+            _, err = p.communicate(timeout=seconds + 60)
+            if p.returncode != 0:
+                raise RuntimeError(f"es-send: {err.strip()}")
+        got = rx.result()
+    finally:
+        rx.kill()
+    sent = {}
+    for log in logs.values():
+        sent.update(afdx.read_log(log))
+    return got, sent
+
+
+def direct_latency(seconds):
+    """Two end systems on one veth pair (no switch): the floor every switch adds to."""
+    netns.cleanup()
+    a, b = "ef-afdxd1", "ef-afdxd2"
+    for ns in (a, b):
+        netns.sh("ip", "netns", "add", ns)
+    try:
+        netns.sh("ip", "link", "add", "net_a", "netns", a, "type", "veth", "peer", "name", "net_a", "netns", b)
+        for ns in (a, b):
+            netns.sh("ip", "-n", ns, "link", "set", "net_a", "up")
+        src, dst = afdx.EndSystem(1, a), afdx.EndSystem(2, b)
+        rx = Receiver(dst, networks=("a",))
+        try:
+            send(src, [vl_arg(1, 1, 64), vl_arg(3, 2, 1518)], seconds, networks=("a",), jitter_us=100)
+            return rx.result()["vls"]
+        finally:
+            rx.kill()
+    finally:
+        for ns in (a, b):
+            netns.sh("ip", "netns", "del", ns, check=False)
+
+
+def run(out, quick=False, switches=None):
+    seconds = 0.6 if quick else 3.0
+    loads = QUICK_BACKGROUND if quick else FULL_BACKGROUND
+    wanted = {"edgeflow", "edgeflow-tc", "edgeflow-xdp", "ovs-netdev", "linux-bridge"}
+    if switches is not None:
+        wanted = set(switches)
+    variants = [v for v in VARIANTS if v in wanted or (v == "edgeflow-openflow" and "edgeflow" in wanted)]
+    per_vl = Table("afdx", "AFDX: per-VL loss, one-way latency and jitter (µs), two redundant networks",
+                   ["switch", "background_vls", "vl", "priority", "bag_ms", "size", "sent", "delivered", "lost",
+                    "lat_min_us", "lat_p50_us", "lat_p99_us", "lat_max_us", "jitter_us"],
+                   note=f"edgeflow-loadgen es-send/es-recv, {seconds} s per run; background VLs are 1518 B "
+                        "every 1 ms each, low priority, to the same receiver. `edgeflow` is the AFDX mode; "
+                        "`edgeflow-openflow` and `ovs-netdev` run `edgeflow afdx compile`'s program; the Linux "
+                        "bridge neither filters nor polices. `direct` is one veth pair, no switch.")
+    policing = Table("afdx-policing", "AFDX: a babbler at 10x its contract (BAG 2 ms, 200 B, J 0.5 ms)",
+                     ["switch", "background_vls", "offered", "account_admits", "arrived_a", "arrived_b"],
+                     note="`account_admits`: part 7's algorithm run offline on the send times.")
+    published = Table("afdx-published", "Processing latency published in the P4 paper (Table I)",
+                      ["switch", "latency_us"], note="From the paper; measured on hardware with a network analyser.")
+    for name, lat in PUBLISHED:
+        published.add(switch=name, latency_us=lat)
+
+    progress("afdx: direct veth pair")
+    for v, r in sorted(direct_latency(seconds).items()):
+        lat = r["latency_us"]
+        per_vl.add(switch="direct", background_vls=0, vl=v, priority="-", bag_ms={1: 1, 3: 2}[v],
+                   size={1: 64, 3: 1518}[v], sent=r["delivered"] + r["lost"], delivered=r["delivered"], lost=r["lost"],
+                   lat_min_us=lat["min"], lat_p50_us=lat["p50"], lat_p99_us=lat["p99"], lat_max_us=lat["max"],
+                   jitter_us=r["jitter_us"])
+    netns.cleanup()
+    with AfdxNetwork("bx", RECEIVER) as net:
+        for variant in variants:
+            for n_bg in loads:
+                vls = vl_table(max(loads))
+                progress(f"afdx: {variant}, {n_bg} background VLs")
+                with switches_for(variant, net, vls):
+                    time.sleep(0.2)
+                    got, sent = run_load(net, n_bg, seconds)
+                for v, src, bag, size, prio in FLOWS:
+                    r = got["vls"].get(v)
+                    if r is None:
+                        continue
+                    lat = r["latency_us"]
+                    per_vl.add(switch=variant, background_vls=n_bg, vl=v, priority=prio, bag_ms=bag, size=size,
+                               sent=len(sent[v]), delivered=r["delivered"], lost=len(sent[v]) - r["delivered"],
+                               lat_min_us=lat["min"], lat_p50_us=lat["p50"], lat_p99_us=lat["p99"],
+                               lat_max_us=lat["max"], jitter_us=r["jitter_us"])
+                v, _, bag, size = BABBLER
+                times = [t for _, t, _ in sent[v]]
+                r = got["vls"].get(v, {"received": [0, 0]})
+                policing.add(switch=variant, background_vls=n_bg, offered=len(times),
+                             account_admits=afdx.police_offline(times, [size] * len(times), bag, size, 500),
+                             arrived_a=r["received"][0], arrived_b=r["received"][1])
+    for t in (per_vl, policing, published):
+        t.write(out)
+
+    def draw(plt):
+        rows = [r for r in per_vl.rows if r["vl"] == 1]
+        names = list(dict.fromkeys(r["switch"] for r in rows))
+        width = 0.8 / len(loads)
+        for li, n_bg in enumerate(loads):
+            xs = [r for r in rows if r["background_vls"] == n_bg and (r["switch"] != "direct" or li == 0)]
+            plt.bar([names.index(r["switch"]) + width * li for r in xs], [r["lat_p50_us"] for r in xs], width=width,
+                    label=f"{n_bg} background VLs")
+        for label, lat, style in (("P4 software switch (DPDK), paper", 24.0, "--"),
+                                  ("Rockwell Collins AFDX switch, paper", 5.0, ":"),
+                                  ("FPGA switch, paper", 1.2, "-.")):
+            plt.axhline(lat, color="grey", linestyle=style, linewidth=1, label=label)
+        plt.xticks(range(len(names)), names, rotation=30, fontsize=7)
+        plt.yscale("log")
+        plt.ylabel("median one-way latency (µs)")
+        plt.title("AFDX: VL 1 (high priority, 64 B, BAG 1 ms)")
+        plt.legend(fontsize=7)
+    plot(out / "afdx.png", draw)
+    return [per_vl, policing, published]
