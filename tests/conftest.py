@@ -11,8 +11,13 @@ from testbed.switches import EDGEFLOW_BIN  # noqa: E402
 
 
 def pytest_collection_modifyitems(config, items):
+    # A run that skips everything must not read as a pass: without root, refuse to start unless the
+    # caller asks for the skip by name.
     if os.geteuid() != 0:
-        skip = pytest.mark.skip(reason="integration tests need root (network namespaces, AF_PACKET)")
+        if os.environ.get("EDGEFLOW_SKIP_INTEGRATION") != "1":
+            raise pytest.UsageError("the integration tests need root (network namespaces, AF_PACKET): run "
+                                    "`make test` as root, or set EDGEFLOW_SKIP_INTEGRATION=1 to skip them")
+        skip = pytest.mark.skip(reason="EDGEFLOW_SKIP_INTEGRATION=1: integration tests need root")
         for item in items:
             item.add_marker(skip)
 

@@ -551,8 +551,12 @@ number = 7
         assert!(e.starts_with("sw.toml:4:") && e.contains("twice"), "{e}");
         let e = from_str("fail_mode = \"open\"\n[[port]]\nname = \"a\"\n").unwrap_err();
         assert!(e.starts_with("sw.toml:1:") && e.contains("secure"), "{e}");
-        let e = from_str("[[port]]\nname = \"a\"\ntables = 300\n");
-        assert!(e.is_err());
+        // Top-level keys before the first table: after `[[port]]` they would belong to the port
+        // and stop at "unknown field" before the range check.
+        let e = from_str("tables = 300\n[[port]]\nname = \"a\"\n").unwrap_err();
+        assert!(e.starts_with("sw.toml:1:") && e.contains("between 1 and 254"), "{e}");
+        let e = from_str("[[port]]\nname = \"a\"\ntables = 3\n").unwrap_err();
+        assert!(e.starts_with("sw.toml:3:") && e.contains("unknown field"), "{e}");
     }
 
     #[test]
