@@ -72,31 +72,10 @@ pub fn pseudo_v6(src: &[u8], dst: &[u8], proto: u8, len: u32) -> u32 {
     sum(src, false) + sum(dst, false) + proto as u32 + (len >> 16) + (len & 0xffff)
 }
 
-const fn crc32c_table() -> [u32; 256] {
-    let mut table = [0u32; 256];
-    let mut i = 0;
-    while i < 256 {
-        let mut c = i as u32;
-        let mut k = 0;
-        while k < 8 {
-            c = if c & 1 != 0 { 0x82f6_3b78 ^ (c >> 1) } else { c >> 1 };
-            k += 1;
-        }
-        table[i] = c;
-        i += 1;
-    }
-    table
-}
-
-static CRC32C: [u32; 256] = crc32c_table();
-
-/// CRC32c (Castagnoli) as SCTP uses it (RFC 4960 appendix B).
+/// CRC32c (Castagnoli) as SCTP uses it (RFC 4960 appendix B), from the `crc32c` crate (SSE 4.2
+/// or ARMv8 CRC instructions where the CPU has them).
 pub fn crc32c(bytes: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &b in bytes {
-        crc = CRC32C[((crc ^ b as u32) & 0xff) as usize] ^ (crc >> 8);
-    }
-    !crc
+    crc32c::crc32c(bytes)
 }
 
 #[cfg(test)]

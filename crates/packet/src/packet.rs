@@ -210,9 +210,33 @@ impl Packet {
         if self.len() < l3 + 4 {
             return;
         }
+        let before = self.len();
         self.remove_gap(l3, 4);
         let at = self.layout.ethertype_at as usize;
         self.put_u16_at(at, new_ethertype);
+        self.keep_minimum_size(before);
+        // What was opaque under the label is now the packet: later rewrites need its offsets.
+        self.relayout();
+    }
+
+    /// A minimum-size frame that lost a header is padded back to the Ethernet minimum, as the
+    /// sender's MAC padded it: a veth does not pad, and a runt would reach the next hop. (Only
+    /// for the pops that stay in userspace; the kernel pops VLAN tags without padding, and the
+    /// userspace pop_vlan matches it byte for byte.)
+    fn keep_minimum_size(&mut self, before: usize) {
+        const ETH_MIN: usize = 60;
+        if before >= ETH_MIN && self.len() < ETH_MIN {
+            self.buf.resize(self.head + ETH_MIN, 0);
+        }
+    }
+
+    /// Derives the layout again from the bytes, after an action changed what the headers are.
+    /// A header that no longer parses leaves only the L2 part known (nothing above it is touched).
+    fn relayout(&mut self) {
+        match reparse(self.data(), &mut FlowKey::default()) {
+            Ok(layout) => self.layout = layout,
+            Err(_) => self.layout.l4 = 0,
+        }
     }
 
     fn mpls_lse(&self) -> Option<u32> {
@@ -265,7 +289,10 @@ impl Packet {
         if self.len() < outer + 14 {
             return;
         }
+        let before = self.len();
         self.remove_gap(0, outer);
+        self.keep_minimum_size(before);
+        self.relayout();
     }
 
     // ---- IP TTL ----
@@ -362,8 +389,9 @@ impl Packet {
         self.put_u16_at(l3 + 10, csum::update_full(c, old_sum, new_sum));
     }
 
-    /// Where the transport checksum lives, if this frame has one that covers its payload.
-    fn l4_csum_at(&self) -> Option<usize> {
+    /// Where the transport checksum lives, and the protocol, if this frame has one that covers
+    /// its payload.
+    fn l4_csum_at(&self) -> Option<(usize, u8)> {
         let l4 = self.layout.l4 as usize;
         if l4 == 0 {
             return None;
@@ -379,7 +407,7 @@ impl Packet {
             ipproto::ICMP | ipproto::ICMPV6 => l4 + 2,
             _ => return None,
         };
-        (self.len() >= at + 2).then_some(at)
+        (self.len() >= at + 2).then_some((at, proto))
     }
 
     fn ipv6_upper_proto(&self) -> Option<u8> {
@@ -390,11 +418,44 @@ impl Packet {
         Some(key.ip_proto())
     }
 
-    fn is_udp_v4_without_csum(&self, csum_at: usize) -> bool {
-        self.ethertype() == ethertype::IPV4
-            && self.data()[self.layout.l3 as usize + 9] == ipproto::UDP
-            && self.u16_at(csum_at) == 0
+    /// The protocol is part of the transport checksum's pseudo-header (the low byte of a word):
+    /// the checksum where the old protocol keeps it follows the change, as a full recompute would.
+    fn fix_pseudo_header_proto(&mut self, new_proto: u8) {
+        let Some((csum_at, proto)) = self.l4_csum_at() else { return };
+        let v4 = self.ethertype() == ethertype::IPV4;
+        if proto == ipproto::ICMP || (v4 && proto == ipproto::UDP && self.u16_at(csum_at) == 0) {
+            return; // no pseudo-header, or no checksum
+        }
+        let c = self.u16_at(csum_at);
+        let partial = self.offload.csum.is_some_and(|p| p.start as usize == self.layout.l4 as usize);
+        let updated = if partial {
+            csum::update_partial(c, proto as u16, new_proto as u16)
+        } else {
+            csum::update_full(c, proto as u16, new_proto as u16)
+        };
+        self.put_u16_at(csum_at, updated);
     }
+
+    /// Offset of the next-header byte that names the upper-layer protocol (after any extension
+    /// headers the parser walks).
+    fn ipv6_upper_proto_at(&self) -> Option<usize> {
+        let d = self.data();
+        let l3 = self.layout.l3 as usize;
+        let mut at = l3 + 6;
+        let mut hdr = l3 + 40;
+        loop {
+            let next = *d.get(at)?;
+            let len = match next {
+                ipproto::HOPOPTS | ipproto::ROUTING | ipproto::DSTOPTS => (*d.get(hdr + 1)? as usize + 1) * 8,
+                ipproto::FRAGMENT => 8,
+                ipproto::AH => (*d.get(hdr + 1)? as usize + 2) * 4,
+                _ => return Some(at),
+            };
+            at = hdr;
+            hdr += len;
+        }
+    }
+
 
     /// Writes `new` at `at` and updates the transport checksum. `in_pseudo` says the bytes are part of
     /// the pseudo-header (IP addresses), which a partial checksum already accounts for; bytes inside the
@@ -409,8 +470,9 @@ impl Packet {
             old_sum = csum::fold(csum::sum(&self.data()[at..at + new.len()], odd));
         }
         self.data_mut()[at..at + new.len()].copy_from_slice(new);
-        let Some(csum_at) = csum_at else { return };
-        if self.is_udp_v4_without_csum(csum_at) {
+        let Some((csum_at, proto)) = csum_at else { return };
+        // Over IPv4 a UDP checksum of 0 means "none" (RFC 768) and stays so.
+        if proto == ipproto::UDP && self.ethertype() == ethertype::IPV4 && self.u16_at(csum_at) == 0 {
             return;
         }
         let odd = !in_pseudo && (at - self.layout.l4 as usize) % 2 == 1;
@@ -423,22 +485,37 @@ impl Packet {
             }
             csum::update_partial(c, old_sum, new_sum)
         } else {
-            let mut v = csum::update_full(c, old_sum, new_sum);
-            if v == 0 && self.data()[self.layout.l3 as usize + 9] == ipproto::UDP {
-                v = 0xffff;
+            let v = csum::update_full(c, old_sum, new_sum);
+            // A computed UDP checksum of 0 is sent as all ones: 0 would read as "none".
+            if v == 0 && proto == ipproto::UDP {
+                0xffff
+            } else {
+                v
             }
-            v
         };
         self.put_u16_at(csum_at, updated);
     }
 
+    /// End of the IP payload: short frames carry Ethernet padding after it, which no checksum covers.
+    fn l3_end(&self) -> usize {
+        let l3 = self.layout.l3 as usize;
+        let end = match self.ethertype() {
+            ethertype::IPV4 => l3 + self.u16_at(l3 + 2) as usize,
+            ethertype::IPV6 => l3 + 40 + self.u16_at(l3 + 4) as usize,
+            _ => self.len(),
+        };
+        end.min(self.len())
+    }
+
+    /// SCTP's checksum is a CRC32c over the whole packet (RFC 4960 §6.8), stored little-endian.
     fn fix_sctp_crc(&mut self) {
         let l4 = self.layout.l4 as usize;
-        if self.len() < l4 + 12 {
+        let end = self.l3_end();
+        if end < l4 + 12 {
             return;
         }
         self.put_u32_at(l4 + 8, 0);
-        let crc = csum::crc32c(&self.data()[l4..]);
+        let crc = csum::crc32c(&self.data()[l4..end]);
         self.data_mut()[l4 + 8..l4 + 12].copy_from_slice(&crc.to_le_bytes());
     }
 
@@ -454,6 +531,25 @@ impl Packet {
         match field {
             EthDst => self.data_mut()[0..6].copy_from_slice(&bytes[10..]),
             EthSrc => self.data_mut()[6..12].copy_from_slice(&bytes[10..]),
+            EthType => {
+                // Exactly the field (the innermost ethertype), no re-encapsulation: what follows
+                // is now read as the new type.
+                let at = self.layout.ethertype_at as usize;
+                self.put_u16_at(at, value as u16);
+                self.relayout();
+            }
+            IpProto if et == ethertype::IPV4 => {
+                self.fix_pseudo_header_proto(value as u8);
+                self.rewrite_ipv4_header(l3 + 9, &[value as u8]);
+                self.relayout();
+            }
+            IpProto if et == ethertype::IPV6 => {
+                if let Some(at) = self.ipv6_upper_proto_at() {
+                    self.fix_pseudo_header_proto(value as u8);
+                    self.data_mut()[at] = value as u8;
+                    self.relayout();
+                }
+            }
             VlanVid if self.layout.n_vlans > 0 => {
                 let tci = self.u16_at(14);
                 self.put_u16_at(14, (tci & 0xf000) | (value as u16 & 0x0fff));

@@ -110,14 +110,11 @@ pub fn compile(table_id: u8, instructions: &[Instruction], limits: &Limits<'_>) 
     Ok(p)
 }
 
-/// Fields a set-field action may write. Not the pipeline's own (in_port, metadata), not the ones
-/// that say what the rest of the frame is (eth_type, ip_proto) and not the IPv6 extension-header
-/// summary, which describes headers rather than holding a value.
+/// Fields a set-field action may write. Not the pipeline's own (in_port, metadata) and not the
+/// IPv6 extension-header summary, which describes headers rather than holding a value. eth_type and
+/// ip_proto are settable (OpenFlow 1.3 §7.2.3.7 lists them): the field alone is rewritten.
 pub fn settable(field: Field) -> bool {
-    !matches!(
-        field,
-        Field::InPort | Field::InPhyPort | Field::Metadata | Field::EthType | Field::IpProto | Field::Ipv6Exthdr
-    )
+    !matches!(field, Field::InPort | Field::InPhyPort | Field::Metadata | Field::Ipv6Exthdr)
 }
 
 /// Checks actions of a flow, bucket or packet-out (`packet_out` allows output to TABLE).

@@ -235,6 +235,10 @@ impl<'p> Xlate<'p> {
                         self.key.set(f.field, value);
                     }
                     self.scratch.set_field(f.field, value, &mut FlowKey::default());
+                    if matches!(f.field, Field::EthType | Field::IpProto) {
+                        // The headers after the field now read as something else.
+                        self.reparse();
+                    }
                     self.t.actions.push(DpAction::SetField(f.field, value));
                 }
                 Action::PushVlan(t) => {
