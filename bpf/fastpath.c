@@ -400,7 +400,8 @@ int ef_xdp(struct xdp_md *ctx)
 			csum_fix((__u16 *)(ip + 10), old, new);
 			if (!s->later_fragment && (s->proto == 6 || s->proto == 17)) {
 				__u8 *tp = (__u8 *)data + l4;
-				if ((void *)(tp + 18) > end)
+				/* A UDP header is 8 bytes: a short datagram must not fail TCP's bound. */
+				if ((void *)(tp + 8) > end || (s->proto == 6 && (void *)(tp + 18) > end))
 					return XDP_DROP;
 				__u16 *cs = (__u16 *)(tp + (s->proto == 6 ? 16 : 6));
 				if (!(s->proto == 17 && *cs == 0)) {
@@ -417,7 +418,7 @@ int ef_xdp(struct xdp_md *ctx)
 			if (l4 > 100 || (s->proto != 6 && s->proto != 17))
 				return XDP_DROP;
 			__u8 *tp = (__u8 *)data + l4;
-			if ((void *)(tp + 18) > end)
+			if ((void *)(tp + 8) > end || (s->proto == 6 && (void *)(tp + 18) > end))
 				return XDP_DROP;
 			__u16 *port = (__u16 *)(tp + (a->op == OP_SET_TP_SRC ? 0 : 2));
 			__u16 old = *port;

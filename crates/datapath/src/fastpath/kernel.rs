@@ -117,3 +117,24 @@ fn miss_hit_rewrite_drop_and_slow_path_on_xdp_and_tc() {
     fp.flush();
     assert_eq!(xdp(&fp, &to_h2).0, XDP_PASS, "after a flush, a miss again");
 }
+
+/// A UDP datagram with a 2-byte payload (a 44-byte frame: veth does not pad) gets its port and
+/// address rewritten by the kernel like any other, not dropped for failing TCP's header bound.
+#[test]
+fn short_udp_datagram_is_rewritten_not_dropped() {
+    let mut fp = fast_path();
+    let short = udp4(H1, H2, [10, 0, 0, 1], [10, 0, 0, 2], 4000, 9, 44);
+    assert_eq!(short.len(), 44);
+    let rewrite = [
+        DpAction::SetField(Field::UdpDst, 53),
+        DpAction::SetField(Field::Ipv4Src, u32::from_be_bytes([10, 0, 0, 7]) as u128),
+        DpAction::Output(1),
+    ];
+    install(&mut fp, &short, &[Field::EthDst], &rewrite);
+    for (name, (verdict, out)) in [("xdp", xdp(&fp, &short)), ("tc", tc(&fp, &short))] {
+        assert_eq!(verdict, if name == "xdp" { XDP_REDIRECT } else { TC_ACT_REDIRECT }, "{name}");
+        assert_eq!(u16::from_be_bytes([out[36], out[37]]), 53, "{name}: destination port");
+        assert_eq!(out[26..30], [10, 0, 0, 7], "{name}: source address");
+        assert!(checksums_ok(&out), "{name}: IPv4 and UDP checksums");
+    }
+}
