@@ -456,7 +456,6 @@ impl Packet {
         }
     }
 
-
     /// Writes `new` at `at` and updates the transport checksum. `in_pseudo` says the bytes are part of
     /// the pseudo-header (IP addresses), which a partial checksum already accounts for; bytes inside the
     /// transport segment are summed by whoever completes a partial checksum and need no update.
