@@ -14,17 +14,6 @@ EXECUTOR = ["action"] + [f"match/{n}" for n in ("19_ICMPV4_TYPE.json", "20_ICMPV
 PIPELINE = ["match", "group"]
 
 
-def run(paths, **kw):
-    """The tool's own receive wait is short: a case that timed out (and nothing else) is run again
-    once with the whole set; a wrong packet is never retried."""
-    results, log_path = switch_conformance.run(paths, **kw)
-    failed = [r for r in results if not r[2]]
-    if failed and all("Receiving timeout" in r[3] for r in failed):
-        print(f"\nretrying after {len(failed)} receive timeouts: {[r[1] for r in failed]}")
-        results, log_path = switch_conformance.run(paths, **kw)
-    return results, log_path
-
-
 def check(results, log_path):
     assert results, f"no case ran: {log_path}"
     failed = [f"{f}: {case}\n    {detail}" for f, case, ok, detail in results if not ok]
@@ -34,10 +23,10 @@ def check(results, log_path):
 
 @pytest.mark.parametrize("datapath", ["user", "tc", "xdp"])
 def test_actions_and_set_field(datapath):
-    n = check(*run(EXECUTOR, datapath=datapath, log_name="conf-actions"))
+    n = check(*switch_conformance.run(EXECUTOR, datapath=datapath, log_name="conf-actions"))
     assert n >= 250, n
 
 
 def test_match_and_group():
-    n = check(*run(PIPELINE, log_name="conf-match"))
+    n = check(*switch_conformance.run(PIPELINE, log_name="conf-match"))
     assert n >= 700, n

@@ -99,7 +99,7 @@ def run(paths, datapath=None, timeout=1800, log_name="conformance"):
             manager = subprocess.Popen(
                 [str(OSKEN_VENV / "bin" / "osken-manager"), "--ofp-tcp-listen-port", str(port),
                  "--test-switch-dir", str(chosen), "--test-switch-target", f"{TARGET_DPID:016x}",
-                 "--test-switch-tester", f"{TESTER_DPID:016x}", "testbed.tools.osken_sctp_crc",
+                 "--test-switch-tester", f"{TESTER_DPID:016x}", "testbed.tools.osken_tester_fixes",
                  "os_ken.tests.switch.tester"],
                 stdout=log, stderr=subprocess.STDOUT, cwd=ROOT,
                 env=dict(os.environ, PATH=f"{OSKEN_VENV / 'bin'}:{os.environ['PATH']}", PYTHONPATH=str(ROOT)))
