@@ -114,9 +114,11 @@ class Receiver:
     """es-recv in an end system, started before the senders."""
 
     # SkewMax: on this VM one network's switch may hold a frame a few ms longer than the other's.
-    def __init__(self, es, networks=("a", "b"), duration=30, idle=1.0, skew_max_us=50_000):
+    def __init__(self, es, networks=("a", "b"), duration=30, idle=1.0, skew_max_us=50_000, log=None):
         args = [LOADGEN_BIN, "es-recv", "--iface-a", "net_a", "--duration", str(duration), "--idle", str(idle),
                 "--skew-max-us", str(skew_max_us)]
+        if log:
+            args += ["--log", str(log)]
         if "b" in networks:
             args += ["--iface-b", "net_b"]
         self.proc = es.popen(*args)

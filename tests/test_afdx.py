@@ -42,6 +42,22 @@ def vl_counters(sw):
     return out
 
 
+def twice(vl, datapath):
+    """From the receivers' logs: each frame of `vl` delivered twice, with the receiver's lines
+    from the delivery before its first copy to its second."""
+    out = []
+    for log in sorted(run_dir("afdx").glob(f"recv-*-{datapath}.log")):
+        lines = [l.split() for l in open(log)]
+        mine = [(i, l) for i, l in enumerate(lines) if int(l[0]) == vl and l[5] == "delivered"]
+        seen = {}
+        for k, (i, l) in enumerate(mine):
+            if l[1] in seen:
+                first = seen[l[1]]
+                out.append((log.name, [" ".join(x) for x in lines[mine[max(first - 1, 0)][0]:i + 1] if int(x[0]) == vl]))
+            seen[l[1]] = k
+    return out
+
+
 def test_conforming_links_lose_nothing_and_babblers_get_their_contract(datapath):
     netns.cleanup()
     # The conforming VLs' tolerance covers what this VM adds on the way to the switch: the
@@ -62,7 +78,7 @@ def test_conforming_links_lose_nothing_and_babblers_get_their_contract(datapath)
         es = net.end_systems
 
         def phase(extra, seconds, tag):
-            rx = Receiver(es[2])
+            rx = Receiver(es[2], log=run_dir("afdx") / f"recv-{tag}-{datapath}.log")
             try:
                 logs = {i: run_dir("afdx") / f"send-{tag}-{i}-{datapath}.log" for i in (1, 2)}
                 procs = [send(es[i - 1], conforming[i] + extra.get(i, []), seconds, jitter_us=100, log=logs[i],
@@ -86,7 +102,7 @@ def test_conforming_links_lose_nothing_and_babblers_get_their_contract(datapath)
         for vl in (10, 20):
             r = got["vls"][vl]
             assert r["delivered"] == len(offered[vl]) and r["lost"] == 0, (vl, r, {n: c[vl] for n, c in counters.items()})
-            assert r["delivered_twice"] == 0 and r["integrity_errors"] == [0, 0], (vl, r)
+            assert r["delivered_twice"] == 0 and r["integrity_errors"] == [0, 0], (vl, r, twice(vl, datapath))
             # Both networks carried every frame: one copy delivered, the other removed.
             assert r["received"] == [len(offered[vl])] * 2 and r["duplicates_removed"] == len(offered[vl]), r
     for n in ("a", "b"):
@@ -98,7 +114,9 @@ def test_conforming_links_lose_nothing_and_babblers_get_their_contract(datapath)
         frames = sent[vl]
         admitted = afdx.police_offline([t for _, t, _ in frames], [s for _, _, s in frames], contract.bag_ms,
                                        contract.smax, contract.jitter_us, by_bytes=contract.police == "byte")
-        assert admitted < len(frames) * 0.6, (vl, admitted, len(frames))
+        # Enough was policed for the comparison to mean something (a sender that falls behind on a
+        # loaded machine offers less than its nominal 2x or 10x).
+        assert admitted < len(frames) * 0.75, (vl, admitted, len(frames))
         for k, n in enumerate(("a", "b")):
             arrived = loaded["vls"][vl]["received"][k]
             assert abs(arrived - admitted) <= 1, (vl, n, arrived, admitted, len(frames))

@@ -178,6 +178,8 @@ pub struct VlReceiver {
     psn: [Option<u8>; 2],
     /// Last SN delivered, and when.
     rsn: Option<(u8, u64)>,
+    /// When an SN 0 was last delivered: its copy on the other network is not a restart.
+    zero_at: Option<u64>,
     pub received: [u64; 2],
     pub integrity_errors: [u64; 2],
     pub delivered: u64,
@@ -242,18 +244,24 @@ impl Receiver {
         }
         // Redundancy management: the first valid copy wins. A copy is a duplicate if its SN is
         // not ahead of the last delivered one while the other copy may still be on its way.
-        // SN 0 after another SN is a restarted end system; the copy of an SN 0 just delivered
-        // is a duplicate like any other.
+        // SN 0 is a restarted end system, unless an SN 0 was delivered within SkewMax: then it is
+        // that frame's copy, even if the faster network has delivered SN 1, 2... since (no end
+        // system restarts within SkewMax of its last restart).
+        let copy_of_zero = |at: u64| rx_ns.saturating_sub(at) <= self.skew_max_ns;
         let fresh = match r.rsn {
             None => true,
             Some((_, at)) if rx_ns.saturating_sub(at) > self.skew_max_ns => true,
-            Some((last, _)) => within(last, f.sn, 127) || (f.sn == 0 && last != 0),
+            Some(_) if f.sn == 0 => !r.zero_at.is_some_and(copy_of_zero),
+            Some((last, _)) => within(last, f.sn, 127),
         };
         if !fresh {
             r.duplicates_removed += 1;
             return Outcome::Duplicate;
         }
         r.rsn = Some((f.sn, rx_ns));
+        if f.sn == 0 {
+            r.zero_at = Some(rx_ns);
+        }
         r.delivered += 1;
         let seq = f.probe.seq;
         if !r.seen.insert(seq) {
@@ -366,5 +374,25 @@ mod tests {
         assert_eq!(rx.receive(&frame_of(6, NETWORK_B, 2, 2, 0), 2_100_000), Outcome::Duplicate);
         assert_eq!(rx.receive(&frame_of(6, NETWORK_B, 3, 3, 0), 2_600_001), Outcome::Delivered);
         assert_eq!(rx.vls[&6].delivered_twice, 1, "the ground truth knows it was a copy");
+    }
+
+    #[test]
+    fn the_copy_of_sn_0_is_a_duplicate_even_when_one_network_is_ahead() {
+        // Seen on a loaded machine: A delivered SN 0 and 1 before B's SN 0 came, which was then
+        // taken for a restart, and B's SN 1 after it, so both frames were delivered twice.
+        let mut rx = Receiver::new(500_000);
+        let order = [(NETWORK_A, 0, 0), (NETWORK_A, 1, 10_000), (NETWORK_B, 0, 50_000), (NETWORK_B, 1, 60_000)];
+        let got: Vec<_> = order.iter().map(|&(net, seq, t)| rx.receive(&frame_of(7, net, seq, seq as u8, 0), t)).collect();
+        use Outcome::*;
+        assert_eq!(got, vec![Delivered, Delivered, Duplicate, Duplicate]);
+        // A real restart comes later than SkewMax after the last SN 0: delivered, copy removed,
+        // and its successor too.
+        for (sn, t, want) in [(2, 100_000, Delivered), (3, 200_000, Delivered), (0, 700_000, Delivered)] {
+            assert_eq!(rx.receive(&frame_of(7, NETWORK_A, 9 + sn as u32, sn, 0), t), want, "sn {sn}");
+        }
+        assert_eq!(rx.receive(&frame_of(7, NETWORK_B, 9, 0, 0), 710_000), Duplicate);
+        assert_eq!(rx.receive(&frame_of(7, NETWORK_B, 10, 1, 0), 720_000), Delivered);
+        assert_eq!(rx.receive(&frame_of(7, NETWORK_A, 10, 1, 0), 730_000), Duplicate);
+        assert_eq!(rx.vls[&7].delivered_twice, 0);
     }
 }

@@ -66,7 +66,8 @@ pub struct RecvArgs {
     /// Stop once nothing has arrived for this many seconds (after the first frame).
     #[arg(long, default_value_t = 1.0)]
     idle: f64,
-    /// Write one line per delivered frame, `VL SEQ RX_NS`.
+    /// Write one line per frame received, `VL SEQ SN NETWORK RX_NS OUTCOME` (network 0 = A;
+    /// outcome delivered, duplicate or integrity), in the order they were processed.
     #[arg(long)]
     log: Option<std::path::PathBuf>,
 }
@@ -197,8 +198,13 @@ pub fn recv(a: RecvArgs) -> Result<(), String> {
                 }
                 let rx_ns = if f.tstamp_ns != 0 { f.tstamp_ns } else { realtime_ns() };
                 let outcome = receiver.receive(&frame, rx_ns);
-                if let (Some(l), afdx::Outcome::Delivered) = (&mut log, outcome) {
-                    let _ = writeln!(l, "{} {} {}", frame.vl, frame.probe.seq, rx_ns);
+                if let Some(l) = &mut log {
+                    let what = match outcome {
+                        afdx::Outcome::Delivered => "delivered",
+                        afdx::Outcome::Duplicate => "duplicate",
+                        afdx::Outcome::IntegrityError => "integrity",
+                    };
+                    let _ = writeln!(l, "{} {} {} {} {rx_ns} {what}", frame.vl, frame.probe.seq, frame.sn, frame.network);
                 }
             });
             if got > 0 {
