@@ -3,6 +3,7 @@
 import struct
 
 from testbed import ofpeer
+from testbed.netns import sh
 from testbed.ofpeer import Conn, header
 from testbed.switches import Edgeflow
 
@@ -94,3 +95,22 @@ def test_malformed_frames_are_dropped_and_counted(two_hosts):
         ports = sw.ofctl("dump-ports", "1")
         errs = int(ports.split("errs=")[1].split(",")[0])
         assert errs == 5, ports
+
+
+def test_a_frame_over_the_egress_mtu_is_dropped_counted_and_blocks_nothing(two_hosts):
+    """A jumbo port feeding a 1500-byte one: what cannot leave is dropped and counted, once. (It
+    was retried for ever: the port sent nothing more and the switch spun.)"""
+    h1, h2 = two_hosts.hosts
+    port1 = two_hosts.switch_ports[0]
+    sh("ip", "link", "set", port1, "mtu", "9000")
+    h1.run("ip", "link", "set", "eth0", "mtu", "9000")
+    with Edgeflow(two_hosts.switch_ports) as sw:
+        assert h1.ping(h2.addr, count=2)[0] == 2
+        # 1742 bytes fit a ring slot; 3042 take the large-frame path: both are refused.
+        for size in (1700, 3000):
+            assert h1.run("ping", "-c", "1", "-W", "1", "-M", "dont", "-s", str(size), h2.addr, check=False).returncode != 0
+        assert h1.ping(h2.addr, count=3)[0] == 3
+        report = sw.stats()
+        assert report["drops"]["over_mtu"] == 2, report["drops"]
+        tx_drop = int(sw.ofctl("dump-ports", "2").split("tx ")[1].split("drop=")[1].split(",")[0])
+        assert tx_drop == 2

@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 
 use packet::Offload;
 
-use crate::PortTx;
+use crate::{PortTx, TxError};
 
 pub const N_QUEUES: usize = 8;
 /// Frames a queue holds before it drops (tail drop): a veth's default txqueuelen.
@@ -45,6 +45,17 @@ pub enum Sent {
     Held,
     /// Its queue was full.
     Dropped,
+    /// The interface will never take it (longer than its MTU).
+    Refused,
+}
+
+/// What [`EgressQueues::service`] moved.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Serviced {
+    pub packets: u64,
+    pub bytes: u64,
+    /// Frames the interface refused for good, dropped from the head of their queue.
+    pub refused: u64,
 }
 
 struct Held {
@@ -93,9 +104,15 @@ impl EgressQueues {
     /// Transmits `frame` on `queue` (< [`N_QUEUES`]): at once if nothing waits, else after
     /// what waits on higher queues and before nothing that waits on its own.
     pub fn send(&mut self, tx: &mut dyn PortTx, queue: usize, frame: &[u8], offload: &Offload) -> Sent {
-        if self.held == 0 && tx.send(frame, offload).is_ok() {
-            self.credit(queue, 1, frame.len() as u64);
-            return Sent::Now;
+        if self.held == 0 {
+            match tx.send(frame, offload) {
+                Ok(()) => {
+                    self.credit(queue, 1, frame.len() as u64);
+                    return Sent::Now;
+                }
+                Err(TxError::Refused) => return Sent::Refused,
+                Err(TxError::Busy) => {}
+            }
         }
         if self.queues[queue].len() >= self.limit {
             self.stats[queue].dropped += 1;
@@ -107,32 +124,36 @@ impl EgressQueues {
     }
 
     /// Hands waiting frames to the socket, highest queue first, until it is busy or nothing
-    /// waits. Returns the packets and bytes that left.
-    pub fn service(&mut self, tx: &mut dyn PortTx) -> (u64, u64) {
-        let (mut packets, mut bytes) = (0, 0);
+    /// waits. A frame the interface refuses for good is dropped, not retried: it would block
+    /// its queue, and every lower one, forever.
+    pub fn service(&mut self, tx: &mut dyn PortTx) -> Serviced {
+        let mut done = Serviced::default();
         for q in (0..N_QUEUES).rev() {
             while let Some(h) = self.queues[q].front() {
-                if tx.send(&h.frame, &h.offload).is_err() {
-                    return (packets, bytes);
-                }
                 let len = h.frame.len() as u64;
+                match tx.send(&h.frame, &h.offload) {
+                    Ok(()) => {
+                        self.credit(q, 1, len);
+                        done.packets += 1;
+                        done.bytes += len;
+                    }
+                    Err(TxError::Refused) => done.refused += 1,
+                    Err(TxError::Busy) => return done,
+                }
                 self.queues[q].pop_front();
                 self.held -= 1;
-                self.credit(q, 1, len);
-                packets += 1;
-                bytes += len;
             }
         }
-        (packets, bytes)
+        done
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::TxError;
 
-    /// A socket that takes `room` frames, then is busy until given more room.
+    /// A socket that takes `room` frames, then is busy until given more room. Its "MTU" is one
+    /// byte: a longer frame is refused whatever the room.
     #[derive(Default)]
     struct Socket {
         room: usize,
@@ -141,6 +162,9 @@ mod tests {
 
     impl PortTx for Socket {
         fn send(&mut self, frame: &[u8], _: &Offload) -> Result<(), TxError> {
+            if frame.len() > 1 {
+                return Err(TxError::Refused);
+            }
             if self.room == 0 {
                 return Err(TxError::Busy);
             }
@@ -163,7 +187,7 @@ mod tests {
         }
         assert_eq!(q.backlog(), 5);
         tx.room = 3;
-        assert_eq!(q.service(&mut tx), (3, 3));
+        assert_eq!(q.service(&mut tx), Serviced { packets: 3, bytes: 3, refused: 0 });
         assert_eq!(tx.sent, [1, 5, 3, 6], "queue 7, then queue 5 in arrival order");
         // A frame for a higher queue arriving now still waits behind nothing but higher queues.
         assert_eq!(q.send(&mut tx, 6, &[7], &off), Sent::Held, "never jumps the waiting line");
@@ -186,6 +210,23 @@ mod tests {
         assert_eq!(q.send(&mut tx, 4, &[4], &off), Sent::Held);
         assert_eq!(q.stats(3).dropped, 1);
         assert_eq!(q.stats(4).dropped, 0);
+    }
+
+    #[test]
+    fn a_frame_the_interface_refuses_is_dropped_and_blocks_nothing() {
+        let mut tx = Socket { room: 0, ..Default::default() };
+        let mut q = EgressQueues::new(10);
+        let off = Offload::default();
+        // With nothing waiting the refusal is immediate; queued, it is found when its turn comes.
+        assert_eq!(q.send(&mut tx, 2, &[9, 9], &off), Sent::Refused);
+        assert_eq!(q.backlog(), 0);
+        for frame in [&[1][..], &[8, 8, 8], &[2]] {
+            assert_eq!(q.send(&mut tx, 2, frame, &off), Sent::Held);
+        }
+        tx.room = 10;
+        assert_eq!(q.service(&mut tx), Serviced { packets: 2, bytes: 2, refused: 1 });
+        assert_eq!((tx.sent.as_slice(), q.backlog()), (&[1, 2][..], 0), "the frames behind it left");
+        assert_eq!(q.stats(2), QueueStats { tx_packets: 2, tx_bytes: 2, dropped: 0 });
     }
 
     #[test]

@@ -53,6 +53,9 @@ pub enum DropReason {
     NoSuchQueue,
     /// Its egress queue was full.
     QueueFull,
+    /// The egress interface will not take it: longer than the interface's MTU (the kernel
+    /// refuses such a frame for good; retrying it would block the port).
+    OverMtu,
     /// The mode's frame filter refused it (an AFDX frame not of its virtual link's format, size
     /// or input port; the mode's own counters say which).
     Filtered,
@@ -61,7 +64,7 @@ pub enum DropReason {
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 11] = [
+    pub const ALL: [DropReason; 12] = [
         DropReason::Malformed,
         DropReason::PortBlocked,
         DropReason::NoAction,
@@ -71,6 +74,7 @@ impl DropReason {
         DropReason::NoSuchPort,
         DropReason::NoSuchQueue,
         DropReason::QueueFull,
+        DropReason::OverMtu,
         DropReason::Filtered,
         DropReason::Policed,
     ];
@@ -86,6 +90,7 @@ impl DropReason {
             DropReason::NoSuchPort => "no_such_port",
             DropReason::NoSuchQueue => "no_such_queue",
             DropReason::QueueFull => "queue_full",
+            DropReason::OverMtu => "over_mtu",
             DropReason::Filtered => "filtered",
             DropReason::Policed => "policed",
         }

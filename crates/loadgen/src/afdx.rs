@@ -382,7 +382,8 @@ mod tests {
         // taken for a restart, and B's SN 1 after it, so both frames were delivered twice.
         let mut rx = Receiver::new(500_000);
         let order = [(NETWORK_A, 0, 0), (NETWORK_A, 1, 10_000), (NETWORK_B, 0, 50_000), (NETWORK_B, 1, 60_000)];
-        let got: Vec<_> = order.iter().map(|&(net, seq, t)| rx.receive(&frame_of(7, net, seq, seq as u8, 0), t)).collect();
+        let got: Vec<_> =
+            order.iter().map(|&(net, seq, t)| rx.receive(&frame_of(7, net, seq, seq as u8, 0), t)).collect();
         use Outcome::*;
         assert_eq!(got, vec![Delivered, Delivered, Duplicate, Duplicate]);
         // A real restart comes later than SkewMax after the last SN 0: delivered, copy removed,

@@ -204,7 +204,8 @@ pub fn recv(a: RecvArgs) -> Result<(), String> {
                         afdx::Outcome::Duplicate => "duplicate",
                         afdx::Outcome::IntegrityError => "integrity",
                     };
-                    let _ = writeln!(l, "{} {} {} {} {rx_ns} {what}", frame.vl, frame.probe.seq, frame.sn, frame.network);
+                    let _ =
+                        writeln!(l, "{} {} {} {} {rx_ns} {what}", frame.vl, frame.probe.seq, frame.sn, frame.network);
                 }
             });
             if got > 0 {

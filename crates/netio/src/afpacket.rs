@@ -14,7 +14,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr;
 use std::sync::atomic::{fence, Ordering};
 
-use crate::sys::{cvt, getsockopt, ifindex, setsockopt};
+use crate::sys::{cvt, getsockopt, if_mtu, ifindex, setsockopt};
 use crate::vnet;
 use crate::{PortRx, PortTx, RxFrame, TxError};
 
@@ -148,6 +148,9 @@ pub struct AfPacketTx {
     big_fd: OwnedFd,
     ring: Ring,
     pending: bool,
+    name: String,
+    /// Longest untagged frame the interface takes ([`max_len`]).
+    max_len: usize,
 }
 
 fn packet_socket(protocol: u16) -> io::Result<OwnedFd> {
@@ -197,6 +200,9 @@ pub fn open(name: &str, cfg: RingConfig) -> io::Result<(AfPacketRx, AfPacketTx)>
     let _ = setsockopt(rfd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, &(8 << 20i32));
     let _ = setsockopt(rfd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, &(8 << 20i32));
     setsockopt(tx_fd.as_raw_fd(), libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, &1i32)?;
+    // A slot the kernel cannot send is skipped rather than left marked WRONG_FORMAT: the kernel
+    // would stop at it, and every frame queued after it would wait until the ring came round.
+    setsockopt(tx_fd.as_raw_fd(), libc::SOL_PACKET, libc::PACKET_LOSS, &1i32)?;
     let _ = setsockopt(tx_fd.as_raw_fd(), libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, &(8 << 20i32));
 
     let mut rx = Ring::map(rfd, libc::PACKET_RX_RING, cfg.rx_frames, cfg.frame_size)?;
@@ -241,7 +247,7 @@ pub fn open(name: &str, cfg: RingConfig) -> io::Result<(AfPacketRx, AfPacketTx)>
     bind(big_fd.as_raw_fd(), index, 0)?;
     Ok((
         AfPacketRx { fd: rx_fd, ring: rx, big: vec![0; MAX_FRAME + vnet::LEN], truncated: 0 },
-        AfPacketTx { fd: tx_fd, big_fd, ring: tx, pending: false },
+        AfPacketTx { fd: tx_fd, big_fd, ring: tx, pending: false, name: name.to_string(), max_len: max_len(name) },
     ))
 }
 
@@ -344,8 +350,25 @@ impl PortRx for AfPacketRx {
     }
 }
 
+/// The longest frame (without FCS) the interface sends: its MTU plus the Ethernet header. A
+/// frame with a VLAN tag may be 4 bytes longer, as the kernel allows.
+fn max_len(name: &str) -> usize {
+    if_mtu(name).map_or(usize::MAX, |mtu| mtu as usize + ETH_HLEN)
+}
+
+const ETH_HLEN: usize = 14;
+const VLAN_HLEN: usize = 4;
+
 impl PortTx for AfPacketTx {
     fn send(&mut self, frame: &[u8], offload: &packet::Offload) -> Result<(), TxError> {
+        // The kernel does not check the length of a frame with a virtio-net header on the TX ring:
+        // a veth would drop it uncounted, and sendmsg refuses it. Refused here, it is counted.
+        if offload.gso.is_none() && frame.len() > self.max_len {
+            let tagged = matches!(frame.get(12..14), Some([0x81, 0x00] | [0x88, 0xa8]));
+            if !tagged || frame.len() > self.max_len.saturating_add(VLAN_HLEN) {
+                return Err(TxError::Refused);
+            }
+        }
         let room = self.ring.frame_size - TX_DATA_OFFSET - vnet::LEN;
         if frame.len() > room {
             let h = vnet::encode(offload, frame, false);
@@ -359,7 +382,14 @@ impl PortTx for AfPacketTx {
             msg.msg_iovlen = 2;
             // SAFETY: msg is valid for the call.
             let r = unsafe { libc::sendmsg(self.big_fd.as_raw_fd(), &msg, libc::MSG_DONTWAIT) };
-            return if r < 0 { Err(TxError::Busy) } else { Ok(()) };
+            if r >= 0 {
+                return Ok(());
+            }
+            // Only a full socket is worth another try; anything else would fail forever.
+            return match io::Error::last_os_error().raw_os_error() {
+                Some(libc::EAGAIN | libc::ENOBUFS | libc::EINTR) => Err(TxError::Busy),
+                _ => Err(TxError::Refused),
+            };
         }
         let i = self.ring.head;
         let mut status = self.ring.status(i);
@@ -394,6 +424,10 @@ impl PortTx for AfPacketTx {
             // SAFETY: a zero-length send kicks the TX ring.
             unsafe { libc::send(self.fd.as_raw_fd(), ptr::null(), 0, libc::MSG_DONTWAIT) };
         }
+    }
+
+    fn link_changed(&mut self) {
+        self.max_len = max_len(&self.name);
     }
 }
 

@@ -25,8 +25,11 @@ pub struct RxFrame<'a> {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TxError {
-    /// No room to queue the frame now; it is dropped and counted.
+    /// No room for the frame now: offer it again later.
     Busy,
+    /// The interface will never take this frame (longer than its MTU allows and not a GSO
+    /// super-frame): drop it and count it, or it blocks everything queued behind it.
+    Refused,
 }
 
 /// The receive half of a port.
@@ -45,6 +48,8 @@ pub trait PortTx: Send {
     /// Queues a frame for transmission (sent at the latest by the next [`PortTx::flush`]).
     fn send(&mut self, frame: &[u8], offload: &packet::Offload) -> Result<(), TxError>;
     fn flush(&mut self);
+    /// The interface changed (its MTU may have): re-read what the port keeps about it.
+    fn link_changed(&mut self) {}
 }
 
 /// Opens a port's two halves.

@@ -69,6 +69,16 @@ pub fn if_flags(name: &str) -> io::Result<u32> {
     Ok(unsafe { req.ifr_ifru.ifru_flags } as u16 as u32)
 }
 
+/// The interface's MTU (bytes of payload after the Ethernet header).
+pub fn if_mtu(name: &str) -> io::Result<u32> {
+    let s = control_socket()?;
+    let mut req = ifreq(name)?;
+    // SAFETY: req is a valid ifreq for SIOCGIFMTU.
+    cvt(unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCGIFMTU as _, &mut req) })?;
+    // SAFETY: the kernel filled the mtu member of the union.
+    Ok(unsafe { req.ifr_ifru.ifru_mtu } as u32)
+}
+
 /// Sets or clears IFF_UP.
 pub fn set_if_up(name: &str, up: bool) -> io::Result<()> {
     let s = control_socket()?;

@@ -141,7 +141,8 @@ impl Switch {
     /// Hands queued frames to every port's socket and kicks the sockets.
     pub(super) fn flush_all(&mut self) {
         for p in self.ports.values_mut() {
-            p.service();
+            let refused = p.service();
+            self.drops.add_n(DropReason::OverMtu, refused);
             if let Some(tx) = p.tx.as_mut() {
                 tx.flush();
             }

@@ -81,7 +81,13 @@ pub struct DropCounts(BTreeMap<DropReason, u64>);
 
 impl DropCounts {
     pub fn add(&mut self, reason: DropReason) {
-        *self.0.entry(reason).or_default() += 1;
+        self.add_n(reason, 1);
+    }
+
+    pub fn add_n(&mut self, reason: DropReason, n: u64) {
+        if n > 0 {
+            *self.0.entry(reason).or_default() += n;
+        }
     }
 
     pub fn get(&self, reason: DropReason) -> u64 {

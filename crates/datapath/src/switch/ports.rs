@@ -76,16 +76,17 @@ impl SwitchPort {
     }
 
     /// Hands what waits on the egress queues to the socket, as far as it takes it (the caller
-    /// flushes the socket).
-    pub fn service(&mut self) {
+    /// flushes the socket). Returns the frames the interface refused (dropped, counted here).
+    pub fn service(&mut self) -> u64 {
         if self.egress.backlog() == 0 {
-            return;
+            return 0;
         }
-        if let Some(tx) = self.tx.as_mut() {
-            let (packets, bytes) = self.egress.service(tx.as_mut());
-            self.counters.tx_packets += packets;
-            self.counters.tx_bytes += bytes;
-        }
+        let Some(tx) = self.tx.as_mut() else { return 0 };
+        let done = self.egress.service(tx.as_mut());
+        self.counters.tx_packets += done.packets;
+        self.counters.tx_bytes += done.bytes;
+        self.counters.tx_dropped += done.refused;
+        done.refused
     }
 
     pub fn stats(&mut self, no: u32) -> PortStats {
@@ -143,6 +144,10 @@ impl Output for Transmit<'_> {
             Sent::Dropped => {
                 counters.tx_dropped += 1;
                 self.drops.add(DropReason::QueueFull);
+            }
+            Sent::Refused => {
+                counters.tx_dropped += 1;
+                self.drops.add(DropReason::OverMtu);
             }
         }
         self.sent.push((egress.port, queue as u8, egress.queue.is_none()));
@@ -252,6 +257,9 @@ impl Switch {
                 Err(e) => warn!(port = no, "cannot reopen {}: {e}", ev.name),
             }
             return;
+        }
+        if let Some(tx) = port.tx.as_mut() {
+            tx.link_changed();
         }
         let new_state = link_state(ev.flags);
         let admin_down = ev.flags & libc::IFF_UP as u32 == 0;
