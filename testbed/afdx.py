@@ -137,6 +137,39 @@ class Receiver:
             self.proc.kill()
 
 
+class IngressTap:
+    """When each frame of end system `es` reached the switches: es-recv in the root namespace,
+    listening on the switch side of its interfaces (an AF_PACKET socket beside the switch's own,
+    stamped by the kernel at the same point), logging every frame. Policing recomputed on these
+    times is what the switches saw, not what the sender's clock said; the two differ by whatever
+    the path and the scheduler add."""
+
+    def __init__(self, es, networks=("a", "b"), duration=60, idle=1.0):
+        import subprocess
+        self.log = run_dir("afdx") / f"tap-{es.ports['a']}.log"
+        args = [LOADGEN_BIN, "es-recv", "--iface-a", es.ports["a"], "--duration", str(duration), "--idle", str(idle),
+                "--log", str(self.log)]
+        if "b" in networks:
+            args += ["--iface-b", es.ports["b"]]
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.3)
+
+    def times(self, timeout=60):
+        """{network index: {vl: [receive ns]}} once the tap has seen the traffic end."""
+        _, err = self.proc.communicate(timeout=timeout)
+        if self.proc.returncode != 0:
+            raise RuntimeError(f"es-recv (tap): {err.strip()}")
+        out = {}
+        for line in open(self.log):
+            vl, _seq, _sn, network, rx_ns, _ = line.split()
+            out.setdefault(int(network), {}).setdefault(int(vl), []).append(int(rx_ns))
+        return out
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+
+
 def send(es, vls, duration, networks=("a", "b"), jitter_us=0, log=None, seed=1, background=False):
     """es-send from end system `es`: `vls` are `vl_arg` strings. Returns its report (or the process)."""
     args = [LOADGEN_BIN, "es-send", "--iface-a", "net_a", "--es", str(es.index), "--duration", str(duration),

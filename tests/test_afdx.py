@@ -79,6 +79,7 @@ def test_conforming_links_lose_nothing_and_babblers_get_their_contract(datapath)
 
         def phase(extra, seconds, tag):
             rx = Receiver(es[2], log=run_dir("afdx") / f"recv-{tag}-{datapath}.log")
+            taps = {i: afdx.IngressTap(es[i - 1]) for i in (1, 2)}
             try:
                 logs = {i: run_dir("afdx") / f"send-{tag}-{i}-{datapath}.log" for i in (1, 2)}
                 procs = [send(es[i - 1], conforming[i] + extra.get(i, []), seconds, jitter_us=100, log=logs[i],
@@ -87,15 +88,21 @@ def test_conforming_links_lose_nothing_and_babblers_get_their_contract(datapath)
                     _, err = p.communicate(timeout=seconds + 60)
                     assert p.returncode == 0, err
                 got = rx.result()
+                arrivals = {}
+                for tap in taps.values():
+                    for network, by_vl in tap.times().items():
+                        arrivals.setdefault(network, {}).update(by_vl)
             finally:
                 rx.kill()
+                for tap in taps.values():
+                    tap.kill()
             sent = {}
             for i in (1, 2):
                 sent.update(afdx.read_log(logs[i]))
-            return got, sent
+            return got, sent, arrivals
 
-        quiet, quiet_sent = phase({}, 1.0, "quiet")
-        loaded, sent = phase(babbling, 2.0, "babble")
+        quiet, quiet_sent, _ = phase({}, 1.0, "quiet")
+        loaded, sent, arrivals = phase(babbling, 2.0, "babble")
         counters = {n: vl_counters(sw) for n, sw in sws.items()}
 
     for got, offered in ((quiet, quiet_sent), (loaded, sent)):
@@ -108,18 +115,26 @@ def test_conforming_links_lose_nothing_and_babblers_get_their_contract(datapath)
     for n in ("a", "b"):
         assert counters[n][10]["policed"] == 0 and counters[n][20]["policed"] == 0, counters[n]
 
-    # The babblers get what the standard's algorithm admits on their send times, within one frame,
-    # on each network; the switch's own counters agree with what arrived.
+    # The babblers get exactly what the standard's algorithm admits on the times their frames
+    # reached each switch (a tap beside the switch's socket), within one frame for float rounding
+    # at exact due times; the switch's own counters agree with what arrived. (On the send times
+    # this held within one frame only while the sender kept its pace: on a loaded machine the
+    # path's jitter moved a few decisions at the account's cap, 2-3 frames per network.)
     for vl, contract in ((11, vls[2]), (12, vls[3])):
         frames = sent[vl]
-        admitted = afdx.police_offline([t for _, t, _ in frames], [s for _, _, s in frames], contract.bag_ms,
-                                       contract.smax, contract.jitter_us, by_bytes=contract.police == "byte")
+        size = frames[0][2]
+        by_send_time = afdx.police_offline([t for _, t, _ in frames], [size] * len(frames), contract.bag_ms,
+                                           contract.smax, contract.jitter_us, by_bytes=contract.police == "byte")
         # Enough was policed for the comparison to mean something (a sender that falls behind on a
         # loaded machine offers less than its nominal 2x or 10x).
-        assert admitted < len(frames) * 0.75, (vl, admitted, len(frames))
+        assert by_send_time < len(frames) * 0.75, (vl, by_send_time, len(frames))
         for k, n in enumerate(("a", "b")):
+            times = arrivals[k][vl]
+            assert len(times) == len(frames), (vl, n, len(times), len(frames))
+            admitted = afdx.police_offline(times, [size] * len(times), contract.bag_ms, contract.smax,
+                                           contract.jitter_us, by_bytes=contract.police == "byte")
             arrived = loaded["vls"][vl]["received"][k]
-            assert abs(arrived - admitted) <= 1, (vl, n, arrived, admitted, len(frames))
+            assert abs(arrived - admitted) <= 1, (vl, n, arrived, admitted, by_send_time, len(frames))
             c = counters[n][vl]
             assert c["frames_out"] == arrived and c["policed"] == c["frames_in"] - arrived, (vl, n, c)
 

@@ -89,9 +89,10 @@ def switches_for(variant, net, vls):
 
 def run_load(net, n_background, seconds):
     """One run: every end system transmits, end system 4 receives on A and B. Returns (receiver
-    report, {VL: send times}) ."""
+    report, {VL: send times}, {network: babbler's arrival times at that switch})."""
     es = net.end_systems
     rx = Receiver(es[RECEIVER - 1])
+    tap = afdx.IngressTap(es[BABBLER[1] - 1], networks=net.networks)
     try:
         by_source = {}
         for v, src, bag, size, _ in FLOWS:
@@ -107,12 +108,14 @@ def run_load(net, n_background, seconds):
             if p.returncode != 0:
                 raise RuntimeError(f"es-send: {err.strip()}")
         got = rx.result()
+        arrivals = {n: by_vl.get(BABBLER[0], []) for n, by_vl in tap.times().items()}
     finally:
         rx.kill()
+        tap.kill()
     sent = {}
     for log in logs.values():
         sent.update(afdx.read_log(log))
-    return got, sent
+    return got, sent, arrivals
 
 
 def direct_latency(seconds):
@@ -152,8 +155,10 @@ def run(out, quick=False, switches=None):
                         "`edgeflow-openflow` and `ovs-netdev` run `edgeflow afdx compile`'s program; the Linux "
                         "bridge neither filters nor polices. `direct` is one veth pair, no switch.")
     policing = Table("afdx-policing", "AFDX: a babbler at 10x its contract (BAG 2 ms, 200 B, J 0.5 ms)",
-                     ["switch", "background_vls", "offered", "account_admits", "arrived_a", "arrived_b"],
-                     note="`account_admits`: part 7's algorithm run offline on the send times.")
+                     ["switch", "background_vls", "offered", "account_admits", "admits_at_a", "admits_at_b",
+                      "arrived_a", "arrived_b"],
+                     note="`account_admits`: part 7's algorithm run offline on the send times; `admits_at_a/b` on "
+                          "the times the frames reached each switch (a tap beside its socket).")
     published = Table("afdx-published", "Processing latency published in the P4 paper (Table I)",
                       ["switch", "latency_us"], note="From the paper; measured on hardware with a network analyser.")
     for name, lat in PUBLISHED:
@@ -174,7 +179,7 @@ def run(out, quick=False, switches=None):
                 progress(f"afdx: {variant}, {n_bg} background VLs")
                 with switches_for(variant, net, vls):
                     time.sleep(0.2)
-                    got, sent = run_load(net, n_bg, seconds)
+                    got, sent, arrivals = run_load(net, n_bg, seconds)
                 for v, src, bag, size, prio in FLOWS:
                     r = got["vls"].get(v)
                     if r is None:
@@ -187,9 +192,12 @@ def run(out, quick=False, switches=None):
                 v, _, bag, size = BABBLER
                 times = [t for _, t, _ in sent[v]]
                 r = got["vls"].get(v, {"received": [0, 0]})
+                at = [afdx.police_offline(a, [size] * len(a), bag, size, 500) if a else "" for a in
+                      (arrivals.get(0, []), arrivals.get(1, []))]
                 policing.add(switch=variant, background_vls=n_bg, offered=len(times),
                              account_admits=afdx.police_offline(times, [size] * len(times), bag, size, 500),
-                             arrived_a=r["received"][0], arrived_b=r["received"][1])
+                             admits_at_a=at[0], admits_at_b=at[1], arrived_a=r["received"][0],
+                             arrived_b=r["received"][1])
     for t in (per_vl, policing, published):
         t.write(out)
 
