@@ -9,9 +9,13 @@ import pytest
 from testbed.tools import switch_conformance
 
 # Every action and set-field case, and the match cases that pop a header and match what was under
-# it. The full match and group suites run on userspace (they exercise lookup, not the executor).
+# it. The full match suite runs on userspace (it exercises lookup, not the executor). The group
+# suite is left to `python3 -m testbed.tools.switch_conformance group` (docs/conformance.md): all 15
+# of its cases are 30 s throughput measurements whose margin (10 %) the tool's Python sender itself
+# misses on a loaded machine (a 1:2 select split read 598 kbit/s for 600-733 once in five runs);
+# pipeline/tests/pipeline.rs checks the same group semantics deterministically.
 EXECUTOR = ["action"] + [f"match/{n}" for n in ("19_ICMPV4_TYPE.json", "20_ICMPV4_CODE.json")]
-PIPELINE = ["match", "group"]
+PIPELINE = ["match"]
 
 
 def check(results, log_path):
@@ -27,6 +31,6 @@ def test_actions_and_set_field(datapath):
     assert n >= 250, n
 
 
-def test_match_and_group():
+def test_match():
     n = check(*switch_conformance.run(PIPELINE, log_name="conf-match"))
     assert n >= 700, n

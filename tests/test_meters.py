@@ -3,6 +3,9 @@ buckets in the kernel fast path (TC and XDP), where the policed flow must stay."
 
 import re
 
+import pytest
+
+from testbed import loadgen
 from testbed.switches import edgeflow_on
 from testbed.traffic import iperf3_udp
 
@@ -59,3 +62,39 @@ def test_meter_below_rate_passes_everything(two_hosts, datapath):
         r = iperf3_udp(h1, h2, rate_bps=10e6, length=LENGTH, seconds=2)
         assert r["lost_percent"] < 0.5
     policed_in_kernel(sw, datapath, dropping=False)
+
+
+def band_packets(sw):
+    stats = sw.ofctl("meter-stats")
+    return int(re.search(r"0:\s*packet_count:(\d+)", stats).group(1)), stats
+
+
+@pytest.mark.parametrize("unit", ["pktps", "kbps"])
+def test_dscp_remark_band_remarks_the_excess_and_only_it(two_hosts, datapath, unit):
+    """AF21 frames (1500 B) at twice a remark band's rate: what exceeds it leaves as AF22, the rest
+    as AF21, and the band counts exactly what it remarked; at half the rate nothing is remarked."""
+    h1, h2 = two_hosts.hosts
+    fps, size = 2000, 1500
+    frame_bits = (size - 4) * 8  # the meter counts the frame without its FCS
+    rate = 1000 if unit == "pktps" else fps * frame_bits // 2 // 1000
+    with edgeflow_on(datapath, two_hosts.hosts, two_hosts.switch_ports, log_name="meter") as sw:
+        for offered in (fps, fps // 4):
+            metered(sw, f"meter=1,{unit},band=type=dscp_remark,rate={rate},prec_level=1")
+            sent, got = loadgen.run(h1, h2, size=size, rate=offered, duration=3.0, send_engine="socket",
+                                    recv_engine="socket", extra_send=["--dscp", "18"])
+            assert got["lost"] == 0 and got["received"] == sent["sent"], (sent, got)
+            remarked, kept = got["dscp"].get("20", 0), got["dscp"].get("18", 0)
+            assert remarked + kept == got["received"], got["dscp"]
+            band, stats = band_packets(sw)
+            # The band passes its rate over the span the frames arrived in, plus the 100 ms its
+            # bucket holds at the start (no burst configured).
+            passes = (1000 if unit == "pktps" else rate * 1000 / frame_bits) * (got["duration_s"] + 0.1)
+            expected = max(0.0, got["received"] - passes)
+            print(f"\n{datapath} {unit} band at {rate}, offered {offered} fps: remarked {remarked} of "
+                  f"{got['received']} (expected {expected:.0f}), band counted {band}")
+            assert band == remarked, stats
+            if offered < fps:
+                assert remarked == 0
+            else:
+                assert abs(remarked - expected) <= 0.02 * expected + 2, (remarked, expected)
+            sw.ofctl("del-meters")

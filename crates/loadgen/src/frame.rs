@@ -41,6 +41,19 @@ pub fn template(ep: &Endpoints, size: usize, flow: u16) -> Vec<u8> {
     f
 }
 
+/// Sets the IPv4 DSCP (the upper six bits of the TOS byte) and the header checksum after it.
+pub fn set_dscp(frame: &mut [u8], dscp: u8) {
+    frame[15] = (dscp << 2) | (frame[15] & 3);
+    frame[24..26].fill(0);
+    let sum = packet::csum::checksum(&frame[14..34]);
+    frame[24..26].copy_from_slice(&sum.to_be_bytes());
+}
+
+/// The IPv4 DSCP of a frame [`read_probe`] accepted.
+pub fn dscp(frame: &[u8]) -> u8 {
+    frame[15] >> 2
+}
+
 pub fn write_probe(frame: &mut [u8], p: Probe) {
     let b = &mut frame[PROBE_AT..PROBE_AT + PROBE_LEN];
     b[0..2].copy_from_slice(&MAGIC.to_be_bytes());
@@ -88,5 +101,10 @@ mod tests {
             assert_eq!(key.ip_proto(), 17);
         }
         assert!(read_probe(&[0u8; 60]).is_none());
+        let mut f = template(&ep, 100, 1);
+        set_dscp(&mut f, 18);
+        assert_eq!((dscp(&f), f[15]), (18, 72));
+        assert!(packet::craft::checksums_ok(&f), "the IPv4 header checksum follows the TOS byte");
+        assert!(read_probe(&f).is_some());
     }
 }

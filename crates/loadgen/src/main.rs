@@ -88,6 +88,9 @@ struct SendArgs {
     count: Option<u64>,
     #[arg(long, default_value_t = 1)]
     flow: u16,
+    /// IPv4 DSCP of the frames (0-63), e.g. 18 for AF21.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..64))]
+    dscp: u8,
     /// Test pattern: never send sequence numbers N-1, 2N-1, 3N-1, … (the receiver must report
     /// exactly those as lost).
     #[arg(long)]
@@ -159,6 +162,7 @@ fn send(a: SendArgs) -> Result<(), String> {
         dst_port: a.dport,
     };
     let mut template = frame::template(&ep, a.size, a.flow);
+    frame::set_dscp(&mut template, a.dscp);
     let rate_hint = match a.gap_ns {
         Some(g) if g > 0 => 1_000_000_000 / g,
         _ => a.rate,
@@ -340,6 +344,8 @@ fn recv(a: RecvArgs) -> Result<(), String> {
     let fd: RawFd = rx.rx_fd();
     let mut stats = FlowStats::default();
     let mut other = 0u64;
+    // Probes received per DSCP: what a remarking meter on the way did.
+    let mut dscps = [0u64; 64];
     let start = Instant::now();
     let mut last_seen: Option<Instant> = None;
     let limit = a.count.unwrap_or(u64::MAX);
@@ -358,6 +364,7 @@ fn recv(a: RecvArgs) -> Result<(), String> {
             Some(p) if p.flow == a.flow => {
                 let rx_ns = if f.tstamp_ns != 0 { f.tstamp_ns } else { realtime_ns() };
                 stats.record(p.seq, f.data.len() + FCS, p.tx_ns, rx_ns);
+                dscps[frame::dscp(f.data) as usize] += 1;
                 got += 1;
             }
             _ => other += 1,
@@ -366,11 +373,13 @@ fn recv(a: RecvArgs) -> Result<(), String> {
             last_seen = Some(Instant::now());
         }
     }
-    report(&stats, other);
+    report(&stats, other, &dscps);
     Ok(())
 }
 
-fn report(stats: &FlowStats, other: u64) {
+fn report(stats: &FlowStats, other: u64, dscps: &[u64; 64]) {
+    let by_dscp: Vec<String> =
+        dscps.iter().enumerate().filter(|(_, &n)| n > 0).map(|(d, n)| format!("\"{d}\": {n}")).collect();
     let secs = stats.duration_s();
     let pps = if secs > 0.0 { (stats.received.saturating_sub(1)) as f64 / secs } else { 0.0 };
     let bps = if secs > 0.0 { stats.bytes as f64 * 8.0 / secs } else { 0.0 };
@@ -379,7 +388,8 @@ fn report(stats: &FlowStats, other: u64) {
     println!(
         "{{\"received\": {}, \"bytes\": {}, \"lost\": {}, \"reordered\": {}, \"duplicates\": {}, \"other_frames\": {other}, \
          \"first_seq\": {}, \"highest_seq\": {}, \"duration_s\": {secs:.6}, \"pps\": {pps:.1}, \"bps\": {bps:.1}, \
-         \"latency_us\": {{\"min\": {:.2}, \"mean\": {:.2}, \"p50\": {:.2}, \"p99\": {:.2}, \"max\": {:.2}}}, \"jitter_us\": {:.3}}}",
+         \"latency_us\": {{\"min\": {:.2}, \"mean\": {:.2}, \"p50\": {:.2}, \"p99\": {:.2}, \"max\": {:.2}}}, \"jitter_us\": {:.3}, \
+         \"dscp\": {{{}}}}}",
         stats.received,
         stats.bytes,
         stats.lost(),
@@ -393,6 +403,7 @@ fn report(stats: &FlowStats, other: u64) {
         us(l.quantile(0.99)),
         us(l.max()),
         stats.jitter_ns / 1000.0,
+        by_dscp.join(", "),
     );
 }
 
@@ -465,6 +476,6 @@ fn recv_xdp(a: &RecvArgs) -> Result<(), String> {
     let min = seen.iter().map(|s| s[10]).min().unwrap_or(0);
     let max = seen.iter().map(|s| s[11]).max().unwrap_or(0);
     stats.latency = Histogram::from_counts(counts, min, max, sum);
-    report(&stats, 0);
+    report(&stats, 0, &[0; 64]);
     Ok(())
 }
