@@ -138,5 +138,5 @@ def test_edgeflow_stats_reports_ports_queues_tables_fast_path_and_drops(datapath
             assert human.returncode == 0, human.stderr
             for heading in ("queues in use", "dropped frames by reason", "tables in use"):
                 assert heading in human.stdout, human.stdout
-            assert re.search(r"^2\s+6\s+\d+", human.stdout, re.M), human.stdout
+            assert re.search(r"^2\s+6\s+strict\s+\d+", human.stdout, re.M), human.stdout
         assert run(report["dpid"]).returncode != 0, "the socket goes with the switch"

@@ -3,16 +3,18 @@
 //! A frame goes straight to the socket when nothing is waiting on the port, so an unloaded port
 //! costs what it did before queues existed. When the socket is busy the frame waits in its queue
 //! (FIFO) and waiting frames leave highest queue first (strict priority, queue 7 highest, as
-//! 802.1Q traffic classes). Issue-level schedulers (DRR, CBS, gates) replace the selection in
-//! [`EgressQueues::service`]; everything else stays.
+//! 802.1Q traffic classes). A port with a [`Schedule`] is paced to its rate instead, and what
+//! leaves when is decided by its [`Scheduler`] (strict priority, DRR, CBS, gates); every frame
+//! then waits in its queue for its turn.
 
 use std::collections::VecDeque;
 
 use packet::Offload;
 
+pub use crate::schedule::N_QUEUES;
+use crate::schedule::{heads, Head, Pick, Schedule, Scheduler};
 use crate::{PortTx, TxError};
 
-pub const N_QUEUES: usize = 8;
 /// Frames a queue holds before it drops (tail drop): a veth's default txqueuelen.
 pub const QUEUE_LIMIT: usize = 1000;
 /// IEEE 802.1Q Table 8-5, eight traffic classes: priority (PCP) → queue. PCP 1 (background) sits
@@ -56,18 +58,49 @@ pub struct Serviced {
     pub bytes: u64,
     /// Frames the interface refused for good, dropped from the head of their queue.
     pub refused: u64,
+    /// Frames longer than any window their queue's gate opens, dropped (they would wait for ever).
+    pub gate_too_short: u64,
 }
 
 struct Held {
     frame: Vec<u8>,
     offload: Offload,
+    /// When it was queued (the switch's clock).
+    at: u64,
+}
+
+/// The clock a schedule's gate base time is given on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum GateClock {
+    #[default]
+    Tai,
+    Realtime,
+}
+
+/// A port's egress configuration: its schedule (pacing, shapers, gates) and queue limits.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PortEgress {
+    pub schedule: Option<Schedule>,
+    pub gate_clock: GateClock,
+    pub limits: Vec<(usize, Limit)>,
+}
+
+/// How much a queue holds before it drops (tail drop).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limit {
+    Frames(usize),
+    Bytes(usize),
 }
 
 pub struct EgressQueues {
     queues: [VecDeque<Held>; N_QUEUES],
     stats: [QueueStats; N_QUEUES],
     held: usize,
-    limit: usize,
+    bytes: [usize; N_QUEUES],
+    limits: [Limit; N_QUEUES],
+    scheduler: Option<Scheduler>,
+    /// When a scheduled port next has something to do.
+    next_wake: Option<u64>,
 }
 
 impl Default for EgressQueues {
@@ -78,7 +111,66 @@ impl Default for EgressQueues {
 
 impl EgressQueues {
     pub fn new(limit: usize) -> Self {
-        EgressQueues { queues: Default::default(), stats: [QueueStats::default(); N_QUEUES], held: 0, limit }
+        EgressQueues {
+            queues: Default::default(),
+            stats: [QueueStats::default(); N_QUEUES],
+            held: 0,
+            bytes: [0; N_QUEUES],
+            limits: [Limit::Frames(limit); N_QUEUES],
+            scheduler: None,
+            next_wake: None,
+        }
+    }
+
+    /// Paces the port and schedules its queues (None: back to unpaced strict priority). What is
+    /// queued stays queued.
+    pub fn set_schedule(&mut self, schedule: Option<Schedule>) {
+        self.scheduler = match (self.scheduler.take(), schedule) {
+            (Some(mut s), Some(new)) => {
+                s.reconfigure(new);
+                Some(s)
+            }
+            (None, Some(new)) => Some(Scheduler::new(new)),
+            (_, None) => None,
+        };
+        self.next_wake = None;
+    }
+
+    pub fn set_limit(&mut self, queue: usize, limit: Limit) {
+        self.limits[queue] = limit;
+    }
+
+    pub fn scheduler(&self) -> Option<&Scheduler> {
+        self.scheduler.as_ref()
+    }
+
+    /// When a scheduled port wants servicing next (a frame's start time, a gate opening, credit
+    /// back to 0); None when nothing waits on a schedule.
+    pub fn next_wake(&self) -> Option<u64> {
+        self.next_wake
+    }
+
+    fn full(&self, queue: usize, len: usize) -> bool {
+        match self.limits[queue] {
+            Limit::Frames(n) => self.queues[queue].len() >= n,
+            Limit::Bytes(n) => self.bytes[queue] + len > n,
+        }
+    }
+
+    fn push(&mut self, queue: usize, frame: &[u8], offload: &Offload, at: u64) {
+        if let Some(s) = self.scheduler.as_mut() {
+            s.queued(queue, at, self.queues[queue].is_empty());
+        }
+        self.queues[queue].push_back(Held { frame: frame.to_vec(), offload: *offload, at });
+        self.bytes[queue] += frame.len();
+        self.held += 1;
+    }
+
+    fn pop(&mut self, queue: usize) -> Option<Held> {
+        let h = self.queues[queue].pop_front()?;
+        self.bytes[queue] -= h.frame.len();
+        self.held -= 1;
+        Some(h)
     }
 
     /// Frames waiting, all queues together.
@@ -101,10 +193,11 @@ impl EgressQueues {
         self.stats[queue].tx_bytes += bytes;
     }
 
-    /// Transmits `frame` on `queue` (< [`N_QUEUES`]): at once if nothing waits, else after
-    /// what waits on higher queues and before nothing that waits on its own.
-    pub fn send(&mut self, tx: &mut dyn PortTx, queue: usize, frame: &[u8], offload: &Offload) -> Sent {
-        if self.held == 0 {
+    /// Transmits `frame` on `queue` (< [`N_QUEUES`]) at `now`: unscheduled, at once if nothing
+    /// waits, else after what waits on higher queues and before nothing that waits on its own;
+    /// scheduled, when [`EgressQueues::service`] finds it its turn.
+    pub fn send(&mut self, tx: &mut dyn PortTx, queue: usize, frame: &[u8], offload: &Offload, now: u64) -> Sent {
+        if self.held == 0 && self.scheduler.is_none() {
             match tx.send(frame, offload) {
                 Ok(()) => {
                     self.credit(queue, 1, frame.len() as u64);
@@ -114,19 +207,21 @@ impl EgressQueues {
                 Err(TxError::Busy) => {}
             }
         }
-        if self.queues[queue].len() >= self.limit {
+        if self.full(queue, frame.len()) {
             self.stats[queue].dropped += 1;
             return Sent::Dropped;
         }
-        self.queues[queue].push_back(Held { frame: frame.to_vec(), offload: *offload });
-        self.held += 1;
+        self.push(queue, frame, offload, now);
         Sent::Held
     }
 
     /// Hands waiting frames to the socket, highest queue first, until it is busy or nothing
     /// waits. A frame the interface refuses for good is dropped, not retried: it would block
     /// its queue, and every lower one, forever.
-    pub fn service(&mut self, tx: &mut dyn PortTx) -> Serviced {
+    pub fn service(&mut self, tx: &mut dyn PortTx, now: u64) -> Serviced {
+        if self.scheduler.is_some() {
+            return self.service_scheduled(tx, now);
+        }
         let mut done = Serviced::default();
         for q in (0..N_QUEUES).rev() {
             while let Some(h) = self.queues[q].front() {
@@ -140,11 +235,52 @@ impl EgressQueues {
                     Err(TxError::Refused) => done.refused += 1,
                     Err(TxError::Busy) => return done,
                 }
-                self.queues[q].pop_front();
-                self.held -= 1;
+                self.pop(q);
             }
         }
         done
+    }
+
+    /// Sends, in the scheduler's order, every frame whose start time has come.
+    fn service_scheduled(&mut self, tx: &mut dyn PortTx, now: u64) -> Serviced {
+        let mut done = Serviced::default();
+        self.next_wake = None;
+        loop {
+            let h = heads(&self.queues, |f: &Held| Head { len: f.frame.len(), at: f.at });
+            let sched = self.scheduler.as_mut().unwrap();
+            match sched.pick(&h, now) {
+                Pick::Idle => return done,
+                Pick::Wait(t) => {
+                    self.next_wake = Some(t);
+                    return done;
+                }
+                Pick::Discard(q) => {
+                    self.pop(q);
+                    self.stats[q].dropped += 1;
+                    done.gate_too_short += 1;
+                }
+                Pick::Send { queue, start } => {
+                    let f = self.queues[queue].front().unwrap();
+                    let len = f.frame.len();
+                    match tx.send(&f.frame, &f.offload) {
+                        Ok(()) => {
+                            let now_empty = self.queues[queue].len() == 1;
+                            self.scheduler.as_mut().unwrap().sent(queue, len, start, &h, now_empty);
+                            self.credit(queue, 1, len as u64);
+                            done.packets += 1;
+                            done.bytes += len as u64;
+                        }
+                        Err(TxError::Refused) => done.refused += 1,
+                        Err(TxError::Busy) => {
+                            // The socket is full: try again shortly (its start time has passed).
+                            self.next_wake = Some(now + 50_000);
+                            return done;
+                        }
+                    }
+                    self.pop(queue);
+                }
+            }
+        }
     }
 }
 
@@ -180,19 +316,19 @@ mod tests {
         let mut tx = Socket { room: 1, ..Default::default() };
         let mut q = EgressQueues::new(10);
         let off = Offload::default();
-        assert_eq!(q.send(&mut tx, 0, &[1], &off), Sent::Now);
+        assert_eq!(q.send(&mut tx, 0, &[1], &off, 0), Sent::Now);
         // The socket is full: everything waits, whatever its queue.
         for (frame, queue) in [(2, 0), (3, 5), (4, 0), (5, 7), (6, 5)] {
-            assert_eq!(q.send(&mut tx, queue, &[frame], &off), Sent::Held);
+            assert_eq!(q.send(&mut tx, queue, &[frame], &off, 0), Sent::Held);
         }
         assert_eq!(q.backlog(), 5);
         tx.room = 3;
-        assert_eq!(q.service(&mut tx), Serviced { packets: 3, bytes: 3, refused: 0 });
+        assert_eq!(q.service(&mut tx, 0), Serviced { packets: 3, bytes: 3, ..Default::default() });
         assert_eq!(tx.sent, [1, 5, 3, 6], "queue 7, then queue 5 in arrival order");
         // A frame for a higher queue arriving now still waits behind nothing but higher queues.
-        assert_eq!(q.send(&mut tx, 6, &[7], &off), Sent::Held, "never jumps the waiting line");
+        assert_eq!(q.send(&mut tx, 6, &[7], &off, 0), Sent::Held, "never jumps the waiting line");
         tx.room = 10;
-        q.service(&mut tx);
+        q.service(&mut tx, 0);
         assert_eq!(tx.sent, [1, 5, 3, 6, 7, 2, 4]);
         assert_eq!(q.backlog(), 0);
         assert_eq!(q.stats(0), QueueStats { tx_packets: 3, tx_bytes: 3, dropped: 0 });
@@ -204,10 +340,10 @@ mod tests {
         let mut tx = Socket::default();
         let mut q = EgressQueues::new(2);
         let off = Offload::default();
-        assert_eq!(q.send(&mut tx, 3, &[1], &off), Sent::Held);
-        assert_eq!(q.send(&mut tx, 3, &[2], &off), Sent::Held);
-        assert_eq!(q.send(&mut tx, 3, &[3], &off), Sent::Dropped);
-        assert_eq!(q.send(&mut tx, 4, &[4], &off), Sent::Held);
+        assert_eq!(q.send(&mut tx, 3, &[1], &off, 0), Sent::Held);
+        assert_eq!(q.send(&mut tx, 3, &[2], &off, 0), Sent::Held);
+        assert_eq!(q.send(&mut tx, 3, &[3], &off, 0), Sent::Dropped);
+        assert_eq!(q.send(&mut tx, 4, &[4], &off, 0), Sent::Held);
         assert_eq!(q.stats(3).dropped, 1);
         assert_eq!(q.stats(4).dropped, 0);
     }
@@ -218,13 +354,13 @@ mod tests {
         let mut q = EgressQueues::new(10);
         let off = Offload::default();
         // With nothing waiting the refusal is immediate; queued, it is found when its turn comes.
-        assert_eq!(q.send(&mut tx, 2, &[9, 9], &off), Sent::Refused);
+        assert_eq!(q.send(&mut tx, 2, &[9, 9], &off, 0), Sent::Refused);
         assert_eq!(q.backlog(), 0);
         for frame in [&[1][..], &[8, 8, 8], &[2]] {
-            assert_eq!(q.send(&mut tx, 2, frame, &off), Sent::Held);
+            assert_eq!(q.send(&mut tx, 2, frame, &off, 0), Sent::Held);
         }
         tx.room = 10;
-        assert_eq!(q.service(&mut tx), Serviced { packets: 2, bytes: 2, refused: 1 });
+        assert_eq!(q.service(&mut tx, 0), Serviced { packets: 2, bytes: 2, refused: 1, ..Default::default() });
         assert_eq!((tx.sent.as_slice(), q.backlog()), (&[1, 2][..], 0), "the frames behind it left");
         assert_eq!(q.stats(2), QueueStats { tx_packets: 2, tx_bytes: 2, dropped: 0 });
     }

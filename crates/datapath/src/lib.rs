@@ -10,6 +10,7 @@
 
 pub mod egress;
 pub mod fastpath;
+pub mod schedule;
 pub mod switch;
 
 use std::sync::Arc;

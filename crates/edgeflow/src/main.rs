@@ -271,6 +271,8 @@ fn run(mut s: Settings) -> Result<(), String> {
         ring: RingConfig::default(),
         dp_desc: format!("edgeflow dpid {:016x}", s.dpid),
         fastpath: s.fastpath,
+        egress: s.egress.clone(),
+        timing: s.timing,
     };
     let (switch, handle) = Switch::new(switch_cfg, mode, event_sink).map_err(|e| e.to_string())?;
     let features = switch.features();

@@ -164,19 +164,28 @@ pub fn render(r: &Value) -> String {
                 + q["waiting"].as_u64().unwrap_or(0)
                 > 0
             {
+                let shaper = q["scheduler"].as_str().unwrap_or("strict");
+                let state = match (q.get("credit_bits"), q.get("gate_open")) {
+                    (Some(c), Some(g)) => format!("credit {c} bits, gate {}", if g == true { "open" } else { "closed" }),
+                    (Some(c), None) => format!("credit {c} bits"),
+                    (None, Some(g)) => format!("gate {}", if g == true { "open" } else { "closed" }),
+                    (None, None) => String::new(),
+                };
                 queue_rows.push(vec![
                     f(p, "no"),
                     f(q, "id"),
+                    shaper.to_string(),
                     f(q, "tx_packets"),
                     f(q, "tx_bytes"),
                     f(q, "dropped"),
                     f(q, "waiting"),
+                    state,
                 ]);
             }
         }
     }
-    out += "\nqueues in use (8 per port; strict priority, 7 highest)\n";
-    out += &table(&["port", "queue", "tx pkts", "tx bytes", "dropped", "waiting"], queue_rows);
+    out += "\nqueues in use (8 per port; 7 highest; a port with rate_mbps is paced and scheduled)\n";
+    out += &table(&["port", "queue", "scheduler", "tx pkts", "tx bytes", "dropped", "waiting", "state"], queue_rows);
     let tables = r["tables"].as_array().unwrap_or(&empty);
     if !tables.is_empty() {
         out += "\ntables in use\n";

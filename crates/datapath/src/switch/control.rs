@@ -53,6 +53,7 @@ impl Switch {
             events: &mut *self.events,
             drops: &mut self.drops,
             sent: &mut self.sent,
+            now,
         };
         let answer = self.mode.openflow(msg, now, &mut out);
         self.sent.clear();

@@ -25,6 +25,11 @@ const FAST_PATH_HARVEST: u64 = 100_000_000;
 const EGRESS_RETRY: u64 = 50_000;
 /// At most one warning a second about packet-ins over the rate limit.
 const LIMIT_REPORT: u64 = 1_000_000_000;
+/// With busy timing: how close a scheduled deadline must be for the thread to stop sleeping and
+/// poll the clock (a sleep can overshoot by milliseconds at p99).
+const BUSY_WINDOW: u64 = 2_000_000;
+/// The SCHED_FIFO priority of the forwarding thread with fifo timing.
+const FIFO_PRIORITY: i32 = 50;
 
 /// The wall clock, as the kernel stamps received frames.
 fn realtime_ns() -> u64 {
@@ -38,6 +43,19 @@ impl Switch {
         let mut next_harvest = if self.fast.is_some() { FAST_PATH_HARVEST } else { u64::MAX };
         let (mut limit_reported, mut limit_reported_at) = (0, 0);
         info!(ports = self.ports.len(), mode = self.mode.name(), "forwarding");
+        if self.ports.values().any(|p| p.egress.scheduler().is_some()) {
+            // A sleeping SCHED_OTHER thread may be woken up to 50 µs late on purpose (timer
+            // slack): a scheduled port wants its deadlines as they are.
+            // SAFETY: plain prctl on this thread.
+            unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1u64) };
+        }
+        if self.cfg.timing == super::Timing::Fifo {
+            let param = libc::sched_param { sched_priority: FIFO_PRIORITY };
+            // SAFETY: param is valid; 0 is this thread.
+            if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+                warn!("fifo timing: cannot run at SCHED_FIFO: {}", std::io::Error::last_os_error());
+            }
+        }
         loop {
             let mut fds = vec![self.bell.fd.fd()];
             if let Some(l) = &self.links {
@@ -51,10 +69,22 @@ impl Switch {
             }
             let now = self.now();
             let mut wake = self.mode.next_deadline().unwrap_or(u64::MAX).min(next_harvest);
-            if self.ports.values().any(|p| p.egress.backlog() > 0) {
-                wake = wake.min(now + EGRESS_RETRY);
+            let mut scheduled = u64::MAX;
+            for p in self.ports.values() {
+                // A scheduled port says when its next frame is due; an unscheduled one with a
+                // backlog found its socket full, and is tried again shortly.
+                match (p.egress.scheduler(), p.egress.next_wake()) {
+                    (Some(_), Some(t)) => scheduled = scheduled.min(t),
+                    (Some(_), None) => {}
+                    (None, _) if p.egress.backlog() > 0 => wake = wake.min(now + EGRESS_RETRY),
+                    (None, _) => {}
+                }
             }
-            let timeout = (wake != u64::MAX).then(|| Duration::from_nanos(wake.saturating_sub(now)));
+            wake = wake.min(scheduled);
+            let mut timeout = (wake != u64::MAX).then(|| Duration::from_nanos(wake.saturating_sub(now)));
+            if self.cfg.timing == super::Timing::Busy && scheduled.saturating_sub(now) < BUSY_WINDOW {
+                timeout = Some(Duration::ZERO);
+            }
             if let Err(e) = sys::poll_until(&fds, timeout, &mut ready) {
                 warn!("poll: {e}");
             }
@@ -127,6 +157,7 @@ impl Switch {
             events: &mut *self.events,
             drops: &mut self.drops,
             sent: &mut self.sent,
+            now,
         };
         self.mode.tick(now, &mut out);
         self.sent.clear();
@@ -140,8 +171,9 @@ impl Switch {
 
     /// Hands queued frames to every port's socket and kicks the sockets.
     pub(super) fn flush_all(&mut self) {
+        let now = self.now();
         for p in self.ports.values_mut() {
-            let refused = p.service();
+            let refused = p.service(now);
             self.drops.add_n(DropReason::OverMtu, refused);
             if let Some(tx) = p.tx.as_mut() {
                 tx.flush();
@@ -245,6 +277,7 @@ impl Switch {
             events: &mut *self.events,
             drops: &mut self.drops,
             sent: &mut self.sent,
+            now,
         };
         let verdict = self.mode.receive(&mut self.pkt, &key, now, &mut out);
         if let Some(reason) = verdict.dropped {

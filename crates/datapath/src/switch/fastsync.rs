@@ -16,6 +16,12 @@ impl Switch {
     pub(super) fn mirror(&mut self, id: EntryId, key: &FlowKey) {
         let Some(fast) = self.fast.as_mut() else { return };
         let Some(entry) = self.mode.kernel_entry(id) else { return };
+        // Frames for a scheduled port wait for their turn in its queues: the kernel would send
+        // them at once, so such decisions stay in userspace.
+        let scheduled = |port: &u32| self.ports.get(port).is_some_and(|p| p.egress.scheduler().is_some());
+        if actions_outputs(entry.actions).iter().any(scheduled) {
+            return;
+        }
         let mut slots = HashMap::new();
         for (m, meter) in &entry.meters {
             if let Some(slot) = fast.meter_slot(*m, meter) {

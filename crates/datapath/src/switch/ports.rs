@@ -77,15 +77,15 @@ impl SwitchPort {
 
     /// Hands what waits on the egress queues to the socket, as far as it takes it (the caller
     /// flushes the socket). Returns the frames the interface refused (dropped, counted here).
-    pub fn service(&mut self) -> u64 {
+    pub fn service(&mut self, now: u64) -> u64 {
         if self.egress.backlog() == 0 {
             return 0;
         }
         let Some(tx) = self.tx.as_mut() else { return 0 };
-        let done = self.egress.service(tx.as_mut());
+        let done = self.egress.service(tx.as_mut(), now);
         self.counters.tx_packets += done.packets;
         self.counters.tx_bytes += done.bytes;
-        self.counters.tx_dropped += done.refused;
+        self.counters.tx_dropped += done.refused + done.gate_too_short;
         done.refused
     }
 
@@ -118,6 +118,8 @@ pub(super) struct Transmit<'a> {
     pub drops: &'a mut DropCounts,
     /// (port, queue, whether the queue came from the frame's priority) of every copy queued.
     pub sent: &'a mut Vec<(u32, u8, bool)>,
+    /// The switch's clock when the frame arrived (when it joins a queue).
+    pub now: u64,
 }
 
 impl Output for Transmit<'_> {
@@ -135,7 +137,7 @@ impl Output for Transmit<'_> {
                 return;
             }
         };
-        match queues.send(tx.as_mut(), queue, pkt.data(), &pkt.offload) {
+        match queues.send(tx.as_mut(), queue, pkt.data(), &pkt.offload, self.now) {
             Sent::Now => {
                 counters.tx_packets += 1;
                 counters.tx_bytes += pkt.len() as u64;
@@ -234,11 +236,13 @@ impl Switch {
         let found = self.ports.iter().find(|(_, p)| p.desc.name == ev.name).map(|(&n, _)| n);
         let Some(no) = found else { return };
         let port = self.ports.get_mut(&no).unwrap();
+        let schedule = port.egress.scheduler().map(|s| s.schedule.clone());
         if ev.deleted {
             if port.tx.take().is_some() {
                 port.rx = None;
                 port.guard = None;
                 port.egress = EgressQueues::default();
+                port.egress.set_schedule(schedule);
                 info!(port = no, name = %ev.name, "interface removed");
                 self.port_status(no, port_reason::DELETE);
             }
@@ -251,6 +255,7 @@ impl Switch {
                     let counters = port.counters;
                     *port = SwitchPort::new(no, &ev.name, Box::new(rx), Box::new(tx), self.guard.attach(&ev.name));
                     port.counters = counters;
+                    port.egress.set_schedule(schedule);
                     info!(port = no, name = %ev.name, "interface added");
                     self.port_status(no, port_reason::ADD);
                 }

@@ -5,6 +5,7 @@ use forwarding::DropReason;
 use serde_json::{json, Value};
 
 use super::Switch;
+use crate::schedule::Shaper;
 use crate::egress::N_QUEUES;
 use crate::fastpath::Mode as FastMode;
 
@@ -15,6 +16,7 @@ pub const STATS_REPORT: u32 = 1;
 
 impl Switch {
     pub(super) fn report(&mut self) -> Value {
+        let now = self.now();
         let ports: Vec<Value> = self
             .ports
             .iter_mut()
@@ -25,11 +27,27 @@ impl Switch {
                 let queues: Vec<Value> = (0..N_QUEUES)
                     .map(|q| {
                         let qs = p.egress.stats(q);
-                        json!({"id": q, "tx_packets": qs.tx_packets, "tx_bytes": qs.tx_bytes,
-                               "dropped": qs.dropped, "waiting": p.egress.waiting(q)})
+                        let mut v = json!({"id": q, "tx_packets": qs.tx_packets, "tx_bytes": qs.tx_bytes,
+                                           "dropped": qs.dropped, "waiting": p.egress.waiting(q)});
+                        if let Some(s) = p.egress.scheduler() {
+                            let shaper = match s.schedule.shapers[q] {
+                                Shaper::Strict => "strict",
+                                Shaper::Drr { .. } => "drr",
+                                Shaper::Cbs(_) => "cbs",
+                            };
+                            v["scheduler"] = json!(shaper);
+                            if let Some(c) = s.credit_bits(q) {
+                                v["credit_bits"] = json!(c);
+                            }
+                            if let Some(g) = &s.schedule.gates {
+                                v["gate_open"] = json!(g.is_open(q, now));
+                            }
+                        }
+                        v
                     })
                     .collect();
-                json!({"no": no, "name": p.desc.name, "up": live,
+                let rate = p.egress.scheduler().map(|s| s.schedule.rate_bps);
+                json!({"no": no, "name": p.desc.name, "up": live, "rate_bps": rate,
                        "rx_packets": s.rx_packets, "rx_bytes": s.rx_bytes, "rx_dropped": s.rx_dropped,
                        "rx_errors": s.rx_errors, "tx_packets": s.tx_packets, "tx_bytes": s.tx_bytes,
                        "tx_dropped": s.tx_dropped, "queues": queues})

@@ -1,0 +1,565 @@
+//! Transmission selection on a paced port (IEEE 802.1Q §8.6.8): strict priority, deficit round
+//! robin among queues of one level, the credit-based shaper (§8.6.8.2) and the time-aware shaper's
+//! gates (§8.6.8.4). Pure: no I/O, the time is passed in.
+//!
+//! The port is paced to `rate_bps` (a veth has no rate of its own, and without a bottleneck no
+//! scheduler matters). The schedule runs on a *virtual* wire: every frame gets the start time the
+//! standard's selection would give it on a link of that rate, computed from when frames arrived,
+//! the credits and the gates, never from when the forwarding thread happened to wake. A late
+//! wake-up delays the frame's departure but not the schedule: rates, credits and gate windows
+//! stay exact, and the lateness is what the wake-up strategy (sleep, SCHED_FIFO, busy) decides.
+
+use std::collections::VecDeque;
+
+pub const N_QUEUES: usize = 8;
+/// What a frame occupies on the wire beyond its bytes: FCS (4), preamble and SFD (8), IFG (12).
+pub const WIRE_OVERHEAD: u64 = 24;
+/// The largest frame a shaper is dimensioned for: 1522 bytes (VLAN-tagged, FCS included).
+pub const MAX_FRAME_BITS: i64 = 1522 * 8;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Shaper {
+    /// Strict priority at the queue's own level (its id).
+    Strict,
+    /// Deficit round robin: every DRR queue shares one level (the highest DRR queue id's), and
+    /// gets `quantum` bytes per round.
+    Drr { quantum: u32 },
+    /// The credit-based shaper.
+    Cbs(Cbs),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cbs {
+    pub idle_slope_bps: u64,
+    /// Upper bound of the credit (bits), reached while the queue waits.
+    pub hi_credit_bits: i64,
+    /// Lower bound (negative, bits), reached by sending.
+    pub lo_credit_bits: i64,
+}
+
+impl Cbs {
+    /// The bounds as 802.1Q derives them: hiCredit = maxInterferenceSize × idleSlope /
+    /// portTransmitRate and loCredit = maxFrameSize × sendSlope / portTransmitRate, with
+    /// sendSlope = idleSlope − portTransmitRate. The interference of the highest shaped class is
+    /// one maximum frame of a lower class already on the wire.
+    pub fn derived(idle_slope_bps: u64, rate_bps: u64, max_interference_bits: i64) -> Cbs {
+        let send = idle_slope_bps as i128 - rate_bps as i128;
+        Cbs {
+            idle_slope_bps,
+            hi_credit_bits: (max_interference_bits as i128 * idle_slope_bps as i128 / rate_bps as i128) as i64,
+            lo_credit_bits: (MAX_FRAME_BITS as i128 * send / rate_bps as i128) as i64,
+        }
+    }
+}
+
+/// One entry of a gate control list: for `duration_ns`, the gates of the queues whose bit is
+/// set in `open` are open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GateEntry {
+    pub duration_ns: u64,
+    pub open: u8,
+}
+
+/// The time-aware shaper's gate control list, repeated every `cycle_ns` from `base_ns` (on the
+/// scheduler's clock). If the entries end before the cycle does, the last one holds until it ends.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Gates {
+    pub base_ns: u64,
+    pub cycle_ns: u64,
+    pub entries: Vec<GateEntry>,
+}
+
+impl Gates {
+    /// Open windows of `queue` within one cycle, relative to its start, adjacent ones merged.
+    fn windows(&self, queue: usize) -> Vec<(u64, u64)> {
+        let mut out: Vec<(u64, u64)> = Vec::new();
+        let mut at = 0;
+        let n = self.entries.len();
+        for (i, e) in self.entries.iter().enumerate() {
+            let end = if i + 1 == n { self.cycle_ns } else { at + e.duration_ns };
+            if e.open & (1 << queue) != 0 && end > at {
+                match out.last_mut() {
+                    Some(last) if last.1 == at => last.1 = end,
+                    _ => out.push((at, end)),
+                }
+            }
+            at = end;
+        }
+        out
+    }
+
+    /// Whether `queue`'s gate is open at `t`.
+    pub fn is_open(&self, queue: usize, t: u64) -> bool {
+        let rel = self.offset(t);
+        self.windows(queue).iter().any(|&(s, e)| s <= rel && rel < e)
+    }
+
+    fn offset(&self, t: u64) -> u64 {
+        (t as i128 - self.base_ns as i128).rem_euclid(self.cycle_ns as i128) as u64
+    }
+
+    /// The earliest time at or after `t` at which `queue` may start a transmission of `d` ns that
+    /// ends before its gate closes (the length-aware guard band). `None` if no window is that long.
+    pub fn start_at(&self, queue: usize, t: u64, d: u64) -> Option<u64> {
+        let windows = self.windows(queue);
+        if windows.is_empty() {
+            return None;
+        }
+        let cycle_start = t - self.offset(t);
+        // Three cycles of windows, merged across cycle boundaries, cover every start.
+        let mut abs: Vec<(u64, u64)> = Vec::new();
+        for k in 0..3 {
+            for &(s, e) in &windows {
+                let (s, e) = (cycle_start + k * self.cycle_ns + s, cycle_start + k * self.cycle_ns + e);
+                match abs.last_mut() {
+                    Some(last) if last.1 == s => last.1 = e,
+                    _ => abs.push((s, e)),
+                }
+            }
+        }
+        abs.into_iter().filter(|&(_, e)| e > t).find_map(|(s, e)| {
+            let start = s.max(t);
+            (start + d <= e).then_some(start)
+        })
+    }
+}
+
+/// A port's schedule: its rate, a shaper per queue, and optionally gates.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Schedule {
+    pub rate_bps: u64,
+    pub shapers: [Shaper; N_QUEUES],
+    pub gates: Option<Gates>,
+}
+
+impl Schedule {
+    /// Strict priority on every queue at `rate_bps`.
+    pub fn strict(rate_bps: u64) -> Schedule {
+        Schedule { rate_bps, shapers: std::array::from_fn(|_| Shaper::Strict), gates: None }
+    }
+
+    /// Checks the schedule; the error names the queue or entry and the reason.
+    pub fn check(&self) -> Result<(), String> {
+        if self.rate_bps == 0 {
+            return Err("rate must be above 0".into());
+        }
+        let mut reserved = 0u64;
+        for (q, s) in self.shapers.iter().enumerate() {
+            match s {
+                Shaper::Strict => {}
+                Shaper::Drr { quantum } if *quantum == 0 => {
+                    return Err(format!("queue {q}: DRR quantum must be above 0"))
+                }
+                Shaper::Drr { .. } => {}
+                Shaper::Cbs(c) => {
+                    if c.idle_slope_bps == 0 || c.idle_slope_bps >= self.rate_bps {
+                        return Err(format!(
+                            "queue {q}: idle slope {} kbit/s must be above 0 and below the port rate {} kbit/s",
+                            c.idle_slope_bps / 1000,
+                            self.rate_bps / 1000
+                        ));
+                    }
+                    if c.hi_credit_bits <= 0 || c.lo_credit_bits >= 0 {
+                        return Err(format!("queue {q}: hicredit must be above 0 and locredit below 0"));
+                    }
+                    reserved += c.idle_slope_bps;
+                }
+            }
+        }
+        if reserved >= self.rate_bps {
+            return Err(format!(
+                "the credit-based queues reserve {} kbit/s, not below the port rate {} kbit/s",
+                reserved / 1000,
+                self.rate_bps / 1000
+            ));
+        }
+        if let Some(g) = &self.gates {
+            if g.cycle_ns == 0 || g.entries.is_empty() {
+                return Err("gates: a cycle and at least one entry are needed".into());
+            }
+            if let Some(i) = g.entries.iter().position(|e| e.duration_ns == 0) {
+                return Err(format!("gates: entry {} lasts 0 ns", i + 1));
+            }
+            let sum: u64 = g.entries.iter().map(|e| e.duration_ns).sum();
+            if sum > g.cycle_ns {
+                return Err(format!("gates: the entries last {sum} ns, longer than the {} ns cycle", g.cycle_ns));
+            }
+        }
+        Ok(())
+    }
+
+    /// How long `len` bytes occupy the wire, in ns (rounded up).
+    pub fn wire_ns(&self, len: usize) -> u64 {
+        ((len as u64 + WIRE_OVERHEAD) * 8 * 1_000_000_000).div_ceil(self.rate_bps)
+    }
+
+    fn level(&self, q: usize) -> usize {
+        match self.shapers[q] {
+            Shaper::Drr { .. } => (0..N_QUEUES).rev().find(|&i| matches!(self.shapers[i], Shaper::Drr { .. })).unwrap(),
+            _ => q,
+        }
+    }
+}
+
+/// The head of a queue, as the scheduler sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Head {
+    pub len: usize,
+    /// When it was queued (scheduler clock).
+    pub at: u64,
+}
+
+/// What the scheduler decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pick {
+    /// Send the head of this queue now; it starts on the wire at `start` (≤ now).
+    Send { queue: usize, start: u64 },
+    /// Nothing may start before this time.
+    Wait(u64),
+    /// The head of this queue can never be sent (longer than any window its gate opens): drop it.
+    Discard(usize),
+    /// Nothing is queued.
+    Idle,
+}
+
+/// A port's scheduling state.
+#[derive(Clone, Debug)]
+pub struct Scheduler {
+    pub schedule: Schedule,
+    /// When the virtual wire is free again.
+    link_free_at: u64,
+    /// CBS credit in nano-bits (bits × 10⁹, so that slope × ns adds up exactly), and when it was
+    /// last brought up to date.
+    credit: [i128; N_QUEUES],
+    credit_at: [u64; N_QUEUES],
+    deficit: [u64; N_QUEUES],
+    /// The DRR queue whose turn it is, and whether it has had its quantum for this turn.
+    drr_turn: usize,
+    drr_granted: bool,
+}
+
+const NANO: i128 = 1_000_000_000;
+
+impl Scheduler {
+    pub fn new(schedule: Schedule) -> Scheduler {
+        Scheduler {
+            schedule,
+            link_free_at: 0,
+            credit: [0; N_QUEUES],
+            credit_at: [0; N_QUEUES],
+            deficit: [0; N_QUEUES],
+            drr_turn: N_QUEUES - 1,
+            drr_granted: false,
+        }
+    }
+
+    /// A new schedule, keeping what is queued and the wire's state (credits restart at 0).
+    pub fn reconfigure(&mut self, schedule: Schedule) {
+        let link_free_at = self.link_free_at;
+        *self = Scheduler::new(schedule);
+        self.link_free_at = link_free_at;
+    }
+
+    /// A queue's CBS credit in bits, as of its last update.
+    pub fn credit_bits(&self, q: usize) -> Option<i64> {
+        matches!(self.schedule.shapers[q], Shaper::Cbs(_)).then(|| (self.credit[q] / NANO) as i64)
+    }
+
+    fn cbs(&self, q: usize) -> Option<Cbs> {
+        match self.schedule.shapers[q] {
+            Shaper::Cbs(c) => Some(c),
+            _ => None,
+        }
+    }
+
+    /// The credit of `q` at `t`, had it been `waiting` (frames queued) since its last update.
+    fn credit_at_time(&self, q: usize, t: u64, waiting: bool) -> i128 {
+        let Some(c) = self.cbs(q) else { return 0 };
+        let dt = t.saturating_sub(self.credit_at[q]) as i128;
+        let grown = self.credit[q] + c.idle_slope_bps as i128 * dt;
+        if waiting {
+            grown.min(c.hi_credit_bits as i128 * NANO)
+        } else if self.credit[q] > 0 {
+            0 // an empty queue keeps no positive credit
+        } else {
+            grown.min(0)
+        }
+    }
+
+    fn bring(&mut self, q: usize, t: u64, waiting: bool) {
+        if self.cbs(q).is_some() && t > self.credit_at[q] {
+            self.credit[q] = self.credit_at_time(q, t, waiting);
+            self.credit_at[q] = t;
+        }
+    }
+
+    /// A frame was queued on `q` at `t`; `was_empty` says whether the queue held nothing before.
+    pub fn queued(&mut self, q: usize, t: u64, was_empty: bool) {
+        if was_empty {
+            self.bring(q, t, false);
+        }
+    }
+
+    /// When the head of `q` may start, at the earliest `t0`: after it arrived, once its credit is
+    /// back to 0, and inside an open window of its gate long enough for it.
+    fn eligible_at(&self, q: usize, head: Head, t0: u64) -> Option<u64> {
+        let mut t = t0.max(head.at);
+        if let Some(c) = self.cbs(q) {
+            let credit = self.credit_at_time(q, t, true);
+            if credit < 0 {
+                t += ((-credit) as u128).div_ceil(c.idle_slope_bps as u128) as u64;
+            }
+        }
+        match &self.schedule.gates {
+            Some(g) => g.start_at(q, t, self.schedule.wire_ns(head.len)),
+            None => Some(t),
+        }
+    }
+
+    /// Picks what to send at `now`, given each queue's head. Call [`Scheduler::sent`] after
+    /// sending what it picked.
+    pub fn pick(&mut self, heads: &[Option<Head>; N_QUEUES], now: u64) -> Pick {
+        let t0 = self.link_free_at;
+        let mut start = u64::MAX;
+        let mut at = [u64::MAX; N_QUEUES];
+        for q in 0..N_QUEUES {
+            if let Some(h) = heads[q] {
+                match self.eligible_at(q, h, t0) {
+                    Some(t) => at[q] = t,
+                    None => return Pick::Discard(q),
+                }
+                start = start.min(at[q]);
+            }
+        }
+        if start == u64::MAX {
+            return Pick::Idle;
+        }
+        if start > now {
+            return Pick::Wait(start);
+        }
+        // Of the queues eligible at `start`, the highest level; DRR among a level's queues.
+        let eligible: Vec<usize> = (0..N_QUEUES).filter(|&q| at[q] == start).collect();
+        let top = eligible.iter().map(|&q| self.schedule.level(q)).max().unwrap();
+        let level: Vec<usize> = eligible.into_iter().filter(|&q| self.schedule.level(q) == top).collect();
+        let queue = if level.len() == 1 || !matches!(self.schedule.shapers[level[0]], Shaper::Drr { .. }) {
+            *level.iter().max().unwrap()
+        } else {
+            self.drr_choose(&level, heads)
+        };
+        Pick::Send { queue, start }
+    }
+
+    /// Deficit round robin: a queue gets its quantum once when its turn comes and sends while
+    /// its deficit covers its head; then the turn moves on, the rest of the deficit kept.
+    fn drr_choose(&mut self, level: &[usize], heads: &[Option<Head>; N_QUEUES]) -> usize {
+        loop {
+            let q = self.drr_turn;
+            if let (true, Shaper::Drr { quantum }) = (level.contains(&q), &self.schedule.shapers[q]) {
+                if !self.drr_granted {
+                    self.deficit[q] += *quantum as u64;
+                    self.drr_granted = true;
+                }
+                let len = heads[q].unwrap().len as u64;
+                if self.deficit[q] >= len {
+                    self.deficit[q] -= len;
+                    return q;
+                }
+            }
+            self.drr_turn = if self.drr_turn == 0 { N_QUEUES - 1 } else { self.drr_turn - 1 };
+            self.drr_granted = false;
+        }
+    }
+
+    /// The head of `queue` (`len` bytes) went on the wire at `start`; `heads` as before it left,
+    /// `now_empty` whether `queue` is empty after it.
+    pub fn sent(&mut self, queue: usize, len: usize, start: u64, heads: &[Option<Head>; N_QUEUES], now_empty: bool) {
+        let d = self.schedule.wire_ns(len);
+        for (q, head) in heads.iter().enumerate() {
+            if self.cbs(q).is_some() {
+                self.bring(q, start, head.is_some());
+            }
+        }
+        for (q, head) in heads.iter().enumerate() {
+            let Some(c) = self.cbs(q) else { continue };
+            if q == queue {
+                let send = c.idle_slope_bps as i128 - self.schedule.rate_bps as i128;
+                self.credit[q] = (self.credit[q] + send * d as i128).max(c.lo_credit_bits as i128 * NANO);
+                if now_empty && self.credit[q] > 0 {
+                    self.credit[q] = 0;
+                }
+                self.credit_at[q] = start + d;
+            } else if head.is_some() {
+                self.bring(q, start + d, true);
+            }
+        }
+        if now_empty {
+            self.deficit[queue] = 0;
+        }
+        self.link_free_at = start + d;
+    }
+
+    /// When the virtual wire is next free.
+    pub fn link_free_at(&self) -> u64 {
+        self.link_free_at
+    }
+}
+
+/// A head-of-line view of eight queues, for the scheduler.
+pub fn heads<T>(queues: &[VecDeque<T>; N_QUEUES], head: impl Fn(&T) -> Head) -> [Option<Head>; N_QUEUES] {
+    std::array::from_fn(|q| queues[q].front().map(&head))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MBIT: u64 = 1_000_000;
+
+    /// Runs `sched` over frames (queue, len, arrival) until all are sent; returns (queue, start)
+    /// per frame in departure order. Time only moves to what the scheduler asks for.
+    fn run(sched: &mut Scheduler, frames: &[(usize, usize, u64)]) -> Vec<(usize, u64, usize)> {
+        let mut queues: [VecDeque<(usize, u64)>; N_QUEUES] = Default::default();
+        let mut pending: VecDeque<(usize, usize, u64)> = frames.iter().copied().collect();
+        let mut out = Vec::new();
+        let mut now = 0;
+        loop {
+            while pending.front().is_some_and(|f| f.2 <= now) {
+                let (q, len, at) = pending.pop_front().unwrap();
+                sched.queued(q, at, queues[q].is_empty());
+                queues[q].push_back((len, at));
+            }
+            let h = heads(&queues, |&(len, at)| Head { len, at });
+            match sched.pick(&h, now) {
+                Pick::Send { queue, start } => {
+                    let (len, _) = queues[queue].pop_front().unwrap();
+                    sched.sent(queue, len, start, &h, queues[queue].is_empty());
+                    out.push((queue, start, len));
+                }
+                Pick::Wait(t) => now = pending.front().map_or(t, |f| f.2.min(t)),
+                Pick::Idle => match pending.front() {
+                    Some(f) => now = f.2,
+                    None => return out,
+                },
+                Pick::Discard(q) => {
+                    queues[q].pop_front();
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_wire_is_paced_and_strict_priority_takes_the_highest_waiting_queue() {
+        let mut s = Scheduler::new(Schedule::strict(100 * MBIT));
+        // 1000-byte frames take (1000 + 24) × 80 ns = 81.92 µs at 100 Mbit/s.
+        let frames: Vec<_> = (0..4).map(|_| (1usize, 1000usize, 0u64)).chain([(6, 1000, 10_000)]).collect();
+        let out = run(&mut s, &frames);
+        let t = s.schedule.wire_ns(1000);
+        assert_eq!(t, 81_920);
+        // The first low frame is already on the wire when the high one comes; it goes next.
+        assert_eq!(
+            out.iter().map(|o| (o.0, o.1)).collect::<Vec<_>>(),
+            [(1, 0), (6, t), (1, 2 * t), (1, 3 * t), (1, 4 * t)]
+        );
+    }
+
+    #[test]
+    fn drr_shares_the_wire_by_quantum() {
+        let mut sched = Schedule::strict(100 * MBIT);
+        sched.shapers[2] = Shaper::Drr { quantum: 3000 };
+        sched.shapers[3] = Shaper::Drr { quantum: 1000 };
+        let mut s = Scheduler::new(sched);
+        let frames: Vec<_> = (0..400).map(|i| (2 + i % 2, 500usize, 0u64)).collect();
+        let out = run(&mut s, &frames);
+        // While both are backlogged (the first 200 departures), queue 2 gets three bytes for one.
+        let first: Vec<_> = out.iter().take(200).collect();
+        let q2 = first.iter().filter(|o| o.0 == 2).count();
+        assert!((148..=152).contains(&q2), "{q2} of 200");
+    }
+
+    #[test]
+    fn cbs_holds_a_queue_to_its_idle_slope_and_bounds_its_burst() {
+        let rate = 100 * MBIT;
+        let mut sched = Schedule::strict(rate);
+        let cbs = Cbs::derived(20 * MBIT, rate, MAX_FRAME_BITS);
+        sched.shapers[5] = Shaper::Cbs(cbs);
+        let mut s = Scheduler::new(sched);
+        // 2000 frames of 1000 B queued at once on the shaped queue, best effort beside it.
+        let mut frames: Vec<_> = (0..2000).map(|_| (5usize, 1000usize, 0u64)).collect();
+        frames.extend((0..2000).map(|_| (0usize, 1000usize, 0u64)));
+        let out = run(&mut s, &frames);
+        let shaped: Vec<_> = out.iter().filter(|o| o.0 == 5).collect();
+        let span = shaped.last().unwrap().1 - shaped[0].1;
+        let bits = (shaped.len() as u64 - 1) * (1000 + WIRE_OVERHEAD) * 8;
+        let got = bits as f64 * 1e9 / span as f64;
+        assert!((got / 20e6 - 1.0).abs() < 0.01, "shaped rate {got:.0} bit/s");
+        // The best-effort queue takes the rest of the wire: no idle wire while it has frames.
+        let d = s.schedule.wire_ns(1000);
+        let last_be = out.iter().rposition(|o| o.0 == 0).unwrap();
+        assert_eq!(out[last_be].1, last_be as u64 * d, "no idle wire while frames wait");
+        assert!(s.credit_bits(5).unwrap() <= cbs.hi_credit_bits);
+    }
+
+    #[test]
+    fn gates_let_frames_start_only_where_they_can_finish() {
+        let rate = 100 * MBIT;
+        let mut sched = Schedule::strict(rate);
+        // 1 ms cycle: queue 7 alone for 200 µs, then everyone else for 800 µs.
+        sched.gates = Some(Gates {
+            base_ns: 0,
+            cycle_ns: 1_000_000,
+            entries: vec![
+                GateEntry { duration_ns: 200_000, open: 0x80 },
+                GateEntry { duration_ns: 800_000, open: 0x7f },
+            ],
+        });
+        let mut s = Scheduler::new(sched);
+        let frames: Vec<_> = (0..30).map(|i| (if i % 3 == 0 { 7usize } else { 0 }, 1500usize, 0u64)).collect();
+        let out = run(&mut s, &frames);
+        let d = s.schedule.wire_ns(1500);
+        let g = s.schedule.gates.clone().unwrap();
+        for &(q, start, _) in &out {
+            let rel = start % 1_000_000;
+            let (lo, hi) = if q == 7 { (0, 200_000) } else { (200_000, 1_000_000) };
+            assert!(rel >= lo && rel + d <= hi, "queue {q} frame at {rel} ns into the cycle");
+            assert!(g.is_open(q, start));
+        }
+        // A frame longer than any window of its gate would wait for ever: it is discarded.
+        let mut s = Scheduler::new(Schedule {
+            gates: Some(Gates {
+                base_ns: 0,
+                cycle_ns: 100_000,
+                entries: vec![GateEntry { duration_ns: 50_000, open: 1 }],
+            }),
+            ..Schedule::strict(rate)
+        });
+        let h: [Option<Head>; N_QUEUES] = std::array::from_fn(|q| (q == 0).then_some(Head { len: 1500, at: 0 }));
+        assert_eq!(s.pick(&h, 0), Pick::Send { queue: 0, start: 0 });
+        let short = Gates {
+            base_ns: 0,
+            cycle_ns: 100_000,
+            entries: vec![GateEntry { duration_ns: 10_000, open: 1 }, GateEntry { duration_ns: 90_000, open: 0 }],
+        };
+        s.schedule.gates = Some(short);
+        assert_eq!(s.pick(&h, 0), Pick::Discard(0));
+    }
+
+    #[test]
+    fn inconsistent_schedules_are_refused_with_the_reason() {
+        let mut s = Schedule::strict(100 * MBIT);
+        s.shapers[3] = Shaper::Cbs(Cbs::derived(150 * MBIT, 100 * MBIT, MAX_FRAME_BITS));
+        assert!(s.check().unwrap_err().contains("queue 3: idle slope"));
+        s.shapers[3] = Shaper::Cbs(Cbs::derived(60 * MBIT, 100 * MBIT, MAX_FRAME_BITS));
+        s.shapers[4] = Shaper::Cbs(Cbs::derived(50 * MBIT, 100 * MBIT, MAX_FRAME_BITS));
+        assert!(s.check().unwrap_err().contains("reserve"));
+        let mut s = Schedule::strict(100 * MBIT);
+        s.gates = Some(Gates {
+            base_ns: 0,
+            cycle_ns: 1000,
+            entries: vec![GateEntry { duration_ns: 800, open: 1 }, GateEntry { duration_ns: 300, open: 2 }],
+        });
+        assert!(s.check().unwrap_err().contains("longer than the 1000 ns cycle"));
+        let c = Cbs::derived(20 * MBIT, 100 * MBIT, MAX_FRAME_BITS);
+        // hiCredit = 12176 × 0.2, loCredit = 12176 × (−0.8).
+        assert_eq!((c.hi_credit_bits, c.lo_credit_bits), (2435, -9740));
+    }
+}
