@@ -21,13 +21,18 @@ pub const QUEUE_LIMIT: usize = 1000;
 /// below PCP 0 (best effort, and every untagged frame).
 pub const PCP_TO_QUEUE: [u8; 8] = [1, 0, 2, 3, 4, 5, 6, 7];
 
-/// The queue a frame goes to when no mode chose one: from its outer VLAN tag's priority.
-pub fn queue_for_frame(frame: &[u8]) -> usize {
-    let pcp = match frame.get(12..15) {
+/// The queue a frame goes to when no mode chose one: from its outer VLAN tag's priority, through
+/// `pcp_map` (priority → queue).
+pub fn queue_for_frame(frame: &[u8], pcp_map: &[u8; 8]) -> usize {
+    pcp_map[frame_pcp(frame) as usize] as usize
+}
+
+/// The priority of a frame's outer VLAN tag (0 untagged).
+pub fn frame_pcp(frame: &[u8]) -> u8 {
+    match frame.get(12..15) {
         Some([0x81, 0x00, tci] | [0x88, 0xa8, tci]) => tci >> 5,
         _ => 0,
-    };
-    PCP_TO_QUEUE[pcp as usize] as usize
+    }
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -83,6 +88,8 @@ pub struct PortEgress {
     pub schedule: Option<Schedule>,
     pub gate_clock: GateClock,
     pub limits: Vec<(usize, Limit)>,
+    /// Priority → queue for frames no mode gave a queue (None: 802.1Q's default table).
+    pub pcp_map: Option<[u8; 8]>,
 }
 
 /// How much a queue holds before it drops (tail drop).
@@ -101,6 +108,8 @@ pub struct EgressQueues {
     scheduler: Option<Scheduler>,
     /// When a scheduled port next has something to do.
     next_wake: Option<u64>,
+    /// Priority → queue for frames no mode gave a queue.
+    pub pcp_map: [u8; 8],
 }
 
 impl Default for EgressQueues {
@@ -119,6 +128,7 @@ impl EgressQueues {
             limits: [Limit::Frames(limit); N_QUEUES],
             scheduler: None,
             next_wake: None,
+            pcp_map: PCP_TO_QUEUE,
         }
     }
 
@@ -368,11 +378,13 @@ mod tests {
     #[test]
     fn vlan_priority_picks_the_queue_by_the_802_1q_table() {
         let mut f = vec![0u8; 20];
-        assert_eq!(queue_for_frame(&f), 1, "untagged: priority 0, best effort");
+        assert_eq!(queue_for_frame(&f, &PCP_TO_QUEUE), 1, "untagged: priority 0, best effort");
         f[12..14].copy_from_slice(&[0x81, 0x00]);
         for (pcp, queue) in [(0u8, 1), (1, 0), (2, 2), (5, 5), (7, 7)] {
             f[14] = pcp << 5 | 0x0f;
-            assert_eq!(queue_for_frame(&f), queue, "pcp {pcp}");
+            assert_eq!(queue_for_frame(&f, &PCP_TO_QUEUE), queue, "pcp {pcp}");
         }
+        // A port's own map: everything but priority 7 shares queue 0.
+        assert_eq!(queue_for_frame(&f, &[0, 0, 0, 0, 0, 0, 0, 6]), 6);
     }
 }

@@ -93,6 +93,8 @@ pub struct PortEntry {
     pub number: Option<Spanned<u32>>,
     /// The rate the port is paced to (Mbit/s); schedulers and gates need it.
     pub rate_mbps: Option<Spanned<f64>>,
+    /// VLAN priority 0-7 → egress queue, for frames no mode gave a queue (default: 802.1Q's table).
+    pub pcp_map: Option<Spanned<Vec<u8>>>,
     #[serde(default, rename = "queue")]
     pub queues: Vec<QueueEntry>,
     pub gates: Option<GatesEntry>,
@@ -444,9 +446,16 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
 
 /// A port's `rate_mbps`, `[[port.queue]]` and `[port.gates]`, checked: None if it has none.
 fn port_egress(cx: &Ctx<'_>, p: &PortEntry) -> Result<Option<PortEgress>, String> {
-    if p.rate_mbps.is_none() && p.queues.is_empty() && p.gates.is_none() {
+    if p.rate_mbps.is_none() && p.queues.is_empty() && p.gates.is_none() && p.pcp_map.is_none() {
         return Ok(None);
     }
+    let pcp_map = match &p.pcp_map {
+        None => None,
+        Some(m) if m.get_ref().len() != 8 || m.get_ref().iter().any(|&q| q as usize >= N_QUEUES) => {
+            return Err(cx.at(m, "pcp_map needs 8 queue numbers (0-7), one per priority 0-7"));
+        }
+        Some(m) => Some(std::array::from_fn(|i| m.get_ref()[i])),
+    };
     let rate_bps = match &p.rate_mbps {
         Some(r) if !(r.get_ref().is_finite() && *r.get_ref() > 0.0) => {
             return Err(cx.at(r, "rate_mbps must be above 0"));
@@ -598,7 +607,7 @@ fn port_egress(cx: &Ctx<'_>, p: &PortEntry) -> Result<Option<PortEgress>, String
         }
         None => None,
     };
-    Ok(Some(PortEgress { schedule, gate_clock, limits }))
+    Ok(Some(PortEgress { schedule, gate_clock, limits, pcp_map }))
 }
 
 /// The port map's pairs, from the file and `--portmap FROM:TO` flags: both ports configured, each
@@ -789,6 +798,7 @@ number = 7
 [[port]]
 name = "a"
 rate_mbps = 100
+pcp_map = [0, 0, 1, 1, 2, 2, 6, 7]
 [[port.queue]]
 id = 7
 scheduler = "cbs"
@@ -821,6 +831,7 @@ name = "b"
             (&Shaper::Drr { quantum: 3 * 1514 }, &Shaper::Drr { quantum: 1000 })
         );
         assert_eq!(e.limits, vec![(2, Limit::Bytes(30000))]);
+        assert_eq!(e.pcp_map, Some([0, 0, 1, 1, 2, 2, 6, 7]));
         assert_eq!(sched.gates.as_ref().unwrap().entries[1], GateEntry { duration_ns: 700_000, open: 0b111 });
 
         let port = "[[port]]\nname = \"a\"\nrate_mbps = 100\n";
@@ -830,6 +841,7 @@ name = "b"
         };
         bad("[[port.queue]]\nid = 3\nscheduler = \"cbs\"\nidleslope_kbps = 150000\n", 7, "below the port's rate");
         bad("[[port.queue]]\nid = 8\n", 5, "does not exist");
+        bad("pcp_map = [0, 1, 2]\n", 4, "8 queue numbers");
         bad("[[port.queue]]\nid = 3\nscheduler = \"wfq\"\n", 6, "expected strict, drr or cbs");
         bad("[[port.queue]]\nid = 3\nweight = 2\n", 6, "drr' only");
         bad("[[port.queue]]\nid = 3\nscheduler = \"cbs\"\nidleslope_kbps = 60000\n[[port.queue]]\nid = 4\nscheduler = \"cbs\"\nidleslope_kbps = 50000\n", 3, "reserve");

@@ -42,11 +42,13 @@ impl Switch {
             EncodeContext { mode: fast.mode, ifindex: &ifindex, meter_slot: &mut meter_slot, ip_proto: key.ip_proto() };
         // Every port the actions send to, on the queue the frame that made the entry took there (a
         // frame a meter stopped took none: then the queue its priority picks).
-        let default_queue = crate::egress::PCP_TO_QUEUE[key.get(Field::VlanPcp) as usize & 7];
+        let pcp = key.get(Field::VlanPcp) as usize & 7;
+        let default_queue =
+            |port: u32| self.ports.get(&port).map_or(crate::egress::PCP_TO_QUEUE[pcp], |p| p.egress.pcp_map[pcp]);
         let outputs: Vec<(u32, u8)> = actions_outputs(entry.actions)
             .into_iter()
             .map(|port| {
-                let queue = self.sent.iter().find(|s| s.0 == port).map_or(default_queue, |s| s.1);
+                let queue = self.sent.iter().find(|s| s.0 == port).map_or_else(|| default_queue(port), |s| s.1);
                 (port, queue)
             })
             .collect();

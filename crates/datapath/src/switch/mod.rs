@@ -211,6 +211,9 @@ impl Switch {
                 g.base_ns = (g.base_ns as i128 - offset).rem_euclid(g.cycle_ns as i128) as u64;
             }
             p.egress.set_schedule(schedule);
+            if let Some(map) = e.pcp_map {
+                p.egress.pcp_map = map;
+            }
             for &(q, limit) in &e.limits {
                 p.egress.set_limit(q, limit);
             }

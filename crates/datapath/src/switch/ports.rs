@@ -129,7 +129,7 @@ impl Output for Transmit<'_> {
             return;
         };
         let queue = match egress.queue {
-            None => queue_for_frame(pkt.data()),
+            None => queue_for_frame(pkt.data(), &queues.pcp_map),
             Some(q) if (q as usize) < N_QUEUES => q as usize,
             Some(_) => {
                 counters.tx_dropped += 1;
