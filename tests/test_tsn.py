@@ -3,6 +3,8 @@ paced to a rate and scheduled (strict priority, DRR, CBS, gates). Rates and late
 edgeflow-loadgen's receivers on h3 measured."""
 
 import json
+import signal
+import threading
 import time
 
 from testbed.loadgen import LOADGEN_BIN
@@ -17,13 +19,18 @@ WIRE = SIZE - 4 + 24  # what the scheduler counts: frame, FCS, preamble, IFG
 LIMIT = "limit_frames = 20\n"
 
 
-def switch(topo, queues="", gates="", name="tsn"):
-    """edgeflow (OpenFlow, no controller) with h3's port paced and scheduled; flows from h1 and h2
-    to h3 on the queues the test names."""
+def write_config(topo, name, queues="", gates=""):
     cfg = run_dir("tsn") / f"{name}.toml"
     p1, p2, p3 = topo.switch_ports
     cfg.write_text(f'fail_mode = "secure"\n[[port]]\nname = "{p1}"\n[[port]]\nname = "{p2}"\n'
                    f'[[port]]\nname = "{p3}"\nrate_mbps = {RATE_MBPS}\n{queues}{gates}')
+    return cfg
+
+
+def switch(topo, queues="", gates="", name="tsn"):
+    """edgeflow (OpenFlow, no controller) with h3's port paced and scheduled; flows from h1 and h2
+    to h3 on the queues the test names."""
+    cfg = write_config(topo, name, queues, gates)
     return Edgeflow([], extra=["--config", str(cfg)], log_name=name)
 
 
@@ -83,16 +90,48 @@ def test_pacing_and_strict_priority(three_hosts):
         assert high["latency_us"]["p99"] < frame_us + 3000
 
 
+def drr(w2, w1):
+    return (f'[[port.queue]]\nid = 2\nscheduler = "drr"\nweight = {w2}\n{LIMIT}'
+            f'[[port.queue]]\nid = 1\nscheduler = "drr"\nweight = {w1}\n{LIMIT}')
+
+
+def drr_share(topo):
+    """h1 (queue 2) and h2 (queue 1) each offering the whole port: h1's share of what left."""
+    fps = RATE_MBPS * 1_000_000 // (WIRE * 8)
+    got = streams(topo, [(0, 1, SIZE, fps), (1, 2, SIZE, fps)])
+    share = wire_mbps(got[1]) / (wire_mbps(got[1]) + wire_mbps(got[2]))
+    print(f"\nDRR: {wire_mbps(got[1]):.2f} and {wire_mbps(got[2]):.2f} Mbit/s, share {share:.3f}")
+    return share
+
+
 def test_drr_shares_by_weight(three_hosts):
-    queues = (f'[[port.queue]]\nid = 2\nscheduler = "drr"\nweight = 3\n{LIMIT}'
-              f'[[port.queue]]\nid = 1\nscheduler = "drr"\nweight = 1\n{LIMIT}')
-    with switch(three_hosts, queues, name="tsn-drr") as sw:
+    with switch(three_hosts, drr(3, 1), name="tsn-drr") as sw:
         flows(sw, 2, 1)
-        fps = RATE_MBPS * 1_000_000 // (WIRE * 8)  # each alone would fill the port
-        got = streams(three_hosts, [(0, 1, SIZE, fps), (1, 2, SIZE, fps)])
-        share = wire_mbps(got[1]) / (wire_mbps(got[1]) + wire_mbps(got[2]))
-        print(f"\nDRR 3:1: {wire_mbps(got[1]):.2f} and {wire_mbps(got[2]):.2f} Mbit/s, share {share:.3f}")
+        share = drr_share(three_hosts)
         assert abs(share / 0.75 - 1) < 0.05, share
+
+
+def test_schedule_changes_at_runtime_without_loss(three_hosts):
+    """SIGHUP applies a changed schedule to the running switch: a stream below the port's rate
+    loses nothing across the change, and the new weights hold after it."""
+    with switch(three_hosts, drr(3, 1), name="tsn-reload") as sw:
+        flows(sw, 2, 1)
+        write_config(three_hosts, "tsn-reload", drr(1, 1))
+        timer = threading.Timer(1.0, lambda: sw.proc.send_signal(signal.SIGHUP))
+        timer.start()
+        fps = RATE_MBPS * 1_000_000 // (WIRE * 8)
+        steady = streams(three_hosts, [(0, 1, SIZE, fps // 2)], duration=2.0)[1]
+        timer.join()
+        assert steady["lost"] == 0 and steady["received"] >= fps // 2 * 2 * 0.97, steady
+        assert "egress settings applied" in sw.log(), sw.log()
+        share = drr_share(three_hosts)
+        assert abs(share / 0.5 - 1) < 0.05, share
+        # A configuration with an error is refused and the running one stays.
+        write_config(three_hosts, "tsn-reload", drr(0, 1))
+        sw.proc.send_signal(signal.SIGHUP)
+        time.sleep(0.5)
+        assert "configuration refused" in sw.log() and "weight must be above 0" in sw.log(), sw.log()
+        assert abs(drr_share(three_hosts) / 0.5 - 1) < 0.05
 
 
 def test_cbs_holds_its_idle_slope(three_hosts):

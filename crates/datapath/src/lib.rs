@@ -42,6 +42,9 @@ pub enum Command {
     },
     /// Standalone fail mode: whether no controller is reachable (so the switch learns by itself).
     FailOpen(bool),
+    /// New egress settings for every port (ports not listed go back to unscheduled defaults).
+    /// Queued frames stay queued.
+    SetEgress(Vec<(u32, egress::PortEgress)>),
     Shutdown,
 }
 

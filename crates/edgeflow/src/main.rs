@@ -227,7 +227,7 @@ fn main() -> ExitCode {
                 }
             };
             init_logging(args.log.as_deref());
-            match run(settings) {
+            match run(settings, move || load(&args)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     error!("{e}");
@@ -238,7 +238,11 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(mut s: Settings) -> Result<(), String> {
+/// Runs the switch until SIGTERM or SIGINT. On SIGHUP, `reload` reads the configuration again
+/// and the ports' egress settings (rates, schedulers, gates, limits, priority maps) are applied
+/// without a restart and without dropping what is queued; a configuration with an error is
+/// refused (logged with its line) and the running one stays.
+fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static) -> Result<(), String> {
     // Every switch can be reached by management tools (`edgeflow stats`, `ovs-ofctl`) through a
     // socket named after its dpid, as Open vSwitch offers `<bridge>.mgmt`.
     let mgmt = stats::mgmt_socket(s.dpid);
@@ -307,6 +311,22 @@ fn run(mut s: Settings) -> Result<(), String> {
     };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     let local = tokio::task::LocalSet::new();
+    let reloader = handle.clone();
+    local.spawn_local(async move {
+        use tokio::signal::unix::{signal, SignalKind};
+        let Ok(mut hup) = signal(SignalKind::hangup()) else { return };
+        while hup.recv().await.is_some() {
+            match reload() {
+                Ok(new) => {
+                    info!(
+                        "SIGHUP: configuration read again; applying the ports' egress settings (others need a restart)"
+                    );
+                    reloader.send(Command::SetEgress(new.egress));
+                }
+                Err(e) => tracing::warn!("SIGHUP: configuration refused, the running one stays: {e}"),
+            }
+        }
+    });
     let result = local.block_on(&rt, agent::run(agent_cfg, handle.clone(), events, shutdown_signal()));
     handle.send(Command::Shutdown);
     let _ = forwarding.join();

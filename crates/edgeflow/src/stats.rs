@@ -166,7 +166,9 @@ pub fn render(r: &Value) -> String {
             {
                 let shaper = q["scheduler"].as_str().unwrap_or("strict");
                 let state = match (q.get("credit_bits"), q.get("gate_open")) {
-                    (Some(c), Some(g)) => format!("credit {c} bits, gate {}", if g == true { "open" } else { "closed" }),
+                    (Some(c), Some(g)) => {
+                        format!("credit {c} bits, gate {}", if g == true { "open" } else { "closed" })
+                    }
                     (Some(c), None) => format!("credit {c} bits"),
                     (None, Some(g)) => format!("gate {}", if g == true { "open" } else { "closed" }),
                     (None, None) => String::new(),

@@ -43,12 +43,7 @@ impl Switch {
         let mut next_harvest = if self.fast.is_some() { FAST_PATH_HARVEST } else { u64::MAX };
         let (mut limit_reported, mut limit_reported_at) = (0, 0);
         info!(ports = self.ports.len(), mode = self.mode.name(), "forwarding");
-        if self.ports.values().any(|p| p.egress.scheduler().is_some()) {
-            // A sleeping SCHED_OTHER thread may be woken up to 50 µs late on purpose (timer
-            // slack): a scheduled port wants its deadlines as they are.
-            // SAFETY: plain prctl on this thread.
-            unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1u64) };
-        }
+        self.precise_timers();
         if self.cfg.timing == super::Timing::Fifo {
             let param = libc::sched_param { sched_priority: FIFO_PRIORITY };
             // SAFETY: param is valid; 0 is this thread.
@@ -149,6 +144,15 @@ impl Switch {
         info!(drops = %self.drops.summary(), "forwarding stopped");
     }
 
+    /// A sleeping SCHED_OTHER thread may be woken up to 50 µs late on purpose (timer slack): a
+    /// scheduled port wants its deadlines as they are.
+    fn precise_timers(&self) {
+        if self.ports.values().any(|p| p.egress.scheduler().is_some()) {
+            // SAFETY: plain prctl on this thread.
+            unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1u64) };
+        }
+    }
+
     /// The mode's timed work (flow timeouts, ageing). Kernel hits count as use: collected first.
     fn tick(&mut self, now: u64) {
         self.harvest_fast(now);
@@ -201,6 +205,17 @@ impl Switch {
                         self.fail_open = on;
                     }
                     self.mode.set_fail_open(on);
+                }
+                Ok(Command::SetEgress(egress)) => {
+                    super::apply_egress(&mut self.ports, &egress, self.start);
+                    // The kernel may hold decisions for a port that is scheduled now.
+                    let now = self.now();
+                    self.harvest_fast(now);
+                    if let Some(fast) = self.fast.as_mut() {
+                        fast.flush();
+                    }
+                    self.precise_timers();
+                    info!(ports = egress.len(), "egress settings applied");
                 }
                 Ok(Command::Shutdown) | Err(TryRecvError::Disconnected) => return false,
                 Err(TryRecvError::Empty) => return true,

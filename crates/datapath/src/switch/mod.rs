@@ -69,6 +69,30 @@ pub enum Timing {
     Busy,
 }
 
+/// Sets every port's schedule, queue limits and priority map from `egress` (ports not named get
+/// the defaults back). Gate base times move from their own clock onto the switch's (`start`).
+fn apply_egress(ports: &mut BTreeMap<u32, SwitchPort>, egress: &[(u32, crate::egress::PortEgress)], start: Instant) {
+    let none = crate::egress::PortEgress::default();
+    for (no, p) in ports.iter_mut() {
+        let e = egress.iter().find(|(n, _)| n == no).map_or(&none, |(_, e)| e);
+        let mut schedule = e.schedule.clone();
+        if let Some(g) = schedule.as_mut().and_then(|s| s.gates.as_mut()) {
+            let id = match e.gate_clock {
+                crate::egress::GateClock::Tai => libc::CLOCK_TAI,
+                crate::egress::GateClock::Realtime => libc::CLOCK_REALTIME,
+            };
+            let offset = clock_ns(id) - start.elapsed().as_nanos() as i128;
+            g.base_ns = (g.base_ns as i128 - offset).rem_euclid(g.cycle_ns as i128) as u64;
+        }
+        p.egress.set_schedule(schedule);
+        p.egress.pcp_map = e.pcp_map.unwrap_or(crate::egress::PCP_TO_QUEUE);
+        for q in 0..crate::egress::N_QUEUES {
+            let limit = e.limits.iter().find(|(i, _)| *i == q).map(|&(_, l)| l);
+            p.egress.set_limit(q, limit.unwrap_or(crate::egress::Limit::Frames(crate::egress::QUEUE_LIMIT)));
+        }
+    }
+}
+
 /// The time on `clock` (a clockid), in ns.
 fn clock_ns(clock: libc::clockid_t) -> i128 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -198,26 +222,7 @@ impl Switch {
             mode.port_changed(no, Some(PortView { config: p.desc.config, state: p.desc.state }));
         }
         let start = Instant::now();
-        for (no, e) in &cfg.egress {
-            let Some(p) = ports.get_mut(no) else { continue };
-            let mut schedule = e.schedule.clone();
-            if let Some(g) = schedule.as_mut().and_then(|s| s.gates.as_mut()) {
-                // The gates run on the switch's clock: move the base time over from its own.
-                let id = match e.gate_clock {
-                    crate::egress::GateClock::Tai => libc::CLOCK_TAI,
-                    crate::egress::GateClock::Realtime => libc::CLOCK_REALTIME,
-                };
-                let offset = clock_ns(id) - start.elapsed().as_nanos() as i128;
-                g.base_ns = (g.base_ns as i128 - offset).rem_euclid(g.cycle_ns as i128) as u64;
-            }
-            p.egress.set_schedule(schedule);
-            if let Some(map) = e.pcp_map {
-                p.egress.pcp_map = map;
-            }
-            for &(q, limit) in &e.limits {
-                p.egress.set_limit(q, limit);
-            }
-        }
+        apply_egress(&mut ports, &cfg.egress, start);
         let mut fast = None;
         let mut upcall_rx: Option<Box<dyn PortRx>> = None;
         let mut upcall_guard = None;

@@ -5,9 +5,9 @@ use forwarding::DropReason;
 use serde_json::{json, Value};
 
 use super::Switch;
-use crate::schedule::Shaper;
 use crate::egress::N_QUEUES;
 use crate::fastpath::Mode as FastMode;
+use crate::schedule::Shaper;
 
 /// edgeflow's experimenter id ("EFLW": not an IEEE OUI, so it names no registered vendor).
 pub const EXPERIMENTER: u32 = 0x4546_4c57;
