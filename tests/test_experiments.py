@@ -108,3 +108,21 @@ def test_afdx_shows_policing_and_priority(results):
         elif x["switch"] == "linux-bridge":
             assert arrived == [offered, offered], x
         assert admits < offered / 5, x
+
+
+def test_tsn_shows_scheduling(results):
+    """What the experiment exists to show: on a paced port a high-priority stream loses nothing and
+    waits about one best-effort frame however heavy the best effort; pacing holds the port to its
+    rate where the unpaced veth carries all; busy timing puts gated frames inside a 50 µs window."""
+    lat = rows(results, "tsn")
+    top = max(float(x["be_load"]) for x in lat)
+    at_top = {x["scheduler"]: x for x in lat if float(x["be_load"]) == top}
+    for name in ("strict", "cbs"):
+        x = at_top[name]
+        assert int(x["high_lost"]) == 0, x
+        assert float(x["lat_p99_us"]) < 608 + 3000, x
+        assert float(x["be_mbps"]) < 20 * 1.03, x
+    assert float(at_top["unpaced"]["be_mbps"]) > 25, at_top["unpaced"]
+    gates = {x["timing"]: x for x in rows(results, "tsn-gates")}
+    assert float(gates["busy"]["in_window"]) >= 0.99, gates["busy"]
+    assert all(int(x["lost"]) == 0 for x in gates.values()), gates

@@ -2,71 +2,19 @@
 paced to a rate and scheduled (strict priority, DRR, CBS, gates). Rates and latencies are what
 edgeflow-loadgen's receivers on h3 measured."""
 
-import json
 import signal
 import threading
 import time
 
-from testbed.loadgen import LOADGEN_BIN
-from testbed.switches import Edgeflow
-from testbed.util import run_dir
+from testbed.tsn import flows, fps_for, streams, switch, wire_mbps, write_config
 
 RATE_MBPS = 20
-SIZE = 1500  # on the wire with FCS: 1496 bytes of frame
+SIZE = 1500  # on the wire with FCS
 WIRE = SIZE - 4 + 24  # what the scheduler counts: frame, FCS, preamble, IFG
 # Short queues: an overloaded queue drains in milliseconds once the senders stop, so what each
 # receiver measures over its own span is the shares while all were sending.
 LIMIT = "limit_frames = 20\n"
-
-
-def write_config(topo, name, queues="", gates=""):
-    cfg = run_dir("tsn") / f"{name}.toml"
-    p1, p2, p3 = topo.switch_ports
-    cfg.write_text(f'fail_mode = "secure"\n[[port]]\nname = "{p1}"\n[[port]]\nname = "{p2}"\n'
-                   f'[[port]]\nname = "{p3}"\nrate_mbps = {RATE_MBPS}\n{queues}{gates}')
-    return cfg
-
-
-def switch(topo, queues="", gates="", name="tsn"):
-    """edgeflow (OpenFlow, no controller) with h3's port paced and scheduled; flows from h1 and h2
-    to h3 on the queues the test names."""
-    cfg = write_config(topo, name, queues, gates)
-    return Edgeflow([], extra=["--config", str(cfg)], log_name=name)
-
-
-def flows(sw, q1, q2):
-    for in_port, q in ((1, q1), (2, q2)):
-        sw.ofctl("add-flow", f"priority=10,in_port={in_port},actions=set_queue:{q},output:3")
-
-
-def streams(topo, specs, duration=3.0):
-    """specs: [(sender index, flow, size, fps)]. Starts a receiver per flow on h3, then every sender
-    at once; returns {flow: receiver report}."""
-    h3 = topo.hosts[2]
-    recv = {flow: h3.popen(LOADGEN_BIN, "recv", "--iface", "eth0", "--engine", "socket", "--flow", str(flow),
-                           "--duration", str(duration + 15), "--idle", "1.5")
-            for _, flow, _, _ in specs}
-    time.sleep(0.4)
-    senders = []
-    for i, flow, size, fps in specs:
-        h = topo.hosts[i]
-        senders.append(h.popen(LOADGEN_BIN, "send", "--iface", "eth0", "--dst-mac", h3.mac, "--src-ip", h.addr,
-                               "--dst-ip", h3.addr, "--size", str(size), "--rate", str(fps), "--duration",
-                               str(duration), "--engine", "socket", "--flow", str(flow)))
-    for s in senders:
-        _, err = s.communicate(timeout=duration + 30)
-        assert s.returncode == 0, err
-    out = {}
-    for flow, r in recv.items():
-        o, err = r.communicate(timeout=duration + 30)
-        assert r.returncode == 0, err
-        out[flow] = json.loads(o)
-    return out
-
-
-def wire_mbps(report):
-    """A flow's rate as the scheduler counts it (wire overhead included), in Mbit/s."""
-    return report["received"] / report["duration_s"] * WIRE * 8 / 1e6
+FULL = fps_for(RATE_MBPS, SIZE)  # frames per second that fill the port
 
 
 def test_pacing_and_strict_priority(three_hosts):
@@ -74,16 +22,16 @@ def test_pacing_and_strict_priority(three_hosts):
     sends at its rate, the high-priority stream loses nothing and waits at most about one
     maximum frame on the wire plus the thread's wake-up."""
     queues = f"[[port.queue]]\nid = 0\n{LIMIT}[[port.queue]]\nid = 7\n{LIMIT}"
-    with switch(three_hosts, queues, name="tsn-strict") as sw:
-        flows(sw, 7, 0)
-        got = streams(three_hosts, [(0, 1, 200, 500), (1, 2, SIZE, 2 * RATE_MBPS * 1_000_000 // (WIRE * 8))])
+    with switch(three_hosts, "tsn-strict", RATE_MBPS, queues) as sw:
+        flows(sw, {1: 7, 2: 0})
+        got = streams(three_hosts, [(0, 1, 200, 500), (1, 2, SIZE, 2 * FULL)])
         high, low = got[1], got[2]
         frame_us = WIRE * 8 / RATE_MBPS
-        print(f"\nport at {RATE_MBPS} Mbit/s: best effort {wire_mbps(low):.2f} Mbit/s on the wire, "
+        print(f"\nport at {RATE_MBPS} Mbit/s: best effort {wire_mbps(low, SIZE):.2f} Mbit/s on the wire, "
               f"high priority lost {high['lost']}, latency p50 {high['latency_us']['p50']:.0f} µs "
               f"p99 {high['latency_us']['p99']:.0f} µs (one frame: {frame_us:.0f} µs)")
         assert high["lost"] == 0 and high["received"] >= 1400
-        total = wire_mbps(low) + high["received"] / high["duration_s"] * (200 - 4 + 24) * 8 / 1e6
+        total = wire_mbps(low, SIZE) + wire_mbps(high, 200)
         assert abs(total / RATE_MBPS - 1) < 0.03, total
         assert low["lost"] > 0.3 * low["received"], "the best-effort stream was over the rate: its queue overflowed"
         assert high["latency_us"]["p50"] < frame_us + 500
@@ -97,16 +45,15 @@ def drr(w2, w1):
 
 def drr_share(topo):
     """h1 (queue 2) and h2 (queue 1) each offering the whole port: h1's share of what left."""
-    fps = RATE_MBPS * 1_000_000 // (WIRE * 8)
-    got = streams(topo, [(0, 1, SIZE, fps), (1, 2, SIZE, fps)])
-    share = wire_mbps(got[1]) / (wire_mbps(got[1]) + wire_mbps(got[2]))
-    print(f"\nDRR: {wire_mbps(got[1]):.2f} and {wire_mbps(got[2]):.2f} Mbit/s, share {share:.3f}")
-    return share
+    got = streams(topo, [(0, 1, SIZE, FULL), (1, 2, SIZE, FULL)])
+    a, b = wire_mbps(got[1], SIZE), wire_mbps(got[2], SIZE)
+    print(f"\nDRR: {a:.2f} and {b:.2f} Mbit/s, share {a / (a + b):.3f}")
+    return a / (a + b)
 
 
 def test_drr_shares_by_weight(three_hosts):
-    with switch(three_hosts, drr(3, 1), name="tsn-drr") as sw:
-        flows(sw, 2, 1)
+    with switch(three_hosts, "tsn-drr", RATE_MBPS, drr(3, 1)) as sw:
+        flows(sw, {1: 2, 2: 1})
         share = drr_share(three_hosts)
         assert abs(share / 0.75 - 1) < 0.05, share
 
@@ -114,20 +61,19 @@ def test_drr_shares_by_weight(three_hosts):
 def test_schedule_changes_at_runtime_without_loss(three_hosts):
     """SIGHUP applies a changed schedule to the running switch: a stream below the port's rate
     loses nothing across the change, and the new weights hold after it."""
-    with switch(three_hosts, drr(3, 1), name="tsn-reload") as sw:
-        flows(sw, 2, 1)
-        write_config(three_hosts, "tsn-reload", drr(1, 1))
+    with switch(three_hosts, "tsn-reload", RATE_MBPS, drr(3, 1)) as sw:
+        flows(sw, {1: 2, 2: 1})
+        write_config(three_hosts, "tsn-reload", RATE_MBPS, drr(1, 1))
         timer = threading.Timer(1.0, lambda: sw.proc.send_signal(signal.SIGHUP))
         timer.start()
-        fps = RATE_MBPS * 1_000_000 // (WIRE * 8)
-        steady = streams(three_hosts, [(0, 1, SIZE, fps // 2)], duration=2.0)[1]
+        steady = streams(three_hosts, [(0, 1, SIZE, FULL // 2)], duration=2.0)[1]
         timer.join()
-        assert steady["lost"] == 0 and steady["received"] >= fps // 2 * 2 * 0.97, steady
+        assert steady["lost"] == 0 and steady["received"] >= FULL // 2 * 2 * 0.97, steady
         assert "egress settings applied" in sw.log(), sw.log()
         share = drr_share(three_hosts)
         assert abs(share / 0.5 - 1) < 0.05, share
         # A configuration with an error is refused and the running one stays.
-        write_config(three_hosts, "tsn-reload", drr(0, 1))
+        write_config(three_hosts, "tsn-reload", RATE_MBPS, drr(0, 1))
         sw.proc.send_signal(signal.SIGHUP)
         time.sleep(0.5)
         assert "configuration refused" in sw.log() and "weight must be above 0" in sw.log(), sw.log()
@@ -135,14 +81,12 @@ def test_schedule_changes_at_runtime_without_loss(three_hosts):
 
 
 def test_cbs_holds_its_idle_slope(three_hosts):
-    queues = (f'[[port.queue]]\nid = 5\nscheduler = "cbs"\nidleslope_kbps = 5000\n{LIMIT}'
-              f'[[port.queue]]\nid = 0\n{LIMIT}')
-    with switch(three_hosts, queues, name="tsn-cbs") as sw:
-        flows(sw, 5, 0)
-        fps = RATE_MBPS * 1_000_000 // (WIRE * 8)
+    queues = f'[[port.queue]]\nid = 5\nscheduler = "cbs"\nidleslope_kbps = 5000\n{LIMIT}[[port.queue]]\nid = 0\n{LIMIT}'
+    with switch(three_hosts, "tsn-cbs", RATE_MBPS, queues) as sw:
+        flows(sw, {1: 5, 2: 0})
         # The shaped stream offers twice its idle slope; best effort fills the rest.
-        got = streams(three_hosts, [(0, 1, SIZE, 10_000_000 // (WIRE * 8)), (1, 2, SIZE, fps)])
-        shaped, best = wire_mbps(got[1]), wire_mbps(got[2])
+        got = streams(three_hosts, [(0, 1, SIZE, fps_for(10, SIZE)), (1, 2, SIZE, FULL)])
+        shaped, best = wire_mbps(got[1], SIZE), wire_mbps(got[2], SIZE)
         print(f"\nCBS at 5 Mbit/s: shaped {shaped:.3f} Mbit/s, best effort {best:.2f} Mbit/s")
         assert abs(shaped / 5 - 1) < 0.02, shaped
         assert abs((shaped + best) / RATE_MBPS - 1) < 0.03
@@ -152,12 +96,11 @@ def test_gate_open_half_the_cycle_passes_half_the_rate(three_hosts):
     # Queue 0 may send in the first 5 ms of every 10 ms, queue 7 in the rest (nothing on it).
     gates = ('[port.gates]\nclock = "realtime"\ncycle_ns = 10000000\n'
              'entries = [{ duration_ns = 5000000, open = [0] }, { duration_ns = 5000000, open = [7] }]\n')
-    with switch(three_hosts, f"[[port.queue]]\nid = 0\n{LIMIT}", gates, name="tsn-gates") as sw:
-        flows(sw, 0, 0)
-        fps = RATE_MBPS * 1_000_000 // (WIRE * 8)
-        got = streams(three_hosts, [(0, 1, SIZE, fps)])
-        rate = wire_mbps(got[1])
-        # 5 ms windows hold floor(5 ms / 622.4 µs) = 8 frames: 8 per 10 ms.
+    with switch(three_hosts, "tsn-gates", RATE_MBPS, f"[[port.queue]]\nid = 0\n{LIMIT}", gates) as sw:
+        flows(sw, {1: 0, 2: 0})
+        got = streams(three_hosts, [(0, 1, SIZE, FULL)])
+        rate = wire_mbps(got[1], SIZE)
+        # 5 ms windows hold floor(5 ms / 608 µs) = 8 frames: 8 per 10 ms.
         expected = 8 * WIRE * 8 / 10e-3 / 1e6
         print(f"\ngate open 50 %: {rate:.2f} Mbit/s (expected {expected:.2f})")
         assert abs(rate / expected - 1) < 0.03, rate

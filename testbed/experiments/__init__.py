@@ -4,7 +4,7 @@ Each experiment module has `run(out, quick, switches)`, which writes `<name>.md`
 `<name>.png` under `out` and returns its tables.
 """
 
-from . import afdx, fastpath, framerate, gateway, latency, zodiac, zynq
+from . import afdx, fastpath, framerate, gateway, latency, tsn, zodiac, zynq
 
 EXPERIMENTS = {
     "zodiac": zodiac,
@@ -14,4 +14,5 @@ EXPERIMENTS = {
     "gateway": gateway,
     "fastpath": fastpath,
     "afdx": afdx,
+    "tsn": tsn,
 }

@@ -6,6 +6,7 @@
 //! times come from the same clock: the sender stamps CLOCK_REALTIME into each frame, the receiver
 //! takes the kernel's receive timestamp from its packet ring.
 
+use std::io::Write;
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -125,6 +126,9 @@ struct RecvArgs {
     /// program counts and drops the frames: millions per second; duplicates count as reordered).
     #[arg(long, default_value = "socket")]
     engine: String,
+    /// Write one line per probe received, `SEQ TX_NS RX_NS` (socket engine; CLOCK_REALTIME).
+    #[arg(long)]
+    log: Option<std::path::PathBuf>,
 }
 
 fn realtime_ns() -> u64 {
@@ -346,6 +350,12 @@ fn recv(a: RecvArgs) -> Result<(), String> {
     let mut other = 0u64;
     // Probes received per DSCP: what a remarking meter on the way did.
     let mut dscps = [0u64; 64];
+    let mut log = match &a.log {
+        Some(p) => {
+            Some(std::io::BufWriter::new(std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()))?))
+        }
+        None => None,
+    };
     let start = Instant::now();
     let mut last_seen: Option<Instant> = None;
     let limit = a.count.unwrap_or(u64::MAX);
@@ -365,6 +375,9 @@ fn recv(a: RecvArgs) -> Result<(), String> {
                 let rx_ns = if f.tstamp_ns != 0 { f.tstamp_ns } else { realtime_ns() };
                 stats.record(p.seq, f.data.len() + FCS, p.tx_ns, rx_ns);
                 dscps[frame::dscp(f.data) as usize] += 1;
+                if let Some(l) = &mut log {
+                    let _ = writeln!(l, "{} {} {rx_ns}", p.seq, p.tx_ns);
+                }
                 got += 1;
             }
             _ => other += 1,
@@ -372,6 +385,9 @@ fn recv(a: RecvArgs) -> Result<(), String> {
         if got > 0 {
             last_seen = Some(Instant::now());
         }
+    }
+    if let Some(mut l) = log {
+        l.flush().map_err(|e| e.to_string())?;
     }
     report(&stats, other, &dscps);
     Ok(())

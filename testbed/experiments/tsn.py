@@ -1,0 +1,118 @@
+"""TSN egress scheduling (issue 13; seed 002's TSN switch has 8 queues per port picked by strict
+priority, round robin, CBS and TAS). A high-priority stream's latency through a paced port as
+best-effort load rises, per scheduler; and where a gated queue's frames leave within the cycle,
+per timing strategy (sleep, SCHED_FIFO, busy polling), against its gate window."""
+
+from .. import netns
+from ..netns import Topology
+from ..switches import Edgeflow
+from ..tsn import flows, fps_for, read_log, streams, switch, wire_mbps
+from ..util import run_dir
+from .common import Table, plot, progress
+
+LATENCY_RATE = 20  # Mbit/s: a 1500-byte frame takes 608 µs
+HIGH = (200, 500)  # size, frames/s on queue 7
+BE_SIZE = 1500
+SCHEDULERS = {
+    "unpaced": None,  # no rate_mbps: today's switch, the veth's own speed
+    "strict": "",
+    "cbs": '[[port.queue]]\nid = 7\nscheduler = "cbs"\nidleslope_kbps = 2000\n',
+    "tas": None,  # gates: queue 7 alone for 200 µs of every 2 ms
+}
+TAS_GATES = ('[port.gates]\nclock = "realtime"\ncycle_ns = 2000000\n'
+             'entries = [{ duration_ns = 200000, open = [7] }, { duration_ns = 1800000, open = [0, 1, 2, 3, 4, 5, 6] }]\n')
+
+GATE_RATE = 100  # Mbit/s: a 200-byte frame takes 17.6 µs
+GATE_CYCLE_US, GATE_WINDOW_US = 1000, 50
+GATES = (f'[port.gates]\nclock = "realtime"\ncycle_ns = {GATE_CYCLE_US * 1000}\n'
+         f'entries = [{{ duration_ns = {GATE_WINDOW_US * 1000}, open = [7] }}, '
+         f'{{ duration_ns = {(GATE_CYCLE_US - GATE_WINDOW_US) * 1000}, open = [0] }}]\n')
+
+
+def latency_runs(topo, loads, seconds, table):
+    limit = "[[port.queue]]\nid = 0\nlimit_frames = 50\n"
+    for name, queues in SCHEDULERS.items():
+        for load in loads:
+            progress(f"tsn: {name}, best effort at {load:.0%} of the port")
+            if name == "unpaced":
+                sw = Edgeflow(topo.switch_ports, fail_mode="secure", log_name="tsn-bench")
+            elif name == "tas":
+                sw = switch(topo, "tsn-bench", LATENCY_RATE, limit, TAS_GATES)
+            else:
+                sw = switch(topo, "tsn-bench", LATENCY_RATE, limit + queues)
+            with sw:
+                flows(sw, {1: 7, 2: 0})
+                specs = [(0, 1, *HIGH)]
+                if load > 0:
+                    specs.append((1, 2, BE_SIZE, max(1, int(fps_for(LATENCY_RATE, BE_SIZE) * load))))
+                got = streams(topo, specs, duration=seconds)
+            h = got[1]
+            lat = h["latency_us"]
+            table.add(scheduler=name, be_load=load, high_sent=h["received"] + h["lost"], high_lost=h["lost"],
+                      lat_p50_us=lat["p50"], lat_p99_us=lat["p99"], lat_max_us=lat["max"],
+                      be_mbps=wire_mbps(got[2], BE_SIZE) if 2 in got else 0.0)
+
+
+def gate_runs(topo, seconds, table, timelines):
+    for timing in ("sleep", "fifo", "busy"):
+        progress(f"tsn: gate window {GATE_WINDOW_US} µs every {GATE_CYCLE_US} µs, timing {timing}")
+        log = run_dir("tsn") / f"gate-{timing}.log"
+        with switch(topo, "tsn-gates-bench", GATE_RATE, "[[port.queue]]\nid = 0\nlimit_frames = 50\n", GATES,
+                    timing=timing) as sw:
+            flows(sw, {1: 7, 2: 0})
+            got = streams(topo, [(0, 1, 200, 1000), (1, 2, 1500, fps_for(GATE_RATE * 0.6, 1500))],
+                          duration=seconds, logs={1: log})
+        frames = read_log(log)
+        cycle = GATE_CYCLE_US * 1000
+        offsets = sorted((rx % cycle) / 1000 for _, _, rx in frames)
+        inside = sum(1 for o in offsets if o < GATE_WINDOW_US)
+        q = lambda p: offsets[min(len(offsets) - 1, int(p * len(offsets)))] if offsets else 0.0
+        table.add(timing=timing, frames=len(frames), lost=got[1]["lost"], in_window=inside / max(1, len(frames)),
+                  offset_p50_us=q(0.5), offset_p99_us=q(0.99), offset_max_us=offsets[-1] if offsets else 0.0)
+        timelines[timing] = [((rx - frames[0][2]) / 1e6, (rx % cycle) / 1000) for _, _, rx in frames[:400]]
+
+
+def run(out, quick=False, switches=()):
+    seconds = 1.0 if quick else 4.0
+    loads = [0.0, 1.5] if quick else [0.0, 0.25, 0.5, 0.9, 1.5]
+    lat = Table("tsn", f"A high-priority stream (200 B, 500/s, queue 7) through a {LATENCY_RATE} Mbit/s port as "
+                       "best effort (1500 B, queue 0) rises",
+                ["scheduler", "be_load", "high_sent", "high_lost", "lat_p50_us", "lat_p99_us", "lat_max_us", "be_mbps"],
+                note="`be_load`: offered best effort as a fraction of the port's rate. `unpaced`: no `rate_mbps` "
+                     "(the veth's own speed, nothing to schedule). cbs: queue 7 shaped to 2 Mbit/s. tas: queue 7 "
+                     "alone for 200 µs of every 2 ms. One 1500-byte frame takes 608 µs on the wire.")
+    gates = Table("tsn-gates", f"Where queue 7's frames arrive within a {GATE_CYCLE_US} µs cycle whose first "
+                               f"{GATE_WINDOW_US} µs are its window ({GATE_RATE} Mbit/s port, best effort at 60 %)",
+                  ["timing", "frames", "lost", "in_window", "offset_p50_us", "offset_p99_us", "offset_max_us"],
+                  note="Offsets are the receiver's kernel timestamps modulo the cycle (CLOCK_REALTIME, as the gates): "
+                       "they include the veth hop after the switch. `in_window`: the fraction received inside "
+                       "the window.")
+    timelines = {}
+    netns.cleanup()
+    with Topology("tb") as topo:
+        for _ in range(3):
+            topo.add_host()
+        latency_runs(topo, loads, seconds, lat)
+        gate_runs(topo, seconds, gates, timelines)
+    lat.write(out)
+    gates.write(out)
+
+    def draw(plt):
+        ax1 = plt.subplot(1, 2, 1)
+        for name in SCHEDULERS:
+            rows = [r for r in lat.rows if r["scheduler"] == name]
+            ax1.plot([r["be_load"] for r in rows], [r["lat_p99_us"] for r in rows], marker="o", label=name)
+        ax1.set_xlabel("best-effort load (fraction of port rate)")
+        ax1.set_ylabel("high-priority p99 latency (µs)")
+        ax1.set_yscale("log")
+        ax1.legend(fontsize=8)
+        ax2 = plt.subplot(1, 2, 2)
+        for timing, pts in timelines.items():
+            ax2.scatter([p[0] for p in pts], [p[1] for p in pts], s=4, label=timing)
+        ax2.axhspan(0, GATE_WINDOW_US, color="green", alpha=0.15, label="queue 7's window")
+        ax2.set_xlabel("time (ms)")
+        ax2.set_ylabel(f"arrival within the {GATE_CYCLE_US} µs cycle (µs)")
+        ax2.legend(fontsize=8)
+
+    plot(out / "tsn.png", draw)
+    return [lat, gates]
