@@ -31,13 +31,17 @@ def test_files_and_summary(results):
         assert f"## {name}" in summary
 
 
-def test_zodiac_plausible(results):
+def test_zodiac_shows_edgeflow_beside_its_peers(results):
+    """Zodiac FX's table: TCP through each switch. edgeflow in userspace is well ahead of Open
+    vSwitch's userspace datapath (12-15x in full runs), the TC fast path near the Linux bridge
+    (0.77-0.95 in full runs), in the same run."""
     r = rows(results, "zodiac")
     by = {(x["switch"], x["app"], x["flow"]): float(x["mbit_s"]) for x in r}
-    assert by[("linux-bridge", "none", "C2S")] > 1000
-    assert by[("edgeflow", "none", "C2S")] > 1000
-    assert by[("edgeflow", "l2-learning", "C2S")] > 1000
-    assert all(v > 50 for v in by.values()), by
+    for flow in ("C2S", "S2C"):
+        assert by[("edgeflow", "none", flow)] > 4 * by[("ovs-netdev", "none", flow)], by
+        assert by[("edgeflow-tc", "none", flow)] > 0.6 * by[("linux-bridge", "none", flow)], by
+    # A reactive controller's flows carry the traffic as well as native mode does.
+    assert by[("edgeflow", "l2-learning", "C2S")] > 0.5 * by[("edgeflow", "none", "C2S")], by
     assert {x["hosts_tx"] for x in r if x["switch"] == "ovs-netdev"} == {"off"}, "settings are recorded per row"
 
 
@@ -51,38 +55,53 @@ def test_zynq_plausible(results):
         assert 0 < float(x["rtt_avg_ms"]) < 50
 
 
-def test_framerate_plausible(results):
-    r = rows(results, "framerate")
-    assert {int(x["size"]) for x in r} == {64, 1518}
-    for x in r:
-        assert float(x["received_pps"]) > 10_000, x
-        assert x["bottleneck"] in ("generator", "switch")
+def test_framerate_shows_the_fast_path_ahead(results):
+    """64-byte frames: XDP well above the Linux bridge (3.4-4.7x in full runs), userspace edgeflow
+    above Open vSwitch's userspace datapath (2.9-3.5x), in the same run."""
+    r = {(x["switch"], int(x["size"])): float(x["received_pps"]) for x in rows(results, "framerate")}
+    assert {s for _, s in r} >= {64, 1518}
+    assert r[("edgeflow-xdp", 64)] > 1.5 * r[("linux-bridge", 64)], r
+    assert r[("edgeflow-tc", 64)] > r[("edgeflow", 64)], r
+    assert r[("edgeflow", 64)] > 1.5 * r[("ovs-netdev", 64)], r
 
 
-def test_latency_plausible(results):
-    for x in rows(results, "latency"):
-        assert int(x["received"]) > 0
-        assert 0 < float(x["lat_min_us"]) <= float(x["lat_p50_us"]) <= float(x["lat_max_us"]) < 100_000, x
+def test_latency_shows_the_fast_path_ahead(results):
+    """Median latency at 10 kframes/s: the kernel fast path well under userspace edgeflow, which
+    is under Open vSwitch's userspace datapath (0.29-0.39 in full runs)."""
+    p50 = {(x["switch"], int(x["size"])): float(x["lat_p50_us"]) for x in rows(results, "latency")
+           if x["gap_us"] == "100"}
+    for size in (64, 1518):
+        for fast in ("edgeflow-tc", "edgeflow-xdp"):
+            assert p50[(fast, size)] < 0.5 * p50[("edgeflow", size)], p50
+        assert p50[("edgeflow", size)] < 0.8 * p50[("ovs-netdev", size)], p50
 
 
-def test_gateway_plausible(results):
-    load = {x["switch"]: x for x in rows(results, "gateway")}
-    assert float(load["linux-bridge"]["mbit_s"]) > 1000
-    assert float(load["edgeflow"]["switch_cpu_pct"]) > 0
+def test_gateway_shows_throughput_and_expiry_spikes(results):
+    """The home-gateway paper's two points: edgeflow's own throughput beside the bridge and Open
+    vSwitch, and RTT spikes when a reactive controller's flows reach their hard timeout: at least
+    one per expiry."""
+    load = {x["switch"]: float(x["mbit_s"]) for x in rows(results, "gateway")}
+    assert load["edgeflow"] > 0.4 * load["linux-bridge"], load
+    assert load["edgeflow"] > 4 * load["ovs-netdev"], load
+    assert load["edgeflow-tc"] > 0.6 * load["linux-bridge"], load
     for x in rows(results, "gateway_timeouts"):
-        assert int(x["pings"]) > 0 and float(x["rtt_max_ms"]) >= float(x["rtt_median_ms"])
+        assert int(x["expiries"]) >= 2 and int(x["spikes"]) >= int(x["expiries"]), x
 
 
-def test_fastpath_plausible(results):
+def test_fastpath_shows_kernel_ahead_of_userspace(results):
+    """The fast-path experiment's claims, as ratios of the same run: the kernel paths ahead of
+    userspace for 64-byte frames, TC near the bridge for TCP, XDP above the bridge for 64 B."""
     r = {(x["switch"], x["pipeline"]): x for x in rows(results, "fastpath")}
     kinds = {k for k, _ in r}
     assert kinds >= {"linux-bridge", "edgeflow", "edgeflow-tc", "edgeflow-xdp"}, kinds
-    for (kind, pipeline), x in r.items():
-        assert float(x["tcp_gbit_s"]) > 0.5, x
-        assert float(x["mpps_64"]) > 0.01, x
-        if kind in ("edgeflow-tc", "edgeflow-xdp"):
+    for pipeline in {p for k, p in r if k == "edgeflow"}:
+        user = float(r[("edgeflow", pipeline)]["mpps_64"])
+        for fast in ("edgeflow-tc", "edgeflow-xdp"):
+            assert float(r[(fast, pipeline)]["mpps_64"]) > 1.3 * user, (pipeline, fast, r[(fast, pipeline)])
             # The loadgen frame hit the kernel's cache: the program test run reports a hit's cost.
-            assert 0 < float(x["fastpath_prog_ns"]) < 100_000, x
+            assert 0 < float(r[(fast, pipeline)]["fastpath_prog_ns"]) < 100_000
+        assert float(r[("edgeflow-tc", pipeline)]["tcp_vs_bridge"]) > 0.6, r[("edgeflow-tc", pipeline)]
+        assert float(r[("edgeflow-xdp", pipeline)]["mpps_64_vs_bridge"]) > 1.5, r[("edgeflow-xdp", pipeline)]
     depth = rows(results, "fastpath_depth")
     assert {x["switch"] for x in depth} >= {"edgeflow-tc", "edgeflow-xdp"}
 

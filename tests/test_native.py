@@ -38,7 +38,12 @@ def test_secure_mode_drops_without_controller(two_hosts):
     h1, h2 = two_hosts.hosts
     dead = Controller()
     dead.close()
-    with Edgeflow(two_hosts.switch_ports, controllers=[dead.target], fail_mode="secure"):
+    with Edgeflow(two_hosts.switch_ports, controllers=[dead.target], fail_mode="secure") as sw:
         time.sleep(3.5)
         received, _, _ = h1.ping(h2.addr, count=2)
         assert received == 0
+        # The positive control: the same pings, once a flow allows them, all come back (so the 0
+        # above was the switch's doing, not a ping that could not be read).
+        sw.ofctl("add-flow", "priority=1,actions=NORMAL")
+        received, _, _ = h1.ping(h2.addr, count=2)
+        assert received == 2
