@@ -22,14 +22,28 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+#: Held for the whole session: a second session would wipe the first one's namespaces and
+#: interfaces when it cleans up (one did, and failed a CI run half-way).
+SESSION_LOCK = "/run/edgeflow-tests.lock"
+
+
 @pytest.fixture(scope="session", autouse=True)
 def clean_machine():
-    if os.geteuid() == 0:
-        assert Path(EDGEFLOW_BIN).exists(), f"{EDGEFLOW_BIN} missing: run `make build` first"
-        netns.cleanup()
+    if os.geteuid() != 0:
+        yield
+        return
+    import fcntl
+    lock = open(SESSION_LOCK, "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pytest.exit(f"another edgeflow test session holds {SESSION_LOCK}: starting would wipe its namespaces "
+                    "and interfaces; wait for it to finish", returncode=3)
+    assert Path(EDGEFLOW_BIN).exists(), f"{EDGEFLOW_BIN} missing: run `make build` first"
+    netns.cleanup()
     yield
-    if os.geteuid() == 0:
-        netns.cleanup()
+    netns.cleanup()
+    lock.close()
 
 
 @pytest.fixture
