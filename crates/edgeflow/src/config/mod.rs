@@ -1,0 +1,500 @@
+//! The TOML configuration file and its merge with command-line flags. Every error names the line it
+//! is about and the reason.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use agent::{FailMode, Target, TlsFiles};
+use datapath::egress::PortEgress;
+use datapath::switch::Timing;
+use serde::Deserialize;
+use toml::Spanned;
+
+mod afdx;
+mod egress;
+
+use afdx::afdx;
+pub use afdx::{load_afdx, AfdxSection};
+use egress::port_egress;
+pub use egress::{GatesEntry, QueueEntry};
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct File {
+    pub dpid: Option<Spanned<String>>,
+    pub fail_mode: Option<Spanned<String>>,
+    pub tables: Option<Spanned<u32>>,
+    pub local_port: Option<String>,
+    pub probe_interval: Option<Spanned<u64>>,
+    pub datapath: Option<Spanned<String>>,
+    pub mode: Option<Spanned<String>>,
+    pub packet_in_rate: Option<u32>,
+    #[serde(default, rename = "table")]
+    pub tables_cfg: Vec<TableEntry>,
+    #[serde(default)]
+    pub controllers: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub listen: Vec<Spanned<String>>,
+    #[serde(default, rename = "port")]
+    pub ports: Vec<PortEntry>,
+    pub tls: Option<TlsEntry>,
+    #[serde(default)]
+    pub portmap: Vec<PortMapEntry>,
+    pub afdx: Option<AfdxSection>,
+    /// How the forwarding thread meets scheduled ports' deadlines: sleep, fifo or busy.
+    pub egress_timing: Option<Spanned<String>>,
+}
+
+/// `[[portmap]]`: frames received on port `from` leave on port `to` (mode = "portmap").
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortMapEntry {
+    pub from: Spanned<u32>,
+    pub to: Spanned<u32>,
+}
+
+/// The forwarding mode and what it alone needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModeSetting {
+    /// Programmed by OpenFlow controllers (native learning through a NORMAL flow without one).
+    OpenFlow,
+    /// A MAC-learning switch with no flow tables.
+    Learning,
+    /// Fixed (in port, out port) pairs.
+    PortMap(Vec<(u32, u32)>),
+    /// ARINC 664 part 7 virtual links.
+    Afdx { vls: Vec<forwarding::afdx::VirtualLink>, mac_constant: u32 },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortEntry {
+    pub name: Spanned<String>,
+    pub number: Option<Spanned<u32>>,
+    /// The rate the port is paced to (Mbit/s); schedulers and gates need it.
+    pub rate_mbps: Option<Spanned<f64>>,
+    /// VLAN priority 0-7 → egress queue, for frames no mode gave a queue (default: 802.1Q's table).
+    pub pcp_map: Option<Spanned<Vec<u8>>>,
+    #[serde(default, rename = "queue")]
+    pub queues: Vec<QueueEntry>,
+    pub gates: Option<GatesEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableEntry {
+    pub id: Spanned<u32>,
+    pub max_flows: Option<u32>,
+    #[serde(default)]
+    pub evict: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsEntry {
+    pub private_key: PathBuf,
+    pub certificate: PathBuf,
+    pub ca_cert: PathBuf,
+}
+
+/// Everything `edgeflow run` needs, after file and flags are merged and checked.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub dpid: u64,
+    pub fail_mode: FailMode,
+    pub n_tables: u8,
+    pub ports: Vec<(u32, String)>,
+    pub local_port: Option<String>,
+    pub controllers: Vec<Target>,
+    pub listen: Vec<Target>,
+    pub tls: Option<TlsFiles>,
+    pub probe_interval: Duration,
+    pub packet_in_rate: u32,
+    pub table_limits: Vec<(u8, u32, bool)>,
+    pub fastpath: Option<datapath::fastpath::Mode>,
+    pub mode: ModeSetting,
+    /// Per port number: pacing, schedulers, gates and queue limits.
+    pub egress: Vec<(u32, PortEgress)>,
+    pub timing: Timing,
+}
+
+/// Default packet-in rate limit (per second, all controllers together).
+pub const DEFAULT_PACKET_IN_RATE: u32 = 2000;
+
+/// What the command line gave (each overrides or extends the file).
+#[derive(Debug, Default, Clone)]
+pub struct Flags {
+    pub ports: Vec<String>,
+    pub controllers: Vec<String>,
+    pub listen: Vec<String>,
+    pub fail_mode: Option<String>,
+    pub dpid: Option<String>,
+    pub tables: Option<u32>,
+    pub local_port: Option<String>,
+    pub probe_interval: Option<u64>,
+    pub datapath: Option<String>,
+    pub mode: Option<String>,
+    /// `FROM:TO` port-number pairs for the port-map mode.
+    pub portmap: Vec<String>,
+    pub packet_in_rate: Option<u32>,
+    pub private_key: Option<PathBuf>,
+    pub certificate: Option<PathBuf>,
+    pub ca_cert: Option<PathBuf>,
+}
+
+fn line_of(src: &str, offset: usize) -> usize {
+    src[..offset.min(src.len())].bytes().filter(|&b| b == b'\n').count() + 1
+}
+
+struct Ctx<'a> {
+    path: &'a str,
+    src: &'a str,
+}
+
+impl Ctx<'_> {
+    fn at<T>(&self, s: &Spanned<T>, reason: impl std::fmt::Display) -> String {
+        format!("{}:{}: {reason}", self.path, line_of(self.src, s.span().start))
+    }
+}
+
+pub fn parse_dpid(s: &str) -> Result<u64, String> {
+    let hex = s.trim_start_matches("0x").trim_start_matches("0X").replace(':', "");
+    if hex.is_empty() || hex.len() > 16 {
+        return Err(format!("dpid '{s}': expected up to 16 hex digits"));
+    }
+    u64::from_str_radix(&hex, 16).map_err(|_| format!("dpid '{s}': not hexadecimal"))
+}
+
+fn parse_fail_mode(s: &str) -> Result<FailMode, String> {
+    match s {
+        "secure" => Ok(FailMode::Secure),
+        "standalone" => Ok(FailMode::Standalone),
+        _ => Err(format!("fail mode '{s}': expected 'secure' or 'standalone'")),
+    }
+}
+
+fn parse_tables(n: u32) -> Result<u8, String> {
+    if (1..=254).contains(&n) {
+        Ok(n as u8)
+    } else {
+        Err(format!("tables = {n}: must be between 1 and 254"))
+    }
+}
+
+fn parse_datapath(s: &str) -> Result<Option<datapath::fastpath::Mode>, String> {
+    match s {
+        "user" => Ok(None),
+        "tc" => Ok(Some(datapath::fastpath::Mode::Tc)),
+        "xdp" => Ok(Some(datapath::fastpath::Mode::Xdp)),
+        _ => Err(format!("datapath '{s}': expected 'user', 'tc' or 'xdp'")),
+    }
+}
+
+/// A default datapath id from the first port's MAC address (as Open vSwitch derives it).
+fn default_dpid(ports: &[(u32, String)]) -> u64 {
+    ports
+        .first()
+        .and_then(|(_, name)| datapath::sys::hw_addr(name).ok())
+        .map(|mac| mac.iter().fold(0u64, |acc, &b| acc << 8 | b as u64))
+        .filter(|&d| d != 0)
+        .unwrap_or(1)
+}
+
+/// Reads and checks a config file (no flags).
+pub fn load_file(path: &Path) -> Result<(File, String), String> {
+    let src = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let file = parse_file(&src, path)?;
+    Ok((file, src))
+}
+
+/// Parses a config file's text; a syntax or type error names its line.
+fn parse_file(src: &str, path: &Path) -> Result<File, String> {
+    toml::from_str(src).map_err(|e| {
+        let line = e.span().map(|s| line_of(src, s.start)).unwrap_or(0);
+        format!("{}:{line}: {}", path.display(), e.message())
+    })
+}
+
+pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Settings, String> {
+    let empty = File::default();
+    let (file, src, path) = match file {
+        Some((f, s, p)) => (f, s, p.display().to_string()),
+        None => (&empty, "", "<flags>".to_string()),
+    };
+    let cx = Ctx { path: &path, src };
+
+    let mut ports: Vec<(u32, String)> = Vec::new();
+    let mut egress = Vec::new();
+    let mut next = 1u32;
+    for p in &file.ports {
+        let number = match &p.number {
+            Some(n) if *n.get_ref() == 0 || *n.get_ref() >= ofp::port::OFPP_MAX => {
+                return Err(cx.at(n, format!("port number {} is not a usable OpenFlow port", n.get_ref())));
+            }
+            Some(n) => *n.get_ref(),
+            None => next,
+        };
+        if ports.iter().any(|(no, _)| *no == number) {
+            return Err(cx.at(&p.name, format!("port number {number} is used twice")));
+        }
+        if ports.iter().any(|(_, name)| name == p.name.get_ref()) {
+            return Err(cx.at(&p.name, format!("interface '{}' is listed twice", p.name.get_ref())));
+        }
+        ports.push((number, p.name.get_ref().clone()));
+        next = next.max(number + 1);
+        if let Some(e) = port_egress(&cx, p)? {
+            egress.push((number, e));
+        }
+    }
+    for name in &flags.ports {
+        if ports.iter().any(|(_, n)| n == name) {
+            return Err(format!("--port {name}: interface listed twice"));
+        }
+        ports.push((next, name.clone()));
+        next += 1;
+    }
+
+    let targets = |list: &[Spanned<String>], extra: &[String], what: &str| -> Result<Vec<Target>, String> {
+        let mut out = Vec::new();
+        for t in list {
+            out.push(t.get_ref().parse().map_err(|e| cx.at(t, e))?);
+        }
+        for t in extra {
+            out.push(t.parse().map_err(|e| format!("--{what} {e}"))?);
+        }
+        Ok(out)
+    };
+    let controllers = targets(&file.controllers, &flags.controllers, "controller")?;
+    let listen = targets(&file.listen, &flags.listen, "listen")?;
+
+    let fail_mode = match (&flags.fail_mode, &file.fail_mode) {
+        (Some(f), _) => parse_fail_mode(f).map_err(|e| format!("--fail-mode: {e}"))?,
+        (None, Some(f)) => parse_fail_mode(f.get_ref()).map_err(|e| cx.at(f, e))?,
+        (None, None) => FailMode::Secure,
+    };
+    let n_tables = match (flags.tables, &file.tables) {
+        (Some(n), _) => parse_tables(n).map_err(|e| format!("--tables: {e}"))?,
+        (None, Some(n)) => parse_tables(*n.get_ref()).map_err(|e| cx.at(n, e))?,
+        (None, None) => pipeline::DEFAULT_N_TABLES,
+    };
+    let fastpath = match (&flags.datapath, &file.datapath) {
+        (Some(d), _) => parse_datapath(d).map_err(|e| format!("--datapath: {e}"))?,
+        (None, Some(d)) => parse_datapath(d.get_ref()).map_err(|e| cx.at(d, e))?,
+        _ => None,
+    };
+    let dpid = match (&flags.dpid, &file.dpid) {
+        (Some(d), _) => parse_dpid(d).map_err(|e| format!("--dpid: {e}"))?,
+        (None, Some(d)) => parse_dpid(d.get_ref()).map_err(|e| cx.at(d, e))?,
+        (None, None) => default_dpid(&ports),
+    };
+    let probe = flags.probe_interval.or(file.probe_interval.as_ref().map(|p| *p.get_ref())).unwrap_or(5);
+    if probe == 0 {
+        return Err("probe interval must be at least 1 second".into());
+    }
+    let tls = match (&flags.private_key, &flags.certificate, &flags.ca_cert, &file.tls) {
+        (Some(k), Some(c), Some(ca), _) => {
+            Some(TlsFiles { private_key: k.clone(), certificate: c.clone(), ca_cert: ca.clone() })
+        }
+        (None, None, None, Some(t)) => Some(TlsFiles {
+            private_key: t.private_key.clone(),
+            certificate: t.certificate.clone(),
+            ca_cert: t.ca_cert.clone(),
+        }),
+        (None, None, None, None) => None,
+        _ => return Err("--private-key, --certificate and --ca-cert go together".into()),
+    };
+    let mut table_limits = Vec::new();
+    for t in &file.tables_cfg {
+        let id = *t.id.get_ref();
+        if id >= n_tables as u32 {
+            return Err(cx.at(&t.id, format!("table {id} does not exist (tables = {n_tables})")));
+        }
+        if table_limits.iter().any(|&(i, _, _)| i as u32 == id) {
+            return Err(cx.at(&t.id, format!("table {id} is configured twice")));
+        }
+        let max = t.max_flows.unwrap_or(pipeline::DEFAULT_MAX_FLOWS);
+        if max == 0 {
+            return Err(cx.at(&t.id, "max_flows must be at least 1"));
+        }
+        table_limits.push((id as u8, max, t.evict));
+    }
+    if ports.is_empty() {
+        return Err("no ports: give --port IFNAME (repeatable) or [[port]] entries in the config".into());
+    }
+    let mode_name = match (&flags.mode, &file.mode) {
+        (Some(m), _) => m.clone(),
+        (None, Some(m)) => m.get_ref().clone(),
+        (None, None) => "openflow".into(),
+    };
+    let at_mode = |reason: String| match (&flags.mode, &file.mode) {
+        (None, Some(m)) => cx.at(m, reason),
+        _ => format!("--mode: {reason}"),
+    };
+    let mode = match mode_name.as_str() {
+        "openflow" => ModeSetting::OpenFlow,
+        "learning" => ModeSetting::Learning,
+        "portmap" => ModeSetting::PortMap(portmap(&cx, file, flags, &ports)?),
+        "afdx" => afdx(&cx, file, &ports)?
+            .ok_or_else(|| at_mode("mode 'afdx' needs [[afdx.vl]] entries in the config file".into()))?,
+        other => return Err(at_mode(format!("mode '{other}': expected 'openflow', 'learning', 'portmap' or 'afdx'"))),
+    };
+    if mode != ModeSetting::OpenFlow && !controllers.is_empty() {
+        return Err(at_mode(format!("mode '{mode_name}' takes no controllers (only mode = \"openflow\" does)")));
+    }
+    if !matches!(mode, ModeSetting::PortMap(_)) {
+        if let Some(e) = file.portmap.first() {
+            return Err(cx.at(&e.from, "[[portmap]] needs mode = \"portmap\""));
+        }
+        if !flags.portmap.is_empty() {
+            return Err("--portmap needs --mode portmap".into());
+        }
+    }
+    if !matches!(mode, ModeSetting::Afdx { .. }) {
+        if let Some(a) = &file.afdx {
+            let reason = "[afdx] needs mode = \"afdx\"";
+            return Err(match (a.vl.first(), &a.mac_constant) {
+                (Some(vl), _) => cx.at(&vl.id, reason),
+                (None, Some(c)) => cx.at(c, reason),
+                (None, None) => format!("{path}: {reason}"),
+            });
+        }
+    }
+    Ok(Settings {
+        dpid,
+        fail_mode,
+        n_tables,
+        ports,
+        local_port: flags.local_port.clone().or_else(|| file.local_port.clone()),
+        controllers,
+        listen,
+        tls,
+        probe_interval: Duration::from_secs(probe),
+        packet_in_rate: flags.packet_in_rate.or(file.packet_in_rate).unwrap_or(DEFAULT_PACKET_IN_RATE),
+        table_limits,
+        fastpath,
+        mode,
+        egress,
+        timing: match &file.egress_timing {
+            None => Timing::Sleep,
+            Some(t) => match t.get_ref().as_str() {
+                "sleep" => Timing::Sleep,
+                "fifo" => Timing::Fifo,
+                "busy" => Timing::Busy,
+                other => return Err(cx.at(t, format!("egress_timing '{other}': expected sleep, fifo or busy"))),
+            },
+        },
+    })
+}
+
+/// The port map's pairs, from the file and `--portmap FROM:TO` flags: both ports configured, each
+/// input mapped once.
+fn portmap(cx: &Ctx<'_>, file: &File, flags: &Flags, ports: &[(u32, String)]) -> Result<Vec<(u32, u32)>, String> {
+    let known = |n: u32| ports.iter().any(|(no, _)| *no == n);
+    let mut pairs: Vec<(u32, u32)> = Vec::new();
+    for e in &file.portmap {
+        for end in [&e.from, &e.to] {
+            if !known(*end.get_ref()) {
+                return Err(cx.at(end, format!("port {} is not configured", end.get_ref())));
+            }
+        }
+        if pairs.iter().any(|&(from, _)| from == *e.from.get_ref()) {
+            return Err(cx.at(&e.from, format!("port {} is mapped twice", e.from.get_ref())));
+        }
+        pairs.push((*e.from.get_ref(), *e.to.get_ref()));
+    }
+    for f in &flags.portmap {
+        let bad = || format!("--portmap {f}: expected FROM:TO, two configured port numbers");
+        let (from, to) = f.split_once(':').ok_or_else(bad)?;
+        let (from, to): (u32, u32) = (from.parse().map_err(|_| bad())?, to.parse().map_err(|_| bad())?);
+        if !known(from) || !known(to) {
+            return Err(bad());
+        }
+        if pairs.iter().any(|&(f, _)| f == from) {
+            return Err(format!("--portmap {f}: port {from} is mapped twice"));
+        }
+        pairs.push((from, to));
+    }
+    if pairs.is_empty() {
+        return Err("mode 'portmap' needs [[portmap]] entries or --portmap FROM:TO".into());
+    }
+    Ok(pairs)
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    pub(super) fn from_str(src: &str) -> Result<Settings, String> {
+        let file = parse_file(src, Path::new("sw.toml"))?;
+        settings(Some((&file, src, Path::new("sw.toml"))), &Flags::default())
+    }
+
+    #[test]
+    fn full_file() {
+        let s = from_str(
+            r#"
+dpid = "0xab"
+fail_mode = "standalone"
+tables = 10
+controllers = ["tcp:127.0.0.1:6653"]
+listen = ["ptcp:6634:127.0.0.1"]
+[[port]]
+name = "a"
+[[port]]
+name = "b"
+number = 7
+"#,
+        )
+        .unwrap();
+        assert_eq!(s.dpid, 0xab);
+        assert_eq!(s.fail_mode, FailMode::Standalone);
+        assert_eq!(s.n_tables, 10);
+        assert_eq!(s.ports, vec![(1, "a".into()), (7, "b".into())]);
+        assert_eq!(s.controllers.len(), 1);
+    }
+
+    #[test]
+    fn errors_name_the_line() {
+        let e = from_str("dpid = \"1\"\n\ncontrollers = [\"udp:1.2.3.4\"]\n[[port]]\nname = \"a\"\n").unwrap_err();
+        assert!(e.starts_with("sw.toml:3:"), "{e}");
+        let e = from_str("[[port]]\nname = \"a\"\n[[port]]\nname = \"a\"\n").unwrap_err();
+        assert!(e.starts_with("sw.toml:4:") && e.contains("twice"), "{e}");
+        let e = from_str("fail_mode = \"open\"\n[[port]]\nname = \"a\"\n").unwrap_err();
+        assert!(e.starts_with("sw.toml:1:") && e.contains("secure"), "{e}");
+        // Top-level keys before the first table: after `[[port]]` they would belong to the port
+        // and stop at "unknown field" before the range check.
+        let e = from_str("tables = 300\n[[port]]\nname = \"a\"\n").unwrap_err();
+        assert!(e.starts_with("sw.toml:1:") && e.contains("between 1 and 254"), "{e}");
+        let e = from_str("[[port]]\nname = \"a\"\ntables = 3\n").unwrap_err();
+        assert!(e.starts_with("sw.toml:3:") && e.contains("unknown field"), "{e}");
+    }
+
+    #[test]
+    fn modes_and_their_settings() {
+        let ports = "[[port]]\nname = \"a\"\n[[port]]\nname = \"b\"\n";
+        assert_eq!(from_str(ports).unwrap().mode, ModeSetting::OpenFlow);
+        let s = from_str(&format!("mode = \"portmap\"\n{ports}[[portmap]]\nfrom = 1\nto = 2\n")).unwrap();
+        assert_eq!(s.mode, ModeSetting::PortMap(vec![(1, 2)]));
+        let e = from_str(&format!("mode = \"portmap\"\n{ports}[[portmap]]\nfrom = 1\nto = 3\n")).unwrap_err();
+        assert!(e.starts_with("sw.toml:8:") && e.contains("port 3 is not configured"), "{e}");
+        let e = from_str(&format!(
+            "mode = \"portmap\"\n{ports}[[portmap]]\nfrom = 1\nto = 2\n[[portmap]]\nfrom = 1\nto = 1\n"
+        ))
+        .unwrap_err();
+        assert!(e.starts_with("sw.toml:10:") && e.contains("mapped twice"), "{e}");
+        let e = from_str(&format!("mode = \"bridge\"\n{ports}")).unwrap_err();
+        assert!(e.starts_with("sw.toml:1:") && e.contains("expected 'openflow'"), "{e}");
+        let e = from_str(&format!("mode = \"learning\"\ncontrollers = [\"tcp:127.0.0.1\"]\n{ports}")).unwrap_err();
+        assert!(e.starts_with("sw.toml:1:") && e.contains("takes no controllers"), "{e}");
+        let e = from_str(&format!("{ports}[[portmap]]\nfrom = 1\nto = 2\n")).unwrap_err();
+        assert!(e.starts_with("sw.toml:6:") && e.contains("needs mode"), "{e}");
+    }
+
+    #[test]
+    fn dpid_forms() {
+        assert_eq!(parse_dpid("0x1"), Ok(1));
+        assert_eq!(parse_dpid("00:00:00:00:00:00:00:0a"), Ok(10));
+        assert!(parse_dpid("xyz").is_err());
+        assert!(parse_dpid("0x11112222333344445").is_err());
+    }
+}
