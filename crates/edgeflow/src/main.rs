@@ -98,8 +98,9 @@ struct RunArgs {
     #[arg(long, value_name = "KIND")]
     datapath: Option<String>,
     /// Forwarding mode: openflow (default; controllers program it), learning (a MAC-learning
-    /// switch without flow tables), portmap (fixed port pairs, see --portmap) or afdx (ARINC 664
-    /// virtual links, from the config file's [[afdx.vl]] table; see docs/afdx.md).
+    /// switch without flow tables), portmap (fixed port pairs, see --portmap), afdx (ARINC 664
+    /// virtual links, from the config file's [[afdx.vl]] table; see docs/afdx.md) or less
+    /// (source-routed label switching; see docs/less.md).
     #[arg(long, value_name = "MODE")]
     mode: Option<String>,
     /// For --mode portmap: frames received on port FROM leave on port TO (repeatable).
@@ -265,6 +266,7 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
         ModeSetting::Afdx { vls, mac_constant } => {
             Box::new(forwarding::afdx::AfdxMode::new(vls, *mac_constant).map_err(|e| e.to_string())?)
         }
+        ModeSetting::Less(cfg) => Box::new(forwarding::less::LessMode::new(cfg.clone())),
     };
     let switch_cfg = SwitchConfig {
         dpid: s.dpid,
@@ -292,6 +294,7 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
             ModeSetting::Learning => "learning",
             ModeSetting::PortMap(_) => "portmap",
             ModeSetting::Afdx { .. } => "afdx",
+            ModeSetting::Less(_) => "less",
         },
         "starting"
     );

@@ -13,6 +13,7 @@
 
 pub mod afdx;
 pub mod learning;
+pub mod less;
 pub mod openflow;
 pub mod portmap;
 
@@ -61,10 +62,12 @@ pub enum DropReason {
     Filtered,
     /// Over its traffic contract (AFDX BAG policing).
     Policed,
+    /// A LESS label stack this switch cannot follow (the mode's counters say why).
+    BadLabel,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 12] = [
+    pub const ALL: [DropReason; 13] = [
         DropReason::Malformed,
         DropReason::PortBlocked,
         DropReason::NoAction,
@@ -77,6 +80,7 @@ impl DropReason {
         DropReason::OverMtu,
         DropReason::Filtered,
         DropReason::Policed,
+        DropReason::BadLabel,
     ];
 
     pub fn name(self) -> &'static str {
@@ -93,6 +97,7 @@ impl DropReason {
             DropReason::OverMtu => "over_mtu",
             DropReason::Filtered => "filtered",
             DropReason::Policed => "policed",
+            DropReason::BadLabel => "bad_label",
         }
     }
 }

@@ -51,23 +51,50 @@ pub fn set_dscp(frame: &mut [u8], dscp: u8) {
 
 /// The IPv4 DSCP of a frame [`read_probe`] accepted.
 pub fn dscp(frame: &[u8]) -> u8 {
-    frame[15] >> 2
+    ip_at(frame).map_or(0, |ip| frame[ip + 1] >> 2)
 }
 
 pub fn write_probe(frame: &mut [u8], p: Probe) {
-    let b = &mut frame[PROBE_AT..PROBE_AT + PROBE_LEN];
+    let at = probe_at(frame).unwrap_or(PROBE_AT);
+    let b = &mut frame[at..at + PROBE_LEN];
     b[0..2].copy_from_slice(&MAGIC.to_be_bytes());
     b[2..4].copy_from_slice(&p.flow.to_be_bytes());
     b[4..8].copy_from_slice(&p.seq.to_be_bytes());
     b[8..16].copy_from_slice(&p.tx_ns.to_be_bytes());
 }
 
-/// The probe in a received frame, if it is one of ours (IPv4/UDP, right magic).
+/// Where the IP header starts: after Ethernet, and after a LESS/MPLS label stack if there is one.
+fn ip_at(frame: &[u8]) -> Option<usize> {
+    match frame.get(12..14)? {
+        [0x08, 0x00] => Some(14),
+        [0x88, 0x47] => Some(14 + 4 * packet::less::depth(frame, 14, MAX_LABELS).ok()?),
+        _ => None,
+    }
+}
+
+/// Label stack entries a probe frame may carry.
+pub const MAX_LABELS: usize = 64;
+
+fn probe_at(frame: &[u8]) -> Option<usize> {
+    Some(ip_at(frame)? + PROBE_AT - 14)
+}
+
+/// Puts a LESS label stack (`packet::less::encode_route`) between the Ethernet header and IP, for a
+/// sender that addresses the switches itself.
+pub fn push_labels(frame: &mut Vec<u8>, stack: &[u8]) {
+    frame.splice(14..14, stack.iter().copied());
+    frame[12..14].copy_from_slice(&packet::less::ETHERTYPE.to_be_bytes());
+}
+
+/// The probe in a received frame, if it is one of ours (IPv4/UDP, right magic), under a label
+/// stack or not.
 pub fn read_probe(frame: &[u8]) -> Option<Probe> {
-    if frame.len() < PROBE_AT + PROBE_LEN || frame[12..14] != [0x08, 0x00] || frame[23] != 17 || frame[14] != 0x45 {
+    let ip = ip_at(frame)?;
+    let at = ip + PROBE_AT - 14;
+    if frame.len() < at + PROBE_LEN || frame[ip + 9] != 17 || frame[ip] != 0x45 {
         return None;
     }
-    let b = &frame[PROBE_AT..PROBE_AT + PROBE_LEN];
+    let b = &frame[at..at + PROBE_LEN];
     if u16::from_be_bytes([b[0], b[1]]) != MAGIC {
         return None;
     }
@@ -106,5 +133,11 @@ mod tests {
         assert_eq!((dscp(&f), f[15]), (18, 72));
         assert!(packet::craft::checksums_ok(&f), "the IPv4 header checksum follows the TOS byte");
         assert!(read_probe(&f).is_some());
+        let stack = packet::less::encode_route(&[2, 8, 2, 5], false);
+        push_labels(&mut f, &stack);
+        assert_eq!(f[12..22], [0x88, 0x47, 2, 8, 2, 0x03, 5, 0, 0, 0x81]);
+        write_probe(&mut f, Probe { flow: 1, seq: 9, tx_ns: 5 });
+        assert_eq!(read_probe(&f), Some(Probe { flow: 1, seq: 9, tx_ns: 5 }), "the probe moves with the labels");
+        assert_eq!(dscp(&f), 18);
     }
 }

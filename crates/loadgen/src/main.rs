@@ -50,6 +50,28 @@ fn parse_mac(s: &str) -> Result<[u8; 6], String> {
     Ok(mac)
 }
 
+/// Output ports, one per hop (`--less`).
+#[derive(Clone, Debug)]
+struct Route(Vec<u8>);
+
+fn parse_route(s: &str) -> Result<Route, String> {
+    let ports: Result<Vec<u8>, _> = s.split('.').map(|p| p.parse::<u8>()).collect();
+    match ports {
+        Ok(p) if !p.is_empty() && !p.contains(&0) => Ok(Route(p)),
+        _ => Err(format!("'{s}' is not a route: output ports 1-255 separated by dots")),
+    }
+}
+
+/// Raw label stack entries (`--less-raw`).
+#[derive(Clone, Debug)]
+struct Words(Vec<u32>);
+
+fn parse_words(s: &str) -> Result<Words, String> {
+    let words: Result<Vec<u32>, _> =
+        s.split(',').map(|w| u32::from_str_radix(w.trim().trim_start_matches("0x"), 16)).collect();
+    words.map(Words).map_err(|_| format!("'{s}' is not a list of 32-bit hex words"))
+}
+
 fn parse_ip(s: &str) -> Result<[u8; 4], String> {
     s.parse::<std::net::Ipv4Addr>().map(|a| a.octets()).map_err(|_| format!("'{s}' is not an IPv4 address"))
 }
@@ -92,6 +114,14 @@ struct SendArgs {
     /// IPv4 DSCP of the frames (0-63), e.g. 18 for AF21.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..64))]
     dscp: u8,
+    /// Send LESS frames along this route: the output port at each hop, first hop first, dot-separated
+    /// (`2.8.2`, as the LESS paper writes labels). The labels come out of the frame's --size bytes
+    /// (a 64-byte frame keeps room for one label).
+    #[arg(long, value_parser = parse_route, conflicts_with = "less_raw")]
+    less: Option<Route>,
+    /// Send this label stack as given: 32-bit words in hex, comma-separated (for malformed stacks).
+    #[arg(long, value_parser = parse_words)]
+    less_raw: Option<Words>,
     /// Test pattern: never send sequence numbers N-1, 2N-1, 3N-1, … (the receiver must report
     /// exactly those as lost).
     #[arg(long)]
@@ -165,16 +195,26 @@ fn send(a: SendArgs) -> Result<(), String> {
         src_port: a.sport,
         dst_port: a.dport,
     };
-    let mut template = frame::template(&ep, a.size, a.flow);
+    let stack = match (&a.less, &a.less_raw) {
+        (Some(route), _) => packet::less::encode_route(&route.0, false),
+        (None, Some(words)) => words.0.iter().flat_map(|w| w.to_be_bytes()).collect(),
+        (None, None) => vec![],
+    };
+    let mut template = frame::template(&ep, a.size.saturating_sub(stack.len()), a.flow);
     frame::set_dscp(&mut template, a.dscp);
+    if !stack.is_empty() {
+        frame::push_labels(&mut template, &stack);
+    }
     let rate_hint = match a.gap_ns {
         Some(g) if g > 0 => 1_000_000_000 / g,
         _ => a.rate,
     };
     let use_xdp = match a.engine.as_str() {
+        // The XDP sender writes probes at a fixed offset, which labels move.
+        "xdp" if !stack.is_empty() => return Err("--engine xdp cannot send LESS labels yet: use socket".into()),
         "xdp" => true,
         "socket" => false,
-        "auto" => rate_hint == 0 && a.skip_every.is_none() && a.swap_every.is_none(),
+        "auto" => rate_hint == 0 && a.skip_every.is_none() && a.swap_every.is_none() && stack.is_empty(),
         other => return Err(format!("--engine {other}: expected xdp, socket or auto")),
     };
     if use_xdp {

@@ -6,6 +6,7 @@ pub mod afdx;
 pub mod craft;
 pub mod csum;
 pub mod key;
+pub mod less;
 pub mod packet;
 pub mod parse;
 pub mod segment;

@@ -266,6 +266,28 @@ impl Packet {
         Ok(())
     }
 
+    /// Replaces the first `remove` bytes of the label stack (after the ethertype) with `insert`
+    /// and sets the ethertype: one primitive for LESS's shift, pop, delivery and reroute.
+    pub fn replace_stack(&mut self, remove: usize, insert: &[u8], new_ethertype: u16) {
+        let l3 = self.layout.l3 as usize;
+        if self.len() < l3 + remove {
+            return;
+        }
+        let before = self.len();
+        if insert.len() > remove {
+            self.insert_gap(l3, insert.len() - remove);
+        } else if insert.len() < remove {
+            self.remove_gap(l3, remove - insert.len());
+        }
+        self.data_mut()[l3..l3 + insert.len()].copy_from_slice(insert);
+        let at = self.layout.ethertype_at as usize;
+        self.put_u16_at(at, new_ethertype);
+        if insert.len() != remove || !is_mpls(new_ethertype) {
+            self.keep_minimum_size(before);
+            self.relayout();
+        }
+    }
+
     // ---- PBB (802.1ah) ----
 
     /// Encapsulates the whole frame behind a new backbone header: B-DA and B-SA copied from the
@@ -560,13 +582,15 @@ impl Packet {
             }
             IpDscp | IpEcn if et == ethertype::IPV4 => {
                 let tos = self.data()[l3 + 1];
-                let tos = if field == IpDscp { (tos & 3) | ((value as u8) << 2) } else { (tos & 0xfc) | (value as u8 & 3) };
+                let tos =
+                    if field == IpDscp { (tos & 3) | ((value as u8) << 2) } else { (tos & 0xfc) | (value as u8 & 3) };
                 self.rewrite_ipv4_header(l3 + 1, &[tos]);
             }
             IpDscp | IpEcn if et == ethertype::IPV6 => {
                 let w = self.u32_at(l3);
                 let tc = (w >> 20) as u8;
-                let tc = if field == IpDscp { (tc & 3) | ((value as u8) << 2) } else { (tc & 0xfc) | (value as u8 & 3) };
+                let tc =
+                    if field == IpDscp { (tc & 3) | ((value as u8) << 2) } else { (tc & 0xfc) | (value as u8 & 3) };
                 self.put_u32_at(l3, (w & 0xf00f_ffff) | (tc as u32) << 20);
             }
             Ipv4Src | Ipv4Dst if et == ethertype::IPV4 => {

@@ -12,11 +12,13 @@ use toml::Spanned;
 
 mod afdx;
 mod egress;
+mod less;
 
 use afdx::afdx;
 pub use afdx::{load_afdx, AfdxSection};
 use egress::port_egress;
 pub use egress::{GatesEntry, QueueEntry};
+pub use less::LessSection;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -41,6 +43,7 @@ pub struct File {
     #[serde(default)]
     pub portmap: Vec<PortMapEntry>,
     pub afdx: Option<AfdxSection>,
+    pub less: Option<LessSection>,
     /// How the forwarding thread meets scheduled ports' deadlines: sleep, fifo or busy.
     pub egress_timing: Option<Spanned<String>>,
 }
@@ -64,6 +67,8 @@ pub enum ModeSetting {
     PortMap(Vec<(u32, u32)>),
     /// ARINC 664 part 7 virtual links.
     Afdx { vls: Vec<forwarding::afdx::VirtualLink>, mac_constant: u32 },
+    /// LESS source-routed label switching.
+    Less(forwarding::less::Config),
 }
 
 #[derive(Debug, Deserialize)]
@@ -336,7 +341,12 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
         "portmap" => ModeSetting::PortMap(portmap(&cx, file, flags, &ports)?),
         "afdx" => afdx(&cx, file, &ports)?
             .ok_or_else(|| at_mode("mode 'afdx' needs [[afdx.vl]] entries in the config file".into()))?,
-        other => return Err(at_mode(format!("mode '{other}': expected 'openflow', 'learning', 'portmap' or 'afdx'"))),
+        "less" => less::less(&cx, file, &ports)?,
+        other => {
+            return Err(at_mode(format!(
+                "mode '{other}': expected 'openflow', 'learning', 'portmap', 'afdx' or 'less'"
+            )))
+        }
     };
     if mode != ModeSetting::OpenFlow && !controllers.is_empty() {
         return Err(at_mode(format!("mode '{mode_name}' takes no controllers (only mode = \"openflow\" does)")));
@@ -358,6 +368,9 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
                 (None, None) => format!("{path}: {reason}"),
             });
         }
+    }
+    if let (false, Some(section)) = (matches!(mode, ModeSetting::Less(_)), &file.less) {
+        return Err(less::unwanted(&cx, section));
     }
     Ok(Settings {
         dpid,
