@@ -266,7 +266,9 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
         ModeSetting::Afdx { vls, mac_constant } => {
             Box::new(forwarding::afdx::AfdxMode::new(vls, *mac_constant).map_err(|e| e.to_string())?)
         }
-        ModeSetting::Less(cfg) => Box::new(forwarding::less::LessMode::new(cfg.clone())),
+        ModeSetting::Less(cfg) => {
+            Box::new(forwarding::less::LessMode::new(forwarding::less::Config { switch_id: s.dpid, ..cfg.clone() }))
+        }
     };
     let switch_cfg = SwitchConfig {
         dpid: s.dpid,

@@ -13,6 +13,9 @@ pub struct LessSection {
     pub root: Option<Spanned<bool>>,
     /// Deeper label stacks are dropped.
     pub max_labels: Option<Spanned<u32>>,
+    /// How often HELLOs go out, and after how long a silent neighbour is gone.
+    pub hello_ms: Option<Spanned<u64>>,
+    pub dead_ms: Option<Spanned<u64>>,
 }
 
 /// The LESS mode's settings, with the ports checked against what a label can name.
@@ -35,6 +38,20 @@ pub(super) fn less(cx: &Ctx<'_>, file: &File, ports: &[(u32, String)]) -> Result
             }
             cfg.max_labels = n as usize;
         }
+        const MS: u64 = 1_000_000;
+        if let Some(h) = &section.hello_ms {
+            if !(1..=10_000).contains(h.get_ref()) {
+                return Err(cx.at(h, format!("hello_ms {}: expected 1-10000", h.get_ref())));
+            }
+            cfg.hello_ns = h.get_ref() * MS;
+            cfg.dead_ns = cfg.dead_ns.max(3 * cfg.hello_ns + cfg.hello_ns / 2);
+        }
+        if let Some(d) = &section.dead_ms {
+            if d.get_ref() * MS <= cfg.hello_ns {
+                return Err(cx.at(d, format!("dead_ms {}: must be longer than hello_ms", d.get_ref())));
+            }
+            cfg.dead_ns = d.get_ref() * MS;
+        }
     }
     Ok(ModeSetting::Less(cfg))
 }
@@ -49,7 +66,10 @@ mod tests {
         let head = "mode = \"less\"\n[[port]]\nname = \"a\"\n[[port]]\nname = \"b\"\n";
         assert_eq!(from_str(head).unwrap().mode, ModeSetting::Less(forwarding::less::Config::default()));
         let s = from_str(&format!("{head}[less]\nroot = true\nmax_labels = 8\n")).unwrap();
-        assert_eq!(s.mode, ModeSetting::Less(forwarding::less::Config { max_labels: 8, root: true }));
+        let want = forwarding::less::Config { max_labels: 8, root: true, ..Default::default() };
+        assert_eq!(s.mode, ModeSetting::Less(want));
+        let e = from_str(&format!("{head}[less]\nhello_ms = 100\ndead_ms = 50\n")).unwrap_err();
+        assert!(e.starts_with("sw.toml:8:") && e.contains("longer than hello_ms"), "{e}");
         let e = from_str(&format!("{head}[less]\nmax_labels = 0\n")).unwrap_err();
         assert!(e.starts_with("sw.toml:7:") && e.contains("expected 1-64"), "{e}");
         let e = from_str(&head.replace("name = \"b\"\n", "name = \"b\"\nnumber = 300\n")).unwrap_err();
@@ -62,9 +82,14 @@ mod tests {
 /// Where a `[less]` section that is not wanted is: the line of its first setting.
 pub(super) fn unwanted(cx: &Ctx<'_>, section: &LessSection) -> String {
     let reason = "[less] needs mode = \"less\"";
-    match (&section.root, &section.max_labels) {
-        (Some(r), _) => cx.at(r, reason),
-        (None, Some(m)) => cx.at(m, reason),
-        (None, None) => format!("{}: {reason}", cx.path),
+    let lines = [
+        section.root.as_ref().map(|r| r.span().start),
+        section.max_labels.as_ref().map(|m| m.span().start),
+        section.hello_ms.as_ref().map(|h| h.span().start),
+        section.dead_ms.as_ref().map(|d| d.span().start),
+    ];
+    match lines.into_iter().flatten().min() {
+        Some(at) => format!("{}:{}: {reason}", cx.path, super::line_of(cx.src, at)),
+        None => format!("{}: {reason}", cx.path),
     }
 }

@@ -1,18 +1,36 @@
 //! The LESS mode (docs/less.md): a label switch with no forwarding table. Every frame carries the
 //! output port of each hop in its labels; this switch reads the top one, rewrites it by the
-//! per-hop rule of `packet::less`, and sends the frame out that port. A stack it cannot follow is
-//! dropped and counted under its reason; a frame whose output port is down is counted as having no
-//! route (rerouting, §4 of the design, comes with the addressing protocol).
+//! per-hop rule of `packet::less`, and sends the frame out that port. Around a port that is down it
+//! reroutes by itself from the backup address the frame carries (`reroute`). Switches find their
+//! addresses with a protocol of their own (`protocol`, `fabric`), and edge switches turn plain IP
+//! from unmodified hosts into labelled frames and back (`edge`).
+//!
+//! A stack this switch cannot follow is dropped and counted under its reason.
+
+pub mod edge;
+pub mod fabric;
+pub mod protocol;
+pub mod reroute;
 
 use std::collections::BTreeMap;
 
-use packet::less::{self, Rewrite, StackError};
-use packet::{FlowKey, Packet};
+use ofp::oxm::Field;
+use packet::craft::{FrameBuilder, L3};
+use packet::less::{self, Label, Rewrite, StackError};
+use packet::parse::ethertype;
+use packet::{FlowKey, Offload, Packet};
 
+use self::edge::{Directory, Location};
+use self::fabric::Fabric;
+use self::protocol::{ArpQuery, Message};
+use self::reroute::{Block, Case, Detour};
 use crate::{CounterGroup, DropReason, Egress, EntryId, KernelEntry, Mode, Nanos, Output, PortView, Verdict};
 
 /// Entries a stack may hold by default, reroute block included.
 pub const DEFAULT_MAX_LABELS: usize = 16;
+const MS: Nanos = 1_000_000;
+/// Protocol frames leave ahead of data.
+const CONTROL_QUEUE: u32 = 7;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -20,11 +38,29 @@ pub struct Config {
     pub max_labels: usize,
     /// This switch is the fabric's root (the origin of addresses).
     pub root: bool,
+    /// This switch's id in the protocol (the datapath id).
+    pub switch_id: u64,
+    /// How often HELLOs go out, and how long a silent neighbour is kept.
+    pub hello_ns: Nanos,
+    pub dead_ns: Nanos,
+    /// How long a neighbour behind a port that lost carrier is kept (frames are rerouted around
+    /// it meanwhile) before addresses change.
+    pub hold_ns: Nanos,
+    /// Addresses a switch keeps (several paths from the root give several).
+    pub max_addresses: usize,
 }
 
 impl Default for Config {
     fn default() -> Config {
-        Config { max_labels: DEFAULT_MAX_LABELS, root: false }
+        Config {
+            max_labels: DEFAULT_MAX_LABELS,
+            root: false,
+            switch_id: 0,
+            hello_ns: 100 * MS,
+            dead_ns: 350 * MS,
+            hold_ns: 100 * MS,
+            max_addresses: 4,
+        }
     }
 }
 
@@ -36,71 +72,362 @@ struct Counters {
     popped: u64,
     /// Frames whose last route label was removed here: they left as IP.
     delivered: u64,
+    /// Plain IP frames from hosts that left with labels (ingress) or straight to a host here.
+    pushed: u64,
+    local: u64,
+    /// Reroutes, per case of docs/less.md §4.
+    rerouted_local: u64,
+    rerouted_neighbour: u64,
+    backtracked: u64,
     /// Per [`StackError`], in the order of `StackError::ALL`.
     malformed: [u64; StackError::ALL.len()],
     unknown_port: u64,
     no_route: u64,
-    /// Frames that carried no label stack (and were not the addressing protocol's).
+    /// IP frames for a destination no switch has announced.
+    no_host: u64,
+    /// Frames that carried no label stack and were neither IP, ARP nor the protocol's.
     not_less: u64,
+    /// Protocol frames: sent, received, refused.
+    hellos_sent: u64,
+    protocol_in: u64,
+    protocol_bad: u64,
+    arp_replies: u64,
 }
 
 pub struct LessMode {
     cfg: Config,
     /// Every port of the switch, and whether it can send (carrier up, not administratively down).
     live: BTreeMap<u32, bool>,
+    fabric: Fabric,
+    directory: Directory,
     counters: Counters,
+    next_hello: Nanos,
+    next_announce: Nanos,
+    /// Something changed that neighbours must hear at once (next tick).
+    dirty: bool,
+    /// Our hosts changed: announce them.
+    announce: bool,
+    arp_seq: u32,
+    /// ARP queries already flooded, per target, and when (one per target per HELLO interval).
+    asked: BTreeMap<[u8; 4], Nanos>,
 }
 
 impl LessMode {
     pub fn new(cfg: Config) -> LessMode {
-        LessMode { cfg, live: BTreeMap::new(), counters: Counters::default() }
+        let fabric = Fabric::new(cfg.switch_id, cfg.root, cfg.max_addresses);
+        // Sequence numbers start from the wall clock: a restarted switch is newer than its old self.
+        let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        let seq = (wall.as_millis() as u32).wrapping_mul(4);
+        LessMode {
+            cfg,
+            live: BTreeMap::new(),
+            fabric,
+            directory: Directory::new(seq),
+            counters: Counters::default(),
+            next_hello: 0,
+            next_announce: 0,
+            dirty: true,
+            announce: true,
+            arp_seq: seq,
+            asked: BTreeMap::new(),
+        }
     }
 
     fn bad(&mut self, why: StackError) -> Verdict {
         self.counters.malformed[StackError::ALL.iter().position(|&e| e == why).unwrap()] += 1;
         Verdict { dropped: Some(DropReason::BadLabel), entry: None }
     }
-}
 
-impl Mode for LessMode {
-    fn name(&self) -> &'static str {
-        "less"
+    fn is_live(&self, port: u8) -> bool {
+        self.live.get(&(port as u32)).copied().unwrap_or(false)
     }
 
-    fn port_changed(&mut self, port: u32, view: Option<PortView>) {
-        match view {
-            Some(v) => {
-                let up = v.state & ofp::port::state::LINK_DOWN == 0 && v.config & ofp::port::config::PORT_DOWN == 0;
-                self.live.insert(port, up);
-            }
-            None => {
-                self.live.remove(&port);
+    fn mac(&self) -> [u8; 6] {
+        protocol::switch_mac(self.cfg.switch_id)
+    }
+
+    fn send_frame(&self, frame: &[u8], port: u8, queue: Option<u32>, out: &mut dyn Output) {
+        let Ok((_, layout)) = packet::parse(frame, port as u32) else { return };
+        let pkt = Packet::new(frame, Offload::default(), layout);
+        out.transmit(Egress { port: port as u32, queue }, &pkt);
+    }
+
+    /// Sends `msg` out every live port but `except` (fabric ports only if `fabric_only`).
+    fn flood(&mut self, msg: &Message, except: Option<u8>, fabric_only: bool, out: &mut dyn Output) {
+        let frame = msg.encode(self.mac());
+        let ports: Vec<u8> = self.live.iter().filter(|(_, &up)| up).map(|(&p, _)| p as u8).collect();
+        for p in ports {
+            if Some(p) != except && (!fabric_only || !self.fabric.is_edge(p)) {
+                self.send_frame(&frame, p, Some(CONTROL_QUEUE), out);
             }
         }
     }
 
-    fn receive(&mut self, pkt: &mut Packet, _key: &FlowKey, _now: Nanos, out: &mut dyn Output) -> Verdict {
+    fn send_hellos(&mut self, out: &mut dyn Output) {
+        let ports: Vec<u8> = self.live.iter().filter(|(_, &up)| up).map(|(&p, _)| p as u8).collect();
+        for p in ports {
+            let frame = Message::Hello(self.fabric.hello_for(p)).encode(self.mac());
+            self.send_frame(&frame, p, Some(CONTROL_QUEUE), out);
+            self.counters.hellos_sent += 1;
+        }
+    }
+
+    fn announce_hosts(&mut self, out: &mut dyn Output) {
+        let addresses = self.fabric.addresses().cloned().collect();
+        let msg = Message::Hosts(self.directory.announce(self.cfg.switch_id, addresses));
+        self.flood(&msg, None, true, out);
+    }
+
+    fn protocol(&mut self, pkt: &Packet, in_port: u8, now: Nanos, out: &mut dyn Output) -> Verdict {
+        let l3 = pkt.layout.l3 as usize;
+        let msg = match Message::decode(&pkt.data()[l3..]) {
+            Ok(m) => m,
+            Err(_) => {
+                self.counters.protocol_bad += 1;
+                return Verdict { dropped: Some(DropReason::Malformed), entry: None };
+            }
+        };
+        self.counters.protocol_in += 1;
+        match msg {
+            Message::Hello(h) => {
+                let was_edge = self.fabric.is_edge(in_port);
+                if self.fabric.hello(in_port, h, now) {
+                    self.dirty = true;
+                    self.announce = true;
+                }
+                if was_edge && !self.fabric.is_edge(in_port) && self.directory.forget_port(in_port) {
+                    self.announce = true;
+                }
+            }
+            Message::Hosts(h) => {
+                if h.origin != self.cfg.switch_id && self.directory.hosts(h.clone(), now) {
+                    self.flood(&Message::Hosts(h), Some(in_port), true, out);
+                }
+            }
+            Message::ArpQuery(q) => {
+                if q.origin != self.cfg.switch_id && self.directory.query(q.origin, q.seq) {
+                    self.flood(&Message::ArpQuery(q), Some(in_port), true, out);
+                    self.ask_hosts(&q, None, out);
+                }
+            }
+        }
+        Verdict::default()
+    }
+
+    /// An ARP request for `q.target` out of our edge ports (but `except`), as from the asker, so
+    /// that the owner answers and we learn it.
+    fn ask_hosts(&mut self, q: &ArpQuery, except: Option<u8>, out: &mut dyn Output) {
+        let frame = FrameBuilder::new([0xff; 6], q.sender_mac).build(L3::Arp {
+            op: 1,
+            sha: q.sender_mac,
+            spa: q.sender_ip,
+            tha: [0; 6],
+            tpa: q.target,
+        });
+        let ports: Vec<u8> = self.live.iter().filter(|(_, &up)| up).map(|(&p, _)| p as u8).collect();
+        for p in ports {
+            if Some(p) != except && self.fabric.is_edge(p) {
+                self.send_frame(&frame, p, None, out);
+            }
+        }
+    }
+
+    fn learned(&mut self, ip: [u8; 4], mac: [u8; 6], port: u8) {
+        if self.directory.learn(ip, mac, port) {
+            self.announce = true;
+        }
+    }
+
+    fn arp(&mut self, key: &FlowKey, in_port: u8, now: Nanos, out: &mut dyn Output) -> Verdict {
+        let ip = |f: Field| (key.get(f) as u32).to_be_bytes();
+        let mac = |f: Field| {
+            let b = (key.get(f) as u64).to_be_bytes();
+            [b[2], b[3], b[4], b[5], b[6], b[7]]
+        };
+        let (op, spa, sha, tpa) = (key.get(Field::ArpOp), ip(Field::ArpSpa), mac(Field::ArpSha), ip(Field::ArpTpa));
+        self.learned(spa, sha, in_port);
+        if op != 1 {
+            return Verdict::default();
+        }
+        let target_mac = match self.directory.locate(tpa) {
+            Some(Location::Here(h)) if h.port != in_port => Some(h.mac),
+            Some(Location::There(h, _)) => Some(h.mac),
+            Some(Location::Here(_)) => return Verdict::default(),
+            None => None,
+        };
+        match target_mac {
+            Some(tmac) => {
+                let reply =
+                    FrameBuilder::new(sha, tmac).build(L3::Arp { op: 2, sha: tmac, spa: tpa, tha: sha, tpa: spa });
+                self.send_frame(&reply, in_port, None, out);
+                self.counters.arp_replies += 1;
+            }
+            None => {
+                // Nobody announced it: ask every edge, here and across the fabric, once per interval.
+                if self.asked.get(&tpa).is_none_or(|&t| now.saturating_sub(t) >= self.cfg.hello_ns) {
+                    self.asked.insert(tpa, now);
+                    self.arp_seq = self.arp_seq.wrapping_add(1);
+                    let q = ArpQuery {
+                        origin: self.cfg.switch_id,
+                        seq: self.arp_seq,
+                        target: tpa,
+                        sender_ip: spa,
+                        sender_mac: sha,
+                    };
+                    self.flood(&Message::ArpQuery(q), None, true, out);
+                    self.ask_hosts(&q, Some(in_port), out);
+                }
+            }
+        }
+        Verdict::default()
+    }
+
+    /// A plain IP frame from a host: straight to a host here, or labelled along a planned route.
+    fn ingress(&mut self, pkt: &mut Packet, key: &FlowKey, in_port: u8, out: &mut dyn Output) -> Verdict {
+        let mac = |f: Field| {
+            let b = (key.get(f) as u64).to_be_bytes();
+            [b[2], b[3], b[4], b[5], b[6], b[7]]
+        };
+        let src = (key.get(Field::Ipv4Src) as u32).to_be_bytes();
+        let dst = (key.get(Field::Ipv4Dst) as u32).to_be_bytes();
+        self.learned(src, mac(Field::EthSrc), in_port);
+        let no_host = |c: &mut Counters| {
+            c.no_host += 1;
+            Verdict { dropped: Some(DropReason::NoAction), entry: None }
+        };
+        match self.directory.locate(dst) {
+            Some(Location::Here(h)) if h.port != in_port && self.is_live(h.port) => {
+                self.counters.local += 1;
+                out.transmit(Egress { port: h.port as u32, queue: None }, pkt);
+                Verdict::default()
+            }
+            Some(Location::There(_, addresses)) => {
+                let Some(plan) = edge::plan(self.fabric.addresses(), &addresses) else {
+                    return no_host(&mut self.counters);
+                };
+                if pkt.offload.gso.is_none() && pkt.offload.csum.is_none() {
+                    return self.push_route(pkt, &plan, in_port, out);
+                }
+                // Under labels, no NIC or kernel finishes a checksum or cuts a super-frame: done here.
+                for mut seg in packet::segment::segment(pkt.clone()) {
+                    self.push_route(&mut seg, &plan, in_port, out);
+                }
+                Verdict::default()
+            }
+            _ => no_host(&mut self.counters),
+        }
+    }
+
+    /// Labels a host's frame along `plan` and sends it; reroutes at once if our own first hop is down.
+    fn push_route(&mut self, pkt: &mut Packet, plan: &edge::Plan, in_port: u8, out: &mut dyn Output) -> Verdict {
+        let block = Block {
+            budget: reroute::INITIAL_BUDGET,
+            backtrack: false,
+            backup: plan.backup.clone(),
+            source: plan.source.clone(),
+        };
+        let first = plan.route[0];
+        if !self.is_live(first) {
+            return match reroute::detour(&self.fabric, &block, Some(first), in_port, |p| self.is_live(p)) {
+                Some(d) => self.take_detour(pkt, 0, d, block, out),
+                None => {
+                    self.counters.no_route += 1;
+                    Verdict { dropped: Some(DropReason::NoAction), entry: None }
+                }
+            };
+        }
+        if plan.route.len() > 1 {
+            let mut stack = less::encode_route(&plan.route[1..], true);
+            stack.extend_from_slice(&block.encode());
+            pkt.replace_stack(0, &stack, less::ETHERTYPE);
+        }
+        self.counters.pushed += 1;
+        out.transmit(Egress { port: first as u32, queue: None }, pkt);
+        Verdict::default()
+    }
+
+    /// Sends a frame whose stack (`stack_bytes` long, at the frame's L3) is replaced by the detour.
+    fn take_detour(
+        &mut self,
+        pkt: &mut Packet,
+        stack_bytes: usize,
+        d: Detour,
+        mut block: Block,
+        out: &mut dyn Output,
+    ) -> Verdict {
+        block.budget -= 1;
+        let port = d.route[0];
+        match d.case {
+            Case::Local => self.counters.rerouted_local += 1,
+            Case::Neighbour => self.counters.rerouted_neighbour += 1,
+            Case::Backtrack => self.counters.backtracked += 1,
+        }
+        block.backtrack = d.case == Case::Backtrack;
+        if d.case != Case::Backtrack && d.route.len() == 1 {
+            // The way around ends at a host of ours: deliver as IP.
+            let l3 = pkt.layout.l3 as usize;
+            let Ok(et) = less::ip_ethertype(pkt.data(), l3 + stack_bytes) else {
+                return self.bad(StackError::NotIp);
+            };
+            pkt.replace_stack(stack_bytes, &[], et);
+        } else {
+            let mut stack = if d.case == Case::Backtrack { vec![] } else { less::encode_route(&d.route[1..], true) };
+            stack.extend_from_slice(&block.encode());
+            pkt.replace_stack(stack_bytes, &stack, less::ETHERTYPE);
+        }
+        out.transmit(Egress { port: port as u32, queue: None }, pkt);
+        Verdict::default()
+    }
+
+    /// A frame that cannot leave by `failed` (or that arrived backtracking): around, or dropped.
+    fn reroute(
+        &mut self,
+        pkt: &mut Packet,
+        depth: usize,
+        failed: Option<u8>,
+        in_port: u8,
+        out: &mut dyn Output,
+    ) -> Verdict {
+        let l3 = pkt.layout.l3 as usize;
+        let split = reroute::split(pkt.data(), l3, depth);
+        let detour = split
+            .block
+            .as_ref()
+            .and_then(|(b, _)| reroute::detour(&self.fabric, b, failed, in_port, |p| self.is_live(p)));
+        match (detour, split.block) {
+            (Some(d), Some((block, _))) => self.take_detour(pkt, 4 * depth, d, block, out),
+            _ => {
+                self.counters.no_route += 1;
+                Verdict { dropped: Some(DropReason::NoAction), entry: None }
+            }
+        }
+    }
+
+    fn labelled(&mut self, pkt: &mut Packet, in_port: u8, out: &mut dyn Output) -> Verdict {
         let at = pkt.layout.l3 as usize;
-        let et = pkt.layout.ethertype_at as usize;
-        let ethertype = pkt.data().get(et..et + 2).map(|b| u16::from_be_bytes([b[0], b[1]]));
-        if ethertype != Some(less::ETHERTYPE) {
-            self.counters.not_less += 1;
-            return Verdict { dropped: Some(DropReason::NoAction), entry: None };
+        let depth = match less::depth(pkt.data(), at, self.cfg.max_labels) {
+            Ok(d) => d,
+            Err(why) => return self.bad(why),
+        };
+        let top = Label::from_word(u32::from_be_bytes(pkt.data()[at..at + 4].try_into().unwrap()));
+        if !top.is_route() {
+            // Only a backtracking frame arrives with its reroute block on top.
+            let backtracking = reroute::split(pkt.data(), at, depth).block.is_some_and(|(b, _)| b.backtrack);
+            if !backtracking {
+                return self.bad(StackError::BadTtl);
+            }
+            return self.reroute(pkt, depth, None, in_port, out);
         }
         let hop = match less::hop(pkt.data(), at, self.cfg.max_labels) {
             Ok(h) => h,
             Err(why) => return self.bad(why),
         };
-        let port = hop.port as u32;
-        match self.live.get(&port) {
+        match self.live.get(&(hop.port as u32)) {
             None => {
                 self.counters.unknown_port += 1;
                 return Verdict { dropped: Some(DropReason::BadLabel), entry: None };
             }
-            Some(false) => {
-                self.counters.no_route += 1;
-                return Verdict { dropped: Some(DropReason::NoAction), entry: None };
-            }
+            Some(false) => return self.reroute(pkt, depth, Some(hop.port), in_port, out),
             Some(true) => {}
         }
         match hop.rewrite {
@@ -117,8 +444,46 @@ impl Mode for LessMode {
                 self.counters.delivered += 1;
             }
         }
-        out.transmit(Egress { port, queue: None }, pkt);
+        out.transmit(Egress { port: hop.port as u32, queue: None }, pkt);
         Verdict::default()
+    }
+}
+
+impl Mode for LessMode {
+    fn name(&self) -> &'static str {
+        "less"
+    }
+
+    fn port_changed(&mut self, port: u32, view: Option<PortView>) {
+        let up = view.is_some_and(|v| {
+            v.state & ofp::port::state::LINK_DOWN == 0 && v.config & ofp::port::config::PORT_DOWN == 0
+        });
+        match view {
+            Some(_) => self.live.insert(port, up),
+            None => self.live.remove(&port),
+        };
+        if !up && port <= 255 {
+            // The neighbour there is gone now, not when its HELLOs stop.
+            self.fabric.port_down(port as u8);
+            if self.directory.forget_port(port as u8) {
+                self.announce = true;
+            }
+        }
+        self.dirty = true;
+    }
+
+    fn receive(&mut self, pkt: &mut Packet, key: &FlowKey, now: Nanos, out: &mut dyn Output) -> Verdict {
+        let in_port = key.in_port() as u8;
+        match key.eth_type() {
+            less::ETHERTYPE => self.labelled(pkt, in_port, out),
+            less::PROTOCOL_ETHERTYPE => self.protocol(pkt, in_port, now, out),
+            ethertype::ARP if self.fabric.is_edge(in_port) => self.arp(key, in_port, now, out),
+            ethertype::IPV4 if self.fabric.is_edge(in_port) => self.ingress(pkt, key, in_port, out),
+            _ => {
+                self.counters.not_less += 1;
+                Verdict { dropped: Some(DropReason::NoAction), entry: None }
+            }
+        }
     }
 
     fn kernel_entry(&self, _id: EntryId) -> Option<KernelEntry<'_>> {
@@ -129,12 +494,64 @@ impl Mode for LessMode {
         0
     }
 
+    fn next_deadline(&self) -> Option<Nanos> {
+        if self.dirty || self.announce {
+            return Some(0);
+        }
+        let expiry = self.fabric.next_expiry(self.cfg.dead_ns, self.cfg.hold_ns).unwrap_or(Nanos::MAX);
+        Some(self.next_hello.min(self.next_announce).min(expiry))
+    }
+
+    fn tick(&mut self, now: Nanos, out: &mut dyn Output) {
+        if self.fabric.expire(now, self.cfg.dead_ns, self.cfg.hold_ns) {
+            self.dirty = true;
+            self.announce = true;
+        }
+        if self.dirty || now >= self.next_hello {
+            self.send_hellos(out);
+            self.next_hello = now + self.cfg.hello_ns;
+            self.dirty = false;
+        }
+        // Hosts are announced on change and every ten HELLOs; a switch unheard for thirty is forgotten.
+        if self.announce || now >= self.next_announce {
+            self.announce_hosts(out);
+            self.announce = false;
+            self.next_announce = now + 10 * self.cfg.hello_ns;
+        }
+        self.directory.expire(now, 30 * self.cfg.hello_ns);
+    }
+
     fn counters(&self) -> Vec<CounterGroup> {
         let c = &self.counters;
-        let mut counters = vec![("shifted", c.shifted), ("popped", c.popped), ("delivered", c.delivered)];
+        let mut counters = vec![
+            ("shifted", c.shifted),
+            ("popped", c.popped),
+            ("delivered", c.delivered),
+            ("pushed", c.pushed),
+            ("local", c.local),
+            ("rerouted_local", c.rerouted_local),
+            ("rerouted_neighbour", c.rerouted_neighbour),
+            ("backtracked", c.backtracked),
+        ];
         counters.extend(StackError::ALL.iter().zip(c.malformed).map(|(e, n)| (e.name(), n)));
-        counters.extend([("unknown_port", c.unknown_port), ("no_route", c.no_route), ("not_less", c.not_less)]);
-        vec![CounterGroup { name: "labels".into(), counters }]
+        counters.extend([
+            ("unknown_port", c.unknown_port),
+            ("no_route", c.no_route),
+            ("no_host", c.no_host),
+            ("not_less", c.not_less),
+            ("hellos_sent", c.hellos_sent),
+            ("protocol_in", c.protocol_in),
+            ("protocol_bad", c.protocol_bad),
+            ("arp_replies", c.arp_replies),
+        ]);
+        let mut groups = vec![CounterGroup { name: "labels".into(), counters }];
+        let addresses: Vec<(&'static str, u64)> = vec![
+            ("addresses", self.fabric.addresses().count() as u64),
+            ("neighbours", self.fabric.neighbours().count() as u64),
+            ("hosts", self.directory.len() as u64),
+        ];
+        groups.push(CounterGroup { name: "fabric".into(), counters: addresses });
+        groups
     }
 }
 
@@ -234,7 +651,7 @@ mod tests {
         assert_eq!(counter(&m, "too_many_labels"), 1);
         let plain = packet::craft::udp4([2; 6], [4; 6], [10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 60);
         assert_eq!(send(&mut m, &plain).0.dropped, Some(DropReason::NoAction));
-        assert_eq!(counter(&m, "not_less"), 1);
+        assert_eq!(counter(&m, "no_host"), 1, "plain IP for a host nobody announced");
     }
 
     #[test]

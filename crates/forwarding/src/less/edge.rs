@@ -1,0 +1,194 @@
+//! The LESS edge (docs/less.md §3): which host is where. An edge switch learns its own hosts from
+//! their ARP and IP frames and announces them with its addresses (HOSTS); every switch keeps the
+//! newest announcement of every other, and from it plans a source route and a backup address for
+//! any destination IP. Pure: the mode does the frames.
+
+use std::collections::BTreeMap;
+
+use packet::less::{self, Address};
+
+use super::protocol::{HostEntry, Hosts};
+use crate::Nanos;
+
+/// What one other switch announced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Origin {
+    seq: u32,
+    addresses: Vec<Address>,
+    hosts: Vec<HostEntry>,
+    seen: Nanos,
+}
+
+/// Where a destination IP is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Location {
+    /// On one of our own edge ports.
+    Here(HostEntry),
+    /// Behind another switch: the host and its addresses (the switch's, each plus the edge port).
+    There(HostEntry, Vec<Address>),
+}
+
+/// A source route for a frame entering here, and what rerouting will need.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// Output ports from this switch on, this switch's first.
+    pub route: Vec<u8>,
+    /// The destination's address most unlike the one the route goes to.
+    pub backup: Address,
+    /// Our address the route starts from.
+    pub source: Address,
+}
+
+#[derive(Default)]
+pub struct Directory {
+    local: BTreeMap<[u8; 4], HostEntry>,
+    remote: BTreeMap<u64, Origin>,
+    seq: u32,
+    /// Newest ARP query seen per origin (floods are passed on once).
+    queries: BTreeMap<u64, u32>,
+}
+
+impl Directory {
+    /// Announcement sequence numbers start from the clock, so a restarted switch is not taken for
+    /// its old self's repeats.
+    pub fn new(seq_start: u32) -> Directory {
+        Directory { seq: seq_start, ..Directory::default() }
+    }
+
+    /// A host spoke on our edge `port`. True when that is news (to announce).
+    pub fn learn(&mut self, ip: [u8; 4], mac: [u8; 6], port: u8) -> bool {
+        if ip == [0; 4] || mac[0] & 1 != 0 {
+            return false;
+        }
+        let entry = HostEntry { ip, mac, port };
+        self.local.insert(ip, entry) != Some(entry)
+    }
+
+    /// `port` lost its link or turned out to lead to a switch: its hosts are gone.
+    pub fn forget_port(&mut self, port: u8) -> bool {
+        let before = self.local.len();
+        self.local.retain(|_, h| h.port != port);
+        self.local.len() != before
+    }
+
+    pub fn local_hosts(&self) -> impl Iterator<Item = &HostEntry> {
+        self.local.values()
+    }
+
+    /// Our announcement, with a new sequence number.
+    pub fn announce(&mut self, origin: u64, addresses: Vec<Address>) -> Hosts {
+        self.seq = self.seq.wrapping_add(1);
+        Hosts { origin, seq: self.seq, addresses, hosts: self.local.values().copied().collect() }
+    }
+
+    /// Another switch's announcement. True when it is newer than what we had (pass it on).
+    pub fn hosts(&mut self, h: Hosts, now: Nanos) -> bool {
+        if let Some(old) = self.remote.get(&h.origin) {
+            // Serial-number order: newer if ahead by less than half the space.
+            if h.seq.wrapping_sub(old.seq) == 0 || h.seq.wrapping_sub(old.seq) > u32::MAX / 2 {
+                return false;
+            }
+        }
+        self.remote.insert(h.origin, Origin { seq: h.seq, addresses: h.addresses, hosts: h.hosts, seen: now });
+        true
+    }
+
+    /// An ARP query flooded by `origin`. True the first time (pass it on, ask our hosts).
+    pub fn query(&mut self, origin: u64, seq: u32) -> bool {
+        match self.queries.get(&origin) {
+            Some(&old) if seq.wrapping_sub(old) == 0 || seq.wrapping_sub(old) > u32::MAX / 2 => false,
+            _ => {
+                self.queries.insert(origin, seq);
+                true
+            }
+        }
+    }
+
+    /// Forgets switches not heard from since `now - dead`.
+    pub fn expire(&mut self, now: Nanos, dead: Nanos) {
+        self.remote.retain(|_, o| now.saturating_sub(o.seen) < dead);
+    }
+
+    pub fn locate(&self, ip: [u8; 4]) -> Option<Location> {
+        if let Some(h) = self.local.get(&ip) {
+            return Some(Location::Here(*h));
+        }
+        self.remote.values().find_map(|o| {
+            let h = o.hosts.iter().find(|h| h.ip == ip)?;
+            let addrs = o.addresses.iter().map(|a| Address { hops: a.hops.clone(), edge: Some(h.port) }).collect();
+            Some(Location::There(*h, addrs))
+        })
+    }
+
+    /// Hosts known, ours and others'.
+    pub fn len(&self) -> usize {
+        self.local.len() + self.remote.values().map(|o| o.hosts.len()).sum::<usize>()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The shortest route from one of `ours` to one of `theirs`, and as backup the destination address
+/// sharing the fewest leading hops with the one routed to (the most disjoint path we can name).
+pub fn plan<'a>(ours: impl Iterator<Item = &'a Address>, theirs: &[Address]) -> Option<Plan> {
+    let ours: Vec<&Address> = ours.collect();
+    let mut best: Option<(Vec<u8>, &Address, &Address)> = None;
+    for s in &ours {
+        for d in theirs {
+            let r = less::route(s, d);
+            if best.as_ref().is_none_or(|(b, _, _)| r.len() < b.len()) {
+                best = Some((r, s, d));
+            }
+        }
+    }
+    let (route, source, to) = best?;
+    let backup = theirs.iter().filter(|d| *d != to).min_by_key(|d| d.common(to)).unwrap_or(to);
+    Some(Plan { route, backup: backup.clone(), source: source.clone() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(hops: &[(u8, u8)], edge: Option<u8>) -> Address {
+        Address { hops: hops.to_vec(), edge }
+    }
+
+    #[test]
+    fn hosts_are_learned_announced_and_located() {
+        let mut here = Directory::new(0);
+        assert!(here.learn([10, 0, 0, 1], [2, 0, 0, 0, 0, 1], 3));
+        assert!(!here.learn([10, 0, 0, 1], [2, 0, 0, 0, 0, 1], 3), "no news");
+        assert!(!here.learn([10, 0, 0, 9], [0xff; 6], 3), "a broadcast source is no host");
+        let a = here.announce(7, vec![addr(&[(1, 2)], None)]);
+        let mut there = Directory::new(0);
+        assert!(there.hosts(a.clone(), 0));
+        assert!(!there.hosts(a, 0), "a repeat is not passed on");
+        assert_eq!(
+            there.locate([10, 0, 0, 1]),
+            Some(Location::There(
+                HostEntry { ip: [10, 0, 0, 1], mac: [2, 0, 0, 0, 0, 1], port: 3 },
+                vec![addr(&[(1, 2)], Some(3))]
+            ))
+        );
+        assert!(matches!(here.locate([10, 0, 0, 1]), Some(Location::Here(_))));
+        assert!(here.forget_port(3) && here.locate([10, 0, 0, 1]).is_none());
+        there.expire(10, 5);
+        assert!(there.is_empty());
+        assert!(there.query(7, 1) && !there.query(7, 1) && there.query(7, 2));
+    }
+
+    #[test]
+    fn the_plan_is_the_shortest_route_and_the_most_disjoint_backup() {
+        let ours = [addr(&[(1, 1)], None), addr(&[(2, 1)], None)];
+        let theirs = [addr(&[(1, 1), (3, 1)], Some(5)), addr(&[(2, 2), (4, 1)], Some(5))];
+        let p = plan(ours.iter(), &theirs).unwrap();
+        assert_eq!(p.route, vec![3, 5]);
+        assert_eq!((p.backup, p.source), (theirs[1].clone(), ours[0].clone()));
+        let only = [theirs[0].clone()];
+        assert_eq!(plan(ours.iter(), &only).unwrap().backup, theirs[0]);
+        assert!(plan([].iter(), &only).is_none());
+    }
+}

@@ -1,0 +1,257 @@
+//! The LESS addressing protocol's messages on the wire (docs/less.md §2): HELLO between neighbours,
+//! and HOSTS and ARP-QUERY flooded over the fabric. Pure encode/decode; every length is checked, so
+//! a short or garbled message is refused, never half-read.
+//!
+//! Frame: Ethernet to [`GROUP_MAC`] with ethertype `packet::less::PROTOCOL_ETHERTYPE`, then
+//! version (1), kind, and the kind's body. Integers are big-endian.
+
+use packet::less::{Address, PROTOCOL_ETHERTYPE};
+
+/// Where every protocol frame goes: a locally administered group address ("LESS").
+pub const GROUP_MAC: [u8; 6] = [0x03, 0x00, 0x4c, 0x45, 0x53, 0x53];
+pub const VERSION: u8 = 1;
+/// Hops an address may have: deeper fabrics are not addressed.
+pub const MAX_HOPS: usize = 24;
+
+const HELLO: u8 = 1;
+const HOSTS: u8 = 2;
+const ARP_QUERY: u8 = 3;
+
+/// An address with the switch ids along it (the root's first, then one per hop): what a switch
+/// checks its own id against, so that no address it takes runs through itself.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PathAddress {
+    pub addr: Address,
+    pub ids: Vec<u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hello {
+    pub switch: u64,
+    /// The sender's port this HELLO left by.
+    pub port: u8,
+    pub root: bool,
+    pub addresses: Vec<PathAddress>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct HostEntry {
+    pub ip: [u8; 4],
+    pub mac: [u8; 6],
+    /// The host's port on the origin switch.
+    pub port: u8,
+}
+
+/// An edge switch's hosts, with the switch's addresses: from them every switch knows every host's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hosts {
+    pub origin: u64,
+    pub seq: u32,
+    pub addresses: Vec<Address>,
+    pub hosts: Vec<HostEntry>,
+}
+
+/// A host asked its edge switch for an address no switch has announced: every edge switch asks its
+/// own hosts, so that the owner answers and is learned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArpQuery {
+    pub origin: u64,
+    pub seq: u32,
+    pub target: [u8; 4],
+    pub sender_ip: [u8; 4],
+    pub sender_mac: [u8; 6],
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Message {
+    Hello(Hello),
+    Hosts(Hosts),
+    ArpQuery(ArpQuery),
+}
+
+/// Why a protocol frame was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    Truncated,
+    Version,
+    Kind,
+    /// An address deeper than [`MAX_HOPS`] or with ids not matching its hops.
+    Address,
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+    at: usize,
+}
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> Result<&[u8], Refused> {
+        let s = self.b.get(self.at..self.at + n).ok_or(Refused::Truncated)?;
+        self.at += n;
+        Ok(s)
+    }
+    fn u8(&mut self) -> Result<u8, Refused> {
+        Ok(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> Result<u32, Refused> {
+        Ok(u32::from_be_bytes(self.take(4)?.try_into().unwrap()))
+    }
+    fn u64(&mut self) -> Result<u64, Refused> {
+        Ok(u64::from_be_bytes(self.take(8)?.try_into().unwrap()))
+    }
+    fn array<const N: usize>(&mut self) -> Result<[u8; N], Refused> {
+        Ok(self.take(N)?.try_into().unwrap())
+    }
+    fn address(&mut self) -> Result<Address, Refused> {
+        let n = self.u8()? as usize;
+        if n > MAX_HOPS {
+            return Err(Refused::Address);
+        }
+        let hops = (0..n).map(|_| Ok((self.u8()?, self.u8()?))).collect::<Result<_, Refused>>()?;
+        Ok(Address { hops, edge: None })
+    }
+}
+
+fn put_address(out: &mut Vec<u8>, a: &Address) {
+    out.push(a.hops.len() as u8);
+    a.hops.iter().for_each(|&(d, u)| out.extend_from_slice(&[d, u]));
+}
+
+impl Message {
+    /// The whole frame, Ethernet header included, from `src_mac`.
+    pub fn encode(&self, src_mac: [u8; 6]) -> Vec<u8> {
+        let mut f = Vec::with_capacity(128);
+        f.extend_from_slice(&GROUP_MAC);
+        f.extend_from_slice(&src_mac);
+        f.extend_from_slice(&PROTOCOL_ETHERTYPE.to_be_bytes());
+        f.push(VERSION);
+        match self {
+            Message::Hello(h) => {
+                f.push(HELLO);
+                f.extend_from_slice(&h.switch.to_be_bytes());
+                f.extend_from_slice(&[h.port, h.root as u8, h.addresses.len() as u8]);
+                for a in &h.addresses {
+                    put_address(&mut f, &a.addr);
+                    a.ids.iter().for_each(|id| f.extend_from_slice(&id.to_be_bytes()));
+                }
+            }
+            Message::Hosts(h) => {
+                f.push(HOSTS);
+                f.extend_from_slice(&h.origin.to_be_bytes());
+                f.extend_from_slice(&h.seq.to_be_bytes());
+                f.push(h.addresses.len() as u8);
+                h.addresses.iter().for_each(|a| put_address(&mut f, a));
+                f.extend_from_slice(&(h.hosts.len() as u16).to_be_bytes());
+                for e in &h.hosts {
+                    f.extend_from_slice(&e.ip);
+                    f.extend_from_slice(&e.mac);
+                    f.push(e.port);
+                }
+            }
+            Message::ArpQuery(q) => {
+                f.push(ARP_QUERY);
+                f.extend_from_slice(&q.origin.to_be_bytes());
+                f.extend_from_slice(&q.seq.to_be_bytes());
+                f.extend_from_slice(&q.target);
+                f.extend_from_slice(&q.sender_ip);
+                f.extend_from_slice(&q.sender_mac);
+            }
+        }
+        // Ethernet's minimum, without the FCS.
+        if f.len() < 60 {
+            f.resize(60, 0);
+        }
+        f
+    }
+
+    /// The message in a frame whose ethertype is the protocol's (`payload`: what follows it).
+    pub fn decode(payload: &[u8]) -> Result<Message, Refused> {
+        let mut r = Reader { b: payload, at: 0 };
+        if r.u8()? != VERSION {
+            return Err(Refused::Version);
+        }
+        match r.u8()? {
+            HELLO => {
+                let switch = r.u64()?;
+                let (port, flags, n) = (r.u8()?, r.u8()?, r.u8()?);
+                let mut addresses = Vec::with_capacity(n as usize);
+                for _ in 0..n {
+                    let addr = r.address()?;
+                    let ids = (0..=addr.hops.len()).map(|_| r.u64()).collect::<Result<_, _>>()?;
+                    addresses.push(PathAddress { addr, ids });
+                }
+                Ok(Message::Hello(Hello { switch, port, root: flags & 1 != 0, addresses }))
+            }
+            HOSTS => {
+                let (origin, seq) = (r.u64()?, r.u32()?);
+                let n = r.u8()?;
+                let addresses = (0..n).map(|_| r.address()).collect::<Result<_, _>>()?;
+                let n = u16::from_be_bytes(r.array()?);
+                let hosts = (0..n)
+                    .map(|_| Ok(HostEntry { ip: r.array()?, mac: r.array()?, port: r.u8()? }))
+                    .collect::<Result<_, Refused>>()?;
+                Ok(Message::Hosts(Hosts { origin, seq, addresses, hosts }))
+            }
+            ARP_QUERY => Ok(Message::ArpQuery(ArpQuery {
+                origin: r.u64()?,
+                seq: r.u32()?,
+                target: r.array()?,
+                sender_ip: r.array()?,
+                sender_mac: r.array()?,
+            })),
+            _ => Err(Refused::Kind),
+        }
+    }
+}
+
+/// A switch's own MAC for protocol frames: locally administered, from its id.
+pub fn switch_mac(id: u64) -> [u8; 6] {
+    let b = id.to_be_bytes();
+    [0x02, b[3], b[4], b[5], b[6], b[7]]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(m: Message) {
+        let f = m.encode([2, 0, 0, 0, 0, 9]);
+        assert_eq!(f[12..14], PROTOCOL_ETHERTYPE.to_be_bytes());
+        assert_eq!(Message::decode(&f[14..]).unwrap(), m);
+        // Every cut before the last byte that carries something is refused, none is misread.
+        let last = f.iter().rposition(|&b| b != 0).unwrap();
+        for cut in 14..=last {
+            assert!(Message::decode(&f[14..cut]).is_err(), "{cut}");
+        }
+    }
+
+    #[test]
+    fn messages_round_trip_and_truncations_are_refused() {
+        let addr = Address { hops: vec![(1, 2), (3, 4)], edge: None };
+        round_trip(Message::Hello(Hello {
+            switch: 0xabc,
+            port: 3,
+            root: false,
+            addresses: vec![PathAddress { addr: addr.clone(), ids: vec![1, 2, 0xabc] }],
+        }));
+        round_trip(Message::Hello(Hello { switch: 1, port: 1, root: true, addresses: vec![] }));
+        round_trip(Message::Hosts(Hosts {
+            origin: 7,
+            seq: 99,
+            addresses: vec![addr],
+            hosts: vec![HostEntry { ip: [10, 0, 0, 1], mac: [2, 1, 1, 1, 1, 1], port: 4 }],
+        }));
+        round_trip(Message::ArpQuery(ArpQuery {
+            origin: 7,
+            seq: 3,
+            target: [10, 0, 0, 2],
+            sender_ip: [10, 0, 0, 1],
+            sender_mac: [2, 1, 1, 1, 1, 1],
+        }));
+        assert_eq!(Message::decode(&[2, 1]), Err(Refused::Version));
+        assert_eq!(Message::decode(&[1, 9]), Err(Refused::Kind));
+        let mut deep = vec![1, HELLO, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 1, MAX_HOPS as u8 + 1];
+        deep.resize(200, 0);
+        assert_eq!(Message::decode(&deep), Err(Refused::Address));
+    }
+}
