@@ -19,6 +19,7 @@
 #include "fp_parse.h"
 #include "fp_lookup.h"
 #include "fp_meter.h"
+#include "fp_less.h"
 
 /* The outer VLAN tag a device took out of the frame into metadata (Linux 6.8+, device-bound
  * programs only; -EOPNOTSUPP otherwise). Without it XDP would see a tagged frame as untagged. */
@@ -85,6 +86,12 @@ int ef_tc_ingress(struct __sk_buff *skb)
 	else if (bpf_skb_load_bytes(skb, 0, s->buf, len) < 0)
 		return upcall(skb, pi);
 	s->len = len;
+	struct less_plan plan = {};
+	if (!skb->vlan_present && less_decide(s, pi >> 16, &plan)) {
+		int r = less_tc(skb, s, &plan);
+		if (r >= 0)
+			return r;
+	}
 	if (parse(s, pi >> 16, skb->vlan_present, skb->vlan_tci) < 0)
 		return upcall(skb, pi);
 	struct entry *e = lookup(s);
@@ -282,6 +289,9 @@ int ef_xdp(struct xdp_md *ctx)
 	__be16 hw_proto = 0;
 	__u16 hw_tci = 0;
 	int hw_tag = bpf_xdp_metadata_rx_vlan_tag(ctx, &hw_proto, &hw_tci) == 0;
+	struct less_plan plan = {};
+	if (!hw_tag && less_decide(s, pi >> 16, &plan))
+		return less_xdp(ctx, s, &plan);
 	if (parse(s, pi >> 16, hw_tag, hw_tci) < 0) {
 		count(CNT_UPCALL);
 		return XDP_PASS;

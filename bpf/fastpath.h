@@ -137,6 +137,7 @@ struct meter {
 enum ef_config {
 	CFG_GENERATION = 0,
 	CFG_UPCALL_IFINDEX = 1,
+	CFG_LESS_MAX_LABELS = 2,	/* LESS label switching on (docs/less.md): the deepest stack taken */
 };
 
 enum ef_counter {
@@ -146,7 +147,42 @@ enum ef_counter {
 	CNT_SLOW = 3,
 	CNT_DROP = 4,		/* dropped by a meter */
 	CNT_NO_UPCALL = 5,	/* a miss dropped: no way up to userspace */
-	CNT_MAX = 8,
+	/* LESS frames the kernel forwarded, per rewrite (fp_less.h). */
+	CNT_LESS_SHIFTED = 8,
+	CNT_LESS_POPPED = 9,
+	CNT_LESS_DELIVERED = 10,
+	CNT_LESS_PUSHED = 11,
+	CNT_LESS_REROUTED = 12,
+	CNT_MAX = 16,
+};
+
+/* ---- LESS label switching (fp_less.h) ---- */
+#define LESS_MAX_DEPTH 16
+#define LESS_STACK_MAX 64
+#define LESS_MAX_PORTS 256
+#define LESS_TABLE_ENTRIES 4096
+/* Per LESS port number: where it is and whether it can send now. */
+struct less_port {
+	__u32 ifindex;
+	__u8 live;
+	__u8 edge;	/* hosts are there: plain IPv4 from it may be labelled here */
+	__u16 pad;
+};
+/* A replacement stack userspace computed for a kind of frame: it goes out `port` with `len` bytes of
+ * `bytes` after the Ethernet header and `ethertype` (host order; 0: the IP version's). */
+struct less_stack {
+	__u32 port;
+	__u16 ethertype;
+	__u16 len;
+	__u8 bytes[LESS_STACK_MAX];
+};
+/* A frame whose output port is down, by that port and a hash of its reroute block (the words from
+ * the block's first entry through the bottom, the first with budget and flags masked out, hashed as
+ * the megaflow key is: h = (h ^ word) * HASH_MUL, then h ^= h >> 32). */
+struct less_reroute_key {
+	__u32 port;
+	__u32 pad;
+	__u64 hash;
 };
 
 #endif

@@ -24,6 +24,7 @@ struct scratch {
 	__u8 hw_vlan;		/* an outer tag held in skb metadata (TC only) */
 	__u8 data_tags;		/* tags in the frame data */
 	__u8 pad;
+	__u8 less_out[LESS_STACK_MAX];	/* the label stack a LESS rewrite puts in */
 };
 
 struct ef_map_def SEC("maps") ef_config = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(__u64), 4, 0 };

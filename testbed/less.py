@@ -65,6 +65,10 @@ def less_switches(fabric, root="r", datapath="user", tag="less", hello_ms=None):
     for a_if, b_if in fabric.links:
         for i in (a_if, b_if):
             netns.sh("ip", "link", "set", i, "mtu", str(FABRIC_MTU))
+    settings = Edgeflow.HOST_SETTINGS[datapath]
+    for h in fabric.hosts:
+        if settings:
+            h.set_offload(**settings)
     switches = {}
     try:
         for name in fabric.switches:
@@ -83,12 +87,14 @@ def less_switches(fabric, root="r", datapath="user", tag="less", hello_ms=None):
 
 
 def counters(sw):
-    """{name: value} of the mode's counter groups (labels and fabric) and the switch's drops."""
+    """{name: value} of the mode's counter groups (labels and fabric), the switch's drops, and
+    under "kernel" what the kernel fast path forwarded itself (empty in userspace)."""
     report = sw.stats()
     out = {}
     for g in report["mode_counters"]:
         out.update(g["counters"])
     out["drops"] = report["drops"]
+    out["kernel"] = (report.get("fast_path") or {}).get("labels", {})
     return out
 
 

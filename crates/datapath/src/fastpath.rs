@@ -71,8 +71,13 @@ const CFG_GENERATION: u32 = 0;
 /// `enum ef_counter` slots (`bpf/fastpath.h`) read here besides hit, miss, upcall and slow.
 const CNT_DROP: usize = 4;
 const CNT_NO_UPCALL: usize = 5;
-const CNT_MAX: usize = 8;
+/// The first of the LESS counters (shifted, popped, delivered, pushed, rerouted).
+const CNT_LESS_SHIFTED: usize = 8;
+const CNT_MAX: usize = 16;
 const CFG_UPCALL_IFINDEX: u32 = 1;
+const CFG_LESS_MAX_LABELS: u32 = 2;
+/// The upcall link's MTU: a veth's largest.
+const UPCALL_MTU: u32 = 65535;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -321,6 +326,9 @@ impl FastPath {
             let peer = format!("{ours}p");
             sys::create_veth(&ours, &peer)?;
             for name in [&ours, &peer] {
+                // A miss may be longer than any port's MTU allows on the wire (a frame a switch
+                // port with a larger MTU received): the upcall link must not refuse it.
+                sys::set_if_mtu(name, UPCALL_MTU)?;
                 sys::set_if_up(name, true)?;
             }
             fp.set_config(CFG_UPCALL_IFINDEX, sys::ifindex(&ours)? as u64)?;
@@ -373,7 +381,13 @@ impl FastPath {
     }
 
     /// Tells the programs that `ifindex` is switch port `no`, whose misses go up tagged `tag`.
-    fn register_port(&mut self, no: u32, ifindex: u32, tag: u16, slots_taken: &mut std::collections::BTreeSet<u32>) -> io::Result<()> {
+    fn register_port(
+        &mut self,
+        no: u32,
+        ifindex: u32,
+        tag: u16,
+        slots_taken: &mut std::collections::BTreeSet<u32>,
+    ) -> io::Result<()> {
         let info = ((no as u64) << 16) | tag as u64;
         self.obj.map("ef_ports").map_err(obj_err)?.update(&ifindex.to_ne_bytes(), &info.to_ne_bytes())?;
         let at = ifindex % PORT_SLOTS;
@@ -534,11 +548,10 @@ impl FastPath {
         if let Ok(meters) = self.obj.map("ef_meters") {
             for (id, (slot, seen)) in self.meters.iter_mut() {
                 if let Ok(Some(v)) = meters.lookup(&slot.to_ne_bytes()) {
-                    let now: [u64; 4] =
-                        std::array::from_fn(|i| {
-                            let at = METER_COUNTS_AT + i * 8;
-                            u64::from_ne_bytes(v[at..at + 8].try_into().unwrap())
-                        });
+                    let now: [u64; 4] = std::array::from_fn(|i| {
+                        let at = METER_COUNTS_AT + i * 8;
+                        u64::from_ne_bytes(v[at..at + 8].try_into().unwrap())
+                    });
                     let delta: Vec<u64> = now.iter().zip(seen.iter()).map(|(n, s)| n.saturating_sub(*s)).collect();
                     *seen = now;
                     if delta.iter().any(|&d| d > 0) {
@@ -754,6 +767,7 @@ mod tests {
 }
 
 #[cfg(test)]
-mod layout;
-#[cfg(test)]
 mod kernel;
+pub mod labels;
+#[cfg(test)]
+mod layout;

@@ -138,6 +138,31 @@ pub struct KernelEntry<'a> {
     pub meters: Vec<(u32, &'a pipeline::meter::Meter)>,
 }
 
+/// A replacement label stack a label-switching mode computed for a kind of frame, which the kernel
+/// fast path applies to later frames of that kind: out `port`, with `stack` after the Ethernet
+/// header and `ethertype` (0: the IP version's, read from the frame).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelStack {
+    pub port: u32,
+    pub ethertype: u16,
+    pub stack: Vec<u8>,
+}
+
+/// What the kernel fast path needs to switch labels itself (docs/less.md §5): the per-hop rule
+/// needs no table, only these, which the mode keeps and the datapath mirrors whenever
+/// `generation` moves.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KernelLabels {
+    pub generation: u64,
+    pub max_labels: usize,
+    /// Ports where hosts are: plain IPv4 from them may be labelled in the kernel.
+    pub edge_ports: std::collections::BTreeSet<u32>,
+    /// Host frames, by IPv4 destination.
+    pub push: std::collections::BTreeMap<[u8; 4], KernelStack>,
+    /// Detours, by (the port that is down, the hash of the frame's reroute block).
+    pub reroute: std::collections::BTreeMap<(u32, u64), KernelStack>,
+}
+
 /// One flow table's figures, for reports.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TableReport {
@@ -211,6 +236,11 @@ pub trait Mode: Send {
 
     /// Standalone fail mode: whether no controller is reachable.
     fn set_fail_open(&mut self, _on: bool) {}
+
+    /// Label-switching state for the kernel fast path, for a mode that switches labels.
+    fn kernel_labels(&self) -> Option<&KernelLabels> {
+        None
+    }
 }
 
 /// How a mode without OpenFlow tables answers OpenFlow: reads describe a switch with no tables

@@ -79,6 +79,16 @@ pub fn if_mtu(name: &str) -> io::Result<u32> {
     Ok(unsafe { req.ifr_ifru.ifru_mtu } as u32)
 }
 
+/// Sets the interface's MTU.
+pub fn set_if_mtu(name: &str, mtu: u32) -> io::Result<()> {
+    let s = control_socket()?;
+    let mut req = ifreq(name)?;
+    req.ifr_ifru.ifru_mtu = mtu as libc::c_int;
+    // SAFETY: req is a valid ifreq for SIOCSIFMTU.
+    cvt(unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCSIFMTU as _, &mut req) })?;
+    Ok(())
+}
+
 /// Sets or clears IFF_UP.
 pub fn set_if_up(name: &str, up: bool) -> io::Result<()> {
     let s = control_socket()?;

@@ -32,7 +32,8 @@ fn install(fp: &mut FastPath, frame: &[u8], mask_fields: &[Field], actions: &[Dp
     }
     let ifindex = |p: u32| (p == 1).then_some(LO);
     let mut no_meters = |_| None;
-    let mut cx = EncodeContext { mode: Mode::Xdp, ifindex: &ifindex, meter_slot: &mut no_meters, ip_proto: key.ip_proto() };
+    let mut cx =
+        EncodeContext { mode: Mode::Xdp, ifindex: &ifindex, meter_slot: &mut no_meters, ip_proto: key.ip_proto() };
     let outputs: Vec<(u32, u8)> = actions_outputs(actions).into_iter().map(|p| (p, 1)).collect();
     assert!(fp.install(&key, &mask.masked(&mask), actions, &Credits::default(), &outputs, &mut cx), "installed");
 }

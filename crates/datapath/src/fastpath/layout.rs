@@ -28,6 +28,12 @@ SZ(mask_slot); OFF(mask_slot, generation); OFF(mask_slot, words); OFF(mask_slot,
 SZ(meter); OFF(meter, per_sec); OFF(meter, capacity); OFF(meter, tokens); OFF(meter, kbps); OFF(meter, packets);
 OFF(meter, dropped_bytes);
 SZ(port_slot); OFF(port_slot, ifindex); OFF(port_slot, info);
+SZ(less_port); OFF(less_port, ifindex); OFF(less_port, live); OFF(less_port, edge);
+SZ(less_stack); OFF(less_stack, port); OFF(less_stack, ethertype); OFF(less_stack, len); OFF(less_stack, bytes);
+SZ(less_reroute_key); OFF(less_reroute_key, port); OFF(less_reroute_key, hash);
+P("LESS_STACK_MAX", LESS_STACK_MAX); P("LESS_MAX_PORTS", LESS_MAX_PORTS); P("CFG_LESS_MAX_LABELS", CFG_LESS_MAX_LABELS);
+P("CNT_LESS_SHIFTED", CNT_LESS_SHIFTED); P("CNT_LESS_POPPED", CNT_LESS_POPPED); P("CNT_LESS_DELIVERED", CNT_LESS_DELIVERED);
+P("CNT_LESS_PUSHED", CNT_LESS_PUSHED); P("CNT_LESS_REROUTED", CNT_LESS_REROUTED);
 SZ(flow_key);
 P("KEY_BYTES", KEY_BYTES); P("MAX_MASKS", MAX_MASKS); P("MAX_ACTIONS", MAX_ACTIONS);
 P("MAX_METERS", MAX_METERS); P("PORT_SLOTS", PORT_SLOTS); P("MASK_END", MASK_END); P("HASH_MUL", HASH_MUL);
@@ -49,7 +55,10 @@ return 0;
 }
 "#;
     std::fs::write(dir.join("layout.c"), prog).unwrap();
-    let clang = ["clang-14", "clang", "cc"].into_iter().find(|c| std::process::Command::new(c).arg("--version").output().is_ok()).expect("a C compiler");
+    let clang = ["clang-14", "clang", "cc"]
+        .into_iter()
+        .find(|c| std::process::Command::new(c).arg("--version").output().is_ok())
+        .expect("a C compiler");
     let arch = if cfg!(target_arch = "aarch64") { "aarch64-linux-gnu" } else { "x86_64-linux-gnu" };
     let built = std::process::Command::new(clang)
         .arg(format!("-I{}", root.join("bpf").display()))
@@ -116,6 +125,26 @@ fn c_and_rust_agree_on_every_shared_layout() {
         ("port_slot.ifindex", 0),
         ("port_slot.info", PORT_SLOT_INFO_AT as u64),
         ("sizeof flow_key", KEY_BYTES as u64),
+        ("sizeof less_port", labels::LESS_PORT_BYTES as u64),
+        ("less_port.ifindex", 0),
+        ("less_port.live", 4),
+        ("less_port.edge", 5),
+        ("sizeof less_stack", labels::LESS_STACK_BYTES as u64),
+        ("less_stack.port", 0),
+        ("less_stack.ethertype", 4),
+        ("less_stack.len", 6),
+        ("less_stack.bytes", labels::LESS_STACK_AT as u64),
+        ("sizeof less_reroute_key", labels::LESS_REROUTE_KEY_BYTES as u64),
+        ("less_reroute_key.port", 0),
+        ("less_reroute_key.hash", 8),
+        ("LESS_STACK_MAX", labels::LESS_STACK_MAX as u64),
+        ("LESS_MAX_PORTS", labels::LESS_MAX_PORTS as u64),
+        ("CFG_LESS_MAX_LABELS", CFG_LESS_MAX_LABELS as u64),
+        ("CNT_LESS_SHIFTED", CNT_LESS_SHIFTED as u64),
+        ("CNT_LESS_POPPED", CNT_LESS_SHIFTED as u64 + 1),
+        ("CNT_LESS_DELIVERED", CNT_LESS_SHIFTED as u64 + 2),
+        ("CNT_LESS_PUSHED", CNT_LESS_SHIFTED as u64 + 3),
+        ("CNT_LESS_REROUTED", CNT_LESS_SHIFTED as u64 + 4),
         ("KEY_BYTES", KEY_BYTES as u64),
         ("MAX_MASKS", MAX_MASKS as u64),
         ("MAX_ACTIONS", MAX_ACTIONS as u64),

@@ -8,6 +8,7 @@ use ofp::oxm::Field;
 use packet::FlowKey;
 
 use super::Switch;
+use crate::fastpath::labels::LabelPort;
 use crate::fastpath::{actions_outputs, EncodeContext};
 
 impl Switch {
@@ -84,6 +85,7 @@ impl Switch {
     /// saw under the old ones, then flush the kernel's copy too. Runs after every command, so a
     /// barrier reply never precedes the flush of what its earlier messages changed.
     pub(super) fn sync_fast(&mut self) {
+        self.sync_labels();
         if self.fast.is_none() || self.mode.generation() == self.fast_gen {
             return;
         }
@@ -93,5 +95,31 @@ impl Switch {
             fast.flush();
         }
         self.fast_gen = self.mode.generation();
+    }
+}
+
+impl Switch {
+    /// A label-switching mode's tables moved (or a port did): the kernel gets them again, with
+    /// every port's interface and state. A scheduled port is left out: its frames wait in its
+    /// queues, which the kernel would jump.
+    fn sync_labels(&mut self) {
+        let (Some(fast), Some(labels)) = (self.fast.as_mut(), self.mode.kernel_labels()) else { return };
+        if labels.generation == self.labels_gen {
+            return;
+        }
+        let ports: Vec<LabelPort> = self
+            .ports
+            .iter()
+            .map(|(&no, p)| LabelPort {
+                no,
+                ifindex: if p.egress.scheduler().is_some() || p.tx.is_none() { 0 } else { p.ifindex },
+                live: p.desc.state & ofp::port::state::LINK_DOWN == 0
+                    && p.desc.config & ofp::port::config::PORT_DOWN == 0,
+            })
+            .collect();
+        if let Err(e) = fast.set_labels(labels, &ports) {
+            tracing::warn!("kernel label tables not written: {e}");
+        }
+        self.labels_gen = labels.generation;
     }
 }

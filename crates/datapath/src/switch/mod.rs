@@ -193,6 +193,8 @@ pub struct Switch {
     _upcall_guard: Option<crate::ebpf::Link>,
     /// The mode's generation the fast path last mirrored.
     fast_gen: u64,
+    /// The generation of the mode's kernel label tables last mirrored.
+    labels_gen: u64,
 }
 
 impl Switch {
@@ -262,6 +264,7 @@ impl Switch {
             drops: DropCounts::default(),
             fail_open: false,
             fast_gen,
+            labels_gen: 0,
             fast,
             upcall_rx,
             _upcall_guard: upcall_guard,

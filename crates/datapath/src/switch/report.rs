@@ -73,8 +73,11 @@ impl Switch {
             let [hits, misses, upcalls, slow, _] = f.counters();
             let drops: serde_json::Map<String, Value> =
                 f.drops().into_iter().map(|(r, n)| (r.to_string(), json!(n))).collect();
+            let labels: serde_json::Map<String, Value> =
+                f.label_counters().into_iter().map(|(r, n)| (r.to_string(), json!(n))).collect();
             json!({"hits": hits, "misses": misses, "upcalls": upcalls, "slow": slow,
-                   "entries": f.len(), "installed": f.installed, "refused": f.refused, "drops": drops})
+                   "entries": f.len(), "installed": f.installed, "refused": f.refused, "drops": drops,
+                   "labels": labels})
         });
         let drops: serde_json::Map<String, Value> =
             DropReason::ALL.iter().map(|&r| (r.name().to_string(), json!(self.drops.get(r)))).collect();

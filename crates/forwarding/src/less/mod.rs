@@ -24,7 +24,10 @@ use self::edge::{Directory, Location};
 use self::fabric::Fabric;
 use self::protocol::{ArpQuery, Message};
 use self::reroute::{Block, Case, Detour};
-use crate::{CounterGroup, DropReason, Egress, EntryId, KernelEntry, Mode, Nanos, Output, PortView, Verdict};
+use crate::{
+    CounterGroup, DropReason, Egress, EntryId, KernelEntry, KernelLabels, KernelStack, Mode, Nanos, Output, PortView,
+    Verdict,
+};
 
 /// Entries a stack may hold by default, reroute block included.
 pub const DEFAULT_MAX_LABELS: usize = 16;
@@ -94,6 +97,29 @@ struct Counters {
     arp_replies: u64,
 }
 
+/// A plan the kernel may repeat.
+enum Remembered {
+    Push([u8; 4], KernelStack),
+    Detour((u32, u64), KernelStack),
+}
+
+/// Where the kernel looks a plan up: a host's frames by destination, or a detour by the port that
+/// is down and the frame's reroute block.
+#[derive(Clone, Copy)]
+enum KernelKey {
+    Push([u8; 4]),
+    Detour(u32, u64),
+}
+
+impl KernelKey {
+    fn with(self, stack: KernelStack) -> Remembered {
+        match self {
+            KernelKey::Push(ip) => Remembered::Push(ip, stack),
+            KernelKey::Detour(port, hash) => Remembered::Detour((port, hash), stack),
+        }
+    }
+}
+
 pub struct LessMode {
     cfg: Config,
     /// Every port of the switch, and whether it can send (carrier up, not administratively down).
@@ -110,10 +136,13 @@ pub struct LessMode {
     arp_seq: u32,
     /// ARP queries already flooded, per target, and when (one per target per HELLO interval).
     asked: BTreeMap<[u8; 4], Nanos>,
+    /// What the kernel fast path may do on its own: stacks planned here for later frames.
+    kernel: KernelLabels,
 }
 
 impl LessMode {
     pub fn new(cfg: Config) -> LessMode {
+        let cfg_max_labels = cfg.max_labels;
         let fabric = Fabric::new(cfg.switch_id, cfg.root, cfg.max_addresses);
         // Sequence numbers start from the wall clock: a restarted switch is newer than its old self.
         let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
@@ -130,7 +159,30 @@ impl LessMode {
             announce: true,
             arp_seq: seq,
             asked: BTreeMap::new(),
+            kernel: KernelLabels { generation: 1, max_labels: cfg_max_labels, ..KernelLabels::default() },
         }
+    }
+
+    /// Plans made before may no longer hold (a port, an address or a host changed): the kernel
+    /// forgets them and asks again.
+    fn invalidate(&mut self) {
+        self.kernel.push.clear();
+        self.kernel.reroute.clear();
+        self.kernel.edge_ports =
+            self.live.keys().copied().filter(|&p| p <= 255 && self.fabric.is_edge(p as u8)).collect();
+        self.kernel.generation += 1;
+    }
+
+    fn remember(&mut self, what: Remembered) {
+        match what {
+            Remembered::Push(ip, stack) => {
+                self.kernel.push.insert(ip, stack);
+            }
+            Remembered::Detour(key, stack) => {
+                self.kernel.reroute.insert(key, stack);
+            }
+        }
+        self.kernel.generation += 1;
     }
 
     fn bad(&mut self, why: StackError) -> Verdict {
@@ -194,14 +246,19 @@ impl LessMode {
                 if self.fabric.hello(in_port, h, now) {
                     self.dirty = true;
                     self.announce = true;
+                    self.invalidate();
                 }
-                if was_edge && !self.fabric.is_edge(in_port) && self.directory.forget_port(in_port) {
-                    self.announce = true;
+                if was_edge && !self.fabric.is_edge(in_port) {
+                    if self.directory.forget_port(in_port) {
+                        self.announce = true;
+                    }
+                    self.invalidate();
                 }
             }
             Message::Hosts(h) => {
                 if h.origin != self.cfg.switch_id && self.directory.hosts(h.clone(), now) {
                     self.flood(&Message::Hosts(h), Some(in_port), true, out);
+                    self.invalidate();
                 }
             }
             Message::ArpQuery(q) => {
@@ -235,6 +292,7 @@ impl LessMode {
     fn learned(&mut self, ip: [u8; 4], mac: [u8; 6], port: u8) {
         if self.directory.learn(ip, mac, port) {
             self.announce = true;
+            self.invalidate();
         }
     }
 
@@ -298,6 +356,8 @@ impl LessMode {
         match self.directory.locate(dst) {
             Some(Location::Here(h)) if h.port != in_port && self.is_live(h.port) => {
                 self.counters.local += 1;
+                let stack = KernelStack { port: h.port as u32, ethertype: ethertype::IPV4, stack: vec![] };
+                self.remember(Remembered::Push(dst, stack));
                 out.transmit(Egress { port: h.port as u32, queue: None }, pkt);
                 Verdict::default()
             }
@@ -306,11 +366,11 @@ impl LessMode {
                     return no_host(&mut self.counters);
                 };
                 if pkt.offload.gso.is_none() && pkt.offload.csum.is_none() {
-                    return self.push_route(pkt, &plan, in_port, out);
+                    return self.push_route(pkt, &plan, dst, in_port, out);
                 }
                 // Under labels, no NIC or kernel finishes a checksum or cuts a super-frame: done here.
                 for mut seg in packet::segment::segment(pkt.clone()) {
-                    self.push_route(&mut seg, &plan, in_port, out);
+                    self.push_route(&mut seg, &plan, dst, in_port, out);
                 }
                 Verdict::default()
             }
@@ -319,7 +379,14 @@ impl LessMode {
     }
 
     /// Labels a host's frame along `plan` and sends it; reroutes at once if our own first hop is down.
-    fn push_route(&mut self, pkt: &mut Packet, plan: &edge::Plan, in_port: u8, out: &mut dyn Output) -> Verdict {
+    fn push_route(
+        &mut self,
+        pkt: &mut Packet,
+        plan: &edge::Plan,
+        dst: [u8; 4],
+        in_port: u8,
+        out: &mut dyn Output,
+    ) -> Verdict {
         let block = Block {
             budget: reroute::INITIAL_BUDGET,
             backtrack: false,
@@ -329,7 +396,7 @@ impl LessMode {
         let first = plan.route[0];
         if !self.is_live(first) {
             return match reroute::detour(&self.fabric, &block, Some(first), in_port, |p| self.is_live(p)) {
-                Some(d) => self.take_detour(pkt, 0, d, block, out),
+                Some(d) => self.take_detour(pkt, 0, d, block, Some(KernelKey::Push(dst)), out),
                 None => {
                     self.counters.no_route += 1;
                     Verdict { dropped: Some(DropReason::NoAction), entry: None }
@@ -340,6 +407,8 @@ impl LessMode {
             let mut stack = less::encode_route(&plan.route[1..], true);
             stack.extend_from_slice(&block.encode());
             pkt.replace_stack(0, &stack, less::ETHERTYPE);
+            let kernel = KernelStack { port: first as u32, ethertype: less::ETHERTYPE, stack };
+            self.remember(Remembered::Push(dst, kernel));
         }
         self.counters.pushed += 1;
         out.transmit(Egress { port: first as u32, queue: None }, pkt);
@@ -347,12 +416,14 @@ impl LessMode {
     }
 
     /// Sends a frame whose stack (`stack_bytes` long, at the frame's L3) is replaced by the detour.
+    /// `kernel_key`: where the kernel would look this detour up, for a detour it may repeat.
     fn take_detour(
         &mut self,
         pkt: &mut Packet,
         stack_bytes: usize,
         d: Detour,
         mut block: Block,
+        kernel_key: Option<KernelKey>,
         out: &mut dyn Output,
     ) -> Verdict {
         block.budget -= 1;
@@ -370,10 +441,17 @@ impl LessMode {
                 return self.bad(StackError::NotIp);
             };
             pkt.replace_stack(stack_bytes, &[], et);
+            if let Some(key) = kernel_key {
+                self.remember(key.with(KernelStack { port: port as u32, ethertype: 0, stack: vec![] }));
+            }
         } else {
             let mut stack = if d.case == Case::Backtrack { vec![] } else { less::encode_route(&d.route[1..], true) };
             stack.extend_from_slice(&block.encode());
             pkt.replace_stack(stack_bytes, &stack, less::ETHERTYPE);
+            // A backtrack depends on where the frame came from, which the kernel's key does not hold.
+            if let (Some(key), false) = (kernel_key, d.case == Case::Backtrack) {
+                self.remember(key.with(KernelStack { port: port as u32, ethertype: less::ETHERTYPE, stack }));
+            }
         }
         out.transmit(Egress { port: port as u32, queue: None }, pkt);
         Verdict::default()
@@ -394,8 +472,13 @@ impl LessMode {
             .block
             .as_ref()
             .and_then(|(b, _)| reroute::detour(&self.fabric, b, failed, in_port, |p| self.is_live(p)));
+        // A frame that arrived backtracking is not one the kernel takes a detour for.
+        let kernel_key = failed.map(|f| {
+            let entries = &pkt.data()[l3 + split.route_bytes..l3 + 4 * depth];
+            KernelKey::Detour(f as u32, reroute::block_hash(entries))
+        });
         match (detour, split.block) {
-            (Some(d), Some((block, _))) => self.take_detour(pkt, 4 * depth, d, block, out),
+            (Some(d), Some((block, _))) => self.take_detour(pkt, 4 * depth, d, block, kernel_key, out),
             _ => {
                 self.counters.no_route += 1;
                 Verdict { dropped: Some(DropReason::NoAction), entry: None }
@@ -470,6 +553,7 @@ impl Mode for LessMode {
             }
         }
         self.dirty = true;
+        self.invalidate();
     }
 
     fn receive(&mut self, pkt: &mut Packet, key: &FlowKey, now: Nanos, out: &mut dyn Output) -> Verdict {
@@ -506,6 +590,7 @@ impl Mode for LessMode {
         if self.fabric.expire(now, self.cfg.dead_ns, self.cfg.hold_ns) {
             self.dirty = true;
             self.announce = true;
+            self.invalidate();
         }
         if self.dirty || now >= self.next_hello {
             self.send_hellos(out);
@@ -519,6 +604,10 @@ impl Mode for LessMode {
             self.next_announce = now + 10 * self.cfg.hello_ns;
         }
         self.directory.expire(now, 30 * self.cfg.hello_ns);
+    }
+
+    fn kernel_labels(&self) -> Option<&KernelLabels> {
+        Some(&self.kernel)
     }
 
     fn counters(&self) -> Vec<CounterGroup> {

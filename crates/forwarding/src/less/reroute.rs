@@ -83,6 +83,22 @@ pub fn split(frame: &[u8], at: usize, depth: usize) -> Split {
     Split { route_bytes: 4 * routes, block }
 }
 
+/// The key the kernel finds a detour by for a frame whose block is `entries` (bpf/fastpath.h
+/// `less_reroute_key`): the block's words hashed as the megaflow key is, budget and flags (which
+/// change as the frame travels) masked out of the first.
+pub fn block_hash(entries: &[u8]) -> u64 {
+    const HASH_MUL: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut h = 0u64;
+    for (i, w) in entries.chunks_exact(4).enumerate() {
+        let mut word = u32::from_be_bytes(w.try_into().unwrap()) as u64;
+        if i == 0 {
+            word &= 0xffff;
+        }
+        h = (h ^ word).wrapping_mul(HASH_MUL);
+    }
+    h ^ (h >> 32)
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Case {
     /// (a) A route of our own to the backup address.

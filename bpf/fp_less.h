@@ -1,0 +1,229 @@
+/* LESS label switching in the kernel (docs/less.md §5). The per-hop rule needs no table: the top
+ * label's first port is the output, the label is shifted, popped, or the frame delivered as IP.
+ * Two tables userspace fills let the kernel also label hosts' IPv4 frames at the edge
+ * (ef_less_push, by destination) and take a detour it computed for a port that is down
+ * (ef_less_reroute). Everything else — malformed stacks, the protocol, ARP, first frames — goes on
+ * to the usual path and up to userspace, which counts and decides.
+ *
+ * Deciding reads only the scratch copy of the frame's head; the TC and XDP entry points then apply
+ * the plan with their own helpers. */
+#ifndef EDGEFLOW_FP_LESS_H
+#define EDGEFLOW_FP_LESS_H
+#include "fp_state.h"
+
+struct ef_map_def SEC("maps") ef_less_ports = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(struct less_port), LESS_MAX_PORTS, 0 };
+struct ef_map_def SEC("maps") ef_less_push = { BPF_MAP_TYPE_HASH, sizeof(__u32), sizeof(struct less_stack), LESS_TABLE_ENTRIES, BPF_F_NO_PREALLOC_ };
+struct ef_map_def SEC("maps") ef_less_reroute = { BPF_MAP_TYPE_HASH, sizeof(struct less_reroute_key), sizeof(struct less_stack), LESS_TABLE_ENTRIES, BPF_F_NO_PREALLOC_ };
+
+/* What to do: remove `remove` bytes after the Ethernet header, put `insert` bytes of s->less_out
+ * there, set the ethertype, send to `ifindex`. */
+struct less_plan {
+	__u32 ifindex;
+	__u32 remove;
+	__u32 insert;
+	__u32 counter;
+	__u16 ethertype;
+};
+
+static __always_inline struct less_port *less_port(__u32 no)
+{
+	struct less_port *p = bpf_map_lookup_elem(&ef_less_ports, &no);
+	return p && p->ifindex ? p : 0;
+}
+
+/* Takes a stored stack: its port must be up. */
+static __always_inline int less_take(struct scratch *s, struct less_stack *st, struct less_plan *p)
+{
+	struct less_port *out = less_port(st->port);
+	if (!out || !out->live || st->len > LESS_STACK_MAX)
+		return 0;
+	for (__u32 i = 0; i < LESS_STACK_MAX; i++) {
+		if (i >= st->len)
+			break;
+		s->less_out[i] = st->bytes[i];
+	}
+	p->ifindex = out->ifindex;
+	p->insert = st->len;
+	p->ethertype = st->ethertype;
+	return 1;
+}
+
+/* A host's IPv4 frame on an edge port, to a destination userspace has planned. */
+static __always_inline int less_push(struct scratch *s, __u32 in_port, struct less_plan *p)
+{
+	struct less_port *in = less_port(in_port);
+	if (!in || !in->edge || s->len < 34)
+		return 0;
+	__u32 dst;
+	__builtin_memcpy(&dst, s->buf + 30, 4);
+	struct less_stack *st = bpf_map_lookup_elem(&ef_less_push, &dst);
+	if (!st || !less_take(s, st, p))
+		return 0;
+	p->remove = 0;
+	if (!p->ethertype)
+		p->ethertype = 0x8847;
+	p->counter = CNT_LESS_PUSHED;
+	return 1;
+}
+
+/* The detour userspace computed for this port and this reroute block, if any. */
+static __always_inline int less_reroute(struct scratch *s, __u32 port, __u32 depth, __u32 block,
+					struct less_plan *p)
+{
+	if (!block)
+		return 0;
+	__u64 h = 0;
+	for (__u32 i = 1; i < LESS_MAX_DEPTH; i++) {
+		if (i >= depth)
+			break;
+		if (i < block)
+			continue;
+		__u8 *w = s->buf + 14 + 4 * i;
+		__u32 word = ((__u32)w[0] << 24) | ((__u32)w[1] << 16) | ((__u32)w[2] << 8) | w[3];
+		if (i == block)
+			word &= 0xffff;
+		h = (h ^ word) * HASH_MUL;
+	}
+	h ^= h >> 32;
+	struct less_reroute_key k = { .port = port, .pad = 0, .hash = h };
+	struct less_stack *st = bpf_map_lookup_elem(&ef_less_reroute, &k);
+	if (!st || !less_take(s, st, p))
+		return 0;
+	p->remove = 4 * depth;
+	if (!p->ethertype && st->len)
+		p->ethertype = 0x8847;
+	if (!p->ethertype) {
+		__u32 ip = 14 + 4 * depth;
+		if (ip >= s->len || ip >= PARSE_BYTES)
+			return 0;
+		__u8 v = s->buf[ip & (PARSE_BYTES - 1)] >> 4;
+		p->ethertype = v == 4 ? 0x0800 : v == 6 ? 0x86dd : 0;
+		if (!p->ethertype)
+			return 0;
+	}
+	p->counter = CNT_LESS_REROUTED;
+	return 1;
+}
+
+/* The per-hop rule for the frame in `s`, or 0 to leave it to userspace. */
+static __always_inline int less_decide(struct scratch *s, __u32 in_port, struct less_plan *p)
+{
+	__u32 max = config(CFG_LESS_MAX_LABELS);
+	if (!max || s->len < 18)
+		return 0;
+	__u8 *b = s->buf;
+	__u16 et = ((__u16)b[12] << 8) | b[13];
+	if (et == 0x0800)
+		return less_push(s, in_port, p);
+	if (et != 0x8847)
+		return 0;
+	__u32 depth = 0, block = 0;
+	for (__u32 i = 0; i < LESS_MAX_DEPTH; i++) {
+		__u32 at = 14 + 4 * i;
+		if (at + 4 > s->len)
+			return 0;
+		__u8 last = b[at + 3];
+		if (!block && i && !(last & 0x7f))
+			block = i;
+		depth = i + 1;
+		if (last & 0x80)
+			break;
+		if (i + 1 == LESS_MAX_DEPTH)
+			return 0;
+	}
+	if (depth > max)
+		return 0;
+	__u8 p1 = b[14], p2 = b[15], p3 = b[16], ttl = b[17] & 0x7f, bos = b[17] & 0x80;
+	__u32 present = !p1 ? 0 : !p2 ? 1 : !p3 ? 2 : 3;
+	if (!p1 || !ttl || ttl > present)
+		return 0;
+	struct less_port *out = less_port(p1);
+	if (!out)
+		return 0;
+	if (!out->live)
+		return less_reroute(s, p1, depth, block, p);
+	p->ifindex = out->ifindex;
+	if (ttl > 1) {
+		s->less_out[0] = p2;
+		s->less_out[1] = p3;
+		s->less_out[2] = 0;
+		s->less_out[3] = bos | (ttl - 1);
+		p->remove = 4;
+		p->insert = 4;
+		p->ethertype = 0x8847;
+		p->counter = CNT_LESS_SHIFTED;
+		return 1;
+	}
+	if (!bos && depth > 1 && (b[21] & 0x7f)) {
+		p->remove = 4;
+		p->insert = 0;
+		p->ethertype = 0x8847;
+		p->counter = CNT_LESS_POPPED;
+		return 1;
+	}
+	__u32 ip = 14 + 4 * depth;
+	if (ip >= s->len || ip >= PARSE_BYTES)
+		return 0;
+	__u8 v = b[ip & (PARSE_BYTES - 1)] >> 4;
+	p->ethertype = v == 4 ? 0x0800 : v == 6 ? 0x86dd : 0;
+	if (!p->ethertype)
+		return 0;
+	p->remove = 4 * depth;
+	p->insert = 0;
+	p->counter = CNT_LESS_DELIVERED;
+	return 1;
+}
+
+/* TC: the kernel resizes an skb only at its head for protocols other than IP
+ * (bpf_skb_adjust_room refuses MPLS with -ENOTSUPP): a stack may grow here, never shrink, and a
+ * super-frame is left to userspace, which segments it. -1: not done, nothing changed. */
+static __always_inline int less_tc(struct __sk_buff *skb, struct scratch *s, struct less_plan *p)
+{
+	int delta = (int)p->insert - (int)p->remove;
+	if (delta < 0 || delta > LESS_STACK_MAX || (delta > 0 && skb->gso_size))
+		return -1;
+	if (delta > 0) {
+		if (bpf_skb_change_head(skb, delta, 0))
+			return -1;
+		__u8 mac[12];
+		if (bpf_skb_load_bytes(skb, delta, mac, 12) < 0 || bpf_skb_store_bytes(skb, 0, mac, 12, 0) < 0)
+			return TC_ACT_SHOT;
+	}
+	__u16 et = bpf_htons(p->ethertype);
+	if (bpf_skb_store_bytes(skb, 12, &et, 2, 0) < 0)
+		return TC_ACT_SHOT;
+	__u32 n = p->insert;
+	if (n > 0 && n <= LESS_STACK_MAX && bpf_skb_store_bytes(skb, 14, s->less_out, n, 0) < 0)
+		return TC_ACT_SHOT;
+	count(p->counter);
+	return bpf_redirect(p->ifindex, 0);
+}
+
+/* XDP: the head moves either way; the Ethernet addresses are written back from the scratch copy. */
+static __always_inline int less_xdp(struct xdp_md *ctx, struct scratch *s, struct less_plan *p)
+{
+	int delta = (int)p->insert - (int)p->remove;
+	if (delta > LESS_STACK_MAX || delta < -4 * LESS_MAX_DEPTH)
+		return XDP_PASS;
+	if (delta && bpf_xdp_adjust_head(ctx, -delta))
+		return XDP_DROP;
+	__u8 *d = (void *)(long)ctx->data;
+	void *end = (void *)(long)ctx->data_end;
+	if ((void *)(d + 14) > end)
+		return XDP_DROP;
+	for (int i = 0; i < 12; i++)
+		d[i] = s->buf[i];
+	d[12] = p->ethertype >> 8;
+	d[13] = p->ethertype;
+	for (__u32 i = 0; i < LESS_STACK_MAX; i++) {
+		if (i >= p->insert)
+			break;
+		if ((void *)(d + 15 + i) > end)
+			return XDP_DROP;
+		d[14 + i] = s->less_out[i];
+	}
+	count(p->counter);
+	return bpf_redirect(p->ifindex, 0);
+}
+
+#endif

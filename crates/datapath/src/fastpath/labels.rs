@@ -1,0 +1,90 @@
+//! The kernel's label switching (`bpf/fp_less.h`, docs/less.md §5) as userspace keeps it: which
+//! LESS port is which interface and whether it can send, and the stacks a label-switching mode
+//! planned for the kernel to repeat. Written whole whenever the mode's tables move; they are small
+//! (a stack per destination and per detour).
+
+use std::io;
+
+use forwarding::{KernelLabels, KernelStack};
+
+use super::{obj_err, FastPath, CFG_LESS_MAX_LABELS, CNT_LESS_SHIFTED};
+
+/// `LESS_STACK_MAX`, `LESS_MAX_PORTS` in `bpf/fastpath.h`.
+pub const LESS_STACK_MAX: usize = 64;
+pub const LESS_MAX_PORTS: u32 = 256;
+/// `struct less_port`: ifindex, live, edge, padding.
+pub const LESS_PORT_BYTES: usize = 8;
+/// `struct less_stack`: port, ethertype, length, the bytes.
+pub const LESS_STACK_AT: usize = 8;
+pub const LESS_STACK_BYTES: usize = LESS_STACK_AT + LESS_STACK_MAX;
+/// `struct less_reroute_key`: port, padding, hash.
+pub const LESS_REROUTE_KEY_BYTES: usize = 16;
+
+/// One switch port as the kernel's label switching sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LabelPort {
+    pub no: u32,
+    /// 0: the kernel leaves frames for this port to userspace (its egress is scheduled, say).
+    pub ifindex: u32,
+    pub live: bool,
+}
+
+fn stack_value(s: &KernelStack) -> Option<[u8; LESS_STACK_BYTES]> {
+    if s.stack.len() > LESS_STACK_MAX {
+        return None;
+    }
+    let mut v = [0u8; LESS_STACK_BYTES];
+    v[0..4].copy_from_slice(&s.port.to_ne_bytes());
+    v[4..6].copy_from_slice(&s.ethertype.to_ne_bytes());
+    v[6..8].copy_from_slice(&(s.stack.len() as u16).to_ne_bytes());
+    v[LESS_STACK_AT..LESS_STACK_AT + s.stack.len()].copy_from_slice(&s.stack);
+    Some(v)
+}
+
+fn clear(map: &crate::ebpf::Map) -> io::Result<()> {
+    for k in map.keys()? {
+        map.delete(&k)?;
+    }
+    Ok(())
+}
+
+impl FastPath {
+    /// Mirrors a label-switching mode's tables and the ports' state into the kernel.
+    pub fn set_labels(&mut self, labels: &KernelLabels, ports: &[LabelPort]) -> io::Result<()> {
+        let port_map = self.obj.map("ef_less_ports").map_err(obj_err)?;
+        for no in 0..LESS_MAX_PORTS {
+            let mut v = [0u8; LESS_PORT_BYTES];
+            if let Some(p) = ports.iter().find(|p| p.no == no) {
+                v[0..4].copy_from_slice(&p.ifindex.to_ne_bytes());
+                v[4] = p.live as u8;
+                v[5] = labels.edge_ports.contains(&no) as u8;
+            }
+            port_map.update(&no.to_ne_bytes(), &v)?;
+        }
+        let push = self.obj.map("ef_less_push").map_err(obj_err)?;
+        clear(push)?;
+        for (ip, s) in &labels.push {
+            if let Some(v) = stack_value(s) {
+                push.update(ip, &v)?;
+            }
+        }
+        let reroute = self.obj.map("ef_less_reroute").map_err(obj_err)?;
+        clear(reroute)?;
+        for (&(port, hash), s) in &labels.reroute {
+            let mut k = [0u8; LESS_REROUTE_KEY_BYTES];
+            k[0..4].copy_from_slice(&port.to_ne_bytes());
+            k[8..16].copy_from_slice(&hash.to_ne_bytes());
+            if let Some(v) = stack_value(s) {
+                reroute.update(&k, &v)?;
+            }
+        }
+        self.set_config(CFG_LESS_MAX_LABELS, labels.max_labels as u64)
+    }
+
+    /// LESS frames the kernel forwarded: shifted, popped, delivered, pushed at the edge, rerouted.
+    pub fn label_counters(&self) -> [(&'static str, u64); 5] {
+        let c = self.all_counters();
+        let names = ["shifted", "popped", "delivered", "pushed", "rerouted"];
+        std::array::from_fn(|i| (names[i], c[CNT_LESS_SHIFTED + i]))
+    }
+}
