@@ -22,6 +22,7 @@ use std::collections::{BTreeMap, VecDeque};
 
 use forwarding::less::{Config, LessMode};
 use forwarding::{Egress, Event, Mode, Output, PortView};
+
 use ofp::port::state::LINK_DOWN;
 use packet::craft::{FrameBuilder, L3, L4};
 use packet::{parse, Offload, Packet};
@@ -263,6 +264,11 @@ fn hosts_talk_across_the_fabric_with_labels_in_between() {
     assert!(net.delivers(HC, HB, 3));
     assert_eq!(net.counter(E, "pushed"), 1);
     assert_eq!(net.counter(B, "delivered"), 2);
+    // The plan for hB is kept for the kernel to repeat: out port 2, the labels seen on the link.
+    let kernel = net.switches[E].kernel_labels().unwrap();
+    let plan = &kernel.push[&net.hosts[HB].ip];
+    assert_eq!((plan.port, &plan.stack[..4]), (2, &[1, 4, 0, 2][..]));
+    assert!(kernel.edge_ports.contains(&3) && !kernel.edge_ports.contains(&2));
 }
 
 #[test]
@@ -281,6 +287,10 @@ fn case_b_a_neighbours_path() {
     net.link(D, 1, false);
     assert!(net.delivers(HE, HB, 1));
     assert_eq!(net.counter(D, "rerouted_neighbour"), 1);
+    // The detour is kept for the kernel, by the failed port and the frame's block.
+    let kernel = net.switches[D].kernel_labels().unwrap();
+    assert_eq!(kernel.reroute.keys().map(|k| k.0).collect::<Vec<_>>(), [1]);
+    assert_eq!(kernel.reroute.values().next().unwrap().port, 2, "back to E");
 }
 
 #[test]

@@ -139,3 +139,101 @@ fn short_udp_datagram_is_rewritten_not_dropped() {
         assert!(checksums_ok(&out), "{name}: IPv4 and UDP checksums");
     }
 }
+
+/// LESS label switching in the kernel, frame by frame against the userspace rule
+/// (`packet::less`): shift, pop, delivery, a detour by reroute-block hash and the edge's push, on
+/// XDP and TC; what TC cannot do (shrink a labelled frame) and malformed stacks go up.
+#[test]
+fn less_labels_in_the_kernel_match_the_userspace_rule() {
+    use forwarding::less::reroute::{block_hash, Block};
+    use forwarding::{KernelLabels, KernelStack};
+    use labels::LabelPort;
+    use packet::less::{self, Address, Label};
+
+    let mut fp = fast_path();
+    let ip = udp4(H1, H2, [10, 0, 0, 1], [10, 0, 0, 2], 4000, 9, 100);
+    let labelled = |stack: &[u8]| {
+        let mut f = ip[..12].to_vec();
+        f.extend_from_slice(&less::ETHERTYPE.to_be_bytes());
+        f.extend_from_slice(stack);
+        f.extend_from_slice(&ip[14..]);
+        f
+    };
+    let word = |ports: [u8; 3], bottom: bool, ttl: u8| Label { ports, bottom, ttl }.word().to_be_bytes();
+    // What userspace makes of a frame: the rule of packet::less applied with Packet::replace_stack.
+    let userspace = |f: &[u8]| {
+        let (_, layout) = packet::parse(f, 1).unwrap();
+        let mut p = packet::Packet::new(f, Default::default(), layout);
+        match less::hop(f, 14, 16).unwrap().rewrite {
+            less::Rewrite::Shift { word } => p.replace_stack(4, &word.to_be_bytes(), less::ETHERTYPE),
+            less::Rewrite::Pop => p.replace_stack(4, &[], less::ETHERTYPE),
+            less::Rewrite::Deliver { bytes, ethertype } => p.replace_stack(bytes, &[], ethertype),
+        }
+        p.data().to_vec()
+    };
+    let block = Block {
+        budget: 5,
+        backtrack: false,
+        backup: Address { hops: vec![(1, 2)], edge: Some(1) },
+        source: Address::default(),
+    };
+    let block_bytes = block.encode();
+    let mut rerouted_block = block.clone();
+    rerouted_block.budget = 4;
+    let detour_stack = [less::encode_route(&[1, 1, 1, 1], true), rerouted_block.encode()].concat();
+    let detour = KernelStack { port: 1, ethertype: less::ETHERTYPE, stack: detour_stack };
+    let mut tables = KernelLabels { generation: 1, max_labels: 16, ..Default::default() };
+    tables.edge_ports.insert(1);
+    tables.reroute.insert((2, block_hash(&block_bytes)), detour.clone());
+    let pushed = KernelStack { port: 1, ethertype: less::ETHERTYPE, stack: less::encode_route(&[3, 4], false) };
+    tables.push.insert([10, 0, 0, 2], pushed.clone());
+    let ports = [LabelPort { no: 1, ifindex: LO, live: true }, LabelPort { no: 2, ifindex: LO, live: false }];
+    fp.set_labels(&tables, &ports).unwrap();
+
+    let shift = labelled(&word([1, 5, 0], true, 2));
+    let pop = labelled(&[word([1, 0, 0], false, 1), word([3, 0, 0], true, 1)].concat());
+    let deliver = labelled(&[word([1, 0, 0], false, 1).as_slice(), &block_bytes].concat());
+    for (name, f) in [("shift", &shift), ("pop", &pop), ("deliver", &deliver)] {
+        let (verdict, out) = xdp(&fp, f);
+        assert_eq!((verdict, out), (XDP_REDIRECT, userspace(f)), "xdp {name}");
+    }
+    assert_eq!(userspace(&deliver), ip, "delivery gives the frame back as it was");
+    let (verdict, out) = tc(&fp, &shift);
+    assert_eq!((verdict, out), (TC_ACT_REDIRECT, userspace(&shift)), "tc shift");
+    // TC cannot shrink the frame: up (here, with no upcall link, dropped as no_upcall).
+    assert_eq!(tc(&fp, &pop).0, TC_ACT_SHOT);
+
+    // Port 2 is down: the detour userspace stored for this block replaces the whole stack.
+    let rerouted = labelled(&[word([2, 0, 0], false, 1).as_slice(), &block_bytes].concat());
+    let mut want = labelled(&detour.stack);
+    want.truncate(14 + detour.stack.len());
+    want.extend_from_slice(&ip[14..]);
+    assert_eq!(xdp(&fp, &rerouted), (XDP_REDIRECT, want.clone()), "xdp detour");
+    assert_eq!(tc(&fp, &rerouted), (TC_ACT_REDIRECT, want), "tc detour (the stack grows: TC can)");
+    // The budget changes as a frame travels; the key does not.
+    let mut spent = block.clone();
+    spent.budget = 1;
+    let later = labelled(&[word([2, 0, 0], false, 1).as_slice(), &spent.encode()].concat());
+    assert_eq!(xdp(&fp, &later).0, XDP_REDIRECT);
+    // Another block has no detour stored: up.
+    let mut other = block.clone();
+    other.backup.edge = Some(2);
+    let unknown = labelled(&[word([2, 0, 0], false, 1).as_slice(), &other.encode()].concat());
+    assert_eq!(xdp(&fp, &unknown).0, XDP_PASS);
+
+    // A host's IPv4 frame on an edge port gets the stack planned for its destination.
+    let mut want = labelled(&pushed.stack);
+    want.truncate(14 + pushed.stack.len());
+    want.extend_from_slice(&ip[14..]);
+    assert_eq!(xdp(&fp, &ip), (XDP_REDIRECT, want.clone()), "xdp push");
+    assert_eq!(tc(&fp, &ip), (TC_ACT_REDIRECT, want), "tc push");
+
+    // Malformed stacks are userspace's to count.
+    for bad in
+        [labelled(&word([0, 1, 0], true, 1)), labelled(&word([1, 0, 0], true, 2)), labelled(&word([9, 0, 0], true, 1))]
+    {
+        assert_eq!(xdp(&fp, &bad).0, XDP_PASS);
+    }
+    let counted: Vec<(&str, u64)> = fp.label_counters().into_iter().filter(|&(_, n)| n > 0).collect();
+    assert_eq!(counted, [("shifted", 2), ("popped", 1), ("delivered", 1), ("pushed", 2), ("rerouted", 3)]);
+}
