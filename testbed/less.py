@@ -23,7 +23,7 @@ import struct
 from . import netns
 from .switches import Edgeflow
 from .topology import Fabric
-from .util import run_dir
+from .util import run_dir, wait_for
 
 #: Fabric links carry labels and a reroute block on top of a host's 1500-byte packets, as MPLS
 #: cores carry a larger MTU than their edges.
@@ -59,7 +59,7 @@ def iface(fabric, switch, peer):
 
 
 @contextlib.contextmanager
-def less_switches(fabric, root="r", datapath="user", tag="less", hello_ms=None):
+def less_switches(fabric, root="r", datapath="user", tag="less", hello_ms=None, hold_ms=None):
     """One edgeflow switch in LESS mode per switch of `fabric`, `root` the root; fabric links get
     FABRIC_MTU."""
     for a_if, b_if in fabric.links:
@@ -76,6 +76,8 @@ def less_switches(fabric, root="r", datapath="user", tag="less", hello_ms=None):
             lines = ['mode = "less"', "[less]", f"root = {'true' if name == root else 'false'}"]
             if hello_ms:
                 lines.append(f"hello_ms = {hello_ms}")
+            if hold_ms:
+                lines.append(f"hold_ms = {hold_ms}")
             cfg.write_text("\n".join(lines) + "\n")
             sw = Edgeflow(fabric.ports[name], datapath=datapath, extra=["--config", str(cfg)],
                           log_name=f"{tag}-{name}-{datapath}")
@@ -84,6 +86,17 @@ def less_switches(fabric, root="r", datapath="user", tag="less", hello_ms=None):
     finally:
         codes = {n: sw.stop() for n, sw in switches.items()}
     assert all(c == 0 for c in codes.values()), codes
+
+
+def wait_converged(fabric, sws):
+    """Waits until every switch of the six-switch fabric has its addresses (E two), then lets its
+    hosts find each other as unmodified hosts do: by ARP, retried until answered."""
+    want = {"r": 1, "a": 1, "b": 1, "c": 1, "d": 1, "e": 2}
+    wait_for(lambda: all(counters(sws[n])["addresses"] == k for n, k in want.items()), timeout=10,
+             what="LESS addresses")
+    hb, hc, he = fabric.hosts
+    for a, b in [(he, hb), (hc, hb), (hb, hc), (hb, he)]:
+        wait_for(lambda: a.ping(b.addr, count=1, timeout=3)[0] == 1, timeout=15, what=f"{a.name} -> {b.addr}")
 
 
 def counters(sw):

@@ -145,3 +145,19 @@ def test_tsn_shows_scheduling(results):
     gates = {x["timing"]: x for x in rows(results, "tsn-gates")}
     assert float(gates["busy"]["in_window"]) >= 0.99, gates["busy"]
     assert all(int(x["lost"]) == 0 for x in gates.values()), gates
+
+
+def test_less_shows_labels_and_reroutes(results):
+    """LESS: frames cross one switch on every datapath and stack type with nothing lost, the kernel
+    datapaths well under userspace's processing time; a link taken down mid-stream on six switches
+    loses at most a few frames per case while the rest take their detours (Fig. 6b)."""
+    lat = rows(results, "less")
+    assert {(x["datapath"], x["stack"]) for x in lat} == {(d, s) for d in ("user", "tc", "xdp")
+                                                         for s in ("delete", "shift-1", "shift-2")}
+    assert all(int(x["lost"]) == 0 for x in lat), lat
+    p50 = lambda dp: sorted(float(x["through_p50_us"]) for x in lat if x["datapath"] == dp)[len(lat) // 9 // 2]
+    assert p50("xdp") < p50("user"), (p50("xdp"), p50("user"))
+    rr = rows(results, "less-reroute")
+    assert {(x["datapath"], x["case"]) for x in rr} == {(d, c) for d in ("user", "tc", "xdp") for c in "abc"}
+    for x in rr:
+        assert float(x["during_fraction"]) >= 0.9 and int(x["lost"]) < 200, x

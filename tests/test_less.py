@@ -144,17 +144,6 @@ def test_a_port_without_carrier_is_counted_as_no_route():
         assert counters(sws["s"])["delivered"] == 10
 
 
-def converged(fabric, sws):
-    """Waits until every switch has its addresses (E two), then lets the hosts find each other."""
-    want = {"r": 1, "a": 1, "b": 1, "c": 1, "d": 1, "e": 2}
-    wait_for(lambda: all(counters(sws[n])["addresses"] == k for n, k in want.items()), timeout=10,
-             what="LESS addresses")
-    hb, hc, he = fabric.hosts
-    for a, b in [(he, hb), (hc, hb), (hb, hc), (hb, he)]:
-        # An unmodified host's first ARP starts the search across the fabric; its retries get answered.
-        wait_for(lambda: a.ping(b.addr, count=1, timeout=3)[0] == 1, timeout=15, what=f"{a.name} -> {b.addr}")
-
-
 def stream(src, dst, during, seconds=3.0, rate=2000):
     """loadgen frames src → dst at `rate` for `seconds`; `during()` runs one second in. Returns the
     receiver's report."""
@@ -176,7 +165,7 @@ def test_unmodified_hosts_ping_and_carry_tcp_over_six_switches(datapath):
     netns.cleanup()
     fabric = less.six("lf")
     with fabric, less_switches(fabric, datapath=datapath, tag="less-six") as sws:
-        converged(fabric, sws)
+        less.wait_converged(fabric, sws)
         hb, hc, he = fabric.hosts
         # E's shortest way to B is through D: the E-D link carries the labels for D and B.
         sniff = sniffer(less.iface(fabric, "d", "e"))
@@ -213,7 +202,7 @@ def test_reroute_cases_keep_traffic_flowing_and_addresses_reconverge(datapath):
     netns.cleanup()
     fabric = less.six("lr")
     with fabric, less_switches(fabric, datapath=datapath, tag="less-reroute") as sws:
-        converged(fabric, sws)
+        less.wait_converged(fabric, sws)
         hb, hc, he = fabric.hosts
         cases = [
             # (a) E's link to D goes: E has its other address, through C.

@@ -4,7 +4,7 @@ Each experiment module has `run(out, quick, switches)`, which writes `<name>.md`
 `<name>.png` under `out` and returns its tables.
 """
 
-from . import afdx, fastpath, framerate, gateway, latency, tsn, zodiac, zynq
+from . import afdx, fastpath, framerate, gateway, latency, less, tsn, zodiac, zynq
 
 EXPERIMENTS = {
     "zodiac": zodiac,
@@ -15,4 +15,5 @@ EXPERIMENTS = {
     "fastpath": fastpath,
     "afdx": afdx,
     "tsn": tsn,
+    "less": less,
 }

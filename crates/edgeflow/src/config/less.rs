@@ -16,6 +16,9 @@ pub struct LessSection {
     /// How often HELLOs go out, and after how long a silent neighbour is gone.
     pub hello_ms: Option<Spanned<u64>>,
     pub dead_ms: Option<Spanned<u64>>,
+    /// How long a neighbour behind a port that lost carrier is kept (frames take detours
+    /// meanwhile) before the addresses change.
+    pub hold_ms: Option<Spanned<u64>>,
 }
 
 /// The LESS mode's settings, with the ports checked against what a label can name.
@@ -52,6 +55,12 @@ pub(super) fn less(cx: &Ctx<'_>, file: &File, ports: &[(u32, String)]) -> Result
             }
             cfg.dead_ns = d.get_ref() * MS;
         }
+        if let Some(h) = &section.hold_ms {
+            if *h.get_ref() > 3_600_000 {
+                return Err(cx.at(h, format!("hold_ms {}: at most an hour", h.get_ref())));
+            }
+            cfg.hold_ns = h.get_ref() * MS;
+        }
     }
     Ok(ModeSetting::Less(cfg))
 }
@@ -66,7 +75,8 @@ mod tests {
         let head = "mode = \"less\"\n[[port]]\nname = \"a\"\n[[port]]\nname = \"b\"\n";
         assert_eq!(from_str(head).unwrap().mode, ModeSetting::Less(forwarding::less::Config::default()));
         let s = from_str(&format!("{head}[less]\nroot = true\nmax_labels = 8\n")).unwrap();
-        let want = forwarding::less::Config { max_labels: 8, root: true, ..Default::default() };
+        let s = from_str(&format!("{head}[less]\nroot = true\nmax_labels = 8\nhold_ms = 2500\n")).unwrap();
+        let want = forwarding::less::Config { max_labels: 8, root: true, hold_ns: 2_500_000_000, ..Default::default() };
         assert_eq!(s.mode, ModeSetting::Less(want));
         let e = from_str(&format!("{head}[less]\nhello_ms = 100\ndead_ms = 50\n")).unwrap_err();
         assert!(e.starts_with("sw.toml:8:") && e.contains("longer than hello_ms"), "{e}");
@@ -87,6 +97,7 @@ pub(super) fn unwanted(cx: &Ctx<'_>, section: &LessSection) -> String {
         section.max_labels.as_ref().map(|m| m.span().start),
         section.hello_ms.as_ref().map(|h| h.span().start),
         section.dead_ms.as_ref().map(|d| d.span().start),
+        section.hold_ms.as_ref().map(|h| h.span().start),
     ];
     match lines.into_iter().flatten().min() {
         Some(at) => format!("{}:{}: {reason}", cx.path, super::line_of(cx.src, at)),
