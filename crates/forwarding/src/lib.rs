@@ -157,6 +157,8 @@ pub struct KernelLabels {
     pub max_labels: usize,
     /// Ports where hosts are: plain IPv4 from them may be labelled in the kernel.
     pub edge_ports: std::collections::BTreeSet<u32>,
+    /// Ports the mode holds down although their carrier is up (a neighbour gone silent).
+    pub down_ports: std::collections::BTreeSet<u32>,
     /// Host frames, by IPv4 destination.
     pub push: std::collections::BTreeMap<[u8; 4], KernelStack>,
     /// Detours, by (the port that is down, the hash of the frame's reroute block).

@@ -326,3 +326,22 @@ fn with_every_way_gone_the_frame_is_dropped_and_counted() {
     let no_route: u64 = (0..6).map(|s| net.counter(s, "no_route")).sum();
     assert_eq!(no_route, 1);
 }
+
+#[test]
+fn a_link_that_goes_quiet_with_carrier_up_is_found_by_hello_timeout() {
+    let mut net = converged();
+    assert_eq!(net.counter(E, "neighbours"), 2);
+    // The E-D link stops carrying frames; neither end loses carrier.
+    net.down.extend([(E, 2), (D, 2)]);
+    net.advance(400);
+    assert_eq!(net.counter(E, "neighbours"), 1, "D's HELLOs stopped: gone after dead_ms");
+    assert_eq!(net.addresses(E), 1);
+    assert!(net.delivers(HE, HB, 1), "E's route now avoids the quiet link");
+    assert!(net.delivers(HB, HE, 2));
+    // The kernel is told to hold the port down although its carrier is up.
+    assert!(net.switches[E].kernel_labels().unwrap().down_ports.contains(&2));
+    net.down.clear();
+    net.advance(300);
+    assert_eq!(net.addresses(E), 2, "HELLOs heard again: the port is back");
+    assert!(!net.switches[E].kernel_labels().unwrap().down_ports.contains(&2));
+}

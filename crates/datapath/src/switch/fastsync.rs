@@ -114,7 +114,8 @@ impl Switch {
                 no,
                 ifindex: if p.egress.scheduler().is_some() || p.tx.is_none() { 0 } else { p.ifindex },
                 live: p.desc.state & ofp::port::state::LINK_DOWN == 0
-                    && p.desc.config & ofp::port::config::PORT_DOWN == 0,
+                    && p.desc.config & ofp::port::config::PORT_DOWN == 0
+                    && !labels.down_ports.contains(&no),
             })
             .collect();
         if let Err(e) = fast.set_labels(labels, &ports) {

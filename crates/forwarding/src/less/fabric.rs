@@ -34,11 +34,21 @@ pub struct Fabric {
     neighbours: BTreeMap<u8, Neighbour>,
     /// Ours, shortest first.
     addresses: Vec<PathAddress>,
+    /// Ports whose neighbour fell silent with the link still up (a failure carrier does not
+    /// show): down for forwarding until a HELLO is heard there again.
+    silent: std::collections::BTreeSet<u8>,
 }
 
 impl Fabric {
     pub fn new(id: u64, root: bool, max_addresses: usize) -> Fabric {
-        let mut f = Fabric { id, root, max_addresses, neighbours: BTreeMap::new(), addresses: vec![] };
+        let mut f = Fabric {
+            id,
+            root,
+            max_addresses,
+            neighbours: BTreeMap::new(),
+            addresses: vec![],
+            silent: Default::default(),
+        };
         f.recompute();
         f
     }
@@ -65,7 +75,16 @@ impl Fabric {
 
     /// A port no HELLO is heard on: hosts are there.
     pub fn is_edge(&self, port: u8) -> bool {
-        !self.neighbours.contains_key(&port)
+        !self.neighbours.contains_key(&port) && !self.silent.contains(&port)
+    }
+
+    /// A port whose neighbour stopped sending HELLOs while its carrier stayed up.
+    pub fn is_silent(&self, port: u8) -> bool {
+        self.silent.contains(&port)
+    }
+
+    pub fn silent_ports(&self) -> impl Iterator<Item = u8> + '_ {
+        self.silent.iter().copied()
     }
 
     /// A HELLO arrived on `port`. True when our addresses changed.
@@ -75,6 +94,7 @@ impl Fabric {
             return false;
         }
         let n = Neighbour { switch: h.switch, their_port: h.port, addresses: h.addresses, seen: now, lost: None };
+        self.silent.remove(&port);
         let changed =
             self.neighbours.get(&port).is_none_or(|old| old.addresses != n.addresses || old.switch != n.switch);
         self.neighbours.insert(port, n);
@@ -83,13 +103,14 @@ impl Fabric {
 
     /// `port` lost its link (or went away): its neighbour is held, then forgotten by [`expire`].
     pub fn port_down(&mut self, port: u8) {
+        self.silent.remove(&port);
         if let Some(n) = self.neighbours.get_mut(&port) {
             n.lost.get_or_insert(None);
         }
     }
 
     /// Forgets neighbours not heard from since `now - dead`, and those lost longer than `hold`.
-    /// True when our addresses changed.
+    /// True when one was forgotten.
     pub fn expire(&mut self, now: Nanos, dead: Nanos, hold: Nanos) -> bool {
         let before = self.neighbours.len();
         for n in self.neighbours.values_mut() {
@@ -97,9 +118,19 @@ impl Fabric {
                 *at = Some(now);
             }
         }
-        self.neighbours
-            .retain(|_, n| now.saturating_sub(n.seen) < dead && !matches!(n.lost, Some(Some(at)) if now >= at + hold));
-        self.neighbours.len() != before && self.recompute()
+        let silent = &mut self.silent;
+        self.neighbours.retain(|&port, n| {
+            let quiet = now.saturating_sub(n.seen) >= dead;
+            if quiet && n.lost.is_none() {
+                silent.insert(port);
+            }
+            !quiet && !matches!(n.lost, Some(Some(at)) if now >= at + hold)
+        });
+        let removed = self.neighbours.len() != before;
+        if removed {
+            self.recompute();
+        }
+        removed
     }
 
     /// When [`expire`] next has something to do.
@@ -245,6 +276,10 @@ mod tests {
         assert_eq!(a.next_expiry(350, 100), Some(1_350));
         assert!(!a.expire(1_200, 350, 100));
         assert!(a.expire(1_400, 350, 100));
-        assert!(a.is_edge(3) && a.addresses().next().is_none());
+        assert!(a.addresses().next().is_none());
+        // Its link never went down: the port is silent, not an edge, until a HELLO comes back.
+        assert!(a.is_silent(3) && !a.is_edge(3));
+        a.hello(3, root.hello_for(1), 2_000);
+        assert!(!a.is_silent(3) && a.addresses().next().is_some());
     }
 }

@@ -170,6 +170,7 @@ impl LessMode {
         self.kernel.reroute.clear();
         self.kernel.edge_ports =
             self.live.keys().copied().filter(|&p| p <= 255 && self.fabric.is_edge(p as u8)).collect();
+        self.kernel.down_ports = self.fabric.silent_ports().map(u32::from).collect();
         self.kernel.generation += 1;
     }
 
@@ -190,8 +191,10 @@ impl LessMode {
         Verdict { dropped: Some(DropReason::BadLabel), entry: None }
     }
 
+    /// Can send: carrier up and not administratively down, and not a port whose neighbour fell
+    /// silent.
     fn is_live(&self, port: u8) -> bool {
-        self.live.get(&(port as u32)).copied().unwrap_or(false)
+        self.live.get(&(port as u32)).copied().unwrap_or(false) && !self.fabric.is_silent(port)
     }
 
     fn mac(&self) -> [u8; 6] {
@@ -243,6 +246,7 @@ impl LessMode {
         match msg {
             Message::Hello(h) => {
                 let was_edge = self.fabric.is_edge(in_port);
+                let was_silent = self.fabric.is_silent(in_port);
                 if self.fabric.hello(in_port, h, now) {
                     self.dirty = true;
                     self.announce = true;
@@ -252,6 +256,11 @@ impl LessMode {
                     if self.directory.forget_port(in_port) {
                         self.announce = true;
                     }
+                    self.invalidate();
+                }
+                if was_silent {
+                    // Back from silence: the kernel must stop holding the port down.
+                    self.dirty = true;
                     self.invalidate();
                 }
             }
@@ -505,13 +514,12 @@ impl LessMode {
             Ok(h) => h,
             Err(why) => return self.bad(why),
         };
-        match self.live.get(&(hop.port as u32)) {
-            None => {
-                self.counters.unknown_port += 1;
-                return Verdict { dropped: Some(DropReason::BadLabel), entry: None };
-            }
-            Some(false) => return self.reroute(pkt, depth, Some(hop.port), in_port, out),
-            Some(true) => {}
+        if !self.live.contains_key(&(hop.port as u32)) {
+            self.counters.unknown_port += 1;
+            return Verdict { dropped: Some(DropReason::BadLabel), entry: None };
+        }
+        if !self.is_live(hop.port) {
+            return self.reroute(pkt, depth, Some(hop.port), in_port, out);
         }
         match hop.rewrite {
             Rewrite::Shift { word } => {
