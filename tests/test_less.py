@@ -219,8 +219,9 @@ def test_reroute_cases_keep_traffic_flowing_and_addresses_reconverge(datapath):
             kernel = after["kernel"].get("rerouted", 0) - before["kernel"].get("rerouted", 0)
             print(f"case {case} ({datapath}): sent {sent['sent']} received {got['received']} lost {got['lost']}, "
                   f"{where}.{counter} +{after[counter] - before[counter]}, kernel rerouted +{kernel}")
-            # Frames already handed to the link when it went are lost; nothing after.
-            assert got["received"] >= sent["sent"] - 10 and got["lost"] <= 10, (case, sent, got)
+            # Frames handed to the link before the switch heard of the loss are lost (milliseconds of
+            # them in userspace: netlink, then the loop); nothing after.
+            assert got["lost"] <= sent["sent"] // 100 and got["received"] >= sent["sent"] * 99 // 100, (case, sent, got)
             assert after[counter] > before[counter], (case, counter, {n: counters(sws[n]) for n in "rabcde"})
             if case == "a":
                 # The hold is over: E's address through D is gone.

@@ -119,12 +119,17 @@ impl Fabric {
             }
         }
         let silent = &mut self.silent;
-        self.neighbours.retain(|&port, n| {
-            let quiet = now.saturating_sub(n.seen) >= dead;
-            if quiet && n.lost.is_none() {
-                silent.insert(port);
+        self.neighbours.retain(|&port, n| match n.lost {
+            // Lost with its carrier: held for `hold` whatever its HELLOs do (they cannot come).
+            Some(Some(at)) => now < at + hold,
+            Some(None) => true,
+            None => {
+                let quiet = now.saturating_sub(n.seen) >= dead;
+                if quiet {
+                    silent.insert(port);
+                }
+                !quiet
             }
-            !quiet && !matches!(n.lost, Some(Some(at)) if now >= at + hold)
         });
         let removed = self.neighbours.len() != before;
         if removed {
@@ -137,7 +142,7 @@ impl Fabric {
     pub fn next_expiry(&self, dead: Nanos, hold: Nanos) -> Option<Nanos> {
         let at = |n: &Neighbour| match n.lost {
             Some(None) => 0,
-            Some(Some(at)) => (at + hold).min(n.seen + dead),
+            Some(Some(at)) => at + hold,
             None => n.seen + dead,
         };
         self.neighbours.values().map(at).min()
@@ -281,5 +286,11 @@ mod tests {
         assert!(a.is_silent(3) && !a.is_edge(3));
         a.hello(3, root.hello_for(1), 2_000);
         assert!(!a.is_silent(3) && a.addresses().next().is_some());
+        // Lost with its carrier, a neighbour is held for the hold even past the HELLO timeout.
+        a.port_down(3);
+        assert!(!a.expire(2_100, 350, 10_000), "the loss is stamped");
+        assert!(!a.expire(5_000, 350, 10_000) && a.addresses().next().is_some());
+        assert!(a.expire(12_100, 350, 10_000));
+        assert!(!a.is_silent(3), "a lost port is down by its carrier, not silent");
     }
 }
