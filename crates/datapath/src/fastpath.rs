@@ -286,6 +286,8 @@ pub struct FastPath {
     pub refused: u64,
     /// Hits on entries that send nowhere: frames the kernel dropped as the mode decided.
     no_output_drops: u64,
+    /// What the label maps hold, so that a change writes only what moved.
+    labels: labels::Written,
 }
 
 fn megaflows(obj: &Object) -> &Map {
@@ -316,6 +318,7 @@ impl FastPath {
             installed: 0,
             refused: 0,
             no_output_drops: 0,
+            labels: labels::Written::default(),
         };
         fp.set_config(CFG_GENERATION, fp.generation)?;
         for pos in 0..MAX_MASKS as u32 {

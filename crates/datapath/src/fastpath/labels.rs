@@ -1,8 +1,9 @@
 //! The kernel's label switching (`bpf/fp_less.h`, docs/less.md §5) as userspace keeps it: which
 //! LESS port is which interface and whether it can send, and the stacks a label-switching mode
-//! planned for the kernel to repeat. Written whole whenever the mode's tables move; they are small
-//! (a stack per destination and per detour).
+//! planned for the kernel to repeat. Only what changed is written when the mode's tables move: a
+//! port going down is one map update, and the frames it diverts find their detours already there.
 
+use std::collections::HashMap;
 use std::io;
 
 use forwarding::{KernelLabels, KernelStack};
@@ -41,44 +42,69 @@ fn stack_value(s: &KernelStack) -> Option<[u8; LESS_STACK_BYTES]> {
     Some(v)
 }
 
-fn clear(map: &crate::ebpf::Map) -> io::Result<()> {
-    for k in map.keys()? {
-        map.delete(&k)?;
+/// The label maps' contents as last written.
+#[derive(Default)]
+pub(super) struct Written {
+    ports: HashMap<[u8; 4], [u8; LESS_PORT_BYTES]>,
+    push: HashMap<[u8; 4], [u8; LESS_STACK_BYTES]>,
+    reroute: HashMap<[u8; LESS_REROUTE_KEY_BYTES], [u8; LESS_STACK_BYTES]>,
+    max_labels: Option<usize>,
+}
+
+/// Brings `map` from `old` to `new`: additions and changes first, removals last, so that a
+/// lookup during the change finds the old entry or the new one, never a gap.
+fn write_diff<K: AsRef<[u8]> + Eq + std::hash::Hash + Copy, V: AsRef<[u8]> + PartialEq>(
+    map: &crate::ebpf::Map,
+    old: &mut HashMap<K, V>,
+    new: HashMap<K, V>,
+) -> io::Result<()> {
+    for (k, v) in &new {
+        if old.get(k) != Some(v) {
+            map.update(k.as_ref(), v.as_ref())?;
+        }
     }
+    for k in old.keys().filter(|k| !new.contains_key(*k)) {
+        map.delete(k.as_ref())?;
+    }
+    *old = new;
     Ok(())
 }
 
 impl FastPath {
-    /// Mirrors a label-switching mode's tables and the ports' state into the kernel.
+    /// Mirrors a label-switching mode's tables and the ports' state into the kernel. Stacks go
+    /// before ports: a port marked down sends its frames to detours that are in place.
     pub fn set_labels(&mut self, labels: &KernelLabels, ports: &[LabelPort]) -> io::Result<()> {
-        let port_map = self.obj.map("ef_less_ports").map_err(obj_err)?;
-        for no in 0..LESS_MAX_PORTS {
-            let mut v = [0u8; LESS_PORT_BYTES];
-            if let Some(p) = ports.iter().find(|p| p.no == no) {
-                v[0..4].copy_from_slice(&p.ifindex.to_ne_bytes());
-                v[4] = p.live as u8;
-                v[5] = labels.edge_ports.contains(&no) as u8;
-            }
-            port_map.update(&no.to_ne_bytes(), &v)?;
+        let push = labels.push.iter().filter_map(|(ip, s)| Some((*ip, stack_value(s)?))).collect();
+        let reroute = labels
+            .reroute
+            .iter()
+            .filter_map(|(&(port, hash), s)| {
+                let mut k = [0u8; LESS_REROUTE_KEY_BYTES];
+                k[0..4].copy_from_slice(&port.to_ne_bytes());
+                k[8..16].copy_from_slice(&hash.to_ne_bytes());
+                Some((k, stack_value(s)?))
+            })
+            .collect();
+        // Every port number the kernel may read has an entry: unknown ones are all zero.
+        let port_values = (0..LESS_MAX_PORTS)
+            .map(|no| {
+                let mut v = [0u8; LESS_PORT_BYTES];
+                if let Some(p) = ports.iter().find(|p| p.no == no) {
+                    v[0..4].copy_from_slice(&p.ifindex.to_ne_bytes());
+                    v[4] = p.live as u8;
+                    v[5] = labels.edge_ports.contains(&no) as u8;
+                }
+                (no.to_ne_bytes(), v)
+            })
+            .collect();
+        if self.labels.max_labels != Some(labels.max_labels) {
+            self.set_config(CFG_LESS_MAX_LABELS, labels.max_labels as u64)?;
+            self.labels.max_labels = Some(labels.max_labels);
         }
-        let push = self.obj.map("ef_less_push").map_err(obj_err)?;
-        clear(push)?;
-        for (ip, s) in &labels.push {
-            if let Some(v) = stack_value(s) {
-                push.update(ip, &v)?;
-            }
-        }
-        let reroute = self.obj.map("ef_less_reroute").map_err(obj_err)?;
-        clear(reroute)?;
-        for (&(port, hash), s) in &labels.reroute {
-            let mut k = [0u8; LESS_REROUTE_KEY_BYTES];
-            k[0..4].copy_from_slice(&port.to_ne_bytes());
-            k[8..16].copy_from_slice(&hash.to_ne_bytes());
-            if let Some(v) = stack_value(s) {
-                reroute.update(&k, &v)?;
-            }
-        }
-        self.set_config(CFG_LESS_MAX_LABELS, labels.max_labels as u64)
+        let w = &mut self.labels;
+        write_diff(self.obj.map("ef_less_push").map_err(obj_err)?, &mut w.push, push)?;
+        write_diff(self.obj.map("ef_less_reroute").map_err(obj_err)?, &mut w.reroute, reroute)?;
+        write_diff(self.obj.map("ef_less_ports").map_err(obj_err)?, &mut w.ports, port_values)
     }
 
     /// LESS frames the kernel forwarded: shifted, popped, delivered, pushed at the edge, rerouted.
