@@ -18,9 +18,11 @@ down exercises reroute case (a), (b) and (c) respectively.
 """
 
 import contextlib
+import json
 import struct
+import time
 
-from . import netns
+from . import loadgen, netns
 from .switches import Edgeflow
 from .topology import Fabric
 from .util import run_dir, wait_for
@@ -59,9 +61,9 @@ def iface(fabric, switch, peer):
 
 
 @contextlib.contextmanager
-def less_switches(fabric, root="r", datapath="user", tag="less", hello_ms=None, hold_ms=None):
+def less_switches(fabric, root="r", datapath="user", tag="less", hello_ms=None, hold_ms=None, timing=None):
     """One edgeflow switch in LESS mode per switch of `fabric`, `root` the root; fabric links get
-    FABRIC_MTU."""
+    FABRIC_MTU. `timing` "fifo" runs each switch's loop at SCHED_FIFO."""
     for a_if, b_if in fabric.links:
         for i in (a_if, b_if):
             netns.sh("ip", "link", "set", i, "mtu", str(FABRIC_MTU))
@@ -73,7 +75,7 @@ def less_switches(fabric, root="r", datapath="user", tag="less", hello_ms=None, 
     try:
         for name in fabric.switches:
             cfg = run_dir("less") / f"{tag}-{name}.toml"
-            lines = ['mode = "less"', "[less]", f"root = {'true' if name == root else 'false'}"]
+            lines = ['mode = "less"'] + ([f'egress_timing = "{timing}"'] if timing else []) + ["[less]", f"root = {'true' if name == root else 'false'}"]
             if hello_ms:
                 lines.append(f"hello_ms = {hello_ms}")
             if hold_ms:
@@ -89,14 +91,50 @@ def less_switches(fabric, root="r", datapath="user", tag="less", hello_ms=None, 
 
 
 def wait_converged(fabric, sws):
-    """Waits until every switch of the six-switch fabric has its addresses (E two), then lets its
-    hosts find each other as unmodified hosts do: by ARP, retried until answered."""
+    """Waits until every switch of the six-switch fabric has its addresses (E two), then until its
+    hosts reach each other."""
     want = {"r": 1, "a": 1, "b": 1, "c": 1, "d": 1, "e": 2}
     wait_for(lambda: all(counters(sws[n])["addresses"] == k for n, k in want.items()), timeout=10,
              what="LESS addresses")
+    wait_reachable(fabric)
+
+
+def wait_reachable(fabric):
+    """Waits until the six-switch fabric's hosts reach each other, found by ARP as unmodified
+    hosts do (retried until answered)."""
     hb, hc, he = fabric.hosts
     for a, b in [(he, hb), (hc, hb), (hb, hc), (hb, he)]:
         wait_for(lambda: a.ping(b.addr, count=1, timeout=3)[0] == 1, timeout=15, what=f"{a.name} -> {b.addr}")
+
+
+def stream(src, dst, size, rate, seconds, route=None, log=None, during=None, at=None, fifo=False, flow=3):
+    """loadgen frames src → dst at `rate` for `seconds` (LESS labels for `route`, or none; `log`: the
+    receiver's per-frame log); `during()` runs `at` seconds in; `fifo` runs the sender at
+    SCHED_FIFO. Returns (sender report, receiver report)."""
+    args = [loadgen.LOADGEN_BIN, "recv", "--iface", "eth0", "--engine", "socket", "--flow", str(flow), "--duration",
+            str(seconds + 15), "--idle", "1.0"]
+    if log:
+        args += ["--log", str(log)]
+    recv = dst.popen(*args)
+    time.sleep(0.4)
+    send = [loadgen.LOADGEN_BIN, "send", "--iface", "eth0", "--dst-mac", dst.mac, "--src-ip", src.addr, "--dst-ip",
+            dst.addr, "--size", str(size), "--rate", str(rate), "--duration", str(seconds), "--engine", "socket",
+            "--flow", str(flow)]
+    if route:
+        send += ["--less", route]
+    if fifo:
+        send = ["chrt", "-f", "20", *send]
+    p = src.popen(*send)
+    if during:
+        time.sleep(at)
+        during()
+    out, err = p.communicate(timeout=seconds + 30)
+    if p.returncode != 0:
+        raise RuntimeError(f"loadgen send: {err.strip()}")
+    got, err = recv.communicate(timeout=30)
+    if recv.returncode != 0:
+        raise RuntimeError(f"loadgen recv: {err.strip()}")
+    return json.loads(out), json.loads(got)
 
 
 def counters(sw):
@@ -142,3 +180,68 @@ def route_labels(stack):
             break
         ports.extend(p[:ttl])
     return ports
+
+
+def host_switch(fabric, host):
+    return next(s for s in fabric.switches if host.switch_side in fabric.ports[s])
+
+
+@contextlib.contextmanager
+def openflow_switches(fabric, mode, paths, datapath="user", tag="less-of"):
+    """The same fabric under OpenFlow, for comparison: edgeflow switches (datapath ids 1, 2, … in
+    fabric order) programmed by the os-ken app testbed/apps/fabric_routes.py, which is told the
+    wiring. `mode` is "failover" (fast-failover groups) or "reactive" (the controller reroutes on
+    port-status); `paths` is [(src host, dst host, [switch names])], the routes LESS would take."""
+    from .controllers import OsKen
+    for a_if, b_if in fabric.links:
+        for i in (a_if, b_if):
+            netns.sh("ip", "link", "set", i, "mtu", str(FABRIC_MTU))
+    settings = Edgeflow.HOST_SETTINGS[datapath]
+    for h in fabric.hosts:
+        if settings:
+            h.set_offload(**settings)
+    links = []
+    for a_if, b_if in fabric.links:
+        a = next(s for s in fabric.switches if a_if in fabric.ports[s])
+        b = next(s for s in fabric.switches if b_if in fabric.ports[s])
+        links.append([a, fabric.ports[a].index(a_if) + 1, b, fabric.ports[b].index(b_if) + 1])
+    spec = {
+        "mode": mode,
+        "switches": {s: i + 1 for i, s in enumerate(fabric.switches)},
+        "links": links,
+        "hosts": [{"ip": h.addr, "mac": h.mac, "switch": host_switch(fabric, h), "port": port_of(fabric, host_switch(fabric, h), h)}
+                  for h in fabric.hosts],
+        "paths": [{"src": s.addr, "dst": d.addr, "path": p} for s, d, p in paths],
+    }
+    path = run_dir("less") / f"{tag}-{mode}.json"
+    path.write_text(json.dumps(spec, indent=1))
+    switches = {}
+    with OsKen("fabric_routes", env={"EF_FABRIC": str(path)}, log_name=f"{tag}-{mode}") as ctl:
+        try:
+            for i, name in enumerate(fabric.switches):
+                sw = Edgeflow(fabric.ports[name], controllers=[ctl.target], fail_mode="secure", datapath=datapath,
+                              extra=["--dpid", f"{i + 1:x}"], log_name=f"{tag}-{mode}-{name}-{datapath}")
+                switches[name] = sw.start()
+            yield switches
+        finally:
+            codes = {n: sw.stop() for n, sw in switches.items()}
+    assert all(c == 0 for c in codes.values()), codes
+
+
+def wait_paths_restored(fabric, sws, paths):
+    """Waits until every switch of an OpenFlow fabric (openflow_switches) sees all its ports up and
+    sends each path's frames along the path as configured (a reactive controller rewrote them
+    while a link was down)."""
+    def restored():
+        for name, sw in sws.items():
+            if not all(p["up"] for p in sw.stats()["ports"]):
+                return False
+        for src, dst, hops in paths:
+            for at, name in enumerate(hops):
+                want = port_of(fabric, name, hops[at + 1]) if at + 1 < len(hops) else port_of(fabric, name, dst)
+                rule = [f for f in sws[name].flows() if "priority=20" in f and f"nw_src={src.addr}" in f
+                        and f"nw_dst={dst.addr}" in f]
+                if len(rule) != 1 or not (f"output:{want}" in rule[0] or "group:" in rule[0]):
+                    return False
+        return True
+    wait_for(restored, timeout=15, what="OpenFlow paths restored")

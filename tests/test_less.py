@@ -144,23 +144,6 @@ def test_a_port_without_carrier_is_counted_as_no_route():
         assert counters(sws["s"])["delivered"] == 10
 
 
-def stream(src, dst, during, seconds=3.0, rate=2000):
-    """loadgen frames src → dst at `rate` for `seconds`; `during()` runs one second in. Returns the
-    receiver's report."""
-    recv = dst.popen(loadgen.LOADGEN_BIN, "recv", "--iface", "eth0", "--engine", "socket", "--flow", "7",
-                     "--duration", str(seconds + 20), "--idle", "1.0")
-    time.sleep(0.4)
-    send = src.popen(loadgen.LOADGEN_BIN, "send", "--iface", "eth0", "--dst-mac", dst.mac, "--src-ip", src.addr,
-                     "--dst-ip", dst.addr, "--size", "256", "--rate", str(rate), "--duration", str(seconds),
-                     "--engine", "socket", "--flow", "7")
-    time.sleep(1.0)
-    during()
-    sent, _ = send.communicate(timeout=seconds + 30)
-    out, err = recv.communicate(timeout=30)
-    assert recv.returncode == 0, err
-    return json.loads(sent), json.loads(out)
-
-
 def test_unmodified_hosts_ping_and_carry_tcp_over_six_switches(datapath):
     netns.cleanup()
     fabric = less.six("lf")
@@ -214,7 +197,8 @@ def test_reroute_cases_keep_traffic_flowing_and_addresses_reconverge(datapath):
         ]
         for case, src, link, where, counter in cases:
             before = counters(sws[where])
-            sent, got = stream(src, hb, lambda: netns.sh("ip", "link", "set", link, "down"))
+            sent, got = less.stream(src, hb, 256, 2000, 3.0, during=lambda: netns.sh("ip", "link", "set", link, "down"),
+                                    at=1.0, flow=7)
             after = counters(sws[where])
             kernel = after["kernel"].get("rerouted", 0) - before["kernel"].get("rerouted", 0)
             print(f"case {case} ({datapath}): sent {sent['sent']} received {got['received']} lost {got['lost']}, "

@@ -16,7 +16,6 @@ import json
 import time
 
 from .. import less, netns
-from ..loadgen import LOADGEN_BIN
 from ..netns import Host, sh
 from ..topology import single
 from ..tsn import read_log
@@ -27,6 +26,16 @@ DATAPATHS = ["user", "tc", "xdp"]
 #: Stack types at the switch under test: its port 2, then ports the sink ignores.
 STACKS = {"delete": "2", "shift-1": "2.9", "shift-2": "2.9.9"}
 SEED_REROUTE_US = {"a": 670, "b": 685, "c": 650}
+#: Per case: the stream's source host, the link taken down (its two switches), and the LESS
+#: detour hop by hop (a stream sent along it with its labels written by the sender takes the same
+#: path with no reroute: the reference the reroute's cost is measured against).
+CASES = {"a": ("he", "e", "d", ["e", "c", "a", "r", "b"]),
+         "b": ("he", "d", "b", ["e", "d", "e", "c", "a", "r", "b"]),
+         "c": ("hc", "r", "b", ["c", "a", "r", "a", "b"])}
+#: The routes LESS takes before the failure (up to the common ancestor, then down): the OpenFlow
+#: comparison installs the same ones, so the same link failure hits the same stream.
+LESS_ROUTES = {"he": ["e", "d", "b"], "hc": ["c", "a", "r", "b"]}
+REROUTE_RATE = 10_000
 
 
 def direct_pair(tag):
@@ -44,33 +53,6 @@ def direct_pair(tag):
     return hosts
 
 
-def one_stream(src, dst, size, rate, seconds, route, log=None, during=None, at=None):
-    """Frames src → dst (LESS labels for `route`, or none); `during()` runs `at` seconds in.
-    Returns (sender report, receiver report)."""
-    args = [LOADGEN_BIN, "recv", "--iface", "eth0", "--engine", "socket", "--flow", "3", "--duration",
-            str(seconds + 15), "--idle", "1.0"]
-    if log:
-        args += ["--log", str(log)]
-    recv = dst.popen(*args)
-    time.sleep(0.4)
-    send = [LOADGEN_BIN, "send", "--iface", "eth0", "--dst-mac", dst.mac, "--src-ip", src.addr, "--dst-ip",
-            dst.addr, "--size", str(size), "--rate", str(rate), "--duration", str(seconds), "--engine", "socket",
-            "--flow", "3"]
-    if route:
-        send += ["--less", route]
-    p = src.popen(*send)
-    if during:
-        time.sleep(at)
-        during()
-    out, err = p.communicate(timeout=seconds + 30)
-    if p.returncode != 0:
-        raise RuntimeError(f"loadgen send: {err.strip()}")
-    got, err = recv.communicate(timeout=30)
-    if recv.returncode != 0:
-        raise RuntimeError(f"loadgen recv: {err.strip()}")
-    return json.loads(out), json.loads(got)
-
-
 def processing(sizes, seconds, lat, tput):
     """5(a) and 5(b): one switch between two hosts, and the direct veth."""
     direct = {}
@@ -78,9 +60,9 @@ def processing(sizes, seconds, lat, tput):
         src, dst = direct_pair("lxd")
         for size in sizes:
             for name, route in STACKS.items():
-                _, got = one_stream(src, dst, size, 2000, seconds, route)
+                _, got = less.stream(src, dst, size, 2000, seconds, route)
                 direct[(name, size)] = got["latency_us"]["p50"]
-            sent, got = one_stream(src, dst, size, 0, seconds, "2")
+            sent, got = less.stream(src, dst, size, 0, seconds, "2")
             direct[("tput", size)] = (got["received"] / seconds, sent.get("generator_limited"))
     finally:
         netns.cleanup("ef-lxd")
@@ -92,12 +74,12 @@ def processing(sizes, seconds, lat, tput):
             for size in sizes:
                 progress(f"less: processing through one switch, {dp}, {size} B")
                 for name, route in STACKS.items():
-                    _, got = one_stream(src, dst, size, 2000, seconds, route)
+                    _, got = less.stream(src, dst, size, 2000, seconds, route)
                     p50 = got["latency_us"]["p50"]
                     lat.add(datapath=dp, stack=name, size=size, through_p50_us=p50, through_p99_us=got["latency_us"]["p99"],
                             direct_p50_us=direct[(name, size)], processing_us=round(p50 - direct[(name, size)], 2),
                             lost=got["lost"])
-                sent, got = one_stream(src, dst, size, 0, seconds, "2")
+                sent, got = less.stream(src, dst, size, 0, seconds, "2")
                 fps = got["received"] / seconds
                 dfps, dlimited = direct[("tput", size)]
                 tput.add(datapath=dp, size=size, kfps=round(fps / 1e3, 1), mbit_s=round(fps * size * 8 / 1e6, 1),
@@ -119,23 +101,35 @@ def run(out, quick=False, switches=()):
                  note="The sender is loadgen's socket engine (the XDP sender cannot write labels yet): when it is "
                       "the limit, `ratio` against the direct veth says how much of it the switch keeps. Seed "
                       "(Fig. 5b): 1 Gbit/s line rate.")
-    rr = Table("less-reroute", "LESS rerouting per case on six switches (one link taken down mid-stream)",
-               ["datapath", "case", "size", "sent", "lost", "outage_us", "before_p50_us", "detour_p50_us",
-                "detour_p99_us", "same_path_p50_us", "reroute_us", "during_fraction", "seed_us"],
-               note="10 000 frames/s. detour: frames sent after the loss, on their way around (a 60 s hold keeps "
-                    "them there). same_path: frames whose sender wrote the detour's labels itself (the same hops, "
-                    "no reroute); reroute_us = detour - same_path, the cost of rerouting, as the seed measured it "
-                    "(seed_us: its FPGA's, through a soft processor, Fig. 6a). outage: the longest gap between "
-                    "arrivals around the loss, less the 100 µs spacing: it includes the kernel taking the link "
-                    "down (ip link set), not only the switch. during_fraction: arrivals after the loss / (those "
-                    "+ lost) (Fig. 6b).")
+    rr = Table("less-reroute", "Rerouting per case on six switches (one link taken down mid-stream): LESS, "
+                               "and OpenFlow on the same fabric",
+               ["switch", "datapath", "case", "size", "sent", "lost", "outage_us", "first_rerouted_us", "sender_stall_us",
+                "before_p50_us", "detour_p50_us", "detour_p99_us", "same_path_p50_us", "reroute_us",
+                "during_fraction", "seed_us"],
+               note=f"{REROUTE_RATE} frames/s. detour: frames sent after the loss, on their way around (a 60 s "
+                    "hold keeps LESS's there). same_path: frames whose sender wrote the detour's labels itself "
+                    "(the same hops, no reroute); reroute_us = detour - same_path, the cost of rerouting a frame, "
+                    "as the seed measured it (seed_us: its FPGA's, through a soft processor, Fig. 6a). "
+                    "first_rerouted_us: from the carrier loss (the netlink event reaching the testbed) to the "
+                    "arrival of the first frame sent after it; sender_stall_us: the longest pause in the sender's "
+                    "schedule around the loss (the machine stalls while the kernel takes a link down), which "
+                    "delays that first frame as much (the sender runs at SCHED_FIFO to keep it short; the switches "
+                    "at their default, SCHED_OTHER). outage: the longest gap between arrivals around "
+                    "the loss, less the frame spacing: it includes the kernel taking the link down (ip link "
+                    "set), not only the switch. during_fraction: arrivals after the loss / (those + lost) "
+                    "(Fig. 6b). openflow-failover: the LESS routes as OpenFlow paths, each hop a fast-failover "
+                    "group whose second bucket is the shortest way round, with crankback where a hop has none "
+                    "(testbed/apps/fabric_routes.py); openflow-reactive: the same paths as plain outputs, "
+                    "rewritten by os-ken on port-status.")
     processing(sizes[:2] if quick else sizes, seconds, lat, tput)
-    reroute_runs([256] if quick else [256, 1024], 1.0 if quick else 2.0, rr)
+    rr_sizes, rr_seconds = ([256], 1.0) if quick else ([256, 1024], 2.0)
+    reroute_runs(rr_sizes, rr_seconds, rr)
+    openflow_runs(rr_sizes, rr_seconds, rr, ["user"] if quick else DATAPATHS)
     for t in (lat, tput, rr):
         t.write(out)
 
     def draw(plt):
-        ax1 = plt.subplot(1, 2, 1)
+        ax1 = plt.subplot(1, 3, 1)
         for dp in DATAPATHS:
             for stack in STACKS:
                 rows = [r for r in lat.rows if r["datapath"] == dp and r["stack"] == stack]
@@ -144,9 +138,9 @@ def run(out, quick=False, switches=()):
         ax1.set_xlabel("frame size (B)")
         ax1.set_ylabel("T_l - T_d (µs)")
         ax1.legend(fontsize=6)
-        ax2 = plt.subplot(1, 2, 2)
+        ax2 = plt.subplot(1, 3, 2)
         for dp in DATAPATHS:
-            rows = [r for r in rr.rows if r["datapath"] == dp]
+            rows = [r for r in rr.rows if r["datapath"] == dp and r["switch"] == "less"]
             ax2.bar([f"{r['case']}\n{dp}\n{r['size']}" for r in rows], [max(0.1, r["reroute_us"]) for r in rows],
                     label=dp)
         ax2.axhline(min(SEED_REROUTE_US.values()), color="gray", linestyle="--", label="seed (FPGA)")
@@ -154,18 +148,69 @@ def run(out, quick=False, switches=()):
         ax2.set_yscale("log")
         ax2.tick_params(axis="x", labelsize=5)
         ax2.legend(fontsize=7)
+        # The comparison: frames lost to the same failure, LESS against OpenFlow's two ways.
+        ax3 = plt.subplot(1, 3, 3)
+        kinds = sorted({(r["switch"], r["datapath"]) for r in rr.rows})
+        width = 0.8 / max(1, len(kinds))
+        for i, (sw, dp) in enumerate(kinds):
+            lost = [sum(r["lost"] for r in rr.rows if (r["switch"], r["datapath"], r["case"]) == (sw, dp, c))
+                    for c in CASES]
+            ax3.bar([j + i * width for j in range(len(CASES))], lost, width, label=f"{sw} {dp}")
+        ax3.set_xticks([j + 0.4 - width / 2 for j in range(len(CASES))], [f"case {c}" for c in CASES])
+        ax3.set_ylabel(f"frames lost at {REROUTE_RATE // 1000} kframes/s")
+        ax3.legend(fontsize=5)
 
     plot(out / "less.png", draw)
     return [lat, tput, rr]
 
 
+def failure(fabric, src, dst, link, size, seconds, log):
+    """A stream src → dst at REROUTE_RATE while `link` (an interface) goes down a third of the way
+    in; what it measured. The link is brought back up after."""
+    marks = {}
+    peer = next(b if a == link else a for a, b in fabric.links if link in (a, b))
+    watch = netns.CarrierWatch([link, peer])
+
+    def fail():
+        marks["down"] = time.clock_gettime_ns(time.CLOCK_REALTIME)
+        sh("ip", "link", "set", link, "down")
+
+    try:
+        # The sender runs at SCHED_FIFO: taking a link down stalls the machine for milliseconds,
+        # and a SCHED_OTHER sender stops sending for as long, which hid the switches' reaction.
+        sent, got = less.stream(src, dst, size, REROUTE_RATE, seconds, None, log=log, during=fail, at=seconds / 3,
+                               fifo=True)
+    finally:
+        lost_at = watch.close()
+        sh("ip", "link", "set", link, "up")
+    frames = read_log(log)
+    down = marks["down"]
+    lost_at = lost_at or down
+    before = sorted(rx - tx for _, tx, rx in frames if rx < down)
+    after = sorted(rx - tx for _, tx, rx in frames if tx > down + 1_000_000)
+    rx_times = sorted(rx for _, _, rx in frames)
+    gaps = [b_ - a_ for a_, b_ in zip(rx_times, rx_times[1:]) if a_ > down - 5_000_000]
+    outage = max(gaps) - 1e9 / REROUTE_RATE if gaps else 0.0
+    # The first frame sent after the carrier loss that arrived came round the failure (the old
+    # path had no carrier): how long after the loss it arrived.
+    first = min((rx for _, tx, rx in frames if tx >= lost_at), default=None)
+    # The machine stalls while the kernel takes a link down (RCU waits, IPIs on two cores), and
+    # the sender with it: the longest pause in its schedule around the loss says how much of the
+    # above was the sender's. Frames lost in a pause count as sent on time.
+    spacing = 1e9 / REROUTE_RATE
+    near = sorted((seq, tx) for seq, tx, _ in frames if lost_at - 5_000_000 < tx < lost_at + 20_000_000)
+    stall = max((tb - ta - (sb - sa) * spacing for (sa, ta), (sb, tb) in zip(near, near[1:])), default=0.0)
+    q = lambda xs, p: xs[min(len(xs) - 1, int(p * len(xs)))] / 1e3 if xs else 0.0
+    after_loss = sum(1 for _, tx, _ in frames if tx > down)
+    return dict(sent=sent["sent"], lost=got["lost"], outage_us=round(outage / 1e3, 1),
+                first_rerouted_us=round((first - lost_at) / 1e3, 1) if first else None,
+                sender_stall_us=round(max(0.0, stall) / 1e3, 1),
+                before_p50_us=q(before, 0.5), detour_p50_us=q(after, 0.5), detour_p99_us=q(after, 0.99),
+                during_fraction=round(after_loss / max(1, after_loss + got["lost"]), 3))
+
+
 def reroute_runs(sizes, seconds, table):
     """6(a) and 6(b): a stream across the six-switch fabric while one link goes down, per case."""
-    rate = 10_000
-    cases = [("a", "he", "e", "d"), ("b", "he", "d", "b"), ("c", "hc", "r", "b")]
-    # Each case's detour, hop by hop: a stream sent along it with its labels written by the sender
-    # takes the same path with no reroute (the reference the reroute's cost is measured against).
-    detours = {"a": ["e", "c", "a", "r", "b"], "b": ["e", "d", "e", "c", "a", "r", "b"], "c": ["c", "a", "r", "a", "b"]}
     for dp in DATAPATHS:
         netns.cleanup()
         fabric = less.six("lb")
@@ -174,38 +219,40 @@ def reroute_runs(sizes, seconds, table):
             less.wait_converged(fabric, sws)
             hb, hc, he = fabric.hosts
             hosts = {"hc": hc, "he": he}
-            for case, src_name, a, b in cases:
-                link = less.iface(fabric, a, b)
+            for case, (src_name, a, b, path) in CASES.items():
                 for size in sizes:
                     progress(f"less: reroute case {case}, {dp}, {size} B")
                     log = run_dir("less") / f"rr-{dp}-{case}-{size}.log"
-                    marks = {}
-
-                    def fail():
-                        marks["down"] = time.clock_gettime_ns(time.CLOCK_REALTIME)
-                        sh("ip", "link", "set", link, "down")
-
-                    sent, got = one_stream(hosts[src_name], hb, size, rate, seconds, None, log=log, during=fail,
-                                           at=seconds / 3)
-                    frames = read_log(log)
-                    down = marks["down"]
-                    before = sorted(rx - tx for _, tx, rx in frames if rx < down)
-                    after = sorted(rx - tx for _, tx, rx in frames if tx > down + 1_000_000)
-                    rx_times = sorted(rx for _, _, rx in frames)
-                    gaps = [b_ - a_ for a_, b_ in zip(rx_times, rx_times[1:]) if a_ > down - 5_000_000]
-                    outage = max(gaps) - 1e9 / rate if gaps else 0.0
-                    q = lambda xs, p: xs[min(len(xs) - 1, int(p * len(xs)))] / 1e3 if xs else 0.0
-                    after_loss = sum(1 for _, tx, _ in frames if tx > down)
-                    path = detours[case]
+                    got = failure(fabric, hosts[src_name], hb, less.iface(fabric, a, b), size, seconds, log)
                     ports = [less.port_of(fabric, x, y) for x, y in zip(path, path[1:])] + [less.port_of(fabric, "b", hb)]
-                    _, ref = one_stream(hosts[src_name], hb, size, rate, seconds / 2, ".".join(map(str, ports)))
-                    detour_p50 = q(after, 0.5)
-                    table.add(datapath=dp, case=case, size=size, sent=sent["sent"], lost=got["lost"],
-                              outage_us=round(outage / 1e3, 1), before_p50_us=q(before, 0.5),
-                              detour_p50_us=detour_p50, detour_p99_us=q(after, 0.99),
+                    _, ref = less.stream(hosts[src_name], hb, size, REROUTE_RATE, seconds / 2, ".".join(map(str, ports)))
+                    table.add(switch="less", datapath=dp, case=case, size=size, **got,
                               same_path_p50_us=ref["latency_us"]["p50"],
-                              reroute_us=round(detour_p50 - ref["latency_us"]["p50"], 2),
-                              during_fraction=round(after_loss / max(1, after_loss + got["lost"]), 3),
+                              reroute_us=round(got["detour_p50_us"] - ref["latency_us"]["p50"], 2),
                               seed_us=SEED_REROUTE_US[case])
-                    sh("ip", "link", "set", link, "up")
                     less.wait_converged(fabric, sws)
+
+
+def openflow_runs(sizes, seconds, table, datapaths):
+    """The same failures on the same fabric under OpenFlow: fast-failover groups, and os-ken
+    reacting to port-status. There is no label stack to write a reference path with, so the
+    reroute's cost shows as loss, outage and the first rerouted frame's delay."""
+    for dp in datapaths:
+        for mode in ("failover", "reactive"):
+            netns.cleanup()
+            fabric = less.six("lo")
+            with fabric:
+                hb, hc, he = fabric.hosts
+                hosts = {"hc": hc, "he": he}
+                paths = [(hosts[h], hb, route) for h, route in LESS_ROUTES.items()]
+                with less.openflow_switches(fabric, mode, paths, datapath=dp, tag="less-bench-of") as sws:
+                    less.wait_paths_restored(fabric, sws, paths)
+                    less.wait_reachable(fabric)
+                    for case, (src_name, a, b, _) in CASES.items():
+                        for size in sizes:
+                            progress(f"less: OpenFlow {mode}, case {case}, {dp}, {size} B")
+                            log = run_dir("less") / f"of-{mode}-{dp}-{case}-{size}.log"
+                            got = failure(fabric, hosts[src_name], hb, less.iface(fabric, a, b), size, seconds, log)
+                            table.add(switch=f"openflow-{mode}", datapath=dp, case=case, size=size, **got,
+                                      seed_us=SEED_REROUTE_US[case])
+                            less.wait_paths_restored(fabric, sws, paths)
