@@ -226,6 +226,13 @@ pub fn render(r: &Value) -> String {
         out += "\nkernel fast path\n";
         let keys = ["hits", "misses", "upcalls", "slow", "entries", "installed", "refused"];
         out += &table(&keys, vec![keys.iter().map(|k| n(&fp[*k])).collect()]);
+        // Frames a label-switching mode's kernel part forwarded without userspace: on top of the
+        // mode's own counters above. Its detours are cases (a) and (b); (c) is always userspace's.
+        if let Some(labels) = fp.get("labels").and_then(|l| l.as_object()).filter(|l| l.values().any(|v| v != 0)) {
+            out += "\nkernel label switching (frames on top of the mode counters; rerouted: cases a and b)\n";
+            let keys: Vec<&str> = labels.keys().map(|k| k.as_str()).collect();
+            out += &table(&keys, vec![labels.values().map(n).collect()]);
+        }
         if let Some(drops) = fp.get("drops").and_then(|d| d.as_object()) {
             out += "\nkernel drops by reason\n";
             out += &table(&["reason", "frames"], drops.iter().map(|(k, v)| vec![k.clone(), n(v)]).collect());

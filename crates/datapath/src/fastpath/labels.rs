@@ -1,7 +1,7 @@
 //! The kernel's label switching (`bpf/fp_less.h`, docs/less.md §5) as userspace keeps it: which
 //! LESS port is which interface and whether it can send, and the stacks a label-switching mode
-//! planned for the kernel to repeat. Only what changed is written when the mode's tables move: a
-//! port going down is one map update, and the frames it diverts find their detours already there.
+//! planned for the kernel to repeat. Only what changed since the last write is written when the
+//! mode's tables move (a port going down: its entry, and the plans the mode dropped with it).
 
 use std::collections::HashMap;
 use std::io;
@@ -72,7 +72,7 @@ fn write_diff<K: AsRef<[u8]> + Eq + std::hash::Hash + Copy, V: AsRef<[u8]> + Par
 
 impl FastPath {
     /// Mirrors a label-switching mode's tables and the ports' state into the kernel. Stacks go
-    /// before ports: a port marked down sends its frames to detours that are in place.
+    /// before ports, so a port marked down finds every detour planned for it written already.
     pub fn set_labels(&mut self, labels: &KernelLabels, ports: &[LabelPort]) -> io::Result<()> {
         let push = labels.push.iter().filter_map(|(ip, s)| Some((*ip, stack_value(s)?))).collect();
         let reroute = labels
