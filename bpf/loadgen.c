@@ -10,28 +10,53 @@
 #define PROBE_AT 42
 #define PROBE_LEN 16
 
+/* Label stack bytes a LESS frame may carry between Ethernet and IP (64 labels). */
+#define MAX_STACK 256
+/* The template's bytes before the sequence number, in 8-byte words: headers, labels, probe magic. */
+#define HEADER_WORDS ((PROBE_AT + MAX_STACK + 8) / 8)
+
 enum { NEXT_SEQ = 0, CLOCK_OFFSET = 1 };
 
 /* [NEXT_SEQ]: next sequence number; [CLOCK_OFFSET]: CLOCK_REALTIME - CLOCK_MONOTONIC in ns, so the
  * stamp is comparable with the receiver's kernel receive time. */
 EF_MAP(loadgen_state, BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(__u64), 2);
 
+/* A sent frame's page comes back to the test run's pool as the switch left it: one that popped a
+ * label or rewrote a header in place changed the template. Every frame gets the template's
+ * headers again, and its probe where the labels put it. */
+struct header {
+	__u32 words;
+	__u32 probe_at;
+	__u64 word[HEADER_WORDS];
+};
+EF_MAP(loadgen_header, BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(struct header), 1);
+
 SEC("xdp")
 int loadgen_stamp(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;
 	void *end = (void *)(long)ctx->data_end;
-	if (data + PROBE_AT + PROBE_LEN > end)
-		return XDP_ABORTED;
 	__u32 k = NEXT_SEQ;
 	__u64 *seq = bpf_map_lookup_elem(&loadgen_state, &k);
 	k = CLOCK_OFFSET;
 	__u64 *offset = bpf_map_lookup_elem(&loadgen_state, &k);
-	if (!seq || !offset)
+	k = 0;
+	struct header *h = bpf_map_lookup_elem(&loadgen_header, &k);
+	if (!seq || !offset || !h || h->probe_at > PROBE_AT + MAX_STACK)
+		return XDP_ABORTED;
+	for (__u32 i = 0; i < HEADER_WORDS; i++) {
+		if (i >= h->words)
+			break;
+		__u64 *at = data + i * 8;
+		if ((void *)(at + 1) > end)
+			return XDP_ABORTED;
+		*at = h->word[i];
+	}
+	__u8 *probe = data + (h->probe_at & 511);
+	if ((void *)probe + PROBE_LEN > end)
 		return XDP_ABORTED;
 	__u64 s = __sync_fetch_and_add(seq, 1);
 	__u64 now = bpf_ktime_get_ns() + *offset;
-	__u8 *probe = data + PROBE_AT;
 	*(__u32 *)(probe + 4) = bpf_htonl((__u32)s);
 	*(__u64 *)(probe + 8) = bpf_cpu_to_be64(now);
 	return XDP_TX;

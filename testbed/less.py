@@ -107,18 +107,20 @@ def wait_reachable(fabric):
         wait_for(lambda: a.ping(b.addr, count=1, timeout=3)[0] == 1, timeout=15, what=f"{a.name} -> {b.addr}")
 
 
-def stream(src, dst, size, rate, seconds, route=None, log=None, during=None, at=None, fifo=False, flow=3):
+def stream(src, dst, size, rate, seconds, route=None, log=None, during=None, at=None, fifo=False, flow=3,
+           engine="socket"):
     """loadgen frames src → dst at `rate` for `seconds` (LESS labels for `route`, or none; `log`: the
     receiver's per-frame log); `during()` runs `at` seconds in; `fifo` runs the sender at
-    SCHED_FIFO. Returns (sender report, receiver report)."""
-    args = [loadgen.LOADGEN_BIN, "recv", "--iface", "eth0", "--engine", "socket", "--flow", str(flow), "--duration",
+    SCHED_FIFO; `engine` "xdp" sends and counts in XDP (full speed; no per-frame log). Returns
+    (sender report, receiver report)."""
+    args = [loadgen.LOADGEN_BIN, "recv", "--iface", "eth0", "--engine", engine, "--flow", str(flow), "--duration",
             str(seconds + 15), "--idle", "1.0"]
     if log:
         args += ["--log", str(log)]
     recv = dst.popen(*args)
     time.sleep(0.4)
     send = [loadgen.LOADGEN_BIN, "send", "--iface", "eth0", "--dst-mac", dst.mac, "--src-ip", src.addr, "--dst-ip",
-            dst.addr, "--size", str(size), "--rate", str(rate), "--duration", str(seconds), "--engine", "socket",
+            dst.addr, "--size", str(size), "--rate", str(rate), "--duration", str(seconds), "--engine", engine,
             "--flow", str(flow)]
     if route:
         send += ["--less", route]

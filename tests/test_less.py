@@ -10,6 +10,7 @@
 
 import json
 import struct
+import subprocess
 import sys
 import time
 
@@ -17,6 +18,7 @@ from scapy.all import AsyncSniffer, Ether, conf, rdpcap
 
 from testbed import less, loadgen, netns
 from testbed.less import counters, less_switches, stacks
+from testbed.switches import EDGEFLOW_BIN
 from testbed.topology import chain, single
 from testbed.traffic import iperf3_tcp
 from testbed.util import run_dir, wait_for
@@ -126,6 +128,20 @@ def test_malformed_stacks_are_dropped_and_counted_per_reason():
         assert labels["delivered"] == 5, labels
 
 
+def test_labelled_frames_from_the_xdp_sender_cross_the_xdp_fast_path_at_full_speed():
+    """loadgen's XDP sender writes labels (its probe moves behind them) and keeps them right frame
+    after frame although the switch pops them in the pages it hands back; every frame crosses."""
+    netns.cleanup()
+    fabric = single("lq", 2)
+    with fabric, less_switches(fabric, root=None, datapath="xdp", tag="less-xdp-send") as sws:
+        h1, h2 = fabric.hosts
+        loadgen.prepare_xdp_sender(h1)
+        sent, got = less.stream(h1, h2, 128, 0, 1.0, "2", engine="xdp")
+        print(f"XDP sender through the XDP LESS switch: {sent['sent']} sent, {got['received']} received")
+        assert sent["sent"] > 100_000 and got["received"] == sent["sent"], (sent, got)
+        assert counters(sws["s"])["kernel"]["delivered"] == sent["sent"]
+
+
 def test_a_port_without_carrier_is_counted_as_no_route():
     netns.cleanup()
     fabric = single("ln", 2)
@@ -142,6 +158,47 @@ def test_a_port_without_carrier_is_counted_as_no_route():
         send(h1, h2, route="2", count=10)
         time.sleep(0.3)
         assert counters(sws["s"])["delivered"] == 10
+
+
+def test_less_aware_hosts_learn_their_addresses_and_send_by_them():
+    """A host that speaks LESS learns its addresses from its edge switch's HELLOs, and sends to
+    another host's address with the route it works out itself; no switch is told the route."""
+    netns.cleanup()
+    fabric = less.six("la")
+    with fabric, less_switches(fabric, tag="less-aware") as sws:
+        less.wait_converged(fabric, sws)
+        hb, hc, he = fabric.hosts
+        port = lambda a, b: less.port_of(fabric, a, b)
+
+        def addresses(host):
+            out = host.run(loadgen.LOADGEN_BIN, "less-address", "--iface", "eth0", timeout=30).stdout
+            return json.loads(out)["addresses"]
+
+        # hB hangs under the root's link to B; hE under two paths (through C, and through B and D).
+        assert addresses(hb) == [f"{port('r', 'b')}/{port('b', 'r')}.e{port('b', hb)}"]
+        under_c = f"{port('r', 'a')}/{port('a', 'r')}.{port('a', 'c')}/{port('c', 'a')}"
+        assert addresses(hc) == [f"{under_c}.e{port('c', hc)}"]
+        e_addresses = addresses(he)
+        assert sorted(e_addresses) == sorted([
+            f"{under_c}.{port('c', 'e')}/{port('e', 'c')}.e{port('e', he)}",
+            f"{port('r', 'b')}/{port('b', 'r')}.{port('b', 'd')}/{port('d', 'b')}.{port('d', 'e')}/{port('e', 'd')}"
+            f".e{port('e', he)}"]), e_addresses
+        before = {n: counters(sws[n]) for n in "bc"}
+        recv = hb.popen(loadgen.LOADGEN_BIN, "recv", "--iface", "eth0", "--engine", "socket", "--flow", "4",
+                        "--duration", "20", "--idle", "1.0")
+        time.sleep(0.4)
+        sent = hc.run(loadgen.LOADGEN_BIN, "send", "--iface", "eth0", "--dst-mac", hb.mac, "--src-ip", hc.addr,
+                      "--dst-ip", hb.addr, "--size", "200", "--rate", "1000", "--count", "200", "--duration", "10",
+                      "--engine", "socket", "--flow", "4", "--less-to", ",".join(addresses(hb)), timeout=60)
+        out, err = recv.communicate(timeout=30)
+        got = json.loads(out)
+        # Up C, A to the root, down to B, out to hB: the labels hC wrote, which the switches
+        # followed (C pushed nothing: the frames came labelled).
+        route = [port("c", "a"), port("a", "r"), port("r", "b"), port("b", hb)]
+        assert json.loads(sent.stdout)["less_route"] == ".".join(map(str, route)), sent.stdout
+        assert got["received"] == 200 and got["lost"] == 0, got
+        assert counters(sws["b"])["delivered"] - before["b"]["delivered"] >= 200
+        assert counters(sws["c"])["pushed"] == before["c"]["pushed"]
 
 
 def test_unmodified_hosts_ping_and_carry_tcp_over_six_switches(datapath):
@@ -177,6 +234,12 @@ def test_unmodified_hosts_ping_and_carry_tcp_over_six_switches(datapath):
             # leaves delivery to userspace.
             print("kernel:", {n: counters(sws[n])["kernel"] for n in "edb"})
             assert d["kernel"]["shifted"] > 1000 and d["shifted"] < d["kernel"]["shifted"] / 10, d
+            # The text report shows them too, beside the mode's own.
+            text = subprocess.run([EDGEFLOW_BIN, "stats", sws["d"].target], capture_output=True, text=True,
+                                  timeout=20).stdout
+            kernel = text.split("kernel label switching")[1].splitlines()
+            shifted = int(kernel[2].split()[kernel[1].split().index("shifted")])
+            assert shifted >= d["kernel"]["shifted"], text
             if datapath == "xdp":
                 assert b["kernel"]["delivered"] > 1000 and e["kernel"]["pushed"] > 1000, (b, e)
 

@@ -5,4 +5,5 @@
 
 pub mod afdx;
 pub mod frame;
+pub mod less;
 pub mod stats;

@@ -36,6 +36,54 @@ enum Cmd {
     /// An AFDX end system receiving on A and B: integrity checking, redundancy management, and a
     /// report per virtual link.
     EsRecv(es::RecvArgs),
+    /// A LESS-aware host's addresses, from its edge switch's HELLO (JSON).
+    LessAddress(LessAddressArgs),
+}
+
+#[derive(Args)]
+struct LessAddressArgs {
+    #[arg(long)]
+    iface: String,
+    /// Seconds to wait for a HELLO that carries addresses.
+    #[arg(long, default_value_t = 3.0)]
+    timeout: f64,
+}
+
+/// LESS addresses, comma-separated (`--less-to`).
+#[derive(Clone, Debug)]
+struct Addresses(Vec<packet::less::Address>);
+
+fn parse_addresses(s: &str) -> Result<Addresses, String> {
+    s.split(',').map(|a| a.trim().parse()).collect::<Result<_, _>>().map(Addresses)
+}
+
+/// Waits for a HELLO with addresses on `iface`: what the edge switch tells a host.
+fn learn_less(iface: &str, timeout: f64) -> Result<loadgen::less::Learned, String> {
+    let ring = RingConfig { rx_frames: 256, tx_frames: 64, frame_size: 2048 };
+    let (mut rx, _tx) = afpacket::open(iface, ring).map_err(|e| format!("{iface}: {e}"))?;
+    let fd = rx.rx_fd();
+    let start = Instant::now();
+    let mut ready = Vec::new();
+    while start.elapsed().as_secs_f64() < timeout {
+        let _ = netio::sys::poll_readable(&[fd], 10, &mut ready);
+        let mut found = None;
+        rx.recv(256, &mut |f: RxFrame<'_>| {
+            if let Some(l) = loadgen::less::Learned::from_frame(f.data).filter(|l| !l.switch_addresses.is_empty()) {
+                found = Some(l);
+            }
+        });
+        if let Some(l) = found {
+            return Ok(l);
+        }
+    }
+    Err(format!("{iface}: no HELLO with addresses from a LESS switch within {timeout} s"))
+}
+
+fn less_address(a: LessAddressArgs) -> Result<(), String> {
+    let l = learn_less(&a.iface, a.timeout)?;
+    let quoted: Vec<String> = l.host_addresses().iter().map(|x| format!("\"{x}\"")).collect();
+    println!("{{\"switch\": \"{:016x}\", \"port\": {}, \"addresses\": [{}]}}", l.switch, l.port, quoted.join(", "));
+    Ok(())
 }
 
 fn parse_mac(s: &str) -> Result<[u8; 6], String> {
@@ -117,8 +165,13 @@ struct SendArgs {
     /// Send LESS frames along this route: the output port at each hop, first hop first, dot-separated
     /// (`2.8.2`, as the LESS paper writes labels). The labels come out of the frame's --size bytes
     /// (a 64-byte frame keeps room for one label).
-    #[arg(long, value_parser = parse_route, conflicts_with = "less_raw")]
+    #[arg(long, value_parser = parse_route, conflicts_with_all = ["less_raw", "less_to"])]
     less: Option<Route>,
+    /// Send LESS frames to the host at this address (or the nearest of several, comma-separated,
+    /// as `less-address` prints them): the route comes from this host's own addresses, learned
+    /// first from its edge switch's HELLO.
+    #[arg(long, value_parser = parse_addresses, conflicts_with = "less_raw")]
+    less_to: Option<Addresses>,
     /// Send this label stack as given: 32-bit words in hex, comma-separated (for malformed stacks).
     #[arg(long, value_parser = parse_words)]
     less_raw: Option<Words>,
@@ -172,6 +225,7 @@ fn main() {
         Cmd::Recv(a) => recv(a),
         Cmd::EsSend(a) => es::send(a),
         Cmd::EsRecv(a) => es::recv(a),
+        Cmd::LessAddress(a) => less_address(a),
     };
     if let Err(e) = result {
         eprintln!("edgeflow-loadgen: {e}");
@@ -195,7 +249,14 @@ fn send(a: SendArgs) -> Result<(), String> {
         src_port: a.sport,
         dst_port: a.dport,
     };
-    let stack = match (&a.less, &a.less_raw) {
+    let learned_route = match &a.less_to {
+        Some(to) => {
+            let learned = learn_less(&a.iface, 3.0)?;
+            Some(Route(learned.route_to(&to.0).filter(|r| !r.is_empty()).ok_or("--less-to: no route to that address")?))
+        }
+        None => None,
+    };
+    let stack = match (a.less.as_ref().or(learned_route.as_ref()), &a.less_raw) {
         (Some(route), _) => packet::less::encode_route(&route.0, false),
         (None, Some(words)) => words.0.iter().flat_map(|w| w.to_be_bytes()).collect(),
         (None, None) => vec![],
@@ -210,15 +271,13 @@ fn send(a: SendArgs) -> Result<(), String> {
         _ => a.rate,
     };
     let use_xdp = match a.engine.as_str() {
-        // The XDP sender writes probes at a fixed offset, which labels move.
-        "xdp" if !stack.is_empty() => return Err("--engine xdp cannot send LESS labels yet: use socket".into()),
         "xdp" => true,
         "socket" => false,
-        "auto" => rate_hint == 0 && a.skip_every.is_none() && a.swap_every.is_none() && stack.is_empty(),
+        "auto" => rate_hint == 0 && a.skip_every.is_none() && a.swap_every.is_none(),
         other => return Err(format!("--engine {other}: expected xdp, socket or auto")),
     };
     if use_xdp {
-        return send_xdp(&a, &template, rate_hint);
+        return send_xdp(&a, &template, stack.len(), rate_hint);
     }
     let ring = RingConfig { rx_frames: 64, tx_frames: 4096, frame_size: 2048 };
     let (_rx, mut tx) = afpacket::open(&a.iface, ring).map_err(|e| format!("{}: {e}", a.iface))?;
@@ -301,9 +360,16 @@ fn send(a: SendArgs) -> Result<(), String> {
     let achieved = sent as f64 / secs;
     // At full speed the generator is the limit by definition; at a set rate, when it fell short.
     let generator_limited = rate == 0 || achieved < 0.97 * rate as f64 * (1.0 - skipped as f64 / slots.max(1) as f64);
+    // The route a --less-to send worked out, as --less would take it.
+    let route = match &learned_route {
+        Some(r) => {
+            format!(", \"less_route\": \"{}\"", r.0.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("."))
+        }
+        None => String::new(),
+    };
     println!(
         "{{\"sent\": {sent}, \"skipped\": {skipped}, \"tx_busy\": {busy}, \"last_seq\": {}, \"duration_s\": {secs:.6}, \
-         \"size\": {}, \"requested_pps\": {rate}, \"achieved_pps\": {achieved:.1}, \"generator_limited\": {generator_limited}}}",
+         \"size\": {}, \"requested_pps\": {rate}, \"achieved_pps\": {achieved:.1}, \"generator_limited\": {generator_limited}{route}}}",
         slots.saturating_sub(1),
         a.size
     );
@@ -319,7 +385,8 @@ fn monotonic_ns() -> u64 {
 
 /// Sends with the XDP program in `bpf/loadgen.c`: the kernel runs it on fresh copies of the
 /// template in a loop and transmits each (BPF_F_TEST_XDP_LIVE_FRAMES).
-fn send_xdp(a: &SendArgs, template: &[u8], rate: u64) -> Result<(), String> {
+/// `stack`: bytes of LESS labels in the template, which move the probe.
+fn send_xdp(a: &SendArgs, template: &[u8], stack: usize, rate: u64) -> Result<(), String> {
     let ifindex = netio::sys::ifindex(&a.iface).map_err(|e| format!("{}: {e}", a.iface))?;
     let obj = ebpf::Object::load(ebpf::objects::LOADGEN).map_err(|e| format!("loading the XDP sender: {e}"))?;
     let state = obj.map("loadgen_state").map_err(|e| e.to_string())?;
@@ -327,6 +394,20 @@ fn send_xdp(a: &SendArgs, template: &[u8], rate: u64) -> Result<(), String> {
     let offset = realtime_ns().wrapping_sub(monotonic_ns());
     state.update(&1u32.to_ne_bytes(), &offset.to_ne_bytes()).map_err(|e| e.to_string())?;
     state.update(&0u32.to_ne_bytes(), &0u64.to_ne_bytes()).map_err(|e| e.to_string())?;
+    // `struct header` in bpf/loadgen.c: the template up to the probe's sequence number, which the
+    // program writes back into every frame (a switch may have changed the page it reuses).
+    const MAX_STACK: usize = 256;
+    const HEADER_WORDS: usize = (frame::PROBE_AT + MAX_STACK + 8) / 8;
+    if stack > MAX_STACK {
+        return Err(format!("--engine xdp: at most {MAX_STACK} bytes of labels"));
+    }
+    let probe_at = frame::PROBE_AT + stack;
+    let words = (probe_at + 4).div_ceil(8).min(template.len() / 8);
+    let mut header = vec![0u8; 8 + 8 * HEADER_WORDS];
+    header[0..4].copy_from_slice(&(words as u32).to_ne_bytes());
+    header[4..8].copy_from_slice(&(probe_at as u32).to_ne_bytes());
+    header[8..8 + 8 * words].copy_from_slice(&template[..8 * words]);
+    obj.map("loadgen_header").and_then(|m| m.update(&0u32.to_ne_bytes(), &header)).map_err(|e| e.to_string())?;
     let limit = a.count.unwrap_or(u64::MAX);
     let duration = Duration::from_secs_f64(a.duration);
     // Every live-frames run costs the kernel some 25 ms of setup, whatever its length. At a set

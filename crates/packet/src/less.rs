@@ -127,8 +127,12 @@ pub fn ip_ethertype(frame: &[u8], at: usize) -> Result<u16, StackError> {
 /// The per-hop rule (docs/less.md §1), applied to the stack at `at`: no lookup, only the top label.
 /// `max_labels` bounds the whole stack, reroute block included.
 pub fn hop(frame: &[u8], at: usize, max_labels: usize) -> Result<Hop, StackError> {
-    let n = depth(frame, at, max_labels)?;
-    let top = entry(frame, at).unwrap();
+    hop_in_stack(frame, at, depth(frame, at, max_labels)?)
+}
+
+/// [`hop`] for a stack of `n` entries whose [`depth`] the caller has checked already.
+pub fn hop_in_stack(frame: &[u8], at: usize, n: usize) -> Result<Hop, StackError> {
+    let top = entry(frame, at).ok_or(StackError::Truncated)?;
     if top.ports[0] == 0 {
         return Err(StackError::PortZero);
     }
@@ -201,6 +205,33 @@ impl std::fmt::Display for Address {
         let mut parts: Vec<String> = self.hops.iter().map(|(d, u)| format!("{d}/{u}")).collect();
         parts.extend(self.edge.map(|e| format!("e{e}")));
         f.write_str(&parts.join("."))
+    }
+}
+
+impl std::str::FromStr for Address {
+    type Err = String;
+
+    /// Reads what `Display` writes: `2/1.4/1`, `2/1.4/1.e3`, `-` (the root), `e3` (a host on the root).
+    fn from_str(s: &str) -> Result<Address, String> {
+        let bad = || format!("'{s}' is not a LESS address: down/up port pairs and an optional eN, dot-separated");
+        let mut a = Address::default();
+        if s == "-" {
+            return Ok(a);
+        }
+        let parts: Vec<&str> = s.split('.').collect();
+        for (i, part) in parts.iter().enumerate() {
+            if let Some(e) = part.strip_prefix('e') {
+                if i + 1 != parts.len() {
+                    return Err(bad());
+                }
+                a.edge = Some(e.parse::<u8>().ok().filter(|&p| p != 0).ok_or_else(bad)?);
+                continue;
+            }
+            let (d, u) = part.split_once('/').ok_or_else(bad)?;
+            let port = |x: &str| x.parse::<u8>().ok().filter(|&p| p != 0).ok_or_else(bad);
+            a.hops.push((port(d)?, port(u)?));
+        }
+        Ok(a)
     }
 }
 
@@ -298,5 +329,18 @@ mod tests {
         assert!(!host.is_prefix_of(&host));
         assert_eq!(host.to_string(), "1/1.4/2.e5");
         assert_eq!(encode_route(&[1, 4, 5, 6], false), [word([1, 4, 5], false, 3), word([6, 0, 0], true, 1)].concat());
+    }
+
+    #[test]
+    fn addresses_read_back_what_they_print() {
+        for text in ["-", "2/1", "2/1.4/1", "2/1.4/1.e3", "e7"] {
+            let a: Address = text.parse().unwrap();
+            assert_eq!(a.to_string(), text);
+        }
+        let a: Address = "2/1.4/3.e5".parse().unwrap();
+        assert_eq!(a, Address { hops: vec![(2, 1), (4, 3)], edge: Some(5) });
+        for bad in ["", "2", "2/0", "e3.2/1", "2/1.e0", "x/1", "2/1/3", "300/1"] {
+            assert!(bad.parse::<Address>().is_err(), "{bad}");
+        }
     }
 }

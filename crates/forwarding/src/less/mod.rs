@@ -361,7 +361,7 @@ impl LessMode {
             }
             return self.reroute(pkt, depth, None, in_port, out);
         }
-        let hop = match less::hop(pkt.data(), at, self.cfg.max_labels) {
+        let hop = match less::hop_in_stack(pkt.data(), at, depth) {
             Ok(h) => h,
             Err(why) => return self.bad(why),
         };
