@@ -30,6 +30,7 @@ mod cmd {
     pub const MAP_GET_NEXT_KEY: i32 = 4;
     pub const PROG_LOAD: i32 = 5;
     pub const PROG_TEST_RUN: i32 = 10;
+    pub const OBJ_GET_INFO_BY_FD: i32 = 15;
     pub const LINK_CREATE: i32 = 28;
 }
 
@@ -199,6 +200,15 @@ pub struct Link(#[allow(dead_code)] OwnedFd);
 impl Program {
     pub fn fd(&self) -> RawFd {
         self.fd.as_raw_fd()
+    }
+
+    /// The length of the program as the verifier left it (`xlated_prog_len`), in bytes.
+    pub fn xlated_len(&self) -> io::Result<usize> {
+        // struct bpf_prog_info { u32 type, id; u8 tag[8]; u32 jited_prog_len, xlated_prog_len; ... }
+        let mut info = [0u8; 32];
+        let mut a = Attr::new().u32(0, self.fd() as u32).u32(4, info.len() as u32).u64(8, info.as_mut_ptr() as u64);
+        bpf(cmd::OBJ_GET_INFO_BY_FD, &mut a)?;
+        Ok(rd_u32(&info, 20) as usize)
     }
 
     /// Attaches an XDP program to an interface (driver mode, falling back to generic).
@@ -444,13 +454,45 @@ impl Object {
 
     /// Loads another copy of an XDP program bound to one device, so that its calls to XDP
     /// metadata kfuncs reach that device's driver (an unbound copy gets -EOPNOTSUPP from them).
+    ///
+    /// Linux (6.18 at least) records a bound program's address when loading starts and does not
+    /// follow the program when the verifier's rewrites outgrow its first allocation and move it;
+    /// unregistering the device while that copy is loaded then reads freed memory and the kernel
+    /// oopses holding RTNL (every later `ip link` hangs). So the copy is loaded with room to grow
+    /// (`with_headroom`), and a copy that may still have moved is refused: the caller falls back
+    /// to the shared copy.
     pub fn load_dev_bound(&self, name: &str, ifindex: u32) -> io::Result<Program> {
         let (ptype, code) = self.code.get(name).ok_or_else(|| bad(format!("no program named {name}")))?;
         if *ptype != prog_type::XDP {
             return Err(bad(format!("{name}: only XDP programs bind to a device")));
         }
-        let fd = load_program(name, *ptype, code, &self.license, attach::XDP, Some(ifindex))?;
-        Ok(Program { fd, name: name.to_string(), prog_type: *ptype })
+        let roomy = with_headroom(code, BOUND_HEADROOM_INSNS);
+        let fd = load_program(name, *ptype, &roomy, &self.license, attach::XDP, Some(ifindex))?;
+        let prog = Program { fd, name: name.to_string(), prog_type: *ptype };
+        let grown = prog.xlated_len()?;
+        if may_have_moved(roomy.len(), grown) {
+            return Err(bad(format!(
+                "{name}: the verifier grew the bound copy to {grown} bytes, past the {} it was loaded with: \
+                 it may have moved, which this kernel does not follow (refused)",
+                roomy.len()
+            )));
+        }
+        Ok(prog)
+    }
+
+    /// What the verifier makes of an XDP program's bound copy, loaded unbound: its calls to kfuncs
+    /// become a read of `ingress_ifindex`, a value the verifier cannot predict as it predicts the
+    /// shared copy's `-EOPNOTSUPP` (whose dead branches it removes). For checking headroom.
+    pub fn bound_len_estimate(&self, name: &str) -> io::Result<usize> {
+        let (ptype, code) = self.code.get(name).ok_or_else(|| bad(format!("no program named {name}")))?;
+        let mut code = code.clone();
+        for insn in code.chunks_exact_mut(8).filter(|i| i[0] == 0x85 && i[1] >> 4 == BPF_PSEUDO_KFUNC_CALL) {
+            // r0 = *(u32 *)(r1 + 12): xdp_md.ingress_ifindex (r1 is still the context at each call
+            // site only if the program keeps it there; the verifier says so if not).
+            insn.copy_from_slice(&[0x61, 0x10, 12, 0, 0, 0, 0, 0]);
+        }
+        let fd = load_program(name, *ptype, &code, &self.license, attach::XDP, None)?;
+        Program { fd, name: name.to_string(), prog_type: *ptype }.xlated_len()
     }
 
     pub fn map(&self, name: &str) -> io::Result<&Map> {
@@ -497,6 +539,38 @@ fn load_program(name: &str, ptype: u32, insns: &[u8], license: &[u8], expected_a
             Err(io::Error::new(first.kind(), format!("program {name}: {first}\n{tail}")))
         }
     }
+}
+
+/// Instructions of room a bound copy is loaded with: 4 KiB, four times what the verifier adds to
+/// `ef_xdp` (976 bytes).
+const BOUND_HEADROOM_INSNS: usize = 512;
+
+/// `code` behind `r0 = 0; if r0 != 0 goto pad`, with `pad` (`insns` instructions ending in `exit`)
+/// after it. The kernel sizes a program's allocation by the instructions it is given; the verifier
+/// sees the branch is never taken and removes it and the pad before its rewrites grow the program,
+/// so the program it runs is `code`'s behind one `r0 = 0`, with room to grow in place. (A branch on
+/// the context pointer being NULL would leave nothing behind, but the verifier keeps that one.)
+fn with_headroom(code: &[u8], insns: usize) -> Vec<u8> {
+    let body = (code.len() / 8) as i16;
+    let mut out = Vec::with_capacity(code.len() + (insns + 2) * 8);
+    out.extend_from_slice(&[0xb7, 0, 0, 0, 0, 0, 0, 0]); // r0 = 0
+    out.extend_from_slice(&[0x55, 0, 0, 0, 0, 0, 0, 0]); // if r0 != 0 goto +body
+    out[10..12].copy_from_slice(&body.to_le_bytes());
+    out.extend_from_slice(code);
+    for _ in 1..insns.max(1) {
+        out.extend_from_slice(&[0xb7, 0, 0, 0, 0, 0, 0, 0]);
+    }
+    out.extend_from_slice(&[0x95, 0, 0, 0, 0, 0, 0, 0]); // exit
+    out
+}
+
+/// Whether a program loaded as `loaded` bytes of instructions may have been moved by the verifier,
+/// which left it `grown` bytes long: the kernel allocates whole pages for the instructions and a
+/// header in front (96 bytes on 6.18, taken as 64 to 128 for other builds), and reallocates when
+/// the rewritten program no longer fits them.
+pub fn may_have_moved(loaded: usize, grown: usize) -> bool {
+    const PAGE: usize = 4096;
+    (64..=128).step_by(8).any(|header| (header + grown).div_ceil(PAGE) > (header + loaded).div_ceil(PAGE))
 }
 
 /// Turns a call instruction into `r0 = -EOPNOTSUPP`: what a kfunc the kernel lacks returns.
@@ -572,6 +646,45 @@ mod tests {
         assert_eq!(btf_func_id(&btf, "f"), Some(3));
         assert_eq!(btf_func_id(&btf, "g"), None);
         assert_eq!(btf_func_id(&btf[..10], "f"), None);
+    }
+
+    #[test]
+    fn a_program_may_have_moved_only_when_it_outgrew_its_pages() {
+        assert!(!may_have_moved(18_480, 19_456));
+        assert!(may_have_moved(3_480, 4_200));
+        // 8 bytes short of a page with a 96-byte header, over it with 128.
+        assert!(may_have_moved(3_480, 3_992));
+        assert!(!may_have_moved(3_480 + 4096, 3_992));
+    }
+
+    #[test]
+    fn the_xdp_programs_bound_to_a_device_keep_their_first_allocation() {
+        // The bound copies `load_dev_bound` makes must grow in place (see there): each XDP program
+        // of the fast path, as the verifier leaves a bound copy, within what it is loaded with.
+        let obj = Object::load(objects::FASTPATH).expect("fast path loads");
+        let xdp: Vec<_> = obj.code.iter().filter(|(_, (t, _))| *t == prog_type::XDP).collect();
+        assert!(!xdp.is_empty());
+        for (name, (_, code)) in xdp {
+            let grown = obj.bound_len_estimate(name).expect("estimate loads");
+            let loaded = with_headroom(code, BOUND_HEADROOM_INSNS).len();
+            println!("{name}: {} bytes in the object, {grown} bound, loaded as {loaded}", code.len());
+            assert!(!may_have_moved(loaded, grown), "{name}: {} bytes in the object, {grown} bound", code.len());
+        }
+    }
+
+    #[test]
+    fn the_headroom_is_gone_from_the_program_the_verifier_leaves() {
+        let obj = Object::load(objects::FASTPATH).expect("fast path loads");
+        let (name, (ptype, code)) = obj.code.iter().find(|(_, (t, _))| *t == prog_type::XDP).unwrap();
+        let plain = obj.program(name).unwrap().xlated_len().unwrap();
+        let mut shared = code.clone();
+        for insn in shared.chunks_exact_mut(8).filter(|i| i[0] == 0x85 && i[1] >> 4 == BPF_PSEUDO_KFUNC_CALL) {
+            stub_call(insn);
+        }
+        let roomy = with_headroom(&shared, BOUND_HEADROOM_INSNS);
+        let fd = load_program(name, *ptype, &roomy, &obj.license, attach::XDP, None).expect("padded copy loads");
+        let padded = Program { fd, name: name.clone(), prog_type: *ptype }.xlated_len().unwrap();
+        assert_eq!(padded, plain + 8, "{name}: the verifier removes the pad and the branch to it");
     }
 
     #[test]
