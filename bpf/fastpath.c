@@ -20,6 +20,7 @@
 #include "fp_lookup.h"
 #include "fp_meter.h"
 #include "fp_less.h"
+#include "fp_afdx.h"
 
 /* The outer VLAN tag a device took out of the frame into metadata (Linux 6.8+, device-bound
  * programs only; -EOPNOTSUPP otherwise). Without it XDP would see a tagged frame as untagged. */
@@ -485,6 +486,66 @@ int ef_xdp(struct xdp_md *ctx)
 		}
 	}
 	return XDP_DROP;
+}
+
+/* ---- AFDX: attached instead of the two above when the switch runs in AFDX mode ---- */
+
+SEC("tc")
+int ef_tc_afdx(struct __sk_buff *skb)
+{
+	__u64 pi = port_info(skb->ingress_ifindex);
+	if (!pi)
+		return TC_ACT_OK;
+	const __u8 *data = (const __u8 *)(long)skb->data, *end = (const __u8 *)(long)skb->data_end;
+	if (skb->vlan_present || data + 14 > end)
+		goto up;
+	int up;
+	struct afdx_link *l = afdx_decide(data, skb->len, pi >> 16, &up);
+	if (!l) {
+		if (up)
+			goto up;
+		return TC_ACT_SHOT;
+	}
+	__u32 n = l->n_out;
+	if (n == 0 || n > AFDX_MAX_OUT)
+		return TC_ACT_SHOT;
+	for (__u32 i = 0; i < AFDX_MAX_OUT - 1; i++) {
+		if (i + 1 >= n)
+			break;
+		bpf_clone_redirect(skb, l->out_ifindex[i], 0);
+	}
+	return bpf_redirect(l->out_ifindex[(n - 1) & (AFDX_MAX_OUT - 1)], 0);
+up:
+	count(CNT_AFDX_UP);
+	return upcall(skb, pi);
+}
+
+/* One output per VL: userspace keeps multicast VLs (an XDP frame is sent once). */
+SEC("xdp")
+int ef_xdp_afdx(struct xdp_md *ctx)
+{
+	__u64 pi = port_info(ctx->ingress_ifindex);
+	if (!pi)
+		return XDP_PASS;
+	__be16 hw_proto;
+	__u16 hw_tci;
+	const __u8 *data = (const __u8 *)(long)ctx->data, *end = (const __u8 *)(long)ctx->data_end;
+	/* A tag the device took into metadata would leave with the frame redirected: up it goes. */
+	if (bpf_xdp_metadata_rx_vlan_tag(ctx, &hw_proto, &hw_tci) == 0 || data + 14 > end)
+		goto up;
+	int up;
+	struct afdx_link *l = afdx_decide(data, end - data, pi >> 16, &up);
+	if (!l) {
+		if (up)
+			goto up;
+		return XDP_DROP;
+	}
+	if (l->n_out != 1)
+		return XDP_DROP;
+	return bpf_redirect(l->out_ifindex[0], 0);
+up:
+	count(CNT_AFDX_UP);
+	return XDP_PASS;
 }
 
 char LICENSE[] SEC("license") = "GPL";

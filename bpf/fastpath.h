@@ -138,6 +138,7 @@ enum ef_config {
 	CFG_GENERATION = 0,
 	CFG_UPCALL_IFINDEX = 1,
 	CFG_LESS_MAX_LABELS = 2,	/* LESS label switching on (docs/less.md): the deepest stack taken */
+	CFG_AFDX_CONSTANT = 3,		/* AFDX: the destination MACs' 32-bit constant field */
 };
 
 enum ef_counter {
@@ -153,6 +154,7 @@ enum ef_counter {
 	CNT_LESS_DELIVERED = 10,
 	CNT_LESS_PUSHED = 11,
 	CNT_LESS_REROUTED = 12,
+	CNT_AFDX_UP = 13,	/* AFDX frames of no VL the kernel holds, sent up (fp_afdx.h) */
 	CNT_MAX = 16,
 };
 
@@ -183,6 +185,46 @@ struct less_reroute_key {
 	__u32 port;
 	__u32 pad;
 	__u64 hash;
+};
+
+/* ---- AFDX virtual links (fp_afdx.h) ---- */
+#define AFDX_MAX_LINKS 4096
+#define AFDX_MAX_OUT 8
+/* A VL the kernel decides, by its 16-bit id: its filter, its account, where it goes. */
+struct afdx_link {
+	__u32 in_port;		/* OpenFlow port number */
+	__u32 slot;		/* its counters in ef_afdx_counts */
+	__u32 account;		/* its account in ef_afdx_accounts */
+	__u16 smin;		/* frame sizes, FCS included */
+	__u16 smax;
+	__u32 n_out;
+	__u32 out_ifindex[AFDX_MAX_OUT];
+};
+/* Part 7's account, kept as one word so that CPUs share it with compare-and-swap: the credit at
+ * time t is min(cap, t * smax - empty), in bytes x ns (see fp_afdx.h). */
+struct afdx_account {
+	__u64 empty;
+	__u64 cap;		/* smax * (BAG + jitter) */
+	__u64 bag_ns;
+	__u32 smax;
+	__u32 per_frame;	/* 1: every frame costs smax; 0: its own length */
+};
+enum afdx_count {
+	AC_FRAMES_IN = 0,
+	AC_BYTES_IN = 1,
+	AC_FRAMES_OUT = 2,
+	AC_BYTES_OUT = 3,
+	AC_WRONG_PORT_BYTES = 4,
+	/* Drops, in the order of forwarding::afdx::VlDrop. */
+	AC_BAD_SOURCE = 5,
+	AC_WRONG_PORT = 6,
+	AC_UNDERSIZE = 7,
+	AC_OVERSIZE = 8,
+	AC_POLICED = 9,
+	AC_MAX = 10,
+};
+struct afdx_counts {
+	__u64 c[AC_MAX];
 };
 
 #endif

@@ -144,14 +144,21 @@ class IngressTap:
     times is what the switches saw, not what the sender's clock said; the two differ by whatever
     the path and the scheduler add."""
 
-    def __init__(self, es, networks=("a", "b"), duration=60, idle=1.0):
+    def __init__(self, es, networks=("a", "b"), duration=60, idle=1.0, sender_side=False):
+        """`sender_side`: tap the end system's own interfaces, as they send, instead (its sender
+        must be `visible`): an XDP program on the switch's side takes frames before any tap there
+        sees them, and a frame sent on a veth reaches the peer's XDP program in the same pass."""
         import subprocess
         self.log = run_dir("afdx") / f"tap-{es.ports['a']}.log"
-        args = [LOADGEN_BIN, "es-recv", "--iface-a", es.ports["a"], "--duration", str(duration), "--idle", str(idle),
-                "--log", str(self.log)]
-        if "b" in networks:
-            args += ["--iface-b", es.ports["b"]]
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if sender_side:
+            args = ["es-recv", "--iface-a", "net_a", "--outgoing"] + (["--iface-b", "net_b"] if "b" in networks else [])
+        else:
+            args = ["es-recv", "--iface-a", es.ports["a"]] + (["--iface-b", es.ports["b"]] if "b" in networks else [])
+        args = [LOADGEN_BIN] + args + ["--duration", str(duration), "--idle", str(idle), "--log", str(self.log)]
+        if sender_side:
+            self.proc = es.popen(*args)
+        else:
+            self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         time.sleep(0.3)
 
     def times(self, timeout=60):
@@ -170,10 +177,11 @@ class IngressTap:
             self.proc.kill()
 
 
-def send(es, vls, duration, networks=("a", "b"), jitter_us=0, log=None, seed=1, background=False):
-    """es-send from end system `es`: `vls` are `vl_arg` strings. Returns its report (or the process)."""
+def send(es, vls, duration, networks=("a", "b"), jitter_us=0, log=None, seed=1, background=False, visible=False):
+    """es-send from end system `es`: `vls` are `vl_arg` strings. Returns its report (or the process).
+    `visible`: through the interfaces' qdisc, where a sender-side IngressTap sees the frames."""
     args = [LOADGEN_BIN, "es-send", "--iface-a", "net_a", "--es", str(es.index), "--duration", str(duration),
-            "--jitter-us", str(jitter_us), "--seed", str(seed)]
+            "--jitter-us", str(jitter_us), "--seed", str(seed)] + (["--visible"] if visible else [])
     if "b" in networks:
         args += ["--iface-b", "net_b"]
     for v in vls:

@@ -88,11 +88,11 @@ def test_conforming_links_lose_nothing_and_babblers_get_their_contract(datapath)
 
         def phase(extra, seconds, tag):
             rx = Receiver(es[2], log=run_dir("afdx") / f"recv-{tag}-{datapath}.log")
-            taps = {i: afdx.IngressTap(es[i - 1]) for i in (1, 2)}
+            taps = {i: afdx.IngressTap(es[i - 1], sender_side=datapath == "xdp") for i in (1, 2)}
             try:
                 logs = {i: run_dir("afdx") / f"send-{tag}-{i}-{datapath}.log" for i in (1, 2)}
                 procs = [send(es[i - 1], conforming[i] + extra.get(i, []), seconds, jitter_us=100, log=logs[i],
-                              seed=i, background=True) for i in (1, 2)]
+                              seed=i, background=True, visible=datapath == "xdp") for i in (1, 2)]
                 for p in procs:
                     _, err = p.communicate(timeout=seconds + 60)
                     assert p.returncode == 0, err
@@ -113,6 +113,13 @@ def test_conforming_links_lose_nothing_and_babblers_get_their_contract(datapath)
         quiet, quiet_sent, _ = phase({}, 1.0, "quiet")
         loaded, sent, arrivals = phase(babbling, 2.0, "babble")
         counters = {n: vl_counters(sw) for n, sw in sws.items()}
+        kernel = {n: sw.stats()["fast_path"] for n, sw in sws.items()}
+
+    if datapath != "user":
+        # The kernel held every link and decided every frame of them itself.
+        for n, fp in kernel.items():
+            frames = sum(c["frames_in"] for vl, c in counters[n].items() if vl != "switch")
+            assert fp["links"]["held"] == 4 and fp["links"]["decided"] == frames, (n, fp["links"], frames)
 
     for got, offered in ((quiet, quiet_sent), (loaded, sent)):
         for vl in (10, 20):
@@ -176,7 +183,9 @@ def test_bad_frames_are_dropped_and_counted_per_reason(datapath):
         finally:
             rx.kill()
         c = vl_counters(sw)
-        drops = sw.stats()["drops"]
+        stats = sw.stats()
+        drops = stats["drops"]
+        kernel_filtered = stats["fast_path"]["drops"]["filtered"] if stats["fast_path"] else 0
     assert min(wrong_port, undersize, oversize, unknown, bad_dst, bad_src, good) >= 20
     assert got["vls"].keys() == {10} and got["vls"][10]["delivered"] == good and got["other_frames"] == 0, got
     assert c[10]["wrong_port"] == wrong_port
@@ -185,7 +194,10 @@ def test_bad_frames_are_dropped_and_counted_per_reason(datapath):
     assert c[10]["bad_source"] == bad_src
     assert c[10]["policed"] == 0 and c[10]["frames_out"] == good
     assert c["switch"] == {"unknown_vl": unknown, "bad_destination": bad_dst}, c["switch"]
-    assert drops["filtered"] == wrong_port + undersize + oversize + bad_src + unknown + bad_dst, drops
+    # The kernel drops a held link's bad frames; frames of no link go up and are dropped there.
+    if datapath != "user":
+        assert kernel_filtered == wrong_port + undersize + oversize + bad_src, stats["fast_path"]
+    assert drops["filtered"] + kernel_filtered == wrong_port + undersize + oversize + bad_src + unknown + bad_dst, drops
 
 
 def json_of(completed):
@@ -215,6 +227,34 @@ def test_network_a_down_mid_stream_loses_no_frame(datapath):
     assert got["delivered"] == sent and got["lost"] == 0 and got["delivered_twice"] == 0, (sent, got)
     a, b = got["received"]
     assert b == sent and 0.2 * sent < a < 0.7 * sent, (sent, got)
+
+
+def test_multicast_link_reaches_every_output(datapath):
+    """A VL with two outputs: every frame reaches both end systems. On tc the kernel copies it to
+    both; XDP sends a frame once, so there the link stays with userspace, which copies it."""
+    netns.cleanup()
+    vls = [VL(30, 1, [2, 3], bag_ms=1, smax=200, jitter_us=2000, priority="high")]
+    with AfdxNetwork("am", 3, redundant=False) as net, afdx_switches(net, vls, datapath) as sws:
+        es = net.end_systems
+        rx2, rx3 = Receiver(es[1], networks=("a",)), Receiver(es[2], networks=("a",))
+        try:
+            sent = send(es[0], [vl_arg(30, 1, 200)], 1.0, networks=("a",), jitter_us=100)["sent"]["30"]
+            got2, got3 = rx2.result(), rx3.result()
+        finally:
+            rx2.kill()
+            rx3.kill()
+        c = vl_counters(sws["a"])[30]
+        fp = sws["a"].stats()["fast_path"]
+    assert sent >= 500
+    for got in (got2, got3):
+        r = got["vls"][30]
+        assert r["delivered"] == sent and r["lost"] == 0, (sent, r)
+    assert c["frames_in"] == sent and c["frames_out"] == sent and c["policed"] == 0, c
+    if datapath == "tc":
+        assert fp["links"]["held"] == 1 and fp["links"]["decided"] == sent, fp["links"]
+    elif datapath == "xdp":
+        # Up: the link's frames, and whatever else the end systems' stacks sent (IPv6 ND, say).
+        assert fp["links"]["held"] == 0 and fp["links"]["up"] >= sent, fp["links"]
 
 
 def test_compiled_program_runs_on_open_vswitch_and_edgeflow():

@@ -76,6 +76,9 @@ const CNT_LESS_SHIFTED: usize = 8;
 const CNT_MAX: usize = 16;
 const CFG_UPCALL_IFINDEX: u32 = 1;
 const CFG_LESS_MAX_LABELS: u32 = 2;
+const CFG_AFDX_CONSTANT: u32 = 3;
+/// AFDX frames of no link the kernel holds, sent up.
+const CNT_AFDX_UP: usize = 13;
 /// The upcall link's MTU: a veth's largest.
 const UPCALL_MTU: u32 = 65535;
 
@@ -85,6 +88,24 @@ pub enum Mode {
     Tc,
     /// XDP at each port: no socket buffers at all, fastest for small frames; one output per flow.
     Xdp,
+}
+
+/// What the programs attached to the ports decide from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Programs {
+    /// The megaflow cache (and LESS label switching): `ef_tc_ingress`, `ef_xdp`.
+    Flows,
+    /// AFDX virtual links (`bpf/fp_afdx.h`): `ef_tc_afdx`, `ef_xdp_afdx`.
+    Links,
+}
+
+impl Programs {
+    fn names(self) -> (&'static str, &'static str) {
+        match self {
+            Programs::Flows => ("ef_tc_ingress", "ef_xdp"),
+            Programs::Links => ("ef_tc_afdx", "ef_xdp_afdx"),
+        }
+    }
 }
 
 impl std::str::FromStr for Mode {
@@ -288,6 +309,9 @@ pub struct FastPath {
     no_output_drops: u64,
     /// What the label maps hold, so that a change writes only what moved.
     labels: labels::Written,
+    /// The AFDX links the kernel holds.
+    links: links::Written,
+    programs: Programs,
 }
 
 fn megaflows(obj: &Object) -> &Map {
@@ -299,8 +323,9 @@ fn obj_err(e: io::Error) -> io::Error {
 }
 
 impl FastPath {
-    /// Loads the programs and attaches them to `ports` (OpenFlow number, interface name).
-    pub fn open(mode: Mode, ports: &[(u32, String)]) -> io::Result<FastPath> {
+    /// Loads the programs and attaches those `programs` names to `ports` (OpenFlow number,
+    /// interface name).
+    pub fn open(mode: Mode, ports: &[(u32, String)], programs: Programs) -> io::Result<FastPath> {
         let obj = Object::load(crate::bpf_objects::FASTPATH).map_err(obj_err)?;
         let mut fp = FastPath {
             mode,
@@ -319,6 +344,8 @@ impl FastPath {
             refused: 0,
             no_output_drops: 0,
             labels: labels::Written::default(),
+            links: links::Written::default(),
+            programs,
         };
         fp.set_config(CFG_GENERATION, fp.generation)?;
         for pos in 0..MAX_MASKS as u32 {
@@ -343,13 +370,13 @@ impl FastPath {
             let ifindex = sys::ifindex(name)?;
             fp.register_port(*no, ifindex, tag, &mut slots_taken)?;
             let link = match mode {
-                Mode::Tc => fp.obj.program("ef_tc_ingress").map_err(obj_err)?.attach_tc(ifindex, false),
+                Mode::Tc => fp.obj.program(programs.names().0).map_err(obj_err)?.attach_tc(ifindex, false),
                 Mode::Xdp => fp.attach_xdp(name, ifindex),
             }
             .map_err(|e| io::Error::new(e.kind(), format!("fast path on {name}: {e}")))?;
             fp._links.push(link);
         }
-        info!(mode = ?mode, ports = ports.len(), "kernel fast path attached");
+        info!(mode = ?mode, ?programs, ports = ports.len(), "kernel fast path attached");
         Ok(fp)
     }
 
@@ -358,8 +385,9 @@ impl FastPath {
     /// metadata); a frame with such a tag would otherwise look untagged and match the wrong
     /// entry. Where binding fails, the shared program runs and such frames cannot be told apart.
     fn attach_xdp(&mut self, name: &str, ifindex: u32) -> io::Result<Link> {
+        let program = self.programs.names().1;
         if self.obj.missing_kfuncs.is_empty() {
-            match self.obj.load_dev_bound("ef_xdp", ifindex).and_then(|p| p.attach_xdp(ifindex).map(|l| (p, l))) {
+            match self.obj.load_dev_bound(program, ifindex).and_then(|p| p.attach_xdp(ifindex).map(|l| (p, l))) {
                 Ok((prog, link)) => {
                     self._bound.push(prog);
                     return Ok(link);
@@ -372,7 +400,7 @@ impl FastPath {
         } else {
             warn!(missing = ?self.obj.missing_kfuncs, "kernel lacks XDP metadata kfuncs (Linux < 6.8): VLAN tags in receive metadata go unseen");
         }
-        self.obj.program("ef_xdp").map_err(obj_err)?.attach_xdp(ifindex)
+        self.obj.program(program).map_err(obj_err)?.attach_xdp(ifindex)
     }
 
     fn set_config(&self, which: u32, v: u64) -> io::Result<()> {
@@ -654,12 +682,19 @@ impl FastPath {
     }
 
     /// Frames the kernel dropped, per reason, since start: hits on entries that send nowhere (the
-    /// mode decided to drop), meter drops, and misses with no way up. Rewrites that fail inside
+    /// mode decided to drop), meter drops, misses with no way up, and virtual links' frames
+    /// filtered and policed (as far as harvested). Rewrites that fail inside
     /// the action loop are not counted yet: a counter there costs the TC program more verifier
     /// budget than it has (90k processed instructions became over 1M).
-    pub fn drops(&self) -> [(&'static str, u64); 3] {
+    pub fn drops(&self) -> [(&'static str, u64); 5] {
         let c = self.all_counters();
-        [("no_output", self.no_output_drops), ("meter", c[CNT_DROP]), ("no_upcall", c[CNT_NO_UPCALL])]
+        [
+            ("no_output", self.no_output_drops),
+            ("meter", c[CNT_DROP]),
+            ("no_upcall", c[CNT_NO_UPCALL]),
+            ("filtered", self.links.filtered),
+            ("policed", self.links.policed),
+        ]
     }
 
     pub fn len(&self) -> usize {
@@ -772,5 +807,6 @@ mod tests {
 #[cfg(test)]
 mod kernel;
 pub mod labels;
+pub mod links;
 #[cfg(test)]
 mod layout;

@@ -233,6 +233,12 @@ pub fn render(r: &Value) -> String {
             let keys: Vec<&str> = labels.keys().map(|k| k.as_str()).collect();
             out += &table(&keys, vec![labels.values().map(n).collect()]);
         }
+        // A link-filtering mode's links the kernel decides; its frames are in the mode's counters.
+        if let Some(links) = fp.get("links").and_then(|l| l.as_object()).filter(|l| l.values().any(|v| v != 0)) {
+            out += "\nkernel virtual links (frames decided: in the mode counters above)\n";
+            let keys: Vec<&str> = links.keys().map(|k| k.as_str()).collect();
+            out += &table(&keys, vec![links.values().map(n).collect()]);
+        }
         if let Some(drops) = fp.get("drops").and_then(|d| d.as_object()) {
             out += "\nkernel drops by reason\n";
             out += &table(&["reason", "frames"], drops.iter().map(|(k, v)| vec![k.clone(), n(v)]).collect());

@@ -165,6 +165,55 @@ pub struct KernelLabels {
     pub reroute: std::collections::BTreeMap<(u32, u64), KernelStack>,
 }
 
+/// A virtual link the kernel fast path may filter, police and forward itself (docs/afdx.md): the
+/// AFDX mode's table as data, which the datapath mirrors once it knows which links the kernel can
+/// carry (every output an interface, no scheduled egress).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelLink {
+    pub id: u16,
+    pub in_port: u32,
+    pub out_ports: Vec<u32>,
+    /// The egress queue its frames take on every output (its priority's).
+    pub queue: u8,
+    /// Frame sizes, FCS included.
+    pub smin: u16,
+    pub smax: u16,
+    /// Index into [`KernelLinks::accounts`]: links sharing one share its credit.
+    pub account: usize,
+}
+
+/// One policing account: the credit grows by `smax` bytes per BAG up to `smax`·(BAG + jitter).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelAccount {
+    pub bag_ns: u64,
+    pub smax: u16,
+    pub jitter_ns: u64,
+    /// Every frame costs `smax` (frame-based policing), or its own length (byte-based).
+    pub per_frame: bool,
+}
+
+/// A frame-filtering mode's table for the kernel.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KernelLinks {
+    /// The destinations' 32-bit constant field.
+    pub mac_constant: u32,
+    pub links: Vec<KernelLink>,
+    pub accounts: Vec<KernelAccount>,
+}
+
+/// What the kernel counted for one link since the last harvest: frames and bytes (FCS included)
+/// in, out, and dropped per reason (in the mode's order of reasons).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkCounts {
+    pub frames_in: u64,
+    pub bytes_in: u64,
+    pub frames_out: u64,
+    pub bytes_out: u64,
+    /// Bytes of the frames that came in on a port other than the link's.
+    pub wrong_port_bytes: u64,
+    pub dropped: [u64; 5],
+}
+
 /// One flow table's figures, for reports.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TableReport {
@@ -243,6 +292,15 @@ pub trait Mode: Send {
     fn kernel_labels(&self) -> Option<&KernelLabels> {
         None
     }
+
+    /// Virtual links for the kernel fast path, for a mode that filters and polices links. The
+    /// kernel then decides the links it takes, and the mode the frames of the others.
+    fn kernel_links(&self) -> Option<&KernelLinks> {
+        None
+    }
+
+    /// What the kernel counted on link `id` since the last harvest.
+    fn credit_kernel_link(&mut self, _id: u16, _counts: &LinkCounts) {}
 }
 
 /// How a mode without OpenFlow tables answers OpenFlow: reads describe a switch with no tables

@@ -26,6 +26,10 @@ pub struct SendArgs {
     /// The interface to network A.
     #[arg(long)]
     iface_a: String,
+    /// Send through the interfaces' queueing layer, where taps on them see the frames (es-recv
+    /// --outgoing), instead of past it.
+    #[arg(long)]
+    visible: bool,
     /// The interface to network B: every frame is sent on both.
     #[arg(long)]
     iface_b: Option<String>,
@@ -70,6 +74,10 @@ pub struct RecvArgs {
     /// outcome delivered, duplicate or integrity), in the order they were processed.
     #[arg(long)]
     log: Option<std::path::PathBuf>,
+    /// Also see the frames this host sends (a tap on a sender's own interfaces: where a switch
+    /// whose XDP program takes frames before any tap on its side could see them).
+    #[arg(long)]
+    outgoing: bool,
 }
 
 /// How long before a frame's slot the sender stops sleeping and spins.
@@ -84,6 +92,11 @@ pub fn send(a: SendArgs) -> Result<(), String> {
     let mut ports = vec![(open_tx(&a.iface_a)?, NETWORK_A)];
     if let Some(b) = &a.iface_b {
         ports.push((open_tx(b)?, NETWORK_B));
+    }
+    if a.visible {
+        for (tx, _) in &ports {
+            tx.through_qdisc().map_err(|e| format!("sending through the qdisc: {e}"))?;
+        }
     }
     // Per VL, per network: the template frame.
     let mut frames: Vec<Vec<Vec<u8>>> = a
@@ -167,6 +180,22 @@ pub fn recv(a: RecvArgs) -> Result<(), String> {
     for (iface, net) in [(Some(&a.iface_a), NETWORK_A), (a.iface_b.as_ref(), NETWORK_B)] {
         if let Some(iface) = iface {
             let (rx, _tx) = afpacket::open(iface, ring).map_err(|e| format!("{iface}: {e}"))?;
+            if a.outgoing {
+                let off = 0i32;
+                // SAFETY: a valid socket and a pointer to an int of the size given.
+                let r = unsafe {
+                    libc::setsockopt(
+                        rx.rx_fd(),
+                        libc::SOL_PACKET,
+                        libc::PACKET_IGNORE_OUTGOING,
+                        &off as *const i32 as *const libc::c_void,
+                        std::mem::size_of::<i32>() as libc::socklen_t,
+                    )
+                };
+                if r != 0 {
+                    return Err(format!("{iface}: seeing outgoing frames: {}", std::io::Error::last_os_error()));
+                }
+            }
             ports.push((rx, net));
         }
     }

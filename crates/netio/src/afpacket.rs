@@ -359,6 +359,14 @@ fn max_len(name: &str) -> usize {
 const ETH_HLEN: usize = 14;
 const VLAN_HLEN: usize = 4;
 
+impl AfPacketTx {
+    /// Sends through the interface's queueing layer instead of past it: slower, but packet taps
+    /// on the interface (tcpdump, a capture of outgoing frames) then see what is sent.
+    pub fn through_qdisc(&self) -> io::Result<()> {
+        setsockopt(self.fd.as_raw_fd(), libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, &0i32)
+    }
+}
+
 impl PortTx for AfPacketTx {
     fn send(&mut self, frame: &[u8], offload: &packet::Offload) -> Result<(), TxError> {
         // The kernel does not check the length of a frame with a virtio-net header on the TX ring:

@@ -18,7 +18,7 @@ const TC_ACT_REDIRECT: u32 = 7;
 
 fn fast_path() -> FastPath {
     assert_eq!(unsafe { libc::geteuid() }, 0, "kernel fast-path tests load BPF programs: run them as root");
-    let mut fp = FastPath::open(Mode::Xdp, &[]).expect("the fast-path object loads");
+    let mut fp = FastPath::open(Mode::Xdp, &[], Programs::Flows).expect("the fast-path object loads");
     fp.register_port(1, LO, 1, &mut Default::default()).unwrap();
     fp
 }

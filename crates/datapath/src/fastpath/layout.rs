@@ -31,6 +31,15 @@ SZ(port_slot); OFF(port_slot, ifindex); OFF(port_slot, info);
 SZ(less_port); OFF(less_port, ifindex); OFF(less_port, live); OFF(less_port, edge);
 SZ(less_stack); OFF(less_stack, port); OFF(less_stack, ethertype); OFF(less_stack, len); OFF(less_stack, bytes);
 SZ(less_reroute_key); OFF(less_reroute_key, port); OFF(less_reroute_key, hash);
+SZ(afdx_link); OFF(afdx_link, in_port); OFF(afdx_link, slot); OFF(afdx_link, account); OFF(afdx_link, smin);
+OFF(afdx_link, smax); OFF(afdx_link, n_out); OFF(afdx_link, out_ifindex);
+SZ(afdx_account); OFF(afdx_account, empty); OFF(afdx_account, cap); OFF(afdx_account, bag_ns);
+OFF(afdx_account, smax); OFF(afdx_account, per_frame); SZ(afdx_counts);
+P("AFDX_MAX_OUT", AFDX_MAX_OUT); P("AFDX_MAX_LINKS", AFDX_MAX_LINKS); P("AC_MAX", AC_MAX);
+P("AC_FRAMES_IN", AC_FRAMES_IN); P("AC_BYTES_IN", AC_BYTES_IN); P("AC_FRAMES_OUT", AC_FRAMES_OUT);
+P("AC_BYTES_OUT", AC_BYTES_OUT); P("AC_WRONG_PORT_BYTES", AC_WRONG_PORT_BYTES); P("AC_BAD_SOURCE", AC_BAD_SOURCE);
+P("AC_WRONG_PORT", AC_WRONG_PORT); P("AC_UNDERSIZE", AC_UNDERSIZE); P("AC_OVERSIZE", AC_OVERSIZE);
+P("AC_POLICED", AC_POLICED); P("CFG_AFDX_CONSTANT", CFG_AFDX_CONSTANT); P("CNT_AFDX_UP", CNT_AFDX_UP);
 P("LESS_STACK_MAX", LESS_STACK_MAX); P("LESS_MAX_PORTS", LESS_MAX_PORTS); P("CFG_LESS_MAX_LABELS", CFG_LESS_MAX_LABELS);
 P("CNT_LESS_SHIFTED", CNT_LESS_SHIFTED); P("CNT_LESS_POPPED", CNT_LESS_POPPED); P("CNT_LESS_DELIVERED", CNT_LESS_DELIVERED);
 P("CNT_LESS_PUSHED", CNT_LESS_PUSHED); P("CNT_LESS_REROUTED", CNT_LESS_REROUTED);
@@ -145,6 +154,37 @@ fn c_and_rust_agree_on_every_shared_layout() {
         ("CNT_LESS_DELIVERED", CNT_LESS_SHIFTED as u64 + 2),
         ("CNT_LESS_PUSHED", CNT_LESS_SHIFTED as u64 + 3),
         ("CNT_LESS_REROUTED", CNT_LESS_SHIFTED as u64 + 4),
+        ("sizeof afdx_link", links::AFDX_LINK_BYTES as u64),
+        ("afdx_link.in_port", 0),
+        ("afdx_link.slot", 4),
+        ("afdx_link.account", 8),
+        ("afdx_link.smin", 12),
+        ("afdx_link.smax", 14),
+        ("afdx_link.n_out", 16),
+        ("afdx_link.out_ifindex", links::AFDX_LINK_OUT_AT as u64),
+        ("sizeof afdx_account", links::AFDX_ACCOUNT_BYTES as u64),
+        ("afdx_account.empty", 0),
+        ("afdx_account.cap", 8),
+        ("afdx_account.bag_ns", 16),
+        ("afdx_account.smax", 24),
+        ("afdx_account.per_frame", 28),
+        ("sizeof afdx_counts", 8 * links::AC_MAX as u64),
+        ("AFDX_MAX_OUT", links::AFDX_MAX_OUT as u64),
+        ("AFDX_MAX_LINKS", links::AFDX_MAX_LINKS as u64),
+        ("AC_MAX", links::AC_MAX as u64),
+        // The counters harvest_links reads by position, drops in forwarding::afdx::VlDrop's order.
+        ("AC_FRAMES_IN", 0),
+        ("AC_BYTES_IN", 1),
+        ("AC_FRAMES_OUT", 2),
+        ("AC_BYTES_OUT", 3),
+        ("AC_WRONG_PORT_BYTES", 4),
+        ("AC_BAD_SOURCE", 5 + forwarding::afdx::VlDrop::BadSource as u64),
+        ("AC_WRONG_PORT", 5 + forwarding::afdx::VlDrop::WrongPort as u64),
+        ("AC_UNDERSIZE", 5 + forwarding::afdx::VlDrop::Undersize as u64),
+        ("AC_OVERSIZE", 5 + forwarding::afdx::VlDrop::Oversize as u64),
+        ("AC_POLICED", 5 + forwarding::afdx::VlDrop::Policed as u64),
+        ("CFG_AFDX_CONSTANT", CFG_AFDX_CONSTANT as u64),
+        ("CNT_AFDX_UP", CNT_AFDX_UP as u64),
         ("KEY_BYTES", KEY_BYTES as u64),
         ("MAX_MASKS", MAX_MASKS as u64),
         ("MAX_ACTIONS", MAX_ACTIONS as u64),

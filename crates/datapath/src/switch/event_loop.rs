@@ -113,6 +113,7 @@ impl Switch {
             if now >= next_harvest {
                 next_harvest = now + FAST_PATH_HARVEST;
                 self.harvest_fast(now);
+                self.sync_links();
                 self.sync_fast();
                 if let Some(fast) = self.fast.as_mut() {
                     fast.sweep();
@@ -138,6 +139,7 @@ impl Switch {
                 entries = fast.len(),
                 installed = fast.installed,
                 refused = fast.refused,
+                link_frames = fast.link_counters()[1].1,
                 "fast path totals"
             );
         }

@@ -9,6 +9,8 @@ use packet::FlowKey;
 
 use super::Switch;
 use crate::fastpath::labels::LabelPort;
+use crate::fastpath::links::HeldLink;
+use crate::fastpath::Mode as FastMode;
 use crate::fastpath::{actions_outputs, EncodeContext};
 
 impl Switch {
@@ -79,6 +81,36 @@ impl Switch {
         for (&id, &counts) in &h.meters {
             self.mode.credit_kernel_meter(id, counts);
         }
+        self.credit_links();
+    }
+
+    /// Adds what the kernel counted on the virtual links it decides to the mode's counters, and
+    /// to the ports and egress queues those frames used. (A frame that came in on a port other
+    /// than its link's is counted under its link, not on that port.)
+    fn credit_links(&mut self) {
+        let (Some(fast), Some(table)) = (self.fast.as_mut(), self.mode.kernel_links()) else { return };
+        const FCS: u64 = 4;
+        let mut credited = Vec::new();
+        for (id, k) in fast.harvest_links() {
+            let Some(l) = table.links.iter().find(|l| l.id == id) else { continue };
+            let right_frames = k.frames_in - k.dropped[1];
+            if let Some(p) = self.ports.get_mut(&l.in_port) {
+                p.counters.rx_packets += right_frames;
+                p.counters.rx_bytes += (k.bytes_in - k.wrong_port_bytes).saturating_sub(FCS * right_frames);
+            }
+            let tx_bytes = k.bytes_out.saturating_sub(FCS * k.frames_out);
+            for out in &l.out_ports {
+                if let Some(p) = self.ports.get_mut(out) {
+                    p.counters.tx_packets += k.frames_out;
+                    p.counters.tx_bytes += tx_bytes;
+                    p.egress.credit(l.queue as usize, k.frames_out, tx_bytes);
+                }
+            }
+            credited.push((id, k));
+        }
+        for (id, k) in credited {
+            self.mode.credit_kernel_link(id, &k);
+        }
     }
 
     /// The mode's decisions changed since the fast path last mirrored them: count what the kernel
@@ -86,6 +118,9 @@ impl Switch {
     /// barrier reply never precedes the flush of what its earlier messages changed.
     pub(super) fn sync_fast(&mut self) {
         self.sync_labels();
+        if self.links_written.is_none() {
+            self.sync_links();
+        }
         if self.fast.is_none() || self.mode.generation() == self.fast_gen {
             return;
         }
@@ -99,6 +134,47 @@ impl Switch {
 }
 
 impl Switch {
+    /// Hands the kernel every virtual link of the mode it can decide exactly as the mode would:
+    /// each output an interface the switch sends on without a schedule (scheduled frames wait in
+    /// userspace's queues, which the kernel would jump), and one output under XDP (an XDP frame
+    /// is sent once). An account goes whole or not at all: the kernel and userspace cannot share
+    /// one credit. Checked at start and at every harvest, as schedules change at runtime; a
+    /// change hands the links over again, their accounts full.
+    pub(super) fn sync_links(&mut self) {
+        let (Some(fast), Some(table)) = (self.fast.as_ref(), self.mode.kernel_links()) else { return };
+        let ports = &self.ports;
+        let ifindex = |no: &u32| {
+            ports.get(no).filter(|p| p.tx.is_some() && p.ifindex != 0 && p.egress.scheduler().is_none()).map(|p| p.ifindex)
+        };
+        let plan: Vec<Option<HeldLink>> = table
+            .links
+            .iter()
+            .enumerate()
+            .map(|(index, l)| {
+                if !ports.contains_key(&l.in_port) || (fast.mode == FastMode::Xdp && l.out_ports.len() != 1) {
+                    return None;
+                }
+                let out_ifindex = l.out_ports.iter().map(ifindex).collect::<Option<Vec<u32>>>()?;
+                Some(HeldLink { index, out_ifindex })
+            })
+            .collect();
+        let split: std::collections::BTreeSet<usize> =
+            table.links.iter().zip(&plan).filter(|(_, h)| h.is_none()).map(|(l, _)| l.account).collect();
+        let held: Vec<HeldLink> =
+            plan.into_iter().flatten().filter(|h| !split.contains(&table.links[h.index].account)).collect();
+        let written: Vec<(usize, Vec<u32>)> = held.iter().map(|h| (h.index, h.out_ifindex.clone())).collect();
+        if self.links_written.as_ref() == Some(&written) {
+            return;
+        }
+        self.credit_links();
+        let (Some(fast), Some(table)) = (self.fast.as_mut(), self.mode.kernel_links()) else { return };
+        match fast.set_links(table, &held) {
+            Ok(()) => tracing::info!(held = held.len(), of = table.links.len(), "virtual links decided in the kernel"),
+            Err(e) => tracing::warn!("kernel virtual links not written (userspace decides them all): {e}"),
+        }
+        self.links_written = Some(written);
+    }
+
     /// A label-switching mode's tables moved (or a port did): the kernel gets them again, with
     /// every port's interface and state. A scheduled port is left out: its frames wait in its
     /// queues, which the kernel would jump.

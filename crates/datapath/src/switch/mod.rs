@@ -28,7 +28,7 @@ use packet::Packet;
 use tracing::warn;
 
 use crate::afpacket::{self, RingConfig};
-use crate::fastpath::{FastPath, Mode as FastMode};
+use crate::fastpath::{FastPath, Mode as FastMode, Programs};
 use crate::netlink::LinkMonitor;
 use crate::sys::EventFd;
 use crate::tap;
@@ -195,6 +195,8 @@ pub struct Switch {
     fast_gen: u64,
     /// The generation of the mode's kernel label tables last mirrored.
     labels_gen: u64,
+    /// The virtual links last handed to the kernel: (index in the mode's table, output ifindexes).
+    links_written: Option<Vec<(usize, Vec<u32>)>>,
 }
 
 impl Switch {
@@ -229,7 +231,8 @@ impl Switch {
         let mut upcall_rx: Option<Box<dyn PortRx>> = None;
         let mut upcall_guard = None;
         if let Some(kind) = cfg.fastpath {
-            let fp = FastPath::open(kind, &cfg.ports)?;
+            let programs = if mode.kernel_links().is_some() { Programs::Links } else { Programs::Flows };
+            let fp = FastPath::open(kind, &cfg.ports, programs)?;
             if kind == FastMode::Tc {
                 // Misses come up through the upcall interface; the ports' own receive sockets would
                 // see every frame the kernel already forwarded.
@@ -265,6 +268,7 @@ impl Switch {
             fail_open: false,
             fast_gen,
             labels_gen: 0,
+            links_written: None,
             fast,
             upcall_rx,
             _upcall_guard: upcall_guard,

@@ -75,9 +75,11 @@ impl Switch {
                 f.drops().into_iter().map(|(r, n)| (r.to_string(), json!(n))).collect();
             let labels: serde_json::Map<String, Value> =
                 f.label_counters().into_iter().map(|(r, n)| (r.to_string(), json!(n))).collect();
+            let links: serde_json::Map<String, Value> =
+                f.link_counters().into_iter().map(|(r, n)| (r.to_string(), json!(n))).collect();
             json!({"hits": hits, "misses": misses, "upcalls": upcalls, "slow": slow,
                    "entries": f.len(), "installed": f.installed, "refused": f.refused, "drops": drops,
-                   "labels": labels})
+                   "labels": labels, "links": links})
         });
         let drops: serde_json::Map<String, Value> =
             DropReason::ALL.iter().map(|&r| (r.name().to_string(), json!(self.drops.get(r)))).collect();

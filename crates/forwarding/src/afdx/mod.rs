@@ -20,7 +20,10 @@ use std::fmt;
 
 use packet::{FlowKey, Packet};
 
-use crate::{CounterGroup, DropReason, Egress, EntryId, KernelEntry, Mode, Nanos, Output, PortView, Verdict};
+use crate::{
+    CounterGroup, DropReason, Egress, EntryId, KernelAccount, KernelEntry, KernelLink, KernelLinks, LinkCounts, Mode,
+    Nanos, Output, PortView, Verdict,
+};
 
 pub use packet::afdx::{end_system_mac, is_end_system_mac, vl_mac, DEFAULT_MAC_CONSTANT, NETWORK_A, NETWORK_B};
 
@@ -214,6 +217,7 @@ pub struct AfdxMode {
     links: BTreeMap<u16, Link>,
     accounts: Vec<Account>,
     switch: SwitchCounters,
+    kernel: KernelLinks,
 }
 
 impl AfdxMode {
@@ -241,7 +245,31 @@ impl AfdxMode {
             let egress = vl.out_ports.iter().map(|&port| Egress { port, queue }).collect();
             links.insert(vl.id, Link { vl: vl.clone(), egress, account, counters: VlCounters::default() });
         }
-        Ok(AfdxMode { mac_constant: mac_constant.to_be_bytes(), links, accounts, switch: SwitchCounters::default() })
+        let kernel = KernelLinks {
+            mac_constant,
+            links: links
+                .values()
+                .map(|l: &Link| KernelLink {
+                    id: l.vl.id,
+                    in_port: l.vl.in_port,
+                    out_ports: l.vl.out_ports.clone(),
+                    queue: l.egress[0].queue.unwrap_or(LOW_QUEUE) as u8,
+                    smin: l.vl.smin,
+                    smax: l.vl.smax,
+                    account: l.account,
+                })
+                .collect(),
+            accounts: accounts
+                .iter()
+                .map(|a| KernelAccount {
+                    bag_ns: a.contract.bag_ns,
+                    smax: a.contract.smax,
+                    jitter_ns: a.contract.jitter_ns,
+                    per_frame: a.contract.police == Police::Frame,
+                })
+                .collect(),
+        };
+        Ok(AfdxMode { mac_constant: mac_constant.to_be_bytes(), links, accounts, switch: SwitchCounters::default(), kernel })
     }
 
     pub fn vl_counters(&self, id: u16) -> Option<&VlCounters> {
@@ -362,8 +390,24 @@ impl Mode for AfdxMode {
     }
 
     fn kernel_entry(&self, _id: EntryId) -> Option<KernelEntry<'_>> {
-        // Every AFDX frame is decided here for now: the fast path holds no VL.
+        // Links go to the kernel whole (`kernel_links`), not frame by frame.
         None
+    }
+
+    fn kernel_links(&self) -> Option<&KernelLinks> {
+        Some(&self.kernel)
+    }
+
+    fn credit_kernel_link(&mut self, id: u16, k: &LinkCounts) {
+        if let Some(link) = self.links.get_mut(&id) {
+            let c = &mut link.counters;
+            c.frames_in += k.frames_in;
+            c.bytes_in += k.bytes_in;
+            c.frames_out += k.frames_out;
+            for (d, add) in c.dropped.iter_mut().zip(k.dropped) {
+                *d += add;
+            }
+        }
     }
 
     fn generation(&self) -> u64 {

@@ -1,0 +1,85 @@
+/* AFDX virtual links in the kernel (docs/afdx.md): the VLs userspace hands over are filtered,
+ * policed and forwarded here, exactly as crates/forwarding/src/afdx decides them; every other
+ * frame goes up, where the mode decides (and counts) it. */
+#ifndef EDGEFLOW_FP_AFDX_H
+#define EDGEFLOW_FP_AFDX_H
+#include "fp_state.h"
+
+struct ef_map_def SEC("maps") ef_afdx_links = { BPF_MAP_TYPE_HASH, sizeof(__u32), sizeof(struct afdx_link), AFDX_MAX_LINKS, 0 };
+struct ef_map_def SEC("maps") ef_afdx_accounts = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(struct afdx_account), AFDX_MAX_LINKS, 0 };
+struct ef_map_def SEC("maps") ef_afdx_counts = { BPF_MAP_TYPE_PERCPU_ARRAY, sizeof(__u32), sizeof(struct afdx_counts), AFDX_MAX_LINKS, 0 };
+
+/* Part 7's account-based policing, shared by every CPU without a lock. The account's credit grows
+ * by smax per ns (credit in bytes x ns: a frame costs its bytes x BAG, so accrual is exact) up to
+ * cap. Kept as the one word `empty`, the credit is min(cap, now * smax - empty): taking a frame's
+ * cost is one compare-and-swap of `empty`, retried if another CPU took one in between. Times wrap
+ * modulo 2^64 and the difference is read signed: a CPU whose clock read is a little behind the
+ * last taker's sees a little less than no credit (so none); one idle long enough for the
+ * difference to pass 2^62 (35 days at smax 1518) sees a full account. */
+static __always_inline int afdx_admit(__u32 account, __u32 len)
+{
+	struct afdx_account *a = bpf_map_lookup_elem(&ef_afdx_accounts, &account);
+	if (!a)
+		return 0;
+	__u64 now = bpf_ktime_get_ns() * a->smax;
+	__u64 cost = (a->per_frame ? a->smax : len) * a->bag_ns;
+	for (int i = 0; i < 4; i++) {
+		__u64 old = a->empty;
+		__s64 diff = (__s64)(now - old);
+		__u64 credit = diff < -(1LL << 62) ? a->cap : diff < 0 ? 0 : (__u64)diff > a->cap ? a->cap : (__u64)diff;
+		if (credit < cost)
+			return 0;
+		if (__sync_val_compare_and_swap(&a->empty, old, now - credit + cost) == old)
+			return 1;
+	}
+	return 0;
+}
+
+/* The VL a frame is for, decided: its link when it passes (to be sent to the link's outputs), NULL
+ * and *up = 0 when it is dropped (counted under its VL), NULL and *up = 1 when the kernel holds no
+ * VL for it. `b` holds the frame's first 12 bytes, `len` its length without FCS. */
+static __always_inline struct afdx_link *afdx_decide(const __u8 *b, __u32 len, __u32 in_port, int *up)
+{
+	__u32 constant = config(CFG_AFDX_CONSTANT);
+	*up = 1;
+	if (b[0] != (__u8)(constant >> 24) || b[1] != (__u8)(constant >> 16) || b[2] != (__u8)(constant >> 8) ||
+	    b[3] != (__u8)constant)
+		return NULL;
+	__u32 id = ((__u32)b[4] << 8) | b[5];
+	struct afdx_link *l = bpf_map_lookup_elem(&ef_afdx_links, &id);
+	if (!l)
+		return NULL;
+	__u32 slot = l->slot;
+	struct afdx_counts *c = bpf_map_lookup_elem(&ef_afdx_counts, &slot);
+	if (!c)
+		return NULL;
+	*up = 0;
+	len += 4; /* the FCS the receive path stripped */
+	c->c[AC_FRAMES_IN]++;
+	c->c[AC_BYTES_IN] += len;
+	int why = -1;
+	/* The end-system format: constant 02:00:00, then id, then interface A (001) or B (010) over
+	 * five zero bits. */
+	int es = b[6] == 0x02 && b[7] == 0 && b[8] == 0 && (b[11] == 0x20 || b[11] == 0x40);
+	if (in_port != l->in_port) {
+		why = AC_WRONG_PORT;
+		c->c[AC_WRONG_PORT_BYTES] += len;
+	} else if (!es)
+		why = AC_BAD_SOURCE;
+	else if (len < l->smin)
+		why = AC_UNDERSIZE;
+	else if (len > l->smax)
+		why = AC_OVERSIZE;
+	else if (!afdx_admit(l->account, len))
+		why = AC_POLICED;
+	if (why >= 0) {
+		if (why < AC_MAX)
+			c->c[why]++;
+		return NULL;
+	}
+	c->c[AC_FRAMES_OUT]++;
+	c->c[AC_BYTES_OUT] += len;
+	return l;
+}
+
+#endif

@@ -1,0 +1,135 @@
+//! The kernel's AFDX virtual links (`bpf/fp_afdx.h`, docs/afdx.md) as userspace keeps them: which
+//! links the kernel decides, their accounts, and what it counted on each.
+
+use std::io;
+
+use forwarding::{KernelLinks, LinkCounts};
+
+use super::{obj_err, FastPath, CFG_AFDX_CONSTANT, CNT_AFDX_UP};
+
+/// `AFDX_MAX_OUT`, `AFDX_MAX_LINKS` and `AC_MAX` in `bpf/fastpath.h`.
+pub const AFDX_MAX_OUT: usize = 8;
+pub const AFDX_MAX_LINKS: usize = 4096;
+pub const AC_MAX: usize = 10;
+/// `struct afdx_link`: in_port, slot, account, smin, smax, n_out, then the output ifindexes.
+pub const AFDX_LINK_OUT_AT: usize = 20;
+pub const AFDX_LINK_BYTES: usize = AFDX_LINK_OUT_AT + 4 * AFDX_MAX_OUT;
+/// `struct afdx_account`: empty, cap, bag_ns, smax, per_frame.
+pub const AFDX_ACCOUNT_BYTES: usize = 32;
+
+/// A link of the mode's table the kernel is to decide, with its outputs' interfaces.
+pub struct HeldLink {
+    /// Its index in [`KernelLinks::links`].
+    pub index: usize,
+    pub out_ifindex: Vec<u32>,
+}
+
+/// The links the kernel holds, by counter slot, with what was read from each slot last.
+#[derive(Default)]
+pub(super) struct Written {
+    slots: Vec<(u16, [u64; AC_MAX])>,
+    /// Frames the kernel decided on a link it held, harvested so far.
+    frames: u64,
+    /// Of those, dropped by its filter (addresses, size, input port) and by policing.
+    pub(super) filtered: u64,
+    pub(super) policed: u64,
+}
+
+/// CLOCK_MONOTONIC, the clock `bpf_ktime_get_ns` reads.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+impl FastPath {
+    /// Hands `held` links of `table` to the kernel, replacing those it held: their accounts start
+    /// full, as the mode's do. An empty `held` leaves every frame to userspace.
+    pub fn set_links(&mut self, table: &KernelLinks, held: &[HeldLink]) -> io::Result<()> {
+        if held.len() > AFDX_MAX_LINKS || held.iter().any(|h| h.out_ifindex.len() > AFDX_MAX_OUT) {
+            return Err(io::Error::other("more links or outputs than the kernel's tables take"));
+        }
+        let links = self.obj.map("ef_afdx_links").map_err(obj_err)?;
+        for (id, _) in &self.links.slots {
+            links.delete(&(*id as u32).to_ne_bytes())?;
+        }
+        self.links.slots.clear();
+        self.set_config(CFG_AFDX_CONSTANT, table.mac_constant as u64)?;
+        let now = monotonic_ns();
+        let accounts = self.obj.map("ef_afdx_accounts").map_err(obj_err)?;
+        for h in held {
+            let a = table.accounts[table.links[h.index].account];
+            let cap = a.smax as u64 * (a.bag_ns + a.jitter_ns);
+            let mut v = [0u8; AFDX_ACCOUNT_BYTES];
+            // Full: the credit min(cap, t·smax − empty) is cap from now on.
+            v[0..8].copy_from_slice(&now.wrapping_mul(a.smax as u64).wrapping_sub(cap).to_ne_bytes());
+            v[8..16].copy_from_slice(&cap.to_ne_bytes());
+            v[16..24].copy_from_slice(&a.bag_ns.to_ne_bytes());
+            v[24..28].copy_from_slice(&(a.smax as u32).to_ne_bytes());
+            v[28..32].copy_from_slice(&(a.per_frame as u32).to_ne_bytes());
+            accounts.update(&(table.links[h.index].account as u32).to_ne_bytes(), &v)?;
+        }
+        let counts = self.obj.map("ef_afdx_counts").map_err(obj_err)?;
+        let zero = vec![0u8; 8 * AC_MAX * crate::ebpf::possible_cpus()?];
+        for (slot, h) in held.iter().enumerate() {
+            let l = &table.links[h.index];
+            counts.update(&(slot as u32).to_ne_bytes(), &zero)?;
+            let mut v = [0u8; AFDX_LINK_BYTES];
+            v[0..4].copy_from_slice(&l.in_port.to_ne_bytes());
+            v[4..8].copy_from_slice(&(slot as u32).to_ne_bytes());
+            v[8..12].copy_from_slice(&(l.account as u32).to_ne_bytes());
+            v[12..14].copy_from_slice(&l.smin.to_ne_bytes());
+            v[14..16].copy_from_slice(&l.smax.to_ne_bytes());
+            v[16..20].copy_from_slice(&(h.out_ifindex.len() as u32).to_ne_bytes());
+            for (i, ifindex) in h.out_ifindex.iter().enumerate() {
+                v[AFDX_LINK_OUT_AT + 4 * i..AFDX_LINK_OUT_AT + 4 * i + 4].copy_from_slice(&ifindex.to_ne_bytes());
+            }
+            links.update(&(l.id as u32).to_ne_bytes(), &v)?;
+            self.links.slots.push((l.id, [0; AC_MAX]));
+        }
+        Ok(())
+    }
+
+    /// Virtual links in the kernel: how many it holds, the frames it decided on them (harvested
+    /// so far), and the frames it sent up for userspace to decide (links it does not hold, and
+    /// frames that are not of any link).
+    pub fn link_counters(&self) -> [(&'static str, u64); 3] {
+        let up = self.all_counters()[CNT_AFDX_UP];
+        [("held", self.links.slots.len() as u64), ("decided", self.links.frames), ("up", up)]
+    }
+
+    /// What the kernel counted on each link it holds since the last call.
+    pub fn harvest_links(&mut self) -> Vec<(u16, LinkCounts)> {
+        let Ok(map) = self.obj.map("ef_afdx_counts") else { return Vec::new() };
+        let mut out = Vec::new();
+        let w = &mut self.links;
+        for (slot, (id, last)) in w.slots.iter_mut().enumerate() {
+            let Ok(per_cpu) = map.lookup_percpu(&(slot as u32).to_ne_bytes()) else { continue };
+            let mut now = [0u64; AC_MAX];
+            for cpu in &per_cpu {
+                for (i, n) in now.iter_mut().enumerate() {
+                    *n += u64::from_ne_bytes(cpu[8 * i..8 * i + 8].try_into().unwrap());
+                }
+            }
+            let d: [u64; AC_MAX] = std::array::from_fn(|i| now[i].saturating_sub(last[i]));
+            *last = now;
+            if d[0] == 0 {
+                continue;
+            }
+            w.frames += d[0];
+            w.filtered += d[5] + d[6] + d[7] + d[8];
+            w.policed += d[9];
+            let counts = LinkCounts {
+                frames_in: d[0],
+                bytes_in: d[1],
+                frames_out: d[2],
+                bytes_out: d[3],
+                wrong_port_bytes: d[4],
+                dropped: [d[5], d[6], d[7], d[8], d[9]],
+            };
+            out.push((*id, counts));
+        }
+        out
+    }
+}
