@@ -69,6 +69,10 @@ struct Net {
 
 impl Net {
     fn new() -> Net {
+        Net::with_host_idle(Config::default().host_idle_ns)
+    }
+
+    fn with_host_idle(host_idle_ns: u64) -> Net {
         let hosts = vec![
             Host { at: (B, 4), mac: [2, 0, 0, 0, 0, 0xb], ip: [10, 0, 0, 2], received: vec![], arp: BTreeMap::new() },
             Host { at: (C, 3), mac: [2, 0, 0, 0, 0, 0xc], ip: [10, 0, 0, 3], received: vec![], arp: BTreeMap::new() },
@@ -77,7 +81,7 @@ impl Net {
         let ports = [2, 3, 4, 3, 2, 3];
         let mut switches = vec![];
         for (i, &n) in ports.iter().enumerate() {
-            let cfg = Config { root: i == R, switch_id: 100 + i as u64, ..Config::default() };
+            let cfg = Config { root: i == R, switch_id: 100 + i as u64, host_idle_ns, ..Config::default() };
             let mut m = LessMode::new(cfg);
             for p in 1..=n {
                 m.port_changed(p, Some(PortView::default()));
@@ -269,6 +273,27 @@ fn hosts_talk_across_the_fabric_with_labels_in_between() {
     let plan = &kernel.push[&net.hosts[HB].ip];
     assert_eq!((plan.port, &plan.stack[..4]), (2, &[1, 4, 0, 2][..]));
     assert!(kernel.edge_ports.contains(&3) && !kernel.edge_ports.contains(&2));
+}
+
+#[test]
+fn a_host_silent_for_host_idle_is_forgotten_with_the_plans_for_it() {
+    let mut net = Net::with_host_idle(2_000 * MS);
+    net.advance(500);
+    let b_ip = net.hosts[HB].ip;
+    net.resolve(HE, b_ip);
+    assert!(net.delivers(HE, HB, 1));
+    assert!(net.switches[E].kernel_labels().unwrap().push.contains_key(&b_ip), "E planned hB's route");
+    // hB says nothing for longer than host_idle: B forgets it and announces so; E's plan goes,
+    // in the kernel's tables too, and a frame for hB finds no host.
+    net.advance(2_500);
+    assert!(!net.switches[E].kernel_labels().unwrap().push.contains_key(&b_ip));
+    assert!(!net.delivers(HE, HB, 2));
+    // hB speaks again (its ARP for hE): found again, and reached.
+    let e_ip = net.hosts[HE].ip;
+    let arp = net.arp_request(HB, e_ip);
+    net.host_sends(HB, arp);
+    net.advance(200);
+    assert!(net.delivers(HE, HB, 3));
 }
 
 #[test]

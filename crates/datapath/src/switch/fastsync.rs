@@ -144,7 +144,10 @@ impl Switch {
         let (Some(fast), Some(table)) = (self.fast.as_ref(), self.mode.kernel_links()) else { return };
         let ports = &self.ports;
         let ifindex = |no: &u32| {
-            ports.get(no).filter(|p| p.tx.is_some() && p.ifindex != 0 && p.egress.scheduler().is_none()).map(|p| p.ifindex)
+            ports
+                .get(no)
+                .filter(|p| p.tx.is_some() && p.ifindex != 0 && p.egress.scheduler().is_none())
+                .map(|p| p.ifindex)
         };
         let plan: Vec<Option<HeldLink>> = table
             .links

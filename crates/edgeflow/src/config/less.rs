@@ -19,6 +19,8 @@ pub struct LessSection {
     /// How long a neighbour behind a port that lost carrier is kept (frames take detours
     /// meanwhile) before the addresses change.
     pub hold_ms: Option<Spanned<u64>>,
+    /// How long a host of ours may stay silent before it is forgotten (seconds).
+    pub host_idle_s: Option<Spanned<u64>>,
 }
 
 /// The LESS mode's settings, with the ports checked against what a label can name.
@@ -61,6 +63,12 @@ pub(super) fn less(cx: &Ctx<'_>, file: &File, ports: &[(u32, String)]) -> Result
             }
             cfg.hold_ns = h.get_ref() * MS;
         }
+        if let Some(h) = &section.host_idle_s {
+            if !(1..=86_400).contains(h.get_ref()) {
+                return Err(cx.at(h, format!("host_idle_s {}: expected 1-86400 (a day)", h.get_ref())));
+            }
+            cfg.host_idle_ns = h.get_ref() * 1000 * MS;
+        }
     }
     Ok(ModeSetting::Less(cfg))
 }
@@ -74,12 +82,16 @@ mod tests {
     fn less_settings_and_their_errors_by_line() {
         let head = "mode = \"less\"\n[[port]]\nname = \"a\"\n[[port]]\nname = \"b\"\n";
         assert_eq!(from_str(head).unwrap().mode, ModeSetting::Less(forwarding::less::Config::default()));
-        let s = from_str(&format!("{head}[less]\nroot = true\nmax_labels = 8\n")).unwrap();
         let s = from_str(&format!("{head}[less]\nroot = true\nmax_labels = 8\nhold_ms = 2500\n")).unwrap();
         let want = forwarding::less::Config { max_labels: 8, root: true, hold_ns: 2_500_000_000, ..Default::default() };
         assert_eq!(s.mode, ModeSetting::Less(want));
         let e = from_str(&format!("{head}[less]\nhello_ms = 100\ndead_ms = 50\n")).unwrap_err();
         assert!(e.starts_with("sw.toml:8:") && e.contains("longer than hello_ms"), "{e}");
+        let s = from_str(&format!("{head}[less]\nhost_idle_s = 60\n")).unwrap();
+        let want = forwarding::less::Config { host_idle_ns: 60_000_000_000, ..Default::default() };
+        assert_eq!(s.mode, ModeSetting::Less(want));
+        let e = from_str(&format!("{head}[less]\nhost_idle_s = 0\n")).unwrap_err();
+        assert!(e.starts_with("sw.toml:7:") && e.contains("expected 1-86400"), "{e}");
         let e = from_str(&format!("{head}[less]\nmax_labels = 0\n")).unwrap_err();
         assert!(e.starts_with("sw.toml:7:") && e.contains("expected 1-64"), "{e}");
         let e = from_str(&head.replace("name = \"b\"\n", "name = \"b\"\nnumber = 300\n")).unwrap_err();
@@ -98,6 +110,7 @@ pub(super) fn unwanted(cx: &Ctx<'_>, section: &LessSection) -> String {
         section.hello_ms.as_ref().map(|h| h.span().start),
         section.dead_ms.as_ref().map(|d| d.span().start),
         section.hold_ms.as_ref().map(|h| h.span().start),
+        section.host_idle_s.as_ref().map(|h| h.span().start),
     ];
     match lines.into_iter().flatten().min() {
         Some(at) => format!("{}:{}: {reason}", cx.path, super::line_of(cx.src, at)),

@@ -113,8 +113,8 @@ impl LessMode {
         }
     }
 
-    pub(super) fn learned(&mut self, ip: [u8; 4], mac: [u8; 6], port: u8) {
-        if self.directory.learn(ip, mac, port) {
+    pub(super) fn learned(&mut self, ip: [u8; 4], mac: [u8; 6], port: u8, now: Nanos) {
+        if self.directory.learn(ip, mac, port, now) {
             self.announce = true;
             self.invalidate();
         }
@@ -127,7 +127,7 @@ impl LessMode {
             [b[2], b[3], b[4], b[5], b[6], b[7]]
         };
         let (op, spa, sha, tpa) = (key.get(Field::ArpOp), ip(Field::ArpSpa), mac(Field::ArpSha), ip(Field::ArpTpa));
-        self.learned(spa, sha, in_port);
+        self.learned(spa, sha, in_port, now);
         if op != 1 {
             return Verdict::default();
         }

@@ -39,9 +39,25 @@ pub struct Plan {
     pub source: Address,
 }
 
+/// One of our own hosts, and when it last spoke.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Local {
+    entry: HostEntry,
+    heard: Nanos,
+}
+
+/// What [`Directory::expire`] forgot.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Expired {
+    /// Hosts of ours (our announcement changes).
+    pub local: bool,
+    /// Another switch, with its hosts.
+    pub remote: bool,
+}
+
 #[derive(Default)]
 pub struct Directory {
-    local: BTreeMap<[u8; 4], HostEntry>,
+    local: BTreeMap<[u8; 4], Local>,
     remote: BTreeMap<u64, Origin>,
     seq: u32,
     /// Newest ARP query seen per origin (floods are passed on once).
@@ -55,30 +71,30 @@ impl Directory {
         Directory { seq: seq_start, ..Directory::default() }
     }
 
-    /// A host spoke on our edge `port`. True when that is news (to announce).
-    pub fn learn(&mut self, ip: [u8; 4], mac: [u8; 6], port: u8) -> bool {
+    /// A host spoke on our edge `port` at `now`. True when that is news (to announce).
+    pub fn learn(&mut self, ip: [u8; 4], mac: [u8; 6], port: u8, now: Nanos) -> bool {
         if ip == [0; 4] || mac[0] & 1 != 0 {
             return false;
         }
         let entry = HostEntry { ip, mac, port };
-        self.local.insert(ip, entry) != Some(entry)
+        self.local.insert(ip, Local { entry, heard: now }).map(|old| old.entry) != Some(entry)
     }
 
     /// `port` lost its link or turned out to lead to a switch: its hosts are gone.
     pub fn forget_port(&mut self, port: u8) -> bool {
         let before = self.local.len();
-        self.local.retain(|_, h| h.port != port);
+        self.local.retain(|_, h| h.entry.port != port);
         self.local.len() != before
     }
 
     pub fn local_hosts(&self) -> impl Iterator<Item = &HostEntry> {
-        self.local.values()
+        self.local.values().map(|l| &l.entry)
     }
 
     /// Our announcement, with a new sequence number.
     pub fn announce(&mut self, origin: u64, addresses: Vec<Address>) -> Hosts {
         self.seq = self.seq.wrapping_add(1);
-        Hosts { origin, seq: self.seq, addresses, hosts: self.local.values().copied().collect() }
+        Hosts { origin, seq: self.seq, addresses, hosts: self.local.values().map(|l| l.entry).collect() }
     }
 
     /// Another switch's announcement. True when it is newer than what we had (pass it on).
@@ -104,14 +120,19 @@ impl Directory {
         }
     }
 
-    /// Forgets switches not heard from since `now - dead`.
-    pub fn expire(&mut self, now: Nanos, dead: Nanos) {
+    /// Forgets switches not heard from since `now - dead`, and hosts of ours silent since
+    /// `now - host_idle` (as a bridge ages a MAC address: a host that moved or left is not
+    /// announced for ever; one still there is found again by its next ARP or a HOST-QUERY).
+    pub fn expire(&mut self, now: Nanos, dead: Nanos, host_idle: Nanos) -> Expired {
+        let (remote, local) = (self.remote.len(), self.local.len());
         self.remote.retain(|_, o| now.saturating_sub(o.seen) < dead);
+        self.local.retain(|_, l| now.saturating_sub(l.heard) < host_idle);
+        Expired { local: self.local.len() != local, remote: self.remote.len() != remote }
     }
 
     pub fn locate(&self, ip: [u8; 4]) -> Option<Location> {
         if let Some(h) = self.local.get(&ip) {
-            return Some(Location::Here(*h));
+            return Some(Location::Here(h.entry));
         }
         self.remote.values().find_map(|o| {
             let h = o.hosts.iter().find(|h| h.ip == ip)?;
@@ -159,9 +180,9 @@ mod tests {
     #[test]
     fn hosts_are_learned_announced_and_located() {
         let mut here = Directory::new(0);
-        assert!(here.learn([10, 0, 0, 1], [2, 0, 0, 0, 0, 1], 3));
-        assert!(!here.learn([10, 0, 0, 1], [2, 0, 0, 0, 0, 1], 3), "no news");
-        assert!(!here.learn([10, 0, 0, 9], [0xff; 6], 3), "a broadcast source is no host");
+        assert!(here.learn([10, 0, 0, 1], [2, 0, 0, 0, 0, 1], 3, 0));
+        assert!(!here.learn([10, 0, 0, 1], [2, 0, 0, 0, 0, 1], 3, 1), "no news");
+        assert!(!here.learn([10, 0, 0, 9], [0xff; 6], 3, 1), "a broadcast source is no host");
         let a = here.announce(7, vec![addr(&[(1, 2)], None)]);
         let mut there = Directory::new(0);
         assert!(there.hosts(a.clone(), 0));
@@ -175,9 +196,26 @@ mod tests {
         );
         assert!(matches!(here.locate([10, 0, 0, 1]), Some(Location::Here(_))));
         assert!(here.forget_port(3) && here.locate([10, 0, 0, 1]).is_none());
-        there.expire(10, 5);
+        assert_eq!(there.expire(10, 5, 100), Expired { local: false, remote: true });
         assert!(there.is_empty());
         assert!(there.query(7, 1) && !there.query(7, 1) && there.query(7, 2));
+    }
+
+    #[test]
+    fn a_host_that_keeps_speaking_stays_and_a_silent_one_ages_out() {
+        let mut here = Directory::new(0);
+        let (talker, quiet) = ([10, 0, 0, 1], [10, 0, 0, 2]);
+        here.learn(talker, [2, 0, 0, 0, 0, 1], 3, 0);
+        here.learn(quiet, [2, 0, 0, 0, 0, 2], 4, 0);
+        for t in [40, 80] {
+            assert!(!here.learn(talker, [2, 0, 0, 0, 0, 1], 3, t), "heard again: no news");
+            assert_eq!(here.expire(t, 1000, 100), Expired::default());
+        }
+        assert_eq!(here.expire(100, 1000, 100), Expired { local: true, remote: false });
+        assert!(here.locate(quiet).is_none() && here.locate(talker).is_some());
+        assert_eq!(here.announce(7, vec![]).hosts.len(), 1, "the silent host is no longer announced");
+        assert_eq!(here.expire(180, 1000, 100), Expired { local: true, remote: false });
+        assert!(here.is_empty());
     }
 
     #[test]

@@ -54,6 +54,10 @@ pub struct Config {
     pub hold_ns: Nanos,
     /// Addresses a switch keeps (several paths from the root give several).
     pub max_addresses: usize,
+    /// How long a host of ours may stay silent before it is forgotten (a bridge's MAC ageing).
+    /// Frames the kernel labels do not count as heard; a Linux host re-checks a neighbour it
+    /// uses within about a minute (ARP), which does.
+    pub host_idle_ns: Nanos,
 }
 
 impl Default for Config {
@@ -66,6 +70,7 @@ impl Default for Config {
             dead_ns: 350 * MS,
             hold_ns: 100 * MS,
             max_addresses: 4,
+            host_idle_ns: 300 * 1000 * MS,
         }
     }
 }
@@ -201,14 +206,14 @@ impl LessMode {
     }
 
     /// A plain IP frame from a host: straight to a host here, or labelled along a planned route.
-    fn ingress(&mut self, pkt: &mut Packet, key: &FlowKey, in_port: u8, out: &mut dyn Output) -> Verdict {
+    fn ingress(&mut self, pkt: &mut Packet, key: &FlowKey, in_port: u8, now: Nanos, out: &mut dyn Output) -> Verdict {
         let mac = |f: Field| {
             let b = (key.get(f) as u64).to_be_bytes();
             [b[2], b[3], b[4], b[5], b[6], b[7]]
         };
         let src = (key.get(Field::Ipv4Src) as u32).to_be_bytes();
         let dst = (key.get(Field::Ipv4Dst) as u32).to_be_bytes();
-        self.learned(src, mac(Field::EthSrc), in_port);
+        self.learned(src, mac(Field::EthSrc), in_port, now);
         let no_host = |c: &mut Counters| {
             c.no_host += 1;
             Verdict { dropped: Some(DropReason::NoAction), entry: None }
@@ -421,7 +426,7 @@ impl Mode for LessMode {
             less::ETHERTYPE => self.labelled(pkt, in_port, out),
             less::PROTOCOL_ETHERTYPE => self.protocol(pkt, in_port, now, out),
             ethertype::ARP if self.fabric.is_edge(in_port) => self.arp(key, in_port, now, out),
-            ethertype::IPV4 if self.fabric.is_edge(in_port) => self.ingress(pkt, key, in_port, out),
+            ethertype::IPV4 if self.fabric.is_edge(in_port) => self.ingress(pkt, key, in_port, now, out),
             _ => {
                 self.counters.not_less += 1;
                 Verdict { dropped: Some(DropReason::NoAction), entry: None }
@@ -462,7 +467,15 @@ impl Mode for LessMode {
             self.announce = false;
             self.next_announce = now + 10 * self.cfg.hello_ns;
         }
-        self.directory.expire(now, 30 * self.cfg.hello_ns);
+        // A switch unheard for thirty HELLOs is forgotten with its hosts; a host of ours silent for
+        // host_idle is no longer announced. Either way plans made for them must go, the kernel's too.
+        let gone = self.directory.expire(now, 30 * self.cfg.hello_ns, self.cfg.host_idle_ns);
+        if gone.local {
+            self.announce = true;
+        }
+        if gone.local || gone.remote {
+            self.invalidate();
+        }
     }
 
     fn kernel_labels(&self) -> Option<&KernelLabels> {
