@@ -520,7 +520,7 @@ up:
 	return upcall(skb, pi);
 }
 
-/* One output per VL: userspace keeps multicast VLs (an XDP frame is sent once). */
+/* An XDP frame is sent once: a VL with several outputs is broadcast into its fanout DEVMAP. */
 SEC("xdp")
 int ef_xdp_afdx(struct xdp_md *ctx)
 {
@@ -540,9 +540,9 @@ int ef_xdp_afdx(struct xdp_md *ctx)
 			goto up;
 		return XDP_DROP;
 	}
-	if (l->n_out != 1)
-		return XDP_DROP;
-	return bpf_redirect(l->out_ifindex[0], 0);
+	if (l->n_out == 1)
+		return bpf_redirect(l->out_ifindex[0], 0);
+	return afdx_fanout(l->fanout);
 up:
 	count(CNT_AFDX_UP);
 	return XDP_PASS;

@@ -190,6 +190,9 @@ struct less_reroute_key {
 /* ---- AFDX virtual links (fp_afdx.h) ---- */
 #define AFDX_MAX_LINKS 4096
 #define AFDX_MAX_OUT 8
+/* XDP sends a frame once: a VL with several outputs is broadcast into a DEVMAP holding them, one
+ * per distinct set of outputs (fp_afdx.h). */
+#define AFDX_FANOUTS 16
 /* A VL the kernel decides, by its 16-bit id: its filter, its account, where it goes. */
 struct afdx_link {
 	__u32 in_port;		/* OpenFlow port number */
@@ -198,6 +201,7 @@ struct afdx_link {
 	__u16 smin;		/* frame sizes, FCS included */
 	__u16 smax;
 	__u32 n_out;
+	__u32 fanout;		/* XDP, several outputs: 1 + the DEVMAP holding them */
 	__u32 out_ifindex[AFDX_MAX_OUT];
 };
 /* Part 7's account, kept as one word so that CPUs share it with compare-and-swap: the credit at

@@ -8,6 +8,11 @@
 struct ef_map_def SEC("maps") ef_afdx_links = { BPF_MAP_TYPE_HASH, sizeof(__u32), sizeof(struct afdx_link), AFDX_MAX_LINKS, 0 };
 struct ef_map_def SEC("maps") ef_afdx_accounts = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(struct afdx_account), AFDX_MAX_LINKS, 0 };
 struct ef_map_def SEC("maps") ef_afdx_counts = { BPF_MAP_TYPE_PERCPU_ARRAY, sizeof(__u32), sizeof(struct afdx_counts), AFDX_MAX_LINKS, 0 };
+/* Each holds the outputs of one set of multicast VLs, keys 0..n-1 (see afdx_fanout). */
+#define AFDX_FANOUT(n) struct ef_map_def SEC("maps") ef_afdx_fanout_##n = { BPF_MAP_TYPE_DEVMAP, sizeof(__u32), sizeof(__u32), AFDX_MAX_OUT, 0 }
+AFDX_FANOUT(0); AFDX_FANOUT(1); AFDX_FANOUT(2); AFDX_FANOUT(3); AFDX_FANOUT(4); AFDX_FANOUT(5); AFDX_FANOUT(6);
+AFDX_FANOUT(7); AFDX_FANOUT(8); AFDX_FANOUT(9); AFDX_FANOUT(10); AFDX_FANOUT(11); AFDX_FANOUT(12);
+AFDX_FANOUT(13); AFDX_FANOUT(14); AFDX_FANOUT(15);
 
 /* Part 7's account-based policing, shared by every CPU without a lock. The account's credit grows
  * by smax per ns (credit in bytes x ns: a frame costs its bytes x BAG, so accrual is exact) up to
@@ -80,6 +85,20 @@ static __always_inline struct afdx_link *afdx_decide(const __u8 *b, __u32 len, _
 	c->c[AC_FRAMES_OUT]++;
 	c->c[AC_BYTES_OUT] += len;
 	return l;
+}
+
+/* XDP: a copy of the frame to every output of fanout `f` (1-based), or XDP_DROP for none. A map
+ * argument must be known to the verifier, hence one call per map. */
+static __always_inline int afdx_fanout(__u32 f)
+{
+#define FANOUT_CASE(n) case n + 1: return bpf_redirect_map(&ef_afdx_fanout_##n, 0, BPF_F_BROADCAST)
+	switch (f) {
+	FANOUT_CASE(0); FANOUT_CASE(1); FANOUT_CASE(2); FANOUT_CASE(3); FANOUT_CASE(4); FANOUT_CASE(5);
+	FANOUT_CASE(6); FANOUT_CASE(7); FANOUT_CASE(8); FANOUT_CASE(9); FANOUT_CASE(10); FANOUT_CASE(11);
+	FANOUT_CASE(12); FANOUT_CASE(13); FANOUT_CASE(14); FANOUT_CASE(15);
+	}
+#undef FANOUT_CASE
+	return XDP_DROP;
 }
 
 #endif

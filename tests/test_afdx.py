@@ -230,8 +230,8 @@ def test_network_a_down_mid_stream_loses_no_frame(datapath):
 
 
 def test_multicast_link_reaches_every_output(datapath):
-    """A VL with two outputs: every frame reaches both end systems. On tc the kernel copies it to
-    both; XDP sends a frame once, so there the link stays with userspace, which copies it."""
+    """A VL with two outputs: every frame reaches both end systems, copied by the kernel on tc
+    (a clone per output) and on xdp (a broadcast into a DEVMAP of the outputs)."""
     netns.cleanup()
     vls = [VL(30, 1, [2, 3], bag_ms=1, smax=200, jitter_us=2000, priority="high")]
     with AfdxNetwork("am", 3, redundant=False) as net, afdx_switches(net, vls, datapath) as sws:
@@ -250,11 +250,8 @@ def test_multicast_link_reaches_every_output(datapath):
         r = got["vls"][30]
         assert r["delivered"] == sent and r["lost"] == 0, (sent, r)
     assert c["frames_in"] == sent and c["frames_out"] == sent and c["policed"] == 0, c
-    if datapath == "tc":
+    if datapath != "user":
         assert fp["links"]["held"] == 1 and fp["links"]["decided"] == sent, fp["links"]
-    elif datapath == "xdp":
-        # Up: the link's frames, and whatever else the end systems' stacks sent (IPv6 ND, say).
-        assert fp["links"]["held"] == 0 and fp["links"]["up"] >= sent, fp["links"]
 
 
 def test_compiled_program_runs_on_open_vswitch_and_edgeflow():

@@ -7,12 +7,14 @@ use forwarding::{KernelLinks, LinkCounts};
 
 use super::{obj_err, FastPath, CFG_AFDX_CONSTANT, CNT_AFDX_UP};
 
-/// `AFDX_MAX_OUT`, `AFDX_MAX_LINKS` and `AC_MAX` in `bpf/fastpath.h`.
+/// `AFDX_MAX_OUT`, `AFDX_FANOUTS`, `AFDX_MAX_LINKS` and `AC_MAX` in `bpf/fastpath.h`.
 pub const AFDX_MAX_OUT: usize = 8;
+pub const AFDX_FANOUTS: u32 = 16;
 pub const AFDX_MAX_LINKS: usize = 4096;
 pub const AC_MAX: usize = 10;
-/// `struct afdx_link`: in_port, slot, account, smin, smax, n_out, then the output ifindexes.
-pub const AFDX_LINK_OUT_AT: usize = 20;
+/// `struct afdx_link`: in_port, slot, account, smin, smax, n_out, fanout, then the output ifindexes.
+pub const AFDX_LINK_FANOUT_AT: usize = 20;
+pub const AFDX_LINK_OUT_AT: usize = 24;
 pub const AFDX_LINK_BYTES: usize = AFDX_LINK_OUT_AT + 4 * AFDX_MAX_OUT;
 /// `struct afdx_account`: empty, cap, bag_ns, smax, per_frame.
 pub const AFDX_ACCOUNT_BYTES: usize = 32;
@@ -22,6 +24,9 @@ pub struct HeldLink {
     /// Its index in [`KernelLinks::links`].
     pub index: usize,
     pub out_ifindex: Vec<u32>,
+    /// Under XDP with several outputs: 1 + the fanout DEVMAP that holds them (links with the same
+    /// outputs share one); 0 otherwise.
+    pub fanout: u32,
 }
 
 /// The links the kernel holds, by counter slot, with what was read from each slot last.
@@ -70,6 +75,19 @@ impl FastPath {
             v[28..32].copy_from_slice(&(a.per_frame as u32).to_ne_bytes());
             accounts.update(&(table.links[h.index].account as u32).to_ne_bytes(), &v)?;
         }
+        // Fanouts before the links that broadcast into them; one no link uses is emptied.
+        for f in 0..AFDX_FANOUTS {
+            let map = self.obj.map(&format!("ef_afdx_fanout_{f}")).map_err(obj_err)?;
+            let outputs = held.iter().find(|h| h.fanout == f + 1).map_or(&[][..], |h| &h.out_ifindex[..]);
+            for i in 0..AFDX_MAX_OUT as u32 {
+                match outputs.get(i as usize) {
+                    Some(ifindex) => map.update(&i.to_ne_bytes(), &ifindex.to_ne_bytes())?,
+                    None => {
+                        map.delete(&i.to_ne_bytes())?;
+                    }
+                }
+            }
+        }
         let counts = self.obj.map("ef_afdx_counts").map_err(obj_err)?;
         let zero = vec![0u8; 8 * AC_MAX * crate::ebpf::possible_cpus()?];
         for (slot, h) in held.iter().enumerate() {
@@ -82,6 +100,7 @@ impl FastPath {
             v[12..14].copy_from_slice(&l.smin.to_ne_bytes());
             v[14..16].copy_from_slice(&l.smax.to_ne_bytes());
             v[16..20].copy_from_slice(&(h.out_ifindex.len() as u32).to_ne_bytes());
+            v[AFDX_LINK_FANOUT_AT..AFDX_LINK_FANOUT_AT + 4].copy_from_slice(&h.fanout.to_ne_bytes());
             for (i, ifindex) in h.out_ifindex.iter().enumerate() {
                 v[AFDX_LINK_OUT_AT + 4 * i..AFDX_LINK_OUT_AT + 4 * i + 4].copy_from_slice(&ifindex.to_ne_bytes());
             }

@@ -9,7 +9,7 @@ use packet::FlowKey;
 
 use super::Switch;
 use crate::fastpath::labels::LabelPort;
-use crate::fastpath::links::HeldLink;
+use crate::fastpath::links::{HeldLink, AFDX_FANOUTS};
 use crate::fastpath::Mode as FastMode;
 use crate::fastpath::{actions_outputs, EncodeContext};
 
@@ -136,10 +136,12 @@ impl Switch {
 impl Switch {
     /// Hands the kernel every virtual link of the mode it can decide exactly as the mode would:
     /// each output an interface the switch sends on without a schedule (scheduled frames wait in
-    /// userspace's queues, which the kernel would jump), and one output under XDP (an XDP frame
-    /// is sent once). An account goes whole or not at all: the kernel and userspace cannot share
-    /// one credit. Checked at start and at every harvest, as schedules change at runtime; a
-    /// change hands the links over again, their accounts full.
+    /// userspace's queues, which the kernel would jump). Under XDP, which sends a frame once, a
+    /// link with several outputs is broadcast into a DEVMAP holding them: one per distinct set of
+    /// outputs, `AFDX_FANOUTS` of them; links needing another stay with userspace. An account
+    /// goes whole or not at all: the kernel and userspace cannot share one credit. Checked at
+    /// start and at every harvest, as schedules change at runtime; a change hands the links over
+    /// again, their accounts full.
     pub(super) fn sync_links(&mut self) {
         let (Some(fast), Some(table)) = (self.fast.as_ref(), self.mode.kernel_links()) else { return };
         let ports = &self.ports;
@@ -149,23 +151,39 @@ impl Switch {
                 .filter(|p| p.tx.is_some() && p.ifindex != 0 && p.egress.scheduler().is_none())
                 .map(|p| p.ifindex)
         };
+        let mut fanouts: Vec<Vec<u32>> = Vec::new();
         let plan: Vec<Option<HeldLink>> = table
             .links
             .iter()
             .enumerate()
             .map(|(index, l)| {
-                if !ports.contains_key(&l.in_port) || (fast.mode == FastMode::Xdp && l.out_ports.len() != 1) {
+                if !ports.contains_key(&l.in_port) {
                     return None;
                 }
                 let out_ifindex = l.out_ports.iter().map(ifindex).collect::<Option<Vec<u32>>>()?;
-                Some(HeldLink { index, out_ifindex })
+                let mut fanout = 0;
+                if fast.mode == FastMode::Xdp && out_ifindex.len() > 1 {
+                    let mut set = out_ifindex.clone();
+                    set.sort_unstable();
+                    let at = match fanouts.iter().position(|s| *s == set) {
+                        Some(at) => at,
+                        None if fanouts.len() < AFDX_FANOUTS as usize => {
+                            fanouts.push(set);
+                            fanouts.len() - 1
+                        }
+                        None => return None,
+                    };
+                    fanout = at as u32 + 1;
+                }
+                Some(HeldLink { index, out_ifindex, fanout })
             })
             .collect();
         let split: std::collections::BTreeSet<usize> =
             table.links.iter().zip(&plan).filter(|(_, h)| h.is_none()).map(|(l, _)| l.account).collect();
         let held: Vec<HeldLink> =
             plan.into_iter().flatten().filter(|h| !split.contains(&table.links[h.index].account)).collect();
-        let written: Vec<(usize, Vec<u32>)> = held.iter().map(|h| (h.index, h.out_ifindex.clone())).collect();
+        let written: Vec<(usize, Vec<u32>, u32)> =
+            held.iter().map(|h| (h.index, h.out_ifindex.clone(), h.fanout)).collect();
         if self.links_written.as_ref() == Some(&written) {
             return;
         }

@@ -195,8 +195,9 @@ pub struct Switch {
     fast_gen: u64,
     /// The generation of the mode's kernel label tables last mirrored.
     labels_gen: u64,
-    /// The virtual links last handed to the kernel: (index in the mode's table, output ifindexes).
-    links_written: Option<Vec<(usize, Vec<u32>)>>,
+    /// The virtual links last handed to the kernel: (index in the mode's table, output ifindexes,
+    /// fanout).
+    links_written: Option<Vec<(usize, Vec<u32>, u32)>>,
 }
 
 impl Switch {
