@@ -15,11 +15,13 @@
 /* The template's bytes before the sequence number, in 8-byte words: headers, labels, probe magic. */
 #define HEADER_WORDS ((PROBE_AT + MAX_STACK + 8) / 8)
 
-enum { NEXT_SEQ = 0, CLOCK_OFFSET = 1 };
+enum { NEXT_SEQ = 0, CLOCK_OFFSET = 1, DST_SPREAD = 2 };
 
 /* [NEXT_SEQ]: next sequence number; [CLOCK_OFFSET]: CLOCK_REALTIME - CLOCK_MONOTONIC in ns, so the
- * stamp is comparable with the receiver's kernel receive time. */
-EF_MAP(loadgen_state, BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(__u64), 2);
+ * stamp is comparable with the receiver's kernel receive time; [DST_SPREAD]: n > 1 makes the
+ * destination MAC's last two bytes count through n values from the template's, one per frame (n
+ * AFDX virtual links, say). */
+EF_MAP(loadgen_state, BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(__u64), 3);
 
 /* A sent frame's page comes back to the test run's pool as the switch left it: one that popped a
  * label or rewrote a header in place changed the template. Every frame gets the template's
@@ -56,6 +58,16 @@ int loadgen_stamp(struct xdp_md *ctx)
 	if ((void *)probe + PROBE_LEN > end)
 		return XDP_ABORTED;
 	__u64 s = __sync_fetch_and_add(seq, 1);
+	k = DST_SPREAD;
+	__u64 *spread = bpf_map_lookup_elem(&loadgen_state, &k);
+	if (spread && *spread > 1) {
+		__u8 *mac = data;
+		if ((void *)(mac + 6) > end)
+			return XDP_ABORTED;
+		__u16 v = (((__u16)mac[4] << 8) | mac[5]) + (__u16)(s % *spread);
+		mac[4] = v >> 8;
+		mac[5] = v;
+	}
 	__u64 now = bpf_ktime_get_ns() + *offset;
 	*(__u32 *)(probe + 4) = bpf_htonl((__u32)s);
 	*(__u64 *)(probe + 8) = bpf_cpu_to_be64(now);

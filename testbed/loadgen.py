@@ -11,13 +11,14 @@ LOADGEN_BIN = os.environ.get("EDGEFLOW_LOADGEN", str(ROOT / "target" / "release"
 
 
 def run(sender, receiver, size=64, rate=0, gap_ns=None, duration=1.0, send_engine="auto", recv_engine="xdp",
-        extra_send=(), flow=1):
-    """Sends from `sender` to `receiver` (Hosts) and returns (sender report, receiver report)."""
+        extra_send=(), flow=1, dst_mac=None):
+    """Sends from `sender` to `receiver` (Hosts) and returns (sender report, receiver report).
+    `dst_mac`: the frames' destination instead of the receiver's MAC."""
     recv = receiver.popen(LOADGEN_BIN, "recv", "--iface", "eth0", "--engine", recv_engine, "--flow", str(flow),
                           "--duration", str(duration + 10), "--idle", "1.0")
     try:
         time.sleep(0.4)  # the receiver attaches before the first frame
-        args = [LOADGEN_BIN, "send", "--iface", "eth0", "--dst-mac", receiver.mac, "--src-ip", sender.addr,
+        args = [LOADGEN_BIN, "send", "--iface", "eth0", "--dst-mac", dst_mac or receiver.mac, "--src-ip", sender.addr,
                 "--dst-ip", receiver.addr, "--size", str(size), "--duration", str(duration), "--engine", send_engine,
                 "--flow", str(flow)]
         args += ["--gap-ns", str(gap_ns)] if gap_ns else ["--rate", str(rate)]

@@ -9,7 +9,7 @@ latencies the paper publishes."""
 import time
 from contextlib import ExitStack, contextmanager
 
-from .. import afdx, netns
+from .. import afdx, loadgen, netns
 from ..afdx import VL, AfdxNetwork, Receiver, send, vl_arg
 from ..switches import EDGEFLOW_BIN, Edgeflow, LinuxBridge, OvsNetdev
 from ..util import run_dir
@@ -41,6 +41,72 @@ FULL_BACKGROUND = [0, 16, 64]
 QUICK_BACKGROUND = [0, 16]
 
 VARIANTS = ["edgeflow", "edgeflow-tc", "edgeflow-xdp", "edgeflow-openflow", "ovs-netdev", "linux-bridge"]
+
+
+#: Virtual links of the frame-rate comparison: each admits 1000 frames/s (BAG 1 ms), so together
+#: they admit more than this VM forwards, and a frame sent to each in turn is never policed.
+RATE_VLS = 4000
+
+
+def frame_rate(seconds, rounds):
+    """64-byte frames at the generator's full speed (its XDP engine), from one host to another, on
+    tc and xdp: edgeflow's AFDX mode with RATE_VLS links (each frame addressed to the next link, in
+    a BAG-1-ms, 1-second-jitter contract) against its OpenFlow mode with one flow, in_port=1 to
+    port 2, on the same frames. The two alternate `rounds` times and the medians are compared: on
+    this VM the generator, the switch's kernel path and the receiver share two CPUs, and one pair
+    of runs swings by ±15 %. The target: AFDX ≥ 0.9× OpenFlow."""
+    table = Table("afdx-rate", "AFDX mode's frame rate against the OpenFlow fast path (64 B)",
+                  ["datapath", "switch", "runs", "offered_pps", "received_pps", "ratio_to_openflow", "policed"],
+                  note=f"edgeflow-loadgen XDP sender at full speed, {rounds} runs of {seconds:g} s per switch, "
+                       "alternating; medians. XDP receiver; frames carry AFDX addresses (end system 1 on network "
+                       f"A, VLs 1-{RATE_VLS} in turn). `afdx`: {RATE_VLS} VLs 1 → 2 decided in the kernel; "
+                       "`openflow`: one flow in_port=1 → output 2. The sender shares its CPU with the kernel path "
+                       "its frames take, so the rate reflects the whole path's cost per frame.")
+    vls = [VL(v, 1, [2], bag_ms=1, smin=64, smax=128, jitter_us=1_000_000) for v in range(1, RATE_VLS + 1)]
+    cfg = run_dir("afdx") / "rate.toml"
+    cfg.write_text(afdx.config_text(vls))
+    dst = "03:00:00:00:00:01"
+    src = "02:00:00:00:01:20"
+    median = lambda xs: sorted(xs)[len(xs) // 2]
+    netns.cleanup()
+    with netns.Topology("aq") as topo:
+        h1, h2 = topo.add_host(), topo.add_host()
+        for h in topo.hosts:
+            h.set_offload(tx="on", gro="off")
+        loadgen.prepare_xdp_sender(h1)
+        for datapath in ("tc", "xdp"):
+            if Edgeflow.HOST_SETTINGS[datapath]:
+                for h in topo.hosts:
+                    h.set_offload(**Edgeflow.HOST_SETTINGS[datapath])
+            got = {"openflow": [], "afdx": []}
+            for i in range(rounds):
+                for kind in got:
+                    progress(f"afdx: frame rate, {kind} on {datapath}, run {i + 1} of {rounds}")
+                    if kind == "openflow":
+                        sw = Edgeflow(topo.switch_ports, datapath=datapath, fail_mode="secure",
+                                      log_name=f"afdx-rate-of-{datapath}")
+                    else:
+                        sw = Edgeflow(topo.switch_ports, datapath=datapath, extra=["--config", str(cfg)],
+                                      log_name=f"afdx-rate-{datapath}")
+                    with sw:
+                        if kind == "openflow":
+                            sw.ofctl("add-flow", "in_port=1,actions=output:2")
+                        time.sleep(0.3)
+                        sent, recv = loadgen.run(h1, h2, size=64, rate=0, duration=seconds, send_engine="xdp",
+                                                 dst_mac=dst,
+                                                 extra_send=["--src-mac", src, "--dst-spread", str(RATE_VLS)])
+                        policed = 0
+                        if kind == "afdx":
+                            policed = sum(g["counters"]["policed"] for g in sw.stats()["mode_counters"]
+                                          if g["name"] != "switch")
+                    got[kind].append((sent["achieved_pps"], recv["pps"], policed))
+            base = median([r[1] for r in got["openflow"]])
+            for kind, runs in got.items():
+                received = median([r[1] for r in runs])
+                table.add(datapath=datapath, switch=kind, runs=rounds, offered_pps=median([r[0] for r in runs]),
+                          received_pps=received, ratio_to_openflow=received / max(base, 1),
+                          policed=sum(r[2] for r in runs))
+    return table
 
 
 def vl_table(n_background):
@@ -87,12 +153,14 @@ def switches_for(variant, net, vls):
         yield
 
 
-def run_load(net, n_background, seconds):
+def run_load(net, n_background, seconds, sender_side=False):
     """One run: every end system transmits, end system 4 receives on A and B. Returns (receiver
-    report, {VL: send times}, {network: babbler's arrival times at that switch})."""
+    report, {VL: send times}, {network: babbler's arrival times at that switch}). `sender_side`:
+    the babbler's frames are tapped as its end system sends them (an XDP switch takes them before
+    any tap on its side), the babbler sending through its qdisc so that the tap sees them."""
     es = net.end_systems
     rx = Receiver(es[RECEIVER - 1])
-    tap = afdx.IngressTap(es[BABBLER[1] - 1], networks=net.networks)
+    tap = afdx.IngressTap(es[BABBLER[1] - 1], networks=net.networks, sender_side=sender_side)
     try:
         by_source = {}
         for v, src, bag, size, _ in FLOWS:
@@ -101,8 +169,8 @@ def run_load(net, n_background, seconds):
         by_source.setdefault(src, []).append(vl_arg(v, bag, size, bag * 100))
         by_source[3] += [vl_arg(BACKGROUND_BASE + i, 1, 1518) for i in range(n_background)]
         logs = {s: run_dir("afdx") / f"bench-send-{s}.log" for s in by_source}
-        procs = [send(es[s - 1], vls, seconds, jitter_us=100, log=logs[s], seed=s, background=True)
-                 for s, vls in by_source.items()]
+        procs = [send(es[s - 1], vls, seconds, jitter_us=100, log=logs[s], seed=s, background=True,
+                      visible=sender_side and s == BABBLER[1]) for s, vls in by_source.items()]
         for p in procs:
             _, err = p.communicate(timeout=seconds + 60)
             if p.returncode != 0:
@@ -158,7 +226,9 @@ def run(out, quick=False, switches=None):
                      ["switch", "background_vls", "offered", "account_admits", "admits_at_a", "admits_at_b",
                       "arrived_a", "arrived_b"],
                      note="`account_admits`: part 7's algorithm run offline on the send times; `admits_at_a/b` on "
-                          "the times the frames reached each switch (a tap beside its socket).")
+                          "the times the frames reached each switch (a tap beside its socket; for edgeflow-xdp, "
+                          "whose XDP program runs before any tap there, on the babbler's own interfaces as it "
+                          "sends).")
     published = Table("afdx-published", "Processing latency published in the P4 paper (Table I)",
                       ["switch", "latency_us"], note="From the paper; measured on hardware with a network analyser.")
     for name, lat in PUBLISHED:
@@ -179,7 +249,7 @@ def run(out, quick=False, switches=None):
                 progress(f"afdx: {variant}, {n_bg} background VLs")
                 with switches_for(variant, net, vls):
                     time.sleep(0.2)
-                    got, sent, arrivals = run_load(net, n_bg, seconds)
+                    got, sent, arrivals = run_load(net, n_bg, seconds, sender_side=variant == "edgeflow-xdp")
                 for v, src, bag, size, prio in FLOWS:
                     r = got["vls"].get(v)
                     if r is None:
@@ -198,7 +268,8 @@ def run(out, quick=False, switches=None):
                              account_admits=afdx.police_offline(times, [size] * len(times), bag, size, 500),
                              admits_at_a=at[0], admits_at_b=at[1], arrived_a=r["received"][0],
                              arrived_b=r["received"][1])
-    for t in (per_vl, policing, published):
+    rate = frame_rate(0.5 if quick else 2.0, 3 if quick else 5)
+    for t in (per_vl, policing, published, rate):
         t.write(out)
 
     def draw(plt):
@@ -219,4 +290,4 @@ def run(out, quick=False, switches=None):
         plt.title("AFDX: VL 1 (high priority, 64 B, BAG 1 ms)")
         plt.legend(fontsize=7)
     plot(out / "afdx.png", draw)
-    return [per_vl, policing, published]
+    return [per_vl, policing, published, rate]

@@ -159,6 +159,10 @@ struct SendArgs {
     count: Option<u64>,
     #[arg(long, default_value_t = 1)]
     flow: u16,
+    /// Count the destination MAC's last two bytes through this many values from --dst-mac's, one
+    /// per frame: as many AFDX virtual links, say, or as many learned addresses.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    dst_spread: u16,
     /// IPv4 DSCP of the frames (0-63), e.g. 18 for AF21.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..64))]
     dscp: u8,
@@ -281,6 +285,7 @@ fn send(a: SendArgs) -> Result<(), String> {
     }
     let ring = RingConfig { rx_frames: 64, tx_frames: 4096, frame_size: 2048 };
     let (_rx, mut tx) = afpacket::open(&a.iface, ring).map_err(|e| format!("{}: {e}", a.iface))?;
+    let base_dst = u16::from_be_bytes([template[4], template[5]]);
     let rate = match a.gap_ns {
         Some(0) => return Err("--gap-ns must be positive".into()),
         Some(g) => 1_000_000_000 / g,
@@ -340,6 +345,10 @@ fn send(a: SendArgs) -> Result<(), String> {
                 _ => vec![seq],
             };
             for s in order {
+                if a.dst_spread > 1 {
+                    let v = base_dst.wrapping_add((s % a.dst_spread as u32) as u16);
+                    template[4..6].copy_from_slice(&v.to_be_bytes());
+                }
                 frame::write_probe(&mut template, Probe { flow: a.flow, seq: s, tx_ns: realtime_ns() });
                 match tx.send(&template, &offload) {
                     Ok(()) => sent += 1,
@@ -394,6 +403,7 @@ fn send_xdp(a: &SendArgs, template: &[u8], stack: usize, rate: u64) -> Result<()
     let offset = realtime_ns().wrapping_sub(monotonic_ns());
     state.update(&1u32.to_ne_bytes(), &offset.to_ne_bytes()).map_err(|e| e.to_string())?;
     state.update(&0u32.to_ne_bytes(), &0u64.to_ne_bytes()).map_err(|e| e.to_string())?;
+    state.update(&2u32.to_ne_bytes(), &(a.dst_spread as u64).to_ne_bytes()).map_err(|e| e.to_string())?;
     // `struct header` in bpf/loadgen.c: the template up to the probe's sequence number, which the
     // program writes back into every frame (a switch may have changed the page it reuses).
     const MAX_STACK: usize = 256;
