@@ -93,10 +93,11 @@ impl Switch {
         let mut credited = Vec::new();
         for (id, k) in fast.harvest_links() {
             let Some(l) = table.links.iter().find(|l| l.id == id) else { continue };
-            let right_frames = k.frames_in - k.dropped[1];
+            // Counters of other CPUs are read while they count: never assume one is ahead of another.
+            let right_frames = k.frames_in.saturating_sub(k.dropped[1]);
             if let Some(p) = self.ports.get_mut(&l.in_port) {
                 p.counters.rx_packets += right_frames;
-                p.counters.rx_bytes += (k.bytes_in - k.wrong_port_bytes).saturating_sub(FCS * right_frames);
+                p.counters.rx_bytes += k.bytes_in.saturating_sub(k.wrong_port_bytes).saturating_sub(FCS * right_frames);
             }
             let tx_bytes = k.bytes_out.saturating_sub(FCS * k.frames_out);
             for out in &l.out_ports {
@@ -191,7 +192,13 @@ impl Switch {
         let (Some(fast), Some(table)) = (self.fast.as_mut(), self.mode.kernel_links()) else { return };
         match fast.set_links(table, &held) {
             Ok(()) => tracing::info!(held = held.len(), of = table.links.len(), "virtual links decided in the kernel"),
-            Err(e) => tracing::warn!("kernel virtual links not written (userspace decides them all): {e}"),
+            Err(e) => {
+                // Part written is worse than none: the kernel would police some of an account's links.
+                let cleared = fast.set_links(table, &[]);
+                tracing::warn!(
+                    "kernel virtual links not written (userspace decides them all): {e}; cleared: {cleared:?}"
+                );
+            }
         }
         self.links_written = Some(written);
     }
