@@ -186,6 +186,10 @@ struct less_reroute_key {
 	__u32 pad;
 	__u64 hash;
 };
+/* A host's destination: IPv6, or IPv4 as IPv4-mapped IPv6 (::ffff:a.b.c.d), so one table holds both. */
+struct less_push_key {
+	__u8 addr[16];
+};
 
 /* ---- AFDX virtual links (fp_afdx.h) ---- */
 #define AFDX_MAX_LINKS 4096

@@ -1,9 +1,10 @@
 /* LESS label switching in the kernel (docs/less.md §5). The per-hop rule needs no table: the top
  * label's first port is the output, the label is shifted, popped, or the frame delivered as IP.
- * Two tables userspace fills let the kernel also label hosts' IPv4 frames at the edge
+ * Two tables userspace fills let the kernel also label hosts' IP frames at the edge
  * (ef_less_push, by destination) and take a detour it computed for a port that is down
  * (ef_less_reroute). Everything else — malformed stacks, the protocol, ARP, first frames — goes on
- * to the usual path and up to userspace, which counts and decides.
+ * to the usual path and up to userspace, which counts and decides. Neighbour discovery too: the
+ * edge answers it, even for a destination the kernel could label.
  *
  * Deciding reads only the scratch copy of the frame's head; the TC and XDP entry points then apply
  * the plan with their own helpers. */
@@ -12,7 +13,7 @@
 #include "fp_state.h"
 
 struct ef_map_def SEC("maps") ef_less_ports = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(struct less_port), LESS_MAX_PORTS, 0 };
-struct ef_map_def SEC("maps") ef_less_push = { BPF_MAP_TYPE_HASH, sizeof(__u32), sizeof(struct less_stack), LESS_TABLE_ENTRIES, BPF_F_NO_PREALLOC_ };
+struct ef_map_def SEC("maps") ef_less_push = { BPF_MAP_TYPE_HASH, sizeof(struct less_push_key), sizeof(struct less_stack), LESS_TABLE_ENTRIES, BPF_F_NO_PREALLOC_ };
 struct ef_map_def SEC("maps") ef_less_reroute = { BPF_MAP_TYPE_HASH, sizeof(struct less_reroute_key), sizeof(struct less_stack), LESS_TABLE_ENTRIES, BPF_F_NO_PREALLOC_ };
 
 /* What to do: remove `remove` bytes after the Ethernet header, put `insert` bytes of s->less_out
@@ -48,15 +49,26 @@ static __always_inline int less_take(struct scratch *s, struct less_stack *st, s
 	return 1;
 }
 
-/* A host's IPv4 frame on an edge port, to a destination userspace has planned. */
-static __always_inline int less_push(struct scratch *s, __u32 in_port, struct less_plan *p)
+/* A host's IP frame (ethertype `et`) on an edge port, to a destination userspace has planned. */
+static __always_inline int less_push(struct scratch *s, __u16 et, __u32 in_port, struct less_plan *p)
 {
 	struct less_port *in = less_port(in_port);
-	if (!in || !in->edge || s->len < 34)
+	if (!in || !in->edge)
 		return 0;
-	__u32 dst;
-	__builtin_memcpy(&dst, s->buf + 30, 4);
-	struct less_stack *st = bpf_map_lookup_elem(&ef_less_push, &dst);
+	struct less_push_key k = {};
+	if (et == 0x0800) {
+		if (s->len < 34)
+			return 0;
+		k.addr[10] = 0xff;
+		k.addr[11] = 0xff;
+		__builtin_memcpy(&k.addr[12], s->buf + 30, 4);
+	} else {
+		/* ICMPv6 types 133-137 are router and neighbour discovery. */
+		if (s->len < 55 || (s->buf[20] == 58 && s->buf[54] >= 133 && s->buf[54] <= 137))
+			return 0;
+		__builtin_memcpy(k.addr, s->buf + 38, 16);
+	}
+	struct less_stack *st = bpf_map_lookup_elem(&ef_less_push, &k);
 	if (!st || !less_take(s, st, p))
 		return 0;
 	p->remove = 0;
@@ -113,8 +125,8 @@ static __always_inline int less_decide(struct scratch *s, __u32 in_port, struct 
 		return 0;
 	__u8 *b = s->buf;
 	__u16 et = ((__u16)b[12] << 8) | b[13];
-	if (et == 0x0800)
-		return less_push(s, in_port, p);
+	if (et == 0x0800 || et == 0x86dd)
+		return less_push(s, et, in_port, p);
 	if (et != 0x8847)
 		return 0;
 	__u32 depth = 0, block = 0;

@@ -36,9 +36,9 @@ def six(tag="lf"):
     f = Fabric(tag)
     for s in "rabcde":
         f.switch(s)
-    f.host("b", "10.0.0.2/24")
-    f.host("c", "10.0.0.3/24")
-    f.host("e", "10.0.0.5/24")
+    f.host("b", "10.0.0.2/24", ip6="fd00::2/64")
+    f.host("c", "10.0.0.3/24", ip6="fd00::3/64")
+    f.host("e", "10.0.0.5/24", ip6="fd00::5/64")
     for a, b in ["ra", "rb", "ab", "ac", "bd", "ce", "de"]:
         f.link(a, b)
     return f

@@ -80,6 +80,12 @@ class Host:
     def addr(self):
         return self.ip.split("/")[0]
 
+    @property
+    def addr6(self):
+        """The IPv6 address the host was given, if any."""
+        ip6 = self.extra.get("ip6")
+        return ip6.split("/")[0] if ip6 else None
+
     def cmd(self, *cmd):
         # nsenter keeps /sys of the root namespace visible (pinned BPF objects need that later);
         # `ip netns exec` would remount it.

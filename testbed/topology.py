@@ -27,8 +27,11 @@ class Fabric:
         self.ports[name] = []
         return name
 
-    def host(self, switch, ip, vlan=None):
-        self._host_specs.append((switch, ip, vlan))
+    def host(self, switch, ip, vlan=None, ip6=None):
+        """A host on `switch`; with `ip6` ("fd00::2/64") it speaks IPv6 too, from that address
+        and its link-local one (both without duplicate address detection, so usable at once);
+        otherwise IPv6 is off, and its multicast chatter with it."""
+        self._host_specs.append((switch, ip, vlan, ip6))
 
     def link(self, a, b):
         self._link_specs.append((a, b))
@@ -40,23 +43,28 @@ class Fabric:
         return name
 
     def build(self):
-        for i, (sw, ip, vlan) in enumerate(self._host_specs, 1):
+        for i, (sw, ip, vlan, ip6) in enumerate(self._host_specs, 1):
             ns = f"{PREFIX}-{self.tag}h{i}"
             side = self._ifname(sw)
             sh("ip", "netns", "add", ns)
             sh("ip", "link", "add", side, "type", "veth", "peer", "name", "eth0", "netns", ns)
             sh("ip", "link", "set", side, "up")
             sh("ip", "-n", ns, "link", "set", "lo", "up")
+            if ip6:
+                sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.eth0.accept_dad=0")
+            else:
+                sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", check=False)
             sh("ip", "-n", ns, "link", "set", "eth0", "up")
             sh("ip", "-n", ns, "addr", "add", ip, "dev", "eth0")
-            sh("ip", "netns", "exec", ns, "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1", check=False)
+            if ip6:
+                sh("ip", "-n", ns, "addr", "add", ip6, "dev", "eth0", "nodad")
             sh("sysctl", "-qw", f"net.ipv6.conf.{side}.disable_ipv6=1", check=False)
             if vlan is not None:
                 tag_interface(ns, "eth0", vlan)
             import json
             mac = json.loads(sh("ip", "-n", ns, "-j", "link", "show", "eth0").stdout)[0]["address"]
             self.ports[sw].append(side)
-            self.hosts.append(Host(ns, ip, side, mac))
+            self.hosts.append(Host(ns, ip, side, mac, extra={"ip6": ip6} if ip6 else {}))
         for a, b in self._link_specs:
             ia, ib = self._ifname(a), None
             self.ports[a].append(ia)

@@ -6,16 +6,16 @@ import time
 from .util import free_port
 
 
-def iperf3_tcp(client, server, seconds=3, parallel=1, reverse=False, pin=False):
+def iperf3_tcp(client, server, seconds=3, parallel=1, reverse=False, pin=False, ipv6=False):
     """Runs iperf3 TCP from `client` to `server` (hosts); returns received bits per second. With
     `pin`, client and server each get a core of their own (iperf3 -A), which steadies the figure
-    on a small machine."""
+    on a small machine. With `ipv6`, to the server's IPv6 address."""
     port = free_port()
     affinity = ["-A", "0,1"] if pin else []
     srv = server.popen("iperf3", "-s", "-1", "-p", str(port), *(["-A", "1"] if pin else []))
     try:
         time.sleep(0.3)
-        args = ["iperf3", "-c", server.addr, "-p", str(port), "-t", str(seconds), "-J", "-P", str(parallel), *affinity]
+        args = ["iperf3", "-c", server.addr6 if ipv6 else server.addr, "-p", str(port), "-t", str(seconds), "-J", "-P", str(parallel), *affinity]
         if reverse:
             args.append("-R")
         r = client.run(*args, check=False, timeout=seconds + 30)

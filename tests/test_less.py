@@ -3,9 +3,9 @@
 - A sender that writes its own label stack crosses a chain of three edgeflow switches: the labels on
   every link, read with scapy, are what the per-hop rule makes of them, and the receiver gets plain
   IP with nothing lost. Malformed stacks are dropped and counted under their reasons.
-- On six switches with redundant links, unmodified hosts ping and carry TCP over LESS, and traffic
-  keeps flowing while a link is taken down for each reroute case; addresses re-converge when the
-  link goes and when it comes back.
+- On six switches with redundant links, unmodified hosts ping (IPv4 and IPv6) and carry TCP over
+  LESS, and traffic keeps flowing while a link is taken down for each reroute case; addresses
+  re-converge when the link goes and when it comes back.
 """
 
 import json
@@ -221,9 +221,25 @@ def test_unmodified_hosts_ping_and_carry_tcp_over_six_switches(datapath):
         if datapath != "xdp":
             assert len(seen) >= 20 and all(less.route_labels(s[0]) == want for s in seen), (want, seen[:3])
         assert hc.ping(hb.addr, count=10, interval=0.05)[0] == 10
+        # IPv6 the same way: the edge answers neighbour solicitations for hosts across the fabric.
+        # Nobody has announced hB's IPv6 address yet: E's first solicitation for it becomes a query,
+        # B asks hB as hE would and learns it from its advertisement, and hE's retry is answered.
+        replies = counters(sws["e"])["nd_replies"]
+        wait_for(lambda: he.ping(hb.addr6, count=1, timeout=5)[0] == 1, timeout=15, what="hB over IPv6")
+        assert counters(sws["e"])["nd_replies"] > replies
+        kernel_pushed = counters(sws["e"])["kernel"].get("pushed", 0)
+        assert he.ping(hb.addr6, count=20, interval=0.05)[0] == 20
+        if datapath != "user":
+            # The first frame planned hB's route; the kernel labels the rest itself, as for IPv4.
+            assert counters(sws["e"])["kernel"]["pushed"] - kernel_pushed >= 15, counters(sws["e"])
+        wait_for(lambda: hc.ping(hb.addr6, count=1, timeout=5)[0] == 1, timeout=15, what="hB from hC over IPv6")
+        assert hc.ping(hb.addr6, count=10, interval=0.05)[0] == 10
         bps = iperf3_tcp(he, hb, seconds=2)
         print(f"TCP over LESS, E to B ({datapath}): {bps / 1e9:.2f} Gbit/s")
         assert bps > 50e6, bps
+        bps6 = iperf3_tcp(he, hb, seconds=1, ipv6=True)
+        print(f"TCP/IPv6 over LESS, E to B ({datapath}): {bps6 / 1e9:.2f} Gbit/s")
+        assert bps6 > 50e6, bps6
         e, d, b = counters(sws["e"]), counters(sws["d"]), counters(sws["b"])
         pushed = e["pushed"] + e["kernel"].get("pushed", 0)
         delivered = b["delivered"] + b["kernel"].get("delivered", 0)

@@ -155,12 +155,12 @@ pub struct KernelStack {
 pub struct KernelLabels {
     pub generation: u64,
     pub max_labels: usize,
-    /// Ports where hosts are: plain IPv4 from them may be labelled in the kernel.
+    /// Ports where hosts are: plain IP from them may be labelled in the kernel.
     pub edge_ports: std::collections::BTreeSet<u32>,
     /// Ports the mode holds down although their carrier is up (a neighbour gone silent).
     pub down_ports: std::collections::BTreeSet<u32>,
-    /// Host frames, by IPv4 destination.
-    pub push: std::collections::BTreeMap<[u8; 4], KernelStack>,
+    /// Host frames, by IP destination.
+    pub push: std::collections::BTreeMap<std::net::IpAddr, KernelStack>,
     /// Detours, by (the port that is down, the hash of the frame's reroute block).
     pub reroute: std::collections::BTreeMap<(u32, u64), KernelStack>,
 }

@@ -1,5 +1,6 @@
 //! Six LESS switches wired together in memory and driven through the seam alone: addresses
-//! converge from HELLOs, unmodified hosts find each other by ARP, their IP frames cross the fabric
+//! converge from HELLOs, unmodified hosts find each other by ARP or IPv6 neighbour discovery, their
+//! IP frames (v4 and v6) cross the fabric
 //! labelled and arrive as they were sent, and each of the three reroute cases carries a frame
 //! around a link taken down, with no controller.
 //!
@@ -19,10 +20,12 @@
 //! ```
 
 use std::collections::{BTreeMap, VecDeque};
+use std::net::IpAddr;
 
 use forwarding::less::{Config, LessMode};
 use forwarding::{Egress, Event, Mode, Output, PortView};
 
+use ofp::oxm::Field;
 use ofp::port::state::LINK_DOWN;
 use packet::craft::{FrameBuilder, L3, L4};
 use packet::{parse, Offload, Packet};
@@ -43,8 +46,21 @@ struct Host {
     at: (usize, u32),
     mac: [u8; 6],
     ip: [u8; 4],
+    ip6: [u8; 16],
     received: Vec<Vec<u8>>,
     arp: BTreeMap<[u8; 4], [u8; 6]>,
+    /// IPv6 neighbours, from advertisements.
+    nd: BTreeMap<[u8; 16], [u8; 6]>,
+}
+
+impl Host {
+    fn new(at: (usize, u32), n: u8) -> Host {
+        let mut ip6 = [0; 16];
+        ip6[..2].copy_from_slice(&[0xfd, 0]);
+        ip6[15] = n;
+        let (mac, ip) = ([2, 0, 0, 0, 0, n], [10, 0, 0, n]);
+        Host { at, mac, ip, ip6, received: vec![], arp: BTreeMap::new(), nd: BTreeMap::new() }
+    }
 }
 
 #[derive(Default)]
@@ -73,11 +89,7 @@ impl Net {
     }
 
     fn with_host_idle(host_idle_ns: u64) -> Net {
-        let hosts = vec![
-            Host { at: (B, 4), mac: [2, 0, 0, 0, 0, 0xb], ip: [10, 0, 0, 2], received: vec![], arp: BTreeMap::new() },
-            Host { at: (C, 3), mac: [2, 0, 0, 0, 0, 0xc], ip: [10, 0, 0, 3], received: vec![], arp: BTreeMap::new() },
-            Host { at: (E, 3), mac: [2, 0, 0, 0, 0, 0xe], ip: [10, 0, 0, 5], received: vec![], arp: BTreeMap::new() },
-        ];
+        let hosts = vec![Host::new((B, 4), 2), Host::new((C, 3), 3), Host::new((E, 3), 5)];
         let ports = [2, 3, 4, 3, 2, 3];
         let mut switches = vec![];
         for (i, &n) in ports.iter().enumerate() {
@@ -141,6 +153,24 @@ impl Net {
             }
             return vec![];
         }
+        // IPv6 neighbour discovery, as a Linux host does it: a solicitation for our address is
+        // answered to its sender; an advertisement is kept.
+        let (key, _) = parse(&frame, 0).unwrap();
+        if key.eth_type() == 0x86dd && key.ip_proto() == 58 {
+            let target: [u8; 16] = key.get(Field::Ipv6NdTarget).to_be_bytes();
+            match key.get(Field::Icmpv6Type) {
+                135 if target == host.ip6 => {
+                    let (asker_mac, asker) = (frame[6..12].try_into().unwrap(), frame[22..38].try_into().unwrap());
+                    return vec![packet::craft::neighbour_advertisement(host.mac, host.ip6, asker_mac, asker)];
+                }
+                136 => {
+                    let tll = (key.get(Field::Ipv6NdTll) as u64).to_be_bytes();
+                    host.nd.insert(target, tll[2..].try_into().unwrap());
+                    return vec![];
+                }
+                _ => {}
+            }
+        }
         if frame[..6] == host.mac {
             host.received.push(frame);
         }
@@ -185,6 +215,32 @@ impl Net {
             self.advance(200);
         }
         panic!("{target:?} never resolved");
+    }
+
+    /// The same over IPv6: solicit until advertised.
+    fn solicit(&mut self, h: usize, target: [u8; 16]) -> [u8; 6] {
+        for _ in 0..5 {
+            if let Some(&mac) = self.hosts[h].nd.get(&target) {
+                return mac;
+            }
+            let me = &self.hosts[h];
+            let ns = packet::craft::neighbour_solicitation(me.mac, me.ip6, target);
+            self.host_sends(h, ns);
+            self.advance(200);
+        }
+        panic!("{target:?} never advertised");
+    }
+
+    fn udp6(&self, from: usize, to: usize, seq: u8) -> Vec<u8> {
+        let (me, them) = (&self.hosts[from], &self.hosts[to]);
+        FrameBuilder::new(them.mac, me.mac).build(L3::Ipv6 {
+            src: me.ip6,
+            dst: them.ip6,
+            hop_limit: 64,
+            tc: 0,
+            flow_label: 7,
+            l4: L4::Udp { src: 5000, dst: 9, payload: vec![seq; 64] },
+        })
     }
 
     fn udp(&self, from: usize, to_mac: [u8; 6], to_ip: [u8; 4], seq: u8) -> Vec<u8> {
@@ -270,9 +326,49 @@ fn hosts_talk_across_the_fabric_with_labels_in_between() {
     assert_eq!(net.counter(B, "delivered"), 2);
     // The plan for hB is kept for the kernel to repeat: out port 2, the labels seen on the link.
     let kernel = net.switches[E].kernel_labels().unwrap();
-    let plan = &kernel.push[&net.hosts[HB].ip];
+    let plan = &kernel.push[&IpAddr::from(net.hosts[HB].ip)];
     assert_eq!((plan.port, &plan.stack[..4]), (2, &[1, 4, 0, 2][..]));
     assert!(kernel.edge_ports.contains(&3) && !kernel.edge_ports.contains(&2));
+}
+
+#[test]
+fn ipv6_hosts_find_each_other_by_neighbour_discovery_and_talk() {
+    let mut net = converged();
+    // A host checking that its address is free (from ::) is neither answered nor learned.
+    let b6 = net.hosts[HB].ip6;
+    let dad = packet::craft::neighbour_solicitation(net.hosts[HE].mac, [0; 16], b6);
+    net.host_sends(HE, dad);
+    assert_eq!((net.counter(E, "nd_replies"), net.hosts[HE].nd.len()), (0, 0));
+    // hE's first solicitation for hB goes across the fabric as a query; B asks hB as hE, learns it
+    // from the advertisement and announces it; hE's next solicitation is answered by E.
+    assert_eq!(net.solicit(HE, b6), net.hosts[HB].mac);
+    assert_eq!(net.counter(E, "nd_replies"), 1);
+    let mark = net.trace.len();
+    let frame = net.udp6(HE, HB, 1);
+    net.host_sends(HE, frame.clone());
+    assert_eq!(net.hosts[HB].received.last(), Some(&frame), "arrives as it was sent");
+    let on_link = labels_on(&net, (E, 2), mark);
+    assert_eq!((on_link.len(), &on_link[0][12..18]), (1, &[0x88, 0x47, 1, 4, 0, 2][..]));
+    // The way back: hB learned hE's address from the solicitation B made for it.
+    let e6 = net.hosts[HE].ip6;
+    assert_eq!(net.solicit(HB, e6), net.hosts[HE].mac);
+    let back = net.udp6(HB, HE, 2);
+    net.host_sends(HB, back.clone());
+    assert_eq!(net.hosts[HE].received.last(), Some(&back));
+    // The plan is kept for the kernel to repeat, as for IPv4: the labels seen on the link.
+    let plan = &net.switches[E].kernel_labels().unwrap().push[&IpAddr::from(net.hosts[HB].ip6)];
+    assert_eq!((plan.port, &plan.stack[..]), (2, &on_link[0][14..14 + plan.stack.len()]));
+    // A group destination is no host's: counted, not queried.
+    let all_nodes = FrameBuilder::new([0x33, 0x33, 0, 0, 0, 1], net.hosts[HE].mac).build(L3::Ipv6 {
+        src: e6,
+        dst: [0xff, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+        hop_limit: 1,
+        tc: 0,
+        flow_label: 0,
+        l4: L4::Udp { src: 1, dst: 2, payload: vec![] },
+    });
+    net.host_sends(HE, all_nodes);
+    assert_eq!((net.counter(E, "multicast"), net.counter(E, "no_host")), (1, 0));
 }
 
 #[test]
@@ -282,11 +378,11 @@ fn a_host_silent_for_host_idle_is_forgotten_with_the_plans_for_it() {
     let b_ip = net.hosts[HB].ip;
     net.resolve(HE, b_ip);
     assert!(net.delivers(HE, HB, 1));
-    assert!(net.switches[E].kernel_labels().unwrap().push.contains_key(&b_ip), "E planned hB's route");
+    assert!(net.switches[E].kernel_labels().unwrap().push.contains_key(&IpAddr::from(b_ip)), "E planned hB's route");
     // hB says nothing for longer than host_idle: B forgets it and announces so; E's plan goes,
     // in the kernel's tables too, and a frame for hB finds no host.
     net.advance(2_500);
-    assert!(!net.switches[E].kernel_labels().unwrap().push.contains_key(&b_ip));
+    assert!(!net.switches[E].kernel_labels().unwrap().push.contains_key(&IpAddr::from(b_ip)));
     assert!(!net.delivers(HE, HB, 2));
     // hB speaks again (its ARP for hE): found again, and reached.
     let e_ip = net.hosts[HE].ip;

@@ -190,7 +190,15 @@ fn l3_bytes(l3: &L3) -> (u16, Vec<u8>) {
 }
 
 /// A UDP/IPv4 frame padded (or cut) to `frame_len` bytes, for load generation and tests.
-pub fn udp4(src_mac: Mac, dst_mac: Mac, src: [u8; 4], dst: [u8; 4], sport: u16, dport: u16, frame_len: usize) -> Vec<u8> {
+pub fn udp4(
+    src_mac: Mac,
+    dst_mac: Mac,
+    src: [u8; 4],
+    dst: [u8; 4],
+    sport: u16,
+    dport: u16,
+    frame_len: usize,
+) -> Vec<u8> {
     let payload_len = frame_len.saturating_sub(14 + 20 + 8);
     FrameBuilder::new(dst_mac, src_mac).build(L3::Ipv4 {
         src,
@@ -198,6 +206,41 @@ pub fn udp4(src_mac: Mac, dst_mac: Mac, src: [u8; 4], dst: [u8; 4], sport: u16, 
         ttl: 64,
         tos: 0,
         l4: L4::Udp { src: sport, dst: dport, payload: vec![0; payload_len] },
+    })
+}
+
+/// An IPv6 neighbour solicitation for `target` from `src_mac`/`src` (RFC 4861 §4.3), to the
+/// target's solicited-node group, with the source link-layer option.
+pub fn neighbour_solicitation(src_mac: Mac, src: [u8; 16], target: [u8; 16]) -> Vec<u8> {
+    let mut group = [0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xff, 0, 0, 0];
+    group[13..].copy_from_slice(&target[13..]);
+    let dst_mac = [0x33, 0x33, 0xff, target[13], target[14], target[15]];
+    let mut body = vec![0; 4];
+    body.extend_from_slice(&target);
+    body.extend_from_slice(&[1, 1]);
+    body.extend_from_slice(&src_mac);
+    neighbour_discovery(src_mac, dst_mac, src, group, 135, body)
+}
+
+/// An IPv6 neighbour advertisement (RFC 4861 §4.4) of `target` at `target_mac`, solicited (S) and
+/// overriding (O), with the target link-layer option, to `dst_mac`/`dst`.
+pub fn neighbour_advertisement(target_mac: Mac, target: [u8; 16], dst_mac: Mac, dst: [u8; 16]) -> Vec<u8> {
+    let mut body = vec![0x60, 0, 0, 0];
+    body.extend_from_slice(&target);
+    body.extend_from_slice(&[2, 1]);
+    body.extend_from_slice(&target_mac);
+    neighbour_discovery(target_mac, dst_mac, target, dst, 136, body)
+}
+
+/// Neighbour discovery goes with hop limit 255, which a receiver checks: it cannot have been routed.
+fn neighbour_discovery(src_mac: Mac, dst_mac: Mac, src: [u8; 16], dst: [u8; 16], typ: u8, body: Vec<u8>) -> Vec<u8> {
+    FrameBuilder::new(dst_mac, src_mac).build(L3::Ipv6 {
+        src,
+        dst,
+        hop_limit: 255,
+        tc: 0,
+        flow_label: 0,
+        l4: L4::Icmp { typ, code: 0, payload: body },
     })
 }
 
@@ -224,7 +267,12 @@ pub fn checksums_ok(frame: &[u8]) -> bool {
                     if key.ip_proto() == 17 && seg[6] == 0 && seg[7] == 0 {
                         return true;
                     }
-                    let pseudo = csum::pseudo_v4(&frame[l3 + 12..l3 + 16], &frame[l3 + 16..l3 + 20], key.ip_proto(), seg.len() as u32);
+                    let pseudo = csum::pseudo_v4(
+                        &frame[l3 + 12..l3 + 16],
+                        &frame[l3 + 16..l3 + 20],
+                        key.ip_proto(),
+                        seg.len() as u32,
+                    );
                     csum::fold(pseudo + csum::sum(seg, false)) == 0xffff
                 }
                 _ => true,
@@ -238,7 +286,12 @@ pub fn checksums_ok(frame: &[u8]) -> bool {
             let seg = &frame[l4..l3 + 40 + plen];
             match key.ip_proto() {
                 6 | 17 | 58 => {
-                    let pseudo = csum::pseudo_v6(&frame[l3 + 8..l3 + 24], &frame[l3 + 24..l3 + 40], key.ip_proto(), seg.len() as u32);
+                    let pseudo = csum::pseudo_v6(
+                        &frame[l3 + 8..l3 + 24],
+                        &frame[l3 + 24..l3 + 40],
+                        key.ip_proto(),
+                        seg.len() as u32,
+                    );
                     csum::fold(pseudo + csum::sum(seg, false)) == 0xffff
                 }
                 _ => true,

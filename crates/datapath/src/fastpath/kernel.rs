@@ -186,7 +186,9 @@ fn less_labels_in_the_kernel_match_the_userspace_rule() {
     tables.edge_ports.insert(1);
     tables.reroute.insert((2, block_hash(&block_bytes)), detour.clone());
     let pushed = KernelStack { port: 1, ethertype: less::ETHERTYPE, stack: less::encode_route(&[3, 4], false) };
-    tables.push.insert([10, 0, 0, 2], pushed.clone());
+    tables.push.insert([10, 0, 0, 2].into(), pushed.clone());
+    let h2_v6 = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
+    tables.push.insert(h2_v6.into(), pushed.clone());
     let ports = [LabelPort { no: 1, ifindex: LO, live: true }, LabelPort { no: 2, ifindex: LO, live: false }];
     fp.set_labels(&tables, &ports).unwrap();
 
@@ -227,6 +229,28 @@ fn less_labels_in_the_kernel_match_the_userspace_rule() {
     want.extend_from_slice(&ip[14..]);
     assert_eq!(xdp(&fp, &ip), (XDP_REDIRECT, want.clone()), "xdp push");
     assert_eq!(tc(&fp, &ip), (TC_ACT_REDIRECT, want), "tc push");
+    // An IPv6 one too, looked up by its whole address (IPv4 ones are mapped into IPv6's space).
+    let ip6 = |l4| {
+        let h1_v6 = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+        packet::craft::FrameBuilder::new(H2, H1).build(packet::craft::L3::Ipv6 {
+            src: h1_v6,
+            dst: h2_v6,
+            hop_limit: 64,
+            tc: 0,
+            flow_label: 0,
+            l4,
+        })
+    };
+    let udp6 = ip6(packet::craft::L4::Udp { src: 1, dst: 2, payload: vec![7; 40] });
+    let mut want = labelled(&pushed.stack);
+    want.truncate(14 + pushed.stack.len());
+    want.extend_from_slice(&udp6[14..]);
+    want[12..14].copy_from_slice(&less::ETHERTYPE.to_be_bytes());
+    assert_eq!(xdp(&fp, &udp6), (XDP_REDIRECT, want.clone()), "xdp push, IPv6");
+    assert_eq!(tc(&fp, &udp6), (TC_ACT_REDIRECT, want), "tc push, IPv6");
+    // Neighbour discovery is the edge's to answer, even for a destination with a plan.
+    let solicitation = ip6(packet::craft::L4::Icmp { typ: 135, code: 0, payload: [&[0; 4][..], &h2_v6].concat() });
+    assert_eq!(xdp(&fp, &solicitation).0, XDP_PASS);
 
     // Malformed stacks are userspace's to count.
     for bad in
@@ -235,5 +259,5 @@ fn less_labels_in_the_kernel_match_the_userspace_rule() {
         assert_eq!(xdp(&fp, &bad).0, XDP_PASS);
     }
     let counted: Vec<(&str, u64)> = fp.label_counters().into_iter().filter(|&(_, n)| n > 0).collect();
-    assert_eq!(counted, [("shifted", 2), ("popped", 1), ("delivered", 1), ("pushed", 2), ("rerouted", 3)]);
+    assert_eq!(counted, [("shifted", 2), ("popped", 1), ("delivered", 1), ("pushed", 4), ("rerouted", 3)]);
 }

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::io;
+use std::net::IpAddr;
 
 use forwarding::{KernelLabels, KernelStack};
 
@@ -20,6 +21,15 @@ pub const LESS_STACK_AT: usize = 8;
 pub const LESS_STACK_BYTES: usize = LESS_STACK_AT + LESS_STACK_MAX;
 /// `struct less_reroute_key`: port, padding, hash.
 pub const LESS_REROUTE_KEY_BYTES: usize = 16;
+/// `struct less_push_key`: an IPv6 address, IPv4 ones mapped into it.
+pub const LESS_PUSH_KEY_BYTES: usize = 16;
+
+fn push_key(ip: IpAddr) -> [u8; LESS_PUSH_KEY_BYTES] {
+    match ip {
+        IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
+        IpAddr::V6(a) => a.octets(),
+    }
+}
 
 /// One switch port as the kernel's label switching sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,7 +56,7 @@ fn stack_value(s: &KernelStack) -> Option<[u8; LESS_STACK_BYTES]> {
 #[derive(Default)]
 pub(super) struct Written {
     ports: HashMap<[u8; 4], [u8; LESS_PORT_BYTES]>,
-    push: HashMap<[u8; 4], [u8; LESS_STACK_BYTES]>,
+    push: HashMap<[u8; LESS_PUSH_KEY_BYTES], [u8; LESS_STACK_BYTES]>,
     reroute: HashMap<[u8; LESS_REROUTE_KEY_BYTES], [u8; LESS_STACK_BYTES]>,
     max_labels: Option<usize>,
 }
@@ -74,7 +84,7 @@ impl FastPath {
     /// Mirrors a label-switching mode's tables and the ports' state into the kernel. Stacks go
     /// before ports, so a port marked down finds every detour planned for it written already.
     pub fn set_labels(&mut self, labels: &KernelLabels, ports: &[LabelPort]) -> io::Result<()> {
-        let push = labels.push.iter().filter_map(|(ip, s)| Some((*ip, stack_value(s)?))).collect();
+        let push = labels.push.iter().filter_map(|(&ip, s)| Some((push_key(ip), stack_value(s)?))).collect();
         let reroute = labels
             .reroute
             .iter()

@@ -31,6 +31,7 @@ SZ(port_slot); OFF(port_slot, ifindex); OFF(port_slot, info);
 SZ(less_port); OFF(less_port, ifindex); OFF(less_port, live); OFF(less_port, edge);
 SZ(less_stack); OFF(less_stack, port); OFF(less_stack, ethertype); OFF(less_stack, len); OFF(less_stack, bytes);
 SZ(less_reroute_key); OFF(less_reroute_key, port); OFF(less_reroute_key, hash);
+SZ(less_push_key);
 SZ(afdx_link); OFF(afdx_link, in_port); OFF(afdx_link, slot); OFF(afdx_link, account); OFF(afdx_link, smin);
 OFF(afdx_link, smax); OFF(afdx_link, n_out); OFF(afdx_link, fanout); OFF(afdx_link, out_ifindex);
 SZ(afdx_account); OFF(afdx_account, empty); OFF(afdx_account, cap); OFF(afdx_account, bag_ns);
@@ -146,6 +147,7 @@ fn c_and_rust_agree_on_every_shared_layout() {
         ("sizeof less_reroute_key", labels::LESS_REROUTE_KEY_BYTES as u64),
         ("less_reroute_key.port", 0),
         ("less_reroute_key.hash", 8),
+        ("sizeof less_push_key", labels::LESS_PUSH_KEY_BYTES as u64),
         ("LESS_STACK_MAX", labels::LESS_STACK_MAX as u64),
         ("LESS_MAX_PORTS", labels::LESS_MAX_PORTS as u64),
         ("CFG_LESS_MAX_LABELS", CFG_LESS_MAX_LABELS as u64),

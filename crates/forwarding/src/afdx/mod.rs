@@ -269,7 +269,13 @@ impl AfdxMode {
                 })
                 .collect(),
         };
-        Ok(AfdxMode { mac_constant: mac_constant.to_be_bytes(), links, accounts, switch: SwitchCounters::default(), kernel })
+        Ok(AfdxMode {
+            mac_constant: mac_constant.to_be_bytes(),
+            links,
+            accounts,
+            switch: SwitchCounters::default(),
+            kernel,
+        })
     }
 
     pub fn vl_counters(&self, id: u16) -> Option<&VlCounters> {

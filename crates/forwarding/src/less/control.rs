@@ -1,15 +1,28 @@
 //! What a LESS switch says to its neighbours and answers its hosts: the addressing protocol's
-//! frames (HELLO, HOSTS, ARP-QUERY) in and out, and ARP at the edge. The forwarding of labelled
-//! and host frames is in `mod.rs`.
+//! frames (HELLO, HOSTS, HOST-QUERY) in and out, and ARP and IPv6 neighbour discovery at the edge.
+//! The forwarding of labelled and host frames is in `mod.rs`.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ofp::oxm::Field;
-use packet::craft::{FrameBuilder, L3};
+use packet::craft::{self, FrameBuilder, L3};
+use packet::parse::ipproto;
 use packet::{FlowKey, Offload, Packet};
 
-use super::edge::Location;
-use super::protocol::{self, ArpQuery, Message};
-use super::{LessMode, CONTROL_QUEUE};
+use super::edge::{self, Location};
+use super::protocol::{self, HostQuery, Message};
+use super::{key_mac, LessMode, CONTROL_QUEUE};
 use crate::{DropReason, Egress, Nanos, Output, Verdict};
+
+const NEIGHBOUR_SOLICITATION: u128 = 135;
+const NEIGHBOUR_ADVERTISEMENT: u128 = 136;
+
+/// An IPv6 frame that is a neighbour solicitation or advertisement: the edge answers and learns
+/// from those, as from ARP.
+pub(super) fn is_neighbour_discovery(key: &FlowKey) -> bool {
+    key.ip_proto() == ipproto::ICMPV6
+        && matches!(key.get(Field::Icmpv6Type), NEIGHBOUR_SOLICITATION | NEIGHBOUR_ADVERTISEMENT)
+}
 
 impl LessMode {
     pub(super) fn mac(&self) -> [u8; 6] {
@@ -85,9 +98,9 @@ impl LessMode {
                     self.invalidate();
                 }
             }
-            Message::ArpQuery(q) => {
+            Message::HostQuery(q) => {
                 if q.origin != self.cfg.switch_id && self.directory.query(q.origin, q.seq) {
-                    self.flood(&Message::ArpQuery(q), Some(in_port), true, out);
+                    self.flood(&Message::HostQuery(q), Some(in_port), true, out);
                     self.ask_hosts(&q, None, out);
                 }
             }
@@ -95,16 +108,22 @@ impl LessMode {
         Verdict::default()
     }
 
-    /// An ARP request for `q.target` out of our edge ports (but `except`), as from the asker, so
-    /// that the owner answers and we learn it.
-    pub(super) fn ask_hosts(&mut self, q: &ArpQuery, except: Option<u8>, out: &mut dyn Output) {
-        let frame = FrameBuilder::new([0xff; 6], q.sender_mac).build(L3::Arp {
-            op: 1,
-            sha: q.sender_mac,
-            spa: q.sender_ip,
-            tha: [0; 6],
-            tpa: q.target,
-        });
+    /// An ARP request (or IPv6 neighbour solicitation) for `q.target` out of our edge ports (but
+    /// `except`), as from the asker, so that the owner answers and we learn it.
+    pub(super) fn ask_hosts(&mut self, q: &HostQuery, except: Option<u8>, out: &mut dyn Output) {
+        let frame = match (q.sender_ip, q.target) {
+            (IpAddr::V4(spa), IpAddr::V4(tpa)) => FrameBuilder::new([0xff; 6], q.sender_mac).build(L3::Arp {
+                op: 1,
+                sha: q.sender_mac,
+                spa: spa.octets(),
+                tha: [0; 6],
+                tpa: tpa.octets(),
+            }),
+            (IpAddr::V6(src), IpAddr::V6(target)) => {
+                craft::neighbour_solicitation(q.sender_mac, src.octets(), target.octets())
+            }
+            _ => return,
+        };
         let ports: Vec<u8> = self.live.iter().filter(|(_, &up)| up).map(|(&p, _)| p as u8).collect();
         for p in ports {
             if Some(p) != except && self.fabric.is_edge(p) {
@@ -113,7 +132,7 @@ impl LessMode {
         }
     }
 
-    pub(super) fn learned(&mut self, ip: [u8; 4], mac: [u8; 6], port: u8, now: Nanos) {
+    pub(super) fn learned(&mut self, ip: IpAddr, mac: [u8; 6], port: u8, now: Nanos) {
         if self.directory.learn(ip, mac, port, now) {
             self.announce = true;
             self.invalidate();
@@ -121,46 +140,80 @@ impl LessMode {
     }
 
     pub(super) fn arp(&mut self, key: &FlowKey, in_port: u8, now: Nanos, out: &mut dyn Output) -> Verdict {
-        let ip = |f: Field| (key.get(f) as u32).to_be_bytes();
-        let mac = |f: Field| {
-            let b = (key.get(f) as u64).to_be_bytes();
-            [b[2], b[3], b[4], b[5], b[6], b[7]]
-        };
-        let (op, spa, sha, tpa) = (key.get(Field::ArpOp), ip(Field::ArpSpa), mac(Field::ArpSha), ip(Field::ArpTpa));
+        let ip = |f: Field| IpAddr::V4(Ipv4Addr::from(key.get(f) as u32));
+        let (spa, sha, tpa) = (ip(Field::ArpSpa), key_mac(key, Field::ArpSha), ip(Field::ArpTpa));
         self.learned(spa, sha, in_port, now);
-        if op != 1 {
+        if key.get(Field::ArpOp) != 1 {
             return Verdict::default();
         }
-        let target_mac = match self.directory.locate(tpa) {
-            Some(Location::Here(h)) if h.port != in_port => Some(h.mac),
-            Some(Location::There(h, _)) => Some(h.mac),
-            Some(Location::Here(_)) => return Verdict::default(),
-            None => None,
-        };
-        match target_mac {
-            Some(tmac) => {
-                let reply =
-                    FrameBuilder::new(sha, tmac).build(L3::Arp { op: 2, sha: tmac, spa: tpa, tha: sha, tpa: spa });
-                self.send_frame(&reply, in_port, None, out);
-                self.counters.arp_replies += 1;
-            }
-            None => {
-                // Nobody announced it: ask every edge, here and across the fabric, once per interval.
-                if self.asked.get(&tpa).is_none_or(|&t| now.saturating_sub(t) >= self.cfg.hello_ns) {
-                    self.asked.insert(tpa, now);
-                    self.arp_seq = self.arp_seq.wrapping_add(1);
-                    let q = ArpQuery {
-                        origin: self.cfg.switch_id,
-                        seq: self.arp_seq,
-                        target: tpa,
-                        sender_ip: spa,
-                        sender_mac: sha,
-                    };
-                    self.flood(&Message::ArpQuery(q), None, true, out);
-                    self.ask_hosts(&q, Some(in_port), out);
-                }
-            }
+        if let Some(tmac) = self.answer_for(tpa, spa, sha, in_port, now, out) {
+            let (IpAddr::V4(spa), IpAddr::V4(tpa)) = (spa, tpa) else { unreachable!() };
+            let (spa, tpa) = (spa.octets(), tpa.octets());
+            let reply = FrameBuilder::new(sha, tmac).build(L3::Arp { op: 2, sha: tmac, spa: tpa, tha: sha, tpa: spa });
+            self.send_frame(&reply, in_port, None, out);
+            self.counters.arp_replies += 1;
         }
         Verdict::default()
+    }
+
+    /// A neighbour solicitation is answered as ARP is, with the target's own MAC; an advertisement
+    /// teaches us its sender and goes no further (the host it answers was asked by us, as in
+    /// `ask_hosts`). A solicitation from the unspecified address is a host checking that an address
+    /// is free (duplicate address detection): it is neither learned nor answered, so that a host
+    /// moved from another edge is not told its own address is taken.
+    pub(super) fn neighbour_discovery(
+        &mut self,
+        key: &FlowKey,
+        in_port: u8,
+        now: Nanos,
+        out: &mut dyn Output,
+    ) -> Verdict {
+        let v6 = |f: Field| IpAddr::V6(Ipv6Addr::from(key.get(f)));
+        let (src, target, src_mac) = (v6(Field::Ipv6Src), v6(Field::Ipv6NdTarget), key_mac(key, Field::EthSrc));
+        if key.get(Field::Icmpv6Type) == NEIGHBOUR_ADVERTISEMENT {
+            let tll = key_mac(key, Field::Ipv6NdTll);
+            self.learned(target, if tll == [0; 6] { src_mac } else { tll }, in_port, now);
+            return Verdict::default();
+        }
+        if !edge::is_host_address(src) {
+            return Verdict::default();
+        }
+        self.learned(src, src_mac, in_port, now);
+        if let Some(tmac) = self.answer_for(target, src, src_mac, in_port, now, out) {
+            let (IpAddr::V6(src), IpAddr::V6(target)) = (src, target) else { unreachable!() };
+            let reply = craft::neighbour_advertisement(tmac, target.octets(), src_mac, src.octets());
+            self.send_frame(&reply, in_port, None, out);
+            self.counters.nd_replies += 1;
+        }
+        Verdict::default()
+    }
+
+    /// The MAC to answer a host on `in_port` asking for `target` with; or none, having asked the
+    /// hosts of every edge (here and across the fabric, once per HELLO interval) when nobody has
+    /// announced `target`.
+    fn answer_for(
+        &mut self,
+        target: IpAddr,
+        sender_ip: IpAddr,
+        sender_mac: [u8; 6],
+        in_port: u8,
+        now: Nanos,
+        out: &mut dyn Output,
+    ) -> Option<[u8; 6]> {
+        match self.directory.locate(target) {
+            Some(Location::Here(h)) if h.port != in_port => return Some(h.mac),
+            Some(Location::There(h, _)) => return Some(h.mac),
+            // On the asker's own segment: the owner answers itself.
+            Some(Location::Here(_)) => return None,
+            None => {}
+        }
+        if self.asked.get(&target).is_none_or(|&t| now.saturating_sub(t) >= self.cfg.hello_ns) {
+            self.asked.insert(target, now);
+            self.arp_seq = self.arp_seq.wrapping_add(1);
+            let q = HostQuery { origin: self.cfg.switch_id, seq: self.arp_seq, target, sender_ip, sender_mac };
+            self.flood(&Message::HostQuery(q), None, true, out);
+            self.ask_hosts(&q, Some(in_port), out);
+        }
+        None
     }
 }

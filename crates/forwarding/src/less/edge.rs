@@ -1,9 +1,11 @@
 //! The LESS edge (docs/less.md §3): which host is where. An edge switch learns its own hosts from
-//! their ARP and IP frames and announces them with its addresses (HOSTS); every switch keeps the
+//! their ARP, neighbour discovery and IP frames (IPv4 and IPv6 alike: a host has an entry per
+//! address) and announces them with its addresses (HOSTS); every switch keeps the
 //! newest announcement of every other, and from it plans a source route and a backup address for
 //! any destination IP. Pure: the mode does the frames.
 
 use std::collections::BTreeMap;
+use std::net::IpAddr;
 
 use packet::less::{self, Address};
 
@@ -57,7 +59,7 @@ pub struct Expired {
 
 #[derive(Default)]
 pub struct Directory {
-    local: BTreeMap<[u8; 4], Local>,
+    local: BTreeMap<IpAddr, Local>,
     remote: BTreeMap<u64, Origin>,
     seq: u32,
     /// Newest ARP query seen per origin (floods are passed on once).
@@ -72,8 +74,8 @@ impl Directory {
     }
 
     /// A host spoke on our edge `port` at `now`. True when that is news (to announce).
-    pub fn learn(&mut self, ip: [u8; 4], mac: [u8; 6], port: u8, now: Nanos) -> bool {
-        if ip == [0; 4] || mac[0] & 1 != 0 {
+    pub fn learn(&mut self, ip: IpAddr, mac: [u8; 6], port: u8, now: Nanos) -> bool {
+        if !is_host_address(ip) || mac[0] & 1 != 0 {
             return false;
         }
         let entry = HostEntry { ip, mac, port };
@@ -130,7 +132,7 @@ impl Directory {
         Expired { local: self.local.len() != local, remote: self.remote.len() != remote }
     }
 
-    pub fn locate(&self, ip: [u8; 4]) -> Option<Location> {
+    pub fn locate(&self, ip: IpAddr) -> Option<Location> {
         if let Some(h) = self.local.get(&ip) {
             return Some(Location::Here(h.entry));
         }
@@ -148,6 +150,14 @@ impl Directory {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// An address one host can have: not unspecified (a host probing for duplicates), nor a group.
+pub fn is_host_address(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(a) => !a.is_unspecified() && !a.is_multicast() && !a.is_broadcast(),
+        IpAddr::V6(a) => !a.is_unspecified() && !a.is_multicast(),
     }
 }
 
@@ -177,25 +187,35 @@ mod tests {
         Address { hops: hops.to_vec(), edge }
     }
 
+    fn ip(s: &str) -> IpAddr {
+        s.parse().unwrap()
+    }
+
     #[test]
     fn hosts_are_learned_announced_and_located() {
         let mut here = Directory::new(0);
-        assert!(here.learn([10, 0, 0, 1], [2, 0, 0, 0, 0, 1], 3, 0));
-        assert!(!here.learn([10, 0, 0, 1], [2, 0, 0, 0, 0, 1], 3, 1), "no news");
-        assert!(!here.learn([10, 0, 0, 9], [0xff; 6], 3, 1), "a broadcast source is no host");
+        assert!(here.learn(ip("10.0.0.1"), [2, 0, 0, 0, 0, 1], 3, 0));
+        assert!(!here.learn(ip("10.0.0.1"), [2, 0, 0, 0, 0, 1], 3, 1), "no news");
+        assert!(!here.learn(ip("10.0.0.9"), [0xff; 6], 3, 1), "a broadcast source is no host");
+        for group in ["0.0.0.0", "224.0.0.1", "255.255.255.255", "::", "ff02::1"] {
+            assert!(!here.learn(ip(group), [2, 0, 0, 0, 0, 9], 3, 1), "{group} is no host's");
+        }
+        assert!(here.learn(ip("fd00::1"), [2, 0, 0, 0, 0, 1], 3, 0), "the same host's IPv6 address");
         let a = here.announce(7, vec![addr(&[(1, 2)], None)]);
         let mut there = Directory::new(0);
         assert!(there.hosts(a.clone(), 0));
         assert!(!there.hosts(a, 0), "a repeat is not passed on");
-        assert_eq!(
-            there.locate([10, 0, 0, 1]),
-            Some(Location::There(
-                HostEntry { ip: [10, 0, 0, 1], mac: [2, 0, 0, 0, 0, 1], port: 3 },
-                vec![addr(&[(1, 2)], Some(3))]
-            ))
-        );
-        assert!(matches!(here.locate([10, 0, 0, 1]), Some(Location::Here(_))));
-        assert!(here.forget_port(3) && here.locate([10, 0, 0, 1]).is_none());
+        for a in ["10.0.0.1", "fd00::1"] {
+            assert_eq!(
+                there.locate(ip(a)),
+                Some(Location::There(
+                    HostEntry { ip: ip(a), mac: [2, 0, 0, 0, 0, 1], port: 3 },
+                    vec![addr(&[(1, 2)], Some(3))]
+                ))
+            );
+        }
+        assert!(matches!(here.locate(ip("10.0.0.1")), Some(Location::Here(_))));
+        assert!(here.forget_port(3) && here.locate(ip("10.0.0.1")).is_none());
         assert_eq!(there.expire(10, 5, 100), Expired { local: false, remote: true });
         assert!(there.is_empty());
         assert!(there.query(7, 1) && !there.query(7, 1) && there.query(7, 2));
@@ -204,7 +224,7 @@ mod tests {
     #[test]
     fn a_host_that_keeps_speaking_stays_and_a_silent_one_ages_out() {
         let mut here = Directory::new(0);
-        let (talker, quiet) = ([10, 0, 0, 1], [10, 0, 0, 2]);
+        let (talker, quiet) = (ip("10.0.0.1"), ip("fd00::2"));
         here.learn(talker, [2, 0, 0, 0, 0, 1], 3, 0);
         here.learn(quiet, [2, 0, 0, 0, 0, 2], 4, 0);
         for t in [40, 80] {

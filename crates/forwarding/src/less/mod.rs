@@ -18,6 +18,7 @@ pub mod protocol;
 pub mod reroute;
 
 use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ofp::oxm::Field;
 use packet::less::{self, Label, Rewrite, StackError};
@@ -96,6 +97,8 @@ struct Counters {
     no_route: u64,
     /// IP frames for a destination no switch has announced.
     no_host: u64,
+    /// IP frames from hosts to a group (broadcast, multicast): LESS routes to one host.
+    multicast: u64,
     /// Frames that carried no label stack and were neither IP, ARP nor the protocol's.
     not_less: u64,
     /// Protocol frames: sent, received, refused.
@@ -103,11 +106,13 @@ struct Counters {
     protocol_in: u64,
     protocol_bad: u64,
     arp_replies: u64,
+    /// IPv6 neighbour advertisements sent for hosts elsewhere.
+    nd_replies: u64,
 }
 
 /// A plan the kernel may repeat.
 enum Remembered {
-    Push([u8; 4], KernelStack),
+    Push(IpAddr, KernelStack),
     Detour((u32, u64), KernelStack),
 }
 
@@ -115,7 +120,7 @@ enum Remembered {
 /// is down and the frame's reroute block.
 #[derive(Clone, Copy)]
 enum KernelKey {
-    Push([u8; 4]),
+    Push(IpAddr),
     Detour(u32, u64),
 }
 
@@ -142,8 +147,8 @@ pub struct LessMode {
     /// Our hosts changed: announce them.
     announce: bool,
     arp_seq: u32,
-    /// ARP queries already flooded, per target, and when (one per target per HELLO interval).
-    asked: BTreeMap<[u8; 4], Nanos>,
+    /// Host queries already flooded, per target, and when (one per target per HELLO interval).
+    asked: BTreeMap<IpAddr, Nanos>,
     /// What the kernel fast path may do on its own: stacks planned here for later frames.
     kernel: KernelLabels,
 }
@@ -207,13 +212,12 @@ impl LessMode {
 
     /// A plain IP frame from a host: straight to a host here, or labelled along a planned route.
     fn ingress(&mut self, pkt: &mut Packet, key: &FlowKey, in_port: u8, now: Nanos, out: &mut dyn Output) -> Verdict {
-        let mac = |f: Field| {
-            let b = (key.get(f) as u64).to_be_bytes();
-            [b[2], b[3], b[4], b[5], b[6], b[7]]
-        };
-        let src = (key.get(Field::Ipv4Src) as u32).to_be_bytes();
-        let dst = (key.get(Field::Ipv4Dst) as u32).to_be_bytes();
-        self.learned(src, mac(Field::EthSrc), in_port, now);
+        let (src, dst) = ip_addresses(key);
+        self.learned(src, key_mac(key, Field::EthSrc), in_port, now);
+        if !edge::is_host_address(dst) {
+            self.counters.multicast += 1;
+            return Verdict { dropped: Some(DropReason::NoAction), entry: None };
+        }
         let no_host = |c: &mut Counters| {
             c.no_host += 1;
             Verdict { dropped: Some(DropReason::NoAction), entry: None }
@@ -221,8 +225,8 @@ impl LessMode {
         match self.directory.locate(dst) {
             Some(Location::Here(h)) if h.port != in_port && self.is_live(h.port) => {
                 self.counters.local += 1;
-                let stack = KernelStack { port: h.port as u32, ethertype: ethertype::IPV4, stack: vec![] };
-                self.remember(Remembered::Push(dst, stack));
+                let ethertype = if dst.is_ipv4() { ethertype::IPV4 } else { ethertype::IPV6 };
+                self.remember(Remembered::Push(dst, KernelStack { port: h.port as u32, ethertype, stack: vec![] }));
                 out.transmit(Egress { port: h.port as u32, queue: None }, pkt);
                 Verdict::default()
             }
@@ -248,7 +252,7 @@ impl LessMode {
         &mut self,
         pkt: &mut Packet,
         plan: &edge::Plan,
-        dst: [u8; 4],
+        dst: IpAddr,
         in_port: u8,
         out: &mut dyn Output,
     ) -> Verdict {
@@ -272,8 +276,7 @@ impl LessMode {
             let mut stack = less::encode_route(&plan.route[1..], true);
             stack.extend_from_slice(&block.encode());
             pkt.replace_stack(0, &stack, less::ETHERTYPE);
-            let kernel = KernelStack { port: first as u32, ethertype: less::ETHERTYPE, stack };
-            self.remember(Remembered::Push(dst, kernel));
+            self.remember(Remembered::Push(dst, KernelStack { port: first as u32, ethertype: less::ETHERTYPE, stack }));
         }
         self.counters.pushed += 1;
         out.transmit(Egress { port: first as u32, queue: None }, pkt);
@@ -396,6 +399,22 @@ impl LessMode {
     }
 }
 
+/// An IP frame's source and destination, of either family.
+fn ip_addresses(key: &FlowKey) -> (IpAddr, IpAddr) {
+    if key.eth_type() == ethertype::IPV6 {
+        let v6 = |f| IpAddr::V6(Ipv6Addr::from(key.get(f)));
+        (v6(Field::Ipv6Src), v6(Field::Ipv6Dst))
+    } else {
+        let v4 = |f| IpAddr::V4(Ipv4Addr::from(key.get(f) as u32));
+        (v4(Field::Ipv4Src), v4(Field::Ipv4Dst))
+    }
+}
+
+fn key_mac(key: &FlowKey, field: Field) -> [u8; 6] {
+    let b = (key.get(field) as u64).to_be_bytes();
+    [b[2], b[3], b[4], b[5], b[6], b[7]]
+}
+
 impl Mode for LessMode {
     fn name(&self) -> &'static str {
         "less"
@@ -426,7 +445,12 @@ impl Mode for LessMode {
             less::ETHERTYPE => self.labelled(pkt, in_port, out),
             less::PROTOCOL_ETHERTYPE => self.protocol(pkt, in_port, now, out),
             ethertype::ARP if self.fabric.is_edge(in_port) => self.arp(key, in_port, now, out),
-            ethertype::IPV4 if self.fabric.is_edge(in_port) => self.ingress(pkt, key, in_port, now, out),
+            ethertype::IPV6 if self.fabric.is_edge(in_port) && control::is_neighbour_discovery(key) => {
+                self.neighbour_discovery(key, in_port, now, out)
+            }
+            ethertype::IPV4 | ethertype::IPV6 if self.fabric.is_edge(in_port) => {
+                self.ingress(pkt, key, in_port, now, out)
+            }
             _ => {
                 self.counters.not_less += 1;
                 Verdict { dropped: Some(DropReason::NoAction), entry: None }
@@ -457,6 +481,9 @@ impl Mode for LessMode {
             self.invalidate();
         }
         if self.dirty || now >= self.next_hello {
+            // Queries older than an interval may be asked again: what is kept of them is bounded.
+            let hello = self.cfg.hello_ns;
+            self.asked.retain(|_, &mut t| now.saturating_sub(t) < hello);
             self.send_hellos(out);
             self.next_hello = now + self.cfg.hello_ns;
             self.dirty = false;
@@ -499,11 +526,13 @@ impl Mode for LessMode {
             ("unknown_port", c.unknown_port),
             ("no_route", c.no_route),
             ("no_host", c.no_host),
+            ("multicast", c.multicast),
             ("not_less", c.not_less),
             ("hellos_sent", c.hellos_sent),
             ("protocol_in", c.protocol_in),
             ("protocol_bad", c.protocol_bad),
             ("arp_replies", c.arp_replies),
+            ("nd_replies", c.nd_replies),
         ]);
         let mut groups = vec![CounterGroup { name: "labels".into(), counters }];
         let addresses: Vec<(&'static str, u64)> = vec![

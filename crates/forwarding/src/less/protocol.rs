@@ -1,21 +1,25 @@
 //! The LESS addressing protocol's messages on the wire (docs/less.md §2): HELLO between neighbours,
-//! and HOSTS and ARP-QUERY flooded over the fabric. Pure encode/decode; every length is checked, so
+//! and HOSTS and HOST-QUERY flooded over the fabric. Pure encode/decode; every length is checked, so
 //! a short or garbled message is refused, never half-read.
 //!
 //! Frame: Ethernet to [`GROUP_MAC`] with ethertype `packet::less::PROTOCOL_ETHERTYPE`, then
-//! version (1), kind, and the kind's body. Integers are big-endian.
+//! version (2), kind, and the kind's body. Integers are big-endian. An IP address is its family's
+//! length (4 or 16) and its bytes.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use packet::less::{Address, PROTOCOL_ETHERTYPE};
 
 /// Where every protocol frame goes: a locally administered group address ("LESS").
 pub const GROUP_MAC: [u8; 6] = [0x03, 0x00, 0x4c, 0x45, 0x53, 0x53];
-pub const VERSION: u8 = 1;
+/// 2 since hosts may be IPv6: a version-1 switch would misread their entries, so it refuses them.
+pub const VERSION: u8 = 2;
 /// Hops an address may have: deeper fabrics are not addressed.
 pub const MAX_HOPS: usize = 24;
 
 const HELLO: u8 = 1;
 const HOSTS: u8 = 2;
-const ARP_QUERY: u8 = 3;
+const HOST_QUERY: u8 = 3;
 
 /// An address with the switch ids along it (the root's first, then one per hop): what a switch
 /// checks its own id against, so that no address it takes runs through itself.
@@ -36,7 +40,7 @@ pub struct Hello {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct HostEntry {
-    pub ip: [u8; 4],
+    pub ip: IpAddr,
     pub mac: [u8; 6],
     /// The host's port on the origin switch.
     pub port: u8,
@@ -51,14 +55,15 @@ pub struct Hosts {
     pub hosts: Vec<HostEntry>,
 }
 
-/// A host asked its edge switch for an address no switch has announced: every edge switch asks its
-/// own hosts, so that the owner answers and is learned.
+/// A host asked its edge switch (ARP, or IPv6 neighbour solicitation) for an address no switch has
+/// announced: every edge switch asks its own hosts as the asker, so that the owner answers and is
+/// learned. `target` and `sender_ip` are of one family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ArpQuery {
+pub struct HostQuery {
     pub origin: u64,
     pub seq: u32,
-    pub target: [u8; 4],
-    pub sender_ip: [u8; 4],
+    pub target: IpAddr,
+    pub sender_ip: IpAddr,
     pub sender_mac: [u8; 6],
 }
 
@@ -66,7 +71,7 @@ pub struct ArpQuery {
 pub enum Message {
     Hello(Hello),
     Hosts(Hosts),
-    ArpQuery(ArpQuery),
+    HostQuery(HostQuery),
 }
 
 /// Why a protocol frame was refused.
@@ -77,6 +82,8 @@ pub enum Refused {
     Kind,
     /// An address deeper than [`MAX_HOPS`] or with ids not matching its hops.
     Address,
+    /// An IP address of neither 4 nor 16 bytes, or a query mixing families.
+    Ip,
 }
 
 struct Reader<'a> {
@@ -102,6 +109,13 @@ impl Reader<'_> {
     fn array<const N: usize>(&mut self) -> Result<[u8; N], Refused> {
         Ok(self.take(N)?.try_into().unwrap())
     }
+    fn ip(&mut self) -> Result<IpAddr, Refused> {
+        match self.u8()? {
+            4 => Ok(IpAddr::V4(Ipv4Addr::from(self.array::<4>()?))),
+            16 => Ok(IpAddr::V6(Ipv6Addr::from(self.array::<16>()?))),
+            _ => Err(Refused::Ip),
+        }
+    }
     fn address(&mut self) -> Result<Address, Refused> {
         let n = self.u8()? as usize;
         if n > MAX_HOPS {
@@ -109,6 +123,19 @@ impl Reader<'_> {
         }
         let hops = (0..n).map(|_| Ok((self.u8()?, self.u8()?))).collect::<Result<_, Refused>>()?;
         Ok(Address { hops, edge: None })
+    }
+}
+
+fn put_ip(out: &mut Vec<u8>, ip: &IpAddr) {
+    match ip {
+        IpAddr::V4(a) => {
+            out.push(4);
+            out.extend_from_slice(&a.octets());
+        }
+        IpAddr::V6(a) => {
+            out.push(16);
+            out.extend_from_slice(&a.octets());
+        }
     }
 }
 
@@ -143,17 +170,17 @@ impl Message {
                 h.addresses.iter().for_each(|a| put_address(&mut f, a));
                 f.extend_from_slice(&(h.hosts.len() as u16).to_be_bytes());
                 for e in &h.hosts {
-                    f.extend_from_slice(&e.ip);
+                    put_ip(&mut f, &e.ip);
                     f.extend_from_slice(&e.mac);
                     f.push(e.port);
                 }
             }
-            Message::ArpQuery(q) => {
-                f.push(ARP_QUERY);
+            Message::HostQuery(q) => {
+                f.push(HOST_QUERY);
                 f.extend_from_slice(&q.origin.to_be_bytes());
                 f.extend_from_slice(&q.seq.to_be_bytes());
-                f.extend_from_slice(&q.target);
-                f.extend_from_slice(&q.sender_ip);
+                put_ip(&mut f, &q.target);
+                put_ip(&mut f, &q.sender_ip);
                 f.extend_from_slice(&q.sender_mac);
             }
         }
@@ -188,17 +215,17 @@ impl Message {
                 let addresses = (0..n).map(|_| r.address()).collect::<Result<_, _>>()?;
                 let n = u16::from_be_bytes(r.array()?);
                 let hosts = (0..n)
-                    .map(|_| Ok(HostEntry { ip: r.array()?, mac: r.array()?, port: r.u8()? }))
+                    .map(|_| Ok(HostEntry { ip: r.ip()?, mac: r.array()?, port: r.u8()? }))
                     .collect::<Result<_, Refused>>()?;
                 Ok(Message::Hosts(Hosts { origin, seq, addresses, hosts }))
             }
-            ARP_QUERY => Ok(Message::ArpQuery(ArpQuery {
-                origin: r.u64()?,
-                seq: r.u32()?,
-                target: r.array()?,
-                sender_ip: r.array()?,
-                sender_mac: r.array()?,
-            })),
+            HOST_QUERY => {
+                let (origin, seq, target, sender_ip) = (r.u64()?, r.u32()?, r.ip()?, r.ip()?);
+                if target.is_ipv4() != sender_ip.is_ipv4() {
+                    return Err(Refused::Ip);
+                }
+                Ok(Message::HostQuery(HostQuery { origin, seq, target, sender_ip, sender_mac: r.array()? }))
+            }
             _ => Err(Refused::Kind),
         }
     }
@@ -239,19 +266,34 @@ mod tests {
             origin: 7,
             seq: 99,
             addresses: vec![addr],
-            hosts: vec![HostEntry { ip: [10, 0, 0, 1], mac: [2, 1, 1, 1, 1, 1], port: 4 }],
+            hosts: vec![
+                HostEntry { ip: v4(10, 0, 0, 1), mac: [2, 1, 1, 1, 1, 1], port: 4 },
+                HostEntry { ip: "fd00::1".parse().unwrap(), mac: [2, 1, 1, 1, 1, 1], port: 4 },
+            ],
         }));
-        round_trip(Message::ArpQuery(ArpQuery {
-            origin: 7,
-            seq: 3,
-            target: [10, 0, 0, 2],
-            sender_ip: [10, 0, 0, 1],
-            sender_mac: [2, 1, 1, 1, 1, 1],
-        }));
-        assert_eq!(Message::decode(&[2, 1]), Err(Refused::Version));
-        assert_eq!(Message::decode(&[1, 9]), Err(Refused::Kind));
-        let mut deep = vec![1, HELLO, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 1, MAX_HOPS as u8 + 1];
+        for (target, sender_ip) in [(v4(10, 0, 0, 2), v4(10, 0, 0, 1)), (v6("fd00::2"), v6("fe80::1"))] {
+            let sender_mac = [2, 1, 1, 1, 1, 1];
+            round_trip(Message::HostQuery(HostQuery { origin: 7, seq: 3, target, sender_ip, sender_mac }));
+        }
+        assert_eq!(Message::decode(&[1, 1]), Err(Refused::Version), "version 1 had IPv4 only");
+        assert_eq!(Message::decode(&[VERSION, 9]), Err(Refused::Kind));
+        let mut deep = vec![VERSION, HELLO, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 1, MAX_HOPS as u8 + 1];
         deep.resize(200, 0);
         assert_eq!(Message::decode(&deep), Err(Refused::Address));
+        // An address of a length no family has, and a query that mixes families.
+        let odd = [&[VERSION, HOST_QUERY][..], &[0; 12], &[5, 1, 2, 3, 4, 5], &[4, 1, 2, 3, 4], &[0; 6]].concat();
+        assert_eq!(Message::decode(&odd), Err(Refused::Ip));
+        let query =
+            HostQuery { origin: 1, seq: 1, target: v4(10, 0, 0, 2), sender_ip: v6("fd00::1"), sender_mac: [2; 6] };
+        let mixed = Message::HostQuery(query).encode([2; 6]);
+        assert_eq!(Message::decode(&mixed[14..]), Err(Refused::Ip));
+    }
+
+    fn v4(a: u8, b: u8, c: u8, d: u8) -> IpAddr {
+        IpAddr::V4(Ipv4Addr::new(a, b, c, d))
+    }
+
+    fn v6(s: &str) -> IpAddr {
+        s.parse().unwrap()
     }
 }
