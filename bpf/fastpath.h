@@ -167,8 +167,9 @@ enum ef_counter {
 struct less_port {
 	__u32 ifindex;
 	__u8 live;
-	__u8 edge;	/* hosts are there: plain IPv4 from it may be labelled here */
-	__u16 pad;
+	__u8 edge;	/* hosts are there: plain IP from it may be labelled here */
+	__u8 member;	/* the label mode's port (a switch shared by modes has others) */
+	__u8 pad;
 };
 /* A replacement stack userspace computed for a kind of frame: it goes out `port` with `len` bytes of
  * `bytes` after the Ethernet header and `ethertype` (host order; 0: the IP version's). */

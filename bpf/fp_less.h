@@ -123,6 +123,10 @@ static __always_inline int less_decide(struct scratch *s, __u32 in_port, struct 
 	__u32 max = config(CFG_LESS_MAX_LABELS);
 	if (!max || s->len < 18)
 		return 0;
+	/* Frames from another mode's port are that mode's, labels or not. */
+	struct less_port *in = bpf_map_lookup_elem(&ef_less_ports, &in_port);
+	if (!in || !in->member)
+		return 0;
 	__u8 *b = s->buf;
 	__u16 et = ((__u16)b[12] << 8) | b[13];
 	if (et == 0x0800 || et == 0x86dd)

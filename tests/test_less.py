@@ -8,6 +8,7 @@
   re-converge when the link goes and when it comes back.
 """
 
+import contextlib
 import json
 import struct
 import subprocess
@@ -18,8 +19,8 @@ from scapy.all import AsyncSniffer, Ether, conf, rdpcap
 
 from testbed import less, loadgen, netns
 from testbed.less import counters, less_switches, stacks
-from testbed.switches import EDGEFLOW_BIN
-from testbed.topology import chain, single
+from testbed.switches import EDGEFLOW_BIN, Edgeflow
+from testbed.topology import Fabric, chain, single
 from testbed.traffic import iperf3_tcp
 from testbed.util import run_dir, wait_for
 
@@ -294,3 +295,60 @@ def test_reroute_cases_keep_traffic_flowing_and_addresses_reconverge(datapath):
             netns.sh("ip", "link", "set", link, "up")
             wait_for(lambda: counters(sws["e"])["addresses"] == 2, timeout=10, what="E's two addresses back")
             assert src.ping(hb.addr, count=5, interval=0.05)[0] == 5
+
+
+def test_less_and_a_learning_bridge_share_a_switch(datapath):
+    """`[[port]] mode`: switch A runs LESS on its link to B and on host 1's port, and a learning
+    bridge on the ports of hosts 3 and 4, all four hosts in one subnet. Both parts carry traffic;
+    neither sees the other's frames, in userspace or in the kernel."""
+    netns.cleanup()
+    f = Fabric("lp")
+    f.switch("a")
+    f.switch("b")
+    for ip in ("10.0.0.1/24", "10.0.0.3/24", "10.0.0.4/24"):
+        f.host("a", ip)
+    f.host("b", "10.0.0.2/24")
+    f.link("a", "b")
+    with f:
+        h1, h3, h4, h2 = f.hosts
+        for a_if, b_if in f.links:
+            for i in (a_if, b_if):
+                netns.sh("ip", "link", "set", i, "mtu", str(less.FABRIC_MTU))
+        for h in f.hosts:
+            if Edgeflow.HOST_SETTINGS[datapath]:
+                h.set_offload(**Edgeflow.HOST_SETTINGS[datapath])
+        a_ports = "".join(f'[[port]]\nname = "{p}"\n' + ('mode = "learning"\n' if i in (1, 2) else "")
+                          for i, p in enumerate(f.ports["a"]))
+        cfg_a = run_dir("less") / "shared-a.toml"
+        cfg_a.write_text(f'mode = "less"\n[less]\nroot = true\n{a_ports}')
+        cfg_b = run_dir("less") / "shared-b.toml"
+        cfg_b.write_text('mode = "less"\n')
+        with contextlib.ExitStack() as stack:
+            sw_a = stack.enter_context(Edgeflow([], datapath=datapath, extra=["--config", str(cfg_a)],
+                                                log_name=f"shared-a-{datapath}"))
+            sw_b = stack.enter_context(Edgeflow(f.ports["b"], datapath=datapath, extra=["--config", str(cfg_b)],
+                                                log_name=f"shared-b-{datapath}"))
+            wait_for(lambda: counters(sw_b)["addresses"] == 1, timeout=10, what="B's LESS address")
+            # LESS: host 1 to host 2 across the fabric (host 2 is found by a query, then labelled).
+            wait_for(lambda: h1.ping(h2.addr, count=1, timeout=5)[0] == 1, timeout=15, what="h1 to h2 over LESS")
+            assert h1.ping(h2.addr, count=10, interval=0.05)[0] == 10
+            # The bridge: hosts 3 and 4, through the same switch.
+            assert h3.ping(h4.addr, count=10, interval=0.05)[0] == 10
+            # Neither reaches the other part: host 3's ARP stays in the bridge, and LESS asks only
+            # its own edge ports for an address it does not know.
+            assert h3.ping(h1.addr, count=2, interval=0.2, timeout=5)[0] == 0
+            assert h1.ping(h4.addr, count=2, interval=0.2, timeout=5)[0] == 0
+            # The protocol's HELLOs reach LESS's ports only (counted where the hosts receive: the
+            # switch's sends bypass the taps on its side).
+            dumps = {h.name: h.popen("timeout", "1.5", "tcpdump", "-enli", "eth0", "ether proto 0x88b5")
+                     for h in (h1, h3)}
+            seen = {name: p.communicate(timeout=10)[0].count("0x88b5") for name, p in dumps.items()}
+            assert seen[h1.name] >= 5 and seen[h3.name] == 0, seen
+            a = counters(sw_a)
+            assert a["parts"] == 2 and a["fenced"] == 0, a
+            if datapath != "user":
+                # The kernel labels host 1's frames and bridges hosts 3 and 4 itself, each part
+                # on its own ports.
+                report = sw_a.stats()["fast_path"]
+                print("kernel:", report)
+                assert a["kernel"]["pushed"] >= 5 and report["hits"] >= 5, report

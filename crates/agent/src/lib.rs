@@ -20,6 +20,9 @@ use ofp::message::{role, AsyncConfig, Message, SwitchFeatures};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tracing::{info, warn};
 
+/// Where an event kind's async mask pair (master, slave) is kept.
+type AsyncMask = fn(&AsyncConfig) -> [u32; 2];
+
 pub use target::Target;
 pub use tls::TlsFiles;
 
@@ -142,8 +145,9 @@ impl Hub {
     }
 
     /// Sends an event to every connection whose role and async masks ask for it.
+    /// (`AsyncMask` picks the mask pair, for masters and slaves, that an event's kind is under.)
     fn dispatch(&self, ev: &Event) {
-        let (msg, reason, pick): (Message, u8, fn(&AsyncConfig) -> [u32; 2]) = match ev {
+        let (msg, reason, pick): (Message, u8, AsyncMask) = match ev {
             Event::PacketIn(p) => (Message::PacketIn(p.clone()), p.reason, |a| a.packet_in_mask),
             Event::FlowRemoved(f) => (Message::FlowRemoved(f.clone()), f.reason, |a| a.flow_removed_mask),
             Event::PortStatus(p) => (Message::PortStatus(p.clone()), p.reason, |a| a.port_status_mask),

@@ -12,6 +12,7 @@
 //! counter harvesting (tests of the programs themselves: `fastpath/kernel.rs`). It splits when the
 //! kernel executor becomes one behind a context wrapper (the next step of issue 10's item 4).
 
+pub use forwarding::actions_outputs;
 use std::collections::{BTreeMap, HashMap};
 use std::io;
 
@@ -732,19 +733,6 @@ fn key_hash(masked: &FlowKey, words: u32) -> u64 {
     h
 }
 
-/// Ports an action list sends to (for port counters of fast-path traffic).
-pub fn actions_outputs(actions: &[DpAction]) -> Vec<u32> {
-    let mut out = Vec::new();
-    for a in actions {
-        match a {
-            DpAction::Output(p) => out.push(*p),
-            DpAction::Clone(inner) => out.extend(actions_outputs(inner)),
-            _ => {}
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -807,6 +795,6 @@ mod tests {
 #[cfg(test)]
 mod kernel;
 pub mod labels;
-pub mod links;
 #[cfg(test)]
 mod layout;
+pub mod links;

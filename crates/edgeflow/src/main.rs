@@ -28,7 +28,7 @@ enum Cmd {
     ///   edgeflow run --port eth1 --port eth2 --controller tcp:192.0.2.1:6653 --listen ptcp:6634:127.0.0.1
     ///   edgeflow run --config /etc/edgeflow.toml
     #[command(verbatim_doc_comment)]
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Check a configuration file and print what it sets up.
     CheckConfig {
         /// TOML file.
@@ -253,27 +253,29 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
     }
     let (event_sink, events) = agent::event_channel();
     let native = s.controllers.is_empty();
-    let mode: Box<dyn forwarding::Mode> = match &s.mode {
-        ModeSetting::OpenFlow => Box::new(forwarding::openflow::OpenFlowMode::new(&forwarding::openflow::Config {
-            n_tables: s.n_tables,
-            table_limits: s.table_limits.clone(),
-            native,
-            packet_in_rate: s.packet_in_rate,
-        })),
-        ModeSetting::Learning => Box::new(forwarding::learning::LearningMode::new()),
-        ModeSetting::PortMap(pairs) => Box::new(forwarding::portmap::PortMapMode::new(pairs)),
-        // The configuration has checked the table: this cannot refuse it.
-        ModeSetting::Afdx { vls, mac_constant } => {
-            Box::new(forwarding::afdx::AfdxMode::new(vls, *mac_constant).map_err(|e| e.to_string())?)
+    let mode = if s.port_modes.is_empty() {
+        make_mode(&s.mode, &s, native)?
+    } else {
+        // Several modes share the switch: the switch's own takes the ports that named none.
+        let named: Vec<u32> = s.port_modes.iter().flat_map(|(_, ports)| ports.iter().copied()).collect();
+        let own: std::collections::BTreeSet<u32> =
+            s.ports.iter().map(|(no, _)| *no).filter(|no| !named.contains(no)).collect();
+        let mut parts = Vec::new();
+        if !own.is_empty() {
+            parts.push(forwarding::partition::Part { mode: make_mode(&s.mode, &s, native)?, ports: own });
         }
-        ModeSetting::Less(cfg) => {
-            Box::new(forwarding::less::LessMode::new(forwarding::less::Config { switch_id: s.dpid, ..cfg.clone() }))
+        for (setting, ports) in &s.port_modes {
+            let ports = ports.iter().copied().collect();
+            parts.push(forwarding::partition::Part { mode: make_mode(setting, &s, native)?, ports });
         }
+        Box::new(forwarding::partition::Partitioned::new(parts))
     };
+    let openflow_anywhere =
+        s.mode == ModeSetting::OpenFlow || s.port_modes.iter().any(|(m, _)| *m == ModeSetting::OpenFlow);
     let switch_cfg = SwitchConfig {
         dpid: s.dpid,
         // Only the OpenFlow mode has flow tables to report.
-        n_tables: if s.mode == ModeSetting::OpenFlow { s.n_tables } else { 0 },
+        n_tables: if openflow_anywhere { s.n_tables } else { 0 },
         ports: s.ports.clone(),
         local_port: s.local_port.clone(),
         ring: RingConfig::default(),
@@ -289,15 +291,20 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
         ports = ?s.ports,
         controllers = ?s.controllers.iter().map(|t| t.to_string()).collect::<Vec<_>>(),
         listen = ?s.listen.iter().map(|t| t.to_string()).collect::<Vec<_>>(),
-        mode = match s.mode {
-            ModeSetting::OpenFlow if native => "native",
-            ModeSetting::OpenFlow if s.fail_mode == agent::FailMode::Standalone => "standalone",
-            ModeSetting::OpenFlow => "secure",
-            ModeSetting::Learning => "learning",
-            ModeSetting::PortMap(_) => "portmap",
-            ModeSetting::Afdx { .. } => "afdx",
-            ModeSetting::Less(_) => "less",
-        },
+        mode = std::iter::once(&s.mode)
+            .chain(s.port_modes.iter().map(|(m, _)| m))
+            .map(|m| match m {
+                ModeSetting::OpenFlow if native => "native",
+                ModeSetting::OpenFlow if s.fail_mode == agent::FailMode::Standalone => "standalone",
+                ModeSetting::OpenFlow => "secure",
+                ModeSetting::Learning => "learning",
+                ModeSetting::PortMap(_) => "portmap",
+                ModeSetting::Afdx { .. } => "afdx",
+                ModeSetting::Less(_) => "less",
+            })
+            .collect::<Vec<_>>()
+            .join("+"),
+        port_modes = ?s.port_modes.iter().map(|(_, ports)| ports).collect::<Vec<_>>(),
         "starting"
     );
     let forwarding = std::thread::Builder::new()
@@ -338,6 +345,27 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
     let _ = std::fs::remove_file(&mgmt);
     info!("stopped");
     result
+}
+
+/// The forwarding mode a setting names.
+fn make_mode(setting: &ModeSetting, s: &Settings, native: bool) -> Result<Box<dyn forwarding::Mode>, String> {
+    Ok(match setting {
+        ModeSetting::OpenFlow => Box::new(forwarding::openflow::OpenFlowMode::new(&forwarding::openflow::Config {
+            n_tables: s.n_tables,
+            table_limits: s.table_limits.clone(),
+            native,
+            packet_in_rate: s.packet_in_rate,
+        })),
+        ModeSetting::Learning => Box::new(forwarding::learning::LearningMode::new()),
+        ModeSetting::PortMap(pairs) => Box::new(forwarding::portmap::PortMapMode::new(pairs)),
+        // The configuration has checked the table: this cannot refuse it.
+        ModeSetting::Afdx { vls, mac_constant } => {
+            Box::new(forwarding::afdx::AfdxMode::new(vls, *mac_constant).map_err(|e| e.to_string())?)
+        }
+        ModeSetting::Less(cfg) => {
+            Box::new(forwarding::less::LessMode::new(forwarding::less::Config { switch_id: s.dpid, ..cfg.clone() }))
+        }
+    })
 }
 
 async fn shutdown_signal() {

@@ -57,6 +57,10 @@ impl Mode for LearningMode {
         self.0.next_deadline()
     }
 
+    fn offers_kernel_entries(&self) -> bool {
+        true
+    }
+
     fn tick(&mut self, now: Nanos, out: &mut dyn Output) {
         self.0.tick(now, out);
     }

@@ -15,6 +15,7 @@ pub mod afdx;
 pub mod learning;
 pub mod less;
 pub mod openflow;
+pub mod partition;
 pub mod portmap;
 
 use ofp::error::{BadRequest, ErrorCode};
@@ -155,6 +156,9 @@ pub struct KernelStack {
 pub struct KernelLabels {
     pub generation: u64,
     pub max_labels: usize,
+    /// The mode's ports: the kernel switches labels only on frames that come in on them, and sends
+    /// labelled frames only out of them.
+    pub ports: std::collections::BTreeSet<u32>,
     /// Ports where hosts are: plain IP from them may be labelled in the kernel.
     pub edge_ports: std::collections::BTreeSet<u32>,
     /// Ports the mode holds down although their carrier is up (a neighbour gone silent).
@@ -212,6 +216,19 @@ pub struct LinkCounts {
     /// Bytes of the frames that came in on a port other than the link's.
     pub wrong_port_bytes: u64,
     pub dropped: [u64; 5],
+}
+
+/// Every port `actions` send a copy to, group buckets included.
+pub fn actions_outputs(actions: &[DpAction]) -> Vec<u32> {
+    let mut out = Vec::new();
+    for a in actions {
+        match a {
+            DpAction::Output(p) => out.push(*p),
+            DpAction::Clone(inner) => out.extend(actions_outputs(inner)),
+            _ => {}
+        }
+    }
+    out
 }
 
 /// One flow table's figures, for reports.
@@ -301,6 +318,22 @@ pub trait Mode: Send {
 
     /// What the kernel counted on link `id` since the last harvest.
     fn credit_kernel_link(&mut self, _id: u16, _counts: &LinkCounts) {}
+
+    /// Whether [`Mode::receive`] hands out decisions for the kernel ([`Mode::kernel_entry`]).
+    fn offers_kernel_entries(&self) -> bool {
+        false
+    }
+
+    /// Whether OpenFlow controllers program it (flows, groups, meters, packet-out).
+    fn is_programmable(&self) -> bool {
+        false
+    }
+
+    /// Whether controllers see `port` (port descriptions, status, statistics): a switch shared by
+    /// several modes shows them only the OpenFlow part's ports.
+    fn controller_sees(&self, _port: u32) -> bool {
+        true
+    }
 }
 
 /// How a mode without OpenFlow tables answers OpenFlow: reads describe a switch with no tables

@@ -264,6 +264,14 @@ impl Mode for OpenFlowMode {
         self.pipeline.generation()
     }
 
+    fn offers_kernel_entries(&self) -> bool {
+        true
+    }
+
+    fn is_programmable(&self) -> bool {
+        true
+    }
+
     fn credit_kernel(&mut self, credits: &pipeline::exec::Credits, packets: u64, bytes: u64, now: Nanos) {
         self.pipeline.credit_many(credits, packets, bytes, now);
     }

@@ -57,4 +57,8 @@ impl Mode for PortMapMode {
     fn generation(&self) -> u64 {
         0
     }
+
+    fn offers_kernel_entries(&self) -> bool {
+        true
+    }
 }

@@ -212,7 +212,7 @@ pub fn recv(a: RecvArgs) -> Result<(), String> {
     let idle = Duration::from_secs_f64(a.idle);
     let mut ready = Vec::new();
     let mut wrong_network = 0u64;
-    while start.elapsed().as_secs_f64() < a.duration && !last_seen.is_some_and(|t| t.elapsed() >= idle) {
+    while start.elapsed().as_secs_f64() < a.duration && last_seen.is_none_or(|t| t.elapsed() < idle) {
         let _ = netio::sys::poll_readable(&fds, 10, &mut ready);
         for (rx, net) in ports.iter_mut() {
             let got = rx.recv(4096, &mut |f: RxFrame<'_>| {

@@ -312,7 +312,7 @@ fn send(a: SendArgs) -> Result<(), String> {
         let due = if rate == 0 {
             BATCH
         } else {
-            let target = (elapsed.as_nanos() as u128 * rate as u128 / 1_000_000_000) as u64 + 1;
+            let target = (elapsed.as_nanos() * rate as u128 / 1_000_000_000) as u64 + 1;
             target.saturating_sub(slots).min(BATCH)
         };
         if due == 0 {

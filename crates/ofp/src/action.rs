@@ -133,7 +133,7 @@ impl Action {
         let bad_len = |what| DecodeError::new(ErrorCode::BadAction(BadAction::BadLen), what);
         let typ = r.u16("action type")?;
         let len = r.u16("action length")? as usize;
-        if len < 8 || len % 8 != 0 {
+        if len < 8 || !len.is_multiple_of(8) {
             return Err(bad_len("action length not a positive multiple of 8"));
         }
         let mut body = r.sub(len - 4, short::ACT_LEN, "action body")?;
@@ -264,7 +264,7 @@ impl Instruction {
         let bad_len = |what| DecodeError::new(ErrorCode::BadInstruction(BadInstruction::BadLen), what);
         let typ = r.u16("instruction type")?;
         let len = r.u16("instruction length")? as usize;
-        if len < 8 || len % 8 != 0 {
+        if len < 8 || !len.is_multiple_of(8) {
             return Err(bad_len("instruction length not a positive multiple of 8"));
         }
         let mut body = r.sub(len - 4, short::INST_LEN, "instruction body")?;

@@ -70,7 +70,7 @@ impl Bucket {
     pub fn decode(r: &mut Reader<'_>) -> Result<Bucket, DecodeError> {
         let bad = |what| DecodeError::new(ErrorCode::GroupModFailed(GroupModFailed::BadBucket), what);
         let len = r.u16("bucket length")? as usize;
-        if len < 16 || len % 8 != 0 {
+        if len < 16 || !len.is_multiple_of(8) {
             return Err(bad("bucket length"));
         }
         let mut body = r.sub(len - 2, ErrorCode::GroupModFailed(GroupModFailed::BadBucket), "bucket body")?;
@@ -146,7 +146,7 @@ impl MeterBand {
         let bad = |c, what| DecodeError::new(ErrorCode::MeterModFailed(c), what);
         let typ = r.u16("band type")?;
         let len = r.u16("band length")? as usize;
-        if len < 16 || len % 8 != 0 {
+        if len < 16 || !len.is_multiple_of(8) {
             return Err(bad(MeterModFailed::BadBand, "band length"));
         }
         let mut body = r.sub(len - 4, ErrorCode::BadRequest(BadRequest::BadLen), "band body")?;

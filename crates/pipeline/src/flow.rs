@@ -134,11 +134,7 @@ pub fn validate_actions(actions: &[Action], packet_out: bool, limits: &Limits<'_
                     return bad(BadAction::BadOutPort);
                 }
             }
-            Action::Group(g) => {
-                if !(limits.group_exists)(*g) {
-                    return bad(BadAction::BadOutGroup);
-                }
-            }
+            Action::Group(g) if !(limits.group_exists)(*g) => return bad(BadAction::BadOutGroup),
             Action::PushVlan(et) if !matches!(*et, 0x8100 | 0x88a8) => return bad(BadAction::BadArgument),
             Action::PushMpls(et) if !matches!(*et, 0x8847 | 0x8848) => return bad(BadAction::BadArgument),
             Action::PushPbb(et) if *et != 0x88e7 => return bad(BadAction::BadArgument),

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use ofp::error::{ErrorCode, GroupModFailed};
 use ofp::group_meter::{group_command, group_type, Bucket, OFPG_ALL, OFPG_ANY, OFPG_MAX};
+use ofp::GroupMod;
 use ofp::port::OFPP_ANY;
 use ofp::Action;
 
@@ -64,14 +65,12 @@ impl GroupTable {
 
     pub fn apply(
         &mut self,
-        command: u16,
-        typ: u8,
-        id: u32,
-        buckets: &[Bucket],
+        gm: &GroupMod,
         n_tables: u8,
         meter_exists: &dyn Fn(u32) -> bool,
         now: Nanos,
     ) -> Result<GroupChange, ErrorCode> {
+        let (command, typ, id, buckets) = (gm.command, gm.group_type, gm.group_id, &gm.buckets[..]);
         let err = |c| Err(ErrorCode::GroupModFailed(c));
         match command {
             group_command::ADD | group_command::MODIFY => {

@@ -262,15 +262,7 @@ impl Pipeline {
     pub fn group_mod(&mut self, gm: &GroupMod, now: Nanos) -> Result<Vec<FlowRemoved>, ErrorCode> {
         let n_tables = self.n_tables();
         let meters = &self.meters;
-        let change = self.groups.apply(
-            gm.command,
-            gm.group_type,
-            gm.group_id,
-            &gm.buckets,
-            n_tables,
-            &|m| meters.exists(m),
-            now,
-        )?;
+        let change = self.groups.apply(gm, n_tables, &|m| meters.exists(m), now)?;
         let out = match change {
             GroupChange::Deleted(ids) if !ids.is_empty() => {
                 self.remove_flows_where(|f| ids.iter().any(|&g| f.uses_group(g)), Removal::GroupDelete, now)

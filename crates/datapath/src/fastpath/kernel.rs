@@ -183,6 +183,7 @@ fn less_labels_in_the_kernel_match_the_userspace_rule() {
     let detour_stack = [less::encode_route(&[1, 1, 1, 1], true), rerouted_block.encode()].concat();
     let detour = KernelStack { port: 1, ethertype: less::ETHERTYPE, stack: detour_stack };
     let mut tables = KernelLabels { generation: 1, max_labels: 16, ..Default::default() };
+    tables.ports.extend([1, 2]);
     tables.edge_ports.insert(1);
     tables.reroute.insert((2, block_hash(&block_bytes)), detour.clone());
     let pushed = KernelStack { port: 1, ethertype: less::ETHERTYPE, stack: less::encode_route(&[3, 4], false) };

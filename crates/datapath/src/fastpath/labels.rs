@@ -14,7 +14,7 @@ use super::{obj_err, FastPath, CFG_LESS_MAX_LABELS, CNT_LESS_SHIFTED};
 /// `LESS_STACK_MAX`, `LESS_MAX_PORTS` in `bpf/fastpath.h`.
 pub const LESS_STACK_MAX: usize = 64;
 pub const LESS_MAX_PORTS: u32 = 256;
-/// `struct less_port`: ifindex, live, edge, padding.
+/// `struct less_port`: ifindex, live, edge, member, padding.
 pub const LESS_PORT_BYTES: usize = 8;
 /// `struct less_stack`: port, ethertype, length, the bytes.
 pub const LESS_STACK_AT: usize = 8;
@@ -99,10 +99,13 @@ impl FastPath {
         let port_values = (0..LESS_MAX_PORTS)
             .map(|no| {
                 let mut v = [0u8; LESS_PORT_BYTES];
-                if let Some(p) = ports.iter().find(|p| p.no == no) {
+                // Another mode's port is unknown here: never an output, and what comes in on it
+                // is not label-switched.
+                if let Some(p) = ports.iter().find(|p| p.no == no && labels.ports.contains(&no)) {
                     v[0..4].copy_from_slice(&p.ifindex.to_ne_bytes());
                     v[4] = p.live as u8;
                     v[5] = labels.edge_ports.contains(&no) as u8;
+                    v[6] = 1;
                 }
                 (no.to_ne_bytes(), v)
             })

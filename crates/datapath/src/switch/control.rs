@@ -60,14 +60,19 @@ impl Switch {
         answer
     }
 
+    /// Whether controllers see port `no`: on a switch shared by modes, only the OpenFlow part's.
+    pub(super) fn seen(&self, no: u32) -> bool {
+        self.mode.controller_sees(no)
+    }
+
     fn queue_config(&self, port: u32) -> Result<Message, ErrorCode> {
-        if port != OFPP_ANY && !self.ports.contains_key(&port) {
+        if port != OFPP_ANY && (!self.ports.contains_key(&port) || !self.seen(port)) {
             return Err(ErrorCode::QueueOpFailed(QueueOpFailed::BadPort));
         }
         let queues = self
             .ports
             .iter()
-            .filter(|(&n, p)| (port == OFPP_ANY || n == port) && p.tx.is_some())
+            .filter(|(&n, p)| (port == OFPP_ANY || n == port) && p.tx.is_some() && self.seen(n))
             .flat_map(|(&n, _)| {
                 (0..N_QUEUES as u32).map(move |q| PacketQueue { queue_id: q, port: n, properties: vec![] })
             })
@@ -87,16 +92,21 @@ impl Switch {
                 dp_desc: self.cfg.dp_desc.clone(),
             })),
             R::PortDesc => Ok(MultipartReplyBody::PortDesc(
-                self.ports.values().filter(|p| p.tx.is_some()).map(|p| p.desc.clone()).collect(),
+                self.ports
+                    .iter()
+                    .filter(|(&n, p)| p.tx.is_some() && self.seen(n))
+                    .map(|(_, p)| p.desc.clone())
+                    .collect(),
             )),
             R::PortStats { port_no } => {
-                if *port_no != OFPP_ANY && !self.ports.contains_key(port_no) {
+                if *port_no != OFPP_ANY && (!self.ports.contains_key(port_no) || !self.seen(*port_no)) {
                     return Some(Err(ErrorCode::BadRequest(BadRequest::BadPort)));
                 }
+                let mode = &self.mode;
                 Ok(MultipartReplyBody::PortStats(
                     self.ports
                         .iter_mut()
-                        .filter(|(&n, _)| *port_no == OFPP_ANY || n == *port_no)
+                        .filter(|(&n, _)| (*port_no == OFPP_ANY || n == *port_no) && mode.controller_sees(n))
                         .map(|(&n, p)| p.stats(n))
                         .collect(),
                 ))
@@ -114,14 +124,15 @@ impl Switch {
     }
 
     fn queue_stats(&self, port_no: u32, queue_id: u32) -> Result<MultipartReplyBody, ErrorCode> {
-        if port_no != OFPP_ANY && !self.ports.contains_key(&port_no) {
+        if port_no != OFPP_ANY && (!self.ports.contains_key(&port_no) || !self.seen(port_no)) {
             return Err(ErrorCode::QueueOpFailed(QueueOpFailed::BadPort));
         }
         if queue_id != ALL_QUEUES && queue_id as usize >= N_QUEUES {
             return Err(ErrorCode::QueueOpFailed(QueueOpFailed::BadQueue));
         }
         let mut out = Vec::new();
-        for (&n, p) in self.ports.iter().filter(|(&n, p)| (port_no == OFPP_ANY || n == port_no) && p.tx.is_some()) {
+        let wanted = |n: u32| (port_no == OFPP_ANY || n == port_no) && self.seen(n);
+        for (&n, p) in self.ports.iter().filter(|(&n, p)| wanted(n) && p.tx.is_some()) {
             let d = p.created.elapsed();
             for q in (0..N_QUEUES as u32).filter(|&q| queue_id == ALL_QUEUES || q == queue_id) {
                 let s = p.egress.stats(q as usize);

@@ -229,7 +229,9 @@ impl Switch {
         let view = (reason != port_reason::DELETE).then(|| port.view());
         let desc = port.desc.clone();
         self.mode.port_changed(no, view);
-        (self.events)(Event::PortStatus(PortStatus { reason, desc }));
+        if self.seen(no) {
+            (self.events)(Event::PortStatus(PortStatus { reason, desc }));
+        }
     }
 
     pub(super) fn link_event(&mut self, ev: LinkEvent) {
@@ -279,6 +281,9 @@ impl Switch {
 
     pub(super) fn port_mod(&mut self, pm: &PortMod) -> Result<(), ErrorCode> {
         let err = |c| Err(ErrorCode::PortModFailed(c));
+        if !self.seen(pm.port_no) {
+            return err(PortModFailed::BadPort);
+        }
         let Some(port) = self.ports.get_mut(&pm.port_no) else {
             return err(PortModFailed::BadPort);
         };

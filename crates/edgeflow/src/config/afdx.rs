@@ -70,10 +70,10 @@ fn afdx_table(cx: &Ctx<'_>, file: &File, ports: Option<&[(u32, String)]>) -> Res
     let mut vls = Vec::new();
     for e in &section.vl {
         if !known(*e.in_port.get_ref()) {
-            return Err(cx.at(&e.in_port, format!("port {} is not configured", e.in_port.get_ref())));
+            return Err(cx.at(&e.in_port, format!("port {} is not configured for mode afdx", e.in_port.get_ref())));
         }
         if let Some(p) = e.out_ports.get_ref().iter().find(|&&p| !known(p)) {
-            return Err(cx.at(&e.out_ports, format!("port {p} is not configured")));
+            return Err(cx.at(&e.out_ports, format!("port {p} is not configured for mode afdx")));
         }
         let priority = match e.priority.get_ref().as_str() {
             "high" => Priority::High,
@@ -204,7 +204,7 @@ mod tests {
         let with_ports = dir.join("ports.toml");
         std::fs::write(&with_ports, format!("[[port]]\nname = \"a\"\n{vl}")).unwrap();
         let e = load_afdx(&with_ports).unwrap_err();
-        assert!(e.ends_with(":6: port 9 is not configured"), "{e}");
+        assert!(e.ends_with(":6: port 9 is not configured for mode afdx"), "{e}");
         let none = dir.join("none.toml");
         std::fs::write(&none, "mode = \"afdx\"\n").unwrap();
         assert!(load_afdx(&none).unwrap_err().contains("no [[afdx.vl]] entries"));

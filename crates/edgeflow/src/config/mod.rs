@@ -83,6 +83,8 @@ pub struct PortEntry {
     #[serde(default, rename = "queue")]
     pub queues: Vec<QueueEntry>,
     pub gates: Option<GatesEntry>,
+    /// This port's forwarding mode, when it is not the switch's (`mode` at the top).
+    pub mode: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -117,11 +119,18 @@ pub struct Settings {
     pub packet_in_rate: u32,
     pub table_limits: Vec<(u8, u32, bool)>,
     pub fastpath: Option<datapath::fastpath::Mode>,
+    /// The switch's mode: every port's that names none of its own.
     pub mode: ModeSetting,
+    /// The other modes ports named (`[[port]] mode`), each with its ports; empty when every port
+    /// runs the switch's mode.
+    pub port_modes: Vec<(ModeSetting, Vec<u32>)>,
     /// Per port number: pacing, schedulers, gates and queue limits.
     pub egress: Vec<(u32, PortEgress)>,
     pub timing: Timing,
 }
+
+/// (port number, interface name), in the order configured.
+type Ports = Vec<(u32, String)>;
 
 /// Default packet-in rate limit (per second, all controllers together).
 pub const DEFAULT_PACKET_IN_RATE: u32 = 2000;
@@ -335,23 +344,45 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
         (None, Some(m)) => cx.at(m, reason),
         _ => format!("--mode: {reason}"),
     };
-    let mode = match mode_name.as_str() {
-        "openflow" => ModeSetting::OpenFlow,
-        "learning" => ModeSetting::Learning,
-        "portmap" => ModeSetting::PortMap(portmap(&cx, file, flags, &ports)?),
-        "afdx" => afdx(&cx, file, &ports)?
-            .ok_or_else(|| at_mode("mode 'afdx' needs [[afdx.vl]] entries in the config file".into()))?,
-        "less" => less::less(&cx, file, &ports)?,
-        other => {
-            return Err(at_mode(format!(
-                "mode '{other}': expected 'openflow', 'learning', 'portmap', 'afdx' or 'less'"
-            )))
+    // Ports that name a mode other than the switch's, grouped by mode (in the order first named).
+    let mut groups: Vec<(&Spanned<String>, Ports)> = Vec::new();
+    for (entry, port) in file.ports.iter().zip(&ports) {
+        let Some(m) = entry.mode.as_ref().filter(|m| *m.get_ref() != mode_name) else { continue };
+        match groups.iter_mut().find(|(name, _)| name.get_ref() == m.get_ref()) {
+            Some((_, list)) => list.push(port.clone()),
+            None => groups.push((m, vec![port.clone()])),
         }
+    }
+    let own: Vec<(u32, String)> = ports
+        .iter()
+        .filter(|(no, _)| !groups.iter().any(|(_, list)| list.iter().any(|(n, _)| n == no)))
+        .cloned()
+        .collect();
+    let build = |name: &str, ports: &[(u32, String)], at: &dyn Fn(String) -> String| -> Result<ModeSetting, String> {
+        Ok(match name {
+            "openflow" => ModeSetting::OpenFlow,
+            "learning" => ModeSetting::Learning,
+            "portmap" => ModeSetting::PortMap(portmap(&cx, file, flags, ports)?),
+            "afdx" => afdx(&cx, file, ports)?
+                .ok_or_else(|| at("mode 'afdx' needs [[afdx.vl]] entries in the config file".into()))?,
+            "less" => less::less(&cx, file, ports)?,
+            other => {
+                return Err(at(format!("mode '{other}': expected 'openflow', 'learning', 'portmap', 'afdx' or 'less'")))
+            }
+        })
     };
-    if mode != ModeSetting::OpenFlow && !controllers.is_empty() {
+    let mode = build(&mode_name, &own, &at_mode)?;
+    let mut port_modes = Vec::new();
+    for (name, list) in &groups {
+        let at = |reason: String| cx.at(name, reason);
+        port_modes.push((build(name.get_ref(), list, &at)?, list.iter().map(|(no, _)| *no).collect::<Vec<u32>>()));
+    }
+    let modes: Vec<&ModeSetting> = std::iter::once(&mode).chain(port_modes.iter().map(|(m, _)| m)).collect();
+    let any = |f: fn(&ModeSetting) -> bool| modes.iter().any(|m| f(m));
+    if !any(|m| *m == ModeSetting::OpenFlow) && !controllers.is_empty() {
         return Err(at_mode(format!("mode '{mode_name}' takes no controllers (only mode = \"openflow\" does)")));
     }
-    if !matches!(mode, ModeSetting::PortMap(_)) {
+    if !any(|m| matches!(m, ModeSetting::PortMap(_))) {
         if let Some(e) = file.portmap.first() {
             return Err(cx.at(&e.from, "[[portmap]] needs mode = \"portmap\""));
         }
@@ -359,7 +390,7 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
             return Err("--portmap needs --mode portmap".into());
         }
     }
-    if !matches!(mode, ModeSetting::Afdx { .. }) {
+    if !any(|m| matches!(m, ModeSetting::Afdx { .. })) {
         if let Some(a) = &file.afdx {
             let reason = "[afdx] needs mode = \"afdx\"";
             return Err(match (a.vl.first(), &a.mac_constant) {
@@ -369,7 +400,7 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
             });
         }
     }
-    if let (false, Some(section)) = (matches!(mode, ModeSetting::Less(_)), &file.less) {
+    if let (false, Some(section)) = (any(|m| matches!(m, ModeSetting::Less(_))), &file.less) {
         return Err(less::unwanted(&cx, section));
     }
     Ok(Settings {
@@ -386,6 +417,7 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
         table_limits,
         fastpath,
         mode,
+        port_modes,
         egress,
         timing: match &file.egress_timing {
             None => Timing::Sleep,
@@ -407,7 +439,7 @@ fn portmap(cx: &Ctx<'_>, file: &File, flags: &Flags, ports: &[(u32, String)]) ->
     for e in &file.portmap {
         for end in [&e.from, &e.to] {
             if !known(*end.get_ref()) {
-                return Err(cx.at(end, format!("port {} is not configured", end.get_ref())));
+                return Err(cx.at(end, format!("port {} is not configured for mode portmap", end.get_ref())));
             }
         }
         if pairs.iter().any(|&(from, _)| from == *e.from.get_ref()) {
@@ -501,6 +533,32 @@ number = 7
         assert!(e.starts_with("sw.toml:1:") && e.contains("takes no controllers"), "{e}");
         let e = from_str(&format!("{ports}[[portmap]]\nfrom = 1\nto = 2\n")).unwrap_err();
         assert!(e.starts_with("sw.toml:6:") && e.contains("needs mode"), "{e}");
+    }
+
+    #[test]
+    fn ports_may_name_a_mode_of_their_own() {
+        let src = "mode = \"less\"\ncontrollers = [\"tcp:127.0.0.1:6653\"]\n[less]\nroot = true\n\
+                   [[port]]\nname = \"a\"\n[[port]]\nname = \"b\"\nmode = \"openflow\"\n\
+                   [[port]]\nname = \"c\"\nmode = \"openflow\"\n[[port]]\nname = \"d\"\nmode = \"less\"\n";
+        let s = from_str(src).unwrap();
+        assert!(matches!(s.mode, ModeSetting::Less(ref c) if c.root), "{:?}", s.mode);
+        assert_eq!(s.port_modes, vec![(ModeSetting::OpenFlow, vec![2, 3])], "d names the switch's own mode");
+        // A mode no port or switch runs takes no controllers, and its section is refused.
+        let e = from_str(&src.replace("mode = \"openflow\"", "mode = \"learning\"")).unwrap_err();
+        assert!(e.starts_with("sw.toml:1:") && e.contains("takes no controllers"), "{e}");
+        let e = from_str("[less]\nroot = true\n[[port]]\nname = \"a\"\nmode = \"learning\"\n").unwrap_err();
+        assert!(e.starts_with("sw.toml:2:") && e.contains("needs mode"), "{e}");
+        let s = from_str("[less]\nroot = true\n[[port]]\nname = \"a\"\nmode = \"less\"\n[[port]]\nname = \"b\"\n")
+            .unwrap();
+        assert_eq!((s.mode.clone(), s.port_modes.len()), (ModeSetting::OpenFlow, 1), "{s:?}");
+        // A port's mode is checked where it is named, and its settings against its own ports.
+        let e = from_str("[[port]]\nname = \"a\"\n[[port]]\nname = \"b\"\nmode = \"bridge\"\n").unwrap_err();
+        assert!(e.starts_with("sw.toml:5:") && e.contains("expected 'openflow'"), "{e}");
+        let e = from_str(
+            "[[port]]\nname = \"a\"\n[[port]]\nname = \"b\"\nmode = \"portmap\"\n[[portmap]]\nfrom = 2\nto = 1\n",
+        )
+        .unwrap_err();
+        assert!(e.starts_with("sw.toml:8:") && e.contains("port 1 is not configured for mode portmap"), "{e}");
     }
 
     #[test]

@@ -93,9 +93,14 @@ impl LessMode {
                 }
             }
             Message::Hosts(h) => {
-                if h.origin != self.cfg.switch_id && self.directory.hosts(h.clone(), now) {
+                if h.origin == self.cfg.switch_id {
+                    return Verdict::default();
+                }
+                if let Some(changed) = self.directory.hosts(h.clone(), now) {
                     self.flood(&Message::Hosts(h), Some(in_port), true, out);
-                    self.invalidate();
+                    if changed {
+                        self.invalidate();
+                    }
                 }
             }
             Message::HostQuery(q) => {

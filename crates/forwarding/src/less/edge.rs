@@ -99,16 +99,18 @@ impl Directory {
         Hosts { origin, seq: self.seq, addresses, hosts: self.local.values().map(|l| l.entry).collect() }
     }
 
-    /// Another switch's announcement. True when it is newer than what we had (pass it on).
-    pub fn hosts(&mut self, h: Hosts, now: Nanos) -> bool {
-        if let Some(old) = self.remote.get(&h.origin) {
-            // Serial-number order: newer if ahead by less than half the space.
-            if h.seq.wrapping_sub(old.seq) == 0 || h.seq.wrapping_sub(old.seq) > u32::MAX / 2 {
-                return false;
-            }
+    /// Another switch's announcement: `None` when it is no newer than what we had, else (pass it
+    /// on) whether what it says changed (plans made from the old one no longer hold). Switches
+    /// repeat their announcement every few HELLOs; a repeat keeps the plans.
+    pub fn hosts(&mut self, h: Hosts, now: Nanos) -> Option<bool> {
+        let old = self.remote.get(&h.origin);
+        // Serial-number order: newer if ahead by less than half the space.
+        if old.is_some_and(|o| h.seq.wrapping_sub(o.seq) == 0 || h.seq.wrapping_sub(o.seq) > u32::MAX / 2) {
+            return None;
         }
+        let changed = old.is_none_or(|o| o.addresses != h.addresses || o.hosts != h.hosts);
         self.remote.insert(h.origin, Origin { seq: h.seq, addresses: h.addresses, hosts: h.hosts, seen: now });
-        true
+        Some(changed)
     }
 
     /// An ARP query flooded by `origin`. True the first time (pass it on, ask our hosts).
@@ -203,8 +205,10 @@ mod tests {
         assert!(here.learn(ip("fd00::1"), [2, 0, 0, 0, 0, 1], 3, 0), "the same host's IPv6 address");
         let a = here.announce(7, vec![addr(&[(1, 2)], None)]);
         let mut there = Directory::new(0);
-        assert!(there.hosts(a.clone(), 0));
-        assert!(!there.hosts(a, 0), "a repeat is not passed on");
+        assert_eq!(there.hosts(a.clone(), 0), Some(true));
+        assert_eq!(there.hosts(a, 0), None, "a repeat is not passed on");
+        let again = here.announce(7, vec![addr(&[(1, 2)], None)]);
+        assert_eq!(there.hosts(again, 0), Some(false), "a newer announcement saying the same changes nothing");
         for a in ["10.0.0.1", "fd00::1"] {
             assert_eq!(
                 there.locate(ip(a)),

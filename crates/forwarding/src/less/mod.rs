@@ -181,6 +181,7 @@ impl LessMode {
     fn invalidate(&mut self) {
         self.kernel.push.clear();
         self.kernel.reroute.clear();
+        self.kernel.ports = self.live.keys().copied().collect();
         self.kernel.edge_ports =
             self.live.keys().copied().filter(|&p| p <= 255 && self.fabric.is_edge(p as u8)).collect();
         self.kernel.down_ports = self.fabric.silent_ports().map(u32::from).collect();
