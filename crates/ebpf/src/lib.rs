@@ -108,8 +108,21 @@ pub struct Map {
 }
 
 impl Map {
-    pub fn create(name: &str, map_type: u32, key_size: u32, value_size: u32, max_entries: u32, flags: u32) -> io::Result<Map> {
-        let mut a = Attr::new().u32(0, map_type).u32(4, key_size).u32(8, value_size).u32(12, max_entries).u32(16, flags).name(28, name);
+    pub fn create(
+        name: &str,
+        map_type: u32,
+        key_size: u32,
+        value_size: u32,
+        max_entries: u32,
+        flags: u32,
+    ) -> io::Result<Map> {
+        let mut a = Attr::new()
+            .u32(0, map_type)
+            .u32(4, key_size)
+            .u32(8, value_size)
+            .u32(12, max_entries)
+            .u32(16, flags)
+            .name(28, name);
         let fd = bpf_fd(cmd::MAP_CREATE, &mut a).map_err(|e| io::Error::new(e.kind(), format!("map {name}: {e}")))?;
         Ok(Map { fd, key_size, value_size, max_entries })
     }
@@ -214,11 +227,16 @@ impl Program {
 
     /// Attaches an XDP program to an interface (driver mode, falling back to generic).
     pub fn attach_xdp(&self, ifindex: u32) -> io::Result<Link> {
-        let mut a = Attr::new().u32(0, self.fd() as u32).u32(4, ifindex).u32(8, attach::XDP).u32(12, xdp_flags::DRV_MODE);
+        let mut a =
+            Attr::new().u32(0, self.fd() as u32).u32(4, ifindex).u32(8, attach::XDP).u32(12, xdp_flags::DRV_MODE);
         match bpf_fd(cmd::LINK_CREATE, &mut a) {
             Ok(fd) => Ok(Link(fd)),
             Err(_) => {
-                let mut a = Attr::new().u32(0, self.fd() as u32).u32(4, ifindex).u32(8, attach::XDP).u32(12, xdp_flags::SKB_MODE);
+                let mut a = Attr::new()
+                    .u32(0, self.fd() as u32)
+                    .u32(4, ifindex)
+                    .u32(8, attach::XDP)
+                    .u32(12, xdp_flags::SKB_MODE);
                 bpf_fd(cmd::LINK_CREATE, &mut a).map(Link)
             }
         }
@@ -355,7 +373,11 @@ impl Object {
         let mut sections = Vec::with_capacity(shnum);
         for i in 0..shnum {
             let (name, typ, flags, off, size, link, info) = header(i)?;
-            let data = if typ == 8 { &[][..] } else { elf.get(off..off + size).ok_or_else(|| bad("section data out of range".into()))? };
+            let data = if typ == 8 {
+                &[][..]
+            } else {
+                elf.get(off..off + size).ok_or_else(|| bad("section data out of range".into()))?
+            };
             sections.push(Section { name: cstr(shstr, name as usize), typ, flags, data, link, info });
         }
         let symtab = sections.iter().find(|s| s.typ == SHT_SYMTAB).ok_or_else(|| bad("no symbol table".into()))?;
@@ -370,9 +392,17 @@ impl Object {
             .data
             .chunks_exact(24)
             .filter(|s| s[4] & 0xf == 2)
-            .map(|s| (cstr(strtab, rd_u32(s, 0) as usize), rd_u16(s, 6) as usize, rd_u64(s, 8) as usize, rd_u64(s, 16) as usize))
+            .map(|s| {
+                (
+                    cstr(strtab, rd_u32(s, 0) as usize),
+                    rd_u16(s, 6) as usize,
+                    rd_u64(s, 8) as usize,
+                    rd_u64(s, 16) as usize,
+                )
+            })
             .collect();
-        let license = sections.iter().find(|s| s.name == "license").map(|s| s.data.to_vec()).unwrap_or_else(|| b"GPL\0".to_vec());
+        let license =
+            sections.iter().find(|s| s.name == "license").map(|s| s.data.to_vec()).unwrap_or_else(|| b"GPL\0".to_vec());
 
         let mut obj = Object::default();
         let mut kfunc_ids: HashMap<String, Option<u32>> = HashMap::new();
@@ -386,7 +416,14 @@ impl Object {
                 if v + 20 > d.len() {
                     return Err(bad(format!("map {name}: definition out of range")));
                 }
-                let map = Map::create(name, rd_u32(d, v), rd_u32(d, v + 4), rd_u32(d, v + 8), rd_u32(d, v + 12), rd_u32(d, v + 16))?;
+                let map = Map::create(
+                    name,
+                    rd_u32(d, v),
+                    rd_u32(d, v + 4),
+                    rd_u32(d, v + 8),
+                    rd_u32(d, v + 12),
+                    rd_u32(d, v + 16),
+                )?;
                 map_at.insert(v, name.clone());
                 obj.maps.insert(name.clone(), map);
             }
@@ -403,7 +440,8 @@ impl Object {
                 for r in rel.data.chunks_exact(16) {
                     let offset = rd_u64(r, 0) as usize;
                     let sym = (rd_u64(r, 8) >> 32) as usize;
-                    let (sname, shndx, value) = symbols.get(sym).ok_or_else(|| bad("relocation symbol out of range".into()))?;
+                    let (sname, shndx, value) =
+                        symbols.get(sym).ok_or_else(|| bad("relocation symbol out of range".into()))?;
                     if *shndx == 0 && offset + 8 <= insns.len() && insns[offset] == 0x85 {
                         // A call to an undefined symbol: a kernel function, by its BTF id.
                         let id = *kfunc_ids.entry(sname.clone()).or_insert_with(|| vmlinux_func_id(sname));
@@ -437,7 +475,8 @@ impl Object {
             }
             let expected = if ptype == prog_type::XDP { attach::XDP } else { 0 };
             for (fname, _, start, size) in functions.iter().filter(|f| f.1 == idx) {
-                let code = insns.get(*start..start + size).ok_or_else(|| bad(format!("{fname}: out of its section")))?;
+                let code =
+                    insns.get(*start..start + size).ok_or_else(|| bad(format!("{fname}: out of its section")))?;
                 // The kernel takes XDP metadata kfuncs only from device-bound programs: the copy
                 // shared by all devices calls none, as if the kernel had none.
                 let mut shared = code.to_vec();
@@ -487,7 +526,7 @@ impl Object {
     pub fn bound_len_estimate(&self, name: &str) -> io::Result<usize> {
         let (ptype, code) = self.code.get(name).ok_or_else(|| bad(format!("no program named {name}")))?;
         let mut code = code.clone();
-        for insn in code.chunks_exact_mut(8).filter(|i| i[0] == 0x85 && i[1] >> 4 == BPF_PSEUDO_KFUNC_CALL) {
+        for insn in kfunc_calls(&mut code) {
             // r0 = *(u32 *)(r1 + 12): xdp_md.ingress_ifindex (r1 is still the context at each call
             // site only if the program keeps it there; the verifier says so if not).
             insn.copy_from_slice(&[0x61, 0x10, 12, 0, 0, 0, 0, 0]);
@@ -505,7 +544,14 @@ impl Object {
     }
 }
 
-fn load_program(name: &str, ptype: u32, insns: &[u8], license: &[u8], expected_attach: u32, dev_bound: Option<u32>) -> io::Result<OwnedFd> {
+fn load_program(
+    name: &str,
+    ptype: u32,
+    insns: &[u8],
+    license: &[u8],
+    expected_attach: u32,
+    dev_bound: Option<u32>,
+) -> io::Result<OwnedFd> {
     let attempt = |log: &mut Vec<u8>, level: u32| {
         let (flags, ifindex) = dev_bound.map_or((0, 0), |i| (BPF_F_XDP_DEV_BOUND_ONLY, i));
         let mut a = Attr::new()
@@ -536,7 +582,8 @@ fn load_program(name: &str, ptype: u32, insns: &[u8], license: &[u8], expected_a
             let mut log = vec![0u8; 1 << 20];
             let _ = attempt(&mut log, 1);
             let text = cstr(&log, 0);
-            let tail: String = text.lines().rev().take(25).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
+            let tail: String =
+                text.lines().rev().take(25).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n");
             Err(io::Error::new(first.kind(), format!("program {name}: {first}\n{tail}")))
         }
     }
@@ -574,6 +621,11 @@ pub fn may_have_moved(loaded: usize, grown: usize) -> bool {
     (64..=128).step_by(8).any(|header| (header + grown).div_ceil(PAGE) > (header + loaded).div_ceil(PAGE))
 }
 
+/// The kfunc call instructions of a relocated program.
+fn kfunc_calls(code: &mut [u8]) -> impl Iterator<Item = &mut [u8]> {
+    code.chunks_exact_mut(8).filter(|i| i[0] == 0x85 && i[1] >> 4 == BPF_PSEUDO_KFUNC_CALL)
+}
+
 /// Turns a call instruction into `r0 = -EOPNOTSUPP`: what a kfunc the kernel lacks returns.
 fn stub_call(insn: &mut [u8]) {
     insn.copy_from_slice(&[0xb7, 0, 0, 0, 0, 0, 0, 0]);
@@ -606,13 +658,14 @@ fn btf_func_id(btf: &[u8], name: &str) -> Option<u32> {
             return Some(id);
         }
         // Each kind's trailing data after the 12-byte common header.
-        at += 12 + match kind {
-            1 | 14 | 17 => 4,            // INT, VAR, DECL_TAG
-            3 => 12,                     // ARRAY
-            4 | 5 | 15 | 19 => vlen * 12, // STRUCT, UNION, DATASEC, ENUM64
-            6 | 13 => vlen * 8,          // ENUM, FUNC_PROTO
-            _ => 0,
-        };
+        at += 12
+            + match kind {
+                1 | 14 | 17 => 4,             // INT, VAR, DECL_TAG
+                3 => 12,                      // ARRAY
+                4 | 5 | 15 | 19 => vlen * 12, // STRUCT, UNION, DATASEC, ENUM64
+                6 | 13 => vlen * 8,           // ENUM, FUNC_PROTO
+                _ => 0,
+            };
         id += 1;
     }
     None
@@ -679,9 +732,7 @@ mod tests {
         let (name, (ptype, code)) = obj.code.iter().find(|(_, (t, _))| *t == prog_type::XDP).unwrap();
         let plain = obj.program(name).unwrap().xlated_len().unwrap();
         let mut shared = code.clone();
-        for insn in shared.chunks_exact_mut(8).filter(|i| i[0] == 0x85 && i[1] >> 4 == BPF_PSEUDO_KFUNC_CALL) {
-            stub_call(insn);
-        }
+        kfunc_calls(&mut shared).for_each(stub_call);
         let roomy = with_headroom(&shared, BOUND_HEADROOM_INSNS);
         let fd = load_program(name, *ptype, &roomy, &obj.license, attach::XDP, None).expect("padded copy loads");
         let padded = Program { fd, name: name.clone(), prog_type: *ptype }.xlated_len().unwrap();

@@ -15,7 +15,7 @@ use netio::afpacket::{self, AfPacketTx, RingConfig};
 use netio::{PortRx, PortTx, RxFrame};
 use packet::afdx::{NETWORK_A, NETWORK_B};
 
-use crate::realtime_ns;
+use netio::sys::realtime_ns;
 
 fn parse_constant(s: &str) -> Result<u32, String> {
     u32::from_str_radix(s.trim_start_matches("0x"), 16).map_err(|_| format!("'{s}': expected 8 hex digits"))

@@ -9,9 +9,10 @@
 //! Over 600 lines, one concern: the plain sender and receiver (socket and XDP engines) and their
 //! command line; the AFDX end systems are `es` and `afdx`, frames `frame`.
 
+use netio::sys::{monotonic_ns, realtime_ns};
 use std::io::Write;
 use std::os::fd::RawFd;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
 use loadgen::frame::{self, Endpoints, Probe, FCS};
@@ -221,10 +222,6 @@ struct RecvArgs {
     log: Option<std::path::PathBuf>,
 }
 
-fn realtime_ns() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
-}
-
 fn main() {
     let cli = Cli::parse();
     let result = match cli.cmd {
@@ -386,13 +383,6 @@ fn send(a: SendArgs) -> Result<(), String> {
         a.size
     );
     Ok(())
-}
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: writing into a live timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Sends with the XDP program in `bpf/loadgen.c`: the kernel runs it on fresh copies of the

@@ -232,3 +232,21 @@ pub fn poll_until(fds: &[RawFd], timeout: Option<std::time::Duration>, ready: &m
 }
 
 pub use crate::netlink::{create_veth, delete_link};
+
+/// The time on `clock` (a clockid), in ns.
+pub fn clock_ns(clock: libc::clockid_t) -> i128 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid timespec.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
+}
+
+/// CLOCK_MONOTONIC, the clock `bpf_ktime_get_ns` reads.
+pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC) as u64
+}
+
+/// The wall clock, as the kernel stamps received frames.
+pub fn realtime_ns() -> u64 {
+    clock_ns(libc::CLOCK_REALTIME) as u64
+}

@@ -40,14 +40,6 @@ pub(super) struct Written {
     pub(super) policed: u64,
 }
 
-/// CLOCK_MONOTONIC, the clock `bpf_ktime_get_ns` reads.
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: ts is a valid timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
 impl FastPath {
     /// Hands `held` links of `table` to the kernel, replacing those it held: their accounts start
     /// full, as the mode's do. An empty `held` leaves every frame to userspace.
@@ -61,7 +53,7 @@ impl FastPath {
         }
         self.links.slots.clear();
         self.set_config(CFG_AFDX_CONSTANT, table.mac_constant as u64)?;
-        let now = monotonic_ns();
+        let now = crate::sys::monotonic_ns();
         let accounts = self.obj.map("ef_afdx_accounts").map_err(obj_err)?;
         for h in held {
             let a = table.accounts[table.links[h.index].account];

@@ -31,11 +31,6 @@ const BUSY_WINDOW: u64 = 2_000_000;
 /// The SCHED_FIFO priority of the forwarding thread with fifo timing.
 const FIFO_PRIORITY: i32 = 50;
 
-/// The wall clock, as the kernel stamps received frames.
-fn realtime_ns() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
-}
-
 impl Switch {
     /// Runs until a [`Command::Shutdown`].
     pub fn run(mut self) {
@@ -230,7 +225,7 @@ impl Switch {
             return 0;
         };
         let Some(mut rx) = port.rx.take() else { return 0 };
-        let (now, wall) = (self.now(), realtime_ns());
+        let (now, wall) = (self.now(), crate::sys::realtime_ns());
         let n = rx.recv(RX_BUDGET, &mut |frame: RxFrame<'_>| {
             let at = self.ports.get_mut(&no).unwrap().arrivals.at(now, wall, frame.tstamp_ns);
             self.handle_frame(no, frame, at)
@@ -242,7 +237,7 @@ impl Switch {
     /// Frames the kernel fast path sent up: the ingress port rides in the (metadata) VLAN tag.
     fn receive_upcalls(&mut self) -> usize {
         let Some(mut rx) = self.upcall_rx.take() else { return 0 };
-        let (now, wall) = (self.now(), realtime_ns());
+        let (now, wall) = (self.now(), crate::sys::realtime_ns());
         let n = rx.recv(RX_BUDGET, &mut |frame: RxFrame<'_>| {
             let tag = frame.vlan.map(|(_, tci)| tci & 0x0fff);
             let port = tag.and_then(|t| self.fast.as_ref().and_then(|f| f.tag_port.get(&t).copied()));

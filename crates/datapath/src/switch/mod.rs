@@ -81,7 +81,7 @@ fn apply_egress(ports: &mut BTreeMap<u32, SwitchPort>, egress: &[(u32, crate::eg
                 crate::egress::GateClock::Tai => libc::CLOCK_TAI,
                 crate::egress::GateClock::Realtime => libc::CLOCK_REALTIME,
             };
-            let offset = clock_ns(id) - start.elapsed().as_nanos() as i128;
+            let offset = crate::sys::clock_ns(id) - start.elapsed().as_nanos() as i128;
             g.base_ns = (g.base_ns as i128 - offset).rem_euclid(g.cycle_ns as i128) as u64;
         }
         p.egress.set_schedule(schedule);
@@ -91,14 +91,6 @@ fn apply_egress(ports: &mut BTreeMap<u32, SwitchPort>, egress: &[(u32, crate::eg
             p.egress.set_limit(q, limit.unwrap_or(crate::egress::Limit::Frames(crate::egress::QUEUE_LIMIT)));
         }
     }
-}
-
-/// The time on `clock` (a clockid), in ns.
-fn clock_ns(clock: libc::clockid_t) -> i128 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: ts is a valid timespec.
-    unsafe { libc::clock_gettime(clock, &mut ts) };
-    ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
 }
 
 /// Wakes the forwarding thread and tells it, without a syscall, that commands wait.
