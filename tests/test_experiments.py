@@ -135,6 +135,14 @@ def test_afdx_shows_policing_and_priority(results):
     for d in ("tc", "xdp"):
         assert int(rate[(d, "afdx")]["policed"]) == 0, rate[(d, "afdx")]
         assert float(rate[(d, "afdx")]["ratio_to_openflow"]) > 0.5, rate[(d, "afdx")]
+    # On a paced port saturated by low-priority VLs, a high-priority VL loses nothing and keeps
+    # near its unloaded latency (1.5x in full runs; the target of 2x is a benchmark figure), while
+    # the same VL made low priority waits behind the background (ms, and loses frames).
+    paced = {x["case"]: x for x in rows(results, "afdx-paced")}
+    high, low = paced["saturated"], paced["saturated, VL 1 low"]
+    assert int(high["vl1_lost"]) == 0 and int(high["queue_full"]) > 0, high
+    assert float(high["ratio_to_unloaded"]) < 4, paced
+    assert float(low["vl1_p50_us"]) > 10 * float(high["vl1_p50_us"]), paced
 
 
 def test_tsn_shows_scheduling(results):
@@ -150,11 +158,13 @@ def test_tsn_shows_scheduling(results):
         assert float(x["lat_p99_us"]) < 608 + 3000, x
         assert float(x["be_mbps"]) < 20 * 1.03, x
     assert float(at_top["unpaced"]["be_mbps"]) > 25, at_top["unpaced"]
-    gates = {x["timing"]: x for x in rows(results, "tsn-gates")}
+    gates = {(x["timing"], int(x["window_us"])): x for x in rows(results, "tsn-gates")}
     # 0.987 once in CI (13 of 1000 frames out of the window: the VM's vCPUs are preempted now and
     # then, busy-polling or not); 0.99 or more in every other run.
-    assert float(gates["busy"]["in_window"]) >= 0.98, gates["busy"]
+    assert float(gates[("busy", 50)]["in_window"]) >= 0.98, gates[("busy", 50)]
     assert all(int(x["lost"]) == 0 for x in gates.values()), gates
+    idle = rows(results, "tsn-idle")
+    assert {(x["scheduler"], x["timing"]) for x in idle} == {("unpaced", "-"), ("strict", "sleep"), ("strict", "busy")}
 
 
 def test_less_shows_labels_and_reroutes(results):

@@ -4,7 +4,9 @@ end system at 10x its contract, and low-priority background VLs rising towards s
 loss and one-way latency (min/median/p99/max) and jitter, for edgeflow's AFDX mode (user, tc,
 xdp), the same VL table compiled to OpenFlow 1.3 and run on edgeflow and on Open vSwitch, the
 Linux bridge as a switch that neither filters nor polices, and a direct veth pair; beside them the
-latencies the paper publishes."""
+latencies the paper publishes. Then the AFDX mode's frame rate against the OpenFlow fast path
+(`afdx-rate`), and high-priority latency on a paced port saturated by low-priority VLs
+(`afdx-paced`)."""
 
 import time
 from contextlib import ExitStack, contextmanager
@@ -186,6 +188,86 @@ def run_load(net, n_background, seconds, sender_side=False):
     return got, sent, arrivals
 
 
+#: The paced comparison: the receiver's port paced to this rate, and enough 1518-byte background
+#: VLs (1000 frames/s each) to offer about three times it.
+PACED_MBPS = 200
+PACED_BACKGROUND = 48
+
+
+def paced_priority(seconds, rounds=3):
+    """High-priority latency under saturating low-priority load (the issue's "within 2x its
+    unloaded value"): one network, edgeflow's AFDX mode with end system 4's port paced to
+    PACED_MBPS, so that frames queue at the switch and priority has something to reorder (on an
+    unpaced veth nothing queues). VL 1 (64 B, high) and VL 3 (1518 B, high) against
+    PACED_BACKGROUND low-priority VLs of 1518 B. As a control, the same load with VL 1 made low
+    priority: then it waits behind the background in the same queue. Runs alternate, medians."""
+    table = Table("afdx-paced", f"AFDX: high-priority latency on a port paced to {PACED_MBPS} Mbit/s, "
+                  f"saturated by {PACED_BACKGROUND} low-priority VLs",
+                  ["case", "vl1_priority", "background_vls", "offered_mbps", "port_sent_mbps", "queue_full", "runs",
+                   "vl1_p50_us", "vl1_p99_us", "vl1_lost", "vl3_p50_us", "ratio_to_unloaded"],
+                  note=f"edgeflow AFDX mode (userspace: a paced port's links stay there), one network, "
+                       f"{rounds} runs of {seconds:g} s per case alternating, medians of the per-run medians "
+                       f"and p99s. The port sends at {PACED_MBPS} Mbit/s: a 1518-byte frame takes "
+                       f"{1518 * 8 / PACED_MBPS:.0f} µs, the longest a high-priority frame waits for one "
+                       "already leaving. `offered_mbps`: everything sent to end system 4; `port_sent_mbps`: what "
+                       "the paced port sent (its tx bytes over the run, start-up included: a floor), `queue_full`: frames its low-priority "
+                       "queue had no room for.")
+    cases = [("unloaded", "high", 0), ("saturated", "high", PACED_BACKGROUND),
+             ("saturated, VL 1 low", "low", PACED_BACKGROUND)]
+    median = lambda xs: sorted(xs)[len(xs) // 2]
+    results = {c: [] for c in cases}
+    netns.cleanup()
+    with AfdxNetwork("bp", RECEIVER, redundant=False) as net:
+        ports = net.ports("a")
+        for i in range(rounds):
+            for case in cases:
+                name, vl1_priority, n_bg = case
+                progress(f"afdx: paced port, {name}, run {i + 1} of {rounds}")
+                vls = [VL(v, src, [RECEIVER], bag_ms=bag, smax=max(size, 64), jitter_us=2000,
+                          priority=vl1_priority if v == 1 else prio) for v, src, bag, size, prio in FLOWS]
+                vls += [VL(BACKGROUND_BASE + k, 3, [RECEIVER], bag_ms=1, smax=1518, jitter_us=2000)
+                        for k in range(PACED_BACKGROUND)]
+                port_lines = "".join(f'[[port]]\nname = "{p}"\n' + (f"rate_mbps = {PACED_MBPS}\n"
+                                                                      if k + 1 == RECEIVER else "")
+                                     for k, p in enumerate(ports))
+                cfg = run_dir("afdx") / "paced.toml"
+                cfg.write_text(afdx.config_text(vls).replace("\n\n", "\n" + port_lines + "\n", 1))
+                with Edgeflow([], extra=["--config", str(cfg)], log_name="bench-afdx-paced") as sw:
+                    time.sleep(0.2)
+                    start = time.monotonic()
+                    rx = Receiver(net.end_systems[RECEIVER - 1], networks=("a",))
+                    try:
+                        by_source = {1: [vl_arg(1, 1, 64), vl_arg(2, 4, 512)], 2: [vl_arg(3, 2, 1518), vl_arg(4, 8, 300)],
+                                     3: [vl_arg(BACKGROUND_BASE + k, 1, 1518) for k in range(n_bg)]}
+                        procs = [send(net.end_systems[s - 1], v, seconds, networks=("a",), jitter_us=100,
+                                      seed=s, background=True) for s, v in by_source.items() if v]
+                        for p in procs:
+                            _, err = p.communicate(timeout=seconds + 60)
+                            if p.returncode != 0:
+                                raise RuntimeError(f"es-send: {err.strip()}")
+                        sent_s = time.monotonic() - start
+                        got = rx.result()["vls"]
+                    finally:
+                        rx.kill()
+                    report = sw.stats()
+                port = next(p for p in report["ports"] if p["no"] == RECEIVER)
+                results[case].append((got[1]["latency_us"]["p50"], got[1]["latency_us"]["p99"], got[1]["lost"],
+                                      got[3]["latency_us"]["p50"], port["tx_bytes"] * 8 / sent_s / 1e6,
+                                      report["drops"]["queue_full"]))
+    unloaded = median([r[0] for r in results[cases[0]]])
+    for case in cases:
+        name, vl1_priority, n_bg = case
+        runs = results[case]
+        offered = (64 * 1000 + 512 * 250 + 1518 * 500 + 300 * 125 + 1518 * 1000 * n_bg) * 8 / 1e6
+        p50 = median([r[0] for r in runs])
+        table.add(case=name, vl1_priority=vl1_priority, background_vls=n_bg, offered_mbps=round(offered),
+                  port_sent_mbps=round(median([r[4] for r in runs])), queue_full=sum(r[5] for r in runs),
+                  runs=len(runs), vl1_p50_us=p50, vl1_p99_us=median([r[1] for r in runs]),
+                  vl1_lost=sum(r[2] for r in runs), vl3_p50_us=median([r[3] for r in runs]),
+                  ratio_to_unloaded=p50 / max(unloaded, 1e-9))
+    return table
+
+
 def direct_latency(seconds, settings=None):
     """Two end systems on one veth pair (no switch): the floor every switch adds to. `settings`:
     offloads for both ends (an XDP switch's end systems run with GRO on, whose NAPI receive costs
@@ -275,7 +357,8 @@ def run(out, quick=False, switches=None):
                              admits_at_a=at[0], admits_at_b=at[1], arrived_a=r["received"][0],
                              arrived_b=r["received"][1])
     rate = frame_rate(0.5 if quick else 2.0, 3 if quick else 5)
-    for t in (per_vl, policing, published, rate):
+    paced = paced_priority(0.6 if quick else 2.0, 1 if quick else 3)
+    for t in (per_vl, policing, published, rate, paced):
         t.write(out)
 
     def draw(plt):
@@ -296,4 +379,4 @@ def run(out, quick=False, switches=None):
         plt.title("AFDX: VL 1 (high priority, 64 B, BAG 1 ms)")
         plt.legend(fontsize=7)
     plot(out / "afdx.png", draw)
-    return [per_vl, policing, published, rate]
+    return [per_vl, policing, published, rate, paced]

@@ -23,10 +23,16 @@ TAS_GATES = ('[port.gates]\nclock = "realtime"\ncycle_ns = 2000000\n'
              'entries = [{ duration_ns = 200000, open = [7] }, { duration_ns = 1800000, open = [0, 1, 2, 3, 4, 5, 6] }]\n')
 
 GATE_RATE = 100  # Mbit/s: a 200-byte frame takes 17.6 µs
-GATE_CYCLE_US, GATE_WINDOW_US = 1000, 50
-GATES = (f'[port.gates]\nclock = "realtime"\ncycle_ns = {GATE_CYCLE_US * 1000}\n'
-         f'entries = [{{ duration_ns = {GATE_WINDOW_US * 1000}, open = [7] }}, '
-         f'{{ duration_ns = {(GATE_CYCLE_US - GATE_WINDOW_US) * 1000}, open = [0] }}]\n')
+GATE_CYCLE_US = 1000
+#: The window each timing strategy is held to (the issue's targets: 50 µs with busy polling, 200 µs
+#: at SCHED_FIFO); plain sleep is shown against both.
+GATE_WINDOWS = [("sleep", 50), ("sleep", 200), ("fifo", 50), ("fifo", 200), ("busy", 50)]
+
+
+def gates(window_us):
+    return (f'[port.gates]\nclock = "realtime"\ncycle_ns = {GATE_CYCLE_US * 1000}\n'
+            f'entries = [{{ duration_ns = {window_us * 1000}, open = [7] }}, '
+            f'{{ duration_ns = {(GATE_CYCLE_US - window_us) * 1000}, open = [0] }}]\n')
 
 
 def latency_runs(topo, loads, seconds, table):
@@ -54,10 +60,10 @@ def latency_runs(topo, loads, seconds, table):
 
 
 def gate_runs(topo, seconds, table, timelines):
-    for timing in ("sleep", "fifo", "busy"):
-        progress(f"tsn: gate window {GATE_WINDOW_US} µs every {GATE_CYCLE_US} µs, timing {timing}")
-        log = run_dir("tsn") / f"gate-{timing}.log"
-        with switch(topo, "tsn-gates-bench", GATE_RATE, "[[port.queue]]\nid = 0\nlimit_frames = 50\n", GATES,
+    for timing, window in GATE_WINDOWS:
+        progress(f"tsn: gate window {window} µs every {GATE_CYCLE_US} µs, timing {timing}, {seconds:g} s")
+        log = run_dir("tsn") / f"gate-{timing}-{window}.log"
+        with switch(topo, "tsn-gates-bench", GATE_RATE, "[[port.queue]]\nid = 0\nlimit_frames = 50\n", gates(window),
                     timing=timing) as sw:
             flows(sw, {1: 7, 2: 0})
             got = streams(topo, [(0, 1, 200, 1000), (1, 2, 1500, fps_for(GATE_RATE * 0.6, 1500))],
@@ -65,15 +71,41 @@ def gate_runs(topo, seconds, table, timelines):
         frames = read_log(log)
         cycle = GATE_CYCLE_US * 1000
         offsets = sorted((rx % cycle) / 1000 for _, _, rx in frames)
-        inside = sum(1 for o in offsets if o < GATE_WINDOW_US)
+        inside = sum(1 for o in offsets if o < window)
         q = lambda p: offsets[min(len(offsets) - 1, int(p * len(offsets)))] if offsets else 0.0
-        table.add(timing=timing, frames=len(frames), lost=got[1]["lost"], in_window=inside / max(1, len(frames)),
-                  offset_p50_us=q(0.5), offset_p99_us=q(0.99), offset_max_us=offsets[-1] if offsets else 0.0)
-        timelines[timing] = [((rx - frames[0][2]) / 1e6, (rx % cycle) / 1000) for _, _, rx in frames[:400]]
+        table.add(timing=timing, window_us=window, frames=len(frames), lost=got[1]["lost"],
+                  in_window=inside / max(1, len(frames)), offset_p50_us=q(0.5), offset_p99_us=q(0.99),
+                  offset_p999_us=q(0.999), offset_max_us=offsets[-1] if offsets else 0.0)
+        if window == 50:
+            timelines[timing] = [((rx - frames[0][2]) / 1e6, (rx % cycle) / 1000) for _, _, rx in frames[:400]]
+
+
+def idle_runs(topo, seconds, table):
+    """What scheduling adds to an idle port: the high-priority stream alone through the port
+    unpaced, then paced (strict priority) with each timing strategy. On an idle port a frame's
+    start on the virtual wire is its arrival, so the difference is the scheduler's own cost."""
+    runs = []
+    for name, timing in (("unpaced", None), ("strict", "sleep"), ("strict", "busy"), ("unpaced", None)):
+        progress(f"tsn: idle port, {name}" + (f", timing {timing}" if timing else ""))
+        if timing is None:
+            sw = Edgeflow(topo.switch_ports, fail_mode="secure", log_name="tsn-idle-bench")
+        else:
+            sw = switch(topo, "tsn-idle-bench", LATENCY_RATE, timing=timing)
+        with sw:
+            flows(sw, {1: 7, 2: 0})
+            runs.append((name, timing, streams(topo, [(0, 1, *HIGH)], duration=seconds)[1]["latency_us"]))
+    # The unpaced port runs first and last: the mean of its two medians is the reference.
+    unpaced = [lat["p50"] for _, timing, lat in runs if timing is None]
+    base = sum(unpaced) / len(unpaced)
+    for name, timing, lat in runs:
+        table.add(scheduler=name, timing=timing or "-", lat_p50_us=lat["p50"], lat_p99_us=lat["p99"],
+                  added_p50_us=lat["p50"] - base)
 
 
 def run(out, quick=False, switches=()):
     seconds = 1.0 if quick else 4.0
+    # The gate targets are about 99.9 %: a full run sends 20 000 gated frames per strategy.
+    gate_seconds = 1.0 if quick else 20.0
     loads = [0.0, 1.5] if quick else [0.0, 0.25, 0.5, 0.9, 1.5]
     lat = Table("tsn", f"A high-priority stream (200 B, 500/s, queue 7) through a {LATENCY_RATE} Mbit/s port as "
                        "best effort (1500 B, queue 0) rises",
@@ -81,21 +113,30 @@ def run(out, quick=False, switches=()):
                 note="`be_load`: offered best effort as a fraction of the port's rate. `unpaced`: no `rate_mbps` "
                      "(the veth's own speed, nothing to schedule). cbs: queue 7 shaped to 2 Mbit/s. tas: queue 7 "
                      "alone for 200 µs of every 2 ms. One 1500-byte frame takes 608 µs on the wire.")
-    gates = Table("tsn-gates", f"Where queue 7's frames arrive within a {GATE_CYCLE_US} µs cycle whose first "
-                               f"{GATE_WINDOW_US} µs are its window ({GATE_RATE} Mbit/s port, best effort at 60 %)",
-                  ["timing", "frames", "lost", "in_window", "offset_p50_us", "offset_p99_us", "offset_max_us"],
-                  note="Offsets are the receiver's kernel timestamps modulo the cycle (CLOCK_REALTIME, as the gates): "
-                       "they include the veth hop after the switch. `in_window`: the fraction received inside "
-                       "the window.")
+    gate_table = Table("tsn-gates", f"Where queue 7's frames arrive within a {GATE_CYCLE_US} µs cycle whose first "
+                                    f"`window_us` are its window ({GATE_RATE} Mbit/s port, best effort at 60 %)",
+                       ["timing", "window_us", "frames", "lost", "in_window", "offset_p50_us", "offset_p99_us",
+                        "offset_p999_us", "offset_max_us"],
+                       note="Offsets are the receiver's kernel timestamps modulo the cycle (CLOCK_REALTIME, as the "
+                            "gates): they include the veth hop after the switch. `in_window`: the fraction received "
+                            f"inside the window. 1000 gated frames a second, {gate_seconds:g} s per row. Targets: "
+                            "busy ≥ 99.9 % inside 50 µs, fifo inside 200 µs.")
+    idle = Table("tsn-idle", f"What the scheduler adds to an idle {LATENCY_RATE} Mbit/s port (200 B, 500/s, "
+                             "nothing else)",
+                 ["scheduler", "timing", "lat_p50_us", "lat_p99_us", "added_p50_us"],
+                 note="`added_p50_us`: the median against the unpaced port's (the mean of its runs before and "
+                      "after). Target: ≤ 5 µs with busy.")
     timelines = {}
     netns.cleanup()
     with Topology("tb") as topo:
         for _ in range(3):
             topo.add_host()
         latency_runs(topo, loads, seconds, lat)
-        gate_runs(topo, seconds, gates, timelines)
+        gate_runs(topo, gate_seconds, gate_table, timelines)
+        idle_runs(topo, seconds, idle)
     lat.write(out)
-    gates.write(out)
+    gate_table.write(out)
+    idle.write(out)
 
     def draw(plt):
         ax1 = plt.subplot(1, 2, 1)
@@ -109,10 +150,10 @@ def run(out, quick=False, switches=()):
         ax2 = plt.subplot(1, 2, 2)
         for timing, pts in timelines.items():
             ax2.scatter([p[0] for p in pts], [p[1] for p in pts], s=4, label=timing)
-        ax2.axhspan(0, GATE_WINDOW_US, color="green", alpha=0.15, label="queue 7's window")
+        ax2.axhspan(0, 50, color="green", alpha=0.15, label="queue 7's window")
         ax2.set_xlabel("time (ms)")
         ax2.set_ylabel(f"arrival within the {GATE_CYCLE_US} µs cycle (µs)")
         ax2.legend(fontsize=8)
 
     plot(out / "tsn.png", draw)
-    return [lat, gates]
+    return [lat, gate_table, idle]
