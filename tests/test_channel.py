@@ -136,30 +136,49 @@ def test_tls_listener_with_ovs_ofctl(two_hosts, tmp_path):
         assert "actions=NORMAL" in r.stdout
 
 
-def test_two_controllers_roles_and_async_masks(two_hosts):
-    """Packet-ins go to masters and equals, not slaves, unless a slave's async config asks for
-    them; port-status goes to everyone."""
+def nothing_of(conn, msg_type, who, timeout=1.0):
+    try:
+        conn.recv_type(msg_type, timeout=timeout)
+    except TimeoutError:
+        return
+    raise AssertionError(f"{who} got message type {msg_type}")
+
+
+def test_controllers_roles_and_async_masks(two_hosts):
+    """Four controllers: a master, an equal and two slaves, one of which keeps the default async
+    config. Packet-ins and flow-removed go to the master and the equal, not to the slaves (the
+    default slave config asks for neither), until a slave's async config asks for packet-ins;
+    port-status goes to everyone."""
     h1, h2 = two_hosts.hosts
-    ctl_a, ctl_b = Controller(), Controller()
-    with Edgeflow(two_hosts.switch_ports, controllers=[ctl_a.target, ctl_b.target]):
-        a, b = ctl_a.accept(), ctl_b.accept()
+    ctls = [Controller() for _ in range(4)]
+    with Edgeflow(two_hosts.switch_ports, controllers=[c.target for c in ctls]):
+        a, b, c, d = (ctl.accept() for ctl in ctls)
 
         def role(conn, r, gen):
             conn.send(header(ofpeer.ROLE_REQUEST, 24, 9) + struct.pack("!I4xQ", r, gen))
             return conn.recv_type(ofpeer.ROLE_REPLY)
 
         role(a, 2, 1)  # master
-        role(b, 3, 1)  # slave
+        role(b, 3, 1)  # slave, its async config changed below
+        role(c, 3, 1)  # slave, default async config
+        role(d, 1, 1)  # equal
         miss = ofpeer.osken_bytes(lambda p, o, dp: p.OFPFlowMod(dp, priority=0, match=p.OFPMatch(), instructions=[
             p.OFPInstructionActions(o.OFPIT_APPLY_ACTIONS, [p.OFPActionOutput(o.OFPP_CONTROLLER, o.OFPCML_NO_BUFFER)])]))
         assert a.request(miss) == []
         h1.ping(h2.addr, count=1)
         assert a.recv_type(ofpeer.PACKET_IN).type == ofpeer.PACKET_IN
-        try:
-            b.recv_type(ofpeer.PACKET_IN, timeout=1)
-            raise AssertionError("a slave got a packet-in")
-        except TimeoutError:
-            pass
+        assert d.recv_type(ofpeer.PACKET_IN).type == ofpeer.PACKET_IN, "an equal gets packet-ins"
+        nothing_of(b, ofpeer.PACKET_IN, "a slave")
+        nothing_of(c, ofpeer.PACKET_IN, "a slave", timeout=0.1)
+        # An equal may change state: its flow expires and the master and the equal hear of it.
+        gone = ofpeer.osken_bytes(lambda p, o, dp: p.OFPFlowMod(
+            dp, cookie=0xe, priority=5, hard_timeout=1, flags=o.OFPFF_SEND_FLOW_REM,
+            match=p.OFPMatch(in_port=2), instructions=[]))
+        # (Packet-ins of the ping's later frames may arrive before the barrier reply.)
+        assert [m for m in d.request(gone) if m.type != ofpeer.PACKET_IN] == []
+        for conn in (a, d):
+            assert ofpeer.decode_osken(conn.recv_type(ofpeer.FLOW_REMOVED, timeout=5).raw).cookie == 0xe
+        nothing_of(c, ofpeer.FLOW_REMOVED, "a slave with the default async config")
         # The slave asks for NO_MATCH packet-ins while slave (mask index 1).
         b.send(header(28, 32, 10) + struct.pack("!6I", 0b011, 0b001, 0b111, 0b111, 0b1111, 0))
         replies = [m.type for m in b.request(header(26, 8, 11))]
@@ -170,9 +189,11 @@ def test_two_controllers_roles_and_async_masks(two_hosts):
             h1.ping(h2.addr, count=3)
             got = b.recv_type(ofpeer.PACKET_IN).type == ofpeer.PACKET_IN
         assert got, "the slave's async config asked for packet-ins"
-        # Port-status reaches both.
+        nothing_of(c, ofpeer.PACKET_IN, "a slave with the default async config", timeout=0.1)
+        # Port-status reaches everyone, the default slave included.
         h1.run("ip", "link", "set", "eth0", "down")
-        assert a.recv_type(ofpeer.PORT_STATUS) and b.recv_type(ofpeer.PORT_STATUS)
+        for conn in (a, b, c, d):
+            assert conn.recv_type(ofpeer.PORT_STATUS).type == ofpeer.PORT_STATUS
 
 
 def test_packet_in_rate_limit(two_hosts):

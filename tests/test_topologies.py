@@ -8,19 +8,28 @@ import time
 import pytest
 
 from testbed import netns, topology
-from testbed.switches import SWITCHES
+from testbed.switches import DEFAULT_SWITCHES, LinuxBridge, OvsNetdev, edgeflow_on
 from testbed.util import ROOT
 
 
 def start_all(kind, fabric, stack):
+    """A switch of `kind` for every switch of `fabric`, learning on its own (no controller). Open
+    vSwitch runs one bridge per switch on one daemon (its userspace datapath is one per machine)."""
+    ovs = None
     for name in fabric.switches:
-        sw = SWITCHES[kind](fabric.ports[name], log_name=f"topo-{kind}-{name}", **({"dev": f"ef-br{name}"} if kind == "linux-bridge" else {}))
-        if kind == "ovs-netdev":
-            sw.bridge = f"ef-ovs{name}"
-        stack.enter_context(sw)
+        ports = fabric.ports[name]
+        if kind == "linux-bridge":
+            stack.enter_context(LinuxBridge(ports, dev=f"ef-br{name}"))
+        elif kind == "ovs-netdev" and ovs is not None:
+            ovs.add_bridge(f"ef-ovs{name}", ports)
+        elif kind == "ovs-netdev":
+            ovs = stack.enter_context(OvsNetdev(ports, log_name=f"topo-ovs-{name}", bridge=f"ef-ovs{name}"))
+        else:
+            datapath = kind.split("-")[1] if "-" in kind else "user"
+            stack.enter_context(edgeflow_on(datapath, fabric.hosts, ports, log_name=f"topo-{kind}-{name}"))
 
 
-@pytest.mark.parametrize("kind", ["edgeflow", "linux-bridge"])
+@pytest.mark.parametrize("kind", DEFAULT_SWITCHES)
 def test_chain_and_leaf_spine(kind):
     from contextlib import ExitStack
     for fabric in (topology.chain("c", 3), topology.leaf_spine("s", leaves=2, hosts_per_leaf=2)):
