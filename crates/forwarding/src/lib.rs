@@ -319,6 +319,16 @@ pub trait Mode: Send {
     /// What the kernel counted on link `id` since the last harvest.
     fn credit_kernel_link(&mut self, _id: u16, _counts: &LinkCounts) {}
 
+    /// The credit of each of [`KernelLinks::accounts`] at `now` (bytes × ns, as the kernel counts
+    /// it), so that an account handed to the kernel goes with what it had.
+    fn link_credits(&self, _now: Nanos) -> Vec<u64> {
+        Vec::new()
+    }
+
+    /// Accounts handed back from the kernel: (index in [`KernelLinks::accounts`], its credit at
+    /// `now`).
+    fn set_link_credits(&mut self, _credits: &[(usize, u64)], _now: Nanos) {}
+
     /// Whether [`Mode::receive`] hands out decisions for the kernel ([`Mode::kernel_entry`]).
     fn offers_kernel_entries(&self) -> bool {
         false

@@ -142,6 +142,23 @@ fn frame_policing_admits_one_frame_per_bag_and_jitter_lets_one_come_early() {
 }
 
 #[test]
+fn an_account_handed_over_keeps_its_credit() {
+    // What the kernel hands back: an account it emptied at 10 ms. The mode goes on from there
+    // (one frame a BAG), not from a full account.
+    let mut m = mode(&[vl(1, 1, &[2], 2)]);
+    let f = frame(1, 1, NETWORK_A, 64);
+    let smax_bag = 1518 * 2 * MS;
+    assert_eq!(m.link_credits(0), vec![smax_bag], "an unused account is full");
+    m.set_link_credits(&[(0, 0)], 10 * MS);
+    assert!(!passes(&mut m, 1, &f, 10 * MS), "empty when handed back");
+    assert!(!passes(&mut m, 1, &f, 12 * MS - 1));
+    assert!(passes(&mut m, 1, &f, 12 * MS), "one BAG later");
+    // And what it hands on is what it has: nothing right after a frame, half after half a BAG.
+    assert_eq!(m.link_credits(12 * MS), vec![0]);
+    assert_eq!(m.link_credits(13 * MS), vec![smax_bag / 2]);
+}
+
+#[test]
 fn byte_policing_charges_each_frame_its_length() {
     let mut table = vl(5, 1, &[2], 1);
     (table.smax, table.police) = (1000, Police::Byte);

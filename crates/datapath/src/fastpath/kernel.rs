@@ -262,3 +262,42 @@ fn less_labels_in_the_kernel_match_the_userspace_rule() {
     let counted: Vec<(&str, u64)> = fp.label_counters().into_iter().filter(|&(_, n)| n > 0).collect();
     assert_eq!(counted, [("shifted", 2), ("popped", 1), ("delivered", 1), ("pushed", 4), ("rerouted", 3)]);
 }
+
+/// AFDX links in the kernel take their accounts' credit from the mode, and hand it back: a link
+/// handed over empty polices its next frame, one handed over full passes it, and what the kernel
+/// reads back is what it had (after the frame it passed, nothing).
+#[test]
+fn an_afdx_account_keeps_its_credit_across_a_handover() {
+    use forwarding::{KernelAccount, KernelLink, KernelLinks};
+    use links::HeldLink;
+    use packet::afdx::{end_system_mac, vl_mac};
+
+    assert_eq!(unsafe { libc::geteuid() }, 0, "kernel fast-path tests load BPF programs: run them as root");
+    let mut fp = FastPath::open(Mode::Xdp, &[], Programs::Links).expect("the fast-path object loads");
+    fp.register_port(1, LO, 1, &mut Default::default()).unwrap();
+    let constant = 0x0300_0000;
+    let bag_ns = 1_000_000_000; // one frame a second: nothing accrues during the test
+    let table = KernelLinks {
+        mac_constant: constant,
+        links: vec![KernelLink { id: 7, in_port: 1, out_ports: vec![1], queue: 0, smin: 64, smax: 128, account: 0 }],
+        accounts: vec![KernelAccount { bag_ns, smax: 128, jitter_ns: 0, per_frame: true }],
+    };
+    let held = [HeldLink { index: 0, out_ifindex: vec![LO], fanout: 0 }];
+    let f = udp4(end_system_mac(1, 1), vl_mac(constant, 7), [10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 100);
+    let run = |fp: &FastPath| {
+        let mut ctx = [0u32; 6];
+        ctx[1] = f.len() as u32;
+        ctx[3] = LO;
+        let bytes: Vec<u8> = ctx.iter().flat_map(|w| w.to_ne_bytes()).collect();
+        fp.obj.program("ef_xdp_afdx").unwrap().run_once(&f, &bytes).unwrap().0
+    };
+    let one_frame = 128 * bag_ns;
+    fp.set_links(&table, &held, &[0]).unwrap();
+    assert_eq!(run(&fp), XDP_DROP, "handed over empty: policed");
+    assert!(fp.account_credits(&[0]).unwrap()[0].1 < one_frame / 1000, "and still empty");
+    fp.set_links(&table, &held, &[one_frame]).unwrap();
+    assert_eq!(run(&fp), XDP_REDIRECT, "handed over with one frame's credit: passes");
+    assert!(fp.account_credits(&[0]).unwrap()[0].1 < one_frame / 1000, "which it spent");
+    fp.set_links(&table, &held, &[]).unwrap();
+    assert_eq!(fp.account_credits(&[0]).unwrap(), vec![(0, one_frame)], "no credit given: full");
+}

@@ -41,9 +41,10 @@ pub(super) struct Written {
 }
 
 impl FastPath {
-    /// Hands `held` links of `table` to the kernel, replacing those it held: their accounts start
-    /// full, as the mode's do. An empty `held` leaves every frame to userspace.
-    pub fn set_links(&mut self, table: &KernelLinks, held: &[HeldLink]) -> io::Result<()> {
+    /// Hands `held` links of `table` to the kernel, replacing those it held. Their accounts start
+    /// from `credits` (per account of `table`, the mode's credit now; full where none is given).
+    /// An empty `held` leaves every frame to userspace.
+    pub fn set_links(&mut self, table: &KernelLinks, held: &[HeldLink], credits: &[u64]) -> io::Result<()> {
         if held.len() > AFDX_MAX_LINKS || held.iter().any(|h| h.out_ifindex.len() > AFDX_MAX_OUT) {
             return Err(io::Error::other("more links or outputs than the kernel's tables take"));
         }
@@ -56,11 +57,13 @@ impl FastPath {
         let now = crate::sys::monotonic_ns();
         let accounts = self.obj.map("ef_afdx_accounts").map_err(obj_err)?;
         for h in held {
-            let a = table.accounts[table.links[h.index].account];
+            let account = table.links[h.index].account;
+            let a = table.accounts[account];
             let cap = a.smax as u64 * (a.bag_ns + a.jitter_ns);
+            let credit = credits.get(account).map_or(cap, |&c| c.min(cap));
             let mut v = [0u8; AFDX_ACCOUNT_BYTES];
-            // Full: the credit min(cap, t·smax − empty) is cap from now on.
-            v[0..8].copy_from_slice(&now.wrapping_mul(a.smax as u64).wrapping_sub(cap).to_ne_bytes());
+            // The credit min(cap, t·smax − empty) is `credit` now.
+            v[0..8].copy_from_slice(&now.wrapping_mul(a.smax as u64).wrapping_sub(credit).to_ne_bytes());
             v[8..16].copy_from_slice(&cap.to_ne_bytes());
             v[16..24].copy_from_slice(&a.bag_ns.to_ne_bytes());
             v[24..28].copy_from_slice(&(a.smax as u32).to_ne_bytes());
@@ -100,6 +103,21 @@ impl FastPath {
             self.links.slots.push((l.id, [0; AC_MAX]));
         }
         Ok(())
+    }
+
+    /// The credit each of `accounts` has in the kernel now (bytes × ns), for handing it back.
+    pub fn account_credits(&self, accounts: &[usize]) -> io::Result<Vec<(usize, u64)>> {
+        let map = self.obj.map("ef_afdx_accounts").map_err(obj_err)?;
+        let now = crate::sys::monotonic_ns();
+        let mut out = Vec::new();
+        for &i in accounts {
+            let Some(v) = map.lookup(&(i as u32).to_ne_bytes())? else { continue };
+            let word = |at: usize| u64::from_ne_bytes(v[at..at + 8].try_into().unwrap());
+            let (empty, cap, smax) = (word(0), word(8), u32::from_ne_bytes(v[24..28].try_into().unwrap()) as u64);
+            // As the kernel computes it, in wrapping arithmetic.
+            out.push((i, now.wrapping_mul(smax).wrapping_sub(empty).min(cap)));
+        }
+        Ok(out)
     }
 
     /// Virtual links in the kernel: how many it holds, the frames it decided on them (harvested

@@ -142,7 +142,8 @@ impl Switch {
     /// outputs, `AFDX_FANOUTS` of them; links needing another stay with userspace. An account
     /// goes whole or not at all: the kernel and userspace cannot share one credit. Checked at
     /// start and at every harvest, as schedules change at runtime; a change hands the links over
-    /// again, their accounts full.
+    /// again, each account with the credit it has (the kernel's goes back to the mode first, the
+    /// mode's then to the kernel), so that policing stays exact across the handover.
     pub(super) fn sync_links(&mut self) {
         let (Some(fast), Some(table)) = (self.fast.as_ref(), self.mode.kernel_links()) else { return };
         let ports = &self.ports;
@@ -189,12 +190,25 @@ impl Switch {
             return;
         }
         self.credit_links();
+        let now = self.now();
+        if let (Some(fast), Some(was), Some(table)) =
+            (self.fast.as_ref(), self.links_written.as_ref(), self.mode.kernel_links())
+        {
+            let mut accounts: Vec<usize> = was.iter().map(|(index, ..)| table.links[*index].account).collect();
+            accounts.sort_unstable();
+            accounts.dedup();
+            match fast.account_credits(&accounts) {
+                Ok(credits) => self.mode.set_link_credits(&credits, now),
+                Err(e) => tracing::warn!("kernel accounts not read back (they restart full): {e}"),
+            }
+        }
+        let credits = self.mode.link_credits(now);
         let (Some(fast), Some(table)) = (self.fast.as_mut(), self.mode.kernel_links()) else { return };
-        match fast.set_links(table, &held) {
+        match fast.set_links(table, &held, &credits) {
             Ok(()) => tracing::info!(held = held.len(), of = table.links.len(), "virtual links decided in the kernel"),
             Err(e) => {
                 // Part written is worse than none: the kernel would police some of an account's links.
-                let cleared = fast.set_links(table, &[]);
+                let cleared = fast.set_links(table, &[], &[]);
                 tracing::warn!(
                     "kernel virtual links not written (userspace decides them all): {e}; cleared: {cleared:?}"
                 );

@@ -124,18 +124,30 @@ impl Account {
         self.contract.smax as u64 * (self.contract.bag_ns + self.contract.jitter_ns)
     }
 
-    /// Whether a frame of `len` bytes (FCS included) arriving at `now` is within the contract;
-    /// if so its cost is taken from the credit.
-    pub fn admit(&mut self, len: usize, now: Nanos) -> bool {
+    /// The credit at `now`: full before the first frame.
+    pub fn credit_at(&self, now: Nanos) -> u64 {
         let c = self.contract;
-        self.credit = match self.last {
+        match self.last {
             None => self.cap(),
             Some(last) => {
                 // Past BAG + J the account is full anyway; capping first keeps the product small.
                 let elapsed = now.saturating_sub(last).min(c.bag_ns + c.jitter_ns);
                 (self.credit + elapsed * c.smax as u64).min(self.cap())
             }
-        };
+        }
+    }
+
+    /// Takes over the credit another holder of this account (the kernel) had at `now`.
+    pub fn set_credit(&mut self, credit: u64, now: Nanos) {
+        self.credit = credit.min(self.cap());
+        self.last = Some(now);
+    }
+
+    /// Whether a frame of `len` bytes (FCS included) arriving at `now` is within the contract;
+    /// if so its cost is taken from the credit.
+    pub fn admit(&mut self, len: usize, now: Nanos) -> bool {
+        let c = self.contract;
+        self.credit = self.credit_at(now);
         self.last = Some(self.last.map_or(now, |l| l.max(now)));
         let cost = match c.police {
             Police::Frame => c.smax as u64,
@@ -402,6 +414,18 @@ impl Mode for AfdxMode {
 
     fn kernel_links(&self) -> Option<&KernelLinks> {
         Some(&self.kernel)
+    }
+
+    fn link_credits(&self, now: Nanos) -> Vec<u64> {
+        self.accounts.iter().map(|a| a.credit_at(now)).collect()
+    }
+
+    fn set_link_credits(&mut self, credits: &[(usize, u64)], now: Nanos) {
+        for &(i, credit) in credits {
+            if let Some(a) = self.accounts.get_mut(i) {
+                a.set_credit(credit, now);
+            }
+        }
     }
 
     fn credit_kernel_link(&mut self, id: u16, k: &LinkCounts) {
