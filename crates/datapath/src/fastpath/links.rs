@@ -105,6 +105,11 @@ impl FastPath {
         Ok(())
     }
 
+    /// The virtual links the kernel holds now.
+    pub fn held_links(&self) -> impl Iterator<Item = u16> + '_ {
+        self.links.slots.iter().map(|(id, _)| *id)
+    }
+
     /// The credit each of `accounts` has in the kernel now (bytes × ns), for handing it back.
     pub fn account_credits(&self, accounts: &[usize]) -> io::Result<Vec<(usize, u64)>> {
         let map = self.obj.map("ef_afdx_accounts").map_err(obj_err)?;

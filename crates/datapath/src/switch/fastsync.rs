@@ -191,10 +191,11 @@ impl Switch {
         }
         self.credit_links();
         let now = self.now();
-        if let (Some(fast), Some(was), Some(table)) =
-            (self.fast.as_ref(), self.links_written.as_ref(), self.mode.kernel_links())
-        {
-            let mut accounts: Vec<usize> = was.iter().map(|(index, ..)| table.links[*index].account).collect();
+        if let (Some(fast), Some(table)) = (self.fast.as_ref(), self.mode.kernel_links()) {
+            // The links the kernel really holds (none after a write that failed).
+            let held_ids: Vec<u16> = fast.held_links().collect();
+            let mut accounts: Vec<usize> =
+                table.links.iter().filter(|l| held_ids.contains(&l.id)).map(|l| l.account).collect();
             accounts.sort_unstable();
             accounts.dedup();
             match fast.account_credits(&accounts) {
