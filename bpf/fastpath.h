@@ -148,6 +148,7 @@ enum ef_counter {
 	CNT_SLOW = 3,
 	CNT_DROP = 4,		/* dropped by a meter */
 	CNT_NO_UPCALL = 5,	/* a miss dropped: no way up to userspace */
+	CNT_ACTION_FAILED = 6,	/* a rewrite or copy the frame could not take (fp_actions.h) */
 	/* LESS frames the kernel forwarded, per rewrite (fp_less.h). */
 	CNT_LESS_SHIFTED = 8,
 	CNT_LESS_POPPED = 9,

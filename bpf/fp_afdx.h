@@ -3,7 +3,7 @@
  * frame goes up, where the mode decides (and counts) it. */
 #ifndef EDGEFLOW_FP_AFDX_H
 #define EDGEFLOW_FP_AFDX_H
-#include "fp_state.h"
+#include "fp_ctx.h"
 
 struct ef_map_def SEC("maps") ef_afdx_links = { BPF_MAP_TYPE_HASH, sizeof(__u32), sizeof(struct afdx_link), AFDX_MAX_LINKS, 0 };
 struct ef_map_def SEC("maps") ef_afdx_accounts = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(struct afdx_account), AFDX_MAX_LINKS, 0 };
@@ -99,6 +99,24 @@ static __always_inline int afdx_fanout(__u32 f)
 	}
 #undef FANOUT_CASE
 	return XDP_DROP;
+}
+
+/* Sends a frame of link `l` to its outputs: TC copies it to all but the last; XDP sends it once,
+ * broadcast into the link's fanout DEVMAP when it has several. */
+static __always_inline int afdx_send(void *ctx, const enum hook hook, struct afdx_link *l)
+{
+	__u32 n = l->n_out;
+	if (n == 0 || n > AFDX_MAX_OUT)
+		return ctx_drop(hook, CNT_ACTION_FAILED);
+	if (hook == HOOK_XDP)
+		return n == 1 ? bpf_redirect(l->out_ifindex[0], 0) : afdx_fanout(l->fanout);
+	for (__u32 i = 0; i < AFDX_MAX_OUT - 1; i++) {
+		if (i + 1 >= n)
+			break;
+		if (bpf_clone_redirect(SKB(ctx), l->out_ifindex[i], 0) < 0)
+			count(CNT_ACTION_FAILED);
+	}
+	return bpf_redirect(l->out_ifindex[(n - 1) & (AFDX_MAX_OUT - 1)], 0);
 }
 
 #endif

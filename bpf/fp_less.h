@@ -6,11 +6,11 @@
  * to the usual path and up to userspace, which counts and decides. Neighbour discovery too: the
  * edge answers it, even for a destination the kernel could label.
  *
- * Deciding reads only the scratch copy of the frame's head; the TC and XDP entry points then apply
- * the plan with their own helpers. */
+ * Deciding reads only the scratch copy of the frame's head; applying the plan is written once for
+ * TC and XDP (fp_ctx.h). */
 #ifndef EDGEFLOW_FP_LESS_H
 #define EDGEFLOW_FP_LESS_H
-#include "fp_state.h"
+#include "fp_ctx.h"
 
 struct ef_map_def SEC("maps") ef_less_ports = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(struct less_port), LESS_MAX_PORTS, 0 };
 struct ef_map_def SEC("maps") ef_less_push = { BPF_MAP_TYPE_HASH, sizeof(struct less_push_key), sizeof(struct less_stack), LESS_TABLE_ENTRIES, BPF_F_NO_PREALLOC_ };
@@ -190,54 +190,18 @@ static __always_inline int less_decide(struct scratch *s, __u32 in_port, struct 
 	return 1;
 }
 
-/* TC: the kernel resizes an skb only at its head for protocols other than IP
- * (bpf_skb_adjust_room refuses MPLS with -ENOTSUPP): a stack may grow here, never shrink, and a
- * super-frame is left to userspace, which segments it. -1: not done, nothing changed. */
-static __always_inline int less_tc(struct __sk_buff *skb, struct scratch *s, struct less_plan *p)
+/* Applies the plan: -1 when the hook cannot (nothing changed: the frame goes on to the usual path
+ * and up), else a verdict. The Ethernet addresses are written back from the scratch copy. */
+static __always_inline int less_apply(void *ctx, const enum hook hook, struct scratch *s, struct less_plan *p)
 {
 	int delta = (int)p->insert - (int)p->remove;
-	if (delta < 0 || delta > LESS_STACK_MAX || (delta > 0 && skb->gso_size))
+	if (delta > LESS_STACK_MAX || delta < -4 * LESS_MAX_DEPTH || ctx_resize_head(ctx, hook, delta) < 0)
 		return -1;
-	if (delta > 0) {
-		if (bpf_skb_change_head(skb, delta, 0))
-			return -1;
-		__u8 mac[12];
-		if (bpf_skb_load_bytes(skb, delta, mac, 12) < 0 || bpf_skb_store_bytes(skb, 0, mac, 12, 0) < 0)
-			return TC_ACT_SHOT;
-	}
-	__u16 et = bpf_htons(p->ethertype);
-	if (bpf_skb_store_bytes(skb, 12, &et, 2, 0) < 0)
-		return TC_ACT_SHOT;
-	__u32 n = p->insert;
-	if (n > 0 && n <= LESS_STACK_MAX && bpf_skb_store_bytes(skb, 14, s->less_out, n, 0) < 0)
-		return TC_ACT_SHOT;
-	count(p->counter);
-	return bpf_redirect(p->ifindex, 0);
-}
-
-/* XDP: the head moves either way; the Ethernet addresses are written back from the scratch copy. */
-static __always_inline int less_xdp(struct xdp_md *ctx, struct scratch *s, struct less_plan *p)
-{
-	int delta = (int)p->insert - (int)p->remove;
-	if (delta > LESS_STACK_MAX || delta < -4 * LESS_MAX_DEPTH)
-		return XDP_PASS;
-	if (delta && bpf_xdp_adjust_head(ctx, -delta))
-		return XDP_DROP;
-	__u8 *d = (void *)(long)ctx->data;
-	void *end = (void *)(long)ctx->data_end;
-	if ((void *)(d + 14) > end)
-		return XDP_DROP;
-	for (int i = 0; i < 12; i++)
-		d[i] = s->buf[i];
-	d[12] = p->ethertype >> 8;
-	d[13] = p->ethertype;
-	for (__u32 i = 0; i < LESS_STACK_MAX; i++) {
-		if (i >= p->insert)
-			break;
-		if ((void *)(d + 15 + i) > end)
-			return XDP_DROP;
-		d[14 + i] = s->less_out[i];
-	}
+	__be16 et = bpf_htons(p->ethertype);
+	if ((delta && ctx_store(ctx, hook, 0, s->buf, 12) < 0) || ctx_store(ctx, hook, 12, &et, 2) < 0)
+		return ctx_drop(hook, CNT_ACTION_FAILED);
+	if (p->insert && ctx_store_run(ctx, hook, 14, s->less_out, p->insert, LESS_STACK_MAX) < 0)
+		return ctx_drop(hook, CNT_ACTION_FAILED);
 	count(p->counter);
 	return bpf_redirect(p->ifindex, 0);
 }

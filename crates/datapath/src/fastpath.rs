@@ -72,6 +72,7 @@ const CFG_GENERATION: u32 = 0;
 /// `enum ef_counter` slots (`bpf/fastpath.h`) read here besides hit, miss, upcall and slow.
 const CNT_DROP: usize = 4;
 const CNT_NO_UPCALL: usize = 5;
+const CNT_ACTION_FAILED: usize = 6;
 /// The first of the LESS counters (shifted, popped, delivered, pushed, rerouted).
 const CNT_LESS_SHIFTED: usize = 8;
 const CNT_MAX: usize = 16;
@@ -683,16 +684,16 @@ impl FastPath {
     }
 
     /// Frames the kernel dropped, per reason, since start: hits on entries that send nowhere (the
-    /// mode decided to drop), meter drops, misses with no way up, and virtual links' frames
-    /// filtered and policed (as far as harvested). Rewrites that fail inside
-    /// the action loop are not counted yet: a counter there costs the TC program more verifier
-    /// budget than it has (90k processed instructions became over 1M).
-    pub fn drops(&self) -> [(&'static str, u64); 5] {
+    /// mode decided to drop), meter drops, misses with no way up, rewrites or copies a frame could
+    /// not take (too short for them, or a helper refused), and virtual links' frames filtered and
+    /// policed (as far as harvested).
+    pub fn drops(&self) -> [(&'static str, u64); 6] {
         let c = self.all_counters();
         [
             ("no_output", self.no_output_drops),
             ("meter", c[CNT_DROP]),
             ("no_upcall", c[CNT_NO_UPCALL]),
+            ("action_failed", c[CNT_ACTION_FAILED]),
             ("filtered", self.links.filtered),
             ("policed", self.links.policed),
         ]

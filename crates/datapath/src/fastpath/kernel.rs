@@ -140,6 +140,178 @@ fn short_udp_datagram_is_rewritten_not_dropped() {
     }
 }
 
+/// Every action the kernel carries out, on TC and XDP, against what userspace's executor makes of
+/// the same frame, byte for byte. TC test runs leave a tag in the data (the stack would have moved
+/// it into metadata), and a tag TC pushes goes into metadata, out of the returned bytes: pushing is
+/// checked on XDP only, as the namespace conformance tests check it on both.
+#[test]
+fn every_action_does_in_the_kernel_what_userspace_does() {
+    use packet::craft::{FrameBuilder, L3, L4};
+    use pipeline::exec::{execute, Sink, ToController};
+    struct Sent(Vec<Vec<u8>>);
+    impl Sink for Sent {
+        fn output(&mut self, _: u32, _: Option<u32>, pkt: &packet::Packet) {
+            self.0.push(pkt.data().to_vec());
+        }
+        fn to_controller(&mut self, _: &packet::Packet, _: &ToController) {}
+    }
+    let ip4 = |vlans: &[(u16, u16)], l4: L4| {
+        let mut b = FrameBuilder::new(H2, H1);
+        for &(tpid, tci) in vlans {
+            b = b.vlan(tpid, tci);
+        }
+        b.build(L3::Ipv4 { src: [10, 0, 0, 1], dst: [10, 0, 0, 2], ttl: 64, tos: 0x21, l4 })
+    };
+    let udp = || L4::Udp { src: 4000, dst: 9, payload: vec![7; 22] };
+    let tcp = || L4::Tcp { src: 4000, dst: 80, seq: 1, flags: 0x10, payload: vec![7; 10] };
+    let ip6 = FrameBuilder::new(H2, H1).build(L3::Ipv6 {
+        src: [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+        dst: [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2],
+        hop_limit: 64,
+        tc: 0x21,
+        flow_label: 0x12345,
+        l4: udp(),
+    });
+    let set = |f: Field, v: u128| DpAction::SetField(f, v);
+    let addr = |a: [u8; 4]| u32::from_be_bytes(a) as u128;
+    let cases: Vec<(&str, Vec<u8>, Vec<DpAction>, bool)> = vec![
+        (
+            "Ethernet addresses",
+            ip4(&[], udp()),
+            vec![set(Field::EthDst, 0x0200_0000_0042), set(Field::EthSrc, 0x0200_0000_0043)],
+            true,
+        ),
+        (
+            "IPv4 addresses and UDP ports",
+            ip4(&[], udp()),
+            vec![
+                set(Field::Ipv4Src, addr([192, 168, 1, 1])),
+                set(Field::Ipv4Dst, addr([172, 16, 0, 9])),
+                set(Field::UdpSrc, 53),
+                set(Field::UdpDst, 5353),
+            ],
+            true,
+        ),
+        (
+            "IPv4 address and TCP ports",
+            ip4(&[], tcp()),
+            vec![set(Field::Ipv4Dst, addr([10, 9, 8, 7])), set(Field::TcpSrc, 1), set(Field::TcpDst, 65535)],
+            true,
+        ),
+        ("IPv4 DSCP and TTL", ip4(&[], udp()), vec![set(Field::IpDscp, 46), DpAction::DecNwTtl(None)], true),
+        ("IPv6 DSCP and hop limit", ip6.clone(), vec![set(Field::IpDscp, 46), DpAction::DecNwTtl(None)], true),
+        (
+            "VLAN VID and PCP",
+            ip4(&[(0x8100, 0x2005)], udp()),
+            vec![set(Field::VlanVid, 0x1000 | 42), set(Field::VlanPcp, 5)],
+            true,
+        ),
+        ("pop a tag", ip4(&[(0x8100, 0x2005)], udp()), vec![DpAction::PopVlan], true),
+        ("pop the outer of two", ip4(&[(0x88a8, 0x0010), (0x8100, 0x2005)], udp()), vec![DpAction::PopVlan], false),
+        (
+            "push onto an untagged frame",
+            ip4(&[], udp()),
+            vec![DpAction::PushVlan(0x8100), set(Field::VlanVid, 0x1000 | 7)],
+            false,
+        ),
+        (
+            "push a copy of the tag it covers",
+            ip4(&[(0x8100, 0x6005)], tcp()),
+            vec![DpAction::PushVlan(0x88a8), set(Field::Ipv4Src, addr([1, 2, 3, 4]))],
+            false,
+        ),
+    ];
+    let mut fp = fast_path();
+    for (name, frame, actions, on_tc) in cases {
+        let actions: Vec<DpAction> = actions.into_iter().chain([DpAction::Output(1)]).collect();
+        let (_, layout) = packet::parse(&frame, 1).unwrap();
+        let mut pkt = packet::Packet::new(&frame, Default::default(), layout);
+        let mut sent = Sent(Vec::new());
+        execute(&actions, &mut pkt, &mut Default::default(), 0, &mut sent).unwrap();
+        let want = &sent.0[0];
+        fp.flush();
+        install(&mut fp, &frame, &[Field::EthDst], &actions);
+        let (verdict, out) = xdp(&fp, &frame);
+        assert_eq!((verdict, &out), (XDP_REDIRECT, want), "xdp: {name}");
+        if on_tc {
+            let (verdict, out) = tc(&fp, &frame);
+            assert_eq!((verdict, &out), (TC_ACT_REDIRECT, want), "tc: {name}");
+        }
+        assert!(checksums_ok(want), "{name}: userspace's checksums");
+    }
+    assert_eq!(fp.drops()[3], ("action_failed", 0));
+}
+
+/// A drop-band meter in the kernel passes its burst, then drops, counted as `meter`, on both hooks.
+#[test]
+fn a_meter_drops_past_its_burst_and_says_so() {
+    use ofp::group_meter::{meter_command, meter_flags, BandKind, MeterBand};
+    let mut fp = fast_path();
+    let mut meters = pipeline::meter::MeterTable::default();
+    let band = MeterBand { rate: 1, burst_size: 2, kind: BandKind::Drop };
+    meters.apply(meter_command::ADD, meter_flags::PKTPS | meter_flags::BURST, 1, &[band], 0).unwrap();
+    let slot = fp.meter_slot(1, &meters.meters[&1]).expect("a kernel meter slot");
+    let f = frame(H2, 64);
+    let (key, _) = packet::parse(&f, 1).unwrap();
+    let mut mask = FlowKey::default();
+    mask.set(Field::InPort, u32::MAX as u128);
+    mask.set(Field::EthDst, u128::MAX);
+    let ifindex = |p: u32| (p == 1).then_some(LO);
+    let mut slots = |_| Some(slot);
+    let mut cx = EncodeContext { mode: Mode::Xdp, ifindex: &ifindex, meter_slot: &mut slots, ip_proto: key.ip_proto() };
+    let actions = [DpAction::Meter(1), DpAction::Output(1)];
+    assert!(fp.install(&key, &mask.masked(&mask), &actions, &Credits::default(), &[(1, 1)], &mut cx));
+    let verdicts: Vec<u32> = (0..4).map(|i| if i % 2 == 0 { xdp(&fp, &f).0 } else { tc(&fp, &f).0 }).collect();
+    assert_eq!(verdicts, [XDP_REDIRECT, TC_ACT_REDIRECT, XDP_DROP, TC_ACT_SHOT], "a burst of two, then drops");
+    assert_eq!(fp.drops()[1], ("meter", 2));
+}
+
+/// A datagram cut short inside its UDP header is malformed to userspace (`packet::parse` refuses
+/// it): the kernel does not guess at it either, but sends it up, where it is dropped and counted.
+#[test]
+fn a_truncated_datagram_goes_up_whole() {
+    let mut fp = fast_path();
+    let whole = udp4(H1, H2, [10, 0, 0, 1], [10, 0, 0, 2], 4000, 9, 60);
+    install(&mut fp, &whole, &[Field::EthDst], &[DpAction::SetField(Field::UdpSrc, 53), DpAction::Output(1)]);
+    let mut cut = whole.clone();
+    cut.truncate(38);
+    cut[16..18].copy_from_slice(&24u16.to_be_bytes());
+    set_ip_checksum(&mut cut);
+    assert!(packet::parse(&cut, 1).is_err(), "userspace calls it malformed");
+    let upcalls = fp.counters()[2];
+    assert_eq!(xdp(&fp, &cut), (XDP_PASS, cut.clone()), "xdp: up, unchanged");
+    assert_eq!(tc(&fp, &cut).0, TC_ACT_SHOT, "tc: up, and dropped as no_upcall here");
+    assert_eq!(fp.counters()[2], upcalls + 2, "both counted as upcalls");
+    assert_eq!(fp.drops()[2], ("no_upcall", 1));
+    assert_eq!(fp.drops()[3], ("action_failed", 0));
+}
+
+/// A copy the kernel cannot send (TC: an output to an interface that is gone) is counted as a
+/// failed action by name, and the frame still goes to its other outputs.
+#[test]
+fn a_copy_that_cannot_be_sent_is_counted_by_name() {
+    let mut fp = fast_path();
+    let f = frame(H2, 64);
+    let (key, _) = packet::parse(&f, 1).unwrap();
+    let mut mask = FlowKey::default();
+    mask.set(Field::InPort, u32::MAX as u128);
+    mask.set(Field::EthDst, u128::MAX);
+    // Port 7 maps to an interface index no device has.
+    let ifindex = |p: u32| match p {
+        1 => Some(LO),
+        7 => Some(0x7fff_fff0),
+        _ => None,
+    };
+    let mut no_meters = |_| None;
+    let mut cx =
+        EncodeContext { mode: Mode::Tc, ifindex: &ifindex, meter_slot: &mut no_meters, ip_proto: key.ip_proto() };
+    let actions = [DpAction::Output(7), DpAction::Output(1)];
+    let outputs = [(7, 1), (1, 1)];
+    assert!(fp.install(&key, &mask.masked(&mask), &actions, &Credits::default(), &outputs, &mut cx));
+    assert_eq!(tc(&fp, &f).0, TC_ACT_REDIRECT, "the last output still sends");
+    assert_eq!(fp.drops()[3], ("action_failed", 1));
+}
+
 /// LESS label switching in the kernel, frame by frame against the userspace rule
 /// (`packet::less`): shift, pop, delivery, a detour by reroute-block hash and the edge's push, on
 /// XDP and TC; what TC cannot do (shrink a labelled frame) and malformed stacks go up.
