@@ -134,6 +134,9 @@ impl Switch {
     }
 }
 
+/// How long after a failed write of the kernel's virtual links it is tried again.
+const LINKS_RETRY_NS: u64 = 1_000_000_000;
+
 impl Switch {
     /// Hands the kernel every virtual link of the mode it can decide exactly as the mode would:
     /// each output an interface the switch sends on without a schedule (scheduled frames wait in
@@ -186,11 +189,12 @@ impl Switch {
             plan.into_iter().flatten().filter(|h| !split.contains(&table.links[h.index].account)).collect();
         let written: Vec<(usize, Vec<u32>, u32)> =
             held.iter().map(|h| (h.index, h.out_ifindex.clone(), h.fanout)).collect();
-        if self.links_written.as_ref() == Some(&written) {
+        let now = self.now();
+        let retry_due = self.links_retry.is_some_and(|(at, _)| now >= at);
+        if self.links_written.as_ref() == Some(&written) && !retry_due {
             return;
         }
         self.credit_links();
-        let now = self.now();
         if let (Some(fast), Some(table)) = (self.fast.as_ref(), self.mode.kernel_links()) {
             // The links the kernel really holds (none after a write that failed).
             let held_ids: Vec<u16> = fast.held_links().collect();
@@ -206,13 +210,28 @@ impl Switch {
         let credits = self.mode.link_credits(now);
         let (Some(fast), Some(table)) = (self.fast.as_mut(), self.mode.kernel_links()) else { return };
         match fast.set_links(table, &held, &credits) {
-            Ok(()) => tracing::info!(held = held.len(), of = table.links.len(), "virtual links decided in the kernel"),
+            Ok(()) => {
+                let failed = self.links_retry.take().map_or(0, |(_, n)| n);
+                tracing::info!(
+                    held = held.len(),
+                    of = table.links.len(),
+                    failed,
+                    "virtual links decided in the kernel"
+                );
+            }
             Err(e) => {
                 // Part written is worse than none: the kernel would police some of an account's links.
                 let cleared = fast.set_links(table, &[], &[]);
-                tracing::warn!(
-                    "kernel virtual links not written (userspace decides them all): {e}; cleared: {cleared:?}"
-                );
+                // Userspace decides them all meanwhile (correct, slower); tried again each second,
+                // and said once.
+                let failed = self.links_retry.map_or(0, |(_, n)| n) + 1;
+                if failed == 1 {
+                    tracing::warn!(
+                        "kernel virtual links not written (userspace decides them all, retrying each second): {e}; \
+                         cleared: {cleared:?}"
+                    );
+                }
+                self.links_retry = Some((now + LINKS_RETRY_NS, failed));
             }
         }
         self.links_written = Some(written);

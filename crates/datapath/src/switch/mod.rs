@@ -190,6 +190,8 @@ pub struct Switch {
     /// The virtual links last handed to the kernel: (index in the mode's table, output ifindexes,
     /// fanout).
     links_written: Option<Vec<(usize, Vec<u32>, u32)>>,
+    /// After a failed write of the links: when to try again, and how many tries failed.
+    links_retry: Option<(u64, u32)>,
 }
 
 impl Switch {
@@ -262,6 +264,7 @@ impl Switch {
             fast_gen,
             labels_gen: 0,
             links_written: None,
+            links_retry: None,
             fast,
             upcall_rx,
             _upcall_guard: upcall_guard,
