@@ -186,7 +186,7 @@ def test_less_shows_labels_and_reroutes(results):
             assert kfps > 2 * tput[("user", size)], tput
     rr = rows(results, "less-reroute")
     assert {(x["switch"], x["datapath"], x["case"]) for x in rr} == (
-        {("less", d, c) for d in ("user", "tc", "xdp") for c in "abc"}
+        {("less", d, c) for d in ("user", "xdp") for c in "abc"}
         | {(f"openflow-{m}", "user", c) for m in ("failover", "reactive") for c in "abc"})
     for x in rr:
         # Every switch carried the stream on during the failure. A bound on what is lost holds for
