@@ -8,6 +8,10 @@
 //! the credits and the gates, never from when the forwarding thread happened to wake. A late
 //! wake-up delays the frame's departure but not the schedule: rates, credits and gate windows
 //! stay exact, and the lateness is what the wake-up strategy (sleep, SCHED_FIFO, busy) decides.
+//!
+//! Over 500 lines with its tests, one concern: the four selection rules interlock (a shaper's
+//! credit and a gate decide eligibility, strict priority and DRR then pick), so they are read and
+//! tested together.
 
 use std::collections::VecDeque;
 

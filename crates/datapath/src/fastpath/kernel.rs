@@ -473,3 +473,78 @@ fn an_afdx_account_keeps_its_credit_across_a_handover() {
     fp.set_links(&table, &held, &[]).unwrap();
     assert_eq!(fp.account_credits(&[0]).unwrap(), vec![(0, one_frame)], "no credit given: full");
 }
+
+/// Every way the kernel refuses an AFDX frame, on TC and on XDP, counted under its link and its
+/// reason as the mode counts them; a frame of no link the kernel holds goes up.
+#[test]
+fn every_afdx_refusal_is_counted_under_its_link_on_both_hooks() {
+    use forwarding::{KernelAccount, KernelLink, KernelLinks};
+    use links::HeldLink;
+    use packet::afdx::{end_system_mac, vl_mac};
+
+    assert_eq!(unsafe { libc::geteuid() }, 0, "kernel fast-path tests load BPF programs: run them as root");
+    let mut fp = FastPath::open(Mode::Xdp, &[], Programs::Links).expect("the fast-path object loads");
+    fp.register_port(1, LO, 1, &mut Default::default()).unwrap();
+    let constant = 0x0300_0000;
+    // One frame a second, the account full (one frame) when handed over: nothing accrues during
+    // the test.
+    let bag_ns = 1_000_000_000;
+    let link =
+        |id, in_port, account| KernelLink { id, in_port, out_ports: vec![1], queue: 0, smin: 100, smax: 200, account };
+    let account = KernelAccount { bag_ns, smax: 200, jitter_ns: 0, per_frame: true };
+    // Link 8 is configured on port 2: its frames arriving on port 1 are on the wrong port.
+    let table =
+        KernelLinks { mac_constant: constant, links: vec![link(7, 1, 0), link(8, 2, 1)], accounts: vec![account; 2] };
+    let held = [
+        HeldLink { index: 0, out_ifindex: vec![LO], fanout: 0 },
+        HeldLink { index: 1, out_ifindex: vec![LO], fanout: 0 },
+    ];
+    let es = end_system_mac(1, 1);
+    let frame = |src, vl, len| udp4(src, vl_mac(constant, vl), [10, 0, 0, 1], [10, 0, 0, 2], 1, 2, len);
+    let sequence = [
+        ("conformant", frame(es, 7, 120)),
+        ("policed", frame(es, 7, 120)),
+        ("bad source", frame(H1, 7, 120)),
+        ("undersize", frame(es, 7, 80)),
+        ("oversize", frame(es, 7, 240)),
+        ("wrong port", frame(es, 8, 120)),
+        ("no such link", frame(es, 9, 120)),
+    ];
+    for hook in ["xdp", "tc"] {
+        fp.set_links(&table, &held, &[]).unwrap();
+        let verdicts: Vec<u32> = sequence
+            .iter()
+            .map(|(_, f)| {
+                if hook == "xdp" {
+                    let mut ctx = [0u32; 6];
+                    ctx[1] = f.len() as u32;
+                    ctx[3] = LO;
+                    let bytes: Vec<u8> = ctx.iter().flat_map(|w| w.to_ne_bytes()).collect();
+                    fp.obj.program("ef_xdp_afdx").unwrap().run_once(f, &bytes).unwrap().0
+                } else {
+                    let mut ctx = [0u8; 192];
+                    ctx[36..40].copy_from_slice(&LO.to_ne_bytes());
+                    fp.obj.program("ef_tc_afdx").unwrap().run_once(f, &ctx).unwrap().0
+                }
+            })
+            .collect();
+        let (pass, drop, up) = if hook == "xdp" {
+            (XDP_REDIRECT, XDP_DROP, XDP_PASS)
+        } else {
+            (TC_ACT_REDIRECT, TC_ACT_SHOT, TC_ACT_SHOT)
+        };
+        assert_eq!(
+            verdicts,
+            [pass, drop, drop, drop, drop, drop, up],
+            "{hook}: {:?}",
+            sequence.iter().map(|(n, _)| n).collect::<Vec<_>>()
+        );
+        let counts: std::collections::BTreeMap<u16, forwarding::LinkCounts> = fp.harvest_links().into_iter().collect();
+        // [bad source, wrong port, undersize, oversize, policed]
+        assert_eq!(counts[&7].dropped, [1, 0, 1, 1, 1], "{hook}");
+        assert_eq!((counts[&7].frames_in, counts[&7].frames_out), (5, 1), "{hook}");
+        assert_eq!(counts[&8].dropped, [0, 1, 0, 0, 0], "{hook}");
+    }
+    assert_eq!(fp.link_counters()[2], ("up", 2), "the frame of no held link, once per hook");
+    assert_eq!(fp.drops()[2], ("no_upcall", 1), "tc sends it up; no upcall interface here");
+}

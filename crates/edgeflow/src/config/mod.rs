@@ -1,5 +1,8 @@
 //! The TOML configuration file and its merge with command-line flags. Every error names the line it
 //! is about and the reason.
+//!
+//! Over 500 lines with its tests, one concern: the switch-wide settings and their flags. The AFDX
+//! and LESS sections and the ports' egress are parsed in their own modules beside this one.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
