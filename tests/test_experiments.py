@@ -143,6 +143,11 @@ def test_afdx_shows_policing_and_priority(results):
     assert int(high["vl1_lost"]) == 0 and int(high["queue_full"]) > 0, high
     assert float(high["ratio_to_unloaded"]) < 4, paced
     assert float(low["vl1_p50_us"]) > 10 * float(high["vl1_p50_us"]), paced
+    # Every frame the paced port sent reached the receiving end system; the ones it does not
+    # deliver are those its integrity check refuses after the gaps the full queue leaves.
+    for x in paced.values():
+        assert float(x["received_of_sent"]) >= 0.99 and int(x["receiver_ring_drops"]) == 0, x
+    assert int(high["integrity_rejected"]) > 0, high
 
 
 def test_tsn_shows_scheduling(results):

@@ -204,14 +204,18 @@ def paced_priority(seconds, rounds=3):
     table = Table("afdx-paced", f"AFDX: high-priority latency on a port paced to {PACED_MBPS} Mbit/s, "
                   f"saturated by {PACED_BACKGROUND} low-priority VLs",
                   ["case", "vl1_priority", "background_vls", "offered_mbps", "port_sent_mbps", "queue_full", "runs",
-                   "vl1_p50_us", "vl1_p99_us", "vl1_lost", "vl3_p50_us", "ratio_to_unloaded"],
+                   "vl1_p50_us", "vl1_p99_us", "vl1_lost", "vl3_p50_us", "ratio_to_unloaded", "received_of_sent",
+                   "receiver_ring_drops", "integrity_rejected"],
                   note=f"edgeflow AFDX mode (userspace: a paced port's links stay there), one network, "
                        f"{rounds} runs of {seconds:g} s per case alternating, medians of the per-run medians "
                        f"and p99s. The port sends at {PACED_MBPS} Mbit/s: a 1518-byte frame takes "
                        f"{1518 * 8 / PACED_MBPS:.0f} µs, the longest a high-priority frame waits for one "
                        "already leaving. `offered_mbps`: everything sent to end system 4; `port_sent_mbps`: what "
                        "the paced port sent (its tx bytes over the run, start-up included: a floor), `queue_full`: frames its low-priority "
-                       "queue had no room for.")
+                       "queue had no room for. `received_of_sent`: frames that reached the receiving end system over frames "
+                       "the port sent; `receiver_ring_drops`: frames its receive ring had no room for; "
+                       "`integrity_rejected`: frames it received but its integrity check refused (a sequence "
+                       "number too far past the last, as the switch's full queue leaves gaps).")
     cases = [("unloaded", "high", 0), ("saturated", "high", PACED_BACKGROUND),
              ("saturated, VL 1 low", "low", PACED_BACKGROUND)]
     median = lambda xs: sorted(xs)[len(xs) // 2]
@@ -246,14 +250,17 @@ def paced_priority(seconds, rounds=3):
                             if p.returncode != 0:
                                 raise RuntimeError(f"es-send: {err.strip()}")
                         sent_s = time.monotonic() - start
-                        got = rx.result()["vls"]
+                        whole = rx.result()
+                        got = whole["vls"]
                     finally:
                         rx.kill()
                     report = sw.stats()
                 port = next(p for p in report["ports"] if p["no"] == RECEIVER)
                 results[case].append((got[1]["latency_us"]["p50"], got[1]["latency_us"]["p99"], got[1]["lost"],
                                       got[3]["latency_us"]["p50"], port["tx_bytes"] * 8 / sent_s / 1e6,
-                                      report["drops"]["queue_full"]))
+                                      report["drops"]["queue_full"], whole["ring_drops"],
+                                      sum(sum(v["received"]) for v in got.values()) / max(1, port["tx_packets"]),
+                                      sum(sum(v["integrity_errors"]) for v in got.values())))
     unloaded = median([r[0] for r in results[cases[0]]])
     for case in cases:
         name, vl1_priority, n_bg = case
@@ -264,7 +271,8 @@ def paced_priority(seconds, rounds=3):
                   port_sent_mbps=round(median([r[4] for r in runs])), queue_full=sum(r[5] for r in runs),
                   runs=len(runs), vl1_p50_us=p50, vl1_p99_us=median([r[1] for r in runs]),
                   vl1_lost=sum(r[2] for r in runs), vl3_p50_us=median([r[3] for r in runs]),
-                  ratio_to_unloaded=p50 / max(unloaded, 1e-9))
+                  ratio_to_unloaded=p50 / max(unloaded, 1e-9), received_of_sent=median([r[7] for r in runs]),
+                  receiver_ring_drops=sum(r[6] for r in runs), integrity_rejected=sum(r[8] for r in runs))
     return table
 
 

@@ -270,7 +270,13 @@ pub fn recv(a: RecvArgs) -> Result<(), String> {
             us(l.max().saturating_sub(l.min())),
         );
     }
-    let _ = write!(out, "}}, \"other_frames\": {}, \"wrong_network\": {wrong_network}}}", receiver.other);
+    // Frames the receive rings had no room for: lost here, not in the network.
+    let ring_drops: u64 = ports.iter_mut().map(|(rx, _)| rx.rx_drops()).sum();
+    let _ = write!(
+        out,
+        "}}, \"other_frames\": {}, \"wrong_network\": {wrong_network}, \"ring_drops\": {ring_drops}}}",
+        receiver.other
+    );
     println!("{out}");
     Ok(())
 }
