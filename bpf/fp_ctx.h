@@ -341,16 +341,38 @@ static __always_inline int ctx_output(void *ctx, const enum hook hook, __u32 ifi
 	return -1;
 }
 
-/* Grows (delta > 0) or shrinks the frame at its head; <0 when the hook cannot, nothing changed.
- * TC's skb grows only at its head for protocols other than IP (bpf_skb_adjust_room refuses MPLS
- * with -ENOTSUPP), and not for a GSO super-frame, which userspace segments. */
+/* TC: takes `bytes` out of an skb right after its Ethernet header. Only bpf_skb_adjust_room
+ * shrinks an skb there, and it takes IP frames alone (by skb->protocol: MPLS for a labelled
+ * frame, set when it was received). The kernel sets skb->protocol from the ethertype inside a tag
+ * it pops from the data, so: push two tags (the first goes into the data), write IPv4 as that
+ * tag's inner ethertype, pop both; skb->protocol is IPv4, and the room shrinks. The caller writes
+ * the real ethertype after. A GSO super-frame is left alone (userspace segments it). 0 done, -1
+ * not tried (nothing changed), -2 failed half-way. */
+static __always_inline int tc_shrink_after_eth(struct __sk_buff *skb, __u32 bytes)
+{
+	if (skb->gso_size || skb->vlan_present)
+		return -1;
+	if (bpf_skb_vlan_push(skb, bpf_htons(0x8100), 0) < 0)
+		return -1;
+	__be16 ipv4 = bpf_htons(0x0800);
+	if (bpf_skb_vlan_push(skb, bpf_htons(0x8100), 0) < 0 || bpf_skb_store_bytes(skb, 16, &ipv4, 2, 0) < 0 ||
+	    bpf_skb_vlan_pop(skb) < 0 || bpf_skb_vlan_pop(skb) < 0)
+		return -2;
+	return bpf_skb_adjust_room(skb, -(__s32)bytes, BPF_ADJ_ROOM_MAC, 0) < 0 ? -2 : 0;
+}
+
+/* Grows (delta > 0) or shrinks the frame right after its Ethernet header, whose addresses the
+ * caller writes again: 0 done, -1 when the hook cannot (nothing changed), -2 failed half-way.
+ * TC grows an skb at its head only (bpf_skb_change_head), and not a GSO super-frame. */
 static __always_inline int ctx_resize_head(void *ctx, const enum hook hook, int delta)
 {
 	if (delta == 0)
 		return 0;
 	if (hook == HOOK_XDP)
 		return bpf_xdp_adjust_head(XDP(ctx), -delta) ? -1 : 0;
-	if (delta < 0 || SKB(ctx)->gso_size)
+	if (delta < 0)
+		return tc_shrink_after_eth(SKB(ctx), -delta);
+	if (SKB(ctx)->gso_size)
 		return -1;
 	return bpf_skb_change_head(SKB(ctx), delta, 0) ? -1 : 0;
 }

@@ -195,10 +195,13 @@ static __always_inline int less_decide(struct scratch *s, __u32 in_port, struct 
 static __always_inline int less_apply(void *ctx, const enum hook hook, struct scratch *s, struct less_plan *p)
 {
 	int delta = (int)p->insert - (int)p->remove;
-	if (delta > LESS_STACK_MAX || delta < -4 * LESS_MAX_DEPTH || ctx_resize_head(ctx, hook, delta) < 0)
+	if (delta > LESS_STACK_MAX || delta < -4 * LESS_MAX_DEPTH)
+		return -1;
+	int resized = ctx_resize_head(ctx, hook, delta);
+	if (resized == -1)
 		return -1;
 	__be16 et = bpf_htons(p->ethertype);
-	if ((delta && ctx_store(ctx, hook, 0, s->buf, 12) < 0) || ctx_store(ctx, hook, 12, &et, 2) < 0)
+	if (resized < 0 || (delta && ctx_store(ctx, hook, 0, s->buf, 12) < 0) || ctx_store(ctx, hook, 12, &et, 2) < 0)
 		return ctx_drop(hook, CNT_ACTION_FAILED);
 	if (p->insert && ctx_store_run(ctx, hook, 14, s->less_out, p->insert, LESS_STACK_MAX) < 0)
 		return ctx_drop(hook, CNT_ACTION_FAILED);
