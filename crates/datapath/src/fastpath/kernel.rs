@@ -23,6 +23,14 @@ fn fast_path() -> FastPath {
     fp
 }
 
+/// The AFDX programs loaded, port 1 being the loopback interface.
+fn afdx_fast_path() -> FastPath {
+    assert_eq!(unsafe { libc::geteuid() }, 0, "kernel fast-path tests load BPF programs: run them as root");
+    let mut fp = FastPath::open(Mode::Xdp, &[], Programs::Links).expect("the fast-path object loads");
+    fp.register_port(1, LO, 1, &mut Default::default()).unwrap();
+    fp
+}
+
 fn install(fp: &mut FastPath, frame: &[u8], mask_fields: &[Field], actions: &[DpAction]) {
     let (key, _) = packet::parse(frame, 1).unwrap();
     let mut mask = FlowKey::default();
@@ -445,9 +453,7 @@ fn an_afdx_account_keeps_its_credit_across_a_handover() {
     use links::HeldLink;
     use packet::afdx::{end_system_mac, vl_mac};
 
-    assert_eq!(unsafe { libc::geteuid() }, 0, "kernel fast-path tests load BPF programs: run them as root");
-    let mut fp = FastPath::open(Mode::Xdp, &[], Programs::Links).expect("the fast-path object loads");
-    fp.register_port(1, LO, 1, &mut Default::default()).unwrap();
+    let mut fp = afdx_fast_path();
     let constant = 0x0300_0000;
     let bag_ns = 1_000_000_000; // one frame a second: nothing accrues during the test
     let table = KernelLinks {
@@ -483,9 +489,7 @@ fn every_afdx_refusal_is_counted_under_its_link_on_both_hooks() {
     use links::HeldLink;
     use packet::afdx::{end_system_mac, vl_mac};
 
-    assert_eq!(unsafe { libc::geteuid() }, 0, "kernel fast-path tests load BPF programs: run them as root");
-    let mut fp = FastPath::open(Mode::Xdp, &[], Programs::Links).expect("the fast-path object loads");
-    fp.register_port(1, LO, 1, &mut Default::default()).unwrap();
+    let mut fp = afdx_fast_path();
     let constant = 0x0300_0000;
     // One frame a second, the account full (one frame) when handed over: nothing accrues during
     // the test.
