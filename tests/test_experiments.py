@@ -169,9 +169,10 @@ def test_tsn_shows_scheduling(results):
         assert float(x["be_mbps"]) < 20 * 1.03, x
     assert float(at_top["unpaced"]["be_mbps"]) > 25, at_top["unpaced"]
     gates = {(x["timing"], int(x["window_us"])): x for x in rows(results, "tsn-gates")}
-    # 0.987 once in CI (13 of 1000 frames out of the window: the VM's vCPUs are preempted now and
-    # then, busy-polling or not); 0.99 or more in every other run.
-    assert float(gates[("busy", 50)]["in_window"]) >= 0.98, gates[("busy", 50)]
+    # A frame the switch picks up too late for its window waits for the next one; what still
+    # leaves outside is a vCPU preempted between the check and the send (0 to 2 of 20 000 frames
+    # in long runs; before that check, 13 of 1000 once in CI).
+    assert float(gates[("busy", 50)]["in_window"]) >= 0.99, gates[("busy", 50)]
     assert all(int(x["lost"]) == 0 for x in gates.values()), gates
     idle = rows(results, "tsn-idle")
     assert {(x["scheduler"], x["timing"]) for x in idle} == {("unpaced", "-"), ("strict", "sleep"), ("strict", "busy")}

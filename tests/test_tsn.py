@@ -6,7 +6,7 @@ import signal
 import threading
 import time
 
-from testbed.tsn import flows, fps_for, streams, switch, wire_mbps, write_config
+from testbed.tsn import flows, fps_for, read_log, streams, switch, wire_mbps, write_config
 
 RATE_MBPS = 20
 SIZE = 1500  # on the wire with FCS
@@ -92,15 +92,22 @@ def test_cbs_holds_its_idle_slope(three_hosts):
         assert abs((shaped + best) / RATE_MBPS - 1) < 0.03
 
 
-def test_gate_open_half_the_cycle_passes_half_the_rate(three_hosts):
+def test_gate_open_half_the_cycle_passes_half_the_rate(three_hosts, tmp_path):
     # Queue 0 may send in the first 5 ms of every 10 ms, queue 7 in the rest (nothing on it).
     gates = ('[port.gates]\nclock = "realtime"\ncycle_ns = 10000000\n'
              'entries = [{ duration_ns = 5000000, open = [0] }, { duration_ns = 5000000, open = [7] }]\n')
     with switch(three_hosts, "tsn-gates", RATE_MBPS, f"[[port.queue]]\nid = 0\n{LIMIT}", gates) as sw:
         flows(sw, {1: 0, 2: 0})
-        got = streams(three_hosts, [(0, 1, SIZE, FULL)])
+        log = tmp_path / "gated.log"
+        got = streams(three_hosts, [(0, 1, SIZE, FULL)], logs={1: log})
         rate = wire_mbps(got[1], SIZE)
         # 5 ms windows hold floor(5 ms / 608 µs) = 8 frames: 8 per 10 ms.
         expected = 8 * WIRE * 8 / 10e-3 / 1e6
-        print(f"\ngate open 50 %: {rate:.2f} Mbit/s (expected {expected:.2f})")
+        # The receiver's kernel stamps (CLOCK_REALTIME, as the gates) modulo the cycle: a frame
+        # leaves only while its gate is open, and the gate lets none start that cannot finish.
+        offsets = [rx % 10_000_000 for _, _, rx in read_log(log)]
+        inside = sum(1 for o in offsets if o < 5_000_000) / len(offsets)
+        print(f"\ngate open 50 %: {rate:.2f} Mbit/s (expected {expected:.2f}), {inside:.2%} inside the window")
         assert abs(rate / expected - 1) < 0.03, rate
+        # Not every one: a vCPU preempted between the check and the send on this VM lets one out late.
+        assert inside >= 0.99, inside

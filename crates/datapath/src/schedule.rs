@@ -306,7 +306,13 @@ impl Scheduler {
 
     /// When the head of `q` may start, at the earliest `t0`: after it arrived, once its credit is
     /// back to 0, and inside an open window of its gate long enough for it.
-    fn eligible_at(&self, q: usize, head: Head, t0: u64) -> Option<u64> {
+    ///
+    /// A start in the past stays in the past (the virtual wire catches up on a late wake-up)
+    /// except where a gate would be broken: a gate closes at a wall-clock time, so a frame that
+    /// the thread, late at `now`, can no longer finish inside the window waits for the next one.
+    /// Without this a frame that arrived in time but was picked up late left after its gate had
+    /// closed.
+    fn eligible_at(&self, q: usize, head: Head, t0: u64, now: u64) -> Option<u64> {
         let mut t = t0.max(head.at);
         if let Some(c) = self.cbs(q) {
             let credit = self.credit_at_time(q, t, true);
@@ -314,10 +320,14 @@ impl Scheduler {
                 t += ((-credit) as u128).div_ceil(c.idle_slope_bps as u128) as u64;
             }
         }
-        match &self.schedule.gates {
-            Some(g) => g.start_at(q, t, self.schedule.wire_ns(head.len)),
-            None => Some(t),
+        let Some(g) = &self.schedule.gates else { return Some(t) };
+        let d = self.schedule.wire_ns(head.len);
+        let start = g.start_at(q, t, d)?;
+        // Still inside the window it started in, with room to finish from `now`.
+        if start >= now || g.start_at(q, start, now - start + d) == Some(start) {
+            return Some(start);
         }
+        g.start_at(q, now, d)
     }
 
     /// Picks what to send at `now`, given each queue's head. Call [`Scheduler::sent`] after
@@ -328,7 +338,7 @@ impl Scheduler {
         let mut at = [u64::MAX; N_QUEUES];
         for q in 0..N_QUEUES {
             if let Some(h) = heads[q] {
-                match self.eligible_at(q, h, t0) {
+                match self.eligible_at(q, h, t0, now) {
                     Some(t) => at[q] = t,
                     None => return Pick::Discard(q),
                 }
@@ -545,6 +555,30 @@ mod tests {
         };
         s.schedule.gates = Some(short);
         assert_eq!(s.pick(&h, 0), Pick::Discard(0));
+    }
+
+    #[test]
+    fn a_frame_picked_up_too_late_for_its_window_waits_for_the_next() {
+        // 1 ms cycle, queue 7 open for the first 200 µs; a 200-byte frame is 17.6 µs on the wire.
+        let mut s = Scheduler::new(Schedule {
+            gates: Some(Gates {
+                base_ns: 0,
+                cycle_ns: 1_000_000,
+                entries: vec![
+                    GateEntry { duration_ns: 200_000, open: 0x80 },
+                    GateEntry { duration_ns: 800_000, open: 1 },
+                ],
+            }),
+            ..Schedule::strict(100 * MBIT)
+        });
+        let d = s.schedule.wire_ns(200);
+        // It arrived at 170 µs, in time to finish by 200 µs.
+        let h: [Option<Head>; N_QUEUES] = std::array::from_fn(|q| (q == 7).then_some(Head { len: 200, at: 170_000 }));
+        // Picked up at 175 µs it still fits: it keeps its virtual start.
+        assert_eq!(s.pick(&h, 175_000), Pick::Send { queue: 7, start: 170_000 });
+        // Picked up at 190 µs it would leave after the gate closed: the next window.
+        assert_eq!(s.pick(&h, 200_000 - d + 1), Pick::Wait(1_000_000));
+        assert_eq!(s.pick(&h, 1_000_000), Pick::Send { queue: 7, start: 1_000_000 });
     }
 
     #[test]

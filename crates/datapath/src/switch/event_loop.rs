@@ -172,8 +172,10 @@ impl Switch {
 
     /// Hands queued frames to every port's socket and kicks the sockets.
     pub(super) fn flush_all(&mut self) {
-        let now = self.now();
         for p in self.ports.values_mut() {
+            // Read per port: sending on the ports before it took time, and a gated frame's last
+            // start time is checked against the clock.
+            let now = self.start.elapsed().as_nanos() as u64;
             let refused = p.service(now);
             self.drops.add_n(DropReason::OverMtu, refused);
             if let Some(tx) = p.tx.as_mut() {
