@@ -80,16 +80,30 @@ def test_schedule_changes_at_runtime_without_loss(three_hosts):
         assert abs(drr_share(three_hosts) / 0.5 - 1) < 0.05
 
 
-def test_cbs_holds_its_idle_slope(three_hosts):
+def test_cbs_holds_its_idle_slope(three_hosts, tmp_path):
     queues = f'[[port.queue]]\nid = 5\nscheduler = "cbs"\nidleslope_kbps = 5000\n{LIMIT}[[port.queue]]\nid = 0\n{LIMIT}'
     with switch(three_hosts, "tsn-cbs", RATE_MBPS, queues) as sw:
         flows(sw, {1: 5, 2: 0})
         # The shaped stream offers twice its idle slope; best effort fills the rest.
-        got = streams(three_hosts, [(0, 1, SIZE, fps_for(10, SIZE)), (1, 2, SIZE, FULL)])
+        log = tmp_path / "shaped.log"
+        got = streams(three_hosts, [(0, 1, SIZE, fps_for(10, SIZE)), (1, 2, SIZE, FULL)], logs={1: log})
         shaped, best = wire_mbps(got[1], SIZE), wire_mbps(got[2], SIZE)
-        print(f"\nCBS at 5 Mbit/s: shaped {shaped:.3f} Mbit/s, best effort {best:.2f} Mbit/s")
+        # Bursts: the credit is at most hiCredit when a frame starts and at least 0, so frames
+        # i..i+k-1 (k × F bits) need k × F <= idleSlope × T + hiCredit, T from the start of the
+        # first to the start of the one after the last. hiCredit = max frame (12 176 bits) ×
+        # idleSlope / rate, as derived. The receiver's stamps carry the thread's lateness: a frame
+        # that left late shortens the span after it by as much, hence the 10 ms allowed.
+        k, bits, idle = 39, WIRE * 8, 5e6
+        hi_credit = 12176 * idle / (RATE_MBPS * 1e6)
+        stamps = [rx for _, _, rx in read_log(log)]
+        tightest = min(b - a for a, b in zip(stamps, stamps[k:])) / 1e9
+        bound = (k * bits - hi_credit) / idle
+        print(f"\nCBS at 5 Mbit/s: shaped {shaped:.3f} Mbit/s, best effort {best:.2f} Mbit/s; "
+              f"{k} frames in {tightest * 1e3:.1f} ms at the tightest (bound {bound * 1e3:.1f} ms)")
         assert abs(shaped / 5 - 1) < 0.02, shaped
         assert abs((shaped + best) / RATE_MBPS - 1) < 0.03
+        # Unshaped, 39 frames take 23.7 ms on this port; shaped to twice the slope, 47.4 ms.
+        assert tightest >= bound - 0.010, tightest
 
 
 def test_gate_open_half_the_cycle_passes_half_the_rate(three_hosts, tmp_path):
