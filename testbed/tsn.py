@@ -13,21 +13,23 @@ from .util import run_dir
 WIRE_OVERHEAD = 4 + 8 + 12
 
 
-def write_config(topo, name, rate_mbps, queues="", gates="", timing="sleep"):
+def write_config(topo, name, rate_mbps, queues="", gates="", timing="sleep", cpu=None):
     """The switch's config: every host's port, the last one paced to `rate_mbps` with the given
-    `[[port.queue]]` and `[port.gates]` text."""
+    `[[port.queue]]` and `[port.gates]` text; the forwarding thread on CPU `cpu` if given."""
     cfg = run_dir("tsn") / f"{name}.toml"
     *others, last = topo.switch_ports
     text = f'fail_mode = "secure"\negress_timing = "{timing}"\n'
+    if cpu is not None:
+        text += f"egress_cpu = {cpu}\n"
     text += "".join(f'[[port]]\nname = "{p}"\n' for p in others)
     text += f'[[port]]\nname = "{last}"\nrate_mbps = {rate_mbps}\n{queues}{gates}'
     cfg.write_text(text)
     return cfg
 
 
-def switch(topo, name, rate_mbps, queues="", gates="", timing="sleep"):
+def switch(topo, name, rate_mbps, queues="", gates="", timing="sleep", cpu=None):
     """edgeflow (OpenFlow, no controller; flows from `flows`) on `topo`'s ports."""
-    cfg = write_config(topo, name, rate_mbps, queues, gates, timing)
+    cfg = write_config(topo, name, rate_mbps, queues, gates, timing, cpu)
     return Edgeflow([], extra=["--config", str(cfg)], log_name=name)
 
 

@@ -283,6 +283,7 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
         fastpath: s.fastpath,
         egress: s.egress.clone(),
         timing: s.timing,
+        cpu: s.cpu,
     };
     let (switch, handle) = Switch::new(switch_cfg, mode, event_sink).map_err(|e| e.to_string())?;
     let features = switch.features();

@@ -39,6 +39,19 @@ impl Switch {
         let (mut limit_reported, mut limit_reported_at) = (0, 0);
         info!(ports = self.ports.len(), mode = self.mode.name(), "forwarding");
         self.precise_timers();
+        if let Some(cpu) = self.cfg.cpu {
+            // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET stays inside it for cpu below
+            // CPU_SETSIZE, which the configuration checked against the machine's CPUs.
+            let ok = unsafe {
+                let mut set: libc::cpu_set_t = std::mem::zeroed();
+                libc::CPU_SET(cpu, &mut set);
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0
+            };
+            match ok {
+                true => info!(cpu, "forwarding thread pinned"),
+                false => warn!(cpu, "cannot pin the forwarding thread: {}", std::io::Error::last_os_error()),
+            }
+        }
         if self.cfg.timing == super::Timing::Fifo {
             let param = libc::sched_param { sched_priority: FIFO_PRIORITY };
             // SAFETY: param is valid; 0 is this thread.

@@ -55,6 +55,8 @@ pub struct SwitchConfig {
     pub egress: Vec<(u32, crate::egress::PortEgress)>,
     /// How the forwarding thread waits for a scheduled frame's time.
     pub timing: Timing,
+    /// The CPU to pin the forwarding thread to (with busy timing: a core of its own).
+    pub cpu: Option<usize>,
 }
 
 /// How the forwarding thread meets a scheduled port's deadlines.

@@ -276,5 +276,8 @@ name = "b"
         assert!(e.starts_with("sw.toml:4:") && e.contains("rate_mbps"), "{e}");
         let e = from_str("egress_timing = \"soon\"\n[[port]]\nname = \"a\"\n").unwrap_err();
         assert!(e.starts_with("sw.toml:1:") && e.contains("sleep, fifo or busy"), "{e}");
+        assert_eq!(from_str("egress_cpu = 0\n[[port]]\nname = \"a\"\n").unwrap().cpu, Some(0));
+        let e = from_str("\negress_cpu = 4096\n[[port]]\nname = \"a\"\n").unwrap_err();
+        assert!(e.starts_with("sw.toml:2:") && e.contains("this machine has CPUs 0 to"), "{e}");
     }
 }

@@ -49,6 +49,8 @@ pub struct File {
     pub less: Option<LessSection>,
     /// How the forwarding thread meets scheduled ports' deadlines: sleep, fifo or busy.
     pub egress_timing: Option<Spanned<String>>,
+    /// The CPU the forwarding thread, which paces and schedules the ports, is pinned to.
+    pub egress_cpu: Option<Spanned<usize>>,
 }
 
 /// `[[portmap]]`: frames received on port `from` leave on port `to` (mode = "portmap").
@@ -130,6 +132,8 @@ pub struct Settings {
     /// Per port number: pacing, schedulers, gates and queue limits.
     pub egress: Vec<(u32, PortEgress)>,
     pub timing: Timing,
+    /// `egress_cpu`: the CPU the forwarding thread is pinned to.
+    pub cpu: Option<usize>,
 }
 
 /// (port number, interface name), in the order configured.
@@ -431,6 +435,18 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
                 other => return Err(cx.at(t, format!("egress_timing '{other}': expected sleep, fifo or busy"))),
             },
         },
+        cpu: match &file.egress_cpu {
+            None => None,
+            Some(c) => {
+                let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+                if *c.get_ref() >= cpus {
+                    return Err(
+                        cx.at(c, format!("egress_cpu {}: this machine has CPUs 0 to {}", c.get_ref(), cpus - 1))
+                    );
+                }
+                Some(*c.get_ref())
+            }
+        },
     })
 }
 
@@ -551,8 +567,8 @@ number = 7
         assert!(e.starts_with("sw.toml:1:") && e.contains("takes no controllers"), "{e}");
         let e = from_str("[less]\nroot = true\n[[port]]\nname = \"a\"\nmode = \"learning\"\n").unwrap_err();
         assert!(e.starts_with("sw.toml:2:") && e.contains("needs mode"), "{e}");
-        let s = from_str("[less]\nroot = true\n[[port]]\nname = \"a\"\nmode = \"less\"\n[[port]]\nname = \"b\"\n")
-            .unwrap();
+        let s =
+            from_str("[less]\nroot = true\n[[port]]\nname = \"a\"\nmode = \"less\"\n[[port]]\nname = \"b\"\n").unwrap();
         assert_eq!((s.mode.clone(), s.port_modes.len()), (ModeSetting::OpenFlow, 1), "{s:?}");
         // A port's mode is checked where it is named, and its settings against its own ports.
         let e = from_str("[[port]]\nname = \"a\"\n[[port]]\nname = \"b\"\nmode = \"bridge\"\n").unwrap_err();
