@@ -341,37 +341,52 @@ static __always_inline int ctx_output(void *ctx, const enum hook hook, __u32 ifi
 	return -1;
 }
 
-/* TC: takes `bytes` out of an skb right after its Ethernet header. Only bpf_skb_adjust_room
- * shrinks an skb there, and it takes IP frames alone (by skb->protocol: MPLS for a labelled
- * frame, set when it was received). The kernel sets skb->protocol from the ethertype inside a tag
- * it pops from the data, so: push two tags (the first goes into the data), write IPv4 as that
- * tag's inner ethertype, pop both; skb->protocol is IPv4, and the room shrinks. The caller writes
- * the real ethertype after. A GSO super-frame is left alone (userspace segments it). 0 done, -1
- * not tried (nothing changed), -2 failed half-way. */
-static __always_inline int tc_shrink_after_eth(struct __sk_buff *skb, __u32 bytes)
+/* TC: sets skb->protocol, which a program cannot write. The kernel sets it from the ethertype
+ * inside a tag it pops from the data, so: push two tags (the first goes into the data), write
+ * `proto` as that tag's inner ethertype, pop both. The frame's own bytes are as before. */
+static __always_inline int tc_set_protocol(struct __sk_buff *skb, __be16 proto)
+{
+	if (bpf_skb_vlan_push(skb, bpf_htons(0x8100), 0) < 0)
+		return -1;
+	if (bpf_skb_vlan_push(skb, bpf_htons(0x8100), 0) < 0 || bpf_skb_store_bytes(skb, 16, &proto, 2, 0) < 0 ||
+	    bpf_skb_vlan_pop(skb) < 0 || bpf_skb_vlan_pop(skb) < 0)
+		return -2;
+	/* The trick rests on how the kernel pops a tag: if that ever changes, fail loudly. */
+	return skb->protocol == proto ? 0 : -2;
+}
+
+/* TC: takes `bytes` out of an skb right after its Ethernet header, which then carries
+ * `ethertype` (the caller writes it after). Only bpf_skb_adjust_room shrinks an skb there, and
+ * it takes IP frames alone, by skb->protocol (MPLS for a labelled frame, set when it was
+ * received). So skb->protocol becomes the frame's IP family first, and after the shrink, if the
+ * frame is still not IP (a label popped from a stack that keeps others), its ethertype: a NIC's
+ * offloads and the stack read skb->protocol, not the frame. A GSO super-frame is left alone
+ * (userspace segments it). 0 done, -1 not tried (nothing changed), -2 failed half-way. */
+static __always_inline int tc_shrink_after_eth(struct __sk_buff *skb, __u32 bytes, __u16 ethertype)
 {
 	if (skb->gso_size || skb->vlan_present)
 		return -1;
-	if (bpf_skb_vlan_push(skb, bpf_htons(0x8100), 0) < 0)
-		return -1;
-	__be16 ipv4 = bpf_htons(0x0800);
-	if (bpf_skb_vlan_push(skb, bpf_htons(0x8100), 0) < 0 || bpf_skb_store_bytes(skb, 16, &ipv4, 2, 0) < 0 ||
-	    bpf_skb_vlan_pop(skb) < 0 || bpf_skb_vlan_pop(skb) < 0)
+	int ip = ethertype == 0x0800 || ethertype == 0x86dd;
+	int set = tc_set_protocol(skb, bpf_htons(ethertype == 0x86dd ? 0x86dd : 0x0800));
+	if (set < 0)
+		return set;
+	if (bpf_skb_adjust_room(skb, -(__s32)bytes, BPF_ADJ_ROOM_MAC, 0) < 0)
 		return -2;
-	return bpf_skb_adjust_room(skb, -(__s32)bytes, BPF_ADJ_ROOM_MAC, 0) < 0 ? -2 : 0;
+	return ip || tc_set_protocol(skb, bpf_htons(ethertype)) == 0 ? 0 : -2;
 }
 
-/* Grows (delta > 0) or shrinks the frame right after its Ethernet header, whose addresses the
- * caller writes again: 0 done, -1 when the hook cannot (nothing changed), -2 failed half-way.
+/* Grows (delta > 0) or shrinks the frame right after its Ethernet header, whose addresses and
+ * `ethertype` the caller writes again: 0 done, -1 when the hook cannot (nothing changed), -2
+ * failed half-way.
  * TC grows an skb at its head only (bpf_skb_change_head), and not a GSO super-frame. */
-static __always_inline int ctx_resize_head(void *ctx, const enum hook hook, int delta)
+static __always_inline int ctx_resize_head(void *ctx, const enum hook hook, int delta, __u16 ethertype)
 {
 	if (delta == 0)
 		return 0;
 	if (hook == HOOK_XDP)
 		return bpf_xdp_adjust_head(XDP(ctx), -delta) ? -1 : 0;
 	if (delta < 0)
-		return tc_shrink_after_eth(SKB(ctx), -delta);
+		return tc_shrink_after_eth(SKB(ctx), -delta, ethertype);
 	if (SKB(ctx)->gso_size)
 		return -1;
 	return bpf_skb_change_head(SKB(ctx), delta, 0) ? -1 : 0;

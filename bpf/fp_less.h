@@ -197,7 +197,7 @@ static __always_inline int less_apply(void *ctx, const enum hook hook, struct sc
 	int delta = (int)p->insert - (int)p->remove;
 	if (delta > LESS_STACK_MAX || delta < -4 * LESS_MAX_DEPTH)
 		return -1;
-	int resized = ctx_resize_head(ctx, hook, delta);
+	int resized = ctx_resize_head(ctx, hook, delta, p->ethertype);
 	if (resized == -1)
 		return -1;
 	__be16 et = bpf_htons(p->ethertype);

@@ -118,6 +118,21 @@ fn filtering_drops_each_kind_of_bad_frame_and_counts_it_under_its_reason() {
 }
 
 #[test]
+fn a_tagged_frame_is_measured_without_its_tag() {
+    let mut table = vl(10, 1, &[2], 1);
+    (table.smin, table.smax) = (100, 300);
+    let mut m = mode(&[table]);
+    let tagged = |size: usize| {
+        let f = frame(10, 7, NETWORK_A, size);
+        [&f[..12], &[0x81, 0x00, 0x00, 0x05], &f[12..]].concat()
+    };
+    assert!(passes(&mut m, 1, &tagged(300), 10 * MS), "smax untagged, 304 bytes with its tag");
+    assert!(!passes(&mut m, 1, &tagged(301), 20 * MS), "one byte over smax");
+    let c = m.vl_counters(10).unwrap();
+    assert_eq!((c.bytes_in, c.dropped(VlDrop::Oversize)), (300 + 301, 1));
+}
+
+#[test]
 fn frame_policing_admits_one_frame_per_bag_and_jitter_lets_one_come_early() {
     let mut m = mode(&[vl(1, 1, &[2], 2)]);
     let f = frame(1, 1, NETWORK_A, 64);

@@ -433,6 +433,15 @@ fn less_labels_in_the_kernel_match_the_userspace_rule() {
     // Neighbour discovery is the edge's to answer, even for a destination with a plan.
     let solicitation = ip6(packet::craft::L4::Icmp { typ: 135, code: 0, payload: [&[0; 4][..], &h2_v6].concat() });
     assert_eq!(xdp(&fp, &solicitation).0, XDP_PASS);
+    // An IPv6 delivery: TC's shrink sets skb->protocol to IPv6 (and a pop's to MPLS above), or
+    // the frame is dropped as action_failed (fp_ctx.h, tc_set_protocol).
+    let mut deliver6 = labelled(&[word([1, 0, 0], false, 1).as_slice(), &block_bytes].concat());
+    deliver6.truncate(14 + 4 + block_bytes.len());
+    deliver6.extend_from_slice(&udp6[14..]);
+    assert_eq!(userspace(&deliver6), udp6, "an IPv6 delivery gives the frame back");
+    assert_eq!(xdp(&fp, &deliver6), (XDP_REDIRECT, udp6.clone()), "xdp deliver, IPv6");
+    assert_eq!(tc(&fp, &deliver6), (TC_ACT_REDIRECT, udp6.clone()), "tc deliver, IPv6");
+    assert_eq!(fp.drops()[3], ("action_failed", 0));
 
     // Malformed stacks are userspace's to count.
     for bad in
@@ -441,7 +450,7 @@ fn less_labels_in_the_kernel_match_the_userspace_rule() {
         assert_eq!(xdp(&fp, &bad).0, XDP_PASS);
     }
     let counted: Vec<(&str, u64)> = fp.label_counters().into_iter().filter(|&(_, n)| n > 0).collect();
-    assert_eq!(counted, [("shifted", 2), ("popped", 2), ("delivered", 2), ("pushed", 4), ("rerouted", 3)]);
+    assert_eq!(counted, [("shifted", 2), ("popped", 2), ("delivered", 4), ("pushed", 4), ("rerouted", 3)]);
 }
 
 /// AFDX links in the kernel take their accounts' credit from the mode, and hand it back: a link

@@ -34,6 +34,8 @@ pub const MIN_FRAME: u16 = 64;
 pub const MAX_FRAME: u16 = 1518;
 /// The FCS the receive path has already stripped.
 const FCS: usize = 4;
+/// An 802.1Q or 802.1ad tag.
+const VLAN_TAG: usize = 4;
 /// Egress queues: high-priority VLs leave before low ones (strict priority between queues).
 pub const HIGH_QUEUE: u32 = 7;
 pub const LOW_QUEUE: u32 = 0;
@@ -379,7 +381,11 @@ impl Mode for AfdxMode {
             self.switch.unknown_vl += 1;
             return drop(DropReason::Filtered);
         };
-        let len = data.len() + FCS;
+        // An AFDX frame's size is its untagged size (64-1518 bytes, as smin and smax): a VLAN tag
+        // picked up on the way is not the end system's, and the kernel, which holds a received
+        // tag beside the frame, counts without it too.
+        let tag = if matches!(data.get(12..14), Some([0x81, 0x00] | [0x88, 0xa8])) { VLAN_TAG } else { 0 };
+        let len = data.len() - tag + FCS;
         let c = &mut link.counters;
         c.frames_in += 1;
         c.bytes_in += len as u64;
