@@ -87,7 +87,12 @@ static __always_inline int afdx(void *ctx, const enum hook hook)
 	if (ctx_meta_tag(ctx, hook, &tag_proto, &tag_tci) || data + 14 > end)
 		goto up;
 	int up;
-	struct afdx_link *l = afdx_decide(data, ctx_len(ctx, hook), pi >> 16, &up);
+	/* A tag in the data (XDP sees it there) is not counted in the frame's AFDX size, as
+	 * userspace measures it (crates/forwarding/src/afdx). */
+	__u32 len = ctx_len(ctx, hook);
+	if ((data[12] == 0x81 && data[13] == 0x00) || (data[12] == 0x88 && data[13] == 0xa8))
+		len -= 4;
+	struct afdx_link *l = afdx_decide(data, len, pi >> 16, pi & 0xfff, &up);
 	if (l)
 		return afdx_send(ctx, hook, l);
 	if (!up)

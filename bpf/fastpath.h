@@ -236,5 +236,13 @@ enum afdx_count {
 struct afdx_counts {
 	__u64 c[AC_MAX];
 };
+/* Frames the kernel dropped for arriving on a port other than their link's, by the port they
+ * came in on (its upcall tag, below 4096): userspace credits that port's receive counters, as it
+ * does for every frame it receives itself. */
+#define AFDX_PORT_TAGS 4096
+struct afdx_port_rx {
+	__u64 frames;
+	__u64 bytes;
+};
 
 #endif

@@ -8,6 +8,7 @@
 struct ef_map_def SEC("maps") ef_afdx_links = { BPF_MAP_TYPE_HASH, sizeof(__u32), sizeof(struct afdx_link), AFDX_MAX_LINKS, 0 };
 struct ef_map_def SEC("maps") ef_afdx_accounts = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(struct afdx_account), AFDX_MAX_LINKS, 0 };
 struct ef_map_def SEC("maps") ef_afdx_counts = { BPF_MAP_TYPE_PERCPU_ARRAY, sizeof(__u32), sizeof(struct afdx_counts), AFDX_MAX_LINKS, 0 };
+struct ef_map_def SEC("maps") ef_afdx_wrong_port = { BPF_MAP_TYPE_PERCPU_ARRAY, sizeof(__u32), sizeof(struct afdx_port_rx), AFDX_PORT_TAGS, 0 };
 /* Each holds the outputs of one set of multicast VLs, keys 0..n-1 (see afdx_fanout). */
 #define AFDX_FANOUT(n) struct ef_map_def SEC("maps") ef_afdx_fanout_##n = { BPF_MAP_TYPE_DEVMAP, sizeof(__u32), sizeof(__u32), AFDX_MAX_OUT, 0 }
 AFDX_FANOUT(0); AFDX_FANOUT(1); AFDX_FANOUT(2); AFDX_FANOUT(3); AFDX_FANOUT(4); AFDX_FANOUT(5); AFDX_FANOUT(6);
@@ -42,8 +43,9 @@ static __always_inline int afdx_admit(__u32 account, __u32 len)
 
 /* The VL a frame is for, decided: its link when it passes (to be sent to the link's outputs), NULL
  * and *up = 0 when it is dropped (counted under its VL), NULL and *up = 1 when the kernel holds no
- * VL for it. `b` holds the frame's first 12 bytes, `len` its length without FCS. */
-static __always_inline struct afdx_link *afdx_decide(const __u8 *b, __u32 len, __u32 in_port, int *up)
+ * VL for it. `b` holds the frame's first 12 bytes, `len` its length without FCS; it came in on
+ * port `in_port`, whose upcall tag is `port_tag`. */
+static __always_inline struct afdx_link *afdx_decide(const __u8 *b, __u32 len, __u32 in_port, __u32 port_tag, int *up)
 {
 	__u32 constant = config(CFG_AFDX_CONSTANT);
 	*up = 1;
@@ -69,6 +71,11 @@ static __always_inline struct afdx_link *afdx_decide(const __u8 *b, __u32 len, _
 	if (in_port != l->in_port) {
 		why = AC_WRONG_PORT;
 		c->c[AC_WRONG_PORT_BYTES] += len;
+		struct afdx_port_rx *rx = bpf_map_lookup_elem(&ef_afdx_wrong_port, &port_tag);
+		if (rx) {
+			rx->frames++;
+			rx->bytes += len;
+		}
 	} else if (!es)
 		why = AC_BAD_SOURCE;
 	else if (len < l->smin)

@@ -507,15 +507,19 @@ fn every_afdx_refusal_is_counted_under_its_link_on_both_hooks() {
         |id, in_port, account| KernelLink { id, in_port, out_ports: vec![1], queue: 0, smin: 100, smax: 200, account };
     let account = KernelAccount { bag_ns, smax: 200, jitter_ns: 0, per_frame: true };
     // Link 8 is configured on port 2: its frames arriving on port 1 are on the wrong port.
-    let table =
-        KernelLinks { mac_constant: constant, links: vec![link(7, 1, 0), link(8, 2, 1)], accounts: vec![account; 2] };
+    // Link 10 takes a tagged frame of smax (untagged) bytes, on an account of its own.
+    let links = vec![link(7, 1, 0), link(8, 2, 1), link(10, 1, 2)];
+    let table = KernelLinks { mac_constant: constant, links, accounts: vec![account; 3] };
     let held = [
         HeldLink { index: 0, out_ifindex: vec![LO], fanout: 0 },
         HeldLink { index: 1, out_ifindex: vec![LO], fanout: 0 },
+        HeldLink { index: 2, out_ifindex: vec![LO], fanout: 0 },
     ];
     let es = end_system_mac(1, 1);
     let frame = |src, vl, len| udp4(src, vl_mac(constant, vl), [10, 0, 0, 1], [10, 0, 0, 2], 1, 2, len);
+    let tagged = |f: Vec<u8>| [&f[..12], &[0x81, 0x00, 0x00, 0x05], &f[12..]].concat();
     let sequence = [
+        ("tagged, smax untagged", tagged(frame(es, 10, 196))),
         ("conformant", frame(es, 7, 120)),
         ("policed", frame(es, 7, 120)),
         ("bad source", frame(H1, 7, 120)),
@@ -549,7 +553,7 @@ fn every_afdx_refusal_is_counted_under_its_link_on_both_hooks() {
         };
         assert_eq!(
             verdicts,
-            [pass, drop, drop, drop, drop, drop, up],
+            [pass, pass, drop, drop, drop, drop, drop, up],
             "{hook}: {:?}",
             sequence.iter().map(|(n, _)| n).collect::<Vec<_>>()
         );
@@ -558,6 +562,9 @@ fn every_afdx_refusal_is_counted_under_its_link_on_both_hooks() {
         assert_eq!(counts[&7].dropped, [1, 0, 1, 1, 1], "{hook}");
         assert_eq!((counts[&7].frames_in, counts[&7].frames_out), (5, 1), "{hook}");
         assert_eq!(counts[&8].dropped, [0, 1, 0, 0, 0], "{hook}");
+        assert_eq!((counts[&10].frames_out, counts[&10].bytes_in), (1, 200), "{hook}: counted without its tag");
+        // The wrong-port frame came in on port 1 (the loopback): credited there too.
+        assert_eq!(fp.harvest_wrong_port(), [(1, 1, 124)], "{hook}");
     }
     assert_eq!(fp.link_counters()[2], ("up", 2), "the frame of no held link, once per hook");
     assert_eq!(fp.drops()[2], ("no_upcall", 1), "tc sends it up; no upcall interface here");

@@ -38,6 +38,8 @@ pub(super) struct Written {
     /// Of those, dropped by its filter (addresses, size, input port) and by policing.
     pub(super) filtered: u64,
     pub(super) policed: u64,
+    /// Per upcall tag (port): wrong-port frames and bytes read from `ef_afdx_wrong_port` last.
+    wrong_port: std::collections::BTreeMap<u16, [u64; 2]>,
 }
 
 impl FastPath {
@@ -163,6 +165,29 @@ impl FastPath {
                 dropped: [d[5], d[6], d[7], d[8], d[9]],
             };
             out.push((*id, counts));
+        }
+        out
+    }
+
+    /// Frames the kernel dropped for arriving on a port other than their link's, by the port they
+    /// came in on, since the last call: (port, frames, bytes with FCS).
+    pub fn harvest_wrong_port(&mut self) -> Vec<(u32, u64, u64)> {
+        let Ok(map) = self.obj.map("ef_afdx_wrong_port") else { return Vec::new() };
+        let mut out = Vec::new();
+        for (&tag, &no) in &self.tag_port {
+            let Ok(per_cpu) = map.lookup_percpu(&(tag as u32).to_ne_bytes()) else { continue };
+            let mut now = [0u64; 2];
+            for cpu in &per_cpu {
+                for (i, n) in now.iter_mut().enumerate() {
+                    *n += u64::from_ne_bytes(cpu[8 * i..8 * i + 8].try_into().unwrap());
+                }
+            }
+            let last = self.links.wrong_port.entry(tag).or_default();
+            let (frames, bytes) = (now[0].saturating_sub(last[0]), now[1].saturating_sub(last[1]));
+            *last = now;
+            if frames > 0 {
+                out.push((no, frames, bytes));
+            }
         }
         out
     }

@@ -85,8 +85,9 @@ impl Switch {
     }
 
     /// Adds what the kernel counted on the virtual links it decides to the mode's counters, and
-    /// to the ports and egress queues those frames used. (A frame that came in on a port other
-    /// than its link's is counted under its link, not on that port.)
+    /// to the ports and egress queues those frames used. A frame that came in on a port other
+    /// than its link's is counted under its link and on the port it came in on, as userspace
+    /// counts it.
     fn credit_links(&mut self) {
         let (Some(fast), Some(table)) = (self.fast.as_mut(), self.mode.kernel_links()) else { return };
         const FCS: u64 = 4;
@@ -108,6 +109,12 @@ impl Switch {
                 }
             }
             credited.push((id, k));
+        }
+        for (no, frames, bytes) in fast.harvest_wrong_port() {
+            if let Some(p) = self.ports.get_mut(&no) {
+                p.counters.rx_packets += frames;
+                p.counters.rx_bytes += bytes.saturating_sub(FCS * frames);
+            }
         }
         for (id, k) in credited {
             self.mode.credit_kernel_link(id, &k);
