@@ -384,7 +384,7 @@ impl Mode for AfdxMode {
         // An AFDX frame's size is its untagged size (64-1518 bytes, as smin and smax): a VLAN tag
         // picked up on the way is not the end system's, and the kernel, which holds a received
         // tag beside the frame, counts without it too.
-        let tag = if matches!(data.get(12..14), Some([0x81, 0x00] | [0x88, 0xa8])) { VLAN_TAG } else { 0 };
+        let tag = if packet::parse::is_vlan_tpid(u16::from_be_bytes([data[12], data[13]])) { VLAN_TAG } else { 0 };
         let len = data.len() - tag + FCS;
         let c = &mut link.counters;
         c.frames_in += 1;
