@@ -87,6 +87,20 @@ class AfdxNetwork:
             for net in self.networks:
                 es.run("ethtool", "-K", f"net_{net}", *args)
 
+    def link_drops(self):
+        """{(end system, network): {"es_tx": .., "es_rx": .., "sw_tx": .., "sw_rx": ..}}: the frames
+        each veth pair's kernel counters dropped, so a loss shows whether it was outside the switch."""
+        def dropped(cmd):
+            st = json.loads(sh(*cmd).stdout)[0]["stats64"]
+            return st["tx"]["dropped"], st["rx"]["dropped"]
+        out = {}
+        for es in self.end_systems:
+            for net, side in es.ports.items():
+                es_tx, es_rx = dropped(es.cmd("ip", "-s", "-j", "link", "show", "dev", f"net_{net}"))
+                sw_tx, sw_rx = dropped(["ip", "-s", "-j", "link", "show", "dev", side])
+                out[(es.index, net)] = {"es_tx": es_tx, "es_rx": es_rx, "sw_tx": sw_tx, "sw_rx": sw_rx}
+        return out
+
     def write_config(self, vls, name):
         path = run_dir("afdx") / f"{self.tag}-{name}.toml"
         path.write_text(config_text(vls))

@@ -576,7 +576,7 @@ mod tests {
         let h: [Option<Head>; N_QUEUES] = std::array::from_fn(|q| (q == 7).then_some(Head { len: 200, at: 170_000 }));
         // Picked up at 175 µs it still fits: it keeps its virtual start.
         assert_eq!(s.pick(&h, 175_000), Pick::Send { queue: 7, start: 170_000 });
-        // Picked up at 190 µs it would leave after the gate closed: the next window.
+        // Picked up one ns after the last moment it could still finish by 200 µs (182.08 µs): the next window.
         assert_eq!(s.pick(&h, 200_000 - d + 1), Pick::Wait(1_000_000));
         assert_eq!(s.pick(&h, 1_000_000), Pick::Send { queue: 7, start: 1_000_000 });
     }
