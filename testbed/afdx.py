@@ -55,6 +55,13 @@ class EndSystem:
         return subprocess.Popen(self.cmd(*cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+def backlog_drops():
+    """Frames the CPUs' receive backlogs (netdev_max_backlog) had no room for, since boot: a veth
+    hands every frame to one."""
+    with open("/proc/net/softnet_stat") as f:
+        return sum(int(line.split()[1], 16) for line in f)
+
+
 class AfdxNetwork:
     """`n` end systems wired to network A (and B when `redundant`)."""
 

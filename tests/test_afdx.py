@@ -110,15 +110,17 @@ def test_conforming_links_lose_nothing_and_babblers_get_their_contract(datapath)
                 sent.update(afdx.read_log(logs[i]))
             return got, sent, arrivals
 
+        backlog_drops = afdx.backlog_drops()
         quiet, quiet_sent, _ = phase({}, 1.0, "quiet")
         loaded, sent, arrivals = phase(babbling, 2.0, "babble")
         counters = {n: vl_counters(sw) for n, sw in sws.items()}
         reports = {n: sw.stats() for n, sw in sws.items()}
         kernel = {n: r["fast_path"] for n, r in reports.items()}
-        # Where a lost frame could have gone: the veths' and the receiver's ring's drop counters,
-        # and the switch's own per-port ones.
+        # Where a lost frame could have gone: the veths', the CPUs' receive backlogs' and the
+        # receiver's ring's drop counters, and the switch's own per-port ones.
         where = {"links": {k: v for k, v in net.link_drops().items() if any(v.values())},
                  "receiver_ring": [quiet["ring_drops"], loaded["ring_drops"]],
+                 "cpu_backlogs": afdx.backlog_drops() - backlog_drops,
                  "switch_ports": {n: [{k: p[k] for k in ("rx_dropped", "tx_dropped")} for p in r["ports"]]
                                   for n, r in reports.items()}}
 
@@ -131,11 +133,10 @@ def test_conforming_links_lose_nothing_and_babblers_get_their_contract(datapath)
     for got, offered in ((quiet, quiet_sent), (loaded, sent)):
         for vl in (10, 20):
             r = got["vls"][vl]
-            assert r["delivered"] == len(offered[vl]) and r["lost"] == 0, (vl, r, {n: c[vl] for n, c in counters.items()},
-                                                                            where)
+            at_switches = {n: c[vl] for n, c in counters.items()}
+            assert r["delivered"] == len(offered[vl]) and r["lost"] == 0, (vl, r, at_switches, where)
             assert r["delivered_twice"] == 0 and r["integrity_errors"] == [0, 0], (vl, r, twice(vl, datapath),
-                                                                                   {n: c[vl] for n, c in counters.items()},
-                                                                                   where)
+                                                                                   at_switches, where)
             # Both networks carried every frame: one copy delivered, the other removed.
             assert r["received"] == [len(offered[vl])] * 2 and r["duplicates_removed"] == len(offered[vl]), (r, where)
     for n in ("a", "b"):
