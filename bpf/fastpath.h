@@ -170,7 +170,7 @@ struct less_port {
 	__u8 live;
 	__u8 edge;	/* hosts are there: plain IP from it may be labelled here */
 	__u8 member;	/* the label mode's port (a switch shared by modes has others) */
-	__u8 pad;
+	__u8 whole;	/* passes a GSO super-frame on uncut (a veth): it may leave here under labels */
 };
 /* A replacement stack userspace computed for a kind of frame: it goes out `port` with `len` bytes of
  * `bytes` after the Ethernet header and `ethertype` (host order; 0: the IP version's). */

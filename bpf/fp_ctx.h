@@ -360,17 +360,18 @@ static __always_inline int tc_set_protocol(struct __sk_buff *skb, __be16 proto)
  * it takes IP frames alone, by skb->protocol (MPLS for a labelled frame, set when it was
  * received). So skb->protocol becomes the frame's IP family first, and after the shrink, if the
  * frame is still not IP (a label popped from a stack that keeps others), its ethertype: a NIC's
- * offloads and the stack read skb->protocol, not the frame. A GSO super-frame is left alone
- * (userspace segments it). 0 done, -1 not tried (nothing changed), -2 failed half-way. */
+ * offloads and the stack read skb->protocol, not the frame. A GSO super-frame keeps its segment
+ * size: what the sender's TCP chose is still what fits the path once the labels are gone.
+ * 0 done, -1 not tried (nothing changed), -2 failed half-way. */
 static __always_inline int tc_shrink_after_eth(struct __sk_buff *skb, __u32 bytes, __u16 ethertype)
 {
-	if (skb->gso_size || skb->vlan_present)
+	if (skb->vlan_present)
 		return -1;
 	int ip = ethertype == 0x0800 || ethertype == 0x86dd;
 	int set = tc_set_protocol(skb, bpf_htons(ethertype == 0x86dd ? 0x86dd : 0x0800));
 	if (set < 0)
 		return set;
-	if (bpf_skb_adjust_room(skb, -(__s32)bytes, BPF_ADJ_ROOM_MAC, 0) < 0)
+	if (bpf_skb_adjust_room(skb, -(__s32)bytes, BPF_ADJ_ROOM_MAC, BPF_F_ADJ_ROOM_FIXED_GSO) < 0)
 		return -2;
 	return ip || tc_set_protocol(skb, bpf_htons(ethertype)) == 0 ? 0 : -2;
 }
@@ -378,7 +379,8 @@ static __always_inline int tc_shrink_after_eth(struct __sk_buff *skb, __u32 byte
 /* Grows (delta > 0) or shrinks the frame right after its Ethernet header, whose addresses and
  * `ethertype` the caller writes again: 0 done, -1 when the hook cannot (nothing changed), -2
  * failed half-way.
- * TC grows an skb at its head only (bpf_skb_change_head), and not a GSO super-frame. */
+ * TC grows an skb at its head only (bpf_skb_change_head). A super-frame keeps its segment size,
+ * as one cut before the growth would (docs/less.md §5). */
 static __always_inline int ctx_resize_head(void *ctx, const enum hook hook, int delta, __u16 ethertype)
 {
 	if (delta == 0)
@@ -387,8 +389,6 @@ static __always_inline int ctx_resize_head(void *ctx, const enum hook hook, int 
 		return bpf_xdp_adjust_head(XDP(ctx), -delta) ? -1 : 0;
 	if (delta < 0)
 		return tc_shrink_after_eth(SKB(ctx), -delta, ethertype);
-	if (SKB(ctx)->gso_size)
-		return -1;
 	return bpf_skb_change_head(SKB(ctx), delta, 0) ? -1 : 0;
 }
 

@@ -24,6 +24,8 @@ struct less_plan {
 	__u32 insert;
 	__u32 counter;
 	__u16 ethertype;
+	__u8 whole;	/* the output port's less_port.whole */
+	__u8 tcp;	/* a host's frame pushed here carries TCP */
 };
 
 static __always_inline struct less_port *less_port(__u32 no)
@@ -44,6 +46,7 @@ static __always_inline int less_take(struct scratch *s, struct less_stack *st, s
 		s->less_out[i] = st->bytes[i];
 	}
 	p->ifindex = out->ifindex;
+	p->whole = out->whole;
 	p->insert = st->len;
 	p->ethertype = st->ethertype;
 	return 1;
@@ -62,11 +65,13 @@ static __always_inline int less_push(struct scratch *s, __u16 et, __u32 in_port,
 		k.addr[10] = 0xff;
 		k.addr[11] = 0xff;
 		__builtin_memcpy(&k.addr[12], s->buf + 30, 4);
+		p->tcp = s->buf[23] == 6;
 	} else {
 		/* ICMPv6 types 133-137 are router and neighbour discovery. */
 		if (s->len < 55 || (s->buf[20] == 58 && s->buf[54] >= 133 && s->buf[54] <= 137))
 			return 0;
 		__builtin_memcpy(k.addr, s->buf + 38, 16);
+		p->tcp = s->buf[20] == 6;
 	}
 	struct less_stack *st = bpf_map_lookup_elem(&ef_less_push, &k);
 	if (!st || !less_take(s, st, p))
@@ -159,6 +164,7 @@ static __always_inline int less_decide(struct scratch *s, __u32 in_port, struct 
 	if (!out->live)
 		return less_reroute(s, p1, depth, block, p);
 	p->ifindex = out->ifindex;
+	p->whole = out->whole;
 	if (ttl > 1) {
 		s->less_out[0] = p2;
 		s->less_out[1] = p3;
@@ -194,6 +200,13 @@ static __always_inline int less_decide(struct scratch *s, __u32 in_port, struct 
  * and up), else a verdict. The Ethernet addresses are written back from the scratch copy. */
 static __always_inline int less_apply(void *ctx, const enum hook hook, struct scratch *s, struct less_plan *p)
 {
+	/* TC keeps a host's TCP super-frame whole. Under labels it may only go where nothing has to
+	 * cut it (no kernel here segments below an MPLS header, few NICs do): elsewhere userspace
+	 * cuts it and labels each piece. Once delivered as IP again it may go anywhere. Only TCP:
+	 * the kernel takes labels off no other kind of super-frame. */
+	if (hook == HOOK_TC && SKB(ctx)->gso_size && p->ethertype == 0x8847 &&
+	    (!p->whole || (p->counter == CNT_LESS_PUSHED && !p->tcp)))
+		return -1;
 	int delta = (int)p->insert - (int)p->remove;
 	if (delta > LESS_STACK_MAX || delta < -4 * LESS_MAX_DEPTH)
 		return -1;

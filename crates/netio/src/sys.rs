@@ -120,7 +120,21 @@ pub fn hw_addr(name: &str) -> io::Result<[u8; 6]> {
 }
 
 const ETHTOOL_GSET: u32 = 0x1;
+const ETHTOOL_GDRVINFO: u32 = 0x3;
 const ETHTOOL_GLINK: u32 = 0xa;
+
+/// `struct ethtool_drvinfo`.
+#[repr(C)]
+struct EthtoolDrvinfo {
+    cmd: u32,
+    driver: [u8; 32],
+    version: [u8; 32],
+    fw_version: [u8; 32],
+    bus_info: [u8; 32],
+    erom_version: [u8; 32],
+    reserved2: [u8; 12],
+    counts: [u32; 5],
+}
 
 /// `struct ethtool_cmd` (the legacy settings query, which every driver still answers).
 #[repr(C)]
@@ -161,6 +175,23 @@ pub fn speed_mbps(name: &str) -> Option<u32> {
     ethtool(name, &mut cmd).ok()?;
     let speed = cmd.speed as u32 | (cmd.speed_hi as u32) << 16;
     (speed != 0 && speed != u32::MAX && speed != 0xffff).then_some(speed)
+}
+
+/// The interface's driver ("veth", "virtio_net"...), as `ethtool -i` names it.
+pub fn driver(name: &str) -> Option<String> {
+    let mut info = EthtoolDrvinfo {
+        cmd: ETHTOOL_GDRVINFO,
+        driver: [0; 32],
+        version: [0; 32],
+        fw_version: [0; 32],
+        bus_info: [0; 32],
+        erom_version: [0; 32],
+        reserved2: [0; 12],
+        counts: [0; 5],
+    };
+    ethtool(name, &mut info).ok()?;
+    let len = info.driver.iter().position(|&b| b == 0).unwrap_or(info.driver.len());
+    Some(String::from_utf8_lossy(&info.driver[..len]).into_owned())
 }
 
 /// Whether the link has carrier (false also when the interface is administratively down).

@@ -61,6 +61,14 @@ fn tc(fp: &FastPath, frame: &[u8]) -> (u32, Vec<u8>) {
     fp.obj.program("ef_tc_ingress").unwrap().run_once(frame, &ctx).unwrap()
 }
 
+/// `tc` for a GSO super-frame of `gso_size`-byte segments (`__sk_buff.gso_size` at 176).
+fn tc_super(fp: &FastPath, frame: &[u8], gso_size: u32) -> (u32, Vec<u8>) {
+    let mut ctx = [0u8; 192];
+    ctx[36..40].copy_from_slice(&LO.to_ne_bytes());
+    ctx[176..180].copy_from_slice(&gso_size.to_ne_bytes());
+    fp.obj.program("ef_tc_ingress").unwrap().run_once(frame, &ctx).unwrap()
+}
+
 /// The IPv4 header checksum computed from scratch (not the incremental update the kernel does).
 fn set_ip_checksum(f: &mut [u8]) {
     f[24..26].copy_from_slice(&[0, 0]);
@@ -370,7 +378,10 @@ fn less_labels_in_the_kernel_match_the_userspace_rule() {
     tables.push.insert([10, 0, 0, 2].into(), pushed.clone());
     let h2_v6 = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
     tables.push.insert(h2_v6.into(), pushed.clone());
-    let ports = [LabelPort { no: 1, ifindex: LO, live: true }, LabelPort { no: 2, ifindex: LO, live: false }];
+    let ports = [
+        LabelPort { no: 1, ifindex: LO, live: true, whole: false },
+        LabelPort { no: 2, ifindex: LO, live: false, whole: false },
+    ];
     fp.set_labels(&tables, &ports).unwrap();
 
     let shift = labelled(&word([1, 5, 0], true, 2));
@@ -451,6 +462,30 @@ fn less_labels_in_the_kernel_match_the_userspace_rule() {
     }
     let counted: Vec<(&str, u64)> = fp.label_counters().into_iter().filter(|&(_, n)| n > 0).collect();
     assert_eq!(counted, [("shifted", 2), ("popped", 2), ("delivered", 4), ("pushed", 4), ("rerouted", 3)]);
+
+    // A TC super-frame leaves under labels only through a port that passes it on whole (a veth),
+    // and only TCP; otherwise up (dropped as no_upcall here), for userspace to cut.
+    let tcp4 = packet::craft::FrameBuilder::new(H2, H1).build(packet::craft::L3::Ipv4 {
+        src: [10, 0, 0, 1],
+        dst: [10, 0, 0, 2],
+        ttl: 64,
+        tos: 0,
+        l4: packet::craft::L4::Tcp { src: 40000, dst: 5201, seq: 1, flags: 0x10, payload: vec![7; 200] },
+    });
+    let mut tcp_pushed = labelled(&pushed.stack);
+    tcp_pushed.truncate(14 + pushed.stack.len());
+    tcp_pushed.extend_from_slice(&tcp4[14..]);
+    let up = |fp: &FastPath, f: &[u8]| {
+        let before = fp.drops()[2].1;
+        tc_super(fp, f, 100).0 == TC_ACT_SHOT && fp.drops()[2].1 == before + 1
+    };
+    assert!(up(&fp, &tcp4) && up(&fp, &shift), "port 1 is not whole: up");
+    let whole = [LabelPort { whole: true, ..ports[0] }, ports[1]];
+    fp.set_labels(&tables, &whole).unwrap();
+    assert_eq!(tc_super(&fp, &tcp4, 100), (TC_ACT_REDIRECT, tcp_pushed), "a TCP super-frame pushed");
+    assert_eq!(tc_super(&fp, &shift, 100), (TC_ACT_REDIRECT, userspace(&shift)), "a super-frame shifted");
+    assert!(up(&fp, &ip), "a UDP super-frame: up");
+    assert_eq!(tc(&fp, &ip).0, TC_ACT_REDIRECT, "the same frame, not a super-frame, pushed");
 }
 
 /// AFDX links in the kernel take their accounts' credit from the mode, and hand it back: a link

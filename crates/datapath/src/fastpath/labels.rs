@@ -14,7 +14,7 @@ use super::{obj_err, FastPath, CFG_LESS_MAX_LABELS, CNT_LESS_SHIFTED};
 /// `LESS_STACK_MAX`, `LESS_MAX_PORTS` in `bpf/fastpath.h`.
 pub const LESS_STACK_MAX: usize = 64;
 pub const LESS_MAX_PORTS: u32 = 256;
-/// `struct less_port`: ifindex, live, edge, member, padding.
+/// `struct less_port`: ifindex, live, edge, member, whole.
 pub const LESS_PORT_BYTES: usize = 8;
 /// `struct less_stack`: port, ethertype, length, the bytes.
 pub const LESS_STACK_AT: usize = 8;
@@ -38,6 +38,8 @@ pub struct LabelPort {
     /// 0: the kernel leaves frames for this port to userspace (its egress is scheduled, say).
     pub ifindex: u32,
     pub live: bool,
+    /// Passes a GSO super-frame on uncut (a veth): the kernel may send one out under labels.
+    pub whole: bool,
 }
 
 fn stack_value(s: &KernelStack) -> Option<[u8; LESS_STACK_BYTES]> {
@@ -106,6 +108,7 @@ impl FastPath {
                     v[4] = p.live as u8;
                     v[5] = labels.edge_ports.contains(&no) as u8;
                     v[6] = 1;
+                    v[7] = p.whole as u8;
                 }
                 (no.to_ne_bytes(), v)
             })

@@ -28,7 +28,7 @@ SZ(mask_slot); OFF(mask_slot, generation); OFF(mask_slot, words); OFF(mask_slot,
 SZ(meter); OFF(meter, per_sec); OFF(meter, capacity); OFF(meter, tokens); OFF(meter, kbps); OFF(meter, packets);
 OFF(meter, dropped_bytes);
 SZ(port_slot); OFF(port_slot, ifindex); OFF(port_slot, info);
-SZ(less_port); OFF(less_port, ifindex); OFF(less_port, live); OFF(less_port, edge); OFF(less_port, member);
+SZ(less_port); OFF(less_port, ifindex); OFF(less_port, live); OFF(less_port, edge); OFF(less_port, member); OFF(less_port, whole);
 SZ(less_stack); OFF(less_stack, port); OFF(less_stack, ethertype); OFF(less_stack, len); OFF(less_stack, bytes);
 SZ(less_reroute_key); OFF(less_reroute_key, port); OFF(less_reroute_key, hash);
 SZ(less_push_key);
@@ -140,6 +140,7 @@ fn c_and_rust_agree_on_every_shared_layout() {
         ("less_port.live", 4),
         ("less_port.edge", 5),
         ("less_port.member", 6),
+        ("less_port.whole", 7),
         ("sizeof less_stack", labels::LESS_STACK_BYTES as u64),
         ("less_stack.port", 0),
         ("less_stack.ethertype", 4),

@@ -258,6 +258,7 @@ impl Switch {
             .map(|(&no, p)| LabelPort {
                 no,
                 ifindex: if p.egress.scheduler().is_some() || p.tx.is_none() { 0 } else { p.ifindex },
+                whole: p.whole,
                 live: p.desc.state & ofp::port::state::LINK_DOWN == 0
                     && p.desc.config & ofp::port::config::PORT_DOWN == 0
                     && !labels.down_ports.contains(&no),

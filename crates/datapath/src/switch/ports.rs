@@ -38,6 +38,8 @@ pub(super) struct SwitchPort {
     /// Keeps the host stack off the port while the port lives.
     pub guard: Option<crate::ebpf::Link>,
     pub ifindex: u32,
+    /// A veth: it hands a GSO super-frame to its peer as it is, so one may leave under labels.
+    pub whole: bool,
     pub desc: Port,
     pub counters: Counters,
     pub egress: EgressQueues,
@@ -58,6 +60,7 @@ impl SwitchPort {
             tx: Some(tx),
             guard,
             ifindex: sys::ifindex(name).unwrap_or(0),
+            whole: sys::driver(name).as_deref() == Some("veth"),
             desc: port_desc(no, name),
             counters: Counters::default(),
             egress: EgressQueues::default(),
