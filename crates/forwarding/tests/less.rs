@@ -456,6 +456,7 @@ fn a_link_that_goes_quiet_with_carrier_up_is_found_by_hello_timeout() {
     net.down.extend([(E, 2), (D, 2)]);
     net.advance(400);
     assert_eq!(net.counter(E, "neighbours"), 1, "D's HELLOs stopped: gone after dead_ms");
+    assert_eq!((net.counter(E, "neighbours_silenced"), net.counter(C, "neighbours_silenced")), (1, 0));
     assert_eq!(net.addresses(E), 1);
     assert!(net.delivers(HE, HB, 1), "E's route now avoids the quiet link");
     assert!(net.delivers(HB, HE, 2));

@@ -37,6 +37,9 @@ pub struct Fabric {
     /// Ports whose neighbour fell silent with the link still up (a failure carrier does not
     /// show): down for forwarding until a HELLO is heard there again.
     silent: std::collections::BTreeSet<u8>,
+    /// Neighbours given up for silence so far: with the links up, each is a failure carrier did
+    /// not show, or HELLOs lost or late (a control plane starved by the data plane).
+    pub silenced: u64,
 }
 
 impl Fabric {
@@ -48,6 +51,7 @@ impl Fabric {
             neighbours: BTreeMap::new(),
             addresses: vec![],
             silent: Default::default(),
+            silenced: 0,
         };
         f.recompute();
         f
@@ -118,7 +122,7 @@ impl Fabric {
                 *at = Some(now);
             }
         }
-        let silent = &mut self.silent;
+        let (silent, silenced) = (&mut self.silent, &mut self.silenced);
         self.neighbours.retain(|&port, n| match n.lost {
             // Lost with its carrier: held for `hold` whatever its HELLOs do (they cannot come).
             Some(Some(at)) => now < at + hold,
@@ -127,6 +131,7 @@ impl Fabric {
                 let quiet = now.saturating_sub(n.seen) >= dead;
                 if quiet {
                     silent.insert(port);
+                    *silenced += 1;
                 }
                 !quiet
             }
@@ -283,7 +288,7 @@ mod tests {
         assert!(a.expire(1_400, 350, 100));
         assert!(a.addresses().next().is_none());
         // Its link never went down: the port is silent, not an edge, until a HELLO comes back.
-        assert!(a.is_silent(3) && !a.is_edge(3));
+        assert!(a.is_silent(3) && !a.is_edge(3) && a.silenced == 1);
         a.hello(3, root.hello_for(1), 2_000);
         assert!(!a.is_silent(3) && a.addresses().next().is_some());
         // Lost with its carrier, a neighbour is held for the hold even past the HELLO timeout.

@@ -539,6 +539,7 @@ impl Mode for LessMode {
         let addresses: Vec<(&'static str, u64)> = vec![
             ("addresses", self.fabric.addresses().count() as u64),
             ("neighbours", self.fabric.neighbours().count() as u64),
+            ("neighbours_silenced", self.fabric.silenced),
             ("hosts", self.directory.len() as u64),
         ];
         groups.push(CounterGroup { name: "fabric".into(), counters: addresses });
