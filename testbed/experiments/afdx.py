@@ -15,7 +15,7 @@ from .. import afdx, loadgen, netns
 from ..afdx import VL, AfdxNetwork, Receiver, send, vl_arg
 from ..switches import EDGEFLOW_BIN, Edgeflow, LinuxBridge, OvsNetdev
 from ..util import run_dir
-from .common import Table, plot, progress
+from .common import Table, median, plot, progress
 
 #: The paper's Table I: switch, processing latency (µs).
 PUBLISHED = [
@@ -69,7 +69,6 @@ def frame_rate(seconds, rounds):
     cfg.write_text(afdx.config_text(vls))
     dst = "03:00:00:00:00:01"
     src = "02:00:00:00:01:20"
-    median = lambda xs: sorted(xs)[len(xs) // 2]
     netns.cleanup()
     with netns.Topology("aq") as topo:
         h1, h2 = topo.add_host(), topo.add_host()
@@ -218,7 +217,6 @@ def paced_priority(seconds, rounds=3):
                        "number too far past the last, as the switch's full queue leaves gaps).")
     cases = [("unloaded", "high", 0), ("saturated", "high", PACED_BACKGROUND),
              ("saturated, VL 1 low", "low", PACED_BACKGROUND)]
-    median = lambda xs: sorted(xs)[len(xs) // 2]
     results = {c: [] for c in cases}
     netns.cleanup()
     with AfdxNetwork("bp", RECEIVER, redundant=False) as net:

@@ -3,6 +3,7 @@ as Markdown and CSV, plots, progress lines."""
 
 import csv
 import platform
+import statistics
 import subprocess
 import time
 from contextlib import ExitStack, contextmanager
@@ -26,6 +27,11 @@ APPS = {
 }
 
 _started = time.monotonic()
+
+
+def median(xs):
+    """The middle value (the mean of the two middle ones for an even count); 0.0 for none."""
+    return statistics.median(xs) if xs else 0.0
 
 
 def progress(msg):

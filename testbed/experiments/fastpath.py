@@ -6,14 +6,13 @@ runs taken in turn, so that every ratio compares numbers measured side by side."
 
 import json
 import re
-import statistics
 import struct
 import tempfile
 from pathlib import Path
 
 from .. import loadgen, netns
 from ..traffic import iperf3_tcp, udp_frame
-from .common import Table, available_apps, plot, progress, switch_under_test
+from .common import Table, available_apps, median, plot, progress, switch_under_test
 
 #: Pipelines by depth; the bridge has none (it learns by itself).
 PIPELINES = {"pass-through": "1 table", "four-table": "4 tables", "faucet": "Faucet (5 tables)"}
@@ -33,10 +32,6 @@ def configs(switches, quick):
         else:
             out += [(kind, p) for p in pipelines]
     return out
-
-
-def median(xs):
-    return statistics.median(xs) if xs else 0.0
 
 
 def wire_rate(seconds, reps):

@@ -20,9 +20,11 @@ from ..netns import Host, sh
 from ..topology import single
 from ..tsn import read_log
 from ..util import run_dir
-from .common import Table, plot, progress
+from .common import Table, median, plot, progress
 
 DATAPATHS = ["user", "tc", "xdp"]
+#: The processing table's row of a bare kernel redirect in the switch's place (no switch).
+FLOOR = "tc-mirred"
 #: Stack types at the switch under test: its port 2, then ports the sink ignores.
 STACKS = {"delete": "2", "shift-1": "2.9", "shift-2": "2.9.9"}
 SEED_REROUTE_US = {"a": 670, "b": 685, "c": 650}
@@ -61,7 +63,19 @@ def processing(sizes, seconds, lat, tput, rounds=1):
     the median of the rounds' differences."""
     netns.cleanup()
     direct_src, direct_dst = direct_pair("ldir")
-    median = lambda xs: sorted(xs)[len(xs) // 2]
+
+    def paired(src, dst, size, route):
+        """Rounds of (direct, through) runs: the row's latency columns."""
+        runs = []
+        for _ in range(rounds):
+            _, d = less.stream(direct_src, direct_dst, size, 2000, seconds / rounds, route)
+            _, t = less.stream(src, dst, size, 2000, seconds / rounds, route)
+            runs.append((d["latency_us"], t["latency_us"], t["lost"]))
+        return dict(rounds=rounds, through_p50_us=median([t["p50"] for _, t, _ in runs]),
+                    through_p99_us=median([t["p99"] for _, t, _ in runs]),
+                    direct_p50_us=median([d["p50"] for d, _, _ in runs]),
+                    processing_us=round(median([t["p50"] - d["p50"] for d, t, _ in runs]), 2),
+                    lost=sum(lost for _, _, lost in runs))
     try:
         direct = {}
         for size in sizes:
@@ -76,23 +90,26 @@ def processing(sizes, seconds, lat, tput, rounds=1):
                 for size in sizes:
                     progress(f"less: processing through one switch, {dp}, {size} B")
                     for name, route in STACKS.items():
-                        runs = []
-                        for _ in range(rounds):
-                            _, d = less.stream(direct_src, direct_dst, size, 2000, seconds / rounds, route)
-                            _, t = less.stream(src, dst, size, 2000, seconds / rounds, route)
-                            runs.append((d["latency_us"], t["latency_us"], t["lost"]))
-                        lat.add(datapath=dp, stack=name, size=size, rounds=rounds,
-                                through_p50_us=median([t["p50"] for _, t, _ in runs]),
-                                through_p99_us=median([t["p99"] for _, t, _ in runs]),
-                                direct_p50_us=median([d["p50"] for d, _, _ in runs]),
-                                processing_us=round(median([t["p50"] - d["p50"] for d, t, _ in runs]), 2),
-                                lost=sum(lost for _, _, lost in runs))
+                        lat.add(datapath=dp, stack=name, size=size, **paired(src, dst, size, route))
                     sent, got = less.stream(src, dst, size, 0, seconds, "2", engine="xdp")
                     fps = got["received"] / seconds
                     dfps, dlimited = direct[size]
                     tput.add(datapath=dp, size=size, kfps=round(fps / 1e3, 1), mbit_s=round(fps * size * 8 / 1e6, 1),
                              direct_kfps=round(dfps / 1e3, 1), ratio=round(fps / dfps, 3) if dfps else 0.0,
                              generator_limited=sent.get("generator_limited"))
+        # The floor under any switch here: the same place taken by the kernel's own redirect (tc
+        # mirred, port 1 to port 2, no program), the frames left as they are.
+        fabric = single("lk", 2)
+        with fabric:
+            p1, p2 = fabric.ports["s"]
+            for a, b in ((p1, p2), (p2, p1)):
+                sh("tc", "qdisc", "add", "dev", a, "clsact")
+                sh("tc", "filter", "add", "dev", a, "ingress", "u32", "match", "u32", "0", "0", "action", "mirred",
+                   "egress", "redirect", "dev", b)
+            src, dst = fabric.hosts
+            for size in sizes:
+                progress(f"less: processing through a bare kernel redirect, {size} B")
+                lat.add(datapath=FLOOR, stack="shift-1", size=size, **paired(src, dst, size, STACKS["shift-1"]))
     finally:
         for h in (direct_src, direct_dst):
             sh("ip", "netns", "del", h.name, check=False)
@@ -106,8 +123,10 @@ def run(out, quick=False, switches=()):
                                         "through_p99_us", "direct_p50_us", "processing_us", "lost"],
                 note="2000 frames/s. `direct`: the same frames over one veth between the two hosts (the seed's "
                      "direct connection), run just before each run through the switch; with several `rounds`, "
-                     "medians, and `processing_us` the median of the rounds' differences. delete: the switch removes the last label and delivers IP; shift-1/2: "
-                     "the label's ports shift by one, the TTL drops. Seed (FPGA, Fig. 5a): a few µs.")
+                     "medians, and `processing_us` the median of the rounds' differences. delete: the switch removes "
+                     "the last label and delivers IP; shift-1/2: the label's ports shift by one, the TTL drops. "
+                     f"{FLOOR}: no switch, the kernel's own redirect (tc mirred) in its place, frames unchanged: "
+                     "the floor of the second veth hop on this VM. Seed (FPGA, Fig. 5a): a few µs.")
     tput = Table("less-throughput", "LESS throughput through one switch by frame size (sender at full speed)",
                  ["datapath", "size", "kfps", "mbit_s", "direct_kfps", "ratio", "generator_limited"],
                  note="loadgen's XDP sender at full speed (frames labelled for the switch's port 2) and its XDP "
@@ -150,6 +169,9 @@ def run(out, quick=False, switches=()):
                 rows = [r for r in lat.rows if r["datapath"] == dp and r["stack"] == stack]
                 ax1.plot([r["size"] for r in rows], [r["processing_us"] for r in rows], marker="o",
                          label=f"{dp} {stack}")
+        rows = [r for r in lat.rows if r["datapath"] == FLOOR]
+        ax1.plot([r["size"] for r in rows], [r["processing_us"] for r in rows], color="gray", linestyle="--",
+                 label="kernel redirect, no switch")
         ax1.set_xlabel("frame size (B)")
         ax1.set_ylabel("T_l - T_d (µs)")
         ax1.legend(fontsize=6)

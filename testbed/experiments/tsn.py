@@ -10,7 +10,7 @@ from ..loadgen import LOADGEN_BIN
 from ..traffic import iperf3_tcp
 from ..tsn import WIRE_OVERHEAD, flows, fps_for, read_log, streams, switch, wire_mbps
 from ..util import run_dir
-from .common import Table, plot, progress
+from .common import Table, median, plot, progress
 
 LATENCY_RATE = 20  # Mbit/s: a 1500-byte frame takes 608 µs
 HIGH = (200, 500)  # size, frames/s on queue 7
@@ -122,7 +122,6 @@ def idle_runs(topo, seconds, table, rounds=1):
             p99s[order[0] if k[1] is None else k].append(lat["p99"])
             if k[1] is not None:
                 added[k].append(lat["p50"] - base)
-    median = lambda xs: sorted(xs)[len(xs) // 2]
     for (name, timing) in order[:3]:
         table.add(scheduler=name, timing=timing or "-", rounds=rounds, lat_p50_us=median(p50s[(name, timing)]),
                   lat_p99_us=median(p99s[(name, timing)]),
@@ -170,7 +169,6 @@ def unscheduled_runs(topo, seconds, table, rounds=1):
             got[order[0] if k[0] == "none" else k].append(v)
             if k[0] == "gated":
                 ratios[k].append(v / base)
-    median = lambda xs: sorted(xs)[len(xs) // 2]
     for k in order[:3]:
         table.add(third_port=k[0], timing=k[1] if k[0] == "gated" else "-", rounds=rounds,
                   tcp_gbps=median(got[k]) / 1e9, of_unscheduled=median(ratios[k]) if k in ratios else 1.0)
