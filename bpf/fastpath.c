@@ -90,7 +90,7 @@ static __always_inline int afdx(void *ctx, const enum hook hook)
 	/* A tag in the data (XDP sees it there) is not counted in the frame's AFDX size, as
 	 * userspace measures it (crates/forwarding/src/afdx). */
 	__u32 len = ctx_len(ctx, hook);
-	if ((data[12] == 0x81 && data[13] == 0x00) || (data[12] == 0x88 && data[13] == 0xa8))
+	if (is_vlan_tpid(((__u16)data[12] << 8) | data[13]))
 		len -= 4;
 	struct afdx_link *l = afdx_decide(data, len, pi >> 16, pi & 0xfff, &up);
 	if (l)

@@ -53,6 +53,12 @@ static __always_inline void put16(__u8 *k, __u32 at, __u16 v)
 #define B(s, off) ((s)->buf[(off) & (PARSE_BYTES - 1)])
 
 /* Parses s->buf (s->len bytes) into s->key. Returns 0, or -1 when userspace must decide. */
+/* 802.1Q and 802.1ad: the tags the switch reads (packet::parse::is_vlan_tpid in userspace). */
+static __always_inline int is_vlan_tpid(__u16 et)
+{
+	return et == 0x8100 || et == 0x88a8;
+}
+
 static __always_inline int parse(struct scratch *s, __u32 port, int hw_present, __u16 hw_tci)
 {
 	__u8 *k = kb(s);
@@ -85,7 +91,7 @@ static __always_inline int parse(struct scratch *s, __u32 port, int hw_present, 
 	et = (s->buf[12] << 8) | s->buf[13];
 #pragma unroll
 	for (i = 0; i < 2; i++) {
-		if (et != 0x8100 && et != 0x88a8)
+		if (!is_vlan_tpid(et))
 			break;
 		if (!IN(s, off + 4, 2))
 			return -1;
@@ -98,7 +104,7 @@ static __always_inline int parse(struct scratch *s, __u32 port, int hw_present, 
 		off += 4;
 		et = (B(s, off) << 8) | B(s, off + 1);
 	}
-	if (et == 0x8100 || et == 0x88a8)
+	if (is_vlan_tpid(et))
 		return -1; /* a third tag: rare, leave it to userspace */
 	put16(k, K_ETH_TYPE, et);
 	s->eth_type = et;

@@ -676,7 +676,7 @@ impl FastPath {
         if let Ok(m) = self.obj.map("ef_counters") {
             for (i, o) in out.iter_mut().enumerate() {
                 if let Ok(per_cpu) = m.lookup_percpu(&(i as u32).to_ne_bytes()) {
-                    *o = per_cpu.iter().map(|v| u64::from_ne_bytes(v[..8].try_into().unwrap())).sum();
+                    *o = links::sum_over_cpus::<1>(&per_cpu)[0];
                 }
             }
         }

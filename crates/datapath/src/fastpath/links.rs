@@ -42,6 +42,17 @@ pub(super) struct Written {
     wrong_port: std::collections::BTreeMap<u16, [u64; 2]>,
 }
 
+/// The first `N` u64 words of a per-CPU map value, each summed over the CPUs.
+pub(super) fn sum_over_cpus<const N: usize>(per_cpu: &[Vec<u8>]) -> [u64; N] {
+    let mut sum = [0u64; N];
+    for cpu in per_cpu {
+        for (i, n) in sum.iter_mut().enumerate() {
+            *n += u64::from_ne_bytes(cpu[8 * i..8 * i + 8].try_into().unwrap());
+        }
+    }
+    sum
+}
+
 impl FastPath {
     /// Hands `held` links of `table` to the kernel, replacing those it held. Their accounts start
     /// from `credits` (per account of `table`, the mode's credit now; full where none is given).
@@ -142,12 +153,7 @@ impl FastPath {
         let w = &mut self.links;
         for (slot, (id, last)) in w.slots.iter_mut().enumerate() {
             let Ok(per_cpu) = map.lookup_percpu(&(slot as u32).to_ne_bytes()) else { continue };
-            let mut now = [0u64; AC_MAX];
-            for cpu in &per_cpu {
-                for (i, n) in now.iter_mut().enumerate() {
-                    *n += u64::from_ne_bytes(cpu[8 * i..8 * i + 8].try_into().unwrap());
-                }
-            }
+            let now: [u64; AC_MAX] = sum_over_cpus(&per_cpu);
             let d: [u64; AC_MAX] = std::array::from_fn(|i| now[i].saturating_sub(last[i]));
             *last = now;
             if d[0] == 0 {
@@ -176,12 +182,7 @@ impl FastPath {
         let mut out = Vec::new();
         for (&tag, &no) in &self.tag_port {
             let Ok(per_cpu) = map.lookup_percpu(&(tag as u32).to_ne_bytes()) else { continue };
-            let mut now = [0u64; 2];
-            for cpu in &per_cpu {
-                for (i, n) in now.iter_mut().enumerate() {
-                    *n += u64::from_ne_bytes(cpu[8 * i..8 * i + 8].try_into().unwrap());
-                }
-            }
+            let now: [u64; 2] = sum_over_cpus(&per_cpu);
             let last = self.links.wrong_port.entry(tag).or_default();
             let (frames, bytes) = (now[0].saturating_sub(last[0]), now[1].saturating_sub(last[1]));
             *last = now;

@@ -7,7 +7,7 @@
 //!
 //! A stack this switch cannot follow is dropped and counted under its reason.
 //!
-//! Over 500 lines with its unit tests, one concern: the mode's state and its data path (labelled
+//! Over 600 lines with its unit tests, one concern: the mode's state and its data path (labelled
 //! frames, hosts' frames, detours, the kernel's tables). What it says to its neighbours and
 //! answers its hosts is `control`.
 
