@@ -108,11 +108,11 @@ def wait_reachable(fabric):
 
 
 def stream(src, dst, size, rate, seconds, route=None, log=None, during=None, at=None, fifo=False, flow=3,
-           engine="socket"):
+           engine="socket", sender=None):
     """loadgen frames src → dst at `rate` for `seconds` (LESS labels for `route`, or none; `log`: the
     receiver's per-frame log); `during()` runs `at` seconds in; `fifo` runs the sender at
-    SCHED_FIFO; `engine` "xdp" sends and counts in XDP (full speed; no per-frame log). Returns
-    (sender report, receiver report)."""
+    SCHED_FIFO; `engine` "xdp" sends and counts in XDP (full speed; no per-frame log); `sender`,
+    if given, the sending engine alone. Returns (sender report, receiver report)."""
     args = [loadgen.LOADGEN_BIN, "recv", "--iface", "eth0", "--engine", engine, "--flow", str(flow), "--duration",
             str(seconds + 15), "--idle", "1.0"]
     if log:
@@ -120,7 +120,7 @@ def stream(src, dst, size, rate, seconds, route=None, log=None, during=None, at=
     recv = dst.popen(*args)
     time.sleep(0.4)
     send = [loadgen.LOADGEN_BIN, "send", "--iface", "eth0", "--dst-mac", dst.mac, "--src-ip", src.addr, "--dst-ip",
-            dst.addr, "--size", str(size), "--rate", str(rate), "--duration", str(seconds), "--engine", engine,
+            dst.addr, "--size", str(size), "--rate", str(rate), "--duration", str(seconds), "--engine", sender or engine,
             "--flow", str(flow)]
     if route:
         send += ["--less", route]
