@@ -15,7 +15,7 @@ from .. import afdx, loadgen, netns
 from ..afdx import VL, AfdxNetwork, Receiver, send, vl_arg
 from ..switches import EDGEFLOW_BIN, Edgeflow, LinuxBridge, OvsNetdev
 from ..util import run_dir
-from .common import Table, median, plot, progress
+from .common import Table, direct_pair, median, paired_latency, plot, progress
 
 #: The paper's Table I: switch, processing latency (µs).
 PUBLISHED = [
@@ -107,6 +107,62 @@ def frame_rate(seconds, rounds):
                 table.add(datapath=datapath, switch=kind, runs=rounds, offered_pps=median([r[0] for r in runs]),
                           received_pps=received, ratio_to_openflow=received / max(base, 1),
                           policed=sum(r[2] for r in runs))
+    return table
+
+
+#: Links of the processing table: frames go to each in turn, at 2 000/s in all, 250/s each
+#: (BAG 1 ms admits 1 000/s): none is policed.
+PROCESSING_VLS = 8
+
+
+def processing(sizes, seconds, rounds, senders):
+    """What the AFDX mode adds to a frame's latency in the kernel (the issue's "over a direct veth
+    pair"), measured as LESS's processing table is: loadgen frames at 2 000/s, each run through
+    the switch paired with one over a direct veth just before it, with each of loadgen's
+    `senders` (see testbed/experiments/less.py: `xdp` hands the port a frame as a NIC driver
+    does; `socket` as a packet socket does, which a veth copies before XDP may see it)."""
+    table = Table("afdx-processing", "AFDX processing latency through one switch (µs), against a direct veth",
+                  ["datapath", "sender", "size", "rounds", "through_p50_us", "through_p99_us", "direct_p50_us",
+                   "processing_us", "lost"],
+                  note=f"edgeflow-loadgen frames at 2000/s to {PROCESSING_VLS} VLs in turn (BAG 1 ms each: none "
+                       "policed), end system 1 on network A, socket receiver; `direct`: the same frames over one "
+                       "veth, run just before each run through the switch; medians of the rounds, "
+                       "`processing_us` the median of their differences.")
+    vls = [VL(v, 1, [2], bag_ms=1, smin=64, smax=1518, jitter_us=1000) for v in range(1, PROCESSING_VLS + 1)]
+    cfg = run_dir("afdx") / "processing.toml"
+    cfg.write_text(afdx.config_text(vls))
+    extra = ["--src-mac", "02:00:00:00:01:20", "--dst-spread", str(PROCESSING_VLS)]
+    netns.cleanup()
+    direct_src, direct_dst = direct_pair("adir")
+
+    def stream(src, dst, size, sender):
+        return loadgen.run(src, dst, size=size, rate=2000, duration=seconds / rounds, send_engine=sender,
+                           recv_engine="socket", dst_mac="03:00:00:00:00:01", extra_send=extra)[1]
+    try:
+        with netns.Topology("ap") as topo:
+            h1, h2 = topo.add_host(), topo.add_host()
+            loadgen.prepare_xdp_sender(h1)
+            for datapath in ("tc", "xdp"):
+                for h in topo.hosts:
+                    h.set_offload(**(Edgeflow.HOST_SETTINGS[datapath] or {"tx": "on", "gro": "off"}))
+                with Edgeflow(topo.switch_ports, datapath=datapath, extra=["--config", str(cfg)],
+                              log_name=f"afdx-processing-{datapath}"):
+                    time.sleep(0.3)
+                    for size in sizes:
+                        progress(f"afdx: processing through one switch, {datapath}, {size} B")
+                        for sender in senders:
+                            def direct():
+                                # The sink receives as it does through the switch: with NAPI (GRO
+                                # on) where XDP frames arrive.
+                                on = sender == "xdp" or datapath == "xdp"
+                                netns.sh("ip", "netns", "exec", direct_dst.name, "ethtool", "-K", "eth0", "gro",
+                                         "on" if on else "off")
+                                return stream(direct_src, direct_dst, size, sender)
+                            table.add(datapath=datapath, sender=sender, size=size,
+                                      **paired_latency(direct, lambda: stream(h1, h2, size, sender), rounds))
+    finally:
+        for h in (direct_src, direct_dst):
+            netns.sh("ip", "netns", "del", h.name, check=False)
     return table
 
 
@@ -364,7 +420,8 @@ def run(out, quick=False, switches=None):
                              arrived_b=r["received"][1])
     rate = frame_rate(0.5 if quick else 2.0, 3 if quick else 5)
     paced = paced_priority(0.6 if quick else 2.0, 1 if quick else 3)
-    for t in (per_vl, policing, published, rate, paced):
+    proc = processing([64, 1518], 0.6 if quick else 1.5, 1 if quick else 3, ("xdp",) if quick else ("xdp", "socket"))
+    for t in (per_vl, policing, published, rate, paced, proc):
         t.write(out)
 
     def draw(plt):
@@ -385,4 +442,4 @@ def run(out, quick=False, switches=None):
         plt.title("AFDX: VL 1 (high priority, 64 B, BAG 1 ms)")
         plt.legend(fontsize=7)
     plot(out / "afdx.png", draw)
-    return [per_vl, policing, published, rate, paced]
+    return [per_vl, policing, published, rate, paced, proc]

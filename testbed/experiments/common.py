@@ -2,6 +2,7 @@
 as Markdown and CSV, plots, progress lines."""
 
 import csv
+import json
 import platform
 import statistics
 import subprocess
@@ -32,6 +33,36 @@ _started = time.monotonic()
 def median(xs):
     """The middle value (the mean of the two middle ones for an even count); 0.0 for none."""
     return statistics.median(xs) if xs else 0.0
+
+
+def direct_pair(tag):
+    """Two hosts joined by one veth, no switch (the papers' "direct connection"): (sender, sink)."""
+    hosts = []
+    names = [f"{netns.PREFIX}-{tag}{i}" for i in (1, 2)]
+    for ns in names:
+        netns.sh("ip", "netns", "add", ns)
+    netns.sh("ip", "link", "add", "eth0", "netns", names[0], "type", "veth", "peer", "name", "eth0", "netns", names[1])
+    for i, ns in enumerate(names):
+        netns.sh("ip", "-n", ns, "link", "set", "eth0", "up")
+        netns.sh("ip", "-n", ns, "addr", "add", f"10.9.0.{i + 1}/24", "dev", "eth0")
+        mac = json.loads(netns.sh("ip", "-n", ns, "-j", "link", "show", "eth0").stdout)[0]["address"]
+        hosts.append(netns.Host(ns, f"10.9.0.{i + 1}/24", "", mac))
+    return hosts
+
+
+def paired_latency(direct, through, rounds):
+    """What one switch adds to a frame's latency, against a direct connection. This VM's latency
+    drifts by microseconds from one minute to the next, more than a switch adds, so each run
+    through the switch (`through()`) follows one over the direct link (`direct()`), both loadgen
+    receiver reports. Returns the table columns: medians over the `rounds` pairs, and as
+    `processing_us` the median of the pairs' differences."""
+    runs = []
+    for _ in range(rounds):
+        d, t = direct()["latency_us"], through()
+        runs.append((d["p50"], t["latency_us"]["p50"], t["latency_us"]["p99"], t["lost"]))
+    return dict(rounds=rounds, through_p50_us=median([r[1] for r in runs]),
+                through_p99_us=median([r[2] for r in runs]), direct_p50_us=median([r[0] for r in runs]),
+                processing_us=round(median([t - d for d, t, _, _ in runs]), 2), lost=sum(r[3] for r in runs))
 
 
 def progress(msg):

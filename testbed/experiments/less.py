@@ -12,15 +12,14 @@ The seed's own figures are beside ours in the notes (read off its plots: ~650-68
 through the soft processor; 1 Gbit/s line rate).
 """
 
-import json
 import time
 
 from .. import less, loadgen, netns
-from ..netns import Host, sh
+from ..netns import sh
 from ..topology import single
 from ..tsn import read_log
 from ..util import run_dir
-from .common import Table, median, plot, progress
+from .common import Table, direct_pair, paired_latency, plot, progress
 
 DATAPATHS = ["user", "tc", "xdp"]
 #: The processing table's row of a bare kernel redirect in the switch's place (no switch).
@@ -40,42 +39,25 @@ LESS_ROUTES = {"he": ["e", "d", "b"], "hc": ["c", "a", "r", "b"]}
 REROUTE_RATE = 10_000
 
 
-def direct_pair(tag):
-    """Two hosts joined by one veth (the seed's "direct connection"): (sender, sink)."""
-    hosts = []
-    names = [f"{netns.PREFIX}-{tag}{i}" for i in (1, 2)]
-    for ns in names:
-        sh("ip", "netns", "add", ns)
-    sh("ip", "link", "add", "eth0", "netns", names[0], "type", "veth", "peer", "name", "eth0", "netns", names[1])
-    for i, ns in enumerate(names):
-        sh("ip", "-n", ns, "link", "set", "eth0", "up")
-        sh("ip", "-n", ns, "addr", "add", f"10.9.0.{i + 1}/24", "dev", "eth0")
-        mac = json.loads(sh("ip", "-n", ns, "-j", "link", "show", "eth0").stdout)[0]["address"]
-        hosts.append(Host(ns, f"10.9.0.{i + 1}/24", "", mac))
-    return hosts
-
-
-def processing(sizes, seconds, lat, tput, rounds=1):
-    """5(a) and 5(b): one switch between two hosts, against the direct veth. This VM's latency
-    drifts by microseconds from one minute to the next, more than the switch adds: each run
-    through the switch is paired with a run over the direct veth just before it (both pairs of
-    hosts stay up), and with several rounds the medians are reported, the processing time being
-    the median of the rounds' differences."""
+def processing(sizes, seconds, lat, tput, rounds=1, senders=("xdp", "socket")):
+    """5(a) and 5(b): one switch between two hosts, against the direct veth (paired_latency), with
+    each of loadgen's `senders`: `xdp` hands the switch port each frame as a NIC driver hands one
+    to XDP (in a page with headroom, nothing queued behind it); `socket` as a host's packet socket
+    does (an skb with 2 bytes of headroom, which a veth copies into a page before its XDP program
+    may see it)."""
     netns.cleanup()
     direct_src, direct_dst = direct_pair("ldir")
 
-    def paired(src, dst, size, route):
-        """Rounds of (direct, through) runs: the row's latency columns."""
-        runs = []
-        for _ in range(rounds):
-            _, d = less.stream(direct_src, direct_dst, size, 2000, seconds / rounds, route)
-            _, t = less.stream(src, dst, size, 2000, seconds / rounds, route)
-            runs.append((d["latency_us"], t["latency_us"], t["lost"]))
-        return dict(rounds=rounds, through_p50_us=median([t["p50"] for _, t, _ in runs]),
-                    through_p99_us=median([t["p99"] for _, t, _ in runs]),
-                    direct_p50_us=median([d["p50"] for d, _, _ in runs]),
-                    processing_us=round(median([t["p50"] - d["p50"] for d, t, _ in runs]), 2),
-                    lost=sum(lost for _, _, lost in runs))
+    def gro(on):
+        # The sink's receive as it is through the switch: NAPI (GRO on) where XDP frames arrive.
+        sh("ip", "netns", "exec", direct_dst.name, "ethtool", "-K", "eth0", "gro", "on" if on else "off")
+
+    def paired(dp, src, dst, size, route, sender):
+        def direct():
+            gro(sender == "xdp" or dp == "xdp")
+            return less.stream(direct_src, direct_dst, size, 2000, seconds / rounds, route, sender=sender)[1]
+        return paired_latency(direct, lambda: less.stream(src, dst, size, 2000, seconds / rounds, route,
+                                                          sender=sender)[1], rounds)
     try:
         direct = {}
         for size in sizes:
@@ -89,8 +71,10 @@ def processing(sizes, seconds, lat, tput, rounds=1):
                 loadgen.prepare_xdp_sender(src)
                 for size in sizes:
                     progress(f"less: processing through one switch, {dp}, {size} B")
-                    for name, route in STACKS.items():
-                        lat.add(datapath=dp, stack=name, size=size, **paired(src, dst, size, route))
+                    for sender in senders:
+                        for name, route in STACKS.items():
+                            lat.add(datapath=dp, sender=sender, stack=name, size=size,
+                                    **paired(dp, src, dst, size, route, sender))
                     sent, got = less.stream(src, dst, size, 0, seconds, "2", engine="xdp")
                     fps = got["received"] / seconds
                     dfps, dlimited = direct[size]
@@ -107,9 +91,12 @@ def processing(sizes, seconds, lat, tput, rounds=1):
                 sh("tc", "filter", "add", "dev", a, "ingress", "u32", "match", "u32", "0", "0", "action", "mirred",
                    "egress", "redirect", "dev", b)
             src, dst = fabric.hosts
+            loadgen.prepare_xdp_sender(src)
             for size in sizes:
                 progress(f"less: processing through a bare kernel redirect, {size} B")
-                lat.add(datapath=FLOOR, stack="shift-1", size=size, **paired(src, dst, size, STACKS["shift-1"]))
+                for sender in senders:
+                    lat.add(datapath=FLOOR, sender=sender, stack="shift-1", size=size,
+                            **paired(FLOOR, src, dst, size, STACKS["shift-1"], sender))
     finally:
         for h in (direct_src, direct_dst):
             sh("ip", "netns", "del", h.name, check=False)
@@ -119,11 +106,14 @@ def run(out, quick=False, switches=()):
     sizes = [128, 1024] if quick else [64, 128, 256, 512, 1024, 1500]
     seconds = 0.5 if quick else 1.5
     lat = Table("less", "LESS processing latency through one switch (T_l - T_d, µs), by label-stack type and "
-                        "frame size", ["datapath", "stack", "size", "rounds", "through_p50_us",
+                        "frame size", ["datapath", "sender", "stack", "size", "rounds", "through_p50_us",
                                         "through_p99_us", "direct_p50_us", "processing_us", "lost"],
                 note="2000 frames/s. `direct`: the same frames over one veth between the two hosts (the seed's "
                      "direct connection), run just before each run through the switch; with several `rounds`, "
-                     "medians, and `processing_us` the median of the rounds' differences. delete: the switch removes "
+                     "medians, and `processing_us` the median of the rounds' differences. sender `xdp`: loadgen's "
+                     "XDP engine, one frame per run, which enters the switch port as a NIC driver hands a frame to "
+                     "XDP; `socket`: its packet socket, whose frames a veth copies before XDP may see them. "
+                     "delete: the switch removes "
                      "the last label and delivers IP; shift-1/2: the label's ports shift by one, the TTL drops. "
                      f"{FLOOR}: no switch, the kernel's own redirect (tc mirred) in its place, frames unchanged: "
                      "the floor of the second veth hop on this VM. Seed (FPGA, Fig. 5a): a few µs.")
@@ -153,7 +143,8 @@ def run(out, quick=False, switches=()):
                     "group whose second bucket is the shortest way round, with crankback where a hop has none "
                     "(testbed/apps/fabric_routes.py); openflow-reactive: the same paths as plain outputs, "
                     "rewritten by os-ken on port-status.")
-    processing(sizes[:2] if quick else sizes, seconds, lat, tput, rounds=1 if quick else 3)
+    processing(sizes[:2] if quick else sizes, seconds, lat, tput, rounds=1 if quick else 3,
+               senders=("xdp",) if quick else ("xdp", "socket"))
     rr_sizes, rr_seconds = ([256], 1.0) if quick else ([256, 1024], 2.0)
     # Quick runs (CI) reroute on userspace and one kernel datapath: tests/test_less.py already
     # takes each case through all three.
@@ -164,14 +155,17 @@ def run(out, quick=False, switches=()):
 
     def draw(plt):
         ax1 = plt.subplot(1, 3, 1)
-        for dp in DATAPATHS:
-            for stack in STACKS:
-                rows = [r for r in lat.rows if r["datapath"] == dp and r["stack"] == stack]
-                ax1.plot([r["size"] for r in rows], [r["processing_us"] for r in rows], marker="o",
-                         label=f"{dp} {stack}")
-        rows = [r for r in lat.rows if r["datapath"] == FLOOR]
-        ax1.plot([r["size"] for r in rows], [r["processing_us"] for r in rows], color="gray", linestyle="--",
-                 label="kernel redirect, no switch")
+        for sender, style in (("xdp", "-"), ("socket", ":")):
+            for dp in DATAPATHS:
+                for stack in STACKS:
+                    rows = [r for r in lat.rows if (r["datapath"], r["sender"], r["stack"]) == (dp, sender, stack)]
+                    if rows:
+                        ax1.plot([r["size"] for r in rows], [r["processing_us"] for r in rows], marker="o",
+                                 linestyle=style, label=f"{dp} {stack} ({sender} sender)")
+            rows = [r for r in lat.rows if (r["datapath"], r["sender"]) == (FLOOR, sender)]
+            if rows:
+                ax1.plot([r["size"] for r in rows], [r["processing_us"] for r in rows], color="gray",
+                         linestyle="--" if sender == "xdp" else ":", label=f"kernel redirect, no switch ({sender})")
         ax1.set_xlabel("frame size (B)")
         ax1.set_ylabel("T_l - T_d (µs)")
         ax1.legend(fontsize=6)
