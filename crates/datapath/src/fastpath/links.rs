@@ -11,10 +11,12 @@ use super::{obj_err, FastPath, CFG_AFDX_CONSTANT, CNT_AFDX_UP};
 pub const AFDX_MAX_OUT: usize = 8;
 pub const AFDX_FANOUTS: u32 = 16;
 pub const AFDX_MAX_LINKS: usize = 4096;
+/// `AFDX_VL_IDS`: the kernel's VL-id-to-slot array holds every 16-bit id.
+pub const AFDX_VL_IDS: usize = 1 << 16;
 pub const AC_MAX: usize = 10;
-/// `struct afdx_link`: in_port, slot, account, smin, smax, n_out, fanout, then the output ifindexes.
-pub const AFDX_LINK_FANOUT_AT: usize = 20;
-pub const AFDX_LINK_OUT_AT: usize = 24;
+/// `struct afdx_link`: in_port, account, smin, smax, n_out, fanout, then the output ifindexes.
+pub const AFDX_LINK_FANOUT_AT: usize = 16;
+pub const AFDX_LINK_OUT_AT: usize = 20;
 pub const AFDX_LINK_BYTES: usize = AFDX_LINK_OUT_AT + 4 * AFDX_MAX_OUT;
 /// `struct afdx_account`: empty, cap, bag_ns, smax, per_frame.
 pub const AFDX_ACCOUNT_BYTES: usize = 32;
@@ -61,10 +63,12 @@ impl FastPath {
         if held.len() > AFDX_MAX_LINKS || held.iter().any(|h| h.out_ifindex.len() > AFDX_MAX_OUT) {
             return Err(io::Error::other("more links or outputs than the kernel's tables take"));
         }
-        let links = self.obj.map("ef_afdx_links").map_err(obj_err)?;
+        // A frame of a VL let go finds slot 0 (none) first; the slots are rewritten after.
+        let vl_slot = self.obj.map("ef_afdx_vl_slot").map_err(obj_err)?;
         for (id, _) in &self.links.slots {
-            links.delete(&(*id as u32).to_ne_bytes())?;
+            vl_slot.update(&(*id as u32).to_ne_bytes(), &0u32.to_ne_bytes())?;
         }
+        let links = self.obj.map("ef_afdx_links").map_err(obj_err)?;
         self.links.slots.clear();
         self.set_config(CFG_AFDX_CONSTANT, table.mac_constant as u64)?;
         let now = crate::sys::monotonic_ns();
@@ -103,16 +107,16 @@ impl FastPath {
             counts.update(&(slot as u32).to_ne_bytes(), &zero)?;
             let mut v = [0u8; AFDX_LINK_BYTES];
             v[0..4].copy_from_slice(&l.in_port.to_ne_bytes());
-            v[4..8].copy_from_slice(&(slot as u32).to_ne_bytes());
-            v[8..12].copy_from_slice(&(l.account as u32).to_ne_bytes());
-            v[12..14].copy_from_slice(&l.smin.to_ne_bytes());
-            v[14..16].copy_from_slice(&l.smax.to_ne_bytes());
-            v[16..20].copy_from_slice(&(h.out_ifindex.len() as u32).to_ne_bytes());
+            v[4..8].copy_from_slice(&(l.account as u32).to_ne_bytes());
+            v[8..10].copy_from_slice(&l.smin.to_ne_bytes());
+            v[10..12].copy_from_slice(&l.smax.to_ne_bytes());
+            v[12..16].copy_from_slice(&(h.out_ifindex.len() as u32).to_ne_bytes());
             v[AFDX_LINK_FANOUT_AT..AFDX_LINK_FANOUT_AT + 4].copy_from_slice(&h.fanout.to_ne_bytes());
             for (i, ifindex) in h.out_ifindex.iter().enumerate() {
                 v[AFDX_LINK_OUT_AT + 4 * i..AFDX_LINK_OUT_AT + 4 * i + 4].copy_from_slice(&ifindex.to_ne_bytes());
             }
-            links.update(&(l.id as u32).to_ne_bytes(), &v)?;
+            links.update(&(slot as u32).to_ne_bytes(), &v)?;
+            vl_slot.update(&(l.id as u32).to_ne_bytes(), &(slot as u32 + 1).to_ne_bytes())?;
             self.links.slots.push((l.id, [0; AC_MAX]));
         }
         Ok(())
