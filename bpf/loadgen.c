@@ -181,3 +181,17 @@ int loadgen_count(struct xdp_md *ctx)
 		(*c)++;
 	return XDP_DROP;
 }
+
+/* ---- A bare redirect, no switch: every frame that arrives where this is attached leaves,
+ * unchanged, by the interface in loadgen_forward[0]. The floor under any XDP switch on the same
+ * links, as `tc mirred` is under a TC one. ---- */
+
+EF_MAP(loadgen_forward, BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(__u32), 1);
+
+SEC("xdp")
+int loadgen_forward_all(struct xdp_md *ctx)
+{
+	__u32 k = 0;
+	__u32 *to = bpf_map_lookup_elem(&loadgen_forward, &k);
+	return to && *to ? bpf_redirect(*to, 0) : XDP_PASS;
+}

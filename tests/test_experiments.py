@@ -199,7 +199,7 @@ def test_less_shows_labels_and_reroutes(results):
     lat = rows(results, "less")
     assert {(x["datapath"], x["stack"]) for x in lat} == {(d, s) for d in ("user", "tc", "xdp")
                                                          for s in ("delete", "shift-1", "shift-2")} | {
-        ("tc-mirred", "shift-1")}
+        ("tc-mirred", "shift-1"), ("xdp-redirect", "shift-1")}
     assert all(int(x["lost"]) == 0 for x in lat), lat
 
     def p50(dp):

@@ -15,7 +15,7 @@ from .. import afdx, loadgen, netns
 from ..afdx import VL, AfdxNetwork, Receiver, send, vl_arg
 from ..switches import EDGEFLOW_BIN, Edgeflow, LinuxBridge, OvsNetdev
 from ..util import run_dir
-from .common import Table, direct_pair, median, paired_latency, plot, progress
+from .common import FLOORS, Table, bare_redirect, direct_pair, median, paired_latency, plot, progress
 
 #: The paper's Table I: switch, processing latency (µs).
 PUBLISHED = [
@@ -127,7 +127,8 @@ def processing(sizes, seconds, rounds, senders):
                   note=f"edgeflow-loadgen frames at 2000/s to {PROCESSING_VLS} VLs in turn (BAG 1 ms each: none "
                        "policed), end system 1 on network A, socket receiver; `direct`: the same frames over one "
                        "veth, run just before each run through the switch; medians of the rounds, "
-                       "`processing_us` the median of their differences.")
+                       "`processing_us` the median of their differences. tc-mirred / xdp-redirect: no switch, the "
+                       "kernel's own redirect in its place, frames unchanged: the floor under TC and XDP.")
     vls = [VL(v, 1, [2], bag_ms=1, smin=64, smax=1518, jitter_us=1000) for v in range(1, PROCESSING_VLS + 1)]
     cfg = run_dir("afdx") / "processing.toml"
     cfg.write_text(afdx.config_text(vls))
@@ -138,6 +139,18 @@ def processing(sizes, seconds, rounds, senders):
     def stream(src, dst, size, sender):
         return loadgen.run(src, dst, size=size, rate=2000, duration=seconds / rounds, send_engine=sender,
                            recv_engine="socket", dst_mac="03:00:00:00:00:01", extra_send=extra)[1]
+    def rows(datapath, h1, h2):
+        for size in sizes:
+            progress(f"afdx: processing through one switch, {datapath}, {size} B")
+            for sender in senders:
+                def direct():
+                    # The sink receives as it does through the switch: with NAPI (GRO on) where
+                    # XDP frames arrive.
+                    on = sender == "xdp" or "xdp" in datapath
+                    netns.sh("ip", "netns", "exec", direct_dst.name, "ethtool", "-K", "eth0", "gro", "on" if on else "off")
+                    return stream(direct_src, direct_dst, size, sender)
+                table.add(datapath=datapath, sender=sender, size=size,
+                          **paired_latency(direct, lambda: stream(h1, h2, size, sender), rounds))
     try:
         with netns.Topology("ap") as topo:
             h1, h2 = topo.add_host(), topo.add_host()
@@ -148,18 +161,11 @@ def processing(sizes, seconds, rounds, senders):
                 with Edgeflow(topo.switch_ports, datapath=datapath, extra=["--config", str(cfg)],
                               log_name=f"afdx-processing-{datapath}"):
                     time.sleep(0.3)
-                    for size in sizes:
-                        progress(f"afdx: processing through one switch, {datapath}, {size} B")
-                        for sender in senders:
-                            def direct():
-                                # The sink receives as it does through the switch: with NAPI (GRO
-                                # on) where XDP frames arrive.
-                                on = sender == "xdp" or datapath == "xdp"
-                                netns.sh("ip", "netns", "exec", direct_dst.name, "ethtool", "-K", "eth0", "gro",
-                                         "on" if on else "off")
-                                return stream(direct_src, direct_dst, size, sender)
-                            table.add(datapath=datapath, sender=sender, size=size,
-                                      **paired_latency(direct, lambda: stream(h1, h2, size, sender), rounds))
+                    rows(datapath, h1, h2)
+            for floor in FLOORS:
+                h2.set_offload(gro="on" if floor == "xdp-redirect" else "off")
+                with bare_redirect(floor, *topo.switch_ports):
+                    rows(floor, h1, h2)
     finally:
         for h in (direct_src, direct_dst):
             netns.sh("ip", "netns", "del", h.name, check=False)

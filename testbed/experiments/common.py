@@ -10,7 +10,7 @@ import time
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from .. import netns
+from .. import loadgen, netns
 from ..controllers import FAUCET_VENV, Faucet, OsKen
 from ..switches import SWITCHES
 from ..util import ROOT, run_dir, wait_for
@@ -48,6 +48,38 @@ def direct_pair(tag):
         mac = json.loads(netns.sh("ip", "-n", ns, "-j", "link", "show", "eth0").stdout)[0]["address"]
         hosts.append(netns.Host(ns, f"10.9.0.{i + 1}/24", "", mac))
     return hosts
+
+
+#: The kernel's own redirect in a switch's place, no switch program, frames unchanged: what a
+#: second veth hop costs on this VM at all, under TC and under XDP (bare_redirect).
+FLOORS = ("tc-mirred", "xdp-redirect")
+
+
+@contextmanager
+def bare_redirect(kind, a, b):
+    """Frames arriving on interface `a` leave by `b` unchanged, with no switch: `tc-mirred` a u32
+    filter with a mirred redirect at TC ingress (and b's frames by a); `xdp-redirect` loadgen's
+    one-line XDP program, a to b (b's peer must run NAPI: GRO on)."""
+    if kind == "tc-mirred":
+        try:
+            for x, y in ((a, b), (b, a)):
+                netns.sh("tc", "qdisc", "add", "dev", x, "clsact")
+                netns.sh("tc", "filter", "add", "dev", x, "ingress", "u32", "match", "u32", "0", "0", "action",
+                         "mirred", "egress", "redirect", "dev", y)
+            yield
+        finally:
+            for x in (a, b):
+                netns.sh("tc", "qdisc", "del", "dev", x, "clsact", check=False)
+        return
+    p = subprocess.Popen([loadgen.LOADGEN_BIN, "forward", "--from", a, "--to", b], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        if not p.stdout.readline():  # a line once attached
+            raise RuntimeError(f"loadgen forward: {p.stderr.read().strip()}")
+        yield
+    finally:
+        p.kill()
+        p.wait()
 
 
 def paired_latency(direct, through, rounds):

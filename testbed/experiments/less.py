@@ -19,11 +19,9 @@ from ..netns import sh
 from ..topology import single
 from ..tsn import read_log
 from ..util import run_dir
-from .common import Table, direct_pair, paired_latency, plot, progress
+from .common import FLOORS, Table, bare_redirect, direct_pair, paired_latency, plot, progress
 
 DATAPATHS = ["user", "tc", "xdp"]
-#: The processing table's row of a bare kernel redirect in the switch's place (no switch).
-FLOOR = "tc-mirred"
 #: Stack types at the switch under test: its port 2, then ports the sink ignores.
 STACKS = {"delete": "2", "shift-1": "2.9", "shift-2": "2.9.9"}
 SEED_REROUTE_US = {"a": 670, "b": 685, "c": 650}
@@ -54,7 +52,7 @@ def processing(sizes, seconds, lat, tput, rounds=1, senders=("xdp", "socket")):
 
     def paired(dp, src, dst, size, route, sender):
         def direct():
-            gro(sender == "xdp" or dp == "xdp")
+            gro(sender == "xdp" or dp in ("xdp", "xdp-redirect"))
             return less.stream(direct_src, direct_dst, size, 2000, seconds / rounds, route, sender=sender)[1]
         return paired_latency(direct, lambda: less.stream(src, dst, size, 2000, seconds / rounds, route,
                                                           sender=sender)[1], rounds)
@@ -81,22 +79,21 @@ def processing(sizes, seconds, lat, tput, rounds=1, senders=("xdp", "socket")):
                     tput.add(datapath=dp, size=size, kfps=round(fps / 1e3, 1), mbit_s=round(fps * size * 8 / 1e6, 1),
                              direct_kfps=round(dfps / 1e3, 1), ratio=round(fps / dfps, 3) if dfps else 0.0,
                              generator_limited=sent.get("generator_limited"))
-        # The floor under any switch here: the same place taken by the kernel's own redirect (tc
-        # mirred, port 1 to port 2, no program), the frames left as they are.
+        # The floors under any switch here: the same place taken by the kernel's own redirect,
+        # port 1 to port 2, no program, the frames left as they are.
         fabric = single("lk", 2)
         with fabric:
             p1, p2 = fabric.ports["s"]
-            for a, b in ((p1, p2), (p2, p1)):
-                sh("tc", "qdisc", "add", "dev", a, "clsact")
-                sh("tc", "filter", "add", "dev", a, "ingress", "u32", "match", "u32", "0", "0", "action", "mirred",
-                   "egress", "redirect", "dev", b)
             src, dst = fabric.hosts
             loadgen.prepare_xdp_sender(src)
-            for size in sizes:
-                progress(f"less: processing through a bare kernel redirect, {size} B")
-                for sender in senders:
-                    lat.add(datapath=FLOOR, sender=sender, stack="shift-1", size=size,
-                            **paired(FLOOR, src, dst, size, STACKS["shift-1"], sender))
+            for floor in FLOORS:
+                dst.set_offload(gro="on" if floor == "xdp-redirect" else "off")
+                with bare_redirect(floor, p1, p2):
+                    for size in sizes:
+                        progress(f"less: processing through a bare kernel redirect ({floor}), {size} B")
+                        for sender in senders:
+                            lat.add(datapath=floor, sender=sender, stack="shift-1", size=size,
+                                    **paired(floor, src, dst, size, STACKS["shift-1"], sender))
     finally:
         for h in (direct_src, direct_dst):
             sh("ip", "netns", "del", h.name, check=False)
@@ -115,8 +112,9 @@ def run(out, quick=False, switches=()):
                      "XDP; `socket`: its packet socket, whose frames a veth copies before XDP may see them. "
                      "delete: the switch removes "
                      "the last label and delivers IP; shift-1/2: the label's ports shift by one, the TTL drops. "
-                     f"{FLOOR}: no switch, the kernel's own redirect (tc mirred) in its place, frames unchanged: "
-                     "the floor of the second veth hop on this VM. Seed (FPGA, Fig. 5a): a few µs.")
+                     "tc-mirred / xdp-redirect: no switch, the kernel's own redirect in its place (a tc mirred "
+                     "action; loadgen's one-line XDP program), frames unchanged: the floor of the second veth hop "
+                     "on this VM under TC and XDP. Seed (FPGA, Fig. 5a): a few µs.")
     tput = Table("less-throughput", "LESS throughput through one switch by frame size (sender at full speed)",
                  ["datapath", "size", "kfps", "mbit_s", "direct_kfps", "ratio", "generator_limited"],
                  note="loadgen's XDP sender at full speed (frames labelled for the switch's port 2) and its XDP "
@@ -162,10 +160,11 @@ def run(out, quick=False, switches=()):
                     if rows:
                         ax1.plot([r["size"] for r in rows], [r["processing_us"] for r in rows], marker="o",
                                  linestyle=style, label=f"{dp} {stack} ({sender} sender)")
-            rows = [r for r in lat.rows if (r["datapath"], r["sender"]) == (FLOOR, sender)]
-            if rows:
-                ax1.plot([r["size"] for r in rows], [r["processing_us"] for r in rows], color="gray",
-                         linestyle="--" if sender == "xdp" else ":", label=f"kernel redirect, no switch ({sender})")
+            for floor, colour in zip(FLOORS, ("gray", "black")):
+                rows = [r for r in lat.rows if (r["datapath"], r["sender"]) == (floor, sender)]
+                if rows:
+                    ax1.plot([r["size"] for r in rows], [r["processing_us"] for r in rows], color=colour,
+                             linestyle="--" if sender == "xdp" else ":", label=f"{floor}, no switch ({sender})")
         ax1.set_xlabel("frame size (B)")
         ax1.set_ylabel("T_l - T_d (µs)")
         ax1.legend(fontsize=6)

@@ -21,6 +21,7 @@ use netio::afpacket::{self, RingConfig};
 use netio::{PortRx, PortTx, RxFrame};
 
 mod es;
+mod forward;
 
 #[derive(Parser)]
 #[command(name = "edgeflow-loadgen", version, about = "Test-frame generator and receiver")]
@@ -42,6 +43,8 @@ enum Cmd {
     EsRecv(es::RecvArgs),
     /// A LESS-aware host's addresses, from its edge switch's HELLO (JSON).
     LessAddress(LessAddressArgs),
+    /// A bare XDP redirect between two interfaces, no switch: the floor under an XDP switch.
+    Forward(forward::ForwardArgs),
 }
 
 #[derive(Args)]
@@ -231,6 +234,7 @@ fn main() {
         Cmd::EsSend(a) => es::send(a),
         Cmd::EsRecv(a) => es::recv(a),
         Cmd::LessAddress(a) => less_address(a),
+        Cmd::Forward(a) => forward::forward(a),
     };
     if let Err(e) = result {
         eprintln!("edgeflow-loadgen: {e}");
