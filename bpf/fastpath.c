@@ -92,9 +92,10 @@ static __always_inline int afdx(void *ctx, const enum hook hook)
 	__u32 len = ctx_len(ctx, hook);
 	if (is_vlan_tpid(((__u16)data[12] << 8) | data[13]))
 		len -= 4;
-	struct afdx_link *l = afdx_decide(data, len, pi >> 16, pi & 0xfff, &up);
+	__u32 slot = 0;
+	struct afdx_link *l = afdx_decide(data, len, pi >> 16, pi & 0xfff, &up, &slot);
 	if (l)
-		return afdx_send(ctx, hook, l);
+		return afdx_send(ctx, hook, l, slot);
 	if (!up)
 		return hook == HOOK_TC ? TC_ACT_SHOT : XDP_DROP; /* counted under its VL */
 up:

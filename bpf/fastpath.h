@@ -200,17 +200,6 @@ struct less_push_key {
 /* XDP sends a frame once: a VL with several outputs is broadcast into a DEVMAP holding them, one
  * per distinct set of outputs (fp_afdx.h). */
 #define AFDX_FANOUTS 16
-/* A VL the kernel decides, at its slot (ef_afdx_vl_slot maps its 16-bit id there; its counters
- * are at the same slot of ef_afdx_counts): its filter, its account, where it goes. */
-struct afdx_link {
-	__u32 in_port;		/* OpenFlow port number */
-	__u32 account;		/* its account in ef_afdx_accounts */
-	__u16 smin;		/* frame sizes, FCS included */
-	__u16 smax;
-	__u32 n_out;
-	__u32 fanout;		/* XDP, several outputs: 1 + the DEVMAP holding them */
-	__u32 out_ifindex[AFDX_MAX_OUT];
-};
 /* Part 7's account, kept as one word so that CPUs share it with compare-and-swap: the credit at
  * time t is min(cap, t * smax - empty), in bytes x ns (see fp_afdx.h). */
 struct afdx_account {
@@ -219,6 +208,25 @@ struct afdx_account {
 	__u64 bag_ns;
 	__u32 smax;
 	__u32 per_frame;	/* 1: every frame costs smax; 0: its own length */
+};
+/* A VL the kernel decides, at its slot (ef_afdx_vl_slot maps its 16-bit id there; its counters and
+ * its outputs are at the same slot of ef_afdx_counts and ef_afdx_outputs): its filter, where it
+ * goes, and the account kept at this slot. An account lives at the slot of the first VL that
+ * draws on it, so a VL with an account of its own, the usual case, finds its link and its account
+ * in one 64-byte line: at 2 000 frames/s each frame finds it cold, and a second line cost 0.2 us. */
+struct afdx_link {
+	struct afdx_account acct;	/* the account kept at this slot */
+	__u32 in_port;		/* OpenFlow port number */
+	__u32 account;		/* the slot whose account it draws on */
+	__u16 smin;		/* frame sizes, FCS included */
+	__u16 smax;
+	__u16 n_out;
+	__u16 fanout;		/* XDP, several outputs: 1 + the DEVMAP holding them */
+	__u32 out_ifindex;	/* its first output (TC finds all of them in ef_afdx_outputs) */
+	__u32 pad[3];
+};
+struct afdx_outputs {
+	__u32 ifindex[AFDX_MAX_OUT];
 };
 enum afdx_count {
 	AC_FRAMES_IN = 0,

@@ -10,7 +10,7 @@
  * element) cost 0.4 us more per frame at 2 000 frames/s, where each frame finds the maps cold. */
 struct ef_map_def SEC("maps") ef_afdx_vl_slot = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(__u32), AFDX_VL_IDS, 0 };
 struct ef_map_def SEC("maps") ef_afdx_links = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(struct afdx_link), AFDX_MAX_LINKS, 0 };
-struct ef_map_def SEC("maps") ef_afdx_accounts = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(struct afdx_account), AFDX_MAX_LINKS, 0 };
+struct ef_map_def SEC("maps") ef_afdx_outputs = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(struct afdx_outputs), AFDX_MAX_LINKS, 0 };
 struct ef_map_def SEC("maps") ef_afdx_counts = { BPF_MAP_TYPE_PERCPU_ARRAY, sizeof(__u32), sizeof(struct afdx_counts), AFDX_MAX_LINKS, 0 };
 struct ef_map_def SEC("maps") ef_afdx_wrong_port = { BPF_MAP_TYPE_PERCPU_ARRAY, sizeof(__u32), sizeof(struct afdx_port_rx), AFDX_PORT_TAGS, 0 };
 /* Each holds the outputs of one set of multicast VLs, keys 0..n-1 (see afdx_fanout). */
@@ -26,11 +26,16 @@ AFDX_FANOUT(13); AFDX_FANOUT(14); AFDX_FANOUT(15);
  * modulo 2^64 and the difference is read signed: a CPU whose clock read is a little behind the
  * last taker's sees a little less than no credit (so none); one idle long enough for the
  * difference to pass 2^62 (35 days at smax 1518) sees a full account. */
-static __always_inline int afdx_admit(__u32 account, __u32 len)
+static __always_inline int afdx_admit(struct afdx_link *l, __u32 slot, __u32 len)
 {
-	struct afdx_account *a = bpf_map_lookup_elem(&ef_afdx_accounts, &account);
-	if (!a)
-		return 0;
+	struct afdx_account *a = &l->acct;
+	if (l->account != slot) {
+		__u32 home = l->account;
+		struct afdx_link *h = bpf_map_lookup_elem(&ef_afdx_links, &home);
+		if (!h)
+			return 0;
+		a = &h->acct;
+	}
 	__u64 now = bpf_ktime_get_ns() * a->smax;
 	__u64 cost = (a->per_frame ? a->smax : len) * a->bag_ns;
 	for (int i = 0; i < 4; i++) {
@@ -49,7 +54,8 @@ static __always_inline int afdx_admit(__u32 account, __u32 len)
  * and *up = 0 when it is dropped (counted under its VL), NULL and *up = 1 when the kernel holds no
  * VL for it. `b` holds the frame's first 12 bytes, `len` its length without FCS; it came in on
  * port `in_port`, whose upcall tag is `port_tag`. */
-static __always_inline struct afdx_link *afdx_decide(const __u8 *b, __u32 len, __u32 in_port, __u32 port_tag, int *up)
+static __always_inline struct afdx_link *afdx_decide(const __u8 *b, __u32 len, __u32 in_port, __u32 port_tag, int *up,
+						     __u32 *slot_out)
 {
 	__u32 constant = config(CFG_AFDX_CONSTANT);
 	*up = 1;
@@ -64,6 +70,7 @@ static __always_inline struct afdx_link *afdx_decide(const __u8 *b, __u32 len, _
 	struct afdx_link *l = bpf_map_lookup_elem(&ef_afdx_links, &slot);
 	if (!l)
 		return NULL;
+	*slot_out = slot;
 	struct afdx_counts *c = bpf_map_lookup_elem(&ef_afdx_counts, &slot);
 	if (!c)
 		return NULL;
@@ -89,7 +96,7 @@ static __always_inline struct afdx_link *afdx_decide(const __u8 *b, __u32 len, _
 		why = AC_UNDERSIZE;
 	else if (len > l->smax)
 		why = AC_OVERSIZE;
-	else if (!afdx_admit(l->account, len))
+	else if (!afdx_admit(l, slot, len))
 		why = AC_POLICED;
 	if (why >= 0) {
 		if (why < AC_MAX)
@@ -115,22 +122,27 @@ static __always_inline int afdx_fanout(__u32 f)
 	return XDP_DROP;
 }
 
-/* Sends a frame of link `l` to its outputs: TC copies it to all but the last; XDP sends it once,
- * broadcast into the link's fanout DEVMAP when it has several. */
-static __always_inline int afdx_send(void *ctx, const enum hook hook, struct afdx_link *l)
+/* Sends a frame of link `l`, at `slot`, to its outputs: TC copies it to all but the last; XDP
+ * sends it once, broadcast into the link's fanout DEVMAP when it has several. */
+static __always_inline int afdx_send(void *ctx, const enum hook hook, struct afdx_link *l, __u32 slot)
 {
 	__u32 n = l->n_out;
 	if (n == 0 || n > AFDX_MAX_OUT)
 		return ctx_drop(hook, CNT_ACTION_FAILED);
+	if (n == 1)
+		return bpf_redirect(l->out_ifindex, 0);
 	if (hook == HOOK_XDP)
-		return n == 1 ? bpf_redirect(l->out_ifindex[0], 0) : afdx_fanout(l->fanout);
+		return afdx_fanout(l->fanout);
+	struct afdx_outputs *o = bpf_map_lookup_elem(&ef_afdx_outputs, &slot);
+	if (!o)
+		return ctx_drop(hook, CNT_ACTION_FAILED);
 	for (__u32 i = 0; i < AFDX_MAX_OUT - 1; i++) {
 		if (i + 1 >= n)
 			break;
-		if (bpf_clone_redirect(SKB(ctx), l->out_ifindex[i], 0) < 0)
+		if (bpf_clone_redirect(SKB(ctx), o->ifindex[i], 0) < 0)
 			count(CNT_ACTION_FAILED);
 	}
-	return bpf_redirect(l->out_ifindex[(n - 1) & (AFDX_MAX_OUT - 1)], 0);
+	return bpf_redirect(o->ifindex[(n - 1) & (AFDX_MAX_OUT - 1)], 0);
 }
 
 #endif

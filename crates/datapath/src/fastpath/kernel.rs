@@ -49,18 +49,28 @@ fn install(fp: &mut FastPath, frame: &[u8], mask_fields: &[Field], actions: &[Dp
 }
 
 fn xdp(fp: &FastPath, frame: &[u8]) -> (u32, Vec<u8>) {
+    xdp_prog(fp, "ef_xdp", frame)
+}
+
+fn tc(fp: &FastPath, frame: &[u8]) -> (u32, Vec<u8>) {
+    tc_prog(fp, "ef_tc_ingress", frame)
+}
+
+/// Runs the XDP program `name` once on `frame`, arriving on the loopback interface.
+fn xdp_prog(fp: &FastPath, name: &str, frame: &[u8]) -> (u32, Vec<u8>) {
     let mut ctx = [0u32; 6];
     ctx[1] = frame.len() as u32;
     ctx[3] = LO;
     let bytes: Vec<u8> = ctx.iter().flat_map(|w| w.to_ne_bytes()).collect();
-    fp.obj.program("ef_xdp").unwrap().run_once(frame, &bytes).unwrap()
+    fp.obj.program(name).unwrap().run_once(frame, &bytes).unwrap()
 }
 
-fn tc(fp: &FastPath, frame: &[u8]) -> (u32, Vec<u8>) {
+/// Runs the TC program `name` once on `frame`, arriving on the loopback interface.
+fn tc_prog(fp: &FastPath, name: &str, frame: &[u8]) -> (u32, Vec<u8>) {
     // struct __sk_buff: ingress_ifindex at 36; the kernel takes a context of this size.
     let mut ctx = [0u8; 192];
     ctx[36..40].copy_from_slice(&LO.to_ne_bytes());
-    fp.obj.program("ef_tc_ingress").unwrap().run_once(frame, &ctx).unwrap()
+    fp.obj.program(name).unwrap().run_once(frame, &ctx).unwrap()
 }
 
 /// `tc` for a GSO super-frame of `gso_size`-byte segments (`__sk_buff.gso_size` at 176).
@@ -509,13 +519,7 @@ fn an_afdx_account_keeps_its_credit_across_a_handover() {
     };
     let held = [HeldLink { index: 0, out_ifindex: vec![LO], fanout: 0 }];
     let f = udp4(end_system_mac(1, 1), vl_mac(constant, 7), [10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 100);
-    let run = |fp: &FastPath| {
-        let mut ctx = [0u32; 6];
-        ctx[1] = f.len() as u32;
-        ctx[3] = LO;
-        let bytes: Vec<u8> = ctx.iter().flat_map(|w| w.to_ne_bytes()).collect();
-        fp.obj.program("ef_xdp_afdx").unwrap().run_once(&f, &bytes).unwrap().0
-    };
+    let run = |fp: &FastPath| xdp_prog(fp, "ef_xdp_afdx", &f).0;
     let one_frame = 128 * bag_ns;
     fp.set_links(&table, &held, &[0]).unwrap();
     assert_eq!(run(&fp), XDP_DROP, "handed over empty: policed");
@@ -525,6 +529,47 @@ fn an_afdx_account_keeps_its_credit_across_a_handover() {
     assert!(fp.account_credits(&[0]).unwrap()[0].1 < one_frame / 1000, "which it spent");
     fp.set_links(&table, &held, &[]).unwrap();
     assert_eq!(fp.account_credits(&[0]).unwrap(), vec![(0, one_frame)], "no credit given: full");
+}
+
+/// Two links drawing on one account (part 7 allows it) share its credit in the kernel, on both
+/// hooks: the one frame it holds goes to whichever link comes first, and the other is policed.
+#[test]
+fn links_sharing_an_account_share_its_credit() {
+    use forwarding::{KernelAccount, KernelLink, KernelLinks};
+    use links::HeldLink;
+    use packet::afdx::{end_system_mac, vl_mac};
+
+    let mut fp = afdx_fast_path();
+    let constant = 0x0300_0000;
+    let bag_ns = 1_000_000_000; // nothing accrues during the test
+    let link = |id, account| KernelLink { id, in_port: 1, out_ports: vec![1], queue: 0, smin: 64, smax: 128, account };
+    // Account 1 is shared by links 8 and 9; link 7 has account 0 of its own.
+    let table = KernelLinks {
+        mac_constant: constant,
+        links: vec![link(7, 0), link(8, 1), link(9, 1)],
+        accounts: vec![KernelAccount { bag_ns, smax: 128, jitter_ns: 0, per_frame: true }; 2],
+    };
+    let held: Vec<HeldLink> = (0..3).map(|index| HeldLink { index, out_ifindex: vec![LO], fanout: 0 }).collect();
+    let one_frame = 128 * bag_ns;
+    let frame = |vl| udp4(end_system_mac(1, 1), vl_mac(constant, vl), [10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 100);
+    for hook in ["xdp", "tc"] {
+        fp.set_links(&table, &held, &[one_frame, one_frame]).unwrap();
+        let verdicts: Vec<u32> = [9, 8, 7, 7]
+            .iter()
+            .map(|&vl| {
+                let f = frame(vl);
+                if hook == "xdp" {
+                    xdp_prog(&fp, "ef_xdp_afdx", &f).0
+                } else {
+                    tc_prog(&fp, "ef_tc_afdx", &f).0
+                }
+            })
+            .collect();
+        let (pass, drop) = if hook == "xdp" { (XDP_REDIRECT, XDP_DROP) } else { (TC_ACT_REDIRECT, TC_ACT_SHOT) };
+        assert_eq!(verdicts, [pass, drop, pass, drop], "{hook}: links 9, 8 (same account), 7, 7");
+        let credits = fp.account_credits(&[0, 1]).unwrap();
+        assert!(credits.iter().all(|&(_, c)| c < one_frame / 1000), "{hook}: both accounts spent: {credits:?}");
+    }
 }
 
 /// Every way the kernel refuses an AFDX frame, on TC and on XDP, counted under its link and its
@@ -569,19 +614,15 @@ fn every_afdx_refusal_is_counted_under_its_link_on_both_hooks() {
         fp.set_links(&table, &held, &[]).unwrap();
         let verdicts: Vec<u32> = sequence
             .iter()
-            .map(|(_, f)| {
-                if hook == "xdp" {
-                    let mut ctx = [0u32; 6];
-                    ctx[1] = f.len() as u32;
-                    ctx[3] = LO;
-                    let bytes: Vec<u8> = ctx.iter().flat_map(|w| w.to_ne_bytes()).collect();
-                    fp.obj.program("ef_xdp_afdx").unwrap().run_once(f, &bytes).unwrap().0
-                } else {
-                    let mut ctx = [0u8; 192];
-                    ctx[36..40].copy_from_slice(&LO.to_ne_bytes());
-                    fp.obj.program("ef_tc_afdx").unwrap().run_once(f, &ctx).unwrap().0
-                }
-            })
+            .map(
+                |(_, f)| {
+                    if hook == "xdp" {
+                        xdp_prog(&fp, "ef_xdp_afdx", f).0
+                    } else {
+                        tc_prog(&fp, "ef_tc_afdx", f).0
+                    }
+                },
+            )
             .collect();
         let (pass, drop, up) = if hook == "xdp" {
             (XDP_REDIRECT, XDP_DROP, XDP_PASS)

@@ -32,8 +32,8 @@ SZ(less_port); OFF(less_port, ifindex); OFF(less_port, live); OFF(less_port, edg
 SZ(less_stack); OFF(less_stack, port); OFF(less_stack, ethertype); OFF(less_stack, len); OFF(less_stack, bytes);
 SZ(less_reroute_key); OFF(less_reroute_key, port); OFF(less_reroute_key, hash);
 SZ(less_push_key);
-SZ(afdx_link); OFF(afdx_link, in_port); OFF(afdx_link, account); OFF(afdx_link, smin);
-OFF(afdx_link, smax); OFF(afdx_link, n_out); OFF(afdx_link, fanout); OFF(afdx_link, out_ifindex);
+SZ(afdx_link); OFF(afdx_link, acct); OFF(afdx_link, in_port); OFF(afdx_link, account); OFF(afdx_link, smin);
+OFF(afdx_link, smax); OFF(afdx_link, n_out); OFF(afdx_link, fanout); OFF(afdx_link, out_ifindex); SZ(afdx_outputs);
 SZ(afdx_account); OFF(afdx_account, empty); OFF(afdx_account, cap); OFF(afdx_account, bag_ns);
 OFF(afdx_account, smax); OFF(afdx_account, per_frame); SZ(afdx_counts);
 P("AFDX_MAX_OUT", AFDX_MAX_OUT); P("AFDX_FANOUTS", AFDX_FANOUTS); P("AFDX_MAX_LINKS", AFDX_MAX_LINKS); P("AFDX_VL_IDS", AFDX_VL_IDS); P("AC_MAX", AC_MAX);
@@ -159,13 +159,15 @@ fn c_and_rust_agree_on_every_shared_layout() {
         ("CNT_LESS_PUSHED", CNT_LESS_SHIFTED as u64 + 3),
         ("CNT_LESS_REROUTED", CNT_LESS_SHIFTED as u64 + 4),
         ("sizeof afdx_link", links::AFDX_LINK_BYTES as u64),
-        ("afdx_link.in_port", 0),
-        ("afdx_link.account", 4),
-        ("afdx_link.smin", 8),
-        ("afdx_link.smax", 10),
-        ("afdx_link.n_out", 12),
+        ("afdx_link.acct", 0),
+        ("afdx_link.in_port", links::AFDX_LINK_IN_PORT_AT as u64),
+        ("afdx_link.account", links::AFDX_LINK_ACCOUNT_AT as u64),
+        ("afdx_link.smin", links::AFDX_LINK_SMIN_AT as u64),
+        ("afdx_link.smax", links::AFDX_LINK_SMAX_AT as u64),
+        ("afdx_link.n_out", links::AFDX_LINK_N_OUT_AT as u64),
         ("afdx_link.fanout", links::AFDX_LINK_FANOUT_AT as u64),
         ("afdx_link.out_ifindex", links::AFDX_LINK_OUT_AT as u64),
+        ("sizeof afdx_outputs", 4 * links::AFDX_MAX_OUT as u64),
         ("sizeof afdx_account", links::AFDX_ACCOUNT_BYTES as u64),
         ("afdx_account.empty", 0),
         ("afdx_account.cap", 8),

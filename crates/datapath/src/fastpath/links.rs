@@ -14,12 +14,18 @@ pub const AFDX_MAX_LINKS: usize = 4096;
 /// `AFDX_VL_IDS`: the kernel's VL-id-to-slot array holds every 16-bit id.
 pub const AFDX_VL_IDS: usize = 1 << 16;
 pub const AC_MAX: usize = 10;
-/// `struct afdx_link`: in_port, account, smin, smax, n_out, fanout, then the output ifindexes.
-pub const AFDX_LINK_FANOUT_AT: usize = 16;
-pub const AFDX_LINK_OUT_AT: usize = 20;
-pub const AFDX_LINK_BYTES: usize = AFDX_LINK_OUT_AT + 4 * AFDX_MAX_OUT;
 /// `struct afdx_account`: empty, cap, bag_ns, smax, per_frame.
 pub const AFDX_ACCOUNT_BYTES: usize = 32;
+/// `struct afdx_link`: the account kept at its slot, then in_port, account (a slot), smin, smax,
+/// n_out, fanout, the first output's ifindex; one cache line.
+pub const AFDX_LINK_IN_PORT_AT: usize = AFDX_ACCOUNT_BYTES;
+pub const AFDX_LINK_ACCOUNT_AT: usize = 36;
+pub const AFDX_LINK_SMIN_AT: usize = 40;
+pub const AFDX_LINK_SMAX_AT: usize = 42;
+pub const AFDX_LINK_N_OUT_AT: usize = 44;
+pub const AFDX_LINK_FANOUT_AT: usize = 46;
+pub const AFDX_LINK_OUT_AT: usize = 48;
+pub const AFDX_LINK_BYTES: usize = 64;
 
 /// A link of the mode's table the kernel is to decide, with its outputs' interfaces.
 pub struct HeldLink {
@@ -42,6 +48,9 @@ pub(super) struct Written {
     pub(super) policed: u64,
     /// Per upcall tag (port): wrong-port frames and bytes read from `ef_afdx_wrong_port` last.
     wrong_port: std::collections::BTreeMap<u16, [u64; 2]>,
+    /// Per account of the table: the slot whose link entry keeps it (the first held link that
+    /// draws on it).
+    homes: std::collections::BTreeMap<usize, u32>,
 }
 
 /// The first `N` u64 words of a per-CPU map value, each summed over the CPUs.
@@ -69,23 +78,13 @@ impl FastPath {
             vl_slot.update(&(*id as u32).to_ne_bytes(), &0u32.to_ne_bytes())?;
         }
         let links = self.obj.map("ef_afdx_links").map_err(obj_err)?;
+        let outputs = self.obj.map("ef_afdx_outputs").map_err(obj_err)?;
         self.links.slots.clear();
         self.set_config(CFG_AFDX_CONSTANT, table.mac_constant as u64)?;
         let now = crate::sys::monotonic_ns();
-        let accounts = self.obj.map("ef_afdx_accounts").map_err(obj_err)?;
-        for h in held {
-            let account = table.links[h.index].account;
-            let a = table.accounts[account];
-            let cap = a.smax as u64 * (a.bag_ns + a.jitter_ns);
-            let credit = credits.get(account).map_or(cap, |&c| c.min(cap));
-            let mut v = [0u8; AFDX_ACCOUNT_BYTES];
-            // The credit min(cap, t·smax − empty) is `credit` now.
-            v[0..8].copy_from_slice(&now.wrapping_mul(a.smax as u64).wrapping_sub(credit).to_ne_bytes());
-            v[8..16].copy_from_slice(&cap.to_ne_bytes());
-            v[16..24].copy_from_slice(&a.bag_ns.to_ne_bytes());
-            v[24..28].copy_from_slice(&(a.smax as u32).to_ne_bytes());
-            v[28..32].copy_from_slice(&(a.per_frame as u32).to_ne_bytes());
-            accounts.update(&(table.links[h.index].account as u32).to_ne_bytes(), &v)?;
+        let mut homes = std::collections::BTreeMap::new();
+        for (slot, h) in held.iter().enumerate() {
+            homes.entry(table.links[h.index].account).or_insert(slot as u32);
         }
         // Fanouts before the links that broadcast into them; one no link uses is emptied.
         for f in 0..AFDX_FANOUTS {
@@ -105,20 +104,37 @@ impl FastPath {
         for (slot, h) in held.iter().enumerate() {
             let l = &table.links[h.index];
             counts.update(&(slot as u32).to_ne_bytes(), &zero)?;
+            let home = homes[&l.account];
             let mut v = [0u8; AFDX_LINK_BYTES];
-            v[0..4].copy_from_slice(&l.in_port.to_ne_bytes());
-            v[4..8].copy_from_slice(&(l.account as u32).to_ne_bytes());
-            v[8..10].copy_from_slice(&l.smin.to_ne_bytes());
-            v[10..12].copy_from_slice(&l.smax.to_ne_bytes());
-            v[12..16].copy_from_slice(&(h.out_ifindex.len() as u32).to_ne_bytes());
-            v[AFDX_LINK_FANOUT_AT..AFDX_LINK_FANOUT_AT + 4].copy_from_slice(&h.fanout.to_ne_bytes());
-            for (i, ifindex) in h.out_ifindex.iter().enumerate() {
-                v[AFDX_LINK_OUT_AT + 4 * i..AFDX_LINK_OUT_AT + 4 * i + 4].copy_from_slice(&ifindex.to_ne_bytes());
+            if home == slot as u32 {
+                let a = table.accounts[l.account];
+                let cap = a.smax as u64 * (a.bag_ns + a.jitter_ns);
+                let credit = credits.get(l.account).map_or(cap, |&c| c.min(cap));
+                // The credit min(cap, t·smax − empty) is `credit` now.
+                v[0..8].copy_from_slice(&now.wrapping_mul(a.smax as u64).wrapping_sub(credit).to_ne_bytes());
+                v[8..16].copy_from_slice(&cap.to_ne_bytes());
+                v[16..24].copy_from_slice(&a.bag_ns.to_ne_bytes());
+                v[24..28].copy_from_slice(&(a.smax as u32).to_ne_bytes());
+                v[28..32].copy_from_slice(&(a.per_frame as u32).to_ne_bytes());
             }
+            v[AFDX_LINK_IN_PORT_AT..AFDX_LINK_IN_PORT_AT + 4].copy_from_slice(&l.in_port.to_ne_bytes());
+            v[AFDX_LINK_ACCOUNT_AT..AFDX_LINK_ACCOUNT_AT + 4].copy_from_slice(&home.to_ne_bytes());
+            v[AFDX_LINK_SMIN_AT..AFDX_LINK_SMIN_AT + 2].copy_from_slice(&l.smin.to_ne_bytes());
+            v[AFDX_LINK_SMAX_AT..AFDX_LINK_SMAX_AT + 2].copy_from_slice(&l.smax.to_ne_bytes());
+            v[AFDX_LINK_N_OUT_AT..AFDX_LINK_N_OUT_AT + 2].copy_from_slice(&(h.out_ifindex.len() as u16).to_ne_bytes());
+            v[AFDX_LINK_FANOUT_AT..AFDX_LINK_FANOUT_AT + 2].copy_from_slice(&(h.fanout as u16).to_ne_bytes());
+            let first = h.out_ifindex.first().copied().unwrap_or(0);
+            v[AFDX_LINK_OUT_AT..AFDX_LINK_OUT_AT + 4].copy_from_slice(&first.to_ne_bytes());
+            let mut all = [0u8; 4 * AFDX_MAX_OUT];
+            for (i, ifindex) in h.out_ifindex.iter().enumerate() {
+                all[4 * i..4 * i + 4].copy_from_slice(&ifindex.to_ne_bytes());
+            }
+            outputs.update(&(slot as u32).to_ne_bytes(), &all)?;
             links.update(&(slot as u32).to_ne_bytes(), &v)?;
             vl_slot.update(&(l.id as u32).to_ne_bytes(), &(slot as u32 + 1).to_ne_bytes())?;
             self.links.slots.push((l.id, [0; AC_MAX]));
         }
+        self.links.homes = homes;
         Ok(())
     }
 
@@ -129,11 +145,12 @@ impl FastPath {
 
     /// The credit each of `accounts` has in the kernel now (bytes × ns), for handing it back.
     pub fn account_credits(&self, accounts: &[usize]) -> io::Result<Vec<(usize, u64)>> {
-        let map = self.obj.map("ef_afdx_accounts").map_err(obj_err)?;
+        let map = self.obj.map("ef_afdx_links").map_err(obj_err)?;
         let now = crate::sys::monotonic_ns();
         let mut out = Vec::new();
         for &i in accounts {
-            let Some(v) = map.lookup(&(i as u32).to_ne_bytes())? else { continue };
+            let Some(&slot) = self.links.homes.get(&i) else { continue };
+            let Some(v) = map.lookup(&slot.to_ne_bytes())? else { continue };
             let word = |at: usize| u64::from_ne_bytes(v[at..at + 8].try_into().unwrap());
             let (empty, cap, smax) = (word(0), word(8), u32::from_ne_bytes(v[24..28].try_into().unwrap()) as u64);
             // As the kernel computes it, in wrapping arithmetic.
