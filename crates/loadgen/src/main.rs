@@ -285,6 +285,10 @@ fn send(a: SendArgs) -> Result<(), String> {
         "auto" => rate_hint == 0 && a.skip_every.is_none() && a.swap_every.is_none(),
         other => return Err(format!("--engine {other}: expected xdp, socket or auto")),
     };
+    // Both engines pace with sleeps, which end when asked, not up to 50 µs later (the default
+    // timer slack).
+    // SAFETY: prctl with an integer argument.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1) };
     if use_xdp {
         return send_xdp(&a, &template, stack.len(), rate_hint);
     }
@@ -299,9 +303,6 @@ fn send(a: SendArgs) -> Result<(), String> {
     let limit = a.count.unwrap_or(u64::MAX);
     let duration = Duration::from_secs_f64(a.duration);
     let offload = packet::Offload::default();
-    // Sleeps end when asked, not up to 50 µs later (the default timer slack).
-    // SAFETY: prctl with an integer argument.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1) };
     let start = Instant::now();
     let (mut slots, mut sent, mut skipped, mut busy) = (0u64, 0u64, 0u64, 0u64);
     let mut held: Option<u32> = None;
@@ -434,8 +435,6 @@ fn send_xdp(a: &SendArgs, template: &[u8], stack: usize, rate: u64) -> Result<()
         r if r <= PACED_MAX => 1,
         r => r / 25,
     };
-    // SAFETY: prctl with an integer argument (sleeps end when asked, not 50 µs later).
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1) };
     let start = Instant::now();
     let mut issued = 0u64;
     while start.elapsed() < duration && issued < limit {

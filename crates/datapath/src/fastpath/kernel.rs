@@ -73,6 +73,15 @@ fn tc_prog(fp: &FastPath, name: &str, frame: &[u8]) -> (u32, Vec<u8>) {
     fp.obj.program(name).unwrap().run_once(frame, &ctx).unwrap()
 }
 
+/// The AFDX program's verdict on `frame` on `hook` ("xdp" or "tc").
+fn afdx_verdict(fp: &FastPath, hook: &str, frame: &[u8]) -> u32 {
+    if hook == "xdp" {
+        xdp_prog(fp, "ef_xdp_afdx", frame).0
+    } else {
+        tc_prog(fp, "ef_tc_afdx", frame).0
+    }
+}
+
 /// `tc` for a GSO super-frame of `gso_size`-byte segments (`__sk_buff.gso_size` at 176).
 fn tc_super(fp: &FastPath, frame: &[u8], gso_size: u32) -> (u32, Vec<u8>) {
     let mut ctx = [0u8; 192];
@@ -554,17 +563,7 @@ fn links_sharing_an_account_share_its_credit() {
     let frame = |vl| udp4(end_system_mac(1, 1), vl_mac(constant, vl), [10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 100);
     for hook in ["xdp", "tc"] {
         fp.set_links(&table, &held, &[one_frame, one_frame]).unwrap();
-        let verdicts: Vec<u32> = [9, 8, 7, 7]
-            .iter()
-            .map(|&vl| {
-                let f = frame(vl);
-                if hook == "xdp" {
-                    xdp_prog(&fp, "ef_xdp_afdx", &f).0
-                } else {
-                    tc_prog(&fp, "ef_tc_afdx", &f).0
-                }
-            })
-            .collect();
+        let verdicts: Vec<u32> = [9, 8, 7, 7].iter().map(|&vl| afdx_verdict(&fp, hook, &frame(vl))).collect();
         let (pass, drop) = if hook == "xdp" { (XDP_REDIRECT, XDP_DROP) } else { (TC_ACT_REDIRECT, TC_ACT_SHOT) };
         assert_eq!(verdicts, [pass, drop, pass, drop], "{hook}: links 9, 8 (same account), 7, 7");
         let credits = fp.account_credits(&[0, 1]).unwrap();
@@ -612,18 +611,7 @@ fn every_afdx_refusal_is_counted_under_its_link_on_both_hooks() {
     ];
     for hook in ["xdp", "tc"] {
         fp.set_links(&table, &held, &[]).unwrap();
-        let verdicts: Vec<u32> = sequence
-            .iter()
-            .map(
-                |(_, f)| {
-                    if hook == "xdp" {
-                        xdp_prog(&fp, "ef_xdp_afdx", f).0
-                    } else {
-                        tc_prog(&fp, "ef_tc_afdx", f).0
-                    }
-                },
-            )
-            .collect();
+        let verdicts: Vec<u32> = sequence.iter().map(|(_, f)| afdx_verdict(&fp, hook, f)).collect();
         let (pass, drop, up) = if hook == "xdp" {
             (XDP_REDIRECT, XDP_DROP, XDP_PASS)
         } else {
