@@ -52,13 +52,18 @@ static __always_inline void put16(__u8 *k, __u32 at, __u16 v)
 #define IN(s, off, n) ((off) + (n) <= (s)->len && (off) + (n) <= PARSE_BYTES)
 #define B(s, off) ((s)->buf[(off) & (PARSE_BYTES - 1)])
 
-/* Parses s->buf (s->len bytes) into s->key. Returns 0, or -1 when userspace must decide. */
+/* Below this the type/length field is an 802.3 length (packet::parse::ethertype::MIN). */
+#define ETH_TYPE_MIN 0x0600
+/* The eth_type of an 802.3 frame that is not LLC/SNAP (ethertype::NOT_ETH_TYPE). */
+#define ETH_TYPE_NOT_ETH_TYPE 0x05ff
+
 /* 802.1Q and 802.1ad: the tags the switch reads (packet::parse::is_vlan_tpid in userspace). */
 static __always_inline int is_vlan_tpid(__u16 et)
 {
 	return et == 0x8100 || et == 0x88a8;
 }
 
+/* Parses s->buf (s->len bytes) into s->key. Returns 0, or -1 when userspace must decide. */
 static __always_inline int parse(struct scratch *s, __u32 port, int hw_present, __u16 hw_tci)
 {
 	__u8 *k = kb(s);
@@ -106,6 +111,17 @@ static __always_inline int parse(struct scratch *s, __u32 port, int hw_present, 
 	}
 	if (is_vlan_tpid(et))
 		return -1; /* a third tag: rare, leave it to userspace */
+	if (et < ETH_TYPE_MIN) {
+		/* An 802.3 frame. LLC/SNAP with OUI 0 carries an ethertype (and IP behind it) that
+		 * userspace parses and rewrites behind the SNAP header: it decides those frames. Any
+		 * other LLC payload is eth_type 0x05ff with nothing above it, as in parse.rs. */
+		__u32 llc = off + 2;
+		if (IN(s, llc, 8) && B(s, llc) == 0xaa && B(s, llc + 1) == 0xaa && B(s, llc + 2) == 0x03 &&
+		    B(s, llc + 3) == 0 && B(s, llc + 4) == 0 && B(s, llc + 5) == 0 &&
+		    ((B(s, llc + 6) << 8) | B(s, llc + 7)) >= ETH_TYPE_MIN)
+			return -1;
+		et = ETH_TYPE_NOT_ETH_TYPE;
+	}
 	put16(k, K_ETH_TYPE, et);
 	s->eth_type = et;
 	__u32 l3 = off + 2;

@@ -189,6 +189,28 @@ fn l3_bytes(l3: &L3) -> (u16, Vec<u8>) {
     }
 }
 
+/// The 802.3 form of an untagged Ethernet II frame (RFC 1042): a length field, an LLC/SNAP header
+/// with OUI 0 and the frame's ethertype as its protocol id, then the same payload.
+pub fn llc_snap(frame: &[u8]) -> Vec<u8> {
+    let payload = &frame[14..];
+    let mut out = frame[..12].to_vec();
+    out.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    out.extend_from_slice(&[0xaa, 0xaa, 0x03, 0, 0, 0]);
+    out.extend_from_slice(&frame[12..14]);
+    out.extend_from_slice(payload);
+    out
+}
+
+/// An 802.3 frame with an LLC header (`dsap`, `ssap`, control 0x03: unnumbered information) and
+/// `payload`, e.g. a spanning-tree BPDU (DSAP = SSAP = 0x42).
+pub fn llc(dst: Mac, src: Mac, dsap: u8, ssap: u8, payload: &[u8]) -> Vec<u8> {
+    let mut out = [dst, src].concat();
+    out.extend_from_slice(&((3 + payload.len()) as u16).to_be_bytes());
+    out.extend_from_slice(&[dsap, ssap, 0x03]);
+    out.extend_from_slice(payload);
+    out
+}
+
 /// A UDP/IPv4 frame padded (or cut) to `frame_len` bytes, for load generation and tests.
 pub fn udp4(
     src_mac: Mac,

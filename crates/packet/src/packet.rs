@@ -130,6 +130,7 @@ impl Packet {
         self.buf.copy_within(start..start + at, start - n);
         self.head -= n;
         self.shift_offload(n as i32);
+        self.resize_8023_payload(at, n as i32);
     }
 
     /// Removes `n` bytes at `at`, moving the headers in front of it.
@@ -138,6 +139,18 @@ impl Packet {
         self.buf.copy_within(start..start + at, start + n);
         self.head += n;
         self.shift_offload(-(n as i32));
+        self.resize_8023_payload(at, -(n as i32));
+    }
+
+    /// An 802.3 frame's length field counts what follows it: bytes inserted or removed there (a
+    /// label pushed behind an LLC/SNAP header) change it by as much, so that the receiver's LLC
+    /// layer still finds the end of the payload. A tag pushed in front of it leaves it alone.
+    fn resize_8023_payload(&mut self, at: usize, by: i32) {
+        let length_at = self.layout.length_at as usize;
+        if length_at != 0 && at > length_at {
+            let length = self.u16_at(length_at) as i32 + by;
+            self.put_u16_at(length_at, length.clamp(0, ethertype::MIN as i32 - 1) as u16);
+        }
     }
 
     fn shift_offload(&mut self, by: i32) {
@@ -175,6 +188,7 @@ impl Packet {
         let s = |v: u16| if v == 0 { 0 } else { (v as i32 + by) as u16 };
         self.layout.l3 = s(self.layout.l3);
         self.layout.l4 = s(self.layout.l4);
+        self.layout.length_at = s(self.layout.length_at);
     }
 
     fn ethertype(&self) -> u16 {
@@ -197,6 +211,10 @@ impl Packet {
         self.put_u32_at(l3, lse);
         let at = self.layout.ethertype_at as usize;
         self.put_u16_at(at, new_ethertype);
+        if at == self.layout.length_at as usize {
+            // A plain 802.3 frame's length became the label's ethertype: its LLC header is payload.
+            self.layout.length_at = 0;
+        }
         // The IP header is now under the label: nothing above L2.5 is parseable.
         self.layout.l4 = 0;
     }
@@ -299,7 +317,7 @@ impl Packet {
         d[..12].copy_from_slice(&addrs);
         d[12..14].copy_from_slice(&ethertype.to_be_bytes());
         d[14..18].copy_from_slice(&[0; 4]);
-        self.layout = Layout { ethertype_at: 12, n_vlans: 0, l3: 14, l4: 0, later_fragment: false };
+        self.layout = Layout { ethertype_at: 12, n_vlans: 0, l3: 14, ..Layout::default() };
     }
 
     /// Removes the backbone header (and any tags before it), leaving the customer frame.

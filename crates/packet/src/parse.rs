@@ -12,6 +12,12 @@ pub mod ethertype {
     pub const MPLS: u16 = 0x8847;
     pub const MPLS_MCAST: u16 = 0x8848;
     pub const PBB: u16 = 0x88e7;
+    /// Below this, the type/length field of an Ethernet frame is a length: an 802.3 frame, whose
+    /// payload starts with an 802.2 LLC header.
+    pub const MIN: u16 = 0x0600;
+    /// The eth_type OpenFlow matches for an 802.3 frame that is not LLC/SNAP with OUI 0
+    /// (OpenFlow 1.0's OFP_DL_TYPE_NOT_ETH_TYPE, Open vSwitch's FLOW_DL_TYPE_NONE).
+    pub const NOT_ETH_TYPE: u16 = 0x05ff;
 }
 
 pub mod ipproto {
@@ -54,8 +60,12 @@ pub fn is_mpls(t: u16) -> bool {
 /// (no header can start at 0 except Ethernet's).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Layout {
-    /// Offset of the (last) ethertype field, i.e. 12 plus 4 per VLAN tag.
+    /// Offset of the ethertype the frame's eth_type comes from: 12 plus 4 per VLAN tag, or, in an
+    /// LLC/SNAP frame, the SNAP protocol id (8 bytes further on).
     pub ethertype_at: u16,
+    /// Offset of an 802.3 frame's length field (0: an Ethernet II frame). What is inserted or
+    /// removed behind it changes the length it holds.
+    pub length_at: u16,
     pub n_vlans: u8,
     /// First MPLS label stack entry, or the IP/ARP header.
     pub l3: u16,
@@ -132,6 +142,16 @@ fn parse_into(frame: &[u8], key: &mut FlowKey) -> Result<Layout, Malformed> {
         at += 4;
         ethertype = c.u16(at).ok_or(Malformed::TruncatedVlan)?;
     }
+    if ethertype < ethertype::MIN {
+        layout.length_at = at as u16;
+        match snap_protocol(&c, at + 2) {
+            Some(protocol) => {
+                at += 8;
+                ethertype = protocol;
+            }
+            None => ethertype = ethertype::NOT_ETH_TYPE,
+        }
+    }
     layout.ethertype_at = at as u16;
     key.put_u16(off::ETH_TYPE, ethertype);
     let l3 = at + 2;
@@ -157,6 +177,15 @@ fn parse_into(frame: &[u8], key: &mut FlowKey) -> Result<Layout, Malformed> {
         _ => {}
     }
     Ok(layout)
+}
+
+/// The protocol id of an LLC/SNAP header at `llc` (DSAP = SSAP = 0xAA, control 0x03, OUI 0: RFC
+/// 1042's encapsulation of an ethertype), if it is one and names an ethertype. Any other LLC
+/// payload is opaque to OpenFlow, as it is to Open vSwitch.
+fn snap_protocol(c: &Cursor<'_>, llc: usize) -> Option<u16> {
+    let header = c.b.get(llc..llc + 6)?;
+    let protocol = c.u16(llc + 6)?;
+    (header == [0xaa, 0xaa, 0x03, 0, 0, 0] && protocol >= ethertype::MIN).then_some(protocol)
 }
 
 fn parse_arp(c: &Cursor<'_>, l3: usize, key: &mut FlowKey) {

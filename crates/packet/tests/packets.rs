@@ -1,5 +1,5 @@
 use ofp::oxm::Field;
-use packet::craft::{checksums_ok, FrameBuilder, L3, L4};
+use packet::craft::{checksums_ok, llc, llc_snap, FrameBuilder, L3, L4};
 use packet::{parse, FlowKey, Offload, Packet, PartialCsum};
 
 const A: [u8; 6] = [0x02, 0, 0, 0, 0, 0xa];
@@ -241,4 +241,89 @@ fn segments_a_tcp_super_frame() {
         joined.extend_from_slice(&d[54..]);
     }
     assert_eq!(joined, payload);
+}
+
+/// A configuration BPDU as a bridge sends it: to the bridge group address, LLC 0x42/0x42.
+fn bpdu() -> Vec<u8> {
+    llc([0x01, 0x80, 0xc2, 0, 0, 0], A, 0x42, 0x42, &[0; 35])
+}
+
+#[test]
+fn an_8023_frame_has_the_ethertype_of_its_snap_header_or_0x05ff() {
+    // LLC/SNAP with OUI 0: the protocol id is the eth_type, and IP behind it is parsed.
+    let snap = llc_snap(&tcp4());
+    let (key, layout) = parse(&snap, 1).unwrap();
+    assert_eq!(key.get(Field::EthType), 0x0800);
+    assert_eq!((key.get(Field::IpProto), key.get(Field::Ipv4Dst), key.get(Field::TcpDst)), (6, 0x0a000002, 80));
+    assert_eq!((layout.length_at, layout.ethertype_at, layout.l3, layout.l4), (12, 20, 22, 42));
+    assert!(checksums_ok(&snap));
+
+    // Every other 802.3 frame: 0x05ff, nothing above it.
+    let mut other_oui = snap.clone();
+    other_oui[19] = 0x0c; // Cisco's OUI, as CDP uses
+    let mut short_id = snap.clone();
+    short_id[20..22].copy_from_slice(&0x0100u16.to_be_bytes());
+    let mut cut = bpdu();
+    cut.truncate(16);
+    let others =
+        [("BPDU", bpdu()), ("other OUI", other_oui), ("protocol id below 0x0600", short_id), ("cut short", cut)];
+    for (name, frame) in others {
+        let (key, layout) = parse(&frame, 1).unwrap();
+        assert_eq!(key.get(Field::EthType), 0x05ff, "{name}");
+        assert_eq!((key.get(Field::IpProto), key.get(Field::Ipv4Dst), layout.l4), (0, 0, 0), "{name}");
+        assert_eq!((layout.length_at, layout.ethertype_at), (12, 12), "{name}");
+    }
+    // A tagged one: the length field follows the tag.
+    let mut tagged = bpdu();
+    tagged.splice(12..12, [0x81, 0x00, 0x00, 0x05]);
+    let (key, layout) = parse(&tagged, 1).unwrap();
+    assert_eq!((key.get(Field::EthType), key.get(Field::VlanVid), layout.length_at), (0x05ff, 0x1005, 16));
+}
+
+#[test]
+fn rewrites_behind_a_snap_header_are_those_of_the_ethernet_ii_frame() {
+    // IP and transport rewrites land behind the SNAP header, checksums fixed as for Ethernet II.
+    let (mut p, mut key) = packet_of(&llc_snap(&tcp4()));
+    let (mut q, mut qkey) = packet_of(&tcp4());
+    for (pkt, k) in [(&mut p, &mut key), (&mut q, &mut qkey)] {
+        pkt.set_field(Field::Ipv4Dst, 0x0a00_0063, k);
+        pkt.set_field(Field::TcpDst, 8080, k);
+        pkt.dec_nw_ttl().unwrap();
+    }
+    assert_eq!(p.data(), &llc_snap(q.data())[..]);
+    assert!(checksums_ok(p.data()));
+
+    // A tag goes in front of the length field, which it leaves alone.
+    let snap = llc_snap(&tcp4());
+    let (mut p, mut key) = packet_of(&snap);
+    p.push_vlan(0x8100);
+    p.set_field(Field::VlanVid, 0x1000 | 9, &mut key);
+    assert_eq!(p.data()[12..18], [0x81, 0x00, 0x00, 0x09, snap[12], snap[13]]);
+    p.reparse(&mut key).unwrap();
+    assert_eq!((key.get(Field::EthType), key.get(Field::TcpDst)), (0x0800, 80));
+    p.pop_vlan();
+    assert_eq!(p.data(), &snap[..]);
+
+    // A label goes behind the SNAP header, whose protocol id becomes MPLS's: the 802.3 length
+    // grows by the label, and a pop gives back the frame as it came.
+    let (mut p, mut key) = packet_of(&snap);
+    p.push_mpls(0x8847);
+    let length = |d: &[u8]| u16::from_be_bytes([d[12], d[13]]);
+    assert_eq!(length(p.data()), length(&snap) + 4);
+    assert_eq!(p.data()[20..22], [0x88, 0x47]);
+    p.reparse(&mut key).unwrap();
+    assert_eq!((key.get(Field::EthType), key.get(Field::MplsBos)), (0x8847, 1));
+    p.pop_mpls(0x0800);
+    assert_eq!(p.data(), &snap[..]);
+
+    // A plain LLC frame's length field is its ethertype field: a label pushed there makes it an
+    // MPLS frame whose payload is the LLC header, and a second push leaves the first label alone.
+    let frame = bpdu();
+    let (mut p, _) = packet_of(&frame);
+    p.push_mpls(0x8847);
+    p.set_field(Field::MplsLabel, 5, &mut FlowKey::default());
+    p.push_mpls(0x8847);
+    assert_eq!(p.data()[12..14], [0x88, 0x47]);
+    assert_eq!(u32::from_be_bytes(p.data()[18..22].try_into().unwrap()) >> 12, 5, "the first label, intact");
+    assert_eq!(p.data()[22..], frame[14..]);
 }

@@ -279,6 +279,36 @@ fn every_action_does_in_the_kernel_what_userspace_does() {
     assert_eq!(fp.drops()[3], ("action_failed", 0));
 }
 
+/// 802.3 frames as `packet::parse` reads them: a plain LLC frame (a BPDU) is eth_type 0x05ff in the
+/// kernel too and is decided there, on both hooks, by an entry for 0x05ff and not by one for IPv4;
+/// an LLC/SNAP frame, whose IP userspace parses behind the SNAP header, goes up whole, although an
+/// entry for its ethertype is in place.
+#[test]
+fn plain_llc_is_0x05ff_in_the_kernel_and_llc_snap_goes_up() {
+    use packet::craft::{llc, llc_snap};
+    let mut fp = fast_path();
+    let ip = frame(H2, 64);
+    let bpdu = llc([0x01, 0x80, 0xc2, 0, 0, 0], H1, 0x42, 0x42, &[0; 35]);
+    let snap = llc_snap(&ip);
+    assert_eq!(packet::parse(&bpdu, 1).unwrap().0.eth_type(), 0x05ff);
+    assert_eq!(packet::parse(&snap, 1).unwrap().0.eth_type(), 0x0800);
+
+    install(&mut fp, &ip, &[Field::EthType], &[DpAction::Output(1)]);
+    assert_eq!(xdp(&fp, &ip).0, XDP_REDIRECT, "the IPv4 entry takes IPv4");
+    let upcalls = fp.counters()[2];
+    assert_eq!(xdp(&fp, &bpdu), (XDP_PASS, bpdu.clone()), "xdp: a BPDU is no IPv4 frame");
+    assert_eq!(xdp(&fp, &snap), (XDP_PASS, snap.clone()), "xdp: LLC/SNAP goes up");
+    assert_eq!(tc(&fp, &snap).0, TC_ACT_SHOT, "tc: LLC/SNAP goes up (no upcall interface here)");
+    assert_eq!(fp.counters()[2], upcalls + 3, "all three counted as upcalls");
+
+    install(&mut fp, &bpdu, &[Field::EthType], &[DpAction::Output(1)]);
+    for (name, (verdict, out)) in [("xdp", xdp(&fp, &bpdu)), ("tc", tc(&fp, &bpdu))] {
+        assert_eq!(verdict, if name == "xdp" { XDP_REDIRECT } else { TC_ACT_REDIRECT }, "{name}: the 0x05ff entry");
+        assert_eq!(out, bpdu, "{name}: unchanged");
+    }
+    assert_eq!(xdp(&fp, &snap).0, XDP_PASS, "LLC/SNAP still goes up");
+}
+
 /// A drop-band meter in the kernel passes its burst, then drops, counted as `meter`, on both hooks.
 #[test]
 fn a_meter_drops_past_its_burst_and_says_so() {

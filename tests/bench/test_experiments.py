@@ -1,0 +1,246 @@
+"""`make bench-quick`: every experiment in --quick mode, for every switch under test, and the
+claims each exists to show, as ratios of the same run (results under results/quick). Not part of
+`make test`, whose test_bench_smoke.py runs one experiment to prove the machinery; the behaviour
+these runs used to be the only check of is in test_afdx, test_tsn and test_less."""
+
+import csv
+
+import pytest
+
+from testbed import bench
+from testbed.experiments import EXPERIMENTS
+from testbed.util import ROOT
+
+# Nine experiments on five switches: about ten minutes here.
+pytestmark = pytest.mark.timeout(2400)
+
+
+@pytest.fixture(scope="module")
+def results():
+    out = ROOT / "results" / "quick"
+    assert bench.main(["--quick", "--out", str(out)]) == 0
+    return out
+
+
+def rows(out, name):
+    with open(out / f"{name}.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def test_files_and_summary(results):
+    for name in EXPERIMENTS:
+        for ext in ("md", "csv", "png"):
+            assert (results / f"{name}.{ext}").stat().st_size > 0, f"{name}.{ext}"
+    summary = (results / "SUMMARY.md").read_text()
+    assert "Measured on" in summary
+    for name in EXPERIMENTS:
+        assert f"## {name}" in summary
+
+
+def test_zodiac_shows_edgeflow_beside_its_peers(results):
+    """Zodiac FX's table: TCP through each switch. edgeflow in userspace is well ahead of Open
+    vSwitch's userspace datapath (12-15x in full runs), the TC fast path near the Linux bridge
+    (0.77-0.95 in full runs), in the same run. One quick TCP run can come out at half its usual
+    rate (TC S2C 9.4 Gbit/s beside C2S 19.8 and the bridge's 16.0 in one CI run), so TC is judged
+    on both directions together."""
+    r = rows(results, "zodiac")
+    by = {(x["switch"], x["app"], x["flow"]): float(x["mbit_s"]) for x in r}
+    flows = ("C2S", "S2C")
+    for flow in flows:
+        assert by[("edgeflow", "none", flow)] > 4 * by[("ovs-netdev", "none", flow)], by
+        assert by[("edgeflow-tc", "none", flow)] > 0.4 * by[("linux-bridge", "none", flow)], by
+    both = lambda switch: sum(by[(switch, "none", flow)] for flow in flows)
+    assert both("edgeflow-tc") > 0.6 * both("linux-bridge"), by
+    # A reactive controller's flows carry the traffic as well as native mode does.
+    assert by[("edgeflow", "l2-learning", "C2S")] > 0.5 * by[("edgeflow", "none", "C2S")], by
+    assert {x["hosts_tx"] for x in r if x["switch"] == "ovs-netdev"} == {"off"}, "settings are recorded per row"
+
+
+def test_zynq_plausible(results):
+    for x in rows(results, "zynq"):
+        if float(x["offered_mbit_s"]) <= 20:
+            assert float(x["loss_pct"]) < 1.0, x
+            assert abs(float(x["received_mbit_s"]) - float(x["offered_mbit_s"])) < 1.0, x
+    for x in rows(results, "zynq_ping"):
+        assert int(x["received"]) == int(x["pings"])
+        # 0.03-0.4 ms here on every switch; a switch that sent each ping the long way round (to
+        # its controller, say) would be over it.
+        assert 0 < float(x["rtt_avg_ms"]) < 2, x
+
+
+def test_framerate_shows_the_fast_path_ahead(results):
+    """64-byte frames: XDP well above the Linux bridge (3.4-4.7x in full runs), userspace edgeflow
+    above Open vSwitch's userspace datapath (2.9-3.5x), in the same run."""
+    r = {(x["switch"], int(x["size"])): float(x["received_pps"]) for x in rows(results, "framerate")}
+    assert {s for _, s in r} >= {64, 1518}
+    assert r[("edgeflow-xdp", 64)] > 1.5 * r[("linux-bridge", 64)], r
+    assert r[("edgeflow-tc", 64)] > r[("edgeflow", 64)], r
+    assert r[("edgeflow", 64)] > 1.5 * r[("ovs-netdev", 64)], r
+
+
+def test_latency_shows_the_fast_path_ahead(results):
+    """Median latency at 10 kframes/s: the kernel fast path well under userspace edgeflow, which
+    is under Open vSwitch's userspace datapath (0.29-0.39 in full runs). A quick run's 5000 frames
+    per row are noisier: 1518-byte frames once came out at 0.82 of Open vSwitch's while 64-byte
+    ones were at 0.54, and TC's 1518-byte frames once at 0.56 of userspace's (9.02 against 16.06
+    µs) in a run where userspace was unusually quick. So each size must be under and the two
+    together well under."""
+    p50 = {(x["switch"], int(x["size"])): float(x["lat_p50_us"]) for x in rows(results, "latency")
+           if x["gap_us"] == "100"}
+    sizes = (64, 1518)
+    for fast in ("edgeflow-tc", "edgeflow-xdp"):
+        fast_ratios = [p50[(fast, size)] / p50[("edgeflow", size)] for size in sizes]
+        assert max(fast_ratios) < 0.75 and sum(fast_ratios) / len(sizes) < 0.5, (fast, fast_ratios, p50)
+    ratios = []
+    for size in sizes:
+        ratios.append(p50[("edgeflow", size)] / p50[("ovs-netdev", size)])
+        assert ratios[-1] < 1.0, p50
+    assert sum(ratios) / len(ratios) < 0.8, (ratios, p50)
+
+
+def test_gateway_shows_throughput_and_expiry_spikes(results):
+    """The home-gateway paper's two points: edgeflow's own throughput beside the bridge and Open
+    vSwitch, and an RTT spike when a reactive controller's flows reach their hard timeout. The
+    expiries are those the controller saw (its installs while the pings ran), the spikes those
+    whose reply came just after such an install, not any RTT over the median."""
+    load = {x["switch"]: float(x["mbit_s"]) for x in rows(results, "gateway")}
+    assert load["edgeflow"] > 0.4 * load["linux-bridge"], load
+    assert load["edgeflow"] > 4 * load["ovs-netdev"], load
+    assert load["edgeflow-tc"] > 0.6 * load["linux-bridge"], load
+    for x in rows(results, "gateway_timeouts"):
+        # Pings for three hard timeouts: the flows expired (at least) twice while they ran...
+        assert int(x["expiries"]) >= 2, x
+        # ...and (nearly) every expiry cost the next packet a trip to the controller.
+        assert int(x["expiries_with_spike"]) >= int(x["expiries"]) - 1, x
+
+
+def test_fastpath_shows_kernel_ahead_of_userspace(results):
+    """The fast-path experiment's claims, as ratios of the same run: the kernel paths ahead of
+    userspace for 64-byte frames, TC near the bridge for TCP, XDP above the bridge for 64 B."""
+    r = {(x["switch"], x["pipeline"]): x for x in rows(results, "fastpath")}
+    kinds = {k for k, _ in r}
+    assert kinds >= {"linux-bridge", "edgeflow", "edgeflow-tc", "edgeflow-xdp"}, kinds
+    for pipeline in {p for k, p in r if k == "edgeflow"}:
+        user = float(r[("edgeflow", pipeline)]["mpps_64"])
+        for fast in ("edgeflow-tc", "edgeflow-xdp"):
+            assert float(r[(fast, pipeline)]["mpps_64"]) > 1.3 * user, (pipeline, fast, r[(fast, pipeline)])
+            # The loadgen frame hit the kernel's cache: the program test run reports a hit's cost
+            # (100-130 ns here; a miss that went up, or a lookup walking every mask, is several
+            # times that).
+            assert 0 < float(r[(fast, pipeline)]["fastpath_prog_ns"]) < 1000, r[(fast, pipeline)]
+        assert float(r[("edgeflow-tc", pipeline)]["tcp_vs_bridge"]) > 0.6, r[("edgeflow-tc", pipeline)]
+        assert float(r[("edgeflow-xdp", pipeline)]["mpps_64_vs_bridge"]) > 1.5, r[("edgeflow-xdp", pipeline)]
+    depth = rows(results, "fastpath_depth")
+    assert {x["switch"] for x in depth} >= {"edgeflow-tc", "edgeflow-xdp"}
+
+
+def test_afdx_shows_policing_and_priority(results):
+    """What the experiment exists to show: the AFDX switches lose no conforming frame and hold a
+    babbler to exactly what the account admits; the Linux bridge, which does not police, lets all
+    of it through."""
+    per_vl = rows(results, "afdx")
+    assert {x["switch"] for x in per_vl} >= {"direct", "edgeflow", "edgeflow-tc", "edgeflow-xdp",
+                                            "edgeflow-openflow", "ovs-netdev", "linux-bridge"}
+    for x in per_vl:
+        if x["switch"] in ("edgeflow", "edgeflow-tc", "edgeflow-xdp") and x["background_vls"] == "0":
+            assert int(x["lost"]) == 0, x
+    for x in rows(results, "afdx-policing"):
+        offered = int(x["offered"])
+        arrived = [int(x["arrived_a"]), int(x["arrived_b"])]
+        if x["switch"] in ("edgeflow", "edgeflow-tc", "edgeflow-xdp"):
+            # What the contract allows over the times the frames reached each switch (bounds from
+            # BAG, jitter and Smax, not a policing algorithm), which is a fraction of the 10x offered.
+            for got, contract in zip(arrived, (x["contract_a"], x["contract_b"])):
+                fewest, most = map(int, contract.split("-"))
+                assert fewest <= got <= most and most < offered / 5, x
+        elif x["switch"] == "linux-bridge":
+            assert arrived == [offered, offered], x
+    # The frame-rate comparison ran with every link in the kernel: contracts that admit every frame
+    # police none, and AFDX frames did not fall back to userspace (which forwards several times
+    # fewer). The 0.9x target itself is a benchmark figure (`make bench`), not checked here.
+    rate = {(x["datapath"], x["switch"]): x for x in rows(results, "afdx-rate")}
+    assert set(rate) == {(d, s) for d in ("tc", "xdp") for s in ("openflow", "afdx")}, rate
+    for d in ("tc", "xdp"):
+        assert int(rate[(d, "afdx")]["policed"]) == 0, rate[(d, "afdx")]
+        assert float(rate[(d, "afdx")]["ratio_to_openflow"]) > 0.5, rate[(d, "afdx")]
+    # On a paced port saturated by low-priority VLs, a high-priority VL loses nothing and keeps
+    # near its unloaded latency (1.5x in full runs; the target of 2x is a benchmark figure), while
+    # the same VL made low priority waits behind the background (ms, and loses frames).
+    paced = {x["case"]: x for x in rows(results, "afdx-paced")}
+    high, low = paced["saturated"], paced["saturated, VL 1 low"]
+    assert int(high["vl1_lost"]) == 0 and int(high["queue_full"]) > 0, high
+    assert float(high["ratio_to_unloaded"]) < 4, paced
+    assert float(low["vl1_p50_us"]) > 10 * float(high["vl1_p50_us"]), paced
+    # Every frame the paced port sent reached the receiving end system; the ones it does not
+    # deliver are those its integrity check refuses after the gaps the full queue leaves.
+    for x in paced.values():
+        assert float(x["received_of_sent"]) >= 0.99 and int(x["receiver_ring_drops"]) == 0, x
+    assert int(high["integrity_rejected"]) > 0, high
+
+
+def test_tsn_shows_scheduling(results):
+    """What the experiment exists to show: on a paced port a high-priority stream loses nothing and
+    waits about one best-effort frame however heavy the best effort; pacing holds the port to its
+    rate where the unpaced veth carries all; busy timing puts gated frames inside a 50 µs window."""
+    lat = rows(results, "tsn")
+    top = max(float(x["be_load"]) for x in lat)
+    at_top = {x["scheduler"]: x for x in lat if float(x["be_load"]) == top}
+    for name in ("strict", "cbs"):
+        x = at_top[name]
+        assert int(x["high_lost"]) == 0, x
+        assert float(x["lat_p99_us"]) < 608 + 3000, x
+        assert float(x["be_mbps"]) < 20 * 1.03, x
+    assert float(at_top["unpaced"]["be_mbps"]) > 25, at_top["unpaced"]
+    gates = {(x["timing"], int(x["window_us"])): x for x in rows(results, "tsn-gates")}
+    # A frame the switch picks up too late for its window waits for the next one; what still
+    # leaves outside is a vCPU preempted between the check and the send (0 to 2 of 20 000 frames
+    # in long runs; before that check, 13 of 1000 once in CI).
+    assert float(gates[("busy", 50)]["in_window"]) >= 0.99, gates[("busy", 50)]
+    assert all(int(x["lost"]) == 0 for x in gates.values()), gates
+    idle = rows(results, "tsn-idle")
+    assert {(x["scheduler"], x["timing"]) for x in idle} == {("unpaced", "-"), ("strict", "sleep"), ("strict", "busy")}
+    # A gated, busy third port leaves TCP between the other two where it was (0.97-1.13 in one
+    # run; a quick run's 1 s of TCP moves by ±15 % on this VM).
+    unscheduled = rows(results, "tsn-unscheduled")
+    assert all(float(x["of_unscheduled"]) > 0.7 for x in unscheduled), unscheduled
+
+
+def test_less_shows_labels_and_reroutes(results):
+    """LESS: frames cross one switch on every datapath and stack type with nothing lost, the kernel
+    datapaths well under userspace's processing time; a link taken down mid-stream on six switches
+    loses at most a few frames per case while the rest take their detours (Fig. 6b), fewer than an
+    os-ken controller rerouting the same paths on port-status loses."""
+    lat = rows(results, "less")
+    assert {(x["datapath"], x["stack"]) for x in lat} == {(d, s) for d in ("user", "tc", "xdp")
+                                                         for s in ("delete", "shift-1", "shift-2")} | {
+        ("tc-mirred", "shift-1"), ("xdp-redirect", "shift-1")}
+    assert all(int(x["lost"]) == 0 for x in lat), lat
+
+    def p50(dp):
+        mine = sorted(float(x["through_p50_us"]) for x in lat if x["datapath"] == dp)
+        return mine[len(mine) // 2]
+    assert p50("xdp") < p50("user"), (p50("xdp"), p50("user"))
+    # Fig. 5b with loadgen's XDP sender: the XDP fast path pops labels at several times the rate
+    # userspace does, at every size (2.5 against 0.5-0.7 Mframes/s here).
+    tput = {(x["datapath"], x["size"]): float(x["kfps"]) for x in rows(results, "less-throughput")}
+    for (dp, size), kfps in tput.items():
+        if dp == "xdp":
+            assert kfps > 2 * tput[("user", size)], tput
+    rr = rows(results, "less-reroute")
+    assert {(x["switch"], x["datapath"], x["case"]) for x in rr} == (
+        {("less", d, c) for d in ("user", "xdp") for c in "abc"}
+        | {(f"openflow-{m}", "user", c) for m in ("failover", "reactive") for c in "abc"})
+    for x in rr:
+        # Every switch carried the stream on during the failure. A bound on what is lost holds for
+        # the switches that reroute by themselves; os-ken rerouting on port-status (the baseline)
+        # loses what its reaction time costs, 431 frames once in CI on a loaded machine.
+        assert float(x["during_fraction"]) >= 0.9, x
+        assert x["switch"] == "openflow-reactive" or int(x["lost"]) < 200, x
+        # The first frame on a detour came after the link went, and (for the switches that
+        # reroute by themselves) within 50 ms of it: 0.4-9 ms here.
+        bound = 500_000 if x["switch"] == "openflow-reactive" else 50_000
+        assert 0 < float(x["first_rerouted_us"]) < bound, x
+    # Rerouting where the failure is beats asking a controller: the same failures lose more frames
+    # while os-ken recomputes the paths than while LESS switches take their detours.
+    lost = lambda switch: sum(int(x["lost"]) for x in rr if (x["switch"], x["datapath"]) == (switch, "user"))
+    assert lost("openflow-reactive") > lost("less"), (lost("openflow-reactive"), lost("less"))
