@@ -81,7 +81,15 @@ class Conn:
 
     @classmethod
     def connect(cls, port, host="127.0.0.1", hello=True):
-        c = cls(socket.create_connection((host, port), timeout=5))
+        """To a switch's passive listener: a TCP port, or `unix:PATH` (Open vSwitch's management
+        socket)."""
+        if isinstance(port, str) and port.startswith("unix:"):
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(5)
+            sock.connect(port[len("unix:"):])
+        else:
+            sock = socket.create_connection((host, port), timeout=5)
+        c = cls(sock)
         if hello:
             c.send(hello13())
             m = c.recv()

@@ -134,12 +134,15 @@ impl GroupTable {
         if buckets.len() > MAX_BUCKETS {
             return err(GroupModFailed::OutOfBuckets);
         }
+        // A group its type cannot be (an indirect group is exactly one bucket; weights mean
+        // something only to select) is an invalid group, as Open vSwitch answers: the spec's
+        // WEIGHT_UNSUPPORTED would tell a controller this switch cannot share load unequally.
         if typ == group_type::INDIRECT && buckets.len() != 1 {
-            return err(GroupModFailed::BadBucket);
+            return err(GroupModFailed::InvalidGroup);
         }
         for b in buckets {
             if typ != group_type::SELECT && b.weight != 0 {
-                return err(GroupModFailed::WeightUnsupported);
+                return err(GroupModFailed::InvalidGroup);
             }
             if typ == group_type::FAST_FAILOVER {
                 if b.watch_port == OFPP_ANY && b.watch_group == OFPG_ANY {

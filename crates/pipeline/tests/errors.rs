@@ -89,12 +89,14 @@ fn group_mod_failed() {
     group(&mut p, gc::ADD, gt::ALL, 1, vec![out(1)]).unwrap();
     assert_eq!(group(&mut p, gc::ADD, gt::ALL, 1, vec![]), err(GroupModFailed::GroupExists));
     assert_eq!(group(&mut p, gc::ADD, gt::ALL, 0xffff_ff01, vec![]), err(GroupModFailed::InvalidGroup));
-    assert_eq!(group(&mut p, gc::ADD, gt::ALL, 2, vec![Bucket { weight: 2, ..out(1) }]), err(GroupModFailed::WeightUnsupported));
+    assert_eq!(group(&mut p, gc::ADD, gt::ALL, 2, vec![Bucket { weight: 2, ..out(1) }]), err(GroupModFailed::InvalidGroup));
+    assert_eq!(group(&mut p, gc::ADD, gt::INDIRECT, 2, vec![Bucket { weight: 2, ..out(1) }]), err(GroupModFailed::InvalidGroup));
     assert_eq!(group(&mut p, gc::ADD, gt::ALL, 2, vec![out(1); 65]), err(GroupModFailed::OutOfBuckets));
     assert_eq!(group(&mut p, gc::MODIFY, gt::ALL, 7, vec![]), err(GroupModFailed::UnknownGroup));
     assert_eq!(group(&mut p, gc::ADD, 9, 2, vec![]), err(GroupModFailed::BadType));
     assert_eq!(group(&mut p, 5, gt::ALL, 2, vec![]), err(GroupModFailed::BadCommand));
-    assert_eq!(group(&mut p, gc::ADD, gt::INDIRECT, 2, vec![out(1), out(2)]), err(GroupModFailed::BadBucket));
+    assert_eq!(group(&mut p, gc::ADD, gt::INDIRECT, 2, vec![out(1), out(2)]), err(GroupModFailed::InvalidGroup));
+    assert_eq!(group(&mut p, gc::ADD, gt::INDIRECT, 2, vec![]), err(GroupModFailed::InvalidGroup));
     assert_eq!(group(&mut p, gc::ADD, gt::FAST_FAILOVER, 2, vec![out(1)]), err(GroupModFailed::BadWatch));
     assert_eq!(group(&mut p, gc::ADD, gt::FAST_FAILOVER, 2, vec![Bucket { watch_group: 50, ..out(1) }]), err(GroupModFailed::BadWatch));
     // Chains: 3 -> 1 is fine; 1 -> 3 would close a loop; deleting 1 while 3 uses it is refused.
