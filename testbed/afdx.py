@@ -7,10 +7,10 @@ End system i is port i on both switches. Its interfaces are `net_a` and `net_b` 
 """
 
 import json
-import time
+import subprocess
 from dataclasses import dataclass, field
 
-from .loadgen import LOADGEN_BIN
+from .loadgen import LOADGEN_BIN, finish_receiver, start_receiver
 from .netns import PREFIX, sh
 from .util import run_dir
 
@@ -50,9 +50,13 @@ class EndSystem:
     def run(self, *cmd, check=True, timeout=60):
         return sh(*self.cmd(*cmd), check=check, timeout=timeout)
 
-    def popen(self, *cmd):
-        import subprocess
-        return subprocess.Popen(self.cmd(*cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    def popen(self, *cmd, **kw):
+        return subprocess.Popen(self.cmd(*cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def root_popen(*cmd, **kw):
+    """A process in the root namespace, piped as an end system's are."""
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
 def backlog_drops():
@@ -132,24 +136,22 @@ def vl_arg(vl_id, bag_ms, size, gap_us=None):
 
 
 class Receiver:
-    """es-recv in an end system, started before the senders."""
+    """es-recv in an end system, ready before the senders start; `result` ends it once the senders
+    are done, given their reports."""
 
     # SkewMax: on this VM one network's switch may hold a frame a few ms longer than the other's.
-    def __init__(self, es, networks=("a", "b"), duration=30, idle=1.0, skew_max_us=50_000, log=None):
-        args = [LOADGEN_BIN, "es-recv", "--iface-a", "net_a", "--duration", str(duration), "--idle", str(idle),
+    def __init__(self, es, networks=("a", "b"), duration=60, skew_max_us=50_000, log=None):
+        args = [LOADGEN_BIN, "es-recv", "--iface-a", "net_a", "--duration", str(duration),
                 "--skew-max-us", str(skew_max_us)]
         if log:
             args += ["--log", str(log)]
         if "b" in networks:
             args += ["--iface-b", "net_b"]
-        self.proc = es.popen(*args)
-        time.sleep(0.3)  # its sockets are open before the first frame
+        self.proc = start_receiver(es.popen, *args)
 
-    def result(self, timeout=60):
-        out, err = self.proc.communicate(timeout=timeout)
-        if self.proc.returncode != 0:
-            raise RuntimeError(f"es-recv: {err.strip()}")
-        r = json.loads(out)
+    def result(self, reports=(), timeout=60):
+        """Its report once every frame of the senders' `reports` is in (or nothing more comes)."""
+        r = finish_receiver(self.proc, reports, timeout)
         r["vls"] = {int(k): v for k, v in r["vls"].items()}
         return r
 
@@ -165,28 +167,22 @@ class IngressTap:
     times is what the switches saw, not what the sender's clock said; the two differ by whatever
     the path and the scheduler add."""
 
-    def __init__(self, es, networks=("a", "b"), duration=60, idle=1.0, sender_side=False):
+    def __init__(self, es, networks=("a", "b"), duration=60, sender_side=False):
         """`sender_side`: tap the end system's own interfaces, as they send, instead (its sender
         must be `visible`): an XDP program on the switch's side takes frames before any tap there
         sees them, and a frame sent on a veth reaches the peer's XDP program in the same pass."""
-        import subprocess
         self.log = run_dir("afdx") / f"tap-{es.ports['a']}.log"
         if sender_side:
             args = ["es-recv", "--iface-a", "net_a", "--outgoing"] + (["--iface-b", "net_b"] if "b" in networks else [])
         else:
             args = ["es-recv", "--iface-a", es.ports["a"]] + (["--iface-b", es.ports["b"]] if "b" in networks else [])
-        args = [LOADGEN_BIN] + args + ["--duration", str(duration), "--idle", str(idle), "--log", str(self.log)]
-        if sender_side:
-            self.proc = es.popen(*args)
-        else:
-            self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(0.3)
+        args = [LOADGEN_BIN] + args + ["--duration", str(duration), "--log", str(self.log)]
+        self.proc = start_receiver(es.popen if sender_side else root_popen, *args)
 
-    def times(self, timeout=60):
-        """{network index: {vl: [receive ns]}} once the tap has seen the traffic end."""
-        _, err = self.proc.communicate(timeout=timeout)
-        if self.proc.returncode != 0:
-            raise RuntimeError(f"es-recv (tap): {err.strip()}")
+    def times(self, reports=(), timeout=60):
+        """{network index: {vl: [receive ns]}} once the tap has seen every frame of the end
+        system's `reports` (or nothing more comes)."""
+        finish_receiver(self.proc, reports, timeout)
         out = {}
         for line in open(self.log):
             vl, _seq, _sn, network, rx_ns, _ = line.split()
@@ -240,3 +236,4 @@ def police_offline(times_ns, sizes, bag_ms, smax, jitter_us=0, by_bytes=False):
             credit -= cost
             admitted += 1
     return admitted
+

@@ -114,11 +114,10 @@ def stream(src, dst, size, rate, seconds, route=None, log=None, during=None, at=
     SCHED_FIFO; `engine` "xdp" sends and counts in XDP (full speed; no per-frame log); `sender`,
     if given, the sending engine alone. Returns (sender report, receiver report)."""
     args = [loadgen.LOADGEN_BIN, "recv", "--iface", "eth0", "--engine", engine, "--flow", str(flow), "--duration",
-            str(seconds + 15), "--idle", "1.0"]
+            str(seconds + 30)]
     if log:
         args += ["--log", str(log)]
-    recv = dst.popen(*args)
-    time.sleep(0.4)
+    recv = loadgen.start_receiver(dst.popen, *args)
     send = [loadgen.LOADGEN_BIN, "send", "--iface", "eth0", "--dst-mac", dst.mac, "--src-ip", src.addr, "--dst-ip",
             dst.addr, "--size", str(size), "--rate", str(rate), "--duration", str(seconds), "--engine", sender or engine,
             "--flow", str(flow)]
@@ -126,17 +125,19 @@ def stream(src, dst, size, rate, seconds, route=None, log=None, during=None, at=
         send += ["--less", route]
     if fifo:
         send = ["chrt", "-f", "20", *send]
-    p = src.popen(*send)
-    if during:
-        time.sleep(at)
-        during()
-    out, err = p.communicate(timeout=seconds + 30)
-    if p.returncode != 0:
-        raise RuntimeError(f"loadgen send: {err.strip()}")
-    got, err = recv.communicate(timeout=30)
-    if recv.returncode != 0:
-        raise RuntimeError(f"loadgen recv: {err.strip()}")
-    return json.loads(out), json.loads(got)
+    try:
+        p = src.popen(*send)
+        if during:
+            time.sleep(at)
+            during()
+        out, err = p.communicate(timeout=seconds + 30)
+        if p.returncode != 0:
+            raise RuntimeError(f"loadgen send: {err.strip()}")
+        sent = json.loads(out)
+        return sent, loadgen.finish_receiver(recv, [sent])
+    finally:
+        if recv.poll() is None:
+            recv.kill()
 
 
 def counters(sw):

@@ -1,33 +1,75 @@
-"""Drives edgeflow-loadgen between two hosts and collects both ends' reports."""
+"""Drives edgeflow-loadgen between two hosts and collects both ends' reports.
+
+A receiver is started with `start_receiver`, which returns once it says it is ready (its socket
+open, its program attached), and ended with `finish_receiver`, which hands it the senders'
+reports: it stops as soon as every frame they sent is in, or once nothing more arrives for a
+moment (what is still missing then was lost). No fixed sleeps before, no idle timeouts after."""
 
 import json
 import os
+import select
+import subprocess
 import time
 
 from .netns import sh
 from .util import ROOT
 
 LOADGEN_BIN = os.environ.get("EDGEFLOW_LOADGEN", str(ROOT / "target" / "release" / "edgeflow-loadgen"))
+READY = "edgeflow-loadgen: ready"
+
+
+def start_receiver(popen, *args, timeout=20):
+    """Starts `edgeflow-loadgen ARGS` (recv or es-recv) with `popen` (a Host's or an end system's),
+    told to end when its standard input closes; returns the process once it is ready."""
+    proc = popen(*args, "--end-on-stdin", stdin=subprocess.PIPE)
+    said = []
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            proc.kill()
+            raise TimeoutError(f"{' '.join(map(str, args[:2]))} not ready after {timeout} s: {''.join(said)}")
+        readable, _, _ = select.select([proc.stderr], [], [], left)
+        if not readable:
+            continue
+        line = proc.stderr.readline()
+        if READY in line:
+            return proc
+        if not line:
+            proc.wait()
+            raise RuntimeError(f"{' '.join(map(str, args[:2]))} exited before it was ready "
+                               f"({proc.returncode}): {''.join(said).strip()}")
+        said.append(line)
+
+
+def finish_receiver(proc, reports=(), timeout=60):
+    """Tells a receiver its senders are done, giving it their reports (dicts or JSON lines), and
+    returns its own report, parsed."""
+    lines = "".join((r if isinstance(r, str) else json.dumps(r)).strip() + "\n" for r in reports)
+    try:
+        out, err = proc.communicate(input=lines, timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    if proc.returncode != 0:
+        raise RuntimeError(f"loadgen receiver exited with {proc.returncode}: {err.strip()}")
+    return json.loads(out)
 
 
 def run(sender, receiver, size=64, rate=0, gap_ns=None, duration=1.0, send_engine="auto", recv_engine="xdp",
         extra_send=(), flow=1, dst_mac=None):
     """Sends from `sender` to `receiver` (Hosts) and returns (sender report, receiver report).
     `dst_mac`: the frames' destination instead of the receiver's MAC."""
-    recv = receiver.popen(LOADGEN_BIN, "recv", "--iface", "eth0", "--engine", recv_engine, "--flow", str(flow),
-                          "--duration", str(duration + 10), "--idle", "1.0")
+    recv = start_receiver(receiver.popen, LOADGEN_BIN, "recv", "--iface", "eth0", "--engine", recv_engine,
+                          "--flow", str(flow), "--duration", str(duration + 30))
     try:
-        time.sleep(0.4)  # the receiver attaches before the first frame
         args = [LOADGEN_BIN, "send", "--iface", "eth0", "--dst-mac", dst_mac or receiver.mac, "--src-ip", sender.addr,
                 "--dst-ip", receiver.addr, "--size", str(size), "--duration", str(duration), "--engine", send_engine,
                 "--flow", str(flow)]
         args += ["--gap-ns", str(gap_ns)] if gap_ns else ["--rate", str(rate)]
         s = sender.run(*args, *extra_send, timeout=duration + 60)
         sent = json.loads(s.stdout)
-        out, err = recv.communicate(timeout=duration + 30)
-        if recv.returncode != 0:
-            raise RuntimeError(f"loadgen recv: {err.strip()}")
-        return sent, json.loads(out)
+        return sent, finish_receiver(recv, [sent])
     finally:
         if recv.poll() is None:
             recv.kill()

@@ -2,10 +2,7 @@
 flows from the other hosts onto chosen queues, and streams of edgeflow-loadgen probes with one
 receiver per flow on the last host."""
 
-import json
-import time
-
-from .loadgen import LOADGEN_BIN
+from .loadgen import LOADGEN_BIN, finish_receiver, start_receiver
 from .switches import Edgeflow
 from .util import run_dir
 
@@ -47,30 +44,29 @@ def streams(topo, specs, duration=3.0, logs=None):
     dst = topo.hosts[-1]
     logs = logs or {}
     recv = {}
-    for _, flow, _, _ in specs:
-        args = [LOADGEN_BIN, "recv", "--iface", "eth0", "--engine", "socket", "--flow", str(flow), "--duration",
-                str(duration + 15), "--idle", "1.5"]
-        if flow in logs:
-            args += ["--log", str(logs[flow])]
-        recv[flow] = dst.popen(*args)
-    time.sleep(0.4)
-    senders = []
-    for i, flow, size, fps in specs:
-        h = topo.hosts[i]
-        senders.append(h.popen(LOADGEN_BIN, "send", "--iface", "eth0", "--dst-mac", dst.mac, "--src-ip", h.addr,
-                               "--dst-ip", dst.addr, "--size", str(size), "--rate", str(fps), "--duration",
-                               str(duration), "--engine", "socket", "--flow", str(flow)))
-    for s in senders:
-        _, err = s.communicate(timeout=duration + 30)
-        if s.returncode != 0:
-            raise RuntimeError(f"loadgen send: {err.strip()}")
-    out = {}
-    for flow, r in recv.items():
-        o, err = r.communicate(timeout=duration + 30)
-        if r.returncode != 0:
-            raise RuntimeError(f"loadgen recv: {err.strip()}")
-        out[flow] = json.loads(o)
-    return out
+    try:
+        for _, flow, _, _ in specs:
+            args = [LOADGEN_BIN, "recv", "--iface", "eth0", "--engine", "socket", "--flow", str(flow), "--duration",
+                    str(duration + 30)]
+            if flow in logs:
+                args += ["--log", str(logs[flow])]
+            recv[flow] = start_receiver(dst.popen, *args)
+        senders = {}
+        for i, flow, size, fps in specs:
+            h = topo.hosts[i]
+            senders[flow] = h.popen(LOADGEN_BIN, "send", "--iface", "eth0", "--dst-mac", dst.mac, "--src-ip", h.addr,
+                                    "--dst-ip", dst.addr, "--size", str(size), "--rate", str(fps), "--duration",
+                                    str(duration), "--engine", "socket", "--flow", str(flow))
+        reports = {}
+        for flow, s in senders.items():
+            reports[flow], err = s.communicate(timeout=duration + 30)
+            if s.returncode != 0:
+                raise RuntimeError(f"loadgen send: {err.strip()}")
+        return {flow: finish_receiver(r, [reports[flow]]) for flow, r in recv.items()}
+    finally:
+        for r in recv.values():
+            if r.poll() is None:
+                r.kill()
 
 
 def wire_mbps(report, size):

@@ -6,7 +6,7 @@ per timing strategy (sleep, SCHED_FIFO, busy polling), against its gate window."
 from .. import netns
 from ..netns import Topology
 from ..switches import Edgeflow
-from ..loadgen import LOADGEN_BIN
+from ..loadgen import LOADGEN_BIN, finish_receiver, start_receiver
 from ..traffic import iperf3_tcp
 from ..tsn import WIRE_OVERHEAD, flows, fps_for, read_log, streams, switch, wire_mbps
 from ..util import run_dir
@@ -153,8 +153,8 @@ def unscheduled_runs(topo, seconds, table, rounds=1):
                 a.run("ping", "-c", "1", "-W", "1", b.addr, check=False)
                 background = None
                 if name == "gated":
-                    background = c.popen(LOADGEN_BIN, "recv", "--iface", "eth0", "--engine", "socket", "--flow", "9",
-                                         "--duration", str(seconds + 15), "--idle", "1.5")
+                    background = start_receiver(c.popen, LOADGEN_BIN, "recv", "--iface", "eth0", "--engine", "socket",
+                                                "--flow", "9", "--duration", str(seconds + 30))
                     sender = b.popen(LOADGEN_BIN, "send", "--iface", "eth0", "--dst-mac", c.mac, "--src-ip", b.addr,
                                      "--dst-ip", c.addr, "--size", "200", "--rate", "1000", "--duration",
                                      str(seconds + 1), "--engine", "socket", "--flow", "9")
@@ -162,8 +162,8 @@ def unscheduled_runs(topo, seconds, table, rounds=1):
                     bps.append(iperf3_tcp(a, b, seconds=seconds))
                 finally:
                     if background is not None:
-                        sender.communicate(timeout=seconds + 30)
-                        background.communicate(timeout=seconds + 30)
+                        report, _ = sender.communicate(timeout=seconds + 30)
+                        finish_receiver(background, [report])
         base = (bps[0] + bps[3]) / 2
         for k, v in zip(order, bps):
             got[order[0] if k[0] == "none" else k].append(v)

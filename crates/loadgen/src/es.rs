@@ -78,6 +78,8 @@ pub struct RecvArgs {
     /// whose XDP program takes frames before any tap on its side could see them).
     #[arg(long)]
     outgoing: bool,
+    #[command(flatten)]
+    end: crate::EndArgs,
 }
 
 /// How long before a frame's slot the sender stops sleeping and spins.
@@ -207,13 +209,43 @@ pub fn recv(a: RecvArgs) -> Result<(), String> {
         }
         None => None,
     };
+    let mut notice = a.end.notice()?;
+    crate::end::say_ready();
     let start = Instant::now();
     let mut last_seen: Option<Instant> = None;
     let idle = Duration::from_secs_f64(a.idle);
     let mut ready = Vec::new();
     let mut wrong_network = 0u64;
-    while start.elapsed().as_secs_f64() < a.duration && last_seen.is_none_or(|t| t.elapsed() < idle) {
-        let _ = netio::sys::poll_readable(&fds, 10, &mut ready);
+    while start.elapsed().as_secs_f64() < a.duration {
+        let done = match &notice {
+            None => last_seen.is_some_and(|t| t.elapsed() >= idle),
+            // Every copy of every frame the senders reported, on each network listened to, or
+            // nothing more for a while.
+            Some(n) => {
+                let all_in = n.closed_at.is_some()
+                    && !n.reports.is_empty()
+                    && n.sent().iter().all(|(vl, sent)| {
+                        let r = vl.parse().ok().and_then(|id: u16| receiver.vls.get(&id));
+                        let network = |net: u8| usize::from(net != NETWORK_A);
+                        r.is_some_and(|r| ports.iter().all(|(_, net)| r.received[network(*net)] >= *sent))
+                    });
+                all_in || n.settled(last_seen, a.end.settle())
+            }
+        };
+        if done {
+            break;
+        }
+        let listening = notice.as_ref().is_some_and(|n| n.closed_at.is_none());
+        let mut polled = fds.clone();
+        if listening {
+            polled.push(crate::end::STDIN);
+        }
+        let _ = netio::sys::poll_readable(&polled, 10, &mut ready);
+        if ready.contains(&fds.len()) {
+            if let Some(n) = &mut notice {
+                n.read();
+            }
+        }
         for (rx, net) in ports.iter_mut() {
             let got = rx.recv(4096, &mut |f: RxFrame<'_>| {
                 let Some(frame) = afdx::read(f.data) else {

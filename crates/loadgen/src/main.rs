@@ -20,6 +20,7 @@ use loadgen::stats::FlowStats;
 use netio::afpacket::{self, RingConfig};
 use netio::{PortRx, PortTx, RxFrame};
 
+mod end;
 mod es;
 mod forward;
 
@@ -224,6 +225,31 @@ struct RecvArgs {
     /// Write one line per probe received, `SEQ TX_NS RX_NS` (socket engine; CLOCK_REALTIME).
     #[arg(long)]
     log: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    end: EndArgs,
+}
+
+/// When a receiver stops, besides its --duration.
+#[derive(Args)]
+pub struct EndArgs {
+    /// Stop once standard input closes (the senders are done; each may first write its JSON
+    /// report on a line): at once if every frame they reported sending has arrived, else once
+    /// nothing has arrived for --settle seconds. --idle does not apply.
+    #[arg(long)]
+    end_on_stdin: bool,
+    /// With --end-on-stdin: how long frames still on their way may take to arrive.
+    #[arg(long, default_value_t = 0.1)]
+    settle: f64,
+}
+
+impl EndArgs {
+    fn notice(&self) -> Result<Option<end::EndNotice>, String> {
+        if self.end_on_stdin { end::EndNotice::listen().map(Some) } else { Ok(None) }
+    }
+
+    fn settle(&self) -> Duration {
+        Duration::from_secs_f64(self.settle)
+    }
 }
 
 fn main() {
@@ -496,6 +522,8 @@ fn recv(a: RecvArgs) -> Result<(), String> {
         }
         None => None,
     };
+    let mut notice = a.end.notice()?;
+    end::say_ready();
     let start = Instant::now();
     let mut last_seen: Option<Instant> = None;
     let limit = a.count.unwrap_or(u64::MAX);
@@ -505,10 +533,25 @@ fn recv(a: RecvArgs) -> Result<(), String> {
         if start.elapsed().as_secs_f64() >= a.duration || stats.received + stats.duplicates >= limit {
             break;
         }
-        if last_seen.is_some_and(|t| t.elapsed() >= idle) {
+        let done = match &notice {
+            None => last_seen.is_some_and(|t| t.elapsed() >= idle),
+            Some(n) => {
+                let sent: u64 = n.sent().iter().map(|(_, c)| c).sum();
+                let all_in = n.closed_at.is_some() && !n.reports.is_empty() && stats.received >= sent;
+                all_in || n.settled(last_seen, a.end.settle())
+            }
+        };
+        if done {
             break;
         }
-        let _ = netio::sys::poll_readable(&[fd], 10, &mut ready);
+        let listening = notice.as_ref().is_some_and(|n| n.closed_at.is_none());
+        let fds: &[RawFd] = if listening { &[fd, end::STDIN] } else { &[fd] };
+        let _ = netio::sys::poll_readable(fds, 10, &mut ready);
+        if ready.contains(&1) {
+            if let Some(n) = &mut notice {
+                n.read();
+            }
+        }
         let mut got = 0;
         rx.recv(4096, &mut |f: RxFrame<'_>| match frame::read_probe(f.data) {
             Some(p) if p.flow == a.flow => {
@@ -529,11 +572,12 @@ fn recv(a: RecvArgs) -> Result<(), String> {
     if let Some(mut l) = log {
         l.flush().map_err(|e| e.to_string())?;
     }
-    report(&stats, other, &dscps);
+    report(&stats, other, &dscps, notice.as_ref());
     Ok(())
 }
 
-fn report(stats: &FlowStats, other: u64, dscps: &[u64; 64]) {
+/// Prints the receiver's report: with `--end-on-stdin`, also what the senders said they sent.
+fn report(stats: &FlowStats, other: u64, dscps: &[u64; 64], notice: Option<&end::EndNotice>) {
     let by_dscp: Vec<String> =
         dscps.iter().enumerate().filter(|(_, &n)| n > 0).map(|(d, n)| format!("\"{d}\": {n}")).collect();
     let secs = stats.duration_s();
@@ -545,7 +589,7 @@ fn report(stats: &FlowStats, other: u64, dscps: &[u64; 64]) {
         "{{\"received\": {}, \"bytes\": {}, \"lost\": {}, \"reordered\": {}, \"duplicates\": {}, \"other_frames\": {other}, \
          \"first_seq\": {}, \"highest_seq\": {}, \"duration_s\": {secs:.6}, \"pps\": {pps:.1}, \"bps\": {bps:.1}, \
          \"latency_us\": {{\"min\": {:.2}, \"mean\": {:.2}, \"p50\": {:.2}, \"p99\": {:.2}, \"max\": {:.2}}}, \"jitter_us\": {:.3}, \
-         \"dscp\": {{{}}}}}",
+         \"dscp\": {{{}}}{}}}",
         stats.received,
         stats.bytes,
         stats.lost(),
@@ -560,6 +604,10 @@ fn report(stats: &FlowStats, other: u64, dscps: &[u64; 64]) {
         us(l.max()),
         stats.jitter_ns / 1000.0,
         by_dscp.join(", "),
+        notice
+            .filter(|n| !n.reports.is_empty())
+            .map(|n| format!(", \"sender_sent\": {}", n.sent().iter().map(|(_, c)| c).sum::<u64>()))
+            .unwrap_or_default(),
     );
 }
 
@@ -589,18 +637,31 @@ fn recv_xdp(a: &RecvArgs) -> Result<(), String> {
             .map(|v| std::array::from_fn(|i| u64::from_ne_bytes(v[i * 8..i * 8 + 8].try_into().unwrap())))
             .collect())
     };
+    let mut notice = a.end.notice()?;
+    end::say_ready();
     let start = Instant::now();
-    let (mut last_count, mut last_change) = (0u64, Instant::now());
+    let (mut last_count, mut last_change) = (0u64, None::<Instant>);
     let limit = a.count.unwrap_or(u64::MAX);
     loop {
-        std::thread::sleep(Duration::from_millis(50));
+        // The counters are read every 50 ms while frames come; every 2 ms once the senders are
+        // done, so that the end is seen soon after the last frame.
+        let closing = notice.as_ref().is_some_and(|n| n.closed_at.is_some());
+        std::thread::sleep(Duration::from_millis(if closing { 2 } else { 50 }));
         let received: u64 = read()?.iter().map(|s| s[0]).sum();
         if received != last_count {
             last_count = received;
-            last_change = Instant::now();
+            last_change = Some(Instant::now());
         }
-        let idle = received > 0 && last_change.elapsed().as_secs_f64() >= a.idle;
-        if idle || start.elapsed().as_secs_f64() >= a.duration || received >= limit {
+        let done = match &mut notice {
+            None => last_change.is_some_and(|t| t.elapsed().as_secs_f64() >= a.idle),
+            Some(n) => {
+                n.read();
+                let sent: u64 = n.sent().iter().map(|(_, c)| c).sum();
+                let all_in = n.closed_at.is_some() && !n.reports.is_empty() && received >= sent;
+                all_in || n.settled(last_change, a.end.settle())
+            }
+        };
+        if done || start.elapsed().as_secs_f64() >= a.duration || received >= limit {
             break;
         }
     }
@@ -632,6 +693,6 @@ fn recv_xdp(a: &RecvArgs) -> Result<(), String> {
     let min = seen.iter().map(|s| s[10]).min().unwrap_or(0);
     let max = seen.iter().map(|s| s[11]).max().unwrap_or(0);
     stats.latency = Histogram::from_counts(counts, min, max, sum);
-    report(&stats, 0, &[0; 64]);
+    report(&stats, 0, &[0; 64], notice.as_ref());
     Ok(())
 }

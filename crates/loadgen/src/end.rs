@@ -1,0 +1,133 @@
+//! How a receiver learns that its senders are done, so that it stops when their last frame is in
+//! rather than after a guessed idle time: with `--end-on-stdin`, whoever runs it writes each
+//! sender's JSON report on a line of its standard input and then closes it.
+//!
+//! A receiver also says on standard error when it is ready (`edgeflow-loadgen: ready`): its
+//! sockets are open or its program attached, so a sender started after that line loses nothing
+//! to a receiver still starting.
+
+use std::os::fd::RawFd;
+use std::time::{Duration, Instant};
+
+pub const STDIN: RawFd = 0;
+
+/// Tells whoever started the receiver that frames sent from now on will be seen.
+pub fn say_ready() {
+    eprintln!("edgeflow-loadgen: ready");
+}
+
+/// What standard input has said so far.
+#[derive(Default)]
+pub struct EndNotice {
+    pending: Vec<u8>,
+    /// One JSON report per line.
+    pub reports: Vec<String>,
+    /// When standard input closed: the senders are done.
+    pub closed_at: Option<Instant>,
+}
+
+impl EndNotice {
+    /// Starts listening on standard input (made non-blocking).
+    pub fn listen() -> Result<EndNotice, String> {
+        // SAFETY: fcntl on the process's own standard input, with integer arguments.
+        let ok = unsafe {
+            let flags = libc::fcntl(STDIN, libc::F_GETFL);
+            flags >= 0 && libc::fcntl(STDIN, libc::F_SETFL, flags | libc::O_NONBLOCK) == 0
+        };
+        if !ok {
+            return Err(format!("--end-on-stdin: standard input: {}", std::io::Error::last_os_error()));
+        }
+        Ok(EndNotice::default())
+    }
+
+    /// Reads what standard input has (call when poll says it is readable, or now and then).
+    pub fn read(&mut self) {
+        let mut buf = [0u8; 4096];
+        while self.closed_at.is_none() {
+            // SAFETY: reading into a live buffer of the length given.
+            let n = unsafe { libc::read(STDIN, buf.as_mut_ptr().cast(), buf.len()) };
+            match n {
+                0 => self.closed_at = Some(Instant::now()),
+                n if n > 0 => self.pending.extend_from_slice(&buf[..n as usize]),
+                _ => break, // EAGAIN: nothing more for now
+            }
+        }
+        while let Some(at) = self.pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.pending.drain(..=at).collect();
+            let line = String::from_utf8_lossy(&line).trim().to_string();
+            if !line.is_empty() {
+                self.reports.push(line);
+            }
+        }
+        if self.closed_at.is_some() && !self.pending.is_empty() {
+            let line = String::from_utf8_lossy(&std::mem::take(&mut self.pending)).trim().to_string();
+            self.reports.push(line);
+        }
+    }
+
+    /// Frames the senders reported sending: the sum of `"sent": N` over the reports, or, for
+    /// reports that count per virtual link (`"sent": {"10": N, ...}`), per link.
+    pub fn sent(&self) -> Vec<(String, u64)> {
+        let mut out: Vec<(String, u64)> = Vec::new();
+        for r in &self.reports {
+            for (name, n) in sent_counts(r) {
+                match out.iter_mut().find(|(k, _)| *k == name) {
+                    Some((_, total)) => *total += n,
+                    None => out.push((name, n)),
+                }
+            }
+        }
+        out
+    }
+
+    /// True once the senders are done and `settle` has passed since anything last arrived
+    /// (`last_arrival`) or since they were done, whichever is later: what is still coming after
+    /// that was lost on the way.
+    pub fn settled(&self, last_arrival: Option<Instant>, settle: Duration) -> bool {
+        let Some(closed) = self.closed_at else { return false };
+        let quiet_since = last_arrival.map_or(closed, |t| t.max(closed));
+        quiet_since.elapsed() >= settle
+    }
+}
+
+/// `"sent": N` as [("", N)], `"sent": {"10": N, "20": M}` as [("10", N), ("20", M)], from a
+/// report line; nothing if the line has no such field.
+pub fn sent_counts(report: &str) -> Vec<(String, u64)> {
+    let Some(at) = report.find("\"sent\":") else { return vec![] };
+    let rest = report[at + 7..].trim_start();
+    if let Some(inner) = rest.strip_prefix('{') {
+        let body = &inner[..inner.find('}').unwrap_or(inner.len())];
+        body.split(',')
+            .filter_map(|kv| {
+                let (k, v) = kv.split_once(':')?;
+                Some((k.trim().trim_matches('"').to_string(), v.trim().parse().ok()?))
+            })
+            .collect()
+    } else {
+        let digits: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+        digits.parse().map(|n| vec![(String::new(), n)]).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_both_kinds_of_sender_report() {
+        let plain = "{\"sent\": 901, \"skipped\": 100, \"last_seq\": 1000}";
+        assert_eq!(sent_counts(plain), vec![(String::new(), 901)]);
+        let es = "{\"sent\": {\"10\": 500, \"20\": 1000}, \"tx_busy\": 0}";
+        assert_eq!(sent_counts(es), vec![("10".to_string(), 500), ("20".to_string(), 1000)]);
+        assert!(sent_counts("{\"received\": 3}").is_empty());
+    }
+
+    #[test]
+    fn sums_reports_per_link() {
+        let n = EndNotice {
+            reports: vec!["{\"sent\": {\"10\": 5}}".into(), "{\"sent\": {\"10\": 2, \"20\": 1}}".into()],
+            ..Default::default()
+        };
+        assert_eq!(n.sent(), vec![("10".to_string(), 7), ("20".to_string(), 1)]);
+    }
+}
