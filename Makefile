@@ -20,10 +20,12 @@ demo: build
 test: build test-unit test-integration
 
 test-unit:
-	$(CARGO) test --release --locked --workspace
+	$(CARGO) test --release --locked --workspace --no-fail-fast
 
+# Every test's duration, and a JUnit file of them, in every run: the budget (20 minutes for `make
+# test`) is watched, not guessed.
 test-integration:
-	$(PYTEST) tests -v --durations=10
+	$(PYTEST) tests -v --durations=0 --junitxml=build/junit.xml
 
 clean:
 	$(CARGO) clean
@@ -32,5 +34,6 @@ clean:
 bench: build
 	.venv/bin/python -m testbed.bench
 
+# Every experiment in --quick mode (results/quick) and the claims each shows: ~10 minutes.
 bench-quick: build
-	.venv/bin/python -m testbed.bench --quick
+	EDGEFLOW_BENCH=1 $(PYTEST) tests/bench -v --durations=0 --junitxml=build/junit-bench.xml

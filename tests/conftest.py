@@ -9,17 +9,39 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from testbed import netns  # noqa: E402
 from testbed.switches import EDGEFLOW_BIN  # noqa: E402
 
+# tests/bench runs every experiment (~10 minutes): `make bench-quick` asks for it by name.
+collect_ignore = [] if os.environ.get("EDGEFLOW_BENCH") == "1" else ["bench"]
+
+
+NEEDS_ROOT = ("this test builds network namespaces and loads BPF programs: run `make test` as root, or set "
+              "EDGEFLOW_SKIP_INTEGRATION=1 to run only the tests that need no root")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "no_root: runs without root (no namespaces, sockets or BPF programs)")
+
+
+def needs_root(item):
+    return item.get_closest_marker("no_root") is None
+
 
 def pytest_collection_modifyitems(config, items):
-    # A run that skips everything must not read as a pass: without root, refuse to start unless the
-    # caller asks for the skip by name.
-    if os.geteuid() != 0:
-        if os.environ.get("EDGEFLOW_SKIP_INTEGRATION") != "1":
-            raise pytest.UsageError("the integration tests need root (network namespaces, AF_PACKET): run "
-                                    "`make test` as root, or set EDGEFLOW_SKIP_INTEGRATION=1 to skip them")
-        skip = pytest.mark.skip(reason="EDGEFLOW_SKIP_INTEGRATION=1: integration tests need root")
+    # Without root, the tests that need none run first; the first one that needs root stops the
+    # run with the reason (a run that skipped everything must not read as a pass), unless the
+    # caller asked for the skip by name.
+    if os.geteuid() == 0:
+        return
+    items.sort(key=needs_root)
+    if os.environ.get("EDGEFLOW_SKIP_INTEGRATION") == "1":
+        skip = pytest.mark.skip(reason="EDGEFLOW_SKIP_INTEGRATION=1: this test needs root")
         for item in items:
-            item.add_marker(skip)
+            if needs_root(item):
+                item.add_marker(skip)
+
+
+def pytest_runtest_setup(item):
+    if os.geteuid() != 0 and needs_root(item):
+        pytest.exit(f"{item.nodeid}: {NEEDS_ROOT}", returncode=1)
 
 
 #: Held for the whole session: a second session would wipe the first one's namespaces and
@@ -28,8 +50,8 @@ SESSION_LOCK = "/run/edgeflow-tests.lock"
 
 
 @pytest.fixture(scope="session", autouse=True)
-def clean_machine():
-    if os.geteuid() != 0:
+def clean_machine(request):
+    if os.geteuid() != 0 or not any(needs_root(item) for item in request.session.items):
         yield
         return
     import fcntl

@@ -1,9 +1,17 @@
-"""Meters police real traffic at the configured rate (within 5%) — in userspace, and as token
-buckets in the kernel fast path (TC and XDP), where the policed flow must stay."""
+"""Meters police real traffic at the configured rate — in userspace, and as token buckets in the
+kernel fast path, where the policed flow must stay.
+
+Each test runs on userspace and on one kernel hook, not both: TC and XDP share one meter
+(bpf/fp_meter.h), which datapath's BPF_PROG_TEST_RUN test `a_meter_drops_past_its_burst_and_says_so`
+runs on both hooks. Drop bands run on XDP here; DSCP remark bands, which the kernel leaves to
+userspace (the flow must still reach it there), on TC."""
 
 import re
 
 import pytest
+
+DROP_DATAPATHS = ["user", "xdp"]
+REMARK_DATAPATHS = ["user", "tc"]
 
 from testbed import loadgen
 from testbed.switches import edgeflow_on
@@ -29,6 +37,7 @@ def metered(sw, meter):
     sw.ofctl("add-flow", "priority=10,in_port=2,actions=output:1")
 
 
+@pytest.mark.parametrize("datapath", DROP_DATAPATHS)
 def test_kbps_meter_rate(two_hosts, datapath):
     h1, h2 = two_hosts.hosts
     with edgeflow_on(datapath, two_hosts.hosts, two_hosts.switch_ports, log_name="meter") as sw:
@@ -37,24 +46,29 @@ def test_kbps_meter_rate(two_hosts, datapath):
         expected = 20e6 * LENGTH / FRAME
         print(f"\nkbps meter at 20 Mbit/s, offered 50 Mbit/s: received {r['received_bps'] / 1e6:.2f} Mbit/s payload "
               f"(expected {expected / 1e6:.2f})")
-        assert abs(r["received_bps"] - expected) / expected < 0.05
-        # The meter's statistics count every packet offered, whichever datapath policed it.
+        # Never above the rate (a token bucket cannot pass more than it earns, plus its burst);
+        # below it only by what a broken meter would lose, not what a slow machine does.
+        assert r["received_bps"] <= expected * 1.03 and r["received_bps"] > 0.8 * expected, r
+        # The meter's statistics count every packet offered, whichever datapath policed it (and
+        # the host's own few frames on port 1, ARP).
         stats = sw.ofctl("meter-stats")
         offered = int(re.search(r"packet_in_count:(\d+)", stats).group(1))
-        assert offered >= 0.95 * 50e6 * 4 / 8 / LENGTH, stats
+        assert r["sent_packets"] <= offered <= r["sent_packets"] + 20, (r, stats)
     policed_in_kernel(sw, datapath, dropping=True)
 
 
+@pytest.mark.parametrize("datapath", DROP_DATAPATHS)
 def test_pktps_meter_rate(two_hosts, datapath):
     h1, h2 = two_hosts.hosts
     with edgeflow_on(datapath, two_hosts.hosts, two_hosts.switch_ports, log_name="meter") as sw:
         metered(sw, "meter=1,pktps,burst,band=type=drop,rate=2000,burst_size=20")
         r = iperf3_udp(h1, h2, rate_bps=5000 * 100 * 8, length=100, seconds=4)
         print(f"\npktps meter at 2000 pps, offered 5000 pps: received {r['received_pps']:.0f} pps")
-        assert abs(r["received_pps"] - 2000) / 2000 < 0.05
+        assert 0.8 * 2000 < r["received_pps"] <= 2000 * 1.03 + 20 / 4, r
     policed_in_kernel(sw, datapath, dropping=True)
 
 
+@pytest.mark.parametrize("datapath", DROP_DATAPATHS)
 def test_meter_below_rate_passes_everything(two_hosts, datapath):
     h1, h2 = two_hosts.hosts
     with edgeflow_on(datapath, two_hosts.hosts, two_hosts.switch_ports, log_name="meter") as sw:
@@ -70,6 +84,7 @@ def band_packets(sw):
 
 
 @pytest.mark.parametrize("unit", ["pktps", "kbps"])
+@pytest.mark.parametrize("datapath", REMARK_DATAPATHS)
 def test_dscp_remark_band_remarks_the_excess_and_only_it(two_hosts, datapath, unit):
     """AF21 frames (1500 B) at twice a remark band's rate: what exceeds it leaves as AF22, the rest
     as AF21, and the band counts exactly what it remarked; at half the rate nothing is remarked."""
@@ -86,15 +101,18 @@ def test_dscp_remark_band_remarks_the_excess_and_only_it(two_hosts, datapath, un
             remarked, kept = got["dscp"].get("20", 0), got["dscp"].get("18", 0)
             assert remarked + kept == got["received"], got["dscp"]
             band, stats = band_packets(sw)
-            # The band passes its rate over the span the frames arrived in, plus the 100 ms its
-            # bucket holds at the start (no burst configured).
-            passes = (1000 if unit == "pktps" else rate * 1000 / frame_bits) * (got["duration_s"] + 0.1)
-            expected = max(0.0, got["received"] - passes)
+            # The band passes its rate over the span the frames arrived in, plus at most the
+            # 100 ms its bucket holds (no burst configured): what it remarks is at least the rest.
+            # A sender that paused would let the bucket fill: it may pass less than the rate, so
+            # remark more, but not by a tenth of the span.
+            per_s = 1000 if unit == "pktps" else rate * 1000 / frame_bits
+            expected = max(0.0, got["received"] - per_s * (got["duration_s"] + 0.1))
+            most = got["received"] - per_s * got["duration_s"] * 0.9
             print(f"\n{datapath} {unit} band at {rate}, offered {offered} fps: remarked {remarked} of "
                   f"{got['received']} (expected {expected:.0f}), band counted {band}")
             assert band == remarked, stats
             if offered < fps:
                 assert remarked == 0
             else:
-                assert abs(remarked - expected) <= 0.02 * expected + 2, (remarked, expected)
+                assert expected - 2 <= remarked <= most, (remarked, expected, most)
             sw.ofctl("del-meters")

@@ -4,8 +4,12 @@ crate's own tests only round-trip through itself."""
 
 import subprocess
 
+import pytest
+
 from testbed.util import ROOT
 from testbed.tools.switch_conformance import OSKEN_VENV
+
+pytestmark = pytest.mark.no_root
 
 PARSE = r"""
 import sys

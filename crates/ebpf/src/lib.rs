@@ -671,6 +671,25 @@ fn btf_func_id(btf: &[u8], name: &str) -> Option<u32> {
     None
 }
 
+/// Whether a test that loads BPF programs into the kernel may run: as root it does. Without root it
+/// fails saying why, unless `EDGEFLOW_SKIP_INTEGRATION=1` asked to skip what needs root: then it
+/// says on standard error that it skipped, and the caller returns.
+#[doc(hidden)]
+pub fn test_may_load_programs(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return true;
+    }
+    if std::env::var("EDGEFLOW_SKIP_INTEGRATION").as_deref() == Ok("1") {
+        eprintln!("{test}: skipped (EDGEFLOW_SKIP_INTEGRATION=1): it loads BPF programs, which needs root");
+        return false;
+    }
+    panic!(
+        "{test} loads BPF programs into the kernel: run `make test` as root, or set \
+         EDGEFLOW_SKIP_INTEGRATION=1 to skip the tests that need root"
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -715,6 +734,9 @@ mod tests {
     fn the_xdp_programs_bound_to_a_device_keep_their_first_allocation() {
         // The bound copies `load_dev_bound` makes must grow in place (see there): each XDP program
         // of the fast path, as the verifier leaves a bound copy, within what it is loaded with.
+        if !test_may_load_programs("the_xdp_programs_bound_to_a_device_keep_their_first_allocation") {
+            return;
+        }
         let obj = Object::load(objects::FASTPATH).expect("fast path loads");
         let xdp: Vec<_> = obj.code.iter().filter(|(_, (t, _))| *t == prog_type::XDP).collect();
         assert!(!xdp.is_empty());
@@ -728,6 +750,9 @@ mod tests {
 
     #[test]
     fn the_headroom_is_gone_from_the_program_the_verifier_leaves() {
+        if !test_may_load_programs("the_headroom_is_gone_from_the_program_the_verifier_leaves") {
+            return;
+        }
         let obj = Object::load(objects::FASTPATH).expect("fast path loads");
         let (name, (ptype, code)) = obj.code.iter().find(|(_, (t, _))| *t == prog_type::XDP).unwrap();
         let plain = obj.program(name).unwrap().xlated_len().unwrap();

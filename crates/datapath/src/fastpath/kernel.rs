@@ -18,19 +18,25 @@ const XDP_REDIRECT: u32 = 4;
 const TC_ACT_SHOT: u32 = 2;
 const TC_ACT_REDIRECT: u32 = 7;
 
-fn fast_path() -> FastPath {
-    assert_eq!(unsafe { libc::geteuid() }, 0, "kernel fast-path tests load BPF programs: run them as root");
+/// The fast-path programs loaded, port 1 being the loopback interface; None when the test is to
+/// be skipped for want of root (ebpf::test_may_load_programs).
+fn fast_path() -> Option<FastPath> {
+    if !ebpf::test_may_load_programs("the kernel fast-path tests") {
+        return None;
+    }
     let mut fp = FastPath::open(Mode::Xdp, &[], Programs::Flows).expect("the fast-path object loads");
     fp.register_port(1, LO, 1, &mut Default::default()).unwrap();
-    fp
+    Some(fp)
 }
 
-/// The AFDX programs loaded, port 1 being the loopback interface.
-fn afdx_fast_path() -> FastPath {
-    assert_eq!(unsafe { libc::geteuid() }, 0, "kernel fast-path tests load BPF programs: run them as root");
+/// The AFDX programs loaded, port 1 being the loopback interface (None as for `fast_path`).
+fn afdx_fast_path() -> Option<FastPath> {
+    if !ebpf::test_may_load_programs("the kernel fast-path tests") {
+        return None;
+    }
     let mut fp = FastPath::open(Mode::Xdp, &[], Programs::Links).expect("the fast-path object loads");
     fp.register_port(1, LO, 1, &mut Default::default()).unwrap();
-    fp
+    Some(fp)
 }
 
 fn install(fp: &mut FastPath, frame: &[u8], mask_fields: &[Field], actions: &[DpAction]) {
@@ -107,7 +113,7 @@ fn frame(dst: [u8; 6], ttl: u8) -> Vec<u8> {
 
 #[test]
 fn miss_hit_rewrite_drop_and_slow_path_on_xdp_and_tc() {
-    let mut fp = fast_path();
+    let Some(mut fp) = fast_path() else { return };
     let to_h2 = frame(H2, 64);
     let to_h3 = frame(H3, 64);
 
@@ -160,7 +166,7 @@ fn miss_hit_rewrite_drop_and_slow_path_on_xdp_and_tc() {
 /// address rewritten by the kernel like any other, not dropped for failing TCP's header bound.
 #[test]
 fn short_udp_datagram_is_rewritten_not_dropped() {
-    let mut fp = fast_path();
+    let Some(mut fp) = fast_path() else { return };
     let short = udp4(H1, H2, [10, 0, 0, 1], [10, 0, 0, 2], 4000, 9, 44);
     assert_eq!(short.len(), 44);
     let rewrite = [
@@ -258,7 +264,7 @@ fn every_action_does_in_the_kernel_what_userspace_does() {
             false,
         ),
     ];
-    let mut fp = fast_path();
+    let Some(mut fp) = fast_path() else { return };
     for (name, frame, actions, on_tc) in cases {
         let actions: Vec<DpAction> = actions.into_iter().chain([DpAction::Output(1)]).collect();
         let (_, layout) = packet::parse(&frame, 1).unwrap();
@@ -286,7 +292,7 @@ fn every_action_does_in_the_kernel_what_userspace_does() {
 #[test]
 fn plain_llc_is_0x05ff_in_the_kernel_and_llc_snap_goes_up() {
     use packet::craft::{llc, llc_snap};
-    let mut fp = fast_path();
+    let Some(mut fp) = fast_path() else { return };
     let ip = frame(H2, 64);
     let bpdu = llc([0x01, 0x80, 0xc2, 0, 0, 0], H1, 0x42, 0x42, &[0; 35]);
     let snap = llc_snap(&ip);
@@ -313,7 +319,7 @@ fn plain_llc_is_0x05ff_in_the_kernel_and_llc_snap_goes_up() {
 #[test]
 fn a_meter_drops_past_its_burst_and_says_so() {
     use ofp::group_meter::{meter_command, meter_flags, BandKind, MeterBand};
-    let mut fp = fast_path();
+    let Some(mut fp) = fast_path() else { return };
     let mut meters = pipeline::meter::MeterTable::default();
     let band = MeterBand { rate: 1, burst_size: 2, kind: BandKind::Drop };
     meters.apply(meter_command::ADD, meter_flags::PKTPS | meter_flags::BURST, 1, &[band], 0).unwrap();
@@ -337,7 +343,7 @@ fn a_meter_drops_past_its_burst_and_says_so() {
 /// it): the kernel does not guess at it either, but sends it up, where it is dropped and counted.
 #[test]
 fn a_truncated_datagram_goes_up_whole() {
-    let mut fp = fast_path();
+    let Some(mut fp) = fast_path() else { return };
     let whole = udp4(H1, H2, [10, 0, 0, 1], [10, 0, 0, 2], 4000, 9, 60);
     install(&mut fp, &whole, &[Field::EthDst], &[DpAction::SetField(Field::UdpSrc, 53), DpAction::Output(1)]);
     let mut cut = whole.clone();
@@ -357,7 +363,7 @@ fn a_truncated_datagram_goes_up_whole() {
 /// failed action by name, and the frame still goes to its other outputs.
 #[test]
 fn a_copy_that_cannot_be_sent_is_counted_by_name() {
-    let mut fp = fast_path();
+    let Some(mut fp) = fast_path() else { return };
     let f = frame(H2, 64);
     let (key, _) = packet::parse(&f, 1).unwrap();
     let mut mask = FlowKey::default();
@@ -389,7 +395,7 @@ fn less_labels_in_the_kernel_match_the_userspace_rule() {
     use labels::LabelPort;
     use packet::less::{self, Address, Label};
 
-    let mut fp = fast_path();
+    let Some(mut fp) = fast_path() else { return };
     let ip = udp4(H1, H2, [10, 0, 0, 1], [10, 0, 0, 2], 4000, 9, 100);
     let labelled = |stack: &[u8]| {
         let mut f = ip[..12].to_vec();
@@ -548,7 +554,7 @@ fn an_afdx_account_keeps_its_credit_across_a_handover() {
     use links::HeldLink;
     use packet::afdx::{end_system_mac, vl_mac};
 
-    let mut fp = afdx_fast_path();
+    let Some(mut fp) = afdx_fast_path() else { return };
     let constant = 0x0300_0000;
     let bag_ns = 1_000_000_000; // one frame a second: nothing accrues during the test
     let table = KernelLinks {
@@ -578,7 +584,7 @@ fn links_sharing_an_account_share_its_credit() {
     use links::HeldLink;
     use packet::afdx::{end_system_mac, vl_mac};
 
-    let mut fp = afdx_fast_path();
+    let Some(mut fp) = afdx_fast_path() else { return };
     let constant = 0x0300_0000;
     let bag_ns = 1_000_000_000; // nothing accrues during the test
     let link = |id, account| KernelLink { id, in_port: 1, out_ports: vec![1], queue: 0, smin: 64, smax: 128, account };
@@ -609,7 +615,7 @@ fn every_afdx_refusal_is_counted_under_its_link_on_both_hooks() {
     use links::HeldLink;
     use packet::afdx::{end_system_mac, vl_mac};
 
-    let mut fp = afdx_fast_path();
+    let Some(mut fp) = afdx_fast_path() else { return };
     let constant = 0x0300_0000;
     // One frame a second, the account full (one frame) when handed over: nothing accrues during
     // the test.
