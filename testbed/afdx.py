@@ -237,3 +237,27 @@ def police_offline(times_ns, sizes, bag_ms, smax, jitter_us=0, by_bytes=False):
             admitted += 1
     return admitted
 
+
+def contract_admits(times_ns, size, bag_ms, smax, jitter_us=0, by_bytes=False):
+    """(fewest, most) frames of `size` that a switch holding a VL to its contract may admit when
+    they reach it at `times_ns`: derived from the contract itself, not from any policing code.
+
+    The contract (ARINC 664 part 7): the account earns Smax bytes (frame mode: one frame) per BAG
+    and holds at most Smax·(1 + J/BAG); a frame leaves only on credit and spends its cost. Over
+    the span T from the first arrival to the last, starting full, admitted × cost = cap + earned −
+    credit left − credit lost at the cap, with earned = T·Smax/BAG. So at most (cap + earned) /
+    cost. Credit is lost only while the account is full: after any decision it holds at most
+    M = max(cost, cap − cost), so a gap g between arrivals loses at most max(0, M + g·Smax/BAG −
+    cap), and at least (earned − lost) / cost frames leave. One frame either way for a time stamp
+    a few µs from the switch's own clock."""
+    if not times_ns:
+        return 0, 0
+    bag = bag_ms * 1e6
+    rate = smax / bag  # bytes of credit per ns
+    cap = smax * (1 + jitter_us * 1e3 / bag)
+    cost = size if by_bytes else smax
+    span = times_ns[-1] - times_ns[0]
+    earned = rate * span
+    held = max(cost, cap - cost)
+    lost = sum(max(0.0, held + (b - a) * rate - cap) for a, b in zip(times_ns, times_ns[1:]))
+    return max(0, int((earned - lost) // cost) - 1), int((cap + earned) // cost) + 1

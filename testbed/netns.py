@@ -104,7 +104,11 @@ class Host:
         """Returns (received, sent, avg_rtt_ms or None)."""
         r = self.run("ping", "-n", "-c", str(count), "-i", str(interval), "-W", "1", dst, check=False, timeout=timeout)
         m = re.search(r"(\d+) packets transmitted, (\d+) received", r.stdout)
-        sent, received = (int(m.group(1)), int(m.group(2))) if m else (count, 0)
+        if not m:
+            # Output that cannot be read says nothing about what arrived: it is no 0.
+            raise RuntimeError(f"ping {dst} from {self.name}: no summary (exit {r.returncode}): "
+                               f"{(r.stdout + r.stderr).strip()}")
+        sent, received = int(m.group(1)), int(m.group(2))
         rtt = re.search(r"= [\d.]+/([\d.]+)/", r.stdout)
         return received, sent, float(rtt.group(1)) if rtt else None
 

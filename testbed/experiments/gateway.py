@@ -9,6 +9,7 @@ from .. import netns
 from ..switches import pid_cpu_seconds
 from ..traffic import iperf3_tcp
 from ..switches import DEFAULT_SWITCHES
+from ..util import run_dir
 from .common import Table, plot, progress, switch_under_test
 
 
@@ -28,10 +29,14 @@ def run(out, quick=False, switches=DEFAULT_SWITCHES):
                  note=(f"iperf3 TCP, {seconds} s, native mode. switch_cpu_pct: the switch's own process "
                        "(100% = one core); system_cpu_pct: all cores, everything (hosts' TCP stacks too)."))
     spikes = Table("gateway_timeouts", "RTT around flow hard timeouts with a reactive controller",
-                   ["switch", "hard_timeout_s", "pings", "rtt_median_ms", "rtt_max_ms", "spikes", "expiries"],
+                   ["switch", "hard_timeout_s", "pings", "rtt_median_ms", "rtt_max_ms", "expiries",
+                    "expiries_with_spike", "other_spikes"],
                    note=(f"L2-learning app (os-ken) installing flows with hard_timeout={hard}s; ping every 50 ms for "
-                         f"{watch} s. A spike is an RTT over 3× the median: the first packet after an expiry "
-                         "goes to the controller."))
+                         f"{watch} s. A spike is an RTT over 3× the median. `expiries`: the times the controller "
+                         "installed the flows again while the pings ran (from its own log: each follows an expiry); "
+                         "`expiries_with_spike`: those with a spike whose reply came within 100 ms after the "
+                         "install (the first packet after an expiry goes to the controller); `other_spikes`: "
+                         "spikes at no expiry, the machine's noise."))
     series = {}
     netns.cleanup()
     with netns.Topology("g") as topo:
@@ -53,16 +58,24 @@ def run(out, quick=False, switches=DEFAULT_SWITCHES):
                          hosts_tx=settings.get("hosts_tx", "on"))
             if kind == "linux-bridge":
                 continue
-            env = {"EF_L2_HARD_TIMEOUT": str(hard), "EF_L2_IDLE_TIMEOUT": "0"}
+            installs = run_dir("gateway") / f"installs-{kind}.txt"
+            installs.unlink(missing_ok=True)
+            env = {"EF_L2_HARD_TIMEOUT": str(hard), "EF_L2_IDLE_TIMEOUT": "0", "EF_L2_INSTALL_LOG": str(installs)}
             with switch_under_test(kind, topo.hosts, topo.switch_ports, "l2-learning", app_env=env):
                 progress(f"gateway: {kind} RTT over {watch} s of hard timeouts")
                 rtts = ping_series(h1, h2.addr, watch)
-                series[kind] = rtts
-                values = [r for _, r in rtts]
-                med = statistics.median(values) if values else 0.0
-                spikes.add(switch=kind, hard_timeout_s=hard, pings=len(values), rtt_median_ms=med,
-                           rtt_max_ms=max(values) if values else None,
-                           spikes=sum(1 for v in values if v > 3 * med), expiries=watch // hard)
+            if not rtts:
+                raise RuntimeError(f"gateway: no ping through {kind} got an answer")
+            series[kind] = [(t - rtts[0][0], r) for t, r in rtts]
+            values = [r for _, r in rtts]
+            med = statistics.median(values)
+            spiked = [t for t, r in rtts if r > 3 * med]
+            # Both directions' flows go in within milliseconds of each other: one expiry each.
+            expiries = expiry_times([float(x) for x in installs.read_text().split()], rtts[0][0], rtts[-1][0])
+            at_expiry = [e for e in expiries if any(0 <= t - e <= 0.1 for t in spiked)]
+            noise = [t for t in spiked if not any(0 <= t - e <= 0.1 for e in expiries)]
+            spikes.add(switch=kind, hard_timeout_s=hard, pings=len(values), rtt_median_ms=med, rtt_max_ms=max(values),
+                       expiries=len(expiries), expiries_with_spike=len(at_expiry), other_spikes=len(noise))
     load.write(out)
     spikes.write(out)
 
@@ -91,17 +104,24 @@ def os_cpus():
 
 
 def ping_series(host, dst, seconds):
-    """(time since start, RTT ms) for pings every 50 ms."""
+    """(time of the reply, CLOCK_REALTIME seconds; RTT ms) for pings every 50 ms."""
     count = int(seconds / 0.05)
     r = host.run("ping", "-n", "-D", "-c", str(count), "-i", "0.05", "-W", "1", dst, check=False, timeout=seconds + 30)
     out = []
-    t0 = None
     for line in r.stdout.splitlines():
         if "time=" not in line or not line.startswith("["):
             continue
-        ts = float(line[1:line.index("]")])
-        t0 = t0 if t0 is not None else ts
-        out.append((ts - t0, float(line.split("time=")[1].split()[0])))
+        out.append((float(line[1:line.index("]")]), float(line.split("time=")[1].split()[0])))
+    return out
+
+
+def expiry_times(installs, start, end):
+    """The controller's installs between `start` and `end`, those within 0.5 s of each other taken
+    as one (the two directions' flows, learned from one exchange)."""
+    out = []
+    for t in sorted(installs):
+        if start <= t <= end and (not out or t - out[-1] > 0.5):
+            out.append(t)
     return out
 
 

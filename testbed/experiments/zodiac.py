@@ -33,8 +33,8 @@ def run(out, quick=False, switches=DEFAULT_SWITCHES):
                         try:
                             bps = iperf3_tcp(h1, h2, seconds=seconds, parallel=parallel, reverse=reverse)
                         except RuntimeError as e:
-                            progress(f"  failed: {e}")
-                            bps = 0.0
+                            # A run that failed measured nothing: it is no 0 Mbit/s row.
+                            raise RuntimeError(f"zodiac: {kind} / {app} / {flow}: {e}") from e
                         table.add(switch=kind, app=app, flow=flow, mbit_s=bps / 1e6, hosts_tx=settings.get("hosts_tx", "on"))
     table.write(out)
 
