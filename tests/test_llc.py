@@ -47,7 +47,7 @@ def test_snap_frames_match_their_ethertype_and_other_llc_frames_0x05ff(three_hos
         sw.ofctl("add-flow", "priority=10,in_port=1,dl_type=0x05ff,actions=output:3")
         # Positive control on the same ports: a plain IPv4 frame takes the 0x0800 flow.
         plain = udp_frame(h1.mac, h2.mac, h1.addr, h2.addr, 4001, 9, 30)
-        caps = {h.name: h.popen("python3", "-c", CAPTURE, "4") for h in (h2, h3)}
+        caps = {h.name: h.popen("python3", "-c", CAPTURE, "2.5") for h in (h2, h3)}
         time.sleep(0.8)
         sent = [snap] * 3 + [stp] * 3 + [plain]
         h1.popen("python3", "-c", SEND, stdin=subprocess.PIPE).communicate(
