@@ -117,7 +117,6 @@ def stream(src, dst, size, rate, seconds, route=None, log=None, during=None, at=
             str(seconds + 30)]
     if log:
         args += ["--log", str(log)]
-    recv = loadgen.start_receiver(dst.popen, *args)
     send = [loadgen.LOADGEN_BIN, "send", "--iface", "eth0", "--dst-mac", dst.mac, "--src-ip", src.addr, "--dst-ip",
             dst.addr, "--size", str(size), "--rate", str(rate), "--duration", str(seconds), "--engine", sender or engine,
             "--flow", str(flow)]
@@ -125,7 +124,7 @@ def stream(src, dst, size, rate, seconds, route=None, log=None, during=None, at=
         send += ["--less", route]
     if fifo:
         send = ["chrt", "-f", "20", *send]
-    try:
+    with loadgen.receiving(dst.popen, *args) as recv:
         p = src.popen(*send)
         if during:
             time.sleep(at)
@@ -135,9 +134,6 @@ def stream(src, dst, size, rate, seconds, route=None, log=None, during=None, at=
             raise RuntimeError(f"loadgen send: {err.strip()}")
         sent = json.loads(out)
         return sent, loadgen.finish_receiver(recv, [sent])
-    finally:
-        if recv.poll() is None:
-            recv.kill()
 
 
 def counters(sw):

@@ -10,6 +10,7 @@ import os
 import select
 import subprocess
 import time
+from contextlib import contextmanager
 
 from .netns import sh
 from .util import ROOT
@@ -42,6 +43,18 @@ def start_receiver(popen, *args, timeout=20):
         said.append(line)
 
 
+@contextmanager
+def receiving(popen, *args, timeout=20):
+    """`start_receiver` as a context: the receiver is killed on the way out if it still runs (a
+    failure before `finish_receiver`)."""
+    proc = start_receiver(popen, *args, timeout=timeout)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 def finish_receiver(proc, reports=(), timeout=60):
     """Tells a receiver its senders are done, giving it their reports (dicts or JSON lines), and
     returns its own report, parsed."""
@@ -57,12 +70,13 @@ def finish_receiver(proc, reports=(), timeout=60):
 
 
 def run(sender, receiver, size=64, rate=0, gap_ns=None, duration=1.0, send_engine="auto", recv_engine="xdp",
-        extra_send=(), flow=1, dst_mac=None):
+        extra_send=(), flow=1, dst_mac=None, recv_log=None):
     """Sends from `sender` to `receiver` (Hosts) and returns (sender report, receiver report).
-    `dst_mac`: the frames' destination instead of the receiver's MAC."""
-    recv = start_receiver(receiver.popen, LOADGEN_BIN, "recv", "--iface", "eth0", "--engine", recv_engine,
-                          "--flow", str(flow), "--duration", str(duration + 30))
-    try:
+    `dst_mac`: the frames' destination instead of the receiver's MAC; `recv_log`: a file for the
+    receiver's line per frame (socket engine)."""
+    log = ["--log", str(recv_log)] if recv_log else []
+    with receiving(receiver.popen, LOADGEN_BIN, "recv", "--iface", "eth0", "--engine", recv_engine, "--flow",
+                   str(flow), "--duration", str(duration + 30), *log) as recv:
         args = [LOADGEN_BIN, "send", "--iface", "eth0", "--dst-mac", dst_mac or receiver.mac, "--src-ip", sender.addr,
                 "--dst-ip", receiver.addr, "--size", str(size), "--duration", str(duration), "--engine", send_engine,
                 "--flow", str(flow)]
@@ -70,9 +84,6 @@ def run(sender, receiver, size=64, rate=0, gap_ns=None, duration=1.0, send_engin
         s = sender.run(*args, *extra_send, timeout=duration + 60)
         sent = json.loads(s.stdout)
         return sent, finish_receiver(recv, [sent])
-    finally:
-        if recv.poll() is None:
-            recv.kill()
 
 
 def prepare_xdp_sender(sender):

@@ -2,7 +2,9 @@
 flows from the other hosts onto chosen queues, and streams of edgeflow-loadgen probes with one
 receiver per flow on the last host."""
 
-from .loadgen import LOADGEN_BIN, finish_receiver, start_receiver
+from contextlib import ExitStack
+
+from .loadgen import LOADGEN_BIN, finish_receiver, receiving
 from .switches import Edgeflow
 from .util import run_dir
 
@@ -38,22 +40,21 @@ def flows(sw, queues):
 
 
 def streams(topo, specs, duration=3.0, logs=None):
-    """specs: [(sender host index, flow, size on the wire, frames/s)]. Starts a receiver per flow on
-    the last host (with a per-frame log for the flows in `logs`: {flow: path}), then every sender at
-    once; returns {flow: receiver report}."""
-    dst = topo.hosts[-1]
+    """specs: [(sender host index, flow, size on the wire, frames/s[, receiver host index])], the
+    receiver the last host unless given. Starts a receiver per flow (with a per-frame log for the
+    flows in `logs`: {flow: path}), then every sender at once; returns {flow: receiver report}."""
     logs = logs or {}
-    recv = {}
-    try:
-        for _, flow, _, _ in specs:
+    with ExitStack() as stack:
+        recv, senders = {}, {}
+        for i, flow, size, fps, *to in specs:
+            dst = topo.hosts[to[0] if to else -1]
             args = [LOADGEN_BIN, "recv", "--iface", "eth0", "--engine", "socket", "--flow", str(flow), "--duration",
                     str(duration + 30)]
             if flow in logs:
                 args += ["--log", str(logs[flow])]
-            recv[flow] = start_receiver(dst.popen, *args)
-        senders = {}
-        for i, flow, size, fps in specs:
-            h = topo.hosts[i]
+            recv[flow] = stack.enter_context(receiving(dst.popen, *args))
+        for i, flow, size, fps, *to in specs:
+            h, dst = topo.hosts[i], topo.hosts[to[0] if to else -1]
             senders[flow] = h.popen(LOADGEN_BIN, "send", "--iface", "eth0", "--dst-mac", dst.mac, "--src-ip", h.addr,
                                     "--dst-ip", dst.addr, "--size", str(size), "--rate", str(fps), "--duration",
                                     str(duration), "--engine", "socket", "--flow", str(flow))
@@ -63,10 +64,6 @@ def streams(topo, specs, duration=3.0, logs=None):
             if s.returncode != 0:
                 raise RuntimeError(f"loadgen send: {err.strip()}")
         return {flow: finish_receiver(r, [reports[flow]]) for flow, r in recv.items()}
-    finally:
-        for r in recv.values():
-            if r.poll() is None:
-                r.kill()
 
 
 def wire_mbps(report, size):

@@ -73,9 +73,9 @@ def test_labels_are_rewritten_hop_by_hop_and_the_receiver_gets_ip():
         pcap = run_dir("less") / "at-h2.pcap"
         dump = h2.popen("tcpdump", "-i", "eth0", "-U", "-w", str(pcap), "udp or ether proto 0x8847")
         time.sleep(0.5)
-        recv = loadgen.start_receiver(h2.popen, loadgen.LOADGEN_BIN, "recv", "--iface", "eth0", "--engine", "socket",
-                                      "--flow", "1", "--duration", "30")
-        got = loadgen.finish_receiver(recv, [send(h1, h2, route="2.2.1", count=200).stdout])
+        with loadgen.receiving(h2.popen, loadgen.LOADGEN_BIN, "recv", "--iface", "eth0", "--engine", "socket",
+                               "--flow", "1", "--duration", "30") as recv:
+            got = loadgen.finish_receiver(recv, [send(h1, h2, route="2.2.1", count=200).stdout])
         time.sleep(0.3)
         seen = {k: stacks(s.stop()) for k, s in sniffers.items()}
         dump.terminate()
@@ -183,12 +183,12 @@ def test_less_aware_hosts_learn_their_addresses_and_send_by_them():
             f"{port('r', 'b')}/{port('b', 'r')}.{port('b', 'd')}/{port('d', 'b')}.{port('d', 'e')}/{port('e', 'd')}"
             f".e{port('e', he)}"]), e_addresses
         before = {n: counters(sws[n]) for n in "bc"}
-        recv = loadgen.start_receiver(hb.popen, loadgen.LOADGEN_BIN, "recv", "--iface", "eth0", "--engine", "socket",
-                                      "--flow", "4", "--duration", "30")
-        sent = hc.run(loadgen.LOADGEN_BIN, "send", "--iface", "eth0", "--dst-mac", hb.mac, "--src-ip", hc.addr,
-                      "--dst-ip", hb.addr, "--size", "200", "--rate", "1000", "--count", "200", "--duration", "10",
-                      "--engine", "socket", "--flow", "4", "--less-to", ",".join(addresses(hb)), timeout=60)
-        got = loadgen.finish_receiver(recv, [sent.stdout])
+        with loadgen.receiving(hb.popen, loadgen.LOADGEN_BIN, "recv", "--iface", "eth0", "--engine", "socket",
+                               "--flow", "4", "--duration", "30") as recv:
+            sent = hc.run(loadgen.LOADGEN_BIN, "send", "--iface", "eth0", "--dst-mac", hb.mac, "--src-ip", hc.addr,
+                          "--dst-ip", hb.addr, "--size", "200", "--rate", "1000", "--count", "200", "--duration", "10",
+                          "--engine", "socket", "--flow", "4", "--less-to", ",".join(addresses(hb)), timeout=60)
+            got = loadgen.finish_receiver(recv, [sent.stdout])
         # Up C, A to the root, down to B, out to hB: the labels hC wrote, which the switches
         # followed (C pushed nothing: the frames came labelled).
         route = [port("c", "a"), port("a", "r"), port("r", "b"), port("b", hb)]

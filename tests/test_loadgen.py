@@ -51,16 +51,8 @@ def test_latency_and_rate_accounting(veth_pair, tmp_path):
     runs ahead of its rate, and the rates both ends report are the frames over their spans."""
     a, b = veth_pair
     log = tmp_path / "rx.log"
-    recv = loadgen.start_receiver(b.popen, loadgen.LOADGEN_BIN, "recv", "--iface", "eth0", "--engine", "socket",
-                                  "--duration", "30", "--log", str(log))
-    try:
-        s = a.run(loadgen.LOADGEN_BIN, "send", "--iface", "eth0", "--dst-mac", b.mac, "--size", "128", "--rate",
-                  "10000", "--duration", "1.0", "--engine", "socket", timeout=60)
-        sent = json.loads(s.stdout)
-        got = loadgen.finish_receiver(recv, [sent])
-    finally:
-        if recv.poll() is None:
-            recv.kill()
+    sent, got = loadgen.run(a, b, size=128, rate=10000, duration=1.0, send_engine="socket", recv_engine="socket",
+                            recv_log=log)
     assert got["received"] == sent["sent"] and got["lost"] == 0
     assert got["bytes"] == got["received"] * 128
     # Pacing: never ahead of the rate (the first frame goes at 0 s); behind it only when the
@@ -107,16 +99,8 @@ def test_xdp_sender_paces_frame_by_frame_at_a_set_rate(veth_pair, tmp_path):
     # Frames the XDP engine sends enter a veth only if it runs NAPI.
     sh("ip", "netns", "exec", b.name, "ethtool", "-K", "eth0", "gro", "on")
     log = tmp_path / "rx.log"
-    recv = loadgen.start_receiver(b.popen, loadgen.LOADGEN_BIN, "recv", "--iface", "eth0", "--engine", "socket",
-                                  "--duration", "30", "--log", str(log))
-    try:
-        s = a.run(loadgen.LOADGEN_BIN, "send", "--iface", "eth0", "--dst-mac", b.mac, "--size", "64", "--rate", "2000",
-                  "--duration", "1.0", "--engine", "xdp", timeout=60)
-        sent = json.loads(s.stdout)
-        got = loadgen.finish_receiver(recv, [sent])
-    finally:
-        if recv.poll() is None:
-            recv.kill()
+    sent, got = loadgen.run(a, b, size=64, rate=2000, duration=1.0, send_engine="xdp", recv_engine="socket",
+                            recv_log=log)
     assert sent["engine"] == "xdp" and not sent["generator_limited"], sent
     assert got["received"] == sent["sent"] and got["lost"] == 0, got
     rx = sorted(int(line.split()[2]) for line in log.read_text().splitlines())

@@ -2,7 +2,6 @@
 paced to a rate and scheduled (strict priority, DRR, CBS, gates). Rates and latencies are what
 edgeflow-loadgen's receivers on h3 measured."""
 
-import json
 import signal
 import threading
 import time
@@ -135,36 +134,18 @@ def test_a_gated_port_leaves_an_unscheduled_port_alone(three_hosts, tmp_path):
     """h1 sends to h3, whose port is paced and gated (queue 0 open in the first 5 ms of every
     10 ms), and to h2, whose port is neither: h3's frames leave only in the window, h2's at any
     time of the cycle, and neither stream loses a frame."""
-    from testbed import loadgen
     h1, h2, h3 = three_hosts.hosts
     gates = ('[port.gates]\nclock = "realtime"\ncycle_ns = 10000000\n'
              'entries = [{ duration_ns = 5000000, open = [0] }, { duration_ns = 5000000, open = [7] }]\n')
-    destinations = {2: h2, 3: h3}  # flow id = switch port
     with switch(three_hosts, "tsn-unscheduled", RATE_MBPS, "[[port.queue]]\nid = 0\n", gates) as sw:
         sw.ofctl("add-flow", f"priority=10,in_port=1,dl_dst={h3.mac},actions=set_queue:0,output:3")
         sw.ofctl("add-flow", f"priority=10,in_port=1,dl_dst={h2.mac},actions=output:2")
-        logs = {i: tmp_path / f"flow{i}.log" for i in destinations}
-        receivers = {i: loadgen.start_receiver(h.popen, loadgen.LOADGEN_BIN, "recv", "--iface", "eth0", "--engine",
-                                               "socket", "--flow", str(i), "--duration", "30", "--log", str(logs[i]))
-                     for i, h in destinations.items()}
-        try:
-            senders = {i: h1.popen(loadgen.LOADGEN_BIN, "send", "--iface", "eth0", "--dst-mac", h.mac, "--src-ip",
-                                   h1.addr, "--dst-ip", h.addr, "--size", "200", "--rate", "1000", "--duration", "2",
-                                   "--engine", "socket", "--flow", str(i))
-                       for i, h in destinations.items()}
-            got = {}
-            for i, s in senders.items():
-                report, err = s.communicate(timeout=60)
-                assert s.returncode == 0, err
-                got[i] = (json.loads(report), loadgen.finish_receiver(receivers[i], [report]))
-        finally:
-            for r in receivers.values():
-                if r.poll() is None:
-                    r.kill()
+        # Flow id = the receiver's switch port.
+        logs = {i: tmp_path / f"flow{i}.log" for i in (2, 3)}
+        got = streams(three_hosts, [(0, 2, 200, 1000, 1), (0, 3, 200, 1000, 2)], duration=2.0, logs=logs)
     inside = {}
-    for i in destinations:
-        sent, received = got[i]
-        assert received["received"] == sent["sent"] and received["lost"] == 0, (i, sent, received)
+    for i, received in got.items():
+        assert received["received"] == received["sender_sent"] and received["lost"] == 0, (i, received)
         offsets = [rx % 10_000_000 for _, _, rx in read_log(logs[i])]
         inside[i] = sum(1 for o in offsets if o < 5_000_000) / len(offsets)
     print(f"\nshare of frames arriving in queue 0's window: gated port {inside[3]:.2%}, "

@@ -86,17 +86,22 @@ pub struct EsFrame {
     pub probe: Probe,
 }
 
+/// The index (0 for A, 1 for B) of the network an interface id (`NETWORK_A`, `NETWORK_B`) names.
+pub fn network_index(interface: u8) -> Option<usize> {
+    match interface {
+        NETWORK_A => Some(0),
+        NETWORK_B => Some(1),
+        _ => None,
+    }
+}
+
 /// An AFDX frame of ours, or `None`.
 pub fn read(frame: &[u8]) -> Option<EsFrame> {
     let probe = frame::read_probe(frame)?;
     if frame.len() < PROBE_AT + PROBE_LEN + 1 || frame.len() + FCS < MIN_SIZE {
         return None;
     }
-    let network = match frame[11] >> 5 {
-        NETWORK_A => 0,
-        NETWORK_B => 1,
-        _ => return None,
-    };
+    let network = network_index(frame[11] >> 5)?;
     let vl = u16::from_be_bytes([frame[4], frame[5]]);
     (vl == probe.flow).then_some(EsFrame { vl, network, sn: frame[sn_at(frame)], probe })
 }

@@ -6,10 +6,34 @@
 //! sockets are open or its program attached, so a sender started after that line loses nothing
 //! to a receiver still starting.
 
+use clap::Args;
 use std::os::fd::RawFd;
 use std::time::{Duration, Instant};
 
 pub const STDIN: RawFd = 0;
+
+/// When a receiver stops, besides its --duration.
+#[derive(Args)]
+pub struct EndArgs {
+    /// Stop once standard input closes (the senders are done; each may first write its JSON
+    /// report on a line): at once if every frame they reported sending has arrived, else once
+    /// nothing has arrived for --settle seconds. --idle does not apply.
+    #[arg(long)]
+    end_on_stdin: bool,
+    /// With --end-on-stdin: how long frames still on their way may take to arrive.
+    #[arg(long, default_value_t = 0.1)]
+    settle: f64,
+}
+
+impl EndArgs {
+    pub fn notice(&self) -> Result<Option<EndNotice>, String> {
+        if self.end_on_stdin { EndNotice::listen().map(Some) } else { Ok(None) }
+    }
+
+    pub fn settle(&self) -> Duration {
+        Duration::from_secs_f64(self.settle)
+    }
+}
 
 /// Tells whoever started the receiver that frames sent from now on will be seen.
 pub fn say_ready() {
@@ -20,8 +44,11 @@ pub fn say_ready() {
 #[derive(Default)]
 pub struct EndNotice {
     pending: Vec<u8>,
-    /// One JSON report per line.
-    pub reports: Vec<String>,
+    /// How many reports (lines) arrived.
+    reports: usize,
+    /// Frames the reports say were sent, summed over them: under "" for `"sent": N`, per link for
+    /// `"sent": {"10": N, ...}`.
+    sent: Vec<(String, u64)>,
     /// When standard input closed: the senders are done.
     pub closed_at: Option<Instant>,
 }
@@ -54,30 +81,36 @@ impl EndNotice {
         }
         while let Some(at) = self.pending.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = self.pending.drain(..=at).collect();
-            let line = String::from_utf8_lossy(&line).trim().to_string();
-            if !line.is_empty() {
-                self.reports.push(line);
-            }
+            self.take_report(&line);
         }
         if self.closed_at.is_some() && !self.pending.is_empty() {
-            let line = String::from_utf8_lossy(&std::mem::take(&mut self.pending)).trim().to_string();
-            self.reports.push(line);
+            let line = std::mem::take(&mut self.pending);
+            self.take_report(&line);
         }
     }
 
-    /// Frames the senders reported sending: the sum of `"sent": N` over the reports, or, for
-    /// reports that count per virtual link (`"sent": {"10": N, ...}`), per link.
-    pub fn sent(&self) -> Vec<(String, u64)> {
-        let mut out: Vec<(String, u64)> = Vec::new();
-        for r in &self.reports {
-            for (name, n) in sent_counts(r) {
-                match out.iter_mut().find(|(k, _)| *k == name) {
-                    Some((_, total)) => *total += n,
-                    None => out.push((name, n)),
-                }
+    fn take_report(&mut self, line: &[u8]) {
+        let line = String::from_utf8_lossy(line);
+        if line.trim().is_empty() {
+            return;
+        }
+        self.reports += 1;
+        for (name, n) in sent_counts(&line) {
+            match self.sent.iter_mut().find(|(k, _)| *k == name) {
+                Some((_, total)) => *total += n,
+                None => self.sent.push((name, n)),
             }
         }
-        out
+    }
+
+    /// What the senders reported sending (see `sent`), if any report came.
+    pub fn reported(&self) -> Option<&[(String, u64)]> {
+        (self.reports > 0).then_some(&self.sent[..])
+    }
+
+    /// The same, once the senders are done: what a receiver waits for before it stops at once.
+    pub fn finished(&self) -> Option<&[(String, u64)]> {
+        self.closed_at.and(self.reported())
     }
 
     /// True once the senders are done and `settle` has passed since anything last arrived
@@ -124,10 +157,11 @@ mod tests {
 
     #[test]
     fn sums_reports_per_link() {
-        let n = EndNotice {
-            reports: vec!["{\"sent\": {\"10\": 5}}".into(), "{\"sent\": {\"10\": 2, \"20\": 1}}".into()],
-            ..Default::default()
-        };
-        assert_eq!(n.sent(), vec![("10".to_string(), 7), ("20".to_string(), 1)]);
+        let mut n = EndNotice::default();
+        assert_eq!(n.reported(), None);
+        n.take_report(b"{\"sent\": {\"10\": 5}}\n");
+        n.take_report(b"{\"sent\": {\"10\": 2, \"20\": 1}}");
+        assert_eq!(n.reported(), Some(&[("10".to_string(), 7), ("20".to_string(), 1)][..]));
+        assert_eq!(n.finished(), None, "not before standard input closes");
     }
 }

@@ -79,7 +79,7 @@ pub struct RecvArgs {
     #[arg(long)]
     outgoing: bool,
     #[command(flatten)]
-    end: crate::EndArgs,
+    end: crate::end::EndArgs,
 }
 
 /// How long before a frame's slot the sender stops sleeping and spins.
@@ -209,6 +209,8 @@ pub fn recv(a: RecvArgs) -> Result<(), String> {
         }
         None => None,
     };
+    let networks: Vec<usize> = ports.iter().filter_map(|(_, net)| afdx::network_index(*net)).collect();
+    let fds_and_stdin: Vec<RawFd> = fds.iter().copied().chain([crate::end::STDIN]).collect();
     let mut notice = a.end.notice()?;
     crate::end::say_ready();
     let start = Instant::now();
@@ -222,13 +224,12 @@ pub fn recv(a: RecvArgs) -> Result<(), String> {
             // Every copy of every frame the senders reported, on each network listened to, or
             // nothing more for a while.
             Some(n) => {
-                let all_in = n.closed_at.is_some()
-                    && !n.reports.is_empty()
-                    && n.sent().iter().all(|(vl, sent)| {
+                let all_in = n.finished().is_some_and(|sent| {
+                    sent.iter().all(|(vl, sent)| {
                         let r = vl.parse().ok().and_then(|id: u16| receiver.vls.get(&id));
-                        let network = |net: u8| usize::from(net != NETWORK_A);
-                        r.is_some_and(|r| ports.iter().all(|(_, net)| r.received[network(*net)] >= *sent))
-                    });
+                        r.is_some_and(|r| networks.iter().all(|&k| r.received[k] >= *sent))
+                    })
+                });
                 all_in || n.settled(last_seen, a.end.settle())
             }
         };
@@ -236,11 +237,8 @@ pub fn recv(a: RecvArgs) -> Result<(), String> {
             break;
         }
         let listening = notice.as_ref().is_some_and(|n| n.closed_at.is_none());
-        let mut polled = fds.clone();
-        if listening {
-            polled.push(crate::end::STDIN);
-        }
-        let _ = netio::sys::poll_readable(&polled, 10, &mut ready);
+        let polled = if listening { &fds_and_stdin[..] } else { &fds[..] };
+        let _ = netio::sys::poll_readable(polled, 10, &mut ready);
         if ready.contains(&fds.len()) {
             if let Some(n) = &mut notice {
                 n.read();
@@ -254,7 +252,7 @@ pub fn recv(a: RecvArgs) -> Result<(), String> {
                 };
                 // A frame whose interface id names the other network came the wrong way: the
                 // report counts it, and the redundancy check sees it as its network's.
-                if (frame.network == 0) != (*net == NETWORK_A) {
+                if Some(frame.network) != afdx::network_index(*net) {
                     wrong_network += 1;
                 }
                 let rx_ns = if f.tstamp_ns != 0 { f.tstamp_ns } else { realtime_ns() };

@@ -7,7 +7,8 @@
 //! takes the kernel's receive timestamp from its packet ring.
 //!
 //! Over 600 lines, one concern: the plain sender and receiver (socket and XDP engines) and their
-//! command line; the AFDX end systems are `es` and `afdx`, frames `frame`.
+//! command line; the AFDX end systems are `es` and `afdx`, frames `frame`, when a receiver stops
+//! `end`.
 
 use netio::sys::{monotonic_ns, realtime_ns};
 use std::io::Write;
@@ -226,30 +227,7 @@ struct RecvArgs {
     #[arg(long)]
     log: Option<std::path::PathBuf>,
     #[command(flatten)]
-    end: EndArgs,
-}
-
-/// When a receiver stops, besides its --duration.
-#[derive(Args)]
-pub struct EndArgs {
-    /// Stop once standard input closes (the senders are done; each may first write its JSON
-    /// report on a line): at once if every frame they reported sending has arrived, else once
-    /// nothing has arrived for --settle seconds. --idle does not apply.
-    #[arg(long)]
-    end_on_stdin: bool,
-    /// With --end-on-stdin: how long frames still on their way may take to arrive.
-    #[arg(long, default_value_t = 0.1)]
-    settle: f64,
-}
-
-impl EndArgs {
-    fn notice(&self) -> Result<Option<end::EndNotice>, String> {
-        if self.end_on_stdin { end::EndNotice::listen().map(Some) } else { Ok(None) }
-    }
-
-    fn settle(&self) -> Duration {
-        Duration::from_secs_f64(self.settle)
-    }
+    end: end::EndArgs,
 }
 
 fn main() {
@@ -536,8 +514,7 @@ fn recv(a: RecvArgs) -> Result<(), String> {
         let done = match &notice {
             None => last_seen.is_some_and(|t| t.elapsed() >= idle),
             Some(n) => {
-                let sent: u64 = n.sent().iter().map(|(_, c)| c).sum();
-                let all_in = n.closed_at.is_some() && !n.reports.is_empty() && stats.received >= sent;
+                let all_in = n.finished().is_some_and(|sent| stats.received >= total(sent));
                 all_in || n.settled(last_seen, a.end.settle())
             }
         };
@@ -605,10 +582,15 @@ fn report(stats: &FlowStats, other: u64, dscps: &[u64; 64], notice: Option<&end:
         stats.jitter_ns / 1000.0,
         by_dscp.join(", "),
         notice
-            .filter(|n| !n.reports.is_empty())
-            .map(|n| format!(", \"sender_sent\": {}", n.sent().iter().map(|(_, c)| c).sum::<u64>()))
+            .and_then(end::EndNotice::reported)
+            .map(|sent| format!(", \"sender_sent\": {}", total(sent)))
             .unwrap_or_default(),
     );
+}
+
+/// Frames sent in all, over the counts of the senders' reports.
+fn total(sent: &[(String, u64)]) -> u64 {
+    sent.iter().map(|(_, n)| n).sum()
 }
 
 /// Receives with the XDP counter in `bpf/loadgen.c` attached to the interface.
@@ -656,8 +638,7 @@ fn recv_xdp(a: &RecvArgs) -> Result<(), String> {
             None => last_change.is_some_and(|t| t.elapsed().as_secs_f64() >= a.idle),
             Some(n) => {
                 n.read();
-                let sent: u64 = n.sent().iter().map(|(_, c)| c).sum();
-                let all_in = n.closed_at.is_some() && !n.reports.is_empty() && received >= sent;
+                let all_in = n.finished().is_some_and(|sent| received >= total(sent));
                 all_in || n.settled(last_change, a.end.settle())
             }
         };

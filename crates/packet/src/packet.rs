@@ -1,8 +1,8 @@
 //! A frame being rewritten: headroom for pushed tags, offload state, and the header actions of
 //! OpenFlow 1.3 with checksums kept right.
 //!
-//! Over 500 lines on purpose: every header action and the checksum and offload bookkeeping it
-//! owes sit together, so that a rewrite and its fix-up cannot drift apart.
+//! Over 700 lines on purpose: every header action and the checksum, offload and 802.3-length
+//! bookkeeping it owes sit together, so that a rewrite and its fix-up cannot drift apart.
 
 use crate::csum;
 use crate::key::FlowKey;
