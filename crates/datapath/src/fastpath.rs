@@ -3,7 +3,9 @@
 //!
 //! The pipeline stays the one truth. Userspace translates every miss, executes it, and installs
 //! the translation here when the kernel program can carry it out exactly (see [`encode`]); anything
-//! else simply stays a miss. Whenever the pipeline's cache is flushed, so is this one, by bumping a
+//! else simply stays a miss. Every entry here stands for one entry of the pipeline's cache: when
+//! the pipeline retires that one (a change it read), this one is deleted with it, its last hits
+//! read in the same step; when the pipeline's cache is flushed, so is this one, by bumping a
 //! generation number the kernel program checks on every lookup. Hit counters are read back and
 //! credited to the OpenFlow flows, tables, groups and ports each entry stands for.
 //!
@@ -18,8 +20,10 @@ use std::io;
 
 use ofp::oxm::Field;
 use packet::{FlowKey, KEY_BYTES};
+use pipeline::classifier::RuleId;
 use pipeline::exec::{Credits, DpAction};
 use pipeline::meter::Meter;
+use pipeline::Retired;
 use tracing::{debug, info, warn};
 
 use crate::ebpf::{Link, Map, Object, Program};
@@ -255,6 +259,8 @@ pub fn encode(actions: &[DpAction], cx: &mut EncodeContext<'_>) -> Option<Vec<Bp
 }
 
 struct Installed {
+    /// The pipeline's cache entry this one copies.
+    source: RuleId,
     /// The masked key: two keys with one hash under one mask cannot both be in the kernel.
     key: FlowKey,
     credits: Credits,
@@ -278,8 +284,8 @@ pub struct PortDelta {
 /// Growth since the last harvest: what the OpenFlow counters must add.
 #[derive(Default)]
 pub struct Harvest {
-    /// (credits, packets, bytes) per entry that saw hits.
-    pub flows: Vec<(Credits, u64, u64)>,
+    /// (the pipeline's cache entry, its credits, packets, bytes) per entry that saw hits.
+    pub flows: Vec<(RuleId, Credits, u64, u64)>,
     pub ports: BTreeMap<u32, PortDelta>,
     /// (port, egress queue) → (packets, bytes) sent.
     pub queues: BTreeMap<(u32, u8), (u64, u64)>,
@@ -297,6 +303,10 @@ pub struct FastPath {
     mask_hits: [u64; MAX_MASKS],
     mask_order: Vec<u32>,
     entries: HashMap<Vec<u8>, Installed>,
+    /// The pipeline's cache entry → the key of its copy here (current generation only).
+    by_source: HashMap<RuleId, Vec<u8>>,
+    /// Entries of the current generation under each mask slot: a slot no entry uses is freed.
+    mask_users: [u32; MAX_MASKS],
     meters: BTreeMap<u32, (u32, [u64; 4])>,
     _links: Vec<Link>,
     /// Per-port XDP programs bound to their device (see `attach_xdp`).
@@ -307,6 +317,8 @@ pub struct FastPath {
     pub upcall: Option<(String, String)>,
     pub installed: u64,
     pub refused: u64,
+    /// Entries deleted one by one because the pipeline retired theirs.
+    pub retired: u64,
     /// Hits on entries that send nowhere: frames the kernel dropped as the mode decided.
     no_output_drops: u64,
     /// What the label maps hold, so that a change writes only what moved.
@@ -337,6 +349,8 @@ impl FastPath {
             mask_hits: [0; MAX_MASKS],
             mask_order: Vec::new(),
             entries: HashMap::new(),
+            by_source: HashMap::new(),
+            mask_users: [0; MAX_MASKS],
             meters: BTreeMap::new(),
             _links: Vec::new(),
             _bound: Vec::new(),
@@ -344,6 +358,7 @@ impl FastPath {
             upcall: None,
             installed: 0,
             refused: 0,
+            retired: 0,
             no_output_drops: 0,
             labels: labels::Written::default(),
             links: links::Written::default(),
@@ -434,11 +449,14 @@ impl FastPath {
         Ok(())
     }
 
-    /// Installs a translation. `mask` is what it consulted; `actions` and `credits` what it does and
-    /// counts; `outputs` the (port, egress queue) of each copy it sends. Returns false (the flow
-    /// stays in userspace) when the kernel cannot carry it out.
+    /// Installs a translation, the copy of the pipeline's cache entry `source`. `mask` is what it
+    /// consulted; `actions` and `credits` what it does and counts; `outputs` the (port, egress
+    /// queue) of each copy it sends. Returns false (the flow stays in userspace) when the kernel
+    /// cannot carry it out.
+    #[allow(clippy::too_many_arguments)]
     pub fn install(
         &mut self,
+        source: RuleId,
         key: &FlowKey,
         mask: &FlowKey,
         actions: &[DpAction],
@@ -504,9 +522,10 @@ impl FastPath {
             return false;
         }
         let outputs = outputs.to_vec();
-        self.entries.insert(
-            k,
+        let replaced = self.entries.insert(
+            k.clone(),
             Installed {
+                source,
                 key: masked,
                 credits: credits.clone(),
                 in_port: key.in_port(),
@@ -516,8 +535,77 @@ impl FastPath {
                 generation: self.generation,
             },
         );
+        if let Some(old) = replaced.filter(|old| old.generation == self.generation) {
+            self.mask_users[slot] -= 1;
+            if self.by_source.get(&old.source) == Some(&k) {
+                self.by_source.remove(&old.source);
+            }
+        }
+        self.mask_users[slot] += 1;
+        if let Some(before) = self.by_source.insert(source, k.clone()) {
+            // The pipeline reuses the id of an entry it retired; the datapath retires the copy
+            // first, so this is only a guard against a copy that would outlive its entry.
+            if before != k {
+                debug!("fast path: entry {source:?} installed again before its copy was retired");
+                self.drop_entry(&before);
+            }
+        }
         self.installed += 1;
         true
+    }
+
+    /// Deletes the copies of the cache entries, and the kernel slots of the meters, the pipeline
+    /// retired; returns what they counted since the last harvest.
+    pub fn retire(&mut self, retired: &Retired) -> Harvest {
+        let mut h = Harvest::default();
+        for id in &retired.entries {
+            let Some(k) = self.by_source.remove(id) else { continue };
+            if let Some(inst) = self.entries.get_mut(&k) {
+                if let Ok(Some(v)) = megaflows(&self.obj).take(&k) {
+                    let (packets, bytes) = entry_counts(&v);
+                    credit_hits(inst, packets, bytes, &mut h, &mut self.mask_hits, &mut self.no_output_drops, &k);
+                }
+            }
+            self.drop_entry(&k);
+            self.retired += 1;
+        }
+        for m in &retired.meters {
+            let Some((slot, seen)) = self.meters.remove(m) else { continue };
+            if let Ok(map) = self.obj.map("ef_meters") {
+                if let Ok(Some(v)) = map.lookup(&slot.to_ne_bytes()) {
+                    let now = meter_counts(&v);
+                    let d: [u64; 4] = std::array::from_fn(|i| now[i].saturating_sub(seen[i]));
+                    if d.iter().any(|&x| x > 0) {
+                        h.meters.insert(*m, (d[0], d[1], d[2], d[3]));
+                    }
+                }
+                let _ = map.update(&slot.to_ne_bytes(), &[0u8; METER_BYTES]);
+            }
+        }
+        h
+    }
+
+    /// Forgets an entry of the current generation (deleting it from the kernel if still there);
+    /// frees its mask slot when no other entry uses it.
+    fn drop_entry(&mut self, k: &[u8]) {
+        let Some(inst) = self.entries.remove(k) else { return };
+        let _ = megaflows(&self.obj).delete(k);
+        if inst.generation != self.generation {
+            return;
+        }
+        if self.by_source.get(&inst.source).is_some_and(|x| x == k) {
+            self.by_source.remove(&inst.source);
+        }
+        let slot = u32::from_ne_bytes(k[0..4].try_into().unwrap()) as usize;
+        if slot < MAX_MASKS {
+            self.mask_users[slot] = self.mask_users[slot].saturating_sub(1);
+            if self.mask_users[slot] == 0 && self.masks[slot].is_some() {
+                self.masks[slot] = None;
+                self.mask_hits[slot] = 0;
+                let order = self.mask_order.iter().copied().filter(|&s| s as usize != slot).collect();
+                self.write_mask_order(order);
+            }
+        }
     }
 
     /// A kernel slot for a drop-only meter, created from the pipeline's meter on first use.
@@ -544,47 +632,20 @@ impl FastPath {
         for (k, inst) in self.entries.iter_mut() {
             match map.lookup(k) {
                 Ok(Some(v)) => {
-                    let packets = u64::from_ne_bytes(v[ENTRY_PACKETS_AT..ENTRY_PACKETS_AT + 8].try_into().unwrap());
-                    let bytes = u64::from_ne_bytes(v[ENTRY_BYTES_AT..ENTRY_BYTES_AT + 8].try_into().unwrap());
-                    let (dp, db) = (packets.saturating_sub(inst.packets), bytes.saturating_sub(inst.bytes));
-                    inst.packets = packets;
-                    inst.bytes = bytes;
-                    if dp > 0 {
-                        let slot = u32::from_ne_bytes(k[0..4].try_into().unwrap()) as usize;
-                        if slot < MAX_MASKS {
-                            self.mask_hits[slot] += dp;
-                        }
-                        h.flows.push((inst.credits.clone(), dp, db));
-                        if inst.outputs.is_empty() {
-                            self.no_output_drops += dp;
-                        }
-                        let rx = h.ports.entry(inst.in_port).or_default();
-                        rx.rx_packets += dp;
-                        rx.rx_bytes += db;
-                        for &(port, queue) in &inst.outputs {
-                            let tx = h.ports.entry(port).or_default();
-                            tx.tx_packets += dp;
-                            tx.tx_bytes += db;
-                            let q = h.queues.entry((port, queue)).or_default();
-                            q.0 += dp;
-                            q.1 += db;
-                        }
-                    }
+                    let (packets, bytes) = entry_counts(&v);
+                    credit_hits(inst, packets, bytes, &mut h, &mut self.mask_hits, &mut self.no_output_drops, k);
                 }
                 _ => gone.push(k.clone()),
             }
         }
         for k in gone {
-            self.entries.remove(&k);
+            self.drop_entry(&k);
         }
         self.rank_masks();
         if let Ok(meters) = self.obj.map("ef_meters") {
             for (id, (slot, seen)) in self.meters.iter_mut() {
                 if let Ok(Some(v)) = meters.lookup(&slot.to_ne_bytes()) {
-                    let now: [u64; 4] = std::array::from_fn(|i| {
-                        let at = METER_COUNTS_AT + i * 8;
-                        u64::from_ne_bytes(v[at..at + 8].try_into().unwrap())
-                    });
+                    let now = meter_counts(&v);
                     let delta: Vec<u64> = now.iter().zip(seen.iter()).map(|(n, s)| n.saturating_sub(*s)).collect();
                     *seen = now;
                     if delta.iter().any(|&d| d > 0) {
@@ -637,6 +698,8 @@ impl FastPath {
         }
         self.masks = vec![None; MAX_MASKS];
         self.mask_hits = [0; MAX_MASKS];
+        self.mask_users = [0; MAX_MASKS];
+        self.by_source.clear();
         // Stale slots in the order are harmless (the kernel checks each mask's generation); they
         // are dropped as new masks take slots.
         self.write_mask_order(Vec::new());
@@ -713,6 +776,58 @@ impl Drop for FastPath {
         if let Some((ours, _)) = &self.upcall {
             let _ = sys::delete_link(ours);
         }
+    }
+}
+
+/// A `struct entry`'s hit counters: packets, bytes.
+fn entry_counts(v: &[u8]) -> (u64, u64) {
+    let at = |o: usize| u64::from_ne_bytes(v[o..o + 8].try_into().unwrap());
+    (at(ENTRY_PACKETS_AT), at(ENTRY_BYTES_AT))
+}
+
+/// A `struct meter`'s counters: packets, bytes, dropped packets, dropped bytes.
+fn meter_counts(v: &[u8]) -> [u64; 4] {
+    std::array::from_fn(|i| {
+        let at = METER_COUNTS_AT + i * 8;
+        u64::from_ne_bytes(v[at..at + 8].try_into().unwrap())
+    })
+}
+
+/// Adds an entry's growth since it was last read (its counters now `packets`, `bytes`) to `h`:
+/// the entry's credits, the port it takes frames from, every port and queue it sends on.
+fn credit_hits(
+    inst: &mut Installed,
+    packets: u64,
+    bytes: u64,
+    h: &mut Harvest,
+    mask_hits: &mut [u64; MAX_MASKS],
+    no_output_drops: &mut u64,
+    k: &[u8],
+) {
+    let (dp, db) = (packets.saturating_sub(inst.packets), bytes.saturating_sub(inst.bytes));
+    inst.packets = packets;
+    inst.bytes = bytes;
+    if dp == 0 {
+        return;
+    }
+    let slot = u32::from_ne_bytes(k[0..4].try_into().unwrap()) as usize;
+    if slot < MAX_MASKS {
+        mask_hits[slot] += dp;
+    }
+    h.flows.push((inst.source, inst.credits.clone(), dp, db));
+    if inst.outputs.is_empty() {
+        *no_output_drops += dp;
+    }
+    let rx = h.ports.entry(inst.in_port).or_default();
+    rx.rx_packets += dp;
+    rx.rx_bytes += db;
+    for &(port, queue) in &inst.outputs {
+        let tx = h.ports.entry(port).or_default();
+        tx.tx_packets += dp;
+        tx.tx_bytes += db;
+        let q = h.queues.entry((port, queue)).or_default();
+        q.0 += dp;
+        q.1 += db;
     }
 }
 

@@ -30,6 +30,7 @@ mod cmd {
     pub const MAP_UPDATE_ELEM: i32 = 2;
     pub const MAP_DELETE_ELEM: i32 = 3;
     pub const MAP_GET_NEXT_KEY: i32 = 4;
+    pub const MAP_LOOKUP_AND_DELETE_ELEM: i32 = 21;
     pub const PROG_LOAD: i32 = 5;
     pub const PROG_TEST_RUN: i32 = 10;
     pub const OBJ_GET_INFO_BY_FD: i32 = 15;
@@ -157,6 +158,23 @@ impl Map {
         let mut a = Attr::new().u32(0, self.fd() as u32).u64(8, key.as_ptr() as u64).u64(16, buf.as_mut_ptr() as u64);
         bpf(cmd::MAP_LOOKUP_ELEM, &mut a)?;
         Ok(buf.chunks(stride).map(|c| c[..self.value_size as usize].to_vec()).collect())
+    }
+
+    /// Reads and deletes `key` in one step, so that nothing the kernel adds to the value between
+    /// the two is lost (hash maps since Linux 5.14; before, a lookup and then a delete).
+    pub fn take(&self, key: &[u8]) -> io::Result<Option<Vec<u8>>> {
+        let mut value = vec![0u8; self.value_size as usize];
+        let mut a = Attr::new().u32(0, self.fd() as u32).u64(8, key.as_ptr() as u64).u64(16, value.as_mut_ptr() as u64);
+        match bpf(cmd::MAP_LOOKUP_AND_DELETE_ELEM, &mut a) {
+            Ok(_) => Ok(Some(value)),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) => Ok(None),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOTSUP) | Some(524)) => {
+                let value = self.lookup(key)?;
+                self.delete(key)?;
+                Ok(value)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     pub fn delete(&self, key: &[u8]) -> io::Result<bool> {

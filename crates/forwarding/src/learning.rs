@@ -48,9 +48,17 @@ impl Mode for LearningMode {
         self.0.generation()
     }
 
-    fn credit_kernel(&mut self, credits: &Credits, packets: u64, bytes: u64, now: Nanos) {
+    fn take_retired(&mut self) -> crate::Retired {
+        self.0.take_retired()
+    }
+
+    fn credit_kernel(&mut self, id: EntryId, credits: &Credits, packets: u64, bytes: u64, now: Nanos) {
         // Keeps learned addresses of kernel-forwarded traffic from ageing out.
-        self.0.credit_kernel(credits, packets, bytes, now);
+        self.0.credit_kernel(id, credits, packets, bytes, now);
+    }
+
+    fn counters(&self) -> Vec<crate::CounterGroup> {
+        self.0.counters()
     }
 
     fn next_deadline(&self) -> Option<Nanos> {

@@ -22,7 +22,7 @@ use ofp::error::{BadRequest, ErrorCode};
 use packet::{FlowKey, Packet};
 pub use pipeline::classifier::RuleId as EntryId;
 pub use pipeline::exec::{Credits, DpAction};
-pub use pipeline::{Nanos, PortView};
+pub use pipeline::{Nanos, PortView, Retired};
 
 /// Where one copy of a frame leaves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -271,8 +271,15 @@ pub trait Mode: Send {
     /// every kernel entry (crediting their hits first).
     fn generation(&self) -> u64;
 
-    /// Hits the kernel counted on an entry this mode handed out.
-    fn credit_kernel(&mut self, _credits: &Credits, _packets: u64, _bytes: u64, _now: Nanos) {}
+    /// Decisions handed out before that no longer hold, retired one by one since the last call
+    /// (a change that could only affect them): the datapath drops just their kernel copies
+    /// (crediting their hits first), and its copies of the meters listed.
+    fn take_retired(&mut self) -> Retired {
+        Retired::default()
+    }
+
+    /// Hits the kernel counted on entry `id` this mode handed out.
+    fn credit_kernel(&mut self, _id: EntryId, _credits: &Credits, _packets: u64, _bytes: u64, _now: Nanos) {}
 
     /// What a kernel meter counted: (packets, bytes, dropped packets, dropped bytes).
     fn credit_kernel_meter(&mut self, _meter: u32, _counts: (u64, u64, u64, u64)) {}

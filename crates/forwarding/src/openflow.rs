@@ -272,8 +272,13 @@ impl Mode for OpenFlowMode {
         true
     }
 
-    fn credit_kernel(&mut self, credits: &pipeline::exec::Credits, packets: u64, bytes: u64, now: Nanos) {
+    fn take_retired(&mut self) -> crate::Retired {
+        self.pipeline.take_retired()
+    }
+
+    fn credit_kernel(&mut self, id: EntryId, credits: &pipeline::exec::Credits, packets: u64, bytes: u64, now: Nanos) {
         self.pipeline.credit_many(credits, packets, bytes, now);
+        self.pipeline.touch_cached(id, packets, now);
     }
 
     fn credit_kernel_meter(&mut self, meter: u32, (p, b, dp, db): (u64, u64, u64, u64)) {
@@ -331,6 +336,11 @@ impl Mode for OpenFlowMode {
 
     fn set_fail_open(&mut self, on: bool) {
         self.pipeline.set_fail_open(on);
+    }
+
+    /// The megaflow cache: how much churn retired one by one, and how often it was flushed.
+    fn counters(&self) -> Vec<crate::CounterGroup> {
+        vec![crate::CounterGroup { name: "megaflow cache".into(), counters: self.pipeline.cache_counters().to_vec() }]
     }
 
     fn tables(&self) -> Vec<crate::TableReport> {

@@ -128,9 +128,13 @@ impl Mode for Partitioned {
         self.flows.map_or(0, |f| self.parts[f].mode.generation())
     }
 
-    fn credit_kernel(&mut self, credits: &Credits, packets: u64, bytes: u64, now: Nanos) {
+    fn take_retired(&mut self) -> crate::Retired {
+        self.flows.map(|f| self.parts[f].mode.take_retired()).unwrap_or_default()
+    }
+
+    fn credit_kernel(&mut self, id: EntryId, credits: &Credits, packets: u64, bytes: u64, now: Nanos) {
         if let Some(f) = self.flows {
-            self.parts[f].mode.credit_kernel(credits, packets, bytes, now);
+            self.parts[f].mode.credit_kernel(id, credits, packets, bytes, now);
         }
     }
 

@@ -99,9 +99,14 @@ fn learning_floods_unknown_then_forwards_to_the_learned_port() {
     let (v, r, _) = receive(&mut m, 1, &udp(H1, H2), 0);
     assert_eq!(r.ports(), vec![2, 3], "H2 unknown: flooded");
     assert_eq!(v.dropped, None);
+    let flooded = v.entry.expect("the flood is cached");
+    m.take_retired();
+    let gen = m.generation();
     let (_, r, _) = receive(&mut m, 2, &udp(H2, H1), 1);
     assert_eq!(r.ports(), vec![1], "H1 was learned on port 1");
-    let gen = m.generation();
+    // Learning H2 retires the entry that flooded frames for it, and only that one.
+    assert_eq!(m.take_retired().entries, vec![flooded]);
+    assert_eq!(m.generation(), gen, "retired one by one, not flushed");
     let (v, r, _) = receive(&mut m, 1, &udp(H1, H2), 2);
     assert_eq!(r.ports(), vec![2]);
     assert_eq!(m.generation(), gen, "nothing new learned: kernel entries stay valid");

@@ -1,18 +1,21 @@
 //! The megaflow cache: translations keyed on only the header bits they consulted.
 //!
 //! Entries never disagree (each gives, for every packet it covers, the translation that packet
-//! would get), so they carry no priority and the first hit wins. Any change to what translation
-//! reads — flows, groups, meters, ports, learned addresses, switch config — flushes the cache; the
-//! next packet of each flow re-translates. That keeps "one truth" trivially: a cache hit is never
-//! older than the tables.
+//! would get), so they carry no priority and the first hit wins. A change to what translation
+//! reads — flows, groups, meters, ports, learned addresses — retires the entries that read it
+//! (`revalidate`), and only those: a cache hit is never older than the tables, and traffic the
+//! change cannot touch keeps its entries. Switch-wide changes (config, fail-open, table features,
+//! a full cache) still flush everything and move the generation.
 
 use packet::FlowKey;
 
 use crate::classifier::{Classifier, RuleId};
 use crate::exec::{Credits, DpAction};
 use crate::flow::Nanos;
+use crate::revalidate::{Change, ReadIndex, Reads};
 
-pub const DEFAULT_MAX_ENTRIES: usize = 65_536;
+/// As Open vSwitch's default datapath flow limit. An entry takes memory only while it exists.
+pub const DEFAULT_MAX_ENTRIES: usize = 200_000;
 /// Entries unused this long are dropped by [`FlowCache::sweep`].
 pub const IDLE: Nanos = 10_000_000_000;
 
@@ -22,6 +25,7 @@ pub struct CacheEntry {
     pub credits: Credits,
     pub last_used: Nanos,
     pub packets: u64,
+    pub reads: Reads,
 }
 
 pub struct FlowCache {
@@ -29,6 +33,12 @@ pub struct FlowCache {
     max_entries: usize,
     /// Bumped on every flush, so holders of a [`RuleId`] can tell it went stale.
     pub generation: u64,
+    index: ReadIndex,
+    /// Entries retired one by one since the datapath last asked (a flush empties it: the
+    /// generation says more).
+    retired: Vec<RuleId>,
+    /// Entries retired one by one since start (idle ones included).
+    pub retired_total: u64,
 }
 
 impl Default for FlowCache {
@@ -39,7 +49,7 @@ impl Default for FlowCache {
 
 impl FlowCache {
     pub fn new(max_entries: usize) -> Self {
-        FlowCache { entries: Classifier::new(), max_entries, generation: 0 }
+        FlowCache { entries: Classifier::new(), max_entries, generation: 0, index: ReadIndex::default(), retired: Vec::new(), retired_total: 0 }
     }
 
     pub fn len(&self) -> usize {
@@ -68,17 +78,61 @@ impl FlowCache {
         self.entries.get_mut(id)
     }
 
-    /// Inserts an entry; returns its id if it is new.
+    /// Inserts an entry; returns its id if it is new. A full cache makes room by retiring its
+    /// least recently used eighth (one scan pays for many inserts), never by flushing: the
+    /// entries in use, and their kernel copies, stay.
     pub fn insert(&mut self, key: &FlowKey, mask: &FlowKey, entry: CacheEntry) -> Option<RuleId> {
         if self.entries.len() >= self.max_entries {
-            self.flush();
+            self.retire_least_used(self.max_entries.div_ceil(8));
         }
         // A racing identical translation (same masked key) is already there: keep one.
         if self.entries.find_exact(key, mask, 0).is_none() {
-            Some(self.entries.insert(key, mask, 0, entry))
+            let reads = entry.reads.clone();
+            let id = self.entries.insert(key, mask, 0, entry);
+            self.index.add(id, mask, &reads);
+            Some(id)
         } else {
             None
         }
+    }
+
+    /// Takes one entry out, noting it for the datapath's copy.
+    pub fn retire(&mut self, id: RuleId) {
+        let Some((_, mask, _)) = self.entries.rule_match(id) else { return };
+        let mask = *mask;
+        if let Some(entry) = self.entries.remove(id) {
+            self.index.remove(id, &mask, &entry.reads);
+            self.retired.push(id);
+            self.retired_total += 1;
+        }
+    }
+
+    /// Retires the entries `change` can affect; returns how many went.
+    pub fn revalidate(&mut self, change: &Change) -> usize {
+        let mut hit = Vec::new();
+        self.index.affected(change, &mut hit);
+        let before = self.entries.len();
+        for id in hit {
+            self.retire(id);
+        }
+        before - self.entries.len()
+    }
+
+    fn retire_least_used(&mut self, n: usize) {
+        let mut by_use: Vec<(Nanos, RuleId)> = self.entries.iter().map(|(id, e)| (e.last_used, id)).collect();
+        let n = n.min(by_use.len());
+        if n == 0 {
+            return;
+        }
+        by_use.select_nth_unstable(n - 1);
+        for &(_, id) in &by_use[..n] {
+            self.retire(id);
+        }
+    }
+
+    /// Entries retired since the last call.
+    pub fn take_retired(&mut self) -> Vec<RuleId> {
+        std::mem::take(&mut self.retired)
     }
 
     /// An entry with its (masked) key and its mask.
@@ -90,7 +144,9 @@ impl FlowCache {
     pub fn flush(&mut self) {
         if !self.entries.is_empty() {
             self.entries = Classifier::new();
+            self.index.clear();
         }
+        self.retired.clear();
         self.generation += 1;
     }
 
@@ -104,7 +160,15 @@ impl FlowCache {
         let stale: Vec<RuleId> =
             self.entries.iter().filter(|(_, e)| now.saturating_sub(e.last_used) > IDLE).map(|(id, _)| id).collect();
         for id in stale {
-            self.entries.remove(id);
+            self.retire(id);
+        }
+    }
+
+    /// Kernel hits on an entry: it stays in use.
+    pub fn touch(&mut self, id: RuleId, packets: u64, now: Nanos) {
+        if let Some(e) = self.entries.get_mut(id) {
+            e.packets += packets;
+            e.last_used = e.last_used.max(now);
         }
     }
 

@@ -179,20 +179,26 @@ impl<T> Classifier<T> {
         self.order = order;
     }
 
-    /// Highest-priority rule matching `key`. Each probed subtable's mask is OR-ed into `consulted`.
+    /// Highest-priority rule matching `key`; of several with that priority, the lowest id. Each
+    /// probed subtable's mask is OR-ed into `consulted`.
+    ///
+    /// The tie-break makes the winner a function of the matching rules alone, not of the order
+    /// subtables happen to be probed in: removing a rule that did not win never changes a winner,
+    /// which is what lets revalidation keep cached entries across such removals.
     pub fn lookup(&self, key: &FlowKey, consulted: &mut FlowKey) -> Option<(RuleId, &T)> {
         let mut best: Option<(u32, RuleId)> = None;
         for &i in &self.order {
             let st = &self.subtables[i];
             if let Some((p, _)) = best {
-                if st.max_priority <= p {
+                if st.max_priority < p {
                     break;
                 }
             }
             consulted.union_with(&st.mask);
             if let Some(b) = st.probe(key) {
+                // A bucket holds one rule per priority, highest first.
                 let (p, id) = b.rules[0];
-                if best.is_none_or(|(bp, _)| p > bp) {
+                if best.is_none_or(|(bp, bid)| p > bp || (p == bp && id < bid)) {
                     best = Some((p, id));
                 }
             }

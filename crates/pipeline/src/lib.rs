@@ -11,6 +11,7 @@ pub mod group;
 pub mod meter;
 pub mod normal;
 mod modify;
+pub mod revalidate;
 mod stats;
 pub mod xlate;
 
@@ -31,6 +32,7 @@ use flow::FlowEntry;
 use group::GroupTable;
 use meter::MeterTable;
 use normal::MacTable;
+use revalidate::Change;
 pub use xlate::Translation;
 
 pub const DEFAULT_N_TABLES: u8 = 64;
@@ -136,14 +138,31 @@ pub struct Pipeline {
     pub(crate) macs: MacTable,
     pub(crate) config: Config,
     pub(crate) cache: FlowCache,
-    /// Set by translation when something it read changed (a newly learned address).
-    pub(crate) cache_stale: bool,
+    /// Changes not yet applied to the cache (translation learns addresses while it reads them).
+    pub(crate) pending: Vec<Change>,
+    /// Meters changed or deleted since the datapath last asked: kernel copies of them are stale.
+    pub(crate) changed_meters: Vec<u32>,
     /// Standalone mode with no controller: every packet goes to the MAC-learning switch.
     fail_open: bool,
     /// No flow, learned address or cache entry can expire before this (see [`Pipeline::next_deadline`]).
     next_expiry: Nanos,
 }
 
+
+/// What the datapath's copy of the cache must drop, since it last asked (when the generation did
+/// not move: then it drops everything).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Retired {
+    pub entries: Vec<RuleId>,
+    /// Meters whose settings changed or that are gone.
+    pub meters: Vec<u32>,
+}
+
+impl Retired {
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty() && self.meters.is_empty()
+    }
+}
 
 /// What processing one packet did.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -177,7 +196,8 @@ impl Pipeline {
             macs: MacTable::default(),
             config: Config::default(),
             cache: FlowCache::default(),
-            cache_stale: false,
+            pending: Vec::new(),
+            changed_meters: Vec::new(),
             fail_open: false,
             next_expiry: Nanos::MAX,
         }
@@ -212,8 +232,28 @@ impl Pipeline {
         self.cache.generation
     }
 
+    /// Cache entries retired one by one, and meters changed, since the last call.
+    pub fn take_retired(&mut self) -> Retired {
+        Retired { entries: self.cache.take_retired(), meters: std::mem::take(&mut self.changed_meters) }
+    }
+
+    /// Hits a kernel copy of a cache entry counted: the entry is in use.
+    pub fn touch_cached(&mut self, id: RuleId, packets: u64, now: Nanos) {
+        self.cache.touch(id, packets, now);
+    }
+
     pub fn cache_len(&self) -> usize {
         self.cache.len()
+    }
+
+    /// The megaflow cache's figures: entries, entries retired one by one, flushes.
+    pub fn cache_counters(&self) -> [(&'static str, u64); 3] {
+        [("entries", self.cache.len() as u64), ("retired", self.cache.retired_total), ("flushes", self.cache.generation)]
+    }
+
+    /// The cache entry a packet with `key` would hit, if any.
+    pub fn cache_lookup(&self, key: &FlowKey) -> Option<&CacheEntry> {
+        self.cache.lookup(key).and_then(|id| self.cache.get(id))
     }
 
     /// A megaflow cache entry with the mask it was cached under.
@@ -266,25 +306,41 @@ impl Pipeline {
         self.tables.len() as u8
     }
 
-    /// Anything translation depends on changed: forget every cached translation.
+    /// Something every translation may depend on changed (switch config, fail-open, the tables'
+    /// shape): forget every cached translation.
     pub fn invalidate(&mut self) {
         self.cache.flush();
-        self.cache_stale = false;
+        self.pending.clear();
+    }
+
+    /// Applies the pending changes: the cache entries they can affect go.
+    pub(crate) fn revalidate(&mut self) {
+        for c in std::mem::take(&mut self.pending) {
+            self.cache.revalidate(&c);
+        }
+    }
+
+    fn port_changed(&mut self, port: u32, forget_addresses: bool) {
+        self.pending.push(Change::Port(port));
+        if forget_addresses {
+            for (vlan, mac) in self.macs.flush_port(port) {
+                self.pending.push(Change::Address(vlan, mac));
+            }
+        }
+        self.revalidate();
     }
 
     pub fn set_port(&mut self, port: u32, view: PortView) {
         if self.ports.insert(port, view) != Some(view) {
-            if view.state & ofp::port::state::LINK_DOWN != 0 || view.config & ofp::port::config::PORT_DOWN != 0 {
-                self.macs.flush_port(port);
-            }
-            self.invalidate();
+            let down =
+                view.state & ofp::port::state::LINK_DOWN != 0 || view.config & ofp::port::config::PORT_DOWN != 0;
+            self.port_changed(port, down);
         }
     }
 
     pub fn remove_port(&mut self, port: u32) {
         self.ports.remove(&port);
-        self.macs.flush_port(port);
-        self.invalidate();
+        self.port_changed(port, true);
     }
 
     pub fn set_fail_open(&mut self, on: bool) {
@@ -301,7 +357,8 @@ impl Pipeline {
         }
     }
 
-    /// Translates a received packet (no cache involved).
+    /// Translates a received packet (no cache involved). What it learned (a source address)
+    /// retires the cache entries that read it before this returns.
     pub fn translate(&mut self, pkt: &Packet, key: &FlowKey, now: Nanos) -> Translation {
         let fail_open = self.fail_open;
         let mut x = xlate::Xlate::new(self, pkt, key, now);
@@ -310,7 +367,9 @@ impl Pipeline {
         } else {
             x.run_pipeline(0);
         }
-        x.finish()
+        let t = x.finish();
+        self.revalidate();
+        t
     }
 
     pub fn translate_packet_out(&mut self, pkt: &Packet, key: &FlowKey, actions: &[Action], now: Nanos) -> Translation {
@@ -353,7 +412,11 @@ impl Pipeline {
             }
         }
         if let Some((vlan, mac, port)) = c.learned {
-            self.macs.learn(vlan, mac, port, now);
+            // Learned again after ageing out, or moved back: who looked it up must look again.
+            if self.macs.learn(vlan, mac, port, now) == normal::Learned::Changed {
+                self.pending.push(Change::Address(vlan, mac));
+                self.revalidate();
+            }
             self.expect_expiry(now + normal::MAC_AGE);
         }
     }
@@ -375,15 +438,14 @@ impl Pipeline {
             }
             return Processed { created: None, stopped: done.err() };
         }
+        // What translation learned retires others before the new entry goes in, never itself.
         let t = self.translate(pkt, key, now);
-        if self.cache_stale {
-            self.invalidate();
-        }
         self.credit(&t.credits, pkt.len(), now);
         let stopped = execute(&t.actions, pkt, &mut self.meters, now, sink).err();
         let mut created = None;
         if t.cacheable {
-            let entry = CacheEntry { actions: t.actions, credits: t.credits, last_used: now, packets: 1 };
+            let entry =
+                CacheEntry { actions: t.actions, credits: t.credits, last_used: now, packets: 1, reads: t.reads };
             created = self.cache.insert(key, &t.consulted, entry);
             self.expect_expiry(now + cache::IDLE);
         }
@@ -393,9 +455,7 @@ impl Pipeline {
     /// Runs a packet-out: its actions (which may send the packet through the tables).
     pub fn packet_out(&mut self, pkt: &mut Packet, key: &FlowKey, actions: &[Action], now: Nanos, sink: &mut dyn Sink) {
         let t = self.translate_packet_out(pkt, key, actions, now);
-        if self.cache_stale {
-            self.invalidate();
-        }
+        self.revalidate();
         self.credit(&t.credits, pkt.len(), now);
         let _ = execute(&t.actions, pkt, &mut self.meters, now, sink);
     }

@@ -10,6 +10,7 @@ use crate::classifier::{Classifier, RuleId};
 use crate::flow::{compile, FlowEntry, Limits, Nanos};
 use crate::group::GroupChange;
 use crate::meter::MeterChange;
+use crate::revalidate::Change;
 use crate::{cache, features, flow, match_to_key, normal, FlowTable, Pipeline, DEFAULT_MAX_FLOWS};
 
 /// Why a flow left its table: the one list every removal path names.
@@ -65,6 +66,7 @@ impl Pipeline {
     /// owed to controllers if the flow asked for one.
     fn remove_flow(&mut self, table: u8, id: RuleId, why: Removal, now: Nanos) -> Option<FlowRemoved> {
         let f = self.tables[table as usize].take(id)?;
+        self.pending.push(Change::FlowChanged { table, id });
         let reason = why.reason()?;
         (f.flags & flow_mod_flags::SEND_FLOW_REM != 0).then(|| removed(&f, reason, now))
     }
@@ -190,6 +192,7 @@ impl Pipeline {
                     table.timed += 1;
                 }
                 table.flows.insert(&key, &mask, priority, entry);
+                self.pending.push(Change::FlowAdded { table: fm.table_id, key, mask, priority: fm.priority });
                 for t in timeouts.into_iter().filter(|&t| t != 0) {
                     self.expect_expiry(now + t as Nanos * 1_000_000_000);
                 }
@@ -200,6 +203,10 @@ impl Pipeline {
                 let strict = fm.command == cmd::MODIFY_STRICT;
                 let table = &mut self.tables[fm.table_id as usize];
                 let targets = Self::targets(table, fm, &key, &mask, strict);
+                for &id in &targets {
+                    self.pending.push(Change::FlowChanged { table: fm.table_id, id });
+                }
+                let table = &mut self.tables[fm.table_id as usize];
                 for id in targets {
                     let f = table.flows.get_mut(id).unwrap();
                     f.instructions = fm.instructions.clone();
@@ -224,7 +231,7 @@ impl Pipeline {
                 out
             }
         };
-        self.invalidate();
+        self.revalidate();
         Ok(removed_msgs)
     }
 
@@ -264,26 +271,38 @@ impl Pipeline {
         let meters = &self.meters;
         let change = self.groups.apply(gm, n_tables, &|m| meters.exists(m), now)?;
         let out = match change {
-            GroupChange::Deleted(ids) if !ids.is_empty() => {
+            GroupChange::Deleted(ids) => {
+                self.pending.extend(ids.iter().map(|&g| Change::Group(g)));
                 self.remove_flows_where(|f| ids.iter().any(|&g| f.uses_group(g)), Removal::GroupDelete, now)
             }
-            _ => Vec::new(),
+            GroupChange::Added | GroupChange::Modified => {
+                self.pending.push(Change::Group(gm.group_id));
+                Vec::new()
+            }
         };
-        self.invalidate();
+        self.revalidate();
         Ok(out)
     }
 
     pub fn meter_mod(&mut self, mm: &MeterMod, now: Nanos) -> Result<Vec<FlowRemoved>, ErrorCode> {
         let change = self.meters.apply(mm.command, mm.flags, mm.meter_id, &mm.bands, now)?;
         let out = match change {
-            MeterChange::Deleted(ids) if !ids.is_empty() => self.remove_flows_where(
-                |f| f.program.meter.is_some_and(|m| ids.contains(&m)),
-                Removal::MeterDelete,
-                now,
-            ),
-            _ => Vec::new(),
+            MeterChange::Deleted(ids) => {
+                self.pending.extend(ids.iter().map(|&m| Change::Meter(m)));
+                self.changed_meters.extend(&ids);
+                self.remove_flows_where(
+                    |f| f.program.meter.is_some_and(|m| ids.contains(&m)),
+                    Removal::MeterDelete,
+                    now,
+                )
+            }
+            MeterChange::Added | MeterChange::Modified => {
+                self.pending.push(Change::Meter(mm.meter_id));
+                self.changed_meters.push(mm.meter_id);
+                Vec::new()
+            }
         };
-        self.invalidate();
+        self.revalidate();
         Ok(out)
     }
 
@@ -292,7 +311,6 @@ impl Pipeline {
     pub fn expire(&mut self, now: Nanos) -> Vec<FlowRemoved> {
         const SEC: Nanos = 1_000_000_000;
         let mut out = Vec::new();
-        let mut any = false;
         let mut next = Nanos::MAX;
         for t in 0..self.tables.len() {
             if self.tables[t].timed == 0 {
@@ -311,16 +329,13 @@ impl Pipeline {
                 }
             }
             for (id, why) in gone {
-                any = true;
                 out.extend(self.remove_flow(t as u8, id, why, now));
             }
         }
-        if self.macs.age(now) {
-            any = true;
+        for (vlan, mac) in self.macs.age(now) {
+            self.pending.push(Change::Address(vlan, mac));
         }
-        if any {
-            self.invalidate();
-        }
+        self.revalidate();
         self.cache.sweep(now);
         if let Some(oldest) = self.macs.oldest() {
             next = next.min(oldest + normal::MAC_AGE);

@@ -78,17 +78,21 @@ impl MacTable {
         self.entries.values().map(|e| e.seen).min()
     }
 
-    /// Drops entries not refreshed for [`MAC_AGE`]; true if any went.
-    pub fn age(&mut self, now: Nanos) -> bool {
-        let before = self.entries.len();
-        self.entries.retain(|_, e| now.saturating_sub(e.seen) < MAC_AGE);
-        before != self.entries.len()
+    /// Drops entries not refreshed for [`MAC_AGE`]; returns them.
+    pub fn age(&mut self, now: Nanos) -> Vec<(u16, u64)> {
+        self.forget(|e| now.saturating_sub(e.seen) >= MAC_AGE)
     }
 
-    /// Forgets everything learned on `port` (it went down or away).
-    pub fn flush_port(&mut self, port: u32) -> bool {
-        let before = self.entries.len();
-        self.entries.retain(|_, e| e.port != port);
-        before != self.entries.len()
+    /// Forgets everything learned on `port` (it went down or away); returns what went.
+    pub fn flush_port(&mut self, port: u32) -> Vec<(u16, u64)> {
+        self.forget(|e| e.port == port)
+    }
+
+    fn forget(&mut self, gone: impl Fn(&Entry) -> bool) -> Vec<(u16, u64)> {
+        let keys: Vec<(u16, u64)> = self.entries.iter().filter(|(_, e)| gone(e)).map(|(&k, _)| k).collect();
+        for k in &keys {
+            self.entries.remove(k);
+        }
+        keys
     }
 }

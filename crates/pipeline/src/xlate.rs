@@ -15,6 +15,7 @@ use crate::exec::{remarked_dscp, Credits, DpAction, ToController};
 use crate::meter::Verdict;
 use crate::flow::vlan_vid_of;
 use crate::normal::Learned;
+use crate::revalidate::{Change, Lookup, Reads};
 use crate::Pipeline;
 
 /// Chained groups deeper than this are cut off (the group-mod loop check keeps real configs below).
@@ -27,6 +28,8 @@ pub struct Translation {
     /// Mask of the header bits the translation depended on.
     pub consulted: FlowKey,
     pub credits: Credits,
+    /// What it read besides header bits: the changes that retire its cache entry.
+    pub reads: Reads,
     /// False when the result depends on more than the flow key (e.g. a lookup after popping a
     /// header exposed fields the original key did not hold).
     pub cacheable: bool,
@@ -164,6 +167,7 @@ impl<'p> Xlate<'p> {
         // Every translation depends on the input port (IN_PORT, FLOOD, learning).
         t.consulted.mask_field(Field::InPort);
         t.consulted.mask_field(Field::InPhyPort);
+        t.reads.ports.push(key.in_port());
         Xlate { in_port: key.in_port(), key: *key, scratch: pkt.clone(), p, now, t, popped: false, depth: 0 }
     }
 
@@ -181,10 +185,12 @@ impl<'p> Xlate<'p> {
             }
             let Some(table) = self.p.tables.get(table_id as usize) else { return };
             let hit = table.flows.lookup(&self.key, &mut self.t.consulted).map(|(id, f)| {
-                (id, f.program.clone(), Origin { table_id, cookie: f.cookie, table_miss: f.is_table_miss() })
+                (id, f.priority, f.program.clone(), Origin { table_id, cookie: f.cookie, table_miss: f.is_table_miss() })
             });
+            let winner = hit.as_ref().map(|&(id, priority, ..)| (priority, id));
+            self.t.reads.lookups.push(Lookup { table: table_id, key: self.key, winner });
             self.t.credits.tables.push((table_id, hit.is_some()));
-            let Some((id, program, origin)) = hit else {
+            let Some((id, _, program, origin)) = hit else {
                 // No match and no table-miss entry: the packet is dropped (spec §5.4).
                 return;
             };
@@ -302,6 +308,7 @@ impl<'p> Xlate<'p> {
     /// depends on the moment: such a meter is charged here, the result is not cached, and the
     /// remark becomes a plain set-field. Returns false if the packet is dropped here.
     fn meter(&mut self, id: u32) -> bool {
+        self.t.reads.meters.push(id);
         let Some(meter) = self.p.meters.get_mut(id) else { return false };
         if !meter.remarks() {
             self.t.actions.push(DpAction::Meter(id));
@@ -326,7 +333,8 @@ impl<'p> Xlate<'p> {
         let _ = self.scratch.reparse(&mut self.key);
     }
 
-    fn port_can_forward(&self, port: u32) -> bool {
+    fn port_can_forward(&mut self, port: u32) -> bool {
+        self.t.reads.ports.push(port);
         self.p.ports.get(&port).is_some_and(|p| p.config & (config::NO_FWD | config::PORT_DOWN) == 0)
     }
 
@@ -374,6 +382,7 @@ impl<'p> Xlate<'p> {
     /// FLOOD and ALL: every port but the input one; FLOOD also skips ports that are down or
     /// blocked (spec §4.5).
     fn flood(&mut self, flood: bool) {
+        self.t.reads.all_ports = true;
         let ports: Vec<u32> = self
             .p
             .ports
@@ -400,13 +409,14 @@ impl<'p> Xlate<'p> {
         if self.p.ports.contains_key(&self.in_port) {
             match self.p.macs.learn(vlan, src, self.in_port, self.now) {
                 Learned::Changed => {
-                    self.p.cache_stale = true;
+                    self.p.pending.push(Change::Address(vlan, src));
                     self.t.credits.learned = Some((vlan, src, self.in_port));
                 }
                 Learned::Refreshed => self.t.credits.learned = Some((vlan, src, self.in_port)),
                 Learned::Ignored => {}
             }
         }
+        self.t.reads.addresses.push((vlan, dst));
         match self.p.macs.lookup(vlan, dst) {
             Some(port) if port == self.in_port => {}
             Some(port) if self.port_can_forward(port) => self.t.actions.push(DpAction::Output(port)),
@@ -414,18 +424,21 @@ impl<'p> Xlate<'p> {
         }
     }
 
-    fn port_live(&self, port: u32) -> bool {
+    fn port_live(&mut self, port: u32) -> bool {
+        self.t.reads.ports.push(port);
         self.p.ports.get(&port).is_some_and(|p| {
             p.config & config::PORT_DOWN == 0 && p.state & (state::LINK_DOWN | state::BLOCKED) == 0
         })
     }
 
-    fn group_live(&self, id: u32, depth: u32) -> bool {
+    fn group_live(&mut self, id: u32, depth: u32) -> bool {
+        self.t.reads.groups.push(id);
         let Some(g) = self.p.groups.groups.get(&id) else { return false };
-        depth < MAX_DEPTH && g.buckets.iter().any(|b| self.bucket_live(b, depth + 1))
+        let buckets = g.buckets.clone();
+        depth < MAX_DEPTH && buckets.iter().any(|b| self.bucket_live(b, depth + 1))
     }
 
-    fn bucket_live(&self, b: &ofp::Bucket, depth: u32) -> bool {
+    fn bucket_live(&mut self, b: &ofp::Bucket, depth: u32) -> bool {
         (b.watch_port == OFPP_ANY || self.port_live(b.watch_port))
             && (b.watch_group == OFPG_ANY || self.group_live(b.watch_group, depth))
     }
@@ -434,6 +447,7 @@ impl<'p> Xlate<'p> {
         if self.depth >= MAX_DEPTH {
             return;
         }
+        self.t.reads.groups.push(id);
         let Some(g) = self.p.groups.groups.get(&id) else { return };
         let typ = g.group_type;
         let buckets = g.buckets.clone();

@@ -39,7 +39,14 @@ fn afdx_fast_path() -> Option<FastPath> {
     Some(fp)
 }
 
-fn install(fp: &mut FastPath, frame: &[u8], mask_fields: &[Field], actions: &[DpAction]) {
+/// Installs an entry as the copy of cache entry `RuleId(n)`, n counting installs; returns the id.
+fn install(fp: &mut FastPath, frame: &[u8], mask_fields: &[Field], actions: &[DpAction]) -> RuleId {
+    let id = RuleId(fp.installed as u32);
+    install_as(fp, id, frame, mask_fields, actions);
+    id
+}
+
+fn install_as(fp: &mut FastPath, id: RuleId, frame: &[u8], mask_fields: &[Field], actions: &[DpAction]) {
     let (key, _) = packet::parse(frame, 1).unwrap();
     let mut mask = FlowKey::default();
     mask.set(Field::InPort, u32::MAX as u128);
@@ -51,7 +58,7 @@ fn install(fp: &mut FastPath, frame: &[u8], mask_fields: &[Field], actions: &[Dp
     let mut cx =
         EncodeContext { mode: Mode::Xdp, ifindex: &ifindex, meter_slot: &mut no_meters, ip_proto: key.ip_proto() };
     let outputs: Vec<(u32, u8)> = actions_outputs(actions).into_iter().map(|p| (p, 1)).collect();
-    assert!(fp.install(&key, &mask.masked(&mask), actions, &Credits::default(), &outputs, &mut cx), "installed");
+    assert!(fp.install(id, &key, &mask.masked(&mask), actions, &Credits::default(), &outputs, &mut cx), "installed");
 }
 
 fn xdp(fp: &FastPath, frame: &[u8]) -> (u32, Vec<u8>) {
@@ -146,7 +153,7 @@ fn miss_hit_rewrite_drop_and_slow_path_on_xdp_and_tc() {
     assert_eq!(xdp(&fp, &to_h3).0, XDP_DROP);
     assert_eq!(tc(&fp, &to_h3).0, TC_ACT_SHOT);
     let h = fp.harvest();
-    assert_eq!(h.flows.iter().map(|f| f.1).sum::<u64>(), 4, "four hits harvested");
+    assert_eq!(h.flows.iter().map(|f| f.2).sum::<u64>(), 4, "four hits harvested");
     assert_eq!(fp.drops()[0], ("no_output", 2));
 
     // A TTL about to expire is userspace's to handle (it may owe the controller a packet-in).
@@ -160,6 +167,41 @@ fn miss_hit_rewrite_drop_and_slow_path_on_xdp_and_tc() {
     // A flush makes every entry unreachable at once.
     fp.flush();
     assert_eq!(xdp(&fp, &to_h2).0, XDP_PASS, "after a flush, a miss again");
+}
+
+/// Retiring one entry (the pipeline retired its original) deletes just that one, with the hits it
+/// took since the last harvest; the others keep hitting, and a mask no entry uses any more is
+/// freed for the next.
+#[test]
+fn retiring_an_entry_leaves_the_others_alone() {
+    let Some(mut fp) = fast_path() else { return };
+    let frame = |dst: [u8; 6], ttl: u8| udp4(H1, dst, [10, 0, 0, 1], [10, 0, 0, ttl], 4000, 9, 60);
+    let (to_h2, to_h3, to_h4) = (frame(H2, 2), frame(H3, 3), frame(H4, 4));
+    let a = install(&mut fp, &to_h2, &[Field::EthDst], &[DpAction::Output(1)]);
+    let b = install(&mut fp, &to_h3, &[Field::EthDst], &[DpAction::Output(1)]);
+    let c = install(&mut fp, &to_h4, &[Field::EthDst, Field::Ipv4Dst], &[DpAction::Output(1)]);
+    assert_eq!((fp.len(), fp.masks.iter().flatten().count()), (3, 2));
+    for f in [&to_h2, &to_h2, &to_h3, &to_h4] {
+        assert_eq!(xdp(&fp, f).0, XDP_REDIRECT, "all three hit");
+    }
+    let h = fp.retire(&Retired { entries: vec![a, c], meters: vec![] });
+    let mut counted: Vec<(RuleId, u64)> = h.flows.iter().map(|f| (f.0, f.2)).collect();
+    counted.sort();
+    assert_eq!(counted, vec![(a, 2), (c, 1)], "each retired entry's last hits, and only theirs");
+    assert_eq!(xdp(&fp, &to_h2).0, XDP_PASS, "retired: a miss");
+    assert_eq!(xdp(&fp, &to_h4).0, XDP_PASS, "retired: a miss");
+    assert_eq!(xdp(&fp, &to_h3).0, XDP_REDIRECT, "untouched: still a hit");
+    assert_eq!((fp.len(), fp.retired), (1, 2));
+    assert_eq!(fp.masks.iter().flatten().count(), 1, "the mask only the retired entry used is free");
+    assert_eq!(fp.harvest().flows.iter().map(|f| (f.0, f.2)).collect::<Vec<_>>(), vec![(b, 2)]);
+    // An id the pipeline reused before the datapath retired its old copy: the copy is the new
+    // entry's, never both.
+    install_as(&mut fp, b, &to_h2, &[Field::EthDst], &[DpAction::Output(1)]);
+    assert_eq!(xdp(&fp, &to_h3).0, XDP_PASS, "the old copy went");
+    assert_eq!(xdp(&fp, &to_h2).0, XDP_REDIRECT);
+    fp.retire(&Retired { entries: vec![b], meters: vec![] });
+    assert_eq!(xdp(&fp, &to_h2).0, XDP_PASS);
+    assert!(fp.is_empty());
 }
 
 /// A UDP datagram with a 2-byte payload (a 44-byte frame: veth does not pad) gets its port and
@@ -333,7 +375,7 @@ fn a_meter_drops_past_its_burst_and_says_so() {
     let mut slots = |_| Some(slot);
     let mut cx = EncodeContext { mode: Mode::Xdp, ifindex: &ifindex, meter_slot: &mut slots, ip_proto: key.ip_proto() };
     let actions = [DpAction::Meter(1), DpAction::Output(1)];
-    assert!(fp.install(&key, &mask.masked(&mask), &actions, &Credits::default(), &[(1, 1)], &mut cx));
+    assert!(fp.install(RuleId(0), &key, &mask.masked(&mask), &actions, &Credits::default(), &[(1, 1)], &mut cx));
     let verdicts: Vec<u32> = (0..4).map(|i| if i % 2 == 0 { xdp(&fp, &f).0 } else { tc(&fp, &f).0 }).collect();
     assert_eq!(verdicts, [XDP_REDIRECT, TC_ACT_REDIRECT, XDP_DROP, TC_ACT_SHOT], "a burst of two, then drops");
     assert_eq!(fp.drops()[1], ("meter", 2));
@@ -380,7 +422,7 @@ fn a_copy_that_cannot_be_sent_is_counted_by_name() {
         EncodeContext { mode: Mode::Tc, ifindex: &ifindex, meter_slot: &mut no_meters, ip_proto: key.ip_proto() };
     let actions = [DpAction::Output(7), DpAction::Output(1)];
     let outputs = [(7, 1), (1, 1)];
-    assert!(fp.install(&key, &mask.masked(&mask), &actions, &Credits::default(), &outputs, &mut cx));
+    assert!(fp.install(RuleId(0), &key, &mask.masked(&mask), &actions, &Credits::default(), &outputs, &mut cx));
     assert_eq!(tc(&fp, &f).0, TC_ACT_REDIRECT, "the last output still sends");
     assert_eq!(fp.drops()[3], ("action_failed", 1));
 }

@@ -147,6 +147,7 @@ impl Switch {
                 entries = fast.len(),
                 installed = fast.installed,
                 refused = fast.refused,
+                retired = fast.retired,
                 link_frames = fast.link_counters()[1].1,
                 "fast path totals"
             );

@@ -1,5 +1,6 @@
 //! Keeping the kernel fast path in step with the mode: decisions mirrored in, hits counted back,
-//! and everything dropped when the mode's generation moves.
+//! the decisions the mode retired dropped one by one, and everything dropped when the mode's
+//! generation moves.
 
 use std::collections::HashMap;
 
@@ -55,15 +56,20 @@ impl Switch {
                 (port, queue)
             })
             .collect();
-        fast.install(key, &mask, entry.actions, entry.credits, &outputs, &mut cx);
+        fast.install(id, key, &mask, entry.actions, entry.credits, &outputs, &mut cx);
     }
 
     /// Adds what the kernel fast path counted to the mode's and the ports' counters.
     pub(super) fn harvest_fast(&mut self, now: u64) {
         let Some(fast) = self.fast.as_mut() else { return };
         let h = fast.harvest();
-        for (credits, packets, bytes) in &h.flows {
-            self.mode.credit_kernel(credits, *packets, *bytes, now);
+        self.credit_harvest(&h, now);
+        self.credit_links();
+    }
+
+    fn credit_harvest(&mut self, h: &crate::fastpath::Harvest, now: u64) {
+        for (id, credits, packets, bytes) in &h.flows {
+            self.mode.credit_kernel(*id, credits, *packets, *bytes, now);
         }
         for (port, d) in &h.ports {
             if let Some(p) = self.ports.get_mut(port) {
@@ -81,7 +87,6 @@ impl Switch {
         for (&id, &counts) in &h.meters {
             self.mode.credit_kernel_meter(id, counts);
         }
-        self.credit_links();
     }
 
     /// Adds what the kernel counted on the virtual links it decides to the mode's counters, and
@@ -121,15 +126,25 @@ impl Switch {
         }
     }
 
-    /// The mode's decisions changed since the fast path last mirrored them: count what the kernel
-    /// saw under the old ones, then flush the kernel's copy too. Runs after every command, so a
-    /// barrier reply never precedes the flush of what its earlier messages changed.
+    /// The mode's decisions changed since the fast path last mirrored them: the copies of the
+    /// ones it retired go (their last hits counted), or, when its generation moved, all of them
+    /// (everything the kernel saw counted first). Runs after every command, so a barrier reply
+    /// never precedes the removal of what its earlier messages changed.
     pub(super) fn sync_fast(&mut self) {
         self.sync_labels();
         if self.links_written.is_none() {
             self.sync_links();
         }
-        if self.fast.is_none() || self.mode.generation() == self.fast_gen {
+        let retired = self.mode.take_retired();
+        if self.fast.is_none() {
+            return;
+        }
+        if self.mode.generation() == self.fast_gen {
+            if !retired.is_empty() {
+                let now = self.now();
+                let h = self.fast.as_mut().map(|f| f.retire(&retired)).unwrap_or_default();
+                self.credit_harvest(&h, now);
+            }
             return;
         }
         let now = self.now();

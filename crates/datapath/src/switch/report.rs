@@ -78,7 +78,7 @@ impl Switch {
             let links: serde_json::Map<String, Value> =
                 f.link_counters().into_iter().map(|(r, n)| (r.to_string(), json!(n))).collect();
             json!({"hits": hits, "misses": misses, "upcalls": upcalls, "slow": slow,
-                   "entries": f.len(), "installed": f.installed, "refused": f.refused, "drops": drops,
+                   "entries": f.len(), "installed": f.installed, "refused": f.refused, "retired": f.retired, "drops": drops,
                    "labels": labels, "links": links})
         });
         let drops: serde_json::Map<String, Value> =
