@@ -15,13 +15,15 @@
 /* The template's bytes before the sequence number, in 8-byte words: headers, labels, probe magic. */
 #define HEADER_WORDS ((PROBE_AT + MAX_STACK + 8) / 8)
 
-enum { NEXT_SEQ = 0, CLOCK_OFFSET = 1, DST_SPREAD = 2 };
+enum { NEXT_SEQ = 0, CLOCK_OFFSET = 1, DST_SPREAD = 2, UDP_FLOWS = 3 };
 
 /* [NEXT_SEQ]: next sequence number; [CLOCK_OFFSET]: CLOCK_REALTIME - CLOCK_MONOTONIC in ns, so the
  * stamp is comparable with the receiver's kernel receive time; [DST_SPREAD]: n > 1 makes the
  * destination MAC's last two bytes count through n values from the template's, one per frame (n
- * AFDX virtual links, say). */
-EF_MAP(loadgen_state, BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(__u64), 3);
+ * AFDX virtual links, say); [UDP_FLOWS]: n > 1 makes frame s flow i = s % n, its UDP destination
+ * port the template's + i mod 65536 and its source port the template's + i / 65536 (no label
+ * stack; the probe carries no UDP checksum). */
+EF_MAP(loadgen_state, BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(__u64), 4);
 
 /* A sent frame's page comes back to the test run's pool as the switch left it: one that popped a
  * label or rewrote a header in place changed the template. Every frame gets the template's
@@ -67,6 +69,20 @@ int loadgen_stamp(struct xdp_md *ctx)
 		__u16 v = (((__u16)mac[4] << 8) | mac[5]) + (__u16)(s % *spread);
 		mac[4] = v >> 8;
 		mac[5] = v;
+	}
+	k = UDP_FLOWS;
+	__u64 *flows = bpf_map_lookup_elem(&loadgen_state, &k);
+	if (flows && *flows > 1) {
+		__u8 *ports = data + PROBE_AT - 8;
+		if ((void *)(ports + 4) > end)
+			return XDP_ABORTED;
+		__u64 i = s % *flows;
+		__u16 sport = (((__u16)ports[0] << 8) | ports[1]) + (__u16)(i >> 16);
+		__u16 dport = (((__u16)ports[2] << 8) | ports[3]) + (__u16)i;
+		ports[0] = sport >> 8;
+		ports[1] = sport;
+		ports[2] = dport >> 8;
+		ports[3] = dport;
 	}
 	__u64 now = bpf_ktime_get_ns() + *offset;
 	*(__u32 *)(probe + 4) = bpf_htonl((__u32)s);

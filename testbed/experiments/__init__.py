@@ -4,7 +4,7 @@ Each experiment module has `run(out, quick, switches)`, which writes `<name>.md`
 `<name>.png` under `out` and returns its tables.
 """
 
-from . import afdx, fastpath, framerate, gateway, latency, less, tsn, zodiac, zynq
+from . import afdx, churn, fastpath, framerate, gateway, latency, less, tsn, zodiac, zynq
 
 EXPERIMENTS = {
     "zodiac": zodiac,
@@ -16,4 +16,5 @@ EXPERIMENTS = {
     "afdx": afdx,
     "tsn": tsn,
     "less": less,
+    "churn": churn,
 }

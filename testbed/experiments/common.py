@@ -114,9 +114,10 @@ def available_apps():
 
 
 @contextmanager
-def switch_under_test(kind, hosts, ports, app="none", app_env=None):
-    """Starts `app`'s controller (if any) and a `kind` switch on `ports`, applies the host settings the
-    switch needs, waits until it forwards, and yields (switch, settings)."""
+def switch_under_test(kind, hosts, ports, app="none", app_env=None, edgeflow_args=()):
+    """Starts `app`'s controller (if any) and a `kind` switch on `ports` (an edgeflow one with
+    `edgeflow_args` too), applies the host settings the switch needs, waits until it forwards, and
+    yields (switch, settings)."""
     cls = SWITCHES[kind]
     settings = {"switch": kind, "app": app}
     for h in hosts:
@@ -137,7 +138,7 @@ def switch_under_test(kind, hosts, ports, app="none", app_env=None):
             controllers.append(ctl.target)
         extra = []
         if kind.startswith("edgeflow"):
-            extra = ["--dpid", hex(DPID)]
+            extra = ["--dpid", hex(DPID), *edgeflow_args]
         sw = cls(ports, controllers=controllers, extra=extra, log_name=f"bench-{kind}")
         if kind == "ovs-netdev":
             sw.dpid = DPID

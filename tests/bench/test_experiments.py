@@ -11,7 +11,7 @@ from testbed import bench
 from testbed.experiments import EXPERIMENTS
 from testbed.util import ROOT
 
-# Nine experiments on five switches: about ten minutes here.
+# Ten experiments on five switches: about eleven minutes here.
 pytestmark = pytest.mark.timeout(2400)
 
 
@@ -245,3 +245,21 @@ def test_less_shows_labels_and_reroutes(results):
     # while os-ken recomputes the paths than while LESS switches take their detours.
     lost = lambda switch: sum(int(x["lost"]) for x in rr if (x["switch"], x["datapath"]) == (switch, "user"))
     assert lost("openflow-reactive") > lost("less"), (lost("openflow-reactive"), lost("less"))
+
+
+def test_churn_leaves_untouched_flows_alone(results):
+    """Issue 32's benchmark, quick: 10 000 flows carrying frames as fast as the sender goes, 5 000
+    unrelated flow-mods a second. edgeflow revalidates instead of flushing: no entry is retired
+    and every datapath keeps at least 0.9 of its rate (0.95 is the target of the full run, 0.97-1.03
+    in quick runs here; one sample each here, so a slow second of the VM is allowed for). Open
+    vSwitch, revalidating every datapath flow on each change, kept 0.4 of its own in the same run."""
+    r = {x["switch"]: x for x in rows(results, "churn")}
+    for kind in ("edgeflow", "edgeflow-tc", "edgeflow-xdp"):
+        x = r[kind]
+        assert float(x["churn_taken_per_s"]) > 4500, x
+        assert float(x["ratio"]) >= 0.9, x
+        assert int(x["retired"]) == 0, x
+        if kind != "edgeflow":
+            assert int(x["kernel_retired"]) == 0, x
+    assert min(float(r[k]["ratio"]) for k in ("edgeflow", "edgeflow-tc", "edgeflow-xdp")) > float(
+        r["ovs-netdev"]["ratio"]), r

@@ -52,6 +52,11 @@ const METER_COUNTS_AT: usize = 40;
 const PORT_SLOT_INFO_AT: usize = 8;
 const PORT_SLOT_BYTES: usize = 16;
 pub const MAX_METERS: u32 = 1024;
+/// The kernel's megaflow map holds this many entries unless told otherwise (`MAX_ENTRIES` in
+/// `bpf/fastpath.h`, the size the object is built with).
+pub const DEFAULT_ENTRIES: u32 = 16_384;
+/// The most a switch may ask for: a million translations, half a gigabyte of kernel memory.
+pub const MAX_ENTRIES_LIMIT: u32 = 1 << 20;
 /// `PORT_SLOTS` in `bpf/fastpath.h`: the direct-mapped ifindex → port array.
 const PORT_SLOTS: u32 = 1024;
 
@@ -337,10 +342,11 @@ fn obj_err(e: io::Error) -> io::Error {
 }
 
 impl FastPath {
-    /// Loads the programs and attaches those `programs` names to `ports` (OpenFlow number,
-    /// interface name).
-    pub fn open(mode: Mode, ports: &[(u32, String)], programs: Programs) -> io::Result<FastPath> {
-        let obj = Object::load(crate::bpf_objects::FASTPATH).map_err(obj_err)?;
+    /// Loads the programs, with room for `entries` translations, and attaches those `programs`
+    /// names to `ports` (OpenFlow number, interface name).
+    pub fn open(mode: Mode, ports: &[(u32, String)], programs: Programs, entries: u32) -> io::Result<FastPath> {
+        let obj =
+            Object::load_sized(crate::bpf_objects::FASTPATH, &[("ef_megaflows", entries)]).map_err(obj_err)?;
         let mut fp = FastPath {
             mode,
             obj,

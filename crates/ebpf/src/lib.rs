@@ -365,6 +365,12 @@ impl Object {
     /// Parses `elf`, creates its maps and loads its programs. A verifier rejection comes back with
     /// the verifier's log in the error.
     pub fn load(elf: &[u8]) -> io::Result<Object> {
+        Self::load_sized(elf, &[])
+    }
+
+    /// As [`Object::load`], with the maps named in `sizes` created with that many entries instead
+    /// of the number the object was built with (a capacity is a deployment's choice).
+    pub fn load_sized(elf: &[u8], sizes: &[(&str, u32)]) -> io::Result<Object> {
         if elf.len() < 64 || &elf[..4] != b"\x7fELF" || elf[4] != 2 || elf[5] != 1 {
             return Err(bad("not a little-endian ELF64 object".into()));
         }
@@ -435,14 +441,9 @@ impl Object {
                 if v + 20 > d.len() {
                     return Err(bad(format!("map {name}: definition out of range")));
                 }
-                let map = Map::create(
-                    name,
-                    rd_u32(d, v),
-                    rd_u32(d, v + 4),
-                    rd_u32(d, v + 8),
-                    rd_u32(d, v + 12),
-                    rd_u32(d, v + 16),
-                )?;
+                let max_entries =
+                    sizes.iter().find(|(n, _)| n == name).map_or_else(|| rd_u32(d, v + 12), |&(_, n)| n);
+                let map = Map::create(name, rd_u32(d, v), rd_u32(d, v + 4), rd_u32(d, v + 8), max_entries, rd_u32(d, v + 16))?;
                 map_at.insert(v, name.clone());
                 obj.maps.insert(name.clone(), map);
             }

@@ -97,6 +97,10 @@ struct RunArgs {
     /// TCP) or xdp (kernel fast path at XDP: best for small frames).
     #[arg(long, value_name = "KIND")]
     datapath: Option<String>,
+    /// How many translations the kernel fast path holds at most (tc, xdp; default 16384). Each
+    /// costs about half a kilobyte of kernel memory while it exists; the rest stay in userspace.
+    #[arg(long, value_name = "N")]
+    fastpath_entries: Option<u32>,
     /// Forwarding mode: openflow (default; controllers program it), learning (a MAC-learning
     /// switch without flow tables), portmap (fixed port pairs, see --portmap), afdx (ARINC 664
     /// virtual links, from the config file's [[afdx.vl]] table; see docs/afdx.md) or less
@@ -135,6 +139,7 @@ impl RunArgs {
             local_port: self.local_port.clone(),
             probe_interval: self.probe_interval,
             datapath: self.datapath.clone(),
+            fastpath_entries: self.fastpath_entries,
             mode: self.mode.clone(),
             portmap: self.portmap.clone(),
             packet_in_rate: self.packet_in_rate,
@@ -281,6 +286,7 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
         ring: RingConfig::default(),
         dp_desc: format!("edgeflow dpid {:016x}", s.dpid),
         fastpath: s.fastpath,
+        fastpath_entries: s.fastpath_entries,
         egress: s.egress.clone(),
         timing: s.timing,
         cpu: s.cpu,

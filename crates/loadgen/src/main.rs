@@ -172,6 +172,11 @@ struct SendArgs {
     /// per frame: as many AFDX virtual links, say, or as many learned addresses.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
     dst_spread: u16,
+    /// Send this many UDP flows, one frame each in turn, for a switch to tell apart (a flow table
+    /// of one entry per flow, say): flow i has destination port --dport + i mod 65 536 and source
+    /// port --sport + i / 65 536 (both wrapping).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..), conflicts_with_all = ["less", "less_raw", "less_to"])]
+    udp_flows: u32,
     /// IPv4 DSCP of the frames (0-63), e.g. 18 for AF21.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..64))]
     dscp: u8,
@@ -299,6 +304,10 @@ fn send(a: SendArgs) -> Result<(), String> {
     let ring = RingConfig { rx_frames: 64, tx_frames: 4096, frame_size: 2048 };
     let (_rx, mut tx) = afpacket::open(&a.iface, ring).map_err(|e| format!("{}: {e}", a.iface))?;
     let base_dst = u16::from_be_bytes([template[4], template[5]]);
+    // The UDP ports (no label stack: --udp-flows refuses one). The probe carries no UDP
+    // checksum, so the ports change alone.
+    const SPORT_AT: usize = frame::PROBE_AT - 8;
+    let base_ports = [SPORT_AT, SPORT_AT + 2].map(|at| u16::from_be_bytes([template[at], template[at + 1]]));
     let rate = match a.gap_ns {
         Some(0) => return Err("--gap-ns must be positive".into()),
         Some(g) => 1_000_000_000 / g,
@@ -359,6 +368,13 @@ fn send(a: SendArgs) -> Result<(), String> {
                     let v = base_dst.wrapping_add((s % a.dst_spread as u32) as u16);
                     template[4..6].copy_from_slice(&v.to_be_bytes());
                 }
+                if a.udp_flows > 1 {
+                    let i = s % a.udp_flows;
+                    let sport = base_ports[0].wrapping_add((i >> 16) as u16);
+                    let dport = base_ports[1].wrapping_add(i as u16);
+                    template[SPORT_AT..SPORT_AT + 2].copy_from_slice(&sport.to_be_bytes());
+                    template[SPORT_AT + 2..SPORT_AT + 4].copy_from_slice(&dport.to_be_bytes());
+                }
                 frame::write_probe(&mut template, Probe { flow: a.flow, seq: s, tx_ns: realtime_ns() });
                 match tx.send(&template, &offload) {
                     Ok(()) => sent += 1,
@@ -407,6 +423,7 @@ fn send_xdp(a: &SendArgs, template: &[u8], stack: usize, rate: u64) -> Result<()
     state.update(&1u32.to_ne_bytes(), &offset.to_ne_bytes()).map_err(|e| e.to_string())?;
     state.update(&0u32.to_ne_bytes(), &0u64.to_ne_bytes()).map_err(|e| e.to_string())?;
     state.update(&2u32.to_ne_bytes(), &(a.dst_spread as u64).to_ne_bytes()).map_err(|e| e.to_string())?;
+    state.update(&3u32.to_ne_bytes(), &(a.udp_flows as u64).to_ne_bytes()).map_err(|e| e.to_string())?;
     // `struct header` in bpf/loadgen.c: the template up to the probe's sequence number, which the
     // program writes back into every frame (a switch may have changed the page it reuses).
     const MAX_STACK: usize = 256;

@@ -37,8 +37,10 @@ pub struct FlowCache {
     /// Entries retired one by one since the datapath last asked (a flush empties it: the
     /// generation says more).
     retired: Vec<RuleId>,
-    /// Entries retired one by one since start (idle ones included).
+    /// Entries retired since start: by a change they read, idle, to make room.
     pub retired_total: u64,
+    pub expired_total: u64,
+    pub evicted_total: u64,
 }
 
 impl Default for FlowCache {
@@ -49,7 +51,7 @@ impl Default for FlowCache {
 
 impl FlowCache {
     pub fn new(max_entries: usize) -> Self {
-        FlowCache { entries: Classifier::new(), max_entries, generation: 0, index: ReadIndex::default(), retired: Vec::new(), retired_total: 0 }
+        FlowCache { entries: Classifier::new(), max_entries, generation: 0, index: ReadIndex::default(), retired: Vec::new(), retired_total: 0, expired_total: 0, evicted_total: 0 }
     }
 
     pub fn len(&self) -> usize {
@@ -96,26 +98,23 @@ impl FlowCache {
         }
     }
 
-    /// Takes one entry out, noting it for the datapath's copy.
-    pub fn retire(&mut self, id: RuleId) {
-        let Some((_, mask, _)) = self.entries.rule_match(id) else { return };
+    /// Takes one entry out, noting it for the datapath's copy; false if it was gone already.
+    fn take(&mut self, id: RuleId) -> bool {
+        let Some((_, mask, _)) = self.entries.rule_match(id) else { return false };
         let mask = *mask;
-        if let Some(entry) = self.entries.remove(id) {
-            self.index.remove(id, &mask, &entry.reads);
-            self.retired.push(id);
-            self.retired_total += 1;
-        }
+        let Some(entry) = self.entries.remove(id) else { return false };
+        self.index.remove(id, &mask, &entry.reads);
+        self.retired.push(id);
+        true
     }
 
     /// Retires the entries `change` can affect; returns how many went.
     pub fn revalidate(&mut self, change: &Change) -> usize {
         let mut hit = Vec::new();
         self.index.affected(change, &mut hit);
-        let before = self.entries.len();
-        for id in hit {
-            self.retire(id);
-        }
-        before - self.entries.len()
+        let gone = hit.into_iter().filter(|&id| self.take(id)).count();
+        self.retired_total += gone as u64;
+        gone
     }
 
     fn retire_least_used(&mut self, n: usize) {
@@ -126,7 +125,7 @@ impl FlowCache {
         }
         by_use.select_nth_unstable(n - 1);
         for &(_, id) in &by_use[..n] {
-            self.retire(id);
+            self.evicted_total += self.take(id) as u64;
         }
     }
 
@@ -160,7 +159,7 @@ impl FlowCache {
         let stale: Vec<RuleId> =
             self.entries.iter().filter(|(_, e)| now.saturating_sub(e.last_used) > IDLE).map(|(id, _)| id).collect();
         for id in stale {
-            self.retire(id);
+            self.expired_total += self.take(id) as u64;
         }
     }
 

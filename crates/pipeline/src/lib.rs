@@ -246,9 +246,17 @@ impl Pipeline {
         self.cache.len()
     }
 
-    /// The megaflow cache's figures: entries, entries retired one by one, flushes.
-    pub fn cache_counters(&self) -> [(&'static str, u64); 3] {
-        [("entries", self.cache.len() as u64), ("retired", self.cache.retired_total), ("flushes", self.cache.generation)]
+    /// The megaflow cache's figures: entries; entries retired by a change they read, idle, or to
+    /// make room; flushes.
+    pub fn cache_counters(&self) -> [(&'static str, u64); 5] {
+        let c = &self.cache;
+        [
+            ("entries", c.len() as u64),
+            ("retired", c.retired_total),
+            ("expired", c.expired_total),
+            ("evicted", c.evicted_total),
+            ("flushes", c.generation),
+        ]
     }
 
     /// The cache entry a packet with `key` would hit, if any.

@@ -24,7 +24,7 @@ fn fast_path() -> Option<FastPath> {
     if !ebpf::test_may_load_programs("the kernel fast-path tests") {
         return None;
     }
-    let mut fp = FastPath::open(Mode::Xdp, &[], Programs::Flows).expect("the fast-path object loads");
+    let mut fp = FastPath::open(Mode::Xdp, &[], Programs::Flows, DEFAULT_ENTRIES).expect("the fast-path object loads");
     fp.register_port(1, LO, 1, &mut Default::default()).unwrap();
     Some(fp)
 }
@@ -34,7 +34,7 @@ fn afdx_fast_path() -> Option<FastPath> {
     if !ebpf::test_may_load_programs("the kernel fast-path tests") {
         return None;
     }
-    let mut fp = FastPath::open(Mode::Xdp, &[], Programs::Links).expect("the fast-path object loads");
+    let mut fp = FastPath::open(Mode::Xdp, &[], Programs::Links, DEFAULT_ENTRIES).expect("the fast-path object loads");
     fp.register_port(1, LO, 1, &mut Default::default()).unwrap();
     Some(fp)
 }

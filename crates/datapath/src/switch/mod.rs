@@ -51,6 +51,8 @@ pub struct SwitchConfig {
     pub dp_desc: String,
     /// The kernel fast path to mirror the mode's decisions into (`None`: userspace only).
     pub fastpath: Option<crate::fastpath::Mode>,
+    /// The kernel fast path's capacity in translations.
+    pub fastpath_entries: u32,
     /// Per port: pacing, queue schedulers and limits.
     pub egress: Vec<(u32, crate::egress::PortEgress)>,
     /// How the forwarding thread waits for a scheduled frame's time.
@@ -229,7 +231,7 @@ impl Switch {
         let mut upcall_guard = None;
         if let Some(kind) = cfg.fastpath {
             let programs = if mode.kernel_links().is_some() { Programs::Links } else { Programs::Flows };
-            let fp = FastPath::open(kind, &cfg.ports, programs)?;
+            let fp = FastPath::open(kind, &cfg.ports, programs, cfg.fastpath_entries)?;
             if kind == FastMode::Tc {
                 // Misses come up through the upcall interface; the ports' own receive sockets would
                 // see every frame the kernel already forwarded.

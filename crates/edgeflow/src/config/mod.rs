@@ -32,6 +32,8 @@ pub struct File {
     pub local_port: Option<String>,
     pub probe_interval: Option<Spanned<u64>>,
     pub datapath: Option<Spanned<String>>,
+    /// How many translations the kernel fast path holds at most.
+    pub fastpath_entries: Option<Spanned<u32>>,
     pub mode: Option<Spanned<String>>,
     pub packet_in_rate: Option<u32>,
     #[serde(default, rename = "table")]
@@ -124,6 +126,8 @@ pub struct Settings {
     pub packet_in_rate: u32,
     pub table_limits: Vec<(u8, u32, bool)>,
     pub fastpath: Option<datapath::fastpath::Mode>,
+    /// The kernel fast path's capacity in translations.
+    pub fastpath_entries: u32,
     /// The switch's mode: every port's that names none of its own.
     pub mode: ModeSetting,
     /// The other modes ports named (`[[port]] mode`), each with its ports; empty when every port
@@ -154,6 +158,7 @@ pub struct Flags {
     pub local_port: Option<String>,
     pub probe_interval: Option<u64>,
     pub datapath: Option<String>,
+    pub fastpath_entries: Option<u32>,
     pub mode: Option<String>,
     /// `FROM:TO` port-number pairs for the port-map mode.
     pub portmap: Vec<String>,
@@ -199,6 +204,15 @@ fn parse_tables(n: u32) -> Result<u8, String> {
         Ok(n as u8)
     } else {
         Err(format!("tables = {n}: must be between 1 and 254"))
+    }
+}
+
+fn parse_fastpath_entries(n: u32) -> Result<u32, String> {
+    let max = datapath::fastpath::MAX_ENTRIES_LIMIT;
+    if (1..=max).contains(&n) {
+        Ok(n)
+    } else {
+        Err(format!("fastpath_entries = {n}: must be between 1 and {max}"))
     }
 }
 
@@ -302,6 +316,11 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
         (Some(d), _) => parse_datapath(d).map_err(|e| format!("--datapath: {e}"))?,
         (None, Some(d)) => parse_datapath(d.get_ref()).map_err(|e| cx.at(d, e))?,
         _ => None,
+    };
+    let fastpath_entries = match (flags.fastpath_entries, &file.fastpath_entries) {
+        (Some(n), _) => parse_fastpath_entries(n).map_err(|e| format!("--fastpath-entries: {e}"))?,
+        (None, Some(n)) => parse_fastpath_entries(*n.get_ref()).map_err(|e| cx.at(n, e))?,
+        (None, None) => datapath::fastpath::DEFAULT_ENTRIES,
     };
     let dpid = match (&flags.dpid, &file.dpid) {
         (Some(d), _) => parse_dpid(d).map_err(|e| format!("--dpid: {e}"))?,
@@ -423,6 +442,7 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
         packet_in_rate: flags.packet_in_rate.or(file.packet_in_rate).unwrap_or(DEFAULT_PACKET_IN_RATE),
         table_limits,
         fastpath,
+        fastpath_entries,
         mode,
         port_modes,
         egress,
@@ -529,6 +549,10 @@ number = 7
         // and stop at "unknown field" before the range check.
         let e = from_str("tables = 300\n[[port]]\nname = \"a\"\n").unwrap_err();
         assert!(e.starts_with("sw.toml:1:") && e.contains("between 1 and 254"), "{e}");
+        let e = from_str("dpid = \"1\"\nfastpath_entries = 0\n[[port]]\nname = \"a\"\n").unwrap_err();
+        assert!(e.starts_with("sw.toml:2:") && e.contains("between 1 and 1048576"), "{e}");
+        let s = from_str("fastpath_entries = 131072\n[[port]]\nname = \"a\"\n").unwrap();
+        assert_eq!(s.fastpath_entries, 131_072);
         let e = from_str("[[port]]\nname = \"a\"\ntables = 3\n").unwrap_err();
         assert!(e.starts_with("sw.toml:3:") && e.contains("unknown field"), "{e}");
     }
