@@ -228,3 +228,20 @@ def test_packet_in_rate_limit(two_hosts):
         t.join()
         print(f"\npacket-ins at a 100/s limit while 3000 misses/s arrive for 2 s: {counted[0]}")
         assert 150 <= counted[0] <= 320, counted
+
+
+def test_plain_tcp_listener_without_an_address_is_loopback_only(two_hosts):
+    """`ptcp:PORT` listens on 127.0.0.1 alone (whoever reaches a plain-TCP listener controls the
+    switch); `ptcp:PORT:0.0.0.0` on every address, as it says. Both answer on loopback."""
+    from testbed.util import free_port
+    quiet, open_ = free_port(), free_port()
+    extra = ["--listen", f"ptcp:{quiet}", "--listen", f"ptcp:{open_}:0.0.0.0"]
+    with Edgeflow(two_hosts.switch_ports, extra=extra):
+        listening = sh("ss", "-Hltn").stdout.split()
+        assert f"127.0.0.1:{quiet}" in listening, listening
+        assert f"0.0.0.0:{quiet}" not in listening and f"*:{quiet}" not in listening, listening
+        assert f"0.0.0.0:{open_}" in listening, listening
+        for port in (quiet, open_):
+            c = Conn.connect(port)
+            c.send(header(2, 8, 5))
+            assert (c.recv().type, c.recv is not None) == (3, True)

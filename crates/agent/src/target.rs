@@ -1,5 +1,9 @@
 //! Connection targets in Open vSwitch syntax: `tcp:IP[:PORT]`, `tls:IP[:PORT]`, `unix:PATH`,
 //! `ptcp:[PORT][:IP]`, `ptls:[PORT][:IP]`, `punix:PATH`.
+//!
+//! Unlike Open vSwitch, `ptcp:` without an address listens on loopback only: whoever reaches a
+//! plain-TCP listener controls the switch, so exposing one is said in the address (`ptcp:6653:0.0.0.0`).
+//! `ptls:` listens on every address: its peers must present a certificate the CA signed.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -68,14 +72,14 @@ fn active_addr(rest: &str) -> Result<SocketAddr, String> {
     Ok(SocketAddr::new(parse_ip(ip)?, port))
 }
 
-/// `[PORT][:IP]`; the default listens on every address.
-fn passive_addr(rest: &str) -> Result<SocketAddr, String> {
+/// `[PORT][:IP]`; without an IP, `default_ip`.
+fn passive_addr(rest: &str, default_ip: IpAddr) -> Result<SocketAddr, String> {
     let (port, ip) = match rest.split_once(':') {
         Some((p, ip)) => (p, Some(ip)),
         None => (rest, None),
     };
     let port = if port.is_empty() { DEFAULT_PORT } else { parse_port(port)? };
-    let ip = ip.map(parse_ip).transpose()?.unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+    let ip = ip.map(parse_ip).transpose()?.unwrap_or(default_ip);
     Ok(SocketAddr::new(ip, port))
 }
 
@@ -88,8 +92,8 @@ impl std::str::FromStr for Target {
             "tcp" => Target::Tcp(active_addr(rest)?),
             "tls" | "ssl" => Target::Tls(active_addr(rest)?),
             "unix" if !rest.is_empty() => Target::Unix(PathBuf::from(rest)),
-            "ptcp" => Target::PTcp(passive_addr(rest)?),
-            "ptls" | "pssl" => Target::PTls(passive_addr(rest)?),
+            "ptcp" => Target::PTcp(passive_addr(rest, IpAddr::V4(Ipv4Addr::LOCALHOST))?),
+            "ptls" | "pssl" => Target::PTls(passive_addr(rest, IpAddr::V4(Ipv4Addr::UNSPECIFIED))?),
             "punix" if !rest.is_empty() => Target::PUnix(PathBuf::from(rest)),
             "unix" | "punix" => return Err(format!("'{s}': a socket path is required")),
             _ => return Err(format!("'{s}': unknown connection type '{kind}' (tcp, tls, unix, ptcp, ptls, punix)")),
@@ -108,7 +112,11 @@ mod tests {
         assert_eq!("tcp:10.0.0.1".parse(), Ok(Target::Tcp("10.0.0.1:6653".parse().unwrap())));
         assert_eq!("tcp:[::1]:7000".parse(), Ok(Target::Tcp("[::1]:7000".parse().unwrap())));
         assert_eq!("ptcp:6634:127.0.0.1".parse(), Ok(Target::PTcp("127.0.0.1:6634".parse().unwrap())));
-        assert_eq!("ptcp:".parse(), Ok(Target::PTcp("0.0.0.0:6653".parse().unwrap())));
+        // Plain TCP is reachable from where the address says, loopback unless it says more.
+        assert_eq!("ptcp:".parse(), Ok(Target::PTcp("127.0.0.1:6653".parse().unwrap())));
+        assert_eq!("ptcp:6634".parse(), Ok(Target::PTcp("127.0.0.1:6634".parse().unwrap())));
+        assert_eq!("ptcp:6634:0.0.0.0".parse(), Ok(Target::PTcp("0.0.0.0:6634".parse().unwrap())));
+        assert_eq!("ptls:".parse(), Ok(Target::PTls("0.0.0.0:6653".parse().unwrap())));
         assert_eq!("punix:/tmp/x.sock".parse(), Ok(Target::PUnix("/tmp/x.sock".into())));
         assert_eq!("ssl:1.2.3.4:99".parse(), Ok(Target::Tls("1.2.3.4:99".parse().unwrap())));
         assert!("udp:1.2.3.4".parse::<Target>().is_err());

@@ -75,7 +75,8 @@ struct RunArgs {
     /// A controller: tcp:IP[:PORT], tls:IP[:PORT], unix:PATH, or ptcp:/ptls:/punix: to wait for one.
     #[arg(long = "controller", value_name = "TARGET")]
     controllers: Vec<String>,
-    /// A management listener, e.g. ptcp:6634:127.0.0.1 (for ovs-ofctl) or punix:/run/edgeflow.sock.
+    /// A management listener, e.g. ptcp:6634 (loopback unless an address follows: ptcp:6634:0.0.0.0)
+    /// for ovs-ofctl, or punix:/run/edgeflow.sock.
     #[arg(long = "listen", value_name = "TARGET")]
     listen: Vec<String>,
     /// What to do without a controller: secure (keep flows, drop misses) or standalone (learn).
