@@ -4,7 +4,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 PYTEST := .venv/bin/python -m pytest
 
-.PHONY: all setup build demo test test-unit test-integration bench bench-quick clean
+.PHONY: all setup build demo test test-unit test-integration bench bench-quick fuzz clean
 
 all: build
 
@@ -37,3 +37,7 @@ bench: build
 # Every experiment in --quick mode (results/quick) and the claims each shows: ~10 minutes.
 bench-quick: build
 	EDGEFLOW_BENCH=1 $(PYTEST) tests/bench -v --durations=0 --junitxml=build/junit-bench.xml
+
+# Every fuzz target for FUZZ_S seconds (default 180) on the pinned nightly: scripts/fuzz.sh.
+fuzz: setup
+	scripts/fuzz.sh

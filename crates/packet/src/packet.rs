@@ -195,17 +195,30 @@ impl Packet {
         self.u16_at(self.layout.ethertype_at as usize)
     }
 
+    /// The ethertype, if the frame holds all of the network header it names (IPv4, IPv6, ARP);
+    /// else 0. A rewritten ethertype, or a pop, can name a header the frame is too short for:
+    /// found by fuzzing, an ARP frame retyped IPv4 whose DSCP and TTL were then read past its end.
+    fn network(&self) -> u16 {
+        let l3 = self.layout.l3 as usize;
+        match self.ethertype() {
+            ethertype::IPV4 if self.len() >= l3 + 20 => ethertype::IPV4,
+            ethertype::IPV6 if self.len() >= l3 + 40 => ethertype::IPV6,
+            ethertype::ARP if self.len() >= l3 + 28 => ethertype::ARP,
+            ethertype::IPV4 | ethertype::IPV6 | ethertype::ARP => 0,
+            other => other,
+        }
+    }
+
     // ---- MPLS ----
 
     /// Pushes an MPLS label stack entry after the VLAN tags (OpenFlow 1.3 placement).
     pub fn push_mpls(&mut self, new_ethertype: u16) {
         let l3 = self.layout.l3 as usize;
-        let old = self.ethertype();
-        let lse = if is_mpls(old) {
-            self.u32_at(l3) & !0x100 // copy label, TC and TTL; the new entry is not bottom of stack
-        } else {
-            let ttl = self.ip_ttl().unwrap_or(0) as u32;
-            0x100 | ttl
+        let lse = match self.mpls_lse() {
+            // Copy label, TC and TTL; the new entry is not bottom of stack.
+            Some(lse) => lse & !0x100,
+            // (Also an MPLS ethertype the frame holds no entry for: a rewritten one, fuzzing found.)
+            None => 0x100 | self.ip_ttl().unwrap_or(0) as u32,
         };
         self.insert_gap(l3, 4);
         self.put_u32_at(l3, lse);
@@ -339,7 +352,7 @@ impl Packet {
 
     fn ip_ttl(&self) -> Option<u8> {
         let l3 = self.layout.l3 as usize;
-        match self.ethertype() {
+        match self.network() {
             ethertype::IPV4 => Some(self.data()[l3 + 8]),
             ethertype::IPV6 => Some(self.data()[l3 + 7]),
             _ => None,
@@ -348,7 +361,7 @@ impl Packet {
 
     fn set_ip_ttl(&mut self, ttl: u8) {
         let l3 = self.layout.l3 as usize;
-        match self.ethertype() {
+        match self.network() {
             ethertype::IPV4 => self.rewrite_ipv4_header(l3 + 8, &[ttl]),
             ethertype::IPV6 => self.data_mut()[l3 + 7] = ttl,
             _ => {}
@@ -565,7 +578,7 @@ impl Packet {
         key.set(field, value);
         let l3 = self.layout.l3 as usize;
         let l4 = self.layout.l4 as usize;
-        let et = self.ethertype();
+        let et = self.network();
         let bytes = value.to_be_bytes();
         match field {
             EthDst => self.data_mut()[0..6].copy_from_slice(&bytes[10..]),

@@ -1,0 +1,84 @@
+"""Writes the seed corpus (fuzz/seeds/<target>/): a few well-formed inputs per target for the
+fuzzer to mutate from, so that it starts inside the formats instead of at random bytes.
+Run from the repository root with the testbed's Python: .venv/bin/python fuzz/seeds.py"""
+
+import struct
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from testbed.churn import ADD, DELETE_STRICT, flow_mod  # noqa: E402
+from testbed.ofpeer import hello13, header, osken_bytes  # noqa: E402
+from testbed.traffic import udp_frame  # noqa: E402
+
+OUT = Path(__file__).resolve().parent / "seeds"
+A, B = "02:00:00:00:00:0a", "02:00:00:00:00:0b"
+
+
+def frames():
+    udp = udp_frame(A, B, "10.0.0.1", "10.0.0.2", 5000, 53)
+    vlan = udp[:12] + struct.pack("!HH", 0x8100, 0x2005) + udp[12:]
+    arp = bytes.fromhex("ffffffffffff02000000000a0806000108000604000102000000000a0a000001000000000000" "0a000002")
+    mpls = udp[:12] + struct.pack("!HI", 0x8847, (100 << 12) | 0x100 | 64) + udp[14:]
+    ipv6 = (bytes.fromhex("02000000000b02000000000a86dd") + struct.pack("!IHBB", 6 << 28, 8, 17, 64)
+            + bytes(15) + b"\x01" + bytes(15) + b"\x02" + struct.pack("!HHHH", 1, 2, 8, 0))
+    return {"udp": udp, "vlan": vlan, "arp": arp, "mpls": mpls, "ipv6": ipv6}
+
+
+def openflow():
+    msgs = {
+        "hello": hello13(),
+        "echo": header(2, 12, 5) + b"ping",
+        "features": header(5, 8, 6),
+        "barrier": header(20, 8, 7),
+        "flow_add": flow_mod(ADD, 9000, 10000, 2),
+        "flow_delete": flow_mod(DELETE_STRICT, 9000, 10000, 2),
+    }
+
+    def group(p, o, dp):
+        return p.OFPGroupMod(dp, o.OFPGC_ADD, o.OFPGT_ALL, 1, [p.OFPBucket(actions=[p.OFPActionOutput(2)])])
+
+    def meter(p, o, dp):
+        return p.OFPMeterMod(dp, o.OFPMC_ADD, o.OFPMF_PKTPS, 1, [p.OFPMeterBandDrop(rate=100, burst_size=10)])
+
+    def stats(p, o, dp):
+        return p.OFPFlowStatsRequest(dp, table_id=o.OFPTT_ALL)
+
+    def packet_out(p, o, dp):
+        return p.OFPPacketOut(dp, o.OFP_NO_BUFFER, 1, [p.OFPActionOutput(o.OFPP_TABLE)], frames()["udp"])
+
+    for name, build in (("group_add", group), ("meter_add", meter), ("flow_stats", stats), ("packet_out", packet_out)):
+        msgs[name] = osken_bytes(build)
+    return msgs
+
+
+def records(pairs):
+    """pipeline_messages input: (kind, bytes) records, each a kind byte, a length, the bytes."""
+    return b"".join(struct.pack("!BH", kind, len(body)) + body for kind, body in pairs)
+
+
+def main():
+    f, m = frames(), openflow()
+    seeds = {
+        "openflow_decode": m,
+        # No rewrite operations (first byte 0), then a VLAN push and a DSCP set.
+        "packet_rewrite": {**{k: b"\0" + v for k, v in f.items()},
+                           "udp_push_set": b"\x02" + f["udp"] + bytes([0, 0, 0, 4 + 5 * 8, 0, 12])},
+        "pipeline_messages": {
+            "flows_then_frames": records([(0, m["group_add"]), (0, m["meter_add"]), (0, m["flow_add"]),
+                                          (1, f["udp"]), (0, m["flow_stats"]), (3, b"\0" * 4), (1, f["vlan"]),
+                                          (0, m["packet_out"]), (0, m["flow_delete"]), (2, f["arp"])]),
+        },
+        "less_labels": {"stack": b"\x08" + bytes.fromhex("02000000000b02000000000a88b5") + struct.pack("!II", 0x02000040, 0x03000180)},
+    }
+    for target, inputs in seeds.items():
+        d = OUT / target
+        d.mkdir(parents=True, exist_ok=True)
+        for name, data in inputs.items():
+            (d / name).write_bytes(data)
+    print(f"wrote {sum(len(v) for v in seeds.values())} seeds under {OUT}")
+
+
+if __name__ == "__main__":
+    main()
