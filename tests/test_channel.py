@@ -245,3 +245,49 @@ def test_plain_tcp_listener_without_an_address_is_loopback_only(two_hosts):
             c = Conn.connect(port)
             c.send(header(2, 8, 5))
             assert (c.recv().type, c.recv is not None) == (3, True)
+
+
+def test_a_peer_that_stops_reading_is_dropped_and_the_others_keep_working(two_hosts):
+    """A controller that sends requests but never reads the replies must not grow the switch's
+    memory: past `--channel-output-limit` bytes waiting to be written, its connection is closed,
+    said in the log and counted; other connections keep working. One that reads each reply before
+    its next request, sending the same, is never dropped."""
+    import socket
+    limit = 1 << 20
+    echo = header(2, 8 + 60_000, 1) + bytes(60_000)
+    with Edgeflow(two_hosts.switch_ports, extra=["--channel-output-limit", str(limit)]) as sw:
+        slow_readers = lambda: sw.stats()["channel"]["slow_readers_dropped"]
+        # A peer that reads its replies as they come: 200 echo requests of 60 kB, 12 MB of
+        # replies in all, more than ten times the limit, and it is never dropped.
+        reader = Conn.connect(sw.mgmt_port)
+        for _ in range(200):
+            reader.send(echo)
+            assert reader.recv(timeout=20).type == 3
+        assert slow_readers() == 0
+        # A peer that does not read: the same 12 MB of replies cannot all wait for it.
+        mute = Conn.connect(sw.mgmt_port)
+        mute.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        try:
+            for _ in range(200):
+                mute.send(echo)
+        except OSError:
+            pass  # closed by the switch while we were still sending: what is tested
+        deadline = time.monotonic() + 20
+        while slow_readers() == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert slow_readers() == 1
+        assert "peer stopped reading (output over the limit): closing" in sw.log()
+        # Its socket is closed: after what was already on its way, the end of the stream.
+        mute.sock.settimeout(10)
+        while True:
+            try:
+                chunk = mute.sock.recv(1 << 20)
+            except (ConnectionResetError, BrokenPipeError):
+                break
+            if not chunk:
+                break
+        # The switch serves others as before.
+        assert len(sw.flows()) >= 1
+        c = Conn.connect(sw.mgmt_port)
+        c.send(header(2, 8, 9))
+        assert c.recv().type == 3

@@ -1,5 +1,6 @@
 //! One controller connection: framing, handshake, keepalive, and per-message dispatch.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,13 +10,13 @@ use ofp::message::{role, ErrorMsg, Header, Hello, Message, RoleMsg, HEADER_LEN};
 use ofp::multipart::{MultipartRequest, MultipartRequestBody, MORE};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
-use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::time::{sleep, timeout, Instant};
 use tokio_rustls::{TlsAcceptor, TlsConnector};
 use tracing::{debug, info, warn};
 
 use crate::target::Target;
-use crate::{arm_fail_open, replier, HubRef};
+use crate::{arm_fail_open, replier, HubRef, Outbox};
 
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -170,7 +171,7 @@ impl<R: AsyncRead + Unpin> Framer<R> {
     }
 }
 
-async fn writer<W: AsyncWrite + Unpin>(mut wr: W, mut rx: UnboundedReceiver<Vec<u8>>) {
+async fn writer<W: AsyncWrite + Unpin>(mut wr: W, mut rx: UnboundedReceiver<Vec<u8>>, queued: Arc<AtomicUsize>) {
     let mut batch = Vec::with_capacity(64 * 1024);
     while let Some(first) = rx.recv().await {
         batch.extend_from_slice(&first);
@@ -184,6 +185,7 @@ async fn writer<W: AsyncWrite + Unpin>(mut wr: W, mut rx: UnboundedReceiver<Vec<
         if wr.write_all(&batch).await.is_err() || wr.flush().await.is_err() {
             break;
         }
+        queued.fetch_sub(batch.len(), Ordering::AcqRel);
         batch.clear();
     }
     let _ = wr.shutdown().await;
@@ -196,7 +198,7 @@ fn error_reply(xid: u32, code: ErrorCode, offending: &[u8]) -> Vec<u8> {
 /// Per-connection state the dispatcher keeps between messages.
 struct Session {
     id: u64,
-    tx: UnboundedSender<Vec<u8>>,
+    tx: Outbox,
     /// A multipart request arriving in parts (OFPMPF_REQ_MORE), gathered until its last part.
     partial: Option<(u32, MultipartRequest)>,
     echo_outstanding: bool,
@@ -205,16 +207,17 @@ struct Session {
 /// Runs one connection from hello to close.
 pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + 'static>(stream: S, hub: HubRef, primary: bool, peer: String) {
     let (rd, wr) = tokio::io::split(stream);
-    let (tx, rx) = unbounded_channel::<Vec<u8>>();
-    let writer_task = tokio::task::spawn_local(writer(wr, rx));
+    let limit = hub.borrow().cfg.output_limit;
+    let (tx, rx, queued) = Outbox::new(limit);
+    let writer_task = tokio::task::spawn_local(writer(wr, rx, queued));
     let mut framer = Framer { rd, buf: Vec::with_capacity(64 * 1024) };
-    let _ = tx.send(Message::Hello(Hello::of13()).encode(1));
+    tx.send(Message::Hello(Hello::of13()).encode(1));
 
     // Handshake: the first message must be a hello naming a version we share (spec §6.3.1).
     let first = match timeout(HELLO_TIMEOUT, framer.next()).await {
         Ok(Ok(Some(Frame::Message(m)))) => m,
         Ok(Ok(Some(Frame::Broken(head)))) => {
-            let _ = tx.send(error_reply(0, ErrorCode::BadRequest(BadRequest::BadLen), &head));
+            tx.send(error_reply(0, ErrorCode::BadRequest(BadRequest::BadLen), &head));
             return finish(tx, writer_task).await;
         }
         _ => {
@@ -229,11 +232,11 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + 'static>(stream: S
             warn!(%peer, "peer does not speak OpenFlow 1.3");
             let mut e = ErrorMsg::reply_to(ErrorCode::HelloFailed(HelloFailed::Incompatible), &[]);
             e.data = b"edgeflow supports OpenFlow 1.3 (0x04) only".to_vec();
-            let _ = tx.send(Message::Error(e).encode(xid));
+            tx.send(Message::Error(e).encode(xid));
             return finish(tx, writer_task).await;
         }
         _ => {
-            let _ = tx.send(error_reply(xid, ErrorCode::HelloFailed(HelloFailed::Incompatible), &first));
+            tx.send(error_reply(xid, ErrorCode::HelloFailed(HelloFailed::Incompatible), &first));
             return finish(tx, writer_task).await;
         }
     }
@@ -253,7 +256,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + 'static>(stream: S
                 }
                 Ok(Some(Frame::Broken(head))) => {
                     warn!(%peer, "message with length below 8: closing");
-                    let _ = tx.send(error_reply(Header::peek(&head).map_or(0, |h| h.xid), ErrorCode::BadRequest(BadRequest::BadLen), &head));
+                    tx.send(error_reply(Header::peek(&head).map_or(0, |h| h.xid), ErrorCode::BadRequest(BadRequest::BadLen), &head));
                     break;
                 }
                 Ok(None) => break,
@@ -262,13 +265,18 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + 'static>(stream: S
                     break;
                 }
             },
+            _ = tx.overflowed() => {
+                warn!(%peer, queued = tx.queued(), limit, "peer stopped reading (output over the limit): closing");
+                hub.borrow().switch.send(Command::SlowReaderDropped);
+                break;
+            }
             _ = tokio::time::sleep_until(deadline) => {
                 if session.echo_outstanding {
                     warn!(%peer, "no reply to inactivity probe: closing");
                     break;
                 }
                 session.echo_outstanding = true;
-                let _ = tx.send(Message::EchoRequest(Vec::new()).encode(0));
+                tx.send(Message::EchoRequest(Vec::new()).encode(0));
             }
         }
     }
@@ -279,7 +287,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + 'static>(stream: S
     finish(tx, writer_task).await;
 }
 
-async fn finish(tx: UnboundedSender<Vec<u8>>, writer: tokio::task::JoinHandle<()>) {
+async fn finish(tx: Outbox, writer: tokio::task::JoinHandle<()>) {
     drop(tx);
     // Let queued replies (e.g. the error that explains the close) go out, but not forever.
     if timeout(Duration::from_secs(1), writer).await.is_err() {

@@ -12,6 +12,7 @@ pub mod tls;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,6 +47,62 @@ pub struct AgentConfig {
     pub probe_interval: Duration,
     pub max_backoff: Duration,
     pub features: SwitchFeatures,
+    /// Bytes a connection may have waiting to be written: a peer that stops reading is
+    /// disconnected there instead of growing the switch's memory.
+    pub output_limit: usize,
+}
+
+/// The default of [`AgentConfig::output_limit`]: seconds of packet-ins at the default rate limit,
+/// a multipart reply of a million flows' stats many times over.
+pub const DEFAULT_OUTPUT_LIMIT: usize = 16 << 20;
+
+/// A connection's output queue, bounded in bytes. Sending past the limit queues nothing and tells
+/// the connection to close (its peer is not reading); the writer gives bytes back as it writes.
+#[derive(Clone)]
+pub(crate) struct Outbox {
+    tx: UnboundedSender<Vec<u8>>,
+    queued: Arc<AtomicUsize>,
+    limit: usize,
+    overflowed: Arc<AtomicBool>,
+    overflow: Arc<tokio::sync::Notify>,
+}
+
+impl Outbox {
+    pub(crate) fn new(limit: usize) -> (Outbox, UnboundedReceiver<Vec<u8>>, Arc<AtomicUsize>) {
+        let (tx, rx) = unbounded_channel();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let out = Outbox {
+            tx,
+            queued: queued.clone(),
+            limit,
+            overflowed: Arc::new(AtomicBool::new(false)),
+            overflow: Arc::new(tokio::sync::Notify::new()),
+        };
+        (out, rx, queued)
+    }
+
+    pub(crate) fn send(&self, bytes: Vec<u8>) {
+        let n = bytes.len();
+        if self.queued.fetch_add(n, Ordering::AcqRel) + n > self.limit {
+            self.queued.fetch_sub(n, Ordering::AcqRel);
+            if !self.overflowed.swap(true, Ordering::AcqRel) {
+                self.overflow.notify_one();
+            }
+            return;
+        }
+        if self.tx.send(bytes).is_err() {
+            self.queued.fetch_sub(n, Ordering::AcqRel);
+        }
+    }
+
+    /// Completes once a send found the queue full.
+    pub(crate) async fn overflowed(&self) {
+        self.overflow.notified().await
+    }
+
+    pub(crate) fn queued(&self) -> usize {
+        self.queued.load(Ordering::Acquire)
+    }
 }
 
 /// How long standalone mode waits with no controller before learning on its own.
@@ -58,7 +115,7 @@ pub fn event_channel() -> (Box<dyn FnMut(Event) + Send>, UnboundedReceiver<Event
 }
 
 pub(crate) struct ConnState {
-    tx: UnboundedSender<Vec<u8>>,
+    tx: Outbox,
     primary: bool,
     role: u32,
     async_config: AsyncConfig,
@@ -79,7 +136,7 @@ pub(crate) struct Hub {
 pub(crate) type HubRef = Rc<RefCell<Hub>>;
 
 impl Hub {
-    pub(crate) fn register(&mut self, tx: UnboundedSender<Vec<u8>>, primary: bool) -> u64 {
+    pub(crate) fn register(&mut self, tx: Outbox, primary: bool) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
         let async_config = if primary { AsyncConfig::default() } else { AsyncConfig::none() };
@@ -157,7 +214,7 @@ impl Hub {
             let idx = if c.role == role::SLAVE { 1 } else { 0 };
             if pick(&c.async_config)[idx] & (1 << reason) != 0 {
                 let b = bytes.get_or_insert_with(|| msg.encode(0));
-                let _ = c.tx.send(b.clone());
+                c.tx.send(b.clone());
             }
         }
     }
@@ -236,7 +293,7 @@ pub async fn run(
 }
 
 /// Wraps a connection's sender as the datapath's reply callback.
-pub(crate) fn replier(tx: &UnboundedSender<Vec<u8>>) -> datapath::Replier {
+pub(crate) fn replier(tx: &Outbox) -> datapath::Replier {
     let tx = tx.clone();
-    Arc::new(move |bytes| drop(tx.send(bytes)))
+    Arc::new(move |bytes| tx.send(bytes))
 }

@@ -45,6 +45,9 @@ pub enum Command {
     /// New egress settings for every port (ports not listed go back to unscheduled defaults).
     /// Queued frames stay queued.
     SetEgress(Vec<(u32, egress::PortEgress)>),
+    /// The agent closed a connection whose peer stopped reading (its output hit the limit):
+    /// counted in the switch's report.
+    SlowReaderDropped,
     Shutdown,
 }
 

@@ -114,6 +114,10 @@ struct RunArgs {
     /// Packet-ins per second to all controllers together (0: unlimited; default 2000).
     #[arg(long, value_name = "N")]
     packet_in_rate: Option<u32>,
+    /// Bytes a controller connection may have waiting to be written (default 16 MiB): a peer
+    /// that stops reading is disconnected there, and counted.
+    #[arg(long, value_name = "BYTES")]
+    channel_output_limit: Option<u64>,
     /// TLS private key (PEM), for tls:/ptls: targets.
     #[arg(long, value_name = "FILE")]
     private_key: Option<PathBuf>,
@@ -144,6 +148,7 @@ impl RunArgs {
             mode: self.mode.clone(),
             portmap: self.portmap.clone(),
             packet_in_rate: self.packet_in_rate,
+            channel_output_limit: self.channel_output_limit,
             private_key: self.private_key.clone(),
             certificate: self.certificate.clone(),
             ca_cert: self.ca_cert.clone(),
@@ -328,6 +333,7 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
         probe_interval: s.probe_interval,
         max_backoff: Duration::from_secs(8),
         features,
+        output_limit: s.channel_output_limit,
     };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     let local = tokio::task::LocalSet::new();

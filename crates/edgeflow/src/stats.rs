@@ -247,5 +247,9 @@ pub fn render(r: &Value) -> String {
     out += "\ndropped frames by reason (userspace)\n";
     let drops = r["drops"].as_object().cloned().unwrap_or_default();
     out += &table(&["reason", "frames"], drops.iter().map(|(k, v)| vec![k.clone(), n(v)]).collect());
+    if let Some(channel) = r["channel"].as_object() {
+        out += "\ncontroller channel\n";
+        out += &table(&["event", "count"], channel.iter().map(|(k, v)| vec![k.clone(), n(v)]).collect());
+    }
     out
 }

@@ -208,6 +208,7 @@ impl Switch {
                     self.sync_fast();
                 }
                 Ok(Command::Reply { bytes, reply }) => reply(bytes),
+                Ok(Command::SlowReaderDropped) => self.slow_readers_dropped += 1,
                 Ok(Command::FailOpen(on)) => {
                     if on != self.fail_open {
                         info!(

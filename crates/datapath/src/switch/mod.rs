@@ -182,6 +182,8 @@ pub struct Switch {
     sent: Vec<(u32, u8, bool)>,
     drops: DropCounts,
     fail_open: bool,
+    /// Controller connections the agent closed because their peer stopped reading.
+    slow_readers_dropped: u64,
     fast: Option<FastPath>,
     /// Where the kernel fast path sends misses up (TC mode), and the guard that keeps the host
     /// stack off that interface.
@@ -265,6 +267,7 @@ impl Switch {
             sent: Vec::with_capacity(8),
             drops: DropCounts::default(),
             fail_open: false,
+            slow_readers_dropped: 0,
             fast_gen,
             labels_gen: 0,
             links_written: None,

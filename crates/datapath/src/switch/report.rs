@@ -98,6 +98,7 @@ impl Switch {
             "mode_counters": mode_counters,
             "fast_path": fast,
             "drops": drops,
+            "channel": {"slow_readers_dropped": self.slow_readers_dropped},
         })
     }
 }

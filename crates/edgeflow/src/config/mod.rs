@@ -36,6 +36,8 @@ pub struct File {
     pub fastpath_entries: Option<Spanned<u32>>,
     pub mode: Option<Spanned<String>>,
     pub packet_in_rate: Option<u32>,
+    /// Bytes a controller connection may have waiting to be written before it is closed.
+    pub channel_output_limit: Option<Spanned<u64>>,
     #[serde(default, rename = "table")]
     pub tables_cfg: Vec<TableEntry>,
     #[serde(default)]
@@ -124,6 +126,7 @@ pub struct Settings {
     pub tls: Option<TlsFiles>,
     pub probe_interval: Duration,
     pub packet_in_rate: u32,
+    pub channel_output_limit: usize,
     pub table_limits: Vec<(u8, u32, bool)>,
     pub fastpath: Option<datapath::fastpath::Mode>,
     /// The kernel fast path's capacity in translations.
@@ -163,6 +166,7 @@ pub struct Flags {
     /// `FROM:TO` port-number pairs for the port-map mode.
     pub portmap: Vec<String>,
     pub packet_in_rate: Option<u32>,
+    pub channel_output_limit: Option<u64>,
     pub private_key: Option<PathBuf>,
     pub certificate: Option<PathBuf>,
     pub ca_cert: Option<PathBuf>,
@@ -204,6 +208,15 @@ fn parse_tables(n: u32) -> Result<u8, String> {
         Ok(n as u8)
     } else {
         Err(format!("tables = {n}: must be between 1 and 254"))
+    }
+}
+
+/// At least one OpenFlow message of the largest size (64 KiB) must fit.
+fn parse_output_limit(n: u64) -> Result<usize, String> {
+    if (65_536..=1 << 32).contains(&n) {
+        Ok(n as usize)
+    } else {
+        Err(format!("channel_output_limit = {n}: must be between 65536 and 4294967296 bytes"))
     }
 }
 
@@ -316,6 +329,11 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
         (Some(d), _) => parse_datapath(d).map_err(|e| format!("--datapath: {e}"))?,
         (None, Some(d)) => parse_datapath(d.get_ref()).map_err(|e| cx.at(d, e))?,
         _ => None,
+    };
+    let channel_output_limit = match (flags.channel_output_limit, &file.channel_output_limit) {
+        (Some(n), _) => parse_output_limit(n).map_err(|e| format!("--channel-output-limit: {e}"))?,
+        (None, Some(n)) => parse_output_limit(*n.get_ref()).map_err(|e| cx.at(n, e))?,
+        (None, None) => agent::DEFAULT_OUTPUT_LIMIT,
     };
     let fastpath_entries = match (flags.fastpath_entries, &file.fastpath_entries) {
         (Some(n), _) => parse_fastpath_entries(n).map_err(|e| format!("--fastpath-entries: {e}"))?,
@@ -440,6 +458,7 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
         tls,
         probe_interval: Duration::from_secs(probe),
         packet_in_rate: flags.packet_in_rate.or(file.packet_in_rate).unwrap_or(DEFAULT_PACKET_IN_RATE),
+        channel_output_limit,
         table_limits,
         fastpath,
         fastpath_entries,
@@ -553,6 +572,10 @@ number = 7
         assert!(e.starts_with("sw.toml:2:") && e.contains("between 1 and 1048576"), "{e}");
         let s = from_str("fastpath_entries = 131072\n[[port]]\nname = \"a\"\n").unwrap();
         assert_eq!(s.fastpath_entries, 131_072);
+        let e = from_str("channel_output_limit = 1000\n[[port]]\nname = \"a\"\n").unwrap_err();
+        assert!(e.starts_with("sw.toml:1:") && e.contains("between 65536"), "{e}");
+        let s = from_str("[[port]]\nname = \"a\"\n").unwrap();
+        assert_eq!(s.channel_output_limit, agent::DEFAULT_OUTPUT_LIMIT);
         let e = from_str("[[port]]\nname = \"a\"\ntables = 3\n").unwrap_err();
         assert!(e.starts_with("sw.toml:3:") && e.contains("unknown field"), "{e}");
     }
