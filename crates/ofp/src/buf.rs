@@ -125,7 +125,11 @@ impl Writer for Vec<u8> {
     }
     fn put_string(&mut self, s: &str, n: usize) {
         let bytes = s.as_bytes();
-        let take = bytes.len().min(n.saturating_sub(1));
+        let mut take = bytes.len().min(n.saturating_sub(1));
+        // Cut between characters: half a UTF-8 sequence on the wire is not text (fuzzing found it).
+        while !s.is_char_boundary(take) {
+            take -= 1;
+        }
         self.extend_from_slice(&bytes[..take]);
         self.put_zeros(n - take);
     }
