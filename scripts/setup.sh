@@ -40,7 +40,7 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
   "$PY" -m venv .venv
 fi
-if ! .venv/bin/python -c "import os_ken, pytest, pytest_timeout, matplotlib, scapy" 2>/dev/null; then
+if ! .venv/bin/python -c "import os_ken, pytest, pytest_timeout, matplotlib, scapy, cryptography" 2>/dev/null; then
   echo "setup: installing Python packages"
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q -r testbed/requirements.txt

@@ -11,8 +11,11 @@ from .util import ROOT, VENV, free_port, port_open, run_dir, wait_for
 class OsKen:
     """An os-ken application (from testbed/apps) listening for switches on 127.0.0.1."""
 
-    def __init__(self, *apps, port=None, log_name=None, env=None):
+    def __init__(self, *apps, port=None, log_name=None, env=None, tls=None):
+        """`tls`: (key, certificate, CA) paths: listen with TLS only, requiring a switch certificate
+        the CA signed."""
         self.apps = [a if "." in a else f"testbed.apps.{a}" for a in apps]
+        self.tls = tuple(str(p) for p in tls) if tls else None
         self.env = env or {}
         self.port = port or free_port()
         self.log_path = run_dir("logs") / f"{log_name or apps[0]}.osken.log"
@@ -20,7 +23,7 @@ class OsKen:
 
     @property
     def target(self):
-        return f"tcp:127.0.0.1:{self.port}"
+        return f"{'tls' if self.tls else 'tcp'}:127.0.0.1:{self.port}"
 
     def start(self):
         python = VENV / "bin" / "python"
@@ -28,7 +31,8 @@ class OsKen:
             python = sys.executable
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
-            [str(python), "-m", "testbed.osken_runner", "--port", str(self.port), *self.apps],
+            [str(python), "-m", "testbed.osken_runner", "--port", str(self.port),
+             *(["--tls", *self.tls] if self.tls else []), *self.apps],
             cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, env={**os.environ, **self.env})
         wait_for(lambda: self.proc.poll() is not None or port_open(self.port), timeout=30, what="os-ken to listen")
         if self.proc.poll() is not None:

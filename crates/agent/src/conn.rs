@@ -52,10 +52,10 @@ pub(crate) async fn accept_loop(listener: Listener, hub: HubRef, primary: bool) 
                         let name = peer.to_string();
                         match tls {
                             Some(acceptor) => match acceptor.accept(s).await {
-                                Ok(s) => serve(s, hub, primary, name).await,
+                                Ok(s) => drop(serve(s, hub, primary, name).await),
                                 Err(e) => warn!(peer = %name, "TLS handshake failed: {e}"),
                             },
-                            None => serve(s, hub, primary, name).await,
+                            None => drop(serve(s, hub, primary, name).await),
                         }
                     });
                 }
@@ -84,39 +84,44 @@ pub(crate) async fn active_loop(target: Target, hub: HubRef, primary: bool, tls:
     let mut reported = false;
     loop {
         let name = target.to_string();
-        let result: std::io::Result<()> = async {
-            match &target {
+        // Ok(true): a session ran (the peer's hello came); Ok(false): the peer went before it.
+        let result: std::io::Result<bool> = async {
+            Ok(match &target {
                 Target::Tcp(a) => {
                     let s = TcpStream::connect(a).await?;
                     s.set_nodelay(true)?;
                     info!(controller = %name, "connected");
-                    serve(s, hub.clone(), primary, name.clone()).await;
+                    serve(s, hub.clone(), primary, name.clone()).await
                 }
                 Target::Tls(a) => {
                     let s = TcpStream::connect(a).await?;
                     s.set_nodelay(true)?;
                     let connector = TlsConnector::from(tls.clone().expect("TLS config checked at start"));
                     let server_name = rustls::pki_types::ServerName::IpAddress(a.ip().into());
-                    let s = connector.connect(server_name, s).await?;
+                    let s = connector
+                        .connect(server_name, s)
+                        .await
+                        .map_err(|e| std::io::Error::new(e.kind(), format!("TLS handshake failed: {e}")))?;
                     info!(controller = %name, "connected (TLS)");
-                    serve(s, hub.clone(), primary, name.clone()).await;
+                    serve(s, hub.clone(), primary, name.clone()).await
                 }
                 Target::Unix(p) => {
                     let s = UnixStream::connect(p).await?;
                     info!(controller = %name, "connected");
-                    serve(s, hub.clone(), primary, name.clone()).await;
+                    serve(s, hub.clone(), primary, name.clone()).await
                 }
                 _ => unreachable!("passive targets are listened on"),
-            }
-            Ok(())
+            })
         }
         .await;
         match result {
-            Ok(()) => {
+            Ok(true) => {
                 backoff = Duration::from_secs(1);
                 reported = false;
                 info!(controller = %name, "disconnected");
             }
+            // Said by serve; the backoff grows as for a failed connect.
+            Ok(false) => {}
             Err(e) => {
                 if !reported {
                     warn!(controller = %name, "cannot connect: {e} (retrying with backoff up to {max_backoff:?})");
@@ -204,8 +209,10 @@ struct Session {
     echo_outstanding: bool,
 }
 
-/// Runs one connection from hello to close.
-pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + 'static>(stream: S, hub: HubRef, primary: bool, peer: String) {
+/// Runs one connection from hello to close; false if it never got as far as the peer's hello
+/// (a controller that refused our certificate closes there, under TLS 1.3 after our handshake
+/// looked complete).
+pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + 'static>(stream: S, hub: HubRef, primary: bool, peer: String) -> bool {
     let (rd, wr) = tokio::io::split(stream);
     let limit = hub.borrow().cfg.output_limit;
     let (tx, rx, queued) = Outbox::new(limit);
@@ -218,11 +225,24 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + 'static>(stream: S
         Ok(Ok(Some(Frame::Message(m)))) => m,
         Ok(Ok(Some(Frame::Broken(head)))) => {
             tx.send(error_reply(0, ErrorCode::BadRequest(BadRequest::BadLen), &head));
-            return finish(tx, writer_task).await;
+            finish(tx, writer_task).await;
+            return false;
         }
-        _ => {
-            debug!(%peer, "no hello");
-            return finish(tx, writer_task).await;
+        Ok(Err(e)) => {
+            warn!(%peer, "connection failed before the peer's hello: {e}");
+            finish(tx, writer_task).await;
+            return false;
+        }
+        Ok(Ok(None)) => {
+            // A port probe (monitoring, a test waiting for the listener) looks like this.
+            debug!(%peer, "peer closed the connection before its hello");
+            finish(tx, writer_task).await;
+            return false;
+        }
+        Err(_) => {
+            warn!(%peer, "no hello within {HELLO_TIMEOUT:?}: closing");
+            finish(tx, writer_task).await;
+            return false;
         }
     };
     let xid = Header::peek(&first).map_or(0, |h| h.xid);
@@ -233,11 +253,13 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + 'static>(stream: S
             let mut e = ErrorMsg::reply_to(ErrorCode::HelloFailed(HelloFailed::Incompatible), &[]);
             e.data = b"edgeflow supports OpenFlow 1.3 (0x04) only".to_vec();
             tx.send(Message::Error(e).encode(xid));
-            return finish(tx, writer_task).await;
+            finish(tx, writer_task).await;
+            return false;
         }
         _ => {
             tx.send(error_reply(xid, ErrorCode::HelloFailed(HelloFailed::Incompatible), &first));
-            return finish(tx, writer_task).await;
+            finish(tx, writer_task).await;
+            return false;
         }
     }
 
@@ -285,6 +307,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + 'static>(stream: S
         arm_fail_open(&hub);
     }
     finish(tx, writer_task).await;
+    true
 }
 
 async fn finish(tx: Outbox, writer: tokio::task::JoinHandle<()>) {

@@ -1,6 +1,8 @@
 //! TLS for controller channels, as Open vSwitch does it: both sides present certificates signed by a
 //! CA both trust. Like Open vSwitch, the peer's certificate is checked against the CA but not against
-//! a host name (controllers are addressed by IP and their certificates rarely name it).
+//! a host name (controllers are addressed by IP and their certificates rarely name it). Beyond Open
+//! vSwitch, a peer's certificate may be pinned: then only that certificate (by its SHA-256) is
+//! accepted, whatever else the CA signed.
 
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
@@ -9,15 +11,65 @@ use std::sync::Arc;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
-use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, ServerConfig, SignatureScheme};
+use rustls::{
+    CertificateError, ClientConfig, DigitallySignedStruct, DistinguishedName, OtherError, RootCertStore, ServerConfig,
+    SignatureScheme,
+};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TlsFiles {
     pub private_key: PathBuf,
     pub certificate: PathBuf,
     pub ca_cert: PathBuf,
+    /// The SHA-256 of the one peer certificate accepted (`--peer-cert-sha256`), if pinned.
+    pub pinned: Option<[u8; 32]>,
 }
+
+/// A certificate's SHA-256, as `openssl x509 -noout -fingerprint -sha256` prints it.
+pub fn fingerprint(der: &[u8]) -> [u8; 32] {
+    ring::digest::digest(&ring::digest::SHA256, der).as_ref().try_into().expect("SHA-256 is 32 bytes")
+}
+
+/// 64 hex digits, with or without colons between the bytes.
+pub fn parse_pin(s: &str) -> Result<[u8; 32], String> {
+    let hex: String = s.chars().filter(|&c| c != ':').collect();
+    let bytes: Option<Vec<u8>> = (0..hex.len())
+        .step_by(2)
+        .map(|i| hex.get(i..i + 2).and_then(|b| u8::from_str_radix(b, 16).ok()))
+        .collect();
+    match bytes {
+        Some(b) if b.len() == 32 => Ok(b.try_into().unwrap()),
+        _ => Err(format!("'{s}': expected a SHA-256 fingerprint, 64 hex digits (colons allowed)")),
+    }
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02X}")).collect::<Vec<_>>().join(":")
+}
+
+/// The pin's verdict on a certificate the CA check passed.
+fn check_pin(pinned: Option<[u8; 32]>, end_entity: &CertificateDer<'_>) -> Result<(), rustls::Error> {
+    let Some(pin) = pinned else { return Ok(()) };
+    let got = fingerprint(end_entity);
+    if got == pin {
+        return Ok(());
+    }
+    let why = format!("not the pinned certificate: SHA-256 {} where {} is pinned", hex(&got), hex(&pin));
+    Err(rustls::Error::InvalidCertificate(CertificateError::Other(OtherError(Arc::new(PinMismatch(why))))))
+}
+
+#[derive(Debug)]
+struct PinMismatch(String);
+
+impl std::fmt::Display for PinMismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for PinMismatch {}
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
@@ -48,9 +100,9 @@ fn roots(path: &Path) -> Result<Arc<RootCertStore>, String> {
     Ok(Arc::new(store))
 }
 
-/// Verifies the chain to our CA, accepting any name.
+/// Verifies the chain to our CA, accepting any name; then the pin, if any.
 #[derive(Debug)]
-struct CaOnly(Arc<WebPkiServerVerifier>);
+struct CaOnly(Arc<WebPkiServerVerifier>, Option<[u8; 32]>);
 
 impl ServerCertVerifier for CaOnly {
     fn verify_server_cert(
@@ -62,9 +114,10 @@ impl ServerCertVerifier for CaOnly {
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
         match self.0.verify_server_cert(end_entity, intermediates, server_name, ocsp, now) {
-            Err(rustls::Error::InvalidCertificate(CertificateError::NotValidForName))
+            Ok(_)
+            | Err(rustls::Error::InvalidCertificate(CertificateError::NotValidForName))
             | Err(rustls::Error::InvalidCertificate(CertificateError::NotValidForNameContext { .. })) => {
-                Ok(ServerCertVerified::assertion())
+                check_pin(self.1, end_entity).map(|()| ServerCertVerified::assertion())
             }
             other => other,
         }
@@ -101,16 +154,59 @@ pub fn client_config(files: &TlsFiles) -> Result<Arc<ClientConfig>, String> {
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(CaOnly(verifier)))
+        .with_custom_certificate_verifier(Arc::new(CaOnly(verifier, files.pinned)))
         .with_client_auth_cert(certs(&files.certificate)?, key(&files.private_key)?)
         .map_err(|e| format!("certificate/key: {e}"))?;
     Ok(Arc::new(cfg))
+}
+
+/// A peer connecting to a `ptls:` listener: the CA's check, then the pin, if any.
+#[derive(Debug)]
+struct PinnedClient(Arc<dyn ClientCertVerifier>, Option<[u8; 32]>);
+
+impl ClientCertVerifier for PinnedClient {
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.0.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        self.0.verify_client_cert(end_entity, intermediates, now)?;
+        check_pin(self.1, end_entity).map(|()| ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.0.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.supported_verify_schemes()
+    }
 }
 
 pub fn server_config(files: &TlsFiles) -> Result<Arc<ServerConfig>, String> {
     let verifier = WebPkiClientVerifier::builder_with_provider(roots(&files.ca_cert)?, provider())
         .build()
         .map_err(|e| format!("CA certificate: {e}"))?;
+    let verifier = Arc::new(PinnedClient(verifier, files.pinned));
     let cfg = ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
@@ -118,4 +214,25 @@ pub fn server_config(files: &TlsFiles) -> Result<Arc<ServerConfig>, String> {
         .with_single_cert(certs(&files.certificate)?, key(&files.private_key)?)
         .map_err(|e| format!("certificate/key: {e}"))?;
     Ok(Arc::new(cfg))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pins_parse_as_openssl_prints_them_and_only_the_pinned_certificate_passes() {
+        let der = CertificateDer::from(vec![1u8, 2, 3]);
+        let sum = fingerprint(&der);
+        let printed = hex(&sum);
+        assert_eq!(printed.len(), 32 * 3 - 1, "AB:CD:... as openssl prints it");
+        assert_eq!(parse_pin(&printed), Ok(sum));
+        assert_eq!(parse_pin(&printed.replace(':', "").to_lowercase()), Ok(sum));
+        assert!(parse_pin("AB:CD").is_err() && parse_pin(&"zz".repeat(32)).is_err());
+        assert!(check_pin(None, &der).is_ok());
+        assert!(check_pin(Some(sum), &der).is_ok());
+        let other = CertificateDer::from(vec![1u8, 2, 4]);
+        let e = check_pin(Some(sum), &other).unwrap_err().to_string();
+        assert!(e.contains("not the pinned certificate") && e.contains(&printed), "{e}");
+    }
 }

@@ -127,6 +127,10 @@ struct RunArgs {
     /// CA certificate (PEM) the peer's certificate must be signed by.
     #[arg(long, value_name = "FILE")]
     ca_cert: Option<PathBuf>,
+    /// Accept only the TLS peer whose certificate has this SHA-256 (64 hex digits, colons
+    /// allowed, as `openssl x509 -noout -fingerprint -sha256` prints it), besides the CA's check.
+    #[arg(long, value_name = "SHA256")]
+    peer_cert_sha256: Option<String>,
     /// Log filter, e.g. info, debug, agent=debug (default: $RUST_LOG or info).
     #[arg(long, value_name = "FILTER")]
     log: Option<String>,
@@ -149,6 +153,7 @@ impl RunArgs {
             portmap: self.portmap.clone(),
             packet_in_rate: self.packet_in_rate,
             channel_output_limit: self.channel_output_limit,
+            peer_cert_sha256: self.peer_cert_sha256.clone(),
             private_key: self.private_key.clone(),
             certificate: self.certificate.clone(),
             ca_cert: self.ca_cert.clone(),

@@ -111,6 +111,8 @@ pub struct TlsEntry {
     pub private_key: PathBuf,
     pub certificate: PathBuf,
     pub ca_cert: PathBuf,
+    /// The SHA-256 of the one peer certificate to accept.
+    pub peer_cert_sha256: Option<Spanned<String>>,
 }
 
 /// Everything `edgeflow run` needs, after file and flags are merged and checked.
@@ -167,6 +169,7 @@ pub struct Flags {
     pub portmap: Vec<String>,
     pub packet_in_rate: Option<u32>,
     pub channel_output_limit: Option<u64>,
+    pub peer_cert_sha256: Option<String>,
     pub private_key: Option<PathBuf>,
     pub certificate: Option<PathBuf>,
     pub ca_cert: Option<PathBuf>,
@@ -349,16 +352,23 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
     if probe == 0 {
         return Err("probe interval must be at least 1 second".into());
     }
+    let pinned = match (&flags.peer_cert_sha256, file.tls.as_ref().and_then(|t| t.peer_cert_sha256.as_ref())) {
+        (Some(p), _) => Some(agent::tls::parse_pin(p).map_err(|e| format!("--peer-cert-sha256: {e}"))?),
+        (None, Some(p)) => Some(agent::tls::parse_pin(p.get_ref()).map_err(|e| cx.at(p, e))?),
+        (None, None) => None,
+    };
     let tls = match (&flags.private_key, &flags.certificate, &flags.ca_cert, &file.tls) {
         (Some(k), Some(c), Some(ca), _) => {
-            Some(TlsFiles { private_key: k.clone(), certificate: c.clone(), ca_cert: ca.clone() })
+            Some(TlsFiles { private_key: k.clone(), certificate: c.clone(), ca_cert: ca.clone(), pinned })
         }
         (None, None, None, Some(t)) => Some(TlsFiles {
             private_key: t.private_key.clone(),
             certificate: t.certificate.clone(),
             ca_cert: t.ca_cert.clone(),
+            pinned,
         }),
-        (None, None, None, None) => None,
+        (None, None, None, None) if pinned.is_none() => None,
+        (None, None, None, None) => return Err("--peer-cert-sha256 pins a TLS peer: it needs the TLS files".into()),
         _ => return Err("--private-key, --certificate and --ca-cert go together".into()),
     };
     let mut table_limits = Vec::new();
