@@ -100,6 +100,33 @@ fn roots(path: &Path) -> Result<Arc<RootCertStore>, String> {
     Ok(Arc::new(store))
 }
 
+/// The handshake-signature checks of a verifier that wraps another (in `.0`): the inner one's.
+macro_rules! signature_checks_of_the_inner_verifier {
+    () => {
+        fn verify_tls12_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            self.0.verify_tls12_signature(message, cert, dss)
+        }
+
+        fn verify_tls13_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            self.0.verify_tls13_signature(message, cert, dss)
+        }
+
+        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+            self.0.supported_verify_schemes()
+        }
+    };
+}
+
 /// Verifies the chain to our CA, accepting any name; then the pin, if any.
 #[derive(Debug)]
 struct CaOnly(Arc<WebPkiServerVerifier>, Option<[u8; 32]>);
@@ -123,27 +150,7 @@ impl ServerCertVerifier for CaOnly {
         }
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
-    }
+    signature_checks_of_the_inner_verifier!();
 }
 
 pub fn client_config(files: &TlsFiles) -> Result<Arc<ClientConfig>, String> {
@@ -179,27 +186,7 @@ impl ClientCertVerifier for PinnedClient {
         check_pin(self.1, end_entity).map(|()| ClientCertVerified::assertion())
     }
 
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.0.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.supported_verify_schemes()
-    }
+    signature_checks_of_the_inner_verifier!();
 }
 
 pub fn server_config(files: &TlsFiles) -> Result<Arc<ServerConfig>, String> {
