@@ -4,7 +4,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 PYTEST := .venv/bin/python -m pytest
 
-.PHONY: all setup build demo test test-unit test-integration bench bench-quick fuzz clean
+.PHONY: all setup build demo test test-unit test-integration bench bench-quick fuzz soak clean
 
 all: build
 
@@ -41,3 +41,9 @@ bench-quick: build
 # Every fuzz target for FUZZ_S seconds (default 180) on the pinned nightly: scripts/fuzz.sh.
 fuzz: setup
 	scripts/fuzz.sh
+
+# Random flow-mod churn while traffic flows, SOAK_S seconds per datapath (default 600): the switch
+# stays up, untouched traffic arrives whole, memory stays flat (testbed/soak.py).
+SOAK_S ?= 600
+soak: build
+	.venv/bin/python -m testbed.soak --seconds $(SOAK_S)
