@@ -58,6 +58,17 @@ def records(pairs):
     return b"".join(struct.pack("!BH", kind, len(body)) + body for kind, body in pairs)
 
 
+def afdx_frame(vl):
+    """A UDP frame to AFDX virtual link `vl` (destination 03:00:00:00:VL)."""
+    udp = udp_frame(A, "03:00:00:00:00:01", "10.0.0.1", "224.224.0.1", 5000, 5000, payload=60)
+    return udp[:4] + struct.pack("!H", vl) + udp[6:]
+
+
+def records_afdx(pairs):
+    """afdx_frames input: (in port and time step byte, frame) records, each with a length byte."""
+    return b"".join(struct.pack("!BB", head, len(f)) + f for head, f in pairs)
+
+
 def main():
     f, m = frames(), openflow()
     seeds = {
@@ -70,6 +81,8 @@ def main():
                                           (1, f["udp"]), (0, m["flow_stats"]), (3, b"\0" * 4), (1, f["vlan"]),
                                           (0, m["packet_out"]), (0, m["flow_delete"]), (2, f["arp"])]),
         },
+        # In port 1 (and time steps), a frame of VL 1 then VL 2: the 32-bit constant, the VL id.
+        "afdx_frames": {"two_vls": records_afdx([(0x05, afdx_frame(1)), (0x09, afdx_frame(2)), (0x06, afdx_frame(3))])},
         "less_labels": {"stack": b"\x08" + bytes.fromhex("02000000000b02000000000a88b5") + struct.pack("!II", 0x02000040, 0x03000180)},
     }
     for target, inputs in seeds.items():
