@@ -249,20 +249,31 @@ def test_plain_tcp_listener_without_an_address_is_loopback_only(two_hosts):
 
 def test_a_peer_that_stops_reading_is_dropped_and_the_others_keep_working(two_hosts):
     """A controller that sends requests but never reads the replies must not grow the switch's
-    memory: past `--channel-output-limit` bytes waiting to be written, its connection is closed,
-    said in the log and counted; other connections keep working. One that reads each reply before
-    its next request, sending the same, is never dropped."""
+    memory: past `--channel-output-limit` bytes waiting to be written the switch stops reading its
+    requests, and when it takes nothing for a probe interval its connection is closed, said in the
+    log and counted; other connections keep working. One that sends the same as fast, but reads,
+    however slowly, is never dropped."""
     import socket
+    import threading
     limit = 1 << 20
     echo = header(2, 8 + 60_000, 1) + bytes(60_000)
-    with Edgeflow(two_hosts.switch_ports, extra=["--channel-output-limit", str(limit)]) as sw:
+    extra = ["--channel-output-limit", str(limit), "--probe-interval", "2"]
+    with Edgeflow(two_hosts.switch_ports, extra=extra) as sw:
         slow_readers = lambda: sw.stats()["channel"]["slow_readers_dropped"]
-        # A peer that reads its replies as they come: 200 echo requests of 60 kB, 12 MB of
-        # replies in all, more than ten times the limit, and it is never dropped.
+        # A peer that sends 200 echo requests of 60 kB at once (12 MB of replies, twelve times the
+        # limit) and reads the replies as they come, after a pause of half the probe interval.
         reader = Conn.connect(sw.mgmt_port)
+        got = []
+
+        def read():
+            time.sleep(1)
+            got.extend(reader.recv(timeout=20).type for _ in range(200))
+        t = threading.Thread(target=read)
+        t.start()
         for _ in range(200):
             reader.send(echo)
-            assert reader.recv(timeout=20).type == 3
+        t.join(timeout=90)
+        assert got == [3] * 200, len(got)
         assert slow_readers() == 0
         # A peer that does not read: the same 12 MB of replies cannot all wait for it.
         mute = Conn.connect(sw.mgmt_port)
@@ -276,7 +287,7 @@ def test_a_peer_that_stops_reading_is_dropped_and_the_others_keep_working(two_ho
         while slow_readers() == 0 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert slow_readers() == 1
-        assert "peer stopped reading (output over the limit): closing" in sw.log()
+        assert "peer stopped reading (output over the limit, nothing taken for 2s): closing" in sw.log()
         # Its socket is closed: after what was already on its way, the end of the stream.
         mute.sock.settimeout(10)
         while True:

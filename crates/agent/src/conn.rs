@@ -1,6 +1,5 @@
 //! One controller connection: framing, handshake, keepalive, and per-message dispatch.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,7 +15,7 @@ use tokio_rustls::{TlsAcceptor, TlsConnector};
 use tracing::{debug, info, warn};
 
 use crate::target::Target;
-use crate::{arm_fail_open, replier, HubRef, Outbox};
+use crate::{arm_fail_open, replier, Drained, HubRef, Outbox};
 
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -176,7 +175,7 @@ impl<R: AsyncRead + Unpin> Framer<R> {
     }
 }
 
-async fn writer<W: AsyncWrite + Unpin>(mut wr: W, mut rx: UnboundedReceiver<Vec<u8>>, queued: Arc<AtomicUsize>) {
+async fn writer<W: AsyncWrite + Unpin>(mut wr: W, mut rx: UnboundedReceiver<Vec<u8>>, out: Drained) {
     let mut batch = Vec::with_capacity(64 * 1024);
     while let Some(first) = rx.recv().await {
         batch.extend_from_slice(&first);
@@ -190,7 +189,7 @@ async fn writer<W: AsyncWrite + Unpin>(mut wr: W, mut rx: UnboundedReceiver<Vec<
         if wr.write_all(&batch).await.is_err() || wr.flush().await.is_err() {
             break;
         }
-        queued.fetch_sub(batch.len(), Ordering::AcqRel);
+        out.written(batch.len());
         batch.clear();
     }
     let _ = wr.shutdown().await;
@@ -215,8 +214,8 @@ struct Session {
 pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + 'static>(stream: S, hub: HubRef, primary: bool, peer: String) -> bool {
     let (rd, wr) = tokio::io::split(stream);
     let limit = hub.borrow().cfg.output_limit;
-    let (tx, rx, queued) = Outbox::new(limit);
-    let writer_task = tokio::task::spawn_local(writer(wr, rx, queued));
+    let (tx, rx) = Outbox::new(limit);
+    let writer_task = tokio::task::spawn_local(writer(wr, rx, tx.drain_side()));
     let mut framer = Framer { rd, buf: Vec::with_capacity(64 * 1024) };
     tx.send(Message::Hello(Hello::of13()).encode(1));
 
@@ -267,10 +266,20 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + 'static>(stream: S
     let probe = hub.borrow().cfg.probe_interval;
     let mut session = Session { id, tx: tx.clone(), partial: None, echo_outstanding: false };
     let mut last_rx = Instant::now();
+    // While the output is over its limit, the peer's requests wait unread; this is when the
+    // writer last made progress then.
+    let mut draining_since: Option<Instant> = None;
     loop {
+        let over = tx.over();
+        let stall_at = if over {
+            *draining_since.get_or_insert_with(Instant::now) + probe
+        } else {
+            draining_since = None;
+            last_rx + probe // (unused: the branch waits only while over)
+        };
         let deadline = last_rx + if session.echo_outstanding { probe * 2 } else { probe };
         tokio::select! {
-            frame = framer.next() => match frame {
+            frame = framer.next(), if !over => match frame {
                 Ok(Some(Frame::Message(m))) => {
                     last_rx = Instant::now();
                     session.echo_outstanding = false;
@@ -287,12 +296,19 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + 'static>(stream: S
                     break;
                 }
             },
-            _ = tx.overflowed() => {
-                warn!(%peer, queued = tx.queued(), limit, "peer stopped reading (output over the limit): closing");
+            _ = tx.progressed(), if over => {
+                // Slow, not stalled: it is reading; its probe clock restarts too.
+                draining_since = Some(Instant::now());
+                last_rx = Instant::now();
+            }
+            _ = tokio::time::sleep_until(stall_at), if over => {
+                let dropped = tx.async_dropped.load(std::sync::atomic::Ordering::Relaxed);
+                warn!(%peer, queued = tx.queued(), limit, async_dropped = dropped,
+                      "peer stopped reading (output over the limit, nothing taken for {probe:?}): closing");
                 hub.borrow().switch.send(Command::SlowReaderDropped);
                 break;
             }
-            _ = tokio::time::sleep_until(deadline) => {
+            _ = tokio::time::sleep_until(deadline), if !over => {
                 if session.echo_outstanding {
                     warn!(%peer, "no reply to inactivity probe: closing");
                     break;
@@ -312,9 +328,12 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + 'static>(stream: S
 
 async fn finish(tx: Outbox, writer: tokio::task::JoinHandle<()>) {
     drop(tx);
-    // Let queued replies (e.g. the error that explains the close) go out, but not forever.
+    // Let queued replies (e.g. the error that explains the close) go out, but not forever: a
+    // peer that does not read would hold the socket open.
+    let abort = writer.abort_handle();
     if timeout(Duration::from_secs(1), writer).await.is_err() {
-        debug!("writer did not finish in time");
+        debug!("writer did not finish in time: closing anyway");
+        abort.abort();
     }
 }
 

@@ -12,7 +12,7 @@ pub mod tls;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -47,61 +47,91 @@ pub struct AgentConfig {
     pub probe_interval: Duration,
     pub max_backoff: Duration,
     pub features: SwitchFeatures,
-    /// Bytes a connection may have waiting to be written: a peer that stops reading is
-    /// disconnected there instead of growing the switch's memory.
+    /// Bytes a connection may have waiting to be written. Past it the switch stops reading the
+    /// peer's requests and drops asynchronous messages for it until the queue drains; a peer
+    /// that takes nothing for a probe interval meanwhile is disconnected.
     pub output_limit: usize,
 }
 
-/// The default of [`AgentConfig::output_limit`]: seconds of packet-ins at the default rate limit,
-/// a multipart reply of a million flows' stats many times over.
+/// The default of [`AgentConfig::output_limit`]: about a minute of packet-ins at the default rate
+/// limit. (A reply to one request may exceed it, a flow dump of a big table say: it is queued
+/// whole, and reading waits until it has drained.)
 pub const DEFAULT_OUTPUT_LIMIT: usize = 16 << 20;
 
-/// A connection's output queue, bounded in bytes. Sending past the limit queues nothing and tells
-/// the connection to close (its peer is not reading); the writer gives bytes back as it writes.
+/// A connection's output queue, counted in bytes. Replies are always queued (the requests that
+/// cause them are read only while the queue is under its limit); asynchronous messages are
+/// dropped while it is over. The writer gives bytes back as it writes and says so.
 #[derive(Clone)]
 pub(crate) struct Outbox {
     tx: UnboundedSender<Vec<u8>>,
     queued: Arc<AtomicUsize>,
     limit: usize,
-    overflowed: Arc<AtomicBool>,
-    overflow: Arc<tokio::sync::Notify>,
+    /// Asynchronous messages dropped for want of room.
+    pub(crate) async_dropped: Arc<AtomicU64>,
+    progress: Arc<tokio::sync::Notify>,
 }
 
 impl Outbox {
-    pub(crate) fn new(limit: usize) -> (Outbox, UnboundedReceiver<Vec<u8>>, Arc<AtomicUsize>) {
+    pub(crate) fn new(limit: usize) -> (Outbox, UnboundedReceiver<Vec<u8>>) {
         let (tx, rx) = unbounded_channel();
-        let queued = Arc::new(AtomicUsize::new(0));
         let out = Outbox {
             tx,
-            queued: queued.clone(),
+            queued: Arc::new(AtomicUsize::new(0)),
             limit,
-            overflowed: Arc::new(AtomicBool::new(false)),
-            overflow: Arc::new(tokio::sync::Notify::new()),
+            async_dropped: Arc::new(AtomicU64::new(0)),
+            progress: Arc::new(tokio::sync::Notify::new()),
         };
-        (out, rx, queued)
+        (out, rx)
     }
 
+    /// Queues a reply (or anything the connection itself owes).
     pub(crate) fn send(&self, bytes: Vec<u8>) {
         let n = bytes.len();
-        if self.queued.fetch_add(n, Ordering::AcqRel) + n > self.limit {
-            self.queued.fetch_sub(n, Ordering::AcqRel);
-            if !self.overflowed.swap(true, Ordering::AcqRel) {
-                self.overflow.notify_one();
-            }
-            return;
-        }
+        self.queued.fetch_add(n, Ordering::AcqRel);
         if self.tx.send(bytes).is_err() {
             self.queued.fetch_sub(n, Ordering::AcqRel);
         }
     }
 
-    /// Completes once a send found the queue full.
-    pub(crate) async fn overflowed(&self) {
-        self.overflow.notified().await
+    /// Queues an asynchronous message unless the queue is over its limit.
+    pub(crate) fn send_async(&self, bytes: Vec<u8>) {
+        if self.over() {
+            self.async_dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        self.send(bytes);
+    }
+
+    pub(crate) fn over(&self) -> bool {
+        self.queued() > self.limit
     }
 
     pub(crate) fn queued(&self) -> usize {
         self.queued.load(Ordering::Acquire)
+    }
+
+    /// What the writer needs to give bytes back (not a sender: the queue closes when the
+    /// connection's senders are gone, and the writer then ends).
+    pub(crate) fn drain_side(&self) -> Drained {
+        Drained { queued: self.queued.clone(), progress: self.progress.clone() }
+    }
+
+    /// Completes when the writer next makes progress.
+    pub(crate) async fn progressed(&self) {
+        self.progress.notified().await
+    }
+}
+
+/// The writer's side of an [`Outbox`]: it says what it wrote.
+pub(crate) struct Drained {
+    queued: Arc<AtomicUsize>,
+    progress: Arc<tokio::sync::Notify>,
+}
+
+impl Drained {
+    pub(crate) fn written(&self, n: usize) {
+        self.queued.fetch_sub(n, Ordering::AcqRel);
+        self.progress.notify_one();
     }
 }
 
@@ -214,7 +244,7 @@ impl Hub {
             let idx = if c.role == role::SLAVE { 1 } else { 0 };
             if pick(&c.async_config)[idx] & (1 << reason) != 0 {
                 let b = bytes.get_or_insert_with(|| msg.encode(0));
-                c.tx.send(b.clone());
+                c.tx.send_async(b.clone());
             }
         }
     }
