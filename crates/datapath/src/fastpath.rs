@@ -9,9 +9,9 @@
 //! generation number the kernel program checks on every lookup. Hit counters are read back and
 //! credited to the OpenFlow flows, tables, groups and ports each entry stands for.
 //!
-//! Over 600 lines, one concern: the kernel's half of the cache as userspace sees it — the action
-//! encoder, the map layouts (checked in `fastpath/layout.rs`), entry and meter book-keeping and
-//! counter harvesting (tests of the programs themselves: `fastpath/kernel.rs`). It splits when the
+//! Over 900 lines, one concern: the kernel's half of the cache as userspace sees it — the action
+//! encoder, the map layouts (checked in `fastpath/layout.rs`), entry book-keeping (install, retire
+//! one by one, flush), meters and counter harvesting (tests of the programs themselves: `fastpath/kernel.rs`). It splits when the
 //! kernel executor becomes one behind a context wrapper (the next step of issue 10's item 4).
 
 pub use forwarding::actions_outputs;
