@@ -1,5 +1,5 @@
-"""Flow churn without collateral damage: flows installed in table 0, one per UDP port, and 64-byte
-frames round-robin over all of them; then flow-mods for other ports (added, then deleted) at a
+"""Flow churn without collateral damage: flows installed in table 0, one per UDP flow, and 64-byte
+frames round-robin over all of them; then flow-mods for other flows (added, then deleted) at a
 steady rate from a second OpenFlow connection. The delivered rate of the untouched flows under
 churn, divided by the same without churn, for every datapath and Open vSwitch (userspace datapath)
 measured the same way in the same run. A switch that flushes its caches on every change loses its
@@ -47,8 +47,8 @@ def run(out, quick=False, switches=DEFAULT_SWITCHES):
     kinds = [k for k in switches if k in KINDS]
     flow_counts = (10_000,) if quick else (10_000, 100_000)
     churn_rates = (5_000,) if quick else (1_000, 10_000)
-    # A saturated userspace datapath's rate varies by ±4% from one sample to the next, churn or
-    # not: full runs take the median of five pairs, taken in turn.
+    # A saturated userspace datapath's rate varies by ±4% from one sample to the next and drifts
+    # more over a minute, churn or not: full runs take five pairs, each pair in the same minute.
     seconds = 2.0 if quick else 3.0
     samples = 1 if quick else 5
     table = Table("churn", "Delivered rate of untouched flows under unrelated flow churn",
@@ -56,15 +56,15 @@ def run(out, quick=False, switches=DEFAULT_SWITCHES):
                    "ratio", "base_loss_pct", "churn_loss_pct", "retired", "kernel_retired"],
                   note=(f"64-byte frames round-robin over `flows` UDP flows (port pairs; one OpenFlow flow each, output "
                         "to the receiver), offered as fast as the XDP sender goes (the switch saturated, so what churn "
-                        f"costs in CPU shows too); {seconds:.0f} s per sample, median of {samples}, with and without "
-                        "churn in turn. Churn: `churn_per_s` flow-mods a second "
+                        f"costs in CPU shows too); {seconds:.0f} s per sample, {samples} pair(s) of samples without and "
+                        "with churn, in turn. Churn: `churn_per_s` flow-mods a second "
                         f"(add, then strict delete, of {CHURN_PORTS} flows of a source port no frame uses) over a second connection; "
                         "`churn_taken_per_s` is the rate up to the switch's answer to a barrier after the last. "
                         "ratio: the median over the pairs of a sample with churn over the sample without just before it "
                         "(the rate drifts by several percent over a minute here; a pair sees the same minute; target "
-                        ">= 0.95). retired: megaflow cache entries retired "
-                        "during the churn runs (edgeflow; 0 is what unrelated churn should cost), kernel_retired "
-                        "the kernel copies deleted with them."))
+                        ">= 0.95). retired: megaflow cache entries retired by a change during the churn runs (edgeflow; 0 "
+                        "is what unrelated churn should cost); kernel_retired: kernel copies deleted for any reason "
+                        "(an idle entry included)."))
     netns.cleanup()
     with netns.Topology("c") as topo:
         h1, h2 = topo.add_host(), topo.add_host()
