@@ -95,10 +95,12 @@ def soak(datapath, seconds, rate=1000, seed=1, topo_tag="s"):
                 ctl.barrier()
                 if ctl.errors:
                     raise RuntimeError(f"soak: setup refused ({ctl.errors} errors)")
-            _, warm_got = loadgen.run(h1, h2, size=64, rate=20_000, duration=1.0, send_engine="socket",
-                                              recv_engine="socket", extra_send=["--sport", str(PROTECTED_SPORT),
-                                                                                "--dport", str(FIRST_PORT),
-                                                                                "--udp-flows", str(N_PROTECTED)])
+            def protected_traffic(duration):
+                return loadgen.run(h1, h2, size=64, rate=20_000, duration=duration, send_engine="socket",
+                                   recv_engine="socket", extra_send=["--sport", str(PROTECTED_SPORT), "--dport",
+                                                                     str(FIRST_PORT), "--udp-flows", str(N_PROTECTED)])
+
+            _, warm_got = protected_traffic(1.0)
             pid = sw.proc.pid
             rss = [rss_kib(pid)]
             mods = {"sent": 0, "errors": None}
@@ -124,10 +126,7 @@ def soak(datapath, seconds, rate=1000, seed=1, topo_tag="s"):
             for t in threads:
                 t.start()
             try:
-                sent, got = loadgen.run(h1, h2, size=64, rate=20_000, duration=seconds, send_engine="socket",
-                                        recv_engine="socket",
-                                        extra_send=["--sport", str(PROTECTED_SPORT), "--dport", str(FIRST_PORT),
-                                                    "--udp-flows", str(N_PROTECTED)])
+                sent, got = protected_traffic(seconds)
             finally:
                 stop.set()
                 for t in threads:

@@ -553,7 +553,8 @@ impl FastPath {
             // first, so this is only a guard against a copy that would outlive its entry.
             if before != k {
                 debug!("fast path: entry {source:?} installed again before its copy was retired");
-                self.drop_entry(&before);
+                let _ = megaflows(&self.obj).delete(&before);
+                self.forget_entry(&before);
             }
         }
         self.installed += 1;
@@ -572,7 +573,7 @@ impl FastPath {
                     credit_hits(inst, packets, bytes, &mut h, &mut self.mask_hits, &mut self.no_output_drops, &k);
                 }
             }
-            self.drop_entry(&k);
+            self.forget_entry(&k);
             self.retired += 1;
         }
         for m in &retired.meters {
@@ -591,11 +592,10 @@ impl FastPath {
         h
     }
 
-    /// Forgets an entry of the current generation (deleting it from the kernel if still there);
-    /// frees its mask slot when no other entry uses it.
-    fn drop_entry(&mut self, k: &[u8]) {
+    /// Forgets an entry the kernel no longer holds (the caller deleted it, or found it gone); frees
+    /// its mask slot when no other entry of the current generation uses it.
+    fn forget_entry(&mut self, k: &[u8]) {
         let Some(inst) = self.entries.remove(k) else { return };
-        let _ = megaflows(&self.obj).delete(k);
         if inst.generation != self.generation {
             return;
         }
@@ -645,7 +645,7 @@ impl FastPath {
             }
         }
         for k in gone {
-            self.drop_entry(&k);
+            self.forget_entry(&k);
         }
         self.rank_masks();
         if let Ok(meters) = self.obj.map("ef_meters") {

@@ -5,7 +5,7 @@
 //! in the running kernel's BTF; one the kernel lacks becomes `r0 = -EOPNOTSUPP`, so a program
 //! declares kfuncs it can live without as weak and checks their result.
 //!
-//! One file of ~790 lines (its tests ~95) because it is one concern read top to bottom:
+//! One file of ~810 lines (its tests ~95) because it is one concern read top to bottom:
 //! ELF sections, maps, relocations, load (device-bound copies with the headroom a kernel bug makes
 //! them need), attach, and the one guard its tests and the kernel tests share (they load programs,
 //! which needs root). Why it is ours and not a library: docs/ebpf-loader.md.

@@ -89,9 +89,9 @@ impl FlowCache {
         }
         // A racing identical translation (same masked key) is already there: keep one.
         if self.entries.find_exact(key, mask, 0).is_none() {
-            let reads = entry.reads.clone();
             let id = self.entries.insert(key, mask, 0, entry);
-            self.index.add(id, mask, &reads);
+            let reads = &self.entries.get(id).expect("just inserted").reads;
+            self.index.add(id, mask, reads);
             Some(id)
         } else {
             None

@@ -201,8 +201,7 @@ impl Pipeline {
             cmd::MODIFY | cmd::MODIFY_STRICT => {
                 let program = self.limits_ok(fm)?;
                 let strict = fm.command == cmd::MODIFY_STRICT;
-                let table = &mut self.tables[fm.table_id as usize];
-                let targets = Self::targets(table, fm, &key, &mask, strict);
+                let targets = Self::targets(&self.tables[fm.table_id as usize], fm, &key, &mask, strict);
                 for &id in &targets {
                     self.pending.push(Change::FlowChanged { table: fm.table_id, id });
                 }
