@@ -302,3 +302,103 @@ def test_a_peer_that_stops_reading_is_dropped_and_the_others_keep_working(two_ho
         c = Conn.connect(sw.mgmt_port)
         c.send(header(2, 8, 9))
         assert c.recv().type == 3
+
+
+def test_connection_handshake_and_request_limits(two_hosts):
+    """A listener holds at most --max-connections peers, at most --max-handshakes of them before
+    their hello; more are closed on arrival (no hello from the switch) and counted, and a freed
+    place is taken again. A multipart request in parts that outgrows --max-request-bytes gets
+    OFPBRC_MULTIPART_BUFFER_OVERFLOW and the connection carries on. Each listener counts its own
+    places: the management listener (stats) answers throughout."""
+    import socket
+    from testbed.util import free_port
+    port = free_port()
+    extra = ["--listen", f"ptcp:{port}", "--max-connections", "4", "--max-handshakes", "2",
+             "--max-request-bytes", "65536"]
+    with Edgeflow(two_hosts.switch_ports, extra=extra) as sw:
+        channel = lambda: sw.stats()["channel"]
+
+        def silent():
+            """A peer that connects and says nothing; the switch's hello if it got a place."""
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            hello = s.recv(8)
+            if len(hello) == 8:
+                hello += s.recv(struct.unpack("!H", hello[2:4])[0] - 8, socket.MSG_WAITALL)
+            return s, hello
+
+        def echo_works(c):
+            c.send(header(2, 8, 77))
+            return c.recv().type == 3
+
+        first = Conn.connect(port)
+        assert echo_works(first), "the normal path"
+        quiet = [silent() for _ in range(2)]
+        assert all(hello[1:2] == b"\x00" for _, hello in quiet), "two handshakes in progress got the switch's hello"
+        s, hello = silent()
+        assert hello == b"", "a third handshake is closed at once, without a hello"
+        assert channel()["handshakes_refused"] == 1
+        # One quiet peer says hello: a session, and a handshake place free again, which a new
+        # quiet peer takes: four connections, the limit.
+        promoted = Conn(quiet[0][0])  # (the switch's hello was read above)
+        promoted.send(ofpeer.hello13())
+        assert echo_works(promoted)
+        s, hello = silent()
+        assert hello[1:2] == b"\x00", "the freed handshake place is taken"
+        s, hello = silent()
+        assert hello == b"", "a fifth connection is closed at once"
+        assert channel()["connections_refused"] == 1
+        first.close()
+        deadline = time.monotonic() + 5
+        while channel()["sessions_ended"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        again = Conn.connect(port)
+        assert echo_works(again), "a freed place is taken again"
+        # 4200 parts of a table-features request (16 bytes each, the flag "more" set): past
+        # 64 KiB gathered, refused.
+        part = header(18, 16, 9) + struct.pack("!HH4x", 12, 1)
+        again.send(part * 4200)
+        err = again.recv_type(1)
+        assert (err.xid, struct.unpack("!HH", err.body[:4])) == (9, (1, 13)), err
+        assert echo_works(again), "the connection carries on"
+        c = channel()
+        print(f"\nchannel counters: {c}")
+        assert (c["requests_too_big"], c["connections_refused"], c["handshakes_refused"]) == (1, 1, 1), c
+        assert c["sessions"] >= 3, c
+
+
+def test_packet_in_rate_per_controller(two_hosts):
+    """--controller-packet-in-rate holds each controller to its own rate: two controllers each
+    get about their share of a flood of misses, and what each one's limit held back is counted."""
+    import threading
+    from testbed.traffic import blast, udp_frame
+    h1, h2 = two_hosts.hosts
+    ctls = [Controller(), Controller()]
+    extra = ["--packet-in-rate", "0", "--controller-packet-in-rate", "100"]
+    with Edgeflow(two_hosts.switch_ports, controllers=[c.target for c in ctls], extra=extra) as sw:
+        conns = [c.accept() for c in ctls]
+        miss = ofpeer.osken_bytes(lambda p, o, dp: p.OFPFlowMod(dp, priority=0, match=p.OFPMatch(), instructions=[
+            p.OFPInstructionActions(o.OFPIT_APPLY_ACTIONS, [p.OFPActionOutput(o.OFPP_CONTROLLER, 64)])]))
+        assert conns[0].request(miss) == []
+        counted = {}
+
+        def count(i, c):
+            n, start = 0, time.monotonic()
+            while time.monotonic() - start < 3.0:
+                try:
+                    n += c.recv(timeout=0.5).type == ofpeer.PACKET_IN
+                except TimeoutError:
+                    pass
+            counted[i] = n
+        threads = [threading.Thread(target=count, args=(i, c)) for i, c in enumerate(conns)]
+        for t in threads:
+            t.start()
+        frame = udp_frame(h1.mac, h2.mac, h1.addr, h2.addr)
+        blast(h1, frame, per_burst=300, bursts=20)  # 3000 misses/s for 2 s
+        for t in threads:
+            t.join()
+        limited = sw.stats()["channel"]["packet_ins_limited"]
+        print(f"\npacket-ins per controller at 100/s each, 3000 misses/s for 2 s: {counted}; held back: {limited}")
+        for i in (0, 1):
+            assert 150 <= counted[i] <= 320, counted
+        # Every miss was offered to both: what neither got was held back by its own limit.
+        assert limited >= 2 * 4000, limited

@@ -110,6 +110,9 @@ def test_a_tls_listener_refuses_other_cas_expired_and_unpinned_certificates(two_
             assert r.returncode != 0 and "actions=" not in r.stdout, (who, r.stdout)
             line = logged(sw, "TLS handshake failed", reason)
             assert "peer=127.0.0.1:" in line, line
+        # Each refusal is counted; the session that got in is not.
+        channel = sw.stats()["channel"]
+        assert channel["handshakes_failed"] == 2, channel
     # Pinned: of two certificates the CA signed, only the pinned one gets in.
     pin = ["--listen", f"ptls:{port}:127.0.0.1", "--peer-cert-sha256", sha["ctl"]]
     with Edgeflow(two_hosts.switch_ports, extra=switch_tls(keys, *pin)) as sw:
@@ -180,5 +183,6 @@ def test_osken_over_tls_refuses_a_switch_it_does_not_trust(two_hosts, tmp_path):
         with Edgeflow(two_hosts.switch_ports, controllers=[osken.target], extra=switch_tls(keys)) as sw:
             line = logged(sw, "connection failed before the peer's hello", osken.target)
             assert "alert" in line.lower(), line
+            assert sw.stats()["channel"]["handshakes_failed"] >= 1
             time.sleep(1)
             assert not any("in_port=1" in f for f in sw.flows()), sw.flows()

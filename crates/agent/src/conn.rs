@@ -1,5 +1,6 @@
 //! One controller connection: framing, handshake, keepalive, and per-message dispatch.
 
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +16,8 @@ use tokio_rustls::{TlsAcceptor, TlsConnector};
 use tracing::{debug, info, warn};
 
 use crate::target::Target;
-use crate::{arm_fail_open, replier, Drained, HubRef, Outbox};
+use crate::{arm_fail_open, replier, Drained, HubRef, Outbox, Slot, Slots};
+use datapath::ChannelCounters;
 
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -39,40 +41,86 @@ impl Listener {
     }
 }
 
+/// Accepts peers for as long as the switch runs, each within the connection and handshake
+/// limits: a peer over either is closed at once, counted, and logged (at most every 10 seconds,
+/// with how many were refused since).
 pub(crate) async fn accept_loop(listener: Listener, hub: HubRef, primary: bool) {
+    let mut refused = [Refusals::default(), Refusals::default()];
+    let slots = Rc::new(Slots::default());
     loop {
-        match &listener {
-            Listener::Tcp(l, tls) => match l.accept().await {
-                Ok((s, peer)) => {
-                    let _ = s.set_nodelay(true);
-                    let hub = hub.clone();
-                    let tls = tls.clone();
-                    tokio::task::spawn_local(async move {
-                        let name = peer.to_string();
-                        match tls {
-                            Some(acceptor) => match acceptor.accept(s).await {
-                                Ok(s) => drop(serve(s, hub, primary, name).await),
-                                Err(e) => warn!(peer = %name, "TLS handshake failed: {e}"),
-                            },
-                            None => drop(serve(s, hub, primary, name).await),
-                        }
-                    });
-                }
-                Err(e) => {
-                    warn!("accept: {e}");
-                    sleep(Duration::from_millis(100)).await;
-                }
-            },
-            Listener::Unix(l) => match l.accept().await {
-                Ok((s, _)) => {
-                    tokio::task::spawn_local(serve(s, hub.clone(), primary, "unix".into()));
-                }
-                Err(e) => {
-                    warn!("accept: {e}");
-                    sleep(Duration::from_millis(100)).await;
-                }
-            },
+        let accepted: std::io::Result<(Stream, String)> = match &listener {
+            Listener::Tcp(l, tls) => l.accept().await.map(|(s, peer)| {
+                let _ = s.set_nodelay(true);
+                (Stream::Tcp(s, tls.clone()), peer.to_string())
+            }),
+            Listener::Unix(l) => l.accept().await.map(|(s, _)| (Stream::Unix(s), "unix".to_string())),
+        };
+        let (stream, peer) = match accepted {
+            Ok(a) => a,
+            Err(e) => {
+                warn!("accept: {e}");
+                sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let places = slots.take(&hub.borrow().cfg);
+        let (connection, handshake) = match places {
+            Ok(p) => p,
+            Err(which) => {
+                let h = hub.borrow();
+                let (counter, limit, kind) = match which {
+                    "connections" => (&h.counters.connections_refused, h.cfg.max_connections, 0),
+                    _ => (&h.counters.handshakes_refused, h.cfg.max_handshakes, 1),
+                };
+                ChannelCounters::bump(counter);
+                refused[kind].note(&peer, which, limit);
+                continue; // dropping the stream closes it
+            }
+        };
+        let hub = hub.clone();
+        tokio::task::spawn_local(async move {
+            let _connection = connection;
+            match stream {
+                Stream::Tcp(s, Some(acceptor)) => match timeout(HELLO_TIMEOUT, acceptor.accept(s)).await {
+                    Ok(Ok(s)) => drop(serve(s, hub, primary, peer, Some(handshake)).await),
+                    Ok(Err(e)) => {
+                        ChannelCounters::bump(&hub.borrow().counters.handshakes_failed);
+                        warn!(%peer, "TLS handshake failed: {e}");
+                    }
+                    Err(_) => {
+                        ChannelCounters::bump(&hub.borrow().counters.handshakes_failed);
+                        warn!(%peer, "TLS handshake not done within {HELLO_TIMEOUT:?}: closing");
+                    }
+                },
+                Stream::Tcp(s, None) => drop(serve(s, hub, primary, peer, Some(handshake)).await),
+                Stream::Unix(s) => drop(serve(s, hub, primary, peer, Some(handshake)).await),
+            }
+        });
+    }
+}
+
+/// An accepted stream, before its TLS handshake (if its listener has one).
+enum Stream {
+    Tcp(TcpStream, Option<TlsAcceptor>),
+    Unix(UnixStream),
+}
+
+/// Peers refused for one reason since the last log line about it.
+#[derive(Default)]
+struct Refusals {
+    since_log: u64,
+    logged: Option<Instant>,
+}
+
+impl Refusals {
+    fn note(&mut self, peer: &str, which: &str, limit: usize) {
+        self.since_log += 1;
+        if self.logged.is_some_and(|t| t.elapsed() < Duration::from_secs(10)) {
+            return;
         }
+        warn!(%peer, refused = self.since_log, "{which} at their limit ({limit}): closing new peers");
+        self.since_log = 0;
+        self.logged = Some(Instant::now());
     }
 }
 
@@ -90,24 +138,32 @@ pub(crate) async fn active_loop(target: Target, hub: HubRef, primary: bool, tls:
                     let s = TcpStream::connect(a).await?;
                     s.set_nodelay(true)?;
                     info!(controller = %name, "connected");
-                    serve(s, hub.clone(), primary, name.clone()).await
+                    serve(s, hub.clone(), primary, name.clone(), None).await
                 }
                 Target::Tls(a) => {
                     let s = TcpStream::connect(a).await?;
                     s.set_nodelay(true)?;
                     let connector = TlsConnector::from(tls.clone().expect("TLS config checked at start"));
                     let server_name = rustls::pki_types::ServerName::IpAddress(a.ip().into());
-                    let s = connector
-                        .connect(server_name, s)
-                        .await
-                        .map_err(|e| std::io::Error::new(e.kind(), format!("TLS handshake failed: {e}")))?;
+                    let handshake = timeout(HELLO_TIMEOUT, connector.connect(server_name, s)).await;
+                    let s = match handshake {
+                        Ok(Ok(s)) => s,
+                        failed => {
+                            ChannelCounters::bump(&hub.borrow().counters.handshakes_failed);
+                            let why = match failed {
+                                Ok(Err(e)) => format!("TLS handshake failed: {e}"),
+                                _ => format!("TLS handshake not done within {HELLO_TIMEOUT:?}"),
+                            };
+                            return Err(std::io::Error::other(why));
+                        }
+                    };
                     info!(controller = %name, "connected (TLS)");
-                    serve(s, hub.clone(), primary, name.clone()).await
+                    serve(s, hub.clone(), primary, name.clone(), None).await
                 }
                 Target::Unix(p) => {
                     let s = UnixStream::connect(p).await?;
                     info!(controller = %name, "connected");
-                    serve(s, hub.clone(), primary, name.clone()).await
+                    serve(s, hub.clone(), primary, name.clone(), None).await
                 }
                 _ => unreachable!("passive targets are listened on"),
             })
@@ -205,13 +261,52 @@ struct Session {
     tx: Outbox,
     /// A multipart request arriving in parts (OFPMPF_REQ_MORE), gathered until its last part.
     partial: Option<(u32, MultipartRequest)>,
+    /// The bytes of the parts gathered so far.
+    partial_bytes: usize,
     echo_outstanding: bool,
 }
 
 /// Runs one connection from hello to close; false if it never got as far as the peer's hello
 /// (a controller that refused our certificate closes there, under TLS 1.3 after our handshake
-/// looked complete).
-pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + 'static>(stream: S, hub: HubRef, primary: bool, peer: String) -> bool {
+/// looked complete). A passive connection's `handshake` place is given back at the hello.
+pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + 'static>(
+    stream: S,
+    hub: HubRef,
+    primary: bool,
+    peer: String,
+    handshake: Option<Slot>,
+) -> bool {
+    let passive = handshake.is_some();
+    let outcome = handshake_and_session(stream, &hub, primary, &peer, handshake).await;
+    let counters = hub.borrow().counters.clone();
+    match outcome {
+        Outcome::Session => ChannelCounters::bump(&counters.sessions_ended),
+        // A controller we connected to that closes before its hello refused us.
+        Outcome::Failed | Outcome::Probe if !passive => ChannelCounters::bump(&counters.handshakes_failed),
+        Outcome::Failed => ChannelCounters::bump(&counters.handshakes_failed),
+        Outcome::Probe => {}
+    }
+    outcome == Outcome::Session
+}
+
+#[derive(PartialEq)]
+enum Outcome {
+    /// A session ran: the peer's hello came.
+    Session,
+    /// No session: an error, a timeout, a hello we cannot answer.
+    Failed,
+    /// The peer closed cleanly before its hello: on a listener, a port probe (monitoring, a test
+    /// waiting for the listener), not counted as a failure.
+    Probe,
+}
+
+async fn handshake_and_session<S: AsyncRead + AsyncWrite + Unpin + 'static>(
+    stream: S,
+    hub: &HubRef,
+    primary: bool,
+    peer: &str,
+    handshake: Option<Slot>,
+) -> Outcome {
     let (rd, wr) = tokio::io::split(stream);
     let limit = hub.borrow().cfg.output_limit;
     let (tx, rx) = Outbox::new(limit);
@@ -225,23 +320,23 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + 'static>(stream: S
         Ok(Ok(Some(Frame::Broken(head)))) => {
             tx.send(error_reply(0, ErrorCode::BadRequest(BadRequest::BadLen), &head));
             finish(tx, writer_task).await;
-            return false;
+            return Outcome::Failed;
         }
         Ok(Err(e)) => {
             warn!(%peer, "connection failed before the peer's hello: {e}");
             finish(tx, writer_task).await;
-            return false;
+            return Outcome::Failed;
         }
         Ok(Ok(None)) => {
             // A port probe (monitoring, a test waiting for the listener) looks like this.
             debug!(%peer, "peer closed the connection before its hello");
             finish(tx, writer_task).await;
-            return false;
+            return Outcome::Probe;
         }
         Err(_) => {
             warn!(%peer, "no hello within {HELLO_TIMEOUT:?}: closing");
             finish(tx, writer_task).await;
-            return false;
+            return Outcome::Failed;
         }
     };
     let xid = Header::peek(&first).map_or(0, |h| h.xid);
@@ -253,18 +348,21 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + 'static>(stream: S
             e.data = b"edgeflow supports OpenFlow 1.3 (0x04) only".to_vec();
             tx.send(Message::Error(e).encode(xid));
             finish(tx, writer_task).await;
-            return false;
+            return Outcome::Failed;
         }
         _ => {
             tx.send(error_reply(xid, ErrorCode::HelloFailed(HelloFailed::Incompatible), &first));
             finish(tx, writer_task).await;
-            return false;
+            return Outcome::Failed;
         }
     }
 
+    drop(handshake);
+    ChannelCounters::bump(&hub.borrow().counters.sessions);
     let id = hub.borrow_mut().register(tx.clone(), primary);
     let probe = hub.borrow().cfg.probe_interval;
-    let mut session = Session { id, tx: tx.clone(), partial: None, echo_outstanding: false };
+    let mut session = Session { id, tx: tx.clone(), partial: None, partial_bytes: 0, echo_outstanding: false };
+    let peer = peer.to_string();
     let mut last_rx = Instant::now();
     // While the output is over its limit, the peer's requests wait unread; this is when the
     // writer last made progress then.
@@ -283,7 +381,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + 'static>(stream: S
                 Ok(Some(Frame::Message(m))) => {
                     last_rx = Instant::now();
                     session.echo_outstanding = false;
-                    dispatch(&hub, &mut session, m);
+                    dispatch(hub, &mut session, m);
                 }
                 Ok(Some(Frame::Broken(head))) => {
                     warn!(%peer, "message with length below 8: closing");
@@ -305,7 +403,7 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + 'static>(stream: S
                 let dropped = tx.async_dropped.load(std::sync::atomic::Ordering::Relaxed);
                 warn!(%peer, queued = tx.queued(), limit, async_dropped = dropped,
                       "peer stopped reading (output over the limit, nothing taken for {probe:?}): closing");
-                hub.borrow().switch.send(Command::SlowReaderDropped);
+                ChannelCounters::bump(&hub.borrow().counters.slow_readers_dropped);
                 break;
             }
             _ = tokio::time::sleep_until(deadline), if !over => {
@@ -320,10 +418,12 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + 'static>(stream: S
     }
     let last_primary_gone = hub.borrow_mut().unregister(id);
     if last_primary_gone {
-        arm_fail_open(&hub);
+        arm_fail_open(hub);
     }
+    // The session's sender too, or the writer waits for it until finish gives up.
+    drop(session);
     finish(tx, writer_task).await;
-    true
+    Outcome::Session
 }
 
 async fn finish(tx: Outbox, writer: tokio::task::JoinHandle<()>) {
@@ -361,6 +461,7 @@ fn dispatch(hub: &HubRef, s: &mut Session, bytes: Vec<u8>) {
         Ok((_, m)) => m,
         Err(e) => {
             debug!("malformed message: {e}");
+            ChannelCounters::bump(&hub.borrow().counters.malformed);
             in_order(error_reply(xid, e.code, &bytes));
             return;
         }
@@ -389,6 +490,20 @@ fn dispatch(hub: &HubRef, s: &mut Session, bytes: Vec<u8>) {
         }
         Message::MultipartRequest(req) => {
             // Gather a request sent in parts; only table features requests carry several.
+            let gathered = match &s.partial {
+                Some((pxid, _)) if *pxid == xid => s.partial_bytes + bytes.len(),
+                _ => bytes.len(),
+            };
+            let limit = hub.borrow().cfg.max_request_bytes;
+            if gathered > limit {
+                warn!(xid, limit, "a multipart request in parts outgrew the request limit: refused");
+                ChannelCounters::bump(&hub.borrow().counters.requests_too_big);
+                s.partial = None;
+                s.partial_bytes = 0;
+                in_order(error_reply(xid, ErrorCode::BadRequest(BadRequest::MultipartBufferOverflow), &bytes));
+                return;
+            }
+            s.partial_bytes = gathered;
             let req = match s.partial.take() {
                 Some((pxid, mut acc)) if pxid == xid => {
                     if let (MultipartRequestBody::TableFeatures(a), MultipartRequestBody::TableFeatures(b)) =

@@ -9,14 +9,14 @@ mod conn;
 pub mod target;
 pub mod tls;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use datapath::{Command, Event, SwitchHandle};
+use datapath::{ChannelCounters, Command, Event, PacketInLimit, SwitchHandle};
 use ofp::message::{role, AsyncConfig, Message, SwitchFeatures};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tracing::{info, warn};
@@ -51,7 +51,22 @@ pub struct AgentConfig {
     /// peer's requests and drops asynchronous messages for it until the queue drains; a peer
     /// that takes nothing for a probe interval meanwhile is disconnected.
     pub output_limit: usize,
+    /// Peers connected to each passive listener at once, handshakes included; more are closed
+    /// on arrival.
+    pub max_connections: usize,
+    /// Of those, how many may be in their TLS handshake or before their hello at once: a crowd
+    /// of slow handshakes cannot hold every slot.
+    pub max_handshakes: usize,
+    /// The bytes a multipart request sent in parts may add up to.
+    pub max_request_bytes: usize,
+    /// Packet-ins per second to each controller (0: only the switch-wide limit).
+    pub controller_packet_in_rate: u32,
 }
+
+/// Defaults of the connection limits in [`AgentConfig`].
+pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
+pub const DEFAULT_MAX_HANDSHAKES: usize = 16;
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 1 << 20;
 
 /// The default of [`AgentConfig::output_limit`]: about a minute of packet-ins at the default rate
 /// limit. (A reply to one request may exceed it, a flow dump of a big table say: it is queued
@@ -93,13 +108,14 @@ impl Outbox {
         }
     }
 
-    /// Queues an asynchronous message unless the queue is over its limit.
-    pub(crate) fn send_async(&self, bytes: Vec<u8>) {
+    /// Queues an asynchronous message unless the queue is over its limit; false if dropped.
+    pub(crate) fn send_async(&self, bytes: Vec<u8>) -> bool {
         if self.over() {
             self.async_dropped.fetch_add(1, Ordering::Relaxed);
-            return;
+            return false;
         }
         self.send(bytes);
+        true
     }
 
     pub(crate) fn over(&self) -> bool {
@@ -149,6 +165,44 @@ pub(crate) struct ConnState {
     primary: bool,
     role: u32,
     async_config: AsyncConfig,
+    packet_ins: PacketInLimit,
+}
+
+/// How many of a listener's connections are open, and how many of them are still in their
+/// handshake; a [`Slot`] holds one place in a count for as long as it lives. Each listener
+/// counts its own: a crowd on one (a TCP port open to a network) leaves another (the local
+/// management socket) its places.
+#[derive(Default)]
+pub(crate) struct Slots {
+    pub(crate) connections: Cell<usize>,
+    pub(crate) handshakes: Cell<usize>,
+}
+
+pub(crate) struct Slot {
+    slots: Rc<Slots>,
+    handshake: bool,
+}
+
+impl Slots {
+    /// A connection's places (the connection's, and a handshake's), or why not.
+    pub(crate) fn take(self: &Rc<Self>, cfg: &AgentConfig) -> Result<(Slot, Slot), &'static str> {
+        if self.connections.get() >= cfg.max_connections {
+            return Err("connections");
+        }
+        if self.handshakes.get() >= cfg.max_handshakes {
+            return Err("handshakes");
+        }
+        self.connections.set(self.connections.get() + 1);
+        self.handshakes.set(self.handshakes.get() + 1);
+        Ok((Slot { slots: self.clone(), handshake: false }, Slot { slots: self.clone(), handshake: true }))
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let count = if self.handshake { &self.slots.handshakes } else { &self.slots.connections };
+        count.set(count.get() - 1);
+    }
 }
 
 pub(crate) struct Hub {
@@ -161,6 +215,9 @@ pub(crate) struct Hub {
     /// Bumped whenever the number of connected primaries changes, so a pending fail-open timer can
     /// tell it is stale.
     epoch: u64,
+    pub(crate) counters: Arc<ChannelCounters>,
+    /// When the hub began: the clock of the per-controller packet-in limits.
+    start: std::time::Instant,
 }
 
 pub(crate) type HubRef = Rc<RefCell<Hub>>;
@@ -170,7 +227,8 @@ impl Hub {
         let id = self.next_id;
         self.next_id += 1;
         let async_config = if primary { AsyncConfig::default() } else { AsyncConfig::none() };
-        self.conns.insert(id, ConnState { tx, primary, role: role::EQUAL, async_config });
+        let packet_ins = PacketInLimit::new(self.cfg.controller_packet_in_rate);
+        self.conns.insert(id, ConnState { tx, primary, role: role::EQUAL, async_config, packet_ins });
         if primary {
             self.primaries_up += 1;
             self.epoch += 1;
@@ -233,18 +291,26 @@ impl Hub {
 
     /// Sends an event to every connection whose role and async masks ask for it.
     /// (`AsyncMask` picks the mask pair, for masters and slaves, that an event's kind is under.)
-    fn dispatch(&self, ev: &Event) {
+    fn dispatch(&mut self, ev: &Event) {
         let (msg, reason, pick): (Message, u8, AsyncMask) = match ev {
             Event::PacketIn(p) => (Message::PacketIn(p.clone()), p.reason, |a| a.packet_in_mask),
             Event::FlowRemoved(f) => (Message::FlowRemoved(f.clone()), f.reason, |a| a.flow_removed_mask),
             Event::PortStatus(p) => (Message::PortStatus(p.clone()), p.reason, |a| a.port_status_mask),
         };
         let mut bytes = None;
-        for c in self.conns.values() {
+        let now = self.start.elapsed().as_nanos() as u64;
+        for c in self.conns.values_mut() {
             let idx = if c.role == role::SLAVE { 1 } else { 0 };
-            if pick(&c.async_config)[idx] & (1 << reason) != 0 {
-                let b = bytes.get_or_insert_with(|| msg.encode(0));
-                c.tx.send_async(b.clone());
+            if pick(&c.async_config)[idx] & (1 << reason) == 0 {
+                continue;
+            }
+            if matches!(ev, Event::PacketIn(_)) && !c.packet_ins.allow(now) {
+                ChannelCounters::bump(&self.counters.packet_ins_limited);
+                continue;
+            }
+            let b = bytes.get_or_insert_with(|| msg.encode(0));
+            if !c.tx.send_async(b.clone()) {
+                ChannelCounters::bump(&self.counters.async_dropped);
             }
         }
     }
@@ -286,7 +352,10 @@ pub async fn run(
         (None, true) => return Err("a ptls: target needs --private-key, --certificate and --ca-cert".into()),
         _ => None,
     };
+    let counters = switch.channel.clone();
     let hub: HubRef = Rc::new(RefCell::new(Hub {
+        counters,
+        start: std::time::Instant::now(),
         conns: HashMap::new(),
         next_id: 1,
         generation: None,
@@ -311,7 +380,7 @@ pub async fn run(
         let hub = hub.clone();
         async move {
             while let Some(ev) = events.recv().await {
-                hub.borrow().dispatch(&ev);
+                hub.borrow_mut().dispatch(&ev);
             }
         }
     };

@@ -13,6 +13,7 @@ pub mod fastpath;
 pub mod schedule;
 pub mod switch;
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 // Port I/O and the eBPF loader are crates of their own; these keep the paths the switch uses.
@@ -45,11 +46,58 @@ pub enum Command {
     /// New egress settings for every port (ports not listed go back to unscheduled defaults).
     /// Queued frames stay queued.
     SetEgress(Vec<(u32, egress::PortEgress)>),
-    /// The agent closed a connection whose peer stopped reading (its output hit the limit):
-    /// counted in the switch's report.
-    SlowReaderDropped,
     Shutdown,
+}
+
+/// What the controller channels met: limits hit, failed handshakes, sessions. The agent counts
+/// (atomically: it runs on its own thread), the switch's report shows them.
+#[derive(Debug, Default)]
+pub struct ChannelCounters {
+    /// Controller sessions started (the peer's hello received) and ended.
+    pub sessions: AtomicU64,
+    pub sessions_ended: AtomicU64,
+    /// Peers a listener turned away at once: too many connections, or too many in handshake.
+    pub connections_refused: AtomicU64,
+    pub handshakes_refused: AtomicU64,
+    /// Connections that never reached a session: TLS refused or timed out, no hello in time, a
+    /// hello in another version.
+    pub handshakes_failed: AtomicU64,
+    /// Multipart requests whose parts outgrew the request limit (OFPBRC_MULTIPART_BUFFER_OVERFLOW).
+    pub requests_too_big: AtomicU64,
+    /// Messages that could not be decoded (each answered with an error).
+    pub malformed: AtomicU64,
+    /// Packet-ins a controller's own rate limit held back.
+    pub packet_ins_limited: AtomicU64,
+    /// Asynchronous messages dropped because their connection's output was over its limit.
+    pub async_dropped: AtomicU64,
+    /// Connections closed because their peer stopped reading (output over the limit).
+    pub slow_readers_dropped: AtomicU64,
+}
+
+impl ChannelCounters {
+    pub fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// (name, value) of every counter, for the report.
+    pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        vec![
+            ("sessions", get(&self.sessions)),
+            ("sessions_ended", get(&self.sessions_ended)),
+            ("connections_refused", get(&self.connections_refused)),
+            ("handshakes_refused", get(&self.handshakes_refused)),
+            ("handshakes_failed", get(&self.handshakes_failed)),
+            ("requests_too_big", get(&self.requests_too_big)),
+            ("malformed", get(&self.malformed)),
+            ("packet_ins_limited", get(&self.packet_ins_limited)),
+            ("async_dropped", get(&self.async_dropped)),
+            ("slow_readers_dropped", get(&self.slow_readers_dropped)),
+        ]
+    }
 }
 
 /// Asynchronous messages from the forwarding thread, for the controllers.
 pub use forwarding::Event;
+/// The packet-in token bucket, which the agent applies per controller too.
+pub use forwarding::openflow::PacketInLimit;

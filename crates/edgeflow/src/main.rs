@@ -118,6 +118,22 @@ struct RunArgs {
     /// that stops reading is disconnected there, and counted.
     #[arg(long, value_name = "BYTES")]
     channel_output_limit: Option<u64>,
+    /// Peers connected to each listener (ptcp:, ptls:, punix:) at once, handshakes included
+    /// (default 64); more are closed on arrival, and counted.
+    #[arg(long, value_name = "N")]
+    max_connections: Option<u64>,
+    /// Of those, how many may be in their TLS handshake or before their hello at once (default
+    /// 16): a crowd of slow handshakes cannot take every place.
+    #[arg(long, value_name = "N")]
+    max_handshakes: Option<u64>,
+    /// The bytes a multipart request sent in parts may add up to (default 1 MiB); past it the
+    /// request is refused with OFPBRC_MULTIPART_BUFFER_OVERFLOW, and counted.
+    #[arg(long, value_name = "BYTES")]
+    max_request_bytes: Option<u64>,
+    /// Packet-ins per second to each controller (default 0: only --packet-in-rate, the
+    /// switch's); what one controller's limit holds back is counted, the others still get it.
+    #[arg(long, value_name = "N")]
+    controller_packet_in_rate: Option<u64>,
     /// TLS private key (PEM), for tls:/ptls: targets.
     #[arg(long, value_name = "FILE")]
     private_key: Option<PathBuf>,
@@ -153,6 +169,10 @@ impl RunArgs {
             portmap: self.portmap.clone(),
             packet_in_rate: self.packet_in_rate,
             channel_output_limit: self.channel_output_limit,
+            max_connections: self.max_connections,
+            max_handshakes: self.max_handshakes,
+            max_request_bytes: self.max_request_bytes,
+            controller_packet_in_rate: self.controller_packet_in_rate,
             peer_cert_sha256: self.peer_cert_sha256.clone(),
             private_key: self.private_key.clone(),
             certificate: self.certificate.clone(),
@@ -339,6 +359,10 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
         max_backoff: Duration::from_secs(8),
         features,
         output_limit: s.channel_output_limit,
+        max_connections: s.max_connections,
+        max_handshakes: s.max_handshakes,
+        max_request_bytes: s.max_request_bytes,
+        controller_packet_in_rate: s.controller_packet_in_rate,
     };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     let local = tokio::task::LocalSet::new();

@@ -249,7 +249,11 @@ pub fn render(r: &Value) -> String {
     out += &table(&["reason", "frames"], drops.iter().map(|(k, v)| vec![k.clone(), n(v)]).collect());
     if let Some(channel) = r["channel"].as_object() {
         out += "\ncontroller channel\n";
-        out += &table(&["event", "count"], channel.iter().map(|(k, v)| vec![k.clone(), n(v)]).collect());
+        let shown = |v: &Value| match v {
+            Value::Bool(b) => if *b { "yes" } else { "no" }.to_string(),
+            v => n(v),
+        };
+        out += &table(&["event", "count"], channel.iter().map(|(k, v)| vec![k.clone(), shown(v)]).collect());
     }
     out
 }

@@ -58,15 +58,16 @@ impl Buffers {
     }
 }
 
-/// A token bucket for packet-ins.
-struct PacketInLimit {
+/// A token bucket for packet-ins: the switch-wide limit here, and each controller's in the agent.
+pub struct PacketInLimit {
     rate: u64,
     tokens: u64,
     last: u64,
 }
 
 impl PacketInLimit {
-    fn new(rate: u32) -> Self {
+    /// `rate` packet-ins per second (0: unlimited), bursts of a quarter second's worth.
+    pub fn new(rate: u32) -> Self {
         PacketInLimit { rate: rate as u64, tokens: Self::cap(rate as u64), last: 0 }
     }
 
@@ -75,7 +76,8 @@ impl PacketInLimit {
         (rate / 4).max(32) * 1000
     }
 
-    fn allow(&mut self, now: u64) -> bool {
+    /// Whether one more may go at `now` (nanoseconds on any monotonic clock).
+    pub fn allow(&mut self, now: u64) -> bool {
         if self.rate == 0 {
             return true;
         }

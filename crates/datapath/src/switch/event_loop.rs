@@ -208,7 +208,6 @@ impl Switch {
                     self.sync_fast();
                 }
                 Ok(Command::Reply { bytes, reply }) => reply(bytes),
-                Ok(Command::SlowReaderDropped) => self.slow_readers_dropped += 1,
                 Ok(Command::FailOpen(on)) => {
                     if on != self.fail_open {
                         info!(
@@ -217,6 +216,7 @@ impl Switch {
                             if on { "learning on its own" } else { "under control" }
                         );
                         self.fail_open = on;
+                        self.fail_open_entered += on as u64;
                     }
                     self.mode.set_fail_open(on);
                 }

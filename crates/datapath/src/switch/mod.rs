@@ -32,7 +32,7 @@ use crate::fastpath::{FastPath, Mode as FastMode, Programs};
 use crate::netlink::LinkMonitor;
 use crate::sys::EventFd;
 use crate::tap;
-use crate::{Command, Event, PortRx};
+use crate::{ChannelCounters, Command, Event, PortRx};
 use ports::{PortGuard, SwitchPort};
 
 pub use forwarding::openflow::N_BUFFERS;
@@ -108,6 +108,8 @@ struct Doorbell {
 pub struct SwitchHandle {
     tx: Sender<Command>,
     bell: Arc<Doorbell>,
+    /// Shared with the switch's report.
+    pub channel: Arc<ChannelCounters>,
 }
 
 impl SwitchHandle {
@@ -182,8 +184,10 @@ pub struct Switch {
     sent: Vec<(u32, u8, bool)>,
     drops: DropCounts,
     fail_open: bool,
-    /// Controller connections the agent closed because their peer stopped reading.
-    slow_readers_dropped: u64,
+    /// How often standalone mode took over for want of a controller.
+    fail_open_entered: u64,
+    /// What the agent counts on the controller channels.
+    channel: Arc<ChannelCounters>,
     fast: Option<FastPath>,
     /// Where the kernel fast path sends misses up (TC mode), and the guard that keeps the host
     /// stack off that interface.
@@ -250,7 +254,7 @@ impl Switch {
             }
             fast = Some(fp);
         }
-        let handle = SwitchHandle { tx, bell: bell.clone() };
+        let handle = SwitchHandle { tx, bell: bell.clone(), channel: Arc::default() };
         let fast_gen = mode.generation();
         let sw = Switch {
             guard,
@@ -267,7 +271,8 @@ impl Switch {
             sent: Vec::with_capacity(8),
             drops: DropCounts::default(),
             fail_open: false,
-            slow_readers_dropped: 0,
+            fail_open_entered: 0,
+            channel: handle.channel.clone(),
             fast_gen,
             labels_gen: 0,
             links_written: None,

@@ -88,6 +88,10 @@ impl Switch {
             Some(FastMode::Tc) => "tc",
             Some(FastMode::Xdp) => "xdp",
         };
+        let mut channel: serde_json::Map<String, Value> =
+            self.channel.snapshot().into_iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+        channel.insert("fail_open".into(), json!(self.fail_open));
+        channel.insert("fail_open_entered".into(), json!(self.fail_open_entered));
         json!({
             "dpid": format!("{:016x}", self.cfg.dpid),
             "mode": self.mode.name(),
@@ -98,7 +102,7 @@ impl Switch {
             "mode_counters": mode_counters,
             "fast_path": fast,
             "drops": drops,
-            "channel": {"slow_readers_dropped": self.slow_readers_dropped},
+            "channel": channel,
         })
     }
 }

@@ -38,6 +38,13 @@ pub struct File {
     pub packet_in_rate: Option<u32>,
     /// Bytes a controller connection may have waiting to be written before it is closed.
     pub channel_output_limit: Option<Spanned<u64>>,
+    /// Peers connected to the listeners at once, and how many of them may be in their handshake.
+    pub max_connections: Option<Spanned<u64>>,
+    pub max_handshakes: Option<Spanned<u64>>,
+    /// The bytes a multipart request sent in parts may add up to.
+    pub max_request_bytes: Option<Spanned<u64>>,
+    /// Packet-ins per second to each controller (0: only `packet_in_rate`, the switch's).
+    pub controller_packet_in_rate: Option<Spanned<u64>>,
     #[serde(default, rename = "table")]
     pub tables_cfg: Vec<TableEntry>,
     #[serde(default)]
@@ -129,6 +136,10 @@ pub struct Settings {
     pub probe_interval: Duration,
     pub packet_in_rate: u32,
     pub channel_output_limit: usize,
+    pub max_connections: usize,
+    pub max_handshakes: usize,
+    pub max_request_bytes: usize,
+    pub controller_packet_in_rate: u32,
     pub table_limits: Vec<(u8, u32, bool)>,
     pub fastpath: Option<datapath::fastpath::Mode>,
     /// The kernel fast path's capacity in translations.
@@ -169,6 +180,10 @@ pub struct Flags {
     pub portmap: Vec<String>,
     pub packet_in_rate: Option<u32>,
     pub channel_output_limit: Option<u64>,
+    pub max_connections: Option<u64>,
+    pub max_handshakes: Option<u64>,
+    pub max_request_bytes: Option<u64>,
+    pub controller_packet_in_rate: Option<u64>,
     pub peer_cert_sha256: Option<String>,
     pub private_key: Option<PathBuf>,
     pub certificate: Option<PathBuf>,
@@ -220,6 +235,33 @@ fn parse_output_limit(n: u64) -> Result<usize, String> {
         Ok(n as usize)
     } else {
         Err(format!("channel_output_limit = {n}: must be between 65536 and 4294967296 bytes"))
+    }
+}
+
+/// A number in `range`, named `key` in the error.
+fn in_range(key: &'static str, range: std::ops::RangeInclusive<u64>) -> impl Fn(u64) -> Result<u64, String> {
+    move |n| {
+        if range.contains(&n) {
+            Ok(n)
+        } else {
+            Err(format!("{key} = {n}: must be between {} and {}", range.start(), range.end()))
+        }
+    }
+}
+
+/// The flag's value, else the file's, else `default`, each checked; an error names the flag, or
+/// the file's line.
+fn merged<U>(
+    cx: &Ctx,
+    flag: (&str, Option<u64>),
+    file: &Option<Spanned<u64>>,
+    default: U,
+    check: impl Fn(u64) -> Result<U, String>,
+) -> Result<U, String> {
+    match (flag.1, file) {
+        (Some(n), _) => check(n).map_err(|e| format!("--{}: {e}", flag.0)),
+        (None, Some(n)) => check(*n.get_ref()).map_err(|e| cx.at(n, e)),
+        (None, None) => Ok(default),
     }
 }
 
@@ -338,6 +380,19 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
         (None, Some(n)) => parse_output_limit(*n.get_ref()).map_err(|e| cx.at(n, e))?,
         (None, None) => agent::DEFAULT_OUTPUT_LIMIT,
     };
+    let count = |key, range| {
+        let check = in_range(key, range);
+        move |n| check(n).map(|n| n as usize)
+    };
+    let max_connections = merged(&cx, ("max-connections", flags.max_connections), &file.max_connections,
+        agent::DEFAULT_MAX_CONNECTIONS, count("max_connections", 1..=65_536))?;
+    let max_handshakes = merged(&cx, ("max-handshakes", flags.max_handshakes), &file.max_handshakes,
+        agent::DEFAULT_MAX_HANDSHAKES.min(max_connections), count("max_handshakes", 1..=max_connections as u64))?;
+    // One message of the largest size (64 KiB) must fit.
+    let max_request_bytes = merged(&cx, ("max-request-bytes", flags.max_request_bytes), &file.max_request_bytes,
+        agent::DEFAULT_MAX_REQUEST_BYTES, count("max_request_bytes", 65_536..=1 << 30))?;
+    let controller_packet_in_rate = merged(&cx, ("controller-packet-in-rate", flags.controller_packet_in_rate),
+        &file.controller_packet_in_rate, 0, |n| in_range("controller_packet_in_rate", 0..=1_000_000)(n).map(|n| n as u32))?;
     let fastpath_entries = match (flags.fastpath_entries, &file.fastpath_entries) {
         (Some(n), _) => parse_fastpath_entries(n).map_err(|e| format!("--fastpath-entries: {e}"))?,
         (None, Some(n)) => parse_fastpath_entries(*n.get_ref()).map_err(|e| cx.at(n, e))?,
@@ -469,6 +524,10 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
         probe_interval: Duration::from_secs(probe),
         packet_in_rate: flags.packet_in_rate.or(file.packet_in_rate).unwrap_or(DEFAULT_PACKET_IN_RATE),
         channel_output_limit,
+        max_connections,
+        max_handshakes,
+        max_request_bytes,
+        controller_packet_in_rate,
         table_limits,
         fastpath,
         fastpath_entries,
@@ -586,6 +645,13 @@ number = 7
         assert!(e.starts_with("sw.toml:1:") && e.contains("between 65536"), "{e}");
         let s = from_str("[[port]]\nname = \"a\"\n").unwrap();
         assert_eq!(s.channel_output_limit, agent::DEFAULT_OUTPUT_LIMIT);
+        assert_eq!((s.max_connections, s.max_handshakes), (agent::DEFAULT_MAX_CONNECTIONS, agent::DEFAULT_MAX_HANDSHAKES));
+        let s = from_str("max_connections = 4\ncontroller_packet_in_rate = 50\n[[port]]\nname = \"a\"\n").unwrap();
+        assert_eq!((s.max_connections, s.max_handshakes, s.controller_packet_in_rate), (4, 4, 50));
+        let e = from_str("max_connections = 4\nmax_handshakes = 5\n[[port]]\nname = \"a\"\n").unwrap_err();
+        assert!(e.starts_with("sw.toml:2:") && e.contains("max_handshakes = 5: must be between 1 and 4"), "{e}");
+        let e = from_str("max_request_bytes = 100\n[[port]]\nname = \"a\"\n").unwrap_err();
+        assert!(e.starts_with("sw.toml:1:") && e.contains("between 65536"), "{e}");
         let e = from_str("[[port]]\nname = \"a\"\ntables = 3\n").unwrap_err();
         assert!(e.starts_with("sw.toml:3:") && e.contains("unknown field"), "{e}");
     }
