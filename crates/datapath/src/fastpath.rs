@@ -313,9 +313,13 @@ pub struct FastPath {
     /// Entries of the current generation under each mask slot: a slot no entry uses is freed.
     mask_users: [u32; MAX_MASKS],
     meters: BTreeMap<u32, (u32, [u64; 4])>,
-    _links: Vec<Link>,
-    /// Per-port XDP programs bound to their device (see `attach_xdp`).
-    _bound: Vec<Program>,
+    /// Each port's attachment, by OpenFlow port number.
+    attached: BTreeMap<u32, Attached>,
+    /// The slots of `ef_port_slots` in use, and the interface each holds.
+    port_slots: BTreeMap<u32, u32>,
+    /// Programs attached again after they were found detached (behind the switch's back, or
+    /// their interface went away and came back).
+    pub reattached: u64,
     /// Upcall tag (the VLAN id a missed frame carries up in TC mode) → OpenFlow port.
     pub tag_port: BTreeMap<u16, u32>,
     /// The interface misses arrive on (TC mode): the name of our end, and of its peer.
@@ -331,6 +335,16 @@ pub struct FastPath {
     /// The AFDX links the kernel holds.
     links: links::Written,
     programs: Programs,
+}
+
+/// The programs on one port's interface, attached while this lives.
+struct Attached {
+    name: String,
+    ifindex: u32,
+    tag: u16,
+    link: Link,
+    /// The XDP program bound to this device (see `attach_xdp`), if binding worked.
+    _bound: Option<Program>,
 }
 
 fn megaflows(obj: &Object) -> &Map {
@@ -358,8 +372,9 @@ impl FastPath {
             by_source: HashMap::new(),
             mask_users: [0; MAX_MASKS],
             meters: BTreeMap::new(),
-            _links: Vec::new(),
-            _bound: Vec::new(),
+            attached: BTreeMap::new(),
+            port_slots: BTreeMap::new(),
+            reattached: 0,
             tag_port: BTreeMap::new(),
             upcall: None,
             installed: 0,
@@ -387,34 +402,76 @@ impl FastPath {
             fp.set_config(CFG_UPCALL_IFINDEX, sys::ifindex(&ours)? as u64)?;
             fp.upcall = Some((ours, peer));
         }
-        let mut slots_taken = std::collections::BTreeSet::new();
         for (i, (no, name)) in ports.iter().enumerate() {
-            let tag = (i + 1) as u16;
-            let ifindex = sys::ifindex(name)?;
-            fp.register_port(*no, ifindex, tag, &mut slots_taken)?;
-            let link = match mode {
-                Mode::Tc => fp.obj.program(programs.names().0).map_err(obj_err)?.attach_tc(ifindex, false),
-                Mode::Xdp => fp.attach_xdp(name, ifindex),
-            }
-            .map_err(|e| io::Error::new(e.kind(), format!("fast path on {name}: {e}")))?;
-            fp._links.push(link);
+            fp.attach_port(*no, name, (i + 1) as u16)?;
         }
         info!(mode = ?mode, ?programs, ports = ports.len(), "kernel fast path attached");
         Ok(fp)
+    }
+
+    /// Attaches the programs to port `no`'s interface `name`, whose misses go up tagged `tag`;
+    /// again, with what was there before let go, when the interface came back or the
+    /// attachment was removed behind the switch's back.
+    pub fn attach_port(&mut self, no: u32, name: &str, tag: u16) -> io::Result<()> {
+        let failed = |e: io::Error| io::Error::new(e.kind(), format!("fast path on {name}: {e}"));
+        let ifindex = sys::ifindex(name).map_err(failed)?;
+        if let Some(old) = self.attached.remove(&no) {
+            self.forget_interface(old.ifindex);
+        }
+        self.register_port(no, ifindex, tag)?;
+        let (link, bound) = match self.mode {
+            Mode::Tc => self.obj.program(self.programs.names().0).map_err(obj_err)?.attach_tc(ifindex, false).map(|l| (l, None)),
+            Mode::Xdp => self.attach_xdp(name, ifindex),
+        }
+        .map_err(failed)?;
+        self.attached.insert(no, Attached { name: name.to_string(), ifindex, tag, link, _bound: bound });
+        Ok(())
+    }
+
+    /// Ports whose programs are attached no more: removed behind the switch's back, or their
+    /// interface went away.
+    pub fn detached_ports(&self) -> Vec<u32> {
+        self.attached.iter().filter(|(_, a)| a.link.ifindex().is_ok_and(|i| i == 0)).map(|(&no, _)| no).collect()
+    }
+
+    /// Attaches port `no`'s programs again, to its interface as it now is; counted.
+    pub fn reattach(&mut self, no: u32) -> io::Result<()> {
+        let Some(a) = self.attached.get(&no) else { return Ok(()) };
+        let (name, tag) = (a.name.clone(), a.tag);
+        self.attach_port(no, &name, tag)?;
+        self.reattached += 1;
+        Ok(())
+    }
+
+    /// The kernel's id of each port's link, by port number.
+    pub fn link_ids(&self) -> Vec<(u32, u32)> {
+        self.attached.iter().filter_map(|(&no, a)| a.link.id().ok().map(|id| (no, id))).collect()
+    }
+
+    /// Drops what the programs know of an interface that is gone (its index may come back as
+    /// another interface's).
+    fn forget_interface(&mut self, ifindex: u32) {
+        if let Ok(ports) = self.obj.map("ef_ports") {
+            let _ = ports.delete(&ifindex.to_ne_bytes());
+        }
+        let at = ifindex % PORT_SLOTS;
+        if self.port_slots.get(&at) == Some(&ifindex) {
+            self.port_slots.remove(&at);
+            if let Ok(slots) = self.obj.map("ef_port_slots") {
+                let _ = slots.update(&at.to_ne_bytes(), &[0u8; PORT_SLOT_BYTES]);
+            }
+        }
     }
 
     /// XDP on one port. The program is bound to the device so that it can ask the driver for a
     /// VLAN tag already taken out of the frame (veth does this for tags the sender's stack put in
     /// metadata); a frame with such a tag would otherwise look untagged and match the wrong
     /// entry. Where binding fails, the shared program runs and such frames cannot be told apart.
-    fn attach_xdp(&mut self, name: &str, ifindex: u32) -> io::Result<Link> {
+    fn attach_xdp(&mut self, name: &str, ifindex: u32) -> io::Result<(Link, Option<Program>)> {
         let program = self.programs.names().1;
         if self.obj.missing_kfuncs.is_empty() {
             match self.obj.load_dev_bound(program, ifindex).and_then(|p| p.attach_xdp(ifindex).map(|l| (p, l))) {
-                Ok((prog, link)) => {
-                    self._bound.push(prog);
-                    return Ok(link);
-                }
+                Ok((prog, link)) => return Ok((link, Some(prog))),
                 Err(e) => warn!(
                     port = name,
                     "XDP program bound to the device failed ({e}); VLAN tags in receive metadata go unseen"
@@ -423,7 +480,7 @@ impl FastPath {
         } else {
             warn!(missing = ?self.obj.missing_kfuncs, "kernel lacks XDP metadata kfuncs (Linux < 6.8): VLAN tags in receive metadata go unseen");
         }
-        self.obj.program(program).map_err(obj_err)?.attach_xdp(ifindex)
+        Ok((self.obj.program(program).map_err(obj_err)?.attach_xdp(ifindex)?, None))
     }
 
     fn set_config(&self, which: u32, v: u64) -> io::Result<()> {
@@ -435,17 +492,11 @@ impl FastPath {
     }
 
     /// Tells the programs that `ifindex` is switch port `no`, whose misses go up tagged `tag`.
-    fn register_port(
-        &mut self,
-        no: u32,
-        ifindex: u32,
-        tag: u16,
-        slots_taken: &mut std::collections::BTreeSet<u32>,
-    ) -> io::Result<()> {
+    fn register_port(&mut self, no: u32, ifindex: u32, tag: u16) -> io::Result<()> {
         let info = ((no as u64) << 16) | tag as u64;
         self.obj.map("ef_ports").map_err(obj_err)?.update(&ifindex.to_ne_bytes(), &info.to_ne_bytes())?;
         let at = ifindex % PORT_SLOTS;
-        if slots_taken.insert(at) {
+        if *self.port_slots.entry(at).or_insert(ifindex) == ifindex {
             let mut v = [0u8; PORT_SLOT_BYTES];
             v[0..4].copy_from_slice(&ifindex.to_ne_bytes());
             v[PORT_SLOT_INFO_AT..PORT_SLOT_INFO_AT + 8].copy_from_slice(&info.to_ne_bytes());

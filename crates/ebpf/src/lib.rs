@@ -228,7 +228,29 @@ pub struct Program {
 
 /// Keeps a program attached while it lives (closing a BPF link detaches it).
 #[derive(Debug)]
-pub struct Link(#[allow(dead_code)] OwnedFd);
+pub struct Link(OwnedFd);
+
+impl Link {
+    /// The kernel's id of the link (what `bpftool link` shows).
+    pub fn id(&self) -> io::Result<u32> {
+        Ok(rd_u32(&self.info()?, 4))
+    }
+
+    /// The interface an XDP or TCX link is attached to; 0 once it no longer is (detached by
+    /// someone else, `bpftool link detach`, or its interface went away).
+    pub fn ifindex(&self) -> io::Result<u32> {
+        // struct bpf_link_info { u32 type, id, prog_id; union (8-aligned) { xdp/tcx: u32 ifindex } }
+        Ok(rd_u32(&self.info()?, 16))
+    }
+
+    fn info(&self) -> io::Result<[u8; 64]> {
+        let mut info = [0u8; 64];
+        let mut a =
+            Attr::new().u32(0, self.0.as_raw_fd() as u32).u32(4, info.len() as u32).u64(8, info.as_mut_ptr() as u64);
+        bpf(cmd::OBJ_GET_INFO_BY_FD, &mut a)?;
+        Ok(info)
+    }
+}
 
 impl Program {
     pub fn fd(&self) -> RawFd {

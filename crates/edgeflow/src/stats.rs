@@ -134,7 +134,7 @@ pub fn render(r: &Value) -> String {
     let ports = r["ports"].as_array().unwrap_or(&empty);
     let f = |p: &Value, k: &str| n(&p[k]);
     out += &table(
-        &["port", "name", "link", "rx pkts", "rx bytes", "rx drop", "rx err", "tx pkts", "tx bytes", "tx drop"],
+        &["port", "name", "link", "rx pkts", "rx bytes", "rx drop", "rx err", "tx pkts", "tx bytes", "tx drop", "link chg", "removed"],
         ports
             .iter()
             .map(|p| {
@@ -149,6 +149,8 @@ pub fn render(r: &Value) -> String {
                     "tx_packets",
                     "tx_bytes",
                     "tx_dropped",
+                    "link_changes",
+                    "removed",
                 ]
                 .iter()
                 .map(|k| f(p, k))
@@ -192,8 +194,13 @@ pub fn render(r: &Value) -> String {
     if !tables.is_empty() {
         out += "\ntables in use\n";
         out += &table(
-            &["table", "flows", "lookups", "matched"],
-            tables.iter().map(|t| ["id", "flows", "lookups", "matched"].iter().map(|k| f(t, k)).collect()).collect(),
+            &["table", "flows", "lookups", "matched", "full", "evicted"],
+            tables
+                .iter()
+                .map(|t| {
+                    ["id", "flows", "lookups", "matched", "full_refusals", "evictions"].iter().map(|k| f(t, k)).collect()
+                })
+                .collect(),
         );
     }
     let groups = r["mode_counters"].as_array().unwrap_or(&empty);

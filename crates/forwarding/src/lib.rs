@@ -238,6 +238,9 @@ pub struct TableReport {
     pub flows: usize,
     pub lookups: u64,
     pub matched: u64,
+    /// Adds refused for want of room, and flows evicted to make room.
+    pub full_refusals: u64,
+    pub evictions: u64,
 }
 
 /// A mode's own counters under one name (one AFDX virtual link, say), for reports.

@@ -348,12 +348,14 @@ impl Mode for OpenFlowMode {
     fn tables(&self) -> Vec<crate::TableReport> {
         let tables = self.pipeline.tables().iter().enumerate();
         tables
-            .filter(|(_, t)| t.enabled && (!t.is_empty() || t.lookup_count > 0))
+            .filter(|(_, t)| t.enabled && (!t.is_empty() || t.lookup_count > 0 || t.full_refusals > 0))
             .map(|(id, t)| crate::TableReport {
                 id: id as u8,
                 flows: t.len(),
                 lookups: t.lookup_count,
                 matched: t.matched_count,
+                full_refusals: t.full_refusals,
+                evictions: t.evictions,
             })
             .collect()
     }

@@ -67,6 +67,10 @@ pub struct FlowTable {
     pub(crate) flows: Classifier<FlowEntry>,
     pub lookup_count: u64,
     pub matched_count: u64,
+    /// Flow adds refused because the table was full (OFPFMFC_TABLE_FULL), and flows evicted to
+    /// make room.
+    pub full_refusals: u64,
+    pub evictions: u64,
     pub max_entries: u32,
     /// When full, make room by removing the least-recently-used flow of the lowest priority
     /// (priority stands in for OpenFlow 1.4's importance) instead of refusing the new one.
@@ -120,6 +124,8 @@ impl FlowTable {
             flows: Classifier::new(),
             lookup_count: 0,
             matched_count: 0,
+            full_refusals: 0,
+            evictions: 0,
             max_entries,
             evict: false,
             config: 0,

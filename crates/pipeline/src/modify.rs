@@ -160,7 +160,11 @@ impl Pipeline {
                 let mut evicted = Vec::new();
                 if existing.is_none() && table.flows.len() as u32 >= table.max_entries {
                     let victim = if table.evict { table.eviction_victim() } else { None };
-                    let Some(victim) = victim else { return fail(FlowModFailed::TableFull) };
+                    let Some(victim) = victim else {
+                        table.full_refusals += 1;
+                        return fail(FlowModFailed::TableFull);
+                    };
+                    table.evictions += 1;
                     evicted.extend(self.remove_flow(fm.table_id, victim, Removal::Eviction, now));
                 }
                 let (mut packets, mut bytes) = (0, 0);

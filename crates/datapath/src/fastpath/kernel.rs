@@ -25,7 +25,7 @@ fn fast_path() -> Option<FastPath> {
         return None;
     }
     let mut fp = FastPath::open(Mode::Xdp, &[], Programs::Flows, DEFAULT_ENTRIES).expect("the fast-path object loads");
-    fp.register_port(1, LO, 1, &mut Default::default()).unwrap();
+    fp.register_port(1, LO, 1).unwrap();
     Some(fp)
 }
 
@@ -35,7 +35,7 @@ fn afdx_fast_path() -> Option<FastPath> {
         return None;
     }
     let mut fp = FastPath::open(Mode::Xdp, &[], Programs::Links, DEFAULT_ENTRIES).expect("the fast-path object loads");
-    fp.register_port(1, LO, 1, &mut Default::default()).unwrap();
+    fp.register_port(1, LO, 1).unwrap();
     Some(fp)
 }
 

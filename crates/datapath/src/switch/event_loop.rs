@@ -21,6 +21,8 @@ const RX_BUDGET: usize = 64;
 /// How often the kernel fast path's counters are harvested (its busiest masks re-ranked, dead
 /// entries swept) while nothing else wakes the loop.
 const FAST_PATH_HARVEST: u64 = 100_000_000;
+/// Without a fast path, how often the ports' guards are checked (see `check_attachments`).
+const GUARD_CHECK: u64 = 1_000_000_000;
 /// How soon a port whose socket was busy is tried again.
 const EGRESS_RETRY: u64 = 50_000;
 /// At most one warning a second about packet-ins over the rate limit.
@@ -35,7 +37,10 @@ impl Switch {
     /// Runs until a [`Command::Shutdown`].
     pub fn run(mut self) {
         let mut ready = Vec::new();
-        let mut next_harvest = if self.fast.is_some() { FAST_PATH_HARVEST } else { u64::MAX };
+        // The housekeeping period: harvesting the fast path when there is one, and in any case
+        // checking that nothing was detached behind the switch's back.
+        let housekeeping = if self.fast.is_some() { FAST_PATH_HARVEST } else { GUARD_CHECK };
+        let mut next_harvest = housekeeping;
         let (mut limit_reported, mut limit_reported_at) = (0, 0);
         info!(ports = self.ports.len(), mode = self.mode.name(), "forwarding");
         self.precise_timers();
@@ -119,8 +124,9 @@ impl Switch {
             }
             let now = self.now();
             if now >= next_harvest {
-                next_harvest = now + FAST_PATH_HARVEST;
+                next_harvest = now + housekeeping;
                 self.harvest_fast(now);
+                self.check_attachments();
                 self.sync_links();
                 self.sync_fast();
                 if let Some(fast) = self.fast.as_mut() {

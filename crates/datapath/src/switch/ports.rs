@@ -29,6 +29,11 @@ pub(super) struct Counters {
     pub rx_dropped: u64,
     pub tx_dropped: u64,
     pub rx_errors: u64,
+    /// Times the link went up or down (flaps count twice), and the interface went away.
+    pub link_changes: u64,
+    pub removed: u64,
+    /// Times its guard was found detached and attached again.
+    pub guard_reattached: u64,
 }
 
 pub(super) struct SwitchPort {
@@ -248,6 +253,7 @@ impl Switch {
                 port.guard = None;
                 port.egress = EgressQueues::default();
                 port.egress.set_schedule(schedule);
+                port.counters.removed += 1;
                 info!(port = no, name = %ev.name, "interface removed");
                 self.port_status(no, port_reason::DELETE);
             }
@@ -258,10 +264,24 @@ impl Switch {
             match afpacket::open(&ev.name, self.cfg.ring) {
                 Ok((rx, tx)) => {
                     let counters = port.counters;
-                    *port = SwitchPort::new(no, &ev.name, Box::new(rx), Box::new(tx), self.guard.attach(&ev.name));
+                    // As at start: in TC mode the fast path takes every frame first and sends
+                    // misses up its own interface; a port socket or guard would be in its way.
+                    let tc = self.fast.as_ref().is_some_and(|f| f.mode == crate::fastpath::Mode::Tc);
+                    let guard = if tc { None } else { self.guard.attach(&ev.name) };
+                    *port = SwitchPort::new(no, &ev.name, Box::new(rx), Box::new(tx), guard);
+                    if tc {
+                        port.rx = None;
+                    }
                     port.counters = counters;
                     port.egress.set_schedule(schedule);
                     info!(port = no, name = %ev.name, "interface added");
+                    // The kernel dropped the fast path's attachment with the old interface.
+                    if let Some(fast) = self.fast.as_mut() {
+                        match fast.reattach(no) {
+                            Ok(()) => info!(port = no, name = %ev.name, "fast path attached again"),
+                            Err(e) => warn!(port = no, "{e}: the port is served in userspace only"),
+                        }
+                    }
                     self.port_status(no, port_reason::ADD);
                 }
                 Err(e) => warn!(port = no, "cannot reopen {}: {e}", ev.name),
@@ -275,10 +295,36 @@ impl Switch {
         let admin_down = ev.flags & libc::IFF_UP as u32 == 0;
         let new_config = (port.desc.config & !config::PORT_DOWN) | if admin_down { config::PORT_DOWN } else { 0 };
         if new_state != port.desc.state || new_config != port.desc.config {
+            port.counters.link_changes += (new_state != port.desc.state) as u64;
             port.desc.state = new_state;
             port.desc.config = new_config;
             info!(port = no, up = new_state == state::LIVE, "link changed");
             self.port_status(no, port_reason::MODIFY);
+        }
+    }
+
+    /// Puts back what was removed behind the switch's back: fast-path programs and port guards
+    /// detached from interfaces that still exist (an interface that is gone gets its own back
+    /// when it returns, in `link_event`). Said in the log and counted.
+    pub(super) fn check_attachments(&mut self) {
+        if let Some(fast) = self.fast.as_mut() {
+            for no in fast.detached_ports() {
+                let Some(port) = self.ports.get(&no).filter(|p| p.tx.is_some()) else { continue };
+                match fast.reattach(no) {
+                    Ok(()) => warn!(port = no, name = %port.desc.name, "fast path program was detached: attached again"),
+                    Err(e) => warn!(port = no, "fast path program was detached and cannot be attached again: {e}"),
+                }
+            }
+        }
+        for (&no, port) in self.ports.iter_mut() {
+            let detached = port.guard.as_ref().is_some_and(|g| g.ifindex().is_ok_and(|i| i == 0));
+            if detached && port.tx.is_some() {
+                port.guard = self.guard.attach(&port.desc.name);
+                if port.guard.is_some() {
+                    port.counters.guard_reattached += 1;
+                    warn!(port = no, name = %port.desc.name, "port guard was detached: attached again");
+                }
+            }
         }
     }
 

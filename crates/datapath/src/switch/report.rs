@@ -50,14 +50,19 @@ impl Switch {
                 json!({"no": no, "name": p.desc.name, "up": live, "rate_bps": rate,
                        "rx_packets": s.rx_packets, "rx_bytes": s.rx_bytes, "rx_dropped": s.rx_dropped,
                        "rx_errors": s.rx_errors, "tx_packets": s.tx_packets, "tx_bytes": s.tx_bytes,
-                       "tx_dropped": s.tx_dropped, "queues": queues})
+                       "tx_dropped": s.tx_dropped, "link_changes": p.counters.link_changes,
+                       "removed": p.counters.removed, "guard_link_id": p.guard.as_ref().and_then(|g| g.id().ok()),
+                       "guard_reattached": p.counters.guard_reattached, "queues": queues})
             })
             .collect();
         let tables: Vec<Value> = self
             .mode
             .tables()
             .iter()
-            .map(|t| json!({"id": t.id, "flows": t.flows, "lookups": t.lookups, "matched": t.matched}))
+            .map(|t| {
+                json!({"id": t.id, "flows": t.flows, "lookups": t.lookups, "matched": t.matched,
+                       "full_refusals": t.full_refusals, "evictions": t.evictions})
+            })
             .collect();
         let mode_counters: Vec<Value> = self
             .mode
@@ -79,6 +84,7 @@ impl Switch {
                 f.link_counters().into_iter().map(|(r, n)| (r.to_string(), json!(n))).collect();
             json!({"hits": hits, "misses": misses, "upcalls": upcalls, "slow": slow,
                    "entries": f.len(), "installed": f.installed, "refused": f.refused, "retired": f.retired, "drops": drops,
+                   "reattached": f.reattached, "attachments": f.link_ids().into_iter().map(|(no, id)| json!({"port": no, "link_id": id})).collect::<Vec<_>>(),
                    "labels": labels, "links": links})
         });
         let drops: serde_json::Map<String, Value> =
