@@ -69,6 +69,29 @@ def records_afdx(pairs):
     return b"".join(struct.pack("!BB", head, len(f)) + f for head, f in pairs)
 
 
+PORTS = '[[port]]\nname = "a"\n[[port]]\nname = "b"\n[[port]]\nname = "c"\n'
+
+
+def configs():
+    """One file per mode and section: the fuzzer starts from text the parser accepts."""
+    example = (Path(__file__).resolve().parent.parent / "docs" / "example.toml").read_text()
+    return {
+        "example": example,
+        "limits": "max_connections = 8\nmax_handshakes = 2\nmax_request_bytes = 70000\n"
+                  "controller_packet_in_rate = 100\nchannel_output_limit = 1048576\n" + PORTS,
+        "portmap": 'mode = "portmap"\n' + PORTS + "[[portmap]]\nfrom = 1\nto = 2\n",
+        "afdx": 'mode = "afdx"\n' + PORTS + '[afdx]\nmac_constant = "03:00:00:00"\n[[afdx.vl]]\nid = 10\n'
+                'in_port = 1\nout_ports = [2, 3]\nbag_ms = 4\nsmin = 64\nsmax = 512\npriority = "high"\n'
+                'jitter_us = 500\npolice = "byte"\n',
+        "less": 'mode = "less"\n' + PORTS + "[less]\nroot = true\nmax_labels = 8\nhold_ms = 2500\n",
+        "tsn": 'egress_timing = "fifo"\n[[port]]\nname = "a"\nrate_mbps = 100\npcp_map = [0, 0, 1, 1, 2, 2, 6, 7]\n'
+               '[[port.queue]]\nid = 7\nscheduler = "cbs"\nidleslope_kbps = 20000\n[[port.queue]]\nid = 2\n'
+               'scheduler = "drr"\nweight = 3\nlimit_bytes = 30000\n[port.gates]\nclock = "realtime"\n'
+               'cycle_ns = 1000000\nentries = [{ duration_ns = 200000, open = [7] }, '
+               '{ duration_ns = 800000, open = [0, 1, 2] }]\n[[port]]\nname = "b"\nmode = "learning"\n',
+    }
+
+
 def main():
     f, m = frames(), openflow()
     seeds = {
@@ -83,6 +106,7 @@ def main():
         },
         # In port 1 (and time steps), a frame of VL 1 then VL 2: the 32-bit constant, the VL id.
         "afdx_frames": {"two_vls": records_afdx([(0x05, afdx_frame(1)), (0x09, afdx_frame(2)), (0x06, afdx_frame(3))])},
+        "config_file": {name: text.encode() for name, text in configs().items()},
         "less_labels": {"stack": b"\x08" + bytes.fromhex("02000000000b02000000000a88b5") + struct.pack("!II", 0x02000040, 0x03000180)},
     }
     for target, inputs in seeds.items():

@@ -1,6 +1,5 @@
 //! `edgeflow`: an OpenFlow 1.3 switch for Linux edge devices.
 
-mod config;
 mod stats;
 
 use std::path::PathBuf;
@@ -8,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use config::{Flags, ModeSetting, Settings};
+use edgeflow::config::{self, Flags, ModeSetting, Settings};
 use datapath::{Command, RingConfig, Switch, SwitchConfig};
 use tracing::{error, info};
 

@@ -33,7 +33,7 @@ fn connect(target: Option<&str>) -> Result<Box<dyn Stream>, String> {
         }
         Some(t) if t.starts_with("unix:") => PathBuf::from(t.trim_start_matches("unix:")),
         Some(t) if t.contains('/') => PathBuf::from(t),
-        Some(t) => mgmt_socket(crate::config::parse_dpid(t)?),
+        Some(t) => mgmt_socket(edgeflow::config::parse_dpid(t)?),
         None => {
             let found: Vec<PathBuf> = std::fs::read_dir(MGMT_DIR)
                 .map(|d| {

@@ -300,6 +300,13 @@ pub fn load_file(path: &Path) -> Result<(File, String), String> {
     Ok((file, src))
 }
 
+/// The settings a config file's text gives, without flags (what `edgeflow run --config` checks
+/// first); every error names the file, and the line where there is one.
+pub fn from_text(src: &str, path: &Path) -> Result<Settings, String> {
+    let file = parse_file(src, path)?;
+    settings(Some((&file, src, path)), &Flags::default())
+}
+
 /// Parses a config file's text; a syntax or type error names its line.
 fn parse_file(src: &str, path: &Path) -> Result<File, String> {
     toml::from_str(src).map_err(|e| {
@@ -403,10 +410,9 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
         (None, Some(d)) => parse_dpid(d.get_ref()).map_err(|e| cx.at(d, e))?,
         (None, None) => default_dpid(&ports),
     };
-    let probe = flags.probe_interval.or(file.probe_interval.as_ref().map(|p| *p.get_ref())).unwrap_or(5);
-    if probe == 0 {
-        return Err("probe interval must be at least 1 second".into());
-    }
+    // At most a day: the probe's deadlines are computed from it.
+    let probe = merged(&cx, ("probe-interval", flags.probe_interval), &file.probe_interval, 5,
+        in_range("probe_interval", 1..=86_400))?;
     let pinned = match (&flags.peer_cert_sha256, file.tls.as_ref().and_then(|t| t.peer_cert_sha256.as_ref())) {
         (Some(p), _) => Some(agent::tls::parse_pin(p).map_err(|e| format!("--peer-cert-sha256: {e}"))?),
         (None, Some(p)) => Some(agent::tls::parse_pin(p.get_ref()).map_err(|e| cx.at(p, e))?),
@@ -471,7 +477,7 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
         Ok(match name {
             "openflow" => ModeSetting::OpenFlow,
             "learning" => ModeSetting::Learning,
-            "portmap" => ModeSetting::PortMap(portmap(&cx, file, flags, ports)?),
+            "portmap" => ModeSetting::PortMap(portmap(&cx, file, flags, ports, at)?),
             "afdx" => afdx(&cx, file, ports)?
                 .ok_or_else(|| at("mode 'afdx' needs [[afdx.vl]] entries in the config file".into()))?,
             "less" => less::less(&cx, file, ports)?,
@@ -560,7 +566,14 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
 
 /// The port map's pairs, from the file and `--portmap FROM:TO` flags: both ports configured, each
 /// input mapped once.
-fn portmap(cx: &Ctx<'_>, file: &File, flags: &Flags, ports: &[(u32, String)]) -> Result<Vec<(u32, u32)>, String> {
+/// The port pairs of a portmap mode; `at_mode` places an error on the line that chose the mode.
+fn portmap(
+    cx: &Ctx<'_>,
+    file: &File,
+    flags: &Flags,
+    ports: &[(u32, String)],
+    at_mode: &dyn Fn(String) -> String,
+) -> Result<Vec<(u32, u32)>, String> {
     let known = |n: u32| ports.iter().any(|(no, _)| *no == n);
     let mut pairs: Vec<(u32, u32)> = Vec::new();
     for e in &file.portmap {
@@ -587,7 +600,7 @@ fn portmap(cx: &Ctx<'_>, file: &File, flags: &Flags, ports: &[(u32, String)]) ->
         pairs.push((from, to));
     }
     if pairs.is_empty() {
-        return Err("mode 'portmap' needs [[portmap]] entries or --portmap FROM:TO".into());
+        return Err(at_mode("mode 'portmap' needs [[portmap]] entries or --portmap FROM:TO".into()));
     }
     Ok(pairs)
 }
@@ -597,8 +610,7 @@ pub(super) mod tests {
     use super::*;
 
     pub(super) fn from_str(src: &str) -> Result<Settings, String> {
-        let file = parse_file(src, Path::new("sw.toml"))?;
-        settings(Some((&file, src, Path::new("sw.toml"))), &Flags::default())
+        from_text(src, Path::new("sw.toml"))
     }
 
     #[test]

@@ -1,0 +1,5 @@
+//! The switch's configuration as a library: the TOML file and its merge with command-line flags
+//! (`config`), so that tools other than the binary (the config fuzz target) check a file exactly
+//! as `edgeflow run` does.
+
+pub mod config;
