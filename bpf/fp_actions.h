@@ -9,17 +9,17 @@
 /* Conditions the fast path leaves to userspace although the entry matched. */
 static __always_inline int needs_userspace(struct entry *e, struct scratch *s)
 {
-	__u32 n = e->n_actions;
+	__u32 n = e->n_actions, decrements = 0;
 	for (__u32 i = 0; i < MAX_ACTIONS; i++) {
 		if (i >= n)
 			break;
-		if (e->act[i].op == OP_DEC_TTL) {
-			if (s->eth_type != 0x0800 && s->eth_type != 0x86dd)
-				return 0;
-			return s->ttl <= 1; /* an expiring TTL may be reported to the controller */
-		}
+		decrements += e->act[i].op == OP_DEC_TTL;
 	}
-	return 0;
+	if (!decrements || (s->eth_type != 0x0800 && s->eth_type != 0x86dd))
+		return 0;
+	/* A TTL that one of the decrements would take to 0 may be reported to the controller
+	 * (the differential fuzzer found two decrements of a TTL of 2 forwarded with 0). */
+	return s->ttl <= decrements;
 }
 
 /* The TCP or UDP checksum's offset from L4, or -1 for protocols without one here. */

@@ -107,6 +107,11 @@ def main():
         # In port 1 (and time steps), a frame of VL 1 then VL 2: the 32-bit constant, the VL id.
         "afdx_frames": {"two_vls": records_afdx([(0x05, afdx_frame(1)), (0x09, afdx_frame(2)), (0x06, afdx_frame(3))])},
         "config_file": {name: text.encode() for name, text in configs().items()},
+        # Choices (fuzz/harness/differential.rs): flows, then frames; these start with forwarding
+        # flows and a few frames, the rest of each stream left to the fuzzer.
+        "differential": {"forward": bytes([3, 1, 0, 1, 1, 0, 1, 0, 2, 1, 4, 2, 1, 0, 2, 1, 1, 0, 3, 5, 1, 0, 0]),
+                         "rewrite": bytes([1, 0, 0, 1, 1, 1, 3, 1, 6, 7, 8, 4, 2, 3, 1, 1, 1, 0, 0, 0, 2, 1, 0, 3]),
+                         "tagged": bytes([2, 1, 1, 0, 0, 2, 3, 3, 4, 2, 4, 1, 2, 2, 3, 1, 1, 1, 1, 0, 1, 1, 2, 3])},
         "less_labels": {"stack": b"\x08" + bytes.fromhex("02000000000b02000000000a88b5") + struct.pack("!II", 0x02000040, 0x03000180)},
     }
     for target, inputs in seeds.items():

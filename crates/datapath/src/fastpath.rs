@@ -491,8 +491,32 @@ impl FastPath {
         megaflows(&self.obj)
     }
 
-    /// Tells the programs that `ifindex` is switch port `no`, whose misses go up tagged `tag`.
-    fn register_port(&mut self, no: u32, ifindex: u32, tag: u16) -> io::Result<()> {
+    /// Runs the flow program at `hook` once on `frame` as if it arrived on interface `ifindex`
+    /// (BPF_PROG_TEST_RUN): nothing is sent; the verdict and the frame as the program left it
+    /// come back. How the kernel tests and the differential fuzzer hold it to userspace.
+    pub fn run_once(&self, hook: Mode, frame: &[u8], ifindex: u32) -> io::Result<(u32, Vec<u8>)> {
+        let (tc, xdp) = self.programs.names();
+        match hook {
+            Mode::Xdp => {
+                // struct xdp_md { data, data_end, data_meta, ingress_ifindex, rx_queue_index, egress_ifindex }
+                let mut ctx = [0u32; 6];
+                ctx[1] = frame.len() as u32;
+                ctx[3] = ifindex;
+                let bytes: Vec<u8> = ctx.iter().flat_map(|w| w.to_ne_bytes()).collect();
+                self.obj.program(xdp).map_err(obj_err)?.run_once(frame, &bytes)
+            }
+            Mode::Tc => {
+                // struct __sk_buff: ingress_ifindex at 36; the kernel takes a context of this size.
+                let mut ctx = [0u8; 192];
+                ctx[36..40].copy_from_slice(&ifindex.to_ne_bytes());
+                self.obj.program(tc).map_err(obj_err)?.run_once(frame, &ctx)
+            }
+        }
+    }
+
+    /// Tells the programs that `ifindex` is switch port `no`, whose misses go up tagged `tag`
+    /// (without attaching anything: `attach_port` does both; tests register alone).
+    pub fn register_port(&mut self, no: u32, ifindex: u32, tag: u16) -> io::Result<()> {
         let info = ((no as u64) << 16) | tag as u64;
         self.obj.map("ef_ports").map_err(obj_err)?.update(&ifindex.to_ne_bytes(), &info.to_ne_bytes())?;
         let at = ifindex % PORT_SLOTS;
