@@ -229,6 +229,7 @@ fn run(fp: &mut FastPath, c: &mut Choices) {
         let frame = random_frame(c);
         let mut sent = Sent { frames: Vec::new(), to_controller: 0 };
         let Ok((key, layout)) = parse(&frame, 1) else {
+            debug(|| format!("frame {n} {frame:02x?}: malformed"));
             seen.push(Userspace { frame, parsed: false, sent });
             continue;
         };
@@ -292,7 +293,13 @@ fn compare(fp: &FastPath, u: &Userspace) {
         return;
     }
     let before = fp.drops()[2].1;
-    let (verdict, out) = fp.run_once(Mode::Tc, &u.frame, LOOPBACK).expect("tc test run");
+    let (verdict, out) = match fp.run_once(Mode::Tc, &u.frame, LOOPBACK) {
+        Ok(run) => run,
+        // The test run itself refuses some frames a device would hand TC (an IPv4 ethertype
+        // without the IPv4 header, say): nothing to compare.
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidInput && u.frame.len() < 64 => return,
+        Err(e) => panic!("tc test run on {:02x?}: {e}", u.frame),
+    };
     let deferred = fp.drops()[2].1 > before;
     match verdict {
         TC_ACT_SHOT if deferred => count(|t| t.tc_deferred += 1),
