@@ -26,6 +26,7 @@ def main(argv=None):
     a = p.parse_args(argv)
     names = a.experiments or list(EXPERIMENTS)
     switches = tuple(a.switches.split(","))
+    _lock = netns.exclusive("a benchmark")
     teardown_on_exit()
     netns.cleanup()
     a.out.mkdir(parents=True, exist_ok=True)

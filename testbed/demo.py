@@ -23,6 +23,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--seconds", type=int, default=5, help="iperf3 duration per direction")
     a = p.parse_args()
+    _lock = netns.exclusive("the demo")
     netns.cleanup()
     rows = []
     topo = netns.Topology("d")

@@ -27,6 +27,38 @@ def links():
     return [l["ifname"] for l in json.loads(out)] if out else []
 
 
+#: Held by whoever builds namespaces for a while (a test session, a benchmark, a soak, the demo):
+#: a second one would wipe the first one's namespaces and interfaces when it cleans up (a test
+#: session did, and failed a CI run half-way).
+SESSION_LOCK = "/run/edgeflow-tests.lock"
+
+
+class Busy(RuntimeError):
+    pass
+
+
+_held = None
+
+
+def exclusive(what):
+    """Takes the testbed's lock for `what` (a name for the message), or raises Busy; a process that
+    holds it already (a test session running a benchmark) keeps it. The lock lasts while the
+    returned file is open, or for the process."""
+    global _held
+    import fcntl
+    if _held is not None and not _held.closed:
+        return _held
+    lock = open(SESSION_LOCK, "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise Busy(f"another edgeflow session (tests, bench, soak or demo) holds {SESSION_LOCK}: {what} would "
+                   "wipe its namespaces and interfaces; wait for it to finish") from None
+    _held = lock
+    return lock
+
+
 def cleanup(prefix=PREFIX):
     """Deletes every namespace and root-namespace interface whose name starts with `prefix`, and
     stops Open vSwitch daemons a crashed run left in the testbed's run directory."""

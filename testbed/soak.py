@@ -146,6 +146,7 @@ def main(argv=None):
     p.add_argument("--seconds", type=float, default=600)
     p.add_argument("--datapath", action="append", choices=["user", "tc", "xdp"])
     a = p.parse_args(argv)
+    _lock = netns.exclusive("a soak")
     ok = True
     for dp in a.datapath or ["user", "tc", "xdp"]:
         res = soak(dp, a.seconds)

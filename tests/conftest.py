@@ -44,23 +44,15 @@ def pytest_runtest_setup(item):
         pytest.exit(f"{item.nodeid}: {NEEDS_ROOT}", returncode=1)
 
 
-#: Held for the whole session: a second session would wipe the first one's namespaces and
-#: interfaces when it cleans up (one did, and failed a CI run half-way).
-SESSION_LOCK = "/run/edgeflow-tests.lock"
-
-
 @pytest.fixture(scope="session", autouse=True)
 def clean_machine(request):
     if os.geteuid() != 0 or not any(needs_root(item) for item in request.session.items):
         yield
         return
-    import fcntl
-    lock = open(SESSION_LOCK, "w")
     try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        pytest.exit(f"another edgeflow test session holds {SESSION_LOCK}: starting would wipe its namespaces "
-                    "and interfaces; wait for it to finish", returncode=3)
+        lock = netns.exclusive("starting a test session")
+    except netns.Busy as e:
+        pytest.exit(str(e), returncode=3)
     assert Path(EDGEFLOW_BIN).exists(), f"{EDGEFLOW_BIN} missing: run `make build` first"
     netns.cleanup()
     yield

@@ -16,7 +16,7 @@ use tokio_rustls::{TlsAcceptor, TlsConnector};
 use tracing::{debug, info, warn};
 
 use crate::target::Target;
-use crate::{arm_fail_open, replier, Drained, HubRef, Outbox, Slot, Slots};
+use crate::{arm_fail_open, replier, Drained, Full, HubRef, Outbox, Slot, Slots};
 use datapath::ChannelCounters;
 
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -66,14 +66,14 @@ pub(crate) async fn accept_loop(listener: Listener, hub: HubRef, primary: bool) 
         let places = slots.take(&hub.borrow().cfg);
         let (connection, handshake) = match places {
             Ok(p) => p,
-            Err(which) => {
+            Err(full) => {
                 let h = hub.borrow();
-                let (counter, limit, kind) = match which {
-                    "connections" => (&h.counters.connections_refused, h.cfg.max_connections, 0),
-                    _ => (&h.counters.handshakes_refused, h.cfg.max_handshakes, 1),
+                let (counter, limit, what) = match full {
+                    Full::Connections => (&h.counters.connections_refused, h.cfg.max_connections, "connections"),
+                    Full::Handshakes => (&h.counters.handshakes_refused, h.cfg.max_handshakes, "handshakes"),
                 };
                 ChannelCounters::bump(counter);
-                refused[kind].note(&peer, which, limit);
+                refused[full as usize].note(&peer, what, limit);
                 continue; // dropping the stream closes it
             }
         };
@@ -281,10 +281,9 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + 'static>(
     let counters = hub.borrow().counters.clone();
     match outcome {
         Outcome::Session => ChannelCounters::bump(&counters.sessions_ended),
-        // A controller we connected to that closes before its hello refused us.
-        Outcome::Failed | Outcome::Probe if !passive => ChannelCounters::bump(&counters.handshakes_failed),
-        Outcome::Failed => ChannelCounters::bump(&counters.handshakes_failed),
-        Outcome::Probe => {}
+        Outcome::Probe if passive => {}
+        // (A controller we connected to that closes before its hello refused us.)
+        Outcome::Failed | Outcome::Probe => ChannelCounters::bump(&counters.handshakes_failed),
     }
     outcome == Outcome::Session
 }
@@ -362,7 +361,6 @@ async fn handshake_and_session<S: AsyncRead + AsyncWrite + Unpin + 'static>(
     let id = hub.borrow_mut().register(tx.clone(), primary);
     let probe = hub.borrow().cfg.probe_interval;
     let mut session = Session { id, tx: tx.clone(), partial: None, partial_bytes: 0, echo_outstanding: false };
-    let peer = peer.to_string();
     let mut last_rx = Instant::now();
     // While the output is over its limit, the peer's requests wait unread; this is when the
     // writer last made progress then.

@@ -178,19 +178,26 @@ pub(crate) struct Slots {
     pub(crate) handshakes: Cell<usize>,
 }
 
+/// Which of a listener's counts turned a peer away.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Full {
+    Connections = 0,
+    Handshakes = 1,
+}
+
 pub(crate) struct Slot {
     slots: Rc<Slots>,
     handshake: bool,
 }
 
 impl Slots {
-    /// A connection's places (the connection's, and a handshake's), or why not.
-    pub(crate) fn take(self: &Rc<Self>, cfg: &AgentConfig) -> Result<(Slot, Slot), &'static str> {
+    /// A connection's places (the connection's, and a handshake's), or the count that is full.
+    pub(crate) fn take(self: &Rc<Self>, cfg: &AgentConfig) -> Result<(Slot, Slot), Full> {
         if self.connections.get() >= cfg.max_connections {
-            return Err("connections");
+            return Err(Full::Connections);
         }
         if self.handshakes.get() >= cfg.max_handshakes {
-            return Err("handshakes");
+            return Err(Full::Handshakes);
         }
         self.connections.set(self.connections.get() + 1);
         self.handshakes.set(self.handshakes.get() + 1);

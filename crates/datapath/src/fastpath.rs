@@ -352,6 +352,7 @@ fn megaflows(obj: &Object) -> &Map {
 }
 
 fn obj_err(e: io::Error) -> io::Error {
+    let e = crate::privilege_hint(e, "CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN");
     io::Error::new(e.kind(), format!("fast path: {e}"))
 }
 

@@ -22,6 +22,20 @@ pub use netio::{afpacket, netlink, sys, tap, vnet, PortHalves, PortRx, PortTx, R
 pub use switch::{DropCounts, Switch, SwitchConfig, SwitchHandle};
 pub use ebpf;
 
+/// A refusal for want of privilege says which capabilities the step takes (measured as user
+/// `nobody` with ambient capabilities: docs/security.md); other errors pass unchanged.
+pub fn privilege_hint(e: std::io::Error, needs: &str) -> std::io::Error {
+    // EPERM and EACCES, also where a loader's message wrapped the OS error.
+    if e.kind() != std::io::ErrorKind::PermissionDenied {
+        return e;
+    }
+    // On the first line: a verifier log may follow it.
+    let text = e.to_string();
+    let (first, rest) = text.split_once('\n').map_or((text.as_str(), None), |(a, b)| (a, Some(b)));
+    let hinted = format!("{first} (this needs {needs}, or root)");
+    std::io::Error::new(e.kind(), rest.map_or(hinted.clone(), |r| format!("{hinted}\n{r}")))
+}
+
 /// Where replies to one controller connection go (already encoded).
 pub type Replier = Arc<dyn Fn(Vec<u8>) + Send + Sync>;
 

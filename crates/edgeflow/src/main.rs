@@ -282,7 +282,13 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
     // Every switch can be reached by management tools (`edgeflow stats`, `ovs-ofctl`) through a
     // socket named after its dpid, as Open vSwitch offers `<bridge>.mgmt`.
     let mgmt = stats::mgmt_socket(s.dpid);
-    match std::fs::create_dir_all(stats::MGMT_DIR) {
+    // The directory may exist and belong to someone else (a switch run as an unprivileged user
+    // without its own runtime directory): then the switch runs without this socket, and says so.
+    let usable = std::fs::create_dir_all(stats::MGMT_DIR).and_then(|()| {
+        let _ = std::fs::remove_file(&mgmt);
+        std::os::unix::net::UnixListener::bind(&mgmt).map(drop)
+    });
+    match usable {
         Ok(()) => s.listen.push(agent::Target::PUnix(mgmt.clone())),
         Err(e) => tracing::warn!("no management socket in {}: {e}", stats::MGMT_DIR),
     }

@@ -61,37 +61,23 @@ fn install_as(fp: &mut FastPath, id: RuleId, frame: &[u8], mask_fields: &[Field]
     assert!(fp.install(id, &key, &mask.masked(&mask), actions, &Credits::default(), &outputs, &mut cx), "installed");
 }
 
+/// Runs the fast path's XDP program (flows or links, as it was opened) once on `frame`, arriving
+/// on the loopback interface.
 fn xdp(fp: &FastPath, frame: &[u8]) -> (u32, Vec<u8>) {
-    xdp_prog(fp, "ef_xdp", frame)
+    fp.run_once(Mode::Xdp, frame, LO).unwrap()
 }
 
+/// The same with its TC program.
 fn tc(fp: &FastPath, frame: &[u8]) -> (u32, Vec<u8>) {
-    tc_prog(fp, "ef_tc_ingress", frame)
+    fp.run_once(Mode::Tc, frame, LO).unwrap()
 }
 
-/// Runs the XDP program `name` once on `frame`, arriving on the loopback interface.
-fn xdp_prog(fp: &FastPath, name: &str, frame: &[u8]) -> (u32, Vec<u8>) {
-    let mut ctx = [0u32; 6];
-    ctx[1] = frame.len() as u32;
-    ctx[3] = LO;
-    let bytes: Vec<u8> = ctx.iter().flat_map(|w| w.to_ne_bytes()).collect();
-    fp.obj.program(name).unwrap().run_once(frame, &bytes).unwrap()
-}
-
-/// Runs the TC program `name` once on `frame`, arriving on the loopback interface.
-fn tc_prog(fp: &FastPath, name: &str, frame: &[u8]) -> (u32, Vec<u8>) {
-    // struct __sk_buff: ingress_ifindex at 36; the kernel takes a context of this size.
-    let mut ctx = [0u8; 192];
-    ctx[36..40].copy_from_slice(&LO.to_ne_bytes());
-    fp.obj.program(name).unwrap().run_once(frame, &ctx).unwrap()
-}
-
-/// The AFDX program's verdict on `frame` on `hook` ("xdp" or "tc").
+/// The AFDX programs' verdict on `frame` on `hook` ("xdp" or "tc").
 fn afdx_verdict(fp: &FastPath, hook: &str, frame: &[u8]) -> u32 {
     if hook == "xdp" {
-        xdp_prog(fp, "ef_xdp_afdx", frame).0
+        xdp(fp, frame).0
     } else {
-        tc_prog(fp, "ef_tc_afdx", frame).0
+        tc(fp, frame).0
     }
 }
 
@@ -606,7 +592,7 @@ fn an_afdx_account_keeps_its_credit_across_a_handover() {
     };
     let held = [HeldLink { index: 0, out_ifindex: vec![LO], fanout: 0 }];
     let f = udp4(end_system_mac(1, 1), vl_mac(constant, 7), [10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 100);
-    let run = |fp: &FastPath| xdp_prog(fp, "ef_xdp_afdx", &f).0;
+    let run = |fp: &FastPath| xdp(fp, &f).0;
     let one_frame = 128 * bag_ns;
     fp.set_links(&table, &held, &[0]).unwrap();
     assert_eq!(run(&fp), XDP_DROP, "handed over empty: policed");
