@@ -131,6 +131,13 @@ def test_a_full_table_refuses_or_evicts_as_configured(two_hosts, tmp_path):
         assert (tables[2]["flows"], tables[2]["full_refusals"], tables[2]["evictions"]) == (2, 0, 1), tables
 
 
+def forwarding_between_ports(sw, h1, h2):
+    """Port 1 to port 2 and back, installed with ovs-ofctl, and shown to carry pings."""
+    sw.ofctl("add-flow", "priority=10,in_port=1,actions=output:2")
+    sw.ofctl("add-flow", "priority=10,in_port=2,actions=output:1")
+    assert h1.ping(h2.addr, count=2)[0] == 2, "the normal path"
+
+
 def port_report(sw, no):
     return next((p for p in sw.stats()["ports"] if p["no"] == no), None)
 
@@ -142,9 +149,7 @@ def test_a_port_that_flaps_and_an_interface_that_vanishes_and_returns(two_hosts,
     h1, h2 = two_hosts.hosts
     host_settings(two_hosts.hosts, datapath)
     with Edgeflow(two_hosts.switch_ports, datapath=datapath, log_name=f"faults-ports-{datapath}") as sw:
-        sw.ofctl("add-flow", "priority=10,in_port=1,actions=output:2")
-        sw.ofctl("add-flow", "priority=10,in_port=2,actions=output:1")
-        assert h1.ping(h2.addr, count=2)[0] == 2, "the normal path"
+        forwarding_between_ports(sw, h1, h2)
         for _ in range(2):
             h2.run("ip", "link", "set", "eth0", "down")
             wait_for(lambda: not port_report(sw, 2)["up"], timeout=5, what="port 2 down")
@@ -191,9 +196,7 @@ def test_programs_detached_behind_the_switchs_back_are_attached_again(two_hosts,
     h1, h2 = two_hosts.hosts
     host_settings(two_hosts.hosts, datapath)
     with Edgeflow(two_hosts.switch_ports, datapath=datapath, log_name=f"faults-detach-{datapath}") as sw:
-        sw.ofctl("add-flow", "priority=10,in_port=1,actions=output:2")
-        sw.ofctl("add-flow", "priority=10,in_port=2,actions=output:1")
-        assert h1.ping(h2.addr, count=2)[0] == 2, "the normal path"
+        forwarding_between_ports(sw, h1, h2)
         report = sw.stats()
         guard = port_report(sw, 2)["guard_link_id"]
         # TC mode has no guards on its ports: the fast path takes every frame first.

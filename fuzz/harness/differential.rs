@@ -257,6 +257,17 @@ fn run(fp: &mut FastPath, c: &mut Choices) {
     }
 }
 
+/// A frame the kernel dropped at `hook` must be one userspace parsed and sent nowhere (a
+/// malformed one is userspace's to count).
+fn userspace_dropped_too(hook: &str, u: &Userspace) {
+    assert!(
+        u.parsed && u.sent.frames.is_empty() && u.sent.to_controller == 0,
+        "{hook} dropped what userspace {}: {:02x?}",
+        if u.parsed { "sent" } else { "calls malformed" },
+        u.frame
+    );
+}
+
 /// The kernel's verdict on one frame against what userspace did with it. The kernel may always
 /// leave a frame to userspace (XDP_PASS; TC drops it for want of an upcall interface here, and
 /// counts that): what it decides itself must be what userspace decided.
@@ -269,12 +280,7 @@ fn compare(fp: &FastPath, u: &Userspace) {
     match verdict {
         XDP_PASS => count(|t| t.xdp_passed += 1),
         XDP_DROP => {
-            assert!(
-                u.parsed && u.sent.frames.is_empty() && u.sent.to_controller == 0,
-                "xdp dropped what userspace {}: {:02x?}",
-                if u.parsed { "sent" } else { "calls malformed" },
-                u.frame
-            );
+            userspace_dropped_too("xdp", u);
             count(|t| t.xdp_dropped += 1);
         }
         XDP_REDIRECT | XDP_TX => {
@@ -304,12 +310,7 @@ fn compare(fp: &FastPath, u: &Userspace) {
     match verdict {
         TC_ACT_SHOT if deferred => count(|t| t.tc_deferred += 1),
         TC_ACT_SHOT => {
-            assert!(
-                u.parsed && u.sent.frames.is_empty() && u.sent.to_controller == 0,
-                "tc dropped what userspace {}: {:02x?}",
-                if u.parsed { "sent" } else { "calls malformed" },
-                u.frame
-            );
+            userspace_dropped_too("tc", u);
             count(|t| t.tc_dropped += 1);
         }
         TC_ACT_REDIRECT => {
