@@ -92,7 +92,8 @@ def forwarding_thread_switches(pid):
 
 
 def test_idle_switch_sleeps_until_something_happens(two_hosts):
-    """No fixed poll: with no traffic and nothing timed the forwarding thread does not wake."""
+    """No fast poll: with no traffic and nothing timed the forwarding thread wakes only for its
+    once-a-second housekeeping."""
     h1, h2 = two_hosts.hosts
     with edgeflow_on("user", two_hosts.hosts, two_hosts.switch_ports, log_name="idle-loop") as sw:
         assert h1.ping(h2.addr, count=2, interval=0.1)[0] == 2
@@ -100,8 +101,9 @@ def test_idle_switch_sleeps_until_something_happens(two_hosts):
         before = forwarding_thread_switches(sw.proc.pid)
         time.sleep(3)
         woke = forwarding_thread_switches(sw.proc.pid) - before
-        # A 100 ms poll would wake 30 times; stray host traffic (IPv6 neighbour discovery) a few.
-        assert woke <= 6, f"the forwarding thread woke {woke} times in 3 idle seconds"
+        # A 100 ms poll would wake 30 times; the once-a-second check that nothing was detached
+        # wakes 3 times, stray host traffic (IPv6 neighbour discovery) a few.
+        assert woke <= 9, f"the forwarding thread woke {woke} times in 3 idle seconds"
 
 
 @pytest.mark.parametrize("datapath", ["user", "tc"])
