@@ -4,20 +4,25 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 PYTEST := .venv/bin/python -m pytest
 
-.PHONY: all setup build demo test test-unit test-integration bench bench-quick fuzz soak clean
+.PHONY: all setup setup-build build demo test test-unit test-integration bench bench-quick fuzz soak clean
 
 all: build
+
+# Building installs only what building needs; the tests, benchmarks and demo install their peers
+# (Open vSwitch, iperf3, the Python testbed) too.
+setup-build:
+	@scripts/setup.sh build
 
 setup:
 	@scripts/setup.sh
 
-build: setup
+build: setup-build
 	$(CARGO) build --release --locked
 
-demo: build
+demo: setup build
 	scripts/demo.sh
 
-test: build test-unit test-integration
+test: setup build test-unit test-integration
 
 test-unit:
 	$(CARGO) test --release --locked --workspace --no-fail-fast
@@ -31,19 +36,19 @@ clean:
 	$(CARGO) clean
 	rm -rf build results
 
-bench: build
+bench: setup build
 	.venv/bin/python -m testbed.bench
 
 # Every experiment in --quick mode (results/quick) and the claims each shows: ~10 minutes.
-bench-quick: build
+bench-quick: setup build
 	EDGEFLOW_BENCH=1 $(PYTEST) tests/bench -v --durations=0 --junitxml=build/junit-bench.xml
 
 # Every fuzz target for FUZZ_S seconds (default 180) on the pinned nightly: scripts/fuzz.sh.
-fuzz: setup
+fuzz: setup-build
 	scripts/fuzz.sh
 
 # Random flow-mod churn while traffic flows, SOAK_S seconds per datapath (default 600): the switch
 # stays up, untouched traffic arrives whole, memory stays flat (testbed/soak.py).
 SOAK_S ?= 600
-soak: build
+soak: setup build
 	.venv/bin/python -m testbed.soak --seconds $(SOAK_S)

@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
-# Installs everything edgeflow needs to build, test and demo on Debian 12, idempotently:
-# Debian packages, a Rust toolchain, and the Python environment for the testbed.
+# Installs what edgeflow needs on Debian 12, idempotently.
+#   scripts/setup.sh build   what building needs: a C toolchain with clang for the BPF programs,
+#                            libbpf's headers, and Rust (`make`, `make build`)
+#   scripts/setup.sh         everything: that, and the peers, tools and Python environment the
+#                            tests, benchmarks and demo drive (`make test`, `make bench`, `make demo`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+SCOPE=${1:-all}
 
-APT_PACKAGES=(
-  build-essential pkg-config m4 clang-14 llvm-14 libbpf-dev bpftool
-  iproute2 iputils-ping ethtool tcpdump iperf3 netcat-openbsd procps psmisc openssl
+BUILD_PACKAGES=(build-essential pkg-config m4 clang-14 llvm-14 libbpf-dev)
+TESTBED_PACKAGES=(
+  bpftool iproute2 iputils-ping ethtool tcpdump iperf3 netcat-openbsd procps psmisc openssl
   openvswitch-switch openvswitch-common
   python3 python3-venv python3-pip
 )
+APT_PACKAGES=("${BUILD_PACKAGES[@]}")
+if [ "$SCOPE" != build ]; then
+  APT_PACKAGES+=("${TESTBED_PACKAGES[@]}")
+fi
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -32,6 +40,11 @@ if ! command -v cargo >/dev/null 2>&1; then
     curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal
     export PATH="$HOME/.cargo/bin:$PATH"
   fi
+fi
+
+if [ "$SCOPE" = build ]; then
+  echo "setup (build): ok"
+  exit 0
 fi
 
 # Python: one venv for the testbed and its os-ken applications.
