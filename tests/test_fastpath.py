@@ -237,3 +237,40 @@ def test_kernel_hits_count_and_keep_idle_flows_alive(datapath):
             assert not [f for f in sw.flows() if "idle_timeout=2" in f], "idle flow outlived its timeout"
         totals = sw.fastpath_totals()
     assert totals["hits"] >= 20, totals
+
+
+@pytest.mark.parametrize("datapath", ["tc", "xdp"])
+def test_legacy_attach_forwards_and_counts_like_links(datapath):
+    """`--kernel-compat legacy` attaches the ways kernels before TCX (6.6) and XDP links (5.9)
+    offer: a direct-action cls_bpf filter under clsact, and XDP over netlink. The same flows
+    forward and count as with links, TCP included, the report says how each port is attached,
+    and nothing is left attached when the switch stops."""
+    from testbed.netns import sh
+    from testbed.traffic import iperf3_tcp
+    netns.cleanup()
+    with netns.Topology("k") as topo:
+        h1, h2 = topo.add_host(), topo.add_host()
+        ports = topo.switch_ports
+        with edgeflow_on(datapath, topo.hosts, ports, log_name="legacy", extra=["--kernel-compat", "legacy"]) as sw:
+            sw.ofctl("del-flows")
+            sw.ofctl("add-flow", "priority=10,in_port=1,actions=output:2")
+            sw.ofctl("add-flow", "priority=10,in_port=2,actions=output:1")
+            assert h1.ping(h2.addr, count=10, interval=0.05)[0] == 10
+            bps = iperf3_tcp(h1, h2, seconds=2)
+            report = sw.stats()
+            kinds = {a["kind"] for a in report["fast_path"]["attachments"]}
+            want = {"tc clsact"} if datapath == "tc" else {"xdp native netlink", "xdp generic netlink"}
+            assert kinds and kinds <= want, report["fast_path"]["attachments"]
+            for port in ports:
+                if datapath == "tc":
+                    shown = sh("tc", "filter", "show", "dev", port, "ingress").stdout
+                    assert "ef_tc_ingress" in shown and "direct-action" in shown, shown
+                else:
+                    assert "prog/xdp" in sh("ip", "-d", "link", "show", port).stdout
+            hits = report["fast_path"]["hits"]
+            print(f"\nlegacy attach ({datapath}): {sorted(kinds)}, TCP {bps / 1e9:.2f} Gbit/s, {hits} kernel hits")
+            assert hits >= 10, report["fast_path"]
+            assert bps > 0.5e9, bps
+        for port in ports:
+            assert "bpf" not in sh("tc", "filter", "show", "dev", port, "ingress").stdout
+            assert "prog/xdp" not in sh("ip", "-d", "link", "show", port).stdout

@@ -26,7 +26,8 @@ use pipeline::meter::Meter;
 use pipeline::Retired;
 use tracing::{debug, info, warn};
 
-use crate::ebpf::{Link, Map, Object, Program};
+use crate::attach::{self, Attachment};
+use crate::ebpf::{Map, Object, Program};
 use crate::sys;
 
 pub const MAX_MASKS: usize = 16;
@@ -342,7 +343,7 @@ struct Attached {
     name: String,
     ifindex: u32,
     tag: u16,
-    link: Link,
+    link: Attachment,
     /// The XDP program bound to this device (see `attach_xdp`), if binding worked.
     _bound: Option<Program>,
 }
@@ -421,7 +422,10 @@ impl FastPath {
         }
         self.register_port(no, ifindex, tag)?;
         let (link, bound) = match self.mode {
-            Mode::Tc => self.obj.program(self.programs.names().0).map_err(obj_err)?.attach_tc(ifindex, false).map(|l| (l, None)),
+            Mode::Tc => {
+                let program = self.obj.program(self.programs.names().0).map_err(obj_err)?;
+                attach::tc(program, ifindex, attach::TcSlot::FastPath).map(|a| (a, None))
+            }
             Mode::Xdp => self.attach_xdp(name, ifindex),
         }
         .map_err(failed)?;
@@ -432,7 +436,7 @@ impl FastPath {
     /// Ports whose programs are attached no more: removed behind the switch's back, or their
     /// interface went away.
     pub fn detached_ports(&self) -> Vec<u32> {
-        self.attached.iter().filter(|(_, a)| a.link.ifindex().is_ok_and(|i| i == 0)).map(|(&no, _)| no).collect()
+        self.attached.iter().filter(|(_, a)| a.link.detached()).map(|(&no, _)| no).collect()
     }
 
     /// Attaches port `no`'s programs again, to its interface as it now is; counted.
@@ -444,9 +448,9 @@ impl FastPath {
         Ok(())
     }
 
-    /// The kernel's id of each port's link, by port number.
-    pub fn link_ids(&self) -> Vec<(u32, u32)> {
-        self.attached.iter().filter_map(|(&no, a)| a.link.id().ok().map(|id| (no, id))).collect()
+    /// Each port's attachment: how it is attached, and the kernel's id of its link if a link.
+    pub fn attachments(&self) -> Vec<(u32, &'static str, Option<u32>)> {
+        self.attached.iter().map(|(&no, a)| (no, a.link.kind, a.link.link_id())).collect()
     }
 
     /// Drops what the programs know of an interface that is gone (its index may come back as
@@ -468,10 +472,10 @@ impl FastPath {
     /// VLAN tag already taken out of the frame (veth does this for tags the sender's stack put in
     /// metadata); a frame with such a tag would otherwise look untagged and match the wrong
     /// entry. Where binding fails, the shared program runs and such frames cannot be told apart.
-    fn attach_xdp(&mut self, name: &str, ifindex: u32) -> io::Result<(Link, Option<Program>)> {
+    fn attach_xdp(&mut self, name: &str, ifindex: u32) -> io::Result<(Attachment, Option<Program>)> {
         let program = self.programs.names().1;
         if self.obj.missing_kfuncs.is_empty() {
-            match self.obj.load_dev_bound(program, ifindex).and_then(|p| p.attach_xdp(ifindex).map(|l| (p, l))) {
+            match self.obj.load_dev_bound(program, ifindex).and_then(|p| attach::xdp(&p, ifindex).map(|l| (p, l))) {
                 Ok((prog, link)) => return Ok((link, Some(prog))),
                 Err(e) => warn!(
                     port = name,
@@ -481,7 +485,7 @@ impl FastPath {
         } else {
             warn!(missing = ?self.obj.missing_kfuncs, "kernel lacks XDP metadata kfuncs (Linux < 6.8): VLAN tags in receive metadata go unseen");
         }
-        Ok((self.obj.program(program).map_err(obj_err)?.attach_xdp(ifindex)?, None))
+        Ok((attach::xdp(self.obj.program(program).map_err(obj_err)?, ifindex)?, None))
     }
 
     fn set_config(&self, which: u32, v: u64) -> io::Result<()> {

@@ -8,6 +8,7 @@
 //! Port I/O (AF_PACKET rings, tap) is the `netio` crate, behind [`PortRx`] and [`PortTx`]; the
 //! kernel fast path (`fastpath`) holds the mode's decisions in BPF maps, loaded by the `ebpf` crate.
 
+pub mod attach;
 pub mod egress;
 pub mod fastpath;
 pub mod schedule;

@@ -206,6 +206,42 @@ impl Map {
     }
 }
 
+/// Before Linux 5.11 the kernel charged BPF maps and programs to RLIMIT_MEMLOCK, whose default
+/// (64 KiB, 8 MiB on newer distributions) is far below what the fast path's maps take: there,
+/// raise it as far as this process may, once. Later kernels charge the memory cgroup and ignore
+/// it, and the limit is left alone (it also decides whether packet rings are locked in memory).
+fn raise_memlock() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if kernel_release().is_some_and(|v| v >= (5, 11)) {
+            return;
+        }
+        let infinite = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
+        // SAFETY: plain rlimit calls on live structs.
+        unsafe {
+            if libc::setrlimit(libc::RLIMIT_MEMLOCK, &infinite) != 0 {
+                let mut current = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+                if libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut current) == 0 {
+                    current.rlim_cur = current.rlim_max;
+                    libc::setrlimit(libc::RLIMIT_MEMLOCK, &current);
+                }
+            }
+        }
+    });
+}
+
+/// The running kernel's (major, minor) version, from uname.
+pub fn kernel_release() -> Option<(u32, u32)> {
+    // SAFETY: uname fills a plain struct.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return None;
+    }
+    let release: String = u.release.iter().take_while(|&&c| c != 0).map(|&c| c as u8 as char).collect();
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+}
+
 /// Number of possible CPUs (the stride count of per-CPU map values).
 pub fn possible_cpus() -> io::Result<usize> {
     let s = std::fs::read_to_string("/sys/devices/system/cpu/possible")?;
@@ -268,19 +304,14 @@ impl Program {
 
     /// Attaches an XDP program to an interface (driver mode, falling back to generic).
     pub fn attach_xdp(&self, ifindex: u32) -> io::Result<Link> {
-        let mut a =
-            Attr::new().u32(0, self.fd() as u32).u32(4, ifindex).u32(8, attach::XDP).u32(12, xdp_flags::DRV_MODE);
-        match bpf_fd(cmd::LINK_CREATE, &mut a) {
-            Ok(fd) => Ok(Link(fd)),
-            Err(_) => {
-                let mut a = Attr::new()
-                    .u32(0, self.fd() as u32)
-                    .u32(4, ifindex)
-                    .u32(8, attach::XDP)
-                    .u32(12, xdp_flags::SKB_MODE);
-                bpf_fd(cmd::LINK_CREATE, &mut a).map(Link)
-            }
-        }
+        self.attach_xdp_mode(ifindex, xdp_flags::DRV_MODE).or_else(|_| self.attach_xdp_mode(ifindex, xdp_flags::SKB_MODE))
+    }
+
+    /// Attaches an XDP program through a BPF link in one mode (`xdp_flags::DRV_MODE` or
+    /// `SKB_MODE`).
+    pub fn attach_xdp_mode(&self, ifindex: u32, mode: u32) -> io::Result<Link> {
+        let mut a = Attr::new().u32(0, self.fd() as u32).u32(4, ifindex).u32(8, attach::XDP).u32(12, mode);
+        bpf_fd(cmd::LINK_CREATE, &mut a).map(Link)
     }
 
     /// Attaches a TC (sched_cls, direct action) program at an interface's ingress or egress (TCX).
@@ -393,6 +424,7 @@ impl Object {
     /// As [`Object::load`], with the maps named in `sizes` created with that many entries instead
     /// of the number the object was built with (a capacity is a deployment's choice).
     pub fn load_sized(elf: &[u8], sizes: &[(&str, u32)]) -> io::Result<Object> {
+        raise_memlock();
         if elf.len() < 64 || &elf[..4] != b"\x7fELF" || elf[4] != 2 || elf[5] != 1 {
             return Err(bad("not a little-endian ELF64 object".into()));
         }

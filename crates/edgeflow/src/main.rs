@@ -101,6 +101,11 @@ struct RunArgs {
     /// costs about half a kilobyte of kernel memory while it exists; the rest stay in userspace.
     #[arg(long, value_name = "N")]
     fastpath_entries: Option<u32>,
+    /// How programs are attached: auto (TCX and XDP links where the kernel has them, else the
+    /// older ways) or legacy (clsact cls_bpf filters and netlink XDP, as before Linux 6.6 and
+    /// 5.9, on any kernel). `edgeflow stats` says which each port got.
+    #[arg(long, value_name = "MODE")]
+    kernel_compat: Option<String>,
     /// Forwarding mode: openflow (default; controllers program it), learning (a MAC-learning
     /// switch without flow tables), portmap (fixed port pairs, see --portmap), afdx (ARINC 664
     /// virtual links, from the config file's [[afdx.vl]] table; see docs/afdx.md) or less
@@ -164,6 +169,7 @@ impl RunArgs {
             probe_interval: self.probe_interval,
             datapath: self.datapath.clone(),
             fastpath_entries: self.fastpath_entries,
+            kernel_compat: self.kernel_compat.clone(),
             mode: self.mode.clone(),
             portmap: self.portmap.clone(),
             packet_in_rate: self.packet_in_rate,
@@ -327,6 +333,7 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
         timing: s.timing,
         cpu: s.cpu,
     };
+    datapath::attach::force_legacy(s.legacy_attach);
     let (switch, handle) = Switch::new(switch_cfg, mode, event_sink).map_err(|e| e.to_string())?;
     let features = switch.features();
     info!(

@@ -246,6 +246,11 @@ pub fn render(r: &Value) -> String {
             let keys: Vec<&str> = links.keys().map(|k| k.as_str()).collect();
             out += &table(&keys, vec![links.values().map(n).collect()]);
         }
+        if let Some(attached) = fp.get("attachments").and_then(|a| a.as_array()).filter(|a| !a.is_empty()) {
+            out += "\nkernel programs attached (how this kernel allowed)\n";
+            let rows = attached.iter().map(|a| vec![n(&a["port"]), n(&a["kind"]), n(&a["link_id"])]).collect();
+            out += &table(&["port", "attached as", "link id"], rows);
+        }
         if let Some(drops) = fp.get("drops").and_then(|d| d.as_object()) {
             out += "\nkernel drops by reason\n";
             out += &table(&["reason", "frames"], drops.iter().map(|(k, v)| vec![k.clone(), n(v)]).collect());

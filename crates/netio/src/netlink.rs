@@ -190,3 +190,114 @@ pub fn delete_link(name: &str) -> io::Result<()> {
     attr(&mut body, IFLA_IFNAME, &cname(name));
     request(RTM_DELLINK, 0, &body)
 }
+
+/// `struct tcmsg`: family, padding, ifindex, handle, parent, info.
+fn tcmsg(ifindex: u32, handle: u32, parent: u32, info: u32) -> Vec<u8> {
+    let mut m = vec![0u8; 20];
+    m[0] = libc::AF_UNSPEC as u8;
+    m[4..8].copy_from_slice(&ifindex.to_ne_bytes());
+    m[8..12].copy_from_slice(&handle.to_ne_bytes());
+    m[12..16].copy_from_slice(&parent.to_ne_bytes());
+    m[16..20].copy_from_slice(&info.to_ne_bytes());
+    m
+}
+
+const RTM_NEWQDISC: u16 = 36;
+const RTM_NEWTFILTER: u16 = 44;
+const RTM_DELTFILTER: u16 = 45;
+const TCA_KIND: u16 = 1;
+const TCA_OPTIONS: u16 = 2;
+const TC_H_CLSACT: u32 = 0xffff_fff1;
+const TC_H_INGRESS_PARENT: u32 = 0xffff_fff2;
+const TC_H_EGRESS_PARENT: u32 = 0xffff_fff3;
+/// The handle our filters take: one of ours per hook, interface and priority.
+const FILTER_HANDLE: u32 = 1;
+
+/// A BPF program attached as a direct-action `cls_bpf` filter under the interface's `clsact`
+/// qdisc (how TC programs were attached before TCX links, Linux 6.6); removed when dropped.
+#[derive(Debug)]
+pub struct TcFilter {
+    ifindex: u32,
+    parent: u32,
+    prio: u16,
+}
+
+/// Attaches the TC program `prog_fd` (named `name`) at `ifindex`'s ingress or egress through a
+/// `clsact` qdisc, created if the interface has none, at priority `prio` (lower runs first). A
+/// filter already at that priority (a run that did not clean up) is replaced.
+pub fn attach_cls_bpf(ifindex: u32, egress: bool, prog_fd: i32, name: &str, prio: u16) -> io::Result<TcFilter> {
+    let mut qdisc = tcmsg(ifindex, 0xffff_0000, TC_H_CLSACT, 0);
+    attr(&mut qdisc, TCA_KIND, b"clsact\0");
+    match request(RTM_NEWQDISC, (libc::NLM_F_CREATE | libc::NLM_F_EXCL) as u16, &qdisc) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EEXIST) => {}
+        Err(e) => return Err(io::Error::new(e.kind(), format!("clsact qdisc: {e}"))),
+    }
+    const TCA_BPF_FD: u16 = 6;
+    const TCA_BPF_NAME: u16 = 7;
+    const TCA_BPF_FLAGS: u16 = 8;
+    const TCA_BPF_FLAG_ACT_DIRECT: u32 = 1;
+    let parent = if egress { TC_H_EGRESS_PARENT } else { TC_H_INGRESS_PARENT };
+    let mut options = Vec::new();
+    attr(&mut options, TCA_BPF_FD, &(prog_fd as u32).to_ne_bytes());
+    attr(&mut options, TCA_BPF_NAME, &cname(name));
+    attr(&mut options, TCA_BPF_FLAGS, &TCA_BPF_FLAG_ACT_DIRECT.to_ne_bytes());
+    let mut body = tcmsg(ifindex, FILTER_HANDLE, parent, filter_info(prio));
+    attr(&mut body, TCA_KIND, b"bpf\0");
+    nested(&mut body, TCA_OPTIONS, &options);
+    request(RTM_NEWTFILTER, (libc::NLM_F_CREATE | libc::NLM_F_REPLACE) as u16, &body)
+        .map_err(|e| io::Error::new(e.kind(), format!("cls_bpf filter: {e}")))?;
+    Ok(TcFilter { ifindex, parent, prio })
+}
+
+/// The filter's priority (high 16 bits) and protocol (ETH_P_ALL, network order).
+fn filter_info(prio: u16) -> u32 {
+    (prio as u32) << 16 | (libc::ETH_P_ALL as u16).to_be() as u32
+}
+
+impl Drop for TcFilter {
+    fn drop(&mut self) {
+        let mut body = tcmsg(self.ifindex, FILTER_HANDLE, self.parent, filter_info(self.prio));
+        attr(&mut body, TCA_KIND, b"bpf\0");
+        // The interface may be gone, and its filters with it.
+        let _ = request(RTM_DELTFILTER, 0, &body);
+    }
+}
+
+/// An XDP program attached over netlink (how XDP was attached before BPF links, Linux 5.9);
+/// removed when dropped.
+#[derive(Debug)]
+pub struct XdpAttachment {
+    ifindex: u32,
+    flags: u32,
+}
+
+/// XDP_FLAGS_SKB_MODE and XDP_FLAGS_DRV_MODE.
+pub const XDP_GENERIC: u32 = 1 << 1;
+pub const XDP_NATIVE: u32 = 1 << 2;
+
+fn set_xdp(ifindex: u32, fd: i32, flags: u32) -> io::Result<()> {
+    const IFLA_XDP: u16 = 43;
+    const IFLA_XDP_FD: u16 = 1;
+    const IFLA_XDP_FLAGS: u16 = 3;
+    let mut xdp = Vec::new();
+    attr(&mut xdp, IFLA_XDP_FD, &fd.to_ne_bytes());
+    attr(&mut xdp, IFLA_XDP_FLAGS, &flags.to_ne_bytes());
+    let mut body = ifinfomsg(ifindex as i32);
+    nested(&mut body, IFLA_XDP, &xdp);
+    request(RTM_SETLINK, 0, &body)
+}
+
+/// Attaches the XDP program `prog_fd` to `ifindex` in `mode` (`XDP_NATIVE` or `XDP_GENERIC`).
+pub fn attach_xdp(ifindex: u32, prog_fd: i32, mode: u32) -> io::Result<XdpAttachment> {
+    set_xdp(ifindex, prog_fd, mode)?;
+    Ok(XdpAttachment { ifindex, flags: mode })
+}
+
+impl Drop for XdpAttachment {
+    fn drop(&mut self) {
+        let _ = set_xdp(self.ifindex, -1, self.flags);
+    }
+}
+
+const RTM_SETLINK: u16 = 19;

@@ -192,7 +192,7 @@ pub struct Switch {
     /// Where the kernel fast path sends misses up (TC mode), and the guard that keeps the host
     /// stack off that interface.
     upcall_rx: Option<Box<dyn PortRx>>,
-    _upcall_guard: Option<crate::ebpf::Link>,
+    _upcall_guard: Option<crate::attach::Attachment>,
     /// The mode's generation the fast path last mirrored.
     fast_gen: u64,
     /// The generation of the mode's kernel label tables last mirrored.

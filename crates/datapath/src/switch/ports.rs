@@ -41,7 +41,7 @@ pub(super) struct SwitchPort {
     pub rx: Option<Box<dyn PortRx>>,
     pub tx: Option<Box<dyn PortTx>>,
     /// Keeps the host stack off the port while the port lives.
-    pub guard: Option<crate::ebpf::Link>,
+    pub guard: Option<crate::attach::Attachment>,
     pub ifindex: u32,
     /// A veth: it hands a GSO super-frame to its peer as it is, so one may leave under labels.
     pub whole: bool,
@@ -58,7 +58,7 @@ impl SwitchPort {
         name: &str,
         rx: Box<dyn PortRx>,
         tx: Box<dyn PortTx>,
-        guard: Option<crate::ebpf::Link>,
+        guard: Option<crate::attach::Attachment>,
     ) -> Self {
         SwitchPort {
             rx: Some(rx),
@@ -183,10 +183,10 @@ impl PortGuard {
         }
     }
 
-    pub fn attach(&self, name: &str) -> Option<crate::ebpf::Link> {
+    pub fn attach(&self, name: &str) -> Option<crate::attach::Attachment> {
         let prog = self.0.as_ref()?.program("port_guard").ok()?;
         let ifindex = sys::ifindex(name).ok()?;
-        prog.attach_tc(ifindex, false).map_err(|e| warn!(port = name, "port guard not attached: {e}")).ok()
+        crate::attach::tc(prog, ifindex, crate::attach::TcSlot::PortGuard).map_err(|e| warn!(port = name, "port guard not attached: {e}")).ok()
     }
 }
 
@@ -318,7 +318,7 @@ impl Switch {
             }
         }
         for (&no, port) in self.ports.iter_mut() {
-            let detached = port.guard.as_ref().is_some_and(|g| g.ifindex().is_ok_and(|i| i == 0));
+            let detached = port.guard.as_ref().is_some_and(|g| g.detached());
             if detached && port.tx.is_some() {
                 port.guard = self.guard.attach(&port.desc.name);
                 if port.guard.is_some() {

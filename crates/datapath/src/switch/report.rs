@@ -51,7 +51,8 @@ impl Switch {
                        "rx_packets": s.rx_packets, "rx_bytes": s.rx_bytes, "rx_dropped": s.rx_dropped,
                        "rx_errors": s.rx_errors, "tx_packets": s.tx_packets, "tx_bytes": s.tx_bytes,
                        "tx_dropped": s.tx_dropped, "link_changes": p.counters.link_changes,
-                       "removed": p.counters.removed, "guard_link_id": p.guard.as_ref().and_then(|g| g.id().ok()),
+                       "removed": p.counters.removed, "guard_link_id": p.guard.as_ref().and_then(|g| g.link_id()),
+                       "guard_attached": p.guard.as_ref().map(|g| g.kind),
                        "guard_reattached": p.counters.guard_reattached, "queues": queues})
             })
             .collect();
@@ -84,7 +85,7 @@ impl Switch {
                 f.link_counters().into_iter().map(|(r, n)| (r.to_string(), json!(n))).collect();
             json!({"hits": hits, "misses": misses, "upcalls": upcalls, "slow": slow,
                    "entries": f.len(), "installed": f.installed, "refused": f.refused, "retired": f.retired, "drops": drops,
-                   "reattached": f.reattached, "attachments": f.link_ids().into_iter().map(|(no, id)| json!({"port": no, "link_id": id})).collect::<Vec<_>>(),
+                   "reattached": f.reattached, "attachments": f.attachments().into_iter().map(|(no, kind, id)| json!({"port": no, "kind": kind, "link_id": id})).collect::<Vec<_>>(),
                    "labels": labels, "links": links})
         });
         let drops: serde_json::Map<String, Value> =

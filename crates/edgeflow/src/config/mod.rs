@@ -34,6 +34,8 @@ pub struct File {
     pub datapath: Option<Spanned<String>>,
     /// How many translations the kernel fast path holds at most.
     pub fastpath_entries: Option<Spanned<u32>>,
+    /// "auto" (links where the kernel has them) or "legacy" (clsact filters, netlink XDP).
+    pub kernel_compat: Option<Spanned<String>>,
     pub mode: Option<Spanned<String>>,
     pub packet_in_rate: Option<u32>,
     /// Bytes a controller connection may have waiting to be written before it is closed.
@@ -144,6 +146,8 @@ pub struct Settings {
     pub fastpath: Option<datapath::fastpath::Mode>,
     /// The kernel fast path's capacity in translations.
     pub fastpath_entries: u32,
+    /// Attach programs the pre-link ways even where the kernel has links.
+    pub legacy_attach: bool,
     /// The switch's mode: every port's that names none of its own.
     pub mode: ModeSetting,
     /// The other modes ports named (`[[port]] mode`), each with its ports; empty when every port
@@ -175,6 +179,7 @@ pub struct Flags {
     pub probe_interval: Option<u64>,
     pub datapath: Option<String>,
     pub fastpath_entries: Option<u32>,
+    pub kernel_compat: Option<String>,
     pub mode: Option<String>,
     /// `FROM:TO` port-number pairs for the port-map mode.
     pub portmap: Vec<String>,
@@ -271,6 +276,14 @@ fn parse_fastpath_entries(n: u32) -> Result<u32, String> {
         Ok(n)
     } else {
         Err(format!("fastpath_entries = {n}: must be between 1 and {max}"))
+    }
+}
+
+fn parse_kernel_compat(s: &str) -> Result<bool, String> {
+    match s {
+        "auto" => Ok(false),
+        "legacy" => Ok(true),
+        _ => Err(format!("kernel compat '{s}': expected 'auto' or 'legacy'")),
     }
 }
 
@@ -381,6 +394,11 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
         (Some(d), _) => parse_datapath(d).map_err(|e| format!("--datapath: {e}"))?,
         (None, Some(d)) => parse_datapath(d.get_ref()).map_err(|e| cx.at(d, e))?,
         _ => None,
+    };
+    let legacy_attach = match (&flags.kernel_compat, &file.kernel_compat) {
+        (Some(k), _) => parse_kernel_compat(k).map_err(|e| format!("--kernel-compat: {e}"))?,
+        (None, Some(k)) => parse_kernel_compat(k.get_ref()).map_err(|e| cx.at(k, e))?,
+        (None, None) => false,
     };
     let channel_output_limit = match (flags.channel_output_limit, &file.channel_output_limit) {
         (Some(n), _) => parse_output_limit(n).map_err(|e| format!("--channel-output-limit: {e}"))?,
@@ -537,6 +555,7 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
         table_limits,
         fastpath,
         fastpath_entries,
+        legacy_attach,
         mode,
         port_modes,
         egress,
