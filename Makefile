@@ -4,7 +4,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 PYTEST := .venv/bin/python -m pytest
 
-.PHONY: all setup setup-build build demo test test-unit test-integration bench bench-quick fuzz soak clean
+.PHONY: all setup setup-build build demo test test-unit test-integration test-kernels bench bench-quick fuzz soak clean
 
 all: build
 
@@ -31,6 +31,11 @@ test-unit:
 # test`) is watched, not guessed.
 test-integration:
 	$(PYTEST) tests -v --durations=0 --junitxml=build/junit.xml
+
+# The kernel fast path's tests inside Debian 12's own kernel (6.1), booted with virtme-ng:
+# scripts/test-kernels.sh.
+test-kernels: setup build
+	scripts/test-kernels.sh
 
 clean:
 	$(CARGO) clean

@@ -175,12 +175,15 @@ static __always_inline int ctx_store(void *ctx, const enum hook hook, __u32 off,
 	return 0;
 }
 
-/* Writes a run of bytes whose length is known only at run time (1..max). */
+/* Writes a run of bytes whose length is known only at run time (1..max, max a power of two). */
 static __always_inline int ctx_store_run(void *ctx, const enum hook hook, __u32 off, void *from, __u32 n,
 					 const __u32 max)
 {
 	if (n == 0 || n > max)
 		return -1;
+	/* The same n, in a form whose bounds the verifier carries through a stack spill: Linux 6.1
+	 * forgot the check above on the copy the compiler reloads, and refused a zero-size store. */
+	n = ((n - 1) & (max - 1)) + 1;
 	if (hook == HOOK_TC)
 		return bpf_skb_store_bytes(SKB(ctx), off, from, n, 0);
 	return bpf_xdp_store_bytes(XDP(ctx), off, from, n);

@@ -13,6 +13,7 @@ TESTBED_PACKAGES=(
   bpftool iproute2 iputils-ping ethtool tcpdump iperf3 netcat-openbsd procps psmisc openssl
   openvswitch-switch openvswitch-common
   python3 python3-venv python3-pip
+  qemu-system-x86 busybox-static
 )
 APT_PACKAGES=("${BUILD_PACKAGES[@]}")
 if [ "$SCOPE" != build ]; then
@@ -53,7 +54,7 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
   "$PY" -m venv .venv
 fi
-if ! .venv/bin/python -c "import os_ken, pytest, pytest_timeout, matplotlib, scapy, cryptography" 2>/dev/null; then
+if ! .venv/bin/python -c "import os_ken, pytest, pytest_timeout, matplotlib, scapy, cryptography, virtme_ng" 2>/dev/null; then
   echo "setup: installing Python packages"
   .venv/bin/pip install -q --upgrade pip
   .venv/bin/pip install -q -r testbed/requirements.txt

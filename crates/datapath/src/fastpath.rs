@@ -27,6 +27,7 @@ use pipeline::Retired;
 use tracing::{debug, info, warn};
 
 use crate::attach::{self, Attachment};
+use crate::caps;
 use crate::ebpf::{Map, Object, Program};
 use crate::sys;
 
@@ -353,7 +354,7 @@ fn megaflows(obj: &Object) -> &Map {
 }
 
 fn obj_err(e: io::Error) -> io::Error {
-    let e = crate::privilege_hint(e, "CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN");
+    let e = crate::privilege_hint(e, &[caps::BPF, caps::PERFMON, caps::NET_ADMIN]);
     io::Error::new(e.kind(), format!("fast path: {e}"))
 }
 

@@ -23,17 +23,37 @@ pub use netio::{afpacket, netlink, sys, tap, vnet, PortHalves, PortRx, PortTx, R
 pub use switch::{DropCounts, Switch, SwitchConfig, SwitchHandle};
 pub use ebpf;
 
-/// A refusal for want of privilege says which capabilities the step takes (measured as user
-/// `nobody` with ambient capabilities: docs/security.md); other errors pass unchanged.
-pub fn privilege_hint(e: std::io::Error, needs: &str) -> std::io::Error {
-    // EPERM and EACCES, also where a loader's message wrapped the OS error.
+/// Capabilities a step may need, by their bit in the kernel's capability sets.
+pub mod caps {
+    pub const NET_ADMIN: (&str, u32) = ("CAP_NET_ADMIN", 12);
+    pub const NET_RAW: (&str, u32) = ("CAP_NET_RAW", 13);
+    pub const PERFMON: (&str, u32) = ("CAP_PERFMON", 38);
+    pub const BPF: (&str, u32) = ("CAP_BPF", 39);
+}
+
+/// The effective capabilities of this process (`CapEff` in /proc/self/status), if readable.
+fn effective_caps() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let hex = status.lines().find_map(|l| l.strip_prefix("CapEff:"))?.trim();
+    u64::from_str_radix(hex, 16).ok()
+}
+
+/// A refusal for want of privilege says which of the capabilities the step takes this process
+/// lacks (measured as user `nobody` with ambient capabilities: docs/security.md). Where none is
+/// missing, the refusal is something else (a verifier's, say) and passes unchanged.
+pub fn privilege_hint(e: std::io::Error, needs: &[(&str, u32)]) -> std::io::Error {
     if e.kind() != std::io::ErrorKind::PermissionDenied {
+        return e;
+    }
+    let have = effective_caps().unwrap_or(u64::MAX);
+    let missing: Vec<&str> = needs.iter().filter(|(_, bit)| have & (1 << bit) == 0).map(|(name, _)| *name).collect();
+    if missing.is_empty() {
         return e;
     }
     // On the first line: a verifier log may follow it.
     let text = e.to_string();
     let (first, rest) = text.split_once('\n').map_or((text.as_str(), None), |(a, b)| (a, Some(b)));
-    let hinted = format!("{first} (this needs {needs}, or root)");
+    let hinted = format!("{first} (this needs {}, which this process lacks; or root)", missing.join(" and "));
     std::io::Error::new(e.kind(), rest.map_or(hinted.clone(), |r| format!("{hinted}\n{r}")))
 }
 

@@ -219,7 +219,7 @@ impl Switch {
         let guard = PortGuard::load();
         for (no, name) in &cfg.ports {
             let (rx, tx) = afpacket::open(name, cfg.ring)
-                .map_err(|e| crate::privilege_hint(e, "CAP_NET_RAW"))
+                .map_err(|e| crate::privilege_hint(e, &[crate::caps::NET_RAW]))
                 .map_err(|e| std::io::Error::new(e.kind(), format!("port {no} ({name}): {e}")))?;
             ports.insert(*no, SwitchPort::new(*no, name, Box::new(rx), Box::new(tx), guard.attach(name)));
         }

@@ -176,7 +176,7 @@ impl PortGuard {
         match crate::ebpf::Object::load(crate::bpf_objects::PORT_GUARD) {
             Ok(o) => PortGuard(Some(o)),
             Err(e) => {
-                let e = crate::privilege_hint(e, "CAP_BPF and CAP_NET_ADMIN");
+                let e = crate::privilege_hint(e, &[crate::caps::BPF, crate::caps::NET_ADMIN]);
                 warn!("cannot load the port guard (the host stack will also see port traffic): {e}");
                 PortGuard(None)
             }
