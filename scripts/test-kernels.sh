@@ -2,9 +2,9 @@
 # `make test-kernels`: boots the kernels gateways run (today Debian 12's own, 6.1) with virtme-ng
 # over this machine's root filesystem and runs the kernel fast path's tests inside:
 # BPF_PROG_TEST_RUN of every program feature (flows, actions, meters, AFDX links, LESS labels, on
-# TC and XDP) and the differential check against userspace. The kernel is unpacked from its
-# Debian package under build/kernels/ (apt-get download + dpkg -x), never installed.
-#   KERNEL_TESTS=quick   the same tests; what `make test` runs (tests/test_kernels.py)
+# TC and XDP), the differential check against userspace, and forwarding through TC and XDP in
+# namespaces (pings and TCP). The kernel is unpacked from its Debian package under build/kernels/
+# (apt-get download + dpkg -x), never installed. `make test` runs all of it (tests/test_kernels.py).
 # KVM is used where it boots the guest; where it does not (absent, or a nested KVM that hangs on
 # the guest's first instruction, as on the machine this was written on) the run says so and
 # uses TCG, slower.
@@ -42,18 +42,29 @@ for line in sys.stdin:
         print(m["target"]["name"], m["executable"])')
 unit=$(awk '$1 == "datapath" {print $2}' <<<"$bins")
 differential=$(awk '$1 == "differential" {print $2}' <<<"$bins")
+# Then forwarding through real interfaces in namespaces: attached the way the guest kernel
+# allows (clsact before 6.6), and the legacy ways, pings and TCP through TC and XDP.
+forwarding="tests/test_fastpath.py -k 'matches_the_kernel or kernel_hits or legacy'"
 script="mount -t bpf bpf /sys/fs/bpf 2>/dev/null; echo guest-kernel \$(uname -r);
-  $unit --color never fastpath:: && $differential --color never && echo guest-tests-passed"
+  $unit --color never fastpath:: && $differential --color never &&
+  .venv/bin/python -m pytest $forwarding -q -s --color=no -p no:cacheprovider && echo guest-tests-passed"
 
-boot() { vng -v -r "$vmlinuz" --cpus 2 --memory 2G "$@" --exec "$script" 2>&1 | tr -d '\r' | grep -av '^\[ *[0-9]' || true; }
-accel=kvm
-if [ -e /dev/kvm ]; then
-  # -cpu host with arch-capabilities makes this QEMU abort on a nested KVM; without it, a guest
-  # that never starts is told apart by a short first try.
-  out=$(timeout 20 vng -v -r "$vmlinuz" --qemu-opts="-cpu host,-arch-capabilities" --exec "echo booted" 2>&1 | tr -d '\r' || true)
-  grep -q '^booted' <<<"$out" || accel=tcg
-else
+# The guest writes the testbed's logs under build/ through an overlay; the host's stay as they were.
+boot() {
+  vng -v -r "$vmlinuz" --cpus 2 --memory 2G --cwd "$PWD" --overlay-rwdir "$PWD" "$@" --exec "$script" 2>&1 |
+    tr -d '\r' | grep -av '^\[ *[0-9]' || true
+}
+# -cpu host with arch-capabilities makes this QEMU abort on a nested KVM; without it, a guest
+# that never starts is told apart by a short first try, whose verdict is kept for this host kernel.
+verdict=build/kernels/accel-$(uname -r)
+if [ ! -e /dev/kvm ]; then
   accel=tcg
+elif [ -f "$verdict" ]; then
+  accel=$(cat "$verdict")
+else
+  out=$(timeout 20 vng -v -r "$vmlinuz" --qemu-opts="-cpu host,-arch-capabilities" --exec "echo booted" 2>&1 | tr -d '\r' || true)
+  if grep -q '^booted' <<<"$out"; then accel=kvm; else accel=tcg; fi
+  echo "$accel" > "$verdict"
 fi
 echo "test-kernels: $package, $( [ $accel = kvm ] && echo KVM || echo 'TCG (software emulation: KVM is absent here or does not boot the guest)')"
 if [ $accel = kvm ]; then
@@ -61,5 +72,5 @@ if [ $accel = kvm ]; then
 else
   out=$(boot --disable-kvm)
 fi
-printf '%s\n' "$out" | grep -aE 'guest-kernel|test result|panicked|FAILED|guest-tests-passed'
+printf '%s\n' "$out" | grep -aE 'guest-kernel|test result|panicked|FAILED|passed|failed|attached as|legacy attach|guest-tests-passed'
 grep -q guest-tests-passed <<<"$out"

