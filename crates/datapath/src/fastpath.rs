@@ -9,10 +9,12 @@
 //! generation number the kernel program checks on every lookup. Hit counters are read back and
 //! credited to the OpenFlow flows, tables, groups and ports each entry stands for.
 //!
-//! Over 900 lines, one concern: the kernel's half of the cache as userspace sees it — the action
+//! About 1 000 lines, one concern: the kernel's half of the cache as userspace sees it — the action
 //! encoder, the map layouts (checked in `fastpath/layout.rs`), entry book-keeping (install, retire
-//! one by one, flush), meters and counter harvesting (tests of the programs themselves: `fastpath/kernel.rs`). It splits when the
-//! kernel executor becomes one behind a context wrapper (the next step of issue 10's item 4).
+//! one by one, flush), meters, counter harvesting, and each port's attachment (found detached,
+//! attached again; how it attaches is `attach.rs`). Tests of the programs themselves are in
+//! `fastpath/kernel.rs`; labels and AFDX links have files of their own. The encoder is the next
+//! piece to move out (to `fastpath/encode.rs`) if it grows.
 
 pub use forwarding::actions_outputs;
 use std::collections::{BTreeMap, HashMap};
@@ -504,19 +506,10 @@ impl FastPath {
         let (tc, xdp) = self.programs.names();
         match hook {
             Mode::Xdp => {
-                // struct xdp_md { data, data_end, data_meta, ingress_ifindex, rx_queue_index, egress_ifindex }
-                let mut ctx = [0u32; 6];
-                ctx[1] = frame.len() as u32;
-                ctx[3] = ifindex;
-                let bytes: Vec<u8> = ctx.iter().flat_map(|w| w.to_ne_bytes()).collect();
-                self.obj.program(xdp).map_err(obj_err)?.run_once(frame, &bytes)
+                let ctx = crate::ebpf::xdp_md(frame.len() as u32, ifindex);
+                self.obj.program(xdp).map_err(obj_err)?.run_once(frame, &ctx)
             }
-            Mode::Tc => {
-                // struct __sk_buff: ingress_ifindex at 36; the kernel takes a context of this size.
-                let mut ctx = [0u8; 192];
-                ctx[36..40].copy_from_slice(&ifindex.to_ne_bytes());
-                self.obj.program(tc).map_err(obj_err)?.run_once(frame, &ctx)
-            }
+            Mode::Tc => self.obj.program(tc).map_err(obj_err)?.run_once(frame, &crate::ebpf::sk_buff(ifindex, 0)),
         }
     }
 

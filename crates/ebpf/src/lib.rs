@@ -5,10 +5,12 @@
 //! in the running kernel's BTF; one the kernel lacks becomes `r0 = -EOPNOTSUPP`, so a program
 //! declares kfuncs it can live without as weak and checks their result.
 //!
-//! One file of ~810 lines (its tests ~95) because it is one concern read top to bottom:
+//! One file of ~860 lines (its tests ~95) because it is one concern read top to bottom:
 //! ELF sections, maps, relocations, load (device-bound copies with the headroom a kernel bug makes
-//! them need), attach, and the one guard its tests and the kernel tests share (they load programs,
-//! which needs root). Why it is ours and not a library: docs/ebpf-loader.md.
+//! them need; RLIMIT_MEMLOCK raised on kernels that charge it), attach and link info, test runs
+//! with their contexts, and the one guard its tests and the kernel tests share (they load
+//! programs, which needs root). Attaching without links (older kernels) is the datapath's
+//! `attach.rs`, over netlink. Why it is ours and not a library: docs/ebpf-loader.md.
 
 pub mod objects;
 
@@ -342,21 +344,37 @@ impl Program {
     /// BPF_PROG_TEST_RUN. With `live` (XDP), frames the program returns as XDP_TX are really sent
     /// out of `ifindex`. Returns the last return value and the kernel's average duration (ns).
     pub fn test_run(&self, data: &[u8], repeat: u32, ifindex: u32, live: bool) -> io::Result<(u32, u32)> {
-        // struct xdp_md { data, data_end, data_meta, ingress_ifindex, rx_queue_index, egress_ifindex }
-        let mut ctx = [0u32; 6];
-        ctx[1] = data.len() as u32;
-        ctx[3] = ifindex;
+        let ctx = xdp_md(data.len() as u32, ifindex);
         let mut a = Attr::new()
             .u32(0, self.fd() as u32)
             .u32(8, data.len() as u32)
             .u64(16, data.as_ptr() as u64)
             .u32(32, repeat)
-            .u32(40, std::mem::size_of_val(&ctx) as u32)
+            .u32(40, ctx.len() as u32)
             .u64(48, ctx.as_ptr() as u64)
             .u32(64, if live { BPF_F_TEST_XDP_LIVE_FRAMES } else { 0 });
         bpf(cmd::PROG_TEST_RUN, &mut a)?;
         Ok((a.read_u32(4), a.read_u32(36)))
     }
+}
+
+/// The context a test run of an XDP program takes: a frame of `len` bytes arriving on `ifindex`
+/// (struct xdp_md { data, data_end, data_meta, ingress_ifindex, rx_queue_index, egress_ifindex }).
+pub fn xdp_md(len: u32, ifindex: u32) -> [u8; 24] {
+    let mut ctx = [0u8; 24];
+    ctx[4..8].copy_from_slice(&len.to_ne_bytes());
+    ctx[12..16].copy_from_slice(&ifindex.to_ne_bytes());
+    ctx
+}
+
+/// The context a test run of a TC program takes: a frame arriving on `ifindex`, a GSO super-frame
+/// of `gso_size`-byte segments if not 0 (struct __sk_buff: ingress_ifindex at 36, gso_size at
+/// 176; the kernel takes a context of this size).
+pub fn sk_buff(ifindex: u32, gso_size: u32) -> [u8; 192] {
+    let mut ctx = [0u8; 192];
+    ctx[36..40].copy_from_slice(&ifindex.to_ne_bytes());
+    ctx[176..180].copy_from_slice(&gso_size.to_ne_bytes());
+    ctx
 }
 
 /// A loaded object: its maps and programs by name.

@@ -81,12 +81,9 @@ fn afdx_verdict(fp: &FastPath, hook: &str, frame: &[u8]) -> u32 {
     }
 }
 
-/// `tc` for a GSO super-frame of `gso_size`-byte segments (`__sk_buff.gso_size` at 176).
+/// `tc` for a GSO super-frame of `gso_size`-byte segments.
 fn tc_super(fp: &FastPath, frame: &[u8], gso_size: u32) -> (u32, Vec<u8>) {
-    let mut ctx = [0u8; 192];
-    ctx[36..40].copy_from_slice(&LO.to_ne_bytes());
-    ctx[176..180].copy_from_slice(&gso_size.to_ne_bytes());
-    fp.obj.program("ef_tc_ingress").unwrap().run_once(frame, &ctx).unwrap()
+    fp.obj.program("ef_tc_ingress").unwrap().run_once(frame, &ebpf::sk_buff(LO, gso_size)).unwrap()
 }
 
 /// The IPv4 header checksum computed from scratch (not the incremental update the kernel does).

@@ -217,11 +217,11 @@ impl Switch {
         let bell = Arc::new(Doorbell { fd: EventFd::new()?, pending: AtomicBool::new(false) });
         let mut ports = BTreeMap::new();
         let guard = PortGuard::load();
+        let tc_fast_path = cfg.fastpath == Some(FastMode::Tc);
         for (no, name) in &cfg.ports {
-            let (rx, tx) = afpacket::open(name, cfg.ring)
-                .map_err(|e| crate::privilege_hint(e, &[crate::caps::NET_RAW]))
+            let port = SwitchPort::open(*no, name, cfg.ring, &guard, tc_fast_path)
                 .map_err(|e| std::io::Error::new(e.kind(), format!("port {no} ({name}): {e}")))?;
-            ports.insert(*no, SwitchPort::new(*no, name, Box::new(rx), Box::new(tx), guard.attach(name)));
+            ports.insert(*no, port);
         }
         if let Some(name) = &cfg.local_port {
             let (rx, tx) =
@@ -240,14 +240,7 @@ impl Switch {
             let programs = if mode.kernel_links().is_some() { Programs::Links } else { Programs::Flows };
             let fp = FastPath::open(kind, &cfg.ports, programs, cfg.fastpath_entries)?;
             if kind == FastMode::Tc {
-                // Misses come up through the upcall interface; the ports' own receive sockets would
-                // see every frame the kernel already forwarded.
-                for (no, _) in &cfg.ports {
-                    if let Some(p) = ports.get_mut(no) {
-                        p.rx = None;
-                        p.guard = None;
-                    }
-                }
+                // Misses come up through the upcall interface (the ports have no receive socket).
                 let (_, peer) = fp.upcall.clone().expect("TC mode has an upcall interface");
                 let (rx, _tx) = afpacket::open(&peer, cfg.ring)?;
                 upcall_rx = Some(Box::new(rx));

@@ -2,6 +2,7 @@
 //! port-mod, and [`Transmit`], where a mode's egress descriptors become frames on queues.
 
 use std::collections::BTreeMap;
+use std::io;
 use std::time::Instant;
 
 use forwarding::{DropReason, Egress, Output, PortView};
@@ -14,7 +15,7 @@ use packet::Packet;
 use tracing::{info, warn};
 
 use super::{DropCounts, Switch};
-use crate::afpacket;
+use crate::afpacket::{self, RingConfig};
 use crate::egress::{queue_for_frame, EgressQueues, Sent, N_QUEUES};
 use crate::netlink::LinkEvent;
 use crate::sys;
@@ -72,6 +73,19 @@ impl SwitchPort {
             created: Instant::now(),
             arrivals: super::Arrivals::default(),
         }
+    }
+
+    /// A switch port on interface `name`. With the TC fast path the kernel takes every frame
+    /// first and sends misses up its own interface: then the port has no receive socket (it would
+    /// see frames the kernel already forwarded) and no guard (it would stop them first).
+    pub fn open(no: u32, name: &str, ring: RingConfig, guard: &PortGuard, tc_fast_path: bool) -> io::Result<SwitchPort> {
+        let (rx, tx) = afpacket::open(name, ring).map_err(|e| crate::privilege_hint(e, &[crate::caps::NET_RAW]))?;
+        let guard = if tc_fast_path { None } else { guard.attach(name) };
+        let mut port = SwitchPort::new(no, name, Box::new(rx), Box::new(tx), guard);
+        if tc_fast_path {
+            port.rx = None;
+        }
+        Ok(port)
     }
 
     pub fn view(&self) -> PortView {
@@ -262,17 +276,11 @@ impl Switch {
         }
         if port.tx.is_none() {
             // A configured interface (re)appeared.
-            match afpacket::open(&ev.name, self.cfg.ring) {
-                Ok((rx, tx)) => {
+            let tc = self.fast.as_ref().is_some_and(|f| f.mode == crate::fastpath::Mode::Tc);
+            match SwitchPort::open(no, &ev.name, self.cfg.ring, &self.guard, tc) {
+                Ok(reopened) => {
                     let counters = port.counters;
-                    // As at start: in TC mode the fast path takes every frame first and sends
-                    // misses up its own interface; a port socket or guard would be in its way.
-                    let tc = self.fast.as_ref().is_some_and(|f| f.mode == crate::fastpath::Mode::Tc);
-                    let guard = if tc { None } else { self.guard.attach(&ev.name) };
-                    *port = SwitchPort::new(no, &ev.name, Box::new(rx), Box::new(tx), guard);
-                    if tc {
-                        port.rx = None;
-                    }
+                    *port = reopened;
                     port.counters = counters;
                     port.egress.set_schedule(schedule);
                     info!(port = no, name = %ev.name, "interface added");
