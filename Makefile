@@ -4,7 +4,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 PYTEST := .venv/bin/python -m pytest
 
-.PHONY: all setup setup-build build demo test test-unit test-integration test-kernels bench bench-quick fuzz soak clean
+.PHONY: all setup setup-build build cross cross-test demo test test-unit test-integration test-kernels bench bench-quick fuzz soak clean
 
 all: build
 
@@ -22,7 +22,16 @@ build: setup-build
 demo: setup build
 	scripts/demo.sh
 
-test: setup build test-unit test-integration
+# Static binaries for the devices (aarch64, armv7, x86_64 musl; full and minimal) in the embedded
+# profile, with their sizes: scripts/cross.sh.
+cross: setup-build
+	scripts/cross.sh
+
+# What the tests run under qemu-user: the minimal aarch64 image.
+cross-test: setup-build
+	scripts/cross.sh aarch64-unknown-linux-musl minimal
+
+test: setup build cross-test test-unit test-integration
 
 test-unit:
 	$(CARGO) test --release --locked --workspace --no-fail-fast

@@ -13,7 +13,7 @@ TESTBED_PACKAGES=(
   bpftool iproute2 iputils-ping ethtool tcpdump iperf3 netcat-openbsd procps psmisc openssl
   openvswitch-switch openvswitch-common
   python3 python3-venv python3-pip
-  qemu-system-x86 busybox-static
+  qemu-system-x86 busybox-static qemu-user-static
 )
 APT_PACKAGES=("${BUILD_PACKAGES[@]}")
 if [ "$SCOPE" != build ]; then
@@ -31,14 +31,29 @@ if ((${#missing[@]})); then
   apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
-# Rust: use what is on PATH or in ~/.cargo; otherwise install rustup's stable toolchain.
+# Rust: use what is on PATH or in ~/.cargo; otherwise rustup, a pinned release of its installer
+# checked against the SHA-256 written here (no script piped to a shell), then the stable toolchain.
+RUSTUP_VERSION=1.29.0
+declare -A RUSTUP_SHA256=(
+  [x86_64]=4acc9acc76d5079515b46346a485974457b5a79893cfb01112423c89aeb5aa10
+  [aarch64]=9732d6c5e2a098d3521fca8145d826ae0aaa067ef2385ead08e6feac88fa5792
+)
 if ! command -v cargo >/dev/null 2>&1; then
   if [ -x "$HOME/.cargo/bin/cargo" ]; then
     export PATH="$HOME/.cargo/bin:$PATH"
   else
-    echo "setup: installing Rust (rustup, stable)"
+    arch=$(uname -m)
+    want=${RUSTUP_SHA256[$arch]:-}
+    [ -n "$want" ] || { echo "setup: no pinned rustup installer for $arch: install Rust with rustup yourself" >&2; exit 1; }
+    echo "setup: installing Rust (rustup $RUSTUP_VERSION, stable)"
     apt-get install -y -qq curl ca-certificates >/dev/null
-    curl -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal
+    dir=$(mktemp -d)
+    init=$dir/rustup-init # rustup-init acts by the name it is run as
+    curl -sSf -o "$init" "https://static.rust-lang.org/rustup/archive/$RUSTUP_VERSION/$arch-unknown-linux-gnu/rustup-init"
+    echo "$want  $init" | sha256sum -c --quiet - || { echo "setup: rustup-init does not match its pinned SHA-256" >&2; exit 1; }
+    chmod +x "$init"
+    "$init" -y --profile minimal --default-toolchain stable
+    rm -rf "$dir"
     export PATH="$HOME/.cargo/bin:$PATH"
   fi
 fi

@@ -27,7 +27,10 @@ class Edgeflow:
     HOST_SETTINGS = {"user": {}, "tc": {}, "xdp": {"tx": "off", "gro": "on"}}
 
     def __init__(self, ports, controllers=(), fail_mode=None, extra=(), log_name="edgeflow", datapath=None,
-                 mode=None, portmap=()):
+                 mode=None, portmap=(), program=None):
+        #: The command that is the switch: this machine's build, or another's (a cross-built
+        #: binary behind qemu-user, say).
+        self.program = list(program or [EDGEFLOW_BIN])
         self.ports = list(ports)
         self.controllers = list(controllers)
         self.fail_mode = fail_mode
@@ -40,7 +43,7 @@ class Edgeflow:
         self.proc = None
 
     def command(self):
-        cmd = [EDGEFLOW_BIN, "run", "--listen", f"ptcp:{self.mgmt_port}:127.0.0.1"]
+        cmd = self.program + ["run", "--listen", f"ptcp:{self.mgmt_port}:127.0.0.1"]
         for p in self.ports:
             cmd += ["--port", p]
         for c in self.controllers:

@@ -12,25 +12,25 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::time::{sleep, timeout, Instant};
-use tokio_rustls::{TlsAcceptor, TlsConnector};
 use tracing::{debug, info, warn};
 
 use crate::target::Target;
+use crate::tls;
 use crate::{arm_fail_open, replier, Drained, Full, HubRef, Outbox, Slot, Slots};
 use datapath::ChannelCounters;
 
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub(crate) enum Listener {
-    Tcp(TcpListener, Option<TlsAcceptor>),
+    Tcp(TcpListener, Option<tls::Acceptor>),
     Unix(UnixListener),
 }
 
 impl Listener {
-    pub(crate) async fn bind(t: &Target, tls: Option<Arc<rustls::ServerConfig>>) -> std::io::Result<Listener> {
+    pub(crate) async fn bind(t: &Target, tls: Option<Arc<tls::ServerConfig>>) -> std::io::Result<Listener> {
         match t {
             Target::PTcp(a) => Ok(Listener::Tcp(TcpListener::bind(a).await?, None)),
-            Target::PTls(a) => Ok(Listener::Tcp(TcpListener::bind(a).await?, tls.map(TlsAcceptor::from))),
+            Target::PTls(a) => Ok(Listener::Tcp(TcpListener::bind(a).await?, tls.map(tls::acceptor))),
             Target::PUnix(p) => {
                 // A socket file left by an earlier run would make bind fail.
                 let _ = std::fs::remove_file(p);
@@ -81,7 +81,7 @@ pub(crate) async fn accept_loop(listener: Listener, hub: HubRef, primary: bool) 
         tokio::task::spawn_local(async move {
             let _connection = connection;
             match stream {
-                Stream::Tcp(s, Some(acceptor)) => match timeout(HELLO_TIMEOUT, acceptor.accept(s)).await {
+                Stream::Tcp(s, Some(acceptor)) => match timeout(HELLO_TIMEOUT, tls::accept(&acceptor, s)).await {
                     Ok(Ok(s)) => drop(serve(s, hub, primary, peer, Some(handshake)).await),
                     Ok(Err(e)) => {
                         ChannelCounters::bump(&hub.borrow().counters.handshakes_failed);
@@ -101,7 +101,7 @@ pub(crate) async fn accept_loop(listener: Listener, hub: HubRef, primary: bool) 
 
 /// An accepted stream, before its TLS handshake (if its listener has one).
 enum Stream {
-    Tcp(TcpStream, Option<TlsAcceptor>),
+    Tcp(TcpStream, Option<tls::Acceptor>),
     Unix(UnixStream),
 }
 
@@ -125,7 +125,7 @@ impl Refusals {
 }
 
 /// Connects to an active target forever, backing off exponentially while it is unreachable.
-pub(crate) async fn active_loop(target: Target, hub: HubRef, primary: bool, tls: Option<Arc<rustls::ClientConfig>>) {
+pub(crate) async fn active_loop(target: Target, hub: HubRef, primary: bool, tls: Option<Arc<tls::ClientConfig>>) {
     let max_backoff = hub.borrow().cfg.max_backoff;
     let mut backoff = Duration::from_secs(1);
     let mut reported = false;
@@ -143,9 +143,8 @@ pub(crate) async fn active_loop(target: Target, hub: HubRef, primary: bool, tls:
                 Target::Tls(a) => {
                     let s = TcpStream::connect(a).await?;
                     s.set_nodelay(true)?;
-                    let connector = TlsConnector::from(tls.clone().expect("TLS config checked at start"));
-                    let server_name = rustls::pki_types::ServerName::IpAddress(a.ip().into());
-                    let handshake = timeout(HELLO_TIMEOUT, connector.connect(server_name, s)).await;
+                    let cfg = tls.as_ref().expect("TLS config checked at start");
+                    let handshake = timeout(HELLO_TIMEOUT, tls::connect(cfg, a.ip(), s)).await;
                     let s = match handshake {
                         Ok(Ok(s)) => s,
                         failed => {

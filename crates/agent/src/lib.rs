@@ -7,7 +7,12 @@
 
 mod conn;
 pub mod target;
+#[cfg(feature = "tls")]
 pub mod tls;
+#[cfg(not(feature = "tls"))]
+#[path = "no_tls.rs"]
+pub mod tls;
+mod tls_files;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -25,7 +30,7 @@ use tracing::{info, warn};
 type AsyncMask = fn(&AsyncConfig) -> [u32; 2];
 
 pub use target::Target;
-pub use tls::TlsFiles;
+pub use tls_files::{parse_pin, TlsFiles};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FailMode {

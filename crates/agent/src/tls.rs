@@ -5,8 +5,11 @@
 //! accepted, whatever else the CA signed.
 
 use std::io::BufReader;
-use std::path::{Path, PathBuf};
+use std::net::IpAddr;
+use std::path::Path;
 use std::sync::Arc;
+
+use tokio::net::TcpStream;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
@@ -14,35 +17,15 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{
-    CertificateError, ClientConfig, DigitallySignedStruct, DistinguishedName, OtherError, RootCertStore, ServerConfig,
-    SignatureScheme,
+    CertificateError, DigitallySignedStruct, DistinguishedName, OtherError, RootCertStore, SignatureScheme,
 };
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TlsFiles {
-    pub private_key: PathBuf,
-    pub certificate: PathBuf,
-    pub ca_cert: PathBuf,
-    /// The SHA-256 of the one peer certificate accepted (`--peer-cert-sha256`), if pinned.
-    pub pinned: Option<[u8; 32]>,
-}
+pub use crate::tls_files::{parse_pin, TlsFiles};
+pub use rustls::{ClientConfig, ServerConfig};
 
 /// A certificate's SHA-256, as `openssl x509 -noout -fingerprint -sha256` prints it.
 pub fn fingerprint(der: &[u8]) -> [u8; 32] {
     ring::digest::digest(&ring::digest::SHA256, der).as_ref().try_into().expect("SHA-256 is 32 bytes")
-}
-
-/// 64 hex digits, with or without colons between the bytes.
-pub fn parse_pin(s: &str) -> Result<[u8; 32], String> {
-    let hex: String = s.chars().filter(|&c| c != ':').collect();
-    let bytes: Option<Vec<u8>> = (0..hex.len())
-        .step_by(2)
-        .map(|i| hex.get(i..i + 2).and_then(|b| u8::from_str_radix(b, 16).ok()))
-        .collect();
-    match bytes {
-        Some(b) if b.len() == 32 => Ok(b.try_into().unwrap()),
-        _ => Err(format!("'{s}': expected a SHA-256 fingerprint, 64 hex digits (colons allowed)")),
-    }
 }
 
 fn hex(b: &[u8]) -> String {
@@ -201,6 +184,27 @@ pub fn server_config(files: &TlsFiles) -> Result<Arc<ServerConfig>, String> {
         .with_single_cert(certs(&files.certificate)?, key(&files.private_key)?)
         .map_err(|e| format!("certificate/key: {e}"))?;
     Ok(Arc::new(cfg))
+}
+
+/// Takes a `ptls:` listener's peers through their handshake.
+pub type Acceptor = tokio_rustls::TlsAcceptor;
+
+pub(crate) fn acceptor(cfg: Arc<ServerConfig>) -> Acceptor {
+    Acceptor::from(cfg)
+}
+
+pub(crate) async fn accept(acceptor: &Acceptor, s: TcpStream) -> std::io::Result<tokio_rustls::server::TlsStream<TcpStream>> {
+    acceptor.accept(s).await
+}
+
+/// The handshake of an active `tls:` connection to `ip` (certificates are checked against the CA,
+/// not a host name).
+pub(crate) async fn connect(
+    cfg: &Arc<ClientConfig>,
+    ip: IpAddr,
+    s: TcpStream,
+) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
+    tokio_rustls::TlsConnector::from(cfg.clone()).connect(ServerName::IpAddress(ip.into()), s).await
 }
 
 #[cfg(test)]

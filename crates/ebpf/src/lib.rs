@@ -264,6 +264,18 @@ pub struct Program {
     pub prog_type: u32,
 }
 
+impl Program {
+    /// Loads a program given as instructions in this machine's byte order: for one too small to
+    /// need clang, an ELF object or maps (the port guard), so that a build without the objects
+    /// still has it.
+    pub fn from_instructions(name: &str, prog_type: u32, insns: &[u8]) -> io::Result<Program> {
+        raise_memlock();
+        let expected = if prog_type == prog_type::XDP { attach::XDP } else { 0 };
+        let fd = load_program(name, prog_type, insns, b"GPL\0", expected, None)?;
+        Ok(Program { fd, name: name.to_string(), prog_type })
+    }
+}
+
 /// Keeps a program attached while it lives (closing a BPF link detaches it).
 #[derive(Debug)]
 pub struct Link(OwnedFd);
@@ -389,23 +401,55 @@ pub struct Object {
     pub missing_kfuncs: Vec<String>,
 }
 
-struct Section<'a> {
-    name: String,
-    typ: u32,
-    flags: u64,
-    data: &'a [u8],
-    link: u32,
-    info: u32,
+/// The byte order of an object's ELF headers and instructions: clang's `bpfel` or `bpfeb`, the
+/// target's. The kernel takes only its own, so a load checks it; reading either lets the parser be
+/// tested on both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ByteOrder {
+    Little,
+    Big,
 }
 
+impl ByteOrder {
+    pub const NATIVE: ByteOrder = if cfg!(target_endian = "big") { ByteOrder::Big } else { ByteOrder::Little };
+
+    fn u16(self, b: &[u8], at: usize) -> u16 {
+        let v = b[at..at + 2].try_into().unwrap();
+        if self == ByteOrder::Big { u16::from_be_bytes(v) } else { u16::from_le_bytes(v) }
+    }
+    fn u32(self, b: &[u8], at: usize) -> u32 {
+        let v = b[at..at + 4].try_into().unwrap();
+        if self == ByteOrder::Big { u32::from_be_bytes(v) } else { u32::from_le_bytes(v) }
+    }
+    fn u64(self, b: &[u8], at: usize) -> u64 {
+        let v = b[at..at + 8].try_into().unwrap();
+        if self == ByteOrder::Big { u64::from_be_bytes(v) } else { u64::from_le_bytes(v) }
+    }
+    fn put_u16(self, b: &mut [u8], v: u16) {
+        b.copy_from_slice(&if self == ByteOrder::Big { v.to_be_bytes() } else { v.to_le_bytes() });
+    }
+    fn put_u32(self, b: &mut [u8], v: u32) {
+        b.copy_from_slice(&if self == ByteOrder::Big { v.to_be_bytes() } else { v.to_le_bytes() });
+    }
+    /// An instruction's second byte holds two 4-bit register fields, `dst_reg` first as C lays
+    /// out bitfields: the low nibble on a little-endian target, the high one on a big-endian one.
+    fn regs(self, dst: u8, src: u8) -> u8 {
+        if self == ByteOrder::Big { (dst << 4) | (src & 0xf) } else { (src << 4) | (dst & 0xf) }
+    }
+    fn src_reg(self, regs: u8) -> u8 {
+        if self == ByteOrder::Big { regs & 0xf } else { regs >> 4 }
+    }
+    fn dst_reg(self, regs: u8) -> u8 {
+        if self == ByteOrder::Big { regs >> 4 } else { regs & 0xf }
+    }
+}
+
+/// The BTF the kernel exports is in its own byte order.
 fn rd_u16(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes(b[at..at + 2].try_into().unwrap())
+    ByteOrder::NATIVE.u16(b, at)
 }
 fn rd_u32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
-}
-fn rd_u64(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+    ByteOrder::NATIVE.u32(b, at)
 }
 
 fn bad(what: String) -> io::Error {
@@ -432,37 +476,85 @@ fn section_prog_type(name: &str) -> Option<u32> {
     }
 }
 
-impl Object {
-    /// Parses `elf`, creates its maps and loads its programs. A verifier rejection comes back with
-    /// the verifier's log in the error.
-    pub fn load(elf: &[u8]) -> io::Result<Object> {
-        Self::load_sized(elf, &[])
-    }
+/// What an object holds, read from its ELF without touching the kernel.
+#[derive(Debug)]
+struct Parsed<'a> {
+    order: ByteOrder,
+    maps: Vec<MapDef>,
+    programs: Vec<ProgramSection<'a>>,
+    license: Vec<u8>,
+}
 
-    /// As [`Object::load`], with the maps named in `sizes` created with that many entries instead
-    /// of the number the object was built with (a capacity is a deployment's choice).
-    pub fn load_sized(elf: &[u8], sizes: &[(&str, u32)]) -> io::Result<Object> {
-        raise_memlock();
-        if elf.len() < 64 || &elf[..4] != b"\x7fELF" || elf[4] != 2 || elf[5] != 1 {
-            return Err(bad("not a little-endian ELF64 object".into()));
+/// A classic map definition: five u32s (type, key size, value size, max entries, flags).
+#[derive(Debug, PartialEq)]
+struct MapDef {
+    name: String,
+    typ: u32,
+    key_size: u32,
+    value_size: u32,
+    max_entries: u32,
+    flags: u32,
+}
+
+/// An executable section of a known program type, its functions (name, start, size in bytes) and
+/// the instructions its relocations patch (byte offset, what they refer to).
+#[derive(Debug)]
+struct ProgramSection<'a> {
+    prog_type: u32,
+    code: &'a [u8],
+    functions: Vec<(String, usize, usize)>,
+    relocations: Vec<(usize, Relocation)>,
+}
+
+#[derive(Debug, PartialEq)]
+enum Relocation {
+    Map(String),
+    Kfunc(String),
+}
+
+struct Section<'a> {
+    name: String,
+    typ: u32,
+    flags: u64,
+    data: &'a [u8],
+    link: u32,
+    info: u32,
+}
+
+impl<'a> Parsed<'a> {
+    fn read(elf: &'a [u8]) -> io::Result<Parsed<'a>> {
+        if elf.is_empty() && !objects::BUILT {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "this edgeflow was built without its eBPF objects (cargo feature `fastpath`): \
+                 no kernel fast path",
+            ));
         }
-        let shoff = rd_u64(elf, 0x28) as usize;
-        let shentsize = rd_u16(elf, 0x3a) as usize;
-        let shnum = rd_u16(elf, 0x3c) as usize;
-        let shstrndx = rd_u16(elf, 0x3e) as usize;
+        if elf.len() < 64 || &elf[..4] != b"\x7fELF" || elf[4] != 2 {
+            return Err(bad("not an ELF64 object".into()));
+        }
+        let order = match elf[5] {
+            1 => ByteOrder::Little,
+            2 => ByteOrder::Big,
+            other => return Err(bad(format!("ELF byte order {other} is neither little (1) nor big (2)"))),
+        };
+        let shoff = order.u64(elf, 0x28) as usize;
+        let shentsize = order.u16(elf, 0x3a) as usize;
+        let shnum = order.u16(elf, 0x3c) as usize;
+        let shstrndx = order.u16(elf, 0x3e) as usize;
         let header = |i: usize| -> io::Result<(u32, u32, u64, usize, usize, u32, u32)> {
             let at = shoff + i * shentsize;
             if at + 64 > elf.len() {
                 return Err(bad("section header out of range".into()));
             }
             Ok((
-                rd_u32(elf, at),
-                rd_u32(elf, at + 4),
-                rd_u64(elf, at + 8),
-                rd_u64(elf, at + 24) as usize,
-                rd_u64(elf, at + 32) as usize,
-                rd_u32(elf, at + 40),
-                rd_u32(elf, at + 44),
+                order.u32(elf, at),
+                order.u32(elf, at + 4),
+                order.u64(elf, at + 8),
+                order.u64(elf, at + 24) as usize,
+                order.u64(elf, at + 32) as usize,
+                order.u32(elf, at + 40),
+                order.u32(elf, at + 44),
             ))
         };
         let (_, _, _, stroff, strsize, _, _) = header(shstrndx)?;
@@ -478,95 +570,148 @@ impl Object {
             sections.push(Section { name: cstr(shstr, name as usize), typ, flags, data, link, info });
         }
         let symtab = sections.iter().find(|s| s.typ == SHT_SYMTAB).ok_or_else(|| bad("no symbol table".into()))?;
-        let strtab = sections[symtab.link as usize].data;
+        let strtab = sections.get(symtab.link as usize).ok_or_else(|| bad("no string table".into()))?.data;
         // (name, section index, value, size, is a function)
-        let symbols: Vec<(String, usize, u64)> = symtab
+        let symbols: Vec<(String, usize, u64, u64, bool)> = symtab
             .data
             .chunks_exact(24)
-            .map(|s| (cstr(strtab, rd_u32(s, 0) as usize), rd_u16(s, 6) as usize, rd_u64(s, 8)))
-            .collect();
-        let functions: Vec<(String, usize, usize, usize)> = symtab
-            .data
-            .chunks_exact(24)
-            .filter(|s| s[4] & 0xf == 2)
             .map(|s| {
                 (
-                    cstr(strtab, rd_u32(s, 0) as usize),
-                    rd_u16(s, 6) as usize,
-                    rd_u64(s, 8) as usize,
-                    rd_u64(s, 16) as usize,
+                    cstr(strtab, order.u32(s, 0) as usize),
+                    order.u16(s, 6) as usize,
+                    order.u64(s, 8),
+                    order.u64(s, 16),
+                    s[4] & 0xf == 2,
                 )
             })
             .collect();
         let license =
             sections.iter().find(|s| s.name == "license").map(|s| s.data.to_vec()).unwrap_or_else(|| b"GPL\0".to_vec());
 
-        let mut obj = Object::default();
-        let mut kfunc_ids: HashMap<String, Option<u32>> = HashMap::new();
         // Maps: 20-byte definitions at each symbol's offset in "maps".
         let maps_idx = sections.iter().position(|s| s.name == "maps");
+        let mut maps = Vec::new();
         let mut map_at: HashMap<usize, String> = HashMap::new();
         if let Some(mi) = maps_idx {
-            for (name, shndx, value) in symbols.iter().filter(|(n, i, _)| *i == mi && !n.is_empty()) {
-                let d = sections[*shndx].data;
+            for (name, _, value, _, _) in symbols.iter().filter(|s| s.1 == mi && !s.0.is_empty()) {
+                let d = sections[mi].data;
                 let v = *value as usize;
                 if v + 20 > d.len() {
                     return Err(bad(format!("map {name}: definition out of range")));
                 }
-                let max_entries =
-                    sizes.iter().find(|(n, _)| n == name).map_or_else(|| rd_u32(d, v + 12), |&(_, n)| n);
-                let map = Map::create(name, rd_u32(d, v), rd_u32(d, v + 4), rd_u32(d, v + 8), max_entries, rd_u32(d, v + 16))?;
+                maps.push(MapDef {
+                    name: name.clone(),
+                    typ: order.u32(d, v),
+                    key_size: order.u32(d, v + 4),
+                    value_size: order.u32(d, v + 8),
+                    max_entries: order.u32(d, v + 12),
+                    flags: order.u32(d, v + 16),
+                });
                 map_at.insert(v, name.clone());
-                obj.maps.insert(name.clone(), map);
             }
         }
-        // Programs: each function in an executable section of a known type; relocations point at maps.
+        // Programs: each function in an executable section of a known type; relocations point at
+        // maps or at kernel functions.
+        let mut programs = Vec::new();
         for (idx, s) in sections.iter().enumerate() {
-            let Some(ptype) = section_prog_type(&s.name) else { continue };
+            let Some(prog_type) = section_prog_type(&s.name) else { continue };
             if s.flags & SHF_EXECINSTR == 0 || s.data.is_empty() {
                 continue;
             }
-            let mut insns = s.data.to_vec();
-            let mut kfunc_calls = Vec::new();
+            let mut relocations = Vec::new();
             for rel in sections.iter().filter(|r| r.typ == SHT_REL && r.info as usize == idx) {
                 for r in rel.data.chunks_exact(16) {
-                    let offset = rd_u64(r, 0) as usize;
-                    let sym = (rd_u64(r, 8) >> 32) as usize;
-                    let (sname, shndx, value) =
+                    let offset = order.u64(r, 0) as usize;
+                    let sym = (order.u64(r, 8) >> 32) as usize;
+                    let (sname, shndx, value, _, _) =
                         symbols.get(sym).ok_or_else(|| bad("relocation symbol out of range".into()))?;
-                    if *shndx == 0 && offset + 8 <= insns.len() && insns[offset] == 0x85 {
+                    if offset + 8 > s.data.len() {
+                        return Err(bad(format!("{}: relocation past its section", s.name)));
+                    }
+                    if *shndx == 0 && s.data[offset] == 0x85 {
+                        relocations.push((offset, Relocation::Kfunc(sname.clone())));
+                    } else if Some(*shndx) == maps_idx {
+                        if s.data[offset] != 0x18 {
+                            return Err(bad(format!("{}: relocation not on a 64-bit load", s.name)));
+                        }
+                        let map = map_at.get(&(*value as usize)).unwrap_or(sname);
+                        relocations.push((offset, Relocation::Map(map.clone())));
+                    } else {
+                        return Err(bad(format!("{}: relocation to {sname}, which is not a map", s.name)));
+                    }
+                }
+            }
+            let functions = symbols
+                .iter()
+                .filter(|f| f.4 && f.1 == idx)
+                .map(|(name, _, start, size, _)| (name.clone(), *start as usize, *size as usize))
+                .collect();
+            programs.push(ProgramSection { prog_type, code: s.data, functions, relocations });
+        }
+        Ok(Parsed { order, maps, programs, license })
+    }
+}
+
+impl Object {
+    /// Parses `elf`, creates its maps and loads its programs. A verifier rejection comes back with
+    /// the verifier's log in the error.
+    pub fn load(elf: &[u8]) -> io::Result<Object> {
+        Self::load_sized(elf, &[])
+    }
+
+    /// As [`Object::load`], with the maps named in `sizes` created with that many entries instead
+    /// of the number the object was built with (a capacity is a deployment's choice).
+    pub fn load_sized(elf: &[u8], sizes: &[(&str, u32)]) -> io::Result<Object> {
+        let parsed = Parsed::read(elf)?;
+        if parsed.order != ByteOrder::NATIVE {
+            return Err(bad(format!(
+                "the eBPF object is {:?}-endian and this machine is {:?}-endian: build edgeflow for this \
+                 target (its build script builds the objects in the target's byte order)",
+                parsed.order,
+                ByteOrder::NATIVE
+            )));
+        }
+        raise_memlock();
+        let order = parsed.order;
+        let mut obj = Object::default();
+        for def in &parsed.maps {
+            let max_entries = sizes.iter().find(|(n, _)| *n == def.name).map_or(def.max_entries, |&(_, n)| n);
+            let map = Map::create(&def.name, def.typ, def.key_size, def.value_size, max_entries, def.flags)?;
+            obj.maps.insert(def.name.clone(), map);
+        }
+        let mut kfunc_ids: HashMap<String, Option<u32>> = HashMap::new();
+        for section in &parsed.programs {
+            let mut insns = section.code.to_vec();
+            let mut kfunc_calls = Vec::new();
+            for (offset, target) in &section.relocations {
+                let insn = &mut insns[*offset..offset + 8];
+                match target {
+                    Relocation::Kfunc(name) => {
                         // A call to an undefined symbol: a kernel function, by its BTF id.
-                        let id = *kfunc_ids.entry(sname.clone()).or_insert_with(|| vmlinux_func_id(sname));
-                        match id {
+                        match *kfunc_ids.entry(name.clone()).or_insert_with(|| vmlinux_func_id(name)) {
                             Some(id) => {
-                                insns[offset + 1] = (insns[offset + 1] & 0x0f) | (BPF_PSEUDO_KFUNC_CALL << 4);
-                                insns[offset + 2..offset + 4].copy_from_slice(&0u16.to_le_bytes());
-                                insns[offset + 4..offset + 8].copy_from_slice(&id.to_le_bytes());
-                                kfunc_calls.push(offset);
+                                insn[1] = order.regs(order.dst_reg(insn[1]), BPF_PSEUDO_KFUNC_CALL);
+                                order.put_u16(&mut insn[2..4], 0);
+                                order.put_u32(&mut insn[4..8], id);
+                                kfunc_calls.push(*offset);
                             }
                             None => {
-                                stub_call(&mut insns[offset..offset + 8]);
-                                if !obj.missing_kfuncs.contains(sname) {
-                                    obj.missing_kfuncs.push(sname.clone());
+                                stub_call(insn);
+                                if !obj.missing_kfuncs.contains(name) {
+                                    obj.missing_kfuncs.push(name.clone());
                                 }
                             }
                         }
-                        continue;
                     }
-                    if Some(*shndx) != maps_idx {
-                        return Err(bad(format!("{}: relocation to {sname}, which is not a map", s.name)));
+                    Relocation::Map(name) => {
+                        let map = obj.maps.get(name).ok_or_else(|| bad(format!("unknown map {name}")))?;
+                        insn[1] = order.regs(order.dst_reg(insn[1]), BPF_PSEUDO_MAP_FD);
+                        order.put_u32(&mut insn[4..8], map.fd() as u32);
                     }
-                    let map_name = map_at.get(&(*value as usize)).unwrap_or(sname);
-                    let map = obj.maps.get(map_name).ok_or_else(|| bad(format!("unknown map {map_name}")))?;
-                    if offset + 8 > insns.len() || insns[offset] != 0x18 {
-                        return Err(bad(format!("{}: relocation not on a 64-bit load", s.name)));
-                    }
-                    insns[offset + 1] = (insns[offset + 1] & 0x0f) | (BPF_PSEUDO_MAP_FD << 4);
-                    insns[offset + 4..offset + 8].copy_from_slice(&(map.fd() as u32).to_ne_bytes());
                 }
             }
-            let expected = if ptype == prog_type::XDP { attach::XDP } else { 0 };
-            for (fname, _, start, size) in functions.iter().filter(|f| f.1 == idx) {
+            let expected = if section.prog_type == prog_type::XDP { attach::XDP } else { 0 };
+            for (fname, start, size) in &section.functions {
                 let code =
                     insns.get(*start..start + size).ok_or_else(|| bad(format!("{fname}: out of its section")))?;
                 // The kernel takes XDP metadata kfuncs only from device-bound programs: the copy
@@ -575,12 +720,13 @@ impl Object {
                 for at in kfunc_calls.iter().filter(|&&at| at >= *start && at < start + size) {
                     stub_call(&mut shared[at - start..at - start + 8]);
                 }
-                let fd = load_program(fname, ptype, &shared, &license, expected, None)?;
+                let fd = load_program(fname, section.prog_type, &shared, &parsed.license, expected, None)?;
+                let ptype = section.prog_type;
                 obj.programs.insert(fname.clone(), Program { fd, name: fname.clone(), prog_type: ptype });
                 obj.code.insert(fname.clone(), (ptype, code.to_vec()));
             }
         }
-        obj.license = license;
+        obj.license = parsed.license;
         Ok(obj)
     }
 
@@ -621,7 +767,8 @@ impl Object {
         for insn in kfunc_calls(&mut code) {
             // r0 = *(u32 *)(r1 + 12): xdp_md.ingress_ifindex (r1 is still the context at each call
             // site only if the program keeps it there; the verifier says so if not).
-            insn.copy_from_slice(&[0x61, 0x10, 12, 0, 0, 0, 0, 0]);
+            insn.copy_from_slice(&[0x61, ByteOrder::NATIVE.regs(0, 1), 0, 0, 0, 0, 0, 0]);
+            ByteOrder::NATIVE.put_u16(&mut insn[2..4], 12);
         }
         let fd = load_program(name, *ptype, &code, &self.license, attach::XDP, None)?;
         Program { fd, name: name.to_string(), prog_type: *ptype }.xlated_len()
@@ -695,7 +842,7 @@ fn with_headroom(code: &[u8], insns: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(code.len() + (insns + 2) * 8);
     out.extend_from_slice(&[0xb7, 0, 0, 0, 0, 0, 0, 0]); // r0 = 0
     out.extend_from_slice(&[0x55, 0, 0, 0, 0, 0, 0, 0]); // if r0 != 0 goto +body
-    out[10..12].copy_from_slice(&body.to_le_bytes());
+    out[10..12].copy_from_slice(&body.to_ne_bytes());
     out.extend_from_slice(code);
     for _ in 1..insns.max(1) {
         out.extend_from_slice(&[0xb7, 0, 0, 0, 0, 0, 0, 0]);
@@ -715,13 +862,13 @@ pub fn may_have_moved(loaded: usize, grown: usize) -> bool {
 
 /// The kfunc call instructions of a relocated program.
 fn kfunc_calls(code: &mut [u8]) -> impl Iterator<Item = &mut [u8]> {
-    code.chunks_exact_mut(8).filter(|i| i[0] == 0x85 && i[1] >> 4 == BPF_PSEUDO_KFUNC_CALL)
+    code.chunks_exact_mut(8).filter(|i| i[0] == 0x85 && ByteOrder::NATIVE.src_reg(i[1]) == BPF_PSEUDO_KFUNC_CALL)
 }
 
 /// Turns a call instruction into `r0 = -EOPNOTSUPP`: what a kfunc the kernel lacks returns.
 fn stub_call(insn: &mut [u8]) {
     insn.copy_from_slice(&[0xb7, 0, 0, 0, 0, 0, 0, 0]);
-    insn[4..8].copy_from_slice(&(-EOPNOTSUPP).to_le_bytes());
+    insn[4..8].copy_from_slice(&(-EOPNOTSUPP).to_ne_bytes());
 }
 
 /// The BTF type id of the kernel function `name` in the running kernel (vmlinux BTF).
@@ -787,24 +934,67 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_object_reads_the_same_in_either_byte_order() {
+        let native = Parsed::read(objects::FASTPATH).unwrap();
+        let other = Parsed::read(objects::FASTPATH_OTHER_ORDER).unwrap();
+        assert_eq!(native.order, ByteOrder::NATIVE);
+        assert_ne!(other.order, native.order);
+        assert_eq!(native.maps, other.maps);
+        assert!(native.maps.len() > 5 && native.programs.len() > 1);
+        assert!(native.programs.iter().any(|p| p.relocations.iter().any(|r| matches!(r.1, Relocation::Kfunc(_)))));
+        assert_eq!(native.license, other.license);
+        // clang emits other instructions for another byte order (a byte swap is a no-op on one),
+        // so what must agree is the programs, the maps they use, and how each relocated
+        // instruction reads: a 64-bit map load into a register, or a call.
+        let shape = |p: &Parsed| -> Vec<(u32, Vec<String>, Vec<String>)> {
+            p.programs
+                .iter()
+                .map(|s| {
+                    let mut targets: Vec<String> = s.relocations.iter().map(|r| format!("{:?}", r.1)).collect();
+                    targets.sort();
+                    (s.prog_type, s.functions.iter().map(|f| f.0.clone()).collect(), targets)
+                })
+                .collect()
+        };
+        assert_eq!(shape(&native), shape(&other));
+        for p in [&native, &other] {
+            for prog in &p.programs {
+                for (at, _) in &prog.relocations {
+                    let (dst, src) = (p.order.dst_reg(prog.code[at + 1]), p.order.src_reg(prog.code[at + 1]));
+                    if prog.code[*at] == 0x85 {
+                        // clang marks a call to an extern as a BPF-to-BPF call (src 1) to -1.
+                        assert_eq!((dst, src), (0, 1), "{:?} at {at}", p.order);
+                        assert_eq!(p.order.u32(prog.code, at + 4), u32::MAX);
+                    } else {
+                        assert!(src == 0 && dst <= 10, "{:?} at {at}", p.order);
+                    }
+                }
+            }
+        }
+        // The kernel takes only its own order, and a load says so rather than failing in the verifier.
+        let err = Object::load(objects::FASTPATH_OTHER_ORDER).unwrap_err().to_string();
+        assert!(err.contains("build edgeflow for this target"), "{err}");
+    }
+
+    #[test]
     fn btf_walk_finds_a_function_after_types_with_trailing_data() {
         // Header, then: INT "int" (4 bytes extra), FUNC_PROTO with one param (8), FUNC "f".
         let strings = b"\0int\0f\0";
         let mut types = Vec::new();
         for w in [1u32, 1 << 24, 4, 32] {
-            types.extend_from_slice(&w.to_le_bytes());
+            types.extend_from_slice(&w.to_ne_bytes());
         }
         for w in [0u32, (13 << 24) | 1, 1, 0, 1] {
-            types.extend_from_slice(&w.to_le_bytes());
+            types.extend_from_slice(&w.to_ne_bytes());
         }
         for w in [5u32, 12 << 24, 2] {
-            types.extend_from_slice(&w.to_le_bytes());
+            types.extend_from_slice(&w.to_ne_bytes());
         }
         let mut btf = Vec::new();
-        btf.extend_from_slice(&0xeb9fu16.to_le_bytes());
+        btf.extend_from_slice(&0xeb9fu16.to_ne_bytes());
         btf.extend_from_slice(&[1, 0]);
         for w in [24u32, 0, types.len() as u32, types.len() as u32, strings.len() as u32] {
-            btf.extend_from_slice(&w.to_le_bytes());
+            btf.extend_from_slice(&w.to_ne_bytes());
         }
         btf.extend_from_slice(&types);
         btf.extend_from_slice(strings);

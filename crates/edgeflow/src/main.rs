@@ -35,6 +35,7 @@ enum Cmd {
     },
     /// AFDX tools: `edgeflow afdx compile CONFIG` prints the config's virtual-link table as an
     /// OpenFlow 1.3 program (an ovs-ofctl script) for any OF1.3 switch.
+    #[cfg(feature = "afdx")]
     #[command(subcommand)]
     Afdx(AfdxCmd),
     /// Print a running switch's ports, queues, tables, fast-path counters and drop reasons.
@@ -49,6 +50,7 @@ enum Cmd {
     },
 }
 
+#[cfg(feature = "afdx")]
 #[derive(Subcommand)]
 enum AfdxCmd {
     /// Print the [[afdx.vl]] table of CONFIG as OpenFlow 1.3 flows, meters and ALL groups: a
@@ -138,6 +140,11 @@ struct RunArgs {
     /// switch's); what one controller's limit holds back is counted, the others still get it.
     #[arg(long, value_name = "N")]
     controller_packet_in_rate: Option<u64>,
+    /// Receive frames each port's AF_PACKET ring holds (default 1024, transmit half as many), 2
+    /// KiB each: 3 MiB a port by default, the most of the switch's resident memory. A gateway's
+    /// ports need fewer (docs/deploy.md).
+    #[arg(long, value_name = "N")]
+    ring_frames: Option<u64>,
     /// TLS private key (PEM), for tls:/ptls: targets.
     #[arg(long, value_name = "FILE")]
     private_key: Option<PathBuf>,
@@ -177,6 +184,7 @@ impl RunArgs {
             max_connections: self.max_connections,
             max_handshakes: self.max_handshakes,
             max_request_bytes: self.max_request_bytes,
+            ring_frames: self.ring_frames,
             controller_packet_in_rate: self.controller_packet_in_rate,
             peer_cert_sha256: self.peer_cert_sha256.clone(),
             private_key: self.private_key.clone(),
@@ -199,11 +207,21 @@ fn load(args: &RunArgs) -> Result<Settings, String> {
 fn init_logging(filter: Option<&str>) {
     let filter =
         filter.map(String::from).or_else(|| std::env::var("RUST_LOG").ok()).unwrap_or_else(|| "info".to_string());
+    // Targets ("info", "agent=debug,info"): what RUST_LOG is used for here, without EnvFilter's
+    // regex engine (180 KiB of an embedded image).
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let targets = filter.parse::<tracing_subscriber::filter::Targets>().unwrap_or_else(|e| {
+        eprintln!("edgeflow: log filter '{filter}': {e}; logging at info");
+        tracing_subscriber::filter::Targets::new().with_default(tracing::Level::INFO)
+    });
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_max_level(tracing::Level::TRACE)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
+        .finish()
+        .with(targets)
         .init();
 }
 
@@ -223,6 +241,7 @@ fn main() -> ExitCode {
                 }
             }
         }
+        #[cfg(feature = "afdx")]
         Cmd::Afdx(AfdxCmd::Compile { config, network }) => {
             use forwarding::afdx::compile::{compile, ovs_ofctl_script, Network};
             let network = match network.as_str() {
@@ -325,7 +344,7 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
         n_tables: if openflow_anywhere { s.n_tables } else { 0 },
         ports: s.ports.clone(),
         local_port: s.local_port.clone(),
-        ring: RingConfig::default(),
+        ring: RingConfig { rx_frames: s.ring_frames, tx_frames: (s.ring_frames / 2).max(32), ..RingConfig::default() },
         dp_desc: format!("edgeflow dpid {:016x}", s.dpid),
         fastpath: s.fastpath,
         fastpath_entries: s.fastpath_entries,
@@ -349,7 +368,9 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
                 ModeSetting::OpenFlow => "secure",
                 ModeSetting::Learning => "learning",
                 ModeSetting::PortMap(_) => "portmap",
+                #[cfg(feature = "afdx")]
                 ModeSetting::Afdx { .. } => "afdx",
+                #[cfg(feature = "less")]
                 ModeSetting::Less(_) => "less",
             })
             .collect::<Vec<_>>()
@@ -414,9 +435,11 @@ fn make_mode(setting: &ModeSetting, s: &Settings, native: bool) -> Result<Box<dy
         ModeSetting::Learning => Box::new(forwarding::learning::LearningMode::new()),
         ModeSetting::PortMap(pairs) => Box::new(forwarding::portmap::PortMapMode::new(pairs)),
         // The configuration has checked the table: this cannot refuse it.
+        #[cfg(feature = "afdx")]
         ModeSetting::Afdx { vls, mac_constant } => {
             Box::new(forwarding::afdx::AfdxMode::new(vls, *mac_constant).map_err(|e| e.to_string())?)
         }
+        #[cfg(feature = "less")]
         ModeSetting::Less(cfg) => {
             Box::new(forwarding::less::LessMode::new(forwarding::less::Config { switch_id: s.dpid, ..cfg.clone() }))
         }

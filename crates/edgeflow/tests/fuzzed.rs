@@ -10,7 +10,12 @@ fn the_seed_files_are_accepted() {
     let mut n = 0;
     for entry in std::fs::read_dir(dir).expect("the seed corpus (fuzz/seeds.py writes it)") {
         let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
-        edgeflow::config::from_text(&text, std::path::Path::new("seed.toml")).unwrap_or_else(|e| panic!("{e}"));
+        match edgeflow::config::from_text(&text, std::path::Path::new("seed.toml")) {
+            Ok(_) => {}
+            // A build without a mode refuses that mode's seeds, at their line.
+            Err(e) if e.contains("built without it") && !cfg!(all(feature = "afdx", feature = "less")) => {}
+            Err(e) => panic!("{e}"),
+        }
         n += 1;
     }
     assert!(n >= 6, "{n} seeds");

@@ -11,8 +11,10 @@
 //!
 //! Adding a mode is one module here that implements [`Mode`], plus a line where the binary picks it.
 
+#[cfg(feature = "afdx")]
 pub mod afdx;
 pub mod learning;
+#[cfg(feature = "less")]
 pub mod less;
 pub mod openflow;
 pub mod partition;

@@ -1,6 +1,7 @@
 //! The AFDX mode through the seam: filtering by reason, account-based policing (frame and byte,
 //! with and without jitter tolerance), multicast and priority queues, shared accounts, and the
 //! table checks.
+#![cfg(feature = "afdx")]
 
 use forwarding::afdx::{
     self, end_system_mac, vl_mac, AfdxMode, Police, Priority, VirtualLink, VlDrop, DEFAULT_MAC_CONSTANT, NETWORK_A,

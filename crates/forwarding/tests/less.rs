@@ -18,6 +18,7 @@
 //!              |3
 //!              hE
 //! ```
+#![cfg(feature = "less")]
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::IpAddr;

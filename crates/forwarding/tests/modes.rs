@@ -195,79 +195,84 @@ fn openflow_timeouts_come_due_at_the_deadline_the_mode_reports() {
     assert_eq!(m.next_deadline(), None);
 }
 
-/// LESS on ports 1-2 and another mode on 3-4, as `[[port]] mode` builds it.
-fn shared(other: Box<dyn Mode>) -> forwarding::partition::Partitioned {
-    use forwarding::less::{Config as LessConfig, LessMode};
-    use forwarding::partition::{Part, Partitioned};
-    let less = Box::new(LessMode::new(LessConfig { root: true, ..LessConfig::default() }));
-    let mut m =
-        Partitioned::new(vec![Part { mode: less, ports: [1, 2].into() }, Part { mode: other, ports: [3, 4].into() }]);
-    for p in 1..=4 {
-        m.port_changed(p, Some(PortView::default()));
+#[cfg(feature = "less")]
+mod partitioned {
+    use super::*;
+
+    /// LESS on ports 1-2 and another mode on 3-4, as `[[port]] mode` builds it.
+    fn shared(other: Box<dyn Mode>) -> forwarding::partition::Partitioned {
+        use forwarding::less::{Config as LessConfig, LessMode};
+        use forwarding::partition::{Part, Partitioned};
+        let less = Box::new(LessMode::new(LessConfig { root: true, ..LessConfig::default() }));
+        let mut m =
+            Partitioned::new(vec![Part { mode: less, ports: [1, 2].into() }, Part { mode: other, ports: [3, 4].into() }]);
+        for p in 1..=4 {
+            m.port_changed(p, Some(PortView::default()));
+        }
+        m
     }
-    m
-}
 
-fn counter(m: &dyn Mode, name: &str) -> u64 {
-    m.counters().iter().flat_map(|g| g.counters.clone()).find(|(n, _)| *n == name).unwrap().1
-}
+    fn counter(m: &dyn Mode, name: &str) -> u64 {
+        m.counters().iter().flat_map(|g| g.counters.clone()).find(|(n, _)| *n == name).unwrap().1
+    }
 
-#[test]
-fn modes_sharing_a_switch_each_keep_to_their_own_ports() {
-    let mut m = shared(Box::new(LearningMode::new()));
-    // The learning part floods to its other port only; LESS speaks only on its own.
-    let (v, r, _) = receive(&mut m, 3, &udp(H1, H2), 0);
-    assert_eq!((r.ports(), v.dropped), (vec![4], None));
-    let mut hellos = Recorder::default();
-    m.tick(1, &mut hellos);
-    assert_eq!(hellos.ports(), vec![1, 2], "HELLOs leave by the LESS ports only");
-    // A labelled frame that comes in on a learning port is an Ethernet frame like any other there.
-    let label = packet::less::Label { ports: [3, 0, 0], bottom: true, ttl: 1 }.word();
-    let payload = [&label.to_be_bytes()[..], &udp(H1, H2)[14..]].concat();
-    let labelled = FrameBuilder::new(H2, H1).build(L3::Raw { ethertype: 0x8847, payload });
-    let (_, r, _) = receive(&mut m, 4, &labelled, 2);
-    assert_eq!(r.ports(), vec![3], "flooded by the bridge, not switched by its label");
-    // On a LESS port it is LESS's, and a label naming another part's port names no port of LESS.
-    let (v, r, _) = receive(&mut m, 1, &labelled, 3);
-    assert_eq!((r.ports(), v.dropped), (vec![], Some(DropReason::BadLabel)));
-    assert_eq!(counter(&m, "unknown_port"), 1);
-    // The kernel gets LESS's ports as label ports, and the bridge's entries, which pin the port.
-    assert_eq!(m.kernel_labels().unwrap().ports, [1, 2].into());
-    let (v, _, _) = receive(&mut m, 4, &udp(H2, H1), 4);
-    let entry = m.kernel_entry(v.entry.expect("the bridge's decision goes to the kernel")).unwrap();
-    assert_eq!(entry.mask.get(Field::InPort), u32::MAX as u128);
-    // No OpenFlow part: nothing is programmable and controllers see every port.
-    assert!(!m.is_programmable() && m.controller_sees(1));
-}
+    #[test]
+    fn modes_sharing_a_switch_each_keep_to_their_own_ports() {
+        let mut m = shared(Box::new(LearningMode::new()));
+        // The learning part floods to its other port only; LESS speaks only on its own.
+        let (v, r, _) = receive(&mut m, 3, &udp(H1, H2), 0);
+        assert_eq!((r.ports(), v.dropped), (vec![4], None));
+        let mut hellos = Recorder::default();
+        m.tick(1, &mut hellos);
+        assert_eq!(hellos.ports(), vec![1, 2], "HELLOs leave by the LESS ports only");
+        // A labelled frame that comes in on a learning port is an Ethernet frame like any other there.
+        let label = packet::less::Label { ports: [3, 0, 0], bottom: true, ttl: 1 }.word();
+        let payload = [&label.to_be_bytes()[..], &udp(H1, H2)[14..]].concat();
+        let labelled = FrameBuilder::new(H2, H1).build(L3::Raw { ethertype: 0x8847, payload });
+        let (_, r, _) = receive(&mut m, 4, &labelled, 2);
+        assert_eq!(r.ports(), vec![3], "flooded by the bridge, not switched by its label");
+        // On a LESS port it is LESS's, and a label naming another part's port names no port of LESS.
+        let (v, r, _) = receive(&mut m, 1, &labelled, 3);
+        assert_eq!((r.ports(), v.dropped), (vec![], Some(DropReason::BadLabel)));
+        assert_eq!(counter(&m, "unknown_port"), 1);
+        // The kernel gets LESS's ports as label ports, and the bridge's entries, which pin the port.
+        assert_eq!(m.kernel_labels().unwrap().ports, [1, 2].into());
+        let (v, _, _) = receive(&mut m, 4, &udp(H2, H1), 4);
+        let entry = m.kernel_entry(v.entry.expect("the bridge's decision goes to the kernel")).unwrap();
+        assert_eq!(entry.mask.get(Field::InPort), u32::MAX as u128);
+        // No OpenFlow part: nothing is programmable and controllers see every port.
+        assert!(!m.is_programmable() && m.controller_sees(1));
+    }
 
-#[test]
-fn an_openflow_part_sees_and_sends_only_its_ports() {
-    let of = OpenFlowMode::new(&Config { n_tables: 4, table_limits: vec![], native: false, packet_in_rate: 0 });
-    let mut m = shared(Box::new(of));
-    assert!(m.is_programmable());
-    assert_eq!((1..=4).map(|p| m.controller_sees(p)).collect::<Vec<_>>(), [false, false, true, true]);
-    // A flow that names a LESS port: OpenFlow has no such port, and only the other copy leaves.
-    flow(&mut m, 10, Match::new().with(Field::InPort, 3), vec![Action::output(1), Action::output(4)]);
-    let (_, r, _) = receive(&mut m, 3, &udp(H1, H2), 0);
-    assert_eq!(r.ports(), vec![4]);
-    // Flooding floods the part.
-    flow(&mut m, 10, Match::new().with(Field::InPort, 4), vec![Action::output(ofp::port::OFPP_FLOOD)]);
-    let (_, r, _) = receive(&mut m, 4, &udp(H2, H1), 0);
-    assert_eq!(r.ports(), vec![3]);
-    // The LESS part's frames never reach OpenFlow's tables (no table-miss packet-in for them).
-    let (_, r, _) = receive(&mut m, 2, &udp(H2, H1), 0);
-    assert!(r.events.is_empty() && r.sent.is_empty());
-}
+    #[test]
+    fn an_openflow_part_sees_and_sends_only_its_ports() {
+        let of = OpenFlowMode::new(&Config { n_tables: 4, table_limits: vec![], native: false, packet_in_rate: 0 });
+        let mut m = shared(Box::new(of));
+        assert!(m.is_programmable());
+        assert_eq!((1..=4).map(|p| m.controller_sees(p)).collect::<Vec<_>>(), [false, false, true, true]);
+        // A flow that names a LESS port: OpenFlow has no such port, and only the other copy leaves.
+        flow(&mut m, 10, Match::new().with(Field::InPort, 3), vec![Action::output(1), Action::output(4)]);
+        let (_, r, _) = receive(&mut m, 3, &udp(H1, H2), 0);
+        assert_eq!(r.ports(), vec![4]);
+        // Flooding floods the part.
+        flow(&mut m, 10, Match::new().with(Field::InPort, 4), vec![Action::output(ofp::port::OFPP_FLOOD)]);
+        let (_, r, _) = receive(&mut m, 4, &udp(H2, H1), 0);
+        assert_eq!(r.ports(), vec![3]);
+        // The LESS part's frames never reach OpenFlow's tables (no table-miss packet-in for them).
+        let (_, r, _) = receive(&mut m, 2, &udp(H2, H1), 0);
+        assert!(r.events.is_empty() && r.sent.is_empty());
+    }
 
-#[test]
-fn a_copy_for_another_parts_port_is_fenced_off() {
-    // A port map checks no ports: the partition stops what it sends across.
-    let mut m = shared(Box::new(PortMapMode::new(&[(3, 1), (4, 3)])));
-    let (v, r, _) = receive(&mut m, 3, &udp(H1, H2), 0);
-    assert!(r.sent.is_empty());
-    assert_eq!(counter(&m, "fenced"), 1);
-    assert!(m.kernel_entry(v.entry.unwrap()).is_none(), "nor may the kernel send it across");
-    let (v, r, _) = receive(&mut m, 4, &udp(H1, H2), 0);
-    assert_eq!((r.ports(), counter(&m, "fenced")), (vec![3], 1));
-    assert!(m.kernel_entry(v.entry.unwrap()).is_some());
+    #[test]
+    fn a_copy_for_another_parts_port_is_fenced_off() {
+        // A port map checks no ports: the partition stops what it sends across.
+        let mut m = shared(Box::new(PortMapMode::new(&[(3, 1), (4, 3)])));
+        let (v, r, _) = receive(&mut m, 3, &udp(H1, H2), 0);
+        assert!(r.sent.is_empty());
+        assert_eq!(counter(&m, "fenced"), 1);
+        assert!(m.kernel_entry(v.entry.unwrap()).is_none(), "nor may the kernel send it across");
+        let (v, r, _) = receive(&mut m, 4, &udp(H1, H2), 0);
+        assert_eq!((r.ports(), counter(&m, "fenced")), (vec![3], 1));
+        assert!(m.kernel_entry(v.entry.unwrap()).is_some());
+    }
 }

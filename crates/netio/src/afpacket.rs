@@ -153,7 +153,7 @@ pub struct AfPacketTx {
     max_len: usize,
 }
 
-fn packet_socket(protocol: u16) -> io::Result<OwnedFd> {
+pub(crate) fn packet_socket(protocol: u16) -> io::Result<OwnedFd> {
     // SAFETY: plain socket call.
     let fd = cvt(unsafe {
         libc::socket(
@@ -166,7 +166,7 @@ fn packet_socket(protocol: u16) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-fn bind(fd: RawFd, ifindex: u32, protocol: u16) -> io::Result<()> {
+pub(crate) fn bind(fd: RawFd, ifindex: u32, protocol: u16) -> io::Result<()> {
     // SAFETY: sockaddr_ll is plain data.
     let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
     sll.sll_family = libc::AF_PACKET as u16;
@@ -261,7 +261,7 @@ impl AfPacketRx {
         msg.msg_iov = &mut iov;
         msg.msg_iovlen = 1;
         msg.msg_control = cmsg.as_mut_ptr() as *mut libc::c_void;
-        msg.msg_controllen = std::mem::size_of_val(&cmsg);
+        msg.msg_controllen = std::mem::size_of_val(&cmsg) as _; // usize on glibc, u32 on musl
         // SAFETY: msg points at live buffers of the sizes given.
         let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT | libc::MSG_TRUNC) };
         if n < vnet::LEN as isize || n as usize > self.big.len() {
@@ -352,7 +352,7 @@ impl PortRx for AfPacketRx {
 
 /// The longest frame (without FCS) the interface sends: its MTU plus the Ethernet header. A
 /// frame with a VLAN tag may be 4 bytes longer, as the kernel allows.
-fn max_len(name: &str) -> usize {
+pub(crate) fn max_len(name: &str) -> usize {
     if_mtu(name).map_or(usize::MAX, |mtu| mtu as usize + ETH_HLEN)
 }
 

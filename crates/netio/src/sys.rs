@@ -197,7 +197,12 @@ pub fn driver(name: &str) -> Option<String> {
 /// Whether the link has carrier (false also when the interface is administratively down).
 pub fn carrier(name: &str) -> bool {
     let mut v = [ETHTOOL_GLINK, 0u32];
-    ethtool(name, &mut v).is_ok() && v[1] != 0
+    match ethtool(name, &mut v) {
+        Ok(()) => v[1] != 0,
+        // Where SIOCETHTOOL cannot be asked (qemu-user does not translate it): the operational
+        // state the interface flags carry.
+        Err(_) => if_flags(name).is_ok_and(|f| f & (libc::IFF_UP | libc::IFF_RUNNING) as u32 == (libc::IFF_UP | libc::IFF_RUNNING) as u32),
+    }
 }
 
 /// An eventfd used to wake the forwarding thread.
@@ -241,8 +246,8 @@ pub fn poll_readable(fds: &[RawFd], timeout_ms: i32, ready: &mut Vec<usize>) -> 
 pub fn poll_until(fds: &[RawFd], timeout: Option<std::time::Duration>, ready: &mut Vec<usize>) -> io::Result<()> {
     let mut pfds: Vec<libc::pollfd> =
         fds.iter().map(|&fd| libc::pollfd { fd, events: libc::POLLIN, revents: 0 }).collect();
-    let ts = timeout
-        .map(|d| libc::timespec { tv_sec: d.as_secs() as libc::time_t, tv_nsec: d.subsec_nanos() as libc::c_long });
+    // `as _`: time_t and the nanoseconds field differ in width between libcs and targets.
+    let ts = timeout.map(|d| libc::timespec { tv_sec: d.as_secs() as _, tv_nsec: d.subsec_nanos() as _ });
     let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
     // SAFETY: pfds is a live array of pollfd of the given length; ts_ptr is null or points at ts.
     let r = unsafe { libc::ppoll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, ts_ptr, std::ptr::null()) };

@@ -12,20 +12,21 @@ const GSO_TCPV6: u8 = 4;
 const GSO_UDP_L4: u8 = 5;
 const GSO_ECN: u8 = 0x80;
 
-/// Reads a header (fields are in host byte order, which is little-endian on every target we run on).
+/// Reads a header. Its fields are in the host's byte order (the kernel's legacy virtio rule for
+/// AF_PACKET and tap), so a big-endian target reads them as big-endian.
 pub fn decode(h: &[u8]) -> Offload {
     if h.len() < LEN {
         return Offload::default();
     }
-    let u16le = |i: usize| u16::from_le_bytes([h[i], h[i + 1]]);
-    let csum = (h[0] & F_NEEDS_CSUM != 0).then(|| PartialCsum { start: u16le(6), offset: u16le(8) });
+    let host_u16 = |i: usize| u16::from_ne_bytes([h[i], h[i + 1]]);
+    let csum = (h[0] & F_NEEDS_CSUM != 0).then(|| PartialCsum { start: host_u16(6), offset: host_u16(8) });
     let kind = match h[1] & !GSO_ECN {
         GSO_TCPV4 => Some(GsoKind::TcpV4),
         GSO_TCPV6 => Some(GsoKind::TcpV6),
         GSO_UDP_L4 => Some(GsoKind::UdpL4),
         _ => None,
     };
-    let gso = kind.map(|kind| Gso { kind, size: u16le(4), ecn: h[1] & GSO_ECN != 0 });
+    let gso = kind.map(|kind| Gso { kind, size: host_u16(4), ecn: h[1] & GSO_ECN != 0 });
     Offload { csum, gso }
 }
 
@@ -37,8 +38,8 @@ pub fn encode(o: &Offload, frame: &[u8], whole_frame_linear: bool) -> [u8; LEN] 
     let mut hdr_len = 0u16;
     if let Some(c) = o.csum {
         h[0] = F_NEEDS_CSUM;
-        h[6..8].copy_from_slice(&c.start.to_le_bytes());
-        h[8..10].copy_from_slice(&c.offset.to_le_bytes());
+        h[6..8].copy_from_slice(&c.start.to_ne_bytes());
+        h[8..10].copy_from_slice(&c.offset.to_ne_bytes());
         hdr_len = c.start + c.offset + 2;
     }
     if let (Some(g), Some(c)) = (o.gso, o.csum) {
@@ -47,7 +48,7 @@ pub fn encode(o: &Offload, frame: &[u8], whole_frame_linear: bool) -> [u8; LEN] 
             GsoKind::TcpV6 => GSO_TCPV6,
             GsoKind::UdpL4 => GSO_UDP_L4,
         } | if g.ecn { GSO_ECN } else { 0 };
-        h[4..6].copy_from_slice(&g.size.to_le_bytes());
+        h[4..6].copy_from_slice(&g.size.to_ne_bytes());
         let l4 = c.start as usize;
         let l4_len = match g.kind {
             GsoKind::TcpV4 | GsoKind::TcpV6 => frame.get(l4 + 12).map(|b| (b >> 4) as u16 * 4).unwrap_or(20),
@@ -60,6 +61,6 @@ pub fn encode(o: &Offload, frame: &[u8], whole_frame_linear: bool) -> [u8; LEN] 
     if whole_frame_linear {
         hdr_len = frame.len() as u16;
     }
-    h[2..4].copy_from_slice(&hdr_len.to_le_bytes());
+    h[2..4].copy_from_slice(&hdr_len.to_ne_bytes());
     h
 }

@@ -58,7 +58,9 @@ impl Switch {
             }
         }
         if self.cfg.timing == super::Timing::Fifo {
-            let param = libc::sched_param { sched_priority: FIFO_PRIORITY };
+            // SAFETY: sched_param is plain data (musl's has more fields than the priority).
+            let mut param: libc::sched_param = unsafe { std::mem::zeroed() };
+            param.sched_priority = FIFO_PRIORITY;
             // SAFETY: param is valid; 0 is this thread.
             if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
                 warn!("fifo timing: cannot run at SCHED_FIFO: {}", std::io::Error::last_os_error());

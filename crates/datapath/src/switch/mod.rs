@@ -226,7 +226,7 @@ impl Switch {
         if let Some(name) = &cfg.local_port {
             let (rx, tx) =
                 tap::open(name).map_err(|e| std::io::Error::new(e.kind(), format!("LOCAL port ({name}): {e}")))?;
-            ports.insert(OFPP_LOCAL, SwitchPort::new(OFPP_LOCAL, name, Box::new(rx), Box::new(tx), None));
+            ports.insert(OFPP_LOCAL, SwitchPort::new(OFPP_LOCAL, name, Box::new(rx), Box::new(tx), None, "tap"));
         }
         for (&no, p) in &ports {
             mode.port_changed(no, Some(PortView { config: p.desc.config, state: p.desc.state }));

@@ -44,6 +44,9 @@ pub(super) struct SwitchPort {
     /// Keeps the host stack off the port while the port lives.
     pub guard: Option<crate::attach::Attachment>,
     pub ifindex: u32,
+    /// How its frames move: "af_packet rings", "af_packet plain" (the fallback where AF_PACKET's
+    /// own socket options are refused, as under qemu-user) or "tap".
+    pub io: &'static str,
     /// A veth: it hands a GSO super-frame to its peer as it is, so one may leave under labels.
     pub whole: bool,
     pub desc: Port,
@@ -60,11 +63,13 @@ impl SwitchPort {
         rx: Box<dyn PortRx>,
         tx: Box<dyn PortTx>,
         guard: Option<crate::attach::Attachment>,
+        io: &'static str,
     ) -> Self {
         SwitchPort {
             rx: Some(rx),
             tx: Some(tx),
             guard,
+            io,
             ifindex: sys::ifindex(name).unwrap_or(0),
             whole: sys::driver(name).as_deref() == Some("veth"),
             desc: port_desc(no, name),
@@ -79,9 +84,21 @@ impl SwitchPort {
     /// first and sends misses up its own interface: then the port has no receive socket (it would
     /// see frames the kernel already forwarded) and no guard (it would stop them first).
     pub fn open(no: u32, name: &str, ring: RingConfig, guard: &PortGuard, tc_fast_path: bool) -> io::Result<SwitchPort> {
-        let (rx, tx) = afpacket::open(name, ring).map_err(|e| crate::privilege_hint(e, &[crate::caps::NET_RAW]))?;
+        let (rx, tx, io): (Box<dyn PortRx>, Box<dyn PortTx>, _) = match afpacket::open(name, ring) {
+            Ok((rx, tx)) => (Box::new(rx), Box::new(tx), "af_packet rings"),
+            Err(e) if e.raw_os_error() == Some(libc::ENOPROTOOPT) && !tc_fast_path => {
+                warn!(
+                    port = name,
+                    "AF_PACKET's socket options are refused ({e}: an emulator such as qemu-user?): \
+                     plain packet sockets instead, one frame per system call and no offloads"
+                );
+                let (rx, tx) = netio::plain::open(name)?;
+                (Box::new(rx), Box::new(tx), "af_packet plain")
+            }
+            Err(e) => return Err(crate::privilege_hint(e, &[crate::caps::NET_RAW])),
+        };
         let guard = if tc_fast_path { None } else { guard.attach(name) };
-        let mut port = SwitchPort::new(no, name, Box::new(rx), Box::new(tx), guard);
+        let mut port = SwitchPort::new(no, name, rx, tx, guard, io);
         if tc_fast_path {
             port.rx = None;
         }
@@ -183,11 +200,19 @@ impl Output for Transmit<'_> {
 }
 
 /// The port guard program, loaded once, attached to every AF_PACKET port.
-pub(super) struct PortGuard(Option<crate::ebpf::Object>);
+pub(super) struct PortGuard(Option<crate::ebpf::Program>);
+
+/// The guard's two instructions, `r0 = TC_ACT_SHOT; exit`: a program this small is written here
+/// rather than built by clang, so that every build has it (one without the fast path included).
+const PORT_GUARD_INSNS: [u8; 16] = [0xb7, 0, 0, 0, 2, 0, 0, 0, 0x95, 0, 0, 0, 0, 0, 0, 0];
 
 impl PortGuard {
     pub fn load() -> PortGuard {
-        match crate::ebpf::Object::load(crate::bpf_objects::PORT_GUARD) {
+        let mut insns = PORT_GUARD_INSNS;
+        if cfg!(target_endian = "big") {
+            insns[4..8].copy_from_slice(&2i32.to_be_bytes()); // the immediate, in this machine's order
+        }
+        match crate::ebpf::Program::from_instructions("port_guard", crate::ebpf::prog_type::SCHED_CLS, &insns) {
             Ok(o) => PortGuard(Some(o)),
             Err(e) => {
                 let e = crate::privilege_hint(e, &[crate::caps::BPF, crate::caps::NET_ADMIN]);
@@ -198,7 +223,7 @@ impl PortGuard {
     }
 
     pub fn attach(&self, name: &str) -> Option<crate::attach::Attachment> {
-        let prog = self.0.as_ref()?.program("port_guard").ok()?;
+        let prog = self.0.as_ref()?;
         let ifindex = sys::ifindex(name).ok()?;
         crate::attach::tc(prog, ifindex, crate::attach::TcSlot::PortGuard).map_err(|e| warn!(port = name, "port guard not attached: {e}")).ok()
     }

@@ -13,15 +13,31 @@ use datapath::switch::Timing;
 use serde::Deserialize;
 use toml::Spanned;
 
+#[cfg(feature = "afdx")]
 mod afdx;
 mod egress;
+#[cfg(feature = "less")]
 mod less;
 
+#[cfg(feature = "afdx")]
 use afdx::afdx;
+#[cfg(feature = "afdx")]
 pub use afdx::{load_afdx, AfdxSection};
 use egress::port_egress;
 pub use egress::{GatesEntry, QueueEntry};
+#[cfg(feature = "less")]
 pub use less::LessSection;
+/// In a build without a mode, its section is kept whole only to be refused at its line.
+#[cfg(not(feature = "afdx"))]
+pub type AfdxSection = Spanned<toml::Value>;
+#[cfg(not(feature = "less"))]
+pub type LessSection = Spanned<toml::Value>;
+
+/// Why a build refuses a mode it was built without.
+#[cfg(not(all(feature = "afdx", feature = "less")))]
+fn not_built(mode: &str) -> String {
+    format!("mode '{mode}': this edgeflow was built without it (cargo feature `{mode}`)")
+}
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -47,6 +63,8 @@ pub struct File {
     pub max_request_bytes: Option<Spanned<u64>>,
     /// Packet-ins per second to each controller (0: only `packet_in_rate`, the switch's).
     pub controller_packet_in_rate: Option<Spanned<u64>>,
+    /// Receive frames in each port's ring (transmit: half as many).
+    pub ring_frames: Option<Spanned<u64>>,
     #[serde(default, rename = "table")]
     pub tables_cfg: Vec<TableEntry>,
     #[serde(default)]
@@ -84,8 +102,10 @@ pub enum ModeSetting {
     /// Fixed (in port, out port) pairs.
     PortMap(Vec<(u32, u32)>),
     /// ARINC 664 part 7 virtual links.
+    #[cfg(feature = "afdx")]
     Afdx { vls: Vec<forwarding::afdx::VirtualLink>, mac_constant: u32 },
     /// LESS source-routed label switching.
+    #[cfg(feature = "less")]
     Less(forwarding::less::Config),
 }
 
@@ -141,6 +161,7 @@ pub struct Settings {
     pub max_connections: usize,
     pub max_handshakes: usize,
     pub max_request_bytes: usize,
+    pub ring_frames: u32,
     pub controller_packet_in_rate: u32,
     pub table_limits: Vec<(u8, u32, bool)>,
     pub fastpath: Option<datapath::fastpath::Mode>,
@@ -188,6 +209,7 @@ pub struct Flags {
     pub max_connections: Option<u64>,
     pub max_handshakes: Option<u64>,
     pub max_request_bytes: Option<u64>,
+    pub ring_frames: Option<u64>,
     pub controller_packet_in_rate: Option<u64>,
     pub peer_cert_sha256: Option<String>,
     pub private_key: Option<PathBuf>,
@@ -290,6 +312,9 @@ fn parse_kernel_compat(s: &str) -> Result<bool, String> {
 fn parse_datapath(s: &str) -> Result<Option<datapath::fastpath::Mode>, String> {
     match s {
         "user" => Ok(None),
+        "tc" | "xdp" if !datapath::bpf_objects::BUILT => {
+            Err(format!("datapath '{s}': this edgeflow was built without the kernel fast path (cargo feature `fastpath`)"))
+        }
         "tc" => Ok(Some(datapath::fastpath::Mode::Tc)),
         "xdp" => Ok(Some(datapath::fastpath::Mode::Xdp)),
         _ => Err(format!("datapath '{s}': expected 'user', 'tc' or 'xdp'")),
@@ -418,6 +443,8 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
         agent::DEFAULT_MAX_REQUEST_BYTES, count("max_request_bytes", 65_536..=1 << 30))?;
     let controller_packet_in_rate = merged(&cx, ("controller-packet-in-rate", flags.controller_packet_in_rate),
         &file.controller_packet_in_rate, 0, |n| in_range("controller_packet_in_rate", 0..=1_000_000)(n).map(|n| n as u32))?;
+    let ring_frames = merged(&cx, ("ring-frames", flags.ring_frames), &file.ring_frames,
+        datapath::RingConfig::default().rx_frames, |n| in_range("ring_frames", 64..=65_536)(n).map(|n| n as u32))?;
     let fastpath_entries = match (flags.fastpath_entries, &file.fastpath_entries) {
         (Some(n), _) => parse_fastpath_entries(n).map_err(|e| format!("--fastpath-entries: {e}"))?,
         (None, Some(n)) => parse_fastpath_entries(*n.get_ref()).map_err(|e| cx.at(n, e))?,
@@ -432,8 +459,8 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
     let probe = merged(&cx, ("probe-interval", flags.probe_interval), &file.probe_interval, 5,
         in_range("probe_interval", 1..=86_400))?;
     let pinned = match (&flags.peer_cert_sha256, file.tls.as_ref().and_then(|t| t.peer_cert_sha256.as_ref())) {
-        (Some(p), _) => Some(agent::tls::parse_pin(p).map_err(|e| format!("--peer-cert-sha256: {e}"))?),
-        (None, Some(p)) => Some(agent::tls::parse_pin(p.get_ref()).map_err(|e| cx.at(p, e))?),
+        (Some(p), _) => Some(agent::parse_pin(p).map_err(|e| format!("--peer-cert-sha256: {e}"))?),
+        (None, Some(p)) => Some(agent::parse_pin(p.get_ref()).map_err(|e| cx.at(p, e))?),
         (None, None) => None,
     };
     let tls = match (&flags.private_key, &flags.certificate, &flags.ca_cert, &file.tls) {
@@ -496,9 +523,15 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
             "openflow" => ModeSetting::OpenFlow,
             "learning" => ModeSetting::Learning,
             "portmap" => ModeSetting::PortMap(portmap(&cx, file, flags, ports, at)?),
+            #[cfg(feature = "afdx")]
             "afdx" => afdx(&cx, file, ports)?
                 .ok_or_else(|| at("mode 'afdx' needs [[afdx.vl]] entries in the config file".into()))?,
+            #[cfg(feature = "less")]
             "less" => less::less(&cx, file, ports)?,
+            #[cfg(not(feature = "afdx"))]
+            "afdx" => return Err(at(not_built("afdx"))),
+            #[cfg(not(feature = "less"))]
+            "less" => return Err(at(not_built("less"))),
             other => {
                 return Err(at(format!("mode '{other}': expected 'openflow', 'learning', 'portmap', 'afdx' or 'less'")))
             }
@@ -523,6 +556,7 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
             return Err("--portmap needs --mode portmap".into());
         }
     }
+    #[cfg(feature = "afdx")]
     if !any(|m| matches!(m, ModeSetting::Afdx { .. })) {
         if let Some(a) = &file.afdx {
             let reason = "[afdx] needs mode = \"afdx\"";
@@ -533,8 +567,17 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
             });
         }
     }
+    #[cfg(feature = "less")]
     if let (false, Some(section)) = (any(|m| matches!(m, ModeSetting::Less(_))), &file.less) {
         return Err(less::unwanted(&cx, section));
+    }
+    #[cfg(not(feature = "afdx"))]
+    if let Some(section) = &file.afdx {
+        return Err(cx.at(section, format!("[afdx]: {}", not_built("afdx"))));
+    }
+    #[cfg(not(feature = "less"))]
+    if let Some(section) = &file.less {
+        return Err(cx.at(section, format!("[less]: {}", not_built("less"))));
     }
     Ok(Settings {
         dpid,
@@ -551,6 +594,7 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
         max_connections,
         max_handshakes,
         max_request_bytes,
+        ring_frames,
         controller_packet_in_rate,
         table_limits,
         fastpath,
@@ -674,6 +718,10 @@ number = 7
         assert_eq!(s.fastpath_entries, 131_072);
         let e = from_str("channel_output_limit = 1000\n[[port]]\nname = \"a\"\n").unwrap_err();
         assert!(e.starts_with("sw.toml:1:") && e.contains("between 65536"), "{e}");
+        let e = from_str("[[port]]\nname = \"a\"\n").map(|s| s.ring_frames);
+        assert_eq!(e, Ok(1024), "the default ring");
+        let e = from_str("ring_frames = 16\n[[port]]\nname = \"a\"\n").unwrap_err();
+        assert!(e.starts_with("sw.toml:1:") && e.contains("between 64 and 65536"), "{e}");
         let s = from_str("[[port]]\nname = \"a\"\n").unwrap();
         assert_eq!(s.channel_output_limit, agent::DEFAULT_OUTPUT_LIMIT);
         assert_eq!((s.max_connections, s.max_handshakes), (agent::DEFAULT_MAX_CONNECTIONS, agent::DEFAULT_MAX_HANDSHAKES));
@@ -708,6 +756,7 @@ number = 7
         assert!(e.starts_with("sw.toml:6:") && e.contains("needs mode"), "{e}");
     }
 
+    #[cfg(feature = "less")]
     #[test]
     fn ports_may_name_a_mode_of_their_own() {
         let src = "mode = \"less\"\ncontrollers = [\"tcp:127.0.0.1:6653\"]\n[less]\nroot = true\n\
@@ -732,6 +781,19 @@ number = 7
         )
         .unwrap_err();
         assert!(e.starts_with("sw.toml:8:") && e.contains("port 1 is not configured for mode portmap"), "{e}");
+    }
+
+    #[cfg(not(all(feature = "afdx", feature = "less")))]
+    #[test]
+    fn a_build_without_a_mode_refuses_it_where_the_file_names_it() {
+        let ports = "[[port]]\nname = \"a\"\n[[port]]\nname = \"b\"\n";
+        let absent = [("afdx", cfg!(feature = "afdx")), ("less", cfg!(feature = "less"))].into_iter().filter(|m| !m.1);
+        for (mode, _) in absent {
+            let e = from_str(&format!("{ports}mode = \"{mode}\"\n")).unwrap_err();
+            assert!(e.starts_with("sw.toml:5:") && e.contains("built without it"), "{e}");
+            let e = from_str(&format!("{ports}[{mode}]\nroot = true\n")).unwrap_err();
+            assert!(e.starts_with("sw.toml:5:") && e.contains(&format!("cargo feature `{mode}`")), "{e}");
+        }
     }
 
     #[test]
