@@ -4,7 +4,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 PYTEST := .venv/bin/python -m pytest
 
-.PHONY: all setup setup-build build cross cross-test demo test test-unit test-integration test-kernels bench bench-quick fuzz soak clean
+.PHONY: all setup setup-build build cross cross-test footprint test-arm-kernel demo test test-unit test-integration test-kernels bench bench-quick fuzz soak clean
 
 all: build
 
@@ -31,6 +31,10 @@ cross: setup-build
 cross-test: setup-build
 	scripts/cross.sh aarch64-unknown-linux-musl minimal
 
+# The footprint table of docs/deploy.md: each image's size and idle resident memory.
+footprint: setup cross
+	.venv/bin/python -m testbed.footprint
+
 test: setup build cross-test test-unit test-integration
 
 test-unit:
@@ -41,10 +45,15 @@ test-unit:
 test-integration:
 	$(PYTEST) tests -v --durations=0 --junitxml=build/junit.xml
 
-# The kernel fast path's tests inside Debian 12's own kernel (6.1), booted with virtme-ng:
-# scripts/test-kernels.sh.
+# The kernel fast path's tests inside Debian 12's own kernel (6.1) and Debian 11's (5.10), booted
+# with virtme-ng: scripts/test-kernels.sh (KERNELS="bookworm" for one).
 test-kernels: setup build
 	scripts/test-kernels.sh
+
+# Debian 12's arm64 kernel under qemu-system-aarch64 (emulated): the fast path's kernel tests
+# verified and run by a real ARM kernel, and the aarch64 images' idle memory there.
+test-arm-kernel: setup-build
+	scripts/test-arm-kernel.sh
 
 clean:
 	$(CARGO) clean

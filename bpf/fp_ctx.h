@@ -54,9 +54,14 @@ static __always_inline int ctx_drop(const enum hook hook, __u32 reason)
 	return hook == HOOK_TC ? TC_ACT_SHOT : XDP_DROP;
 }
 
+/* The interface the frame came in on. At TC ingress the skb's device is that interface too, and
+ * it is what a test run gives where the kernel takes no ingress interface in its context (5.10). */
 static __always_inline __u32 ctx_ifindex(void *ctx, const enum hook hook)
 {
-	return hook == HOOK_TC ? SKB(ctx)->ingress_ifindex : XDP(ctx)->ingress_ifindex;
+	if (hook == HOOK_XDP)
+		return XDP(ctx)->ingress_ifindex;
+	__u32 in = SKB(ctx)->ingress_ifindex;
+	return in ? in : SKB(ctx)->ifindex;
 }
 
 static __always_inline const __u8 *ctx_data(void *ctx, const enum hook hook)
@@ -186,7 +191,20 @@ static __always_inline int ctx_store_run(void *ctx, const enum hook hook, __u32 
 	n = ((n - 1) & (max - 1)) + 1;
 	if (hook == HOOK_TC)
 		return bpf_skb_store_bytes(SKB(ctx), off, from, n, 0);
-	return bpf_xdp_store_bytes(XDP(ctx), off, from, n);
+	/* XDP: in the powers of two n is made of, each a copy of constant size through a checked
+	 * pointer (bpf_xdp_store_bytes takes n as it is, but only from Linux 5.18). */
+	__u32 done = 0;
+#pragma unroll
+	for (__u32 piece = max; piece; piece >>= 1) {
+		if (!(n & piece))
+			continue;
+		void *p = xdp_span(ctx, off + done, piece);
+		if (!p)
+			return -1;
+		__builtin_memcpy(p, (__u8 *)from + done, piece);
+		done += piece;
+	}
+	return 0;
 }
 
 /* RFC 1624: HC' = ~(~HC + ~m + m'). One's-complement sums do not care about byte order as long as

@@ -5,6 +5,7 @@ what a crashed or interrupted run left behind without touching anything else on 
 """
 
 import json
+import os
 import re
 import subprocess
 from dataclasses import dataclass, field
@@ -72,17 +73,22 @@ def cleanup(prefix=PREFIX):
             sh("ip", "link", "del", link, check=False)
 
 
-def host_vlan_object(vid):
-    """The BPF object that makes a host interface a tagged member of VLAN `vid` (built on demand)."""
+def testbed_object(name, *defines):
+    """A BPF object of testbed/bpf/NAME.c, built on demand (once per set of -D defines)."""
     from .util import ROOT, run_dir
 
-    obj = run_dir("bpf") / f"host_vlan_{vid}.o"
-    src = ROOT / "testbed" / "bpf" / "host_vlan.c"
+    obj = run_dir("bpf") / ("_".join([name, *(d.split("=")[-1] for d in defines)]) + ".o")
+    src = ROOT / "testbed" / "bpf" / f"{name}.c"
     if not obj.exists() or obj.stat().st_mtime < src.stat().st_mtime:
         arch = subprocess.run(["uname", "-m"], capture_output=True, text=True).stdout.strip()
-        sh("clang-14", "-O2", "-g", "-target", "bpf", f"-DVID={vid}", f"-I/usr/include/{arch}-linux-gnu",
+        sh("clang-14", "-O2", "-g", "-target", "bpf", *(f"-D{d}" for d in defines), f"-I/usr/include/{arch}-linux-gnu",
            "-c", str(src), "-o", str(obj))
     return obj
+
+
+def host_vlan_object(vid):
+    """The BPF object that makes a host interface a tagged member of VLAN `vid`."""
+    return testbed_object("host_vlan", f"VID={vid}")
 
 
 def tag_interface(ns, dev, vid):
@@ -145,9 +151,14 @@ class Host:
         return received, sent, float(rtt.group(1)) if rtt else None
 
     def set_offload(self, **features):
-        """ethtool -K on the host interface, e.g. set_offload(tx="off")."""
+        """ethtool -K on the host interface, e.g. set_offload(tx="off"). GRO on is how a veth takes
+        frames an XDP program redirects into it (NAPI) from Linux 5.13; before, only an XDP
+        program of its own does that, so one that passes everything is attached too."""
         args = [x for k, v in features.items() for x in (k, v)]
         self.run("ethtool", "-K", "eth0", *args)
+        release = tuple(int(x) for x in os.uname().release.split("-")[0].split(".")[:2])
+        if features.get("gro") == "on" and release < (5, 13):
+            self.run("ip", "link", "set", "dev", "eth0", "xdpdrv", "obj", str(testbed_object("xdp_pass")), "sec", "xdp")
 
 
 class Topology:

@@ -5,6 +5,7 @@ the switch; every kind of bad frame is dropped and counted under its reason; tak
 down mid-stream loses no frame at the receiver."""
 
 import contextlib
+import os
 import re
 import time
 
@@ -32,6 +33,19 @@ def afdx_switches(net, vls, datapath):
     finally:
         codes = {n: sw.stop() for n, sw in switches.items()}
     assert all(c == 0 for c in codes.values()), codes
+
+
+def kernel_runs_afdx(sw, datapath):
+    """Whether the kernel fast path decided the AFDX frames: with tc or xdp it does, except on a
+    kernel older than 5.12 (its accounts take a compare-and-exchange), where the switch must have
+    said that it keeps AFDX in userspace, and run without the fast path."""
+    if datapath == "user":
+        return False
+    release = tuple(int(x) for x in os.uname().release.split("-")[0].split(".")[:2])
+    if release < (5, 12):
+        assert "cannot run the AFDX fast path" in sw.log() and sw.stats()["fast_path"] is None, sw.log()
+        return False
+    return True
 
 
 def vl_counters(sw):
@@ -197,6 +211,7 @@ def test_bad_frames_are_dropped_and_counted_per_reason(datapath):
         stats = sw.stats()
         drops = stats["drops"]
         kernel_filtered = stats["fast_path"]["drops"]["filtered"] if stats["fast_path"] else 0
+        in_kernel = kernel_runs_afdx(sw, datapath)
         port2 = next(p for p in stats["ports"] if p["no"] == 2)
     assert min(wrong_port, undersize, oversize, unknown, bad_dst, bad_src, good) >= 20
     # The wrong-port frames count as received on the port they came in on, whoever dropped them
@@ -210,7 +225,7 @@ def test_bad_frames_are_dropped_and_counted_per_reason(datapath):
     assert c[10]["policed"] == 0 and c[10]["frames_out"] == good
     assert c["switch"] == {"unknown_vl": unknown, "bad_destination": bad_dst}, c["switch"]
     # The kernel drops a held link's bad frames; frames of no link go up and are dropped there.
-    if datapath != "user":
+    if in_kernel:
         assert kernel_filtered == wrong_port + undersize + oversize + bad_src, stats["fast_path"]
     assert drops["filtered"] + kernel_filtered == wrong_port + undersize + oversize + bad_src + unknown + bad_dst, drops
 

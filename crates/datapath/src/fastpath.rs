@@ -364,8 +364,24 @@ impl FastPath {
     /// Loads the programs, with room for `entries` translations, and attaches those `programs`
     /// names to `ports` (OpenFlow number, interface name).
     pub fn open(mode: Mode, ports: &[(u32, String)], programs: Programs, entries: u32) -> io::Result<FastPath> {
-        let obj =
-            Object::load_sized(crate::bpf_objects::FASTPATH, &[("ef_megaflows", entries)]).map_err(obj_err)?;
+        let mut fp = FastPath::load(mode, programs, entries)?;
+        fp.attach_ports(ports)?;
+        Ok(fp)
+    }
+
+    /// Loads the programs, with room for `entries` translations: those `programs` names must
+    /// load, the others may be refused by an older kernel (the AFDX programs take a
+    /// compare-and-exchange, Linux 5.12).
+    pub fn load(mode: Mode, programs: Programs, entries: u32) -> io::Result<FastPath> {
+        let unused = match programs {
+            Programs::Flows => Programs::Links.names(),
+            Programs::Links => Programs::Flows.names(),
+        };
+        let sizes = [("ef_megaflows", entries)];
+        let obj = Object::load_with(crate::bpf_objects::FASTPATH, &sizes, &[unused.0, unused.1]).map_err(obj_err)?;
+        for (name, why) in &obj.refused {
+            info!(program = %name, "this kernel refuses a fast-path program this switch does not use: {why}");
+        }
         let mut fp = FastPath {
             mode,
             obj,
@@ -407,11 +423,16 @@ impl FastPath {
             fp.set_config(CFG_UPCALL_IFINDEX, sys::ifindex(&ours)? as u64)?;
             fp.upcall = Some((ours, peer));
         }
-        for (i, (no, name)) in ports.iter().enumerate() {
-            fp.attach_port(*no, name, (i + 1) as u16)?;
-        }
-        info!(mode = ?mode, ?programs, ports = ports.len(), "kernel fast path attached");
         Ok(fp)
+    }
+
+    /// Attaches the programs to every port (OpenFlow number, interface name).
+    pub fn attach_ports(&mut self, ports: &[(u32, String)]) -> io::Result<()> {
+        for (i, (no, name)) in ports.iter().enumerate() {
+            self.attach_port(*no, name, (i + 1) as u16)?;
+        }
+        info!(mode = ?self.mode, programs = ?self.programs, ports = ports.len(), "kernel fast path attached");
+        Ok(())
     }
 
     /// Attaches the programs to port `no`'s interface `name`, whose misses go up tagged `tag`;

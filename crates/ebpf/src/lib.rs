@@ -5,14 +5,19 @@
 //! in the running kernel's BTF; one the kernel lacks becomes `r0 = -EOPNOTSUPP`, so a program
 //! declares kfuncs it can live without as weak and checks their result.
 //!
-//! One file of ~860 lines (its tests ~95) because it is one concern read top to bottom:
-//! ELF sections, maps, relocations, load (device-bound copies with the headroom a kernel bug makes
-//! them need; RLIMIT_MEMLOCK raised on kernels that charge it), attach and link info, test runs
-//! with their contexts, and the one guard its tests and the kernel tests share (they load
-//! programs, which needs root). Attaching without links (older kernels) is the datapath's
+//! Reading the ELF (either byte order) is `elf.rs`. This file, ~750 lines and its tests ~130, is
+//! one concern read top to bottom: maps, relocations, load (optional programs an older kernel may
+//! refuse; device-bound copies with the headroom a kernel bug makes them need; RLIMIT_MEMLOCK
+//! raised on kernels that charge it), attach and link info, test runs with the contexts each
+//! kernel takes, and the one guard its tests and the kernel tests share (they load programs,
+//! which needs root). Attaching without links (older kernels) is the datapath's
 //! `attach.rs`, over netlink. Why it is ours and not a library: docs/ebpf-loader.md.
 
+mod elf;
 pub mod objects;
+
+pub use elf::ByteOrder;
+use elf::{Parsed, Relocation};
 
 use std::collections::HashMap;
 use std::io;
@@ -338,19 +343,42 @@ impl Program {
     /// Runs the program once on `data` with the context `ctx` (an `xdp_md` or a `__sk_buff`, as the
     /// program type takes) through BPF_PROG_TEST_RUN: its return value and the frame as it left.
     pub fn run_once(&self, data: &[u8], ctx: &[u8]) -> io::Result<(u32, Vec<u8>)> {
-        let mut out = vec![0u8; data.len() + 256];
-        let mut a = Attr::new()
-            .u32(0, self.fd() as u32)
-            .u32(8, data.len() as u32)
-            .u32(12, out.len() as u32)
-            .u64(16, data.as_ptr() as u64)
-            .u64(24, out.as_mut_ptr() as u64)
-            .u32(32, 1)
-            .u32(40, ctx.len() as u32)
-            .u64(48, ctx.as_ptr() as u64);
-        bpf(cmd::PROG_TEST_RUN, &mut a)?;
-        out.truncate(a.read_u32(12) as usize);
-        Ok((a.read_u32(4), out))
+        // Before 5.15 an XDP test run takes no context, and its frame arrives on the loopback
+        // interface: a context saying as much is left out there; one naming another is refused.
+        let ctx = match self.prog_type == prog_type::XDP && kernel_release().is_some_and(|v| v < (5, 15)) {
+            true if ctx.len() >= 16 && rd_u32(ctx, 12) <= 1 => &[][..],
+            true => return Err(io::Error::new(io::ErrorKind::Unsupported, "an XDP test run on a given interface needs Linux 5.15")),
+            false => ctx,
+        };
+        let run = |ctx: &[u8]| -> io::Result<(u32, Vec<u8>)> {
+            let mut out = vec![0u8; data.len() + 256];
+            let mut a = Attr::new()
+                .u32(0, self.fd() as u32)
+                .u32(8, data.len() as u32)
+                .u32(12, out.len() as u32)
+                .u64(16, data.as_ptr() as u64)
+                .u64(24, out.as_mut_ptr() as u64)
+                .u32(32, 1)
+                .u32(40, ctx.len() as u32)
+                .u64(48, if ctx.is_empty() { 0 } else { ctx.as_ptr() as u64 });
+            bpf(cmd::PROG_TEST_RUN, &mut a)?;
+            out.truncate(a.read_u32(12) as usize);
+            Ok((a.read_u32(4), out))
+        };
+        match run(ctx) {
+            // Before 5.16 `struct __sk_buff` ended 8 bytes sooner, and older kernels refuse an
+            // ingress interface in it (the frame arrives on the loopback interface): one naming
+            // the loopback interface is run as what those kernels take.
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && self.prog_type == prog_type::SCHED_CLS => {
+                if ctx.len() < 40 || rd_u32(ctx, 36) > 1 {
+                    return Err(e);
+                }
+                let mut older = ctx[..ctx.len().min(184)].to_vec();
+                older[36..40].fill(0);
+                run(&older)
+            }
+            r => r,
+        }
     }
 
     /// BPF_PROG_TEST_RUN. With `live` (XDP), frames the program returns as XDP_TX are really sent
@@ -399,49 +427,8 @@ pub struct Object {
     license: Vec<u8>,
     /// Kfuncs the running kernel does not have (their calls return -EOPNOTSUPP).
     pub missing_kfuncs: Vec<String>,
-}
-
-/// The byte order of an object's ELF headers and instructions: clang's `bpfel` or `bpfeb`, the
-/// target's. The kernel takes only its own, so a load checks it; reading either lets the parser be
-/// tested on both.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ByteOrder {
-    Little,
-    Big,
-}
-
-impl ByteOrder {
-    pub const NATIVE: ByteOrder = if cfg!(target_endian = "big") { ByteOrder::Big } else { ByteOrder::Little };
-
-    fn u16(self, b: &[u8], at: usize) -> u16 {
-        let v = b[at..at + 2].try_into().unwrap();
-        if self == ByteOrder::Big { u16::from_be_bytes(v) } else { u16::from_le_bytes(v) }
-    }
-    fn u32(self, b: &[u8], at: usize) -> u32 {
-        let v = b[at..at + 4].try_into().unwrap();
-        if self == ByteOrder::Big { u32::from_be_bytes(v) } else { u32::from_le_bytes(v) }
-    }
-    fn u64(self, b: &[u8], at: usize) -> u64 {
-        let v = b[at..at + 8].try_into().unwrap();
-        if self == ByteOrder::Big { u64::from_be_bytes(v) } else { u64::from_le_bytes(v) }
-    }
-    fn put_u16(self, b: &mut [u8], v: u16) {
-        b.copy_from_slice(&if self == ByteOrder::Big { v.to_be_bytes() } else { v.to_le_bytes() });
-    }
-    fn put_u32(self, b: &mut [u8], v: u32) {
-        b.copy_from_slice(&if self == ByteOrder::Big { v.to_be_bytes() } else { v.to_le_bytes() });
-    }
-    /// An instruction's second byte holds two 4-bit register fields, `dst_reg` first as C lays
-    /// out bitfields: the low nibble on a little-endian target, the high one on a big-endian one.
-    fn regs(self, dst: u8, src: u8) -> u8 {
-        if self == ByteOrder::Big { (dst << 4) | (src & 0xf) } else { (src << 4) | (dst & 0xf) }
-    }
-    fn src_reg(self, regs: u8) -> u8 {
-        if self == ByteOrder::Big { regs & 0xf } else { regs >> 4 }
-    }
-    fn dst_reg(self, regs: u8) -> u8 {
-        if self == ByteOrder::Big { regs >> 4 } else { regs & 0xf }
-    }
+    /// Programs the caller could do without that the kernel refused, with the verifier's reason.
+    pub refused: Vec<(String, String)>,
 }
 
 /// The BTF the kernel exports is in its own byte order.
@@ -461,197 +448,6 @@ fn cstr(b: &[u8], at: usize) -> String {
     String::from_utf8_lossy(&b[at..end]).into_owned()
 }
 
-const SHT_SYMTAB: u32 = 2;
-const SHT_REL: u32 = 9;
-const SHF_EXECINSTR: u64 = 4;
-
-/// Program type from the section name, as clang/libbpf conventions spell it.
-fn section_prog_type(name: &str) -> Option<u32> {
-    if name == "xdp" || name.starts_with("xdp/") {
-        Some(prog_type::XDP)
-    } else if name == "tc" || name.starts_with("tc/") || name.starts_with("classifier") {
-        Some(prog_type::SCHED_CLS)
-    } else {
-        None
-    }
-}
-
-/// What an object holds, read from its ELF without touching the kernel.
-#[derive(Debug)]
-struct Parsed<'a> {
-    order: ByteOrder,
-    maps: Vec<MapDef>,
-    programs: Vec<ProgramSection<'a>>,
-    license: Vec<u8>,
-}
-
-/// A classic map definition: five u32s (type, key size, value size, max entries, flags).
-#[derive(Debug, PartialEq)]
-struct MapDef {
-    name: String,
-    typ: u32,
-    key_size: u32,
-    value_size: u32,
-    max_entries: u32,
-    flags: u32,
-}
-
-/// An executable section of a known program type, its functions (name, start, size in bytes) and
-/// the instructions its relocations patch (byte offset, what they refer to).
-#[derive(Debug)]
-struct ProgramSection<'a> {
-    prog_type: u32,
-    code: &'a [u8],
-    functions: Vec<(String, usize, usize)>,
-    relocations: Vec<(usize, Relocation)>,
-}
-
-#[derive(Debug, PartialEq)]
-enum Relocation {
-    Map(String),
-    Kfunc(String),
-}
-
-struct Section<'a> {
-    name: String,
-    typ: u32,
-    flags: u64,
-    data: &'a [u8],
-    link: u32,
-    info: u32,
-}
-
-impl<'a> Parsed<'a> {
-    fn read(elf: &'a [u8]) -> io::Result<Parsed<'a>> {
-        if elf.is_empty() && !objects::BUILT {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "this edgeflow was built without its eBPF objects (cargo feature `fastpath`): \
-                 no kernel fast path",
-            ));
-        }
-        if elf.len() < 64 || &elf[..4] != b"\x7fELF" || elf[4] != 2 {
-            return Err(bad("not an ELF64 object".into()));
-        }
-        let order = match elf[5] {
-            1 => ByteOrder::Little,
-            2 => ByteOrder::Big,
-            other => return Err(bad(format!("ELF byte order {other} is neither little (1) nor big (2)"))),
-        };
-        let shoff = order.u64(elf, 0x28) as usize;
-        let shentsize = order.u16(elf, 0x3a) as usize;
-        let shnum = order.u16(elf, 0x3c) as usize;
-        let shstrndx = order.u16(elf, 0x3e) as usize;
-        let header = |i: usize| -> io::Result<(u32, u32, u64, usize, usize, u32, u32)> {
-            let at = shoff + i * shentsize;
-            if at + 64 > elf.len() {
-                return Err(bad("section header out of range".into()));
-            }
-            Ok((
-                order.u32(elf, at),
-                order.u32(elf, at + 4),
-                order.u64(elf, at + 8),
-                order.u64(elf, at + 24) as usize,
-                order.u64(elf, at + 32) as usize,
-                order.u32(elf, at + 40),
-                order.u32(elf, at + 44),
-            ))
-        };
-        let (_, _, _, stroff, strsize, _, _) = header(shstrndx)?;
-        let shstr = elf.get(stroff..stroff + strsize).ok_or_else(|| bad("bad string table".into()))?;
-        let mut sections = Vec::with_capacity(shnum);
-        for i in 0..shnum {
-            let (name, typ, flags, off, size, link, info) = header(i)?;
-            let data = if typ == 8 {
-                &[][..]
-            } else {
-                elf.get(off..off + size).ok_or_else(|| bad("section data out of range".into()))?
-            };
-            sections.push(Section { name: cstr(shstr, name as usize), typ, flags, data, link, info });
-        }
-        let symtab = sections.iter().find(|s| s.typ == SHT_SYMTAB).ok_or_else(|| bad("no symbol table".into()))?;
-        let strtab = sections.get(symtab.link as usize).ok_or_else(|| bad("no string table".into()))?.data;
-        // (name, section index, value, size, is a function)
-        let symbols: Vec<(String, usize, u64, u64, bool)> = symtab
-            .data
-            .chunks_exact(24)
-            .map(|s| {
-                (
-                    cstr(strtab, order.u32(s, 0) as usize),
-                    order.u16(s, 6) as usize,
-                    order.u64(s, 8),
-                    order.u64(s, 16),
-                    s[4] & 0xf == 2,
-                )
-            })
-            .collect();
-        let license =
-            sections.iter().find(|s| s.name == "license").map(|s| s.data.to_vec()).unwrap_or_else(|| b"GPL\0".to_vec());
-
-        // Maps: 20-byte definitions at each symbol's offset in "maps".
-        let maps_idx = sections.iter().position(|s| s.name == "maps");
-        let mut maps = Vec::new();
-        let mut map_at: HashMap<usize, String> = HashMap::new();
-        if let Some(mi) = maps_idx {
-            for (name, _, value, _, _) in symbols.iter().filter(|s| s.1 == mi && !s.0.is_empty()) {
-                let d = sections[mi].data;
-                let v = *value as usize;
-                if v + 20 > d.len() {
-                    return Err(bad(format!("map {name}: definition out of range")));
-                }
-                maps.push(MapDef {
-                    name: name.clone(),
-                    typ: order.u32(d, v),
-                    key_size: order.u32(d, v + 4),
-                    value_size: order.u32(d, v + 8),
-                    max_entries: order.u32(d, v + 12),
-                    flags: order.u32(d, v + 16),
-                });
-                map_at.insert(v, name.clone());
-            }
-        }
-        // Programs: each function in an executable section of a known type; relocations point at
-        // maps or at kernel functions.
-        let mut programs = Vec::new();
-        for (idx, s) in sections.iter().enumerate() {
-            let Some(prog_type) = section_prog_type(&s.name) else { continue };
-            if s.flags & SHF_EXECINSTR == 0 || s.data.is_empty() {
-                continue;
-            }
-            let mut relocations = Vec::new();
-            for rel in sections.iter().filter(|r| r.typ == SHT_REL && r.info as usize == idx) {
-                for r in rel.data.chunks_exact(16) {
-                    let offset = order.u64(r, 0) as usize;
-                    let sym = (order.u64(r, 8) >> 32) as usize;
-                    let (sname, shndx, value, _, _) =
-                        symbols.get(sym).ok_or_else(|| bad("relocation symbol out of range".into()))?;
-                    if offset + 8 > s.data.len() {
-                        return Err(bad(format!("{}: relocation past its section", s.name)));
-                    }
-                    if *shndx == 0 && s.data[offset] == 0x85 {
-                        relocations.push((offset, Relocation::Kfunc(sname.clone())));
-                    } else if Some(*shndx) == maps_idx {
-                        if s.data[offset] != 0x18 {
-                            return Err(bad(format!("{}: relocation not on a 64-bit load", s.name)));
-                        }
-                        let map = map_at.get(&(*value as usize)).unwrap_or(sname);
-                        relocations.push((offset, Relocation::Map(map.clone())));
-                    } else {
-                        return Err(bad(format!("{}: relocation to {sname}, which is not a map", s.name)));
-                    }
-                }
-            }
-            let functions = symbols
-                .iter()
-                .filter(|f| f.4 && f.1 == idx)
-                .map(|(name, _, start, size, _)| (name.clone(), *start as usize, *size as usize))
-                .collect();
-            programs.push(ProgramSection { prog_type, code: s.data, functions, relocations });
-        }
-        Ok(Parsed { order, maps, programs, license })
-    }
-}
-
 impl Object {
     /// Parses `elf`, creates its maps and loads its programs. A verifier rejection comes back with
     /// the verifier's log in the error.
@@ -662,6 +458,13 @@ impl Object {
     /// As [`Object::load`], with the maps named in `sizes` created with that many entries instead
     /// of the number the object was built with (a capacity is a deployment's choice).
     pub fn load_sized(elf: &[u8], sizes: &[(&str, u32)]) -> io::Result<Object> {
+        Self::load_with(elf, sizes, &[])
+    }
+
+    /// As [`Object::load_sized`], where a program named in `optional` that the kernel refuses is
+    /// left out (and listed in `refused`) instead of failing the load: an older kernel may verify
+    /// the programs a deployment uses and not the others.
+    pub fn load_with(elf: &[u8], sizes: &[(&str, u32)], optional: &[&str]) -> io::Result<Object> {
         let parsed = Parsed::read(elf)?;
         if parsed.order != ByteOrder::NATIVE {
             return Err(bad(format!(
@@ -720,7 +523,19 @@ impl Object {
                 for at in kfunc_calls.iter().filter(|&&at| at >= *start && at < start + size) {
                     stub_call(&mut shared[at - start..at - start + 8]);
                 }
-                let fd = load_program(fname, section.prog_type, &shared, &parsed.license, expected, None)?;
+                let fd = match load_program(fname, section.prog_type, &shared, &parsed.license, expected, None) {
+                    Ok(fd) => fd,
+                    Err(e) if optional.contains(&fname.as_str()) => {
+                        // The verifier's reason: the line before its closing statistics.
+                        let text = e.to_string();
+                        let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+                        let end = lines.iter().rposition(|l| l.starts_with("processed ")).unwrap_or(lines.len());
+                        let why = lines[..end].last().unwrap_or(&"").to_string();
+                        obj.refused.push((fname.clone(), why));
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                };
                 let ptype = section.prog_type;
                 obj.programs.insert(fname.clone(), Program { fd, name: fname.clone(), prog_type: ptype });
                 obj.code.insert(fname.clone(), (ptype, code.to_vec()));

@@ -207,7 +207,7 @@ pub struct Switch {
 impl Switch {
     /// Opens every port. Fails (naming the port) if one cannot be opened.
     pub fn new(
-        cfg: SwitchConfig,
+        mut cfg: SwitchConfig,
         mut mode: Box<dyn Mode>,
         events: Box<dyn FnMut(Event) + Send>,
     ) -> std::io::Result<(Switch, SwitchHandle)> {
@@ -217,6 +217,21 @@ impl Switch {
         let bell = Arc::new(Doorbell { fd: EventFd::new()?, pending: AtomicBool::new(false) });
         let mut ports = BTreeMap::new();
         let guard = PortGuard::load();
+        // The fast path is loaded before the ports open, as they open differently under TC. A
+        // kernel that cannot verify the AFDX programs leaves AFDX to userspace, which holds the
+        // same table: the switch says so and runs on.
+        let mut fast = None;
+        if let Some(kind) = cfg.fastpath {
+            let programs = if mode.kernel_links().is_some() { Programs::Links } else { Programs::Flows };
+            match FastPath::load(kind, programs, cfg.fastpath_entries) {
+                Ok(fp) => fast = Some(fp),
+                Err(e) if programs == Programs::Links && e.kind() == std::io::ErrorKind::InvalidInput => {
+                    warn!("this kernel cannot run the AFDX fast path, so virtual links are switched in userspace: {e}");
+                    cfg.fastpath = None;
+                }
+                Err(e) => return Err(e),
+            }
+        }
         let tc_fast_path = cfg.fastpath == Some(FastMode::Tc);
         for (no, name) in &cfg.ports {
             let port = SwitchPort::open(*no, name, cfg.ring, &guard, tc_fast_path)
@@ -233,20 +248,17 @@ impl Switch {
         }
         let start = Instant::now();
         apply_egress(&mut ports, &cfg.egress, start);
-        let mut fast = None;
         let mut upcall_rx: Option<Box<dyn PortRx>> = None;
         let mut upcall_guard = None;
-        if let Some(kind) = cfg.fastpath {
-            let programs = if mode.kernel_links().is_some() { Programs::Links } else { Programs::Flows };
-            let fp = FastPath::open(kind, &cfg.ports, programs, cfg.fastpath_entries)?;
-            if kind == FastMode::Tc {
+        if let Some(fp) = fast.as_mut() {
+            fp.attach_ports(&cfg.ports)?;
+            if fp.mode == FastMode::Tc {
                 // Misses come up through the upcall interface (the ports have no receive socket).
                 let (_, peer) = fp.upcall.clone().expect("TC mode has an upcall interface");
                 let (rx, _tx) = afpacket::open(&peer, cfg.ring)?;
                 upcall_rx = Some(Box::new(rx));
                 upcall_guard = guard.attach(&peer);
             }
-            fast = Some(fp);
         }
         let handle = SwitchHandle { tx, bell: bell.clone(), channel: Arc::default() };
         let fast_gen = mode.generation();
