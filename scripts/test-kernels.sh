@@ -45,7 +45,8 @@ unpack_kernel() {
     echo "test-kernels: unpacking $package ($suite)" >&2
     rm -rf "$dir" && mkdir -p "$dir"
     if [ -z "$index" ]; then
-      (cd "$dir" && apt-get download "$package" 2>/dev/null && dpkg -x ./*.deb root && rm ./*.deb)
+      # (apt-get's progress to stderr: this function's output is the directory)
+      (cd "$dir" && apt-get download "$package" 2>/dev/null && dpkg -x ./*.deb root && rm ./*.deb) >&2
     else
       debian_fetch "$index" "$package" "$dir/kernel.deb"
       dpkg -x "$dir/kernel.deb" "$dir/root" && rm "$dir/kernel.deb"
