@@ -5,7 +5,6 @@ what a crashed or interrupted run left behind without touching anything else on 
 """
 
 import json
-import os
 import re
 import subprocess
 from dataclasses import dataclass, field
@@ -156,8 +155,9 @@ class Host:
         program of its own does that, so one that passes everything is attached too."""
         args = [x for k, v in features.items() for x in (k, v)]
         self.run("ethtool", "-K", "eth0", *args)
-        release = tuple(int(x) for x in os.uname().release.split("-")[0].split(".")[:2])
-        if features.get("gro") == "on" and release < (5, 13):
+        from .util import kernel_version
+
+        if features.get("gro") == "on" and kernel_version() < (5, 13):
             self.run("ip", "link", "set", "dev", "eth0", "xdpdrv", "obj", str(testbed_object("xdp_pass")), "sec", "xdp")
 
 

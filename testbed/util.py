@@ -10,6 +10,11 @@ VENV = Path(os.environ.get("EDGEFLOW_VENV", ROOT / ".venv"))
 RUN_DIR = Path(os.environ.get("EDGEFLOW_RUN_DIR", ROOT / "build" / "run"))
 
 
+def kernel_version():
+    """The running kernel's (major, minor), what its features are decided by."""
+    return tuple(int(x) for x in os.uname().release.split("-")[0].split(".")[:2])
+
+
 def free_port():
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket() as s:

@@ -5,14 +5,13 @@ the switch; every kind of bad frame is dropped and counted under its reason; tak
 down mid-stream loses no frame at the receiver."""
 
 import contextlib
-import os
 import re
 import time
 
 from testbed import afdx, netns
 from testbed.afdx import VL, AfdxNetwork, Receiver, send, vl_arg
 from testbed.switches import EDGEFLOW_BIN, Edgeflow
-from testbed.util import run_dir
+from testbed.util import kernel_version, run_dir
 
 
 @contextlib.contextmanager
@@ -41,8 +40,7 @@ def kernel_runs_afdx(sw, datapath):
     said that it keeps AFDX in userspace, and run without the fast path."""
     if datapath == "user":
         return False
-    release = tuple(int(x) for x in os.uname().release.split("-")[0].split(".")[:2])
-    if release < (5, 12):
+    if kernel_version() < (5, 12):
         assert "cannot run the AFDX fast path" in sw.log() and sw.stats()["fast_path"] is None, sw.log()
         return False
     return True

@@ -11,6 +11,7 @@ import pytest
 from testbed import netns
 from testbed.switches import Edgeflow, edgeflow_on
 from testbed.traffic import udp_frame
+from testbed.util import kernel_version
 
 CAPTURE = r"""
 import socket, struct, sys, time
@@ -283,7 +284,7 @@ def test_attachment_matches_the_kernel(datapath):
     which, and that is what this kernel (or the guest kernel of `make test-kernels`) must get."""
     import os
     netns.cleanup()
-    release = tuple(int(x) for x in os.uname().release.split("-")[0].split(".")[:2])
+    release = kernel_version()
     want = {"tc": "tcx" if release >= (6, 6) else "tc clsact",
             "xdp": "xdp native link" if release >= (5, 9) else "xdp native netlink"}[datapath]
     with netns.Topology("a") as topo:
