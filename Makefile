@@ -50,8 +50,9 @@ test-integration:
 test-kernels: setup build
 	scripts/test-kernels.sh
 
-# Debian 12's arm64 kernel under qemu-system-aarch64 (emulated): the fast path's kernel tests
-# verified and run by a real ARM kernel, and the aarch64 images' idle memory there.
+# Debian 12's arm64 and armhf kernels under qemu-system-aarch64/-arm (emulated): the fast path's
+# kernel tests verified and run by a real ARM kernel, the images switching a ping there, and their
+# idle memory (ARM_ARCHES="arm64 armhf").
 test-arm-kernel: setup-build
 	scripts/test-arm-kernel.sh
 

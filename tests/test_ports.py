@@ -136,3 +136,24 @@ def test_active_tls_controller(two_hosts, tmp_path):
         assert reply[0].type == ofpeer.FEATURES_REPLY
         n_tables = reply[0].body[12]
         assert n_tables == 64
+
+
+def test_rings_are_sized_for_each_ports_link(two_hosts):
+    """Without `--ring-frames` each port's AF_PACKET rings fit its link: a gigabit port (a
+    gateway's; here a tap told it is one) 256 receive slots, a faster one (veth: 10 Gbit/s) 1024.
+    The flag sizes every port alike."""
+    tap = "ef-tring0"
+    sh("ip", "tuntap", "add", "dev", tap, "mode", "tap")
+    try:
+        sh("ip", "link", "set", tap, "up")
+        sh("ethtool", "-s", tap, "speed", "1000", "duplex", "full")
+        ports = [*two_hosts.switch_ports, tap]
+        with Edgeflow(ports) as sw:
+            rings = {p["name"]: p["ring_frames"] for p in sw.stats()["ports"]}
+            assert rings == {**{p: 1024 for p in two_hosts.switch_ports}, tap: 256}, rings
+            h1, h2 = two_hosts.hosts
+            assert h1.ping(h2.addr, count=2)[0] == 2
+        with Edgeflow(ports, extra=["--ring-frames", "300"]) as sw:
+            assert {p["ring_frames"] for p in sw.stats()["ports"]} == {300}
+    finally:
+        sh("ip", "link", "del", tap, check=False)

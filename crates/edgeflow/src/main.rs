@@ -140,9 +140,9 @@ struct RunArgs {
     /// switch's); what one controller's limit holds back is counted, the others still get it.
     #[arg(long, value_name = "N")]
     controller_packet_in_rate: Option<u64>,
-    /// Receive frames each port's AF_PACKET ring holds (default 1024, transmit half as many), 2
-    /// KiB each: 3 MiB a port by default, the most of the switch's resident memory. A gateway's
-    /// ports need fewer (docs/deploy.md).
+    /// Receive frames each port's AF_PACKET ring holds (transmit: half as many), 2 KiB each: the
+    /// most of the switch's resident memory. Default: sized for each port's link, 256 (0.75 MiB
+    /// with the transmit half) up to 1 Gbit/s, 1024 (3 MiB) above or unknown (docs/deploy.md).
     #[arg(long, value_name = "N")]
     ring_frames: Option<u64>,
     /// TLS private key (PEM), for tls:/ptls: targets.
@@ -344,7 +344,7 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
         n_tables: if openflow_anywhere { s.n_tables } else { 0 },
         ports: s.ports.clone(),
         local_port: s.local_port.clone(),
-        ring: RingConfig { rx_frames: s.ring_frames, tx_frames: (s.ring_frames / 2).max(32), ..RingConfig::default() },
+        ring: s.ring_frames.map(RingConfig::with_frames),
         dp_desc: format!("edgeflow dpid {:016x}", s.dpid),
         fastpath: s.fastpath,
         fastpath_entries: s.fastpath_entries,

@@ -47,7 +47,8 @@ pub struct SwitchConfig {
     pub ports: Vec<(u32, String)>,
     /// Name of a tap interface to create as the LOCAL port.
     pub local_port: Option<String>,
-    pub ring: RingConfig,
+    /// Every port's rings; `None`: each port's sized for its link ([`RingConfig::for_link`]).
+    pub ring: Option<RingConfig>,
     pub dp_desc: String,
     /// The kernel fast path to mirror the mode's decisions into (`None`: userspace only).
     pub fastpath: Option<crate::fastpath::Mode>,
@@ -255,7 +256,7 @@ impl Switch {
             if fp.mode == FastMode::Tc {
                 // Misses come up through the upcall interface (the ports have no receive socket).
                 let (_, peer) = fp.upcall.clone().expect("TC mode has an upcall interface");
-                let (rx, _tx) = afpacket::open(&peer, cfg.ring)?;
+                let (rx, _tx) = afpacket::open(&peer, cfg.ring.unwrap_or_default())?;
                 upcall_rx = Some(Box::new(rx));
                 upcall_guard = guard.attach(&peer);
             }

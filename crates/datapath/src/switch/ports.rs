@@ -47,6 +47,8 @@ pub(super) struct SwitchPort {
     /// How its frames move: "af_packet rings", "af_packet plain" (the fallback where AF_PACKET's
     /// own socket options are refused, as under qemu-user) or "tap".
     pub io: &'static str,
+    /// Receive slots in its ring (0: no ring).
+    pub ring_frames: u32,
     /// A veth: it hands a GSO super-frame to its peer as it is, so one may leave under labels.
     pub whole: bool,
     pub desc: Port,
@@ -70,6 +72,7 @@ impl SwitchPort {
             tx: Some(tx),
             guard,
             io,
+            ring_frames: 0,
             ifindex: sys::ifindex(name).unwrap_or(0),
             whole: sys::driver(name).as_deref() == Some("veth"),
             desc: port_desc(no, name),
@@ -83,7 +86,15 @@ impl SwitchPort {
     /// A switch port on interface `name`. With the TC fast path the kernel takes every frame
     /// first and sends misses up its own interface: then the port has no receive socket (it would
     /// see frames the kernel already forwarded) and no guard (it would stop them first).
-    pub fn open(no: u32, name: &str, ring: RingConfig, guard: &PortGuard, tc_fast_path: bool) -> io::Result<SwitchPort> {
+    pub fn open(
+        no: u32,
+        name: &str,
+        ring: Option<RingConfig>,
+        guard: &PortGuard,
+        tc_fast_path: bool,
+    ) -> io::Result<SwitchPort> {
+        let ring = ring.unwrap_or_else(|| RingConfig::for_link(sys::speed_mbps(name)));
+        let mut ring_frames = ring.rx_frames;
         let (rx, tx, io): (Box<dyn PortRx>, Box<dyn PortTx>, _) = match afpacket::open(name, ring) {
             Ok((rx, tx)) => (Box::new(rx), Box::new(tx), "af_packet rings"),
             Err(e) if e.raw_os_error() == Some(libc::ENOPROTOOPT) && !tc_fast_path => {
@@ -93,12 +104,14 @@ impl SwitchPort {
                      plain packet sockets instead, one frame per system call and no offloads"
                 );
                 let (rx, tx) = netio::plain::open(name)?;
+                ring_frames = 0;
                 (Box::new(rx), Box::new(tx), "af_packet plain")
             }
             Err(e) => return Err(crate::privilege_hint(e, &[crate::caps::NET_RAW])),
         };
         let guard = if tc_fast_path { None } else { guard.attach(name) };
         let mut port = SwitchPort::new(no, name, rx, tx, guard, io);
+        port.ring_frames = ring_frames;
         if tc_fast_path {
             port.rx = None;
         }

@@ -47,7 +47,7 @@ impl Switch {
                     })
                     .collect();
                 let rate = p.egress.scheduler().map(|s| s.schedule.rate_bps);
-                json!({"no": no, "name": p.desc.name, "up": live, "io": p.io, "rate_bps": rate,
+                json!({"no": no, "name": p.desc.name, "up": live, "io": p.io, "ring_frames": p.ring_frames, "rate_bps": rate,
                        "rx_packets": s.rx_packets, "rx_bytes": s.rx_bytes, "rx_dropped": s.rx_dropped,
                        "rx_errors": s.rx_errors, "tx_packets": s.tx_packets, "tx_bytes": s.tx_bytes,
                        "tx_dropped": s.tx_dropped, "link_changes": p.counters.link_changes,

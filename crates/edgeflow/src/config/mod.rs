@@ -161,7 +161,8 @@ pub struct Settings {
     pub max_connections: usize,
     pub max_handshakes: usize,
     pub max_request_bytes: usize,
-    pub ring_frames: u32,
+    /// Receive frames each port's ring holds; `None`: sized for each port's link.
+    pub ring_frames: Option<u32>,
     pub controller_packet_in_rate: u32,
     pub table_limits: Vec<(u8, u32, bool)>,
     pub fastpath: Option<datapath::fastpath::Mode>,
@@ -449,8 +450,8 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
         agent::DEFAULT_MAX_REQUEST_BYTES, count("max_request_bytes", 65_536..=1 << 30))?;
     let controller_packet_in_rate = merged(&cx, ("controller-packet-in-rate", flags.controller_packet_in_rate),
         &file.controller_packet_in_rate, 0, |n| in_range("controller_packet_in_rate", 0..=1_000_000)(n).map(|n| n as u32))?;
-    let ring_frames = merged(&cx, ("ring-frames", flags.ring_frames), &file.ring_frames,
-        datapath::RingConfig::default().rx_frames, |n| in_range("ring_frames", 64..=65_536)(n).map(|n| n as u32))?;
+    let ring_frames = merged(&cx, ("ring-frames", flags.ring_frames), &file.ring_frames, None,
+        |n| in_range("ring_frames", 64..=65_536)(n).map(|n| Some(n as u32)))?;
     let fastpath_entries = match (flags.fastpath_entries, &file.fastpath_entries) {
         (Some(n), _) => parse_fastpath_entries(n).map_err(|e| format!("--fastpath-entries: {e}"))?,
         (None, Some(n)) => parse_fastpath_entries(*n.get_ref()).map_err(|e| cx.at(n, e))?,
@@ -725,7 +726,9 @@ number = 7
         let e = from_str("channel_output_limit = 1000\n[[port]]\nname = \"a\"\n").unwrap_err();
         assert!(e.starts_with("sw.toml:1:") && e.contains("between 65536"), "{e}");
         let e = from_str("[[port]]\nname = \"a\"\n").map(|s| s.ring_frames);
-        assert_eq!(e, Ok(1024), "the default ring");
+        assert_eq!(e, Ok(None), "rings sized for each port's link");
+        let e = from_str("ring_frames = 300\n[[port]]\nname = \"a\"\n").map(|s| s.ring_frames);
+        assert_eq!(e, Ok(Some(300)));
         let e = from_str("ring_frames = 16\n[[port]]\nname = \"a\"\n").unwrap_err();
         assert!(e.starts_with("sw.toml:1:") && e.contains("between 64 and 65536"), "{e}");
         let s = from_str("[[port]]\nname = \"a\"\n").unwrap();
