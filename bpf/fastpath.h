@@ -156,6 +156,7 @@ enum ef_counter {
 	CNT_LESS_PUSHED = 11,
 	CNT_LESS_REROUTED = 12,
 	CNT_AFDX_UP = 13,	/* AFDX frames of no VL the kernel holds, sent up (fp_afdx.h) */
+	CNT_LESS_SPENT = 14,	/* LESS frames dropped at a down port with no reroute budget left */
 	CNT_MAX = 16,
 };
 
@@ -178,6 +179,8 @@ struct less_stack {
 	__u32 port;
 	__u16 ethertype;
 	__u16 len;
+	__u8 budget_at;	/* 1 + the offset in bytes[] of the reroute block's budget; 0: no block */
+	__u8 pad[3];
 	__u8 bytes[LESS_STACK_MAX];
 };
 /* A frame whose output port is down, by that port and a hash of its reroute block (the words from

@@ -26,6 +26,7 @@ struct less_plan {
 	__u16 ethertype;
 	__u8 whole;	/* the output port's less_port.whole */
 	__u8 tcp;	/* a host's frame pushed here carries TCP */
+	__u8 spent;	/* no reroute budget left: drop */
 };
 
 static __always_inline struct less_port *less_port(__u32 no)
@@ -83,12 +84,16 @@ static __always_inline int less_push(struct scratch *s, __u16 et, __u32 in_port,
 	return 1;
 }
 
-/* The detour userspace computed for this port and this reroute block, if any. */
+/* The detour userspace computed for this port and this reroute block, if any. The stored stack
+ * carries the budget of the frame it was planned for: the frame's own, less one, is written over
+ * it, and a frame with none left dies here as it would in userspace. Otherwise two switches whose
+ * detours lead into each other's down ports would pass a frame back and forth for ever. */
 static __always_inline int less_reroute(struct scratch *s, __u32 port, __u32 depth, __u32 block,
 					struct less_plan *p)
 {
-	if (!block)
+	if (!block || block >= LESS_MAX_DEPTH)
 		return 0;
+	__u8 budget = s->buf[(14 + 4 * block) & (PARSE_BYTES - 1)];
 	__u64 h = 0;
 	for (__u32 i = 1; i < LESS_MAX_DEPTH; i++) {
 		if (i >= depth)
@@ -104,8 +109,16 @@ static __always_inline int less_reroute(struct scratch *s, __u32 port, __u32 dep
 	h ^= h >> 32;
 	struct less_reroute_key k = { .port = port, .pad = 0, .hash = h };
 	struct less_stack *st = bpf_map_lookup_elem(&ef_less_reroute, &k);
-	if (!st || !less_take(s, st, p))
+	if (!st)
 		return 0;
+	if (!budget) {
+		p->spent = 1;
+		return 1;
+	}
+	if (!less_take(s, st, p))
+		return 0;
+	if (st->budget_at && st->budget_at <= st->len)
+		s->less_out[(st->budget_at - 1) & (LESS_STACK_MAX - 1)] = budget - 1;
 	p->remove = 4 * depth;
 	if (!p->ethertype && st->len)
 		p->ethertype = 0x8847;
@@ -200,6 +213,8 @@ static __always_inline int less_decide(struct scratch *s, __u32 in_port, struct 
  * and up), else a verdict. The Ethernet addresses are written back from the scratch copy. */
 static __always_inline int less_apply(void *ctx, const enum hook hook, struct scratch *s, struct less_plan *p)
 {
+	if (p->spent)
+		return ctx_drop(hook, CNT_LESS_SPENT);
 	/* TC keeps a host's TCP super-frame whole. Under labels it may only go where nothing has to
 	 * cut it (no kernel here segments below an MPLS header, few NICs do): elsewhere userspace
 	 * cuts it and labels each piece. Once delivered as IP again it may go anywhere. Only TCP:

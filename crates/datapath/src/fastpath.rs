@@ -94,6 +94,8 @@ const CFG_LESS_MAX_LABELS: u32 = 2;
 const CFG_AFDX_CONSTANT: u32 = 3;
 /// AFDX frames of no link the kernel holds, sent up.
 const CNT_AFDX_UP: usize = 13;
+/// LESS frames dropped at a down port with no reroute budget left.
+const CNT_LESS_SPENT: usize = 14;
 /// The upcall link's MTU: a veth's largest.
 const UPCALL_MTU: u32 = 65535;
 

@@ -416,6 +416,24 @@ fn case_b_a_neighbours_path() {
 }
 
 #[test]
+fn a_frame_with_no_budget_left_is_not_rerouted_but_dropped_and_counted() {
+    let mut net = converged();
+    net.link(D, 1, false);
+    let mark = net.trace.len();
+    assert!(net.delivers(HE, HB, 1));
+    // The frame E sent D, its reroute block's budget spent on the way (a loop, say).
+    let mut spent = labels_on(&net, (E, 2), mark).into_iter().next().expect("E labelled the frame to D");
+    let block = (14..spent.len()).step_by(4).find(|&at| spent[at + 3] & 0x7f == 0).expect("a reroute block");
+    spent[block] = 0;
+    let (before, rerouted) = (net.counter(D, "budget_spent"), net.counter(D, "rerouted_neighbour"));
+    let mark = net.trace.len();
+    net.run([(D, 2, spent)].into());
+    assert_eq!(net.trace.len(), mark, "nothing sent");
+    assert_eq!(net.counter(D, "budget_spent"), before + 1);
+    assert_eq!((net.counter(D, "rerouted_neighbour"), net.counter(D, "no_route")), (rerouted, 0));
+}
+
+#[test]
 fn case_c_back_to_a_switch_that_has_a_path() {
     let mut net = converged();
     // hC → hB runs C → A → R → B. R's link to B goes: hB is under R only through it, and no

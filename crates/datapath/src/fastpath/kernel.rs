@@ -579,6 +579,78 @@ fn less_labels_in_the_kernel_match_the_userspace_rule() {
     assert_eq!(tc(&fp, &ip).0, TC_ACT_REDIRECT, "the same frame, not a super-frame, pushed");
 }
 
+/// Two switches whose stored detours lead into each other's down port (each planned the way
+/// around from what it knew when its first frame came): a frame passes between their kernels,
+/// rerouted at each, and dies when its reroute budget does, counted, as in userspace — on XDP
+/// and TC. (Each stored stack carries its first frame's budget; before the kernel wrote each
+/// frame's own over it the frame went round for ever.)
+#[test]
+fn a_detour_loop_between_two_switches_ends_with_the_budget() {
+    use forwarding::less::reroute::{block_hash, Block, INITIAL_BUDGET};
+    use forwarding::{KernelLabels, KernelStack};
+    use labels::LabelPort;
+    use packet::less::{self, Address, Label};
+
+    let ip = udp4(H1, H2, [10, 0, 0, 1], [10, 0, 0, 2], 4000, 9, 100);
+    let block = Block {
+        budget: INITIAL_BUDGET,
+        backtrack: false,
+        backup: Address { hops: vec![(3, 1)], edge: Some(4) },
+        source: Address::default(),
+    };
+    // Port 2 is down at both; each one's detour leaves by port 1, to the other, with port 2 the
+    // next hop there. The stored block holds the first frame's budget, less one.
+    let mut stored = block.clone();
+    stored.budget -= 1;
+    let into_the_other = [less::encode_route(&[2], true), stored.encode()].concat();
+    let mut tables = KernelLabels { generation: 1, max_labels: 16, ..Default::default() };
+    tables.ports.extend([1, 2]);
+    tables.reroute.insert((2, block_hash(&block.encode())), KernelStack {
+        port: 1,
+        ethertype: less::ETHERTYPE,
+        stack: into_the_other,
+    });
+    let ports = [
+        LabelPort { no: 1, ifindex: LO, live: true, whole: false },
+        LabelPort { no: 2, ifindex: LO, live: false, whole: false },
+    ];
+    let switch = || {
+        let mut fp = fast_path()?;
+        fp.set_labels(&tables, &ports).unwrap();
+        Some(fp)
+    };
+    let (Some(x), Some(y)) = (switch(), switch()) else { return };
+    let mut frame = ip[..12].to_vec();
+    frame.extend_from_slice(&less::ETHERTYPE.to_be_bytes());
+    frame.extend_from_slice(&Label { ports: [2, 0, 0], bottom: false, ttl: 1 }.word().to_be_bytes());
+    frame.extend_from_slice(&block.encode());
+    frame.extend_from_slice(&ip[14..]);
+    let budget = |f: &[u8]| Block::decode(&f[18..18 + block.encode().len()]).unwrap().budget;
+    for (hook, redirect, drop) in [(Mode::Xdp, XDP_REDIRECT, XDP_DROP), (Mode::Tc, TC_ACT_REDIRECT, TC_ACT_SHOT)] {
+        let mut f = frame.clone();
+        let mut passes = 0;
+        loop {
+            let at = if passes % 2 == 0 { &x } else { &y };
+            let (verdict, out) = at.run_once(hook, &f, LO).unwrap();
+            if verdict == drop {
+                break;
+            }
+            assert_eq!(verdict, redirect, "{hook:?}: pass {passes}");
+            passes += 1;
+            assert_eq!(budget(&out), INITIAL_BUDGET - passes as u8, "{hook:?}: each pass spends one");
+            assert!(passes <= INITIAL_BUDGET as usize, "{hook:?}: the frame is still going round after {passes} passes");
+            f = out;
+        }
+        assert_eq!(passes, INITIAL_BUDGET as usize, "{hook:?}: rerouted as often as its budget allows");
+    }
+    let spent = |fp: &FastPath| fp.label_counters().into_iter().find(|(n, _)| *n == "budget_spent").unwrap().1;
+    let rerouted = |fp: &FastPath| fp.label_counters().into_iter().find(|(n, _)| *n == "rerouted").unwrap().1;
+    // Eight passes a hook, alternating from x: each switch rerouted four times a hook; the ninth
+    // pass, at x, found no budget.
+    assert_eq!((rerouted(&x), rerouted(&y)), (8, 8));
+    assert_eq!((spent(&x), spent(&y)), (2, 0));
+}
+
 /// AFDX links in the kernel take their accounts' credit from the mode, and hand it back: a link
 /// handed over empty polices its next frame, one handed over full passes it, and what the kernel
 /// reads back is what it had (after the frame it passed, nothing).

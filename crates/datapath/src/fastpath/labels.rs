@@ -9,15 +9,15 @@ use std::net::IpAddr;
 
 use forwarding::{KernelLabels, KernelStack};
 
-use super::{obj_err, FastPath, CFG_LESS_MAX_LABELS, CNT_LESS_SHIFTED};
+use super::{obj_err, FastPath, CFG_LESS_MAX_LABELS, CNT_LESS_SHIFTED, CNT_LESS_SPENT};
 
 /// `LESS_STACK_MAX`, `LESS_MAX_PORTS` in `bpf/fastpath.h`.
 pub const LESS_STACK_MAX: usize = 64;
 pub const LESS_MAX_PORTS: u32 = 256;
 /// `struct less_port`: ifindex, live, edge, member, whole.
 pub const LESS_PORT_BYTES: usize = 8;
-/// `struct less_stack`: port, ethertype, length, the bytes.
-pub const LESS_STACK_AT: usize = 8;
+/// `struct less_stack`: port, ethertype, length, where the reroute block's budget is, the bytes.
+pub const LESS_STACK_AT: usize = 12;
 pub const LESS_STACK_BYTES: usize = LESS_STACK_AT + LESS_STACK_MAX;
 /// `struct less_reroute_key`: port, padding, hash.
 pub const LESS_REROUTE_KEY_BYTES: usize = 16;
@@ -50,6 +50,9 @@ fn stack_value(s: &KernelStack) -> Option<[u8; LESS_STACK_BYTES]> {
     v[0..4].copy_from_slice(&s.port.to_ne_bytes());
     v[4..6].copy_from_slice(&s.ethertype.to_ne_bytes());
     v[6..8].copy_from_slice(&(s.stack.len() as u16).to_ne_bytes());
+    // The reroute block starts at the first entry with TTL 0; its first byte is the budget, which
+    // the kernel sets from each frame's own (fp_less.h, less_reroute).
+    v[8] = s.stack.chunks_exact(4).position(|e| e[3] & 0x7f == 0).map_or(0, |i| 4 * i as u8 + 1);
     v[LESS_STACK_AT..LESS_STACK_AT + s.stack.len()].copy_from_slice(&s.stack);
     Some(v)
 }
@@ -123,10 +126,12 @@ impl FastPath {
         write_diff(self.obj.map("ef_less_ports").map_err(obj_err)?, &mut w.ports, port_values)
     }
 
-    /// LESS frames the kernel forwarded: shifted, popped, delivered, pushed at the edge, rerouted.
-    pub fn label_counters(&self) -> [(&'static str, u64); 5] {
+    /// LESS frames the kernel forwarded (shifted, popped, delivered, pushed at the edge,
+    /// rerouted), and those it dropped at a down port with no reroute budget left.
+    pub fn label_counters(&self) -> [(&'static str, u64); 6] {
         let c = self.all_counters();
-        let names = ["shifted", "popped", "delivered", "pushed", "rerouted"];
-        std::array::from_fn(|i| (names[i], c[CNT_LESS_SHIFTED + i]))
+        let names = ["shifted", "popped", "delivered", "pushed", "rerouted", "budget_spent"];
+        let slot = |i| if i < 5 { CNT_LESS_SHIFTED + i } else { CNT_LESS_SPENT };
+        std::array::from_fn(|i| (names[i], c[slot(i)]))
     }
 }

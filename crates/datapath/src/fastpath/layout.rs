@@ -29,7 +29,8 @@ SZ(meter); OFF(meter, per_sec); OFF(meter, capacity); OFF(meter, tokens); OFF(me
 OFF(meter, dropped_bytes);
 SZ(port_slot); OFF(port_slot, ifindex); OFF(port_slot, info);
 SZ(less_port); OFF(less_port, ifindex); OFF(less_port, live); OFF(less_port, edge); OFF(less_port, member); OFF(less_port, whole);
-SZ(less_stack); OFF(less_stack, port); OFF(less_stack, ethertype); OFF(less_stack, len); OFF(less_stack, bytes);
+SZ(less_stack); OFF(less_stack, port); OFF(less_stack, ethertype); OFF(less_stack, len); OFF(less_stack, budget_at);
+OFF(less_stack, bytes);
 SZ(less_reroute_key); OFF(less_reroute_key, port); OFF(less_reroute_key, hash);
 SZ(less_push_key);
 SZ(afdx_link); OFF(afdx_link, acct); OFF(afdx_link, in_port); OFF(afdx_link, account); OFF(afdx_link, smin);
@@ -43,7 +44,7 @@ P("AC_WRONG_PORT", AC_WRONG_PORT); P("AC_UNDERSIZE", AC_UNDERSIZE); P("AC_OVERSI
 P("AC_POLICED", AC_POLICED); P("CFG_AFDX_CONSTANT", CFG_AFDX_CONSTANT); P("CNT_AFDX_UP", CNT_AFDX_UP);
 P("LESS_STACK_MAX", LESS_STACK_MAX); P("LESS_MAX_PORTS", LESS_MAX_PORTS); P("CFG_LESS_MAX_LABELS", CFG_LESS_MAX_LABELS);
 P("CNT_LESS_SHIFTED", CNT_LESS_SHIFTED); P("CNT_LESS_POPPED", CNT_LESS_POPPED); P("CNT_LESS_DELIVERED", CNT_LESS_DELIVERED);
-P("CNT_LESS_PUSHED", CNT_LESS_PUSHED); P("CNT_LESS_REROUTED", CNT_LESS_REROUTED);
+P("CNT_LESS_PUSHED", CNT_LESS_PUSHED); P("CNT_LESS_REROUTED", CNT_LESS_REROUTED); P("CNT_LESS_SPENT", CNT_LESS_SPENT);
 SZ(flow_key);
 P("KEY_BYTES", KEY_BYTES); P("MAX_MASKS", MAX_MASKS); P("MAX_ACTIONS", MAX_ACTIONS);
 P("MAX_METERS", MAX_METERS); P("PORT_SLOTS", PORT_SLOTS); P("MASK_END", MASK_END); P("HASH_MUL", HASH_MUL);
@@ -145,6 +146,7 @@ fn c_and_rust_agree_on_every_shared_layout() {
         ("less_stack.port", 0),
         ("less_stack.ethertype", 4),
         ("less_stack.len", 6),
+        ("less_stack.budget_at", 8),
         ("less_stack.bytes", labels::LESS_STACK_AT as u64),
         ("sizeof less_reroute_key", labels::LESS_REROUTE_KEY_BYTES as u64),
         ("less_reroute_key.port", 0),
@@ -158,6 +160,7 @@ fn c_and_rust_agree_on_every_shared_layout() {
         ("CNT_LESS_DELIVERED", CNT_LESS_SHIFTED as u64 + 2),
         ("CNT_LESS_PUSHED", CNT_LESS_SHIFTED as u64 + 3),
         ("CNT_LESS_REROUTED", CNT_LESS_SHIFTED as u64 + 4),
+        ("CNT_LESS_SPENT", CNT_LESS_SPENT as u64),
         ("sizeof afdx_link", links::AFDX_LINK_BYTES as u64),
         ("afdx_link.acct", 0),
         ("afdx_link.in_port", links::AFDX_LINK_IN_PORT_AT as u64),

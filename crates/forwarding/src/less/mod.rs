@@ -95,6 +95,8 @@ struct Counters {
     malformed: [u64; StackError::ALL.len()],
     unknown_port: u64,
     no_route: u64,
+    /// Frames at a down port with no reroute budget left (docs/less.md §4): the loop bound.
+    budget_spent: u64,
     /// IP frames for a destination no switch has announced.
     no_host: u64,
     /// IP frames from hosts to a group (broadcast, multicast): LESS routes to one host.
@@ -337,6 +339,10 @@ impl LessMode {
     ) -> Verdict {
         let l3 = pkt.layout.l3 as usize;
         let split = reroute::split(pkt.data(), l3, depth);
+        if split.block.as_ref().is_some_and(|(b, _)| b.budget == 0) {
+            self.counters.budget_spent += 1;
+            return Verdict { dropped: Some(DropReason::NoAction), entry: None };
+        }
         let detour = split
             .block
             .as_ref()
@@ -526,6 +532,7 @@ impl Mode for LessMode {
         counters.extend([
             ("unknown_port", c.unknown_port),
             ("no_route", c.no_route),
+            ("budget_spent", c.budget_spent),
             ("no_host", c.no_host),
             ("multicast", c.multicast),
             ("not_less", c.not_less),
