@@ -92,11 +92,11 @@ def test_cbs_holds_its_idle_slope(three_hosts, tmp_path):
         shaped, best = wire_mbps(got[1], SIZE), wire_mbps(got[2], SIZE)
         # Bursts: the credit is at most hiCredit when a frame starts and at least 0, so frames
         # i..i+k-1 (k × F bits) need k × F <= idleSlope × T + hiCredit, T from the start of the
-        # first to the start of the one after the last. hiCredit = max frame (12 176 bits) ×
-        # idleSlope / rate, as derived. The receiver's stamps carry the thread's lateness: a frame
+        # first to the start of the one after the last. hiCredit = max frame (12 336 bits on the
+        # wire: 1522 bytes with preamble and IFG) × idleSlope / rate, as derived. The receiver's stamps carry the thread's lateness: a frame
         # that left late shortens the span after it by as much, hence the 10 ms allowed.
         k, bits, idle = 39, WIRE * 8, 5e6
-        hi_credit = 12176 * idle / (RATE_MBPS * 1e6)
+        hi_credit = 12336 * idle / (RATE_MBPS * 1e6)
         stamps = [rx for _, _, rx in read_log(log)]
         tightest = min(b - a for a, b in zip(stamps, stamps[k:])) / 1e9
         bound = (k * bits - hi_credit) / idle
@@ -107,6 +107,43 @@ def test_cbs_holds_its_idle_slope(three_hosts, tmp_path):
         assert 0.7 * RATE_MBPS < shaped + best <= RATE_MBPS * 1.02, (shaped, best)
         # Unshaped, 39 frames take 23.7 ms on this port; shaped to twice the slope, 47.4 ms.
         assert tightest >= bound - 0.010, tightest
+
+
+def tightest_span(log, k):
+    """The shortest time, in s, from one frame's arrival to the k-th after it (the receiver's
+    kernel stamps)."""
+    stamps = [rx for _, _, rx in read_log(log)]
+    return min(b - a for a, b in zip(stamps, stamps[k:])) / 1e9
+
+
+def test_two_cbs_classes_hold_their_slopes_within_annex_l_bounds(tmp_path):
+    """Class A (queue 6, 4 Mbit/s) and class B (queue 5, 6 Mbit/s) on one 20 Mbit/s port, each
+    offered twice its slope, best effort filling the rest: each class gets its idle slope and its
+    bursts stay within its own hiCredit, B's counting A above it as 802.1Q Annex L does."""
+    from testbed import netns
+    with netns.Topology("tc2") as topo:
+        for _ in range(4):
+            topo.add_host()
+        queues = "".join(f'[[port.queue]]\nid = {q}\nscheduler = "cbs"\nidleslope_kbps = {kbps}\n{LIMIT}'
+                         for q, kbps in ((6, 4000), (5, 6000)))
+        with switch(topo, "tsn-cbs2", RATE_MBPS, f"{queues}[[port.queue]]\nid = 0\n{LIMIT}") as sw:
+            flows(sw, {1: 6, 2: 5, 3: 0})
+            logs = {1: tmp_path / "a.log", 2: tmp_path / "b.log"}
+            got = streams(topo, [(0, 1, SIZE, fps_for(8, SIZE)), (1, 2, SIZE, fps_for(12, SIZE)), (2, 3, SIZE, FULL)],
+                          logs=logs)
+            a, b, best = (wire_mbps(got[f], SIZE) for f in (1, 2, 3))
+            rate, frame = RATE_MBPS * 1e6, 12336  # hiCredit's frames: 1522 bytes with preamble and IFG
+            hi = {1: frame * 4e6 / rate, 2: 6e6 * (frame / (rate - 4e6) + frame / rate)}
+            k, bits = 39, WIRE * 8
+            spans = {f: (tightest_span(logs[f], k), (k * bits - hi[f]) / idle) for f, idle in ((1, 4e6), (2, 6e6))}
+            print(f"\nCBS classes on {RATE_MBPS} Mbit/s: A {a:.3f}, B {b:.3f}, best effort {best:.2f} Mbit/s; "
+                  f"hiCredit A {hi[1]:.0f} B {hi[2]:.0f} bits; {k} frames at the tightest (bound): "
+                  + ", ".join(f"{n} {t * 1e3:.1f} ms ({bound * 1e3:.1f})" for n, (t, bound) in zip("AB", spans.values())))
+            assert 0.8 * 4 < a <= 4 * 1.02 and 0.8 * 6 < b <= 6 * 1.02, (a, b)
+            assert 0.7 * RATE_MBPS < a + b + best <= RATE_MBPS * 1.02, (a, b, best)
+            # As in the single class's test, 10 ms for the thread's lateness in the receiver's stamps.
+            for f, (tightest, bound) in spans.items():
+                assert tightest >= bound - 0.010, (f, tightest, bound)
 
 
 def test_gate_open_half_the_cycle_passes_half_the_rate(three_hosts, tmp_path):

@@ -18,8 +18,14 @@ use std::collections::VecDeque;
 pub const N_QUEUES: usize = 8;
 /// What a frame occupies on the wire beyond its bytes: FCS (4), preamble and SFD (8), IFG (12).
 pub const WIRE_OVERHEAD: u64 = 24;
-/// The largest frame a shaper is dimensioned for: 1522 bytes (VLAN-tagged, FCS included).
-pub const MAX_FRAME_BITS: i64 = 1522 * 8;
+/// The largest frame a shaper is dimensioned for, as the wire holds it: 1522 bytes (VLAN-tagged,
+/// FCS included) with preamble, SFD and IFG. Credit moves with wire time, overhead included.
+pub const MAX_FRAME_BITS: i64 = frame_wire_bits(1522);
+
+/// A frame of `bytes` (FCS included) as the wire holds it, in bits.
+pub const fn frame_wire_bits(bytes: u32) -> i64 {
+    (bytes as i64 + WIRE_OVERHEAD as i64 - 4) * 8
+}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Shaper {
@@ -42,18 +48,53 @@ pub struct Cbs {
 }
 
 impl Cbs {
-    /// The bounds as 802.1Q derives them: hiCredit = maxInterferenceSize × idleSlope /
-    /// portTransmitRate and loCredit = maxFrameSize × sendSlope / portTransmitRate, with
-    /// sendSlope = idleSlope − portTransmitRate. The interference of the highest shaped class is
-    /// one maximum frame of a lower class already on the wire.
+    /// The bounds of the highest shaped class (802.1Q Annex L, class A): hiCredit =
+    /// maxInterferenceSize × idleSlope / portTransmitRate, the interference one maximum frame of
+    /// a lower class already on the wire, and loCredit = maxFrameSize × sendSlope /
+    /// portTransmitRate, with sendSlope = idleSlope − portTransmitRate.
     pub fn derived(idle_slope_bps: u64, rate_bps: u64, max_interference_bits: i64) -> Cbs {
-        let send = idle_slope_bps as i128 - rate_bps as i128;
+        let class = CbsClass { idle_slope_bps, max_frame_bits: MAX_FRAME_BITS };
+        Cbs::below(class, rate_bps, max_interference_bits, &[])
+    }
+
+    /// The bounds of `class` below the shaped classes `above` (802.1Q Annex L). While it waits,
+    /// a class sees one maximum frame of a lower class (`lower_frame_bits`) on the wire, stretched
+    /// by what the classes above take of the wire meanwhile (their idle slopes), and each class
+    /// above may send one frame past its share: hiCredit = idleSlope × (lower / (rate − Σ
+    /// idleSlope above) + Σ maxFrame above / rate). For the highest class that is class A's
+    /// bound, for the next class B's; further down, the same sums. A strict queue above a shaped
+    /// one is not in them: its traffic has no bound to add.
+    pub fn below(class: CbsClass, rate_bps: u64, lower_frame_bits: i64, above: &[CbsClass]) -> Cbs {
+        let (rate, idle) = (rate_bps as i128, class.idle_slope_bps as i128);
+        let reserved_above: i128 = above.iter().map(|c| c.idle_slope_bps as i128).sum();
+        let frames_above: i128 = above.iter().map(|c| c.max_frame_bits as i128).sum();
+        let hi = idle * lower_frame_bits as i128 / (rate - reserved_above).max(1) + idle * frames_above / rate;
         Cbs {
-            idle_slope_bps,
-            hi_credit_bits: (max_interference_bits as i128 * idle_slope_bps as i128 / rate_bps as i128) as i64,
-            lo_credit_bits: (MAX_FRAME_BITS as i128 * send / rate_bps as i128) as i64,
+            idle_slope_bps: class.idle_slope_bps,
+            hi_credit_bits: hi as i64,
+            lo_credit_bits: (class.max_frame_bits as i128 * (idle - rate) / rate) as i64,
         }
     }
+}
+
+/// A credit-based class as Annex L dimensions it: its reserved rate and its largest frame (as
+/// the wire holds it, [`frame_wire_bits`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CbsClass {
+    pub idle_slope_bps: u64,
+    pub max_frame_bits: i64,
+}
+
+/// Every shaped queue's bounds on a port of `rate_bps`, from the classes above it and the largest
+/// frame below it (a shaped queue's own largest; [`MAX_FRAME_BITS`] for any other queue, and
+/// for queue 0, which has none below but is dimensioned as if it had).
+pub fn annex_l_bounds(rate_bps: u64, classes: &[Option<CbsClass>; N_QUEUES]) -> [Option<Cbs>; N_QUEUES] {
+    std::array::from_fn(|q| {
+        let class = classes[q]?;
+        let lower = (0..q).map(|p| classes[p].map_or(MAX_FRAME_BITS, |c| c.max_frame_bits)).max();
+        let above: Vec<CbsClass> = classes[q + 1..].iter().flatten().copied().collect();
+        Some(Cbs::below(class, rate_bps, lower.unwrap_or(MAX_FRAME_BITS), &above))
+    })
 }
 
 /// One entry of a gate control list: for `duration_ns`, the gates of the queues whose bit is
@@ -513,6 +554,79 @@ mod tests {
         assert!(s.credit_bits(5).unwrap() <= cbs.hi_credit_bits);
     }
 
+    /// Two shaped classes (A above B) and best effort on one port, against 802.1Q Annex L.
+    /// B's worst wait is a best-effort frame already on the wire and then a frame of A: the credit
+    /// it gains meanwhile is what its hiCredit must hold. Bounded as class A is (one frame's
+    /// interference), B's credit was cut there, and its next frame left a whole frame later.
+    /// All three backlogged, each class gets its idle slope and its credit stays within bounds.
+    #[test]
+    fn two_cbs_classes_are_bounded_as_annex_l_says() {
+        let rate = 100 * MBIT;
+        let a = CbsClass { idle_slope_bps: 20 * MBIT, max_frame_bits: MAX_FRAME_BITS };
+        let b = CbsClass { idle_slope_bps: 30 * MBIT, max_frame_bits: MAX_FRAME_BITS };
+        let mut classes = [None; N_QUEUES];
+        classes[6] = Some(a);
+        classes[5] = Some(b);
+        let bounds = annex_l_bounds(rate, &classes);
+        let (bound_a, bound_b) = (bounds[6].unwrap(), bounds[5].unwrap());
+        let as_class_a = Cbs::derived(b.idle_slope_bps, rate, MAX_FRAME_BITS);
+        assert_eq!(bound_a, Cbs::derived(a.idle_slope_bps, rate, MAX_FRAME_BITS), "A: class A's formula");
+        let schedule = |b_bound: Cbs| {
+            let mut sched = Schedule::strict(rate);
+            sched.shapers[6] = Shaper::Cbs(bound_a);
+            sched.shapers[5] = Shaper::Cbs(b_bound);
+            Scheduler::new(sched)
+        };
+
+        // A best-effort backlog; one frame of A and two of B arrive while the first is on the wire.
+        let mut frames: Vec<_> = (0..8).map(|_| (0usize, 1518usize, 0u64)).collect();
+        frames.extend([(6, 1518, 1_000), (5, 1518, 1_000), (5, 1518, 1_000)]);
+        let d = schedule(bound_b).schedule.wire_ns(1518);
+        let b_starts = |b_bound: Cbs| {
+            let out = run(&mut schedule(b_bound), &frames);
+            out.iter().filter(|o| o.0 == 5).map(|o| o.1).collect::<Vec<_>>()
+        };
+        // Best effort, A, then B with the credit of two frames' wait (0.3 × 2 × 12 336 bits):
+        // its second frame waits one best-effort frame. Cut to one frame's, it waits two.
+        assert!(bound_b.hi_credit_bits >= 3 * 2 * MAX_FRAME_BITS / 10 - 10, "{bound_b:?}");
+        assert_eq!(b_starts(bound_b), [2 * d, 4 * d]);
+        assert_eq!(b_starts(as_class_a), [2 * d, 5 * d], "B bounded as class A");
+
+        // All backlogged: the shares while all three have frames, and the credits' extremes.
+        let mut s = schedule(bound_b);
+        let mut queues: [VecDeque<(usize, u64)>; N_QUEUES] = Default::default();
+        for q in [6, 5, 0] {
+            for _ in 0..3000 {
+                s.queued(q, 0, queues[q].is_empty());
+                queues[q].push_back((1518, 0));
+            }
+        }
+        let (mut sent, mut now) = ([0u64; N_QUEUES], 0);
+        let mut extremes = [(0i64, 0i64); N_QUEUES];
+        while [6, 5, 0].iter().all(|&q| !queues[q].is_empty()) {
+            let h = heads(&queues, |&(len, at)| Head { len, at });
+            match s.pick(&h, now) {
+                Pick::Send { queue, start } => {
+                    let (len, _) = queues[queue].pop_front().unwrap();
+                    s.sent(queue, len, start, &h, queues[queue].is_empty());
+                    sent[queue] += s.schedule.wire_ns(len) * rate / 1_000_000_000;
+                    for q in [5, 6] {
+                        let c = s.credit_bits(q).unwrap();
+                        extremes[q] = (extremes[q].0.min(c), extremes[q].1.max(c));
+                    }
+                }
+                Pick::Wait(t) => now = t,
+                other => panic!("{other:?} with every queue backlogged"),
+            }
+        }
+        let span = s.link_free_at() as f64 / 1e9;
+        let got = sent.map(|bits| bits as f64 / span);
+        assert!((got[6] / 20e6 - 1.0).abs() < 0.005 && (got[5] / 30e6 - 1.0).abs() < 0.005, "{got:?}");
+        for (q, c) in [(6, bound_a), (5, bound_b)] {
+            assert!(extremes[q].0 >= c.lo_credit_bits && extremes[q].1 <= c.hi_credit_bits, "{q}: {:?} {c:?}", extremes[q]);
+        }
+    }
+
     #[test]
     fn gates_let_frames_start_only_where_they_can_finish() {
         let rate = 100 * MBIT;
@@ -597,7 +711,7 @@ mod tests {
         });
         assert!(s.check().unwrap_err().contains("longer than the 1000 ns cycle"));
         let c = Cbs::derived(20 * MBIT, 100 * MBIT, MAX_FRAME_BITS);
-        // hiCredit = 12176 × 0.2, loCredit = 12176 × (−0.8).
-        assert_eq!((c.hi_credit_bits, c.lo_credit_bits), (2435, -9740));
+        // A 1522-byte frame is 12 336 bits on the wire: hiCredit = 12336 × 0.2, loCredit = 12336 × (−0.8).
+        assert_eq!((c.hi_credit_bits, c.lo_credit_bits), (2467, -9868));
     }
 }

@@ -1,7 +1,7 @@
 //! A port's egress: `rate_mbps`, `pcp_map`, `[[port.queue]]` and `[port.gates]`, checked line by line.
 
 use datapath::egress::{GateClock, Limit, PortEgress};
-use datapath::schedule::{Cbs, GateEntry, Gates, Schedule, Shaper, MAX_FRAME_BITS, N_QUEUES};
+use datapath::schedule::{annex_l_bounds, frame_wire_bits, CbsClass, GateEntry, Gates, Schedule, Shaper, N_QUEUES};
 use serde::Deserialize;
 use toml::Spanned;
 
@@ -17,10 +17,13 @@ pub struct QueueEntry {
     /// DRR: maximum-size frames (1514 bytes) per round, unless `quantum_bytes` is given.
     pub weight: Option<Spanned<u32>>,
     pub quantum_bytes: Option<Spanned<u32>>,
-    /// CBS: the reserved rate; the credit bounds are derived as 802.1Q does unless given.
+    /// CBS: the reserved rate; the credit bounds are derived as 802.1Q Annex L does, from the
+    /// classes above and the frames below, unless given.
     pub idleslope_kbps: Option<Spanned<u64>>,
     pub hicredit_bits: Option<Spanned<i64>>,
     pub locredit_bits: Option<Spanned<i64>>,
+    /// CBS: the class's largest frame, FCS included (default 1522).
+    pub max_frame_bytes: Option<Spanned<u32>>,
     pub limit_frames: Option<Spanned<u64>>,
     pub limit_bytes: Option<Spanned<u64>>,
 }
@@ -67,6 +70,9 @@ pub(super) fn port_egress(cx: &Ctx<'_>, p: &PortEntry) -> Result<Option<PortEgre
     let mut shapers: [Shaper; N_QUEUES] = std::array::from_fn(|_| Shaper::Strict);
     let mut limits = Vec::new();
     let mut seen = [false; N_QUEUES];
+    // Credit-based classes, and bounds given in the config, applied once every class is known.
+    let mut classes: [Option<CbsClass>; N_QUEUES] = [None; N_QUEUES];
+    let mut given: [(Option<i64>, Option<i64>); N_QUEUES] = [(None, None); N_QUEUES];
     for q in &p.queues {
         let id = *q.id.get_ref() as usize;
         if id >= N_QUEUES {
@@ -108,20 +114,28 @@ pub(super) fn port_egress(cx: &Ctx<'_>, p: &PortEntry) -> Result<Option<PortEgre
                         cx.at(slope, format!("queue {id}: idleslope_kbps must be above 0 and below the port's rate"))
                     );
                 }
-                let mut c = Cbs::derived(idle, rate, MAX_FRAME_BITS);
+                let max_frame = match &q.max_frame_bytes {
+                    Some(b) if !(64..=9216).contains(b.get_ref()) => {
+                        return Err(cx.at(b, "max_frame_bytes must be between 64 and 9216"));
+                    }
+                    Some(b) => *b.get_ref(),
+                    None => 1522,
+                };
+                classes[id] = Some(CbsClass { idle_slope_bps: idle, max_frame_bits: frame_wire_bits(max_frame) });
                 if let Some(h) = &q.hicredit_bits {
                     if *h.get_ref() <= 0 {
                         return Err(cx.at(h, "hicredit_bits must be above 0"));
                     }
-                    c.hi_credit_bits = *h.get_ref();
+                    given[id].0 = Some(*h.get_ref());
                 }
                 if let Some(l) = &q.locredit_bits {
                     if *l.get_ref() >= 0 {
                         return Err(cx.at(l, "locredit_bits must be below 0"));
                     }
-                    c.lo_credit_bits = *l.get_ref();
+                    given[id].1 = Some(*l.get_ref());
                 }
-                Shaper::Cbs(c)
+                Shaper::Strict // the bounds come once every class is known
+
             }
             other => {
                 let at = q.scheduler.as_ref().unwrap();
@@ -133,6 +147,9 @@ pub(super) fn port_egress(cx: &Ctx<'_>, p: &PortEntry) -> Result<Option<PortEgre
                 if let Some(f) = f {
                     return Err(cx.at(f, format!("queue {id}: {name} applies to scheduler 'cbs' only")));
                 }
+            }
+            if let Some(f) = &q.max_frame_bytes {
+                return Err(cx.at(f, format!("queue {id}: max_frame_bytes applies to scheduler 'cbs' only")));
             }
             if let Some(f) = &q.idleslope_kbps {
                 return Err(cx.at(f, format!("queue {id}: idleslope_kbps applies to scheduler 'cbs' only")));
@@ -157,6 +174,15 @@ pub(super) fn port_egress(cx: &Ctx<'_>, p: &PortEntry) -> Result<Option<PortEgre
             }
             (None, Some(b)) => limits.push((id, Limit::Bytes(*b.get_ref() as usize))),
             (None, None) => {}
+        }
+    }
+    if let Some(rate) = rate_bps {
+        for (q, bounds) in annex_l_bounds(rate, &classes).into_iter().enumerate() {
+            if let Some(mut c) = bounds {
+                c.hi_credit_bits = given[q].0.unwrap_or(c.hi_credit_bits);
+                c.lo_credit_bits = given[q].1.unwrap_or(c.lo_credit_bits);
+                shapers[q] = Shaper::Cbs(c);
+            }
         }
     }
     let mut gate_clock = GateClock::Tai;
@@ -215,6 +241,7 @@ pub(super) fn port_egress(cx: &Ctx<'_>, p: &PortEntry) -> Result<Option<PortEgre
 mod tests {
     use super::super::tests::from_str;
     use super::*;
+    use datapath::schedule::{Cbs, MAX_FRAME_BITS};
     use datapath::switch::Timing;
 
     #[test]
@@ -251,6 +278,22 @@ name = "b"
         let sched = e.schedule.as_ref().unwrap();
         assert_eq!((*no, sched.rate_bps, e.gate_clock), (1, 100_000_000, GateClock::Realtime));
         assert_eq!(sched.shapers[7], Shaper::Cbs(Cbs::derived(20_000_000, 100_000_000, MAX_FRAME_BITS)));
+        // Two classes: the lower one's hiCredit counts the upper one (802.1Q Annex L, class B).
+        let two = "[[port]]\nname = \"a\"\nrate_mbps = 100\n[[port.queue]]\nid = 6\nscheduler = \"cbs\"\n\
+                   idleslope_kbps = 20000\nmax_frame_bytes = 522\n[[port.queue]]\nid = 5\nscheduler = \"cbs\"\n\
+                   idleslope_kbps = 30000\n";
+        let classes = from_str(two).unwrap();
+        let shapers = &classes.egress[0].1.schedule.as_ref().unwrap().shapers;
+        let (a, b) = (frame_wire_bits(522), MAX_FRAME_BITS);
+        let class_a = Cbs { idle_slope_bps: 20_000_000, hi_credit_bits: b * 20 / 100, lo_credit_bits: -a * 80 / 100 };
+        let class_b = Cbs {
+            idle_slope_bps: 30_000_000,
+            hi_credit_bits: (30 * b / 80 + 30 * a / 100) as i64,
+            lo_credit_bits: -b * 70 / 100,
+        };
+        assert_eq!((&shapers[6], &shapers[5]), (&Shaper::Cbs(class_a), &Shaper::Cbs(class_b)));
+        let err = from_str(&format!("{two}max_frame_bytes = 20\n")).unwrap_err();
+        assert!(err.starts_with("sw.toml:13:") && err.contains("between 64 and 9216"), "{err}");
         assert_eq!(
             (&sched.shapers[2], &sched.shapers[1]),
             (&Shaper::Drr { quantum: 3 * 1514 }, &Shaper::Drr { quantum: 1000 })
