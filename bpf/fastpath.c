@@ -89,11 +89,21 @@ static __always_inline int afdx(void *ctx, const enum hook hook)
 	int up;
 	/* A tag in the data (XDP sees it there) is not counted in the frame's AFDX size, as
 	 * userspace measures it (crates/forwarding/src/afdx). */
-	__u32 len = ctx_len(ctx, hook);
+	__u32 len = ctx_len(ctx, hook), tag = 0;
 	if (is_vlan_tpid(((__u16)data[12] << 8) | data[13]))
-		len -= 4;
+		tag = 4;
+	/* The headers the checks read (a tag, IPv4 and UDP: 46 bytes) in the skb's linear part. */
+	if (hook == HOOK_TC && data + 46 > end && len > end - data) {
+		if (bpf_skb_pull_data(SKB(ctx), len < 46 ? len : 46) < 0)
+			goto up;
+		data = ctx_data(ctx, hook);
+		end = ctx_end(ctx, hook);
+		if (data + 14 > end)
+			goto up;
+	}
+	len -= tag;
 	__u32 slot = 0;
-	struct afdx_link *l = afdx_decide(data, len, pi >> 16, pi & 0xfff, &up, &slot);
+	struct afdx_link *l = afdx_decide(data, end, tag, len, pi >> 16, pi & 0xfff, &up, &slot);
 	if (l)
 		return afdx_send(ctx, hook, l, slot);
 	if (!up)

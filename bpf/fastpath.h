@@ -139,6 +139,8 @@ enum ef_config {
 	CFG_UPCALL_IFINDEX = 1,
 	CFG_LESS_MAX_LABELS = 2,	/* LESS label switching on (docs/less.md): the deepest stack taken */
 	CFG_AFDX_CONSTANT = 3,		/* AFDX: the destination MACs' 32-bit constant field */
+	CFG_AFDX_NETWORK = 4,		/* AFDX: the switch's network's interface id (1 A, 2 B); 0 either */
+	CFG_MAX = 5,
 };
 
 enum ef_counter {
@@ -226,7 +228,9 @@ struct afdx_link {
 	__u16 n_out;
 	__u16 fanout;		/* XDP, several outputs: 1 + the DEVMAP holding them */
 	__u32 out_ifindex;	/* its first output (TC finds all of them in ef_afdx_outputs) */
-	__u32 pad[3];
+	__u8 ip_check;		/* check the IPv4 and UDP headers (afdx_ip_ok) */
+	__u8 pad8[3];
+	__u32 pad[2];
 };
 struct afdx_outputs {
 	__u32 ifindex[AFDX_MAX_OUT];
@@ -243,7 +247,10 @@ enum afdx_count {
 	AC_UNDERSIZE = 7,
 	AC_OVERSIZE = 8,
 	AC_POLICED = 9,
-	AC_MAX = 10,
+	AC_WRONG_NETWORK = 10,
+	AC_BAD_ETHERTYPE = 11,
+	AC_BAD_IP = 12,
+	AC_MAX = 13,
 };
 struct afdx_counts {
 	__u64 c[AC_MAX];

@@ -50,12 +50,34 @@ static __always_inline int afdx_admit(struct afdx_link *l, __u32 slot, __u32 len
 	return 0;
 }
 
+/* The IPv4 and UDP headers at `ip` of a frame of `len` bytes without tag and FCS, read up to
+ * `end`, as forwarding::afdx::ip_header_ok checks them: version 4 without options, a good header
+ * checksum, a total length ending one byte before the frame (the sequence number follows the
+ * datagram), UDP, and for a whole datagram a UDP length of its IP payload. */
+static __always_inline int afdx_ip_ok(const __u8 *ip, const __u8 *end, __u32 len)
+{
+	if (ip + 28 > end)
+		return 0;
+	__u32 sum = 0;
+#pragma unroll
+	for (int i = 0; i < 20; i += 2)
+		sum += ((__u32)ip[i] << 8) | ip[i + 1];
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	__u32 total = ((__u32)ip[2] << 8) | ip[3];
+	if (ip[0] != 0x45 || sum != 0xffff || ip[9] != 17 || total < 28 || total + 15 != len)
+		return 0;
+	int whole = !(ip[6] & 0x3f) && !ip[7];
+	return !whole || (((__u32)ip[24] << 8) | ip[25]) == total - 20;
+}
+
 /* The VL a frame is for, decided: its link when it passes (to be sent to the link's outputs), NULL
  * and *up = 0 when it is dropped (counted under its VL), NULL and *up = 1 when the kernel holds no
- * VL for it. `b` holds the frame's first 12 bytes, `len` its length without FCS; it came in on
- * port `in_port`, whose upcall tag is `port_tag`. */
-static __always_inline struct afdx_link *afdx_decide(const __u8 *b, __u32 len, __u32 in_port, __u32 port_tag, int *up,
-						     __u32 *slot_out)
+ * VL for it. `b` is the frame, ending at `end` (at least 14 bytes), with a tag of `tag` bytes (0
+ * or 4) after its addresses; `len` its length without FCS and tag; it came in on port `in_port`,
+ * whose upcall tag is `port_tag`. */
+static __always_inline struct afdx_link *afdx_decide(const __u8 *b, const __u8 *end, __u32 tag, __u32 len,
+						     __u32 in_port, __u32 port_tag, int *up, __u32 *slot_out)
 {
 	__u32 constant = config(CFG_AFDX_CONSTANT);
 	*up = 1;
@@ -82,6 +104,9 @@ static __always_inline struct afdx_link *afdx_decide(const __u8 *b, __u32 len, _
 	/* The end-system format: constant 02:00:00, then id, then interface A (001) or B (010) over
 	 * five zero bits. */
 	int es = b[6] == 0x02 && b[7] == 0 && b[8] == 0 && (b[11] == 0x20 || b[11] == 0x40);
+	__u32 network = config(CFG_AFDX_NETWORK);
+	const __u8 *et = b + 12 + (tag & 4), *l3 = et + 2;
+	int ipv4 = l3 <= end && et[0] == 0x08 && et[1] == 0x00;
 	if (in_port != l->in_port) {
 		why = AC_WRONG_PORT;
 		c->c[AC_WRONG_PORT_BYTES] += len;
@@ -92,10 +117,16 @@ static __always_inline struct afdx_link *afdx_decide(const __u8 *b, __u32 len, _
 		}
 	} else if (!es)
 		why = AC_BAD_SOURCE;
+	else if (network && b[11] >> 5 != network)
+		why = AC_WRONG_NETWORK;
+	else if (!ipv4)
+		why = AC_BAD_ETHERTYPE;
 	else if (len < l->smin)
 		why = AC_UNDERSIZE;
 	else if (len > l->smax)
 		why = AC_OVERSIZE;
+	else if (l->ip_check && !afdx_ip_ok(l3, end, len - 4)) /* len counts the FCS by now */
+		why = AC_BAD_IP;
 	else if (!afdx_admit(l, slot, len))
 		why = AC_POLICED;
 	if (why >= 0) {

@@ -27,7 +27,7 @@ struct scratch {
 	__u8 less_out[LESS_STACK_MAX];	/* the label stack a LESS rewrite puts in */
 };
 
-struct ef_map_def SEC("maps") ef_config = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(__u64), 4, 0 };
+struct ef_map_def SEC("maps") ef_config = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(__u64), CFG_MAX, 0 };
 struct ef_map_def SEC("maps") ef_masks = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(struct mask_slot), MAX_MASKS, 0 };
 /* The order to try mask slots in, busiest first (userspace keeps it sorted by recent hits), ended
  * by MASK_END: most frames find their entry on the first probe. */

@@ -27,15 +27,19 @@ class VL:
     jitter_us: int = 0
     priority: str = "low"
     police: str = "frame"
+    ip_check: bool = False
 
     def toml(self):
         return (f"[[afdx.vl]]\nid = {self.id}\nin_port = {self.source}\nout_ports = {list(self.dests)}\n"
                 f"bag_ms = {self.bag_ms}\nsmin = {self.smin}\nsmax = {self.smax}\njitter_us = {self.jitter_us}\n"
-                f"priority = \"{self.priority}\"\npolice = \"{self.police}\"\n")
+                f"priority = \"{self.priority}\"\npolice = \"{self.police}\"\n"
+                f"ip_check = {'true' if self.ip_check else 'false'}\n")
 
 
-def config_text(vls):
-    return "mode = \"afdx\"\n\n" + "\n".join(vl.toml() for vl in vls)
+def config_text(vls, network=None):
+    """An AFDX switch's config: its VLs, and the network it is on ("a", "b"; None: either)."""
+    section = f"[afdx]\nnetwork = \"{network.upper()}\"\n\n" if network else ""
+    return "mode = \"afdx\"\n\n" + section + "\n".join(vl.toml() for vl in vls)
 
 
 @dataclass
@@ -112,9 +116,10 @@ class AfdxNetwork:
                 out[(es.index, net)] = {"es_tx": es_tx, "es_rx": es_rx, "sw_tx": sw_tx, "sw_rx": sw_rx}
         return out
 
-    def write_config(self, vls, name):
+    def write_config(self, vls, name, network=None):
+        """The config of switch `name`, on `network` ("a", "b"; None: either's frames pass)."""
         path = run_dir("afdx") / f"{self.tag}-{name}.toml"
-        path.write_text(config_text(vls))
+        path.write_text(config_text(vls, network))
         return path
 
     def teardown(self):

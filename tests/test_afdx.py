@@ -6,6 +6,7 @@ down mid-stream loses no frame at the receiver."""
 
 import contextlib
 import re
+import sys
 import time
 
 from testbed import afdx, netns
@@ -24,7 +25,7 @@ def afdx_switches(net, vls, datapath):
     switches = {}
     try:
         for n in net.networks:
-            cfg = net.write_config(vls, n)
+            cfg = net.write_config(vls, n, network=n)
             sw = Edgeflow(net.ports(n), datapath=datapath, extra=["--config", str(cfg)],
                           log_name=f"afdx-{net.tag}-{n}-{datapath}")
             switches[n] = sw.start()
@@ -184,7 +185,7 @@ def test_conforming_links_lose_nothing_and_babblers_get_their_contract(datapath)
 
 def test_bad_frames_are_dropped_and_counted_per_reason(datapath):
     netns.cleanup()
-    vls = [VL(10, 1, [3], bag_ms=2, smin=100, smax=300, jitter_us=2000)]
+    vls = [VL(10, 1, [3], bag_ms=2, smin=100, smax=300, jitter_us=2000, ip_check=True)]
     with AfdxNetwork("ab", 3, redundant=False) as net, afdx_switches(net, vls, datapath) as sws:
         es = net.end_systems
         sw = sws["a"]
@@ -197,10 +198,23 @@ def test_bad_frames_are_dropped_and_counted_per_reason(datapath):
             unknown = send(es[0], [vl_arg(99, 2, 200)], **one)["sent"]["99"]
             bad_dst = json_of(es[0].run(afdx.LOADGEN_BIN, "es-send", "--iface-a", "net_a", "--vl", vl_arg(10, 2, 200),
                                         "--duration", "0.2", "--mac-constant", "05000000"))["sent"]["10"]
-            # A source MAC outside the end-system format (bits under the interface id set).
-            bad_src = json_of(es[0].run(afdx.LOADGEN_BIN, "send", "--iface", "net_a", "--src-mac", "02:00:00:00:01:21",
-                                        "--dst-mac", "03:00:00:00:00:0a", "--size", "200", "--rate", "200",
-                                        "--count", "40", "--engine", "socket"))["sent"]
+            # A source MAC outside the end-system format (bits under the interface id set); one on
+            # network B's interface (this switch is A's); and a frame whose datagram runs to the
+            # frame's end, no room for the sequence number: `send` lays it out so, not as part 7.
+            def raw(src):
+                return json_of(es[0].run(afdx.LOADGEN_BIN, "send", "--iface", "net_a", "--src-mac", src, "--dst-mac",
+                                         "03:00:00:00:00:0a", "--size", "200", "--rate", "200", "--count", "40",
+                                         "--engine", "socket"))["sent"]
+
+            bad_src = raw("02:00:00:00:01:21")
+            wrong_network = raw("02:00:00:00:01:40")
+            bad_ip = raw("02:00:00:00:01:20")
+            # Not IPv4 (an experimental EtherType: a malformed IPv6 header would not reach the mode).
+            script = ("from scapy.all import Ether, Raw, sendp; sendp(Ether(src='02:00:00:00:01:20', "
+                      "dst='03:00:00:00:00:0a', type=0x88b5) / Raw(bytes(182)), iface='net_a', count=30, "
+                      "inter=0.005, verbose=False)")
+            es[0].run(sys.executable, "-c", script)
+            not_ip = 30
             good = send(es[0], [vl_arg(10, 2, 200)], **one)["sent"]["10"]
             got = rx.result()
         finally:
@@ -211,7 +225,7 @@ def test_bad_frames_are_dropped_and_counted_per_reason(datapath):
         kernel_filtered = stats["fast_path"]["drops"]["filtered"] if stats["fast_path"] else 0
         in_kernel = kernel_runs_afdx(sw, datapath)
         port2 = next(p for p in stats["ports"] if p["no"] == 2)
-    assert min(wrong_port, undersize, oversize, unknown, bad_dst, bad_src, good) >= 20
+    assert min(wrong_port, undersize, oversize, unknown, bad_dst, bad_src, wrong_network, bad_ip, good) >= 20
     # The wrong-port frames count as received on the port they came in on, whoever dropped them
     # (the host's own stray frames, IPv6 neighbour discovery, may add a few).
     assert port2["rx_packets"] >= wrong_port, port2
@@ -220,12 +234,14 @@ def test_bad_frames_are_dropped_and_counted_per_reason(datapath):
     assert c[10]["undersize"] == undersize
     assert c[10]["oversize"] == oversize
     assert c[10]["bad_source"] == bad_src
+    assert (c[10]["wrong_network"], c[10]["bad_ethertype"], c[10]["bad_ip"]) == (wrong_network, not_ip, bad_ip), c[10]
     assert c[10]["policed"] == 0 and c[10]["frames_out"] == good
     assert c["switch"] == {"unknown_vl": unknown, "bad_destination": bad_dst}, c["switch"]
     # The kernel drops a held link's bad frames; frames of no link go up and are dropped there.
+    of_the_link = wrong_port + undersize + oversize + bad_src + wrong_network + not_ip + bad_ip
     if in_kernel:
-        assert kernel_filtered == wrong_port + undersize + oversize + bad_src, stats["fast_path"]
-    assert drops["filtered"] + kernel_filtered == wrong_port + undersize + oversize + bad_src + unknown + bad_dst, drops
+        assert kernel_filtered == of_the_link, stats["fast_path"]
+    assert drops["filtered"] + kernel_filtered == of_the_link + unknown + bad_dst, drops
 
 
 def json_of(completed):

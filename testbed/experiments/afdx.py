@@ -201,7 +201,7 @@ def switches_for(variant, net, vls):
                 datapath = variant.split("-")[1] if "-" in variant else "user"
                 if Edgeflow.HOST_SETTINGS[datapath]:
                     net.set_offload(**Edgeflow.HOST_SETTINGS[datapath])
-                cfg = net.write_config(vls, f"bench-{n}")
+                cfg = net.write_config(vls, f"bench-{n}", network=n)
                 stack.enter_context(Edgeflow(ports, datapath=datapath, extra=["--config", str(cfg)],
                                              log_name=f"bench-afdx-{variant}-{n}"))
             elif variant in ("edgeflow-openflow", "ovs-netdev"):

@@ -92,6 +92,7 @@ const CNT_MAX: usize = 16;
 const CFG_UPCALL_IFINDEX: u32 = 1;
 const CFG_LESS_MAX_LABELS: u32 = 2;
 const CFG_AFDX_CONSTANT: u32 = 3;
+const CFG_AFDX_NETWORK: u32 = 4;
 /// AFDX frames of no link the kernel holds, sent up.
 const CNT_AFDX_UP: usize = 13;
 /// LESS frames dropped at a down port with no reroute budget left.

@@ -436,9 +436,9 @@ fn make_mode(setting: &ModeSetting, s: &Settings, native: bool) -> Result<Box<dy
         ModeSetting::PortMap(pairs) => Box::new(forwarding::portmap::PortMapMode::new(pairs)),
         // The configuration has checked the table: this cannot refuse it.
         #[cfg(feature = "afdx")]
-        ModeSetting::Afdx { vls, mac_constant } => {
-            Box::new(forwarding::afdx::AfdxMode::new(vls, *mac_constant).map_err(|e| e.to_string())?)
-        }
+        ModeSetting::Afdx { vls, mac_constant, network } => Box::new(
+            forwarding::afdx::AfdxMode::new(vls, *mac_constant).map_err(|e| e.to_string())?.on_network(*network),
+        ),
         #[cfg(feature = "less")]
         ModeSetting::Less(cfg) => {
             Box::new(forwarding::less::LessMode::new(forwarding::less::Config { switch_id: s.dpid, ..cfg.clone() }))

@@ -186,6 +186,8 @@ pub struct KernelLink {
     pub smax: u16,
     /// Index into [`KernelLinks::accounts`]: links sharing one share its credit.
     pub account: usize,
+    /// Check the frames' IPv4 and UDP headers (`afdx::ip_header_ok`).
+    pub ip_check: bool,
 }
 
 /// One policing account: the credit grows by `smax` bytes per BAG up to `smax`·(BAG + jitter).
@@ -203,6 +205,8 @@ pub struct KernelAccount {
 pub struct KernelLinks {
     /// The destinations' 32-bit constant field.
     pub mac_constant: u32,
+    /// The interface id of the switch's network (`NETWORK_A`, `NETWORK_B`); 0: either.
+    pub network: u8,
     pub links: Vec<KernelLink>,
     pub accounts: Vec<KernelAccount>,
 }
@@ -217,7 +221,7 @@ pub struct LinkCounts {
     pub bytes_out: u64,
     /// Bytes of the frames that came in on a port other than the link's.
     pub wrong_port_bytes: u64,
-    pub dropped: [u64; 5],
+    pub dropped: [u64; 8],
 }
 
 /// Every port `actions` send a copy to, group buckets included.

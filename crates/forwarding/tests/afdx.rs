@@ -4,7 +4,7 @@
 #![cfg(feature = "afdx")]
 
 use forwarding::afdx::{
-    self, end_system_mac, vl_mac, AfdxMode, Police, Priority, VirtualLink, VlDrop, DEFAULT_MAC_CONSTANT, NETWORK_A,
+    self, end_system_mac, vl_mac, AfdxMode, Police, Priority, VirtualLink, VlCounters, VlDrop, DEFAULT_MAC_CONSTANT, NETWORK_A,
     NETWORK_B,
 };
 use forwarding::{DropReason, Egress, Event, Mode, Output, PortView, Verdict};
@@ -38,6 +38,7 @@ fn vl(id: u16, in_port: u32, out_ports: &[u32], bag_ms: u64) -> VirtualLink {
         priority: Priority::Low,
         police: Police::Frame,
         account: None,
+        ip_check: false,
     }
 }
 
@@ -109,13 +110,87 @@ fn filtering_drops_each_kind_of_bad_frame_and_counts_it_under_its_reason() {
     assert_eq!((c.frames_in, c.frames_out), (8, 2));
     assert_eq!(c.bytes_in, 100 + 300 + 200 + 99 + 301 + 200 + 200 + 200);
     let by_reason: Vec<u64> = VlDrop::ALL.iter().map(|&d| c.dropped(d)).collect();
-    // bad_source, wrong_port, undersize, oversize, policed
-    assert_eq!(by_reason, vec![3, 1, 1, 1, 0]);
+    // bad_source, wrong_port, undersize, oversize, policed, wrong_network, bad_ethertype, bad_ip
+    assert_eq!(by_reason, vec![3, 1, 1, 1, 0, 0, 0, 0]);
     assert_eq!((m.switch_counters().bad_destination, m.switch_counters().unknown_vl), (1, 1));
     let groups = m.counters();
     assert_eq!(groups[0].name, "switch");
     assert_eq!(groups[1].name, "vl 10");
     assert!(groups[1].counters.contains(&("bad_source", 3)));
+}
+
+/// `frame` as part 7 lays it out: the IP datagram ends one byte before the frame, whose last
+/// byte is the sequence number.
+fn as_part_7_sends(mut f: Vec<u8>) -> Vec<u8> {
+    let total = (f.len() - 15) as u16;
+    f[16..18].copy_from_slice(&total.to_be_bytes());
+    f[38..40].copy_from_slice(&(total - 20).to_be_bytes());
+    f[24..26].fill(0);
+    let sum = packet::csum::checksum(&f[14..34]);
+    f[24..26].copy_from_slice(&sum.to_be_bytes());
+    f
+}
+
+#[test]
+fn a_switch_on_one_network_drops_the_others_frames_and_checks_ip_where_asked() {
+    let checked = VirtualLink { ip_check: true, ..vl(10, 1, &[2], 1) };
+    let mut m = AfdxMode::new(&[checked, vl(11, 1, &[2], 1)], DEFAULT_MAC_CONSTANT).unwrap().on_network(Some(NETWORK_A));
+    for p in 1..=2 {
+        m.port_changed(p, Some(PortView::default()));
+    }
+    let mut t = 0;
+    let mut next = || {
+        t += 10 * MS;
+        t
+    };
+    let good = as_part_7_sends(frame(10, 7, NETWORK_A, 200));
+    assert!(passes(&mut m, 1, &good, next()));
+    // The other network's end system, on either VL.
+    for id in [10, 11] {
+        assert!(!passes(&mut m, 1, &as_part_7_sends(frame(id, 7, NETWORK_B, 200)), next()));
+    }
+    // Not IPv4.
+    let mut not_ip = good.clone();
+    not_ip[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+    assert!(!passes(&mut m, 1, &not_ip, next()));
+    // Headers part 7 does not send: the datagram running to the frame's end (no room for the
+    // sequence number), a bad header checksum, IP options, TCP, a UDP length that disagrees.
+    let mut bad = vec![frame(10, 7, NETWORK_A, 200)];
+    let mut f = good.clone();
+    f[25] ^= 1;
+    bad.push(f);
+    let mut f = good.clone();
+    f[14] = 0x46;
+    bad.push(as_part_7_sends(f));
+    let mut f = good.clone();
+    f[23] = 6;
+    bad.push(as_part_7_sends(f));
+    let mut f = good.clone();
+    f[39] ^= 4;
+    bad.push(f);
+    for f in &bad {
+        assert!(!passes(&mut m, 1, f, next()), "{:02x?}", &f[14..42]);
+    }
+    // A fragment's UDP length covers the datagram, not the fragment: not checked.
+    let mut f = good.clone();
+    f[20] = 0x20; // more fragments
+    f[39] ^= 4;
+    assert!(passes(&mut m, 1, &as_part_7_sends_keeping_udp(f), next()));
+    // VL 11 does not ask: the datagram may run to the frame's end.
+    assert!(passes(&mut m, 1, &frame(11, 7, NETWORK_A, 200), next()));
+    let c10 = m.vl_counters(10).unwrap();
+    let by_reason = |c: &VlCounters| VlDrop::ALL.iter().map(|&d| c.dropped(d)).collect::<Vec<_>>();
+    assert_eq!(by_reason(c10), [0, 0, 0, 0, 0, 1, 1, 5]);
+    assert_eq!(by_reason(m.vl_counters(11).unwrap()), [0, 0, 0, 0, 0, 1, 0, 0]);
+    assert_eq!((c10.frames_in, c10.frames_out), (9, 2));
+}
+
+/// A frame whose IP header was edited: its checksum made good again, the rest as it is.
+fn as_part_7_sends_keeping_udp(mut f: Vec<u8>) -> Vec<u8> {
+    f[24..26].fill(0);
+    let sum = packet::csum::checksum(&f[14..34]);
+    f[24..26].copy_from_slice(&sum.to_be_bytes());
+    f
 }
 
 #[test]

@@ -665,7 +665,8 @@ fn an_afdx_account_keeps_its_credit_across_a_handover() {
     let bag_ns = 1_000_000_000; // one frame a second: nothing accrues during the test
     let table = KernelLinks {
         mac_constant: constant,
-        links: vec![KernelLink { id: 7, in_port: 1, out_ports: vec![1], queue: 0, smin: 64, smax: 128, account: 0 }],
+        network: 0,
+        links: vec![KernelLink { id: 7, in_port: 1, out_ports: vec![1], queue: 0, smin: 64, smax: 128, account: 0, ip_check: false }],
         accounts: vec![KernelAccount { bag_ns, smax: 128, jitter_ns: 0, per_frame: true }],
     };
     let held = [HeldLink { index: 0, out_ifindex: vec![LO], fanout: 0 }];
@@ -700,10 +701,11 @@ fn links_sharing_an_account_share_its_credit() {
     // Nothing accrues during the test, however slow the machine: an emulated ARM guest took over
     // a second between two runs (a BAG of one second) and found the account full again.
     let bag_ns = 60_000_000_000;
-    let link = |id, account| KernelLink { id, in_port: 1, out_ports: vec![1], queue: 0, smin: 64, smax: 128, account };
+    let link = |id, account| KernelLink { id, in_port: 1, out_ports: vec![1], queue: 0, smin: 64, smax: 128, account, ip_check: false };
     // Account 1 is shared by links 8 and 9; link 7 has account 0 of its own.
     let table = KernelLinks {
         mac_constant: constant,
+        network: 0,
         links: vec![link(7, 0), link(8, 1), link(9, 1)],
         accounts: vec![KernelAccount { bag_ns, smax: 128, jitter_ns: 0, per_frame: true }; 2],
     };
@@ -734,12 +736,12 @@ fn every_afdx_refusal_is_counted_under_its_link_on_both_hooks() {
     // the test, however slow the machine.
     let bag_ns = 60_000_000_000;
     let link =
-        |id, in_port, account| KernelLink { id, in_port, out_ports: vec![1], queue: 0, smin: 100, smax: 200, account };
+        |id, in_port, account| KernelLink { id, in_port, out_ports: vec![1], queue: 0, smin: 100, smax: 200, account, ip_check: false };
     let account = KernelAccount { bag_ns, smax: 200, jitter_ns: 0, per_frame: true };
     // Link 8 is configured on port 2: its frames arriving on port 1 are on the wrong port.
     // Link 10 takes a tagged frame of smax (untagged) bytes, on an account of its own.
     let links = vec![link(7, 1, 0), link(8, 2, 1), link(10, 1, 2)];
-    let table = KernelLinks { mac_constant: constant, links, accounts: vec![account; 3] };
+    let table = KernelLinks { mac_constant: constant, network: 0, links, accounts: vec![account; 3] };
     let held = [
         HeldLink { index: 0, out_ifindex: vec![LO], fanout: 0 },
         HeldLink { index: 1, out_ifindex: vec![LO], fanout: 0 },
@@ -773,14 +775,76 @@ fn every_afdx_refusal_is_counted_under_its_link_on_both_hooks() {
             sequence.iter().map(|(n, _)| n).collect::<Vec<_>>()
         );
         let counts: std::collections::BTreeMap<u16, forwarding::LinkCounts> = fp.harvest_links().into_iter().collect();
-        // [bad source, wrong port, undersize, oversize, policed]
-        assert_eq!(counts[&7].dropped, [1, 0, 1, 1, 1], "{hook}");
+        // [bad source, wrong port, undersize, oversize, policed, wrong network, bad ethertype, bad ip]
+        assert_eq!(counts[&7].dropped, [1, 0, 1, 1, 1, 0, 0, 0], "{hook}");
         assert_eq!((counts[&7].frames_in, counts[&7].frames_out), (5, 1), "{hook}");
-        assert_eq!(counts[&8].dropped, [0, 1, 0, 0, 0], "{hook}");
+        assert_eq!(counts[&8].dropped, [0, 1, 0, 0, 0, 0, 0, 0], "{hook}");
         assert_eq!((counts[&10].frames_out, counts[&10].bytes_in), (1, 200), "{hook}: counted without its tag");
         // The wrong-port frame came in on port 1 (the loopback): credited there too.
         assert_eq!(fp.harvest_wrong_port(), [(1, 1, 124)], "{hook}");
     }
     assert_eq!(fp.link_counters()[2], ("up", 2), "the frame of no held link, once per hook");
     assert_eq!(fp.drops()[2], ("no_upcall", 1), "tc sends it up; no upcall interface here");
+}
+
+/// A switch on network A, in the kernel: the other network's frames, frames that are not IPv4,
+/// and on a link with `ip_check` IP and UDP headers part 7 does not send, are dropped and counted
+/// as userspace counts them (forwarding/tests/afdx.rs), on both hooks.
+#[test]
+fn the_kernel_drops_the_other_networks_frames_and_checks_ip_where_asked() {
+    use forwarding::{KernelAccount, KernelLink, KernelLinks};
+    use links::HeldLink;
+    use packet::afdx::{end_system_mac, vl_mac, NETWORK_A, NETWORK_B};
+
+    let Some(mut fp) = afdx_fast_path() else { return };
+    let constant = 0x0300_0000;
+    let link = |id, ip_check| KernelLink { id, in_port: 1, out_ports: vec![1], queue: 0, smin: 64, smax: 300, account: 0, ip_check };
+    // Generous: one byte-policed account that nothing in the test exhausts.
+    let account = KernelAccount { bag_ns: 1_000_000, smax: 300, jitter_ns: 1_000_000_000, per_frame: false };
+    let table = KernelLinks { mac_constant: constant, network: NETWORK_A, links: vec![link(10, true), link(11, false)], accounts: vec![account] };
+    let held = [HeldLink { index: 0, out_ifindex: vec![LO], fanout: 0 }, HeldLink { index: 1, out_ifindex: vec![LO], fanout: 0 }];
+    // A frame of 200 bytes with FCS; `part_7`: its datagram ending before the sequence number.
+    let frame = |vl, network, part_7: bool| {
+        let mut f = udp4(end_system_mac(1, network), vl_mac(constant, vl), [10, 0, 0, 1], [224, 224, 0, 10], 1, 2, 196);
+        if part_7 {
+            let total = (f.len() - 15) as u16;
+            f[16..18].copy_from_slice(&total.to_be_bytes());
+            f[38..40].copy_from_slice(&(total - 20).to_be_bytes());
+            set_ip_checksum(&mut f);
+        }
+        f
+    };
+    let good = frame(10, NETWORK_A, true);
+    let edited = |edit: &dyn Fn(&mut Vec<u8>), checksum: bool| {
+        let mut f = good.clone();
+        edit(&mut f);
+        if checksum {
+            set_ip_checksum(&mut f);
+        }
+        f
+    };
+    let sequence = [
+        ("good", good.clone()),
+        ("network B", frame(10, NETWORK_B, true)),
+        ("network B, unchecked link", frame(11, NETWORK_B, true)),
+        ("IPv6 ethertype", edited(&|f| f[12..14].copy_from_slice(&[0x86, 0xdd]), false)),
+        ("datagram to the frame's end", frame(10, NETWORK_A, false)),
+        ("bad checksum", edited(&|f| f[25] ^= 1, false)),
+        ("options", edited(&|f| f[14] = 0x46, true)),
+        ("tcp", edited(&|f| f[23] = 6, true)),
+        ("udp length", edited(&|f| f[39] ^= 4, false)),
+        ("fragment", edited(&|f| { f[20] = 0x20; f[39] ^= 4 }, true)),
+        ("unchecked link", frame(11, NETWORK_A, false)),
+    ];
+    for hook in ["xdp", "tc"] {
+        fp.set_links(&table, &held, &[]).unwrap();
+        let verdicts: Vec<u32> = sequence.iter().map(|(_, f)| afdx_verdict(&fp, hook, f)).collect();
+        let (pass, drop) = if hook == "xdp" { (XDP_REDIRECT, XDP_DROP) } else { (TC_ACT_REDIRECT, TC_ACT_SHOT) };
+        let want = [pass, drop, drop, drop, drop, drop, drop, drop, drop, pass, pass];
+        let names: Vec<_> = sequence.iter().map(|(n, _)| n).collect();
+        assert_eq!(verdicts, want, "{hook}: {names:?}");
+        let counts: std::collections::BTreeMap<u16, forwarding::LinkCounts> = fp.harvest_links().into_iter().collect();
+        assert_eq!(counts[&10].dropped, [0, 0, 0, 0, 0, 1, 1, 5], "{hook}");
+        assert_eq!(counts[&11].dropped, [0, 0, 0, 0, 0, 1, 0, 0], "{hook}");
+    }
 }

@@ -34,7 +34,8 @@ OFF(less_stack, bytes);
 SZ(less_reroute_key); OFF(less_reroute_key, port); OFF(less_reroute_key, hash);
 SZ(less_push_key);
 SZ(afdx_link); OFF(afdx_link, acct); OFF(afdx_link, in_port); OFF(afdx_link, account); OFF(afdx_link, smin);
-OFF(afdx_link, smax); OFF(afdx_link, n_out); OFF(afdx_link, fanout); OFF(afdx_link, out_ifindex); SZ(afdx_outputs);
+OFF(afdx_link, smax); OFF(afdx_link, n_out); OFF(afdx_link, fanout); OFF(afdx_link, out_ifindex); OFF(afdx_link, ip_check);
+SZ(afdx_outputs);
 SZ(afdx_account); OFF(afdx_account, empty); OFF(afdx_account, cap); OFF(afdx_account, bag_ns);
 OFF(afdx_account, smax); OFF(afdx_account, per_frame); SZ(afdx_counts);
 P("AFDX_MAX_OUT", AFDX_MAX_OUT); P("AFDX_FANOUTS", AFDX_FANOUTS); P("AFDX_MAX_LINKS", AFDX_MAX_LINKS); P("AFDX_VL_IDS", AFDX_VL_IDS); P("AC_MAX", AC_MAX);
@@ -42,6 +43,8 @@ P("AC_FRAMES_IN", AC_FRAMES_IN); P("AC_BYTES_IN", AC_BYTES_IN); P("AC_FRAMES_OUT
 P("AC_BYTES_OUT", AC_BYTES_OUT); P("AC_WRONG_PORT_BYTES", AC_WRONG_PORT_BYTES); P("AC_BAD_SOURCE", AC_BAD_SOURCE);
 P("AC_WRONG_PORT", AC_WRONG_PORT); P("AC_UNDERSIZE", AC_UNDERSIZE); P("AC_OVERSIZE", AC_OVERSIZE);
 P("AC_POLICED", AC_POLICED); P("CFG_AFDX_CONSTANT", CFG_AFDX_CONSTANT); P("CNT_AFDX_UP", CNT_AFDX_UP);
+P("AC_WRONG_NETWORK", AC_WRONG_NETWORK); P("AC_BAD_ETHERTYPE", AC_BAD_ETHERTYPE); P("AC_BAD_IP", AC_BAD_IP);
+P("CFG_AFDX_NETWORK", CFG_AFDX_NETWORK);
 P("LESS_STACK_MAX", LESS_STACK_MAX); P("LESS_MAX_PORTS", LESS_MAX_PORTS); P("CFG_LESS_MAX_LABELS", CFG_LESS_MAX_LABELS);
 P("CNT_LESS_SHIFTED", CNT_LESS_SHIFTED); P("CNT_LESS_POPPED", CNT_LESS_POPPED); P("CNT_LESS_DELIVERED", CNT_LESS_DELIVERED);
 P("CNT_LESS_PUSHED", CNT_LESS_PUSHED); P("CNT_LESS_REROUTED", CNT_LESS_REROUTED); P("CNT_LESS_SPENT", CNT_LESS_SPENT);
@@ -170,6 +173,7 @@ fn c_and_rust_agree_on_every_shared_layout() {
         ("afdx_link.n_out", links::AFDX_LINK_N_OUT_AT as u64),
         ("afdx_link.fanout", links::AFDX_LINK_FANOUT_AT as u64),
         ("afdx_link.out_ifindex", links::AFDX_LINK_OUT_AT as u64),
+        ("afdx_link.ip_check", links::AFDX_LINK_IP_CHECK_AT as u64),
         ("sizeof afdx_outputs", 4 * links::AFDX_MAX_OUT as u64),
         ("sizeof afdx_account", links::AFDX_ACCOUNT_BYTES as u64),
         ("afdx_account.empty", 0),
@@ -194,7 +198,11 @@ fn c_and_rust_agree_on_every_shared_layout() {
         ("AC_UNDERSIZE", 5 + forwarding::afdx::VlDrop::Undersize as u64),
         ("AC_OVERSIZE", 5 + forwarding::afdx::VlDrop::Oversize as u64),
         ("AC_POLICED", 5 + forwarding::afdx::VlDrop::Policed as u64),
+        ("AC_WRONG_NETWORK", 5 + forwarding::afdx::VlDrop::WrongNetwork as u64),
+        ("AC_BAD_ETHERTYPE", 5 + forwarding::afdx::VlDrop::BadEthertype as u64),
+        ("AC_BAD_IP", 5 + forwarding::afdx::VlDrop::BadIp as u64),
         ("CFG_AFDX_CONSTANT", CFG_AFDX_CONSTANT as u64),
+        ("CFG_AFDX_NETWORK", CFG_AFDX_NETWORK as u64),
         ("CNT_AFDX_UP", CNT_AFDX_UP as u64),
         ("KEY_BYTES", KEY_BYTES as u64),
         ("MAX_MASKS", MAX_MASKS as u64),

@@ -5,7 +5,7 @@ use std::io;
 
 use forwarding::{KernelLinks, LinkCounts};
 
-use super::{obj_err, FastPath, CFG_AFDX_CONSTANT, CNT_AFDX_UP};
+use super::{obj_err, FastPath, CFG_AFDX_CONSTANT, CFG_AFDX_NETWORK, CNT_AFDX_UP};
 
 /// `AFDX_MAX_OUT`, `AFDX_FANOUTS`, `AFDX_MAX_LINKS` and `AC_MAX` in `bpf/fastpath.h`.
 pub const AFDX_MAX_OUT: usize = 8;
@@ -13,11 +13,11 @@ pub const AFDX_FANOUTS: u32 = 16;
 pub const AFDX_MAX_LINKS: usize = 4096;
 /// `AFDX_VL_IDS`: the kernel's VL-id-to-slot array holds every 16-bit id.
 pub const AFDX_VL_IDS: usize = 1 << 16;
-pub const AC_MAX: usize = 10;
+pub const AC_MAX: usize = 13;
 /// `struct afdx_account`: empty, cap, bag_ns, smax, per_frame.
 pub const AFDX_ACCOUNT_BYTES: usize = 32;
 /// `struct afdx_link`: the account kept at its slot, then in_port, account (a slot), smin, smax,
-/// n_out, fanout, the first output's ifindex; one cache line.
+/// n_out, fanout, the first output's ifindex, whether to check IP headers; one cache line.
 pub const AFDX_LINK_IN_PORT_AT: usize = AFDX_ACCOUNT_BYTES;
 pub const AFDX_LINK_ACCOUNT_AT: usize = 36;
 pub const AFDX_LINK_SMIN_AT: usize = 40;
@@ -25,6 +25,7 @@ pub const AFDX_LINK_SMAX_AT: usize = 42;
 pub const AFDX_LINK_N_OUT_AT: usize = 44;
 pub const AFDX_LINK_FANOUT_AT: usize = 46;
 pub const AFDX_LINK_OUT_AT: usize = 48;
+pub const AFDX_LINK_IP_CHECK_AT: usize = 52;
 pub const AFDX_LINK_BYTES: usize = 64;
 
 /// A link of the mode's table the kernel is to decide, with its outputs' interfaces.
@@ -81,6 +82,7 @@ impl FastPath {
         let outputs = self.obj.map("ef_afdx_outputs").map_err(obj_err)?;
         self.links.slots.clear();
         self.set_config(CFG_AFDX_CONSTANT, table.mac_constant as u64)?;
+        self.set_config(CFG_AFDX_NETWORK, table.network as u64)?;
         let now = crate::sys::monotonic_ns();
         let mut homes = std::collections::BTreeMap::new();
         for (slot, h) in held.iter().enumerate() {
@@ -125,6 +127,7 @@ impl FastPath {
             v[AFDX_LINK_FANOUT_AT..AFDX_LINK_FANOUT_AT + 2].copy_from_slice(&(h.fanout as u16).to_ne_bytes());
             let first = h.out_ifindex.first().copied().unwrap_or(0);
             v[AFDX_LINK_OUT_AT..AFDX_LINK_OUT_AT + 4].copy_from_slice(&first.to_ne_bytes());
+            v[AFDX_LINK_IP_CHECK_AT] = l.ip_check as u8;
             let mut all = [0u8; 4 * AFDX_MAX_OUT];
             for (i, ifindex) in h.out_ifindex.iter().enumerate() {
                 all[4 * i..4 * i + 4].copy_from_slice(&ifindex.to_ne_bytes());
@@ -181,7 +184,7 @@ impl FastPath {
                 continue;
             }
             w.frames += d[0];
-            w.filtered += d[5] + d[6] + d[7] + d[8];
+            w.filtered += d[5] + d[6] + d[7] + d[8] + d[10] + d[11] + d[12];
             w.policed += d[9];
             let counts = LinkCounts {
                 frames_in: d[0],
@@ -189,7 +192,7 @@ impl FastPath {
                 frames_out: d[2],
                 bytes_out: d[3],
                 wrong_port_bytes: d[4],
-                dropped: [d[5], d[6], d[7], d[8], d[9]],
+                dropped: std::array::from_fn(|i| d[5 + i]),
             };
             out.push((*id, counts));
         }

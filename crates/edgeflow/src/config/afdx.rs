@@ -13,6 +13,8 @@ use super::{line_of, load_file, Ctx, File, ModeSetting};
 pub struct AfdxSection {
     /// The destination MAC's 32-bit constant field, as four hex octets ("03:00:00:00").
     pub mac_constant: Option<Spanned<String>>,
+    /// The network this switch is on, "A" or "B": the other network's frames are dropped.
+    pub network: Option<Spanned<String>>,
     #[serde(default)]
     pub vl: Vec<VlEntry>,
 }
@@ -32,6 +34,9 @@ pub struct VlEntry {
     pub priority: Spanned<String>,
     pub police: Option<Spanned<String>>,
     pub account: Option<Spanned<String>>,
+    /// Check the frames' IPv4 and UDP headers beside the VL's own checks.
+    #[serde(default)]
+    pub ip_check: bool,
 }
 
 /// The AFDX virtual-link table, or `None` when the file has none. The mode checks the table
@@ -54,7 +59,7 @@ pub fn load_afdx(path: &Path) -> Result<(Vec<forwarding::afdx::VirtualLink>, u32
         .map(|(i, p)| (p.number.as_ref().map_or(i as u32 + 1, |n| *n.get_ref()), p.name.get_ref().clone()))
         .collect();
     match afdx_table(&cx, &file, (!ports.is_empty()).then_some(&ports[..]))? {
-        Some(ModeSetting::Afdx { vls, mac_constant }) => Ok((vls, mac_constant)),
+        Some(ModeSetting::Afdx { vls, mac_constant, .. }) => Ok((vls, mac_constant)),
         _ => Err(format!("{display}: no [[afdx.vl]] entries")),
     }
 }
@@ -65,6 +70,14 @@ fn afdx_table(cx: &Ctx<'_>, file: &File, ports: Option<&[(u32, String)]>) -> Res
     let mac_constant = match &section.mac_constant {
         None => afdx::DEFAULT_MAC_CONSTANT,
         Some(c) => parse_mac_constant(c.get_ref()).map_err(|e| cx.at(c, e))?,
+    };
+    let network = match &section.network {
+        None => None,
+        Some(n) => Some(match n.get_ref().as_str() {
+            "A" | "a" => afdx::NETWORK_A,
+            "B" | "b" => afdx::NETWORK_B,
+            other => return Err(cx.at(n, format!("network '{other}': expected \"A\" or \"B\""))),
+        }),
     };
     let known = |n: u32| ports.is_none_or(|ports| ports.iter().any(|(no, _)| *no == n));
     let mut vls = Vec::new();
@@ -98,6 +111,7 @@ fn afdx_table(cx: &Ctx<'_>, file: &File, ports: Option<&[(u32, String)]>) -> Res
             priority,
             police,
             account: e.account.as_ref().map(|a| a.get_ref().clone()),
+            ip_check: e.ip_check,
         });
     }
     afdx::check(&vls).map_err(|err| {
@@ -113,7 +127,7 @@ fn afdx_table(cx: &Ctx<'_>, file: &File, ports: Option<&[(u32, String)]>) -> Res
             _ => e.id.span(),
         })
     })?;
-    Ok(Some(ModeSetting::Afdx { vls, mac_constant }))
+    Ok(Some(ModeSetting::Afdx { vls, mac_constant, network }))
 }
 
 /// "03:00:00:00": the four octets of the destination MAC's constant field.
@@ -150,7 +164,7 @@ mod tests {
             )
         };
         let s = from_str(&vl("jitter_us = 500\npolice = \"byte\"\n")).unwrap();
-        let ModeSetting::Afdx { vls, mac_constant } = s.mode else { panic!("{:?}", s.mode) };
+        let ModeSetting::Afdx { vls, mac_constant, .. } = s.mode else { panic!("{:?}", s.mode) };
         assert_eq!(mac_constant, 0x0300_0000);
         assert_eq!(vls.len(), 1);
         let v = &vls[0];
@@ -186,6 +200,11 @@ mod tests {
         refused(&format!("{head}[afdx]\nmac_constant = \"03:00:00\"\n{one}"), 9, "four hex octets");
         let s = from_str(&format!("{head}[afdx]\nmac_constant = \"0f:ab:00:01\"\n{one}")).unwrap();
         assert!(matches!(s.mode, ModeSetting::Afdx { mac_constant: 0x0fab_0001, .. }));
+        let s = from_str(&format!("{head}[afdx]\nnetwork = \"B\"\n{one}ip_check = true\n")).unwrap();
+        let ModeSetting::Afdx { vls, network, .. } = s.mode else { panic!("{:?}", s.mode) };
+        assert_eq!((network, vls[0].ip_check), (Some(forwarding::afdx::NETWORK_B), true));
+        assert!(matches!(from_str(&vl("")).unwrap().mode, ModeSetting::Afdx { network: None, .. }));
+        refused(&format!("{head}[afdx]\nnetwork = \"C\"\n{one}"), 9, "expected \"A\" or \"B\"");
         refused(&format!("{head}[afdx]\nmac_constant = \"02:00:00:00\"\n"), 1, "needs [[afdx.vl]]");
         refused(&vl("").replace("\"afdx\"", "\"learning\""), 9, "needs mode");
     }

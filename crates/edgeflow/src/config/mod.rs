@@ -103,7 +103,7 @@ pub enum ModeSetting {
     PortMap(Vec<(u32, u32)>),
     /// ARINC 664 part 7 virtual links.
     #[cfg(feature = "afdx")]
-    Afdx { vls: Vec<forwarding::afdx::VirtualLink>, mac_constant: u32 },
+    Afdx { vls: Vec<forwarding::afdx::VirtualLink>, mac_constant: u32, network: Option<u8> },
     /// LESS source-routed label switching.
     #[cfg(feature = "less")]
     Less(forwarding::less::Config),

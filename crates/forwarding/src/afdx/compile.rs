@@ -1,7 +1,7 @@
 //! The VL table as plain OpenFlow 1.3, for any OF1.3 switch (what the P4 case study did with
 //! tables and meters): per VL and network one flow matching the input port, the VL's destination
-//! MAC and the end-system source format (a masked match); a meter per account; an ALL group per
-//! multicast VL; `set_queue` for the VL's priority.
+//! MAC, IPv4, and the end-system source format (a masked match); a meter per account; an ALL group
+//! per multicast VL; `set_queue` for the VL's priority.
 //!
 //! What OpenFlow 1.3 cannot say, and so the compiled program does not do:
 //! - frame length: no match field holds it, so Smin and Smax are not checked;
@@ -87,6 +87,7 @@ pub fn compile(vls: &[VirtualLink], mac_constant: u32, network: Network) -> Prog
             let match_ = Match::new()
                 .with(Field::InPort, vl.in_port as u128)
                 .with(Field::EthDst, mac_value(&dst))
+                .with(Field::EthType, 0x0800)
                 .with_masked(Field::EthSrc, mac_value(&super::end_system_mac(0, interface)), SOURCE_MASK);
             program.flows.push(FlowMod {
                 priority: VL_PRIORITY,
@@ -168,10 +169,12 @@ pub fn ovs_ofctl_script(program: &Program, title: &str) -> String {
                 Field::InPort => "in_port",
                 Field::EthDst => "dl_dst",
                 Field::EthSrc => "dl_src",
+                Field::EthType => "dl_type",
                 other => other.name(),
             };
             let value = match oxm.field {
                 Field::EthDst | Field::EthSrc => mac_text(oxm.value),
+                Field::EthType => format!("{:#06x}", oxm.value),
                 _ => oxm.value.to_string(),
             };
             let mask = oxm.mask.map(|m| format!("/{}", mac_text(m))).unwrap_or_default();

@@ -3,8 +3,10 @@
 //! traffic contract, and copied to the VL's output ports, high-priority VLs ahead of low ones.
 //!
 //! Frame format: the addresses of `packet::afdx` (destination: constant field and VL id; source:
-//! an end system on network A or B), and a length, FCS included, within the VL's [Smin, Smax].
+//! an end system on network A or B, the switch's own network if it is configured with one), IPv4
+//! (the only EtherType AFDX carries), and a length, FCS included, within the VL's [Smin, Smax].
 //! The FCS is gone by the time a frame reaches us, so 4 bytes are added back before comparing.
+//! Where a VL asks (`ip_check`), its IPv4 and UDP headers are checked too (`ip_header_ok`).
 //!
 //! Policing is the standard's account-based algorithm. Each account holds a credit that grows by
 //! Smax per BAG, capped at Smax·(1 + J/BAG) (J: the jitter the contract tolerates) and full at
@@ -73,6 +75,8 @@ pub struct VirtualLink {
     pub police: Police,
     /// VLs naming the same account share one credit (and so must share one contract).
     pub account: Option<String>,
+    /// Check the frames' IPv4 and UDP headers (`ip_header_ok`).
+    pub ip_check: bool,
 }
 
 /// What an account enforces: the same for every VL sharing it.
@@ -164,7 +168,8 @@ impl Account {
     }
 }
 
-/// Why a frame of a known VL was dropped, counted per VL.
+/// Why a frame of a known VL was dropped, counted per VL. The order is the kernel's too
+/// (`AC_BAD_SOURCE` on in `bpf/fastpath.h`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum VlDrop {
     /// Source MAC not in the end-system format.
@@ -177,11 +182,25 @@ pub enum VlDrop {
     Oversize,
     /// Over the contract.
     Policed,
+    /// From an end system's interface on the other network than the switch's.
+    WrongNetwork,
+    /// Not IPv4.
+    BadEthertype,
+    /// A VL with `ip_check`: its IPv4 or UDP header is not what part 7 sends.
+    BadIp,
 }
 
 impl VlDrop {
-    pub const ALL: [VlDrop; 5] =
-        [VlDrop::BadSource, VlDrop::WrongPort, VlDrop::Undersize, VlDrop::Oversize, VlDrop::Policed];
+    pub const ALL: [VlDrop; 8] = [
+        VlDrop::BadSource,
+        VlDrop::WrongPort,
+        VlDrop::Undersize,
+        VlDrop::Oversize,
+        VlDrop::Policed,
+        VlDrop::WrongNetwork,
+        VlDrop::BadEthertype,
+        VlDrop::BadIp,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -190,8 +209,29 @@ impl VlDrop {
             VlDrop::Undersize => "undersize",
             VlDrop::Oversize => "oversize",
             VlDrop::Policed => "policed",
+            VlDrop::WrongNetwork => "wrong_network",
+            VlDrop::BadEthertype => "bad_ethertype",
+            VlDrop::BadIp => "bad_ip",
         }
     }
+}
+
+/// The IPv4 and UDP headers of an AFDX frame whose IPv4 header starts at `ip` (`frame` without
+/// FCS): version 4 with no options (part 7 sends none), a good header checksum, a total length
+/// that ends one byte before the frame does (the sequence number follows the datagram), and UDP;
+/// a whole datagram's UDP length is its IP payload's (a fragment's cannot be checked here).
+pub fn ip_header_ok(frame: &[u8], ip: usize) -> bool {
+    let Some(h) = frame.get(ip..ip + 20) else { return false };
+    let total = u16::from_be_bytes([h[2], h[3]]) as usize;
+    let fragment = u16::from_be_bytes([h[6], h[7]]);
+    let sum = h.chunks_exact(2).fold(0u32, |s, w| s + u16::from_be_bytes([w[0], w[1]]) as u32);
+    let folded = (sum & 0xffff) + (sum >> 16);
+    // A datagram holds a UDP header at least (a later fragment, 8 bytes of it at least).
+    if h[0] != 0x45 || (folded & 0xffff) + (folded >> 16) != 0xffff || total < 28 || ip + total + 1 != frame.len() || h[9] != 17 {
+        return false;
+    }
+    let whole = fragment & 0x3fff == 0;
+    !whole || frame.get(ip + 24..ip + 26).is_some_and(|l| u16::from_be_bytes([l[0], l[1]]) as usize == total - 20)
 }
 
 /// Counters of one VL.
@@ -228,6 +268,8 @@ struct Link {
 
 pub struct AfdxMode {
     mac_constant: [u8; 4],
+    /// The interface id (`NETWORK_A`, `NETWORK_B`) of the network this switch is on, if configured.
+    network: Option<u8>,
     links: BTreeMap<u16, Link>,
     accounts: Vec<Account>,
     switch: SwitchCounters,
@@ -261,6 +303,7 @@ impl AfdxMode {
         }
         let kernel = KernelLinks {
             mac_constant,
+            network: 0,
             links: links
                 .values()
                 .map(|l: &Link| KernelLink {
@@ -271,6 +314,7 @@ impl AfdxMode {
                     smin: l.vl.smin,
                     smax: l.vl.smax,
                     account: l.account,
+                    ip_check: l.vl.ip_check,
                 })
                 .collect(),
             accounts: accounts
@@ -285,11 +329,20 @@ impl AfdxMode {
         };
         Ok(AfdxMode {
             mac_constant: mac_constant.to_be_bytes(),
+            network: None,
             links,
             accounts,
             switch: SwitchCounters::default(),
             kernel,
         })
+    }
+
+    /// The switch is on network A or B (`NETWORK_A`, `NETWORK_B`): the other network's frames are
+    /// dropped (`wrong_network`). `None`: either's pass, as on a switch joining both.
+    pub fn on_network(mut self, network: Option<u8>) -> AfdxMode {
+        self.network = network;
+        self.kernel.network = network.unwrap_or(0);
+        self
     }
 
     pub fn vl_counters(&self, id: u16) -> Option<&VlCounters> {
@@ -389,14 +442,21 @@ impl Mode for AfdxMode {
         let c = &mut link.counters;
         c.frames_in += 1;
         c.bytes_in += len as u64;
+        let ethertype = data.get(12 + tag..14 + tag).map_or(0, |e| u16::from_be_bytes([e[0], e[1]]));
         let refused = if key.in_port() != link.vl.in_port {
             Some(VlDrop::WrongPort)
         } else if !is_end_system_mac(&data[6..12]) {
             Some(VlDrop::BadSource)
+        } else if self.network.is_some_and(|n| data[11] >> 5 != n) {
+            Some(VlDrop::WrongNetwork)
+        } else if ethertype != 0x0800 {
+            Some(VlDrop::BadEthertype)
         } else if len < link.vl.smin as usize {
             Some(VlDrop::Undersize)
         } else if len > link.vl.smax as usize {
             Some(VlDrop::Oversize)
+        } else if link.vl.ip_check && !ip_header_ok(&data[tag..], 14) {
+            Some(VlDrop::BadIp)
         } else if !self.accounts[link.account].admit(len, now) {
             Some(VlDrop::Policed)
         } else {
