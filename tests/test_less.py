@@ -358,3 +358,41 @@ def test_less_and_a_learning_bridge_share_a_switch(datapath):
                 report = sw_a.stats()["fast_path"]
                 print("kernel:", report)
                 assert a["kernel"]["pushed"] >= 5 and report["hits"] >= 5, report
+
+
+def test_a_frame_caught_between_two_detours_dies_with_its_budget(datapath):
+    """Two failures cut D and E off from the rest: D's uplink to B and E's link to C. Within the
+    hold (addresses still as they were), D's way around to hB is its neighbour E's path through C
+    (case b) and E's is its own address through D (case a): hE's frames to hB pass back and forth
+    between D and E. Each pass spends one of the 8 reroute steps a frame starts with, so each frame
+    is rerouted 8 times and then dropped as `budget_spent`, on every datapath. The kernel once
+    wrote each frame the first frame's budget and kept them going round for ever."""
+    netns.cleanup()
+    fabric = less.six("ll")
+    with fabric, less_switches(fabric, datapath=datapath, tag="less-loop", hold_ms=10000) as sws:
+        less.wait_converged(fabric, sws)
+        hb, hc, he = fabric.hosts
+        for a, b in (("d", "b"), ("e", "c")):
+            netns.sh("ip", "link", "set", less.iface(fabric, a, b), "down")
+        time.sleep(0.3)
+
+        def totals():
+            out = {"spent": 0, "rerouted": 0}
+            for n in "de":
+                c = counters(sws[n])
+                out["spent"] += c["budget_spent"] + c["kernel"].get("budget_spent", 0)
+                out["rerouted"] += c["rerouted_local"] + c["rerouted_neighbour"] + c["kernel"].get("rerouted", 0)
+            return out
+
+        before = totals()
+        sent, got = less.stream(he, hb, 256, 500, 1.0, flow=9)
+        time.sleep(0.5)
+        settled = totals()
+        time.sleep(0.5)
+        later = totals()
+        spent, rerouted = (settled[k] - before[k] for k in ("spent", "rerouted"))
+        print(f"\n{datapath}: sent {sent['sent']}, received {got['received']}; D and E rerouted {rerouted}, "
+              f"budget spent {spent} (kernel: D {counters(sws['d'])['kernel']}, E {counters(sws['e'])['kernel']})")
+        assert got["received"] == 0, got
+        assert spent == sent["sent"] and rerouted == 8 * spent, (sent, settled, before)
+        assert later == settled, "frames still going round"
