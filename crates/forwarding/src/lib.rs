@@ -14,6 +14,8 @@
 #[cfg(feature = "afdx")]
 pub mod afdx;
 pub mod learning;
+#[cfg(feature = "frer")]
+pub mod frer;
 #[cfg(feature = "less")]
 pub mod less;
 pub mod openflow;

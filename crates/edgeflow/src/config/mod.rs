@@ -16,6 +16,8 @@ use toml::Spanned;
 #[cfg(feature = "afdx")]
 mod afdx;
 mod egress;
+#[cfg(feature = "frer")]
+mod frer;
 #[cfg(feature = "less")]
 mod less;
 
@@ -25,6 +27,8 @@ use afdx::afdx;
 pub use afdx::{load_afdx, AfdxSection};
 use egress::port_egress;
 pub use egress::{GatesEntry, QueueEntry};
+#[cfg(feature = "frer")]
+pub use frer::FrerSection;
 #[cfg(feature = "less")]
 pub use less::LessSection;
 /// In a build without a mode, its section is kept whole only to be refused at its line.
@@ -32,9 +36,11 @@ pub use less::LessSection;
 pub type AfdxSection = Spanned<toml::Value>;
 #[cfg(not(feature = "less"))]
 pub type LessSection = Spanned<toml::Value>;
+#[cfg(not(feature = "frer"))]
+pub type FrerSection = Spanned<toml::Value>;
 
 /// Why a build refuses a mode it was built without.
-#[cfg(not(all(feature = "afdx", feature = "less")))]
+#[cfg(not(all(feature = "afdx", feature = "less", feature = "frer")))]
 fn not_built(mode: &str) -> String {
     format!("mode '{mode}': this edgeflow was built without it (cargo feature `{mode}`)")
 }
@@ -78,6 +84,7 @@ pub struct File {
     pub portmap: Vec<PortMapEntry>,
     pub afdx: Option<AfdxSection>,
     pub less: Option<LessSection>,
+    pub frer: Option<FrerSection>,
     /// How the forwarding thread meets scheduled ports' deadlines: sleep, fifo or busy.
     pub egress_timing: Option<Spanned<String>>,
     /// The CPU the forwarding thread, which paces and schedules the ports, is pinned to.
@@ -107,6 +114,9 @@ pub enum ModeSetting {
     /// LESS source-routed label switching.
     #[cfg(feature = "less")]
     Less(forwarding::less::Config),
+    /// IEEE 802.1CB streams: replicated, relayed or recovered.
+    #[cfg(feature = "frer")]
+    Frer(Vec<forwarding::frer::Stream>),
 }
 
 #[derive(Debug, Deserialize)]
@@ -539,8 +549,14 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
             "afdx" => return Err(at(not_built("afdx"))),
             #[cfg(not(feature = "less"))]
             "less" => return Err(at(not_built("less"))),
+            #[cfg(feature = "frer")]
+            "frer" => frer::frer(&cx, file, ports)?,
+            #[cfg(not(feature = "frer"))]
+            "frer" => return Err(at(not_built("frer"))),
             other => {
-                return Err(at(format!("mode '{other}': expected 'openflow', 'learning', 'portmap', 'afdx' or 'less'")))
+                return Err(at(format!(
+                    "mode '{other}': expected 'openflow', 'learning', 'portmap', 'afdx', 'less' or 'frer'"
+                )))
             }
         })
     };
@@ -585,6 +601,14 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
     #[cfg(not(feature = "less"))]
     if let Some(section) = &file.less {
         return Err(cx.at(section, format!("[less]: {}", not_built("less"))));
+    }
+    #[cfg(feature = "frer")]
+    if let (false, Some(section)) = (any(|m| matches!(m, ModeSetting::Frer(_))), &file.frer) {
+        return Err(frer::unwanted(&cx, section));
+    }
+    #[cfg(not(feature = "frer"))]
+    if let Some(section) = &file.frer {
+        return Err(cx.at(section, format!("[frer]: {}", not_built("frer"))));
     }
     Ok(Settings {
         dpid,
@@ -792,11 +816,12 @@ number = 7
         assert!(e.starts_with("sw.toml:8:") && e.contains("port 1 is not configured for mode portmap"), "{e}");
     }
 
-    #[cfg(not(all(feature = "afdx", feature = "less")))]
+    #[cfg(not(all(feature = "afdx", feature = "less", feature = "frer")))]
     #[test]
     fn a_build_without_a_mode_refuses_it_where_the_file_names_it() {
         let ports = "[[port]]\nname = \"a\"\n[[port]]\nname = \"b\"\n";
-        let absent = [("afdx", cfg!(feature = "afdx")), ("less", cfg!(feature = "less"))].into_iter().filter(|m| !m.1);
+        let built = [("afdx", cfg!(feature = "afdx")), ("less", cfg!(feature = "less")), ("frer", cfg!(feature = "frer"))];
+        let absent = built.into_iter().filter(|m| !m.1);
         for (mode, _) in absent {
             let e = from_str(&format!("{ports}mode = \"{mode}\"\n")).unwrap_err();
             assert!(e.starts_with("sw.toml:5:") && e.contains("built without it"), "{e}");

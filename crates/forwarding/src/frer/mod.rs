@@ -1,0 +1,191 @@
+//! The FRER mode: IEEE 802.1CB frame replication and elimination for reliability. A stream's
+//! frames are numbered and copied onto disjoint paths at one switch, and the copies after the
+//! first are eliminated at another, so that a stream survives the loss of a path without a frame
+//! lost or duplicated at the listener.
+//!
+//! Per stream, as configured on each switch:
+//! - **identification** (6.4, null stream identification): destination MAC and VLAN id (or none,
+//!   untagged), arriving on one of the stream's `in_ports`;
+//! - **sequence generation** (`generate`, 7.4.1): an R-TAG (EtherType 0xF1C1, 16 reserved bits,
+//!   the 16-bit sequence number) after the addresses and VLAN tags, numbered from 0;
+//! - **replication**: a copy to every one of `out_ports`;
+//! - **sequence recovery** (`recover`, 7.4.3, the vector recovery algorithm: `recovery`): the first
+//!   copy of each number passes, its R-TAG removed; later copies and rogue numbers are discarded.
+//!
+//! A switch between the two relays a stream's frames, R-TAG and all, to its `out_ports`. Frames of
+//! no stream are dropped and counted: this mode carries streams only (a port can run another mode
+//! beside it for the rest, `[[port]] mode`). The kernel fast path holds no FRER state: the frames
+//! come up to this mode on every datapath.
+
+pub mod recovery;
+
+use packet::{FlowKey, Packet};
+
+use self::recovery::{Recovered, VectorRecovery};
+use crate::{CounterGroup, DropReason, Egress, EntryId, KernelEntry, Mode, Nanos, Output, PortView, Verdict};
+
+/// The R-TAG's EtherType (802.1CB 7.8).
+pub const ETHERTYPE_RTAG: u16 = 0xf1c1;
+/// What the R-TAG puts after its EtherType: 16 reserved bits and the sequence number.
+const RTAG_BODY: usize = 4;
+
+/// One stream as this switch handles it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stream {
+    pub name: String,
+    pub dst: [u8; 6],
+    /// The VLAN id it is tagged with; `None`: untagged.
+    pub vid: Option<u16>,
+    pub in_ports: Vec<u32>,
+    pub out_ports: Vec<u32>,
+    /// Number its frames and tag them (the talker's edge).
+    pub generate: bool,
+    /// Eliminate duplicates and untag (the listener's edge): history length and reset time.
+    pub recover: Option<(u32, Nanos)>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct StreamCounters {
+    received: u64,
+    generated: u64,
+    /// Frames that reached a recovery function without an R-TAG.
+    tagless: u64,
+    wrong_port: u64,
+}
+
+struct StreamState {
+    stream: Stream,
+    next_seq: u16,
+    recovery: Option<VectorRecovery>,
+    counters: StreamCounters,
+}
+
+pub struct FrerMode {
+    streams: Vec<StreamState>,
+    not_stream: u64,
+}
+
+impl FrerMode {
+    pub fn new(streams: &[Stream]) -> FrerMode {
+        let streams = streams
+            .iter()
+            .map(|s| StreamState {
+                stream: s.clone(),
+                next_seq: 0,
+                recovery: s.recover.map(|(history, reset_ns)| VectorRecovery::new(history, reset_ns)),
+                counters: StreamCounters::default(),
+            })
+            .collect();
+        FrerMode { streams, not_stream: 0 }
+    }
+}
+
+/// The frame's VLAN id (outer tag) and where its EtherType is, after every tag.
+fn tags(data: &[u8]) -> (Option<u16>, usize) {
+    let mut at = 12;
+    let mut vid = None;
+    while let Some(t) = data.get(at..at + 4) {
+        if !packet::parse::is_vlan_tpid(u16::from_be_bytes([t[0], t[1]])) {
+            break;
+        }
+        vid.get_or_insert(u16::from_be_bytes([t[2], t[3]]) & 0xfff);
+        at += 4;
+    }
+    (vid, at)
+}
+
+/// The sequence number of a frame whose EtherType (at `et`) is the R-TAG's.
+fn rtag_seq(data: &[u8], et: usize) -> Option<u16> {
+    let t = data.get(et..et + 2 + RTAG_BODY + 2)?;
+    (u16::from_be_bytes([t[0], t[1]]) == ETHERTYPE_RTAG).then(|| u16::from_be_bytes([t[4], t[5]]))
+}
+
+impl Mode for FrerMode {
+    fn name(&self) -> &'static str {
+        "frer"
+    }
+
+    fn port_changed(&mut self, _port: u32, _view: Option<PortView>) {}
+
+    fn receive(&mut self, pkt: &mut Packet, key: &FlowKey, now: Nanos, out: &mut dyn Output) -> Verdict {
+        let drop = |why| Verdict { dropped: Some(why), entry: None };
+        let (vid, et) = tags(pkt.data());
+        let dst: [u8; 6] = pkt.data()[..6].try_into().unwrap();
+        let Some(s) = self.streams.iter_mut().find(|s| s.stream.dst == dst && s.stream.vid == vid) else {
+            self.not_stream += 1;
+            return drop(DropReason::NoAction);
+        };
+        s.counters.received += 1;
+        if !s.stream.in_ports.contains(&key.in_port()) {
+            s.counters.wrong_port += 1;
+            return drop(DropReason::Filtered);
+        }
+        let seq = rtag_seq(pkt.data(), et);
+        if let Some(r) = s.recovery.as_mut() {
+            let Some(seq) = seq else {
+                s.counters.tagless += 1;
+                return drop(DropReason::Filtered);
+            };
+            if matches!(r.frame(seq, now), Recovered::Duplicate | Recovered::Rogue) {
+                return drop(DropReason::Filtered);
+            }
+            let inner = u16::from_be_bytes([pkt.data()[et + 6], pkt.data()[et + 7]]);
+            pkt.replace_stack(RTAG_BODY + 2, &[], inner);
+        } else if s.stream.generate && seq.is_none() {
+            // The R-TAG sits where no NIC or kernel finishes a checksum or cuts a super-frame.
+            let mut pieces = if pkt.offload.gso.is_none() && pkt.offload.csum.is_none() {
+                vec![pkt.clone()]
+            } else {
+                packet::segment::segment(pkt.clone())
+            };
+            for piece in &mut pieces {
+                let [hi, lo] = s.next_seq.to_be_bytes();
+                let (et_hi, et_lo) = (piece.data()[et], piece.data()[et + 1]);
+                piece.replace_stack(0, &[0, 0, hi, lo, et_hi, et_lo], ETHERTYPE_RTAG);
+                s.next_seq = s.next_seq.wrapping_add(1);
+                s.counters.generated += 1;
+                for &port in &s.stream.out_ports {
+                    out.transmit(Egress { port, queue: None }, piece);
+                }
+            }
+            return Verdict::default();
+        }
+        for &port in &s.stream.out_ports {
+            out.transmit(Egress { port, queue: None }, pkt);
+        }
+        Verdict::default()
+    }
+
+    fn kernel_entry(&self, _id: EntryId) -> Option<KernelEntry<'_>> {
+        None
+    }
+
+    fn generation(&self) -> u64 {
+        0
+    }
+
+    fn counters(&self) -> Vec<CounterGroup> {
+        let mut groups = vec![CounterGroup { name: "switch".into(), counters: vec![("not_stream", self.not_stream)] }];
+        for s in &self.streams {
+            let c = &s.counters;
+            let mut counters = vec![("received", c.received), ("wrong_port", c.wrong_port)];
+            if s.stream.generate {
+                counters.push(("generated", c.generated));
+            }
+            if let Some(r) = &s.recovery {
+                let k = r.counters;
+                counters.extend([
+                    ("passed", k.passed),
+                    ("discarded", k.discarded),
+                    ("out_of_order", k.out_of_order),
+                    ("rogue", k.rogue),
+                    ("lost", k.lost),
+                    ("resets", k.resets),
+                    ("tagless", c.tagless),
+                ]);
+            }
+            groups.push(CounterGroup { name: format!("stream {}", s.stream.name), counters });
+        }
+        groups
+    }
+}
