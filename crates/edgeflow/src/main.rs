@@ -372,8 +372,8 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
                 ModeSetting::Afdx { .. } => "afdx",
                 #[cfg(feature = "less")]
                 ModeSetting::Less(_) => "less",
-                #[cfg(feature = "frer")]
-                ModeSetting::Frer(_) => "frer",
+                #[cfg(feature = "streams")]
+                ModeSetting::Streams(_) => "streams",
             })
             .collect::<Vec<_>>()
             .join("+"),
@@ -445,8 +445,8 @@ fn make_mode(setting: &ModeSetting, s: &Settings, native: bool) -> Result<Box<dy
         ModeSetting::Less(cfg) => {
             Box::new(forwarding::less::LessMode::new(forwarding::less::Config { switch_id: s.dpid, ..cfg.clone() }))
         }
-        #[cfg(feature = "frer")]
-        ModeSetting::Frer(streams) => Box::new(forwarding::frer::FrerMode::new(streams)),
+        #[cfg(feature = "streams")]
+        ModeSetting::Streams(streams) => Box::new(forwarding::streams::StreamsMode::new(streams)),
     })
 }
 

@@ -13,9 +13,10 @@
 
 #[cfg(feature = "afdx")]
 pub mod afdx;
+pub mod bucket;
 pub mod learning;
-#[cfg(feature = "frer")]
-pub mod frer;
+#[cfg(feature = "streams")]
+pub mod streams;
 #[cfg(feature = "less")]
 pub mod less;
 pub mod openflow;

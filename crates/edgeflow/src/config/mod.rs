@@ -16,8 +16,8 @@ use toml::Spanned;
 #[cfg(feature = "afdx")]
 mod afdx;
 mod egress;
-#[cfg(feature = "frer")]
-mod frer;
+#[cfg(feature = "streams")]
+mod streams;
 #[cfg(feature = "less")]
 mod less;
 
@@ -27,8 +27,8 @@ use afdx::afdx;
 pub use afdx::{load_afdx, AfdxSection};
 use egress::port_egress;
 pub use egress::{GatesEntry, QueueEntry};
-#[cfg(feature = "frer")]
-pub use frer::FrerSection;
+#[cfg(feature = "streams")]
+pub use streams::StreamEntry;
 #[cfg(feature = "less")]
 pub use less::LessSection;
 /// In a build without a mode, its section is kept whole only to be refused at its line.
@@ -36,11 +36,11 @@ pub use less::LessSection;
 pub type AfdxSection = Spanned<toml::Value>;
 #[cfg(not(feature = "less"))]
 pub type LessSection = Spanned<toml::Value>;
-#[cfg(not(feature = "frer"))]
-pub type FrerSection = Spanned<toml::Value>;
+#[cfg(not(feature = "streams"))]
+pub type StreamEntry = Spanned<toml::Value>;
 
 /// Why a build refuses a mode it was built without.
-#[cfg(not(all(feature = "afdx", feature = "less", feature = "frer")))]
+#[cfg(not(all(feature = "afdx", feature = "less", feature = "streams")))]
 fn not_built(mode: &str) -> String {
     format!("mode '{mode}': this edgeflow was built without it (cargo feature `{mode}`)")
 }
@@ -84,7 +84,8 @@ pub struct File {
     pub portmap: Vec<PortMapEntry>,
     pub afdx: Option<AfdxSection>,
     pub less: Option<LessSection>,
-    pub frer: Option<FrerSection>,
+    #[serde(default, rename = "stream")]
+    pub streams: Vec<StreamEntry>,
     /// How the forwarding thread meets scheduled ports' deadlines: sleep, fifo or busy.
     pub egress_timing: Option<Spanned<String>>,
     /// The CPU the forwarding thread, which paces and schedules the ports, is pinned to.
@@ -114,9 +115,9 @@ pub enum ModeSetting {
     /// LESS source-routed label switching.
     #[cfg(feature = "less")]
     Less(forwarding::less::Config),
-    /// IEEE 802.1CB streams: replicated, relayed or recovered.
-    #[cfg(feature = "frer")]
-    Frer(Vec<forwarding::frer::Stream>),
+    /// TSN streams (IEEE 802.1CB, 802.1Qci): filtered, policed, replicated, relayed or recovered.
+    #[cfg(feature = "streams")]
+    Streams(Vec<forwarding::streams::Stream>),
 }
 
 #[derive(Debug, Deserialize)]
@@ -549,13 +550,13 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
             "afdx" => return Err(at(not_built("afdx"))),
             #[cfg(not(feature = "less"))]
             "less" => return Err(at(not_built("less"))),
-            #[cfg(feature = "frer")]
-            "frer" => frer::frer(&cx, file, ports)?,
-            #[cfg(not(feature = "frer"))]
-            "frer" => return Err(at(not_built("frer"))),
+            #[cfg(feature = "streams")]
+            "streams" => streams::streams(&cx, file, ports)?,
+            #[cfg(not(feature = "streams"))]
+            "streams" => return Err(at(not_built("streams"))),
             other => {
                 return Err(at(format!(
-                    "mode '{other}': expected 'openflow', 'learning', 'portmap', 'afdx', 'less' or 'frer'"
+                    "mode '{other}': expected 'openflow', 'learning', 'portmap', 'afdx', 'less' or 'streams'"
                 )))
             }
         })
@@ -602,13 +603,13 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
     if let Some(section) = &file.less {
         return Err(cx.at(section, format!("[less]: {}", not_built("less"))));
     }
-    #[cfg(feature = "frer")]
-    if let (false, Some(section)) = (any(|m| matches!(m, ModeSetting::Frer(_))), &file.frer) {
-        return Err(frer::unwanted(&cx, section));
+    #[cfg(feature = "streams")]
+    if let (false, Some(first)) = (any(|m| matches!(m, ModeSetting::Streams(_))), file.streams.first()) {
+        return Err(cx.at(&first.name, "[[stream]] needs mode = \"streams\""));
     }
-    #[cfg(not(feature = "frer"))]
-    if let Some(section) = &file.frer {
-        return Err(cx.at(section, format!("[frer]: {}", not_built("frer"))));
+    #[cfg(not(feature = "streams"))]
+    if let Some(first) = file.streams.first() {
+        return Err(cx.at(first, format!("[[stream]]: {}", not_built("streams"))));
     }
     Ok(Settings {
         dpid,
@@ -816,16 +817,17 @@ number = 7
         assert!(e.starts_with("sw.toml:8:") && e.contains("port 1 is not configured for mode portmap"), "{e}");
     }
 
-    #[cfg(not(all(feature = "afdx", feature = "less", feature = "frer")))]
+    #[cfg(not(all(feature = "afdx", feature = "less", feature = "streams")))]
     #[test]
     fn a_build_without_a_mode_refuses_it_where_the_file_names_it() {
         let ports = "[[port]]\nname = \"a\"\n[[port]]\nname = \"b\"\n";
-        let built = [("afdx", cfg!(feature = "afdx")), ("less", cfg!(feature = "less")), ("frer", cfg!(feature = "frer"))];
+        let built = [("afdx", cfg!(feature = "afdx")), ("less", cfg!(feature = "less")), ("streams", cfg!(feature = "streams"))];
         let absent = built.into_iter().filter(|m| !m.1);
         for (mode, _) in absent {
             let e = from_str(&format!("{ports}mode = \"{mode}\"\n")).unwrap_err();
             assert!(e.starts_with("sw.toml:5:") && e.contains("built without it"), "{e}");
-            let e = from_str(&format!("{ports}[{mode}]\nroot = true\n")).unwrap_err();
+            let section = if mode == "streams" { "[[stream]]\nname = \"s\"\n".to_string() } else { format!("[{mode}]\nroot = true\n") };
+            let e = from_str(&format!("{ports}{section}")).unwrap_err();
             assert!(e.starts_with("sw.toml:5:") && e.contains(&format!("cargo feature `{mode}`")), "{e}");
         }
     }

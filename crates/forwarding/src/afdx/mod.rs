@@ -22,6 +22,8 @@ use std::fmt;
 
 use packet::{FlowKey, Packet};
 
+use crate::bucket::TokenBucket;
+
 use crate::{
     CounterGroup, DropReason, Egress, EntryId, KernelAccount, KernelEntry, KernelLink, KernelLinks, LinkCounts, Mode,
     Nanos, Output, PortView, Verdict,
@@ -111,60 +113,41 @@ impl fmt::Display for TableError {
 
 impl std::error::Error for TableError {}
 
-/// Account-based policing of one account (part 7's algorithm, exact in integers).
+/// Account-based policing of one account (part 7's algorithm, exact in integers): a token bucket
+/// (`crate::bucket`, shared with 802.1Qci's flow meters) in bytes × BAG-ns, growing by Smax a
+/// nanosecond up to Smax·(BAG + J), full at start.
 #[derive(Clone, Debug)]
 pub struct Account {
     contract: Contract,
-    /// In bytes × BAG-ns.
-    credit: u64,
-    last: Option<Nanos>,
+    bucket: TokenBucket,
 }
 
 impl Account {
     pub fn new(contract: Contract) -> Account {
-        Account { contract, credit: 0, last: None }
-    }
-
-    /// Smax·(BAG + J): one BAG's worth of credit plus what the jitter tolerance adds.
-    fn cap(&self) -> u64 {
-        self.contract.smax as u64 * (self.contract.bag_ns + self.contract.jitter_ns)
+        let cap = contract.smax as u64 * (contract.bag_ns + contract.jitter_ns);
+        Account { contract, bucket: TokenBucket::new(contract.smax as u64, cap) }
     }
 
     /// The credit at `now`: full before the first frame.
     pub fn credit_at(&self, now: Nanos) -> u64 {
-        let c = self.contract;
-        match self.last {
-            None => self.cap(),
-            Some(last) => {
-                // Past BAG + J the account is full anyway; capping first keeps the product small.
-                let elapsed = now.saturating_sub(last).min(c.bag_ns + c.jitter_ns);
-                (self.credit + elapsed * c.smax as u64).min(self.cap())
-            }
-        }
+        self.bucket.credit_at(now)
     }
 
     /// Takes over the credit another holder of this account (the kernel) had at `now`.
     pub fn set_credit(&mut self, credit: u64, now: Nanos) {
-        self.credit = credit.min(self.cap());
-        self.last = Some(now);
+        self.bucket.set(credit, now);
     }
 
     /// Whether a frame of `len` bytes (FCS included) arriving at `now` is within the contract;
     /// if so its cost is taken from the credit.
     pub fn admit(&mut self, len: usize, now: Nanos) -> bool {
         let c = self.contract;
-        self.credit = self.credit_at(now);
-        self.last = Some(self.last.map_or(now, |l| l.max(now)));
+        self.bucket.refill(now);
         let cost = match c.police {
             Police::Frame => c.smax as u64,
             Police::Byte => len as u64,
         } * c.bag_ns;
-        if self.credit >= cost {
-            self.credit -= cost;
-            true
-        } else {
-            false
-        }
+        self.bucket.take(cost)
     }
 }
 
