@@ -62,8 +62,11 @@ def iface(fabric, switch, peer):
 
 @contextlib.contextmanager
 def less_switches(fabric, root="r", datapath="user", tag="less", hello_ms=None, hold_ms=None, timing=None):
-    """One edgeflow switch in LESS mode per switch of `fabric`, `root` the root; fabric links get
-    FABRIC_MTU. `timing` "fifo" runs each switch's loop at SCHED_FIFO."""
+    """One edgeflow switch in LESS mode per switch of `fabric`, `root` the root (or a list of
+    root-capable switches: the first, with the lowest switch id, is the root, the others stand by);
+    fabric links get FABRIC_MTU. `timing` "fifo" runs each switch's loop at SCHED_FIFO. A switch
+    the test stopped itself is not asked to stop again."""
+    roots = [root] if isinstance(root, str) else list(root)
     for a_if, b_if in fabric.links:
         for i in (a_if, b_if):
             netns.sh("ip", "link", "set", i, "mtu", str(FABRIC_MTU))
@@ -75,7 +78,10 @@ def less_switches(fabric, root="r", datapath="user", tag="less", hello_ms=None, 
     try:
         for name in fabric.switches:
             cfg = run_dir("less") / f"{tag}-{name}.toml"
-            lines = ['mode = "less"'] + ([f'egress_timing = "{timing}"'] if timing else []) + ["[less]", f"root = {'true' if name == root else 'false'}"]
+            # Switch ids are dpids: the roots' are the lowest, in the order given.
+            dpid = [f'dpid = "0x{roots.index(name) + 1:x}"'] if name in roots and len(roots) > 1 else []
+            lines = (['mode = "less"'] + dpid + ([f'egress_timing = "{timing}"'] if timing else [])
+                     + ["[less]", f"root = {'true' if name in roots else 'false'}"])
             if hello_ms:
                 lines.append(f"hello_ms = {hello_ms}")
             if hold_ms:
@@ -87,7 +93,7 @@ def less_switches(fabric, root="r", datapath="user", tag="less", hello_ms=None, 
         yield switches
     finally:
         codes = {n: sw.stop() for n, sw in switches.items()}
-    assert all(c == 0 for c in codes.values()), codes
+    assert all(c in (0, None) for c in codes.values()), codes
 
 
 def wait_converged(fabric, sws):

@@ -288,7 +288,7 @@ name = "b"
         let class_a = Cbs { idle_slope_bps: 20_000_000, hi_credit_bits: b * 20 / 100, lo_credit_bits: -a * 80 / 100 };
         let class_b = Cbs {
             idle_slope_bps: 30_000_000,
-            hi_credit_bits: (30 * b / 80 + 30 * a / 100) as i64,
+            hi_credit_bits: 30 * b / 80 + 30 * a / 100,
             lo_credit_bits: -b * 70 / 100,
         };
         assert_eq!((&shapers[6], &shapers[5]), (&Shaper::Cbs(class_a), &Shaper::Cbs(class_b)));

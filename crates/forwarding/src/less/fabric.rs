@@ -3,6 +3,11 @@
 //! An address is taken from a neighbour only if the switch ids along it do not hold our own, so a
 //! lost root is forgotten in one round per hop instead of counting to infinity.
 //!
+//! Several switches may be configured as roots. The fabric has one: of the root-capable switches
+//! any address comes from, the one with the lowest id. The others stand by, addressed under it,
+//! and the lowest of them takes over once no address of a lower root reaches it (the root is
+//! gone, its addresses forgotten hop by hop); the first takes its place back when it returns.
+//!
 //! A neighbour behind a port that lost carrier is held for a while before it is forgotten: the
 //! data plane reroutes around the port at once (fast reroute), and the addresses, which every
 //! switch's routes are computed from, change once, after the hold, not on every flap.
@@ -28,7 +33,10 @@ pub struct Neighbour {
 
 pub struct Fabric {
     id: u64,
+    /// Root-capable (configured `root = true`).
     root: bool,
+    /// Acting as the fabric's root now.
+    acting_root: bool,
     max_addresses: usize,
     /// By our port.
     neighbours: BTreeMap<u8, Neighbour>,
@@ -47,6 +55,7 @@ impl Fabric {
         let mut f = Fabric {
             id,
             root,
+            acting_root: false,
             max_addresses,
             neighbours: BTreeMap::new(),
             addresses: vec![],
@@ -61,8 +70,9 @@ impl Fabric {
         self.id
     }
 
+    /// The fabric's root now (a root-capable switch standing by is not).
     pub fn is_root(&self) -> bool {
-        self.root
+        self.acting_root
     }
 
     pub fn addresses(&self) -> impl Iterator<Item = &Address> {
@@ -154,25 +164,29 @@ impl Fabric {
     }
 
     /// Our addresses from the neighbours': each neighbour address that does not run through us,
-    /// extended by the link, the shortest only. Picked in rounds of one per port, so that a few
-    /// addresses leave by as many ports as there are.
+    /// extended by the link, the shortest only, under the best root (the lowest id) they come
+    /// from. Picked in rounds of one per port, so that a few addresses leave by as many ports as
+    /// there are. A root-capable switch that no lower root's address reaches is the root.
     fn recompute(&mut self) -> bool {
-        let new = if self.root {
+        let mut candidates: Vec<(u8, PathAddress)> = vec![];
+        for (&port, n) in &self.neighbours {
+            for a in &n.addresses {
+                if a.ids.contains(&self.id) || a.addr.hops.len() >= MAX_HOPS || a.addr.edge.is_some() {
+                    continue;
+                }
+                let mut addr = a.addr.clone();
+                addr.hops.push((n.their_port, port));
+                let mut ids = a.ids.clone();
+                ids.push(self.id);
+                candidates.push((port, PathAddress { addr, ids }));
+            }
+        }
+        let best_root = candidates.iter().filter_map(|c| c.1.ids.first().copied()).min();
+        self.acting_root = self.root && best_root.is_none_or(|r| r > self.id);
+        let new = if self.acting_root {
             vec![PathAddress { addr: Address::default(), ids: vec![self.id] }]
         } else {
-            let mut candidates: Vec<(u8, PathAddress)> = vec![];
-            for (&port, n) in &self.neighbours {
-                for a in &n.addresses {
-                    if a.ids.contains(&self.id) || a.addr.hops.len() >= MAX_HOPS || a.addr.edge.is_some() {
-                        continue;
-                    }
-                    let mut addr = a.addr.clone();
-                    addr.hops.push((n.their_port, port));
-                    let mut ids = a.ids.clone();
-                    ids.push(self.id);
-                    candidates.push((port, PathAddress { addr, ids }));
-                }
-            }
+            candidates.retain(|c| c.1.ids.first().copied() == best_root);
             // Only shortest paths from the root: every address is as short as the switch's
             // distance, which keeps routes short and leaves detours to the reroute cases.
             let shortest = candidates.iter().map(|c| c.1.addr.hops.len()).min().unwrap_or(0);
@@ -206,7 +220,7 @@ impl Fabric {
 
     /// Our HELLO for `port`.
     pub fn hello_for(&self, port: u8) -> Hello {
-        Hello { switch: self.id, port, root: self.root, addresses: self.addresses.clone() }
+        Hello { switch: self.id, port, root: self.acting_root, addresses: self.addresses.clone() }
     }
 }
 
@@ -234,6 +248,35 @@ mod tests {
 
     fn addrs(f: &Fabric) -> Vec<String> {
         f.addresses().map(|a| a.to_string()).collect()
+    }
+
+    #[test]
+    fn a_standby_root_takes_over_when_the_root_is_gone_and_hands_back_when_it_returns() {
+        // 0 (root, id 100) ports 1, 2 → 1 and 2 (their port 1); 1 port 2 → 3 port 1; 2 port 2 →
+        // 3 port 2; 1 port 3 → 2 port 3. Switch 2 (id 102) is root-capable too.
+        let mut s: Vec<Fabric> = (0..4).map(|i| Fabric::new(100 + i, i == 0 || i == 2, 4)).collect();
+        let all = [(0, 1, 1, 1), (0, 2, 2, 1), (1, 2, 3, 1), (2, 2, 3, 2), (1, 3, 2, 3)];
+        converge(&mut s, &all);
+        assert!(s[0].is_root() && !s[2].is_root(), "the lowest id is the root");
+        assert_eq!(addrs(&s[2]), ["2/1"]);
+        assert_eq!(addrs(&s[3]), ["1/1.2/1", "2/1.2/2"]);
+        // Switch 0 is gone: its neighbours lose their links to it.
+        for (sw, port) in [(1, 1), (2, 1)] {
+            s[sw].port_down(port);
+            s[sw].expire(1, u64::MAX, 0);
+            s[sw].expire(2, u64::MAX, 0);
+        }
+        converge(&mut s, &all[2..]);
+        assert!(s[2].is_root(), "the standby is the root now");
+        assert_eq!((addrs(&s[2]), addrs(&s[1]), addrs(&s[3])), (vec!["-".to_string()], vec!["3/3".to_string()], vec!["2/2".to_string()]));
+        // It returns: it is the root again, and every address is under it.
+        let mut back = Fabric::new(100, true, 4);
+        std::mem::swap(&mut s[0], &mut back);
+        converge(&mut s, &all);
+        assert!(s[0].is_root() && !s[2].is_root());
+        assert_eq!(addrs(&s[2]), ["2/1"]);
+        assert_eq!(addrs(&s[3]), ["1/1.2/1", "2/1.2/2"]);
+        assert!(s.iter().all(|f| f.path_addresses().iter().all(|a| a.ids[0] == 100)));
     }
 
     #[test]

@@ -545,6 +545,8 @@ impl Mode for LessMode {
         let mut groups = vec![CounterGroup { name: "labels".into(), counters }];
         let addresses: Vec<(&'static str, u64)> = vec![
             ("addresses", self.fabric.addresses().count() as u64),
+            // 1 while this switch is the fabric's root (a standby root is 0).
+            ("root", self.fabric.is_root() as u64),
             ("neighbours", self.fabric.neighbours().count() as u64),
             ("neighbours_silenced", self.fabric.silenced),
             ("hosts", self.directory.len() as u64),
