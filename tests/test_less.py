@@ -15,6 +15,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from scapy.all import AsyncSniffer, Ether, conf, rdpcap
 
 from testbed import less, loadgen, netns
@@ -360,6 +362,8 @@ def test_less_and_a_learning_bridge_share_a_switch(datapath):
                 assert a["kernel"]["pushed"] >= 5 and report["hits"] >= 5, report
 
 
+# The kernel is where frames went round for ever; userspace's bound is forwarding/tests/less.rs's.
+@pytest.mark.parametrize("datapath", ["tc", "xdp"])
 def test_a_frame_caught_between_two_detours_dies_with_its_budget(datapath):
     """Two failures cut D and E off from the rest: D's uplink to B and E's link to C. Within the
     hold (addresses still as they were), D's way around to hB is its neighbour E's path through C

@@ -9,6 +9,8 @@
 import time
 from types import SimpleNamespace
 
+import pytest
+
 from testbed import netns
 from testbed.less import stream
 from testbed.switches import Edgeflow
@@ -20,6 +22,9 @@ def stream_counters(sw, name="s1"):
     return next(g["counters"] for g in sw.stats()["mode_counters"] if g["name"] == f"stream {name}")
 
 
+# The mode holds nothing in the kernel: each of the two upcall paths (XDP's pass, TC's redirect to
+# the upcall interface) is run by one of the two tests, userspace by both.
+@pytest.mark.parametrize("datapath", ["user", "xdp"])
 def test_a_replicated_stream_survives_a_cut_link_without_loss_or_duplicates(datapath):
     netns.cleanup()
     f = Fabric("fr")
@@ -64,6 +69,7 @@ def test_a_replicated_stream_survives_a_cut_link_without_loss_or_duplicates(data
     assert y["lost"] == 0 and y["rogue"] == 0 and y["tagless"] == 0, y
 
 
+@pytest.mark.parametrize("datapath", ["user", "tc"])
 def test_streams_are_metered_gated_and_filtered_as_configured(datapath):
     netns.cleanup()
     f = Fabric("qc")
