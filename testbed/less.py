@@ -66,7 +66,7 @@ def less_switches(fabric, root="r", datapath="user", tag="less", hello_ms=None, 
     root-capable switches: the first, with the lowest switch id, is the root, the others stand by);
     fabric links get FABRIC_MTU. `timing` "fifo" runs each switch's loop at SCHED_FIFO. A switch
     the test stopped itself is not asked to stop again."""
-    roots = [root] if isinstance(root, str) else list(root)
+    roots = [] if root is None else [root] if isinstance(root, str) else list(root)
     for a_if, b_if in fabric.links:
         for i in (a_if, b_if):
             netns.sh("ip", "link", "set", i, "mtu", str(FABRIC_MTU))

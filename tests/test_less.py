@@ -402,6 +402,9 @@ def test_a_frame_caught_between_two_detours_dies_with_its_budget(datapath):
         assert later == settled, "frames still going round"
 
 
+# The takeover is the control plane's; the kernel's part, its tables emptied and refilled as the
+# addresses move, is the same on both hooks: tc runs it (xdp passed too, docs/less.md).
+@pytest.mark.parametrize("datapath", ["user", "tc"])
 def test_a_standby_root_takes_over_and_hosts_keep_talking(datapath):
     """R is the root and B stands by (both `root = true`, R with the lower switch id). R's switch
     stops: its neighbours find it silent, the addresses under it are forgotten hop by hop, and B

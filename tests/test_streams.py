@@ -14,8 +14,15 @@ import pytest
 from testbed import netns
 from testbed.less import stream
 from testbed.switches import Edgeflow
-from testbed.topology import Fabric
+from testbed.topology import Fabric, two_paths
 from testbed.util import run_dir
+
+
+def offload_for(hosts, datapath):
+    """The hosts' offloads as `datapath` needs them (Edgeflow.HOST_SETTINGS)."""
+    if Edgeflow.HOST_SETTINGS[datapath]:
+        for h in hosts:
+            h.set_offload(**Edgeflow.HOST_SETTINGS[datapath])
 
 
 def stream_counters(sw, name="s1"):
@@ -27,24 +34,16 @@ def stream_counters(sw, name="s1"):
 @pytest.mark.parametrize("datapath", ["user", "xdp"])
 def test_a_replicated_stream_survives_a_cut_link_without_loss_or_duplicates(datapath):
     netns.cleanup()
-    f = Fabric("fr")
-    f.switch("x")
-    f.switch("y")
-    f.host("x", "10.0.0.1/24")
-    f.host("y", "10.0.0.2/24")
-    f.link("x", "y")
-    f.link("x", "y")
+    f = two_paths("fr")
     with f:
         talker, listener = f.hosts
-        for h in f.hosts:
-            if Edgeflow.HOST_SETTINGS[datapath]:
-                h.set_offload(**Edgeflow.HOST_SETTINGS[datapath])
-        # Ports: 1 the host, 2 and 3 the two links, on both switches.
-        roles = {"x": "in_ports = [1]\nout_ports = [2, 3]\ngenerate = true\n",
-                 "y": "in_ports = [2, 3]\nout_ports = [1]\nrecover = true\nhistory_length = 32\n"}
+        offload_for(f.hosts, datapath)
+        # Ports: 1 the host, 2 and 3 the two links, on both switches; X is a, Y is b.
+        roles = {"a": "in_ports = [1]\nout_ports = [2, 3]\ngenerate = true\n",
+                 "b": "in_ports = [2, 3]\nout_ports = [1]\nrecover = true\nhistory_length = 32\n"}
         switches = {}
         try:
-            for name in ("x", "y"):
+            for name in ("a", "b"):
                 cfg = run_dir("streams") / f"frer-{name}.toml"
                 ports = "".join(f'[[port]]\nname = "{p}"\n' for p in f.ports[name])
                 cfg.write_text(f'mode = "streams"\n{ports}[[stream]]\nname = "s1"\ndst = "{listener.mac}"\n'
@@ -52,10 +51,10 @@ def test_a_replicated_stream_survives_a_cut_link_without_loss_or_duplicates(data
                 switches[name] = Edgeflow([], datapath=datapath, extra=["--config", str(cfg)],
                                           log_name=f"streams-{name}-{datapath}").start()
             time.sleep(0.5)
-            cut = f.ports["x"][1]
+            cut = f.ports["a"][1]
             sent, got = stream(talker, listener, 256, 2000, 3.0, flow=11,
                                during=lambda: netns.sh("ip", "link", "set", cut, "down"), at=1.5)
-            x, y = stream_counters(switches["x"]), stream_counters(switches["y"])
+            x, y = stream_counters(switches["a"]), stream_counters(switches["b"])
         finally:
             codes = {n: sw.stop() for n, sw in switches.items()}
     print(f"\nFRER ({datapath}): sent {sent['sent']}, received {got['received']}, lost {got['lost']}, "
@@ -78,9 +77,7 @@ def test_streams_are_metered_gated_and_filtered_as_configured(datapath):
     f.host("s", "10.0.0.2/24")
     with f:
         talker, listener = f.hosts
-        for h in f.hosts:
-            if Edgeflow.HOST_SETTINGS[datapath]:
-                h.set_offload(**Edgeflow.HOST_SETTINGS[datapath])
+        offload_for(f.hosts, datapath)
         gated_mac = "02:00:00:00:00:77"
         ports = "".join(f'[[port]]\nname = "{p}"\n' for p in f.ports["s"])
         cfg = run_dir("streams") / "qci.toml"
