@@ -420,8 +420,8 @@ def test_a_standby_root_takes_over_and_hosts_keep_talking(datapath):
         port = 5300
         server = hb.popen("iperf3", "-s", "-1", "-p", str(port))
         time.sleep(0.3)
-        client = hc.popen("iperf3", "-c", hb.addr, "-p", str(port), "-t", "6", "-i", "1", "-J")
-        ping = hc.popen("ping", "-n", "-i", "0.1", "-c", "60", "-W", "1", hb.addr)
+        client = hc.popen("iperf3", "-c", hb.addr, "-p", str(port), "-t", "4", "-i", "1", "-J")
+        ping = hc.popen("ping", "-n", "-i", "0.1", "-c", "40", "-W", "1", hb.addr)
         time.sleep(1.5)
         sws["r"].stop()
         stopped = time.monotonic()
@@ -434,12 +434,12 @@ def test_a_standby_root_takes_over_and_hosts_keep_talking(datapath):
         report = json.loads(tcp)
         per_second = [i["sum"]["bytes"] for i in report.get("intervals", [])]
         every = {n: counters(sws[n]) for n in "abcde"}
-        print(f"\n{datapath}: B root {took_over:.2f} s after R stopped; {len(replies)} of 60 pings answered, "
+        print(f"\n{datapath}: B root {took_over:.2f} s after R stopped; {len(replies)} of 40 pings answered, "
               f"the last {max(replies, default=0)}; TCP bytes a second {per_second}; addresses "
               f"{ {n: c['addresses'] for n, c in every.items()} }")
-        assert "error" not in report and len(per_second) >= 6 and per_second[-1] > 0, report.get("error", per_second)
-        assert max(replies) == 60 and len(replies) >= 40, replies
-        # Some are lost while the addresses move (R stopped at ping 15); the last two seconds', 2.5 s
+        assert "error" not in report and len(per_second) >= 4 and per_second[-1] > 0, report.get("error", per_second)
+        assert max(replies) == 40 and len(replies) >= 25, replies
+        # Some are lost while the addresses move (R stopped at ping 15); the last second's, 1.5 s
         # after it, all came back: the pings carried on.
-        assert all(s in replies for s in range(41, 61)), replies
+        assert all(s in replies for s in range(31, 41)), replies
         assert all(c["addresses"] >= 1 for c in every.values()), every
