@@ -9,7 +9,7 @@
 //! wake-up delays the frame's departure but not the schedule: rates, credits and gate windows
 //! stay exact, and the lateness is what the wake-up strategy (sleep, SCHED_FIFO, busy) decides.
 //!
-//! Over 500 lines with its tests, one concern: the four selection rules interlock (a shaper's
+//! Over 700 lines with its tests, one concern: the four selection rules interlock (a shaper's
 //! credit and a gate decide eligibility, strict priority and DRR then pick), so they are read and
 //! tested together.
 

@@ -119,15 +119,9 @@ fn filtering_drops_each_kind_of_bad_frame_and_counts_it_under_its_reason() {
     assert!(groups[1].counters.contains(&("bad_source", 3)));
 }
 
-/// `frame` as part 7 lays it out: the IP datagram ends one byte before the frame, whose last
-/// byte is the sequence number.
+/// `frame` as part 7 lays it out (`packet::afdx::end_datagram_before_sn`).
 fn as_part_7_sends(mut f: Vec<u8>) -> Vec<u8> {
-    let total = (f.len() - 15) as u16;
-    f[16..18].copy_from_slice(&total.to_be_bytes());
-    f[38..40].copy_from_slice(&(total - 20).to_be_bytes());
-    f[24..26].fill(0);
-    let sum = packet::csum::checksum(&f[14..34]);
-    f[24..26].copy_from_slice(&sum.to_be_bytes());
+    packet::afdx::end_datagram_before_sn(&mut f);
     f
 }
 
@@ -175,7 +169,7 @@ fn a_switch_on_one_network_drops_the_others_frames_and_checks_ip_where_asked() {
     let mut f = good.clone();
     f[20] = 0x20; // more fragments
     f[39] ^= 4;
-    assert!(passes(&mut m, 1, &as_part_7_sends_keeping_udp(f), next()));
+    assert!(passes(&mut m, 1, &checksum_made_good(f), next()));
     // VL 11 does not ask: the datagram may run to the frame's end.
     assert!(passes(&mut m, 1, &frame(11, 7, NETWORK_A, 200), next()));
     let c10 = m.vl_counters(10).unwrap();
@@ -186,10 +180,8 @@ fn a_switch_on_one_network_drops_the_others_frames_and_checks_ip_where_asked() {
 }
 
 /// A frame whose IP header was edited: its checksum made good again, the rest as it is.
-fn as_part_7_sends_keeping_udp(mut f: Vec<u8>) -> Vec<u8> {
-    f[24..26].fill(0);
-    let sum = packet::csum::checksum(&f[14..34]);
-    f[24..26].copy_from_slice(&sum.to_be_bytes());
+fn checksum_made_good(mut f: Vec<u8>) -> Vec<u8> {
+    packet::csum::set_ipv4_checksum(&mut f[14..34]);
     f
 }
 

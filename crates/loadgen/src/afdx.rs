@@ -67,13 +67,7 @@ pub fn template(mac_constant: u32, es: u16, network: u8, vl: &VlSpec) -> Vec<u8>
         dst_port: 10_000,
     };
     let mut f = frame::template(&ep, vl.size, vl.id);
-    // Part 7's layout: the IP datagram ends one byte before the frame; the SN is that byte.
-    let total = (f.len() - 14 - 1) as u16;
-    f[16..18].copy_from_slice(&total.to_be_bytes());
-    f[38..40].copy_from_slice(&(total - 20).to_be_bytes());
-    f[24..26].fill(0);
-    let sum = packet::csum::checksum(&f[14..34]);
-    f[24..26].copy_from_slice(&sum.to_be_bytes());
+    packet::afdx::end_datagram_before_sn(&mut f);
     f
 }
 

@@ -44,9 +44,7 @@ pub fn template(ep: &Endpoints, size: usize, flow: u16) -> Vec<u8> {
 /// Sets the IPv4 DSCP (the upper six bits of the TOS byte) and the header checksum after it.
 pub fn set_dscp(frame: &mut [u8], dscp: u8) {
     frame[15] = (dscp << 2) | (frame[15] & 3);
-    frame[24..26].fill(0);
-    let sum = packet::csum::checksum(&frame[14..34]);
-    frame[24..26].copy_from_slice(&sum.to_be_bytes());
+    packet::csum::set_ipv4_checksum(&mut frame[14..34]);
 }
 
 /// The IPv4 DSCP of a frame [`read_probe`] accepted.

@@ -35,6 +35,16 @@ pub fn vl_mac(mac_constant: u32, vl: u16) -> [u8; 6] {
     [a, b, c, d, hi, lo]
 }
 
+/// Lays an untagged IPv4/UDP frame (without FCS) out as part 7 sends it: the datagram ends one
+/// byte before the frame, whose last byte is the sequence number. Sets the IP total length, the
+/// UDP length and the header checksum.
+pub fn end_datagram_before_sn(frame: &mut [u8]) {
+    let total = (frame.len() - 14 - 1) as u16;
+    frame[16..18].copy_from_slice(&total.to_be_bytes());
+    frame[38..40].copy_from_slice(&(total - 20).to_be_bytes());
+    crate::csum::set_ipv4_checksum(&mut frame[14..34]);
+}
+
 /// The sequence number that follows `sn` (0 is used once, after a reset).
 pub fn next_sn(sn: u8) -> u8 {
     if sn == 255 {

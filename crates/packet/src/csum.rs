@@ -46,6 +46,14 @@ pub fn checksum(bytes: &[u8]) -> u16 {
     !fold(sum(bytes, false))
 }
 
+/// Writes an IPv4 header's checksum (`header`: the header alone, its checksum field at 10-11),
+/// computed from scratch.
+pub fn set_ipv4_checksum(header: &mut [u8]) {
+    header[10..12].fill(0);
+    let sum = checksum(header);
+    header[10..12].copy_from_slice(&sum.to_be_bytes());
+}
+
 /// One's-complement `a + b` of 16-bit values.
 pub fn add(a: u16, b: u16) -> u16 {
     fold(a as u32 + b as u32)

@@ -97,9 +97,7 @@ fn tc_super(fp: &FastPath, frame: &[u8], gso_size: u32) -> (u32, Vec<u8>) {
 
 /// The IPv4 header checksum computed from scratch (not the incremental update the kernel does).
 fn set_ip_checksum(f: &mut [u8]) {
-    f[24..26].copy_from_slice(&[0, 0]);
-    let sum = packet::csum::checksum(&f[14..34]);
-    f[24..26].copy_from_slice(&sum.to_be_bytes());
+    packet::csum::set_ipv4_checksum(&mut f[14..34]);
 }
 
 fn frame(dst: [u8; 6], ttl: u8) -> Vec<u8> {
@@ -807,10 +805,7 @@ fn the_kernel_drops_the_other_networks_frames_and_checks_ip_where_asked() {
     let frame = |vl, network, part_7: bool| {
         let mut f = udp4(end_system_mac(1, network), vl_mac(constant, vl), [10, 0, 0, 1], [224, 224, 0, 10], 1, 2, 196);
         if part_7 {
-            let total = (f.len() - 15) as u16;
-            f[16..18].copy_from_slice(&total.to_be_bytes());
-            f[38..40].copy_from_slice(&(total - 20).to_be_bytes());
-            set_ip_checksum(&mut f);
+            packet::afdx::end_datagram_before_sn(&mut f);
         }
         f
     };

@@ -125,12 +125,12 @@ pub(super) fn streams(cx: &Ctx<'_>, file: &File, ports: &[(u32, String)]) -> Res
             None => 100,
         };
         if !recover {
-            if let Some(f) = e.history_length.as_ref().map(|h| h.span()).or(e.reset_ms.as_ref().map(|r| r.span())) {
-                return Err(format!(
-                    "{}:{}: history_length and reset_ms apply to a stream recovered here (recover = true)",
-                    cx.path,
-                    super::line_of(cx.src, f.start)
-                ));
+            let why = "history_length and reset_ms apply to a stream recovered here (recover = true)";
+            if let Some(h) = &e.history_length {
+                return Err(cx.at(h, why));
+            }
+            if let Some(r) = &e.reset_ms {
+                return Err(cx.at(r, why));
             }
         }
         let max_sdu = match &e.max_sdu_bytes {

@@ -207,10 +207,10 @@ pub fn ip_header_ok(frame: &[u8], ip: usize) -> bool {
     let Some(h) = frame.get(ip..ip + 20) else { return false };
     let total = u16::from_be_bytes([h[2], h[3]]) as usize;
     let fragment = u16::from_be_bytes([h[6], h[7]]);
-    let sum = h.chunks_exact(2).fold(0u32, |s, w| s + u16::from_be_bytes([w[0], w[1]]) as u32);
-    let folded = (sum & 0xffff) + (sum >> 16);
+    // A good header sums, checksum included, to all ones: its checksum is 0.
+    let good_sum = packet::csum::checksum(h) == 0;
     // A datagram holds a UDP header at least (a later fragment, 8 bytes of it at least).
-    if h[0] != 0x45 || (folded & 0xffff) + (folded >> 16) != 0xffff || total < 28 || ip + total + 1 != frame.len() || h[9] != 17 {
+    if h[0] != 0x45 || !good_sum || total < 28 || ip + total + 1 != frame.len() || h[9] != 17 {
         return false;
     }
     let whole = fragment & 0x3fff == 0;

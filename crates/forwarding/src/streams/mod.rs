@@ -25,6 +25,7 @@
 pub mod psfp;
 pub mod recovery;
 
+use ofp::oxm::{Field, OFPVID_PRESENT};
 use packet::{FlowKey, Packet};
 
 use self::psfp::{Policed, Psfp};
@@ -99,20 +100,6 @@ impl StreamsMode {
     }
 }
 
-/// The frame's VLAN id (outer tag) and where its EtherType is, after every tag.
-fn tags(data: &[u8]) -> (Option<u16>, usize) {
-    let mut at = 12;
-    let mut vid = None;
-    while let Some(t) = data.get(at..at + 4) {
-        if !packet::parse::is_vlan_tpid(u16::from_be_bytes([t[0], t[1]])) {
-            break;
-        }
-        vid.get_or_insert(u16::from_be_bytes([t[2], t[3]]) & 0xfff);
-        at += 4;
-    }
-    (vid, at)
-}
-
 /// The sequence number of a frame whose EtherType (at `et`) is the R-TAG's.
 fn rtag_seq(data: &[u8], et: usize) -> Option<u16> {
     let t = data.get(et..et + 2 + RTAG_BODY + 2)?;
@@ -128,7 +115,11 @@ impl Mode for StreamsMode {
 
     fn receive(&mut self, pkt: &mut Packet, key: &FlowKey, now: Nanos, out: &mut dyn Output) -> Verdict {
         let drop = |why| Verdict { dropped: Some(why), entry: None };
-        let (vid, et) = tags(pkt.data());
+        // The outer tag's VLAN id, as the parser put it in the key, and where the EtherType is,
+        // after every tag.
+        let vlan = key.get(Field::VlanVid) as u16;
+        let vid = (vlan & OFPVID_PRESENT != 0).then_some(vlan & 0xfff);
+        let et = 12 + 4 * pkt.layout.n_vlans as usize;
         let dst: [u8; 6] = pkt.data()[..6].try_into().unwrap();
         let Some(s) = self.streams.iter_mut().find(|s| s.stream.dst == dst && s.stream.vid == vid) else {
             self.not_stream += 1;
