@@ -178,19 +178,22 @@ struct less_port {
 /* A replacement stack userspace computed for a kind of frame: it goes out `port` with `len` bytes of
  * `bytes` after the Ethernet header and `ethertype` (host order; 0: the IP version's). */
 struct less_stack {
-	__u32 port;
+	__u32 port;	/* 0 in a detour: back out of the port the frame came in on (never a host's) */
 	__u16 ethertype;
 	__u16 len;
 	__u8 budget_at;	/* 1 + the offset in bytes[] of the reroute block's budget; 0: no block */
-	__u8 pad[3];
+	__u8 pad[7];
+	__u64 block_hash;	/* the reroute block's hash (below), so that a host's frame whose first
+				 * hop is down finds its detour as a labelled one would; 0: no block */
 	__u8 bytes[LESS_STACK_MAX];
 };
-/* A frame whose output port is down, by that port and a hash of its reroute block (the words from
- * the block's first entry through the bottom, the first with budget and flags masked out, hashed as
- * the megaflow key is: h = (h ^ word) * HASH_MUL, then h ^= h >> 32). */
+/* A detour, by a hash of the frame's reroute block (the words from the block's first entry through
+ * the bottom, the first with budget and flags masked out, hashed as the megaflow key is:
+ * h = (h ^ word) * HASH_MUL, then h ^= h >> 32) and either the port that is down (`from` 0) or,
+ * for a frame that arrived backtracking (`port` 0), the port it came in on. */
 struct less_reroute_key {
 	__u32 port;
-	__u32 pad;
+	__u32 from;
 	__u64 hash;
 };
 /* A host's destination: IPv6, or IPv4 as IPv4-mapped IPv6 (::ffff:a.b.c.d), so one table holds both. */

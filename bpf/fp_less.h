@@ -1,10 +1,12 @@
 /* LESS label switching in the kernel (docs/less.md §5). The per-hop rule needs no table: the top
  * label's first port is the output, the label is shifted, popped, or the frame delivered as IP.
  * Two tables userspace fills let the kernel also label hosts' IP frames at the edge
- * (ef_less_push, by destination) and take a detour it computed for a port that is down
- * (ef_less_reroute). Everything else — malformed stacks, the protocol, ARP, first frames — goes on
- * to the usual path and up to userspace, which counts and decides. Neighbour discovery too: the
- * edge answers it, even for a destination the kernel could label.
+ * (ef_less_push, by destination) and take the detours it planned ahead for every port that may go
+ * down and every frame that may come back (ef_less_reroute): all three ways around of §4, and a
+ * host's frame whose first hop is down, with no upcall. Everything else — malformed stacks, the
+ * protocol, ARP, kinds of frame not planned for — goes on to the usual path and up to userspace,
+ * which counts and decides. Neighbour discovery too: the edge answers it, even for a destination
+ * the kernel could label.
  *
  * Deciding reads only the scratch copy of the frame's head; applying the plan is written once for
  * TC and XDP (fp_ctx.h). */
@@ -25,7 +27,8 @@ struct less_plan {
 	__u32 counter;
 	__u16 ethertype;
 	__u8 whole;	/* the output port's less_port.whole */
-	__u8 tcp;	/* a host's frame pushed here carries TCP */
+	__u8 host;	/* a host's frame, labelled here */
+	__u8 tcp;	/* a host's frame carries TCP */
 	__u8 spent;	/* no reroute budget left: drop */
 };
 
@@ -35,10 +38,18 @@ static __always_inline struct less_port *less_port(__u32 no)
 	return p && p->ifindex ? p : 0;
 }
 
-/* Takes a stored stack: its port must be up. */
-static __always_inline int less_take(struct scratch *s, struct less_stack *st, struct less_plan *p)
+/* Takes a stored stack: its port must be up. Port 0 (a detour's first backtracking step) is the
+ * port the frame came in on, which a host's frame is never sent back through. */
+static __always_inline int less_take(struct scratch *s, struct less_stack *st, __u32 in_port, struct less_plan *p)
 {
-	struct less_port *out = less_port(st->port);
+	__u32 port = st->port;
+	if (!port) {
+		struct less_port *in = less_port(in_port);
+		if (!in || in->edge)
+			return 0;
+		port = in_port;
+	}
+	struct less_port *out = less_port(port);
 	if (!out || !out->live || st->len > LESS_STACK_MAX)
 		return 0;
 	for (__u32 i = 0; i < LESS_STACK_MAX; i++) {
@@ -51,6 +62,71 @@ static __always_inline int less_take(struct scratch *s, struct less_stack *st, s
 	p->insert = st->len;
 	p->ethertype = st->ethertype;
 	return 1;
+}
+
+/* The detour stored under `k`, taken by a frame with `budget` steps left. The stored stack
+ * carries the budget of the frame it was planned for: the frame's own, less one, is written over
+ * it, and a frame with none left dies here as it would in userspace. Otherwise two switches whose
+ * detours lead into each other's down ports would pass a frame back and forth for ever. */
+static __always_inline int less_detour(struct scratch *s, struct less_reroute_key *k, __u8 budget, __u32 in_port,
+				       struct less_plan *p)
+{
+	struct less_stack *st = bpf_map_lookup_elem(&ef_less_reroute, k);
+	if (!st)
+		return 0;
+	if (!budget) {
+		p->spent = 1;
+		return 1;
+	}
+	if (!less_take(s, st, in_port, p))
+		return 0;
+	if (st->budget_at && st->budget_at <= st->len)
+		s->less_out[(st->budget_at - 1) & (LESS_STACK_MAX - 1)] = budget - 1;
+	if (!p->ethertype && st->len)
+		p->ethertype = 0x8847;
+	p->counter = CNT_LESS_REROUTED;
+	return 1;
+}
+
+/* A detour that ends at a host here leaves as IP: the ethertype is the IP version's at `ip`. */
+static __always_inline int less_ethertype(struct scratch *s, __u32 ip, struct less_plan *p)
+{
+	if (p->ethertype)
+		return 1;
+	if (ip >= s->len || ip >= PARSE_BYTES)
+		return 0;
+	__u8 v = s->buf[ip & (PARSE_BYTES - 1)] >> 4;
+	p->ethertype = v == 4 ? 0x0800 : v == 6 ? 0x86dd : 0;
+	return p->ethertype != 0;
+}
+
+/* The detour userspace planned for a labelled frame whose reroute block is entry `block` on (of
+ * `depth`): by the port that is down (`port`), or for a frame that arrived backtracking (`port`
+ * 0) by the port it came in on. The whole stack is replaced. */
+static __always_inline int less_reroute(struct scratch *s, __u32 port, __u32 in_port, __u32 depth, __u32 block,
+					struct less_plan *p)
+{
+	if (block >= LESS_MAX_DEPTH)
+		return 0;
+	__u8 budget = s->buf[(14 + 4 * block) & (PARSE_BYTES - 1)];
+	__u64 h = 0;
+	for (__u32 i = 0; i < LESS_MAX_DEPTH; i++) {
+		if (i >= depth)
+			break;
+		if (i < block)
+			continue;
+		__u8 *w = s->buf + 14 + 4 * i;
+		__u32 word = ((__u32)w[0] << 24) | ((__u32)w[1] << 16) | ((__u32)w[2] << 8) | w[3];
+		if (i == block)
+			word &= 0xffff;
+		h = (h ^ word) * HASH_MUL;
+	}
+	h ^= h >> 32;
+	struct less_reroute_key k = { .port = port, .from = port ? 0 : in_port, .hash = h };
+	if (!less_detour(s, &k, budget, in_port, p))
+		return 0;
+	p->remove = 4 * depth;
+	return p->spent || less_ethertype(s, 14 + 4 * depth, p);
 }
 
 /* A host's IP frame (ethertype `et`) on an edge port, to a destination userspace has planned. */
@@ -75,63 +151,25 @@ static __always_inline int less_push(struct scratch *s, __u16 et, __u32 in_port,
 		p->tcp = s->buf[20] == 6;
 	}
 	struct less_stack *st = bpf_map_lookup_elem(&ef_less_push, &k);
-	if (!st || !less_take(s, st, p))
+	if (!st)
 		return 0;
+	p->host = 1;
 	p->remove = 0;
+	struct less_port *first = less_port(st->port);
+	if (first && !first->live && st->block_hash && st->budget_at && st->budget_at <= LESS_STACK_MAX) {
+		/* The route's first hop is down: the detour planned for labelled frames with this
+		 * block, as userspace takes it for the first frame. */
+		struct less_reroute_key rk = { .port = st->port, .from = 0, .hash = st->block_hash };
+		__u8 budget = st->bytes[(st->budget_at - 1) & (LESS_STACK_MAX - 1)];
+		if (!less_detour(s, &rk, budget, in_port, p))
+			return 0;
+		return p->spent || less_ethertype(s, 14, p);
+	}
+	if (!less_take(s, st, in_port, p))
+		return 0;
 	if (!p->ethertype)
 		p->ethertype = 0x8847;
 	p->counter = CNT_LESS_PUSHED;
-	return 1;
-}
-
-/* The detour userspace computed for this port and this reroute block, if any. The stored stack
- * carries the budget of the frame it was planned for: the frame's own, less one, is written over
- * it, and a frame with none left dies here as it would in userspace. Otherwise two switches whose
- * detours lead into each other's down ports would pass a frame back and forth for ever. */
-static __always_inline int less_reroute(struct scratch *s, __u32 port, __u32 depth, __u32 block,
-					struct less_plan *p)
-{
-	if (!block || block >= LESS_MAX_DEPTH)
-		return 0;
-	__u8 budget = s->buf[(14 + 4 * block) & (PARSE_BYTES - 1)];
-	__u64 h = 0;
-	for (__u32 i = 1; i < LESS_MAX_DEPTH; i++) {
-		if (i >= depth)
-			break;
-		if (i < block)
-			continue;
-		__u8 *w = s->buf + 14 + 4 * i;
-		__u32 word = ((__u32)w[0] << 24) | ((__u32)w[1] << 16) | ((__u32)w[2] << 8) | w[3];
-		if (i == block)
-			word &= 0xffff;
-		h = (h ^ word) * HASH_MUL;
-	}
-	h ^= h >> 32;
-	struct less_reroute_key k = { .port = port, .pad = 0, .hash = h };
-	struct less_stack *st = bpf_map_lookup_elem(&ef_less_reroute, &k);
-	if (!st)
-		return 0;
-	if (!budget) {
-		p->spent = 1;
-		return 1;
-	}
-	if (!less_take(s, st, p))
-		return 0;
-	if (st->budget_at && st->budget_at <= st->len)
-		s->less_out[(st->budget_at - 1) & (LESS_STACK_MAX - 1)] = budget - 1;
-	p->remove = 4 * depth;
-	if (!p->ethertype && st->len)
-		p->ethertype = 0x8847;
-	if (!p->ethertype) {
-		__u32 ip = 14 + 4 * depth;
-		if (ip >= s->len || ip >= PARSE_BYTES)
-			return 0;
-		__u8 v = s->buf[ip & (PARSE_BYTES - 1)] >> 4;
-		p->ethertype = v == 4 ? 0x0800 : v == 6 ? 0x86dd : 0;
-		if (!p->ethertype)
-			return 0;
-	}
-	p->counter = CNT_LESS_REROUTED;
 	return 1;
 }
 
@@ -151,13 +189,14 @@ static __always_inline int less_decide(struct scratch *s, __u32 in_port, struct 
 		return less_push(s, et, in_port, p);
 	if (et != 0x8847)
 		return 0;
-	__u32 depth = 0, block = 0;
+	/* block: the first entry with TTL 0, where the reroute block starts (none: LESS_MAX_DEPTH). */
+	__u32 depth = 0, block = LESS_MAX_DEPTH;
 	for (__u32 i = 0; i < LESS_MAX_DEPTH; i++) {
 		__u32 at = 14 + 4 * i;
 		if (at + 4 > s->len)
 			return 0;
 		__u8 last = b[at + 3];
-		if (!block && i && !(last & 0x7f))
+		if (block == LESS_MAX_DEPTH && !(last & 0x7f))
 			block = i;
 		depth = i + 1;
 		if (last & 0x80)
@@ -168,6 +207,10 @@ static __always_inline int less_decide(struct scratch *s, __u32 in_port, struct 
 	if (depth > max)
 		return 0;
 	__u8 p1 = b[14], p2 = b[15], p3 = b[16], ttl = b[17] & 0x7f, bos = b[17] & 0x80;
+	/* Only a frame on its way back toward its source arrives with its reroute block on top (its
+	 * second byte the backtrack flag); anything else without a route label is userspace's to count. */
+	if (!ttl && block == 0 && (p2 & 1))
+		return less_reroute(s, 0, in_port, depth, 0, p);
 	__u32 present = !p1 ? 0 : !p2 ? 1 : !p3 ? 2 : 3;
 	if (!p1 || !ttl || ttl > present)
 		return 0;
@@ -175,7 +218,7 @@ static __always_inline int less_decide(struct scratch *s, __u32 in_port, struct 
 	if (!out)
 		return 0;
 	if (!out->live)
-		return less_reroute(s, p1, depth, block, p);
+		return less_reroute(s, p1, in_port, depth, block, p);
 	p->ifindex = out->ifindex;
 	p->whole = out->whole;
 	if (ttl > 1) {
@@ -219,8 +262,7 @@ static __always_inline int less_apply(void *ctx, const enum hook hook, struct sc
 	 * cut it (no kernel here segments below an MPLS header, few NICs do): elsewhere userspace
 	 * cuts it and labels each piece. Once delivered as IP again it may go anywhere. Only TCP:
 	 * the kernel takes labels off no other kind of super-frame. */
-	if (hook == HOOK_TC && SKB(ctx)->gso_size && p->ethertype == 0x8847 &&
-	    (!p->whole || (p->counter == CNT_LESS_PUSHED && !p->tcp)))
+	if (hook == HOOK_TC && SKB(ctx)->gso_size && p->ethertype == 0x8847 && (!p->whole || (p->host && !p->tcp)))
 		return -1;
 	int delta = (int)p->insert - (int)p->remove;
 	if (delta > LESS_STACK_MAX || delta < -4 * LESS_MAX_DEPTH)

@@ -294,12 +294,22 @@ def test_reroute_cases_keep_traffic_flowing_and_addresses_reconverge(datapath):
             # of them would be 200: far over what rerouting costs, far under what a switch that
             # waited for the addresses to converge again loses.
             assert got["lost"] <= 200 and got["received"] + got["lost"] == sent["sent"], (case, sent, got)
-            assert after[counter] > before[counter], (case, counter, {n: counters(sws[n]) for n in "rabcde"})
+            upcalled = after[counter] - before[counter]
+            if datapath == "user":
+                assert upcalled > 0, (case, counter, {n: counters(sws[n]) for n in "rabcde"})
+            else:
+                # The detours were planned ahead: the kernel took the first frame round, and the
+                # ones after it. A few may still come up when the hold ends: frames labelled with
+                # the addresses of before that meet the failure after this switch heard the new
+                # ones (and planned for those). Before plans were made ahead, the first frame of
+                # each kind came up and the kernel took the rest after it.
+                assert kernel > 0 and upcalled * 50 <= kernel, (case, counter, upcalled, kernel)
             if case == "a":
                 # The hold is over: E's address through D is gone.
                 wait_for(lambda: counters(sws["e"])["addresses"] == 1, timeout=5, what="E down to one address")
             if case == "c":
-                assert counters(sws["a"])["rerouted_neighbour"] > 0
+                a = counters(sws["a"])
+                assert a["rerouted_neighbour"] + a["kernel"].get("rerouted", 0) > 0, a
             netns.sh("ip", "link", "set", link, "up")
             wait_for(lambda: counters(sws["e"])["addresses"] == 2, timeout=10, what="E's two addresses back")
             assert src.ping(hb.addr, count=5, interval=0.05)[0] == 5

@@ -140,6 +140,11 @@ impl Map {
         self.fd.as_raw_fd()
     }
 
+    /// The same map through a second descriptor, for another thread to write.
+    pub fn try_clone(&self) -> io::Result<Map> {
+        Ok(Map { fd: self.fd.try_clone()?, ..*self })
+    }
+
     pub fn update(&self, key: &[u8], value: &[u8]) -> io::Result<()> {
         debug_assert_eq!(key.len(), self.key_size as usize);
         debug_assert_eq!(value.len(), self.value_size as usize);

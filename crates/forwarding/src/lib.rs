@@ -170,8 +170,10 @@ pub struct KernelLabels {
     pub down_ports: std::collections::BTreeSet<u32>,
     /// Host frames, by IP destination.
     pub push: std::collections::BTreeMap<std::net::IpAddr, KernelStack>,
-    /// Detours, by (the port that is down, the hash of the frame's reroute block).
-    pub reroute: std::collections::BTreeMap<(u32, u64), KernelStack>,
+    /// Detours, by (the port that is down or 0, for a frame that arrived backtracking the port it
+    /// came in on or 0, the hash of the frame's reroute block). A stack for port 0 leaves by the
+    /// port the frame came in on.
+    pub reroute: std::collections::BTreeMap<(u32, u32, u64), KernelStack>,
 }
 
 /// A virtual link the kernel fast path may filter, police and forward itself (docs/afdx.md): the

@@ -405,14 +405,25 @@ fn case_a_a_local_backup_path() {
 #[test]
 fn case_b_a_neighbours_path() {
     let mut net = converged();
+    // Before any failure, D has planned the way around its port 1 for the kind of frame hE sends
+    // hB (its reroute block): the kernel takes the first frame after the failure as the rest.
+    let mark = net.trace.len();
+    assert!(net.delivers(HE, HB, 0));
+    let on_link = labels_on(&net, (E, 2), mark).remove(0);
+    let depth = packet::less::depth(&on_link, 14, 16).unwrap();
+    let split = forwarding::less::reroute::split(&on_link, 14, depth);
+    let hash = packet::less::block_hash(&on_link[14 + split.route_bytes..14 + 4 * depth]);
+    let planned = net.switches[D].kernel_labels().unwrap().reroute[&(1, 0, hash)].clone();
+    assert_eq!(planned.port, 2, "back to E");
     // D's only way up (to B) goes: D has no address that avoids it, but E, its neighbour, has.
     net.link(D, 1, false);
+    let mark = net.trace.len();
     assert!(net.delivers(HE, HB, 1));
     assert_eq!(net.counter(D, "rerouted_neighbour"), 1);
-    // The detour is kept for the kernel, by the failed port and the frame's block.
-    let kernel = net.switches[D].kernel_labels().unwrap();
-    assert_eq!(kernel.reroute.keys().map(|k| k.0).collect::<Vec<_>>(), [1]);
-    assert_eq!(kernel.reroute.values().next().unwrap().port, 2, "back to E");
+    // Userspace took the detour it had planned, and keeps the plan.
+    let back_to_e = labels_on(&net, (D, 2), mark).remove(0);
+    assert_eq!(back_to_e[14..14 + planned.stack.len()], planned.stack[..]);
+    assert_eq!(net.switches[D].kernel_labels().unwrap().reroute[&(1, 0, hash)], planned);
 }
 
 #[test]

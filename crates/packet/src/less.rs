@@ -153,6 +153,22 @@ pub fn hop_in_stack(frame: &[u8], at: usize, n: usize) -> Result<Hop, StackError
     Ok(Hop { port, rewrite: Rewrite::Deliver { bytes, ethertype: ip_ethertype(frame, at + bytes)? } })
 }
 
+/// The key the kernel finds a detour by for a frame whose block is `entries` (bpf/fastpath.h
+/// `less_reroute_key`): the block's words hashed as the megaflow key is, budget and flags (which
+/// change as the frame travels) masked out of the first.
+pub fn block_hash(entries: &[u8]) -> u64 {
+    const HASH_MUL: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut h = 0u64;
+    for (i, w) in entries.chunks_exact(4).enumerate() {
+        let mut word = u32::from_be_bytes(w.try_into().unwrap()) as u64;
+        if i == 0 {
+            word &= 0xffff;
+        }
+        h = (h ^ word).wrapping_mul(HASH_MUL);
+    }
+    h ^ (h >> 32)
+}
+
 /// A route (output ports, first hop first) as a label stack: labels of up to three ports, each with
 /// TTL = its ports, the last marked bottom unless more entries (a reroute block) follow.
 pub fn encode_route(ports: &[u8], more_follows: bool) -> Vec<u8> {

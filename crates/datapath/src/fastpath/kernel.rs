@@ -462,7 +462,7 @@ fn less_labels_in_the_kernel_match_the_userspace_rule() {
     let mut tables = KernelLabels { generation: 1, max_labels: 16, ..Default::default() };
     tables.ports.extend([1, 2]);
     tables.edge_ports.insert(1);
-    tables.reroute.insert((2, block_hash(&block_bytes)), detour.clone());
+    tables.reroute.insert((2, 0, block_hash(&block_bytes)), detour.clone());
     let pushed = KernelStack { port: 1, ethertype: less::ETHERTYPE, stack: less::encode_route(&[3, 4], false) };
     tables.push.insert([10, 0, 0, 2].into(), pushed.clone());
     let h2_v6 = [0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2];
@@ -577,6 +577,76 @@ fn less_labels_in_the_kernel_match_the_userspace_rule() {
     assert_eq!(tc(&fp, &ip).0, TC_ACT_REDIRECT, "the same frame, not a super-frame, pushed");
 }
 
+/// Detours planned ahead take the first frame after a failure in the kernel, in every case of
+/// docs/less.md §4: a first step back out of the port the frame came in on (stored as port 0,
+/// never a host's), a frame that arrives backtracking (by the port it came in on), and a host's
+/// frame whose first hop is down (its pushed stack names the block's detour). Each leaves with its
+/// own budget less one, on XDP and TC.
+#[test]
+fn planned_detours_take_the_first_frame_in_every_case() {
+    use forwarding::less::reroute::{block_hash, Block, INITIAL_BUDGET};
+    use forwarding::{KernelLabels, KernelStack};
+    use labels::LabelPort;
+    use packet::less::{self, Address, Label};
+
+    let Some(mut fp) = fast_path() else { return };
+    let ip = udp4(H1, H2, [10, 0, 0, 1], [10, 0, 0, 2], 4000, 9, 100);
+    let with_stack = |stack: &[u8], ethertype: u16| {
+        let mut f = ip[..12].to_vec();
+        f.extend_from_slice(&ethertype.to_be_bytes());
+        f.extend_from_slice(stack);
+        f.extend_from_slice(&ip[14..]);
+        f
+    };
+    let labelled = |stack: &[u8]| with_stack(stack, less::ETHERTYPE);
+    let block = |budget, backtrack| Block {
+        budget,
+        backtrack,
+        backup: Address { hops: vec![(1, 2)], edge: Some(1) },
+        source: Address { hops: vec![(3, 1)], edge: None },
+    };
+    let hash = block_hash(&block(0, false).encode());
+    let route = |ports: &[u8]| less::encode_route(ports, true);
+    let mut tables = KernelLabels { generation: 1, max_labels: 16, ..Default::default() };
+    tables.ports.extend([1, 2]);
+    // Port 2 is down. From it, no way around but back (any budget is stored: the frame's own wins).
+    let back = KernelStack { port: 0, ethertype: less::ETHERTYPE, stack: block(7, true).encode() };
+    tables.reroute.insert((2, 0, hash), back);
+    // A frame coming back by port 1 goes on by port 1's route [1, 1] (a route of our own).
+    let onward = [route(&[1, 1]), block(7, false).encode()].concat();
+    tables.reroute.insert((0, 1, hash), KernelStack { port: 1, ethertype: less::ETHERTYPE, stack: onward });
+    let ports = [
+        LabelPort { no: 1, ifindex: LO, live: true, whole: false },
+        LabelPort { no: 2, ifindex: LO, live: false, whole: false },
+    ];
+    fp.set_labels(&tables, &ports).unwrap();
+    let at_down_port = labelled(&[&Label { ports: [2, 0, 0], bottom: false, ttl: 1 }.word().to_be_bytes()[..], &block(5, false).encode()].concat());
+    let arriving_back = labelled(&block(4, true).encode());
+    let went_on = labelled(&[route(&[1, 1]), block(3, false).encode()].concat());
+    for (hook, redirect) in [(Mode::Xdp, XDP_REDIRECT), (Mode::Tc, TC_ACT_REDIRECT)] {
+        let run = |f: &[u8]| fp.run_once(hook, f, LO).unwrap();
+        assert_eq!(run(&at_down_port), (redirect, arriving_back.clone()), "{hook:?}: back the way it came");
+        assert_eq!(run(&arriving_back), (redirect, went_on.clone()), "{hook:?}: on from the switch it came back to");
+    }
+
+    // Port 1 has hosts: nothing goes back to them, and their frames are labelled here. hB's
+    // route leaves by port 2, which is down: its block's detour, where a labelled frame's is.
+    tables.edge_ports.insert(1);
+    let pushed = [route(&[3, 4]), block(INITIAL_BUDGET, false).encode()].concat();
+    tables.push.insert([10, 0, 0, 2].into(), KernelStack { port: 2, ethertype: less::ETHERTYPE, stack: pushed });
+    fp.set_labels(&tables, &ports).unwrap();
+    assert_eq!(xdp(&fp, &at_down_port).0, XDP_PASS, "never back to a host: up");
+    assert_eq!(xdp(&fp, &ip).0, XDP_PASS, "the only way around is back: up");
+    let around = [route(&[5]), block(INITIAL_BUDGET - 1, false).encode()].concat();
+    tables.reroute.insert((2, 0, hash), KernelStack { port: 1, ethertype: less::ETHERTYPE, stack: around.clone() });
+    fp.set_labels(&tables, &ports).unwrap();
+    let want = labelled(&around);
+    assert_eq!(xdp(&fp, &ip), (XDP_REDIRECT, want.clone()), "xdp: a host's frame around its first hop");
+    assert_eq!(tc(&fp, &ip), (TC_ACT_REDIRECT, want), "tc: a host's frame around its first hop");
+    let counted: Vec<(&str, u64)> = fp.label_counters().into_iter().filter(|&(_, n)| n > 0).collect();
+    assert_eq!(counted, [("rerouted", 6)]);
+}
+
 /// Two switches whose stored detours lead into each other's down port (each planned the way
 /// around from what it knew when its first frame came): a frame passes between their kernels,
 /// rerouted at each, and dies when its reroute budget does, counted, as in userspace — on XDP
@@ -603,7 +673,7 @@ fn a_detour_loop_between_two_switches_ends_with_the_budget() {
     let into_the_other = [less::encode_route(&[2], true), stored.encode()].concat();
     let mut tables = KernelLabels { generation: 1, max_labels: 16, ..Default::default() };
     tables.ports.extend([1, 2]);
-    tables.reroute.insert((2, block_hash(&block.encode())), KernelStack {
+    tables.reroute.insert((2, 0, block_hash(&block.encode())), KernelStack {
         port: 1,
         ethertype: less::ETHERTYPE,
         stack: into_the_other,

@@ -98,6 +98,15 @@ impl Switch {
             if let Err(e) = sys::poll_until(&fds, timeout, &mut ready) {
                 warn!("poll: {e}");
             }
+            // A link that went down is news before the frames that woke us: they take the way
+            // around it rather than into it.
+            if fixed == 2 && ready.contains(&1) {
+                let events = self.links.as_mut().map(|l| l.drain()).unwrap_or_default();
+                for ev in events {
+                    self.link_event(ev);
+                }
+                self.sync_fast();
+            }
             // Drain every port round-robin until all are empty (or a command is waiting).
             loop {
                 let mut got = 0;
@@ -117,13 +126,6 @@ impl Switch {
                 break;
             }
             self.sync_fast();
-            if fixed == 2 && ready.contains(&1) {
-                let events = self.links.as_mut().map(|l| l.drain()).unwrap_or_default();
-                for ev in events {
-                    self.link_event(ev);
-                }
-                self.sync_fast();
-            }
             let now = self.now();
             if now >= next_harvest {
                 next_harvest = now + housekeeping;

@@ -145,6 +145,24 @@ impl Directory {
         })
     }
 
+    /// Every host known and where it is, ours first.
+    pub fn destinations(&self) -> impl Iterator<Item = (IpAddr, Location)> + '_ {
+        let ours = self.local.iter().map(|(&ip, l)| (ip, Location::Here(l.entry)));
+        let theirs = self.remote.values().flat_map(|o| {
+            o.hosts.iter().map(move |h| {
+                let addrs = o.addresses.iter().map(|a| Address { hops: a.hops.clone(), edge: Some(h.port) });
+                (h.ip, Location::There(*h, addrs.collect()))
+            })
+        });
+        ours.chain(theirs)
+    }
+
+    /// The other switches that announced hosts: their addresses, and the ports their hosts are on.
+    pub fn edges(&self) -> impl Iterator<Item = (Vec<Address>, Vec<u8>)> + '_ {
+        let with_hosts = self.remote.values().filter(|o| !o.hosts.is_empty());
+        with_hosts.map(|o| (o.addresses.clone(), o.hosts.iter().map(|h| h.port).collect()))
+    }
+
     /// Hosts known, ours and others'.
     pub fn len(&self) -> usize {
         self.local.len() + self.remote.values().map(|o| o.hosts.len()).sum::<usize>()

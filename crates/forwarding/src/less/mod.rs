@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ofp::oxm::Field;
-use packet::less::{self, Label, Rewrite, StackError};
+use packet::less::{self, Address, Label, Rewrite, StackError};
 use packet::parse::ethertype;
 use packet::{FlowKey, Packet};
 
@@ -112,27 +112,46 @@ struct Counters {
     nd_replies: u64,
 }
 
+/// Plans made ahead for the kernel, at most (its tables hold 4096 each; the rest is left for
+/// kinds of frame met later, which userspace plans as they come).
+const MAX_PLANNED: usize = 3072;
+
 /// A plan the kernel may repeat.
 enum Remembered {
     Push(IpAddr, KernelStack),
-    Detour((u32, u64), KernelStack),
+    Detour((u32, u32, u64), KernelStack),
 }
 
-/// Where the kernel looks a plan up: a host's frames by destination, or a detour by the port that
-/// is down and the frame's reroute block.
+/// Where the kernel looks a detour up: by the frame's reroute block and the port that is down
+/// (`Detour`) or the port a backtracking frame came in on (`Backtracking`).
 #[derive(Clone, Copy)]
 enum KernelKey {
-    Push(IpAddr),
     Detour(u32, u64),
+    Backtracking(u32, u64),
 }
 
 impl KernelKey {
     fn with(self, stack: KernelStack) -> Remembered {
         match self {
-            KernelKey::Push(ip) => Remembered::Push(ip, stack),
-            KernelKey::Detour(port, hash) => Remembered::Detour((port, hash), stack),
+            KernelKey::Detour(port, hash) => Remembered::Detour((port, 0, hash), stack),
+            KernelKey::Backtracking(from, hash) => Remembered::Detour((0, from, hash), stack),
         }
     }
+}
+
+/// The stack a frame with `block` leaves with on detour `d`, out of the port the stack names
+/// (0: the one the frame came in on). The block's budget is one less, its backtrack flag the
+/// detour's; a detour that ends at a host of ours delivers IP (no stack, the IP version's
+/// ethertype, which the kernel reads from the frame).
+fn detour_stack(d: &Detour, block: &Block) -> KernelStack {
+    let port = d.route.first().map_or(0, |&p| p as u32);
+    if d.case != Case::Backtrack && d.route.len() == 1 {
+        return KernelStack { port, ethertype: 0, stack: vec![] };
+    }
+    let block = Block { budget: block.budget - 1, backtrack: d.case == Case::Backtrack, ..block.clone() };
+    let mut stack = if d.case == Case::Backtrack { vec![] } else { less::encode_route(&d.route[1..], true) };
+    stack.extend_from_slice(&block.encode());
+    KernelStack { port, ethertype: less::ETHERTYPE, stack }
 }
 
 pub struct LessMode {
@@ -153,6 +172,8 @@ pub struct LessMode {
     asked: BTreeMap<IpAddr, Nanos>,
     /// What the kernel fast path may do on its own: stacks planned here for later frames.
     kernel: KernelLabels,
+    /// Something the plans depend on changed: they are made again before the mode returns.
+    stale: bool,
 }
 
 impl LessMode {
@@ -175,19 +196,127 @@ impl LessMode {
             arp_seq: seq,
             asked: BTreeMap::new(),
             kernel: KernelLabels { generation: 1, max_labels: cfg_max_labels, ..KernelLabels::default() },
+            stale: true,
         }
     }
 
-    /// Plans made before may no longer hold (a port, an address or a host changed): the kernel
-    /// forgets them and asks again.
+    /// Plans made before may no longer hold (a port, an address or a host changed): they are
+    /// made again (`settle`) before the mode hands control back.
     fn invalidate(&mut self) {
-        self.kernel.push.clear();
-        self.kernel.reroute.clear();
+        self.stale = true;
+    }
+
+    /// Makes every plan the kernel may repeat again, from what the switch knows now, when
+    /// something changed: each known host's route (its first hop's detour if that is down), and
+    /// the detour for every kind of frame (reroute block) at every port that may go down or come
+    /// back with it. The kernel then takes the first frame after a failure as it takes the rest
+    /// (docs/less.md §5); a plan that did not change is not written again (the datapath writes
+    /// differences), so an unrelated port change leaves the kernel's detours where they are.
+    fn settle(&mut self) {
+        if !self.stale {
+            return;
+        }
+        self.stale = false;
         self.kernel.ports = self.live.keys().copied().collect();
         self.kernel.edge_ports =
             self.live.keys().copied().filter(|&p| p <= 255 && self.fabric.is_edge(p as u8)).collect();
         self.kernel.down_ports = self.fabric.silent_ports().map(u32::from).collect();
+        self.kernel.push = self.plan_pushes();
+        self.kernel.reroute = self.plan_detours();
         self.kernel.generation += 1;
+    }
+
+    /// What the kernel does with a host's frame for each destination known: delivers it to a host
+    /// here, or labels it along the planned route (around our first hop when that is down).
+    fn plan_pushes(&self) -> BTreeMap<IpAddr, KernelStack> {
+        let mut push = BTreeMap::new();
+        for (dst, location) in self.directory.destinations() {
+            if push.len() == MAX_PLANNED {
+                break;
+            }
+            let stack = match location {
+                Location::Here(h) if self.is_live(h.port) => {
+                    let ethertype = if dst.is_ipv4() { ethertype::IPV4 } else { ethertype::IPV6 };
+                    KernelStack { port: h.port as u32, ethertype, stack: vec![] }
+                }
+                Location::Here(_) => continue,
+                // The route as planned, even when its first hop is down: the kernel then takes
+                // the detour planned for its block (counted as rerouted, as here).
+                Location::There(_, addresses) => {
+                    let Some(plan) = edge::plan(self.fabric.addresses(), &addresses) else { continue };
+                    if plan.route.len() < 2 {
+                        continue;
+                    }
+                    let mut stack = less::encode_route(&plan.route[1..], true);
+                    stack.extend_from_slice(&Self::first_block(&plan).encode());
+                    KernelStack { port: plan.route[0] as u32, ethertype: less::ETHERTYPE, stack }
+                }
+            };
+            push.insert(dst, stack);
+        }
+        push
+    }
+
+    /// The reroute block an ingress switch gives frames along `plan`.
+    fn first_block(plan: &edge::Plan) -> Block {
+        Block {
+            budget: reroute::INITIAL_BUDGET,
+            backtrack: false,
+            backup: plan.backup.clone(),
+            source: plan.source.clone(),
+        }
+    }
+
+    /// Detours planned ahead, for every reroute block a frame may carry through here (every
+    /// ingress switch's plan to every host's switch and port, as that switch makes it from the
+    /// addresses it announced): at each of our ports, should it go down (with every other port as
+    /// it is now), and for a frame that comes back by a port to another switch backtracking.
+    fn plan_detours(&self) -> BTreeMap<(u32, u32, u64), KernelStack> {
+        let ours: Vec<Address> = self.fabric.addresses().cloned().collect();
+        let mut edges: Vec<(Vec<Address>, Vec<u8>)> = self.directory.edges().collect();
+        let our_ports: Vec<u8> = self.directory.local_hosts().map(|h| h.port).collect();
+        edges.push((ours, our_ports));
+        // Every port may go down, a host's too, and one whose neighbour was forgotten while
+        // routes planned before still lead there. Backtracking frames come from switches.
+        let ports: Vec<u8> = self.live.keys().filter(|&&p| p <= 255).map(|&p| p as u8).collect();
+        let mut blocks = Vec::new();
+        for (i, (from, _)) in edges.iter().enumerate() {
+            for (j, (to, host_ports)) in edges.iter().enumerate() {
+                let mut host_ports = host_ports.clone();
+                host_ports.sort_unstable();
+                host_ports.dedup();
+                for &edge_port in host_ports.iter().filter(|_| i != j) {
+                    let theirs: Vec<Address> =
+                        to.iter().map(|a| Address { hops: a.hops.clone(), edge: Some(edge_port) }).collect();
+                    if let Some(plan) = edge::plan(from.iter(), &theirs) {
+                        blocks.push(Self::first_block(&plan));
+                    }
+                }
+            }
+        }
+        blocks.sort_by_key(|b| b.encode());
+        blocks.dedup();
+        let live = |p: u8| self.is_live(p);
+        let mut planned = BTreeMap::new();
+        'blocks: for block in &blocks {
+            let hash = reroute::block_hash(&block.encode());
+            let back = Block { backtrack: true, ..block.clone() };
+            for &port in &ports {
+                if planned.len() + 2 > MAX_PLANNED {
+                    break 'blocks;
+                }
+                if let Some(d) = reroute::detour(&self.fabric, block, Some(port), None, live) {
+                    planned.insert((port as u32, 0, hash), detour_stack(&d, block));
+                }
+                if self.fabric.is_edge(port) {
+                    continue;
+                }
+                if let Some(d) = reroute::detour(&self.fabric, &back, None, Some(port), live) {
+                    planned.insert((0, port as u32, hash), detour_stack(&d, &back));
+                }
+            }
+        }
+        planned
     }
 
     fn remember(&mut self, what: Remembered) {
@@ -259,16 +388,13 @@ impl LessMode {
         in_port: u8,
         out: &mut dyn Output,
     ) -> Verdict {
-        let block = Block {
-            budget: reroute::INITIAL_BUDGET,
-            backtrack: false,
-            backup: plan.backup.clone(),
-            source: plan.source.clone(),
-        };
+        let block = Self::first_block(plan);
         let first = plan.route[0];
         if !self.is_live(first) {
-            return match reroute::detour(&self.fabric, &block, Some(first), in_port, |p| self.is_live(p)) {
-                Some(d) => self.take_detour(pkt, 0, d, block, Some(KernelKey::Push(dst)), out),
+            // The kernel finds this detour as a labelled frame with this block would.
+            let key = KernelKey::Detour(first as u32, reroute::block_hash(&block.encode()));
+            return match reroute::detour(&self.fabric, &block, Some(first), Some(in_port), |p| self.is_live(p)) {
+                Some(d) => self.take_detour(pkt, 0, d, block, Some(key), out),
                 None => {
                     self.counters.no_route += 1;
                     Verdict { dropped: Some(DropReason::NoAction), entry: None }
@@ -293,38 +419,34 @@ impl LessMode {
         pkt: &mut Packet,
         stack_bytes: usize,
         d: Detour,
-        mut block: Block,
+        block: Block,
         kernel_key: Option<KernelKey>,
         out: &mut dyn Output,
     ) -> Verdict {
-        block.budget -= 1;
-        let port = d.route[0];
         match d.case {
             Case::Local => self.counters.rerouted_local += 1,
             Case::Neighbour => self.counters.rerouted_neighbour += 1,
             Case::Backtrack => self.counters.backtracked += 1,
         }
-        block.backtrack = d.case == Case::Backtrack;
-        if d.case != Case::Backtrack && d.route.len() == 1 {
+        let planned = detour_stack(&d, &block);
+        if planned.stack.is_empty() {
             // The way around ends at a host of ours: deliver as IP.
             let l3 = pkt.layout.l3 as usize;
             let Ok(et) = less::ip_ethertype(pkt.data(), l3 + stack_bytes) else {
                 return self.bad(StackError::NotIp);
             };
             pkt.replace_stack(stack_bytes, &[], et);
-            if let Some(key) = kernel_key {
-                self.remember(key.with(KernelStack { port: port as u32, ethertype: 0, stack: vec![] }));
-            }
         } else {
-            let mut stack = if d.case == Case::Backtrack { vec![] } else { less::encode_route(&d.route[1..], true) };
-            stack.extend_from_slice(&block.encode());
-            pkt.replace_stack(stack_bytes, &stack, less::ETHERTYPE);
-            // A backtrack depends on where the frame came from, which the kernel's key does not hold.
-            if let (Some(key), false) = (kernel_key, d.case == Case::Backtrack) {
-                self.remember(key.with(KernelStack { port: port as u32, ethertype: less::ETHERTYPE, stack }));
-            }
+            pkt.replace_stack(stack_bytes, &planned.stack, less::ETHERTYPE);
         }
-        out.transmit(Egress { port: port as u32, queue: None }, pkt);
+        let port = planned.port;
+        if let Some(key) = kernel_key {
+            // A first step back goes where each frame came from, which the kernel's key for a
+            // failed port does not hold: stored as port 0, the port the frame came in on.
+            let first_back = d.case == Case::Backtrack && matches!(key, KernelKey::Detour(..));
+            self.remember(key.with(KernelStack { port: if first_back { 0 } else { port }, ..planned }));
+        }
+        out.transmit(Egress { port, queue: None }, pkt);
         Verdict::default()
     }
 
@@ -346,12 +468,13 @@ impl LessMode {
         let detour = split
             .block
             .as_ref()
-            .and_then(|(b, _)| reroute::detour(&self.fabric, b, failed, in_port, |p| self.is_live(p)));
-        // A frame that arrived backtracking is not one the kernel takes a detour for.
-        let kernel_key = failed.map(|f| {
-            let entries = &pkt.data()[l3 + split.route_bytes..l3 + 4 * depth];
-            KernelKey::Detour(f as u32, reroute::block_hash(entries))
-        });
+            .and_then(|(b, _)| reroute::detour(&self.fabric, b, failed, Some(in_port), |p| self.is_live(p)));
+        let hash = reroute::block_hash(&pkt.data()[l3 + split.route_bytes..l3 + 4 * depth]);
+        let kernel_key = match failed {
+            Some(f) => KernelKey::Detour(f as u32, hash),
+            None => KernelKey::Backtracking(in_port as u32, hash),
+        };
+        let kernel_key = Some(kernel_key);
         match (detour, split.block) {
             (Some(d), Some((block, _))) => self.take_detour(pkt, 4 * depth, d, block, kernel_key, out),
             _ => {
@@ -444,25 +567,13 @@ impl Mode for LessMode {
         }
         self.dirty = true;
         self.invalidate();
+        self.settle();
     }
 
     fn receive(&mut self, pkt: &mut Packet, key: &FlowKey, now: Nanos, out: &mut dyn Output) -> Verdict {
-        let in_port = key.in_port() as u8;
-        match key.eth_type() {
-            less::ETHERTYPE => self.labelled(pkt, in_port, out),
-            less::PROTOCOL_ETHERTYPE => self.protocol(pkt, in_port, now, out),
-            ethertype::ARP if self.fabric.is_edge(in_port) => self.arp(key, in_port, now, out),
-            ethertype::IPV6 if self.fabric.is_edge(in_port) && control::is_neighbour_discovery(key) => {
-                self.neighbour_discovery(key, in_port, now, out)
-            }
-            ethertype::IPV4 | ethertype::IPV6 if self.fabric.is_edge(in_port) => {
-                self.ingress(pkt, key, in_port, now, out)
-            }
-            _ => {
-                self.counters.not_less += 1;
-                Verdict { dropped: Some(DropReason::NoAction), entry: None }
-            }
-        }
+        let verdict = self.receive_frame(pkt, key, now, out);
+        self.settle();
+        verdict
     }
 
     fn kernel_entry(&self, _id: EntryId) -> Option<KernelEntry<'_>> {
@@ -482,6 +593,40 @@ impl Mode for LessMode {
     }
 
     fn tick(&mut self, now: Nanos, out: &mut dyn Output) {
+        self.timed_work(now, out);
+        self.settle();
+    }
+
+    fn kernel_labels(&self) -> Option<&KernelLabels> {
+        Some(&self.kernel)
+    }
+
+    fn counters(&self) -> Vec<CounterGroup> {
+        self.counter_groups()
+    }
+}
+
+impl LessMode {
+    fn receive_frame(&mut self, pkt: &mut Packet, key: &FlowKey, now: Nanos, out: &mut dyn Output) -> Verdict {
+        let in_port = key.in_port() as u8;
+        match key.eth_type() {
+            less::ETHERTYPE => self.labelled(pkt, in_port, out),
+            less::PROTOCOL_ETHERTYPE => self.protocol(pkt, in_port, now, out),
+            ethertype::ARP if self.fabric.is_edge(in_port) => self.arp(key, in_port, now, out),
+            ethertype::IPV6 if self.fabric.is_edge(in_port) && control::is_neighbour_discovery(key) => {
+                self.neighbour_discovery(key, in_port, now, out)
+            }
+            ethertype::IPV4 | ethertype::IPV6 if self.fabric.is_edge(in_port) => {
+                self.ingress(pkt, key, in_port, now, out)
+            }
+            _ => {
+                self.counters.not_less += 1;
+                Verdict { dropped: Some(DropReason::NoAction), entry: None }
+            }
+        }
+    }
+
+    fn timed_work(&mut self, now: Nanos, out: &mut dyn Output) {
         if self.fabric.expire(now, self.cfg.dead_ns, self.cfg.hold_ns) {
             self.dirty = true;
             self.announce = true;
@@ -512,11 +657,7 @@ impl Mode for LessMode {
         }
     }
 
-    fn kernel_labels(&self) -> Option<&KernelLabels> {
-        Some(&self.kernel)
-    }
-
-    fn counters(&self) -> Vec<CounterGroup> {
+    fn counter_groups(&self) -> Vec<CounterGroup> {
         let c = &self.counters;
         let mut counters = vec![
             ("shifted", c.shifted),

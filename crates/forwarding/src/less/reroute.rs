@@ -83,21 +83,7 @@ pub fn split(frame: &[u8], at: usize, depth: usize) -> Split {
     Split { route_bytes: 4 * routes, block }
 }
 
-/// The key the kernel finds a detour by for a frame whose block is `entries` (bpf/fastpath.h
-/// `less_reroute_key`): the block's words hashed as the megaflow key is, budget and flags (which
-/// change as the frame travels) masked out of the first.
-pub fn block_hash(entries: &[u8]) -> u64 {
-    const HASH_MUL: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut h = 0u64;
-    for (i, w) in entries.chunks_exact(4).enumerate() {
-        let mut word = u32::from_be_bytes(w.try_into().unwrap()) as u64;
-        if i == 0 {
-            word &= 0xffff;
-        }
-        h = (h ^ word).wrapping_mul(HASH_MUL);
-    }
-    h ^ (h >> 32)
-}
+pub use packet::less::block_hash;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Case {
@@ -114,24 +100,27 @@ pub enum Case {
 pub struct Detour {
     pub case: Case,
     /// Output ports from this switch on, this switch's first. For a backtrack: the one port the
-    /// frame leaves by, with no route under it (the next switch tries again).
+    /// frame leaves by, with no route under it (the next switch tries again); none when planned
+    /// ahead for any frame: the port each came in on.
     pub route: Vec<u8>,
 }
 
 /// The way around for a frame with `block` that cannot leave by the port it should (`failed`;
 /// `None` for a frame that arrived backtracking). `came_in`: the port it arrived on, which a
-/// backtracking frame must not be sent back through. `live`: whether a port can send.
+/// backtracking frame must not be sent back through; `None` when planning ahead for a port's
+/// failure, for frames from anywhere (a first backtrack then goes back the way each came, which
+/// the kernel checks is no host's). `live`: whether a port can send.
 pub fn detour(
     fabric: &Fabric,
     block: &Block,
     failed: Option<u8>,
-    came_in: u8,
+    came_in: Option<u8>,
     live: impl Fn(u8) -> bool,
 ) -> Option<Detour> {
     if block.budget == 0 {
         return None;
     }
-    let usable = |p: u8| live(p) && Some(p) != failed && !(block.backtrack && p == came_in);
+    let usable = |p: u8| live(p) && Some(p) != failed && !(block.backtrack && Some(p) == came_in);
     // (a) Our own routes. If one of our addresses is a prefix of the backup, the backup runs
     // through us, and any route from another of our addresses would come back through us: only
     // those prefixes' routes count.
@@ -161,6 +150,7 @@ pub fn detour(
     }
     // (c) Back: the way the frame came, the first time (never to a host); then toward the source.
     if !block.backtrack {
+        let Some(came_in) = came_in else { return Some(Detour { case: Case::Backtrack, route: vec![] }) };
         let back = live(came_in) && !fabric.is_edge(came_in);
         return back.then(|| Detour { case: Case::Backtrack, route: vec![came_in] });
     }
@@ -227,7 +217,7 @@ mod tests {
         assert_eq!(addrs, ["1/1.3/1", "2/1.3/2"]);
         // The backup is a host on 7's port 6. Our port 1 is down: (a) goes up port 2 to 7.
         let block = Block { budget: 3, backtrack: false, backup: addr(&[(2, 1)], Some(6)), source: addr(&[], None) };
-        let d = detour(&me, &block, Some(1), 1, |p| p != 1).unwrap();
+        let d = detour(&me, &block, Some(1), Some(1), |p| p != 1).unwrap();
         assert_eq!(d, Detour { case: Case::Local, route: vec![2, 6] });
     }
 
@@ -244,7 +234,7 @@ mod tests {
         assert_eq!(me.addresses().map(|a| a.to_string()).collect::<Vec<_>>(), ["1/1"]);
         let block =
             Block { budget: 3, backtrack: false, backup: addr(&[(3, 1), (5, 1)], Some(2)), source: addr(&[], None) };
-        let d = detour(&me, &block, Some(1), 4, |p| p != 1).unwrap();
+        let d = detour(&me, &block, Some(1), Some(4), |p| p != 1).unwrap();
         assert_eq!(d, Detour { case: Case::Neighbour, route: vec![3, 5, 2] });
     }
 
@@ -260,19 +250,22 @@ mod tests {
         // The backup is under our own failed port 2: no way around from here.
         let mut block =
             Block { budget: 2, backtrack: false, backup: addr(&[(1, 1), (2, 1)], Some(3)), source: addr(&[], None) };
-        let d = detour(&me, &block, Some(2), 4, |p| p != 2).unwrap();
+        let d = detour(&me, &block, Some(2), Some(4), |p| p != 2).unwrap();
         assert_eq!(d, Detour { case: Case::Backtrack, route: vec![4] });
+        // Planned ahead, for frames from wherever: back the way each came (no port named).
+        let d = detour(&me, &block, Some(2), None, |_| true).unwrap();
+        assert_eq!(d, Detour { case: Case::Backtrack, route: vec![] });
         // Backtracking, it arrived on 4 (port 2 still down): toward the source (the root) is port 1.
         block.backtrack = true;
-        let d = detour(&me, &block, None, 4, |p| p != 2).unwrap();
+        let d = detour(&me, &block, None, Some(4), |p| p != 2).unwrap();
         assert_eq!(d, Detour { case: Case::Backtrack, route: vec![1] });
         // Once port 2 is back, the same frame goes down it.
-        assert_eq!(detour(&me, &block, None, 4, |_| true).unwrap(), Detour { case: Case::Local, route: vec![2, 3] });
+        assert_eq!(detour(&me, &block, None, Some(4), |_| true).unwrap(), Detour { case: Case::Local, route: vec![2, 3] });
         block.budget = 0;
-        assert_eq!(detour(&me, &block, None, 4, |_| true), None);
+        assert_eq!(detour(&me, &block, None, Some(4), |_| true), None);
         // Never backtracked to a host: port 3 has no switch behind it.
         block.budget = 2;
         block.backtrack = false;
-        assert_eq!(detour(&me, &block, Some(2), 3, |p| p != 2), None);
+        assert_eq!(detour(&me, &block, Some(2), Some(3), |p| p != 2), None);
     }
 }
