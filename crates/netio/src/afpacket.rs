@@ -424,7 +424,10 @@ impl PortTx for AfPacketTx {
             status = TP_STATUS_AVAILABLE;
         }
         if status != TP_STATUS_AVAILABLE {
-            // The kernel is still sending what we queued a ring ago: push it along once.
+            // The kernel is still sending what we queued a ring ago: push it along once. Always:
+            // a kick made while the link was down sent nothing and left the ring full, and
+            // without another the port would never send again.
+            self.pending = true;
             self.flush();
             if self.ring.status(i) != TP_STATUS_AVAILABLE {
                 return Err(TxError::Busy);
@@ -454,6 +457,9 @@ impl PortTx for AfPacketTx {
 
     fn link_changed(&mut self) {
         self.max_len = max_len(&self.name);
+        // What waited on the ring while the link was down goes now that it may be up.
+        self.pending = true;
+        self.flush();
     }
 }
 

@@ -260,11 +260,22 @@ pub fn poll_until(fds: &[RawFd], timeout: Option<std::time::Duration>, ready: &m
         return Err(e);
     }
     for (i, p) in pfds.iter().enumerate() {
+        if p.revents & libc::POLLERR != 0 {
+            take_error(p.fd);
+        }
         if p.revents & (libc::POLLIN | libc::POLLERR | libc::POLLHUP) != 0 {
             ready.push(i);
         }
     }
     Ok(())
+}
+
+/// Reads (and so clears) a socket's pending error. A packet socket whose interface went down
+/// holds ENETDOWN, which nothing reading a memory-mapped ring ever collects: it would make every
+/// poll return at once, and the thread spin, for as long as the socket lives.
+fn take_error(fd: RawFd) {
+    // A descriptor that is not a socket says ENOTSOCK: nothing to clear.
+    let _ = getsockopt::<libc::c_int>(fd, libc::SOL_SOCKET, libc::SO_ERROR);
 }
 
 pub use crate::netlink::{create_veth, delete_link};

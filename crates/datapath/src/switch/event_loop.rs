@@ -83,10 +83,12 @@ impl Switch {
             for p in self.ports.values() {
                 // A scheduled port says when its next frame is due; an unscheduled one with a
                 // backlog found its socket full, and is tried again shortly.
+                // A port whose link is down is not retried: its socket takes nothing until the
+                // link comes back, and the link's news wakes the loop then.
                 match (p.egress.scheduler(), p.egress.next_wake()) {
                     (Some(_), Some(t)) => scheduled = scheduled.min(t),
                     (Some(_), None) => {}
-                    (None, _) if p.egress.backlog() > 0 => wake = wake.min(now + EGRESS_RETRY),
+                    (None, _) if p.egress.backlog() > 0 && p.can_send() => wake = wake.min(now + EGRESS_RETRY),
                     (None, _) => {}
                 }
             }

@@ -122,6 +122,11 @@ impl SwitchPort {
         PortView { config: self.desc.config, state: self.desc.state }
     }
 
+    /// The link is up, as far as the switch last heard.
+    pub fn can_send(&self) -> bool {
+        self.desc.state & state::LINK_DOWN == 0 && self.desc.config & config::PORT_DOWN == 0
+    }
+
     /// Configured not to receive, or administratively down.
     pub fn blocked(&self) -> bool {
         self.desc.config & (config::NO_RECV | config::PORT_DOWN) != 0
