@@ -199,9 +199,9 @@ def run(out, quick=False, switches=()):
     return [lat, tput, rr]
 
 
-def failure(fabric, src, dst, link, size, seconds, log):
-    """A stream src → dst at REROUTE_RATE while `link` (an interface) goes down a third of the way
-    in; what it measured. The link is brought back up after."""
+def failure(fabric, src, dst, link, size, seconds, log, rate=REROUTE_RATE):
+    """A stream src → dst at `rate` while `link` (an interface) goes down a third of the way in;
+    what it measured. The link is brought back up after."""
     marks = {}
     peer = next(b if a == link else a for a, b in fabric.links if link in (a, b))
     watch = netns.CarrierWatch([link, peer])
@@ -213,7 +213,7 @@ def failure(fabric, src, dst, link, size, seconds, log):
     try:
         # The sender runs at SCHED_FIFO: taking a link down stalls the machine for milliseconds,
         # and a SCHED_OTHER sender stops sending for as long, which hid the switches' reaction.
-        sent, got = less.stream(src, dst, size, REROUTE_RATE, seconds, None, log=log, during=fail, at=seconds / 3,
+        sent, got = less.stream(src, dst, size, rate, seconds, None, log=log, during=fail, at=seconds / 3,
                                fifo=True)
     finally:
         lost_at = watch.close()
@@ -225,14 +225,14 @@ def failure(fabric, src, dst, link, size, seconds, log):
     after = sorted(rx - tx for _, tx, rx in frames if tx > down + 1_000_000)
     rx_times = sorted(rx for _, _, rx in frames)
     gaps = [b_ - a_ for a_, b_ in zip(rx_times, rx_times[1:]) if a_ > down - 5_000_000]
-    outage = max(gaps) - 1e9 / REROUTE_RATE if gaps else 0.0
+    outage = max(gaps) - 1e9 / rate if gaps else 0.0
     # The first frame sent after the carrier loss that arrived came round the failure (the old
     # path had no carrier): how long after the loss it arrived.
     first = min((rx for _, tx, rx in frames if tx >= lost_at), default=None)
     # The machine stalls while the kernel takes a link down (RCU waits, IPIs on two cores), and
     # the sender with it: the longest pause in its schedule around the loss says how much of the
     # above was the sender's. Frames lost in a pause count as sent on time.
-    spacing = 1e9 / REROUTE_RATE
+    spacing = 1e9 / rate
     near = sorted((seq, tx) for seq, tx, _ in frames if lost_at - 5_000_000 < tx < lost_at + 20_000_000)
     stall = max((tb - ta - (sb - sa) * spacing for (sa, ta), (sb, tb) in zip(near, near[1:])), default=0.0)
     q = lambda xs, p: xs[min(len(xs) - 1, int(p * len(xs)))] / 1e3 if xs else 0.0
@@ -244,18 +244,22 @@ def failure(fabric, src, dst, link, size, seconds, log):
                 during_fraction=round(after_loss / max(1, after_loss + got["lost"]), 3))
 
 
-RECOVERY_REPEATS = 20
+RECOVERY_REPEATS = 30
+#: Frames 50 µs apart: the first frame after a failure waits up to that long to be sent, which
+#: every figure of the recovery table includes.
+RECOVERY_RATE = 20_000
 
 
 def recovery_table():
     return Table("less-recovery", "LESS recovery per case and datapath: carrier loss to the first frame round it",
                  ["datapath", "timing", "case", "runs", "first_p50_us", "first_p99_us", "first_max_us",
                   "detour_p50_us", "stall_max_us", "lost_p50", "lost_max", "looped", "target_p99_us"],
-                 note=f"{REROUTE_RATE} frames/s of 256 bytes across the six-switch fabric; one link taken down a "
+                 note=f"{RECOVERY_RATE} frames/s of 256 bytes across the six-switch fabric; one link taken down a "
                       "third of the way into a 0.6 s stream, then brought back, `runs` times per row. first: from "
                       "the carrier loss (the netlink event, stamped by `ip monitor` at SCHED_FIFO) to the arrival of "
-                      "the first frame sent after it (frames leave every 100 µs: up to 100 µs of each figure is "
-                      "waiting for that frame); p99 by nearest rank (with 20 runs, the largest). detour: the median "
+                      "the first frame sent after it (frames leave every 50 µs: up to 50 µs of each figure is "
+                      "waiting for that frame); p50 and p99 interpolated between runs (numpy's default), and the "
+                      "largest. detour: the median "
                       "latency of the frames sent 1 ms after the loss and later, on the same way round: what "
                       "crossing the detour's switches costs at all (the six userspace switches share two cores "
                       "with the sender and receiver). timing: the switches' `egress_timing` (fifo: the "
@@ -274,7 +278,12 @@ def spent_everywhere(sws):
 def recovery_runs(table, repeats, datapaths):
     """Each case's failure `repeats` times per datapath ("user+fifo": userspace with the loop at
     SCHED_FIFO): the first frame round it, p50 and p99."""
-    rank = lambda xs, p: sorted(xs)[max(0, -(-len(xs) * p // 100) - 1)] if xs else None
+    def rank(xs, p):
+        if not xs:
+            return None
+        xs, at = sorted(xs), (len(xs) - 1) * p / 100
+        lo = int(at)
+        return round(xs[lo] + (xs[min(lo + 1, len(xs) - 1)] - xs[lo]) * (at - lo), 1)
     for spec in datapaths:
         dp, _, timing = spec.partition("+")
         netns.cleanup()
@@ -290,7 +299,8 @@ def recovery_runs(table, repeats, datapaths):
                 for i in range(repeats):
                     progress(f"less: recovery, case {case}, {dp}, run {i + 1}/{repeats}")
                     log = run_dir("less") / f"rec-{dp}-{case}.log"
-                    got = failure(fabric, hosts[src_name], hb, less.iface(fabric, a, b), 256, 0.6, log)
+                    got = failure(fabric, hosts[src_name], hb, less.iface(fabric, a, b), 256, 0.6, log,
+                                  rate=RECOVERY_RATE)
                     if got["first_rerouted_us"] is not None:
                         firsts.append(got["first_rerouted_us"])
                     stalls.append(got["sender_stall_us"])

@@ -1,7 +1,11 @@
 """TSN egress scheduling (issue 13; seed 002's TSN switch has 8 queues per port picked by strict
 priority, round robin, CBS and TAS). A high-priority stream's latency through a paced port as
 best-effort load rises, per scheduler; and where a gated queue's frames leave within the cycle,
-per timing strategy (sleep, SCHED_FIFO, busy polling), against its gate window."""
+per timing strategy (sleep, SCHED_FIFO, busy polling), against its gate window. Then the streams
+mode: 802.1Qci policing accuracy (a two-rate meter offered below, between and over its rates,
+against the token-bucket bounds) and 802.1CB elimination under repeated link cuts."""
+
+import time
 
 from .. import netns
 from ..netns import Topology
@@ -9,6 +13,8 @@ from ..switches import Edgeflow
 from ..loadgen import LOADGEN_BIN, finish_receiver, start_receiver
 from ..traffic import iperf3_tcp
 from ..tsn import WIRE_OVERHEAD, flows, fps_for, read_log, streams, switch, wire_mbps
+from ..less import stream
+from ..streams import frer_pair, meter_bounds, qci_switch, stream_counters
 from ..util import run_dir
 from .common import Table, median, plot, progress
 
@@ -174,6 +180,58 @@ def unscheduled_runs(topo, seconds, table, rounds=1):
                   tcp_gbps=median(got[k]) / 1e9, of_unscheduled=median(ratios[k]) if k in ratios else 1.0)
 
 
+#: Offered to the metered stream (4 Mbit/s committed, 2 excess): below, between, over both.
+QCI_OFFERED_MBPS = [2, 5, 8, 12, 20]
+QCI_SIZE = 500
+
+
+def qci_runs(table, datapaths, seconds):
+    """The metered stream at each offered rate: green, yellow and red against the meter's bounds."""
+    for dp in datapaths:
+        with qci_switch("qx", dp) as (f, sw):
+            talker, listener = f.hosts
+            for mbps in QCI_OFFERED_MBPS:
+                progress(f"tsn: qci, {dp}, {mbps} Mbit/s")
+                rate = int(mbps * 1e6 / 8 / QCI_SIZE)
+                before = stream_counters(sw, "metered")
+                sent, got = stream(talker, listener, QCI_SIZE, rate, seconds, flow=31)
+                after = stream_counters(sw, "metered")
+                green, yellow, red = (after[k] - before[k] for k in ("green", "yellow", "red"))
+                bound_green, bound_yellow = meter_bounds(sent["sent"], rate, QCI_SIZE)
+                want_green = min(sent["sent"], bound_green)
+                want_yellow = min(sent["sent"] - want_green, bound_yellow)
+                table.add(datapath=dp, offered_mbps=mbps, sent=sent["sent"], green=green,
+                          want_green=round(want_green), yellow=yellow, want_yellow=round(want_yellow), red=red,
+                          received=got["received"],
+                          passed_of_want=round((green + yellow) / (want_green + want_yellow), 4))
+                time.sleep(0.1)
+
+
+def frer_runs(table, datapaths, repeats, seconds=1.5):
+    """The replicated stream, one of its two links cut halfway through and restored, `repeats`
+    times (the links in turn)."""
+    for dp in datapaths:
+        totals = dict(sent=0, received=0, lost=0, duplicates=0, discarded=0, y_lost=0, out_of_order=0)
+        with frer_pair("fx", dp) as (f, switches):
+            talker, listener = f.hosts
+            for i in range(repeats):
+                progress(f"tsn: frer, {dp}, cut {i + 1}/{repeats}")
+                cut = f.ports["a"][1 + i % 2]
+                before = stream_counters(switches["b"])
+                sent, got = stream(talker, listener, 256, 2000, seconds, flow=32,
+                                   during=lambda: netns.sh("ip", "link", "set", cut, "down"), at=seconds / 2)
+                netns.sh("ip", "link", "set", cut, "up")
+                after = stream_counters(switches["b"])
+                totals["sent"] += sent["sent"]
+                totals["received"] += got["received"]
+                totals["lost"] += got["lost"]
+                totals["duplicates"] += got["duplicates"]
+                for k, col in (("discarded", "discarded"), ("lost", "y_lost"), ("out_of_order", "out_of_order")):
+                    totals[col] += after[k] - before[k]
+                time.sleep(0.3)
+        table.add(datapath=dp, cuts=repeats, **totals)
+
+
 def run(out, quick=False, switches=()):
     seconds = 1.0 if quick else 4.0
     # The gate targets are about 99.9 %: a full run sends 20 000 gated frames per strategy.
@@ -218,10 +276,26 @@ def run(out, quick=False, switches=()):
         gate_runs(topo, gate_seconds, gate_table, timelines)
         idle_runs(topo, seconds, idle, rounds=1 if quick else 5)
         unscheduled_runs(topo, seconds, unscheduled, rounds=1 if quick else 3)
-    lat.write(out)
-    gate_table.write(out)
-    idle.write(out)
-    unscheduled.write(out)
+    qci = Table("tsn-qci", f"802.1Qci flow meter accuracy: {QCI_SIZE}-byte frames offered to a stream metered "
+                           "at 4 Mbit/s committed and 2 Mbit/s excess (3000-byte buckets, colour-blind, uncoupled)",
+                ["datapath", "offered_mbps", "sent", "green", "want_green", "yellow", "want_yellow", "red",
+                 "received", "passed_of_want"],
+                note="want: what the two token buckets allow of the frames sent (each full at the start, then "
+                     "its rate over the stream's span; green first, yellow of the rest). passed_of_want: (green + "
+                     "yellow) / (want_green + want_yellow). received: the listener's count (green and yellow pass; "
+                     "yellow marked drop-eligible). The streams mode runs in userspace on every datapath.")
+    frer = Table("tsn-frer", "802.1CB replication and elimination under link cuts: a stream numbered and copied onto "
+                             "two links by X, the first copy of each number passed by Y; one link cut halfway "
+                             "through each run and restored, the two links in turn",
+                 ["datapath", "cuts", "sent", "received", "lost", "duplicates", "discarded", "y_lost",
+                  "out_of_order"],
+                 note="256-byte frames at 2000/s, 1.5 s a run. received, lost, duplicates: at the listener "
+                      "(loadgen's sequence numbers). discarded, y_lost, out_of_order: Y's recovery counters "
+                      "(history length 32). Target: nothing lost, nothing duplicated.")
+    qci_runs(qci, ["user"] if quick else ["user", "xdp"], 1.0 if quick else 3.0)
+    frer_runs(frer, ["user"] if quick else ["user", "xdp"], 2 if quick else 10)
+    for t in (lat, gate_table, idle, unscheduled, qci, frer):
+        t.write(out)
 
     def draw(plt):
         ax1 = plt.subplot(1, 2, 1)
@@ -241,4 +315,4 @@ def run(out, quick=False, switches=()):
         ax2.legend(fontsize=8)
 
     plot(out / "tsn.png", draw)
-    return [lat, gate_table, idle, unscheduled]
+    return [lat, gate_table, idle, unscheduled, qci, frer]
