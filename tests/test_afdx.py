@@ -314,6 +314,11 @@ def test_compiled_program_runs_on_open_vswitch_and_edgeflow():
         script = run_dir("afdx") / "compiled.sh"
         r = netns.sh(EDGEFLOW_BIN, "afdx", "compile", str(cfg), "--network", "a")
         script.write_text(r.stdout)
+        # Without the flag the config's own `[afdx] network` decides, and with none, any.
+        commands = lambda text: [line for line in text.splitlines() if not line.startswith("#")]
+        on_a = net.write_config(vls, "compiled-on-a", network="a")
+        assert commands(netns.sh(EDGEFLOW_BIN, "afdx", "compile", str(on_a)).stdout) == commands(r.stdout)
+        assert commands(netns.sh(EDGEFLOW_BIN, "afdx", "compile", str(cfg)).stdout) != commands(r.stdout)
         for name, switch in (("ovs", OvsNetdev(net.ports("a"), fail_mode="secure", log_name="ovs-afdx")),
                              ("edgeflow", Edgeflow(net.ports("a"), fail_mode="secure", log_name="afdx-compiled"))):
             with switch as sw:

@@ -59,9 +59,9 @@ enum AfdxCmd {
     Compile {
         config: PathBuf,
         /// The network of the switch it is for (a, b, or any): the interface id its flows accept
-        /// in source MACs.
-        #[arg(long, default_value = "any")]
-        network: String,
+        /// in source MACs. Default: the config's `[afdx] network`, else any.
+        #[arg(long)]
+        network: Option<String>,
     },
 }
 
@@ -244,17 +244,23 @@ fn main() -> ExitCode {
         #[cfg(feature = "afdx")]
         Cmd::Afdx(AfdxCmd::Compile { config, network }) => {
             use forwarding::afdx::compile::{compile, ovs_ofctl_script, Network};
-            let network = match network.as_str() {
-                "a" => Network::A,
-                "b" => Network::B,
-                "any" => Network::Any,
-                other => {
+            let flag = match network.as_deref() {
+                None => None,
+                Some("a") => Some(Network::A),
+                Some("b") => Some(Network::B),
+                Some("any") => Some(Network::Any),
+                Some(other) => {
                     eprintln!("edgeflow: --network {other}: expected a, b or any");
                     return ExitCode::from(2);
                 }
             };
             match config::load_afdx(&config) {
-                Ok((vls, constant)) => {
+                Ok((vls, constant, configured)) => {
+                    let network = flag.unwrap_or(match configured {
+                        Some(forwarding::afdx::NETWORK_A) => Network::A,
+                        Some(forwarding::afdx::NETWORK_B) => Network::B,
+                        _ => Network::Any,
+                    });
                     let title = format!("{} virtual links of {}", vls.len(), config.display());
                     print!("{}", ovs_ofctl_script(&compile(&vls, constant, network), &title));
                     ExitCode::SUCCESS

@@ -194,6 +194,18 @@ pub fn driver(name: &str) -> Option<String> {
     Some(String::from_utf8_lossy(&info.driver[..len]).into_owned())
 }
 
+/// The name of interface `ifindex`, while it exists.
+pub fn if_name(ifindex: u32) -> Option<String> {
+    let mut buf = [0 as libc::c_char; libc::IF_NAMESIZE];
+    // SAFETY: buf has the IF_NAMESIZE bytes if_indextoname writes at most.
+    let p = unsafe { libc::if_indextoname(ifindex, buf.as_mut_ptr()) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: on success buf holds a NUL-terminated name.
+    Some(unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) }.to_string_lossy().into_owned())
+}
+
 /// Whether the link has carrier (false also when the interface is administratively down).
 pub fn carrier(name: &str) -> bool {
     let mut v = [ETHTOOL_GLINK, 0u32];

@@ -141,10 +141,13 @@ impl CarrierGuard {
                         p.lost.remove(&ev.ifindex);
                         continue;
                     }
-                    p.lost.insert(ev.ifindex);
-                    let Some((key, value)) = p.find(ev.ifindex).filter(|(_, v)| v[4] == 1) else { continue };
-                    value[4] = 0;
+                    let Some((key, value)) = p.find(ev.ifindex) else { continue };
+                    let was_live = std::mem::replace(&mut value[4], 0) == 1;
                     let value = *value;
+                    p.lost.insert(ev.ifindex);
+                    if !was_live {
+                        continue;
+                    }
                     match map.update(&key, &value) {
                         Ok(()) => p.marked += 1,
                         Err(e) => tracing::warn!(ifindex = ev.ifindex, "carrier guard: port not marked down: {e}"),
@@ -203,6 +206,10 @@ impl FastPath {
         // Every port number the kernel may read has an entry: unknown ones are all zero.
         let shared = self.labels.ports.clone();
         let mut entries = shared.lock().unwrap_or_else(|e| e.into_inner());
+        // A lost interface is written down until it is up again: asked now, under the lock, so
+        // that neither an up the guard saw before this thread heard of the loss, nor the other
+        // way round, leaves the kernel's entry wrong.
+        entries.lost.retain(|&i| !netio::sys::if_name(i).is_some_and(|n| netio::sys::carrier(&n)));
         let port_values = (0..LESS_MAX_PORTS)
             .map(|no| {
                 let mut v = [0u8; LESS_PORT_BYTES];

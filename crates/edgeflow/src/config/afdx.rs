@@ -47,8 +47,9 @@ pub(super) fn afdx(cx: &Ctx<'_>, file: &File, ports: &[(u32, String)]) -> Result
 }
 
 /// The AFDX table of a config file alone (for `edgeflow afdx compile`): checked like the running
-/// switch's, but against the file's own `[[port]]` entries only if it has any.
-pub fn load_afdx(path: &Path) -> Result<(Vec<forwarding::afdx::VirtualLink>, u32), String> {
+/// switch's, but against the file's own `[[port]]` entries only if it has any. With the MAC
+/// constant and the network (`[afdx] network`) when the file names one.
+pub fn load_afdx(path: &Path) -> Result<(Vec<forwarding::afdx::VirtualLink>, u32, Option<u8>), String> {
     let (file, src) = load_file(path)?;
     let display = path.display().to_string();
     let cx = Ctx { path: &display, src: &src };
@@ -59,7 +60,7 @@ pub fn load_afdx(path: &Path) -> Result<(Vec<forwarding::afdx::VirtualLink>, u32
         .map(|(i, p)| (p.number.as_ref().map_or(i as u32 + 1, |n| *n.get_ref()), p.name.get_ref().clone()))
         .collect();
     match afdx_table(&cx, &file, (!ports.is_empty()).then_some(&ports[..]))? {
-        Some(ModeSetting::Afdx { vls, mac_constant, .. }) => Ok((vls, mac_constant)),
+        Some(ModeSetting::Afdx { vls, mac_constant, network }) => Ok((vls, mac_constant, network)),
         _ => Err(format!("{display}: no [[afdx.vl]] entries")),
     }
 }

@@ -207,9 +207,8 @@ impl LessMode {
     }
 
     /// Makes every plan the kernel may repeat again, from what the switch knows now, when
-    /// something changed: each known host's route (its first hop's detour if that is down), and
-    /// the detour for every kind of frame (reroute block) at every port that may go down or come
-    /// back with it. The kernel then takes the first frame after a failure as it takes the rest
+    /// something changed: each known host's route, and the detour for every kind of frame
+    /// (reroute block) at every port that may go down or that it may come back by. The kernel then takes the first frame after a failure as it takes the rest
     /// (docs/less.md §5); a plan that did not change is not written again (the datapath writes
     /// differences), so an unrelated port change leaves the kernel's detours where they are.
     fn settle(&mut self) {
@@ -227,7 +226,8 @@ impl LessMode {
     }
 
     /// What the kernel does with a host's frame for each destination known: delivers it to a host
-    /// here, or labels it along the planned route (around our first hop when that is down).
+    /// here, or labels it along the planned route (whose block finds the detour when the first
+    /// hop is down).
     fn plan_pushes(&self) -> BTreeMap<IpAddr, KernelStack> {
         let mut push = BTreeMap::new();
         for (dst, location) in self.directory.destinations() {
@@ -282,10 +282,14 @@ impl LessMode {
         let mut blocks = Vec::new();
         for (i, (from, _)) in edges.iter().enumerate() {
             for (j, (to, host_ports)) in edges.iter().enumerate() {
+                // A switch's own hosts are reached without labels.
+                if i == j {
+                    continue;
+                }
                 let mut host_ports = host_ports.clone();
                 host_ports.sort_unstable();
                 host_ports.dedup();
-                for &edge_port in host_ports.iter().filter(|_| i != j) {
+                for &edge_port in &host_ports {
                     let theirs: Vec<Address> =
                         to.iter().map(|a| Address { hops: a.hops.clone(), edge: Some(edge_port) }).collect();
                     if let Some(plan) = edge::plan(from.iter(), &theirs) {
