@@ -287,8 +287,10 @@ def test_reroute_cases_keep_traffic_flowing_and_addresses_reconverge(datapath):
                                     at=1.0, flow=7)
             after = counters(sws[where])
             kernel = after["kernel"].get("rerouted", 0) - before["kernel"].get("rerouted", 0)
+            marked = after["kernel"].get("ports_marked_down", 0) - before["kernel"].get("ports_marked_down", 0)
             print(f"case {case} ({datapath}): sent {sent['sent']} received {got['received']} lost {got['lost']}, "
-                  f"{where}.{counter} +{after[counter] - before[counter]}, kernel rerouted +{kernel}")
+                  f"{where}.{counter} +{after[counter] - before[counter]}, kernel rerouted +{kernel}, "
+                  f"marked down by the carrier guard +{marked}")
             # Frames handed to the link before the switch heard of the loss are lost (milliseconds of
             # them in userspace: netlink, then the loop); nothing after. At 2 000 frames/s, 100 ms
             # of them would be 200: far over what rerouting costs, far under what a switch that

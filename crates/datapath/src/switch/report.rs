@@ -79,8 +79,10 @@ impl Switch {
             let [hits, misses, upcalls, slow, _] = f.counters();
             let drops: serde_json::Map<String, Value> =
                 f.drops().into_iter().map(|(r, n)| (r.to_string(), json!(n))).collect();
-            let labels: serde_json::Map<String, Value> =
+            let mut labels: serde_json::Map<String, Value> =
                 f.label_counters().into_iter().map(|(r, n)| (r.to_string(), json!(n))).collect();
+            // Ports the carrier guard wrote down before the forwarding thread had heard.
+            labels.insert("ports_marked_down".into(), json!(f.ports_marked_down()));
             let links: serde_json::Map<String, Value> =
                 f.link_counters().into_iter().map(|(r, n)| (r.to_string(), json!(n))).collect();
             json!({"hits": hits, "misses": misses, "upcalls": upcalls, "slow": slow,
