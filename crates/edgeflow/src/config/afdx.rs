@@ -218,8 +218,12 @@ mod tests {
             "[[afdx.vl]]\nid = 7\nin_port = 1\nout_ports = [9]\nbag_ms = 8\nsmin = 64\nsmax = 64\npriority = \"low\"\n";
         let bare = dir.join("bare.toml");
         std::fs::write(&bare, vl).unwrap();
-        let (vls, constant) = load_afdx(&bare).unwrap();
-        assert_eq!((vls.len(), vls[0].out_ports.clone(), constant), (1, vec![9], 0x0300_0000));
+        let (vls, constant, network) = load_afdx(&bare).unwrap();
+        assert_eq!((vls.len(), vls[0].out_ports.clone(), constant, network), (1, vec![9], 0x0300_0000, None));
+        // The network the file names comes with the table (for `afdx compile` without --network).
+        let on_b = dir.join("on-b.toml");
+        std::fs::write(&on_b, format!("[afdx]\nnetwork = \"B\"\n{vl}")).unwrap();
+        assert_eq!(load_afdx(&on_b).unwrap().2, Some(forwarding::afdx::NETWORK_B));
         // With [[port]] entries, the ports are checked as for a running switch.
         let with_ports = dir.join("ports.toml");
         std::fs::write(&with_ports, format!("[[port]]\nname = \"a\"\n{vl}")).unwrap();
