@@ -271,8 +271,8 @@ def recovery_table():
 
 def spent_everywhere(sws):
     """Frames dropped with no reroute budget left, on every switch, userspace and kernel."""
-    return sum(less.counters(sw)["budget_spent"] + less.counters(sw)["kernel"].get("budget_spent", 0)
-               for sw in sws.values())
+    counted = [less.counters(sw) for sw in sws.values()]
+    return sum(c["budget_spent"] + c["kernel"].get("budget_spent", 0) for c in counted)
 
 
 def recovery_runs(table, repeats, datapaths):

@@ -7,8 +7,8 @@
 //!
 //! A stack this switch cannot follow is dropped and counted under its reason.
 //!
-//! Over 600 lines with its unit tests, one concern: the mode's state and its data path (labelled
-//! frames, hosts' frames, detours, the kernel's tables). What it says to its neighbours and
+//! Over 800 lines with its unit tests, one concern: the mode's state and its data path (labelled
+//! frames, hosts' frames, detours, and the plans the kernel repeats of the same three). What it says to its neighbours and
 //! answers its hosts is `control`.
 
 mod control;
@@ -116,28 +116,9 @@ struct Counters {
 /// kinds of frame met later, which userspace plans as they come).
 const MAX_PLANNED: usize = 3072;
 
-/// A plan the kernel may repeat.
-enum Remembered {
-    Push(IpAddr, KernelStack),
-    Detour((u32, u32, u64), KernelStack),
-}
-
-/// Where the kernel looks a detour up: by the frame's reroute block and the port that is down
-/// (`Detour`) or the port a backtracking frame came in on (`Backtracking`).
-#[derive(Clone, Copy)]
-enum KernelKey {
-    Detour(u32, u64),
-    Backtracking(u32, u64),
-}
-
-impl KernelKey {
-    fn with(self, stack: KernelStack) -> Remembered {
-        match self {
-            KernelKey::Detour(port, hash) => Remembered::Detour((port, 0, hash), stack),
-            KernelKey::Backtracking(from, hash) => Remembered::Detour((0, from, hash), stack),
-        }
-    }
-}
+/// Where the kernel looks a detour up (`KernelLabels::reroute`): the port that is down (0 for a
+/// frame that arrived backtracking), the port such a frame came in on (else 0), the block's hash.
+type DetourKey = (u32, u32, u64);
 
 /// The stack a frame with `block` leaves with on detour `d`, out of the port the stack names
 /// (0: the one the frame came in on). The block's budget is one less, its backtrack flag the
@@ -247,14 +228,21 @@ impl LessMode {
                     if plan.route.len() < 2 {
                         continue;
                     }
-                    let mut stack = less::encode_route(&plan.route[1..], true);
-                    stack.extend_from_slice(&Self::first_block(&plan).encode());
+                    let stack = Self::push_stack(&plan);
                     KernelStack { port: plan.route[0] as u32, ethertype: less::ETHERTYPE, stack }
                 }
             };
             push.insert(dst, stack);
         }
         push
+    }
+
+    /// The stack a host's frame leaves an ingress switch with along `plan` (two hops or more): the
+    /// route after the first port, then the reroute block.
+    fn push_stack(plan: &edge::Plan) -> Vec<u8> {
+        let mut stack = less::encode_route(&plan.route[1..], true);
+        stack.extend_from_slice(&Self::first_block(plan).encode());
+        stack
     }
 
     /// The reroute block an ingress switch gives frames along `plan`.
@@ -271,7 +259,7 @@ impl LessMode {
     /// ingress switch's plan to every host's switch and port, as that switch makes it from the
     /// addresses it announced): at each of our ports, should it go down (with every other port as
     /// it is now), and for a frame that comes back by a port to another switch backtracking.
-    fn plan_detours(&self) -> BTreeMap<(u32, u32, u64), KernelStack> {
+    fn plan_detours(&self) -> BTreeMap<DetourKey, KernelStack> {
         let ours: Vec<Address> = self.fabric.addresses().cloned().collect();
         let mut edges: Vec<(Vec<Address>, Vec<u8>)> = self.directory.edges().collect();
         let our_ports: Vec<u8> = self.directory.local_hosts().map(|h| h.port).collect();
@@ -298,7 +286,7 @@ impl LessMode {
                 }
             }
         }
-        blocks.sort_by_key(|b| b.encode());
+        blocks.sort_by_cached_key(|b| b.encode());
         blocks.dedup();
         let live = |p: u8| self.is_live(p);
         let mut planned = BTreeMap::new();
@@ -323,16 +311,14 @@ impl LessMode {
         planned
     }
 
-    fn remember(&mut self, what: Remembered) {
-        match what {
-            Remembered::Push(ip, stack) => {
-                self.kernel.push.insert(ip, stack);
-            }
-            Remembered::Detour(key, stack) => {
-                self.kernel.reroute.insert(key, stack);
-            }
+    /// A detour taken in userspace that was not planned ahead (past the plans' cap, or a kind of
+    /// frame the plans did not foresee), kept for the kernel to repeat. The kernel's tables are
+    /// written again only when it is news.
+    fn remember_detour(&mut self, key: DetourKey, stack: KernelStack) {
+        if self.kernel.reroute.get(&key) != Some(&stack) {
+            self.kernel.reroute.insert(key, stack);
+            self.kernel.generation += 1;
         }
-        self.kernel.generation += 1;
     }
 
     fn bad(&mut self, why: StackError) -> Verdict {
@@ -361,8 +347,6 @@ impl LessMode {
         match self.directory.locate(dst) {
             Some(Location::Here(h)) if h.port != in_port && self.is_live(h.port) => {
                 self.counters.local += 1;
-                let ethertype = if dst.is_ipv4() { ethertype::IPV4 } else { ethertype::IPV6 };
-                self.remember(Remembered::Push(dst, KernelStack { port: h.port as u32, ethertype, stack: vec![] }));
                 out.transmit(Egress { port: h.port as u32, queue: None }, pkt);
                 Verdict::default()
             }
@@ -371,11 +355,11 @@ impl LessMode {
                     return no_host(&mut self.counters);
                 };
                 if pkt.offload.gso.is_none() && pkt.offload.csum.is_none() {
-                    return self.push_route(pkt, &plan, dst, in_port, out);
+                    return self.push_route(pkt, &plan, in_port, out);
                 }
                 // Under labels, no NIC or kernel finishes a checksum or cuts a super-frame: done here.
                 for mut seg in packet::segment::segment(pkt.clone()) {
-                    self.push_route(&mut seg, &plan, dst, in_port, out);
+                    self.push_route(&mut seg, &plan, in_port, out);
                 }
                 Verdict::default()
             }
@@ -383,22 +367,16 @@ impl LessMode {
         }
     }
 
-    /// Labels a host's frame along `plan` and sends it; reroutes at once if our own first hop is down.
-    fn push_route(
-        &mut self,
-        pkt: &mut Packet,
-        plan: &edge::Plan,
-        dst: IpAddr,
-        in_port: u8,
-        out: &mut dyn Output,
-    ) -> Verdict {
+    /// Labels a host's frame along `plan` and sends it; reroutes at once if our own first hop is
+    /// down. (The kernel's plan for the destination is `plan_pushes`'.)
+    fn push_route(&mut self, pkt: &mut Packet, plan: &edge::Plan, in_port: u8, out: &mut dyn Output) -> Verdict {
         let block = Self::first_block(plan);
         let first = plan.route[0];
         if !self.is_live(first) {
             // The kernel finds this detour as a labelled frame with this block would.
-            let key = KernelKey::Detour(first as u32, reroute::block_hash(&block.encode()));
+            let key = (first as u32, 0, reroute::block_hash(&block.encode()));
             return match reroute::detour(&self.fabric, &block, Some(first), Some(in_port), |p| self.is_live(p)) {
-                Some(d) => self.take_detour(pkt, 0, d, block, Some(key), out),
+                Some(d) => self.take_detour(pkt, 0, d, block, key, out),
                 None => {
                     self.counters.no_route += 1;
                     Verdict { dropped: Some(DropReason::NoAction), entry: None }
@@ -406,10 +384,7 @@ impl LessMode {
             };
         }
         if plan.route.len() > 1 {
-            let mut stack = less::encode_route(&plan.route[1..], true);
-            stack.extend_from_slice(&block.encode());
-            pkt.replace_stack(0, &stack, less::ETHERTYPE);
-            self.remember(Remembered::Push(dst, KernelStack { port: first as u32, ethertype: less::ETHERTYPE, stack }));
+            pkt.replace_stack(0, &Self::push_stack(plan), less::ETHERTYPE);
         }
         self.counters.pushed += 1;
         out.transmit(Egress { port: first as u32, queue: None }, pkt);
@@ -417,14 +392,14 @@ impl LessMode {
     }
 
     /// Sends a frame whose stack (`stack_bytes` long, at the frame's L3) is replaced by the detour.
-    /// `kernel_key`: where the kernel would look this detour up, for a detour it may repeat.
+    /// `kernel_key`: where the kernel would look this detour up.
     fn take_detour(
         &mut self,
         pkt: &mut Packet,
         stack_bytes: usize,
         d: Detour,
         block: Block,
-        kernel_key: Option<KernelKey>,
+        kernel_key: DetourKey,
         out: &mut dyn Output,
     ) -> Verdict {
         match d.case {
@@ -444,12 +419,10 @@ impl LessMode {
             pkt.replace_stack(stack_bytes, &planned.stack, less::ETHERTYPE);
         }
         let port = planned.port;
-        if let Some(key) = kernel_key {
-            // A first step back goes where each frame came from, which the kernel's key for a
-            // failed port does not hold: stored as port 0, the port the frame came in on.
-            let first_back = d.case == Case::Backtrack && matches!(key, KernelKey::Detour(..));
-            self.remember(key.with(KernelStack { port: if first_back { 0 } else { port }, ..planned }));
-        }
+        // A first step back goes where each frame came from, which the key for a failed port does
+        // not hold: stored as port 0, the port the frame came in on.
+        let first_back = d.case == Case::Backtrack && kernel_key.0 != 0;
+        self.remember_detour(kernel_key, KernelStack { port: if first_back { 0 } else { port }, ..planned });
         out.transmit(Egress { port, queue: None }, pkt);
         Verdict::default()
     }
@@ -475,10 +448,9 @@ impl LessMode {
             .and_then(|(b, _)| reroute::detour(&self.fabric, b, failed, Some(in_port), |p| self.is_live(p)));
         let hash = reroute::block_hash(&pkt.data()[l3 + split.route_bytes..l3 + 4 * depth]);
         let kernel_key = match failed {
-            Some(f) => KernelKey::Detour(f as u32, hash),
-            None => KernelKey::Backtracking(in_port as u32, hash),
+            Some(f) => (f as u32, 0, hash),
+            None => (0, in_port as u32, hash),
         };
-        let kernel_key = Some(kernel_key);
         match (detour, split.block) {
             (Some(d), Some((block, _))) => self.take_detour(pkt, 4 * depth, d, block, kernel_key, out),
             _ => {

@@ -260,7 +260,10 @@ mod tests {
         let d = detour(&me, &block, None, Some(4), |p| p != 2).unwrap();
         assert_eq!(d, Detour { case: Case::Backtrack, route: vec![1] });
         // Once port 2 is back, the same frame goes down it.
-        assert_eq!(detour(&me, &block, None, Some(4), |_| true).unwrap(), Detour { case: Case::Local, route: vec![2, 3] });
+        assert_eq!(
+            detour(&me, &block, None, Some(4), |_| true).unwrap(),
+            Detour { case: Case::Local, route: vec![2, 3] }
+        );
         block.budget = 0;
         assert_eq!(detour(&me, &block, None, Some(4), |_| true), None);
         // Never backtracked to a host: port 3 has no switch behind it.
