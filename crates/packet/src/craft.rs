@@ -153,8 +153,7 @@ fn l3_bytes(l3: &L3) -> (u16, Vec<u8>) {
             h.extend_from_slice(&[0x12, 0x34, 0x40, 0x00, *ttl, proto, 0, 0]);
             h.extend_from_slice(src);
             h.extend_from_slice(dst);
-            let c = csum::checksum(&h);
-            h[10..12].copy_from_slice(&c.to_be_bytes());
+            csum::set_ipv4_checksum(&mut h);
             h.extend_from_slice(&seg);
             (0x0800, h)
         }

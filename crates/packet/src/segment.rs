@@ -46,10 +46,8 @@ pub fn segment(mut pkt: Packet) -> Vec<Packet> {
             let total = (hdr_len - l3 + chunk.len()) as u16;
             frame[l3 + 2..l3 + 4].copy_from_slice(&total.to_be_bytes());
             frame[l3 + 4..l3 + 6].copy_from_slice(&id0.wrapping_add(i as u16).to_be_bytes());
-            frame[l3 + 10..l3 + 12].copy_from_slice(&[0, 0]);
             let ihl = ((frame[l3] & 0xf) as usize) * 4;
-            let c = csum::checksum(&frame[l3..l3 + ihl]);
-            frame[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+            csum::set_ipv4_checksum(&mut frame[l3..l3 + ihl]);
         } else {
             let plen = (hdr_len - l3 - 40 + chunk.len()) as u16;
             frame[l3 + 4..l3 + 6].copy_from_slice(&plen.to_be_bytes());
