@@ -90,6 +90,12 @@ pub struct PortEgress {
     pub limits: Vec<(usize, Limit)>,
     /// Priority → queue for frames no mode gave a queue (None: 802.1Q's default table).
     pub pcp_map: Option<[u8; 8]>,
+    /// Without a `schedule`: paced to the link's speed as its driver reports it, strict priority
+    /// between the queues. The backlog of a port offered more than its link carries then builds
+    /// in its queues, where priority orders it, not in the interface's ring, where nothing does.
+    pub pace_to_link: bool,
+    /// The link's speed (Mbit/s) when the driver's is not to be believed (None: ask the driver).
+    pub link_mbps: Option<u32>,
 }
 
 /// How much a queue holds before it drops (tail drop).

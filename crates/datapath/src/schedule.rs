@@ -175,12 +175,25 @@ pub struct Schedule {
     pub rate_bps: u64,
     pub shapers: [Shaper; N_QUEUES],
     pub gates: Option<Gates>,
+    /// How far in the past a frame may start on the virtual wire after a late wake-up (None:
+    /// as far as the schedule says). A port paced to its own link's speed must not: the frame
+    /// goes out now, behind what the link still carries, so each late wake-up would leave that
+    /// much more waiting in the interface, first in first out, and for good while the port is
+    /// saturated (measured: a standing 1 ms at 100 Mbit/s).
+    pub catch_up_ns: Option<u64>,
 }
 
 impl Schedule {
     /// Strict priority on every queue at `rate_bps`.
     pub fn strict(rate_bps: u64) -> Schedule {
-        Schedule { rate_bps, shapers: std::array::from_fn(|_| Shaper::Strict), gates: None }
+        Schedule { rate_bps, shapers: std::array::from_fn(|_| Shaper::Strict), gates: None, catch_up_ns: None }
+    }
+
+    /// Strict priority at the speed of the port's own link, never catching up: a frame goes to
+    /// the interface only once the link is free, so a high-priority frame waits at most for the
+    /// frame on the wire. A late wake-up costs the link that time instead.
+    pub fn link(rate_bps: u64) -> Schedule {
+        Schedule { catch_up_ns: Some(0), ..Schedule::strict(rate_bps) }
     }
 
     /// Checks the schedule; the error names the queue or entry and the reason.
@@ -374,7 +387,10 @@ impl Scheduler {
     /// Picks what to send at `now`, given each queue's head. Call [`Scheduler::sent`] after
     /// sending what it picked.
     pub fn pick(&mut self, heads: &[Option<Head>; N_QUEUES], now: u64) -> Pick {
-        let t0 = self.link_free_at;
+        let t0 = match self.schedule.catch_up_ns {
+            Some(bound) => self.link_free_at.max(now.saturating_sub(bound)),
+            None => self.link_free_at,
+        };
         let mut start = u64::MAX;
         let mut at = [u64::MAX; N_QUEUES];
         for q in 0..N_QUEUES {
@@ -713,5 +729,22 @@ mod tests {
         let c = Cbs::derived(20 * MBIT, 100 * MBIT, MAX_FRAME_BITS);
         // A 1522-byte frame is 12 336 bits on the wire: hiCredit = 12336 × 0.2, loCredit = 12336 × (−0.8).
         assert_eq!((c.hi_credit_bits, c.lo_credit_bits), (2467, -9868));
+    }
+
+    #[test]
+    fn a_port_paced_to_its_own_link_never_starts_a_frame_in_the_past() {
+        // 100 Mbit/s: a 1500-byte frame holds the wire 121.92 µs. The thread wakes 50 µs late.
+        let h: [Option<Head>; N_QUEUES] = std::array::from_fn(|q| (q == 0).then_some(Head { len: 1500, at: 0 }));
+        let (mut shaped, mut link) = (Scheduler::new(Schedule::strict(100 * MBIT)), Scheduler::new(Schedule::link(100 * MBIT)));
+        for s in [&mut shaped, &mut link] {
+            assert_eq!(s.pick(&h, 0), Pick::Send { queue: 0, start: 0 });
+            s.sent(0, 1500, 0, &h, false);
+        }
+        let late = 121_920 + 50_000;
+        // A shaper keeps its rate exact by starting the next frame when the wire was free; on
+        // the port's own link that frame would wait 50 µs in the interface, and the one after it
+        // too, while the port stays busy.
+        assert_eq!(shaped.pick(&h, late), Pick::Send { queue: 0, start: 121_920 });
+        assert_eq!(link.pick(&h, late), Pick::Send { queue: 0, start: late });
     }
 }

@@ -188,7 +188,7 @@ pub fn render(r: &Value) -> String {
             }
         }
     }
-    out += "\nqueues in use (8 per port; 7 highest; a port with rate_mbps is paced and scheduled)\n";
+    out += "\nqueues in use (8 per port; 7 highest; a port with rate_mbps, or an AFDX port at its link speed, is paced and scheduled)\n";
     out += &table(&["port", "queue", "scheduler", "tx pkts", "tx bytes", "dropped", "waiting", "state"], queue_rows);
     let tables = r["tables"].as_array().unwrap_or(&empty);
     if !tables.is_empty() {

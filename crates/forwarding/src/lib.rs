@@ -216,6 +216,52 @@ pub struct KernelLinks {
     pub accounts: Vec<KernelAccount>,
 }
 
+impl KernelAccount {
+    /// The most the account lets through in the long run, as the wire carries it, in bit/s: one
+    /// frame of at most `smax` bytes per BAG, or under byte policing `smax` bytes per BAG in
+    /// frames of at least `smin`; each frame with its preamble and inter-frame gap (20 bytes).
+    pub fn wire_bps(&self, smin: u16) -> u64 {
+        const PREAMBLE_AND_GAP: u64 = 20;
+        let (smax, smin) = (self.smax as u64, smin.max(1) as u64);
+        let bytes_per_bag = if self.per_frame {
+            smax + PREAMBLE_AND_GAP
+        } else {
+            (smax * (smin + PREAMBLE_AND_GAP)).div_ceil(smin)
+        };
+        ((bytes_per_bag * 8) as u128 * 1_000_000_000).div_ceil(self.bag_ns.max(1) as u128) as u64
+    }
+}
+
+impl KernelLinks {
+    /// The ports on which the kernel, which sends every frame at once in the order it came,
+    /// would break priority: the links leaving by them take more than one queue, and their
+    /// accounts together may offer more than the port's link carries (`link_bps`; None leaves
+    /// the port out), so a backlog builds there and the order it leaves in is what matters.
+    /// Under the link's rate policing keeps every backlog to the accounts' bursts.
+    pub fn ports_needing_priority(&self, link_bps: impl Fn(u32) -> Option<u64>) -> std::collections::BTreeSet<u32> {
+        let mut smin = vec![u16::MAX; self.accounts.len()];
+        for l in &self.links {
+            smin[l.account] = smin[l.account].min(l.smin);
+        }
+        let mut by_port: std::collections::BTreeMap<u32, (u8, std::collections::BTreeSet<usize>)> = Default::default();
+        for l in &self.links {
+            for &port in &l.out_ports {
+                let (queues, accounts) = by_port.entry(port).or_default();
+                *queues |= 1 << l.queue.min(7);
+                accounts.insert(l.account);
+            }
+        }
+        by_port
+            .into_iter()
+            .filter(|(port, (queues, accounts))| {
+                let offered: u64 = accounts.iter().map(|&a| self.accounts[a].wire_bps(smin[a])).sum();
+                queues.count_ones() > 1 && link_bps(*port).is_some_and(|link| offered > link)
+            })
+            .map(|(port, _)| port)
+            .collect()
+    }
+}
+
 /// What the kernel counted for one link since the last harvest: frames and bytes (FCS included)
 /// in, out, and dropped per reason (in the mode's order of reasons).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -434,3 +434,27 @@ mod compiled {
         assert_eq!((by_account, by_meter), (1, 2));
     }
 }
+
+#[test]
+fn priority_matters_only_on_ports_that_mix_queues_and_can_be_offered_more_than_their_link() {
+    // Port 2: eight low VLs of 1518 bytes every 1 ms (8 × 12.3 Mbit/s on the wire) and one high.
+    // Port 3: the same eight alone (one queue). Port 4: one low and one high, 12.8 Mbit/s.
+    let mut vls: Vec<VirtualLink> = (0..8).map(|k| vl(100 + k, 1, &[2, 3], 1)).collect();
+    vls.push(VirtualLink { priority: Priority::High, smax: 64, ..vl(1, 1, &[2, 4], 1) });
+    vls.push(vl(2, 1, &[4], 1));
+    let m = mode(&vls);
+    let links = m.kernel_links().unwrap();
+    let frame_every_ms = (1518 + 20) * 8 * 1000;
+    assert_eq!(links.accounts[0].wire_bps(64), frame_every_ms, "preamble and gap counted");
+    let at = |mbps: u64| move |_: u32| Some(mbps * 1_000_000);
+    let needing = |link: &dyn Fn(u32) -> Option<u64>| links.ports_needing_priority(link).into_iter().collect::<Vec<_>>();
+    assert_eq!(needing(&at(50)), [2], "port 3 has one queue, port 4 fits in 50 Mbit/s");
+    assert_eq!(needing(&at(10)), [2, 4]);
+    assert_eq!(needing(&at(100)), Vec::<u32>::new(), "98.9 Mbit/s fits in 100");
+    assert_eq!(needing(&|p| (p != 2).then_some(10_000_000)), [4], "a port of no known speed is left out");
+    // Byte policing: 1518 bytes per BAG may come as 64-byte frames, each with 20 bytes more.
+    let bytes = VirtualLink { police: Police::Byte, ..vl(5, 1, &[2], 1) };
+    let m = mode(&[bytes]);
+    let account = m.kernel_links().unwrap().accounts[0];
+    assert_eq!(account.wire_bps(64), (1518u64 * 84).div_ceil(64) * 8 * 1000);
+}

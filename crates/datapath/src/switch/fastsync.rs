@@ -8,7 +8,7 @@ use forwarding::EntryId;
 use ofp::oxm::Field;
 use packet::FlowKey;
 
-use super::Switch;
+use super::{Switch, SwitchPort};
 use crate::fastpath::labels::LabelPort;
 use crate::fastpath::links::{HeldLink, AFDX_FANOUTS};
 use crate::fastpath::Mode as FastMode;
@@ -162,8 +162,11 @@ const LINKS_RETRY_NS: u64 = 1_000_000_000;
 impl Switch {
     /// Hands the kernel every virtual link of the mode it can decide exactly as the mode would:
     /// each output an interface the switch sends on without a schedule (scheduled frames wait in
-    /// userspace's queues, which the kernel would jump). Under XDP, which sends a frame once, a
-    /// link with several outputs is broadcast into a DEVMAP holding them: one per distinct set of
+    /// userspace's queues, which the kernel would jump), or paced only to its link's speed where
+    /// no backlog can need priority (`KernelLinks::ports_needing_priority`: the kernel sends in
+    /// the order frames come, and a backlog of one priority would hold up the other). Under
+    /// XDP, which sends a frame once, a link with several outputs is broadcast into a DEVMAP
+    /// holding them: one per distinct set of
     /// outputs, `AFDX_FANOUTS` of them; links needing another stay with userspace. An account
     /// goes whole or not at all: the kernel and userspace cannot share one credit. Checked at
     /// start and at every harvest, as schedules change at runtime; a change hands the links over
@@ -172,12 +175,19 @@ impl Switch {
     pub(super) fn sync_links(&mut self) {
         let (Some(fast), Some(table)) = (self.fast.as_ref(), self.mode.kernel_links()) else { return };
         let ports = &self.ports;
+        let link_bps = |no: u32| ports.get(&no).and_then(|p| p.link_paced_mbps).map(|m| m as u64 * 1_000_000);
+        let needing_priority = table.ports_needing_priority(link_bps);
+        let kernel_sends_on = |p: &SwitchPort, no: &u32| {
+            p.egress.scheduler().is_none() || (p.link_paced_mbps.is_some() && !needing_priority.contains(no))
+        };
         let ifindex = |no: &u32| {
             ports
                 .get(no)
-                .filter(|p| p.tx.is_some() && p.ifindex != 0 && p.egress.scheduler().is_none())
+                .filter(|p| p.tx.is_some() && p.ifindex != 0 && kernel_sends_on(p, no))
                 .map(|p| p.ifindex)
         };
+        let kept_for_priority =
+            table.links.iter().filter(|l| l.out_ports.iter().any(|p| needing_priority.contains(p))).count();
         let mut fanouts: Vec<Vec<u32>> = Vec::new();
         let plan: Vec<Option<HeldLink>> = table
             .links
@@ -215,6 +225,15 @@ impl Switch {
         let retry_due = self.links_retry.is_some_and(|(at, _)| now >= at);
         if self.links_written.as_ref() == Some(&written) && !retry_due {
             return;
+        }
+        if kept_for_priority as u64 != self.links_kept_for_priority {
+            tracing::info!(
+                links = kept_for_priority,
+                ports = ?needing_priority,
+                "virtual links kept in userspace: their ports' links can be offered more than they carry, \
+                 and only userspace's queues send by priority"
+            );
+            self.links_kept_for_priority = kept_for_priority as u64;
         }
         self.credit_links();
         if let (Some(fast), Some(table)) = (self.fast.as_ref(), self.mode.kernel_links()) {

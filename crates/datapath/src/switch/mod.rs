@@ -75,11 +75,20 @@ pub enum Timing {
 }
 
 /// Sets every port's schedule, queue limits and priority map from `egress` (ports not named get
-/// the defaults back). Gate base times move from their own clock onto the switch's (`start`).
+/// the defaults back).
 fn apply_egress(ports: &mut BTreeMap<u32, SwitchPort>, egress: &[(u32, crate::egress::PortEgress)], start: Instant) {
     let none = crate::egress::PortEgress::default();
     for (no, p) in ports.iter_mut() {
         let e = egress.iter().find(|(n, _)| n == no).map_or(&none, |(_, e)| e);
+        p.set_egress(*no, e.clone(), start);
+    }
+}
+
+impl SwitchPort {
+    /// Sets the port's schedule, queue limits and priority map from `e`. Gate base times move
+    /// from their own clock onto the switch's (`start`); a port paced to its link reads the
+    /// link's speed now.
+    fn set_egress(&mut self, no: u32, e: crate::egress::PortEgress, start: Instant) {
         let mut schedule = e.schedule.clone();
         if let Some(g) = schedule.as_mut().and_then(|s| s.gates.as_mut()) {
             let id = match e.gate_clock {
@@ -89,11 +98,44 @@ fn apply_egress(ports: &mut BTreeMap<u32, SwitchPort>, egress: &[(u32, crate::eg
             let offset = crate::sys::clock_ns(id) - start.elapsed().as_nanos() as i128;
             g.base_ns = (g.base_ns as i128 - offset).rem_euclid(g.cycle_ns as i128) as u64;
         }
-        p.egress.set_schedule(schedule);
-        p.egress.pcp_map = e.pcp_map.unwrap_or(crate::egress::PCP_TO_QUEUE);
+        let link_mbps = match schedule.is_none() && e.pace_to_link {
+            true => e.link_mbps.or_else(|| crate::sys::speed_mbps(&self.desc.name)),
+            false => None,
+        };
+        if let Some(mbps) = link_mbps {
+            schedule = Some(crate::schedule::Schedule::link(mbps as u64 * 1_000_000));
+            if self.link_paced_mbps != Some(mbps) {
+                tracing::info!(port = no, name = %self.desc.name, mbps, "egress paced to the link's speed");
+            }
+        } else if schedule.is_none() && e.pace_to_link && self.tx.is_some() {
+            tracing::warn!(
+                port = no,
+                name = %self.desc.name,
+                "the driver reports no link speed, so the port is not paced: priority holds only until its \
+                 interface's ring fills (give the port link_mbps)"
+            );
+        }
+        self.link_paced_mbps = link_mbps;
+        self.egress.set_schedule(schedule);
+        self.egress.pcp_map = e.pcp_map.unwrap_or(crate::egress::PCP_TO_QUEUE);
         for q in 0..crate::egress::N_QUEUES {
             let limit = e.limits.iter().find(|(i, _)| *i == q).map(|&(_, l)| l);
-            p.egress.set_limit(q, limit.unwrap_or(crate::egress::Limit::Frames(crate::egress::QUEUE_LIMIT)));
+            self.egress.set_limit(q, limit.unwrap_or(crate::egress::Limit::Frames(crate::egress::QUEUE_LIMIT)));
+        }
+        self.egress_config = e;
+    }
+
+    /// The link's speed in Mbit/s: the config's, else the driver's.
+    fn link_speed(&self) -> Option<u32> {
+        self.egress_config.link_mbps.or_else(|| crate::sys::speed_mbps(&self.desc.name))
+    }
+
+    /// Paces the port again if it is paced to its link and the link's speed changed (a link
+    /// comes back at the speed it negotiated).
+    fn link_speed_changed(&mut self, no: u32, start: Instant) {
+        let e = &self.egress_config;
+        if e.pace_to_link && e.schedule.is_none() && self.link_speed() != self.link_paced_mbps {
+            self.set_egress(no, self.egress_config.clone(), start);
         }
     }
 }
@@ -203,6 +245,8 @@ pub struct Switch {
     links_written: Option<Vec<(usize, Vec<u32>, u32)>>,
     /// After a failed write of the links: when to try again, and how many tries failed.
     links_retry: Option<(u64, u32)>,
+    /// Links left to userspace because a port they leave by needs priority.
+    links_kept_for_priority: u64,
 }
 
 impl Switch {
@@ -284,6 +328,7 @@ impl Switch {
             labels_gen: 0,
             links_written: None,
             links_retry: None,
+            links_kept_for_priority: 0,
             fast,
             upcall_rx,
             _upcall_guard: upcall_guard,

@@ -54,6 +54,10 @@ pub(super) struct SwitchPort {
     pub desc: Port,
     pub counters: Counters,
     pub egress: EgressQueues,
+    /// What `egress` was set from, applied again when the interface returns or its link does.
+    pub egress_config: crate::egress::PortEgress,
+    /// The link speed (Mbit/s) `egress` is paced to, when it is paced to its link's.
+    pub link_paced_mbps: Option<u32>,
     pub created: Instant,
     pub arrivals: super::Arrivals,
 }
@@ -78,6 +82,8 @@ impl SwitchPort {
             desc: port_desc(no, name),
             counters: Counters::default(),
             egress: EgressQueues::default(),
+            egress_config: Default::default(),
+            link_paced_mbps: None,
             created: Instant::now(),
             arrivals: super::Arrivals::default(),
         }
@@ -303,14 +309,15 @@ impl Switch {
     pub(super) fn link_event(&mut self, ev: LinkEvent) {
         let found = self.ports.iter().find(|(_, p)| p.desc.name == ev.name).map(|(&n, _)| n);
         let Some(no) = found else { return };
+        let start = self.start;
         let port = self.ports.get_mut(&no).unwrap();
-        let schedule = port.egress.scheduler().map(|s| s.schedule.clone());
+        let egress = port.egress_config.clone();
         if ev.deleted {
             if port.tx.take().is_some() {
                 port.rx = None;
                 port.guard = None;
                 port.egress = EgressQueues::default();
-                port.egress.set_schedule(schedule);
+                port.set_egress(no, egress, start);
                 port.counters.removed += 1;
                 info!(port = no, name = %ev.name, "interface removed");
                 self.port_status(no, port_reason::DELETE);
@@ -325,7 +332,7 @@ impl Switch {
                     let counters = port.counters;
                     *port = reopened;
                     port.counters = counters;
-                    port.egress.set_schedule(schedule);
+                    port.set_egress(no, egress, start);
                     info!(port = no, name = %ev.name, "interface added");
                     // The kernel dropped the fast path's attachment with the old interface.
                     if let Some(fast) = self.fast.as_mut() {
@@ -351,6 +358,9 @@ impl Switch {
             port.desc.state = new_state;
             port.desc.config = new_config;
             info!(port = no, up = new_state == state::LIVE, "link changed");
+            if new_state == state::LIVE {
+                port.link_speed_changed(no, start);
+            }
             self.port_status(no, port_reason::MODIFY);
         }
     }

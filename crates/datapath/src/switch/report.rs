@@ -47,7 +47,8 @@ impl Switch {
                     })
                     .collect();
                 let rate = p.egress.scheduler().map(|s| s.schedule.rate_bps);
-                json!({"no": no, "name": p.desc.name, "up": live, "io": p.io, "ring_frames": p.ring_frames, "rate_bps": rate,
+                let paced = p.egress.scheduler().map(|_| if p.link_paced_mbps.is_some() { "link" } else { "config" });
+                json!({"no": no, "name": p.desc.name, "up": live, "io": p.io, "ring_frames": p.ring_frames, "rate_bps": rate, "paced": paced,
                        "rx_packets": s.rx_packets, "rx_bytes": s.rx_bytes, "rx_dropped": s.rx_dropped,
                        "rx_errors": s.rx_errors, "tx_packets": s.tx_packets, "tx_bytes": s.tx_bytes,
                        "tx_dropped": s.tx_dropped, "link_changes": p.counters.link_changes,
@@ -83,8 +84,11 @@ impl Switch {
                 f.label_counters().into_iter().map(|(r, n)| (r.to_string(), json!(n))).collect();
             // Ports the carrier guard wrote down before the forwarding thread had heard.
             labels.insert("ports_marked_down".into(), json!(f.ports_marked_down()));
-            let links: serde_json::Map<String, Value> =
+            let mut links: serde_json::Map<String, Value> =
                 f.link_counters().into_iter().map(|(r, n)| (r.to_string(), json!(n))).collect();
+            if self.mode.kernel_links().is_some() {
+                links.insert("kept_for_priority".into(), json!(self.links_kept_for_priority));
+            }
             json!({"hits": hits, "misses": misses, "upcalls": upcalls, "slow": slow,
                    "entries": f.len(), "installed": f.installed, "refused": f.refused, "retired": f.retired, "drops": drops,
                    "reattached": f.reattached, "attachments": f.attachments().into_iter().map(|(no, kind, id)| json!({"port": no, "kind": kind, "link_id": id})).collect::<Vec<_>>(),

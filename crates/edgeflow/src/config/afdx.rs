@@ -15,6 +15,9 @@ pub struct AfdxSection {
     pub mac_constant: Option<Spanned<String>>,
     /// The network this switch is on, "A" or "B": the other network's frames are dropped.
     pub network: Option<Spanned<String>>,
+    /// Pace every port without `rate_mbps` to its link's speed (default true), so that a
+    /// backlog builds in its queues, where high-priority VLs leave first.
+    pub pace_to_link_speed: Option<bool>,
     #[serde(default)]
     pub vl: Vec<VlEntry>,
 }
@@ -175,10 +178,22 @@ mod tests {
             (64, 512, 500_000, Priority::High, Police::Byte)
         );
 
+        // Every port is paced to its link unless it has a rate or the section says not to; port
+        // 2's link speed is the config's.
+        let paced = |src: &str| {
+            let s = from_str(src).unwrap();
+            (1..=3).map(|no| s.egress.iter().find(|(n, _)| *n == no).map(|(_, e)| (e.pace_to_link, e.link_mbps))).collect::<Vec<_>>()
+        };
+        let with_rates = vl("").replace("name = \"b\"\n", "name = \"b\"\nlink_mbps = 100\n").replace("name = \"c\"\n", "name = \"c\"\nrate_mbps = 10\n");
+        assert_eq!(paced(&with_rates), [Some((true, None)), Some((true, Some(100))), Some((false, None))]);
+        let off = with_rates.replace("[[afdx.vl]]", "[afdx]\npace_to_link_speed = false\n[[afdx.vl]]");
+        assert_eq!(paced(&off), [None, Some((false, Some(100))), Some((false, None))]);
+
         let refused = |src: &str, line: usize, words: &str| {
             let e = from_str(src).unwrap_err();
             assert!(e.starts_with(&format!("sw.toml:{line}:")) && e.contains(words), "{e}");
         };
+        refused(&vl("").replace("name = \"b\"\n", "name = \"b\"\nlink_mbps = 0\n"), 6, "link_mbps must be above 0");
         refused(&vl("").replace("bag_ms = 4", "bag_ms = 3"), 12, "one of 1, 2, 4");
         refused(&vl("").replace("smin = 64", "smin = 600"), 13, "above smax");
         refused(&vl("").replace("smax = 512", "smax = 2000"), 14, "1518");

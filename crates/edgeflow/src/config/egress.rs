@@ -50,9 +50,14 @@ pub struct GateListEntry {
 
 /// A port's `rate_mbps`, `[[port.queue]]` and `[port.gates]`, checked: None if it has none.
 pub(super) fn port_egress(cx: &Ctx<'_>, p: &PortEntry) -> Result<Option<PortEgress>, String> {
-    if p.rate_mbps.is_none() && p.queues.is_empty() && p.gates.is_none() && p.pcp_map.is_none() {
+    if p.rate_mbps.is_none() && p.queues.is_empty() && p.gates.is_none() && p.pcp_map.is_none() && p.link_mbps.is_none()
+    {
         return Ok(None);
     }
+    let link_mbps = match &p.link_mbps {
+        Some(l) if *l.get_ref() == 0 => return Err(cx.at(l, "link_mbps must be above 0")),
+        l => l.as_ref().map(|l| *l.get_ref()),
+    };
     let pcp_map = match &p.pcp_map {
         None => None,
         Some(m) if m.get_ref().len() != 8 || m.get_ref().iter().any(|&q| q as usize >= N_QUEUES) => {
@@ -228,13 +233,13 @@ pub(super) fn port_egress(cx: &Ctx<'_>, p: &PortEntry) -> Result<Option<PortEgre
     };
     let schedule = match rate_bps {
         Some(rate_bps) => {
-            let s = Schedule { rate_bps, shapers, gates };
+            let s = Schedule { rate_bps, shapers, gates, catch_up_ns: None };
             s.check().map_err(|e| cx.at(p.rate_mbps.as_ref().unwrap(), format!("port '{}': {e}", p.name.get_ref())))?;
             Some(s)
         }
         None => None,
     };
-    Ok(Some(PortEgress { schedule, gate_clock, limits, pcp_map }))
+    Ok(Some(PortEgress { schedule, gate_clock, limits, pcp_map, pace_to_link: false, link_mbps }))
 }
 
 #[cfg(test)]

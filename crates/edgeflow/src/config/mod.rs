@@ -127,6 +127,9 @@ pub struct PortEntry {
     pub number: Option<Spanned<u32>>,
     /// The rate the port is paced to (Mbit/s); schedulers and gates need it.
     pub rate_mbps: Option<Spanned<f64>>,
+    /// The link's speed (Mbit/s) where the driver reports none or not the real one (a veth says
+    /// 10 000 whatever is behind it): what an AFDX port is paced to without `rate_mbps`.
+    pub link_mbps: Option<Spanned<u32>>,
     /// VLAN priority 0-7 → egress queue, for frames no mode gave a queue (default: 802.1Q's table).
     pub pcp_map: Option<Spanned<Vec<u8>>>,
     #[serde(default, rename = "queue")]
@@ -566,6 +569,21 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
     for (name, list) in &groups {
         let at = |reason: String| cx.at(name, reason);
         port_modes.push((build(name.get_ref(), list, &at)?, list.iter().map(|(no, _)| *no).collect::<Vec<u32>>()));
+    }
+    #[cfg(feature = "afdx")]
+    if file.afdx.as_ref().and_then(|a| a.pace_to_link_speed) != Some(false) {
+        // AFDX priority needs the backlog in the port's queues: paced to the link unless paced.
+        let own_nos: Vec<u32> = own.iter().map(|(no, _)| *no).collect();
+        let afdx_ports = std::iter::once((&mode, own_nos))
+            .chain(port_modes.iter().map(|(m, nos)| (m, nos.clone())))
+            .filter(|(m, _)| matches!(m, ModeSetting::Afdx { .. }))
+            .flat_map(|(_, nos)| nos);
+        for no in afdx_ports {
+            match egress.iter_mut().find(|(n, _)| *n == no) {
+                Some((_, e)) => e.pace_to_link = e.schedule.is_none(),
+                None => egress.push((no, PortEgress { pace_to_link: true, ..Default::default() })),
+            }
+        }
     }
     let modes: Vec<&ModeSetting> = std::iter::once(&mode).chain(port_modes.iter().map(|(m, _)| m)).collect();
     let any = |f: fn(&ModeSetting) -> bool| modes.iter().any(|m| f(m));
