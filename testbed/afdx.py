@@ -8,10 +8,12 @@ End system i is port i on both switches. Its interfaces are `net_a` and `net_b` 
 
 import json
 import subprocess
+import time
 from dataclasses import dataclass, field
 
 from .loadgen import LOADGEN_BIN, finish_receiver, start_receiver
 from .netns import PREFIX, sh
+from .switches import Edgeflow
 from .util import run_dir
 
 
@@ -36,10 +38,18 @@ class VL:
                 f"ip_check = {'true' if self.ip_check else 'false'}\n")
 
 
-def config_text(vls, network=None):
-    """An AFDX switch's config: its VLs, and the network it is on ("a", "b"; None: either)."""
-    section = f"[afdx]\nnetwork = \"{network.upper()}\"\n\n" if network else ""
-    return "mode = \"afdx\"\n\n" + section + "\n".join(vl.toml() for vl in vls)
+def config_text(vls, network=None, ports=(), pace_to_link=True, link_mbps=None):
+    """An AFDX switch's config: its VLs, the network it is on ("a", "b"; None: either), its ports
+    (interface names, port 1 first; none: given on the command line), the link speed of some of
+    them ({port number: Mbit/s}), and whether ports without a rate are paced to their link's
+    speed (the default)."""
+    link_mbps = link_mbps or {}
+    port_lines = "".join(f"[[port]]\nname = \"{p}\"\n" + (f"link_mbps = {link_mbps[k]}\n" if k in link_mbps else "")
+                         for k, p in enumerate(ports, 1))
+    section = f"network = \"{network.upper()}\"\n" if network else ""
+    section += "" if pace_to_link else "pace_to_link_speed = false\n"
+    section = f"[afdx]\n{section}\n" if section else ""
+    return "mode = \"afdx\"\n\n" + port_lines + section + "\n".join(vl.toml() for vl in vls)
 
 
 @dataclass
@@ -145,13 +155,17 @@ class Receiver:
     are done, given their reports."""
 
     # SkewMax: on this VM one network's switch may hold a frame a few ms longer than the other's.
-    def __init__(self, es, networks=("a", "b"), duration=60, skew_max_us=50_000, log=None):
+    def __init__(self, es, networks=("a", "b"), duration=60, skew_max_us=50_000, log=None, wire_mbps=None):
+        """`wire_mbps`: network A reaches the end system over a link that slow (`es-recv
+        --wire-mbps`), which nothing but the switch paces."""
         args = [LOADGEN_BIN, "es-recv", "--iface-a", "net_a", "--duration", str(duration),
                 "--skew-max-us", str(skew_max_us)]
         if log:
             args += ["--log", str(log)]
         if "b" in networks:
             args += ["--iface-b", "net_b"]
+        if wire_mbps:
+            args += ["--wire-mbps", str(wire_mbps)]
         self.proc = start_receiver(es.popen, *args)
 
     def result(self, reports=(), timeout=60):
@@ -266,3 +280,46 @@ def contract_admits(times_ns, size, bag_ms, smax, jitter_us=0, by_bytes=False):
     held = max(cost, cap - cost)
     lost = sum(max(0.0, held + (b - a) * rate - cap) for a, b in zip(times_ns, times_ns[1:]))
     return max(0, int((earned - lost) // cost) - 1), int((cap + earned) // cost) + 1
+
+
+def priority_on_slow_port(datapath, mbps, n_background, seconds, pace_to_link=True, tag="aq", more_ports=()):
+    """High-priority latency on a port that nothing in the config paces (issue 34, item 4): end
+    system 4 is on a link of `mbps` (its receiver's `wire_mbps`; the switch is told the speed by
+    `link_mbps`, as a veth's driver reports 10 Gbit/s), offered `n_background` low-priority VLs
+    of 1518 bytes every 1 ms by end system 2. End system 1 sends VL 1 (high, 64 B) alone first,
+    then VL 2 (high) and VL 3 (low, the control) under the load. VL 50 (high, to end system 3,
+    not sent) needs no priority: the kernel may hold it. `more_ports`: interfaces that are ports
+    5, 6... and carry nothing. Returns (receiver report, {vl: frames sent}, the switch's report)."""
+    vls = [VL(1, 1, [4], bag_ms=1, smax=64, jitter_us=2000, priority="high"),
+           VL(2, 1, [4], bag_ms=1, smax=64, jitter_us=2000, priority="high"),
+           VL(3, 1, [4], bag_ms=1, smax=64, jitter_us=2000),
+           VL(50, 1, [3], bag_ms=1, smax=64, priority="high")]
+    vls += [VL(100 + k, 2, [4], bag_ms=1, smax=1518, jitter_us=2000) for k in range(n_background)]
+    with AfdxNetwork(tag, 4, redundant=False) as net:
+        if Edgeflow.HOST_SETTINGS[datapath]:
+            net.set_offload(**Edgeflow.HOST_SETTINGS[datapath])
+        cfg = run_dir("afdx") / f"{tag}-slow-{datapath}.toml"
+        cfg.write_text(config_text(vls, ports=net.ports("a") + list(more_ports), pace_to_link=pace_to_link,
+                                   link_mbps={4: mbps}))
+        es = net.end_systems
+        with Edgeflow([], datapath=datapath, extra=["--config", str(cfg)],
+                      log_name=f"afdx-{tag}-slow-{datapath}") as sw:
+            rx = Receiver(es[3], networks=("a",), wire_mbps=mbps)
+            try:
+                alone = send(es[0], [vl_arg(1, 1, 64)], seconds, networks=("a",), jitter_us=100)
+                background = send(es[1], [vl_arg(100 + k, 1, 1518) for k in range(n_background)], seconds + 0.5,
+                                  networks=("a",), jitter_us=100, background=True)
+                # The backlog has built by then wherever it builds (0.15 s fills a ring of 1000).
+                time.sleep(0.3)
+                loaded = send(es[0], [vl_arg(2, 1, 64), vl_arg(3, 1, 64)], seconds, networks=("a",), jitter_us=100,
+                              seed=2)
+                out, err = background.communicate(timeout=seconds + 60)
+                assert background.returncode == 0, err
+                loads = json.loads(out)
+                got = rx.result([alone, loaded, loads])
+            finally:
+                rx.kill()
+            report = sw.stats()
+    sent = {int(k): v for r in (alone, loaded) for k, v in r["sent"].items()}
+    sent["background"] = sum(loads["sent"].values())
+    return got, sent, report

@@ -5,8 +5,8 @@ loss and one-way latency (min/median/p99/max) and jitter, for edgeflow's AFDX mo
 xdp), the same VL table compiled to OpenFlow 1.3 and run on edgeflow and on Open vSwitch, the
 Linux bridge as a switch that neither filters nor polices, and a direct veth pair; beside them the
 latencies the paper publishes. Then the AFDX mode's frame rate against the OpenFlow fast path
-(`afdx-rate`), and high-priority latency on a paced port saturated by low-priority VLs
-(`afdx-paced`)."""
+(`afdx-rate`), and high-priority latency on an unpaced port behind a slow link saturated by
+low-priority VLs (`afdx-priority`)."""
 
 import time
 from contextlib import ExitStack, contextmanager
@@ -256,90 +256,58 @@ def run_load(net, n_background, seconds, sender_side=False):
     return got, sent, arrivals
 
 
-#: The paced comparison: the receiver's port paced to this rate, and enough 1518-byte background
-#: VLs (1000 frames/s each) to offer about three times it.
-PACED_MBPS = 200
-PACED_BACKGROUND = 48
+#: The slow-port comparison: end system 4 behind a link of this speed, offered about twice it by
+#: this many low-priority VLs of 1518 B every 1 ms.
+SLOW_MBPS = 100
+SLOW_BACKGROUND = 16
 
 
-def paced_priority(seconds, rounds=3):
-    """High-priority latency under saturating low-priority load (the issue's "within 2x its
-    unloaded value"): one network, edgeflow's AFDX mode with end system 4's port paced to
-    PACED_MBPS, so that frames queue at the switch and priority has something to reorder (on an
-    unpaced veth nothing queues). VL 1 (64 B, high) and VL 3 (1518 B, high) against
-    PACED_BACKGROUND low-priority VLs of 1518 B. As a control, the same load with VL 1 made low
-    priority: then it waits behind the background in the same queue. Runs alternate, medians."""
-    table = Table("afdx-paced", f"AFDX: high-priority latency on a port paced to {PACED_MBPS} Mbit/s, "
-                  f"saturated by {PACED_BACKGROUND} low-priority VLs",
-                  ["case", "vl1_priority", "background_vls", "offered_mbps", "port_sent_mbps", "queue_full", "runs",
-                   "vl1_p50_us", "vl1_p99_us", "vl1_lost", "vl3_p50_us", "ratio_to_unloaded", "received_of_sent",
-                   "receiver_ring_drops", "integrity_rejected"],
-                  note=f"edgeflow AFDX mode (userspace: a paced port's links stay there), one network, "
-                       f"{rounds} runs of {seconds:g} s per case alternating, medians of the per-run medians "
-                       f"and p99s. The port sends at {PACED_MBPS} Mbit/s: a 1518-byte frame takes "
-                       f"{1518 * 8 / PACED_MBPS:.0f} µs, the longest a high-priority frame waits for one "
-                       "already leaving. `offered_mbps`: everything sent to end system 4; `port_sent_mbps`: what "
-                       "the paced port sent (its tx bytes over the run, start-up included: a floor), `queue_full`: frames its low-priority "
-                       "queue had no room for. `received_of_sent`: frames that reached the receiving end system over frames "
-                       "the port sent; `receiver_ring_drops`: frames its receive ring had no room for; "
-                       "`integrity_rejected`: frames it received but its integrity check refused (a sequence "
-                       "number too far past the last, as the switch's full queue leaves gaps).")
-    cases = [("unloaded", "high", 0), ("saturated", "high", PACED_BACKGROUND),
-             ("saturated, VL 1 low", "low", PACED_BACKGROUND)]
-    results = {c: [] for c in cases}
-    netns.cleanup()
-    with AfdxNetwork("bp", RECEIVER, redundant=False) as net:
-        ports = net.ports("a")
-        for i in range(rounds):
-            for case in cases:
-                name, vl1_priority, n_bg = case
-                progress(f"afdx: paced port, {name}, run {i + 1} of {rounds}")
-                vls = [VL(v, src, [RECEIVER], bag_ms=bag, smax=max(size, 64), jitter_us=2000,
-                          priority=vl1_priority if v == 1 else prio) for v, src, bag, size, prio in FLOWS]
-                vls += [VL(BACKGROUND_BASE + k, 3, [RECEIVER], bag_ms=1, smax=1518, jitter_us=2000)
-                        for k in range(PACED_BACKGROUND)]
-                port_lines = "".join(f'[[port]]\nname = "{p}"\n' + (f"rate_mbps = {PACED_MBPS}\n"
-                                                                      if k + 1 == RECEIVER else "")
-                                     for k, p in enumerate(ports))
-                cfg = run_dir("afdx") / "paced.toml"
-                cfg.write_text(afdx.config_text(vls).replace("\n\n", "\n" + port_lines + "\n", 1))
-                with Edgeflow([], extra=["--config", str(cfg)], log_name="bench-afdx-paced") as sw:
-                    time.sleep(0.2)
-                    start = time.monotonic()
-                    rx = Receiver(net.end_systems[RECEIVER - 1], networks=("a",))
-                    try:
-                        by_source = {1: [vl_arg(1, 1, 64), vl_arg(2, 4, 512)], 2: [vl_arg(3, 2, 1518), vl_arg(4, 8, 300)],
-                                     3: [vl_arg(BACKGROUND_BASE + k, 1, 1518) for k in range(n_bg)]}
-                        procs = [send(net.end_systems[s - 1], v, seconds, networks=("a",), jitter_us=100,
-                                      seed=s, background=True) for s, v in by_source.items() if v]
-                        for p in procs:
-                            _, err = p.communicate(timeout=seconds + 60)
-                            if p.returncode != 0:
-                                raise RuntimeError(f"es-send: {err.strip()}")
-                        sent_s = time.monotonic() - start
-                        whole = rx.result()
-                        got = whole["vls"]
-                    finally:
-                        rx.kill()
-                    report = sw.stats()
-                port = next(p for p in report["ports"] if p["no"] == RECEIVER)
-                results[case].append((got[1]["latency_us"]["p50"], got[1]["latency_us"]["p99"], got[1]["lost"],
-                                      got[3]["latency_us"]["p50"], port["tx_bytes"] * 8 / sent_s / 1e6,
-                                      report["drops"]["queue_full"], whole["ring_drops"],
-                                      sum(sum(v["received"]) for v in got.values()) / max(1, port["tx_packets"]),
-                                      sum(sum(v["integrity_errors"]) for v in got.values())))
-    unloaded = median([r[0] for r in results[cases[0]]])
-    for case in cases:
-        name, vl1_priority, n_bg = case
-        runs = results[case]
-        offered = (64 * 1000 + 512 * 250 + 1518 * 500 + 300 * 125 + 1518 * 1000 * n_bg) * 8 / 1e6
-        p50 = median([r[0] for r in runs])
-        table.add(case=name, vl1_priority=vl1_priority, background_vls=n_bg, offered_mbps=round(offered),
-                  port_sent_mbps=round(median([r[4] for r in runs])), queue_full=sum(r[5] for r in runs),
-                  runs=len(runs), vl1_p50_us=p50, vl1_p99_us=median([r[1] for r in runs]),
-                  vl1_lost=sum(r[2] for r in runs), vl3_p50_us=median([r[3] for r in runs]),
-                  ratio_to_unloaded=p50 / max(unloaded, 1e-9), received_of_sent=median([r[7] for r in runs]),
-                  receiver_ring_drops=sum(r[6] for r in runs), integrity_rejected=sum(r[8] for r in runs))
+def slow_port_priority(seconds, rounds, datapaths, unpaced):
+    """High-priority latency on a port that nothing in the config paces, under saturating
+    low-priority load (issue 34, item 4; `afdx.priority_on_slow_port`): end system 4 is behind a
+    SLOW_MBPS link, whose far end (the receiver) carries frames one after another at that speed
+    and loses them past a ring of 1000. By default edgeflow paces the port to its link, so the
+    backlog builds in its queues; `unpaced` lists the datapaths also run as before that
+    (`pace_to_link_speed = false`), where it builds in the link's ring. Medians over `rounds`."""
+    on_wire = (1518 + 20) * 8 / SLOW_MBPS
+    table = Table("afdx-priority", f"AFDX: high-priority latency on an unpaced port behind a {SLOW_MBPS} Mbit/s link, "
+                  f"saturated by {SLOW_BACKGROUND} low-priority VLs",
+                  ["datapath", "pacing", "runs", "unloaded_p50_us", "unloaded_p99_us", "loaded_p50_us",
+                   "loaded_p99_us", "added_p50_us", "ratio_to_unloaded", "loaded_lost", "control_p50_us",
+                   "link_ring_drops", "queue_full", "kernel_held", "kept_for_priority"],
+                  note=f"{rounds} run(s) of {seconds:g} s per row, medians of the per-run medians and p99s. VL 1 "
+                       "(high, 64 B) alone, then VL 2 (high) and VL 3 (low, `control`) while end system 2 offers "
+                       f"{SLOW_BACKGROUND * 1538 * 8 / 1000:.0f} Mbit/s of 1518-byte low-priority VLs. Latency is to the "
+                       "frame's last bit at the far end of the link. `pacing`: `link` (the default: the port paced to "
+                       "its link's speed) or `none` (`pace_to_link_speed = false`, as before). A low-priority frame "
+                       f"already on the wire takes {on_wire:.0f} µs, which no priority takes back: `added_p50_us` is what "
+                       "load adds. `link_ring_drops`: frames the link's ring had no room for; `queue_full`: frames the "
+                       "switch's queues had no room for; `kernel_held`/`kept_for_priority`: links the kernel decides, "
+                       "and links kept in userspace because their port needs priority.")
+    runs = {}
+    cases = [(d, "link") for d in datapaths] + [(d, "none") for d in unpaced]
+    for i in range(rounds):
+        for datapath, pacing in cases:
+            progress(f"afdx: slow port, {datapath}, pacing {pacing}, run {i + 1} of {rounds}")
+            netns.cleanup()
+            got, sent, report = afdx.priority_on_slow_port(datapath, SLOW_MBPS, SLOW_BACKGROUND, seconds,
+                                                           pace_to_link=pacing == "link", tag="bq")
+            links = (report["fast_path"] or {}).get("links") or {}
+            vls = got["vls"]
+            runs.setdefault((datapath, pacing), []).append(dict(
+                u50=vls[1]["latency_us"]["p50"], u99=vls[1]["latency_us"]["p99"],
+                l50=vls[2]["latency_us"]["p50"], l99=vls[2]["latency_us"]["p99"], lost=sent[2] - vls[2]["delivered"],
+                c50=vls[3]["latency_us"]["p50"], wire=got["wire_drops"], full=report["drops"]["queue_full"],
+                held=links.get("held", "-"),
+                kept=links.get("kept_for_priority", "-")))
+    for (datapath, pacing), rs in runs.items():
+        m = {k: median([r[k] for r in rs]) for k in ("u50", "u99", "l50", "l99", "c50")}
+        table.add(datapath=datapath, pacing=pacing, runs=len(rs), unloaded_p50_us=m["u50"], unloaded_p99_us=m["u99"],
+                  loaded_p50_us=m["l50"], loaded_p99_us=m["l99"], added_p50_us=m["l50"] - m["u50"],
+                  ratio_to_unloaded=m["l50"] / max(m["u50"], 1e-9), loaded_lost=sum(r["lost"] for r in rs),
+                  control_p50_us=m["c50"], link_ring_drops=sum(r["wire"] for r in rs),
+                  queue_full=sum(r["full"] for r in rs),
+                  kernel_held=rs[-1]["held"], kept_for_priority=rs[-1]["kept"])
     return table
 
 
@@ -433,7 +401,8 @@ def run(out, quick=False, switches=None):
                              contract_a=at[0], contract_b=at[1], arrived_a=r["received"][0],
                              arrived_b=r["received"][1])
     rate = frame_rate(0.5 if quick else 2.0, 3 if quick else 5)
-    paced = paced_priority(0.6 if quick else 2.0, 1 if quick else 3)
+    paced = slow_port_priority(0.6 if quick else 2.0, 1 if quick else 3, ("user", "tc", "xdp"),
+                               ("user",) if quick else ("user", "tc", "xdp"))
     proc = processing([64, 1518], 0.6 if quick else 1.5, 1 if quick else 3, ("xdp",) if quick else ("xdp", "socket"))
     for t in (per_vl, policing, published, rate, paced, proc):
         t.write(out)

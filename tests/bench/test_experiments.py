@@ -163,20 +163,24 @@ def test_afdx_shows_policing_and_priority(results):
     for d in ("tc", "xdp"):
         assert int(rate[(d, "afdx")]["policed"]) == 0, rate[(d, "afdx")]
         assert float(rate[(d, "afdx")]["ratio_to_openflow"]) > 0.5, rate[(d, "afdx")]
-    # On a paced port saturated by low-priority VLs, a high-priority VL loses nothing and waits
-    # about one low-priority frame (61 µs at 200 Mbit/s) and a wake-up, while the same VL made
-    # low priority waits behind the background (ms, and loses frames). Its ratio to the unloaded
-    # latency (1.5x in full runs, 4.03 in one quick run of 0.6 s) is the full benchmark's figure.
-    paced = {x["case"]: x for x in rows(results, "afdx-paced")}
-    high, low = paced["saturated"], paced["saturated, VL 1 low"]
-    assert int(high["vl1_lost"]) == 0 and int(high["queue_full"]) > 0, high
-    assert float(high["vl1_p50_us"]) < 61 + 500, paced
-    assert float(low["vl1_p50_us"]) > 10 * float(high["vl1_p50_us"]), paced
-    # Every frame the paced port sent reached the receiving end system; the ones it does not
-    # deliver are those its integrity check refuses after the gaps the full queue leaves.
-    for x in paced.values():
-        assert float(x["received_of_sent"]) >= 0.99 and int(x["receiver_ring_drops"]) == 0, x
-    assert int(high["integrity_rejected"]) > 0, high
+    # On a port behind a 100 Mbit/s link that nothing in the config paces, saturated by
+    # low-priority VLs: paced to its link by default, a high-priority VL loses nothing and waits
+    # about the low-priority frame on the wire (123 µs) more than unloaded, on every datapath;
+    # the low-priority control waits behind the switch's full queue, and the link's ring drops
+    # nothing. Unpaced (as before), the backlog is in the link's ring and the high-priority VL
+    # waits there for ~100 ms and loses frames. test_afdx.py holds the ratio to the unloaded
+    # latency to its bound; this checks the experiment's rows.
+    slow = {(x["datapath"], x["pacing"]): x for x in rows(results, "afdx-priority")}
+    assert {("user", "link"), ("tc", "link"), ("xdp", "link"), ("user", "none")} <= set(slow), slow
+    for d in ("user", "tc", "xdp"):
+        x = slow[(d, "link")]
+        assert int(x["loaded_lost"]) == 0 and int(x["link_ring_drops"]) == 0 and int(x["queue_full"]) > 0, x
+        assert float(x["added_p50_us"]) < 123 + 500, x
+        assert float(x["control_p50_us"]) > 10 * float(x["loaded_p50_us"]), x
+        if d != "user":
+            assert (int(x["kernel_held"]), int(x["kept_for_priority"])) == (1, 19), x
+    before = slow[("user", "none")]
+    assert float(before["loaded_p50_us"]) > 10_000 and int(before["link_ring_drops"]) > 0, before
 
 
 def test_tsn_shows_scheduling(results):

@@ -281,6 +281,46 @@ impl Receiver {
     }
 }
 
+/// The far end of a link of `mbps`, given when each frame was handed to it: when the frame's last
+/// bit arrives, the link carrying frames one after another, and which frames it drops with
+/// `limit` already waiting (an interface's ring). A frame occupies the link for its bytes, FCS,
+/// preamble and inter-frame gap (24 bytes more), and has arrived once its FCS has.
+pub struct Wire {
+    mbps: u64,
+    limit: usize,
+    free_at: u64,
+    /// When each frame on the link or waiting for it will have left, oldest first.
+    leaving: std::collections::VecDeque<u64>,
+    pub dropped: u64,
+}
+
+impl Wire {
+    pub fn new(mbps: u32, limit: usize) -> Wire {
+        Wire { mbps: mbps.max(1) as u64, limit, free_at: 0, leaving: Default::default(), dropped: 0 }
+    }
+
+    fn ns(&self, bytes: u64) -> u64 {
+        (bytes * 8 * 1000).div_ceil(self.mbps)
+    }
+
+    /// A frame of `len` bytes (no FCS) handed to the link at `at_ns` (not before the last one):
+    /// when its last bit arrives, or None if the ring was full.
+    pub fn carry(&mut self, len: usize, at_ns: u64) -> Option<u64> {
+        while self.leaving.front().is_some_and(|&t| t <= at_ns) {
+            self.leaving.pop_front();
+        }
+        // The frame on the link is not in the ring.
+        if self.leaving.len() > self.limit {
+            self.dropped += 1;
+            return None;
+        }
+        let start = self.free_at.max(at_ns);
+        self.free_at = start + self.ns(len as u64 + 24);
+        self.leaving.push_back(self.free_at);
+        Some(start + self.ns(len as u64 + 12))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -402,5 +442,18 @@ mod tests {
         assert_eq!(rx.receive(&frame_of(7, NETWORK_B, 10, 1, 0), 720_000), Delivered);
         assert_eq!(rx.receive(&frame_of(7, NETWORK_A, 10, 1, 0), 730_000), Duplicate);
         assert_eq!(rx.vls[&7].delivered_twice, 0);
+    }
+
+    #[test]
+    fn a_wire_delays_frames_behind_each_other_and_drops_past_its_ring() {
+        // 100 Mbit/s: a 1000-byte frame holds the link 81.92 µs, its last bit arrives at 80.96.
+        let mut w = Wire::new(100, 2);
+        assert_eq!(w.carry(1000, 0), Some(80_960));
+        assert_eq!(w.carry(1000, 10_000), Some(81_920 + 80_960), "waits for the first");
+        assert_eq!(w.carry(1000, 20_000), Some(2 * 81_920 + 80_960));
+        assert_eq!(w.carry(1000, 30_000), None, "one on the link and two waiting: full");
+        assert_eq!(w.dropped, 1);
+        // Once all have left the link is idle: a frame goes at once.
+        assert_eq!(w.carry(64, 1_000_000), Some(1_000_000 + 6_080));
     }
 }

@@ -59,6 +59,15 @@ pub struct SendArgs {
 pub struct RecvArgs {
     #[arg(long)]
     iface_a: String,
+    /// Network A is the far end of a link of this speed (Mbit/s): each frame arrives when its
+    /// last bit would, after the frames before it, and past `--ring` frames waiting it is lost,
+    /// as on a real interface that slow. Times are the kernel's, from when each frame was sent
+    /// to this end system's interface, so a late reader changes nothing.
+    #[arg(long)]
+    wire_mbps: Option<u32>,
+    /// The frames the link holds waiting (a NIC's ring, a tap's txqueuelen).
+    #[arg(long, default_value_t = 1000)]
+    ring: usize,
     #[arg(long)]
     iface_b: Option<String>,
     /// How long after a delivered frame its copy on the other network may arrive.
@@ -179,6 +188,7 @@ pub fn send(a: SendArgs) -> Result<(), String> {
 pub fn recv(a: RecvArgs) -> Result<(), String> {
     let ring = RingConfig { rx_frames: 8192, tx_frames: 64, frame_size: 2048 };
     let mut ports = Vec::new();
+    let mut wire = a.wire_mbps.map(|mbps| afdx::Wire::new(mbps, a.ring));
     for (iface, net) in [(Some(&a.iface_a), NETWORK_A), (a.iface_b.as_ref(), NETWORK_B)] {
         if let Some(iface) = iface {
             let (rx, _tx) = afpacket::open(iface, ring).map_err(|e| format!("{iface}: {e}"))?;
@@ -255,7 +265,14 @@ pub fn recv(a: RecvArgs) -> Result<(), String> {
                 if Some(frame.network) != afdx::network_index(*net) {
                     wrong_network += 1;
                 }
-                let rx_ns = if f.tstamp_ns != 0 { f.tstamp_ns } else { realtime_ns() };
+                let mut rx_ns = if f.tstamp_ns != 0 { f.tstamp_ns } else { realtime_ns() };
+                // Network A's frames crossed the slow link.
+                if let (Some(w), NETWORK_A) = (wire.as_mut(), *net) {
+                    match w.carry(f.data.len(), rx_ns) {
+                        Some(arrived) => rx_ns = arrived,
+                        None => return,
+                    }
+                }
                 let outcome = receiver.receive(&frame, rx_ns);
                 if let Some(l) = &mut log {
                     let what = match outcome {
@@ -304,8 +321,10 @@ pub fn recv(a: RecvArgs) -> Result<(), String> {
     let ring_drops: u64 = ports.iter_mut().map(|(rx, _)| rx.rx_drops()).sum();
     let _ = write!(
         out,
-        "}}, \"other_frames\": {}, \"wrong_network\": {wrong_network}, \"ring_drops\": {ring_drops}}}",
-        receiver.other
+        "}}, \"other_frames\": {}, \"wrong_network\": {wrong_network}, \"ring_drops\": {ring_drops}, \
+         \"wire_drops\": {}}}",
+        receiver.other,
+        wire.map_or(0, |w| w.dropped)
     );
     println!("{out}");
     Ok(())
