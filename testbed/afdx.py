@@ -38,18 +38,19 @@ class VL:
                 f"ip_check = {'true' if self.ip_check else 'false'}\n")
 
 
-def config_text(vls, network=None, ports=(), pace_to_link=True, link_mbps=None):
+def config_text(vls, network=None, ports=(), pace_to_link=True, link_mbps=None, timing=None):
     """An AFDX switch's config: its VLs, the network it is on ("a", "b"; None: either), its ports
     (interface names, port 1 first; none: given on the command line), the link speed of some of
     them ({port number: Mbit/s}), and whether ports without a rate are paced to their link's
-    speed (the default)."""
+    speed (the default); `timing`: the switch's `egress_timing` (sleep, fifo, busy)."""
     link_mbps = link_mbps or {}
     port_lines = "".join(f"[[port]]\nname = \"{p}\"\n" + (f"link_mbps = {link_mbps[k]}\n" if k in link_mbps else "")
                          for k, p in enumerate(ports, 1))
     section = f"network = \"{network.upper()}\"\n" if network else ""
     section += "" if pace_to_link else "pace_to_link_speed = false\n"
     section = f"[afdx]\n{section}\n" if section else ""
-    return "mode = \"afdx\"\n\n" + port_lines + section + "\n".join(vl.toml() for vl in vls)
+    top = f"mode = \"afdx\"\n" + (f"egress_timing = \"{timing}\"\n" if timing else "") + "\n"
+    return top + port_lines + section + "\n".join(vl.toml() for vl in vls)
 
 
 @dataclass
@@ -282,14 +283,15 @@ def contract_admits(times_ns, size, bag_ms, smax, jitter_us=0, by_bytes=False):
     return max(0, int((earned - lost) // cost) - 1), int((cap + earned) // cost) + 1
 
 
-def priority_on_slow_port(datapath, mbps, n_background, seconds, pace_to_link=True, tag="aq", more_ports=()):
+def priority_on_slow_port(datapath, mbps, n_background, seconds, pace_to_link=True, tag="aq", more_ports=(),
+                          timing=None):
     """High-priority latency on a port that nothing in the config paces (issue 34, item 4): end
     system 4 is on a link of `mbps` (its receiver's `wire_mbps`; the switch is told the speed by
     `link_mbps`, as a veth's driver reports 10 Gbit/s), offered `n_background` low-priority VLs
     of 1518 bytes every 1 ms by end system 2. End system 1 sends VL 1 (high, 64 B) alone first,
     then VL 2 (high) and VL 3 (low, the control) under the load. VL 50 (high, to end system 3,
     not sent) needs no priority: the kernel may hold it. `more_ports`: interfaces that are ports
-    5, 6... and carry nothing. Returns (receiver report, {vl: frames sent}, the switch's report)."""
+    5, 6... and carry nothing; `timing`: the switch's `egress_timing`. Returns (receiver report, {vl: frames sent}, the switch's report)."""
     vls = [VL(1, 1, [4], bag_ms=1, smax=64, jitter_us=2000, priority="high"),
            VL(2, 1, [4], bag_ms=1, smax=64, jitter_us=2000, priority="high"),
            VL(3, 1, [4], bag_ms=1, smax=64, jitter_us=2000),
@@ -300,7 +302,7 @@ def priority_on_slow_port(datapath, mbps, n_background, seconds, pace_to_link=Tr
             net.set_offload(**Edgeflow.HOST_SETTINGS[datapath])
         cfg = run_dir("afdx") / f"{tag}-slow-{datapath}.toml"
         cfg.write_text(config_text(vls, ports=net.ports("a") + list(more_ports), pace_to_link=pace_to_link,
-                                   link_mbps={4: mbps}))
+                                   link_mbps={4: mbps}, timing=timing))
         es = net.end_systems
         with Edgeflow([], datapath=datapath, extra=["--config", str(cfg)],
                       log_name=f"afdx-{tag}-slow-{datapath}") as sw:

@@ -176,10 +176,10 @@ pub struct Schedule {
     pub shapers: [Shaper; N_QUEUES],
     pub gates: Option<Gates>,
     /// How far in the past a frame may start on the virtual wire after a late wake-up (None:
-    /// as far as the schedule says). A port paced to its own link's speed must not: the frame
-    /// goes out now, behind what the link still carries, so each late wake-up would leave that
-    /// much more waiting in the interface, first in first out, and for good while the port is
-    /// saturated (measured: a standing 1 ms at 100 Mbit/s).
+    /// as far as the schedule says). A port paced to its own link's speed bounds it: the frame
+    /// goes out now, behind what the link still carries, so without a bound each late wake-up
+    /// would leave that much more waiting in the interface, first in first out, and for good
+    /// while the port is saturated (measured: a standing 1 ms at 100 Mbit/s).
     pub catch_up_ns: Option<u64>,
 }
 
@@ -189,11 +189,13 @@ impl Schedule {
         Schedule { rate_bps, shapers: std::array::from_fn(|_| Shaper::Strict), gates: None, catch_up_ns: None }
     }
 
-    /// Strict priority at the speed of the port's own link, never catching up: a frame goes to
-    /// the interface only once the link is free, so a high-priority frame waits at most for the
-    /// frame on the wire. A late wake-up costs the link that time instead.
-    pub fn link(rate_bps: u64) -> Schedule {
-        Schedule { catch_up_ns: Some(0), ..Schedule::strict(rate_bps) }
+    /// Strict priority at the speed of the port's own link, catching up at most `lateness_ns`:
+    /// after a late wake-up the interface gets what the link would have carried meanwhile up to
+    /// that much, and no more, so a high-priority frame finds at most that in front of it beside
+    /// the frame on the wire. Without it the thread's lateness would leave the link idle (one
+    /// frame per wake-up when frames are shorter than the lateness).
+    pub fn link(rate_bps: u64, lateness_ns: u64) -> Schedule {
+        Schedule { catch_up_ns: Some(lateness_ns), ..Schedule::strict(rate_bps) }
     }
 
     /// Checks the schedule; the error names the queue or entry and the reason.
@@ -732,19 +734,21 @@ mod tests {
     }
 
     #[test]
-    fn a_port_paced_to_its_own_link_never_starts_a_frame_in_the_past() {
-        // 100 Mbit/s: a 1500-byte frame holds the wire 121.92 µs. The thread wakes 50 µs late.
+    fn a_port_paced_to_its_own_link_catches_up_only_as_far_as_the_thread_is_expected_late() {
+        // 100 Mbit/s: a 1500-byte frame holds the wire 121.92 µs. The thread, expected 20 µs
+        // late at most, wakes 50 µs late.
         let h: [Option<Head>; N_QUEUES] = std::array::from_fn(|q| (q == 0).then_some(Head { len: 1500, at: 0 }));
-        let (mut shaped, mut link) = (Scheduler::new(Schedule::strict(100 * MBIT)), Scheduler::new(Schedule::link(100 * MBIT)));
+        let (mut shaped, mut link) =
+            (Scheduler::new(Schedule::strict(100 * MBIT)), Scheduler::new(Schedule::link(100 * MBIT, 20_000)));
         for s in [&mut shaped, &mut link] {
             assert_eq!(s.pick(&h, 0), Pick::Send { queue: 0, start: 0 });
             s.sent(0, 1500, 0, &h, false);
         }
         let late = 121_920 + 50_000;
         // A shaper keeps its rate exact by starting the next frame when the wire was free; on
-        // the port's own link that frame would wait 50 µs in the interface, and the one after it
-        // too, while the port stays busy.
+        // the port's own link that frame would wait 50 µs in the interface, and every one after
+        // it too, while the port stays busy. Paced to its link, the port loses 30 µs of the link.
         assert_eq!(shaped.pick(&h, late), Pick::Send { queue: 0, start: 121_920 });
-        assert_eq!(link.pick(&h, late), Pick::Send { queue: 0, start: late });
+        assert_eq!(link.pick(&h, late), Pick::Send { queue: 0, start: late - 20_000 });
     }
 }

@@ -233,7 +233,7 @@ impl Switch {
                     self.mode.set_fail_open(on);
                 }
                 Ok(Command::SetEgress(egress)) => {
-                    super::apply_egress(&mut self.ports, &egress, self.start);
+                    super::apply_egress(&mut self.ports, &egress, self.start, self.cfg.timing);
                     // The kernel may hold decisions for a port that is scheduled now.
                     let now = self.now();
                     self.harvest_fast(now);

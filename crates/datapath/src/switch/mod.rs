@@ -74,21 +74,40 @@ pub enum Timing {
     Busy,
 }
 
+impl Timing {
+    /// How late the thread wakes, as far as a port paced to its own link plans for: it hands the
+    /// interface up to this much of its backlog after a late wake-up (`Schedule::link`), so that
+    /// the link stays busy while the thread sleeps past a frame's time. A high-priority frame may
+    /// find that much in front of it beside the frame on the wire: about the median lateness.
+    pub fn lateness_ns(self) -> u64 {
+        match self {
+            Timing::Sleep => 100_000,
+            Timing::Fifo => 40_000,
+            Timing::Busy => 1_000,
+        }
+    }
+}
+
 /// Sets every port's schedule, queue limits and priority map from `egress` (ports not named get
 /// the defaults back).
-fn apply_egress(ports: &mut BTreeMap<u32, SwitchPort>, egress: &[(u32, crate::egress::PortEgress)], start: Instant) {
+fn apply_egress(
+    ports: &mut BTreeMap<u32, SwitchPort>,
+    egress: &[(u32, crate::egress::PortEgress)],
+    start: Instant,
+    timing: Timing,
+) {
     let none = crate::egress::PortEgress::default();
     for (no, p) in ports.iter_mut() {
         let e = egress.iter().find(|(n, _)| n == no).map_or(&none, |(_, e)| e);
-        p.set_egress(*no, e.clone(), start);
+        p.set_egress(*no, e.clone(), start, timing);
     }
 }
 
 impl SwitchPort {
     /// Sets the port's schedule, queue limits and priority map from `e`. Gate base times move
     /// from their own clock onto the switch's (`start`); a port paced to its link reads the
-    /// link's speed now.
-    fn set_egress(&mut self, no: u32, e: crate::egress::PortEgress, start: Instant) {
+    /// link's speed now, and plans for the thread's `timing`.
+    fn set_egress(&mut self, no: u32, e: crate::egress::PortEgress, start: Instant, timing: Timing) {
         let mut schedule = e.schedule.clone();
         if let Some(g) = schedule.as_mut().and_then(|s| s.gates.as_mut()) {
             let id = match e.gate_clock {
@@ -103,7 +122,7 @@ impl SwitchPort {
             false => None,
         };
         if let Some(mbps) = link_mbps {
-            schedule = Some(crate::schedule::Schedule::link(mbps as u64 * 1_000_000));
+            schedule = Some(crate::schedule::Schedule::link(mbps as u64 * 1_000_000, timing.lateness_ns()));
             if self.link_paced_mbps != Some(mbps) {
                 tracing::info!(port = no, name = %self.desc.name, mbps, "egress paced to the link's speed");
             }
@@ -116,6 +135,12 @@ impl SwitchPort {
             );
         }
         self.link_paced_mbps = link_mbps;
+        if let Some(mbps) = e.link_mbps {
+            // What the controllers see of the port says so too.
+            self.desc.curr = ports::speed_features(mbps);
+            self.desc.supported = self.desc.curr;
+            (self.desc.curr_speed, self.desc.max_speed) = (mbps * 1000, mbps * 1000);
+        }
         self.egress.set_schedule(schedule);
         self.egress.pcp_map = e.pcp_map.unwrap_or(crate::egress::PCP_TO_QUEUE);
         for q in 0..crate::egress::N_QUEUES {
@@ -132,10 +157,10 @@ impl SwitchPort {
 
     /// Paces the port again if it is paced to its link and the link's speed changed (a link
     /// comes back at the speed it negotiated).
-    fn link_speed_changed(&mut self, no: u32, start: Instant) {
+    fn link_speed_changed(&mut self, no: u32, start: Instant, timing: Timing) {
         let e = &self.egress_config;
         if e.pace_to_link && e.schedule.is_none() && self.link_speed() != self.link_paced_mbps {
-            self.set_egress(no, self.egress_config.clone(), start);
+            self.set_egress(no, self.egress_config.clone(), start, timing);
         }
     }
 }
@@ -292,7 +317,7 @@ impl Switch {
             mode.port_changed(no, Some(PortView { config: p.desc.config, state: p.desc.state }));
         }
         let start = Instant::now();
-        apply_egress(&mut ports, &cfg.egress, start);
+        apply_egress(&mut ports, &cfg.egress, start, cfg.timing);
         let mut upcall_rx: Option<Box<dyn PortRx>> = None;
         let mut upcall_guard = None;
         if let Some(fp) = fast.as_mut() {

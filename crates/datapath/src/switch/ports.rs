@@ -257,15 +257,7 @@ pub(super) fn port_desc(no: u32, name: &str) -> Port {
     let hw_addr = sys::hw_addr(name).unwrap_or_default();
     let flags = sys::if_flags(name).unwrap_or(0);
     let speed = sys::speed_mbps(name).unwrap_or(0);
-    let curr = match speed {
-        0 => 0,
-        s if s >= 100_000 => features::F_100GB_FD,
-        s if s >= 40_000 => features::F_40GB_FD,
-        s if s >= 10_000 => features::F_10GB_FD,
-        s if s >= 1_000 => features::F_1GB_FD,
-        s if s >= 100 => features::F_100MB_FD,
-        _ => features::F_10MB_FD,
-    } | if speed > 0 { features::COPPER } else { 0 };
+    let curr = speed_features(speed);
     let mut desc = Port {
         port_no: no,
         hw_addr,
@@ -283,6 +275,20 @@ pub(super) fn port_desc(no: u32, name: &str) -> Port {
     let carrier = sys::carrier(name) as u32 * 0x10000;
     desc.state = link_state(flags | carrier);
     desc
+}
+
+/// OpenFlow's feature bits for a link of `mbps` (0: unknown).
+pub(super) fn speed_features(mbps: u32) -> u32 {
+    let rate = match mbps {
+        0 => return 0,
+        s if s >= 100_000 => features::F_100GB_FD,
+        s if s >= 40_000 => features::F_40GB_FD,
+        s if s >= 10_000 => features::F_10GB_FD,
+        s if s >= 1_000 => features::F_1GB_FD,
+        s if s >= 100 => features::F_100MB_FD,
+        _ => features::F_10MB_FD,
+    };
+    rate | features::COPPER
 }
 
 fn link_state(flags: u32) -> u32 {
@@ -309,7 +315,7 @@ impl Switch {
     pub(super) fn link_event(&mut self, ev: LinkEvent) {
         let found = self.ports.iter().find(|(_, p)| p.desc.name == ev.name).map(|(&n, _)| n);
         let Some(no) = found else { return };
-        let start = self.start;
+        let (start, timing) = (self.start, self.cfg.timing);
         let port = self.ports.get_mut(&no).unwrap();
         let egress = port.egress_config.clone();
         if ev.deleted {
@@ -317,7 +323,7 @@ impl Switch {
                 port.rx = None;
                 port.guard = None;
                 port.egress = EgressQueues::default();
-                port.set_egress(no, egress, start);
+                port.set_egress(no, egress, start, timing);
                 port.counters.removed += 1;
                 info!(port = no, name = %ev.name, "interface removed");
                 self.port_status(no, port_reason::DELETE);
@@ -332,7 +338,7 @@ impl Switch {
                     let counters = port.counters;
                     *port = reopened;
                     port.counters = counters;
-                    port.set_egress(no, egress, start);
+                    port.set_egress(no, egress, start, timing);
                     info!(port = no, name = %ev.name, "interface added");
                     // The kernel dropped the fast path's attachment with the old interface.
                     if let Some(fast) = self.fast.as_mut() {
@@ -359,7 +365,7 @@ impl Switch {
             port.desc.config = new_config;
             info!(port = no, up = new_state == state::LIVE, "link changed");
             if new_state == state::LIVE {
-                port.link_speed_changed(no, start);
+                port.link_speed_changed(no, start, timing);
             }
             self.port_status(no, port_reason::MODIFY);
         }
