@@ -49,7 +49,7 @@ def config_text(vls, network=None, ports=(), pace_to_link=True, link_mbps=None, 
     section = f"network = \"{network.upper()}\"\n" if network else ""
     section += "" if pace_to_link else "pace_to_link_speed = false\n"
     section = f"[afdx]\n{section}\n" if section else ""
-    top = f"mode = \"afdx\"\n" + (f"egress_timing = \"{timing}\"\n" if timing else "") + "\n"
+    top = "mode = \"afdx\"\n" + (f"egress_timing = \"{timing}\"\n" if timing else "") + "\n"
     return top + port_lines + section + "\n".join(vl.toml() for vl in vls)
 
 

@@ -256,54 +256,58 @@ def run_load(net, n_background, seconds, sender_side=False):
     return got, sent, arrivals
 
 
-#: The slow-port comparison: end system 4 behind a link of this speed, offered about twice it by
-#: this many low-priority VLs of 1518 B every 1 ms.
-SLOW_MBPS = 100
-SLOW_BACKGROUND = 16
+#: The slow-port comparison: end system 4 behind a link of SLOW_MBPS, offered about twice it by
+#: SLOW_BACKGROUND low-priority VLs of 1518 B every 1 ms; and behind a link of FAST_MBPS, offered
+#: 1.2 times it (as much as the sender makes here) by FAST_BACKGROUND.
+SLOW_MBPS, SLOW_BACKGROUND = 100, 16
+FAST_MBPS, FAST_BACKGROUND = 500, 50
 
 
 def slow_port_priority(seconds, rounds, cases):
     """High-priority latency on a port that nothing in the config paces, under saturating
     low-priority load (issue 34, item 4; `afdx.priority_on_slow_port`): end system 4 is behind a
     SLOW_MBPS link, whose far end (the receiver) carries frames one after another at that speed
-    and loses them past a ring of 1000. `cases`: (datapath, pacing, egress_timing). Pacing
+    and loses them past a ring of 1000. `cases`: (link Mbit/s, datapath, pacing, egress_timing). Pacing
     `link` is the default: the port paced to its link, the backlog in its queues; `none` is as
     before (`pace_to_link_speed = false`), the backlog in the link's ring. Medians over `rounds`."""
     on_wire = (1518 + 20) * 8 / SLOW_MBPS
-    table = Table("afdx-priority", f"AFDX: high-priority latency on an unpaced port behind a {SLOW_MBPS} Mbit/s link, "
-                  f"saturated by {SLOW_BACKGROUND} low-priority VLs",
-                  ["datapath", "pacing", "timing", "runs", "unloaded_p50_us", "unloaded_p99_us", "loaded_p50_us",
+    table = Table("afdx-priority", f"AFDX: high-priority latency on an unpaced port behind a {SLOW_MBPS} or "
+                  f"{FAST_MBPS} Mbit/s link, saturated by low-priority VLs",
+                  ["link_mbps", "datapath", "pacing", "timing", "runs", "unloaded_p50_us", "unloaded_p99_us", "loaded_p50_us",
                    "loaded_p99_us", "added_p50_us", "ratio_to_unloaded", "loaded_lost", "control_p50_us",
                    "link_ring_drops", "queue_full", "kernel_held", "kept_for_priority"],
                   note=f"{rounds} run(s) of {seconds:g} s per row, medians of the per-run medians and p99s. VL 1 "
                        "(high, 64 B) alone, then VL 2 (high) and VL 3 (low, `control`) while end system 2 offers "
-                       f"{SLOW_BACKGROUND * 1538 * 8 / 1000:.0f} Mbit/s of 1518-byte low-priority VLs. Latency is to the "
+                       f"{SLOW_BACKGROUND * 1538 * 8 / 1000:.0f} Mbit/s of 1518-byte low-priority VLs to a {SLOW_MBPS} "
+                       f"Mbit/s link ({FAST_BACKGROUND * 1538 * 8 / 1000:.0f} to a {FAST_MBPS} Mbit/s one). Latency is to the "
                        "frame's last bit at the far end of the link. `pacing`: `link` (the default: the port paced to "
                        "its link's speed) or `none` (`pace_to_link_speed = false`, as before); `timing`: the switch's "
                        "`egress_timing`, which sets how far ahead the pacer hands the interface frames to cover its "
                        "wake-ups (sleep 100 µs, fifo 40, busy 1). A low-priority frame "
-                       f"already on the wire takes {on_wire:.0f} µs, which no priority takes back: `added_p50_us` is what "
+                       f"already on the wire takes {on_wire:.0f} µs at {SLOW_MBPS} Mbit/s, which no priority takes back: "
+                       "`added_p50_us` is what "
                        "load adds. `link_ring_drops`: frames the link's ring had no room for; `queue_full`: frames the "
                        "switch's queues had no room for; `kernel_held`/`kept_for_priority`: links the kernel decides, "
                        "and links kept in userspace because their port needs priority.")
     runs = {}
     for i in range(rounds):
-        for datapath, pacing, timing in cases:
-            progress(f"afdx: slow port, {datapath}, pacing {pacing}, {timing} timing, run {i + 1} of {rounds}")
+        for mbps, datapath, pacing, timing in cases:
+            progress(f"afdx: {mbps} Mbit/s port, {datapath}, pacing {pacing}, {timing} timing, run {i + 1} of {rounds}")
             netns.cleanup()
-            got, sent, report = afdx.priority_on_slow_port(datapath, SLOW_MBPS, SLOW_BACKGROUND, seconds,
+            n_background = SLOW_BACKGROUND if mbps == SLOW_MBPS else FAST_BACKGROUND
+            got, sent, report = afdx.priority_on_slow_port(datapath, mbps, n_background, seconds,
                                                            pace_to_link=pacing == "link", tag="bq", timing=timing)
             links = (report["fast_path"] or {}).get("links") or {}
             vls = got["vls"]
-            runs.setdefault((datapath, pacing, timing), []).append(dict(
+            runs.setdefault((mbps, datapath, pacing, timing), []).append(dict(
                 u50=vls[1]["latency_us"]["p50"], u99=vls[1]["latency_us"]["p99"],
                 l50=vls[2]["latency_us"]["p50"], l99=vls[2]["latency_us"]["p99"], lost=sent[2] - vls[2]["delivered"],
                 c50=vls[3]["latency_us"]["p50"], wire=got["wire_drops"], full=report["drops"]["queue_full"],
                 held=links.get("held", "-"),
                 kept=links.get("kept_for_priority", "-")))
-    for (datapath, pacing, timing), rs in runs.items():
+    for (mbps, datapath, pacing, timing), rs in runs.items():
         m = {k: median([r[k] for r in rs]) for k in ("u50", "u99", "l50", "l99", "c50")}
-        table.add(datapath=datapath, pacing=pacing, timing=timing, runs=len(rs), unloaded_p50_us=m["u50"], unloaded_p99_us=m["u99"],
+        table.add(link_mbps=mbps, datapath=datapath, pacing=pacing, timing=timing, runs=len(rs), unloaded_p50_us=m["u50"], unloaded_p99_us=m["u99"],
                   loaded_p50_us=m["l50"], loaded_p99_us=m["l99"], added_p50_us=m["l50"] - m["u50"],
                   ratio_to_unloaded=m["l50"] / max(m["u50"], 1e-9), loaded_lost=sum(r["lost"] for r in rs),
                   control_p50_us=m["c50"], link_ring_drops=sum(r["wire"] for r in rs),
@@ -402,10 +406,13 @@ def run(out, quick=False, switches=None):
                              contract_a=at[0], contract_b=at[1], arrived_a=r["received"][0],
                              arrived_b=r["received"][1])
     rate = frame_rate(0.5 if quick else 2.0, 3 if quick else 5)
-    slow_cases = [(d, "link", "sleep") for d in ("user", "tc", "xdp")] + [("user", "none", "sleep")]
+    slow_cases = [(SLOW_MBPS, d, "link", "sleep") for d in ("user", "tc", "xdp")]
+    slow_cases += [(SLOW_MBPS, "user", "none", "sleep"), (FAST_MBPS, "user", "link", "busy")]
     if not quick:
-        slow_cases += [("user", "link", "fifo"), ("user", "link", "busy"), ("tc", "none", "sleep"),
-                       ("xdp", "none", "sleep")]
+        slow_cases += [(SLOW_MBPS, "user", "link", t) for t in ("fifo", "busy")]
+        slow_cases += [(SLOW_MBPS, d, "none", "sleep") for d in ("tc", "xdp")]
+        slow_cases += [(FAST_MBPS, d, "link", t) for d in ("user", "tc", "xdp") for t in ("sleep", "busy")
+                       if (d, t) != ("user", "busy")]
     paced = slow_port_priority(0.6 if quick else 2.0, 1 if quick else 3, slow_cases)
     proc = processing([64, 1518], 0.6 if quick else 1.5, 1 if quick else 3, ("xdp",) if quick else ("xdp", "socket"))
     for t in (per_vl, policing, published, rate, paced, proc):
