@@ -1,4 +1,5 @@
-//! A port's egress: `rate_mbps`, `pcp_map`, `[[port.queue]]` and `[port.gates]`, checked line by line.
+//! A port's egress: `rate_mbps`, `link_mbps`, `pcp_map`, `[[port.queue]]` and `[port.gates]`,
+//! checked line by line.
 
 use datapath::egress::{GateClock, Limit, PortEgress};
 use datapath::schedule::{annex_l_bounds, frame_wire_bits, CbsClass, GateEntry, Gates, Schedule, Shaper, N_QUEUES};
@@ -48,7 +49,8 @@ pub struct GateListEntry {
     pub open: Vec<u8>,
 }
 
-/// A port's `rate_mbps`, `[[port.queue]]` and `[port.gates]`, checked: None if it has none.
+/// A port's `rate_mbps`, `link_mbps`, `[[port.queue]]` and `[port.gates]`, checked: None if it
+/// has none.
 pub(super) fn port_egress(cx: &Ctx<'_>, p: &PortEntry) -> Result<Option<PortEgress>, String> {
     if p.rate_mbps.is_none() && p.queues.is_empty() && p.gates.is_none() && p.pcp_map.is_none() && p.link_mbps.is_none()
     {
