@@ -5,7 +5,8 @@
 //! The port is paced to `rate_bps` (a veth has no rate of its own, and without a bottleneck no
 //! scheduler matters). The schedule runs on a *virtual* wire: every frame gets the start time the
 //! standard's selection would give it on a link of that rate, computed from when frames arrived,
-//! the credits and the gates, never from when the forwarding thread happened to wake. A late
+//! the credits and the gates, never from when the forwarding thread happened to wake (except on
+//! a port paced to its own link, which catches up only a wake-up's worth: `Schedule::link`). A late
 //! wake-up delays the frame's departure but not the schedule: rates, credits and gate windows
 //! stay exact, and the lateness is what the wake-up strategy (sleep, SCHED_FIFO, busy) decides.
 //!
@@ -17,7 +18,7 @@ use std::collections::VecDeque;
 
 pub const N_QUEUES: usize = 8;
 /// What a frame occupies on the wire beyond its bytes: FCS (4), preamble and SFD (8), IFG (12).
-pub const WIRE_OVERHEAD: u64 = 24;
+pub const WIRE_OVERHEAD: u64 = (packet::FCS_LEN + packet::PREAMBLE_LEN + packet::IFG_LEN) as u64;
 /// The largest frame a shaper is dimensioned for, as the wire holds it: 1522 bytes (VLAN-tagged,
 /// FCS included) with preamble, SFD and IFG. Credit moves with wire time, overhead included.
 pub const MAX_FRAME_BITS: i64 = frame_wire_bits(1522);

@@ -221,7 +221,7 @@ impl KernelAccount {
     /// frame of at most `smax` bytes per BAG, or under byte policing `smax` bytes per BAG in
     /// frames of at least `smin`; each frame with its preamble and inter-frame gap (20 bytes).
     pub fn wire_bps(&self, smin: u16) -> u64 {
-        const PREAMBLE_AND_GAP: u64 = 20;
+        const PREAMBLE_AND_GAP: u64 = (packet::PREAMBLE_LEN + packet::IFG_LEN) as u64;
         let (smax, smin) = (self.smax as u64, smin.max(1) as u64);
         let bytes_per_bag = if self.per_frame {
             smax + PREAMBLE_AND_GAP

@@ -306,6 +306,7 @@ impl Wire {
     /// A frame of `len` bytes (no FCS) handed to the link at `at_ns` (not before the last one):
     /// when its last bit arrives, or None if the ring was full.
     pub fn carry(&mut self, len: usize, at_ns: u64) -> Option<u64> {
+        use packet::{FCS_LEN, IFG_LEN, PREAMBLE_LEN};
         while self.leaving.front().is_some_and(|&t| t <= at_ns) {
             self.leaving.pop_front();
         }
@@ -315,9 +316,9 @@ impl Wire {
             return None;
         }
         let start = self.free_at.max(at_ns);
-        self.free_at = start + self.ns(len as u64 + 24);
+        self.free_at = start + self.ns((PREAMBLE_LEN + len + FCS_LEN + IFG_LEN) as u64);
         self.leaving.push_back(self.free_at);
-        Some(start + self.ns(len as u64 + 12))
+        Some(start + self.ns((PREAMBLE_LEN + len + FCS_LEN) as u64))
     }
 }
 

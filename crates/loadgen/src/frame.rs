@@ -5,7 +5,7 @@ pub const PROBE_AT: usize = 42;
 pub const PROBE_LEN: usize = 16;
 pub const MAGIC: u16 = 0xef1c;
 /// Frame sizes count the 4-byte FCS the NIC appends, as RFC 2544 sizes do.
-pub const FCS: usize = 4;
+pub const FCS: usize = packet::FCS_LEN;
 pub const MIN_SIZE: usize = 64;
 pub const MAX_SIZE: usize = 1518;
 

@@ -12,5 +12,13 @@ pub mod parse;
 pub mod segment;
 
 pub use key::{FlowKey, KEY_BYTES, KEY_WORDS};
+
+/// The frame check sequence: on the wire, and in AFDX's and 802.1Q's frame sizes, but not in the
+/// frames an interface hands over.
+pub const FCS_LEN: usize = 4;
+/// What the wire carries before a frame: the preamble and start-of-frame delimiter.
+pub const PREAMBLE_LEN: usize = 8;
+/// The idle the wire keeps after a frame: the inter-frame gap.
+pub const IFG_LEN: usize = 12;
 pub use packet::{Gso, GsoKind, InvalidTtl, Offload, Packet, PartialCsum};
 pub use parse::{parse, Layout, Malformed};

@@ -95,7 +95,7 @@ impl Switch {
     /// counts it.
     fn credit_links(&mut self) {
         let (Some(fast), Some(table)) = (self.fast.as_mut(), self.mode.kernel_links()) else { return };
-        const FCS: u64 = 4;
+        const FCS: u64 = packet::FCS_LEN as u64;
         let mut credited = Vec::new();
         for (id, k) in fast.harvest_links() {
             let Some(l) = table.links.iter().find(|l| l.id == id) else { continue };

@@ -117,10 +117,7 @@ impl SwitchPort {
             let offset = crate::sys::clock_ns(id) - start.elapsed().as_nanos() as i128;
             g.base_ns = (g.base_ns as i128 - offset).rem_euclid(g.cycle_ns as i128) as u64;
         }
-        let link_mbps = match schedule.is_none() && e.pace_to_link {
-            true => e.link_mbps.or_else(|| crate::sys::speed_mbps(&self.desc.name)),
-            false => None,
-        };
+        let link_mbps = if schedule.is_none() && e.pace_to_link { link_speed(&e, &self.desc.name) } else { None };
         if let Some(mbps) = link_mbps {
             schedule = Some(crate::schedule::Schedule::link(mbps as u64 * 1_000_000, timing.lateness_ns()));
             if self.link_paced_mbps != Some(mbps) {
@@ -150,19 +147,19 @@ impl SwitchPort {
         self.egress_config = e;
     }
 
-    /// The link's speed in Mbit/s: the config's, else the driver's.
-    fn link_speed(&self) -> Option<u32> {
-        self.egress_config.link_mbps.or_else(|| crate::sys::speed_mbps(&self.desc.name))
-    }
-
     /// Paces the port again if it is paced to its link and the link's speed changed (a link
     /// comes back at the speed it negotiated).
     fn link_speed_changed(&mut self, no: u32, start: Instant, timing: Timing) {
         let e = &self.egress_config;
-        if e.pace_to_link && e.schedule.is_none() && self.link_speed() != self.link_paced_mbps {
+        if e.pace_to_link && e.schedule.is_none() && link_speed(e, &self.desc.name) != self.link_paced_mbps {
             self.set_egress(no, self.egress_config.clone(), start, timing);
         }
     }
+}
+
+/// The speed in Mbit/s of interface `name`'s link: the config's (`e`), else the driver's.
+fn link_speed(e: &crate::egress::PortEgress, name: &str) -> Option<u32> {
+    e.link_mbps.or_else(|| crate::sys::speed_mbps(name))
 }
 
 /// Wakes the forwarding thread and tells it, without a syscall, that commands wait.

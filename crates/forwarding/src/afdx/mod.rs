@@ -37,7 +37,7 @@ pub const BAG_MS: [u32; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
 pub const MIN_FRAME: u16 = 64;
 pub const MAX_FRAME: u16 = 1518;
 /// The FCS the receive path has already stripped.
-const FCS: usize = 4;
+const FCS: usize = packet::FCS_LEN;
 /// An 802.1Q or 802.1ad tag.
 const VLAN_TAG: usize = 4;
 /// Egress queues: high-priority VLs leave before low ones (strict priority between queues).

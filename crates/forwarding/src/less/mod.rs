@@ -8,8 +8,8 @@
 //! A stack this switch cannot follow is dropped and counted under its reason.
 //!
 //! Over 800 lines with its unit tests, one concern: the mode's state and its data path (labelled
-//! frames, hosts' frames, detours, and the plans the kernel repeats of the same three). What it says to its neighbours and
-//! answers its hosts is `control`.
+//! frames, hosts' frames, detours, and the plans the kernel repeats of the same three). What it
+//! says to its neighbours and answers its hosts is `control`.
 
 mod control;
 pub mod edge;
@@ -189,8 +189,8 @@ impl LessMode {
 
     /// Makes every plan the kernel may repeat again, from what the switch knows now, when
     /// something changed: each known host's route, and the detour for every kind of frame
-    /// (reroute block) at every port that may go down or that it may come back by. The kernel then takes the first frame after a failure as it takes the rest
-    /// (docs/less.md §5); a plan that did not change is not written again (the datapath writes
+    /// (reroute block) at every port that may go down or that it may come back by. The kernel
+    /// then takes the first frame after a failure as it takes the rest (docs/less.md §5); a plan that did not change is not written again (the datapath writes
     /// differences), so an unrelated port change leaves the kernel's detours where they are.
     fn settle(&mut self) {
         if !self.stale {
