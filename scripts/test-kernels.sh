@@ -56,8 +56,10 @@ unpack_kernel() {
   echo "$dir"
 }
 
-# The test programs, built for this machine (the guest runs them from the same filesystem).
-bins=$(cargo test --release --locked -p datapath --no-run --message-format=json 2>/dev/null |
+# The test programs, built for this machine (the guest runs them from the same filesystem). Built
+# as the whole workspace's, with its features unified: `make test` has built them already (`-p
+# datapath` alone would resolve other features and build them again).
+bins=$(cargo test --release --locked --workspace --no-run --message-format=json 2>/dev/null |
   .venv/bin/python -c '
 import json, sys
 for line in sys.stdin:
@@ -68,11 +70,13 @@ unit=$(awk '$1 == "datapath" {print $2}' <<<"$bins")
 differential=$(awk '$1 == "differential" {print $2}' <<<"$bins")
 # Then forwarding through real interfaces in namespaces: attached the way the guest kernel
 # allows (clsact before 6.6), and the legacy ways, pings and TCP through TC and XDP.
-# GUEST_TESTS=short (make test) stops there, without the kernel's hit counting (emulated, each
-# takes a quarter of a minute); the full run adds it, the userspace datapath under an os-ken app,
+# GUEST_TESTS=short (make test) runs the attachment the guest kernel allows only: the legacy ways
+# are the same clsact filter on 6.1 and are tested on the host's kernel; nor the kernel's hit
+# counting (emulated, each takes a quarter of a minute). The full run adds them, the userspace
+# datapath under an os-ken app,
 # AFDX through TC (decided in the kernel from 5.12, in userspace before, said so) and LESS through
 # TC beside a learning bridge.
-forwarding="tests/test_fastpath.py -k 'matches_the_kernel or legacy'"
+forwarding="tests/test_fastpath.py -k 'matches_the_kernel'"
 more=""
 if [ "${GUEST_TESTS:-full}" = full ]; then
   forwarding="tests/test_fastpath.py -k 'matches_the_kernel or kernel_hits or legacy'"
