@@ -4,7 +4,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 PYTEST := .venv/bin/python -m pytest
 
-.PHONY: all setup setup-build build cross cross-test footprint test-arm-kernel demo test test-unit test-integration test-kernels bench bench-quick fuzz soak clean
+.PHONY: all setup setup-build build install uninstall cross cross-test footprint test-arm-kernel demo test test-unit test-integration test-kernels bench bench-quick fuzz soak clean
 
 all: build
 
@@ -21,6 +21,44 @@ build: setup-build
 
 demo: setup build
 	scripts/demo.sh
+
+# `make install` (PREFIX=/usr/local, DESTDIR for staging): the binaries, the man pages and shell
+# completions (generated from the CLI by crates/docgen), the example config (edgeflow.toml too
+# when there is none), the systemd unit and its account. `make uninstall` removes what it put
+# there, and the config only while it is still the example. docs/deploy.md.
+PREFIX ?= /usr/local
+SYSCONFDIR ?= /etc
+BINDIR := $(PREFIX)/bin
+DATADIR := $(PREFIX)/share
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+GENERATED := build/docgen
+install: build
+	rm -rf $(GENERATED) && target/release/docgen $(GENERATED)
+	install -Dm755 target/release/edgeflow $(DESTDIR)$(BINDIR)/edgeflow
+	install -Dm755 target/release/edgeflow-loadgen $(DESTDIR)$(BINDIR)/edgeflow-loadgen
+	install -d $(DESTDIR)$(DATADIR)/man/man1
+	install -m644 $(GENERATED)/man/man1/*.1 $(DESTDIR)$(DATADIR)/man/man1/
+	install -Dm644 $(GENERATED)/completions/edgeflow.bash $(DESTDIR)$(DATADIR)/bash-completion/completions/edgeflow
+	install -Dm644 $(GENERATED)/completions/_edgeflow $(DESTDIR)$(DATADIR)/zsh/vendor-completions/_edgeflow
+	install -Dm644 $(GENERATED)/completions/edgeflow.fish $(DESTDIR)$(DATADIR)/fish/vendor_completions.d/edgeflow.fish
+	install -Dm644 docs/example.toml $(DESTDIR)$(SYSCONFDIR)/edgeflow/edgeflow.toml.example
+	[ -e $(DESTDIR)$(SYSCONFDIR)/edgeflow/edgeflow.toml ] || install -m644 docs/example.toml $(DESTDIR)$(SYSCONFDIR)/edgeflow/edgeflow.toml
+	install -d $(DESTDIR)$(UNITDIR)
+	sed 's|@BINDIR@|$(BINDIR)|g; s|/etc/edgeflow/|$(SYSCONFDIR)/edgeflow/|g' packaging/systemd/edgeflow.service > $(DESTDIR)$(UNITDIR)/edgeflow.service
+	chmod 644 $(DESTDIR)$(UNITDIR)/edgeflow.service
+	install -Dm644 packaging/systemd/edgeflow.sysusers $(DESTDIR)$(SYSUSERSDIR)/edgeflow.conf
+	@# The account now, on this machine; a staged install leaves it to the package's scripts.
+	if [ -z "$(DESTDIR)" ] && command -v systemd-sysusers >/dev/null; then systemd-sysusers $(SYSUSERSDIR)/edgeflow.conf; fi
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/edgeflow $(DESTDIR)$(BINDIR)/edgeflow-loadgen
+	rm -f $(DESTDIR)$(DATADIR)/man/man1/edgeflow.1 $(DESTDIR)$(DATADIR)/man/man1/edgeflow-*.1
+	rm -f $(DESTDIR)$(DATADIR)/bash-completion/completions/edgeflow $(DESTDIR)$(DATADIR)/zsh/vendor-completions/_edgeflow $(DESTDIR)$(DATADIR)/fish/vendor_completions.d/edgeflow.fish
+	if cmp -s docs/example.toml $(DESTDIR)$(SYSCONFDIR)/edgeflow/edgeflow.toml; then rm -f $(DESTDIR)$(SYSCONFDIR)/edgeflow/edgeflow.toml; fi
+	rm -f $(DESTDIR)$(SYSCONFDIR)/edgeflow/edgeflow.toml.example
+	-rmdir $(DESTDIR)$(SYSCONFDIR)/edgeflow 2>/dev/null
+	rm -f $(DESTDIR)$(UNITDIR)/edgeflow.service $(DESTDIR)$(SYSUSERSDIR)/edgeflow.conf
 
 # Static binaries for the devices (aarch64, armv7, x86_64 musl; full and minimal) in the embedded
 # profile, with their sizes: scripts/cross.sh.

@@ -347,11 +347,13 @@ pub(crate) fn arm_fail_open(hub: &HubRef) {
     });
 }
 
-/// Runs the agent until `shutdown` completes. Must be called inside a `LocalSet`.
+/// Runs the agent until `shutdown` completes. Must be called inside a `LocalSet`. `listening` is
+/// called once every listener is bound (a service is ready only when its tools can reach it).
 pub async fn run(
     cfg: AgentConfig,
     switch: SwitchHandle,
     mut events: UnboundedReceiver<Event>,
+    listening: impl FnOnce(),
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), String> {
     let client_tls = match (&cfg.tls, cfg.controllers.iter().chain(&cfg.listeners).any(|t| matches!(t, Target::Tls(_)))) {
@@ -387,6 +389,7 @@ pub async fn run(
             }
         }
     }
+    listening();
     arm_fail_open(&hub);
     let dispatcher = {
         let hub = hub.clone();

@@ -81,6 +81,12 @@ pub enum Command {
     /// New egress settings for every port (ports not listed go back to unscheduled defaults).
     /// Queued frames stay queued.
     SetEgress(Vec<(u32, egress::PortEgress)>),
+    /// The switch's report (what `edgeflow stats --json` prints), handed to the callback on the
+    /// forwarding thread: for the metrics endpoint, which needs no OpenFlow connection.
+    Report(Box<dyn FnOnce(serde_json::Value) + Send>),
+    /// Called as soon as the forwarding thread reaches its command queue: the service
+    /// watchdog's proof that the thread is still turning, not merely that the process exists.
+    Heartbeat(Box<dyn FnOnce() + Send>),
     Shutdown,
 }
 

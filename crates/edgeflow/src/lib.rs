@@ -2,4 +2,5 @@
 //! (`config`), so that tools other than the binary (the config fuzz target) check a file exactly
 //! as `edgeflow run` does.
 
+pub mod cli;
 pub mod config;

@@ -1,198 +1,19 @@
 //! `edgeflow`: an OpenFlow 1.3 switch for Linux edge devices.
 
+mod logging;
+mod service;
 mod stats;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
-use edgeflow::config::{self, Flags, ModeSetting, Settings};
+use clap::Parser;
 use datapath::{Command, RingConfig, Switch, SwitchConfig};
-use tracing::{error, info};
-
-#[derive(Parser)]
-#[command(name = "edgeflow", version, about = "An OpenFlow 1.3 switch for Linux edge devices", long_about = None)]
-struct Cli {
-    #[command(subcommand)]
-    command: Cmd,
-}
-
-#[derive(Subcommand)]
-enum Cmd {
-    /// Run the switch on real interfaces.
-    ///
-    /// Examples:
-    ///   edgeflow run --port veth1 --port veth2                       (native: a learning switch)
-    ///   edgeflow run --port eth1 --port eth2 --controller tcp:192.0.2.1:6653 --listen ptcp:6634:127.0.0.1
-    ///   edgeflow run --config /etc/edgeflow.toml
-    #[command(verbatim_doc_comment)]
-    Run(Box<RunArgs>),
-    /// Check a configuration file and print what it sets up.
-    CheckConfig {
-        /// TOML file.
-        file: PathBuf,
-    },
-    /// AFDX tools: `edgeflow afdx compile CONFIG` prints the config's virtual-link table as an
-    /// OpenFlow 1.3 program (an ovs-ofctl script) for any OF1.3 switch.
-    #[cfg(feature = "afdx")]
-    #[command(subcommand)]
-    Afdx(AfdxCmd),
-    /// Print a running switch's ports, queues, tables, fast-path counters and drop reasons.
-    ///
-    /// TARGET: the switch's dpid, a socket path, unix:PATH or tcp:IP:PORT (an OpenFlow listener).
-    /// Without it, the only switch running (its socket in /run/edgeflow).
-    Stats {
-        target: Option<String>,
-        /// JSON, for scripts.
-        #[arg(long)]
-        json: bool,
-    },
-}
-
 #[cfg(feature = "afdx")]
-#[derive(Subcommand)]
-enum AfdxCmd {
-    /// Print the [[afdx.vl]] table of CONFIG as OpenFlow 1.3 flows, meters and ALL groups: a
-    /// shell script of ovs-ofctl commands that takes the switch (bridge or tcp:IP:PORT) as its
-    /// argument. Frame sizes are not checked and meters are token buckets: see docs/afdx.md.
-    Compile {
-        config: PathBuf,
-        /// The network of the switch it is for (a, b, or any): the interface id its flows accept
-        /// in source MACs. Default: the config's `[afdx] network`, else any.
-        #[arg(long)]
-        network: Option<String>,
-    },
-}
-
-#[derive(Args, Default)]
-struct RunArgs {
-    /// TOML configuration file (flags below add to or override it).
-    #[arg(long, short = 'c', value_name = "FILE")]
-    config: Option<PathBuf>,
-    /// An interface to switch; OpenFlow port numbers 1, 2, … in the order given.
-    #[arg(long = "port", short = 'p', value_name = "IFNAME")]
-    ports: Vec<String>,
-    /// A controller: tcp:IP[:PORT], tls:IP[:PORT], unix:PATH, or ptcp:/ptls:/punix: to wait for one.
-    #[arg(long = "controller", value_name = "TARGET")]
-    controllers: Vec<String>,
-    /// A management listener, e.g. ptcp:6634 (loopback unless an address follows: ptcp:6634:0.0.0.0)
-    /// for ovs-ofctl, or punix:/run/edgeflow.sock.
-    #[arg(long = "listen", value_name = "TARGET")]
-    listen: Vec<String>,
-    /// What to do without a controller: secure (keep flows, drop misses) or standalone (learn).
-    #[arg(long, value_name = "MODE")]
-    fail_mode: Option<String>,
-    /// Datapath id, hex (default: from the first port's MAC address).
-    #[arg(long, value_name = "HEX")]
-    dpid: Option<String>,
-    /// Number of flow tables (1-254, default 64).
-    #[arg(long, value_name = "N")]
-    tables: Option<u32>,
-    /// Create a tap interface of this name as the LOCAL port.
-    #[arg(long, value_name = "IFNAME")]
-    local_port: Option<String>,
-    /// Seconds of silence before probing a controller with an echo request.
-    #[arg(long, value_name = "SECS")]
-    probe_interval: Option<u64>,
-    /// Datapath: user (userspace, AF_PACKET rings), tc (kernel fast path at TC: keeps GSO, best for
-    /// TCP) or xdp (kernel fast path at XDP: best for small frames).
-    #[arg(long, value_name = "KIND")]
-    datapath: Option<String>,
-    /// How many translations the kernel fast path holds at most (tc, xdp; default 16384). Each
-    /// costs about half a kilobyte of kernel memory while it exists; the rest stay in userspace.
-    #[arg(long, value_name = "N")]
-    fastpath_entries: Option<u32>,
-    /// How programs are attached: auto (TCX and XDP links where the kernel has them, else the
-    /// older ways) or legacy (clsact cls_bpf filters and netlink XDP, as before Linux 6.6 and
-    /// 5.9, on any kernel). `edgeflow stats` says which each port got.
-    #[arg(long, value_name = "MODE")]
-    kernel_compat: Option<String>,
-    /// Forwarding mode: openflow (default; controllers program it), learning (a MAC-learning
-    /// switch without flow tables), portmap (fixed port pairs, see --portmap), afdx (ARINC 664
-    /// virtual links, from the config file's [[afdx.vl]] table; see docs/afdx.md) or less
-    /// (source-routed label switching; see docs/less.md).
-    #[arg(long, value_name = "MODE")]
-    mode: Option<String>,
-    /// For --mode portmap: frames received on port FROM leave on port TO (repeatable).
-    #[arg(long, value_name = "FROM:TO")]
-    portmap: Vec<String>,
-    /// Packet-ins per second to all controllers together (0: unlimited; default 2000).
-    #[arg(long, value_name = "N")]
-    packet_in_rate: Option<u32>,
-    /// Bytes a controller connection may have waiting to be written (default 16 MiB): a peer
-    /// that stops reading is disconnected there, and counted.
-    #[arg(long, value_name = "BYTES")]
-    channel_output_limit: Option<u64>,
-    /// Peers connected to each listener (ptcp:, ptls:, punix:) at once, handshakes included
-    /// (default 64); more are closed on arrival, and counted.
-    #[arg(long, value_name = "N")]
-    max_connections: Option<u64>,
-    /// Of those, how many may be in their TLS handshake or before their hello at once (default
-    /// 16): a crowd of slow handshakes cannot take every place.
-    #[arg(long, value_name = "N")]
-    max_handshakes: Option<u64>,
-    /// The bytes a multipart request sent in parts may add up to (default 1 MiB); past it the
-    /// request is refused with OFPBRC_MULTIPART_BUFFER_OVERFLOW, and counted.
-    #[arg(long, value_name = "BYTES")]
-    max_request_bytes: Option<u64>,
-    /// Packet-ins per second to each controller (default 0: only --packet-in-rate, the
-    /// switch's); what one controller's limit holds back is counted, the others still get it.
-    #[arg(long, value_name = "N")]
-    controller_packet_in_rate: Option<u64>,
-    /// Receive frames each port's AF_PACKET ring holds (transmit: half as many), 2 KiB each: the
-    /// most of the switch's resident memory. Default: sized for each port's link, 256 (0.75 MiB
-    /// with the transmit half) up to 1 Gbit/s, 1024 (3 MiB) above or unknown (docs/deploy.md).
-    #[arg(long, value_name = "N")]
-    ring_frames: Option<u64>,
-    /// TLS private key (PEM), for tls:/ptls: targets.
-    #[arg(long, value_name = "FILE")]
-    private_key: Option<PathBuf>,
-    /// TLS certificate (PEM) signed by the CA.
-    #[arg(long, value_name = "FILE")]
-    certificate: Option<PathBuf>,
-    /// CA certificate (PEM) the peer's certificate must be signed by.
-    #[arg(long, value_name = "FILE")]
-    ca_cert: Option<PathBuf>,
-    /// Accept only the TLS peer whose certificate has this SHA-256 (64 hex digits, colons
-    /// allowed, as `openssl x509 -noout -fingerprint -sha256` prints it), besides the CA's check.
-    #[arg(long, value_name = "SHA256")]
-    peer_cert_sha256: Option<String>,
-    /// Log filter, e.g. info, debug, agent=debug (default: $RUST_LOG or info).
-    #[arg(long, value_name = "FILTER")]
-    log: Option<String>,
-}
-
-impl RunArgs {
-    fn flags(&self) -> Flags {
-        Flags {
-            ports: self.ports.clone(),
-            controllers: self.controllers.clone(),
-            listen: self.listen.clone(),
-            fail_mode: self.fail_mode.clone(),
-            dpid: self.dpid.clone(),
-            tables: self.tables,
-            local_port: self.local_port.clone(),
-            probe_interval: self.probe_interval,
-            datapath: self.datapath.clone(),
-            fastpath_entries: self.fastpath_entries,
-            kernel_compat: self.kernel_compat.clone(),
-            mode: self.mode.clone(),
-            portmap: self.portmap.clone(),
-            packet_in_rate: self.packet_in_rate,
-            channel_output_limit: self.channel_output_limit,
-            max_connections: self.max_connections,
-            max_handshakes: self.max_handshakes,
-            max_request_bytes: self.max_request_bytes,
-            ring_frames: self.ring_frames,
-            controller_packet_in_rate: self.controller_packet_in_rate,
-            peer_cert_sha256: self.peer_cert_sha256.clone(),
-            private_key: self.private_key.clone(),
-            certificate: self.certificate.clone(),
-            ca_cert: self.ca_cert.clone(),
-        }
-    }
-}
+use edgeflow::cli::AfdxCmd;
+use edgeflow::cli::{Cli, Cmd, RunArgs};
+use edgeflow::config::{self, ModeSetting, Settings};
+use tracing::{error, info};
 
 fn load(args: &RunArgs) -> Result<Settings, String> {
     match &args.config {
@@ -202,27 +23,6 @@ fn load(args: &RunArgs) -> Result<Settings, String> {
         }
         None => config::settings(None, &args.flags()),
     }
-}
-
-fn init_logging(filter: Option<&str>) {
-    let filter =
-        filter.map(String::from).or_else(|| std::env::var("RUST_LOG").ok()).unwrap_or_else(|| "info".to_string());
-    // Targets ("info", "agent=debug,info"): what RUST_LOG is used for here, without EnvFilter's
-    // regex engine (180 KiB of an embedded image).
-    use tracing_subscriber::layer::SubscriberExt;
-    use tracing_subscriber::util::SubscriberInitExt;
-    let targets = filter.parse::<tracing_subscriber::filter::Targets>().unwrap_or_else(|e| {
-        eprintln!("edgeflow: log filter '{filter}': {e}; logging at info");
-        tracing_subscriber::filter::Targets::new().with_default(tracing::Level::INFO)
-    });
-    tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        .finish()
-        .with(targets)
-        .init();
 }
 
 fn main() -> ExitCode {
@@ -285,6 +85,25 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Cmd::LogLevel { filter, target } => {
+            let data = filter.unwrap_or_default().into_bytes();
+            match stats::request(target.as_deref(), datapath::switch::LOG_FILTER, data) {
+                Ok(answer) => match (answer["filter"].as_str(), answer["error"].as_str()) {
+                    (Some(filter), _) => {
+                        println!("{filter}");
+                        ExitCode::SUCCESS
+                    }
+                    (None, error) => {
+                        eprintln!("edgeflow log-level: {}", error.unwrap_or("the switch gave no answer"));
+                        ExitCode::FAILURE
+                    }
+                },
+                Err(e) => {
+                    eprintln!("edgeflow log-level: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Cmd::Run(args) => {
             let settings = match load(&args) {
                 Ok(s) => s,
@@ -293,7 +112,7 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            init_logging(args.log.as_deref());
+            logging::init(args.log.as_deref());
             match run(settings, move || load(&args)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
@@ -313,16 +132,18 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
     // Every switch can be reached by management tools (`edgeflow stats`, `ovs-ofctl`) through a
     // socket named after its dpid, as Open vSwitch offers `<bridge>.mgmt`.
     let mgmt = stats::mgmt_socket(s.dpid);
+    let runtime = service::runtime_dir();
     // The directory may exist and belong to someone else (a switch run as an unprivileged user
     // without its own runtime directory): then the switch runs without this socket, and says so.
-    let usable = std::fs::create_dir_all(stats::MGMT_DIR).and_then(|()| {
+    let usable = std::fs::create_dir_all(&runtime).and_then(|()| {
         let _ = std::fs::remove_file(&mgmt);
         std::os::unix::net::UnixListener::bind(&mgmt).map(drop)
     });
     match usable {
         Ok(()) => s.listen.push(agent::Target::PUnix(mgmt.clone())),
-        Err(e) => tracing::warn!("no management socket in {}: {e}", stats::MGMT_DIR),
+        Err(e) => tracing::warn!("no management socket in {}: {e}", runtime.display()),
     }
+    let notifier = std::rc::Rc::new(service::Notifier::from_env());
     let (event_sink, events) = agent::event_channel();
     let native = s.controllers.is_empty();
     let mode = if s.port_modes.is_empty() {
@@ -408,10 +229,12 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     let local = tokio::task::LocalSet::new();
     let reloader = handle.clone();
+    let reload_notifier = notifier.clone();
     local.spawn_local(async move {
         use tokio::signal::unix::{signal, SignalKind};
         let Ok(mut hup) = signal(SignalKind::hangup()) else { return };
         while hup.recv().await.is_some() {
+            reload_notifier.notify(&service::reloading_message());
             match reload() {
                 Ok(new) => {
                     info!(
@@ -421,9 +244,35 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
                 }
                 Err(e) => tracing::warn!("SIGHUP: configuration refused, the running one stays: {e}"),
             }
+            reload_notifier.notify("READY=1");
         }
     });
-    let result = local.block_on(&rt, agent::run(agent_cfg, handle.clone(), events, shutdown_signal()));
+    if let Some(every) = notifier.watchdog_interval() {
+        local.spawn_local(watchdog(notifier.clone(), handle.clone(), every));
+    }
+    // Ready once the ports are open, the fast path is loaded (both in Switch::new) and every
+    // listener is bound.
+    let status = format!(
+        "READY=1\nSTATUS=switching {} ports, datapath {}",
+        s.ports.len(),
+        match s.fastpath {
+            None => "user",
+            Some(datapath::fastpath::Mode::Tc) => "tc",
+            Some(datapath::fastpath::Mode::Xdp) => "xdp",
+        }
+    );
+    let ready = {
+        let notifier = notifier.clone();
+        move || notifier.notify(&status)
+    };
+    let stopping = {
+        let notifier = notifier.clone();
+        async move {
+            shutdown_signal().await;
+            notifier.notify("STOPPING=1");
+        }
+    };
+    let result = local.block_on(&rt, agent::run(agent_cfg, handle.clone(), events, ready, stopping));
     handle.send(Command::Shutdown);
     let _ = forwarding.join();
     let _ = std::fs::remove_file(&mgmt);
@@ -454,6 +303,23 @@ fn make_mode(setting: &ModeSetting, s: &Settings, native: bool) -> Result<Box<dy
         #[cfg(feature = "streams")]
         ModeSetting::Streams(streams) => Box::new(forwarding::streams::StreamsMode::new(streams)),
     })
+}
+
+/// Pings the service manager's watchdog as long as the forwarding thread answers: a thread stuck
+/// in a loop or a syscall goes unanswered, and the manager restarts the switch.
+async fn watchdog(notifier: std::rc::Rc<service::Notifier>, switch: datapath::SwitchHandle, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tick.tick().await;
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        switch.send(Command::Heartbeat(Box::new(move || {
+            let _ = tx.send(());
+        })));
+        match tokio::time::timeout(every, rx).await {
+            Ok(Ok(())) => notifier.notify("WATCHDOG=1"),
+            _ => tracing::warn!("the forwarding thread did not answer within {every:?}: the watchdog is not told"),
+        }
+    }
 }
 
 async fn shutdown_signal() {

@@ -4,7 +4,7 @@
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 use datapath::switch::{EXPERIMENTER, STATS_REPORT};
@@ -12,11 +12,11 @@ use ofp::multipart::{MultipartReplyBody, MultipartRequest, MultipartRequestBody,
 use ofp::{Header, Hello, Message};
 use serde_json::Value;
 
-/// Where every switch listens for management tools: `<dir>/<dpid>.mgmt`.
-pub const MGMT_DIR: &str = "/run/edgeflow";
+use crate::service::runtime_dir;
 
+/// Where every switch listens for management tools: `<runtime dir>/<dpid>.mgmt`.
 pub fn mgmt_socket(dpid: u64) -> PathBuf {
-    Path::new(MGMT_DIR).join(format!("{dpid:016x}.mgmt"))
+    runtime_dir().join(format!("{dpid:016x}.mgmt"))
 }
 
 trait Stream: Read + Write {}
@@ -35,7 +35,8 @@ fn connect(target: Option<&str>) -> Result<Box<dyn Stream>, String> {
         Some(t) if t.contains('/') => PathBuf::from(t),
         Some(t) => mgmt_socket(edgeflow::config::parse_dpid(t)?),
         None => {
-            let found: Vec<PathBuf> = std::fs::read_dir(MGMT_DIR)
+            let dir = runtime_dir();
+            let found: Vec<PathBuf> = std::fs::read_dir(&dir)
                 .map(|d| {
                     d.filter_map(|e| e.ok().map(|e| e.path()))
                         .filter(|p| p.extension().is_some_and(|x| x == "mgmt"))
@@ -44,7 +45,7 @@ fn connect(target: Option<&str>) -> Result<Box<dyn Stream>, String> {
                 .unwrap_or_default();
             match found.as_slice() {
                 [one] => one.clone(),
-                [] => return Err(format!("no switch is running (no socket in {MGMT_DIR}); give a target")),
+                [] => return Err(format!("no switch is running (no socket in {}); give a target", dir.display())),
                 many => {
                     let names: Vec<String> = many.iter().map(|p| p.display().to_string()).collect();
                     return Err(format!("several switches are running; name one: {}", names.join(", ")));
@@ -69,10 +70,15 @@ fn read_message(s: &mut dyn Stream) -> Result<(Header, Message), String> {
 
 /// The switch's report, as JSON.
 pub fn fetch(target: Option<&str>) -> Result<Value, String> {
+    request(target, STATS_REPORT, vec![])
+}
+
+/// One of edgeflow's experimenter multipart requests (`exp_type`), and its JSON answer.
+pub fn request(target: Option<&str>, exp_type: u32, data: Vec<u8>) -> Result<Value, String> {
     let mut s = connect(target)?;
     let send = |s: &mut Box<dyn Stream>, m: Message, xid: u32| s.write_all(&m.encode(xid)).map_err(|e| e.to_string());
     send(&mut s, Message::Hello(Hello::of13()), 1)?;
-    let body = MultipartRequestBody::Experimenter { experimenter: EXPERIMENTER, exp_type: STATS_REPORT, data: vec![] };
+    let body = MultipartRequestBody::Experimenter { experimenter: EXPERIMENTER, exp_type, data };
     send(&mut s, Message::MultipartRequest(MultipartRequest { flags: 0, body }), 2)?;
     let mut data = Vec::new();
     loop {
@@ -86,7 +92,7 @@ pub fn fetch(target: Option<&str>) -> Result<Value, String> {
                 }
             }
             (h, Message::Error(e)) if h.xid == 2 => {
-                return Err(format!("the switch refused the report: {e:?} (is it an edgeflow switch?)"))
+                return Err(format!("the switch refused the request: {e:?} (is it an edgeflow switch?)"))
             }
             (h, Message::EchoRequest(d)) => send(&mut s, Message::EchoReply(d), h.xid)?,
             _ => {}
@@ -134,7 +140,10 @@ pub fn render(r: &Value) -> String {
     let ports = r["ports"].as_array().unwrap_or(&empty);
     let f = |p: &Value, k: &str| n(&p[k]);
     out += &table(
-        &["port", "name", "link", "rx pkts", "rx bytes", "rx drop", "rx err", "tx pkts", "tx bytes", "tx drop", "link chg", "removed"],
+        &[
+            "port", "name", "link", "rx pkts", "rx bytes", "rx drop", "rx err", "tx pkts", "tx bytes", "tx drop",
+            "link chg", "removed",
+        ],
         ports
             .iter()
             .map(|p| {
@@ -198,7 +207,10 @@ pub fn render(r: &Value) -> String {
             tables
                 .iter()
                 .map(|t| {
-                    ["id", "flows", "lookups", "matched", "full_refusals", "evictions"].iter().map(|k| f(t, k)).collect()
+                    ["id", "flows", "lookups", "matched", "full_refusals", "evictions"]
+                        .iter()
+                        .map(|k| f(t, k))
+                        .collect()
                 })
                 .collect(),
         );

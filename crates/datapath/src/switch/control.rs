@@ -119,6 +119,13 @@ impl Switch {
                     data: self.report().to_string().into_bytes(),
                 })
             }
+            R::Experimenter { experimenter: super::EXPERIMENTER, exp_type: super::LOG_FILTER, data } => {
+                Ok(MultipartReplyBody::Experimenter {
+                    experimenter: super::EXPERIMENTER,
+                    exp_type: super::LOG_FILTER,
+                    data: super::report::log_filter(data).to_string().into_bytes(),
+                })
+            }
             _ => return None,
         })
     }

@@ -243,6 +243,8 @@ impl Switch {
                     self.precise_timers();
                     info!(ports = egress.len(), "egress settings applied");
                 }
+                Ok(Command::Report(deliver)) => deliver(self.report()),
+                Ok(Command::Heartbeat(answer)) => answer(),
                 Ok(Command::Shutdown) | Err(TryRecvError::Disconnected) => return false,
                 Err(TryRecvError::Empty) => return true,
             }

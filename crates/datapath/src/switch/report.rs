@@ -13,6 +13,33 @@ use crate::schedule::Shaper;
 pub const EXPERIMENTER: u32 = 0x4546_4c57;
 /// The experimenter multipart type of the stats report.
 pub const STATS_REPORT: u32 = 1;
+/// The experimenter multipart type that reads the log filter (empty data) or sets it (the new
+/// filter, UTF-8): `edgeflow log-level`. The reply's data is JSON, `{"filter": …}` or
+/// `{"error": …}`.
+pub const LOG_FILTER: u32 = 2;
+
+/// What changes the process's log filter: given a new one (or none, to read it), the filter now
+/// in force, or why the new one was refused.
+pub type LogControl = Box<dyn Fn(Option<&str>) -> Result<String, String> + Send + Sync>;
+
+/// Logging is the process's, not a switch's (tracing has one global subscriber): the binary
+/// that set it up registers how to change it, once.
+static LOG_CONTROL: std::sync::OnceLock<LogControl> = std::sync::OnceLock::new();
+
+pub fn set_log_control(control: LogControl) {
+    let _ = LOG_CONTROL.set(control);
+}
+
+/// A `LOG_FILTER` request's answer.
+pub(super) fn log_filter(data: &[u8]) -> Value {
+    let Ok(wanted) = std::str::from_utf8(data) else { return json!({"error": "the filter is not UTF-8"}) };
+    let wanted = Some(wanted.trim()).filter(|w| !w.is_empty());
+    match LOG_CONTROL.get().map(|control| control(wanted)) {
+        None => json!({"error": "this process's logging cannot be changed while it runs"}),
+        Some(Ok(filter)) => json!({"filter": filter}),
+        Some(Err(e)) => json!({"error": e}),
+    }
+}
 
 impl Switch {
     pub(super) fn report(&mut self) -> Value {

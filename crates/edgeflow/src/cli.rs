@@ -1,0 +1,201 @@
+//! The command line: its definition is the library's, so that the man page and the shell
+//! completions (`crates/docgen`, `make install`) are generated from the parser the binary runs.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::config::Flags;
+
+#[derive(Parser)]
+#[command(name = "edgeflow", version, about = "An OpenFlow 1.3 switch for Linux edge devices", long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Cmd,
+}
+
+#[derive(Subcommand)]
+pub enum Cmd {
+    /// Run the switch on real interfaces.
+    ///
+    /// Examples:
+    ///   edgeflow run --port veth1 --port veth2                       (native: a learning switch)
+    ///   edgeflow run --port eth1 --port eth2 --controller tcp:192.0.2.1:6653 --listen ptcp:6634:127.0.0.1
+    ///   edgeflow run --config /etc/edgeflow.toml
+    #[command(verbatim_doc_comment)]
+    Run(Box<RunArgs>),
+    /// Check a configuration file and print what it sets up.
+    CheckConfig {
+        /// TOML file.
+        file: PathBuf,
+    },
+    /// AFDX tools: `edgeflow afdx compile CONFIG` prints the config's virtual-link table as an
+    /// OpenFlow 1.3 program (an ovs-ofctl script) for any OF1.3 switch.
+    #[cfg(feature = "afdx")]
+    #[command(subcommand)]
+    Afdx(AfdxCmd),
+    /// Print a running switch's ports, queues, tables, fast-path counters and drop reasons.
+    ///
+    /// TARGET: the switch's dpid, a socket path, unix:PATH or tcp:IP:PORT (an OpenFlow listener).
+    /// Without it, the only switch running (its socket in /run/edgeflow).
+    Stats {
+        target: Option<String>,
+        /// JSON, for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a running switch's log filter, or change it without a restart: a level (error, warn,
+    /// info, debug, trace) or a target filter such as `info,agent=debug` (targets are crates:
+    /// agent, datapath, forwarding, pipeline, netio, ebpf, edgeflow).
+    LogLevel {
+        /// The new filter; without it, the filter in force is printed.
+        filter: Option<String>,
+        /// The switch, as for `edgeflow stats`.
+        #[arg(long, short = 't', value_name = "TARGET")]
+        target: Option<String>,
+    },
+}
+
+#[cfg(feature = "afdx")]
+#[derive(Subcommand)]
+pub enum AfdxCmd {
+    /// Print the [[afdx.vl]] table of CONFIG as OpenFlow 1.3 flows, meters and ALL groups: a
+    /// shell script of ovs-ofctl commands that takes the switch (bridge or tcp:IP:PORT) as its
+    /// argument. Frame sizes are not checked and meters are token buckets: see docs/afdx.md.
+    Compile {
+        config: PathBuf,
+        /// The network of the switch it is for (a, b, or any): the interface id its flows accept
+        /// in source MACs. Default: the config's `[afdx] network`, else any.
+        #[arg(long)]
+        network: Option<String>,
+    },
+}
+
+#[derive(Args, Default)]
+pub struct RunArgs {
+    /// TOML configuration file (flags below add to or override it).
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// An interface to switch; OpenFlow port numbers 1, 2, … in the order given.
+    #[arg(long = "port", short = 'p', value_name = "IFNAME")]
+    pub ports: Vec<String>,
+    /// A controller: tcp:IP[:PORT], tls:IP[:PORT], unix:PATH, or ptcp:/ptls:/punix: to wait for one.
+    #[arg(long = "controller", value_name = "TARGET")]
+    pub controllers: Vec<String>,
+    /// A management listener, e.g. ptcp:6634 (loopback unless an address follows: ptcp:6634:0.0.0.0)
+    /// for ovs-ofctl, or punix:/run/edgeflow.sock.
+    #[arg(long = "listen", value_name = "TARGET")]
+    pub listen: Vec<String>,
+    /// What to do without a controller: secure (keep flows, drop misses) or standalone (learn).
+    #[arg(long, value_name = "MODE")]
+    pub fail_mode: Option<String>,
+    /// Datapath id, hex (default: from the first port's MAC address).
+    #[arg(long, value_name = "HEX")]
+    pub dpid: Option<String>,
+    /// Number of flow tables (1-254, default 64).
+    #[arg(long, value_name = "N")]
+    pub tables: Option<u32>,
+    /// Create a tap interface of this name as the LOCAL port.
+    #[arg(long, value_name = "IFNAME")]
+    pub local_port: Option<String>,
+    /// Seconds of silence before probing a controller with an echo request.
+    #[arg(long, value_name = "SECS")]
+    pub probe_interval: Option<u64>,
+    /// Datapath: user (userspace, AF_PACKET rings), tc (kernel fast path at TC: keeps GSO, best for
+    /// TCP) or xdp (kernel fast path at XDP: best for small frames).
+    #[arg(long, value_name = "KIND")]
+    pub datapath: Option<String>,
+    /// How many translations the kernel fast path holds at most (tc, xdp; default 16384). Each
+    /// costs about half a kilobyte of kernel memory while it exists; the rest stay in userspace.
+    #[arg(long, value_name = "N")]
+    pub fastpath_entries: Option<u32>,
+    /// How programs are attached: auto (TCX and XDP links where the kernel has them, else the
+    /// older ways) or legacy (clsact cls_bpf filters and netlink XDP, as before Linux 6.6 and
+    /// 5.9, on any kernel). `edgeflow stats` says which each port got.
+    #[arg(long, value_name = "MODE")]
+    pub kernel_compat: Option<String>,
+    /// Forwarding mode: openflow (default; controllers program it), learning (a MAC-learning
+    /// switch without flow tables), portmap (fixed port pairs, see --portmap), afdx (ARINC 664
+    /// virtual links, from the config file's [[afdx.vl]] table; see docs/afdx.md) or less
+    /// (source-routed label switching; see docs/less.md).
+    #[arg(long, value_name = "MODE")]
+    pub mode: Option<String>,
+    /// For --mode portmap: frames received on port FROM leave on port TO (repeatable).
+    #[arg(long, value_name = "FROM:TO")]
+    pub portmap: Vec<String>,
+    /// Packet-ins per second to all controllers together (0: unlimited; default 2000).
+    #[arg(long, value_name = "N")]
+    pub packet_in_rate: Option<u32>,
+    /// Bytes a controller connection may have waiting to be written (default 16 MiB): a peer
+    /// that stops reading is disconnected there, and counted.
+    #[arg(long, value_name = "BYTES")]
+    pub channel_output_limit: Option<u64>,
+    /// Peers connected to each listener (ptcp:, ptls:, punix:) at once, handshakes included
+    /// (default 64); more are closed on arrival, and counted.
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<u64>,
+    /// Of those, how many may be in their TLS handshake or before their hello at once (default
+    /// 16): a crowd of slow handshakes cannot take every place.
+    #[arg(long, value_name = "N")]
+    pub max_handshakes: Option<u64>,
+    /// The bytes a multipart request sent in parts may add up to (default 1 MiB); past it the
+    /// request is refused with OFPBRC_MULTIPART_BUFFER_OVERFLOW, and counted.
+    #[arg(long, value_name = "BYTES")]
+    pub max_request_bytes: Option<u64>,
+    /// Packet-ins per second to each controller (default 0: only --packet-in-rate, the
+    /// switch's); what one controller's limit holds back is counted, the others still get it.
+    #[arg(long, value_name = "N")]
+    pub controller_packet_in_rate: Option<u64>,
+    /// Receive frames each port's AF_PACKET ring holds (transmit: half as many), 2 KiB each: the
+    /// most of the switch's resident memory. Default: sized for each port's link, 256 (0.75 MiB
+    /// with the transmit half) up to 1 Gbit/s, 1024 (3 MiB) above or unknown (docs/deploy.md).
+    #[arg(long, value_name = "N")]
+    pub ring_frames: Option<u64>,
+    /// TLS private key (PEM), for tls:/ptls: targets.
+    #[arg(long, value_name = "FILE")]
+    pub private_key: Option<PathBuf>,
+    /// TLS certificate (PEM) signed by the CA.
+    #[arg(long, value_name = "FILE")]
+    pub certificate: Option<PathBuf>,
+    /// CA certificate (PEM) the peer's certificate must be signed by.
+    #[arg(long, value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
+    /// Accept only the TLS peer whose certificate has this SHA-256 (64 hex digits, colons
+    /// allowed, as `openssl x509 -noout -fingerprint -sha256` prints it), besides the CA's check.
+    #[arg(long, value_name = "SHA256")]
+    pub peer_cert_sha256: Option<String>,
+    /// Log filter, e.g. info, debug, agent=debug (default: $RUST_LOG or info).
+    #[arg(long, value_name = "FILTER")]
+    pub log: Option<String>,
+}
+
+impl RunArgs {
+    pub fn flags(&self) -> Flags {
+        Flags {
+            ports: self.ports.clone(),
+            controllers: self.controllers.clone(),
+            listen: self.listen.clone(),
+            fail_mode: self.fail_mode.clone(),
+            dpid: self.dpid.clone(),
+            tables: self.tables,
+            local_port: self.local_port.clone(),
+            probe_interval: self.probe_interval,
+            datapath: self.datapath.clone(),
+            fastpath_entries: self.fastpath_entries,
+            kernel_compat: self.kernel_compat.clone(),
+            mode: self.mode.clone(),
+            portmap: self.portmap.clone(),
+            packet_in_rate: self.packet_in_rate,
+            channel_output_limit: self.channel_output_limit,
+            max_connections: self.max_connections,
+            max_handshakes: self.max_handshakes,
+            max_request_bytes: self.max_request_bytes,
+            ring_frames: self.ring_frames,
+            controller_packet_in_rate: self.controller_packet_in_rate,
+            peer_cert_sha256: self.peer_cert_sha256.clone(),
+            private_key: self.private_key.clone(),
+            certificate: self.certificate.clone(),
+            ca_cert: self.ca_cert.clone(),
+        }
+    }
+}

@@ -1,0 +1,112 @@
+//! Running under a service manager: systemd's readiness and watchdog protocol (`sd_notify`, spoken
+//! directly: one datagram per state, no libsystemd), and where runtime files go.
+//!
+//! Without `NOTIFY_SOCKET` every call here does nothing, so the same binary runs from a shell, a
+//! procd script or a unit.
+
+use std::os::unix::net::UnixDatagram;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Where runtime files go when the service manager names no directory.
+pub const DEFAULT_RUNTIME_DIR: &str = "/run/edgeflow";
+
+/// The directory for the management sockets: `$RUNTIME_DIRECTORY` (the first, if systemd lists
+/// several) under a unit with `RuntimeDirectory=`, else /run/edgeflow. A unit's runtime
+/// directory is created for its user, where /run/edgeflow may be root's.
+pub fn runtime_dir() -> PathBuf {
+    std::env::var_os("RUNTIME_DIRECTORY")
+        .and_then(|v| v.to_str().and_then(|s| s.split(':').next()).filter(|s| !s.is_empty()).map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_RUNTIME_DIR))
+}
+
+/// The service manager's notification socket, if this process was started with one.
+pub struct Notifier {
+    socket: Option<(UnixDatagram, std::os::unix::net::SocketAddr)>,
+    watchdog: Option<Duration>,
+}
+
+impl Notifier {
+    /// From `NOTIFY_SOCKET` (a path, or `@name` in the abstract namespace) and `WATCHDOG_USEC`
+    /// (honoured when `WATCHDOG_PID` is unset or names this process).
+    pub fn from_env() -> Notifier {
+        let socket = std::env::var("NOTIFY_SOCKET").ok().and_then(|path| {
+            let addr = if let Some(name) = path.strip_prefix('@') {
+                use std::os::linux::net::SocketAddrExt;
+                std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes())
+            } else {
+                std::os::unix::net::SocketAddr::from_pathname(&path)
+            };
+            match (UnixDatagram::unbound(), addr) {
+                (Ok(s), Ok(a)) => Some((s, a)),
+                (Err(e), _) | (_, Err(e)) => {
+                    tracing::warn!("NOTIFY_SOCKET={path}: {e}; the service manager will not hear from this switch");
+                    None
+                }
+            }
+        });
+        let ours = std::env::var("WATCHDOG_PID").map_or(true, |pid| pid.trim() == std::process::id().to_string());
+        let watchdog = std::env::var("WATCHDOG_USEC")
+            .ok()
+            .and_then(|u| u.trim().parse::<u64>().ok())
+            .filter(|&u| u > 0 && ours)
+            .map(Duration::from_micros);
+        Notifier { socket, watchdog }
+    }
+
+    /// Sends newline-separated `KEY=value` assignments (`READY=1`, `STATUS=…`).
+    pub fn notify(&self, state: &str) {
+        if let Some((socket, addr)) = &self.socket {
+            if let Err(e) = socket.send_to_addr(state.as_bytes(), addr) {
+                tracing::warn!("telling the service manager '{}': {e}", state.lines().next().unwrap_or(""));
+            }
+        }
+    }
+
+    /// How often to prove liveness: half the manager's watchdog period, as sd_watchdog_enabled(3)
+    /// advises, so that one late ping is not a restart.
+    pub fn watchdog_interval(&self) -> Option<Duration> {
+        self.watchdog.map(|period| period / 2)
+    }
+}
+
+/// `RELOADING=1` is followed by the time it began, in CLOCK_MONOTONIC microseconds, as systemd's
+/// `Type=notify-reload` (253) wants; older managers ignore it.
+pub fn reloading_message() -> String {
+    format!("RELOADING=1\nMONOTONIC_USEC={}", datapath::sys::monotonic_ns() / 1000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_notification_arrives_as_one_datagram_on_a_path_or_an_abstract_socket() {
+        let dir = std::env::temp_dir().join(format!("edgeflow-notify-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("notify");
+        let _ = std::fs::remove_file(&path);
+        let listener = UnixDatagram::bind(&path).unwrap();
+        let n = Notifier {
+            socket: Some((
+                UnixDatagram::unbound().unwrap(),
+                std::os::unix::net::SocketAddr::from_pathname(&path).unwrap(),
+            )),
+            watchdog: Some(Duration::from_secs(4)),
+        };
+        n.notify("READY=1\nSTATUS=forwarding");
+        let mut buf = [0u8; 64];
+        let len = listener.recv(&mut buf).unwrap();
+        assert_eq!(&buf[..len], b"READY=1\nSTATUS=forwarding");
+        assert_eq!(n.watchdog_interval(), Some(Duration::from_secs(2)));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn without_a_manager_nothing_is_sent_and_runtime_files_go_to_run_edgeflow() {
+        let n = Notifier { socket: None, watchdog: None };
+        n.notify("READY=1");
+        assert_eq!(n.watchdog_interval(), None);
+        assert!(reloading_message().starts_with("RELOADING=1\nMONOTONIC_USEC="));
+    }
+}

@@ -1,0 +1,215 @@
+"""edgeflow as a service: `make install` and `make uninstall`, and the switch under a service
+manager's protocol as its systemd unit runs it (docs/deploy.md). A socket this test binds plays
+systemd's part: NOTIFY_SOCKET for readiness, the watchdog, reload and stop; RUNTIME_DIRECTORY
+for the management socket; JOURNAL_STREAM naming the switch's stderr. The switch runs as nobody
+holding exactly the capabilities the unit grants, on the tc fast path."""
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from testbed.netns import sh
+from testbed.switches import EDGEFLOW_BIN
+from testbed.util import ROOT, free_port, run_dir, wait_for
+
+UNIT = ROOT / "packaging" / "systemd" / "edgeflow.service"
+
+
+def unit_capabilities():
+    line = next(l for l in UNIT.read_text().splitlines() if l.startswith("AmbientCapabilities="))
+    return [c.removeprefix("CAP_").lower() for c in line.split("=", 1)[1].split()]
+
+
+def test_install_puts_everything_in_place_and_uninstall_removes_it(tmp_path):
+    dest = tmp_path / "root"
+    make = ["make", "-s", "-C", str(ROOT), f"DESTDIR={dest}", "PREFIX=/usr"]
+    subprocess.run([*make, "install"], check=True, capture_output=True, timeout=600)
+    installed = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
+    for want in ["usr/bin/edgeflow", "usr/bin/edgeflow-loadgen", "usr/share/man/man1/edgeflow.1",
+                 "usr/share/man/man1/edgeflow-run.1", "usr/share/man/man1/edgeflow-log-level.1",
+                 "usr/share/bash-completion/completions/edgeflow", "usr/share/zsh/vendor-completions/_edgeflow",
+                 "usr/share/fish/vendor_completions.d/edgeflow.fish", "etc/edgeflow/edgeflow.toml",
+                 "etc/edgeflow/edgeflow.toml.example", "usr/lib/systemd/system/edgeflow.service",
+                 "usr/lib/sysusers.d/edgeflow.conf"]:
+        assert want in installed, installed
+    # The man page is the parser's: every flag of `edgeflow run --help` is on it.
+    page = subprocess.run(["man", "-l", str(dest / "usr/share/man/man1/edgeflow-run.1")], capture_output=True,
+                          text=True, env={**os.environ, "MANWIDTH": "200"}, check=True).stdout
+    flags = set(re.findall(r"--[a-z][a-z0-9-]+", subprocess.run([EDGEFLOW_BIN, "run", "--help"], capture_output=True,
+                                                                  text=True).stdout))
+    assert len(flags) > 20 and flags <= set(re.findall(r"--[a-z][a-z0-9-]+", page)), flags - set(page.split())
+    # So are the completions: bash completes a subcommand and a flag.
+    completion = dest / "usr/share/bash-completion/completions/edgeflow"
+    for words, want in ((["edgeflow", "log"], "log-level"), (["edgeflow", "run", "--data"], "--datapath")):
+        script = (f"source {completion}; COMP_WORDS=({' '.join(words)}); COMP_CWORD={len(words) - 1}; "
+                  f"COMP_LINE='{' '.join(words)}'; COMP_POINT=${{#COMP_LINE}}; "
+                  f"_edgeflow edgeflow {words[-1]} {words[-2]}; printf '%s\\n' \"${{COMPREPLY[@]}}\"")
+        out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout.split()
+        assert want in out, (words, out)
+    # The unit as systemd reads it: no warning at all (the binary's path is the staged one here).
+    unit = (dest / "usr/lib/systemd/system/edgeflow.service").read_text()
+    assert "ExecStart=/usr/bin/edgeflow run --config /etc/edgeflow/edgeflow.toml" in unit
+    staged = tmp_path / "edgeflow.service"
+    staged.write_text(unit.replace("/usr/bin/edgeflow", str(dest / "usr/bin/edgeflow")))
+    verify = subprocess.run(["systemd-analyze", "verify", "--man=no", str(staged)], capture_output=True, text=True)
+    assert verify.returncode == 0 and not (verify.stdout + verify.stderr).strip(), verify.stdout + verify.stderr
+    # The example the unit starts from is a config edgeflow accepts.
+    check = subprocess.run([str(dest / "usr/bin/edgeflow"), "check-config", str(dest / "etc/edgeflow/edgeflow.toml")],
+                           capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr
+
+    # A second install keeps an edited config; uninstall removes everything else, and the
+    # config only while it is the example.
+    config = dest / "etc/edgeflow/edgeflow.toml"
+    config.write_text(config.read_text() + "\n# edited\n")
+    subprocess.run([*make, "install"], check=True, capture_output=True, timeout=600)
+    assert config.read_text().endswith("# edited\n")
+    subprocess.run([*make, "uninstall"], check=True, capture_output=True)
+    assert [p for p in dest.rglob("*") if p.is_file()] == [config]
+    config.unlink()
+    subprocess.run([*make, "install"], check=True, capture_output=True, timeout=600)
+    subprocess.run([*make, "uninstall"], check=True, capture_output=True)
+    assert [p for p in dest.rglob("*") if p.is_file()] == []
+
+
+class FakeManager:
+    """What systemd is to a Type=notify service: a datagram socket whose messages are kept."""
+
+    def __init__(self, path):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(str(path))
+        os.chmod(path, 0o777)
+        self.messages = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        while True:
+            try:
+                data = self.sock.recv(4096)
+            except OSError:
+                return
+            with self.lock:
+                self.messages.append((time.monotonic(), data.decode()))
+
+    def seen(self, prefix, since=0.0):
+        with self.lock:
+            return [m for t, m in self.messages if t >= since and m.startswith(prefix)]
+
+
+class Stderr:
+    """The switch's stderr, a stream socket as journald's is; its lines are kept."""
+
+    def __init__(self):
+        self.ours, self.theirs = socket.socketpair()
+        st = os.fstat(self.theirs.fileno())
+        self.journal_stream = f"{st.st_dev}:{st.st_ino}"
+        self.lines = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.ours.makefile("r", errors="replace"):
+            self.lines.append(line.rstrip("\n"))
+
+    def text(self):
+        return "\n".join(self.lines)
+
+
+def test_under_a_service_manager(two_hosts):
+    # Not pytest's tmp_path: nobody cannot reach into root's 0700 directory of them.
+    tmp_path = Path(tempfile.mkdtemp(prefix="ef-service-"))
+    h1, h2 = two_hosts.hosts
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    shutil.chown(runtime, "nobody", "nogroup")
+    os.chmod(tmp_path, 0o755)
+    manager = FakeManager(tmp_path / "notify")
+    stderr = Stderr()
+    port = free_port()
+    caps = ",".join(f"+{c}" for c in unit_capabilities())
+    env = {"PATH": os.environ["PATH"], "NOTIFY_SOCKET": str(tmp_path / "notify"), "WATCHDOG_USEC": "1000000",
+           "RUNTIME_DIRECTORY": str(runtime), "JOURNAL_STREAM": stderr.journal_stream}
+    args = [x for p in two_hosts.switch_ports for x in ("--port", p)]
+    proc = subprocess.Popen(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", f"--inh-caps={caps}",
+                             f"--ambient-caps={caps}", EDGEFLOW_BIN, "run", *args, "--datapath", "tc", "--dpid", "e5",
+                             "--listen", f"ptcp:{port}"], env=env, stdout=stderr.theirs, stderr=stderr.theirs)
+    stderr.theirs.close()
+    log = run_dir("logs") / "service.log"
+    mgmt = runtime / "00000000000000e5.mgmt"
+    tool_env = {**os.environ, "RUNTIME_DIRECTORY": str(runtime)}
+
+    def edgeflow(*a, check=True):
+        return subprocess.run([EDGEFLOW_BIN, *a], capture_output=True, text=True, env=tool_env, timeout=10,
+                              check=check)
+
+    try:
+        # Ready once its ports are open, its fast path is loaded and its sockets are bound: the
+        # management socket is in the runtime directory systemd gave it by then.
+        ready = wait_for(lambda: proc.poll() is not None or manager.seen("READY=1"), timeout=20,
+                         what="READY=1")
+        assert proc.poll() is None, stderr.text()
+        assert ready[0].startswith("READY=1\nSTATUS=switching 2 ports, datapath tc"), ready
+        assert mgmt.is_socket()
+        for flow in ("priority=10,in_port=1,actions=output:2", "priority=10,in_port=2,actions=output:1"):
+            sh("ovs-ofctl", "-O", "OpenFlow13", "add-flow", f"unix:{mgmt}", flow)
+        assert h1.ping(h2.addr, count=3, interval=0.1)[0] == 3
+        report = json.loads(edgeflow("stats", "--json").stdout)
+        assert report["datapath"] == "tc" and report["fast_path"]["hits"] > 0, report["fast_path"]
+
+        # The watchdog hears from it every half period while the forwarding thread answers.
+        since = time.monotonic()
+        wait_for(lambda: len(manager.seen("WATCHDOG=1", since)) >= 3, timeout=5, what="three watchdog pings")
+
+        # Lines as journald wants them: a priority, no time stamp, no colour.
+        assert all(re.match(r"<[3-7]>", l) for l in stderr.lines), stderr.text()
+        assert not re.search(r"\d{4}-\d\d-\d\dT\d\d:", stderr.text()) and "\x1b[" not in stderr.text()
+        assert any(l.startswith("<6>") and "starting" in l for l in stderr.lines), stderr.text()
+
+        # The log filter changes while it runs: a debug event shows only while debug is on.
+        def probe():
+            """A connection closed before its hello: logged at debug. The switch's hello is read
+            first, so that the close is a FIN, not a reset (unread data), which is a warning."""
+            before = len(stderr.lines)
+            with socket.create_connection(("127.0.0.1", port)) as c:
+                c.settimeout(5)
+                head = c.recv(8, socket.MSG_WAITALL)
+                length = int.from_bytes(head[2:4], "big")
+                assert len(c.recv(length - 8, socket.MSG_WAITALL)) == length - 8
+            time.sleep(0.5)
+            return [l for l in stderr.lines[before:] if "before its hello" in l]
+
+        assert edgeflow("log-level").stdout.strip() == "info"
+        assert probe() == []
+        assert edgeflow("log-level", "debug").stdout.strip() == "debug"
+        assert [l[:3] for l in probe()] == ["<7>"]
+        bad = edgeflow("log-level", "info,agent=loud", check=False)
+        assert bad.returncode != 0 and "log filter 'info,agent=loud'" in bad.stderr, bad.stderr
+        assert edgeflow("log-level", "info").stdout.strip() == "info"
+        assert probe() == []
+
+        # Reload: RELOADING=1 with its monotonic time, then READY=1 again.
+        since = time.monotonic()
+        proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: manager.seen("READY=1", since), timeout=10, what="READY=1 after the reload")
+        reloading = manager.seen("RELOADING=1", since)
+        assert len(reloading) == 1 and re.fullmatch(r"RELOADING=1\nMONOTONIC_USEC=\d+", reloading[0]), reloading
+
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 0
+        assert manager.seen("STOPPING=1")
+        assert not mgmt.exists(), "the management socket is removed on exit"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.write_text(stderr.text())
+        manager.sock.close()
+        shutil.rmtree(tmp_path, ignore_errors=True)
