@@ -83,6 +83,18 @@ if [ ! -x .venv-faucet/bin/faucet ]; then
   .venv-faucet/bin/pip install -q -r testbed/requirements-faucet.txt
 fi
 
+# Prometheus (Debian 12's package) for the metrics test, unpacked under build/tools: installing
+# it would start a server on every address of this machine.
+PROMETHEUS_DIR=build/tools/prometheus
+if [ ! -x "$PROMETHEUS_DIR/usr/bin/prometheus" ]; then
+  echo "setup: unpacking Debian's prometheus into $PROMETHEUS_DIR"
+  tmp=$(mktemp -d) && chmod 755 "$tmp"
+  (cd "$tmp" && { apt-get download prometheus >/dev/null 2>&1 || { apt-get update -qq && apt-get download prometheus >/dev/null; }; })
+  rm -rf "$PROMETHEUS_DIR" && mkdir -p "$PROMETHEUS_DIR"
+  dpkg -x "$tmp"/prometheus_*.deb "$PROMETHEUS_DIR"
+  rm -rf "$tmp"
+fi
+
 # BPF filesystem (for the kernel fast path).
 if ! mount | grep -q "on /sys/fs/bpf type bpf"; then
   mount -t bpf bpf /sys/fs/bpf 2>/dev/null || true

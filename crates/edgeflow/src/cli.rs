@@ -164,6 +164,10 @@ pub struct RunArgs {
     /// allowed, as `openssl x509 -noout -fingerprint -sha256` prints it), besides the CA's check.
     #[arg(long, value_name = "SHA256")]
     pub peer_cert_sha256: Option<String>,
+    /// Serve Prometheus metrics on http://ADDR:PORT/metrics: PORT alone is loopback only
+    /// (e.g. 9108, or 0.0.0.0:9108 for every address). Off by default.
+    #[arg(long, value_name = "[ADDR:]PORT")]
+    pub metrics: Option<String>,
     /// Log filter, e.g. info, debug, agent=debug (default: $RUST_LOG or info).
     #[arg(long, value_name = "FILTER")]
     pub log: Option<String>,
@@ -196,6 +200,7 @@ impl RunArgs {
             private_key: self.private_key.clone(),
             certificate: self.certificate.clone(),
             ca_cert: self.ca_cert.clone(),
+            metrics: self.metrics.clone(),
         }
     }
 }

@@ -1,6 +1,7 @@
 //! `edgeflow`: an OpenFlow 1.3 switch for Linux edge devices.
 
 mod logging;
+mod metrics;
 mod service;
 mod stats;
 
@@ -272,7 +273,15 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
             notifier.notify("STOPPING=1");
         }
     };
-    let result = local.block_on(&rt, agent::run(agent_cfg, handle.clone(), events, ready, stopping));
+    let handle_for_agent = handle.clone();
+    let metrics_addr = s.metrics;
+    let metrics_switch = handle.clone();
+    let result = local.block_on(&rt, async move {
+        if let Some(addr) = metrics_addr {
+            metrics::serve(addr, metrics_switch).await?;
+        }
+        agent::run(agent_cfg, handle_for_agent, events, ready, stopping).await
+    });
     handle.send(Command::Shutdown);
     let _ = forwarding.join();
     let _ = std::fs::remove_file(&mgmt);

@@ -340,9 +340,27 @@ impl Mode for OpenFlowMode {
         self.pipeline.set_fail_open(on);
     }
 
-    /// The megaflow cache: how much churn retired one by one, and how often it was flushed.
+    /// The megaflow cache (how much churn retired one by one, how often it was flushed), and
+    /// every meter's and group's counters, as their OpenFlow stats replies give them.
     fn counters(&self) -> Vec<crate::CounterGroup> {
-        vec![crate::CounterGroup { name: "megaflow cache".into(), counters: self.pipeline.cache_counters().to_vec() }]
+        let mut groups =
+            vec![crate::CounterGroup { name: "megaflow cache".into(), counters: self.pipeline.cache_counters().to_vec() }];
+        groups.extend(self.pipeline.meter_counters().map(|(id, [packets, bytes, band_packets, band_bytes])| {
+            crate::CounterGroup {
+                name: format!("meter {id}"),
+                counters: vec![
+                    ("packets_in", packets),
+                    ("bytes_in", bytes),
+                    ("band_packets", band_packets),
+                    ("band_bytes", band_bytes),
+                ],
+            }
+        }));
+        groups.extend(self.pipeline.group_counters().map(|(id, [packets, bytes])| crate::CounterGroup {
+            name: format!("group {id}"),
+            counters: vec![("packets", packets), ("bytes", bytes)],
+        }));
+        groups
     }
 
     fn tables(&self) -> Vec<crate::TableReport> {

@@ -254,6 +254,19 @@ impl Pipeline {
 
     /// The megaflow cache's figures: entries; entries retired by a change they read, idle, or to
     /// make room; flushes.
+    /// Each meter's counters, by id: (packets in, bytes in, packets and bytes its bands acted on).
+    pub fn meter_counters(&self) -> impl Iterator<Item = (u32, [u64; 4])> + '_ {
+        self.meters.meters.iter().map(|(&id, m)| {
+            let band = |f: fn(&meter::Band) -> u64| m.bands.iter().map(f).sum();
+            (id, [m.packet_count, m.byte_count, band(|b| b.packet_count), band(|b| b.byte_count)])
+        })
+    }
+
+    /// Each group's counters, by id: (packets, bytes).
+    pub fn group_counters(&self) -> impl Iterator<Item = (u32, [u64; 2])> + '_ {
+        self.groups.groups.iter().map(|(&id, g)| (id, [g.packet_count, g.byte_count]))
+    }
+
     pub fn cache_counters(&self) -> [(&'static str, u64); 5] {
         let c = &self.cache;
         [

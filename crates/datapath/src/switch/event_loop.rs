@@ -243,7 +243,12 @@ impl Switch {
                     self.precise_timers();
                     info!(ports = egress.len(), "egress settings applied");
                 }
-                Ok(Command::Report(deliver)) => deliver(self.report()),
+                Ok(Command::Report(deliver)) => {
+                    // As for a stats request: what the kernel counted so far is in it.
+                    let now = self.now();
+                    self.harvest_fast(now);
+                    deliver(self.report())
+                }
                 Ok(Command::Heartbeat(answer)) => answer(),
                 Ok(Command::Shutdown) | Err(TryRecvError::Disconnected) => return false,
                 Err(TryRecvError::Empty) => return true,

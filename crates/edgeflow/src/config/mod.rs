@@ -90,6 +90,8 @@ pub struct File {
     pub egress_timing: Option<Spanned<String>>,
     /// The CPU the forwarding thread, which paces and schedules the ports, is pinned to.
     pub egress_cpu: Option<Spanned<usize>>,
+    /// Where the Prometheus endpoint listens: PORT (loopback) or ADDR:PORT.
+    pub metrics: Option<Spanned<String>>,
 }
 
 /// `[[portmap]]`: frames received on port `from` leave on port `to` (mode = "portmap").
@@ -194,6 +196,8 @@ pub struct Settings {
     pub timing: Timing,
     /// `egress_cpu`: the CPU the forwarding thread is pinned to.
     pub cpu: Option<usize>,
+    /// Where the Prometheus endpoint (`/metrics`) listens; none by default.
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// (port number, interface name), in the order configured.
@@ -230,6 +234,7 @@ pub struct Flags {
     pub private_key: Option<PathBuf>,
     pub certificate: Option<PathBuf>,
     pub ca_cert: Option<PathBuf>,
+    pub metrics: Option<String>,
 }
 
 fn line_of(src: &str, offset: usize) -> usize {
@@ -289,6 +294,15 @@ fn in_range(key: &'static str, range: std::ops::RangeInclusive<u64>) -> impl Fn(
             Err(format!("{key} = {n}: must be between {} and {}", range.start(), range.end()))
         }
     }
+}
+
+/// The metrics endpoint's address: `PORT` listens on loopback only, as `ptcp:PORT` does (counters
+/// tell a stranger what the network carries); another address must be written out.
+pub fn parse_metrics(s: &str) -> Result<std::net::SocketAddr, String> {
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    s.parse().map_err(|_| format!("metrics '{s}': expected PORT or ADDR:PORT (IPv6 as [ADDR]:PORT)"))
 }
 
 /// The flag's value, else the file's, else `default`, each checked; an error names the flag, or
@@ -661,6 +675,11 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
                 "busy" => Timing::Busy,
                 other => return Err(cx.at(t, format!("egress_timing '{other}': expected sleep, fifo or busy"))),
             },
+        },
+        metrics: match (&flags.metrics, &file.metrics) {
+            (Some(m), _) => Some(parse_metrics(m).map_err(|e| format!("--metrics: {e}"))?),
+            (None, Some(m)) => Some(parse_metrics(m.get_ref()).map_err(|e| cx.at(m, e))?),
+            (None, None) => None,
         },
         cpu: match &file.egress_cpu {
             None => None,
