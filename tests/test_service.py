@@ -213,3 +213,27 @@ def test_under_a_service_manager(two_hosts):
         log.write_text(stderr.text())
         manager.sock.close()
         shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+def test_openwrt_uci_config_renders_to_a_config_the_switch_accepts(tmp_path):
+    """The shipped /etc/config/edgeflow through `edgeflow uci`, as the procd script renders it,
+    then `check-config --json` on the result; a bad value is refused at its UCI line."""
+    openwrt = ROOT / "packaging" / "openwrt"
+    assert subprocess.run(["sh", "-n", str(openwrt / "edgeflow.init")]).returncode == 0
+    rendered = subprocess.run([EDGEFLOW_BIN, "uci", str(openwrt / "edgeflow.config")], capture_output=True,
+                              text=True, check=True).stdout
+    toml = tmp_path / "edgeflow.toml"
+    toml.write_text(rendered)
+    effective = json.loads(subprocess.run([EDGEFLOW_BIN, "check-config", "--json", str(toml)], capture_output=True,
+                                          text=True, check=True).stdout)
+    assert effective["datapath"] == "tc" and effective["mode"] == "openflow" and effective["fail_mode"] == "secure"
+    assert effective["controllers"] == ["tcp:192.168.1.10:6653"]
+    assert effective["listen"] == ["ptcp:6634:127.0.0.1"] and effective["metrics"] == "127.0.0.1:9108"
+    assert [(p["name"], p["number"]) for p in effective["port"]] == [("lan1", 1), ("lan2", 2), ("lan3", 3)]
+    assert effective["tables"] == 64, "defaults are written out"
+
+    bad = tmp_path / "edgeflow"
+    bad.write_text((openwrt / "edgeflow.config").read_text().replace("option datapath 'tc'", "option datapath 'dpdk'"))
+    line = next(i for i, l in enumerate(bad.read_text().splitlines(), 1) if "'dpdk'" in l)
+    r = subprocess.run([EDGEFLOW_BIN, "uci", str(bad)], capture_output=True, text=True)
+    assert r.returncode == 2 and r.stderr.startswith(f"edgeflow: {bad}:{line}: "), r.stderr

@@ -24,9 +24,22 @@ pub enum Cmd {
     ///   edgeflow run --config /etc/edgeflow.toml
     #[command(verbatim_doc_comment)]
     Run(Box<RunArgs>),
-    /// Check a configuration file and print what it sets up.
+    /// Check a configuration file and print what the switch would run with: every key the file
+    /// left to its default written out, every port numbered. Exit status 2 and the line at fault
+    /// when it is refused.
     CheckConfig {
         /// TOML file.
+        file: PathBuf,
+        /// Print what the switch would run with as JSON (the file's keys, defaults written out,
+        /// ports numbered) rather than as TOML.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Render an OpenWrt UCI config (/etc/config/edgeflow) as the TOML `run --config` reads, after
+    /// checking it as `check-config` does; the procd script runs it before each start and
+    /// reload. Exit status 2 and the line at fault when it is refused.
+    Uci {
+        /// The UCI file.
         file: PathBuf,
     },
     /// AFDX tools: `edgeflow afdx compile CONFIG` prints the config's virtual-link table as an

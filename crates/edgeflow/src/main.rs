@@ -29,11 +29,36 @@ fn load(args: &RunArgs) -> Result<Settings, String> {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Cmd::CheckConfig { file } => {
-            let args = RunArgs { config: Some(file), ..Default::default() };
+        Cmd::CheckConfig { file, json } => {
+            let args = RunArgs { config: Some(file.clone()), ..Default::default() };
             match load(&args) {
                 Ok(s) => {
-                    println!("{s:#?}");
+                    let src = std::fs::read_to_string(&file).unwrap_or_default();
+                    let effective = config::effective(&s, &src);
+                    if json {
+                        println!("{effective:#}");
+                    } else {
+                        println!("# {}: accepted. What the switch runs with:\n", file.display());
+                        print!("{}", config::as_toml(&effective));
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("edgeflow: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Cmd::Uci { file } => {
+            let rendered =
+                std::fs::read_to_string(&file).map_err(|e| format!("{}: {e}", file.display())).and_then(|src| {
+                    config::uci::checked(&src, &file.display().to_string(), |path| {
+                        std::fs::read_to_string(path).map_err(|e| e.to_string())
+                    })
+                });
+            match rendered {
+                Ok(toml) => {
+                    print!("{toml}");
                     ExitCode::SUCCESS
                 }
                 Err(e) => {

@@ -16,6 +16,8 @@ use toml::Spanned;
 #[cfg(feature = "afdx")]
 mod afdx;
 mod egress;
+mod json;
+pub mod uci;
 #[cfg(feature = "streams")]
 mod streams;
 #[cfg(feature = "less")]
@@ -26,6 +28,7 @@ use afdx::afdx;
 #[cfg(feature = "afdx")]
 pub use afdx::{load_afdx, AfdxSection};
 use egress::port_egress;
+pub use json::{as_toml, effective};
 pub use egress::{GatesEntry, QueueEntry};
 #[cfg(feature = "streams")]
 pub use streams::StreamEntry;
