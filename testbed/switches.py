@@ -73,6 +73,14 @@ class Edgeflow:
             raise RuntimeError(f"edgeflow stats: {r.stderr.strip()}")
         return json.loads(r.stdout)
 
+    def kernel_flows(self):
+        """What the kernel fast path holds (`edgeflow dump-flows --kernel --json`)."""
+        r = subprocess.run([EDGEFLOW_BIN, "dump-flows", "--kernel", "--json", self.target], capture_output=True,
+                           text=True, timeout=20)
+        if r.returncode != 0:
+            raise RuntimeError(f"edgeflow dump-flows: {r.stderr.strip()}")
+        return json.loads(r.stdout)
+
     def start(self):
         self._log = open(self.log_path, "w")
         self.proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT)

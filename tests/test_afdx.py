@@ -130,6 +130,7 @@ def test_conforming_links_lose_nothing_and_babblers_get_their_contract(datapath)
         counters = {n: vl_counters(sw) for n, sw in sws.items()}
         reports = {n: sw.stats() for n, sw in sws.items()}
         kernel = {n: r["fast_path"] for n, r in reports.items()}
+        dumps = {n: sw.kernel_flows() for n, sw in sws.items()} if datapath != "user" else {}
         # Where a lost frame could have gone: the veths', the CPUs' receive backlogs' and the
         # receiver's ring's drop counters, and the switch's own per-port ones.
         where = {"links": {k: v for k, v in net.link_drops().items() if any(v.values())},
@@ -143,6 +144,9 @@ def test_conforming_links_lose_nothing_and_babblers_get_their_contract(datapath)
         for n, fp in kernel.items():
             frames = sum(c["frames_in"] for vl, c in counters[n].items() if vl != "switch")
             assert fp["links"]["held"] == 4 and fp["links"]["decided"] == frames, (n, fp["links"], frames)
+            # `dump-flows --kernel` reads the same four links out of the kernel's maps.
+            links = dumps[n]["afdx_links"]
+            assert len(links) == 4 and sum(l["frames_in"] for l in links) == frames, (n, links, frames)
 
     for got, offered in ((quiet, quiet_sent), (loaded, sent)):
         for vl in (10, 20):

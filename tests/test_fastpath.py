@@ -9,7 +9,7 @@ import time
 import pytest
 
 from testbed import netns
-from testbed.switches import Edgeflow, edgeflow_on
+from testbed.switches import EDGEFLOW_BIN, Edgeflow, edgeflow_on
 from testbed.traffic import udp_frame
 from testbed.util import kernel_version
 
@@ -234,8 +234,19 @@ def test_kernel_hits_count_and_keep_idle_flows_alive(datapath):
             assert flows, "the flow expired although the kernel forwarded its traffic"
             n = int(re.search(r"n_packets=(\d+)", flows[0]).group(1))
             assert n >= 25, flows[0]
+            # `dump-flows --kernel` reads the kernel's maps: its megaflow for port 1 forwards to
+            # port 2 and holds the hits the flow was credited with, the first (upcalled) aside.
+            def kernel_entry():
+                return [f for f in sw.kernel_flows()["megaflows"] if f["match"].startswith("in_port=1,")]
+            held = kernel_entry()
+            assert len(held) == 1 and held[0]["actions"] == "output:2" and held[0]["live"], held
+            assert n - 3 <= held[0]["packets"] <= n, (held, n)
+            text = subprocess.run([EDGEFLOW_BIN, "dump-flows", "--kernel", sw.target], capture_output=True,
+                                  text=True, check=True).stdout
+            assert f"kernel fast path ({datapath}): generation" in text and "actions=output:2" in text, text
             time.sleep(3.5)
             assert not [f for f in sw.flows() if "idle_timeout=2" in f], "idle flow outlived its timeout"
+            assert kernel_entry() == [], "the kernel's copy went with the flow"
         totals = sw.fastpath_totals()
     assert totals["hits"] >= 20, totals
 

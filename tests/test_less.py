@@ -231,6 +231,12 @@ def test_unmodified_hosts_ping_and_carry_tcp_over_six_switches(datapath):
         if datapath != "user":
             # The first frame planned hB's route; the kernel labels the rest itself, as for IPv4.
             assert counters(sws["e"])["kernel"]["pushed"] - kernel_pushed >= 15, counters(sws["e"])
+            # And `dump-flows --kernel` shows the stacks E's kernel pushes towards hB, out of the
+            # port to D, as the sniffed frames carried them.
+            held = sws["e"].kernel_flows()["less"]
+            to_b = {p["dst"]: p for p in held["push"]}
+            assert {hb.addr, hb.addr6} <= set(to_b), held
+            assert to_b[hb.addr]["port"] == less.port_of(fabric, "e", "d"), (to_b[hb.addr], held["ports"])
         wait_for(lambda: hc.ping(hb.addr6, count=1, timeout=5)[0] == 1, timeout=15, what="hB from hC over IPv6")
         assert hc.ping(hb.addr6, count=10, interval=0.05)[0] == 10
         bps = iperf3_tcp(he, hb, seconds=2)

@@ -1012,6 +1012,7 @@ mod tests {
     }
 }
 
+mod dump;
 #[cfg(test)]
 mod kernel;
 pub mod labels;

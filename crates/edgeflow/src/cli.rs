@@ -57,6 +57,21 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Print what a running switch's kernel fast path holds, read back from its maps (as Open
+    /// vSwitch's `dpctl/dump-flows`): the megaflows with their match, actions and hits (`live`
+    /// false: of an older generation, a miss to the kernel), the AFDX links, the LESS ports and
+    /// label stacks. The OpenFlow tables are `ovs-ofctl -O OpenFlow13 dump-flows` on the same
+    /// socket.
+    DumpFlows {
+        /// The switch, as for `edgeflow stats`.
+        target: Option<String>,
+        /// The kernel's flows (the only ones this command shows).
+        #[arg(long, required = true)]
+        kernel: bool,
+        /// JSON, for scripts.
+        #[arg(long)]
+        json: bool,
+    },
     /// Print a running switch's log filter, or change it without a restart: a level (error, warn,
     /// info, debug, trace) or a target filter such as `info,agent=debug` (targets are crates:
     /// agent, datapath, forwarding, pipeline, netio, ebpf, edgeflow).

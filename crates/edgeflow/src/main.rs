@@ -111,6 +111,26 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Cmd::DumpFlows { target, kernel: _, json } => {
+            match stats::request(target.as_deref(), datapath::switch::KERNEL_DUMP, Vec::new()) {
+                Ok(dump) if dump["error"].is_string() => {
+                    eprintln!("edgeflow dump-flows: {}", dump["error"].as_str().unwrap_or(""));
+                    ExitCode::FAILURE
+                }
+                Ok(dump) => {
+                    if json {
+                        println!("{dump:#}");
+                    } else {
+                        print!("{}", stats::render_kernel(&dump));
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("edgeflow dump-flows: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Cmd::LogLevel { filter, target } => {
             let data = filter.unwrap_or_default().into_bytes();
             match stats::request(target.as_deref(), datapath::switch::LOG_FILTER, data) {

@@ -281,3 +281,54 @@ pub fn render(r: &Value) -> String {
     }
     out
 }
+
+/// `dump-flows --kernel` as text: one line a megaflow (as `ovs-ofctl dump-flows` writes a flow),
+/// then the AFDX links and LESS entries where there are any.
+pub fn render_kernel(d: &Value) -> String {
+    let mut out = format!(
+        "kernel fast path ({}): generation {}, {} masks, {} megaflows\n",
+        n(&d["datapath"]),
+        n(&d["generation"]),
+        n(&d["masks"]),
+        d["megaflows"].as_array().map_or(0, |a| a.len())
+    );
+    for f in d["megaflows"].as_array().into_iter().flatten() {
+        let dead = if f["live"].as_bool() == Some(false) { " (old generation)" } else { "" };
+        out += &format!(
+            " packets={}, bytes={}, {} actions={}{dead}\n",
+            n(&f["packets"]),
+            n(&f["bytes"]),
+            n(&f["match"]),
+            n(&f["actions"])
+        );
+    }
+    let links = d["afdx_links"].as_array().cloned().unwrap_or_default();
+    if !links.is_empty() {
+        out += &format!("\n{} AFDX virtual links\n", links.len());
+        let rows = links
+            .iter()
+            .map(|l| {
+                let outs: Vec<String> = l["out"].as_array().into_iter().flatten().map(n).collect();
+                ["vl", "in_port", "smin", "smax"]
+                    .iter()
+                    .map(|k| n(&l[*k]))
+                    .chain([outs.join(","), n(&l["frames_in"]), n(&l["frames_out"])])
+                    .collect()
+            })
+            .collect();
+        out += &table(&["vl", "in_port", "smin", "smax", "out", "frames_in", "frames_out"], rows);
+    }
+    if let Some(less) = d["less"].as_object() {
+        let pushes = less["push"].as_array().cloned().unwrap_or_default();
+        if !pushes.is_empty() || less["ports"].as_array().is_some_and(|p| !p.is_empty()) {
+            out += &format!(
+                "\nLESS: {} ports, {} reroute entries, label stacks pushed per destination:\n",
+                less["ports"].as_array().map_or(0, |p| p.len()),
+                n(&less["reroute_entries"])
+            );
+            let rows = pushes.iter().map(|p| vec![n(&p["dst"]), n(&p["port"]), n(&p["stack"])]).collect();
+            out += &table(&["dst", "port", "stack"], rows);
+        }
+    }
+    out
+}

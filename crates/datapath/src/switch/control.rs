@@ -126,6 +126,17 @@ impl Switch {
                     data: super::report::log_filter(data).to_string().into_bytes(),
                 })
             }
+            R::Experimenter { experimenter: super::EXPERIMENTER, exp_type: super::KERNEL_DUMP, .. } => {
+                let dump = match &self.fast {
+                    Some(fast) => fast.dump(),
+                    None => serde_json::json!({"error": "this switch has no kernel fast path (datapath user)"}),
+                };
+                Ok(MultipartReplyBody::Experimenter {
+                    experimenter: super::EXPERIMENTER,
+                    exp_type: super::KERNEL_DUMP,
+                    data: dump.to_string().into_bytes(),
+                })
+            }
             _ => return None,
         })
     }

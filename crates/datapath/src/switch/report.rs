@@ -17,6 +17,9 @@ pub const STATS_REPORT: u32 = 1;
 /// filter, UTF-8): `edgeflow log-level`. The reply's data is JSON, `{"filter": …}` or
 /// `{"error": …}`.
 pub const LOG_FILTER: u32 = 2;
+/// The experimenter multipart type of `edgeflow dump-flows --kernel`: what the kernel's maps
+/// hold, as JSON (`FastPath::dump`).
+pub const KERNEL_DUMP: u32 = 3;
 
 /// What changes the process's log filter: given a new one (or none, to read it), the filter now
 /// in force, or why the new one was refused.
