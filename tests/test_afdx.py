@@ -12,7 +12,7 @@ import time
 from testbed import afdx, netns
 from testbed.afdx import VL, AfdxNetwork, Receiver, send, vl_arg
 from testbed.switches import EDGEFLOW_BIN, Edgeflow
-from testbed.util import kernel_version, run_dir
+from testbed.util import kernel_version, run_dir, wait_for
 
 
 @contextlib.contextmanager
@@ -275,6 +275,45 @@ def test_network_a_down_mid_stream_loses_no_frame(datapath):
     assert got["delivered"] == sent and got["lost"] == 0 and got["delivered_twice"] == 0, (sent, got)
     a, b = got["received"]
     assert b == sent and 0.2 * sent < a < 0.7 * sent, (sent, got)
+
+
+def test_a_virtual_link_added_on_sighup_forwards_and_the_others_lose_nothing(datapath):
+    """SIGHUP with a table that adds VL 20: its frames pass from then on; VL 10, unchanged, loses
+    no frame and keeps its counters (the kernel's copy of the table is rewritten on tc and xdp)."""
+    import signal
+    netns.cleanup()
+    vls = [VL(10, 1, [2], bag_ms=1, smax=200, jitter_us=2000, priority="high")]
+    more = vls + [VL(20, 1, [2], bag_ms=1, smax=200, jitter_us=2000, priority="low")]
+    with AfdxNetwork("ah", 2, redundant=False) as net, afdx_switches(net, vls, datapath) as sws:
+        es, sw = net.end_systems, sws["a"]
+        rx = Receiver(es[1], networks=("a",))
+        try:
+            p = send(es[0], [vl_arg(10, 1, 200), vl_arg(20, 1, 200)], 2.0, networks=("a",), jitter_us=100,
+                     background=True)
+            time.sleep(0.8)
+            net.write_config(more, "a", network="a")
+            sw.proc.send_signal(signal.SIGHUP)
+            wait_for(lambda: "configuration applied" in sw.log(), what="the new table")
+            report, err = p.communicate(timeout=60)
+            assert p.returncode == 0, err
+            got = rx.result([report])
+        finally:
+            rx.kill()
+        c = vl_counters(sw)
+        held = [l["vl"] for l in sw.kernel_flows()["afdx_links"]] if kernel_runs_afdx(sw, datapath) else None
+    sent = {int(k): v for k, v in json_of_report(report)["sent"].items()}
+    r10, r20 = got["vls"][10], got["vls"][20]
+    assert r10["delivered"] == sent[10] and r10["lost"] == 0, (sent, r10)
+    assert c[10]["frames_in"] == sent[10] and c[10]["frames_out"] == sent[10], c[10]
+    # VL 20 from the reload on: its first frames were unknown, the rest pass.
+    assert 0.2 * sent[20] < r20["delivered"] < 0.8 * sent[20], (sent, r20)
+    assert c[20]["frames_out"] == r20["delivered"] and c["switch"]["unknown_vl"] >= sent[20] - r20["delivered"], c
+    if held is not None:
+        assert sorted(held) == [10, 20], held
+
+
+def json_of_report(report):
+    return report if isinstance(report, dict) else __import__("json").loads(report)
 
 
 def test_multicast_link_reaches_every_output(datapath):

@@ -44,16 +44,22 @@ impl Listener {
 /// Accepts peers for as long as the switch runs, each within the connection and handshake
 /// limits: a peer over either is closed at once, counted, and logged (at most every 10 seconds,
 /// with how many were refused since).
-pub(crate) async fn accept_loop(listener: Listener, hub: HubRef, primary: bool) {
+pub(crate) async fn accept_loop(listener: Listener, hub: HubRef, primary: bool, stop: Stop) {
     let mut refused = [Refusals::default(), Refusals::default()];
     let slots = Rc::new(Slots::default());
     loop {
-        let accepted: std::io::Result<(Stream, String)> = match &listener {
-            Listener::Tcp(l, tls) => l.accept().await.map(|(s, peer)| {
-                let _ = s.set_nodelay(true);
-                (Stream::Tcp(s, tls.clone()), peer.to_string())
-            }),
-            Listener::Unix(l) => l.accept().await.map(|(s, _)| (Stream::Unix(s), "unix".to_string())),
+        let accept = async {
+            match &listener {
+                Listener::Tcp(l, tls) => l.accept().await.map(|(s, peer)| {
+                    let _ = s.set_nodelay(true);
+                    (Stream::Tcp(s, tls.clone()), peer.to_string())
+                }),
+                Listener::Unix(l) => l.accept().await.map(|(s, _)| (Stream::Unix(s), "unix".to_string())),
+            }
+        };
+        let accepted: std::io::Result<(Stream, String)> = tokio::select! {
+            a = accept => a,
+            _ = stopped(stop.clone()) => return,
         };
         let (stream, peer) = match accepted {
             Ok(a) => a,
@@ -78,11 +84,12 @@ pub(crate) async fn accept_loop(listener: Listener, hub: HubRef, primary: bool) 
             }
         };
         let hub = hub.clone();
+        let stop = stop.clone();
         tokio::task::spawn_local(async move {
             let _connection = connection;
             match stream {
                 Stream::Tcp(s, Some(acceptor)) => match timeout(HELLO_TIMEOUT, tls::accept(&acceptor, s)).await {
-                    Ok(Ok(s)) => drop(serve(s, hub, primary, peer, Some(handshake)).await),
+                    Ok(Ok(s)) => drop(serve(s, hub, primary, peer, Some(handshake), stop).await),
                     Ok(Err(e)) => {
                         ChannelCounters::bump(&hub.borrow().counters.handshakes_failed);
                         warn!(%peer, "TLS handshake failed: {e}");
@@ -92,8 +99,8 @@ pub(crate) async fn accept_loop(listener: Listener, hub: HubRef, primary: bool) 
                         warn!(%peer, "TLS handshake not done within {HELLO_TIMEOUT:?}: closing");
                     }
                 },
-                Stream::Tcp(s, None) => drop(serve(s, hub, primary, peer, Some(handshake)).await),
-                Stream::Unix(s) => drop(serve(s, hub, primary, peer, Some(handshake)).await),
+                Stream::Tcp(s, None) => drop(serve(s, hub, primary, peer, Some(handshake), stop).await),
+                Stream::Unix(s) => drop(serve(s, hub, primary, peer, Some(handshake), stop).await),
             }
         });
     }
@@ -125,7 +132,13 @@ impl Refusals {
 }
 
 /// Connects to an active target forever, backing off exponentially while it is unreachable.
-pub(crate) async fn active_loop(target: Target, hub: HubRef, primary: bool, tls: Option<Arc<tls::ClientConfig>>) {
+pub(crate) async fn active_loop(
+    target: Target,
+    hub: HubRef,
+    primary: bool,
+    tls: Option<Arc<tls::ClientConfig>>,
+    stop: Stop,
+) {
     let max_backoff = hub.borrow().cfg.max_backoff;
     let mut backoff = Duration::from_secs(1);
     let mut reported = false;
@@ -138,7 +151,7 @@ pub(crate) async fn active_loop(target: Target, hub: HubRef, primary: bool, tls:
                     let s = TcpStream::connect(a).await?;
                     s.set_nodelay(true)?;
                     info!(controller = %name, "connected");
-                    serve(s, hub.clone(), primary, name.clone(), None).await
+                    serve(s, hub.clone(), primary, name.clone(), None, stop.clone()).await
                 }
                 Target::Tls(a) => {
                     let s = TcpStream::connect(a).await?;
@@ -157,12 +170,12 @@ pub(crate) async fn active_loop(target: Target, hub: HubRef, primary: bool, tls:
                         }
                     };
                     info!(controller = %name, "connected (TLS)");
-                    serve(s, hub.clone(), primary, name.clone(), None).await
+                    serve(s, hub.clone(), primary, name.clone(), None, stop.clone()).await
                 }
                 Target::Unix(p) => {
                     let s = UnixStream::connect(p).await?;
                     info!(controller = %name, "connected");
-                    serve(s, hub.clone(), primary, name.clone(), None).await
+                    serve(s, hub.clone(), primary, name.clone(), None, stop.clone()).await
                 }
                 _ => unreachable!("passive targets are listened on"),
             })
@@ -183,8 +196,30 @@ pub(crate) async fn active_loop(target: Target, hub: HubRef, primary: bool, tls:
                 }
             }
         }
-        sleep(backoff).await;
+        if *stop.borrow() {
+            return;
+        }
+        tokio::select! {
+            _ = sleep(backoff) => {}
+            _ = stopped(stop.clone()) => return,
+        }
         backoff = (backoff * 2).min(max_backoff);
+    }
+}
+
+/// Set to true when a target leaves the configuration: its loop ends, and so do the sessions
+/// it made (after their last request, with an orderly close).
+pub(crate) type Stop = tokio::sync::watch::Receiver<bool>;
+
+/// Waits until `stop` is set; forever if it never is (its sender gone without setting it).
+pub(crate) async fn stopped(mut stop: Stop) {
+    loop {
+        if *stop.borrow_and_update() {
+            return;
+        }
+        if stop.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
     }
 }
 
@@ -274,9 +309,10 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + 'static>(
     primary: bool,
     peer: String,
     handshake: Option<Slot>,
+    stop: Stop,
 ) -> bool {
     let passive = handshake.is_some();
-    let outcome = handshake_and_session(stream, &hub, primary, &peer, handshake).await;
+    let outcome = handshake_and_session(stream, &hub, primary, &peer, handshake, stop).await;
     let counters = hub.borrow().counters.clone();
     match outcome {
         Outcome::Session => ChannelCounters::bump(&counters.sessions_ended),
@@ -304,6 +340,7 @@ async fn handshake_and_session<S: AsyncRead + AsyncWrite + Unpin + 'static>(
     primary: bool,
     peer: &str,
     handshake: Option<Slot>,
+    stop: Stop,
 ) -> Outcome {
     let (rd, wr) = tokio::io::split(stream);
     let limit = hub.borrow().cfg.output_limit;
@@ -313,7 +350,15 @@ async fn handshake_and_session<S: AsyncRead + AsyncWrite + Unpin + 'static>(
     tx.send(Message::Hello(Hello::of13()).encode(1));
 
     // Handshake: the first message must be a hello naming a version we share (spec §6.3.1).
-    let first = match timeout(HELLO_TIMEOUT, framer.next()).await {
+    let hello = tokio::select! {
+        h = timeout(HELLO_TIMEOUT, framer.next()) => h,
+        _ = stopped(stop.clone()) => {
+            info!(%peer, "no longer in the configuration: closing before its hello");
+            finish(tx, writer_task).await;
+            return Outcome::Probe;
+        }
+    };
+    let first = match hello {
         Ok(Ok(Some(Frame::Message(m)))) => m,
         Ok(Ok(Some(Frame::Broken(head)))) => {
             tx.send(error_reply(0, ErrorCode::BadRequest(BadRequest::BadLen), &head));
@@ -401,6 +446,10 @@ async fn handshake_and_session<S: AsyncRead + AsyncWrite + Unpin + 'static>(
                 warn!(%peer, queued = tx.queued(), limit, async_dropped = dropped,
                       "peer stopped reading (output over the limit, nothing taken for {probe:?}): closing");
                 ChannelCounters::bump(&hub.borrow().counters.slow_readers_dropped);
+                break;
+            }
+            _ = stopped(stop.clone()) => {
+                info!(%peer, "no longer in the configuration: closing");
                 break;
             }
             _ = tokio::time::sleep_until(deadline), if !over => {

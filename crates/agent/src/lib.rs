@@ -353,6 +353,7 @@ pub async fn run(
     cfg: AgentConfig,
     switch: SwitchHandle,
     mut events: UnboundedReceiver<Event>,
+    mut updates: UnboundedReceiver<AgentConfig>,
     listening: impl FnOnce(),
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), String> {
@@ -378,18 +379,80 @@ pub async fn run(
         primaries_up: 0,
         epoch: 0,
     }));
+    // Each target's loop runs until its stop is set (it left the configuration).
+    let mut running: Vec<(Target, bool, tokio::sync::watch::Sender<bool>)> = Vec::new();
+    let start = |t: &Target, primary: bool, listener: Option<conn::Listener>| {
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        match listener {
+            Some(l) => tokio::task::spawn_local(conn::accept_loop(l, hub.clone(), primary, stopped)),
+            None => {
+                let tls = client_tls.clone();
+                tokio::task::spawn_local(conn::active_loop(t.clone(), hub.clone(), primary, tls, stopped))
+            }
+        };
+        (t.clone(), primary, stop)
+    };
     for (targets, primary) in [(&cfg.controllers, true), (&cfg.listeners, false)] {
         for t in targets {
-            if t.is_passive() {
-                let listener = conn::Listener::bind(t, server_tls.clone()).await.map_err(|e| format!("{t}: {e}"))?;
+            let listener = if t.is_passive() {
+                let l = conn::Listener::bind(t, server_tls.clone()).await.map_err(|e| format!("{t}: {e}"))?;
                 info!(target = %t, primary, "listening");
-                tokio::task::spawn_local(conn::accept_loop(listener, hub.clone(), primary));
+                Some(l)
             } else {
-                tokio::task::spawn_local(conn::active_loop(t.clone(), hub.clone(), primary, client_tls.clone()));
-            }
+                None
+            };
+            running.push(start(t, primary, listener));
         }
     }
     listening();
+    // A configuration read again: targets that left stop, new ones start, limits apply to the
+    // connections that come next. (TLS files are read at start only: the caller refuses a change.)
+    let reconfigure = {
+        let hub = hub.clone();
+        async move {
+            while let Some(next) = updates.recv().await {
+                let wanted: Vec<(&Target, bool)> = next
+                    .controllers
+                    .iter()
+                    .map(|t| (t, true))
+                    .chain(next.listeners.iter().map(|t| (t, false)))
+                    .collect();
+                running.retain(|(t, primary, stop)| {
+                    let stays = wanted.contains(&(t, *primary));
+                    if !stays {
+                        info!(target = %t, primary, "left the configuration: stopping");
+                        let _ = stop.send(true);
+                    }
+                    stays
+                });
+                for (t, primary) in wanted {
+                    if running.iter().any(|(r, p, _)| r == t && *p == primary) {
+                        continue;
+                    }
+                    let listener = if t.is_passive() {
+                        match conn::Listener::bind(t, server_tls.clone()).await {
+                            Ok(l) => {
+                                info!(target = %t, primary, "listening");
+                                Some(l)
+                            }
+                            Err(e) => {
+                                warn!(target = %t, "cannot listen: {e}");
+                                continue;
+                            }
+                        }
+                    } else {
+                        info!(target = %t, primary, "joined the configuration");
+                        None
+                    };
+                    running.push(start(t, primary, listener));
+                }
+                let mut h = hub.borrow_mut();
+                let (features, tls) = (h.cfg.features.clone(), h.cfg.tls.clone());
+                h.cfg = AgentConfig { features, tls, ..next };
+            }
+            std::future::pending::<()>().await
+        }
+    };
     arm_fail_open(&hub);
     let dispatcher = {
         let hub = hub.clone();
@@ -401,6 +464,7 @@ pub async fn run(
     };
     tokio::select! {
         _ = dispatcher => warn!("forwarding thread stopped"),
+        _ = reconfigure => {}
         _ = shutdown => {}
     }
     Ok(())

@@ -460,6 +460,20 @@ impl FastPath {
         Ok(())
     }
 
+    /// Port `no` leaves the switch: its programs are detached and what they knew of it
+    /// forgotten. Entries that send to it must go too: the caller flushes.
+    pub fn detach_port(&mut self, no: u32) {
+        if let Some(old) = self.attached.remove(&no) {
+            self.forget_interface(old.ifindex);
+            self.tag_port.retain(|_, p| *p != no);
+        }
+    }
+
+    /// The upcall tag for a port added while the switch runs: one no port has.
+    pub fn free_tag(&self) -> u16 {
+        (1..=u16::MAX).find(|t| !self.tag_port.contains_key(t)).unwrap_or(u16::MAX)
+    }
+
     /// Ports whose programs are attached no more: removed behind the switch's back, or their
     /// interface went away.
     pub fn detached_ports(&self) -> Vec<u32> {

@@ -78,9 +78,16 @@ pub enum Command {
     },
     /// Standalone fail mode: whether no controller is reachable (so the switch learns by itself).
     FailOpen(bool),
-    /// New egress settings for every port (ports not listed go back to unscheduled defaults).
-    /// Queued frames stay queued.
-    SetEgress(Vec<(u32, egress::PortEgress)>),
+    /// A configuration read again (SIGHUP). The mode takes `mode` first, and new ports are
+    /// opened: a refusal of either changes nothing and is the answer. Then ports not in `ports`
+    /// leave (their queues, and the kernel's entries through them, with them), new ones join,
+    /// and every port's egress is set; frames queued on ports that stay, stay.
+    Reconfigure {
+        ports: Vec<(u32, String)>,
+        egress: Vec<(u32, egress::PortEgress)>,
+        mode: Option<forwarding::Reconfig>,
+        done: Box<dyn FnOnce(Result<String, String>) + Send>,
+    },
     /// The switch's report (what `edgeflow stats --json` prints), handed to the callback on the
     /// forwarding thread: for the metrics endpoint, which needs no OpenFlow connection.
     Report(Box<dyn FnOnce(serde_json::Value) + Send>),

@@ -170,10 +170,8 @@ fn main() -> ExitCode {
     }
 }
 
-/// Runs the switch until SIGTERM or SIGINT. On SIGHUP, `reload` reads the configuration again
-/// and the ports' egress settings (rates, schedulers, gates, limits, priority maps) are applied
-/// without a restart and without dropping what is queued; a configuration with an error is
-/// refused (logged with its line) and the running one stays.
+/// Runs the switch until SIGTERM or SIGINT; on SIGHUP, `reload` reads the configuration again
+/// ([`reload_on_hangup`]).
 fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static) -> Result<(), String> {
     // Every switch can be reached by management tools (`edgeflow stats`, `ovs-ofctl`) through a
     // socket named after its dpid, as Open vSwitch offers `<bridge>.mgmt`.
@@ -258,41 +256,11 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
         .spawn(move || switch.run())
         .map_err(|e| format!("cannot start the forwarding thread: {e}"))?;
 
-    let agent_cfg = agent::AgentConfig {
-        controllers: s.controllers,
-        listeners: s.listen,
-        tls: s.tls,
-        fail_mode: s.fail_mode,
-        probe_interval: s.probe_interval,
-        max_backoff: Duration::from_secs(8),
-        features,
-        output_limit: s.channel_output_limit,
-        max_connections: s.max_connections,
-        max_handshakes: s.max_handshakes,
-        max_request_bytes: s.max_request_bytes,
-        controller_packet_in_rate: s.controller_packet_in_rate,
-    };
+    let agent_cfg = agent_config(&s, features.clone());
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     let local = tokio::task::LocalSet::new();
-    let reloader = handle.clone();
-    let reload_notifier = notifier.clone();
-    local.spawn_local(async move {
-        use tokio::signal::unix::{signal, SignalKind};
-        let Ok(mut hup) = signal(SignalKind::hangup()) else { return };
-        while hup.recv().await.is_some() {
-            reload_notifier.notify(&service::reloading_message());
-            match reload() {
-                Ok(new) => {
-                    info!(
-                        "SIGHUP: configuration read again; applying the ports' egress settings (others need a restart)"
-                    );
-                    reloader.send(Command::SetEgress(new.egress));
-                }
-                Err(e) => tracing::warn!("SIGHUP: configuration refused, the running one stays: {e}"),
-            }
-            reload_notifier.notify("READY=1");
-        }
-    });
+    let (agent_updates, updates) = tokio::sync::mpsc::unbounded_channel();
+    local.spawn_local(reload_on_hangup(s.clone(), reload, handle.clone(), agent_updates, notifier.clone(), features));
     if let Some(every) = notifier.watchdog_interval() {
         local.spawn_local(watchdog(notifier.clone(), handle.clone(), every));
     }
@@ -325,7 +293,7 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
         if let Some(addr) = metrics_addr {
             metrics::serve(addr, metrics_switch).await?;
         }
-        agent::run(agent_cfg, handle_for_agent, events, ready, stopping).await
+        agent::run(agent_cfg, handle_for_agent, events, updates, ready, stopping).await
     });
     handle.send(Command::Shutdown);
     let _ = forwarding.join();
@@ -357,6 +325,79 @@ fn make_mode(setting: &ModeSetting, s: &Settings, native: bool) -> Result<Box<dy
         #[cfg(feature = "streams")]
         ModeSetting::Streams(streams) => Box::new(forwarding::streams::StreamsMode::new(streams)),
     })
+}
+
+/// The agent's half of the settings.
+fn agent_config(s: &Settings, features: ofp::message::SwitchFeatures) -> agent::AgentConfig {
+    agent::AgentConfig {
+        controllers: s.controllers.clone(),
+        listeners: s.listen.clone(),
+        tls: s.tls.clone(),
+        fail_mode: s.fail_mode,
+        probe_interval: s.probe_interval,
+        max_backoff: Duration::from_secs(8),
+        features,
+        output_limit: s.channel_output_limit,
+        max_connections: s.max_connections,
+        max_handshakes: s.max_handshakes,
+        max_request_bytes: s.max_request_bytes,
+        controller_packet_in_rate: s.controller_packet_in_rate,
+    }
+}
+
+/// SIGHUP: the configuration is read again and applied without a restart where it can be
+/// (`config::reload::live_change`): ports join and leave, egress settings, the AFDX table and
+/// LESS settings change, controllers and listeners come and go; installed flows and the frames
+/// of ports that stay are kept. A configuration with an error, or with a change only a restart
+/// can make, is refused whole (logged with the line or the setting) and the running one stays.
+async fn reload_on_hangup(
+    mut running: Settings,
+    reload: impl Fn() -> Result<Settings, String>,
+    switch: datapath::SwitchHandle,
+    agent: tokio::sync::mpsc::UnboundedSender<agent::AgentConfig>,
+    notifier: std::rc::Rc<service::Notifier>,
+    features: ofp::message::SwitchFeatures,
+) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else { return };
+    // The management socket is the switch's own, not the file's.
+    let own: Vec<agent::Target> = running
+        .listen
+        .iter()
+        .filter(|t| matches!(t, agent::Target::PUnix(p) if p.extension().is_some_and(|x| x == "mgmt")))
+        .cloned()
+        .collect();
+    while hup.recv().await.is_some() {
+        notifier.notify(&service::reloading_message());
+        let checked = reload().and_then(|mut next| {
+            next.listen.extend(own.iter().cloned());
+            config::reload::live_change(&running, &next).map(|mode| (next, mode))
+        });
+        match checked {
+            Err(e) => tracing::warn!("SIGHUP: configuration refused, the running one stays: {e}"),
+            Ok((next, mode)) => {
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                switch.send(Command::Reconfigure {
+                    ports: next.ports.clone(),
+                    egress: next.egress.clone(),
+                    mode,
+                    done: Box::new(move |r| {
+                        let _ = tx.send(r);
+                    }),
+                });
+                match rx.await {
+                    Ok(Ok(what)) => {
+                        let _ = agent.send(agent_config(&next, features.clone()));
+                        info!("SIGHUP: configuration applied: {what}");
+                        running = next;
+                    }
+                    Ok(Err(e)) => tracing::warn!("SIGHUP: configuration refused, the running one stays: {e}"),
+                    Err(_) => tracing::warn!("SIGHUP: the forwarding thread did not answer"),
+                }
+            }
+        }
+        notifier.notify("READY=1");
+    }
 }
 
 /// Pings the service manager's watchdog as long as the forwarding thread answers: a thread stuck

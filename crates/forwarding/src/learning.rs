@@ -48,6 +48,10 @@ impl Mode for LearningMode {
         self.0.generation()
     }
 
+    fn forget_decisions(&mut self) {
+        self.0.forget_decisions();
+    }
+
     fn take_retired(&mut self) -> crate::Retired {
         self.0.take_retired()
     }

@@ -411,6 +411,27 @@ pub trait Mode: Send {
     fn controller_sees(&self, _port: u32) -> bool {
         true
     }
+
+    /// Forgets the decisions it has cached and offered the kernel, so that each is made, and
+    /// offered, again on its next frame: the switch empties the kernel's copy when something it
+    /// read outside the mode changed (a port's egress, a port leaving). A mode that offers every
+    /// decision again on every frame has nothing to forget.
+    fn forget_decisions(&mut self) {}
+
+    /// Takes a configuration read again (SIGHUP) while it runs, keeping what did not change
+    /// (counters, credits, neighbours). An `Err` says why not, and changes nothing.
+    fn reconfigure(&mut self, _next: &Reconfig) -> Result<(), String> {
+        Err(format!("the {} mode takes no new configuration while it runs", self.name()))
+    }
+}
+
+/// A mode's own configuration, read again from the file on SIGHUP.
+#[derive(Clone, Debug)]
+pub enum Reconfig {
+    #[cfg(feature = "afdx")]
+    Afdx { vls: Vec<afdx::VirtualLink>, mac_constant: u32, network: Option<u8> },
+    #[cfg(feature = "less")]
+    Less(less::Config),
 }
 
 /// How a mode without OpenFlow tables answers OpenFlow: reads describe a switch with no tables

@@ -270,6 +270,12 @@ impl Mode for OpenFlowMode {
         true
     }
 
+    /// A hit in the megaflow cache is offered to nobody (only a fresh translation is): the cache
+    /// goes, and its generation moves, which empties the kernel's copy too.
+    fn forget_decisions(&mut self) {
+        self.pipeline.invalidate();
+    }
+
     fn is_programmable(&self) -> bool {
         true
     }
@@ -343,8 +349,10 @@ impl Mode for OpenFlowMode {
     /// The megaflow cache (how much churn retired one by one, how often it was flushed), and
     /// every meter's and group's counters, as their OpenFlow stats replies give them.
     fn counters(&self) -> Vec<crate::CounterGroup> {
-        let mut groups =
-            vec![crate::CounterGroup { name: "megaflow cache".into(), counters: self.pipeline.cache_counters().to_vec() }];
+        let mut groups = vec![crate::CounterGroup {
+            name: "megaflow cache".into(),
+            counters: self.pipeline.cache_counters().to_vec(),
+        }];
         groups.extend(self.pipeline.meter_counters().map(|(id, [packets, bytes, band_packets, band_bytes])| {
             crate::CounterGroup {
                 name: format!("meter {id}"),

@@ -193,6 +193,10 @@ impl Mode for Partitioned {
         self.parts.iter_mut().for_each(|p| p.mode.set_fail_open(on));
     }
 
+    fn forget_decisions(&mut self) {
+        self.parts.iter_mut().for_each(|p| p.mode.forget_decisions());
+    }
+
     fn kernel_labels(&self) -> Option<&KernelLabels> {
         self.labels.as_ref()
     }

@@ -169,7 +169,7 @@ impl Switch {
 
     /// A sleeping SCHED_OTHER thread may be woken up to 50 µs late on purpose (timer slack): a
     /// scheduled port wants its deadlines as they are.
-    fn precise_timers(&self) {
+    pub(super) fn precise_timers(&self) {
         if self.ports.values().any(|p| p.egress.scheduler().is_some()) {
             // SAFETY: plain prctl on this thread.
             unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1u64) };
@@ -232,16 +232,13 @@ impl Switch {
                     }
                     self.mode.set_fail_open(on);
                 }
-                Ok(Command::SetEgress(egress)) => {
-                    super::apply_egress(&mut self.ports, &egress, self.start, self.cfg.timing);
-                    // The kernel may hold decisions for a port that is scheduled now.
-                    let now = self.now();
-                    self.harvest_fast(now);
-                    if let Some(fast) = self.fast.as_mut() {
-                        fast.flush();
+                Ok(Command::Reconfigure { ports, egress, mode, done }) => {
+                    let result = self.reconfigure(ports, egress, mode);
+                    match &result {
+                        Ok(what) => info!("configuration applied: {what}"),
+                        Err(e) => warn!("configuration refused, the running one stays: {e}"),
                     }
-                    self.precise_timers();
-                    info!(ports = egress.len(), "egress settings applied");
+                    done(result);
                 }
                 Ok(Command::Report(deliver)) => {
                     // As for a stats request: what the kernel counted so far is in it.

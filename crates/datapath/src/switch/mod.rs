@@ -13,6 +13,7 @@ mod control;
 mod event_loop;
 mod fastsync;
 mod ports;
+mod reconfig;
 mod report;
 
 use std::collections::BTreeMap;

@@ -302,7 +302,7 @@ fn link_state(flags: u32) -> u32 {
 
 impl Switch {
     /// A port's description changed: the mode and the controllers hear of it.
-    fn port_status(&mut self, no: u32, reason: u8) {
+    pub(super) fn port_status(&mut self, no: u32, reason: u8) {
         let port = &self.ports[&no];
         let view = (reason != port_reason::DELETE).then(|| port.view());
         let desc = port.desc.clone();

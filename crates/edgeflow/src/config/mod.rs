@@ -17,6 +17,7 @@ use toml::Spanned;
 mod afdx;
 mod egress;
 mod json;
+pub mod reload;
 pub mod uci;
 #[cfg(feature = "streams")]
 mod streams;

@@ -493,6 +493,30 @@ impl Mode for AfdxMode {
         0
     }
 
+    /// A new table: links whose contract and outputs are unchanged keep their counters, and
+    /// their account its credit when the account's contract is unchanged too; the kernel's copy
+    /// is rewritten from it by the switch (its `KernelLinks` differ).
+    fn reconfigure(&mut self, next: &crate::Reconfig) -> Result<(), String> {
+        #[allow(irrefutable_let_patterns)]
+        let crate::Reconfig::Afdx { vls, mac_constant, network } = next
+        else {
+            return Err("the afdx mode takes only an AFDX configuration".into());
+        };
+        let mut fresh = AfdxMode::new(vls, *mac_constant).map_err(|e| e.to_string())?.on_network(*network);
+        for (id, link) in fresh.links.iter_mut() {
+            let Some(old) = self.links.get(id) else { continue };
+            if old.vl == link.vl {
+                link.counters = old.counters.clone();
+                if self.accounts[old.account].contract == fresh.accounts[link.account].contract {
+                    fresh.accounts[link.account] = self.accounts[old.account].clone();
+                }
+            }
+        }
+        fresh.switch = std::mem::take(&mut self.switch);
+        *self = fresh;
+        Ok(())
+    }
+
     fn counters(&self) -> Vec<CounterGroup> {
         let mut groups = vec![CounterGroup {
             name: "switch".into(),

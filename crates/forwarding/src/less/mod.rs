@@ -580,6 +580,37 @@ impl Mode for LessMode {
     fn counters(&self) -> Vec<CounterGroup> {
         self.counter_groups()
     }
+
+    /// New timers and limits take effect at once; neighbours, addresses and hosts stay. Whether
+    /// this switch is the fabric's root does not change live: every address in the fabric hangs
+    /// on the root's.
+    fn reconfigure(&mut self, next: &crate::Reconfig) -> Result<(), String> {
+        #[allow(irrefutable_let_patterns)]
+        let crate::Reconfig::Less(cfg) = next
+        else {
+            return Err("the less mode takes only a LESS configuration".into());
+        };
+        if cfg.root != self.cfg.root {
+            return Err(format!(
+                "[less] root = {}: whether this switch is the root changes every address in the \
+                                fabric; restart to change it",
+                cfg.root
+            ));
+        }
+        if cfg.max_addresses != self.cfg.max_addresses {
+            return Err("[less] max_addresses: the fabric's addresses are kept in that many places; restart to \
+                        change it"
+                .into());
+        }
+        let switch_id = self.cfg.switch_id;
+        self.cfg = Config { switch_id, ..cfg.clone() };
+        if self.kernel.max_labels != cfg.max_labels {
+            self.kernel.max_labels = cfg.max_labels;
+            self.kernel.generation += 1;
+        }
+        self.dirty = true;
+        Ok(())
+    }
 }
 
 impl LessMode {
@@ -691,6 +722,20 @@ mod tests {
     }
 
     const LIVE: PortView = PortView { config: 0, state: 0 };
+
+    #[test]
+    fn a_new_configuration_changes_timers_and_limits_and_keeps_the_rest() {
+        let mut m = switch(2);
+        let before = m.kernel.generation;
+        let cfg = Config { hello_ns: 50 * MS, dead_ns: 200 * MS, max_labels: 8, ..Config::default() };
+        m.reconfigure(&crate::Reconfig::Less(cfg)).unwrap();
+        assert_eq!((m.cfg.hello_ns, m.cfg.dead_ns, m.kernel.max_labels), (50 * MS, 200 * MS, 8));
+        assert!(m.kernel.generation > before, "the kernel's label limit is written again");
+        assert_eq!(m.live.len(), 2, "the ports stay");
+        let root = m.reconfigure(&crate::Reconfig::Less(Config { root: true, ..Config::default() }));
+        assert!(root.unwrap_err().contains("root"), "a root change takes a restart");
+        assert_eq!(m.cfg.hello_ns, 50 * MS, "and a refusal changes nothing");
+    }
 
     fn switch(ports: u32) -> LessMode {
         let mut m = LessMode::new(Config::default());
