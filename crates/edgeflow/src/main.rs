@@ -237,14 +237,7 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
                 ModeSetting::OpenFlow if native => "native",
                 ModeSetting::OpenFlow if s.fail_mode == agent::FailMode::Standalone => "standalone",
                 ModeSetting::OpenFlow => "secure",
-                ModeSetting::Learning => "learning",
-                ModeSetting::PortMap(_) => "portmap",
-                #[cfg(feature = "afdx")]
-                ModeSetting::Afdx { .. } => "afdx",
-                #[cfg(feature = "less")]
-                ModeSetting::Less(_) => "less",
-                #[cfg(feature = "streams")]
-                ModeSetting::Streams(_) => "streams",
+                other => other.name(),
             })
             .collect::<Vec<_>>()
             .join("+"),

@@ -62,6 +62,13 @@ impl Exposition {
         }
     }
 
+    fn value(&mut self, name: &str, kind: Kind, help: &str, labels: &[(&str, String)], v: &Value) {
+        match kind {
+            Kind::Counter => self.counter(name, help, labels, v),
+            Kind::Gauge => self.gauge(name, help, labels, v),
+        }
+    }
+
     fn gauge(&mut self, name: &str, help: &str, labels: &[(&str, String)], v: &Value) {
         let x = match v {
             Value::Bool(b) => Some(*b as u8 as f64),
@@ -134,10 +141,7 @@ pub fn render(r: &Value, version: &str) -> String {
     ];
     for (key, name, help, kind) in port_families {
         for p in &ports {
-            match kind {
-                Kind::Counter => e.counter(name, help, &port_labels(p), &p[key]),
-                Kind::Gauge => e.gauge(name, help, &port_labels(p), &p[key]),
-            }
+            e.value(name, kind, help, &port_labels(p), &p[key])
         }
     }
     let queue_families: [(&str, &str, &str, Kind); 4] = [
@@ -151,10 +155,7 @@ pub fn render(r: &Value, version: &str) -> String {
             for q in p["queues"].as_array().into_iter().flatten() {
                 let mut labels = port_labels(p);
                 labels.push(("queue", q["id"].to_string()));
-                match kind {
-                    Kind::Counter => e.counter(name, help, &labels, &q[key]),
-                    Kind::Gauge => e.gauge(name, help, &labels, &q[key]),
-                }
+                e.value(name, kind, help, &labels, &q[key])
             }
         }
     }
@@ -175,10 +176,7 @@ pub fn render(r: &Value, version: &str) -> String {
     for (key, name, help, kind) in table_families {
         for t in &tables {
             let labels = [("table", t["id"].to_string())];
-            match kind {
-                Kind::Counter => e.counter(name, help, &labels, &t[key]),
-                Kind::Gauge => e.gauge(name, help, &labels, &t[key]),
-            }
+            e.value(name, kind, help, &labels, &t[key])
         }
     }
 
@@ -199,10 +197,7 @@ pub fn render(r: &Value, version: &str) -> String {
             ("retired", "edgeflow_fastpath_retired_total", "Translations removed from the kernel.", Kind::Counter),
         ];
         for (key, name, help, kind) in fast {
-            match kind {
-                Kind::Counter => e.counter(name, help, none, &f[key]),
-                Kind::Gauge => e.gauge(name, help, none, &f[key]),
-            }
+            e.value(name, kind, help, none, &f[key])
         }
         for (reason, n) in f["drops"].as_object().into_iter().flatten() {
             e.counter(

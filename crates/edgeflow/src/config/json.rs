@@ -7,21 +7,7 @@ use agent::FailMode;
 use datapath::switch::Timing;
 use serde_json::{json, Map, Value};
 
-use super::{ModeSetting, Settings};
-
-fn mode_name(m: &ModeSetting) -> &'static str {
-    match m {
-        ModeSetting::OpenFlow => "openflow",
-        ModeSetting::Learning => "learning",
-        ModeSetting::PortMap(_) => "portmap",
-        #[cfg(feature = "afdx")]
-        ModeSetting::Afdx { .. } => "afdx",
-        #[cfg(feature = "less")]
-        ModeSetting::Less(_) => "less",
-        #[cfg(feature = "streams")]
-        ModeSetting::Streams(_) => "streams",
-    }
-}
+use super::Settings;
 
 /// `src`: the file's text (already parsed once by `settings`, so it parses).
 pub fn effective(s: &Settings, src: &str) -> Value {
@@ -42,7 +28,7 @@ pub fn effective(s: &Settings, src: &str) -> Value {
         "datapath": datapath,
         "fastpath_entries": s.fastpath_entries,
         "kernel_compat": if s.legacy_attach { "legacy" } else { "auto" },
-        "mode": mode_name(&s.mode),
+        "mode": s.mode.name(),
         "probe_interval": s.probe_interval.as_secs(),
         "packet_in_rate": s.packet_in_rate,
         "channel_output_limit": s.channel_output_limit,
@@ -77,7 +63,7 @@ pub fn effective(s: &Settings, src: &str) -> Value {
             p.insert("name".into(), json!(name));
             p.insert("number".into(), json!(no));
             if let Some((m, _)) = s.port_modes.iter().find(|(_, ports)| ports.contains(no)) {
-                p.insert("mode".into(), json!(mode_name(m)));
+                p.insert("mode".into(), json!(m.name()));
             }
             Value::Object(p)
         })

@@ -126,6 +126,23 @@ pub enum ModeSetting {
     Streams(Vec<forwarding::streams::Stream>),
 }
 
+impl ModeSetting {
+    /// As `mode = "..."` spells it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ModeSetting::OpenFlow => "openflow",
+            ModeSetting::Learning => "learning",
+            ModeSetting::PortMap(_) => "portmap",
+            #[cfg(feature = "afdx")]
+            ModeSetting::Afdx { .. } => "afdx",
+            #[cfg(feature = "less")]
+            ModeSetting::Less(_) => "less",
+            #[cfg(feature = "streams")]
+            ModeSetting::Streams(_) => "streams",
+        }
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PortEntry {

@@ -30,20 +30,6 @@ fn fixed(a: &Settings, b: &Settings) -> Vec<&'static str> {
     differ
 }
 
-fn kind(m: &ModeSetting) -> &'static str {
-    match m {
-        ModeSetting::OpenFlow => "openflow",
-        ModeSetting::Learning => "learning",
-        ModeSetting::PortMap(_) => "portmap",
-        #[cfg(feature = "afdx")]
-        ModeSetting::Afdx { .. } => "afdx",
-        #[cfg(feature = "less")]
-        ModeSetting::Less(_) => "less",
-        #[cfg(feature = "streams")]
-        ModeSetting::Streams(_) => "streams",
-    }
-}
-
 /// Whether `next` can replace `running` live; if so, the mode's new configuration to hand it
 /// (none when the mode's own part did not change). Ports, egress, controllers, listeners and
 /// the channel limits always can.
@@ -55,8 +41,8 @@ pub fn live_change(running: &Settings, next: &Settings) -> Result<Option<forward
     if running.mode == next.mode {
         return Ok(None);
     }
-    if kind(&running.mode) != kind(&next.mode) {
-        return Err(format!("mode {} → {}, which takes a restart", kind(&running.mode), kind(&next.mode)));
+    if running.mode.name() != next.mode.name() {
+        return Err(format!("mode {} → {}, which takes a restart", running.mode.name(), next.mode.name()));
     }
     match &next.mode {
         #[cfg(feature = "afdx")]
@@ -65,7 +51,7 @@ pub fn live_change(running: &Settings, next: &Settings) -> Result<Option<forward
         }
         #[cfg(feature = "less")]
         ModeSetting::Less(cfg) => Ok(Some(forwarding::Reconfig::Less(cfg.clone()))),
-        other => Err(format!("the {} mode's settings changed, which takes a restart", kind(other))),
+        other => Err(format!("the {} mode's settings changed, which takes a restart", other.name())),
     }
 }
 
