@@ -14,6 +14,7 @@
 //! `attach.rs`, over netlink. Why it is ours and not a library: docs/ebpf-loader.md.
 
 mod elf;
+mod pin;
 pub mod objects;
 
 pub use elf::ByteOrder;
@@ -22,6 +23,7 @@ use elf::{Parsed, Relocation};
 use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::Path;
 
 fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
@@ -434,6 +436,8 @@ pub struct Object {
     pub missing_kfuncs: Vec<String>,
     /// Programs the caller could do without that the kernel refused, with the verifier's reason.
     pub refused: Vec<(String, String)>,
+    /// Maps found pinned by an earlier load ([`Object::load_pinned`]) and used as they were.
+    pub reused: Vec<String>,
 }
 
 /// The BTF the kernel exports is in its own byte order.
@@ -470,6 +474,19 @@ impl Object {
     /// left out (and listed in `refused`) instead of failing the load: an older kernel may verify
     /// the programs a deployment uses and not the others.
     pub fn load_with(elf: &[u8], sizes: &[(&str, u32)], optional: &[&str]) -> io::Result<Object> {
+        Self::load_inner(elf, sizes, optional, None)
+    }
+
+    /// As [`Object::load_with`], with every map pinned in `dir` (a BPF filesystem directory) by
+    /// its name, so that the maps outlive the process: a map already pinned there with the same
+    /// type and sizes is used as it is, with what it holds (listed in `reused`); one of another
+    /// shape is replaced. The programs are always loaded anew.
+    pub fn load_pinned(elf: &[u8], sizes: &[(&str, u32)], optional: &[&str], dir: &Path) -> io::Result<Object> {
+        std::fs::create_dir_all(dir).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+        Self::load_inner(elf, sizes, optional, Some(dir))
+    }
+
+    fn load_inner(elf: &[u8], sizes: &[(&str, u32)], optional: &[&str], pins: Option<&Path>) -> io::Result<Object> {
         let parsed = Parsed::read(elf)?;
         if parsed.order != ByteOrder::NATIVE {
             return Err(bad(format!(
@@ -484,7 +501,27 @@ impl Object {
         let mut obj = Object::default();
         for def in &parsed.maps {
             let max_entries = sizes.iter().find(|(n, _)| *n == def.name).map_or(def.max_entries, |&(_, n)| n);
-            let map = Map::create(&def.name, def.typ, def.key_size, def.value_size, max_entries, def.flags)?;
+            let create = || Map::create(&def.name, def.typ, def.key_size, def.value_size, max_entries, def.flags);
+            let map = match pins.map(|dir| dir.join(&def.name)) {
+                None => create()?,
+                Some(path) => match Map::from_pinned(&path) {
+                    Ok((m, typ))
+                        if (typ, m.key_size, m.value_size, m.max_entries)
+                            == (def.typ, def.key_size, def.value_size, max_entries) =>
+                    {
+                        obj.reused.push(def.name.clone());
+                        m
+                    }
+                    found => {
+                        if found.is_ok() {
+                            std::fs::remove_file(&path)?;
+                        }
+                        let m = create()?;
+                        m.pin(&path)?;
+                        m
+                    }
+                },
+            };
             obj.maps.insert(def.name.clone(), map);
         }
         let mut kfunc_ids: HashMap<String, Option<u32>> = HashMap::new();
