@@ -50,7 +50,7 @@ pub enum Cmd {
     /// Print a running switch's ports, queues, tables, fast-path counters and drop reasons.
     ///
     /// TARGET: the switch's dpid, a socket path, unix:PATH or tcp:IP:PORT (an OpenFlow listener).
-    /// Without it, the only switch running (its socket in /run/edgeflow).
+    /// Without it, the only switch running (its socket in $RUNTIME_DIRECTORY, else /run/edgeflow).
     Stats {
         target: Option<String>,
         /// JSON, for scripts.
