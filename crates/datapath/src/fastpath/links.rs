@@ -52,6 +52,9 @@ pub(super) struct Written {
     /// Per account of the table: the slot whose link entry keeps it (the first held link that
     /// draws on it).
     homes: std::collections::BTreeMap<usize, u32>,
+    /// What the links let go had counted since the last harvest, read when they were let go:
+    /// handed over with the next harvest.
+    pending: Vec<(u16, LinkCounts)>,
 }
 
 /// The first `N` u64 words of a per-CPU map value, each summed over the CPUs.
@@ -74,10 +77,15 @@ impl FastPath {
             return Err(io::Error::other("more links or outputs than the kernel's tables take"));
         }
         // A frame of a VL let go finds slot 0 (none) first; the slots are rewritten after.
-        let vl_slot = self.obj.map("ef_afdx_vl_slot").map_err(obj_err)?;
         for (id, _) in &self.links.slots {
+            let vl_slot = self.obj.map("ef_afdx_vl_slot").map_err(obj_err)?;
             vl_slot.update(&(*id as u32).to_ne_bytes(), &0u32.to_ne_bytes())?;
         }
+        // The kernel counts on those slots no more: what it counted since the caller's last
+        // harvest is read now, before the counts are zeroed below, so that no frame goes uncounted.
+        let last = self.harvest_links();
+        self.links.pending.extend(last);
+        let vl_slot = self.obj.map("ef_afdx_vl_slot").map_err(obj_err)?;
         let links = self.obj.map("ef_afdx_links").map_err(obj_err)?;
         let outputs = self.obj.map("ef_afdx_outputs").map_err(obj_err)?;
         self.links.slots.clear();
@@ -172,8 +180,8 @@ impl FastPath {
 
     /// What the kernel counted on each link it holds since the last call.
     pub fn harvest_links(&mut self) -> Vec<(u16, LinkCounts)> {
-        let Ok(map) = self.obj.map("ef_afdx_counts") else { return Vec::new() };
-        let mut out = Vec::new();
+        let mut out = std::mem::take(&mut self.links.pending);
+        let Ok(map) = self.obj.map("ef_afdx_counts") else { return out };
         let w = &mut self.links;
         for (slot, (id, last)) in w.slots.iter_mut().enumerate() {
             let Ok(per_cpu) = map.lookup_percpu(&(slot as u32).to_ne_bytes()) else { continue };
