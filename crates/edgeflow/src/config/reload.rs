@@ -2,7 +2,7 @@
 //! applied while the switch runs, and why the others cannot. A configuration with any of the
 //! others is refused whole: the running one stays, and the log says what to restart for.
 
-use super::{ModeSetting, Settings};
+use super::Settings;
 
 /// What the switch-wide settings that only a restart changes are called, and whether they differ.
 fn fixed(a: &Settings, b: &Settings) -> Vec<&'static str> {
@@ -46,11 +46,11 @@ pub fn live_change(running: &Settings, next: &Settings) -> Result<Option<forward
     }
     match &next.mode {
         #[cfg(feature = "afdx")]
-        ModeSetting::Afdx { vls, mac_constant, network } => {
+        super::ModeSetting::Afdx { vls, mac_constant, network } => {
             Ok(Some(forwarding::Reconfig::Afdx { vls: vls.clone(), mac_constant: *mac_constant, network: *network }))
         }
         #[cfg(feature = "less")]
-        ModeSetting::Less(cfg) => Ok(Some(forwarding::Reconfig::Less(cfg.clone()))),
+        super::ModeSetting::Less(cfg) => Ok(Some(forwarding::Reconfig::Less(cfg.clone()))),
         other => Err(format!("the {} mode's settings changed, which takes a restart", other.name())),
     }
 }
