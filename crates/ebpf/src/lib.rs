@@ -5,10 +5,11 @@
 //! in the running kernel's BTF; one the kernel lacks becomes `r0 = -EOPNOTSUPP`, so a program
 //! declares kfuncs it can live without as weak and checks their result.
 //!
-//! Reading the ELF (either byte order) is `elf.rs`. This file, ~750 lines and its tests ~130, is
-//! one concern read top to bottom: maps, relocations, load (optional programs an older kernel may
-//! refuse; device-bound copies with the headroom a kernel bug makes them need; RLIMIT_MEMLOCK
-//! raised on kernels that charge it), attach and link info, test runs with the contexts each
+//! Reading the ELF (either byte order) is `elf.rs`; pinning maps and links is `pin.rs`. This file,
+//! ~790 lines and its tests ~130, is one concern read top to bottom: maps, relocations, load
+//! (optional programs an older kernel may refuse; maps reused from a pin directory; device-bound
+//! copies with the headroom a kernel bug makes them need; RLIMIT_MEMLOCK raised on kernels that
+//! charge it), attach and link info, test runs with the contexts each
 //! kernel takes, and the one guard its tests and the kernel tests share (they load programs,
 //! which needs root). Attaching without links (older kernels) is the datapath's
 //! `attach.rs`, over netlink. Why it is ours and not a library: docs/ebpf-loader.md.
