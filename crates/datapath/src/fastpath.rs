@@ -12,8 +12,9 @@
 //! About 1 000 lines, one concern: the kernel's half of the cache as userspace sees it — the action
 //! encoder, the map layouts (checked in `fastpath/layout.rs`), entry book-keeping (install, retire
 //! one by one, flush), meters, counter harvesting, and each port's attachment (found detached,
-//! attached again; how it attaches is `attach.rs`). Tests of the programs themselves are in
-//! `fastpath/kernel.rs`; labels and AFDX links have files of their own. The encoder is the next
+//! attached again, or detached when the port leaves; how it attaches is `attach.rs`). Tests of the
+//! programs themselves are in `fastpath/kernel.rs`; labels, AFDX links and reading the maps back
+//! for `dump-flows --kernel` (`fastpath/dump.rs`) have files of their own. The encoder is the next
 //! piece to move out (to `fastpath/encode.rs`) if it grows.
 
 pub use forwarding::actions_outputs;
@@ -124,6 +125,21 @@ impl Programs {
             Programs::Links => ("ef_tc_afdx", "ef_xdp_afdx"),
         }
     }
+}
+
+impl Mode {
+    /// As `datapath = "..."` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Tc => "tc",
+            Mode::Xdp => "xdp",
+        }
+    }
+}
+
+/// The datapath a switch runs, as `datapath = "..."` spells it: `user` without a fast path.
+pub fn datapath_name(fast: Option<Mode>) -> &'static str {
+    fast.map_or("user", Mode::name)
 }
 
 impl std::str::FromStr for Mode {

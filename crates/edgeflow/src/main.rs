@@ -183,10 +183,14 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
         let _ = std::fs::remove_file(&mgmt);
         std::os::unix::net::UnixListener::bind(&mgmt).map(drop)
     });
-    match usable {
-        Ok(()) => s.listen.push(agent::Target::PUnix(mgmt.clone())),
-        Err(e) => tracing::warn!("no management socket in {}: {e}", runtime.display()),
-    }
+    let own_listener = match usable {
+        Ok(()) => Some(agent::Target::PUnix(mgmt.clone())),
+        Err(e) => {
+            tracing::warn!("no management socket in {}: {e}", runtime.display());
+            None
+        }
+    };
+    s.listen.extend(own_listener.clone());
     let notifier = std::rc::Rc::new(service::Notifier::from_env());
     let (event_sink, events) = agent::event_channel();
     let native = s.controllers.is_empty();
@@ -253,7 +257,9 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     let local = tokio::task::LocalSet::new();
     let (agent_updates, updates) = tokio::sync::mpsc::unbounded_channel();
-    local.spawn_local(reload_on_hangup(s.clone(), reload, handle.clone(), agent_updates, notifier.clone(), features));
+    let reloading =
+        reload_on_hangup(s.clone(), own_listener, reload, handle.clone(), agent_updates, notifier.clone(), features);
+    local.spawn_local(reloading);
     if let Some(every) = notifier.watchdog_interval() {
         local.spawn_local(watchdog(notifier.clone(), handle.clone(), every));
     }
@@ -262,11 +268,7 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
     let status = format!(
         "READY=1\nSTATUS=switching {} ports, datapath {}",
         s.ports.len(),
-        match s.fastpath {
-            None => "user",
-            Some(datapath::fastpath::Mode::Tc) => "tc",
-            Some(datapath::fastpath::Mode::Xdp) => "xdp",
-        }
+        datapath::fastpath::datapath_name(s.fastpath)
     );
     let ready = {
         let notifier = notifier.clone();
@@ -345,6 +347,7 @@ fn agent_config(s: &Settings, features: ofp::message::SwitchFeatures) -> agent::
 /// can make, is refused whole (logged with the line or the setting) and the running one stays.
 async fn reload_on_hangup(
     mut running: Settings,
+    own_listener: Option<agent::Target>,
     reload: impl Fn() -> Result<Settings, String>,
     switch: datapath::SwitchHandle,
     agent: tokio::sync::mpsc::UnboundedSender<agent::AgentConfig>,
@@ -353,17 +356,11 @@ async fn reload_on_hangup(
 ) {
     use tokio::signal::unix::{signal, SignalKind};
     let Ok(mut hup) = signal(SignalKind::hangup()) else { return };
-    // The management socket is the switch's own, not the file's.
-    let own: Vec<agent::Target> = running
-        .listen
-        .iter()
-        .filter(|t| matches!(t, agent::Target::PUnix(p) if p.extension().is_some_and(|x| x == "mgmt")))
-        .cloned()
-        .collect();
     while hup.recv().await.is_some() {
         notifier.notify(&service::reloading_message());
         let checked = reload().and_then(|mut next| {
-            next.listen.extend(own.iter().cloned());
+            // The management socket is the switch's own, not the file's.
+            next.listen.extend(own_listener.iter().cloned());
             config::reload::live_change(&running, &next).map(|mode| (next, mode))
         });
         match checked {

@@ -284,13 +284,15 @@ fn meaning(key: &FlowKey, field: Field) -> Option<Field> {
     })
 }
 
+/// A MAC address as `ovs-ofctl` writes it: `02:00:00:00:00:01`.
+pub fn mac_text(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(":")
+}
+
 fn value_text(field: Field, v: u128) -> String {
     use Field::*;
     match field {
-        EthDst | EthSrc | ArpSha | ArpTha | Ipv6NdSll | Ipv6NdTll => {
-            let b = v.to_be_bytes();
-            b[10..16].iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(":")
-        }
+        EthDst | EthSrc | ArpSha | ArpTha | Ipv6NdSll | Ipv6NdTll => mac_text(&v.to_be_bytes()[10..16]),
         Ipv4Src | Ipv4Dst | ArpSpa | ArpTpa => std::net::Ipv4Addr::from(v as u32).to_string(),
         Ipv6Src | Ipv6Dst | Ipv6NdTarget => std::net::Ipv6Addr::from(v).to_string(),
         EthType => format!("0x{v:04x}"),

@@ -27,10 +27,6 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_ne_bytes(b[at..at + 8].try_into().unwrap())
 }
 
-fn mac(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(":")
-}
-
 impl FastPath {
     /// OpenFlow port of an interface the programs are attached to.
     fn port_of(&self) -> BTreeMap<u32, u32> {
@@ -45,8 +41,8 @@ impl FastPath {
                 Some(no) => format!("output:{no}"),
                 None => format!("output:ifindex{a32}"),
             },
-            op::SET_ETH_DST => format!("set_field:{}->eth_dst", mac(&a[8..14])),
-            op::SET_ETH_SRC => format!("set_field:{}->eth_src", mac(&a[8..14])),
+            op::SET_ETH_DST => format!("set_field:{}->eth_dst", packet::key::mac_text(&a[8..14])),
+            op::SET_ETH_SRC => format!("set_field:{}->eth_src", packet::key::mac_text(&a[8..14])),
             op::PUSH_VLAN => format!("push_vlan:0x{a16:04x}"),
             op::POP_VLAN => "pop_vlan".into(),
             op::SET_VLAN_VID => format!("set_field:{a16}->vlan_vid"),
@@ -111,7 +107,7 @@ impl FastPath {
         }
         flows.sort_by_key(|f| std::cmp::Reverse(f["packets"].as_u64()));
         json!({
-            "datapath": match self.mode { super::Mode::Tc => "tc", super::Mode::Xdp => "xdp" },
+            "datapath": self.mode.name(),
             "generation": generation,
             "masks": masks.len(),
             "megaflows": flows,

@@ -6,7 +6,6 @@ use serde_json::{json, Value};
 
 use super::Switch;
 use crate::egress::N_QUEUES;
-use crate::fastpath::Mode as FastMode;
 use crate::schedule::Shaper;
 
 /// edgeflow's experimenter id ("EFLW": not an IEEE OUI, so it names no registered vendor).
@@ -126,11 +125,7 @@ impl Switch {
         });
         let drops: serde_json::Map<String, Value> =
             DropReason::ALL.iter().map(|&r| (r.name().to_string(), json!(self.drops.get(r)))).collect();
-        let datapath = match self.cfg.fastpath {
-            None => "user",
-            Some(FastMode::Tc) => "tc",
-            Some(FastMode::Xdp) => "xdp",
-        };
+        let datapath = crate::fastpath::datapath_name(self.cfg.fastpath);
         let mut channel: serde_json::Map<String, Value> =
             self.channel.snapshot().into_iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
         channel.insert("fail_open".into(), json!(self.fail_open));

@@ -16,16 +16,11 @@ pub fn effective(s: &Settings, src: &str) -> Value {
         .and_then(|t| serde_json::to_value(t).ok())
         .and_then(|v| v.as_object().cloned())
         .unwrap_or_default();
-    let datapath = match s.fastpath {
-        None => "user",
-        Some(datapath::fastpath::Mode::Tc) => "tc",
-        Some(datapath::fastpath::Mode::Xdp) => "xdp",
-    };
     let switch_wide = json!({
         "dpid": format!("0x{:016x}", s.dpid),
         "fail_mode": match s.fail_mode { FailMode::Secure => "secure", FailMode::Standalone => "standalone" },
         "tables": s.n_tables,
-        "datapath": datapath,
+        "datapath": datapath::fastpath::datapath_name(s.fastpath),
         "fastpath_entries": s.fastpath_entries,
         "kernel_compat": if s.legacy_attach { "legacy" } else { "auto" },
         "mode": s.mode.name(),
