@@ -89,8 +89,10 @@ class Edgeflow:
             raise RuntimeError(f"edgeflow exited with {self.proc.returncode}: {self.log()}")
         return self
 
-    def stop(self):
-        """SIGTERM, and the exit status (0 means a clean shutdown)."""
+    def stop(self, clean=True):
+        """SIGTERM, and the exit status (0 means a clean shutdown). A switch that keeps its kernel
+        fast path (`--keep-fastpath`) leaves it forwarding; with `clean`, what it kept is removed
+        too (`edgeflow stop --clean`), so that no test leaves programs or maps behind."""
         if self.proc is None:
             return None
         if self.proc.poll() is None:
@@ -102,7 +104,28 @@ class Edgeflow:
                 self.proc.wait()
         self._log.close()
         code, self.proc = self.proc.returncode, None
+        if clean:
+            self.clean_kept()
         return code
+
+    def kill(self):
+        """SIGKILL: the daemon gets no say in what it leaves behind."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self._log.close()
+            self.proc = None
+
+    def dpid(self):
+        """The datapath id the switch said it started with."""
+        found = re.findall(r'dpid="?([0-9a-f]{16})', self.log())
+        return found[0] if found else None
+
+    def clean_kept(self):
+        """Removes the kernel state a `--keep-fastpath` switch left (none: nothing to do)."""
+        dpid = self.dpid()
+        if dpid and "keep_fastpath=true" in self.log():
+            subprocess.run([EDGEFLOW_BIN, "stop", "--clean", dpid], capture_output=True, timeout=30)
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None

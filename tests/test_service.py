@@ -6,6 +6,7 @@ holding exactly the capabilities the unit grants, on the tc fast path."""
 
 import json
 import os
+import pwd
 import re
 import shutil
 import signal
@@ -56,7 +57,7 @@ def test_install_puts_everything_in_place_and_uninstall_removes_it(tmp_path):
         assert want in out, (words, out)
     # The unit as systemd reads it: no warning at all (the binary's path is the staged one here).
     unit = (dest / "usr/lib/systemd/system/edgeflow.service").read_text()
-    assert "ExecStart=/usr/bin/edgeflow run --config /etc/edgeflow/edgeflow.toml" in unit
+    assert "ExecStart=/usr/bin/edgeflow run --keep-fastpath --config /etc/edgeflow/edgeflow.toml" in unit
     staged = tmp_path / "edgeflow.service"
     staged.write_text(unit.replace("/usr/bin/edgeflow", str(dest / "usr/bin/edgeflow")))
     verify = subprocess.run(["systemd-analyze", "verify", "--man=no", str(staged)], capture_output=True, text=True)
@@ -134,17 +135,22 @@ def test_under_a_service_manager(two_hosts):
     manager = FakeManager(tmp_path / "notify")
     stderr = Stderr()
     port = free_port()
+    # Where the kept fast path is pinned: a directory of the service's user, as the unit makes
+    # one (this machine's /sys/fs/bpf lets anyone through; systemd's is bound in, see the unit).
+    bpf_dir = Path(f"/sys/fs/bpf/ef-service-{os.getpid()}")
+    bpf_dir.mkdir()
+    shutil.chown(bpf_dir, "nobody", "nogroup")
     caps = ",".join(f"+{c}" for c in unit_capabilities())
     env = {"PATH": os.environ["PATH"], "NOTIFY_SOCKET": str(tmp_path / "notify"), "WATCHDOG_USEC": "1000000",
-           "RUNTIME_DIRECTORY": str(runtime), "JOURNAL_STREAM": stderr.journal_stream}
-    args = [x for p in two_hosts.switch_ports for x in ("--port", p)]
+           "RUNTIME_DIRECTORY": str(runtime), "JOURNAL_STREAM": stderr.journal_stream, "EDGEFLOW_BPF_DIR": str(bpf_dir)}
+    args = [x for p in two_hosts.switch_ports for x in ("--port", p)] + ["--keep-fastpath"]
     proc = subprocess.Popen(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", f"--inh-caps={caps}",
                              f"--ambient-caps={caps}", EDGEFLOW_BIN, "run", *args, "--datapath", "tc", "--dpid", "e5",
                              "--listen", f"ptcp:{port}"], env=env, stdout=stderr.theirs, stderr=stderr.theirs)
     stderr.theirs.close()
     log = run_dir("logs") / "service.log"
     mgmt = runtime / "00000000000000e5.mgmt"
-    tool_env = {**os.environ, "RUNTIME_DIRECTORY": str(runtime)}
+    tool_env = {**os.environ, "RUNTIME_DIRECTORY": str(runtime), "EDGEFLOW_BPF_DIR": str(bpf_dir)}
 
     def edgeflow(*a, check=True):
         return subprocess.run([EDGEFLOW_BIN, *a], capture_output=True, text=True, env=tool_env, timeout=10,
@@ -202,11 +208,22 @@ def test_under_a_service_manager(two_hosts):
         reloading = manager.seen("RELOADING=1", since)
         assert len(reloading) == 1 and re.fullmatch(r"RELOADING=1\nMONOTONIC_USEC=\d+", reloading[0]), reloading
 
+        # The flows in the kernel again (the reload emptied it), for it to forward when stopped.
+        assert h1.ping(h2.addr, count=2, interval=0.1)[0] == 2
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
         assert manager.seen("STOPPING=1")
         assert not mgmt.exists(), "the management socket is removed on exit"
+        # What it kept, pinned as that user with those capabilities, is there for the next run
+        # and goes with `stop --clean`.
+        kept = bpf_dir / "00000000000000e5"
+        assert {"ef_megaflows", "record"} <= set(os.listdir(kept)) and kept.stat().st_uid == pwd.getpwnam("nobody").pw_uid
+        assert h1.ping(h2.addr, count=2, interval=0.1)[0] == 2, "the kernel forwards while the switch is stopped"
+        cleaned = edgeflow("stop", "--clean", "e5")
+        assert "switch 00000000000000e5: removed" in cleaned.stdout and not kept.exists(), cleaned
     finally:
+        edgeflow("stop", "--clean", "e5", check=False)
+        shutil.rmtree(bpf_dir, ignore_errors=True)
         if proc.poll() is None:
             proc.kill()
             proc.wait()

@@ -35,7 +35,30 @@ enum How {
     Xdp(#[allow(dead_code)] XdpAttachment),
 }
 
+/// The kinds of attachment that are links: what a later run can take over from its pin.
+pub const LINK_KINDS: [&str; 3] = ["tcx", "xdp native link", "xdp generic link"];
+
 impl Attachment {
+    /// A link a program is already attached through (one found pinned), as an attachment of `kind`.
+    pub fn from_link(link: Link, kind: &'static str) -> Attachment {
+        Attachment { kind, how: How::Link(link) }
+    }
+
+    /// Pins a link at `path` so that it outlives the process; other kinds stay attached until
+    /// removed anyway, and need no pin.
+    pub fn pin(&self, path: &std::path::Path) -> io::Result<()> {
+        match &self.how {
+            How::Link(l) => l.pin(path),
+            _ => Ok(()),
+        }
+    }
+
+    /// Lets go without detaching: a pinned link stays with its pin, a filter or netlink XDP
+    /// program where it is.
+    pub fn leave_attached(self) {
+        std::mem::forget(self);
+    }
+
     /// The kernel's id of the link, for links.
     pub fn link_id(&self) -> Option<u32> {
         match &self.how {

@@ -9,12 +9,13 @@
 //! generation number the kernel program checks on every lookup. Hit counters are read back and
 //! credited to the OpenFlow flows, tables, groups and ports each entry stands for.
 //!
-//! About 1 000 lines, one concern: the kernel's half of the cache as userspace sees it — the action
+//! About 1 100 lines, one concern: the kernel's half of the cache as userspace sees it — the action
 //! encoder, the map layouts (checked in `fastpath/layout.rs`), entry book-keeping (install, retire
 //! one by one, flush), meters, counter harvesting, and each port's attachment (found detached,
 //! attached again, or detached when the port leaves; how it attaches is `attach.rs`). Tests of the
-//! programs themselves are in `fastpath/kernel.rs`; labels, AFDX links and reading the maps back
-//! for `dump-flows --kernel` (`fastpath/dump.rs`) have files of their own. The encoder is the next
+//! programs themselves are in `fastpath/kernel.rs`; labels, AFDX links, reading the maps back
+//! for `dump-flows --kernel` (`fastpath/dump.rs`) and keeping it all for the next run
+//! (`fastpath/keep.rs`) have files of their own. The encoder is the next
 //! piece to move out (to `fastpath/encode.rs`) if it grows.
 
 pub use forwarding::actions_outputs;
@@ -358,6 +359,10 @@ pub struct FastPath {
     /// The AFDX links the kernel holds.
     links: links::Written,
     programs: Programs,
+    /// Where this switch keeps its kernel state for the next run (`keep_fastpath`), if it does.
+    kept: Option<keep::Kept>,
+    /// What the last run left forwarding in the kernel, until released.
+    inherited: Option<keep::Inherited>,
 }
 
 /// The programs on one port's interface, attached while this lives.
@@ -392,16 +397,35 @@ impl FastPath {
     /// load, the others may be refused by an older kernel (the AFDX programs take a
     /// compare-and-exchange, Linux 5.12).
     pub fn load(mode: Mode, programs: Programs, entries: u32) -> io::Result<FastPath> {
+        let obj = FastPath::load_object(programs, entries, None)?;
+        let mut fp = FastPath::with_object(mode, programs, obj);
+        let ours = format!("ef-up{}", std::process::id() % 10_000_000);
+        let peer = format!("{ours}p");
+        fp.start_fresh(Some((ours, peer)))?;
+        Ok(fp)
+    }
+
+    /// The object, with its maps pinned in `pins` if given (see [`Object::load_pinned`]).
+    fn load_object(programs: Programs, entries: u32, pins: Option<&std::path::Path>) -> io::Result<Object> {
         let unused = match programs {
             Programs::Flows => Programs::Links.names(),
             Programs::Links => Programs::Flows.names(),
         };
         let sizes = [("ef_megaflows", entries)];
-        let obj = Object::load_with(crate::bpf_objects::FASTPATH, &sizes, &[unused.0, unused.1]).map_err(obj_err)?;
+        let optional = [unused.0, unused.1];
+        let obj = match pins {
+            None => Object::load_with(crate::bpf_objects::FASTPATH, &sizes, &optional),
+            Some(dir) => Object::load_pinned(crate::bpf_objects::FASTPATH, &sizes, &optional, dir),
+        }
+        .map_err(obj_err)?;
         for (name, why) in &obj.refused {
             info!(program = %name, "this kernel refuses a fast-path program this switch does not use: {why}");
         }
-        let mut fp = FastPath {
+        Ok(obj)
+    }
+
+    fn with_object(mode: Mode, programs: Programs, obj: Object) -> FastPath {
+        FastPath {
             mode,
             obj,
             generation: 1,
@@ -424,14 +448,18 @@ impl FastPath {
             labels: labels::Written::default(),
             links: links::Written::default(),
             programs,
-        };
-        fp.set_config(CFG_GENERATION, fp.generation)?;
-        for pos in 0..MAX_MASKS as u32 {
-            fp.obj.map("ef_mask_order").map_err(obj_err)?.update(&pos.to_ne_bytes(), &MASK_END.to_ne_bytes())?;
+            kept: None,
+            inherited: None,
         }
-        if mode == Mode::Tc {
-            let ours = format!("ef-up{}", std::process::id() % 10_000_000);
-            let peer = format!("{ours}p");
+    }
+
+    /// Empty maps' first contents, and in TC mode the upcall interface (`names`: ours, peer).
+    fn start_fresh(&mut self, names: Option<(String, String)>) -> io::Result<()> {
+        self.set_config(CFG_GENERATION, self.generation)?;
+        for pos in 0..MAX_MASKS as u32 {
+            self.obj.map("ef_mask_order").map_err(obj_err)?.update(&pos.to_ne_bytes(), &MASK_END.to_ne_bytes())?;
+        }
+        if let (Mode::Tc, Some((ours, peer))) = (self.mode, names) {
             sys::create_veth(&ours, &peer)?;
             for name in [&ours, &peer] {
                 // A miss may be longer than any port's MTU allows on the wire (a frame a switch
@@ -439,16 +467,20 @@ impl FastPath {
                 sys::set_if_mtu(name, UPCALL_MTU)?;
                 sys::set_if_up(name, true)?;
             }
-            fp.set_config(CFG_UPCALL_IFINDEX, sys::ifindex(&ours)? as u64)?;
-            fp.upcall = Some((ours, peer));
+            self.set_config(CFG_UPCALL_IFINDEX, sys::ifindex(&ours)? as u64)?;
+            self.upcall = Some((ours, peer));
         }
-        Ok(fp)
+        Ok(())
     }
 
     /// Attaches the programs to every port (OpenFlow number, interface name).
     pub fn attach_ports(&mut self, ports: &[(u32, String)]) -> io::Result<()> {
         for (i, (no, name)) in ports.iter().enumerate() {
             self.attach_port(*no, name, (i + 1) as u16)?;
+        }
+        if let Some(kept) = self.kept.as_mut() {
+            // Taken over or not, what the last run left is this run's now.
+            kept.found.clear();
         }
         info!(mode = ?self.mode, programs = ?self.programs, ports = ports.len(), "kernel fast path attached");
         Ok(())
@@ -462,18 +494,56 @@ impl FastPath {
         let ifindex = sys::ifindex(name).map_err(failed)?;
         if let Some(old) = self.attached.remove(&no) {
             self.forget_interface(old.ifindex);
+            if let Some(kept) = &self.kept {
+                let _ = std::fs::remove_file(keep::link_path(&kept.dir, old.ifindex));
+            }
         }
         self.register_port(no, ifindex, tag)?;
-        let (link, bound) = match self.mode {
-            Mode::Tc => {
-                let program = self.obj.program(self.programs.names().0).map_err(obj_err)?;
-                attach::tc(program, ifindex, attach::TcSlot::FastPath).map(|a| (a, None))
+        let (link, bound) = match self.take_over(no, name, ifindex) {
+            Some(taken) => taken,
+            None => {
+                let (link, bound) = match self.mode {
+                    Mode::Tc => {
+                        let program = self.obj.program(self.programs.names().0).map_err(obj_err)?;
+                        attach::tc(program, ifindex, attach::TcSlot::FastPath).map(|a| (a, None))
+                    }
+                    Mode::Xdp => self.attach_xdp(name, ifindex),
+                }
+                .map_err(failed)?;
+                if let Some(kept) = &self.kept {
+                    let path = keep::link_path(&kept.dir, ifindex);
+                    let _ = std::fs::remove_file(&path);
+                    link.pin(&path).map_err(failed)?;
+                }
+                (link, bound)
             }
-            Mode::Xdp => self.attach_xdp(name, ifindex),
-        }
-        .map_err(failed)?;
+        };
         self.attached.insert(no, Attached { name: name.to_string(), ifindex, tag, link, _bound: bound });
+        self.write_kept_record();
         Ok(())
+    }
+
+    /// Port `no`'s programs swapped into the link the last run left on its interface, in one step
+    /// (no frame meets neither); None where there is none to take over, or the swap failed (the
+    /// caller then attaches anew).
+    fn take_over(&mut self, no: u32, name: &str, ifindex: u32) -> Option<(Attachment, Option<Program>)> {
+        let (link, kind) = self.kept_link(no, ifindex)?;
+        let (tc, xdp) = self.programs.names();
+        let bound = match self.mode {
+            Mode::Xdp if self.obj.missing_kfuncs.is_empty() => self.obj.load_dev_bound(xdp, ifindex).ok(),
+            _ => None,
+        };
+        let shared = self.obj.program(if self.mode == Mode::Tc { tc } else { xdp }).ok()?;
+        match link.update(bound.as_ref().unwrap_or(shared)) {
+            Ok(()) => {
+                debug!(port = name, kind, "kept link taken over");
+                Some((Attachment::from_link(link, kind), bound))
+            }
+            Err(e) => {
+                warn!(port = name, "the link the last run left could not take this run's program ({e}): attached anew");
+                None
+            }
+        }
     }
 
     /// Port `no` leaves the switch: its programs are detached and what they knew of it
@@ -482,6 +552,11 @@ impl FastPath {
         if let Some(old) = self.attached.remove(&no) {
             self.forget_interface(old.ifindex);
             self.tag_port.retain(|_, p| *p != no);
+            if let Some(kept) = &self.kept {
+                // Unpinned, the link goes with the attachment.
+                let _ = std::fs::remove_file(keep::link_path(&kept.dir, old.ifindex));
+            }
+            self.write_kept_record();
         }
     }
 
@@ -733,7 +808,7 @@ impl FastPath {
         let slot = u32::from_ne_bytes(k[0..4].try_into().unwrap()) as usize;
         if slot < MAX_MASKS {
             self.mask_users[slot] = self.mask_users[slot].saturating_sub(1);
-            if self.mask_users[slot] == 0 && self.masks[slot].is_some() {
+            if self.mask_users[slot] == 0 && self.masks[slot].is_some() && !self.inherited_mask(slot) {
                 self.masks[slot] = None;
                 self.mask_hits[slot] = 0;
                 let order = self.mask_order.iter().copied().filter(|&s| s as usize != slot).collect();
@@ -747,7 +822,8 @@ impl FastPath {
         if let Some((slot, _)) = self.meters.get(&id) {
             return Some(*slot);
         }
-        let slot = (0..MAX_METERS).find(|s| !self.meters.values().any(|(x, _)| x == s))?;
+        let slot =
+            (0..MAX_METERS).find(|s| !self.meters.values().any(|(x, _)| x == s) && !self.inherited_meter(*s))?;
         let (per_sec, capacity, kbps) = meter.bucket_params()?;
         let mut v = vec![0u8; METER_BYTES];
         for (i, x) in [per_sec, capacity, capacity, 0, kbps as u64].iter().enumerate() {
@@ -826,6 +902,10 @@ impl FastPath {
 
     /// Forgets every entry (the pipeline changed). The caller harvests first.
     pub fn flush(&mut self) {
+        if self.inherited.is_some() {
+            self.flush_own();
+            return;
+        }
         self.generation += 1;
         if let Err(e) = self.set_config(CFG_GENERATION, self.generation) {
             warn!("fast path flush failed: {e}");
@@ -841,6 +921,11 @@ impl FastPath {
         for inst in self.entries.values_mut() {
             inst.generation = 0;
         }
+        self.forget_meters();
+    }
+
+    /// Empties the kernel slots of the meters this run handed it.
+    fn forget_meters(&mut self) {
         if let Ok(meters) = self.obj.map("ef_meters") {
             for (slot, _) in self.meters.values() {
                 let _ = meters.update(&slot.to_ne_bytes(), &[0u8; METER_BYTES]);
@@ -907,6 +992,14 @@ impl FastPath {
 
 impl Drop for FastPath {
     fn drop(&mut self) {
+        if self.kept.is_some() {
+            // The kernel goes on forwarding: links stay with their pins, programs attached the
+            // pre-link ways stay where they are, and so does the upcall interface.
+            for (_, a) in std::mem::take(&mut self.attached) {
+                a.link.leave_attached();
+            }
+            return;
+        }
         if let Some((ours, _)) = &self.upcall {
             let _ = sys::delete_link(ours);
         }
@@ -1045,6 +1138,7 @@ mod tests {
 mod dump;
 #[cfg(test)]
 mod kernel;
+pub mod keep;
 pub mod labels;
 #[cfg(test)]
 mod layout;

@@ -72,6 +72,17 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Stop a running switch (as SIGTERM does: a kernel fast path it keeps goes on forwarding,
+    /// see `--keep-fastpath`). With --clean, also remove what it kept in the kernel (programs,
+    /// maps, the upcall interface), after it stopped or if it is not running at all: then
+    /// TARGET is its dpid, and without one every switch's kept state goes.
+    Stop {
+        /// The switch, as for `edgeflow stats` (a local one: it is sent a signal).
+        target: Option<String>,
+        /// Remove the kernel state it kept.
+        #[arg(long)]
+        clean: bool,
+    },
     /// Print a running switch's log filter, or change it without a restart: a level (error, warn,
     /// info, debug, trace) or a target filter such as `info,agent=debug` (targets are crates:
     /// agent, datapath, forwarding, pipeline, netio, ebpf, edgeflow).
@@ -137,6 +148,11 @@ pub struct RunArgs {
     /// costs about half a kilobyte of kernel memory while it exists; the rest stay in userspace.
     #[arg(long, value_name = "N")]
     pub fastpath_entries: Option<u32>,
+    /// Leave the kernel fast path (tc, xdp) forwarding the flows it holds when the switch stops or
+    /// is killed, pinned under /sys/fs/bpf/edgeflow/DPID; the next run of the same switch takes
+    /// it over without a lost frame (`edgeflow stop --clean` removes it).
+    #[arg(long)]
+    pub keep_fastpath: bool,
     /// How programs are attached: auto (TCX and XDP links where the kernel has them, else the
     /// older ways) or legacy (clsact cls_bpf filters and netlink XDP, as before Linux 6.6 and
     /// 5.9, on any kernel). `edgeflow stats` says which each port got.
@@ -214,6 +230,7 @@ impl RunArgs {
             probe_interval: self.probe_interval,
             datapath: self.datapath.clone(),
             fastpath_entries: self.fastpath_entries,
+            keep_fastpath: self.keep_fastpath,
             kernel_compat: self.kernel_compat.clone(),
             mode: self.mode.clone(),
             portmap: self.portmap.clone(),

@@ -131,6 +131,13 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Cmd::Stop { target, clean } => match stop(target.as_deref(), clean) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("edgeflow stop: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Cmd::LogLevel { filter, target } => {
             let data = filter.unwrap_or_default().into_bytes();
             match stats::request(target.as_deref(), datapath::switch::LOG_FILTER, data) {
@@ -226,6 +233,8 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
         egress: s.egress.clone(),
         timing: s.timing,
         cpu: s.cpu,
+        keep_fastpath: s.keep_fastpath,
+        awaits_controller: openflow_anywhere && !s.controllers.is_empty(),
     };
     datapath::attach::force_legacy(s.legacy_attach);
     let (switch, handle) = Switch::new(switch_cfg, mode, event_sink).map_err(|e| e.to_string())?;
@@ -246,6 +255,7 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
             .collect::<Vec<_>>()
             .join("+"),
         port_modes = ?s.port_modes.iter().map(|(_, ports)| ports).collect::<Vec<_>>(),
+        keep_fastpath = s.keep_fastpath && s.fastpath.is_some(),
         "starting"
     );
     let forwarding = std::thread::Builder::new()
@@ -295,6 +305,54 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
     let _ = std::fs::remove_file(&mgmt);
     info!("stopped");
     result
+}
+
+/// `edgeflow stop`: SIGTERM to the switch that answers at `target`, waiting until it is gone;
+/// with `clean`, then what it (or, with none running, the switch `target` names, or every switch)
+/// kept in the kernel is removed.
+fn stop(target: Option<&str>, clean: bool) -> Result<(), String> {
+    if target.is_some_and(|t| t.starts_with("tcp:")) {
+        return Err("a switch is stopped through its local management socket, not over TCP".into());
+    }
+    let dpids = match stats::fetch(target) {
+        Ok(report) => {
+            let dpid = report["dpid"].as_str().and_then(|d| u64::from_str_radix(d, 16).ok());
+            let pid = report["pid"].as_u64().ok_or("the switch did not say its process id")? as i32;
+            // SAFETY: a plain signal to a process the switch named as its own.
+            if unsafe { libc::kill(pid, libc::SIGTERM) } != 0 {
+                return Err(format!("process {pid}: {}", std::io::Error::last_os_error()));
+            }
+            let gone = || !std::path::Path::new(&format!("/proc/{pid}")).exists();
+            let until = std::time::Instant::now() + Duration::from_secs(15);
+            while !gone() && std::time::Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if !gone() {
+                return Err(format!("process {pid} is still running 15 s after SIGTERM"));
+            }
+            println!("stopped switch {:016x} (process {pid})", dpid.unwrap_or(0));
+            dpid.into_iter().collect()
+        }
+        Err(e) if !clean => return Err(e),
+        Err(_) => match target {
+            Some(t) if !t.contains('/') && !t.starts_with("unix:") => vec![config::parse_dpid(t)?],
+            Some(t) => return Err(format!("no switch answers at {t}; give its dpid to remove what it kept")),
+            None => datapath::fastpath::keep::kept_dpids(),
+        },
+    };
+    if clean {
+        for dpid in dpids {
+            let done = datapath::fastpath::keep::clean(dpid).map_err(|e| format!("{dpid:016x}: {e}"))?;
+            let mut what: Vec<String> = done.dir.iter().map(|d| d.display().to_string()).collect();
+            what.extend(done.upcall);
+            what.extend(done.detached.iter().map(|p| format!("programs on {p}")));
+            match what.is_empty() {
+                true => println!("switch {dpid:016x}: nothing kept in the kernel"),
+                false => println!("switch {dpid:016x}: removed {}", what.join(", ")),
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The forwarding mode a setting names.

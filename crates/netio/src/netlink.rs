@@ -255,6 +255,15 @@ fn filter_info(prio: u16) -> u32 {
     (prio as u32) << 16 | (libc::ETH_P_ALL as u16).to_be() as u32
 }
 
+impl TcFilter {
+    /// The filter a `attach_cls_bpf(ifindex, egress, _, _, prio)` left (by an earlier process),
+    /// to be removed when dropped.
+    pub fn existing(ifindex: u32, egress: bool, prio: u16) -> TcFilter {
+        let parent = if egress { TC_H_EGRESS_PARENT } else { TC_H_INGRESS_PARENT };
+        TcFilter { ifindex, parent, prio }
+    }
+}
+
 impl Drop for TcFilter {
     fn drop(&mut self) {
         let mut body = tcmsg(self.ifindex, FILTER_HANDLE, self.parent, filter_info(self.prio));
@@ -292,6 +301,13 @@ fn set_xdp(ifindex: u32, fd: i32, flags: u32) -> io::Result<()> {
 pub fn attach_xdp(ifindex: u32, prog_fd: i32, mode: u32) -> io::Result<XdpAttachment> {
     set_xdp(ifindex, prog_fd, mode)?;
     Ok(XdpAttachment { ifindex, flags: mode })
+}
+
+impl XdpAttachment {
+    /// The XDP program an earlier process attached to `ifindex` in `mode`, removed when dropped.
+    pub fn existing(ifindex: u32, mode: u32) -> XdpAttachment {
+        XdpAttachment { ifindex, flags: mode }
+    }
 }
 
 impl Drop for XdpAttachment {

@@ -1,7 +1,8 @@
 //! The fast-path programs run on crafted frames through BPF_PROG_TEST_RUN, with entries installed
 //! as the switch installs them: kernel behaviour tested without namespaces or interfaces.
 //! Over 600 lines, one concern: each test drives one program feature (flows, actions, meters,
-//! AFDX links, LESS labels) on both hooks, against what userspace does with the same frame.
+//! AFDX links, LESS labels, a kept fast path taken over) on both hooks, against what userspace
+//! does with the same frame.
 
 use super::*;
 use packet::craft::{checksums_ok, udp4};
@@ -912,4 +913,64 @@ fn the_kernel_drops_the_other_networks_frames_and_checks_ip_where_asked() {
         assert_eq!(counts[&10].dropped, [0, 0, 0, 0, 0, 1, 1, 5], "{hook}");
         assert_eq!(counts[&11].dropped, [0, 0, 0, 0, 0, 1, 0, 0], "{hook}");
     }
+}
+
+/// A fast path kept for the next run (`keep_fastpath`): a second load over the same pinned maps
+/// takes over the first's entries, which go on forwarding beside its own, survive its flushes
+/// while it rebuilds its state, and go all at once when released; a load that does not fit
+/// (another capacity) starts cold.
+#[test]
+fn a_kept_fast_path_is_taken_over_and_its_entries_released_at_once() {
+    if !ebpf::test_may_load_programs("the kept fast path test") {
+        return;
+    }
+    let root = std::path::Path::new("/sys/fs/bpf/edgeflow-test");
+    if std::fs::create_dir_all(root).is_err() {
+        eprintln!("skipped: no BPF filesystem at /sys/fs/bpf");
+        return;
+    }
+    let dir = root.join(format!("kept-{}", std::process::id()));
+    let names = || ("unused".to_string(), "unusedp".to_string());
+    let load = |entries| FastPath::load_kept_in(Mode::Xdp, Programs::Flows, entries, dir.clone(), names(), &[]);
+    let (to_h2, to_h3, to_h4) = (frame(H2, 64), frame(H3, 64), frame(H4, 64));
+
+    let mut first = load(DEFAULT_ENTRIES).unwrap();
+    assert!(!first.holds_inherited(), "nothing to take over the first time");
+    first.register_port(1, LO, 1).unwrap();
+    install(&mut first, &to_h2, &[Field::EthDst], &[DpAction::Output(1)]);
+    install(&mut first, &to_h3, &[Field::EthDst, Field::Ipv4Dst], &[DpAction::Output(1)]);
+    first.write_kept_record();
+    drop(first);
+
+    let mut second = load(DEFAULT_ENTRIES).unwrap();
+    assert_eq!(second.kept().map(|(_, n)| n), Some(Some(2)), "two entries taken over");
+    second.register_port(1, LO, 1).unwrap();
+    assert_eq!(xdp(&second, &to_h2).0, XDP_REDIRECT, "the last run's entry forwards");
+    assert_eq!(xdp(&second, &to_h4).0, XDP_PASS, "a flow it had not: a miss");
+    // Its own entry beside them, under a mask of its own; a flush (the controller's flows
+    // arriving) takes only that one.
+    install(&mut second, &to_h4, &[Field::EthDst, Field::EthSrc], &[DpAction::Output(1)]);
+    assert_eq!(xdp(&second, &to_h4).0, XDP_REDIRECT);
+    second.flush();
+    assert_eq!(xdp(&second, &to_h4).0, XDP_PASS, "its own entry flushed");
+    assert_eq!(xdp(&second, &to_h2).0, XDP_REDIRECT, "the last run's entries stay until released");
+    assert_eq!(xdp(&second, &to_h3).0, XDP_REDIRECT);
+    install(&mut second, &to_h4, &[Field::EthDst, Field::EthSrc], &[DpAction::Output(1)]);
+    assert_eq!(second.release_inherited(), Some(2));
+    assert_eq!(second.release_inherited(), None, "once");
+    for f in [&to_h2, &to_h3, &to_h4] {
+        assert_eq!(xdp(&second, f).0, XDP_PASS, "released: every entry goes at once");
+    }
+    second.sweep();
+    assert!(second.megaflows().keys().unwrap().is_empty(), "and its room in the map with it");
+    install(&mut second, &to_h2, &[Field::EthDst], &[DpAction::Output(1)]);
+    second.write_kept_record();
+    drop(second);
+
+    // Another capacity: what was kept does not fit, and the third run starts cold.
+    let third = load(DEFAULT_ENTRIES / 2).unwrap();
+    assert_eq!(third.kept().map(|(_, n)| n), Some(None));
+    assert_eq!(xdp(&third, &to_h2).0, XDP_PASS);
+    drop(third);
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -187,7 +187,28 @@ fn write_diff<K: AsRef<[u8]> + Eq + std::hash::Hash + Copy, V: AsRef<[u8]> + Par
     Ok(())
 }
 
+/// Every entry of a hash map whose keys and values have the sizes `K` and `V`.
+fn read_all<const K: usize, const V: usize>(map: &crate::ebpf::Map) -> io::Result<HashMap<[u8; K], [u8; V]>> {
+    let mut out = HashMap::new();
+    for k in map.keys()? {
+        if let (Ok(key), Some(v)) = (<[u8; K]>::try_from(k.as_slice()), map.lookup(&k)?) {
+            if let Ok(value) = <[u8; V]>::try_from(v.as_slice()) {
+                out.insert(key, value);
+            }
+        }
+    }
+    Ok(out)
+}
+
 impl FastPath {
+    /// Takes the label stacks a kept fast path's last run left as written, so that the first
+    /// write of this run's tables deletes those it no longer has.
+    pub(super) fn adopt_labels(&mut self) -> io::Result<()> {
+        self.labels.push = read_all(self.obj.map("ef_less_push").map_err(obj_err)?)?;
+        self.labels.reroute = read_all(self.obj.map("ef_less_reroute").map_err(obj_err)?)?;
+        Ok(())
+    }
+
     /// Mirrors a label-switching mode's tables and the ports' state into the kernel. Stacks go
     /// before ports, so a port marked down finds every detour planned for it written already.
     pub fn set_labels(&mut self, labels: &KernelLabels, ports: &[LabelPort]) -> io::Result<()> {

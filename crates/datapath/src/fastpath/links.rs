@@ -149,6 +149,32 @@ impl FastPath {
         Ok(())
     }
 
+    /// Takes note of the links a kept fast path's last run left in the kernel, with what each
+    /// has counted so far: the first hand-over lets them go as it lets go of its own (its links
+    /// may sit at other slots), and counts only what comes after.
+    pub(super) fn adopt_links(&mut self) -> io::Result<()> {
+        let vl_slot = self.obj.map("ef_afdx_vl_slot").map_err(obj_err)?;
+        let counts = self.obj.map("ef_afdx_counts").map_err(obj_err)?;
+        let mut held = std::collections::BTreeMap::new();
+        for id in 0..AFDX_VL_IDS as u32 {
+            let Some(v) = vl_slot.lookup(&id.to_ne_bytes())? else { continue };
+            match u32::from_ne_bytes(v[0..4].try_into().unwrap()) {
+                0 => {}
+                at => {
+                    held.insert(at - 1, id as u16);
+                }
+            }
+        }
+        let n = held.keys().next_back().map_or(0, |&last| last as usize + 1).min(AFDX_MAX_LINKS);
+        self.links.slots = (0..n as u32)
+            .map(|slot| {
+                let seen = counts.lookup_percpu(&slot.to_ne_bytes()).map_or([0; AC_MAX], |c| sum_over_cpus(&c));
+                (held.get(&slot).copied().unwrap_or(0), seen)
+            })
+            .collect();
+        Ok(())
+    }
+
     /// The virtual links the kernel holds now.
     pub fn held_links(&self) -> impl Iterator<Item = u16> + '_ {
         self.links.slots.iter().map(|(id, _)| *id)

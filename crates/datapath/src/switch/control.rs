@@ -23,7 +23,12 @@ impl Switch {
         let error = |code: ErrorCode| reply(Message::Error(ErrorMsg::reply_to(code, head)).encode(xid));
         let answer = match msg {
             Message::FeaturesRequest => Ok(Some(Reply::Message(Message::FeaturesReply(self.features())))),
-            Message::BarrierRequest => Ok(Some(Reply::Message(Message::BarrierReply))),
+            Message::BarrierRequest => {
+                // Everything the controller sent before it is in the mode: the entries a kept
+                // fast path inherited from the last run have served their time.
+                self.release_inherited("the first barrier");
+                Ok(Some(Reply::Message(Message::BarrierReply)))
+            }
             Message::PortMod(pm) => self.port_mod(&pm).map(|()| None),
             Message::QueueGetConfigRequest { port } => self.queue_config(port).map(|m| Some(Reply::Message(m))),
             Message::Experimenter(_) => Err(ErrorCode::BadRequest(BadRequest::BadExperimenter)),

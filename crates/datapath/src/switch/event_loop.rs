@@ -132,6 +132,7 @@ impl Switch {
             if now >= next_harvest {
                 next_harvest = now + housekeeping;
                 self.harvest_fast(now);
+                self.release_inherited_when_due(now);
                 self.check_attachments();
                 self.sync_links();
                 self.sync_fast();

@@ -156,6 +156,50 @@ impl Switch {
     }
 }
 
+/// How long after the first controller session a fast path holding the last run's entries waits
+/// for a barrier before releasing them anyway: a controller need not send one (os-ken's sample
+/// apps do not), and by then it has sent what it sends on connecting.
+const INHERITED_AFTER_SESSION_NS: u64 = 5_000_000_000;
+/// How long they forward when no controller session comes at all.
+const INHERITED_AT_MOST_NS: u64 = 60_000_000_000;
+
+impl Switch {
+    /// Releases the entries the kernel fast path took over from the last run, if it holds any
+    /// (their last hits are not the mode's to count): from now on, the mode's own decisions.
+    pub(super) fn release_inherited(&mut self, why: &str) {
+        if !self.fast.as_ref().is_some_and(|f| f.holds_inherited()) {
+            return;
+        }
+        let now = self.now();
+        self.harvest_fast(now);
+        if let Some(n) = self.fast.as_mut().and_then(|f| f.release_inherited()) {
+            tracing::info!(entries = n, "the last run's kernel entries released ({why}): the mode's own take over");
+        }
+    }
+
+    /// Releases them when their time is up: at once for a mode no controller programs; else 5 s
+    /// after the first controller session, or 60 s after start without one (the controller's
+    /// first barrier releases them before that, see `openflow`).
+    pub(super) fn release_inherited_when_due(&mut self, now: u64) {
+        if !self.fast.as_ref().is_some_and(|f| f.holds_inherited()) {
+            return;
+        }
+        if !self.cfg.awaits_controller {
+            return self.release_inherited("no controller gives this mode its state");
+        }
+        if self.first_session_at.is_none() && self.channel.sessions.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+            self.first_session_at = Some(now);
+        }
+        match self.first_session_at {
+            Some(at) if now >= at + INHERITED_AFTER_SESSION_NS => {
+                self.release_inherited("no barrier within 5 s of the first controller session")
+            }
+            None if now >= INHERITED_AT_MOST_NS => self.release_inherited("no controller session within 60 s"),
+            _ => {}
+        }
+    }
+}
+
 /// How long after a failed write of the kernel's virtual links it is tried again.
 const LINKS_RETRY_NS: u64 = 1_000_000_000;
 

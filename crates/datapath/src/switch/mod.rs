@@ -61,6 +61,11 @@ pub struct SwitchConfig {
     pub timing: Timing,
     /// The CPU to pin the forwarding thread to (with busy timing: a core of its own).
     pub cpu: Option<usize>,
+    /// Keep the kernel fast path forwarding when the daemon stops, for the next run to take over.
+    pub keep_fastpath: bool,
+    /// Whether a controller gives the mode its state (flows) after a restart: the entries a kept
+    /// fast path inherited then forward until its first barrier.
+    pub awaits_controller: bool,
 }
 
 /// How the forwarding thread meets a scheduled port's deadlines.
@@ -270,6 +275,8 @@ pub struct Switch {
     links_retry: Option<(u64, u32)>,
     /// Links left to userspace because a port they leave by needs priority.
     links_kept_for_priority: u64,
+    /// When the first controller session was seen while the fast path held the last run's entries.
+    first_session_at: Option<u64>,
 }
 
 impl Switch {
@@ -291,7 +298,11 @@ impl Switch {
         let mut fast = None;
         if let Some(kind) = cfg.fastpath {
             let programs = if mode.kernel_links().is_some() { Programs::Links } else { Programs::Flows };
-            match FastPath::load(kind, programs, cfg.fastpath_entries) {
+            let loaded = match cfg.keep_fastpath {
+                true => FastPath::load_kept(kind, programs, cfg.fastpath_entries, cfg.dpid, &cfg.ports),
+                false => FastPath::load(kind, programs, cfg.fastpath_entries),
+            };
+            match loaded {
                 Ok(fp) => fast = Some(fp),
                 Err(e) if programs == Programs::Links && e.kind() == std::io::ErrorKind::InvalidInput => {
                     warn!("this kernel cannot run the AFDX fast path, so virtual links are switched in userspace: {e}");
@@ -352,6 +363,7 @@ impl Switch {
             links_written: None,
             links_retry: None,
             links_kept_for_priority: 0,
+            first_session_at: None,
             fast,
             upcall_rx,
             _upcall_guard: upcall_guard,

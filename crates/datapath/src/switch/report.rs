@@ -121,7 +121,8 @@ impl Switch {
             json!({"hits": hits, "misses": misses, "upcalls": upcalls, "slow": slow,
                    "entries": f.len(), "installed": f.installed, "refused": f.refused, "retired": f.retired, "drops": drops,
                    "reattached": f.reattached, "attachments": f.attachments().into_iter().map(|(no, kind, id)| json!({"port": no, "kind": kind, "link_id": id})).collect::<Vec<_>>(),
-                   "labels": labels, "links": links})
+                   "labels": labels, "links": links,
+                   "kept": f.kept().map(|(dir, inherited)| json!({"dir": dir.display().to_string(), "inherited_entries": inherited}))})
         });
         let drops: serde_json::Map<String, Value> =
             DropReason::ALL.iter().map(|&r| (r.name().to_string(), json!(self.drops.get(r)))).collect();
@@ -132,6 +133,7 @@ impl Switch {
         channel.insert("fail_open_entered".into(), json!(self.fail_open_entered));
         json!({
             "dpid": format!("{:016x}", self.cfg.dpid),
+            "pid": std::process::id(),
             "mode": self.mode.name(),
             "datapath": datapath,
             "uptime_s": self.start.elapsed().as_secs_f64(),

@@ -22,6 +22,7 @@ pub fn effective(s: &Settings, src: &str) -> Value {
         "tables": s.n_tables,
         "datapath": datapath::fastpath::datapath_name(s.fastpath),
         "fastpath_entries": s.fastpath_entries,
+        "keep_fastpath": s.keep_fastpath,
         "kernel_compat": if s.legacy_attach { "legacy" } else { "auto" },
         "mode": s.mode.name(),
         "probe_interval": s.probe_interval.as_secs(),

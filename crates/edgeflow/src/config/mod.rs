@@ -60,6 +60,8 @@ pub struct File {
     pub datapath: Option<Spanned<String>>,
     /// How many translations the kernel fast path holds at most.
     pub fastpath_entries: Option<Spanned<u32>>,
+    /// Keep the kernel fast path forwarding across a stop, for the next run to take over.
+    pub keep_fastpath: Option<bool>,
     /// "auto" (links where the kernel has them) or "legacy" (clsact filters, netlink XDP).
     pub kernel_compat: Option<Spanned<String>>,
     pub mode: Option<Spanned<String>>,
@@ -205,6 +207,9 @@ pub struct Settings {
     pub fastpath: Option<datapath::fastpath::Mode>,
     /// The kernel fast path's capacity in translations.
     pub fastpath_entries: u32,
+    /// The kernel fast path (tc, xdp) forwards on while the daemon is stopped, and the next run
+    /// takes it over (docs/deploy.md#restart).
+    pub keep_fastpath: bool,
     /// Attach programs the pre-link ways even where the kernel has links.
     pub legacy_attach: bool,
     /// The switch's mode: every port's that names none of its own.
@@ -240,6 +245,7 @@ pub struct Flags {
     pub probe_interval: Option<u64>,
     pub datapath: Option<String>,
     pub fastpath_entries: Option<u32>,
+    pub keep_fastpath: bool,
     pub kernel_compat: Option<String>,
     pub mode: Option<String>,
     /// `FROM:TO` port-number pairs for the port-map mode.
@@ -684,6 +690,7 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
         table_limits,
         fastpath,
         fastpath_entries,
+        keep_fastpath: flags.keep_fastpath || file.keep_fastpath.unwrap_or(false),
         legacy_attach,
         mode,
         port_modes,

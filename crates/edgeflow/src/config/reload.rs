@@ -19,6 +19,7 @@ fn fixed(a: &Settings, b: &Settings) -> Vec<&'static str> {
     check("[tls]", a.tls == b.tls);
     check("datapath", a.fastpath == b.fastpath);
     check("fastpath_entries", a.fastpath_entries == b.fastpath_entries);
+    check("keep_fastpath", a.keep_fastpath == b.keep_fastpath);
     check("kernel_compat", a.legacy_attach == b.legacy_attach);
     check("ring_frames", a.ring_frames == b.ring_frames);
     check("egress_timing", a.timing == b.timing);
