@@ -24,10 +24,12 @@ use super::{
 use crate::ebpf::Map;
 use crate::sys;
 
-/// What the kept maps mean. Bump it when a map's key or value changes meaning while keeping its
-/// size (a map whose type or size changes is not reused anyway): a run of another layout then
-/// starts cold rather than misreading what an older one kept.
+/// What the kept maps mean: a run of another layout starts cold rather than misreading what an
+/// older one kept. (A map whose type or size changes is not reused anyway.)
 pub const LAYOUT: u32 = 1;
+/// Every structure offset and constant C and Rust share, hashed by `fastpath/layout.rs`: when
+/// one changes, its test fails until `LAYOUT` is bumped and this set to the new value.
+pub const LAYOUT_FINGERPRINT: u64 = 0x73bd_2bd3_eb37_b48d;
 /// Where kept state lives, one directory per datapath id, unless `EDGEFLOW_BPF_DIR` says
 /// otherwise (the systemd unit binds this directory into the service's runtime directory, as an
 /// unprivileged user cannot reach into the 0700 /sys/fs/bpf systemd mounts).

@@ -7,7 +7,10 @@ use std::collections::HashMap;
 
 fn c_side() -> HashMap<String, u64> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let dir = std::env::temp_dir().join(format!("ef-layout-{}", std::process::id()));
+    // One directory per call: the tests that read the C side run in parallel.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!("ef-layout-{}-{call}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let prog = r#"
 #include <stdio.h>
@@ -267,4 +270,27 @@ fn c_and_rust_agree_on_every_shared_layout() {
     }
     assert_eq!(c.len(), rust.len(), "every C value has its Rust twin in this list");
     assert!(wrong.is_empty(), "C and Rust disagree:\n{}", wrong.join("\n"));
+}
+
+/// The shared layout, every name and value above, as one number: what a kept fast path's maps
+/// mean (`keep::LAYOUT`). A change to any of them changes it, and then this test asks for the
+/// version the next run compares to be bumped, so that no run misreads what an older one kept.
+#[test]
+fn a_layout_change_bumps_the_kept_layout_version() {
+    let c = c_side();
+    let mut entries: Vec<(&String, &u64)> = c.iter().collect();
+    entries.sort();
+    // FNV-1a over "name=value;" in name order: stable across builds and machines.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for (name, value) in entries {
+        for b in format!("{name}={value};").bytes() {
+            hash = (hash ^ b as u64).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    assert_eq!(
+        (super::keep::LAYOUT, hash),
+        (super::keep::LAYOUT, super::keep::LAYOUT_FINGERPRINT),
+        "the maps' layout changed: bump keep::LAYOUT (a kept fast path of the old layout must start cold) and set \
+         keep::LAYOUT_FINGERPRINT to {hash:#x}"
+    );
 }
