@@ -1,0 +1,38 @@
+/* edgeflow's core library: what P4-16 defines for every target, as much of it as the subset
+ * edgeflow compiles uses (docs/p4.md). Written for edgeflow; the names and signatures are the
+ * language's own, so programs written for other targets read the same. */
+
+error {
+    NoError,
+    PacketTooShort,
+    NoMatch,
+    StackOutOfBounds,
+    HeaderTooShort,
+    ParserTimeout,
+    ParserInvalidArgument
+}
+
+extern packet_in {
+    /* Fills a header from the frame and marks it valid; a frame too short fails the parser
+     * with error.PacketTooShort. */
+    void extract<T>(out T hdr);
+    T lookahead<T>();
+    void advance(in bit<32> sizeInBits);
+    bit<32> length();
+}
+
+extern packet_out {
+    /* Writes a header back to the frame if it is valid. */
+    void emit<T>(in T hdr);
+}
+
+/* Fails the parser with `toSignal` unless `check` holds. */
+extern void verify(in bool check, in error toSignal);
+
+action NoAction() {}
+
+match_kind {
+    exact,
+    ternary,
+    lpm
+}

@@ -1,0 +1,315 @@
+//! A P4-16 program as parsed: the declarations of the subset (docs/p4.md), each with where it
+//! was written. Nothing here is checked yet; the checker gives names their meaning.
+
+use crate::diag::Pos;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Program {
+    pub decls: Vec<Decl>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Name {
+    pub text: String,
+    pub pos: Pos,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Type {
+    Bit(u32),
+    Int(u32),
+    Bool,
+    Void,
+    /// `error`, the language's error type.
+    Error,
+    /// A named type, with type arguments: `headers`, `register<bit<32>>`.
+    Named(Name, Vec<Type>),
+    /// `_`: an argument the checker infers.
+    DontCare,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    In,
+    Out,
+    InOut,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Param {
+    pub direction: Option<Direction>,
+    pub ty: Type,
+    pub name: Name,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Field {
+    pub ty: Type,
+    pub name: Name,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Decl {
+    Const {
+        ty: Type,
+        name: Name,
+        value: Expr,
+    },
+    Typedef {
+        ty: Type,
+        name: Name,
+    },
+    Header {
+        name: Name,
+        fields: Vec<Field>,
+    },
+    Struct {
+        name: Name,
+        fields: Vec<Field>,
+    },
+    Enum {
+        name: Name,
+        members: Vec<Name>,
+    },
+    Error {
+        members: Vec<Name>,
+    },
+    MatchKind {
+        members: Vec<Name>,
+    },
+    ExternFunction(Method),
+    ExternObject {
+        name: Name,
+        type_params: Vec<Name>,
+        methods: Vec<Method>,
+    },
+    /// A parser, control or package type: the architecture's declarations of the blocks a
+    /// program provides.
+    BlockType {
+        kind: BlockKind,
+        name: Name,
+        type_params: Vec<Name>,
+        params: Vec<Param>,
+    },
+    Parser {
+        name: Name,
+        params: Vec<Param>,
+        locals: Vec<Local>,
+        states: Vec<State>,
+    },
+    Control {
+        name: Name,
+        params: Vec<Param>,
+        locals: Vec<Local>,
+        apply: Vec<Stmt>,
+    },
+    Action(Action),
+    Instance(Instance),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BlockKind {
+    Parser,
+    Control,
+    Package,
+}
+
+/// An extern function or method; a constructor has no return type and the extern's name.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Method {
+    pub ret: Option<Type>,
+    pub name: Name,
+    pub type_params: Vec<Name>,
+    pub params: Vec<Param>,
+}
+
+/// `Type(args) name;`: an extern object, or the package the program is (`... main;`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Instance {
+    pub ty: Type,
+    pub args: Vec<Expr>,
+    pub name: Name,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Action {
+    pub name: Name,
+    pub params: Vec<Param>,
+    pub body: Vec<Stmt>,
+}
+
+/// What a parser or control declares before its states or `apply`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Local {
+    Const { ty: Type, name: Name, value: Expr },
+    Var { ty: Type, name: Name, init: Option<Expr> },
+    Action(Action),
+    Table(Table),
+    Instance(Instance),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Table {
+    pub name: Name,
+    pub keys: Vec<Key>,
+    pub actions: Vec<ActionRef>,
+    pub default_action: Option<(ActionRef, bool)>,
+    pub size: Option<Expr>,
+    pub entries: Vec<Entry>,
+    /// Other properties (`counters = c`, `meters = m`), by name.
+    pub properties: Vec<(Name, Expr)>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Key {
+    pub expr: Expr,
+    pub match_kind: Name,
+}
+
+/// An action named in a table, with the arguments given there (a default action's, an
+/// entry's).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ActionRef {
+    pub name: Name,
+    pub args: Vec<Expr>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Entry {
+    pub keys: Vec<Keyset>,
+    pub action: ActionRef,
+    pub pos: Pos,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Keyset {
+    Default,
+    DontCare,
+    Value(Expr),
+    Mask(Expr, Expr),
+    Range(Expr, Expr),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct State {
+    pub name: Name,
+    pub body: Vec<Stmt>,
+    pub transition: Transition,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Transition {
+    /// `transition next;` (`accept` and `reject` are states too).
+    Goto(Name),
+    Select {
+        exprs: Vec<Expr>,
+        cases: Vec<SelectCase>,
+    },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct SelectCase {
+    pub keys: Vec<Keyset>,
+    pub next: Name,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stmt {
+    Assign {
+        target: Expr,
+        value: Expr,
+    },
+    /// A call for its effect: `packet.extract(hdr.eth);`, `t.apply();`, `mark_to_drop(sm);`.
+    Call(Expr),
+    If {
+        cond: Expr,
+        then: Vec<Stmt>,
+        otherwise: Option<Vec<Stmt>>,
+    },
+    Block(Vec<Stmt>),
+    /// `switch (t.apply().action_run) { a: {...} b: c: {...} default: {...} }`; a label without a
+    /// body falls through to the next.
+    Switch {
+        expr: Expr,
+        cases: Vec<(Vec<Name>, Option<Vec<Stmt>>)>,
+        pos: Pos,
+    },
+    Var {
+        ty: Type,
+        name: Name,
+        init: Option<Expr>,
+    },
+    Const {
+        ty: Type,
+        name: Name,
+        value: Expr,
+    },
+    Return(Pos),
+    Exit(Pos),
+    Empty,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnOp {
+    Not,
+    Complement,
+    Neg,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinOp {
+    Or,
+    And,
+    Eq,
+    Ne,
+    Lt,
+    Gt,
+    Le,
+    Ge,
+    BitOr,
+    BitXor,
+    BitAnd,
+    Shl,
+    Shr,
+    Concat,
+    Add,
+    Sub,
+    AddSat,
+    SubSat,
+    Mul,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expr {
+    pub kind: ExprKind,
+    pub pos: Pos,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExprKind {
+    Int {
+        width: Option<(u32, bool)>,
+        value: u128,
+    },
+    Bool(bool),
+    Str(String),
+    Name(String),
+    /// `.name`: a name at the top level, past any local one of the same name.
+    TopName(String),
+    Member(Box<Expr>, Name),
+    Index(Box<Expr>, Box<Expr>),
+    Slice(Box<Expr>, Box<Expr>, Box<Expr>),
+    Call {
+        callee: Box<Expr>,
+        type_args: Vec<Type>,
+        args: Vec<Expr>,
+    },
+    Unary(UnOp, Box<Expr>),
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+    Cond(Box<Expr>, Box<Expr>, Box<Expr>),
+    Cast(Type, Box<Expr>),
+    /// `{a, b}`: a list (a struct's or a tuple's value).
+    List(Vec<Expr>),
+    /// `_` as an argument.
+    DontCare,
+}

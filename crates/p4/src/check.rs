@@ -1,0 +1,1189 @@
+//! Names and types: every name a program uses is declared, every expression has a type the
+//! operation takes, widths agree, numbers fit, tables name real actions and match kinds, parser
+//! states lead somewhere, and the blocks the program hands its architecture (`main`) have the
+//! parameters the architecture declares. What passes here is what the back ends may assume.
+//!
+//! One pass over the declarations, in order (P4 declares before use); inside parsers and
+//! controls, a stack of scopes. Numbers without a width take the width of what they meet, as in
+//! P4; everything else must agree exactly, or be cast.
+//!
+//! About 1 200 lines, one concern: the language's typing rules for every construct of the subset
+//! are one piece, and each rule's error message is written where the rule is. Splitting them
+//! (declarations, statements, expressions) would split the one scope stack they share.
+
+use std::collections::HashMap;
+
+use crate::ast::*;
+use crate::diag::{Diagnostic, Pos};
+
+type Result<T> = std::result::Result<T, Diagnostic>;
+
+/// A type as the checker knows it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Ty {
+    Bit(u32),
+    Int(u32),
+    /// A number without a width: it takes the width of what it meets.
+    Number,
+    Bool,
+    Error,
+    Void,
+    Str,
+    Header(String),
+    Struct(String),
+    Enum(String),
+    Extern(String, Vec<Ty>),
+    /// A parser, control or package type of the architecture, with its type arguments.
+    BlockType(String, Vec<Ty>),
+    /// A type parameter not bound yet.
+    Var(String),
+    /// A program's own parser or control.
+    Block(String),
+    Table(String),
+    /// What `t.apply()` gives: `.hit`, `.miss`, `.action_run`.
+    Applied(String),
+    ActionRun(String),
+}
+
+impl std::fmt::Display for Ty {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let args = |a: &[Ty]| {
+            if a.is_empty() {
+                String::new()
+            } else {
+                format!("<{}>", a.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "))
+            }
+        };
+        match self {
+            Ty::Bit(w) => write!(f, "bit<{w}>"),
+            Ty::Int(w) => write!(f, "int<{w}>"),
+            Ty::Number => write!(f, "a number"),
+            Ty::Bool => write!(f, "bool"),
+            Ty::Error => write!(f, "error"),
+            Ty::Void => write!(f, "void"),
+            Ty::Str => write!(f, "a string"),
+            Ty::Header(n) => write!(f, "header {n}"),
+            Ty::Struct(n) => write!(f, "struct {n}"),
+            Ty::Enum(n) => write!(f, "enum {n}"),
+            Ty::Extern(n, a) | Ty::BlockType(n, a) => write!(f, "{n}{}", args(a)),
+            Ty::Var(n) => write!(f, "{n}"),
+            Ty::Block(n) => write!(f, "{n}"),
+            Ty::Table(n) => write!(f, "table {n}"),
+            Ty::Applied(n) => write!(f, "{n}.apply()"),
+            Ty::ActionRun(n) => write!(f, "{n}.apply().action_run"),
+        }
+    }
+}
+
+enum TypeDef<'a> {
+    Header(Vec<(String, Ty)>),
+    Struct(Vec<(String, Ty)>),
+    Enum(Vec<String>),
+    Alias(Ty),
+    Extern { type_params: &'a [Name], methods: &'a [Method] },
+    Block { kind: BlockKind, type_params: &'a [Name], params: &'a [Param] },
+}
+
+#[derive(Clone, Debug)]
+struct Var {
+    ty: Ty,
+    writable: bool,
+    /// A constant's value, when it is a number.
+    value: Option<u128>,
+}
+
+/// What `check` found, for the back ends.
+#[derive(Debug, Default)]
+pub struct Checked {
+    /// The package `main` instantiates, and the program's block for each of its parameters.
+    pub package: String,
+    pub blocks: Vec<String>,
+}
+
+fn err<T>(pos: Pos, message: impl Into<String>) -> Result<T> {
+    Err(Diagnostic::new(pos, message))
+}
+
+pub fn check(program: &Program) -> Result<Checked> {
+    let mut c = Checker::default();
+    for d in &program.decls {
+        c.declaration(d)?;
+    }
+    c.main(program)
+}
+
+#[derive(Default)]
+struct Checker<'a> {
+    types: HashMap<String, TypeDef<'a>>,
+    errors: Vec<String>,
+    match_kinds: Vec<String>,
+    globals: HashMap<String, Var>,
+    functions: HashMap<String, &'a Method>,
+    actions: HashMap<String, &'a Action>,
+    blocks: HashMap<String, (BlockKind, &'a [Param])>,
+    // The block being checked.
+    scopes: Vec<HashMap<String, Var>>,
+    local_actions: HashMap<String, &'a Action>,
+    tables: HashMap<String, &'a Table>,
+    in_parser: bool,
+    in_action: bool,
+}
+
+impl<'a> Checker<'a> {
+    fn declare_type(&mut self, name: &Name, def: TypeDef<'a>) -> Result<()> {
+        if self.types.contains_key(&name.text) {
+            return err(name.pos, format!("a second type named '{}'", name.text));
+        }
+        self.types.insert(name.text.clone(), def);
+        Ok(())
+    }
+
+    fn declaration(&mut self, d: &'a Decl) -> Result<()> {
+        match d {
+            Decl::Const { ty, name, value } => {
+                let ty = self.resolve(ty, &[])?;
+                self.expect(value, &ty, "the constant's value")?;
+                let value = self.const_value(value);
+                self.global(name, Var { ty, writable: false, value })
+            }
+            Decl::Typedef { ty, name } => {
+                let ty = self.resolve(ty, &[])?;
+                self.declare_type(name, TypeDef::Alias(ty))
+            }
+            Decl::Header { name, fields } => {
+                let fields = self.fields(fields, true)?;
+                self.declare_type(name, TypeDef::Header(fields))
+            }
+            Decl::Struct { name, fields } => {
+                let fields = self.fields(fields, false)?;
+                self.declare_type(name, TypeDef::Struct(fields))
+            }
+            Decl::Enum { name, members } => {
+                let members = self.members(members)?;
+                self.declare_type(name, TypeDef::Enum(members))
+            }
+            Decl::Error { members } => {
+                for m in members {
+                    if self.errors.contains(&m.text) {
+                        return err(m.pos, format!("error.{} is declared twice", m.text));
+                    }
+                    self.errors.push(m.text.clone());
+                }
+                Ok(())
+            }
+            Decl::MatchKind { members } => {
+                for m in members {
+                    self.match_kinds.push(m.text.clone());
+                }
+                Ok(())
+            }
+            Decl::ExternFunction(m) => {
+                self.functions.insert(m.name.text.clone(), m);
+                Ok(())
+            }
+            Decl::ExternObject { name, type_params, methods } => {
+                self.declare_type(name, TypeDef::Extern { type_params, methods })
+            }
+            Decl::BlockType { kind, name, type_params, params } => {
+                self.declare_type(name, TypeDef::Block { kind: *kind, type_params, params })
+            }
+            Decl::Parser { name, params, locals, states } => {
+                self.block_name(name, BlockKind::Parser, params)?;
+                self.parser(params, locals, states)
+            }
+            Decl::Control { name, params, locals, apply } => {
+                self.block_name(name, BlockKind::Control, params)?;
+                self.control(params, locals, apply)
+            }
+            Decl::Action(a) => {
+                if self.actions.contains_key(&a.name.text) {
+                    return err(a.name.pos, format!("a second action named '{}'", a.name.text));
+                }
+                self.scopes.push(HashMap::new());
+                let r = self.action(a);
+                self.scopes.pop();
+                r?;
+                self.actions.insert(a.name.text.clone(), a);
+                Ok(())
+            }
+            Decl::Instance(i) if i.name.text == "main" => Ok(()),
+            Decl::Instance(i) => {
+                let v = self.instance(i)?;
+                self.global(&i.name, v)
+            }
+        }
+    }
+
+    fn global(&mut self, name: &Name, v: Var) -> Result<()> {
+        if self.globals.insert(name.text.clone(), v).is_some() {
+            return err(name.pos, format!("a second declaration of '{}'", name.text));
+        }
+        Ok(())
+    }
+
+    fn block_name(&mut self, name: &Name, kind: BlockKind, params: &'a [Param]) -> Result<()> {
+        if self.blocks.contains_key(&name.text) || self.types.contains_key(&name.text) {
+            return err(name.pos, format!("a second declaration of '{}'", name.text));
+        }
+        self.blocks.insert(name.text.clone(), (kind, params));
+        Ok(())
+    }
+
+    fn members(&self, members: &[Name]) -> Result<Vec<String>> {
+        let mut out: Vec<String> = Vec::new();
+        for m in members {
+            if out.contains(&m.text) {
+                return err(m.pos, format!("'{}' is declared twice", m.text));
+            }
+            out.push(m.text.clone());
+        }
+        Ok(out)
+    }
+
+    fn fields(&self, fields: &[Field], header: bool) -> Result<Vec<(String, Ty)>> {
+        let mut out: Vec<(String, Ty)> = Vec::new();
+        for f in fields {
+            let ty = self.resolve(&f.ty, &[])?;
+            if header && !matches!(ty, Ty::Bit(_) | Ty::Int(_)) {
+                return err(f.name.pos, format!("a header's fields are bit<N> or int<N>; '{}' is {ty}", f.name.text));
+            }
+            if !header
+                && !matches!(
+                    ty,
+                    Ty::Bit(_) | Ty::Int(_) | Ty::Bool | Ty::Error | Ty::Header(_) | Ty::Struct(_) | Ty::Enum(_)
+                )
+            {
+                return err(f.name.pos, format!("a struct cannot hold {ty} ('{}')", f.name.text));
+            }
+            if out.iter().any(|(n, _)| *n == f.name.text) {
+                return err(f.name.pos, format!("a second field named '{}'", f.name.text));
+            }
+            out.push((f.name.text.clone(), ty));
+        }
+        if header && out.iter().map(|(_, t)| width(t).unwrap_or(0)).sum::<u32>() % 8 != 0 {
+            let bits: u32 = out.iter().map(|(_, t)| width(t).unwrap_or(0)).sum();
+            let pos = fields.first().map_or(Pos::default(), |f| f.name.pos);
+            return err(pos, format!("a header is whole bytes; this one's fields add up to {bits} bits"));
+        }
+        Ok(out)
+    }
+
+    /// The checker's type for `t`, where `vars` are type parameters in scope.
+    fn resolve(&self, t: &Type, vars: &[Name]) -> Result<Ty> {
+        Ok(match t {
+            Type::Bit(w) => Ty::Bit(*w),
+            Type::Int(w) => Ty::Int(*w),
+            Type::Bool => Ty::Bool,
+            Type::Void => Ty::Void,
+            Type::Error => Ty::Error,
+            Type::DontCare => Ty::Var("_".into()),
+            Type::Named(name, args) => {
+                if vars.iter().any(|v| v.text == name.text) {
+                    return Ok(Ty::Var(name.text.clone()));
+                }
+                let args = args.iter().map(|a| self.resolve(a, vars)).collect::<Result<Vec<_>>>()?;
+                let arity = |n: usize| {
+                    if args.len() == n {
+                        Ok(())
+                    } else {
+                        err(name.pos, format!("'{}' takes {n} type argument(s), not {}", name.text, args.len()))
+                    }
+                };
+                match self.types.get(&name.text) {
+                    Some(TypeDef::Header(_)) => {
+                        arity(0)?;
+                        Ty::Header(name.text.clone())
+                    }
+                    Some(TypeDef::Struct(_)) => {
+                        arity(0)?;
+                        Ty::Struct(name.text.clone())
+                    }
+                    Some(TypeDef::Enum(_)) => {
+                        arity(0)?;
+                        Ty::Enum(name.text.clone())
+                    }
+                    Some(TypeDef::Alias(t)) => {
+                        arity(0)?;
+                        t.clone()
+                    }
+                    Some(TypeDef::Extern { type_params, .. }) => {
+                        arity(type_params.len())?;
+                        Ty::Extern(name.text.clone(), args)
+                    }
+                    Some(TypeDef::Block { type_params, .. }) => {
+                        arity(type_params.len())?;
+                        Ty::BlockType(name.text.clone(), args)
+                    }
+                    None => return err(name.pos, format!("no type named '{}'", name.text)),
+                }
+            }
+        })
+    }
+
+    fn push_params(&mut self, params: &[Param], vars: &[Name]) -> Result<()> {
+        let mut scope = HashMap::new();
+        for p in params {
+            let ty = self.resolve(&p.ty, vars)?;
+            let writable = matches!(p.direction, Some(Direction::Out) | Some(Direction::InOut));
+            if scope.insert(p.name.text.clone(), Var { ty, writable, value: None }).is_some() {
+                return err(p.name.pos, format!("a second parameter named '{}'", p.name.text));
+            }
+        }
+        self.scopes.push(scope);
+        Ok(())
+    }
+
+    fn declare_local(&mut self, name: &Name, v: Var) -> Result<()> {
+        let scope = self.scopes.last_mut().expect("a scope");
+        if scope.insert(name.text.clone(), v).is_some() {
+            return err(name.pos, format!("'{}' is declared twice here", name.text));
+        }
+        Ok(())
+    }
+
+    fn lookup(&self, name: &str) -> Option<&Var> {
+        self.scopes.iter().rev().find_map(|s| s.get(name)).or_else(|| self.globals.get(name))
+    }
+
+    fn parser(&mut self, params: &'a [Param], locals: &'a [Local], states: &'a [State]) -> Result<()> {
+        self.push_params(params, &[])?;
+        self.in_parser = true;
+        let r = self.parser_body(locals, states);
+        self.in_parser = false;
+        self.scopes.clear();
+        r
+    }
+
+    fn parser_body(&mut self, locals: &'a [Local], states: &'a [State]) -> Result<()> {
+        self.scopes.push(HashMap::new());
+        for l in locals {
+            self.local(l)?;
+        }
+        let mut names: Vec<&str> = Vec::new();
+        for s in states {
+            if s.name.text == "accept" || s.name.text == "reject" {
+                return err(s.name.pos, format!("'{}' is the parser's own state: it cannot be declared", s.name.text));
+            }
+            if names.contains(&s.name.text.as_str()) {
+                return err(s.name.pos, format!("a second state named '{}'", s.name.text));
+            }
+            names.push(&s.name.text);
+        }
+        if !names.contains(&"start") {
+            let pos = states.first().map_or(Pos::default(), |s| s.name.pos);
+            return err(pos, "a parser needs a 'start' state");
+        }
+        let known = |n: &Name| -> Result<()> {
+            if n.text == "accept" || n.text == "reject" || names.contains(&n.text.as_str()) {
+                Ok(())
+            } else {
+                err(n.pos, format!("no state '{}' (this parser has {}, accept and reject)", n.text, names.join(", ")))
+            }
+        };
+        for s in states {
+            self.scopes.push(HashMap::new());
+            self.stmts(&s.body)?;
+            match &s.transition {
+                Transition::Goto(n) => known(n)?,
+                Transition::Select { exprs, cases } => {
+                    let tys = exprs.iter().map(|e| self.expr(e)).collect::<Result<Vec<_>>>()?;
+                    for (e, t) in exprs.iter().zip(&tys) {
+                        if width(t).is_none() && !matches!(t, Ty::Bool | Ty::Enum(_) | Ty::Error) {
+                            return err(e.pos, format!("select takes bits, bool, an enum or error; this is {t}"));
+                        }
+                    }
+                    for case in cases {
+                        self.keysets(&case.keys, &tys, case.next.pos, "select")?;
+                        known(&case.next)?;
+                    }
+                }
+            }
+            self.scopes.pop();
+        }
+        Ok(())
+    }
+
+    /// A select case's or a const entry's keysets against the types they match.
+    fn keysets(&self, keys: &[Keyset], tys: &[Ty], pos: Pos, what: &str) -> Result<()> {
+        if keys.len() == 1 && matches!(keys[0], Keyset::Default | Keyset::DontCare) {
+            return Ok(());
+        }
+        if keys.len() != tys.len() {
+            return err(pos, format!("{} value(s) for the {} field(s) this {what} matches", keys.len(), tys.len()));
+        }
+        for (k, t) in keys.iter().zip(tys) {
+            match k {
+                Keyset::Default | Keyset::DontCare => {}
+                Keyset::Value(e) => self.expect(e, t, "a key")?,
+                Keyset::Mask(a, b) | Keyset::Range(a, b) => {
+                    self.expect(a, t, "a key")?;
+                    self.expect(b, t, "a key")?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn control(&mut self, params: &'a [Param], locals: &'a [Local], apply: &'a [Stmt]) -> Result<()> {
+        self.push_params(params, &[])?;
+        self.scopes.push(HashMap::new());
+        let r = (|| {
+            for l in locals {
+                self.local(l)?;
+            }
+            self.stmts(apply)
+        })();
+        self.scopes.clear();
+        self.local_actions.clear();
+        self.tables.clear();
+        r
+    }
+
+    fn local(&mut self, l: &'a Local) -> Result<()> {
+        match l {
+            Local::Const { ty, name, value } => {
+                let ty = self.resolve(ty, &[])?;
+                self.expect(value, &ty, "the constant's value")?;
+                let value = self.const_value(value);
+                self.declare_local(name, Var { ty, writable: false, value })
+            }
+            Local::Var { ty, name, init } => {
+                let ty = self.resolve(ty, &[])?;
+                if let Some(e) = init {
+                    self.expect(e, &ty, "the initial value")?;
+                }
+                self.declare_local(name, Var { ty, writable: true, value: None })
+            }
+            Local::Instance(i) => {
+                let v = self.instance(i)?;
+                self.declare_local(&i.name, v)
+            }
+            Local::Action(a) => {
+                if self.local_actions.contains_key(&a.name.text) {
+                    return err(a.name.pos, format!("a second action named '{}'", a.name.text));
+                }
+                self.action(a)?;
+                self.local_actions.insert(a.name.text.clone(), a);
+                Ok(())
+            }
+            Local::Table(t) => {
+                self.table(t)?;
+                self.declare_local(&t.name, Var { ty: Ty::Table(t.name.text.clone()), writable: false, value: None })?;
+                self.tables.insert(t.name.text.clone(), t);
+                Ok(())
+            }
+        }
+    }
+
+    /// An action's body, its parameters in scope: those with a direction as the caller's, those
+    /// without (the control plane's data) read-only.
+    fn action(&mut self, a: &'a Action) -> Result<()> {
+        self.push_params(&a.params, &[])?;
+        self.in_action = true;
+        let r = self.stmts(&a.body);
+        self.in_action = false;
+        self.scopes.pop();
+        r
+    }
+
+    fn find_action(&self, name: &str) -> Option<&'a Action> {
+        self.local_actions.get(name).or_else(|| self.actions.get(name)).copied()
+    }
+
+    fn table(&mut self, t: &'a Table) -> Result<()> {
+        let mut key_tys = Vec::new();
+        for k in &t.keys {
+            let ty = self.expr(&k.expr)?;
+            if width(&ty).is_none() && !matches!(ty, Ty::Bool | Ty::Error | Ty::Enum(_)) {
+                return err(k.expr.pos, format!("a table key is bits, bool, an enum or error; this one is {ty}"));
+            }
+            if !self.match_kinds.contains(&k.match_kind.text) {
+                return err(
+                    k.match_kind.pos,
+                    format!("no match kind '{}' (there are {})", k.match_kind.text, self.match_kinds.join(", ")),
+                );
+            }
+            if k.match_kind.text == "lpm" && t.keys.iter().filter(|k| k.match_kind.text == "lpm").count() > 1 {
+                return err(k.match_kind.pos, "a table has at most one lpm key");
+            }
+            key_tys.push(ty);
+        }
+        if t.actions.is_empty() {
+            return err(t.name.pos, format!("table '{}' lists no actions", t.name.text));
+        }
+        for r in &t.actions {
+            let Some(a) = self.find_action(&r.name.text) else {
+                return err(r.name.pos, format!("no action '{}'", r.name.text));
+            };
+            if !r.args.is_empty() {
+                return err(
+                    r.name.pos,
+                    format!("'{}': a table's action list names actions, it does not call them", r.name.text),
+                );
+            }
+            if let Some(p) = a.params.iter().find(|p| p.direction.is_some()) {
+                return err(
+                    r.name.pos,
+                    format!(
+                        "'{}' takes '{}' with a direction, which no table entry can give",
+                        a.name.text, p.name.text
+                    ),
+                );
+            }
+        }
+        let listed = |r: &ActionRef| t.actions.iter().any(|x| x.name.text == r.name.text);
+        let call = |c: &Self, r: &ActionRef, what: &str| -> Result<()> {
+            if !listed(r) {
+                return err(r.name.pos, format!("{what} '{}' is not among the table's actions", r.name.text));
+            }
+            let a = c.find_action(&r.name.text).expect("listed actions exist");
+            c.args(&r.args, &a.params, r.name.pos, &a.name.text, &HashMap::new())?;
+            Ok(())
+        };
+        if let Some((r, _)) = &t.default_action {
+            call(self, r, "the default action")?;
+        }
+        for e in &t.entries {
+            self.keysets(&e.keys, &key_tys, e.pos, "table")?;
+            call(self, &e.action, "the entry's action")?;
+        }
+        if let Some(size) = &t.size {
+            if self.const_value(size).is_none() {
+                return err(size.pos, "a table's size is a number");
+            }
+        }
+        for (prop, value) in &t.properties {
+            let ty = self.expr(value)?;
+            let fits = match prop.text.as_str() {
+                "counters" => matches!(&ty, Ty::Extern(n, _) if n == "direct_counter"),
+                "meters" => matches!(&ty, Ty::Extern(n, _) if n == "direct_meter"),
+                other => return err(prop.pos, format!("no table property '{other}' (there are key, actions, default_action, size, entries, counters and meters)")),
+            };
+            if !fits {
+                return err(
+                    value.pos,
+                    format!(
+                        "'{}' takes a direct_{} instance; this is {ty}",
+                        prop.text,
+                        &prop.text[..prop.text.len() - 1]
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// `Type(args) name;`: an extern instance, its constructor's arguments checked.
+    fn instance(&self, i: &Instance) -> Result<Var> {
+        let ty = self.resolve(&i.ty, &[])?;
+        let Ty::Extern(name, targs) = &ty else {
+            return err(i.name.pos, format!("'{}' is not an extern: only externs are instantiated here", ty));
+        };
+        let Some(TypeDef::Extern { type_params, methods }) = self.types.get(name) else { unreachable!() };
+        let bind: HashMap<String, Ty> = type_params.iter().map(|p| p.text.clone()).zip(targs.iter().cloned()).collect();
+        let ctors: Vec<&Method> = methods.iter().filter(|m| m.ret.is_none()).collect();
+        let Some(ctor) = ctors.iter().find(|m| m.params.len() == i.args.len()) else {
+            return err(
+                i.name.pos,
+                format!(
+                    "{name} takes {} constructor argument(s), not {}",
+                    ctors.first().map_or(0, |m| m.params.len()),
+                    i.args.len()
+                ),
+            );
+        };
+        self.args(&i.args, &ctor.params, i.name.pos, name, &bind)?;
+        Ok(Var { ty, writable: false, value: None })
+    }
+
+    fn stmts(&mut self, stmts: &'a [Stmt]) -> Result<()> {
+        self.scopes.push(HashMap::new());
+        let r = stmts.iter().try_for_each(|s| self.stmt(s));
+        self.scopes.pop();
+        r
+    }
+
+    fn stmt(&mut self, s: &'a Stmt) -> Result<()> {
+        match s {
+            Stmt::Assign { target, value } => {
+                let ty = self.lvalue(target)?;
+                self.expect(value, &ty, "the value")
+            }
+            Stmt::Call(e) => self.expr(e).map(drop),
+            Stmt::If { cond, then, otherwise } => {
+                self.expect(cond, &Ty::Bool, "the condition")?;
+                self.stmts(then)?;
+                if let Some(o) = otherwise {
+                    self.stmts(o)?;
+                }
+                Ok(())
+            }
+            Stmt::Block(b) => self.stmts(b),
+            Stmt::Switch { expr, cases, pos } => {
+                let ty = self.expr(expr)?;
+                let Ty::ActionRun(table) = ty else {
+                    return err(
+                        *pos,
+                        format!("switch takes a table's action_run (t.apply().action_run); this is {ty}"),
+                    );
+                };
+                let t = self.tables[&table];
+                let mut seen: Vec<&str> = Vec::new();
+                for (labels, _) in cases {
+                    for l in labels {
+                        if l.text != "default" && !t.actions.iter().any(|a| a.name.text == l.text) {
+                            return err(l.pos, format!("'{}' is not one of table {table}'s actions", l.text));
+                        }
+                        if seen.contains(&l.text.as_str()) {
+                            return err(l.pos, format!("'{}' is a label twice", l.text));
+                        }
+                        seen.push(&l.text);
+                    }
+                }
+                for (_, body) in cases {
+                    if let Some(b) = body {
+                        self.stmts(b)?;
+                    }
+                }
+                Ok(())
+            }
+            Stmt::Var { ty, name, init } => {
+                let ty = self.resolve(ty, &[])?;
+                if let Some(e) = init {
+                    self.expect(e, &ty, "the initial value")?;
+                }
+                self.declare_local(name, Var { ty, writable: true, value: None })
+            }
+            Stmt::Const { ty, name, value } => {
+                let ty = self.resolve(ty, &[])?;
+                self.expect(value, &ty, "the constant's value")?;
+                let v = self.const_value(value);
+                self.declare_local(name, Var { ty, writable: false, value: v })
+            }
+            Stmt::Return(pos) if self.in_parser => err(*pos, "a parser's states end in a transition, not return"),
+            Stmt::Exit(pos) if self.in_parser => err(*pos, "a parser's states end in a transition, not exit"),
+            Stmt::Return(_) | Stmt::Exit(_) | Stmt::Empty => Ok(()),
+        }
+    }
+
+    /// The type of something assigned to, or an error saying why it cannot be.
+    fn lvalue(&self, e: &Expr) -> Result<Ty> {
+        match &e.kind {
+            ExprKind::Name(n) => match self.lookup(n) {
+                Some(v) if v.writable => Ok(v.ty.clone()),
+                Some(_) => err(e.pos, format!("'{n}' cannot be assigned: a constant, or a parameter that is only read (in, or an action's data)")),
+                None => err(e.pos, format!("no '{n}' here")),
+            },
+            ExprKind::Member(inner, _) => {
+                self.lvalue(inner)?;
+                self.expr(e)
+            }
+            ExprKind::Slice(inner, ..) => {
+                self.lvalue(inner)?;
+                self.expr(e)
+            }
+            _ => err(e.pos, "this cannot be assigned to"),
+        }
+    }
+
+    /// Checks that `e` can be given where `want` is expected (`what` names the place).
+    fn expect(&self, e: &Expr, want: &Ty, what: &str) -> Result<()> {
+        let got = self.expr(e)?;
+        if got == *want {
+            return Ok(());
+        }
+        if got == Ty::Number {
+            if let Some(w) = width(want) {
+                if let Some(v) = self.const_value(e) {
+                    if w < 128 && v >> w != 0 {
+                        return err(e.pos, format!("{v} does not fit in {want}"));
+                    }
+                }
+                return Ok(());
+            }
+        }
+        err(e.pos, format!("{what} should be {want}, and is {got}"))
+    }
+
+    /// A compile-time number, if `e` is one.
+    fn const_value(&self, e: &Expr) -> Option<u128> {
+        match &e.kind {
+            ExprKind::Int { value, .. } => Some(*value),
+            ExprKind::Name(n) => self.lookup(n).and_then(|v| v.value),
+            _ => None,
+        }
+    }
+
+    fn expr(&self, e: &Expr) -> Result<Ty> {
+        match &e.kind {
+            ExprKind::Int { width: None, .. } => Ok(Ty::Number),
+            ExprKind::Int { width: Some((w, signed)), value } => {
+                if *w < 128 && value >> w != 0 {
+                    return err(e.pos, format!("{value} does not fit in {w} bits"));
+                }
+                Ok(if *signed { Ty::Int(*w) } else { Ty::Bit(*w) })
+            }
+            ExprKind::Bool(_) => Ok(Ty::Bool),
+            ExprKind::Str(_) => Ok(Ty::Str),
+            ExprKind::DontCare => err(e.pos, "'_' is only a key that matches anything"),
+            ExprKind::Name(n) if n == "error" => err(e.pos, "error.NAME names an error"),
+            ExprKind::Name(n) | ExprKind::TopName(n) => {
+                let v = if matches!(e.kind, ExprKind::TopName(_)) { self.globals.get(n) } else { self.lookup(n) };
+                match v {
+                    Some(v) => Ok(v.ty.clone()),
+                    None if self.blocks.contains_key(n) => Ok(Ty::Block(n.clone())),
+                    None if self.find_action(n).is_some() || self.functions.contains_key(n) => {
+                        err(e.pos, format!("'{n}' is called: {n}(...)"))
+                    }
+                    None => err(e.pos, format!("no '{n}' here")),
+                }
+            }
+            ExprKind::Member(inner, m) => self.member(inner, m),
+            ExprKind::Index(..) => {
+                err(e.pos, "indexing (header stacks) is outside the subset edgeflow compiles (docs/p4.md)")
+            }
+            ExprKind::Slice(inner, hi, lo) => {
+                let ty = self.expr(inner)?;
+                let Ty::Bit(w) = ty else { return err(inner.pos, format!("a slice takes bit<N>, not {ty}")) };
+                let (Some(h), Some(l)) = (self.const_value(hi), self.const_value(lo)) else {
+                    return err(hi.pos, "a slice's bounds are numbers");
+                };
+                if h < l || h >= w as u128 {
+                    return err(hi.pos, format!("[{h}:{l}] is not inside bit<{w}> (bits {}..0)", w - 1));
+                }
+                Ok(Ty::Bit((h - l + 1) as u32))
+            }
+            ExprKind::Call { callee, type_args, args } => self.call(e.pos, callee, type_args, args),
+            ExprKind::Unary(op, inner) => {
+                let ty = self.expr(inner)?;
+                match (op, &ty) {
+                    (UnOp::Not, Ty::Bool) => Ok(Ty::Bool),
+                    (UnOp::Complement, Ty::Bit(_) | Ty::Int(_)) => Ok(ty),
+                    (UnOp::Neg, Ty::Bit(_) | Ty::Int(_) | Ty::Number) => Ok(ty),
+                    _ => err(
+                        e.pos,
+                        format!(
+                            "'{}' does not take {ty}",
+                            match op {
+                                UnOp::Not => "!",
+                                UnOp::Complement => "~",
+                                UnOp::Neg => "-",
+                            }
+                        ),
+                    ),
+                }
+            }
+            ExprKind::Binary(op, a, b) => self.binary(e.pos, *op, a, b),
+            ExprKind::Cond(c, a, b) => {
+                self.expect(c, &Ty::Bool, "the condition")?;
+                let ta = self.expr(a)?;
+                let tb = self.expr(b)?;
+                unify(&ta, &tb)
+                    .ok_or_else(|| Diagnostic::new(e.pos, format!("the two sides of '?:' differ: {ta} and {tb}")))
+            }
+            ExprKind::Cast(t, inner) => {
+                let to = self.resolve(t, &[])?;
+                let from = self.expr(inner)?;
+                let ok = match (&from, &to) {
+                    (Ty::Bit(_) | Ty::Int(_) | Ty::Number, Ty::Bit(_) | Ty::Int(_)) => true,
+                    (Ty::Bool, Ty::Bit(1)) | (Ty::Bit(1), Ty::Bool) => true,
+                    (a, b) => a == b,
+                };
+                if !ok {
+                    return err(e.pos, format!("{from} cannot be cast to {to}"));
+                }
+                Ok(to)
+            }
+            ExprKind::List(_) => err(e.pos, "lists are outside the subset edgeflow compiles here (docs/p4.md)"),
+        }
+    }
+
+    fn binary(&self, pos: Pos, op: BinOp, a: &Expr, b: &Expr) -> Result<Ty> {
+        let (ta, tb) = (self.expr(a)?, self.expr(b)?);
+        let sym = op_symbol(op);
+        match op {
+            BinOp::And | BinOp::Or => {
+                for (e, t) in [(a, &ta), (b, &tb)] {
+                    if *t != Ty::Bool {
+                        return err(e.pos, format!("'{sym}' takes bool, and this is {t}"));
+                    }
+                }
+                Ok(Ty::Bool)
+            }
+            BinOp::Eq | BinOp::Ne => {
+                unify(&ta, &tb)
+                    .ok_or_else(|| Diagnostic::new(pos, format!("'{sym}' compares {ta} with {tb}: cast one")))?;
+                Ok(Ty::Bool)
+            }
+            BinOp::Lt | BinOp::Gt | BinOp::Le | BinOp::Ge => {
+                let t = unify(&ta, &tb)
+                    .ok_or_else(|| Diagnostic::new(pos, format!("'{sym}' compares {ta} with {tb}: cast one")))?;
+                if !matches!(t, Ty::Bit(_) | Ty::Int(_) | Ty::Number) {
+                    return err(pos, format!("'{sym}' compares numbers, not {t}"));
+                }
+                Ok(Ty::Bool)
+            }
+            BinOp::Shl | BinOp::Shr => {
+                if !matches!(ta, Ty::Bit(_) | Ty::Int(_)) {
+                    return err(a.pos, format!("'{sym}' shifts bit<N> or int<N>, not {ta}"));
+                }
+                if !matches!(tb, Ty::Bit(_) | Ty::Number) {
+                    return err(b.pos, format!("a shift's amount is unsigned, not {tb}"));
+                }
+                Ok(ta)
+            }
+            BinOp::Concat => match (&ta, &tb) {
+                (Ty::Bit(x), Ty::Bit(y)) if x + y <= 128 => Ok(Ty::Bit(x + y)),
+                _ => err(pos, format!("'++' joins two bit<N> (128 bits at most), not {ta} and {tb}")),
+            },
+            _ => {
+                let t = unify(&ta, &tb).ok_or_else(|| {
+                    Diagnostic::new(pos, format!("the operands of '{sym}' differ: {ta} and {tb} (cast one)"))
+                })?;
+                if !matches!(t, Ty::Bit(_) | Ty::Int(_) | Ty::Number) {
+                    return err(pos, format!("'{sym}' takes numbers, not {t}"));
+                }
+                Ok(t)
+            }
+        }
+    }
+
+    fn member(&self, inner: &Expr, m: &Name) -> Result<Ty> {
+        // error.X, and an enum's members.
+        if let ExprKind::Name(n) = &inner.kind {
+            if n == "error" {
+                return if self.errors.contains(&m.text) {
+                    Ok(Ty::Error)
+                } else {
+                    err(m.pos, format!("no error.{} (there are {})", m.text, self.errors.join(", ")))
+                };
+            }
+            if self.lookup(n).is_none() {
+                if let Some(TypeDef::Enum(members)) = self.types.get(n) {
+                    return if members.contains(&m.text) {
+                        Ok(Ty::Enum(n.clone()))
+                    } else {
+                        err(m.pos, format!("enum {n} has no '{}'", m.text))
+                    };
+                }
+            }
+        }
+        let ty = self.expr(inner)?;
+        let fields = match &ty {
+            Ty::Header(n) => match &self.types[n] {
+                TypeDef::Header(f) => f,
+                _ => unreachable!(),
+            },
+            Ty::Struct(n) => match &self.types[n] {
+                TypeDef::Struct(f) => f,
+                _ => unreachable!(),
+            },
+            Ty::Applied(_) if m.text == "hit" || m.text == "miss" => return Ok(Ty::Bool),
+            Ty::Applied(t) if m.text == "action_run" => return Ok(Ty::ActionRun(t.clone())),
+            _ => return err(m.pos, format!("{ty} has no member '{}'", m.text)),
+        };
+        match fields.iter().find(|(n, _)| *n == m.text) {
+            Some((_, t)) => Ok(t.clone()),
+            None => {
+                let names: Vec<&str> = fields.iter().map(|(n, _)| n.as_str()).collect();
+                err(m.pos, format!("{ty} has no field '{}' (it has {})", m.text, names.join(", ")))
+            }
+        }
+    }
+
+    fn call(&self, pos: Pos, callee: &Expr, type_args: &[Type], args: &[Expr]) -> Result<Ty> {
+        let targs = type_args.iter().map(|t| self.resolve(t, &[])).collect::<Result<Vec<_>>>()?;
+        match &callee.kind {
+            ExprKind::Member(obj, m) => {
+                let ty = self.expr(obj)?;
+                match (&ty, m.text.as_str()) {
+                    (Ty::Header(_), "isValid") => {
+                        self.arity(args, 0, m)?;
+                        Ok(Ty::Bool)
+                    }
+                    (Ty::Header(_), "setValid" | "setInvalid") => {
+                        self.arity(args, 0, m)?;
+                        Ok(Ty::Void)
+                    }
+                    (Ty::Table(t), "apply") => {
+                        if self.in_action {
+                            return err(m.pos, "a table is applied in a control's apply block, not in an action");
+                        }
+                        self.arity(args, 0, m)?;
+                        Ok(Ty::Applied(t.clone()))
+                    }
+                    (Ty::Extern(name, ext_args), method) => {
+                        let Some(TypeDef::Extern { type_params, methods }) = self.types.get(name) else {
+                            unreachable!()
+                        };
+                        let candidates: Vec<&Method> =
+                            methods.iter().filter(|x| x.ret.is_some() && x.name.text == method).collect();
+                        let Some(found) = candidates.iter().find(|x| x.params.len() == args.len()) else {
+                            return match candidates.first() {
+                                Some(x) => err(
+                                    m.pos,
+                                    format!("{name}.{method} takes {} argument(s), not {}", x.params.len(), args.len()),
+                                ),
+                                None => err(m.pos, format!("{name} has no method '{method}'")),
+                            };
+                        };
+                        let mut bind: HashMap<String, Ty> =
+                            type_params.iter().map(|p| p.text.clone()).zip(ext_args.iter().cloned()).collect();
+                        for (p, t) in found.type_params.iter().zip(targs.iter()) {
+                            bind.insert(p.text.clone(), t.clone());
+                        }
+                        let vars: Vec<Name> = type_params.iter().chain(found.type_params.iter()).cloned().collect();
+                        let bound =
+                            self.args_with(args, &found.params, m.pos, &format!("{name}.{method}"), &mut bind, &vars)?;
+                        if method == "extract" && !matches!(bound.get("T"), Some(Ty::Header(_))) {
+                            return err(
+                                args[0].pos,
+                                format!(
+                                    "extract fills a header, not {}",
+                                    bound.get("T").map_or("this".to_string(), |t| t.to_string())
+                                ),
+                            );
+                        }
+                        if method == "emit" && !matches!(bound.get("T"), Some(Ty::Header(_) | Ty::Struct(_))) {
+                            return err(args[0].pos, "emit writes a header (or a struct of headers)");
+                        }
+                        let ret = self.resolve(found.ret.as_ref().expect("a method"), &vars)?;
+                        Ok(subst(&ret, &bound))
+                    }
+                    _ => err(m.pos, format!("{ty} has no method '{}'", m.text)),
+                }
+            }
+            ExprKind::Name(n) => {
+                if let Some(a) = self.find_action(n) {
+                    if self.in_parser {
+                        return err(pos, format!("'{n}': actions are called from controls, not parsers"));
+                    }
+                    self.args(args, &a.params, callee.pos, n, &HashMap::new())?;
+                    return Ok(Ty::Void);
+                }
+                if let Some(f) = self.functions.get(n) {
+                    let mut bind = HashMap::new();
+                    for (p, t) in f.type_params.iter().zip(targs.iter()) {
+                        bind.insert(p.text.clone(), t.clone());
+                    }
+                    let bound = self.args_with(args, &f.params, callee.pos, n, &mut bind, &f.type_params)?;
+                    let ret = self.resolve(f.ret.as_ref().expect("a function"), &f.type_params)?;
+                    return Ok(subst(&ret, &bound));
+                }
+                if self.blocks.contains_key(n) {
+                    return err(pos, format!("'{n}' is a block: only main instantiates blocks"));
+                }
+                err(callee.pos, format!("no action or function '{n}'"))
+            }
+            _ => err(pos, "this cannot be called"),
+        }
+    }
+
+    fn arity(&self, args: &[Expr], n: usize, m: &Name) -> Result<()> {
+        if args.len() == n {
+            Ok(())
+        } else {
+            err(m.pos, format!("'{}' takes {n} argument(s), not {}", m.text, args.len()))
+        }
+    }
+
+    fn args(&self, args: &[Expr], params: &[Param], pos: Pos, what: &str, bind: &HashMap<String, Ty>) -> Result<()> {
+        let mut bind = bind.clone();
+        let vars: Vec<Name> = bind.keys().map(|k| Name { text: k.clone(), pos }).collect();
+        self.args_with(args, params, pos, what, &mut bind, &vars).map(drop)
+    }
+
+    /// Checks call arguments against parameters, binding type parameters (`vars`) as it goes;
+    /// returns the bindings.
+    fn args_with(
+        &self,
+        args: &[Expr],
+        params: &[Param],
+        pos: Pos,
+        what: &str,
+        bind: &mut HashMap<String, Ty>,
+        vars: &[Name],
+    ) -> Result<HashMap<String, Ty>> {
+        if args.len() != params.len() {
+            return err(pos, format!("'{what}' takes {} argument(s), not {}", params.len(), args.len()));
+        }
+        for (a, p) in args.iter().zip(params) {
+            let want = self.resolve(&p.ty, vars)?;
+            let writes = matches!(p.direction, Some(Direction::Out) | Some(Direction::InOut));
+            let got = if writes { self.lvalue(a)? } else { self.expr(a)? };
+            let want = subst(&want, bind);
+            if let Ty::Var(v) = &want {
+                if got == Ty::Number {
+                    return err(a.pos, format!("'{what}': give {} a width (8w1, or a cast)", p.name.text));
+                }
+                bind.insert(v.clone(), got);
+                continue;
+            }
+            if writes && got != want {
+                return err(a.pos, format!("'{what}' writes its '{}', {want}, here {got}", p.name.text));
+            }
+            if !writes {
+                self.expect(a, &want, &format!("'{what}''s '{}'", p.name.text))?;
+            }
+        }
+        Ok(bind.clone())
+    }
+
+    /// `main`: the package the program instantiates, each argument a block of the program with
+    /// the parameters the package's parameter declares, its type parameters bound consistently.
+    fn main(&self, program: &Program) -> Result<Checked> {
+        let Some(main) = program.decls.iter().find_map(|d| match d {
+            Decl::Instance(i) if i.name.text == "main" => Some(i),
+            _ => None,
+        }) else {
+            let end = program.decls.last().map_or(Pos::default(), |_| Pos { file: 0, line: 1, col: 1 });
+            return err(
+                end,
+                "the program has no 'main' (EdgeflowSwitch(MyParser(), MyIngress(), MyEgress(), MyDeparser()) main;)",
+            );
+        };
+        let Type::Named(pkg, _) = &main.ty else { return err(main.name.pos, "main instantiates a package") };
+        let Some(TypeDef::Block { kind: BlockKind::Package, type_params, params }) = self.types.get(&pkg.text) else {
+            return err(pkg.pos, format!("'{}' is not a package of this architecture (EdgeflowSwitch is)", pkg.text));
+        };
+        if main.args.len() != params.len() {
+            return err(pkg.pos, format!("{} takes {} blocks, not {}", pkg.text, params.len(), main.args.len()));
+        }
+        let mut bind: HashMap<String, Ty> = HashMap::new();
+        let mut blocks = Vec::new();
+        for (arg, slot) in main.args.iter().zip(params.iter()) {
+            let name = match &arg.kind {
+                ExprKind::Call { callee, args, .. } if args.is_empty() => match &callee.kind {
+                    ExprKind::Name(n) => n.clone(),
+                    _ => return err(arg.pos, "each of main's arguments is a block: MyBlock()"),
+                },
+                _ => return err(arg.pos, "each of main's arguments is a block: MyBlock()"),
+            };
+            let Some((kind, bparams)) = self.blocks.get(&name) else {
+                return err(arg.pos, format!("no parser or control '{name}'"));
+            };
+            let Ty::BlockType(slot_type, slot_args) = self.resolve(&slot.ty, type_params)? else {
+                return err(arg.pos, "the package's parameter is not a block type");
+            };
+            let Some(TypeDef::Block { kind: want_kind, type_params: tp, params: want }) = self.types.get(&slot_type)
+            else {
+                unreachable!()
+            };
+            if kind != want_kind {
+                let word = |k: &BlockKind| match k {
+                    BlockKind::Parser => "parser",
+                    BlockKind::Control => "control",
+                    BlockKind::Package => "package",
+                };
+                return err(
+                    arg.pos,
+                    format!(
+                        "{}'s '{}' is a {}, and '{name}' is a {}",
+                        pkg.text,
+                        slot.name.text,
+                        word(want_kind),
+                        word(kind)
+                    ),
+                );
+            }
+            if bparams.len() != want.len() {
+                return err(
+                    arg.pos,
+                    format!("'{name}' has {} parameters; {slot_type} has {}", bparams.len(), want.len()),
+                );
+            }
+            // The slot's type parameters, in terms of the package's.
+            let inner: HashMap<String, Ty> = tp.iter().map(|p| p.text.clone()).zip(slot_args).collect();
+            for (i, (have, want)) in bparams.iter().zip(want.iter()).enumerate() {
+                let have_ty = self.resolve(&have.ty, &[])?;
+                let want_ty = subst(&self.resolve(&want.ty, tp)?, &inner);
+                let fits = have.direction == want.direction
+                    && match &want_ty {
+                        Ty::Var(v) => match bind.get(v) {
+                            Some(t) => *t == have_ty,
+                            None => {
+                                bind.insert(v.clone(), have_ty.clone());
+                                true
+                            }
+                        },
+                        t => *t == have_ty,
+                    };
+                if !fits {
+                    let dir = |d: Option<Direction>| match d {
+                        Some(Direction::In) => "in ",
+                        Some(Direction::Out) => "out ",
+                        Some(Direction::InOut) => "inout ",
+                        None => "",
+                    };
+                    let expected = match &want_ty {
+                        Ty::Var(v) => bind.get(v).map_or(v.clone(), |t| format!("{v} = {t}")),
+                        t => t.to_string(),
+                    };
+                    return err(
+                        have.name.pos,
+                        format!(
+                            "'{name}' parameter {} is '{}{have_ty}'; {} expects '{}{expected}' there",
+                            i + 1,
+                            dir(have.direction),
+                            slot_type,
+                            dir(want.direction)
+                        ),
+                    );
+                }
+            }
+            blocks.push(name);
+        }
+        Ok(Checked { package: pkg.text.clone(), blocks })
+    }
+}
+
+/// `t` with type parameters replaced by what they are bound to.
+fn subst(t: &Ty, bind: &HashMap<String, Ty>) -> Ty {
+    match t {
+        Ty::Var(v) => bind.get(v).cloned().unwrap_or_else(|| t.clone()),
+        Ty::Extern(n, a) => Ty::Extern(n.clone(), a.iter().map(|x| subst(x, bind)).collect()),
+        Ty::BlockType(n, a) => Ty::BlockType(n.clone(), a.iter().map(|x| subst(x, bind)).collect()),
+        other => other.clone(),
+    }
+}
+
+/// The type two operands share: equal, or a number meeting a width.
+fn unify(a: &Ty, b: &Ty) -> Option<Ty> {
+    match (a, b) {
+        _ if a == b => Some(a.clone()),
+        (Ty::Number, Ty::Bit(_) | Ty::Int(_)) => Some(b.clone()),
+        (Ty::Bit(_) | Ty::Int(_), Ty::Number) => Some(a.clone()),
+        _ => None,
+    }
+}
+
+fn width(t: &Ty) -> Option<u32> {
+    match t {
+        Ty::Bit(w) | Ty::Int(w) => Some(*w),
+        _ => None,
+    }
+}
+
+fn op_symbol(op: BinOp) -> &'static str {
+    match op {
+        BinOp::Or => "||",
+        BinOp::And => "&&",
+        BinOp::Eq => "==",
+        BinOp::Ne => "!=",
+        BinOp::Lt => "<",
+        BinOp::Gt => ">",
+        BinOp::Le => "<=",
+        BinOp::Ge => ">=",
+        BinOp::BitOr => "|",
+        BinOp::BitXor => "^",
+        BinOp::BitAnd => "&",
+        BinOp::Shl => "<<",
+        BinOp::Shr => ">>",
+        BinOp::Concat => "++",
+        BinOp::Add => "+",
+        BinOp::Sub => "-",
+        BinOp::AddSat => "|+|",
+        BinOp::SubSat => "|-|",
+        BinOp::Mul => "*",
+    }
+}

@@ -1,0 +1,30 @@
+//! edgeflow's P4-16 front end (issue 36, docs/p4.md): the program a P4 switch runs, read from
+//! its source. No P4 compiler can be installed where edgeflow is built, so the front end is
+//! edgeflow's own, and, as real compilers do, it compiles a documented subset of the language
+//! and refuses the rest by name where it is written. Pure: text in, a syntax tree or an error
+//! naming file, line and column out; the two files a program includes (`<core.p4>` and
+//! edgeflow's architecture, `<edgeflow.p4>`) are built in.
+//!
+//! One module per stage, as a compiler is read: `lexer` (tokens and the preprocessor), `parser`
+//! (the syntax tree of `ast`), `check` (names and types), `diag` (positions and errors).
+
+pub mod ast;
+pub mod check;
+pub mod diag;
+pub mod lexer;
+pub mod parser;
+
+pub use diag::{Diagnostic, Pos};
+
+/// Parses the program `text`, read from `file` (the name errors give).
+pub fn parse(file: &str, text: &str) -> Result<ast::Program, String> {
+    let tokens = lexer::tokenize(file, text).map_err(|d| d.to_string_in(file))?;
+    parser::parse(tokens).map_err(|d| d.to_string_in(file))
+}
+
+/// Parses and checks the program: what a back end may compile.
+pub fn front_end(file: &str, text: &str) -> Result<(ast::Program, check::Checked), String> {
+    let program = parse(file, text)?;
+    let checked = check::check(&program).map_err(|d| d.to_string_in(file))?;
+    Ok((program, checked))
+}

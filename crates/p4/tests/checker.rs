@@ -1,0 +1,96 @@
+//! The checker against bad programs: each gets one message, at the place it is about. Every
+//! program starts with `#include <edgeflow.p4>` on line 1, so its own text starts on line 2.
+
+fn check(body: &str) -> Result<p4::check::Checked, String> {
+    let text = format!("#include <edgeflow.p4>\n{body}");
+    p4::front_end("c.p4", &text).map(|(_, c)| c)
+}
+
+/// A whole program around an ingress apply block and its declarations.
+fn with_ingress(locals: &str, apply: &str) -> String {
+    format!(
+        "header h_t {{ bit<8> a; bit<8> b; }}\n\
+         struct hs_t {{ h_t h; }}\n\
+         struct m_t {{ bit<16> v; }}\n\
+         parser P(packet_in pk, out hs_t hdr, inout m_t meta, inout standard_metadata_t sm) {{\n\
+           state start {{ pk.extract(hdr.h); transition accept; }}\n\
+         }}\n\
+         control I(inout hs_t hdr, inout m_t meta, inout standard_metadata_t sm) {{\n\
+         {locals}\n\
+           apply {{ {apply} }}\n\
+         }}\n\
+         control E(inout hs_t hdr, inout m_t meta, inout standard_metadata_t sm) {{ apply {{ }} }}\n\
+         control D(packet_out pk, in hs_t hdr) {{ apply {{ pk.emit(hdr.h); }} }}\n\
+         EdgeflowSwitch(P(), I(), E(), D()) main;\n"
+    )
+}
+
+#[test]
+fn a_small_whole_program_checks() {
+    let checked = check(&with_ingress(
+        "action fwd(PortId_t p) { sm.egress_port = p; }\n table t { key = { hdr.h.a : exact; } actions = { fwd; NoAction; } default_action = NoAction(); const entries = { 1 : fwd(2); } }",
+        "if (hdr.h.isValid()) { t.apply(); }",
+    ))
+    .unwrap();
+    assert_eq!((checked.package.as_str(), checked.blocks.len()), ("EdgeflowSwitch", 4));
+}
+
+#[test]
+fn the_example_programs_check() {
+    for name in ["afdx_switch.p4", "l2_switch.p4", "ipv4_router.p4"] {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/p4").join(name);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let (_, checked) = p4::front_end(name, &text).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(checked.blocks.len(), 4, "{name}");
+    }
+}
+
+#[test]
+fn bad_programs_get_exact_messages() {
+    let ingress = |locals: &str, apply: &str| with_ingress(locals, apply);
+    let cases: Vec<(String, &str)> = vec![
+        ("header x { foo_t a; }".into(), "c.p4:2:12: no type named 'foo_t'"),
+        ("header x { bool b; bit<7> c; }".into(), "c.p4:2:17: a header's fields are bit<N> or int<N>; 'b' is bool"),
+        ("header x { bit<7> c; }".into(), "c.p4:2:19: a header is whole bytes; this one's fields add up to 7 bits"),
+        ("const bit<8> c = 300;".into(), "c.p4:2:18: 300 does not fit in bit<8>"),
+        ("const bit<8> c = 9w300;".into(), "c.p4:2:18: the constant's value should be bit<8>, and is bit<9>"),
+        ("action a(bit<8> x) { bit<16> y = x; }".into(), "c.p4:2:34: the initial value should be bit<16>, and is bit<8>"),
+        ("action a(bit<8> x, bit<16> y) { bit<16> z = x + y; }".into(), "c.p4:2:45: the operands of '+' differ: bit<8> and bit<16> (cast one)"),
+        ("action a(bit<8> x) { x = 1; }".into(), "c.p4:2:22: 'x' cannot be assigned: a constant, or a parameter that is only read (in, or an action's data)"),
+        ("action a(bit<8> x) { if (x) { } }".into(), "c.p4:2:26: the condition should be bool, and is bit<8>"),
+        ("action a(bit<8> x) { bit<8> y = x[8:0]; }".into(), "c.p4:2:35: [8:0] is not inside bit<8> (bits 7..0)"),
+        ("action a() { verify(true, error.Nope); }".into(), "c.p4:2:33: no error.Nope (there are NoError, PacketTooShort, NoMatch, StackOutOfBounds, HeaderTooShort, ParserTimeout, ParserInvalidArgument)"),
+        ("action a() { nope(); }".into(), "c.p4:2:14: no action or function 'nope'"),
+        (ingress("", "hdr.h.c = 1;"), "c.p4:10:15: header h_t has no field 'c' (it has a, b)"),
+        (ingress("table t { key = { hdr.h.a : exact; } actions = { nope; } }", ""), "c.p4:9:50: no action 'nope'"),
+        (ingress("table t { key = { hdr.h.a : range; } actions = { NoAction; } }", ""), "c.p4:9:29: no match kind 'range' (there are exact, ternary, lpm)"),
+        (ingress("action b() {}\ntable t { key = { hdr.h.a : exact; } actions = { NoAction; } default_action = b(); }", ""), "c.p4:10:79: the default action 'b' is not among the table's actions"),
+        (ingress("table t { key = { hdr.h.a : exact; } actions = { NoAction; } const entries = { (1, 2) : NoAction(); } }", ""), "c.p4:9:80: 2 value(s) for the 1 field(s) this table matches"),
+        (ingress("action f(PortId_t p) {}\ntable t { key = { hdr.h.a : exact; } actions = { f; } const entries = { 1 : f(); } }", ""), "c.p4:10:77: 'f' takes 1 argument(s), not 0"),
+        (ingress("table t { key = { hdr.h.a : exact; } actions = { NoAction; } counters = 5; }", ""), "c.p4:9:73: 'counters' takes a direct_counter instance; this is a number"),
+        (ingress("table t { key = { hdr.h.a : exact; } actions = { NoAction; } idle = 5; }", ""), "c.p4:9:62: no table property 'idle' (there are key, actions, default_action, size, entries, counters and meters)"),
+        (ingress("", "switch (hdr.h.a) { default: { } }"), "c.p4:10:9: switch takes a table's action_run (t.apply().action_run); this is bit<8>"),
+        (ingress("table t { key = { hdr.h.a : exact; } actions = { NoAction; } }", "switch (t.apply().action_run) { drop: { } }"), "c.p4:10:41: 'drop' is not one of table t's actions"),
+        (ingress("table t { key = { hdr.h.a : exact; } actions = { NoAction; } }\naction b() { t.apply(); }", ""), "c.p4:10:16: a table is applied in a control's apply block, not in an action"),
+        (ingress("counter(1024) c;", ""), "c.p4:9:15: counter takes 2 constructor argument(s), not 1"),
+        (ingress("counter(1024, CounterType.packets) c;", "c.count(hdr.h.a);"), "c.p4:10:17: 'counter.count''s 'index' should be bit<32>, and is bit<8>"),
+        ("struct s_t { bit<8> a; }\nparser P(packet_in pk, out s_t s) { state start { pk.extract(s); transition accept; } }".into(), "c.p4:3:62: extract fills a header, not struct s_t"),
+        ("parser P(packet_in pk) { state begin { transition accept; } }".into(), "c.p4:2:32: a parser needs a 'start' state"),
+        ("parser P(packet_in pk) { state start { transition nowhere; } }".into(), "c.p4:2:51: no state 'nowhere' (this parser has start, accept and reject)"),
+        ("parser P(packet_in pk) { state start { exit; transition accept; } }".into(), "c.p4:2:40: a parser's states end in a transition, not exit"),
+        ("parser P(packet_in pk) { state accept { transition reject; } }".into(), "c.p4:2:32: 'accept' is the parser's own state: it cannot be declared"),
+        ("const bit<8> c = 1;".into(), "c.p4:1:1: the program has no 'main' (EdgeflowSwitch(MyParser(), MyIngress(), MyEgress(), MyDeparser()) main;)"),
+        (with_ingress("", "").replace("control I(inout hs_t hdr, inout m_t meta", "control I(inout hs_t hdr, inout hs_t meta"), "c.p4:8:38: 'I' parameter 2 is 'inout struct hs_t'; Ingress expects 'inout M = struct m_t' there"),
+        (with_ingress("", "").replace("EdgeflowSwitch(P(), I(), E(), D())", "EdgeflowSwitch(P(), P(), E(), D())"), "c.p4:14:21: EdgeflowSwitch's 'ig' is a control, and 'P' is a parser"),
+        (with_ingress("", "").replace("EdgeflowSwitch(P(), I(), E(), D())", "EdgeflowSwitch(P(), I(), E())"), "c.p4:14:1: EdgeflowSwitch takes 4 blocks, not 3"),
+    ];
+    let mut wrong = Vec::new();
+    for (program, want) in &cases {
+        match check(program) {
+            Ok(_) => wrong.push(format!("{program}\n  accepted; want {want:?}")),
+            Err(got) if got != *want => wrong.push(format!("{program}\n   got {got:?}\n  want {want:?}")),
+            Err(_) => {}
+        }
+    }
+    assert!(wrong.is_empty(), "{} of {}:\n{}", wrong.len(), cases.len(), wrong.join("\n"));
+}
