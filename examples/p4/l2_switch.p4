@@ -81,12 +81,12 @@ control L2Ingress(inout headers_t hdr, inout metadata_t meta, inout standard_met
     }
 
     apply {
-        if (vlan_allowed.apply().hit || !hdr.vlan.isValid()) {
-            dmac.apply();
-            if (hdr.vlan.isValid()) {
-                standard_metadata.priority = hdr.vlan.pcp;
-            }
+        if (hdr.vlan.isValid()) {
+            // A VLAN the port does not carry: the table's default drops the frame.
+            vlan_allowed.apply();
+            standard_metadata.priority = hdr.vlan.pcp;
         }
+        dmac.apply();
     }
 }
 

@@ -98,6 +98,40 @@ pub struct Checked {
     /// The package `main` instantiates, and the program's block for each of its parameters.
     pub package: String,
     pub blocks: Vec<String>,
+    /// Every named type the program and its architecture declare, resolved.
+    pub layouts: HashMap<String, Layout>,
+}
+
+/// A named type, resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Layout {
+    Header(Vec<(String, Ty)>),
+    Struct(Vec<(String, Ty)>),
+    Enum(Vec<String>),
+    Alias(Ty),
+    /// Externs and block types: what they are is their declaration's.
+    Other,
+}
+
+impl Checked {
+    /// The checker's type for `t` (which the checker accepted), type parameters left as they are.
+    pub fn resolve(&self, t: &Type) -> Ty {
+        match t {
+            Type::Bit(w) => Ty::Bit(*w),
+            Type::Int(w) => Ty::Int(*w),
+            Type::Bool => Ty::Bool,
+            Type::Void => Ty::Void,
+            Type::Error => Ty::Error,
+            Type::DontCare => Ty::Var("_".into()),
+            Type::Named(n, args) => match self.layouts.get(&n.text) {
+                Some(Layout::Header(_)) => Ty::Header(n.text.clone()),
+                Some(Layout::Struct(_)) => Ty::Struct(n.text.clone()),
+                Some(Layout::Enum(_)) => Ty::Enum(n.text.clone()),
+                Some(Layout::Alias(t)) => t.clone(),
+                _ => Ty::Extern(n.text.clone(), args.iter().map(|a| self.resolve(a)).collect()),
+            },
+        }
+    }
 }
 
 fn err<T>(pos: Pos, message: impl Into<String>) -> Result<T> {
@@ -109,7 +143,22 @@ pub fn check(program: &Program) -> Result<Checked> {
     for d in &program.decls {
         c.declaration(d)?;
     }
-    c.main(program)
+    let mut checked = c.main(program)?;
+    checked.layouts = c
+        .types
+        .iter()
+        .map(|(name, def)| {
+            let layout = match def {
+                TypeDef::Header(f) => Layout::Header(f.clone()),
+                TypeDef::Struct(f) => Layout::Struct(f.clone()),
+                TypeDef::Enum(m) => Layout::Enum(m.clone()),
+                TypeDef::Alias(t) => Layout::Alias(t.clone()),
+                _ => Layout::Other,
+            };
+            (name.clone(), layout)
+        })
+        .collect();
+    Ok(checked)
 }
 
 #[derive(Default)]
@@ -1133,7 +1182,7 @@ impl<'a> Checker<'a> {
             }
             blocks.push(name);
         }
-        Ok(Checked { package: pkg.text.clone(), blocks })
+        Ok(Checked { package: pkg.text.clone(), blocks, layouts: HashMap::new() })
     }
 }
 

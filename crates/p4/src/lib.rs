@@ -6,13 +6,15 @@
 //! edgeflow's architecture, `<edgeflow.p4>`) are built in.
 //!
 //! One module per stage, as a compiler is read: `lexer` (tokens and the preprocessor), `parser`
-//! (the syntax tree of `ast`), `check` (names and types), `diag` (positions and errors).
+//! (the syntax tree of `ast`), `check` (names and types), `run` (the software target that runs
+//! a checked program on frames), `diag` (positions and errors).
 
 pub mod ast;
 pub mod check;
 pub mod diag;
 pub mod lexer;
 pub mod parser;
+pub mod run;
 
 pub use diag::{Diagnostic, Pos};
 

@@ -1,0 +1,1321 @@
+//! The software target: a checked program run on frames, the reference the kernel back end will
+//! be held to (issue 36, item 2). A frame goes through the architecture's blocks as
+//! `edgeflow.p4` says: the parser fills the headers (a frame it rejects is dropped), ingress
+//! picks the egress port or multicast group and the queue, each copy goes through egress, and
+//! the deparser writes the valid headers back before the payload the parser did not read.
+//!
+//! Tables are filled at run time ([`Switch::insert`]), besides their const entries. Values are
+//! at most 128 bits wide, held in a `u128` and cut to their width after every operation, as P4's
+//! unsigned arithmetic wraps. Not run yet, and refused when a frame reaches them: meters, and
+//! keys of type error or enum.
+//!
+//! About 1 300 lines, one concern: the semantics of every construct the checker accepts, on
+//! values, in one evaluator; the control plane's side (entries, groups, counters) is the
+//! `Switch` API at the top. The externs' state machines are the part to move out if it grows.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::ast::*;
+use crate::check::{Checked, Layout, Ty};
+
+/// A value while the program runs.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value {
+    Bits {
+        width: u32,
+        signed: bool,
+        value: u128,
+    },
+    /// A number without a width, until it meets one.
+    Number(i128),
+    Bool(bool),
+    Error(String),
+    Enum(String),
+    Header {
+        valid: bool,
+        fields: Vec<(String, Value)>,
+    },
+    Struct(Vec<(String, Value)>),
+    /// What `t.apply()` gives.
+    Applied {
+        hit: bool,
+        action: String,
+    },
+    Void,
+}
+
+fn mask(width: u32) -> u128 {
+    if width >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << width) - 1
+    }
+}
+
+impl Value {
+    pub fn bits(width: u32, value: u128) -> Value {
+        Value::Bits { width, signed: false, value: value & mask(width) }
+    }
+
+    /// The value as an unsigned number (bits, a number, a bool).
+    pub fn as_u128(&self) -> u128 {
+        match self {
+            Value::Bits { value, .. } => *value,
+            Value::Number(n) => *n as u128,
+            Value::Bool(b) => *b as u128,
+            _ => 0,
+        }
+    }
+
+    fn as_bool(&self) -> bool {
+        matches!(self, Value::Bool(true))
+    }
+
+    fn fields(&self) -> Option<&Vec<(String, Value)>> {
+        match self {
+            Value::Header { fields, .. } | Value::Struct(fields) => Some(fields),
+            _ => None,
+        }
+    }
+
+    fn fields_mut(&mut self) -> Option<&mut Vec<(String, Value)>> {
+        match self {
+            Value::Header { fields, .. } | Value::Struct(fields) => Some(fields),
+            _ => None,
+        }
+    }
+
+    fn field_mut(&mut self, name: &str) -> Option<&mut Value> {
+        self.fields_mut()?.iter_mut().find(|(n, _)| n == name).map(|(_, v)| v)
+    }
+
+    /// `self` given the width of `like` when it is a number (an assignment, an operand).
+    fn sized_as(self, like: &Value) -> Value {
+        match (self, like) {
+            (Value::Number(n), Value::Bits { width, signed, .. }) => {
+                Value::Bits { width: *width, signed: *signed, value: n as u128 & mask(*width) }
+            }
+            (v, _) => v,
+        }
+    }
+}
+
+/// How a table entry matches one key field.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Match {
+    Exact(u128),
+    Ternary { value: u128, mask: u128 },
+    Lpm { value: u128, prefix: u32 },
+    Range { low: u128, high: u128 },
+    Any,
+}
+
+impl Match {
+    fn matches(&self, key: u128, width: u32) -> bool {
+        match *self {
+            Match::Exact(v) => key == v,
+            Match::Ternary { value, mask } => key & mask == value & mask,
+            Match::Lpm { value, prefix } => {
+                let m = if prefix == 0 { 0 } else { mask(width) & !(mask(width.saturating_sub(prefix))) };
+                key & m == value & m
+            }
+            Match::Range { low, high } => (low..=high).contains(&key),
+            Match::Any => true,
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Entry {
+    keys: Vec<Match>,
+    /// Higher wins among ternary and range matches.
+    priority: i64,
+    action: String,
+    args: Vec<u128>,
+    packets: u64,
+    bytes: u64,
+}
+
+#[derive(Clone, Debug)]
+struct TableState {
+    /// (width, match kind) per key.
+    keys: Vec<(u32, String)>,
+    actions: Vec<String>,
+    entries: Vec<Entry>,
+    default: (String, Vec<u128>),
+    size: usize,
+    /// Entries from the program (`const entries`): the control plane cannot change them.
+    fixed: bool,
+}
+
+/// Where a frame went: one copy per output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Output {
+    pub port: u32,
+    /// The egress queue (standard_metadata.priority).
+    pub queue: u8,
+    pub frame: Vec<u8>,
+}
+
+/// Why a frame went nowhere.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Dropped {
+    /// The parser rejected it, with the error it gave.
+    Parser(String),
+    /// Ingress or egress marked it (mark_to_drop), or sent it nowhere.
+    Program,
+    NoPort,
+    /// A construct the software target does not run yet (the program checked, but it cannot be
+    /// run as written here): named.
+    Unsupported(String),
+}
+
+/// What stops a block's run before its end.
+enum Stop {
+    Return,
+    Exit,
+    Reject(String),
+    Unsupported(String),
+}
+
+type Run<T> = std::result::Result<T, Stop>;
+
+struct Code {
+    program: Program,
+    checked: Checked,
+}
+
+/// A program ready to switch frames: its code, and the state the control plane and the frames
+/// change (tables, counters, registers, accounts, multicast groups).
+pub struct Switch {
+    code: Arc<Code>,
+    tables: HashMap<String, TableState>,
+    counters: HashMap<String, Vec<(u64, u64)>>,
+    registers: HashMap<String, Vec<Value>>,
+    /// Per AFDX account: (credit in byte·ns, when it was last brought up to date).
+    accounts: HashMap<String, Vec<(u128, u64)>>,
+    groups: HashMap<u16, Vec<u32>>,
+}
+
+/// One block's run: its variables, the frame, and where it is.
+struct Cx<'c> {
+    block: &'c str,
+    scopes: Vec<HashMap<String, Value>>,
+    actions: HashMap<&'c str, &'c Action>,
+    /// The packet_in or packet_out parameter's name.
+    packet: Option<String>,
+    data: &'c [u8],
+    cursor: usize,
+    out: Vec<u8>,
+    length: u64,
+    now: u64,
+}
+
+impl Switch {
+    /// The software target for a program the checker accepted, with empty tables.
+    pub fn new(program: Program, checked: Checked) -> Result<Switch, String> {
+        if checked.package != "EdgeflowSwitch" || checked.blocks.len() != 4 {
+            return Err(format!("the software target runs EdgeflowSwitch programs, not {}", checked.package));
+        }
+        let mut sw = Switch {
+            code: Arc::new(Code { program, checked }),
+            tables: HashMap::new(),
+            counters: HashMap::new(),
+            registers: HashMap::new(),
+            accounts: HashMap::new(),
+            groups: HashMap::new(),
+        };
+        let code = sw.code.clone();
+        for d in &code.program.decls {
+            let (block, locals) = match d {
+                Decl::Control { name, locals, .. } | Decl::Parser { name, locals, .. } => (&name.text, locals),
+                _ => continue,
+            };
+            for l in locals {
+                match l {
+                    Local::Table(t) => {
+                        let state = sw.table_state(block, t)?;
+                        sw.tables.insert(format!("{block}.{}", t.name.text), state);
+                    }
+                    Local::Instance(i) => sw.instance(block, i)?,
+                    _ => {}
+                }
+            }
+        }
+        Ok(sw)
+    }
+
+    fn table_state(&mut self, block: &str, t: &Table) -> Result<TableState, String> {
+        let code = self.code.clone();
+        let mut cx = Cx::new(block, &code, &[], 0, 0);
+        let mut keys = Vec::new();
+        for k in &t.keys {
+            let width = match self.static_type(&code, block, &k.expr) {
+                Some(Ty::Bit(w) | Ty::Int(w)) => w,
+                Some(Ty::Bool) => 1,
+                other => {
+                    return Err(format!(
+                        "{}: keys of type {other:?} are not run by the software target yet",
+                        t.name.text
+                    ))
+                }
+            };
+            keys.push((width, k.match_kind.text.clone()));
+        }
+        let number = |cx: &mut Cx, sw: &mut Switch, e: &Expr| {
+            sw.eval(cx, e).map(|v| v.as_u128()).map_err(|_| format!("{}: a value that is not a constant", t.name.text))
+        };
+        let scratch = self;
+        let default = match &t.default_action {
+            Some((r, _)) => {
+                (r.name.text.clone(), r.args.iter().map(|a| number(&mut cx, scratch, a)).collect::<Result<_, _>>()?)
+            }
+            None => ("NoAction".to_string(), Vec::new()),
+        };
+        let mut entries = Vec::new();
+        let n = t.entries.len() as i64;
+        for (i, e) in t.entries.iter().enumerate() {
+            let mut matches = Vec::new();
+            let keysets: Vec<&Keyset> = if e.keys.len() == 1 && t.keys.len() > 1 {
+                vec![&e.keys[0]; t.keys.len()]
+            } else {
+                e.keys.iter().collect()
+            };
+            for (k, (width, kind)) in keysets.iter().zip(&keys) {
+                matches.push(match k {
+                    Keyset::Default | Keyset::DontCare => Match::Any,
+                    Keyset::Value(v) => {
+                        let v = number(&mut cx, scratch, v)? & mask(*width);
+                        if kind == "lpm" {
+                            Match::Lpm { value: v, prefix: *width }
+                        } else {
+                            Match::Exact(v)
+                        }
+                    }
+                    Keyset::Mask(v, m) => {
+                        Match::Ternary { value: number(&mut cx, scratch, v)?, mask: number(&mut cx, scratch, m)? }
+                    }
+                    Keyset::Range(a, b) => {
+                        Match::Range { low: number(&mut cx, scratch, a)?, high: number(&mut cx, scratch, b)? }
+                    }
+                });
+            }
+            let args = e.action.args.iter().map(|a| number(&mut cx, scratch, a)).collect::<Result<_, _>>()?;
+            entries.push(Entry {
+                keys: matches,
+                priority: n - i as i64,
+                action: e.action.name.text.clone(),
+                args,
+                packets: 0,
+                bytes: 0,
+            });
+        }
+        let size = match &t.size {
+            Some(s) => number(&mut cx, scratch, s)? as usize,
+            None => 1024,
+        };
+        Ok(TableState {
+            keys,
+            actions: t.actions.iter().map(|a| a.name.text.clone()).collect(),
+            fixed: !entries.is_empty(),
+            entries,
+            default,
+            size,
+        })
+    }
+
+    fn instance(&mut self, block: &str, i: &Instance) -> Result<(), String> {
+        let Type::Named(ty, _) = &i.ty else { return Ok(()) };
+        let size = |sw: &mut Switch| -> usize {
+            let code = sw.code.clone();
+            let mut cx = Cx::new(block, &code, &[], 0, 0);
+            i.args.first().and_then(|a| sw.eval(&mut cx, a).ok()).map_or(0, |v| v.as_u128() as usize)
+        };
+        let key = format!("{block}.{}", i.name.text);
+        match ty.text.as_str() {
+            "counter" => {
+                let n = size(self);
+                self.counters.insert(key, vec![(0, 0); n]);
+            }
+            "register" => {
+                let n = size(self);
+                let Type::Named(_, args) = &i.ty else { unreachable!() };
+                let elem = args.first().map(|t| self.code.checked.resolve(t)).unwrap_or(Ty::Bit(32));
+                let zero = self.default_of(&elem);
+                self.registers.insert(key, vec![zero; n]);
+            }
+            "afdx_account" => {
+                let n = size(self);
+                self.accounts.insert(key, vec![(u128::MAX, 0); n]);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// The static type of a key expression: a path through the block's parameters.
+    fn static_type(&self, code: &Code, block: &str, e: &Expr) -> Option<Ty> {
+        match &e.kind {
+            ExprKind::Name(n) => {
+                let params = code.program.decls.iter().find_map(|d| match d {
+                    Decl::Control { name, params, .. } | Decl::Parser { name, params, .. } if name.text == block => {
+                        Some(params)
+                    }
+                    _ => None,
+                })?;
+                params.iter().find(|p| p.name.text == *n).map(|p| code.checked.resolve(&p.ty))
+            }
+            ExprKind::Member(inner, m) => {
+                let fields = match self.static_type(code, block, inner)? {
+                    Ty::Header(h) | Ty::Struct(h) => match code.checked.layouts.get(&h)? {
+                        Layout::Header(f) | Layout::Struct(f) => f.clone(),
+                        _ => return None,
+                    },
+                    _ => return None,
+                };
+                fields.into_iter().find(|(n, _)| *n == m.text).map(|(_, t)| t)
+            }
+            ExprKind::Slice(_, hi, lo) => match (&hi.kind, &lo.kind) {
+                (ExprKind::Int { value: h, .. }, ExprKind::Int { value: l, .. }) => Some(Ty::Bit((h - l + 1) as u32)),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    fn default_of(&self, ty: &Ty) -> Value {
+        let layouts = &self.code.checked.layouts;
+        match ty {
+            Ty::Bit(w) => Value::Bits { width: *w, signed: false, value: 0 },
+            Ty::Int(w) => Value::Bits { width: *w, signed: true, value: 0 },
+            Ty::Bool => Value::Bool(false),
+            Ty::Error => Value::Error("NoError".into()),
+            Ty::Enum(n) => match layouts.get(n) {
+                Some(Layout::Enum(m)) => Value::Enum(m.first().cloned().unwrap_or_default()),
+                _ => Value::Void,
+            },
+            Ty::Header(n) => match layouts.get(n) {
+                Some(Layout::Header(f)) => Value::Header {
+                    valid: false,
+                    fields: f.iter().map(|(n, t)| (n.clone(), self.default_of(t))).collect(),
+                },
+                _ => Value::Void,
+            },
+            Ty::Struct(n) => match layouts.get(n) {
+                Some(Layout::Struct(f)) => {
+                    Value::Struct(f.iter().map(|(n, t)| (n.clone(), self.default_of(t))).collect())
+                }
+                _ => Value::Void,
+            },
+            _ => Value::Void,
+        }
+    }
+
+    /// Sets multicast group `id` to send a copy to each of `ports`.
+    pub fn set_group(&mut self, id: u16, ports: Vec<u32>) {
+        self.groups.insert(id, ports);
+    }
+
+    /// The names of the program's tables (`Block.table`).
+    pub fn tables(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.tables.keys().cloned().collect();
+        names.sort();
+        names
+    }
+
+    /// Adds an entry to `table` (`Block.table`): one match per key, the action and its data.
+    /// `priority` orders ternary and range entries (higher first).
+    pub fn insert(
+        &mut self,
+        table: &str,
+        keys: Vec<Match>,
+        action: &str,
+        args: Vec<u128>,
+        priority: i64,
+    ) -> Result<(), String> {
+        let code = self.code.clone();
+        let t = self.tables.get_mut(table).ok_or_else(|| format!("no table '{table}'"))?;
+        if t.fixed {
+            return Err(format!("{table}: its entries are the program's (const entries)"));
+        }
+        if keys.len() != t.keys.len() {
+            return Err(format!("{table} matches {} field(s), not {}", t.keys.len(), keys.len()));
+        }
+        for (m, (width, kind)) in keys.iter().zip(&t.keys) {
+            let fits = |v: u128| v & !mask(*width) == 0;
+            let ok = match (m, kind.as_str()) {
+                (Match::Exact(v), _) => fits(*v),
+                (Match::Lpm { value, prefix }, "lpm") => fits(*value) && *prefix <= *width,
+                (Match::Ternary { value, mask }, "ternary") => fits(*value) && fits(*mask),
+                (Match::Any, "ternary" | "lpm") => true,
+                (Match::Range { low, high }, _) => fits(*low) && fits(*high),
+                _ => false,
+            };
+            if !ok {
+                return Err(format!("{table}: {m:?} does not fit a {width}-bit {kind} key"));
+            }
+        }
+        if !t.actions.iter().any(|a| a == action) {
+            return Err(format!("{table} has no action '{action}' (it has {})", t.actions.join(", ")));
+        }
+        let data = find_action(&code, table.split('.').next().unwrap_or(""), action)
+            .map(|a| a.params.iter().filter(|p| p.direction.is_none()).count())
+            .unwrap_or(0);
+        if args.len() != data {
+            return Err(format!("{action} takes {data} argument(s), not {}", args.len()));
+        }
+        if let Some(old) = t.entries.iter_mut().find(|e| e.keys == keys && e.priority == priority) {
+            old.action = action.to_string();
+            old.args = args;
+            return Ok(());
+        }
+        if t.entries.len() >= t.size {
+            return Err(format!("{table} is full ({} entries)", t.size));
+        }
+        t.entries.push(Entry { keys, priority, action: action.to_string(), args, packets: 0, bytes: 0 });
+        Ok(())
+    }
+
+    /// Packets and bytes an indirect counter counted at `index`.
+    pub fn counter(&self, name: &str, index: usize) -> Option<(u64, u64)> {
+        self.counters.get(name)?.get(index).copied()
+    }
+
+    /// Packets and bytes each entry of `table` matched, in insertion order.
+    pub fn entry_counts(&self, table: &str) -> Option<Vec<(u64, u64)>> {
+        Some(self.tables.get(table)?.entries.iter().map(|e| (e.packets, e.bytes)).collect())
+    }
+
+    /// Runs `frame`, arrived on `port` at `now` (ns), through the program.
+    pub fn process(&mut self, frame: &[u8], port: u32, now: u64) -> Result<Vec<Output>, Dropped> {
+        let code = self.code.clone();
+        let blocks = &code.checked.blocks;
+        let block = |name: &str| {
+            code.program
+                .decls
+                .iter()
+                .find(|d| matches!(d, Decl::Parser { name: n, .. } | Decl::Control { name: n, .. } if n.text == name))
+                .expect("checked")
+        };
+        let params = |d: &Decl| match d {
+            Decl::Parser { params, .. } | Decl::Control { params, .. } => params.clone(),
+            _ => unreachable!(),
+        };
+        let parser = block(&blocks[0]);
+        let pp = params(parser);
+        let mut hdr = self.default_of(&code.checked.resolve(&pp[1].ty));
+        let mut meta = self.default_of(&code.checked.resolve(&pp[2].ty));
+        let mut sm = self.default_of(&code.checked.resolve(&pp[3].ty));
+        set_field(&mut sm, "ingress_port", port as u128);
+        set_field(&mut sm, "packet_length", frame.len() as u128);
+        set_field(&mut sm, "timestamp", now as u128);
+
+        // The parser.
+        let mut cx = Cx::new(&blocks[0], &code, frame, frame.len() as u64, now);
+        cx.packet = Some(pp[0].name.text.clone());
+        cx.bind(&pp[1..], vec![hdr, meta, sm]);
+        let Decl::Parser { locals, states, .. } = parser else { unreachable!() };
+        let parsed = self.run_parser(&mut cx, locals, states);
+        let payload_at = cx.cursor / 8;
+        [hdr, meta, sm] = cx.unbind(&pp[1..]).try_into().expect("three");
+        match parsed {
+            Ok(()) => {}
+            Err(Stop::Reject(e)) => return Err(Dropped::Parser(e)),
+            Err(Stop::Unsupported(what)) => return Err(Dropped::Unsupported(what)),
+            Err(_) => return Err(Dropped::Parser("NoError".into())),
+        }
+
+        // Ingress.
+        self.run_control(&code, &blocks[1], frame, now, [&mut hdr, &mut meta, &mut sm])?;
+        if field(&sm, "drop") != 0 {
+            return Err(Dropped::Program);
+        }
+        let group = field(&sm, "mcast_grp") as u16;
+        let ports = match group {
+            0 => match field(&sm, "egress_port") as u32 {
+                0 => return Err(Dropped::NoPort),
+                p => vec![p],
+            },
+            g => self.groups.get(&g).cloned().unwrap_or_default(),
+        };
+
+        // Each copy through egress and the deparser.
+        let mut out = Vec::new();
+        for p in ports {
+            let (mut h, mut m, mut s) = (hdr.clone(), meta.clone(), sm.clone());
+            set_field(&mut s, "egress_port", p as u128);
+            self.run_control(&code, &blocks[2], frame, now, [&mut h, &mut m, &mut s])?;
+            if field(&s, "drop") != 0 {
+                continue;
+            }
+            let deparser = block(&blocks[3]);
+            let dp = params(deparser);
+            let mut cx = Cx::new(&blocks[3], &code, frame, frame.len() as u64, now);
+            cx.packet = Some(dp[0].name.text.clone());
+            cx.bind(&dp[1..], vec![h]);
+            let Decl::Control { apply, .. } = deparser else { unreachable!() };
+            match self.block_stmts(&mut cx, apply) {
+                Ok(()) | Err(Stop::Exit) | Err(Stop::Return) => {}
+                Err(Stop::Unsupported(w)) => return Err(Dropped::Unsupported(w)),
+                Err(Stop::Reject(_)) => continue,
+            }
+            let mut bytes = cx.out;
+            bytes.extend_from_slice(&frame[payload_at.min(frame.len())..]);
+            out.push(Output { port: p, queue: field(&s, "priority") as u8, frame: bytes });
+        }
+        if out.is_empty() {
+            return Err(Dropped::Program);
+        }
+        Ok(out)
+    }
+
+    fn run_control(
+        &mut self,
+        code: &Code,
+        name: &str,
+        frame: &[u8],
+        now: u64,
+        values: [&mut Value; 3],
+    ) -> Result<(), Dropped> {
+        let d = code
+            .program
+            .decls
+            .iter()
+            .find(|d| matches!(d, Decl::Control { name: n, .. } if n.text == name))
+            .expect("checked");
+        let Decl::Control { params, locals, apply, .. } = d else { unreachable!() };
+        let mut cx = Cx::new(name, code, frame, frame.len() as u64, now);
+        let [h, m, s] = values;
+        cx.bind(
+            params,
+            vec![
+                std::mem::replace(h, Value::Void),
+                std::mem::replace(m, Value::Void),
+                std::mem::replace(s, Value::Void),
+            ],
+        );
+        cx.scopes.push(HashMap::new());
+        let mut result = Ok(());
+        for l in locals {
+            if let Err(e) = self.local(&mut cx, l) {
+                result = Err(e);
+                break;
+            }
+        }
+        if result.is_ok() {
+            result = self.block_stmts(&mut cx, apply);
+        }
+        cx.scopes.pop();
+        let [a, b, c]: [Value; 3] = cx.unbind(params).try_into().expect("three");
+        (*h, *m, *s) = (a, b, c);
+        match result {
+            Ok(()) | Err(Stop::Exit) | Err(Stop::Return) => Ok(()),
+            Err(Stop::Unsupported(w)) => Err(Dropped::Unsupported(w)),
+            Err(Stop::Reject(_)) => Err(Dropped::Program),
+        }
+    }
+
+    fn local(&mut self, cx: &mut Cx, l: &Local) -> Run<()> {
+        match l {
+            Local::Const { ty, name, value } | Local::Var { ty, name, init: Some(value) } => {
+                let zero = self.default_of(&self.code.checked.resolve(ty));
+                let v = self.eval(cx, value)?.sized_as(&zero);
+                cx.declare(&name.text, v);
+            }
+            Local::Var { ty, name, init: None } => {
+                let zero = self.default_of(&self.code.checked.resolve(ty));
+                cx.declare(&name.text, zero);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn run_parser(&mut self, cx: &mut Cx, locals: &[Local], states: &[State]) -> Run<()> {
+        cx.scopes.push(HashMap::new());
+        for l in locals {
+            self.local(cx, l)?;
+        }
+        let mut at = "start".to_string();
+        for _ in 0..256 {
+            if at == "accept" {
+                return Ok(());
+            }
+            if at == "reject" {
+                return Err(Stop::Reject("NoMatch".into()));
+            }
+            let s = states.iter().find(|s| s.name.text == at).expect("checked");
+            self.block_stmts(cx, &s.body)?;
+            at = match &s.transition {
+                Transition::Goto(n) => n.text.clone(),
+                Transition::Select { exprs, cases } => {
+                    let keys = exprs.iter().map(|e| self.eval(cx, e)).collect::<Run<Vec<_>>>()?;
+                    let mut next = None;
+                    for case in cases {
+                        if self.case_matches(cx, &case.keys, &keys)? {
+                            next = Some(case.next.text.clone());
+                            break;
+                        }
+                    }
+                    next.ok_or_else(|| Stop::Reject("NoMatch".into()))?
+                }
+            };
+        }
+        Err(Stop::Reject("ParserTimeout".into()))
+    }
+
+    fn case_matches(&mut self, cx: &mut Cx, keys: &[Keyset], values: &[Value]) -> Run<bool> {
+        if keys.len() == 1 && matches!(keys[0], Keyset::Default | Keyset::DontCare) {
+            return Ok(true);
+        }
+        for (k, v) in keys.iter().zip(values) {
+            let key = v.as_u128();
+            let ok = match k {
+                Keyset::Default | Keyset::DontCare => true,
+                Keyset::Value(e) => self.eval(cx, e)?.sized_as(v).as_u128() == key,
+                Keyset::Mask(a, m) => {
+                    let (a, m) = (self.eval(cx, a)?.sized_as(v).as_u128(), self.eval(cx, m)?.sized_as(v).as_u128());
+                    key & m == a & m
+                }
+                Keyset::Range(a, b) => {
+                    let (a, b) = (self.eval(cx, a)?.as_u128(), self.eval(cx, b)?.as_u128());
+                    (a..=b).contains(&key)
+                }
+            };
+            if !ok {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    fn block_stmts(&mut self, cx: &mut Cx, stmts: &[Stmt]) -> Run<()> {
+        cx.scopes.push(HashMap::new());
+        let r = stmts.iter().try_for_each(|s| self.stmt(cx, s));
+        cx.scopes.pop();
+        r
+    }
+
+    fn stmt(&mut self, cx: &mut Cx, s: &Stmt) -> Run<()> {
+        match s {
+            Stmt::Assign { target, value } => {
+                let v = self.eval(cx, value)?;
+                self.assign(cx, target, v)
+            }
+            Stmt::Call(e) => self.eval(cx, e).map(drop),
+            Stmt::If { cond, then, otherwise } => {
+                if self.eval(cx, cond)?.as_bool() {
+                    self.block_stmts(cx, then)
+                } else if let Some(o) = otherwise {
+                    self.block_stmts(cx, o)
+                } else {
+                    Ok(())
+                }
+            }
+            Stmt::Block(b) => self.block_stmts(cx, b),
+            Stmt::Switch { expr, cases, .. } => {
+                let Value::Applied { action, .. } = self.eval(cx, expr)? else { return Ok(()) };
+                let mut taken = false;
+                for (labels, body) in cases {
+                    taken |= labels.iter().any(|l| l.text == action || l.text == "default");
+                    if taken {
+                        if let Some(b) = body {
+                            return self.block_stmts(cx, b);
+                        }
+                    }
+                }
+                Ok(())
+            }
+            Stmt::Var { ty, name, init } => {
+                let zero = self.default_of(&self.code.checked.resolve(ty));
+                let v = match init {
+                    Some(e) => self.eval(cx, e)?.sized_as(&zero),
+                    None => zero,
+                };
+                cx.declare(&name.text, v);
+                Ok(())
+            }
+            Stmt::Const { ty, name, value } => {
+                let zero = self.default_of(&self.code.checked.resolve(ty));
+                let v = self.eval(cx, value)?.sized_as(&zero);
+                cx.declare(&name.text, v);
+                Ok(())
+            }
+            Stmt::Return(_) => Err(Stop::Return),
+            Stmt::Exit(_) => Err(Stop::Exit),
+            Stmt::Empty => Ok(()),
+        }
+    }
+
+    fn assign(&mut self, cx: &mut Cx, target: &Expr, v: Value) -> Run<()> {
+        let (root, path) = lvalue_path(target);
+        let slot = cx.lookup_mut(&root).ok_or_else(|| Stop::Unsupported(format!("assigning to '{root}'")))?;
+        let mut at = slot;
+        let mut slice = None;
+        for step in &path {
+            match step {
+                Step::Field(f) => at = at.field_mut(f).ok_or_else(|| Stop::Unsupported(format!("field {f}")))?,
+                Step::Slice(h, l) => slice = Some((*h, *l)),
+            }
+        }
+        match slice {
+            None => {
+                let v = v.sized_as(at);
+                *at = v;
+            }
+            Some((h, l)) => {
+                if let Value::Bits { value, .. } = at {
+                    let m = mask(h - l + 1) << l;
+                    *value = (*value & !m) | ((v.as_u128() << l) & m);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn eval(&mut self, cx: &mut Cx, e: &Expr) -> Run<Value> {
+        Ok(match &e.kind {
+            ExprKind::Int { width: None, value } => Value::Number(*value as i128),
+            ExprKind::Int { width: Some((w, signed)), value } => {
+                Value::Bits { width: *w, signed: *signed, value: *value & mask(*w) }
+            }
+            ExprKind::Bool(b) => Value::Bool(*b),
+            ExprKind::Str(_) | ExprKind::DontCare | ExprKind::List(_) | ExprKind::Index(..) => {
+                return Err(Stop::Unsupported("this expression".into()))
+            }
+            ExprKind::Name(n) | ExprKind::TopName(n) => match cx.lookup(n) {
+                Some(v) => v.clone(),
+                None => self.global(cx, n)?,
+            },
+            ExprKind::Member(inner, m) => {
+                if let ExprKind::Name(n) = &inner.kind {
+                    if n == "error" {
+                        return Ok(Value::Error(m.text.clone()));
+                    }
+                    if cx.lookup(n).is_none() && matches!(self.code.checked.layouts.get(n), Some(Layout::Enum(_))) {
+                        return Ok(Value::Enum(m.text.clone()));
+                    }
+                }
+                match self.eval(cx, inner)? {
+                    Value::Applied { hit, action } => match m.text.as_str() {
+                        "hit" => Value::Bool(hit),
+                        "miss" => Value::Bool(!hit),
+                        _ => Value::Applied { hit, action },
+                    },
+                    v => v
+                        .fields()
+                        .and_then(|f| f.iter().find(|(n, _)| *n == m.text))
+                        .map(|(_, v)| v.clone())
+                        .unwrap_or(Value::Void),
+                }
+            }
+            ExprKind::Slice(inner, hi, lo) => {
+                let v = self.eval(cx, inner)?.as_u128();
+                let (h, l) = (self.eval(cx, hi)?.as_u128() as u32, self.eval(cx, lo)?.as_u128() as u32);
+                Value::bits(h - l + 1, v >> l)
+            }
+            ExprKind::Call { callee, args, type_args } => self.call(cx, callee, type_args, args)?,
+            ExprKind::Unary(op, inner) => match (op, self.eval(cx, inner)?) {
+                (UnOp::Not, v) => Value::Bool(!v.as_bool()),
+                (UnOp::Complement, Value::Bits { width, signed, value }) => {
+                    Value::Bits { width, signed, value: !value & mask(width) }
+                }
+                (UnOp::Neg, Value::Bits { width, signed, value }) => {
+                    Value::Bits { width, signed, value: value.wrapping_neg() & mask(width) }
+                }
+                (UnOp::Neg, Value::Number(n)) => Value::Number(-n),
+                (_, v) => v,
+            },
+            ExprKind::Binary(op, a, b) => {
+                if matches!(op, BinOp::And | BinOp::Or) {
+                    let l = self.eval(cx, a)?.as_bool();
+                    // Short-circuit, as P4 evaluates them.
+                    return Ok(Value::Bool(match op {
+                        BinOp::And => l && self.eval(cx, b)?.as_bool(),
+                        _ => l || self.eval(cx, b)?.as_bool(),
+                    }));
+                }
+                let (l, r) = (self.eval(cx, a)?, self.eval(cx, b)?);
+                binary(*op, l, r)
+            }
+            ExprKind::Cond(c, a, b) => {
+                if self.eval(cx, c)?.as_bool() {
+                    self.eval(cx, a)?
+                } else {
+                    self.eval(cx, b)?
+                }
+            }
+            ExprKind::Cast(t, inner) => {
+                let v = self.eval(cx, inner)?;
+                match (self.code.checked.resolve(t), v) {
+                    (Ty::Bit(w), v) => Value::bits(w, v.as_u128()),
+                    (Ty::Int(w), v) => Value::Bits { width: w, signed: true, value: v.as_u128() & mask(w) },
+                    (Ty::Bool, v) => Value::Bool(v.as_u128() != 0),
+                    (_, v) => v,
+                }
+            }
+        })
+    }
+
+    /// A name not among the block's variables: a top-level constant.
+    fn global(&mut self, cx: &mut Cx, n: &str) -> Run<Value> {
+        let code = self.code.clone();
+        for d in &code.program.decls {
+            if let Decl::Const { ty, name, value } = d {
+                if name.text == n {
+                    let zero = self.default_of(&code.checked.resolve(ty));
+                    return Ok(self.eval(cx, value)?.sized_as(&zero));
+                }
+            }
+        }
+        Err(Stop::Unsupported(format!("the name '{n}'")))
+    }
+
+    fn call(&mut self, cx: &mut Cx, callee: &Expr, type_args: &[Type], args: &[Expr]) -> Run<Value> {
+        let code = self.code.clone();
+        match &callee.kind {
+            ExprKind::Member(obj, m) => {
+                let method = m.text.as_str();
+                if let ExprKind::Name(n) = &obj.kind {
+                    if cx.packet.as_deref() == Some(n.as_str()) {
+                        return self.packet_method(cx, method, type_args, args);
+                    }
+                    let key = format!("{}.{n}", cx.block);
+                    if cx.lookup(n).is_none() {
+                        if self.tables.contains_key(&key) && method == "apply" {
+                            return self.apply(cx, &key);
+                        }
+                        return self.extern_method(cx, &key, method, args);
+                    }
+                }
+                match method {
+                    "isValid" => Ok(Value::Bool(matches!(self.eval(cx, obj)?, Value::Header { valid: true, .. }))),
+                    "setValid" | "setInvalid" => {
+                        let (root, path) = lvalue_path(obj);
+                        let mut at = cx.lookup_mut(&root).ok_or_else(|| Stop::Unsupported(root.clone()))?;
+                        for step in &path {
+                            if let Step::Field(f) = step {
+                                at = at.field_mut(f).ok_or_else(|| Stop::Unsupported(f.clone()))?;
+                            }
+                        }
+                        if let Value::Header { valid, .. } = at {
+                            *valid = method == "setValid";
+                        }
+                        Ok(Value::Void)
+                    }
+                    other => Err(Stop::Unsupported(format!("the method '{other}'"))),
+                }
+            }
+            ExprKind::Name(n) => {
+                if let Some(a) = cx.actions.get(n.as_str()).copied().or_else(|| find_action(&code, cx.block, n)) {
+                    let values = args.iter().map(|e| self.eval(cx, e)).collect::<Run<Vec<_>>>()?;
+                    return self.run_action(cx, a, values, Some(args));
+                }
+                match n.as_str() {
+                    "mark_to_drop" => {
+                        let (root, path) = lvalue_path(&args[0]);
+                        let mut at = cx.lookup_mut(&root).ok_or_else(|| Stop::Unsupported(root.clone()))?;
+                        for step in &path {
+                            if let Step::Field(f) = step {
+                                at = at.field_mut(f).ok_or_else(|| Stop::Unsupported(f.clone()))?;
+                            }
+                        }
+                        set_field(at, "drop", 1);
+                        Ok(Value::Void)
+                    }
+                    "verify" => {
+                        let ok = self.eval(cx, &args[0])?.as_bool();
+                        match (ok, self.eval(cx, &args[1])?) {
+                            (true, _) => Ok(Value::Void),
+                            (false, Value::Error(e)) => Err(Stop::Reject(e)),
+                            (false, _) => Err(Stop::Reject("NoMatch".into())),
+                        }
+                    }
+                    other => Err(Stop::Unsupported(format!("the function '{other}'"))),
+                }
+            }
+            _ => Err(Stop::Unsupported("this call".into())),
+        }
+    }
+
+    /// Runs action `a` with `values` for its parameters; those with a direction are written back
+    /// to the caller's arguments (`args`) afterwards (copy-in, copy-out).
+    fn run_action(&mut self, cx: &mut Cx, a: &Action, values: Vec<Value>, args: Option<&[Expr]>) -> Run<Value> {
+        let mut scope = HashMap::new();
+        for (p, v) in a.params.iter().zip(values) {
+            let zero = self.default_of(&self.code.checked.resolve(&p.ty));
+            scope.insert(p.name.text.clone(), v.sized_as(&zero));
+        }
+        cx.scopes.push(scope);
+        let r = self.block_stmts(cx, &a.body);
+        let scope = cx.scopes.pop().expect("the action's scope");
+        match r {
+            Ok(()) | Err(Stop::Return) => {}
+            Err(other) => return Err(other),
+        }
+        if let Some(args) = args {
+            for (p, arg) in a.params.iter().zip(args) {
+                if matches!(p.direction, Some(Direction::Out) | Some(Direction::InOut)) {
+                    self.assign(cx, arg, scope[&p.name.text].clone())?;
+                }
+            }
+        }
+        Ok(Value::Void)
+    }
+
+    fn apply(&mut self, cx: &mut Cx, table: &str) -> Run<Value> {
+        let code = self.code.clone();
+        let t = code.program.decls.iter().find_map(|d| match d {
+            Decl::Control { name, locals, .. } if name.text == cx.block => locals.iter().find_map(|l| match l {
+                Local::Table(t) if format!("{}.{}", cx.block, t.name.text) == table => Some(t),
+                _ => None,
+            }),
+            _ => None,
+        });
+        let t = t.expect("checked");
+        let keys = t.keys.iter().map(|k| self.eval(cx, &k.expr).map(|v| v.as_u128())).collect::<Run<Vec<_>>>()?;
+        let state = self.tables.get_mut(table).expect("built");
+        let widths: Vec<u32> = state.keys.iter().map(|(w, _)| *w).collect();
+        let lpm_len =
+            |e: &Entry| e.keys.iter().map(|m| if let Match::Lpm { prefix, .. } = m { *prefix } else { 0 }).sum::<u32>();
+        let best = state
+            .entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| e.keys.iter().zip(&keys).zip(&widths).all(|((m, k), w)| m.matches(*k, *w)))
+            .max_by_key(|(i, e)| (lpm_len(e), e.priority, std::cmp::Reverse(*i)))
+            .map(|(i, _)| i);
+        let (hit, action, data) = match best {
+            Some(i) => {
+                let e = &mut state.entries[i];
+                e.packets += 1;
+                e.bytes += cx.length;
+                (true, e.action.clone(), e.args.clone())
+            }
+            None => (false, state.default.0.clone(), state.default.1.clone()),
+        };
+        let a = cx
+            .actions
+            .get(action.as_str())
+            .copied()
+            .or_else(|| find_action(&code, cx.block, &action))
+            .expect("checked");
+        let values = a.params.iter().zip(data.iter().map(|d| Value::Number(*d as i128))).map(|(_, v)| v).collect();
+        self.run_action(cx, a, values, None)?;
+        Ok(Value::Applied { hit, action })
+    }
+
+    fn packet_method(&mut self, cx: &mut Cx, method: &str, type_args: &[Type], args: &[Expr]) -> Run<Value> {
+        match method {
+            "extract" => {
+                let (root, path) = lvalue_path(&args[0]);
+                let data = cx.data;
+                let mut cursor = cx.cursor;
+                let mut at = cx.lookup_mut(&root).ok_or_else(|| Stop::Unsupported(root.clone()))?;
+                for step in &path {
+                    if let Step::Field(f) = step {
+                        at = at.field_mut(f).ok_or_else(|| Stop::Unsupported(f.clone()))?;
+                    }
+                }
+                let Value::Header { valid, fields } = at else { return Err(Stop::Unsupported("extract".into())) };
+                let bits: usize = fields
+                    .iter()
+                    .map(|(_, v)| if let Value::Bits { width, .. } = v { *width as usize } else { 0 })
+                    .sum();
+                if cursor + bits > data.len() * 8 {
+                    return Err(Stop::Reject("PacketTooShort".into()));
+                }
+                for (_, v) in fields.iter_mut() {
+                    if let Value::Bits { width, value, .. } = v {
+                        *value = read_bits(data, cursor, *width);
+                        cursor += *width as usize;
+                    }
+                }
+                *valid = true;
+                cx.cursor = cursor;
+                Ok(Value::Void)
+            }
+            "emit" => {
+                let v = self.eval(cx, &args[0])?;
+                emit(&v, &mut cx.out);
+                Ok(Value::Void)
+            }
+            "advance" => {
+                let n = self.eval(cx, &args[0])?.as_u128() as usize;
+                if cx.cursor + n > cx.data.len() * 8 {
+                    return Err(Stop::Reject("PacketTooShort".into()));
+                }
+                cx.cursor += n;
+                Ok(Value::Void)
+            }
+            "length" => Ok(Value::bits(32, cx.data.len() as u128)),
+            "lookahead" => {
+                let w = match type_args.first().map(|t| self.code.checked.resolve(t)) {
+                    Some(Ty::Bit(w)) => w,
+                    _ => return Err(Stop::Unsupported("lookahead of anything but bit<N>".into())),
+                };
+                if cx.cursor + w as usize > cx.data.len() * 8 {
+                    return Err(Stop::Reject("PacketTooShort".into()));
+                }
+                Ok(Value::bits(w, read_bits(cx.data, cx.cursor, w)))
+            }
+            other => Err(Stop::Unsupported(format!("packet.{other}"))),
+        }
+    }
+
+    fn extern_method(&mut self, cx: &mut Cx, key: &str, method: &str, args: &[Expr]) -> Run<Value> {
+        let values = args.iter().map(|e| self.eval(cx, e)).collect::<Run<Vec<_>>>()?;
+        if let Some(cells) = self.counters.get_mut(key) {
+            if method == "count" {
+                if let Some(c) = cells.get_mut(values[0].as_u128() as usize) {
+                    c.0 += 1;
+                    c.1 += cx.length;
+                }
+            }
+            return Ok(Value::Void);
+        }
+        if self.registers.contains_key(key) {
+            return match method {
+                "read" => {
+                    let v = self.registers[key].get(values[1].as_u128() as usize).cloned().unwrap_or(Value::Void);
+                    self.assign(cx, &args[0], v)?;
+                    Ok(Value::Void)
+                }
+                "write" => {
+                    let i = values[0].as_u128() as usize;
+                    if let Some(c) = self.registers.get_mut(key).and_then(|cells| cells.get_mut(i)) {
+                        let v = values[1].clone().sized_as(c);
+                        *c = v;
+                    }
+                    Ok(Value::Void)
+                }
+                _ => Err(Stop::Unsupported(format!("register.{method}"))),
+            };
+        }
+        if let Some(cells) = self.accounts.get_mut(key) {
+            // conforms(index, bag_us, jitter_us, smax): frame-based, each conforming frame spends
+            // one BAG's worth of credit; the credit grows by smax bytes per BAG up to what the
+            // jitter allows, in byte·ns so that nothing is divided.
+            let i = values[0].as_u128() as usize;
+            let (bag, jitter, smax) = (values[1].as_u128() * 1000, values[2].as_u128() * 1000, values[3].as_u128());
+            let Some((credit, at)) = cells.get_mut(i) else { return Ok(Value::Bool(false)) };
+            let cap = smax * (bag + jitter);
+            let grown = if *credit == u128::MAX {
+                cap
+            } else {
+                (*credit + (cx.now.saturating_sub(*at)) as u128 * smax).min(cap)
+            };
+            *at = cx.now;
+            let need = smax * bag;
+            let ok = grown >= need;
+            *credit = if ok { grown - need } else { grown };
+            return Ok(Value::Bool(ok));
+        }
+        if method == "count" {
+            return Ok(Value::Void); // a direct counter: the table counts its entries
+        }
+        Err(Stop::Unsupported(format!("{key}.{method} (meters are not run by the software target yet)")))
+    }
+}
+
+impl<'c> Cx<'c> {
+    fn new(block: &'c str, code: &'c Code, data: &'c [u8], length: u64, now: u64) -> Cx<'c> {
+        let mut actions = HashMap::new();
+        for d in &code.program.decls {
+            if let Decl::Control { name, locals, .. } = d {
+                if name.text == block {
+                    for l in locals {
+                        if let Local::Action(a) = l {
+                            actions.insert(a.name.text.as_str(), a);
+                        }
+                    }
+                }
+            }
+        }
+        Cx { block, scopes: Vec::new(), actions, packet: None, data, cursor: 0, out: Vec::new(), length, now }
+    }
+
+    fn bind(&mut self, params: &[Param], values: Vec<Value>) {
+        let mut scope = HashMap::new();
+        for p in params {
+            if matches!(&p.ty, Type::Named(n, _) if n.text == "packet_in" || n.text == "packet_out") {
+                self.packet = Some(p.name.text.clone());
+            }
+        }
+        let named: Vec<&Param> = params
+            .iter()
+            .filter(|p| !matches!(&p.ty, Type::Named(n, _) if n.text == "packet_in" || n.text == "packet_out"))
+            .collect();
+        for (p, v) in named.into_iter().zip(values) {
+            scope.insert(p.name.text.clone(), v);
+        }
+        self.scopes.push(scope);
+    }
+
+    fn unbind(&mut self, params: &[Param]) -> Vec<Value> {
+        let mut scope = self.scopes.drain(..).next().unwrap_or_default();
+        params
+            .iter()
+            .filter(|p| !matches!(&p.ty, Type::Named(n, _) if n.text == "packet_in" || n.text == "packet_out"))
+            .map(|p| scope.remove(&p.name.text).unwrap_or(Value::Void))
+            .collect()
+    }
+
+    fn declare(&mut self, name: &str, v: Value) {
+        if let Some(s) = self.scopes.last_mut() {
+            s.insert(name.to_string(), v);
+        }
+    }
+
+    fn lookup(&self, name: &str) -> Option<&Value> {
+        self.scopes.iter().rev().find_map(|s| s.get(name))
+    }
+
+    fn lookup_mut(&mut self, name: &str) -> Option<&mut Value> {
+        self.scopes.iter_mut().rev().find_map(|s| s.get_mut(name))
+    }
+}
+
+enum Step {
+    Field(String),
+    Slice(u32, u32),
+}
+
+/// An assignable expression as a variable and the steps into it.
+fn lvalue_path(e: &Expr) -> (String, Vec<Step>) {
+    match &e.kind {
+        ExprKind::Name(n) => (n.clone(), Vec::new()),
+        ExprKind::Member(inner, m) => {
+            let (root, mut path) = lvalue_path(inner);
+            path.push(Step::Field(m.text.clone()));
+            (root, path)
+        }
+        ExprKind::Slice(inner, hi, lo) => {
+            let (root, mut path) = lvalue_path(inner);
+            let n = |e: &Expr| if let ExprKind::Int { value, .. } = e.kind { value as u32 } else { 0 };
+            path.push(Step::Slice(n(hi), n(lo)));
+            (root, path)
+        }
+        _ => (String::new(), Vec::new()),
+    }
+}
+
+fn find_action<'c>(code: &'c Code, block: &str, name: &str) -> Option<&'c Action> {
+    for d in &code.program.decls {
+        match d {
+            Decl::Control { name: b, locals, .. } if b.text == block => {
+                for l in locals {
+                    if let Local::Action(a) = l {
+                        if a.name.text == name {
+                            return Some(a);
+                        }
+                    }
+                }
+            }
+            Decl::Action(a) if a.name.text == name => return Some(a),
+            _ => {}
+        }
+    }
+    None
+}
+
+fn field(v: &Value, name: &str) -> u128 {
+    v.fields().and_then(|f| f.iter().find(|(n, _)| n == name)).map_or(0, |(_, v)| v.as_u128())
+}
+
+fn set_field(v: &mut Value, name: &str, x: u128) {
+    if let Some(Value::Bits { width, value, .. }) = v.field_mut(name) {
+        *value = x & mask(*width);
+    }
+}
+
+fn binary(op: BinOp, l: Value, r: Value) -> Value {
+    let (l, r) = (l.clone().sized_as(&r), r.sized_as(&l));
+    if let (Value::Number(a), Value::Number(b)) = (&l, &r) {
+        return match op {
+            BinOp::Add => Value::Number(a + b),
+            BinOp::Sub => Value::Number(a - b),
+            BinOp::Mul => Value::Number(a * b),
+            BinOp::Eq => Value::Bool(a == b),
+            BinOp::Ne => Value::Bool(a != b),
+            BinOp::Lt => Value::Bool(a < b),
+            BinOp::Gt => Value::Bool(a > b),
+            BinOp::Le => Value::Bool(a <= b),
+            BinOp::Ge => Value::Bool(a >= b),
+            BinOp::BitAnd => Value::Number(a & b),
+            BinOp::BitOr => Value::Number(a | b),
+            BinOp::BitXor => Value::Number(a ^ b),
+            BinOp::Shl => Value::Number(a << b),
+            BinOp::Shr => Value::Number(a >> b),
+            _ => Value::Void,
+        };
+    }
+    match op {
+        BinOp::Eq => return Value::Bool(l == r),
+        BinOp::Ne => return Value::Bool(l != r),
+        _ => {}
+    }
+    let (Value::Bits { width, signed, value: a }, b) = (&l, r.as_u128()) else { return Value::Void };
+    let (w, m, a) = (*width, mask(*width), *a);
+    // Signed comparisons compare the two's-complement values.
+    let s = |x: u128| if w < 128 && x >> (w - 1) & 1 == 1 { x as i128 - (1i128 << w) } else { x as i128 };
+    let bits = |v: u128| Value::Bits { width: w, signed: *signed, value: v & m };
+    match op {
+        BinOp::Add => bits(a.wrapping_add(b)),
+        BinOp::Sub => bits(a.wrapping_sub(b)),
+        BinOp::Mul => bits(a.wrapping_mul(b)),
+        BinOp::AddSat => bits(if a + b > m { m } else { a + b }),
+        BinOp::SubSat => bits(a.saturating_sub(b)),
+        BinOp::BitAnd => bits(a & b),
+        BinOp::BitOr => bits(a | b),
+        BinOp::BitXor => bits(a ^ b),
+        BinOp::Shl => bits(if b >= w as u128 { 0 } else { a << b }),
+        BinOp::Shr => bits(if b >= w as u128 { 0 } else { a >> b }),
+        BinOp::Concat => {
+            let wb = if let Value::Bits { width, .. } = r { width } else { 0 };
+            Value::bits(w + wb, (a << wb) | b)
+        }
+        BinOp::Lt | BinOp::Gt | BinOp::Le | BinOp::Ge => {
+            let (x, y) = if *signed { (s(a), s(b)) } else { (a as i128, b as i128) };
+            Value::Bool(match op {
+                BinOp::Lt => x < y,
+                BinOp::Gt => x > y,
+                BinOp::Le => x <= y,
+                _ => x >= y,
+            })
+        }
+        _ => Value::Void,
+    }
+}
+
+/// `width` bits of `data` from bit `at`, most significant first (network order).
+fn read_bits(data: &[u8], at: usize, width: u32) -> u128 {
+    let mut v = 0u128;
+    for i in 0..width as usize {
+        let bit = at + i;
+        v = (v << 1) | ((data[bit / 8] >> (7 - bit % 8)) & 1) as u128;
+    }
+    v
+}
+
+/// Appends a valid header's fields (or a struct's headers, in order) to `out`.
+fn emit(v: &Value, out: &mut Vec<u8>) {
+    match v {
+        Value::Header { valid: true, fields } => {
+            let mut bits: Vec<bool> = Vec::new();
+            for (_, f) in fields {
+                if let Value::Bits { width, value, .. } = f {
+                    for i in (0..*width).rev() {
+                        bits.push((value >> i) & 1 == 1);
+                    }
+                }
+            }
+            for byte in bits.chunks(8) {
+                out.push(byte.iter().fold(0u8, |b, &x| (b << 1) | x as u8));
+            }
+        }
+        Value::Struct(fields) => fields.iter().for_each(|(_, f)| emit(f, out)),
+        _ => {}
+    }
+}
