@@ -377,6 +377,9 @@ fn make_mode(setting: &ModeSetting, s: &Settings, native: bool) -> Result<Box<dy
         }
         #[cfg(feature = "streams")]
         ModeSetting::Streams(streams) => Box::new(forwarding::streams::StreamsMode::new(streams)),
+        // The configuration has compiled the program and checked its entries.
+        #[cfg(feature = "p4")]
+        ModeSetting::P4(cfg) => Box::new(forwarding::p4::P4Mode::new(cfg).map_err(|e| format!("{e:?}"))?),
     })
 }
 

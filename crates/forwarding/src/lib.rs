@@ -20,6 +20,8 @@ pub mod streams;
 #[cfg(feature = "less")]
 pub mod less;
 pub mod openflow;
+#[cfg(feature = "p4")]
+pub mod p4;
 pub mod partition;
 pub mod portmap;
 

@@ -21,6 +21,8 @@ pub mod reload;
 pub mod uci;
 #[cfg(feature = "streams")]
 mod streams;
+#[cfg(feature = "p4")]
+mod p4;
 #[cfg(feature = "less")]
 mod less;
 
@@ -42,9 +44,13 @@ pub type AfdxSection = Spanned<toml::Value>;
 pub type LessSection = Spanned<toml::Value>;
 #[cfg(not(feature = "streams"))]
 pub type StreamEntry = Spanned<toml::Value>;
+#[cfg(feature = "p4")]
+pub use p4::P4Section;
+#[cfg(not(feature = "p4"))]
+pub type P4Section = Spanned<toml::Value>;
 
 /// Why a build refuses a mode it was built without.
-#[cfg(not(all(feature = "afdx", feature = "less", feature = "streams")))]
+#[cfg(not(all(feature = "afdx", feature = "less", feature = "streams", feature = "p4")))]
 fn not_built(mode: &str) -> String {
     format!("mode '{mode}': this edgeflow was built without it (cargo feature `{mode}`)")
 }
@@ -92,6 +98,8 @@ pub struct File {
     pub less: Option<LessSection>,
     #[serde(default, rename = "stream")]
     pub streams: Vec<StreamEntry>,
+    /// mode = "p4": the program, and its tables' entries at start.
+    pub p4: Option<P4Section>,
     /// How the forwarding thread meets scheduled ports' deadlines: sleep, fifo or busy.
     pub egress_timing: Option<Spanned<String>>,
     /// The CPU the forwarding thread, which paces and schedules the ports, is pinned to.
@@ -126,6 +134,9 @@ pub enum ModeSetting {
     /// TSN streams (IEEE 802.1CB, 802.1Qci): filtered, policed, replicated, relayed or recovered.
     #[cfg(feature = "streams")]
     Streams(Vec<forwarding::streams::Stream>),
+    /// A P4 program (docs/p4.md).
+    #[cfg(feature = "p4")]
+    P4(forwarding::p4::Config),
 }
 
 impl ModeSetting {
@@ -141,6 +152,8 @@ impl ModeSetting {
             ModeSetting::Less(_) => "less",
             #[cfg(feature = "streams")]
             ModeSetting::Streams(_) => "streams",
+            #[cfg(feature = "p4")]
+            ModeSetting::P4(_) => "p4",
         }
     }
 }
@@ -598,9 +611,13 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
             "streams" => streams::streams(&cx, file, ports)?,
             #[cfg(not(feature = "streams"))]
             "streams" => return Err(at(not_built("streams"))),
+            #[cfg(feature = "p4")]
+            "p4" => p4::p4(&cx, file, ports, at)?,
+            #[cfg(not(feature = "p4"))]
+            "p4" => return Err(at(not_built("p4"))),
             other => {
                 return Err(at(format!(
-                    "mode '{other}': expected 'openflow', 'learning', 'portmap', 'afdx', 'less' or 'streams'"
+                    "mode '{other}': expected 'openflow', 'learning', 'portmap', 'afdx', 'less', 'streams' or 'p4'"
                 )))
             }
         })
@@ -661,6 +678,14 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
     #[cfg(not(feature = "less"))]
     if let Some(section) = &file.less {
         return Err(cx.at(section, format!("[less]: {}", not_built("less"))));
+    }
+    #[cfg(feature = "p4")]
+    if let (false, Some(section)) = (any(|m| matches!(m, ModeSetting::P4(_))), &file.p4) {
+        return Err(cx.at(&section.program, "[p4] needs mode = \"p4\""));
+    }
+    #[cfg(not(feature = "p4"))]
+    if let Some(section) = &file.p4 {
+        return Err(cx.at(section, format!("[p4]: {}", not_built("p4"))));
     }
     #[cfg(feature = "streams")]
     if let (false, Some(first)) = (any(|m| matches!(m, ModeSetting::Streams(_))), file.streams.first()) {

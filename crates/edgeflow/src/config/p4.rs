@@ -1,0 +1,190 @@
+//! `[p4]` (mode = "p4"): the P4 program the switch runs (docs/p4.md), and what its tables and
+//! multicast groups hold at start. The program is compiled here, so that `check-config` and a
+//! reload report its errors, and every entry is checked against it at its own line.
+
+use std::path::Path;
+
+use forwarding::p4::{Config, ConfigError, Entry, Match};
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::{Ctx, File, ModeSetting};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct P4Section {
+    /// The program's file; a relative path is the configuration file's directory's.
+    pub program: Spanned<String>,
+    #[serde(default, rename = "entry")]
+    pub entries: Vec<P4Entry>,
+    #[serde(default, rename = "group")]
+    pub groups: Vec<P4Group>,
+}
+
+/// `[[p4.entry]]`: one table entry.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct P4Entry {
+    /// `Block.table`, as in the program.
+    pub table: Spanned<String>,
+    /// One per key: a value (42, "0x2a", "02:00:00:00:00:01", "10.0.0.1"), "value/prefix" (lpm),
+    /// "value&&&mask" (ternary), "low..high" (range) or "_" (anything).
+    #[serde(rename = "match")]
+    pub keys: Spanned<Vec<toml::Value>>,
+    pub action: Spanned<String>,
+    /// The action's data, in its parameters' order: numbers, MACs or IPv4 addresses.
+    #[serde(default)]
+    pub args: Option<Spanned<Vec<toml::Value>>>,
+    /// Orders ternary and range entries: higher first.
+    pub priority: Option<Spanned<i64>>,
+}
+
+/// `[[p4.group]]`: a multicast group and its ports.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct P4Group {
+    pub id: Spanned<u16>,
+    pub ports: Spanned<Vec<u32>>,
+}
+
+/// A number, a MAC address or a dotted IPv4 address.
+fn number(s: &str) -> Result<u128, String> {
+    let bad = || format!("'{s}': expected a number, a MAC (02:00:00:00:00:01) or an IPv4 address (10.0.0.1)");
+    if let Some(hex) = s.strip_prefix("0x") {
+        return u128::from_str_radix(hex, 16).map_err(|_| bad());
+    }
+    if let Ok(n) = s.parse::<u128>() {
+        return Ok(n);
+    }
+    let (parts, radix, n): (Vec<&str>, u32, usize) =
+        if s.contains(':') { (s.split(':').collect(), 16, 6) } else { (s.split('.').collect(), 10, 4) };
+    if parts.len() != n {
+        return Err(bad());
+    }
+    parts.iter().try_fold(0u128, |v, p| u8::from_str_radix(p, radix).map(|b| (v << 8) | b as u128).map_err(|_| bad()))
+}
+
+fn value(v: &toml::Value) -> Result<u128, String> {
+    match v {
+        toml::Value::Integer(i) if *i >= 0 => Ok(*i as u128),
+        toml::Value::String(s) => number(s),
+        other => Err(format!("{other}: expected a number, a MAC or an IPv4 address")),
+    }
+}
+
+fn key(v: &toml::Value) -> Result<Match, String> {
+    let toml::Value::String(s) = v else { return value(v).map(Match::Exact) };
+    if s == "_" {
+        return Ok(Match::Any);
+    }
+    if let Some((v, m)) = s.split_once("&&&") {
+        return Ok(Match::Ternary { value: number(v.trim())?, mask: number(m.trim())? });
+    }
+    if let Some((v, p)) = s.split_once('/') {
+        let prefix = p.trim().parse().map_err(|_| format!("'{s}': the prefix length is not a number"))?;
+        return Ok(Match::Lpm { value: number(v.trim())?, prefix });
+    }
+    if let Some((a, b)) = s.split_once("..") {
+        return Ok(Match::Range { low: number(a.trim())?, high: number(b.trim())? });
+    }
+    number(s).map(Match::Exact)
+}
+
+/// The P4 mode's setting from `[p4]`, checked against the program; `at` places an error on the
+/// line that chose the mode.
+pub(super) fn p4(
+    cx: &Ctx,
+    file: &File,
+    ports: &[(u32, String)],
+    at: &dyn Fn(String) -> String,
+) -> Result<ModeSetting, String> {
+    let Some(section) = &file.p4 else {
+        return Err(at("mode 'p4' needs a [p4] section naming its program (program = \"switch.p4\")".into()));
+    };
+    let path = Path::new(cx.path).parent().unwrap_or(Path::new(".")).join(section.program.get_ref());
+    let source =
+        std::fs::read_to_string(&path).map_err(|e| cx.at(&section.program, format!("{}: {e}", path.display())))?;
+    let mut entries = Vec::new();
+    for e in &section.entries {
+        let keys = e.keys.get_ref().iter().map(key).collect::<Result<Vec<_>, _>>().map_err(|m| cx.at(&e.keys, m))?;
+        let args = match &e.args {
+            Some(a) => a.get_ref().iter().map(value).collect::<Result<Vec<_>, _>>().map_err(|m| cx.at(a, m))?,
+            None => Vec::new(),
+        };
+        let priority = e.priority.as_ref().map_or(0, |p| *p.get_ref());
+        entries.push(Entry {
+            table: e.table.get_ref().clone(),
+            keys,
+            action: e.action.get_ref().clone(),
+            args,
+            priority,
+        });
+    }
+    let mut groups = Vec::new();
+    for g in &section.groups {
+        if let Some(p) = g.ports.get_ref().iter().find(|p| !ports.iter().any(|(no, _)| no == *p)) {
+            return Err(cx.at(&g.ports, format!("port {p} is not configured for mode p4")));
+        }
+        if *g.id.get_ref() == 0 || groups.iter().any(|(id, _)| id == g.id.get_ref()) {
+            return Err(cx.at(&g.id, format!("group {}: ids are 1-65535, each once", g.id.get_ref())));
+        }
+        groups.push((*g.id.get_ref(), g.ports.get_ref().clone()));
+    }
+    let cfg = Config { file: path.display().to_string(), source, entries, groups };
+    match forwarding::p4::P4Mode::new(&cfg) {
+        Ok(_) => Ok(ModeSetting::P4(cfg)),
+        Err(ConfigError::Program(m)) => Err(m),
+        Err(ConfigError::Entry(i, m)) => Err(cx.at(&section.entries[i].table, m)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_and_values_read_as_an_operator_writes_them() {
+        assert_eq!(number("02:00:00:00:00:0a"), Ok(0x0200_0000_000a));
+        assert_eq!(number("10.1.2.3"), Ok(0x0a01_0203));
+        assert_eq!(number("0x2a"), Ok(42));
+        assert!(number("10.1.2").unwrap_err().contains("expected a number, a MAC"));
+        let s = |x: &str| toml::Value::String(x.into());
+        assert_eq!(key(&s("10.0.0.0/8")), Ok(Match::Lpm { value: 0x0a00_0000, prefix: 8 }));
+        assert_eq!(key(&s("0x10 &&& 0xf0")), Ok(Match::Ternary { value: 0x10, mask: 0xf0 }));
+        assert_eq!(key(&s("1..5")), Ok(Match::Range { low: 1, high: 5 }));
+        assert_eq!(key(&s("_")), Ok(Match::Any));
+        assert_eq!(key(&toml::Value::Integer(7)), Ok(Match::Exact(7)));
+    }
+
+    #[test]
+    fn the_program_and_its_entries_are_checked_at_their_lines() {
+        let dir = std::env::temp_dir().join(format!("ef-p4-config-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let program = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/p4/l2_switch.p4");
+        std::fs::copy(&program, dir.join("l2.p4")).unwrap();
+        std::fs::write(dir.join("bad.p4"), "#include <edgeflow.p4>\nheader h { bit<7> x; }\n").unwrap();
+        let ports = "[[port]]\nname = \"a\"\n[[port]]\nname = \"b\"\n";
+        let config = |body: &str| {
+            let path = dir.join("sw.toml");
+            std::fs::write(&path, format!("mode = \"p4\"\n{ports}{body}")).unwrap();
+            super::super::load_file(&path)
+                .and_then(|(f, src)| super::super::settings(Some((&f, &src, &path)), &Default::default()))
+        };
+        let good = "[p4]\nprogram = \"l2.p4\"\n[[p4.entry]]\ntable = \"L2Ingress.dmac\"\nmatch = [0, \"02:00:00:00:00:02\"]\naction = \"forward\"\nargs = [2]\n[[p4.group]]\nid = 1\nports = [1, 2]\n";
+        let s = config(good).unwrap();
+        let ModeSetting::P4(cfg) = &s.mode else { panic!("{:?}", s.mode) };
+        assert_eq!((cfg.entries.len(), cfg.groups.clone()), (1, vec![(1, vec![1, 2])]));
+        let sw = dir.join("sw.toml").display().to_string();
+        let e = config(&good.replace("\"forward\"", "\"drop\"")).unwrap_err();
+        assert_eq!(e, format!("{sw}:9: L2Ingress.dmac has no action 'drop' (it has forward, flood)"));
+        let e = config(&good.replace("args = [2]", "args = [\"2.0\"]")).unwrap_err();
+        assert!(e.starts_with(&format!("{sw}:12: '2.0': expected a number")), "{e}");
+        let e = config(&good.replace("ports = [1, 2]", "ports = [1, 3]")).unwrap_err();
+        assert_eq!(e, format!("{sw}:15: port 3 is not configured for mode p4"));
+        let e = config("[p4]\nprogram = \"bad.p4\"\n").unwrap_err();
+        assert!(e.ends_with("bad.p4:2:19: a header is whole bytes; this one's fields add up to 7 bits"), "{e}");
+        let e = config("").unwrap_err();
+        assert_eq!(e, format!("{sw}:1: mode 'p4' needs a [p4] section naming its program (program = \"switch.p4\")"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
