@@ -164,7 +164,7 @@ impl Record {
     /// Why a run wanting `self` cannot take over what `kept` describes; None if it can.
     pub fn unfit(&self, kept: &Record) -> Option<String> {
         let differs = |what: &str, was: &dyn std::fmt::Debug, now: &dyn std::fmt::Debug| {
-            Some(format!("{what} was {was:?}, is {now:?}"))
+            Some(format!("{what}: {was:?} then, {now:?} now"))
         };
         if kept.layout != self.layout {
             return differs("the maps' layout", &kept.layout, &self.layout);
@@ -566,7 +566,7 @@ mod tests {
         moved.ports[1].ifindex = 9;
         moved.ports[0].kind = "tc clsact".into();
         let why = r.unfit(&moved).unwrap();
-        assert!(why.starts_with("the ports (number, interface, ifindex) was") && why.contains("9"), "{why}");
+        assert!(why.starts_with("the ports (number, interface, ifindex): ") && why.contains("9"), "{why}");
         let mut older = r.clone();
         older.layout = 0;
         assert!(r.unfit(&older).unwrap().starts_with("the maps' layout"));
