@@ -4,9 +4,10 @@ and drops a VLAN the port does not carry; the IPv4 router routes between two sub
 the TTL (the hosts see ttl=63, so the checksum it rewrote is right)."""
 
 import re
+import subprocess
 
 from testbed import netns
-from testbed.switches import Edgeflow
+from testbed.switches import EDGEFLOW_BIN, Edgeflow
 from testbed.util import ROOT, run_dir
 
 EXAMPLES = ROOT / "examples" / "p4"
@@ -67,17 +68,35 @@ def test_ipv4_router_program_routes_between_subnets(two_hosts):
         h.run("ip", "addr", "add", own, "dev", "eth0")
         h.run("ip", "route", "add", "default", "via", gw)
         h.run("ip", "neigh", "replace", gw, "lladdr", gw_mac, "dev", "eth0")
+    # One route from the configuration; the other comes at run time, from `edgeflow p4`.
     body = entry("RouterIngress.routes", ["10.0.1.0/24"], "next_hop", [gw_mac, h1.mac, 1, 1])
-    body += entry("RouterIngress.routes", ["10.0.2.0/24"], "next_hop", [gw_mac, h2.mac, 2, 2])
     path = p4_config("router", "ipv4_router.p4", two_hosts.switch_ports, body)
     sw = Edgeflow([], extra=["--config", str(path)], log_name="p4-router").start()
+
+    def p4(*args):
+        r = subprocess.run([EDGEFLOW_BIN, "p4", "-t", sw.target, *args], capture_output=True, text=True, timeout=20)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
     try:
+        assert h1.ping("10.0.2.2", count=2, interval=0.05)[0] == 0, "no route to 10.0.2.0/24 yet"
+        p4("insert", "RouterIngress.routes", "--match", "10.0.2.0/24", "--action", "next_hop",
+           "--args", gw_mac, h2.mac, "2", "2")
         r = h1.run("ping", "-n", "-c", "3", "-i", "0.05", "-W", "1", "10.0.2.2", check=False)
         assert "3 received" in r.stdout, r.stdout + r.stderr
         assert set(re.findall(r"ttl=(\d+)", r.stdout)) == {"63"}, r.stdout
         # A destination no route covers is dropped by the table's default action.
         assert h1.ping("10.0.3.1", count=2, interval=0.05)[0] == 0
         counters = {c["name"]: c["counters"] for c in sw.stats()["mode_counters"]}["p4"]
-        assert counters["program_dropped"] >= 2, counters
+        assert counters["program_dropped"] >= 4, counters
+        # The tables and counters read back; the route leaves again.
+        entries = p4("entries", "RouterIngress.routes").splitlines()
+        assert len(entries) == 2 and any(e.startswith("lpm:a000200/24 next_hop(") and "packets=3" in e for e in entries), entries
+        assert p4("counter", "RouterIngress.routed", "2").strip() == "packets=3 bytes=294"
+        p4("delete", "RouterIngress.routes", "--match", "10.0.2.0/24")
+        assert h1.ping("10.0.2.2", count=2, interval=0.05)[0] == 0
+        bad = subprocess.run([EDGEFLOW_BIN, "p4", "-t", sw.target, "insert", "RouterIngress.routes", "--match", "10.0.9.0/24",
+                              "--action", "next_hop", "--args", "1"], capture_output=True, text=True, timeout=20)
+        assert bad.returncode != 0 and "next_hop takes 4 argument(s), not 1" in bad.stderr, bad.stderr
     finally:
         assert sw.stop() == 0, sw.log()

@@ -5,7 +5,9 @@
  * forwarding to several ports through a multicast group (Listing 7). Where Listing 6 falls back
  * on RFC 2698 meters because P4 cannot police the time between frames, this program uses
  * edgeflow's afdx_account extern: each link's BAG and largest frame, as the standard polices
- * them. Its queue choice gives high-priority links the port scheduler's first queue. */
+ * them. Its queue choice gives high-priority links the port scheduler's first queue. It checks
+ * what edgeflow's AFDX mode checks for a link without `ip_check` (and gives the same verdicts:
+ * forwarding/src/p4.rs tests that), with frame-based policing. */
 #include <core.p4>
 #include <edgeflow.p4>
 
@@ -98,9 +100,11 @@ control AfdxIngress(inout headers_t hdr, inout metadata_t meta, inout standard_m
 
     /* Listing 5. */
     apply {
-        // Integrity: the constant field, a unicast individual source, IPv4 without options.
-        if (hdr.afdx.dst_const != AFDX_CONSTANT || hdr.afdx.src_addr[40:40] == 1 ||
-                !hdr.ipv4.isValid() || hdr.ipv4.ihl != 5) {
+        // Integrity: the destination's constant field, and a source in the end-system format:
+        // 02:00:00, the end system's id, then its interface (A 001, B 010) and five zero bits.
+        bit<3> interface = hdr.afdx.src_addr[7:5];
+        if (hdr.afdx.dst_const != AFDX_CONSTANT || hdr.afdx.src_addr[47:24] != 0x020000 ||
+                hdr.afdx.src_addr[4:0] != 0 || (interface != 1 && interface != 2)) {
             drop();
             exit;
         }

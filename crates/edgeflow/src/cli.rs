@@ -47,6 +47,17 @@ pub enum Cmd {
     #[cfg(feature = "afdx")]
     #[command(subcommand)]
     Afdx(AfdxCmd),
+    /// Read and change a running P4 switch's tables (mode = "p4", docs/p4.md): keys and data are
+    /// written as in [[p4.entry]] (42, 0x2a, 02:00:00:00:00:01, 10.0.0.1, 10.0.0.0/8,
+    /// 0x10&&&0xf0, 1..5, _).
+    #[cfg(feature = "p4")]
+    P4 {
+        /// The switch, as for `edgeflow stats`.
+        #[arg(long, short = 't', value_name = "TARGET", global = true)]
+        target: Option<String>,
+        #[command(subcommand)]
+        command: P4Cmd,
+    },
     /// Print a running switch's ports, queues, tables, fast-path counters and drop reasons.
     ///
     /// TARGET: the switch's dpid, a socket path, unix:PATH or tcp:IP:PORT (an OpenFlow listener).
@@ -93,6 +104,41 @@ pub enum Cmd {
         #[arg(long, short = 't', value_name = "TARGET")]
         target: Option<String>,
     },
+}
+
+#[cfg(feature = "p4")]
+#[derive(Subcommand)]
+pub enum P4Cmd {
+    /// The program's tables (`Block.table`).
+    Tables,
+    /// A table's entries, with the packets and bytes each matched.
+    Entries { table: String },
+    /// Adds an entry (or changes the action of one with the same matches and priority), e.g.
+    /// `edgeflow p4 insert L2Ingress.dmac --match 0 02:00:00:00:00:02 --action forward --args 2`.
+    Insert {
+        table: String,
+        /// One per key of the table.
+        #[arg(long = "match", num_args = 1.., required = true, value_name = "KEY")]
+        keys: Vec<String>,
+        #[arg(long)]
+        action: String,
+        /// The action's data, in its parameters' order.
+        #[arg(long, num_args = 0.., value_name = "VALUE")]
+        args: Vec<String>,
+        /// Orders ternary and range entries: higher first.
+        #[arg(long, default_value_t = 0)]
+        priority: i64,
+    },
+    /// Removes the entry with these matches and priority.
+    Delete {
+        table: String,
+        #[arg(long = "match", num_args = 1.., required = true, value_name = "KEY")]
+        keys: Vec<String>,
+        #[arg(long, default_value_t = 0)]
+        priority: i64,
+    },
+    /// What an indirect counter (`Block.counter`) counted at INDEX.
+    Counter { name: String, index: u32 },
 }
 
 #[cfg(feature = "afdx")]

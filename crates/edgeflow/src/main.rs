@@ -131,6 +131,28 @@ fn main() -> ExitCode {
                 }
             }
         }
+        #[cfg(feature = "p4")]
+        Cmd::P4 { target, command } => {
+            let answer = p4_request(&command)
+                .and_then(|req| stats::request(target.as_deref(), datapath::switch::MODE_CONTROL, req.into_bytes()));
+            match answer {
+                Ok(a) if a["ok"].is_string() => {
+                    let text = a["ok"].as_str().unwrap_or("");
+                    if !text.is_empty() {
+                        println!("{text}");
+                    }
+                    ExitCode::SUCCESS
+                }
+                Ok(a) => {
+                    eprintln!("edgeflow p4: {}", a["error"].as_str().unwrap_or("the switch gave no answer"));
+                    ExitCode::FAILURE
+                }
+                Err(e) => {
+                    eprintln!("edgeflow p4: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Cmd::Stop { target, clean } => match stop(target.as_deref(), clean) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -305,6 +327,29 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
     let _ = std::fs::remove_file(&mgmt);
     info!("stopped");
     result
+}
+
+/// The control protocol's request (`forwarding::p4`) for an `edgeflow p4` command: keys and
+/// data as an operator writes them, turned into the protocol's hex.
+#[cfg(feature = "p4")]
+fn p4_request(cmd: &edgeflow::cli::P4Cmd) -> Result<String, String> {
+    use edgeflow::cli::P4Cmd;
+    use forwarding::p4::match_text;
+    let keys = |keys: &[String]| -> Result<String, String> {
+        let m = keys.iter().map(|k| config::parse_key(k).map(|m| match_text(&m))).collect::<Result<Vec<_>, _>>()?;
+        Ok(m.join(" "))
+    };
+    Ok(match cmd {
+        P4Cmd::Tables => "tables".into(),
+        P4Cmd::Entries { table } => format!("entries {table}"),
+        P4Cmd::Counter { name, index } => format!("counter {name} {index}"),
+        P4Cmd::Insert { table, keys: k, action, args, priority } => {
+            let data =
+                args.iter().map(|a| config::parse_value(a).map(|v| format!("{v:x}"))).collect::<Result<Vec<_>, _>>()?;
+            format!("insert {table} {action} {priority} {} -- {}", keys(k)?, data.join(" "))
+        }
+        P4Cmd::Delete { table, keys: k, priority } => format!("delete {table} - {priority} {}", keys(k)?),
+    })
 }
 
 /// `edgeflow stop`: SIGTERM to the switch that answers at `target`, waiting until it is gone;

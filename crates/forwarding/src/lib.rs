@@ -420,6 +420,12 @@ pub trait Mode: Send {
     /// decision again on every frame has nothing to forget.
     fn forget_decisions(&mut self) {}
 
+    /// A request of the mode's own control protocol (`edgeflow p4`, for a P4 program's tables),
+    /// and its answer; None for a mode that has none.
+    fn control(&mut self, _request: &str) -> Option<Result<String, String>> {
+        None
+    }
+
     /// Takes a configuration read again (SIGHUP) while it runs, keeping what did not change
     /// (counters, credits, neighbours). An `Err` says why not, and changes nothing.
     fn reconfigure(&mut self, _next: &Reconfig) -> Result<(), String> {

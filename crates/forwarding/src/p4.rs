@@ -34,6 +34,8 @@ pub struct Config {
     pub entries: Vec<Entry>,
     /// Multicast group id → its ports.
     pub groups: Vec<(u16, Vec<u32>)>,
+    /// Meter cells set at start: (`Block.meter`, index, [committed rate, burst, peak rate, burst]).
+    pub meters: Vec<(String, usize, [u64; 4])>,
 }
 
 /// Why a configuration cannot run.
@@ -43,6 +45,8 @@ pub enum ConfigError {
     Program(String),
     /// Entry number `.0` of [`Config::entries`] does not fit the program.
     Entry(usize, String),
+    /// Meter setting number `.0` of [`Config::meters`] does not fit the program.
+    Meter(usize, String),
 }
 
 pub struct P4Mode {
@@ -65,6 +69,9 @@ impl P4Mode {
         }
         for (id, ports) in &cfg.groups {
             switch.set_group(*id, ports.clone());
+        }
+        for (i, (name, index, [cir, cburst, pir, pburst])) in cfg.meters.iter().enumerate() {
+            switch.set_meter(name, *index, *cir, *cburst, *pir, *pburst).map_err(|m| ConfigError::Meter(i, m))?;
         }
         Ok(P4Mode { switch, copy: Packet::with_capacity(2048), frames: 0, copies: 0, dropped: BTreeMap::new() })
     }
@@ -113,11 +120,241 @@ impl Mode for P4Mode {
         0
     }
 
+    /// The control protocol `edgeflow p4` speaks, one request per call, numbers in hex:
+    /// `tables`; `entries TABLE`; `counter NAME INDEX`; `insert|delete TABLE ACTION PRIORITY
+    /// MATCH... [-- DATA...]` where a MATCH is `exact:V`, `lpm:V/LEN`, `ternary:V&M`,
+    /// `range:A-B` or `any` (delete ignores the action and data).
+    fn control(&mut self, request: &str) -> Option<Result<String, String>> {
+        Some(control(&mut self.switch, request))
+    }
+
     fn counters(&self) -> Vec<CounterGroup> {
         let mut counters = vec![("frames", self.frames), ("copies", self.copies)];
         for name in ["parser_rejected", "program_dropped", "no_egress_port", "unsupported"] {
             counters.push((name, self.dropped.get(name).copied().unwrap_or(0)));
         }
         vec![CounterGroup { name: "p4".into(), counters }]
+    }
+}
+
+fn hex(s: &str) -> Result<u128, String> {
+    u128::from_str_radix(s, 16).map_err(|_| format!("'{s}': not a hex number"))
+}
+
+/// A match as the control protocol writes it.
+pub fn match_text(m: &Match) -> String {
+    match m {
+        Match::Exact(v) => format!("exact:{v:x}"),
+        Match::Lpm { value, prefix } => format!("lpm:{value:x}/{prefix}"),
+        Match::Ternary { value, mask } => format!("ternary:{value:x}&{mask:x}"),
+        Match::Range { low, high } => format!("range:{low:x}-{high:x}"),
+        Match::Any => "any".into(),
+    }
+}
+
+fn parse_match(s: &str) -> Result<Match, String> {
+    let (kind, v) = s.split_once(':').unwrap_or((s, ""));
+    let pair = |sep: char| v.split_once(sep).ok_or_else(|| format!("'{s}': expected {kind}:A{sep}B"));
+    Ok(match kind {
+        "exact" => Match::Exact(hex(v)?),
+        "lpm" => {
+            let (a, b) = pair('/')?;
+            Match::Lpm { value: hex(a)?, prefix: b.parse().map_err(|_| format!("'{s}': the prefix length"))? }
+        }
+        "ternary" => {
+            let (a, b) = pair('&')?;
+            Match::Ternary { value: hex(a)?, mask: hex(b)? }
+        }
+        "range" => {
+            let (a, b) = pair('-')?;
+            Match::Range { low: hex(a)?, high: hex(b)? }
+        }
+        "any" => Match::Any,
+        _ => return Err(format!("'{s}': expected exact:, lpm:, ternary:, range: or any")),
+    })
+}
+
+fn control(switch: &mut Switch, request: &str) -> Result<String, String> {
+    let words: Vec<&str> = request.split_whitespace().collect();
+    match words.as_slice() {
+        ["tables"] => Ok(switch.tables().join("\n")),
+        ["entries", table] => {
+            let entries = switch.entries(table).ok_or_else(|| format!("no table '{table}'"))?;
+            Ok(entries
+                .iter()
+                .map(|e| {
+                    let keys: Vec<String> = e.keys.iter().map(match_text).collect();
+                    let args: Vec<String> = e.args.iter().map(|a| format!("{a:x}")).collect();
+                    format!(
+                        "{} {}({}) priority={} packets={} bytes={}",
+                        keys.join(" "),
+                        e.action,
+                        args.join(", "),
+                        e.priority,
+                        e.packets,
+                        e.bytes
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n"))
+        }
+        ["counter", name, index] => {
+            let i = index.parse().map_err(|_| format!("'{index}': not an index"))?;
+            let (packets, bytes) =
+                switch.counter(name, i).ok_or_else(|| format!("no counter '{name}' with a cell {i}"))?;
+            Ok(format!("packets={packets} bytes={bytes}"))
+        }
+        [op @ ("insert" | "delete"), table, action, priority, rest @ ..] => {
+            let priority: i64 = priority.parse().map_err(|_| format!("'{priority}': not a priority"))?;
+            let split = rest.iter().position(|w| *w == "--").unwrap_or(rest.len());
+            let keys = rest[..split].iter().map(|k| parse_match(k)).collect::<Result<Vec<_>, _>>()?;
+            let args = rest.get(split + 1..).unwrap_or(&[]).iter().map(|a| hex(a)).collect::<Result<Vec<_>, _>>()?;
+            match *op {
+                "insert" => switch.insert(table, keys, action, args, priority)?,
+                _ => switch.delete(table, &keys, priority)?,
+            }
+            Ok(format!("{op}ed"))
+        }
+        _ => Err(format!("'{request}': expected tables, entries, counter, insert or delete")),
+    }
+}
+
+/// The paper's AFDX switch as a P4 program (`examples/p4/afdx_switch.p4`) against edgeflow's own
+/// AFDX mode: the same links, the same frames at the same times, the same verdicts (issue 36,
+/// item 6).
+#[cfg(all(test, feature = "afdx"))]
+mod tests {
+    use super::*;
+    use crate::afdx::{
+        end_system_mac, vl_mac, AfdxMode, Police, Priority, VirtualLink, DEFAULT_MAC_CONSTANT, HIGH_QUEUE, LOW_QUEUE,
+        NETWORK_A, NETWORK_B,
+    };
+    use crate::Event;
+    use packet::craft::udp4;
+    use packet::Offload;
+
+    /// Where each copy of a frame went: (port, queue).
+    #[derive(Default)]
+    struct Sent(Vec<(u32, Option<u32>)>);
+
+    impl Output for Sent {
+        fn transmit(&mut self, egress: Egress, _pkt: &Packet) {
+            self.0.push((egress.port, egress.queue));
+        }
+        fn event(&mut self, _: Event) {}
+    }
+
+    /// A verdict as both modes can state it: dropped, or the copies sent.
+    fn run(mode: &mut dyn Mode, frame: &[u8], in_port: u32, now: Nanos) -> Option<Vec<(u32, Option<u32>)>> {
+        let (key, layout) = packet::parse(frame, in_port).unwrap();
+        let mut pkt = Packet::new(frame, Offload::default(), layout);
+        let mut sent = Sent::default();
+        let v = mode.receive(&mut pkt, &key, now, &mut sent);
+        let mut copies = sent.0;
+        copies.sort();
+        v.dropped.is_none().then_some(copies)
+    }
+
+    #[test]
+    fn the_afdx_program_gives_the_afdx_modes_verdicts() {
+        let link = |id, in_port, out_ports: Vec<u32>, bag_ms: u64, smin, smax, jitter_us: u64, priority| VirtualLink {
+            id,
+            in_port,
+            out_ports,
+            bag_ns: bag_ms * 1_000_000,
+            smin,
+            smax,
+            jitter_ns: jitter_us * 1000,
+            priority,
+            police: Police::Frame,
+            account: None,
+            ip_check: false,
+        };
+        let vls = vec![
+            link(5, 1, vec![2, 3], 1, 64, 300, 200, Priority::High),
+            link(6, 2, vec![1], 2, 100, 1518, 500, Priority::Low),
+        ];
+        let mut native = AfdxMode::new(&vls, DEFAULT_MAC_CONSTANT).unwrap();
+        let entry = |vl: &VirtualLink, group: u16, queue: u32, account: u128| Entry {
+            table: "AfdxIngress.tbl_forward_virtual_link".into(),
+            keys: vec![Match::Exact(vl.in_port as u128), Match::Exact(vl.id as u128)],
+            action: "forward".into(),
+            args: vec![
+                group as u128,
+                queue as u128,
+                account,
+                (vl.bag_ns / 1000) as u128,
+                (vl.jitter_ns / 1000) as u128,
+                vl.smin as u128,
+                vl.smax as u128,
+            ],
+            priority: 0,
+        };
+        let cfg = Config {
+            file: "afdx_switch.p4".into(),
+            source: include_str!("../../../examples/p4/afdx_switch.p4").into(),
+            entries: vec![entry(&vls[0], 1, HIGH_QUEUE, 0), entry(&vls[1], 2, LOW_QUEUE, 1)],
+            groups: vec![(1, vec![2, 3]), (2, vec![1])],
+            meters: vec![],
+        };
+        let mut p4 = P4Mode::new(&cfg).unwrap();
+
+        // Frames of both links and of none, mostly conforming, some early (policed), some on the
+        // wrong port, too short or too long, from a source not in the end-system format, to
+        // another constant field, or not IPv4; in bursts (under 0.4 ms apart) and pauses (up to
+        // 3 ms).
+        let mut seed: u64 = 0x5eed;
+        let mut next = |n: u64| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) % n
+        };
+        let (mut now, mut forwarded, mut dropped) = (0u64, 0, 0);
+        for i in 0..3000 {
+            // Bursts and pauses, so that the jitter's allowance is both spent and refilled.
+            now += if next(2) == 0 { next(400_000) } else { next(3_000_000) };
+            let vl = [5u16, 6, 7][next(3) as usize];
+            let in_port = match (vl, next(10)) {
+                (_, 0) => 3,
+                (6, _) => 2,
+                _ => 1,
+            };
+            let src = match next(20) {
+                0 => [3, 0, 0, 0, 1, 0x20],
+                1 => [2, 0, 0, 0, 1, 0x21],
+                2 => [2, 0, 0, 0, 1, 0x60],
+                3 => [2, 1, 0, 0, 1, 0x20],
+                _ => end_system_mac(next(300) as u16, if next(2) == 0 { NETWORK_A } else { NETWORK_B }),
+            };
+            let constant = if next(30) == 0 { 0x0400_0000 } else { DEFAULT_MAC_CONSTANT };
+            let len = 56 + next(1480) as usize;
+            let mut frame = udp4(src, vl_mac(constant, vl), [10, 0, 0, 1], [224, 224, 0, vl as u8], 4000, 9, len);
+            if next(40) == 0 {
+                frame[12..14].copy_from_slice(&0x86ddu16.to_be_bytes());
+            }
+            let want = run(&mut native, &frame, in_port, now);
+            let got = run(&mut p4, &frame, in_port, now);
+            assert_eq!(
+                got,
+                want,
+                "frame {i}: VL {vl} on port {in_port}, {} bytes, from {src:02x?} at {now} ns",
+                frame.len()
+            );
+            match want {
+                Some(_) => forwarded += 1,
+                None => dropped += 1,
+            }
+        }
+        assert!(
+            forwarded > 300 && dropped > 300,
+            "both kinds of verdict exercised: {forwarded} forwarded, {dropped} dropped"
+        );
+        let policed = native
+            .counters()
+            .iter()
+            .flat_map(|g| g.counters.clone())
+            .filter(|(n, _)| *n == "policed")
+            .map(|(_, v)| v)
+            .sum::<u64>();
+        assert!(policed > 50, "policing exercised: {policed}");
     }
 }

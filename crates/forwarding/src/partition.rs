@@ -180,6 +180,10 @@ impl Mode for Partitioned {
         self.programmable.map_or_else(Vec::new, |p| self.parts[p].mode.tables())
     }
 
+    fn control(&mut self, request: &str) -> Option<Result<String, String>> {
+        self.parts.iter_mut().find_map(|p| p.mode.control(request))
+    }
+
     fn counters(&self) -> Vec<CounterGroup> {
         let mut groups: Vec<CounterGroup> = self.parts.iter().flat_map(|p| p.mode.counters()).collect();
         groups.push(CounterGroup {

@@ -6,8 +6,8 @@
 //!
 //! Tables are filled at run time ([`Switch::insert`]), besides their const entries. Values are
 //! at most 128 bits wide, held in a `u128` and cut to their width after every operation, as P4's
-//! unsigned arithmetic wraps. Not run yet, and refused when a frame reaches them: meters, and
-//! keys of type error or enum.
+//! unsigned arithmetic wraps. Not run yet, and refused when a frame reaches them: direct meters,
+//! and keys of type error or enum.
 //!
 //! About 1 300 lines, one concern: the semantics of every construct the checker accepts, on
 //! values, in one evaluator; the control plane's side (entries, groups, counters) is the
@@ -126,15 +126,16 @@ impl Match {
     }
 }
 
+/// A table entry, with what it matched.
 #[derive(Clone, Debug)]
-struct Entry {
-    keys: Vec<Match>,
+pub struct Entry {
+    pub keys: Vec<Match>,
     /// Higher wins among ternary and range matches.
-    priority: i64,
-    action: String,
-    args: Vec<u128>,
-    packets: u64,
-    bytes: u64,
+    pub priority: i64,
+    pub action: String,
+    pub args: Vec<u128>,
+    pub packets: u64,
+    pub bytes: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -195,6 +196,7 @@ pub struct Switch {
     registers: HashMap<String, Vec<Value>>,
     /// Per AFDX account: (credit in byte·ns, when it was last brought up to date).
     accounts: HashMap<String, Vec<(u128, u64)>>,
+    meters: HashMap<String, Meter>,
     groups: HashMap<u16, Vec<u32>>,
 }
 
@@ -224,6 +226,7 @@ impl Switch {
             counters: HashMap::new(),
             registers: HashMap::new(),
             accounts: HashMap::new(),
+            meters: HashMap::new(),
             groups: HashMap::new(),
         };
         let code = sw.code.clone();
@@ -348,6 +351,12 @@ impl Switch {
             "afdx_account" => {
                 let n = size(self);
                 self.accounts.insert(key, vec![(u128::MAX, 0); n]);
+            }
+            "meter" => {
+                let n = size(self);
+                let bytes =
+                    matches!(&i.args.get(1).map(|a| &a.kind), Some(ExprKind::Member(_, m)) if m.text == "bytes");
+                self.meters.insert(key, Meter { bytes, cells: vec![MeterCell::default(); n] });
             }
             _ => {}
         }
@@ -477,9 +486,55 @@ impl Switch {
         Ok(())
     }
 
+    /// Sets meter `name`'s cell `index`: committed and peak rates (units per second: packets or
+    /// bytes, as the meter counts) and bursts (units). Its buckets start full.
+    pub fn set_meter(
+        &mut self,
+        name: &str,
+        index: usize,
+        cir: u64,
+        cburst: u64,
+        pir: u64,
+        pburst: u64,
+    ) -> Result<(), String> {
+        let meter = self.meters.get_mut(name).ok_or_else(|| format!("no meter '{name}'"))?;
+        let n = meter.cells.len();
+        let cell = meter.cells.get_mut(index).ok_or_else(|| format!("{name} has {n} cells; {index} is not one"))?;
+        if pir < cir || pburst == 0 || cburst == 0 {
+            return Err(format!(
+                "{name}[{index}]: the peak rate is at least the committed one, and both bursts above 0"
+            ));
+        }
+        *cell = MeterCell {
+            rates: Some([cir, cburst, pir, pburst]),
+            tokens: [cburst as u128 * NS, pburst as u128 * NS],
+            at: None,
+        };
+        Ok(())
+    }
+
     /// Packets and bytes an indirect counter counted at `index`.
     pub fn counter(&self, name: &str, index: usize) -> Option<(u64, u64)> {
         self.counters.get(name)?.get(index).copied()
+    }
+
+    /// Removes `table`'s entry with exactly these matches and priority.
+    pub fn delete(&mut self, table: &str, keys: &[Match], priority: i64) -> Result<(), String> {
+        let t = self.tables.get_mut(table).ok_or_else(|| format!("no table '{table}'"))?;
+        if t.fixed {
+            return Err(format!("{table}: its entries are the program's (const entries)"));
+        }
+        let before = t.entries.len();
+        t.entries.retain(|e| !(e.keys == keys && e.priority == priority));
+        if t.entries.len() == before {
+            return Err(format!("{table} has no such entry"));
+        }
+        Ok(())
+    }
+
+    /// `table`'s entries, in insertion order.
+    pub fn entries(&self, table: &str) -> Option<&[Entry]> {
+        Some(&self.tables.get(table)?.entries)
     }
 
     /// Packets and bytes each entry of `table` matched, in insertion order.
@@ -1112,10 +1167,19 @@ impl Switch {
             *credit = if ok { grown - need } else { grown };
             return Ok(Value::Bool(ok));
         }
+        if let Some(meter) = self.meters.get_mut(key) {
+            // execute_meter(index, out colour): RFC 2698's two-rate three-colour marker, colour
+            // blind: red over the peak rate, yellow over the committed one, else green. A meter
+            // the control plane has not set marks everything green.
+            let units = if meter.bytes { cx.length as u128 } else { 1 };
+            let colour = meter.cells.get_mut(values[0].as_u128() as usize).map_or(GREEN, |c| c.mark(units, cx.now));
+            self.assign(cx, &args[1], Value::Number(colour as i128))?;
+            return Ok(Value::Void);
+        }
         if method == "count" {
             return Ok(Value::Void); // a direct counter: the table counts its entries
         }
-        Err(Stop::Unsupported(format!("{key}.{method} (meters are not run by the software target yet)")))
+        Err(Stop::Unsupported(format!("{key}.{method} (direct meters are not run by the software target yet)")))
     }
 }
 
@@ -1317,5 +1381,48 @@ fn emit(v: &Value, out: &mut Vec<u8>) {
         }
         Value::Struct(fields) => fields.iter().for_each(|(_, f)| emit(f, out)),
         _ => {}
+    }
+}
+
+/// Meter colours, as `execute_meter` writes them.
+const GREEN: u8 = 0;
+const YELLOW: u8 = 1;
+const RED: u8 = 2;
+/// Tokens are kept in unit·ns: a rate in units per second adds `rate` per nanosecond.
+const NS: u128 = 1_000_000_000;
+
+struct Meter {
+    /// Counts bytes (MeterType.bytes), else packets.
+    bytes: bool,
+    cells: Vec<MeterCell>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct MeterCell {
+    /// Committed rate and burst, peak rate and burst; None: not set, everything green.
+    rates: Option<[u64; 4]>,
+    /// Committed and peak buckets, in unit·ns.
+    tokens: [u128; 2],
+    at: Option<u64>,
+}
+
+impl MeterCell {
+    fn mark(&mut self, units: u128, now: u64) -> u8 {
+        let Some([cir, cburst, pir, pburst]) = self.rates else { return GREEN };
+        let elapsed = self.at.map_or(0, |at| now.saturating_sub(at)) as u128;
+        self.at = Some(now);
+        self.tokens[0] = (self.tokens[0] + elapsed * cir as u128).min(cburst as u128 * NS);
+        self.tokens[1] = (self.tokens[1] + elapsed * pir as u128).min(pburst as u128 * NS);
+        let cost = units * NS;
+        if self.tokens[1] < cost {
+            RED
+        } else if self.tokens[0] < cost {
+            self.tokens[1] -= cost;
+            YELLOW
+        } else {
+            self.tokens[0] -= cost;
+            self.tokens[1] -= cost;
+            GREEN
+        }
     }
 }

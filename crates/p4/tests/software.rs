@@ -129,7 +129,7 @@ fn afdx_switch_checks_polices_and_sends_each_link_to_its_ports() {
     .unwrap();
     sw.set_group(1, vec![2, 3]);
     let vl5 = [3, 0, 0, 0, 0, 5];
-    let frame = udp4([2, 0, 0, 0, 0, 0x21], vl5, [10, 0, 0, 1], [224, 224, 0, 5], 4000, 9, 100);
+    let frame = udp4([2, 0, 0, 0, 1, 0x20], vl5, [10, 0, 0, 1], [224, 224, 0, 5], 4000, 9, 100);
     let out = sw.process(&frame, 1, 0).unwrap();
     assert_eq!(out.iter().map(|o| (o.port, o.queue)).collect::<Vec<_>>(), [(2, 7), (3, 7)]);
     assert!(out.iter().all(|o| o.frame == frame));
@@ -140,14 +140,55 @@ fn afdx_switch_checks_polices_and_sends_each_link_to_its_ports() {
     assert_eq!(sw.counter("AfdxIngress.policed", 0), Some((1, 100)));
     assert!(sw.process(&frame, 1, 1_000_000).is_ok());
 
-    // Integrity: the wrong port, a group source address, the wrong constant, a frame too big.
+    // Integrity: the wrong port, a source not in the end-system format, the wrong constant, a
+    // frame too big.
     assert_eq!(sw.process(&frame, 2, 5_000_000), Err(Dropped::Program), "VL 5 is port 1's");
     let group_source = udp4([3, 0, 0, 0, 0, 1], vl5, [10, 0, 0, 1], [224, 224, 0, 5], 4000, 9, 100);
     assert_eq!(sw.process(&group_source, 1, 6_000_000), Err(Dropped::Program));
-    let not_afdx = udp4([2, 0, 0, 0, 0, 0x21], [4, 0, 0, 0, 0, 5], [10, 0, 0, 1], [224, 224, 0, 5], 4000, 9, 100);
+    let not_afdx = udp4([2, 0, 0, 0, 1, 0x20], [4, 0, 0, 0, 0, 5], [10, 0, 0, 1], [224, 224, 0, 5], 4000, 9, 100);
     assert_eq!(sw.process(&not_afdx, 1, 7_000_000), Err(Dropped::Program));
-    let too_big = udp4([2, 0, 0, 0, 0, 0x21], vl5, [10, 0, 0, 1], [224, 224, 0, 5], 4000, 9, 197);
+    let too_big = udp4([2, 0, 0, 0, 1, 0x20], vl5, [10, 0, 0, 1], [224, 224, 0, 5], 4000, 9, 197);
     assert_eq!(sw.process(&too_big, 1, 8_000_000), Err(Dropped::Program), "197 bytes + FCS > 200");
-    let largest = udp4([2, 0, 0, 0, 0, 0x21], vl5, [10, 0, 0, 1], [224, 224, 0, 5], 4000, 9, 196);
+    let largest = udp4([2, 0, 0, 0, 1, 0x20], vl5, [10, 0, 0, 1], [224, 224, 0, 5], 4000, 9, 196);
     assert!(sw.process(&largest, 1, 9_000_000).is_ok(), "196 bytes + FCS = 200");
+}
+
+/// An indirect meter marks by RFC 2698: green within the committed rate and burst, yellow within
+/// the peak ones, red beyond; the buckets refill with time. Unset, it marks everything green.
+#[test]
+fn meters_mark_green_yellow_and_red() {
+    let program = "#include <edgeflow.p4>
+header eth_t { bit<48> dst; bit<48> src; bit<16> type; }
+struct h_t { eth_t eth; }
+struct m_t { }
+parser P(packet_in pk, out h_t hdr, inout m_t meta, inout standard_metadata_t sm) {
+    state start { pk.extract(hdr.eth); transition accept; }
+}
+control I(inout h_t hdr, inout m_t meta, inout standard_metadata_t sm) {
+    meter(4, MeterType.packets) m;
+    apply {
+        bit<2> colour;
+        m.execute_meter((bit<32>) hdr.eth.dst[1:0], colour);
+        if (colour == 2) { mark_to_drop(sm); } else { sm.egress_port = 2; sm.priority = (bit<3>) colour; }
+    }
+}
+control E(inout h_t hdr, inout m_t meta, inout standard_metadata_t sm) { apply { } }
+control D(packet_out pk, in h_t hdr) { apply { pk.emit(hdr.eth); } }
+EdgeflowSwitch(P(), I(), E(), D()) main;
+";
+    let (p, c) = p4::front_end("meter.p4", program).unwrap();
+    let mut sw = Switch::new(p, c).unwrap();
+    // 1000 frames/s committed with a burst of 2, 2000/s peak with a burst of 3.
+    sw.set_meter("I.m", 0, 1000, 2, 2000, 3).unwrap();
+    let frame = udp4(H1, [2, 0, 0, 0, 0, 4], [10, 0, 0, 1], [10, 0, 0, 2], 4000, 9, 60);
+    let colour = |sw: &mut Switch, now| sw.process(&frame, 1, now).map(|o| o[0].queue);
+    assert_eq!(colour(&mut sw, 0), Ok(0));
+    assert_eq!(colour(&mut sw, 0), Ok(0));
+    assert_eq!(colour(&mut sw, 0), Ok(1), "over the committed burst: yellow");
+    assert_eq!(colour(&mut sw, 0), Err(Dropped::Program), "over the peak burst: red, dropped");
+    assert_eq!(colour(&mut sw, 1_000_000), Ok(0), "1 ms later: one frame's committed credit back");
+    // Cell 1 is not set: green.
+    let other = udp4(H1, [2, 0, 0, 0, 0, 5], [10, 0, 0, 1], [10, 0, 0, 2], 4000, 9, 60);
+    assert!((0..10).all(|_| sw.process(&other, 1, 0).map(|o| o[0].queue) == Ok(0)));
+    assert!(sw.set_meter("I.m", 9, 1, 1, 1, 1).unwrap_err().contains("4 cells"));
 }

@@ -131,6 +131,21 @@ impl Switch {
                     data: super::report::log_filter(data).to_string().into_bytes(),
                 })
             }
+            R::Experimenter { experimenter: super::EXPERIMENTER, exp_type: super::MODE_CONTROL, data } => {
+                let request = String::from_utf8_lossy(data);
+                let answer = match self.mode.control(&request) {
+                    Some(Ok(text)) => serde_json::json!({ "ok": text }),
+                    Some(Err(why)) => serde_json::json!({ "error": why }),
+                    None => {
+                        serde_json::json!({ "error": format!("mode {} takes no control requests", self.mode.name()) })
+                    }
+                };
+                Ok(MultipartReplyBody::Experimenter {
+                    experimenter: super::EXPERIMENTER,
+                    exp_type: super::MODE_CONTROL,
+                    data: answer.to_string().into_bytes(),
+                })
+            }
             R::Experimenter { experimenter: super::EXPERIMENTER, exp_type: super::KERNEL_DUMP, .. } => {
                 let dump = match &self.fast {
                     Some(fast) => fast.dump(),

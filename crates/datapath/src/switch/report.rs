@@ -19,6 +19,9 @@ pub const LOG_FILTER: u32 = 2;
 /// The experimenter multipart type of `edgeflow dump-flows --kernel`: what the kernel's maps
 /// hold, as JSON (`FastPath::dump`).
 pub const KERNEL_DUMP: u32 = 3;
+/// A request of the mode's own control protocol (`edgeflow p4`): its text in, `{"ok": text}` or
+/// `{"error": text}` out.
+pub const MODE_CONTROL: u32 = 4;
 
 /// What changes the process's log filter: given a new one (or none, to read it), the filter now
 /// in force, or why the new one was refused.

@@ -45,7 +45,7 @@ pub type LessSection = Spanned<toml::Value>;
 #[cfg(not(feature = "streams"))]
 pub type StreamEntry = Spanned<toml::Value>;
 #[cfg(feature = "p4")]
-pub use p4::P4Section;
+pub use p4::{parse_key, parse_value, P4Section};
 #[cfg(not(feature = "p4"))]
 pub type P4Section = Spanned<toml::Value>;
 

@@ -19,6 +19,23 @@ pub struct P4Section {
     pub entries: Vec<P4Entry>,
     #[serde(default, rename = "group")]
     pub groups: Vec<P4Group>,
+    #[serde(default, rename = "meter")]
+    pub meters: Vec<P4Meter>,
+}
+
+/// `[[p4.meter]]`: one cell of a meter (RFC 2698): rates in the meter's units (packets or
+/// bytes) per second, bursts in its units.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct P4Meter {
+    /// `Block.meter`, as in the program.
+    pub name: Spanned<String>,
+    #[serde(default)]
+    pub index: usize,
+    pub cir: u64,
+    pub cburst: u64,
+    pub pir: u64,
+    pub pburst: u64,
 }
 
 /// `[[p4.entry]]`: one table entry.
@@ -62,6 +79,16 @@ fn number(s: &str) -> Result<u128, String> {
         return Err(bad());
     }
     parts.iter().try_fold(0u128, |v, p| u8::from_str_radix(p, radix).map(|b| (v << 8) | b as u128).map_err(|_| bad()))
+}
+
+/// A key as an operator writes it on the command line (`edgeflow p4 insert --match`).
+pub fn parse_key(s: &str) -> Result<Match, String> {
+    key(&toml::Value::String(s.into()))
+}
+
+/// A value as an operator writes it: a number, a MAC or an IPv4 address.
+pub fn parse_value(s: &str) -> Result<u128, String> {
+    number(s)
 }
 
 fn value(v: &toml::Value) -> Result<u128, String> {
@@ -130,11 +157,17 @@ pub(super) fn p4(
         }
         groups.push((*g.id.get_ref(), g.ports.get_ref().clone()));
     }
-    let cfg = Config { file: path.display().to_string(), source, entries, groups };
+    let meters = section
+        .meters
+        .iter()
+        .map(|m| (m.name.get_ref().clone(), m.index, [m.cir, m.cburst, m.pir, m.pburst]))
+        .collect();
+    let cfg = Config { file: path.display().to_string(), source, entries, groups, meters };
     match forwarding::p4::P4Mode::new(&cfg) {
         Ok(_) => Ok(ModeSetting::P4(cfg)),
         Err(ConfigError::Program(m)) => Err(m),
         Err(ConfigError::Entry(i, m)) => Err(cx.at(&section.entries[i].table, m)),
+        Err(ConfigError::Meter(i, m)) => Err(cx.at(&section.meters[i].name, m)),
     }
 }
 
