@@ -86,6 +86,28 @@ def run(sender, receiver, size=64, rate=0, gap_ns=None, duration=1.0, send_engin
         return sent, finish_receiver(recv, [sent])
 
 
+@contextmanager
+def streaming(sender, receiver, rate, duration, size=200, flow=1):
+    """A stream of numbered frames from `sender` to `receiver` (Hosts, socket engines) while the
+    body runs: yields `finish()`, which waits for the sender and returns (sender report, receiver
+    report), so that something can be done to the switch in between."""
+    with receiving(receiver.popen, LOADGEN_BIN, "recv", "--iface", "eth0", "--engine", "socket", "--flow", str(flow),
+                   "--duration", str(duration + 57)) as recv:
+        proc = sender.popen(LOADGEN_BIN, "send", "--iface", "eth0", "--dst-mac", receiver.mac, "--src-ip",
+                            sender.addr, "--dst-ip", receiver.addr, "--size", str(size), "--rate", str(rate),
+                            "--duration", str(duration), "--engine", "socket", "--flow", str(flow))
+
+        def finish():
+            out, _ = proc.communicate(timeout=duration + 30)
+            return json.loads(out), finish_receiver(recv, [out])
+
+        try:
+            yield finish
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+
+
 def prepare_xdp_sender(sender):
     """Frames sent by the XDP engine enter the peer interface only if it runs NAPI (GRO on)."""
     sh("ethtool", "-K", sender.switch_side, "gro", "on", check=False)

@@ -3,7 +3,6 @@ controller changes, while a stream between two ports that stay loses nothing (se
 and the installed flows stay; a change only a restart can make is refused whole, with the reason,
 and the running configuration stays (docs/deploy.md#reload)."""
 
-import json
 import re
 import signal
 import socket
@@ -73,20 +72,14 @@ def test_sighup_adds_and_removes_a_port_and_changes_the_controller_without_loss(
         wait_for(lambda: old.accepted >= 1, what="the first controller's connection")
         sw.ofctl("add-flow", "priority=10,in_port=1,actions=output:2")
         sw.ofctl("add-flow", "priority=10,in_port=2,actions=output:1")
-        with loadgen.receiving(h2.popen, loadgen.LOADGEN_BIN, "recv", "--iface", "eth0", "--engine", "socket",
-                               "--flow", "1", "--duration", "60") as recv:
-            sender = h1.popen(loadgen.LOADGEN_BIN, "send", "--iface", "eth0", "--dst-mac", h2.mac, "--src-ip",
-                              h1.addr, "--dst-ip", h2.addr, "--size", "200", "--rate", "5000", "--duration", "3",
-                              "--engine", "socket", "--flow", "1")
+        with loadgen.streaming(h1, h2, rate=5000, duration=3) as finish:
             time.sleep(0.8)
             # A third port, and another controller, while the stream runs.
             hangup(config([(1, p1), (2, p2), (3, p3)], new), "configuration applied")
             wait_for(lambda: new.accepted >= 1 and old.closed >= 1, what="the controller to change")
             # A change only a restart makes: refused whole, port 3 stays.
             hangup(config([(1, p1), (2, p2)], new, "tables = 8\n"), "configuration refused")
-            out, err = sender.communicate(timeout=30)
-            got = loadgen.finish_receiver(recv, [out])
-        sent = json.loads(out)
+            sent, got = finish()
         assert sent["sent"] > 10_000 and got["received"] == sent["sent"] and got["lost"] == 0, (sent, got)
         assert "tables changed, which takes a restart" in sw.log()
 

@@ -69,11 +69,7 @@ def restart_under_stream(two_hosts, datapath, stop, keep, extra=()):
         for f in FLOWS:
             first.ofctl("add-flow", f)
         assert h1.ping(h2.addr, count=2, interval=0.05)[0] == 2
-        with loadgen.receiving(h2.popen, loadgen.LOADGEN_BIN, "recv", "--iface", "eth0", "--engine", "socket",
-                               "--flow", "1", "--duration", "60") as recv:
-            sender = h1.popen(loadgen.LOADGEN_BIN, "send", "--iface", "eth0", "--dst-mac", h2.mac, "--src-ip",
-                              h1.addr, "--dst-ip", h2.addr, "--size", "200", "--rate", "5000", "--duration", "3",
-                              "--engine", "socket", "--flow", "1")
+        with loadgen.streaming(h1, h2, rate=5000, duration=3) as finish:
             time.sleep(0.8)
             if stop == "kill":
                 first.kill()
@@ -88,9 +84,8 @@ def restart_under_stream(two_hosts, datapath, stop, keep, extra=()):
             # The controller's flows again; ovs-ofctl ends with a barrier.
             for f in FLOWS:
                 second.ofctl("add-flow", f)
-            out, err = sender.communicate(timeout=30)
-            got = loadgen.finish_receiver(recv, [out])
-        return got, json.loads(out), second
+            sent, got = finish()
+        return got, sent, second
     except BaseException:
         second.stop()
         raise

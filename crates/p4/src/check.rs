@@ -190,10 +190,8 @@ impl<'a> Checker<'a> {
     fn declaration(&mut self, d: &'a Decl) -> Result<()> {
         match d {
             Decl::Const { ty, name, value } => {
-                let ty = self.resolve(ty, &[])?;
-                self.expect(value, &ty, "the constant's value")?;
-                let value = self.const_value(value);
-                self.global(name, Var { ty, writable: false, value })
+                let v = self.constant(ty, value)?;
+                self.global(name, v)
             }
             Decl::Typedef { ty, name } => {
                 let ty = self.resolve(ty, &[])?;
@@ -261,6 +259,22 @@ impl<'a> Checker<'a> {
                 self.global(&i.name, v)
             }
         }
+    }
+
+    /// A constant: its type, its value checked against it, and the number it is if it is one.
+    fn constant(&self, ty: &Type, value: &Expr) -> Result<Var> {
+        let ty = self.resolve(ty, &[])?;
+        self.expect(value, &ty, "the constant's value")?;
+        Ok(Var { ty, writable: false, value: self.const_value(value) })
+    }
+
+    /// A variable: its type, and its initial value checked against it.
+    fn variable(&self, ty: &Type, init: Option<&Expr>) -> Result<Var> {
+        let ty = self.resolve(ty, &[])?;
+        if let Some(e) = init {
+            self.expect(e, &ty, "the initial value")?;
+        }
+        Ok(Var { ty, writable: true, value: None })
     }
 
     fn global(&mut self, name: &Name, v: Var) -> Result<()> {
@@ -491,17 +505,12 @@ impl<'a> Checker<'a> {
     fn local(&mut self, l: &'a Local) -> Result<()> {
         match l {
             Local::Const { ty, name, value } => {
-                let ty = self.resolve(ty, &[])?;
-                self.expect(value, &ty, "the constant's value")?;
-                let value = self.const_value(value);
-                self.declare_local(name, Var { ty, writable: false, value })
+                let v = self.constant(ty, value)?;
+                self.declare_local(name, v)
             }
             Local::Var { ty, name, init } => {
-                let ty = self.resolve(ty, &[])?;
-                if let Some(e) = init {
-                    self.expect(e, &ty, "the initial value")?;
-                }
-                self.declare_local(name, Var { ty, writable: true, value: None })
+                let v = self.variable(ty, init.as_ref())?;
+                self.declare_local(name, v)
             }
             Local::Instance(i) => {
                 let v = self.instance(i)?;
@@ -697,17 +706,12 @@ impl<'a> Checker<'a> {
                 Ok(())
             }
             Stmt::Var { ty, name, init } => {
-                let ty = self.resolve(ty, &[])?;
-                if let Some(e) = init {
-                    self.expect(e, &ty, "the initial value")?;
-                }
-                self.declare_local(name, Var { ty, writable: true, value: None })
+                let v = self.variable(ty, init.as_ref())?;
+                self.declare_local(name, v)
             }
             Stmt::Const { ty, name, value } => {
-                let ty = self.resolve(ty, &[])?;
-                self.expect(value, &ty, "the constant's value")?;
-                let v = self.const_value(value);
-                self.declare_local(name, Var { ty, writable: false, value: v })
+                let v = self.constant(ty, value)?;
+                self.declare_local(name, v)
             }
             Stmt::Return(pos) if self.in_parser => err(*pos, "a parser's states end in a transition, not return"),
             Stmt::Exit(pos) if self.in_parser => err(*pos, "a parser's states end in a transition, not exit"),
