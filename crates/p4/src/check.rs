@@ -117,12 +117,6 @@ impl Checked {
     /// The checker's type for `t` (which the checker accepted), type parameters left as they are.
     pub fn resolve(&self, t: &Type) -> Ty {
         match t {
-            Type::Bit(w) => Ty::Bit(*w),
-            Type::Int(w) => Ty::Int(*w),
-            Type::Bool => Ty::Bool,
-            Type::Void => Ty::Void,
-            Type::Error => Ty::Error,
-            Type::DontCare => Ty::Var("_".into()),
             Type::Named(n, args) => match self.layouts.get(&n.text) {
                 Some(Layout::Header(_)) => Ty::Header(n.text.clone()),
                 Some(Layout::Struct(_)) => Ty::Struct(n.text.clone()),
@@ -130,7 +124,20 @@ impl Checked {
                 Some(Layout::Alias(t)) => t.clone(),
                 _ => Ty::Extern(n.text.clone(), args.iter().map(|a| self.resolve(a)).collect()),
             },
+            other => builtin(other),
         }
+    }
+}
+
+/// The type a built-in type name stands for (anything but a named type).
+fn builtin(t: &Type) -> Ty {
+    match t {
+        Type::Bit(w) => Ty::Bit(*w),
+        Type::Int(w) => Ty::Int(*w),
+        Type::Bool => Ty::Bool,
+        Type::Void => Ty::Void,
+        Type::Error => Ty::Error,
+        Type::DontCare | Type::Named(..) => Ty::Var("_".into()),
     }
 }
 
@@ -334,12 +341,6 @@ impl<'a> Checker<'a> {
     /// The checker's type for `t`, where `vars` are type parameters in scope.
     fn resolve(&self, t: &Type, vars: &[Name]) -> Result<Ty> {
         Ok(match t {
-            Type::Bit(w) => Ty::Bit(*w),
-            Type::Int(w) => Ty::Int(*w),
-            Type::Bool => Ty::Bool,
-            Type::Void => Ty::Void,
-            Type::Error => Ty::Error,
-            Type::DontCare => Ty::Var("_".into()),
             Type::Named(name, args) => {
                 if vars.iter().any(|v| v.text == name.text) {
                     return Ok(Ty::Var(name.text.clone()));
@@ -380,6 +381,7 @@ impl<'a> Checker<'a> {
                     None => return err(name.pos, format!("no type named '{}'", name.text)),
                 }
             }
+            other => builtin(other),
         })
     }
 
