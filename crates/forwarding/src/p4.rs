@@ -23,6 +23,8 @@ pub struct Entry {
     pub action: String,
     pub args: Vec<u128>,
     pub priority: i64,
+    /// Its cell of the table's direct meter: committed rate, burst, peak rate, burst.
+    pub meter: Option<[u64; 4]>,
 }
 
 /// The program, its source, and what its tables and groups hold at start.
@@ -65,6 +67,9 @@ impl P4Mode {
         for (i, e) in cfg.entries.iter().enumerate() {
             switch
                 .insert(&e.table, e.keys.clone(), &e.action, e.args.clone(), e.priority)
+                .and_then(|()| {
+                    e.meter.map_or(Ok(()), |rates| switch.set_entry_meter(&e.table, &e.keys, e.priority, rates))
+                })
                 .map_err(|m| ConfigError::Entry(i, m))?;
         }
         for (id, ports) in &cfg.groups {
@@ -289,6 +294,7 @@ mod tests {
                 vl.smax as u128,
             ],
             priority: 0,
+            meter: None,
         };
         let cfg = Config {
             file: "afdx_switch.p4".into(),

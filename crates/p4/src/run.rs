@@ -6,8 +6,8 @@
 //!
 //! Tables are filled at run time ([`Switch::insert`]), besides their const entries. Values are
 //! at most 128 bits wide, held in a `u128` and cut to their width after every operation, as P4's
-//! unsigned arithmetic wraps. Not run yet, and refused when a frame reaches them: direct meters,
-//! and keys of type error or enum.
+//! unsigned arithmetic wraps. Not run yet, and refused when a frame reaches them: keys of type
+//! error or enum.
 //!
 //! About 1 300 lines, one concern: the semantics of every construct the checker accepts, on
 //! values, in one evaluator; the control plane's side (entries, groups, counters) is the
@@ -136,6 +136,8 @@ pub struct Entry {
     pub args: Vec<u128>,
     pub packets: u64,
     pub bytes: u64,
+    /// Its cell of the table's direct meter (`meters = ...`).
+    meter: MeterCell,
 }
 
 #[derive(Clone, Debug)]
@@ -148,6 +150,8 @@ struct TableState {
     size: usize,
     /// Entries from the program (`const entries`): the control plane cannot change them.
     fixed: bool,
+    /// Its direct meter (`meters = dm`): the instance, and whether it counts bytes.
+    meter: Option<(String, bool)>,
 }
 
 /// Where a frame went: one copy per output.
@@ -197,6 +201,10 @@ pub struct Switch {
     /// Per AFDX account: (credit in byte·ns, when it was last brought up to date).
     accounts: HashMap<String, Vec<(u128, u64)>>,
     meters: HashMap<String, Meter>,
+    /// Direct meters, by instance: whether each counts bytes, and the colour its table's last
+    /// lookup gave (what `read` returns).
+    direct_meters: HashMap<String, bool>,
+    direct_colours: HashMap<String, u8>,
     groups: HashMap<u16, Vec<u32>>,
 }
 
@@ -227,6 +235,8 @@ impl Switch {
             registers: HashMap::new(),
             accounts: HashMap::new(),
             meters: HashMap::new(),
+            direct_meters: HashMap::new(),
+            direct_colours: HashMap::new(),
             groups: HashMap::new(),
         };
         let code = sw.code.clone();
@@ -312,14 +322,24 @@ impl Switch {
                 args,
                 packets: 0,
                 bytes: 0,
+                meter: MeterCell::default(),
             });
         }
         let size = match &t.size {
             Some(s) => number(&mut cx, scratch, s)? as usize,
             None => 1024,
         };
+        let meter = t.properties.iter().find(|(p, _)| p.text == "meters").and_then(|(_, e)| match &e.kind {
+            ExprKind::Name(n) => Some(format!("{block}.{n}")),
+            _ => None,
+        });
+        let meter = meter.map(|key| {
+            let bytes = scratch.direct_meters.get(&key).copied().unwrap_or(false);
+            (key, bytes)
+        });
         Ok(TableState {
             keys,
+            meter,
             actions: t.actions.iter().map(|a| a.name.text.clone()).collect(),
             fixed: !entries.is_empty(),
             entries,
@@ -351,6 +371,11 @@ impl Switch {
             "afdx_account" => {
                 let n = size(self);
                 self.accounts.insert(key, vec![(u128::MAX, 0); n]);
+            }
+            "direct_meter" => {
+                let bytes =
+                    matches!(&i.args.first().map(|a| &a.kind), Some(ExprKind::Member(_, m)) if m.text == "bytes");
+                self.direct_meters.insert(key, bytes);
             }
             "meter" => {
                 let n = size(self);
@@ -482,7 +507,15 @@ impl Switch {
         if t.entries.len() >= t.size {
             return Err(format!("{table} is full ({} entries)", t.size));
         }
-        t.entries.push(Entry { keys, priority, action: action.to_string(), args, packets: 0, bytes: 0 });
+        t.entries.push(Entry {
+            keys,
+            priority,
+            action: action.to_string(),
+            args,
+            packets: 0,
+            bytes: 0,
+            meter: MeterCell::default(),
+        });
         Ok(())
     }
 
@@ -500,16 +533,26 @@ impl Switch {
         let meter = self.meters.get_mut(name).ok_or_else(|| format!("no meter '{name}'"))?;
         let n = meter.cells.len();
         let cell = meter.cells.get_mut(index).ok_or_else(|| format!("{name} has {n} cells; {index} is not one"))?;
-        if pir < cir || pburst == 0 || cburst == 0 {
-            return Err(format!(
-                "{name}[{index}]: the peak rate is at least the committed one, and both bursts above 0"
-            ));
+        *cell = MeterCell::new(&format!("{name}[{index}]"), [cir, cburst, pir, pburst])?;
+        Ok(())
+    }
+
+    /// Sets the direct meter cell of `table`'s entry with these matches and priority, as
+    /// [`Switch::set_meter`] sets an indirect meter's.
+    pub fn set_entry_meter(
+        &mut self,
+        table: &str,
+        keys: &[Match],
+        priority: i64,
+        rates: [u64; 4],
+    ) -> Result<(), String> {
+        let t = self.tables.get_mut(table).ok_or_else(|| format!("no table '{table}'"))?;
+        if t.meter.is_none() {
+            return Err(format!("{table} has no direct meter (meters = ...)"));
         }
-        *cell = MeterCell {
-            rates: Some([cir, cburst, pir, pburst]),
-            tokens: [cburst as u128 * NS, pburst as u128 * NS],
-            at: None,
-        };
+        let e = t.entries.iter_mut().find(|e| e.keys == keys && e.priority == priority);
+        let e = e.ok_or_else(|| format!("{table} has no such entry"))?;
+        e.meter = MeterCell::new(table, rates)?;
         Ok(())
     }
 
@@ -1046,9 +1089,18 @@ impl Switch {
                 let e = &mut state.entries[i];
                 e.packets += 1;
                 e.bytes += cx.length;
+                if let Some((key, bytes)) = &state.meter {
+                    let units = if *bytes { cx.length as u128 } else { 1 };
+                    self.direct_colours.insert(key.clone(), e.meter.mark(units, cx.now));
+                }
                 (true, e.action.clone(), e.args.clone())
             }
-            None => (false, state.default.0.clone(), state.default.1.clone()),
+            None => {
+                if let Some((key, _)) = &state.meter {
+                    self.direct_colours.insert(key.clone(), GREEN);
+                }
+                (false, state.default.0.clone(), state.default.1.clone())
+            }
         };
         let a = cx
             .actions
@@ -1176,10 +1228,15 @@ impl Switch {
             self.assign(cx, &args[1], Value::Number(colour as i128))?;
             return Ok(Value::Void);
         }
+        if self.direct_meters.contains_key(key) && method == "read" {
+            let colour = self.direct_colours.get(key).copied().unwrap_or(GREEN);
+            self.assign(cx, &args[0], Value::Number(colour as i128))?;
+            return Ok(Value::Void);
+        }
         if method == "count" {
             return Ok(Value::Void); // a direct counter: the table counts its entries
         }
-        Err(Stop::Unsupported(format!("{key}.{method} (direct meters are not run by the software target yet)")))
+        Err(Stop::Unsupported(format!("{key}.{method}")))
     }
 }
 
@@ -1407,6 +1464,18 @@ struct MeterCell {
 }
 
 impl MeterCell {
+    /// A cell with these rates (`what` names it in the error), its buckets full.
+    fn new(what: &str, [cir, cburst, pir, pburst]: [u64; 4]) -> Result<MeterCell, String> {
+        if pir < cir || pburst == 0 || cburst == 0 {
+            return Err(format!("{what}: the peak rate is at least the committed one, and both bursts above 0"));
+        }
+        Ok(MeterCell {
+            rates: Some([cir, cburst, pir, pburst]),
+            tokens: [cburst as u128 * NS, pburst as u128 * NS],
+            at: None,
+        })
+    }
+
     fn mark(&mut self, units: u128, now: u64) -> u8 {
         let Some([cir, cburst, pir, pburst]) = self.rates else { return GREEN };
         let elapsed = self.at.map_or(0, |at| now.saturating_sub(at)) as u128;

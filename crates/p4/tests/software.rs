@@ -192,3 +192,49 @@ EdgeflowSwitch(P(), I(), E(), D()) main;
     assert!((0..10).all(|_| sw.process(&other, 1, 0).map(|o| o[0].queue) == Ok(0)));
     assert!(sw.set_meter("I.m", 9, 1, 1, 1, 1).unwrap_err().contains("4 cells"));
 }
+
+/// A table's direct meter: each entry has its own cell, set by the control plane, which the entry's
+/// action reads after the lookup; a miss reads green.
+#[test]
+fn a_direct_meter_marks_per_entry() {
+    let program = "#include <edgeflow.p4>
+header eth_t { bit<48> dst; bit<48> src; bit<16> type; }
+struct h_t { eth_t eth; }
+struct m_t { }
+parser P(packet_in pk, out h_t hdr, inout m_t meta, inout standard_metadata_t sm) {
+    state start { pk.extract(hdr.eth); transition accept; }
+}
+control I(inout h_t hdr, inout m_t meta, inout standard_metadata_t sm) {
+    direct_meter<bit<2>>(MeterType.packets) dm;
+    action fwd(PortId_t p) {
+        bit<2> colour;
+        dm.read(colour);
+        sm.egress_port = p;
+        sm.priority = (bit<3>) colour;
+        if (colour == 2) { mark_to_drop(sm); }
+    }
+    table t { key = { hdr.eth.dst : exact; } actions = { fwd; } default_action = fwd(9); meters = dm; }
+    apply { t.apply(); }
+}
+control E(inout h_t hdr, inout m_t meta, inout standard_metadata_t sm) { apply { } }
+control D(packet_out pk, in h_t hdr) { apply { pk.emit(hdr.eth); } }
+EdgeflowSwitch(P(), I(), E(), D()) main;
+";
+    let (p, c) = p4::front_end("direct.p4", program).unwrap();
+    let mut sw = Switch::new(p, c).unwrap();
+    let (a, b) = ([2, 0, 0, 0, 0, 0xa], [2, 0, 0, 0, 0, 0xb]);
+    for (dst, port) in [(a, 2), (b, 3)] {
+        sw.insert("I.t", vec![Match::Exact(mac(dst))], "fwd", vec![port], 0).unwrap();
+    }
+    // Entry a: a burst of one within the committed rate, two within the peak.
+    sw.set_entry_meter("I.t", &[Match::Exact(mac(a))], 0, [1000, 1, 1000, 2]).unwrap();
+    let to = |dst: [u8; 6]| udp4(H1, dst, [10, 0, 0, 1], [10, 0, 0, 2], 4000, 9, 60);
+    let seen = |sw: &mut Switch, dst| sw.process(&to(dst), 1, 0).map(|o| (o[0].port, o[0].queue));
+    assert_eq!(seen(&mut sw, a), Ok((2, 0)), "green");
+    assert_eq!(seen(&mut sw, a), Ok((2, 1)), "yellow");
+    assert_eq!(seen(&mut sw, a), Err(Dropped::Program), "red");
+    assert_eq!(seen(&mut sw, b), Ok((3, 0)), "entry b has its own cell, never set: green");
+    assert_eq!(seen(&mut sw, [2, 0, 0, 0, 0, 0xc]), Ok((9, 0)), "a miss: green");
+    let e = sw.set_entry_meter("I.t", &[Match::Exact(1)], 0, [1, 1, 1, 1]).unwrap_err();
+    assert_eq!(e, "I.t has no such entry");
+}

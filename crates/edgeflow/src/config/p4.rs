@@ -54,6 +54,8 @@ pub struct P4Entry {
     pub args: Option<Spanned<Vec<toml::Value>>>,
     /// Orders ternary and range entries: higher first.
     pub priority: Option<Spanned<i64>>,
+    /// Its cell of the table's direct meter: [committed rate, burst, peak rate, burst].
+    pub meter: Option<[u64; 4]>,
 }
 
 /// `[[p4.group]]`: a multicast group and its ports.
@@ -145,6 +147,7 @@ pub(super) fn p4(
             action: e.action.get_ref().clone(),
             args,
             priority,
+            meter: e.meter,
         });
     }
     let mut groups = Vec::new();
@@ -210,6 +213,8 @@ mod tests {
         let sw = dir.join("sw.toml").display().to_string();
         let e = config(&good.replace("\"forward\"", "\"drop\"")).unwrap_err();
         assert_eq!(e, format!("{sw}:9: L2Ingress.dmac has no action 'drop' (it has forward, flood)"));
+        let e = config(&good.replace("args = [2]", "args = [2]\nmeter = [1000, 1, 2000, 2]")).unwrap_err();
+        assert_eq!(e, format!("{sw}:9: L2Ingress.dmac has no direct meter (meters = ...)"));
         let e = config(&good.replace("args = [2]", "args = [\"2.0\"]")).unwrap_err();
         assert!(e.starts_with(&format!("{sw}:12: '2.0': expected a number")), "{e}");
         let e = config(&good.replace("ports = [1, 2]", "ports = [1, 3]")).unwrap_err();
