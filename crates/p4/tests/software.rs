@@ -153,31 +153,42 @@ fn afdx_switch_checks_polices_and_sends_each_link_to_its_ports() {
     assert!(sw.process(&largest, 1, 9_000_000).is_ok(), "196 bytes + FCS = 200");
 }
 
+/// A switch that parses Ethernet only and runs `ingress` (its declarations and apply block) as
+/// control I: what the extern tests need around them.
+fn ethernet_switch(ingress: &str) -> Switch {
+    let program = format!(
+        "#include <edgeflow.p4>
+header eth_t {{ bit<48> dst; bit<48> src; bit<16> type; }}
+struct h_t {{ eth_t eth; }}
+struct m_t {{ }}
+parser P(packet_in pk, out h_t hdr, inout m_t meta, inout standard_metadata_t sm) {{
+    state start {{ pk.extract(hdr.eth); transition accept; }}
+}}
+control I(inout h_t hdr, inout m_t meta, inout standard_metadata_t sm) {{
+{ingress}
+}}
+control E(inout h_t hdr, inout m_t meta, inout standard_metadata_t sm) {{ apply {{ }} }}
+control D(packet_out pk, in h_t hdr) {{ apply {{ pk.emit(hdr.eth); }} }}
+EdgeflowSwitch(P(), I(), E(), D()) main;
+"
+    );
+    let (p, c) = p4::front_end("ethernet.p4", &program).unwrap_or_else(|e| panic!("{e}"));
+    Switch::new(p, c).unwrap()
+}
+
 /// An indirect meter marks by RFC 2698: green within the committed rate and burst, yellow within
 /// the peak ones, red beyond; the buckets refill with time. Unset, it marks everything green.
 #[test]
 fn meters_mark_green_yellow_and_red() {
-    let program = "#include <edgeflow.p4>
-header eth_t { bit<48> dst; bit<48> src; bit<16> type; }
-struct h_t { eth_t eth; }
-struct m_t { }
-parser P(packet_in pk, out h_t hdr, inout m_t meta, inout standard_metadata_t sm) {
-    state start { pk.extract(hdr.eth); transition accept; }
-}
-control I(inout h_t hdr, inout m_t meta, inout standard_metadata_t sm) {
-    meter(4, MeterType.packets) m;
+    let mut sw = ethernet_switch(
+        "    meter(4, MeterType.packets) m;
     apply {
         bit<2> colour;
         m.execute_meter((bit<32>) hdr.eth.dst[1:0], colour);
         if (colour == 2) { mark_to_drop(sm); } else { sm.egress_port = 2; sm.priority = (bit<3>) colour; }
     }
-}
-control E(inout h_t hdr, inout m_t meta, inout standard_metadata_t sm) { apply { } }
-control D(packet_out pk, in h_t hdr) { apply { pk.emit(hdr.eth); } }
-EdgeflowSwitch(P(), I(), E(), D()) main;
-";
-    let (p, c) = p4::front_end("meter.p4", program).unwrap();
-    let mut sw = Switch::new(p, c).unwrap();
+",
+    );
     // 1000 frames/s committed with a burst of 2, 2000/s peak with a burst of 3.
     sw.set_meter("I.m", 0, 1000, 2, 2000, 3).unwrap();
     let frame = udp4(H1, [2, 0, 0, 0, 0, 4], [10, 0, 0, 1], [10, 0, 0, 2], 4000, 9, 60);
@@ -197,15 +208,8 @@ EdgeflowSwitch(P(), I(), E(), D()) main;
 /// action reads after the lookup; a miss reads green.
 #[test]
 fn a_direct_meter_marks_per_entry() {
-    let program = "#include <edgeflow.p4>
-header eth_t { bit<48> dst; bit<48> src; bit<16> type; }
-struct h_t { eth_t eth; }
-struct m_t { }
-parser P(packet_in pk, out h_t hdr, inout m_t meta, inout standard_metadata_t sm) {
-    state start { pk.extract(hdr.eth); transition accept; }
-}
-control I(inout h_t hdr, inout m_t meta, inout standard_metadata_t sm) {
-    direct_meter<bit<2>>(MeterType.packets) dm;
+    let mut sw = ethernet_switch(
+        "    direct_meter<bit<2>>(MeterType.packets) dm;
     action fwd(PortId_t p) {
         bit<2> colour;
         dm.read(colour);
@@ -215,13 +219,8 @@ control I(inout h_t hdr, inout m_t meta, inout standard_metadata_t sm) {
     }
     table t { key = { hdr.eth.dst : exact; } actions = { fwd; } default_action = fwd(9); meters = dm; }
     apply { t.apply(); }
-}
-control E(inout h_t hdr, inout m_t meta, inout standard_metadata_t sm) { apply { } }
-control D(packet_out pk, in h_t hdr) { apply { pk.emit(hdr.eth); } }
-EdgeflowSwitch(P(), I(), E(), D()) main;
-";
-    let (p, c) = p4::front_end("direct.p4", program).unwrap();
-    let mut sw = Switch::new(p, c).unwrap();
+",
+    );
     let (a, b) = ([2, 0, 0, 0, 0, 0xa], [2, 0, 0, 0, 0, 0xb]);
     for (dst, port) in [(a, 2), (b, 3)] {
         sw.insert("I.t", vec![Match::Exact(mac(dst))], "fwd", vec![port], 0).unwrap();
