@@ -40,6 +40,7 @@ pub struct Param {
     pub direction: Option<Direction>,
     pub ty: Type,
     pub name: Name,
+    pub annotations: Vec<Annotation>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -129,6 +130,7 @@ pub struct Instance {
     pub ty: Type,
     pub args: Vec<Expr>,
     pub name: Name,
+    pub annotations: Vec<Annotation>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -136,6 +138,7 @@ pub struct Action {
     pub name: Name,
     pub params: Vec<Param>,
     pub body: Vec<Stmt>,
+    pub annotations: Vec<Annotation>,
 }
 
 /// What a parser or control declares before its states or `apply`.
@@ -158,12 +161,38 @@ pub struct Table {
     pub entries: Vec<Entry>,
     /// Other properties (`counters = c`, `meters = m`), by name.
     pub properties: Vec<(Name, Expr)>,
+    pub annotations: Vec<Annotation>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Key {
     pub expr: Expr,
     pub match_kind: Name,
+    pub annotations: Vec<Annotation>,
+}
+
+/// `@name`, `@name(tokens)` or `@name[tokens]`: kept where a control plane reads them (tables,
+/// keys, actions, their parameters, extern instances), for `@name("...")` and `@id(n)`; the
+/// front end gives none of them meaning.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Annotation {
+    pub name: Name,
+    pub args: Vec<crate::lexer::Tok>,
+}
+
+/// The string of an `@name("...")`, or the number of an `@id(n)`, among `annotations`.
+pub fn annotation_str<'a>(annotations: &'a [Annotation], name: &str) -> Option<&'a str> {
+    annotations.iter().find(|a| a.name.text == name).and_then(|a| match a.args.as_slice() {
+        [crate::lexer::Tok::Str(s)] => Some(s.as_str()),
+        _ => None,
+    })
+}
+
+pub fn annotation_int(annotations: &[Annotation], name: &str) -> Option<u128> {
+    annotations.iter().find(|a| a.name.text == name).and_then(|a| match a.args.as_slice() {
+        [crate::lexer::Tok::Int { value, .. }] => Some(*value),
+        _ => None,
+    })
 }
 
 /// An action named in a table, with the arguments given there (a default action's, an

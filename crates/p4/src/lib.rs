@@ -7,11 +7,13 @@
 //!
 //! One module per stage, as a compiler is read: `lexer` (tokens and the preprocessor), `parser`
 //! (the syntax tree of `ast`), `check` (names and types), `run` (the software target that runs
-//! a checked program on frames), `diag` (positions and errors).
+//! a checked program on frames), `info` (what a control plane sees of it: P4Info's names and
+//! ids), `diag` (positions and errors).
 
 pub mod ast;
 pub mod check;
 pub mod diag;
+pub mod info;
 pub mod lexer;
 pub mod parser;
 pub mod run;

@@ -62,7 +62,7 @@ fn outside(what: &str) -> String {
 }
 
 pub fn parse(tokens: Vec<Token>) -> Result<Program> {
-    let mut p = Parser { t: tokens, i: 0 };
+    let mut p = Parser { t: tokens, i: 0, annotated: Vec::new() };
     let mut decls = Vec::new();
     while p.peek() != &Tok::Eof {
         decls.push(p.declaration()?);
@@ -73,6 +73,8 @@ pub fn parse(tokens: Vec<Token>) -> Result<Program> {
 struct Parser {
     t: Vec<Token>,
     i: usize,
+    /// The annotations just read, for the declaration they precede.
+    annotated: Vec<Annotation>,
 }
 
 impl Parser {
@@ -157,29 +159,40 @@ impl Parser {
         }
     }
 
-    /// Skips annotations: `@name`, with any parenthesised or bracketed argument.
+    /// Reads annotations, `@name` with any parenthesised or bracketed argument, into
+    /// `self.annotated`: the next table, key, action, parameter or instance built takes them,
+    /// and the next call to this replaces them, so they never reach a later declaration.
     fn annotations(&mut self) -> Result<()> {
+        self.annotated.clear();
         while self.eat("@") {
-            self.member_name()?;
+            let name = self.member_name()?;
+            let mut args = Vec::new();
             if self.is("(") || self.is("[") {
                 let open = self.pos();
                 let mut depth = 0i32;
                 loop {
-                    match self.bump().tok {
+                    let tok = self.bump().tok.clone();
+                    match tok {
                         Tok::Punct("(") | Tok::Punct("[") => depth += 1,
-                        Tok::Punct(")") | Tok::Punct("]") => {
-                            depth -= 1;
-                            if depth == 0 {
-                                break;
-                            }
-                        }
+                        Tok::Punct(")") | Tok::Punct("]") => depth -= 1,
                         Tok::Eof => return Err(Diagnostic::new(open, "an annotation's argument is not closed")),
                         _ => {}
                     }
+                    if depth == 0 {
+                        break;
+                    }
+                    if depth > 1 || !matches!(tok, Tok::Punct("(") | Tok::Punct("[")) {
+                        args.push(tok);
+                    }
                 }
             }
+            self.annotated.push(Annotation { name, args });
         }
         Ok(())
+    }
+
+    fn take_annotations(&mut self) -> Vec<Annotation> {
+        std::mem::take(&mut self.annotated)
     }
 
     fn declaration(&mut self) -> Result<Decl> {
@@ -370,7 +383,8 @@ impl Parser {
             if self.is("=") {
                 return Err(Diagnostic::new(self.pos(), outside("default parameter values")));
             }
-            params.push(Param { direction, ty, name });
+            let annotations = self.take_annotations();
+            params.push(Param { direction, ty, name, annotations });
             if self.eat(")") {
                 return Ok(params);
             }
@@ -466,6 +480,7 @@ impl Parser {
 
     /// `Type(args) name;`
     fn instance(&mut self) -> Result<Instance> {
+        let annotations = self.take_annotations();
         let ty = self.ty()?;
         if !self.is("(") {
             return self.err("'(' (an instance: Type(arguments) name;)");
@@ -473,15 +488,16 @@ impl Parser {
         let args = self.args()?;
         let name = self.name("the instance's name")?;
         self.expect(";")?;
-        Ok(Instance { ty, args, name })
+        Ok(Instance { ty, args, name, annotations })
     }
 
     /// After `action`: `name(params) { body }`.
     fn action_rest(&mut self) -> Result<Action> {
+        let annotations = self.take_annotations();
         let name = self.name("the action's name")?;
         let params = self.params()?;
         let body = self.block_stmts()?;
-        Ok(Action { name, params, body })
+        Ok(Action { name, params, body, annotations })
     }
 
     fn state(&mut self) -> Result<State> {
@@ -555,6 +571,7 @@ impl Parser {
     }
 
     fn table(&mut self) -> Result<Table> {
+        let annotations = self.take_annotations();
         let name = self.name("the table's name")?;
         self.expect("{")?;
         let mut t = Table {
@@ -565,6 +582,7 @@ impl Parser {
             size: None,
             entries: Vec::new(),
             properties: Vec::new(),
+            annotations,
         };
         while !self.eat("}") {
             self.annotations()?;
@@ -580,7 +598,8 @@ impl Parser {
                         let match_kind = self.name("a match kind (exact, ternary, lpm)")?;
                         self.annotations()?;
                         self.expect(";")?;
-                        t.keys.push(Key { expr, match_kind });
+                        let annotations = self.take_annotations();
+                        t.keys.push(Key { expr, match_kind, annotations });
                     }
                 }
                 "actions" => {

@@ -189,6 +189,8 @@ type Run<T> = std::result::Result<T, Stop>;
 struct Code {
     program: Program,
     checked: Checked,
+    /// What a control plane sees of it (P4Info's names and ids).
+    info: Arc<crate::info::Info>,
 }
 
 /// A program ready to switch frames: its code, and the state the control plane and the frames
@@ -228,8 +230,9 @@ impl Switch {
         if checked.package != "EdgeflowSwitch" || checked.blocks.len() != 4 {
             return Err(format!("the software target runs EdgeflowSwitch programs, not {}", checked.package));
         }
+        let info = Arc::new(crate::info::info(&program, &checked)?);
         let mut sw = Switch {
-            code: Arc::new(Code { program, checked }),
+            code: Arc::new(Code { program, checked, info }),
             tables: HashMap::new(),
             counters: HashMap::new(),
             registers: HashMap::new(),
@@ -264,7 +267,7 @@ impl Switch {
         let mut cx = Cx::new(block, &code, &[], 0, 0);
         let mut keys = Vec::new();
         for k in &t.keys {
-            let width = match self.static_type(&code, block, &k.expr) {
+            let width = match crate::info::key_type(&code.program, &code.checked, block, &k.expr) {
                 Some(Ty::Bit(w) | Ty::Int(w)) => w,
                 Some(Ty::Bool) => 1,
                 other => {
@@ -388,36 +391,6 @@ impl Switch {
         Ok(())
     }
 
-    /// The static type of a key expression: a path through the block's parameters.
-    fn static_type(&self, code: &Code, block: &str, e: &Expr) -> Option<Ty> {
-        match &e.kind {
-            ExprKind::Name(n) => {
-                let params = code.program.decls.iter().find_map(|d| match d {
-                    Decl::Control { name, params, .. } | Decl::Parser { name, params, .. } if name.text == block => {
-                        Some(params)
-                    }
-                    _ => None,
-                })?;
-                params.iter().find(|p| p.name.text == *n).map(|p| code.checked.resolve(&p.ty))
-            }
-            ExprKind::Member(inner, m) => {
-                let fields = match self.static_type(code, block, inner)? {
-                    Ty::Header(h) | Ty::Struct(h) => match code.checked.layouts.get(&h)? {
-                        Layout::Header(f) | Layout::Struct(f) => f.clone(),
-                        _ => return None,
-                    },
-                    _ => return None,
-                };
-                fields.into_iter().find(|(n, _)| *n == m.text).map(|(_, t)| t)
-            }
-            ExprKind::Slice(_, hi, lo) => match (&hi.kind, &lo.kind) {
-                (ExprKind::Int { value: h, .. }, ExprKind::Int { value: l, .. }) => Some(Ty::Bit((h - l + 1) as u32)),
-                _ => None,
-            },
-            _ => None,
-        }
-    }
-
     fn default_of(&self, ty: &Ty) -> Value {
         let layouts = &self.code.checked.layouts;
         match ty {
@@ -444,6 +417,96 @@ impl Switch {
             },
             _ => Value::Void,
         }
+    }
+
+    /// The program as a control plane sees it: tables, actions and externs by P4Info's names and
+    /// ids.
+    pub fn info(&self) -> Arc<crate::info::Info> {
+        self.code.info.clone()
+    }
+
+    /// `table`'s default action and its data.
+    pub fn default_action(&self, table: &str) -> Option<(&str, &[u128])> {
+        let t = self.tables.get(table)?;
+        Some((&t.default.0, &t.default.1))
+    }
+
+    /// Sets `table`'s default action, unless the program fixed it (`const default_action`).
+    pub fn set_default_action(&mut self, table: &str, action: &str, args: Vec<u128>) -> Result<(), String> {
+        let code = self.code.clone();
+        let t = self.tables.get_mut(table).ok_or_else(|| format!("no table '{table}'"))?;
+        let (block, name) = table.split_once('.').unwrap_or(("", table));
+        let fixed = code.program.decls.iter().any(|d| match d {
+            Decl::Control { name: b, locals, .. } if b.text == block => locals.iter().any(
+                |l| matches!(l, Local::Table(x) if x.name.text == name && matches!(x.default_action, Some((_, true)))),
+            ),
+            _ => false,
+        });
+        if fixed {
+            return Err(format!("{table}: its default action is the program's (const default_action)"));
+        }
+        if !t.actions.iter().any(|a| a == action) {
+            return Err(format!("{table} has no action '{action}' (it has {})", t.actions.join(", ")));
+        }
+        let data = find_action(&code, block, action)
+            .map(|a| a.params.iter().filter(|p| p.direction.is_none()).count())
+            .unwrap_or(0);
+        if args.len() != data {
+            return Err(format!("{action} takes {data} argument(s), not {}", args.len()));
+        }
+        t.default = (action.to_string(), args);
+        Ok(())
+    }
+
+    /// Sets an indirect counter's cell to these packets and bytes.
+    pub fn set_counter(&mut self, name: &str, index: usize, packets: u64, bytes: u64) -> Result<(), String> {
+        let cells = self.counters.get_mut(name).ok_or_else(|| format!("no counter '{name}'"))?;
+        let n = cells.len();
+        let cell = cells.get_mut(index).ok_or_else(|| format!("{name} has {n} cells; {index} is not one"))?;
+        *cell = (packets, bytes);
+        Ok(())
+    }
+
+    /// The rates a meter cell was set to: committed rate and burst, peak rate and burst.
+    pub fn meter(&self, name: &str, index: usize) -> Option<Option<[u64; 4]>> {
+        Some(self.meters.get(name)?.cells.get(index)?.rates)
+    }
+
+    /// The rates the direct meter cell of `table`'s entry was set to.
+    pub fn entry_meter(&self, table: &str, keys: &[Match], priority: i64) -> Option<Option<[u64; 4]>> {
+        let t = self.tables.get(table)?;
+        Some(t.entries.iter().find(|e| e.keys == keys && e.priority == priority)?.meter.rates)
+    }
+
+    /// A register cell, as bits (a bool is 0 or 1).
+    pub fn register(&self, name: &str, index: usize) -> Option<u128> {
+        Some(self.registers.get(name)?.get(index)?.as_u128())
+    }
+
+    pub fn set_register(&mut self, name: &str, index: usize, value: u128) -> Result<(), String> {
+        let cells = self.registers.get_mut(name).ok_or_else(|| format!("no register '{name}'"))?;
+        let n = cells.len();
+        let cell = cells.get_mut(index).ok_or_else(|| format!("{name} has {n} cells; {index} is not one"))?;
+        *cell = match cell {
+            Value::Bits { width, signed, .. } => {
+                if value & !mask(*width) != 0 {
+                    return Err(format!("{value:#x} does not fit {name}'s {width} bits"));
+                }
+                Value::Bits { width: *width, signed: *signed, value }
+            }
+            Value::Bool(_) if value <= 1 => Value::Bool(value == 1),
+            _ => return Err(format!("{name}: its cells are not bits")),
+        };
+        Ok(())
+    }
+
+    /// The number of cells of an indirect counter, meter or register.
+    pub fn cells(&self, name: &str) -> Option<usize> {
+        self.counters
+            .get(name)
+            .map(Vec::len)
+            .or_else(|| self.meters.get(name).map(|m| m.cells.len()))
+            .or_else(|| self.registers.get(name).map(Vec::len))
     }
 
     /// Sets multicast group `id` to send a copy to each of `ports`.

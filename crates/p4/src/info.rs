@@ -1,0 +1,410 @@
+//! What a control plane sees of a checked program: its tables, actions and extern instances,
+//! each with the name and numeric id P4Runtime's P4Info gives it, and the widths of the values
+//! it carries. Pure data; `crates/p4runtime` turns it into the P4Info message.
+//!
+//! Names follow p4c's, so that a client written against a p4c-compiled program finds the same
+//! ones here: a table or an extern instance is `Block.name`, an action declared in a control
+//! `Block.action` and one declared at the top level (`NoAction`) its bare name, a key field the
+//! text of its expression (`hdr.ethernet.dst`). `@name("x")` renames (`"x"` within the block,
+//! `".x"` from the top level); `@id(n)` fixes an id. Other ids are a hash of the name under the
+//! kind's prefix byte (P4Runtime's `P4Ids`), so they stay put while the program changes
+//! elsewhere.
+
+use std::collections::{BTreeSet, HashMap};
+
+use crate::ast::{annotation_int, annotation_str, Annotation, Decl, Expr, ExprKind, Local, Program, Type};
+use crate::check::{Checked, Layout, Ty};
+
+/// P4Runtime's id prefixes (`p4.config.v1.P4Ids.Prefix`).
+pub const ACTION: u8 = 0x01;
+pub const TABLE: u8 = 0x02;
+pub const COUNTER: u8 = 0x12;
+pub const DIRECT_COUNTER: u8 = 0x13;
+pub const METER: u8 = 0x14;
+pub const DIRECT_METER: u8 = 0x15;
+pub const REGISTER: u8 = 0x16;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Preamble {
+    pub id: u32,
+    pub name: String,
+    /// The shortest dotted suffix of the name no other object of its kind ends with.
+    pub alias: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyField {
+    /// From 1, in the key's order.
+    pub id: u32,
+    pub name: String,
+    pub bitwidth: u32,
+    /// `exact`, `ternary`, `lpm` or `range`.
+    pub match_kind: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableInfo {
+    pub preamble: Preamble,
+    /// Its name in the software target (`run::Switch`): `Block.table`.
+    pub target: String,
+    pub keys: Vec<KeyField>,
+    pub action_ids: Vec<u32>,
+    /// The default action, and whether the program fixed it (`const default_action`).
+    pub default_action: Option<(u32, bool)>,
+    pub size: u64,
+    /// Its entries are the program's (`const entries`).
+    pub is_const: bool,
+    pub direct_counter: Option<u32>,
+    pub direct_meter: Option<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Param {
+    pub id: u32,
+    pub name: String,
+    pub bitwidth: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ActionInfo {
+    pub preamble: Preamble,
+    /// Its name in the software target: the action's own.
+    pub target: String,
+    pub params: Vec<Param>,
+}
+
+/// What a counter or meter counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unit {
+    Packets,
+    Bytes,
+    Both,
+}
+
+/// A counter, meter or register instance, direct ones included.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExternInfo {
+    pub preamble: Preamble,
+    /// Its name in the software target: `Block.instance`.
+    pub target: String,
+    pub unit: Unit,
+    /// Cells (0 for a direct one: one per entry).
+    pub size: u64,
+    /// A direct one's table id.
+    pub table: Option<u32>,
+    /// A register's cell width.
+    pub bitwidth: u32,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Info {
+    pub tables: Vec<TableInfo>,
+    pub actions: Vec<ActionInfo>,
+    pub counters: Vec<ExternInfo>,
+    pub direct_counters: Vec<ExternInfo>,
+    pub meters: Vec<ExternInfo>,
+    pub direct_meters: Vec<ExternInfo>,
+    pub registers: Vec<ExternInfo>,
+}
+
+impl Info {
+    pub fn table(&self, id: u32) -> Option<&TableInfo> {
+        self.tables.iter().find(|t| t.preamble.id == id)
+    }
+    pub fn action(&self, id: u32) -> Option<&ActionInfo> {
+        self.actions.iter().find(|a| a.preamble.id == id)
+    }
+    pub fn action_named(&self, target: &str) -> Option<&ActionInfo> {
+        self.actions.iter().find(|a| a.target == target)
+    }
+}
+
+/// The static type of an expression made of the block's parameters, their members and constant
+/// slices: what a table key is.
+pub fn key_type(program: &Program, checked: &Checked, block: &str, e: &Expr) -> Option<Ty> {
+    match &e.kind {
+        ExprKind::Name(n) => {
+            let params = program.decls.iter().find_map(|d| match d {
+                Decl::Control { name, params, .. } | Decl::Parser { name, params, .. } if name.text == block => {
+                    Some(params)
+                }
+                _ => None,
+            })?;
+            params.iter().find(|p| p.name.text == *n).map(|p| checked.resolve(&p.ty))
+        }
+        ExprKind::Member(inner, m) => {
+            let fields = match key_type(program, checked, block, inner)? {
+                Ty::Header(h) | Ty::Struct(h) => match checked.layouts.get(&h)? {
+                    Layout::Header(f) | Layout::Struct(f) => f.clone(),
+                    _ => return None,
+                },
+                _ => return None,
+            };
+            fields.into_iter().find(|(n, _)| *n == m.text).map(|(_, t)| t)
+        }
+        ExprKind::Slice(_, hi, lo) => match (&hi.kind, &lo.kind) {
+            (ExprKind::Int { value: h, .. }, ExprKind::Int { value: l, .. }) => Some(Ty::Bit((h - l + 1) as u32)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// A key expression as p4c names its match field.
+fn expr_text(e: &Expr) -> String {
+    match &e.kind {
+        ExprKind::Name(n) => n.clone(),
+        ExprKind::TopName(n) => format!(".{n}"),
+        ExprKind::Member(inner, m) => format!("{}.{}", expr_text(inner), m.text),
+        ExprKind::Slice(inner, hi, lo) => format!("{}[{}:{}]", expr_text(inner), expr_text(hi), expr_text(lo)),
+        ExprKind::Int { value, .. } => value.to_string(),
+        ExprKind::Call { callee, args, .. } if args.is_empty() => format!("{}()", expr_text(callee)),
+        _ => "key".to_string(),
+    }
+}
+
+fn width(ty: &Ty) -> u32 {
+    match ty {
+        Ty::Bit(w) | Ty::Int(w) => *w,
+        Ty::Bool => 1,
+        _ => 0,
+    }
+}
+
+/// Ids as P4Runtime wants them: unique, under their kind's prefix.
+#[derive(Default)]
+struct Ids {
+    taken: BTreeSet<u32>,
+}
+
+impl Ids {
+    /// `@id(n)` if given (its low 24 bits under `prefix`), else a hash of `name`, moved past any
+    /// id taken already.
+    fn assign(&mut self, prefix: u8, name: &str, annotations: &[Annotation]) -> Result<u32, String> {
+        let high = (prefix as u32) << 24;
+        if let Some(n) = annotation_int(annotations, "id") {
+            let id = if n >> 24 == 0 { high | n as u32 } else { n as u32 };
+            if id >> 24 != prefix as u32 || n > u32::MAX as u128 {
+                return Err(format!("{name}: @id({n:#x}) is not an id of its kind (prefix {prefix:#04x})"));
+            }
+            if !self.taken.insert(id) {
+                return Err(format!("{name}: @id({n:#x}) is taken"));
+            }
+            return Ok(id);
+        }
+        // FNV-1a: a stable spread of names over the 24 bits a kind has.
+        let mut hash: u32 = 0x811c_9dc5;
+        for b in name.bytes() {
+            hash = (hash ^ b as u32).wrapping_mul(0x0100_0193);
+        }
+        let mut low = hash & 0x00ff_ffff;
+        loop {
+            let id = high | low.max(1);
+            if self.taken.insert(id) {
+                return Ok(id);
+            }
+            low = (low + 1) & 0x00ff_ffff;
+        }
+    }
+}
+
+/// A name as p4c gives it: `@name` first, else `scope.local` (or `local` at the top level).
+fn qualified(scope: Option<&str>, local: &str, annotations: &[Annotation]) -> String {
+    match (annotation_str(annotations, "name"), scope) {
+        (Some(n), _) if n.starts_with('.') => n[1..].to_string(),
+        (Some(n), Some(s)) => format!("{s}.{n}"),
+        (Some(n), None) => n.to_string(),
+        (None, Some(s)) => format!("{s}.{local}"),
+        (None, None) => local.to_string(),
+    }
+}
+
+/// Aliases for a kind's names: the shortest dotted suffix that only one name ends with.
+fn aliases(names: &[String]) -> Vec<String> {
+    names
+        .iter()
+        .map(|name| {
+            let parts: Vec<&str> = name.split('.').collect();
+            (1..=parts.len())
+                .map(|n| parts[parts.len() - n..].join("."))
+                .find(|suffix| names.iter().filter(|o| *o == suffix || o.ends_with(&format!(".{suffix}"))).count() == 1)
+                .unwrap_or_else(|| name.clone())
+        })
+        .collect()
+}
+
+fn set_aliases<T>(items: &mut [T], preamble: impl Fn(&mut T) -> &mut Preamble) {
+    let names: Vec<String> = items.iter_mut().map(|i| preamble(i).name.clone()).collect();
+    for (item, alias) in items.iter_mut().zip(aliases(&names)) {
+        preamble(item).alias = alias;
+    }
+}
+
+fn preamble(ids: &mut Ids, prefix: u8, name: String, annotations: &[Annotation]) -> Result<Preamble, String> {
+    Ok(Preamble { id: ids.assign(prefix, &name, annotations)?, alias: name.clone(), name })
+}
+
+/// A constant argument (a size, a `CounterType.x`), as the checker accepted it.
+fn const_number(e: &Expr, consts: &HashMap<&str, &Expr>) -> Option<u64> {
+    match &e.kind {
+        ExprKind::Int { value, .. } => Some(*value as u64),
+        ExprKind::Name(n) => const_number(consts.get(n.as_str())?, consts),
+        ExprKind::Cast(_, inner) => const_number(inner, consts),
+        _ => None,
+    }
+}
+
+fn unit_of(e: Option<&Expr>) -> Unit {
+    match e.map(|e| &e.kind) {
+        Some(ExprKind::Member(_, m)) if m.text == "bytes" => Unit::Bytes,
+        Some(ExprKind::Member(_, m)) if m.text == "packets" => Unit::Packets,
+        _ => Unit::Both,
+    }
+}
+
+/// The control plane's view of a program the checker accepted.
+pub fn info(program: &Program, checked: &Checked) -> Result<Info, String> {
+    let mut info = Info::default();
+    let mut ids = Ids::default();
+    let consts: HashMap<&str, &Expr> = program
+        .decls
+        .iter()
+        .filter_map(|d| match d {
+            Decl::Const { name, value, .. } => Some((name.text.as_str(), value)),
+            _ => None,
+        })
+        .collect();
+    // Actions first: tables refer to them by id. Top-level ones only where a table uses them.
+    let used: BTreeSet<&str> = program
+        .decls
+        .iter()
+        .filter_map(|d| match d {
+            Decl::Control { locals, .. } => Some(locals),
+            _ => None,
+        })
+        .flatten()
+        .filter_map(|l| match l {
+            Local::Table(t) => Some(t),
+            _ => None,
+        })
+        .flat_map(|t| t.actions.iter().map(|a| a.name.text.as_str()))
+        .collect();
+    let mut add_action = |info: &mut Info, scope: Option<&str>, a: &crate::ast::Action| -> Result<(), String> {
+        let name = qualified(scope, &a.name.text, &a.annotations);
+        let mut params = Vec::new();
+        for p in a.params.iter().filter(|p| p.direction.is_none()) {
+            params.push(Param {
+                id: params.len() as u32 + 1,
+                name: annotation_str(&p.annotations, "name").unwrap_or(&p.name.text).to_string(),
+                bitwidth: width(&checked.resolve(&p.ty)),
+            });
+        }
+        info.actions.push(ActionInfo {
+            preamble: preamble(&mut ids, ACTION, name, &a.annotations)?,
+            target: a.name.text.clone(),
+            params,
+        });
+        Ok(())
+    };
+    for d in &program.decls {
+        match d {
+            Decl::Action(a) if used.contains(a.name.text.as_str()) => add_action(&mut info, None, a)?,
+            Decl::Control { name, locals, .. } => {
+                for l in locals {
+                    if let Local::Action(a) = l {
+                        add_action(&mut info, Some(&name.text), a)?;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    for d in &program.decls {
+        let (block, locals) = match d {
+            Decl::Control { name, locals, .. } | Decl::Parser { name, locals, .. } => (&name.text, locals),
+            _ => continue,
+        };
+        for l in locals {
+            let Local::Instance(i) = l else { continue };
+            let Type::Named(ty, targs) = &i.ty else { continue };
+            let name = qualified(Some(block), &i.name.text, &i.annotations);
+            let target = format!("{block}.{}", i.name.text);
+            let size = |k: usize| i.args.get(k).and_then(|a| const_number(a, &consts)).unwrap_or(0);
+            let (list, prefix, unit, size, bitwidth) = match ty.text.as_str() {
+                "counter" => (&mut info.counters, COUNTER, unit_of(i.args.get(1)), size(0), 0),
+                "direct_counter" => (&mut info.direct_counters, DIRECT_COUNTER, unit_of(i.args.first()), 0, 0),
+                "meter" => (&mut info.meters, METER, unit_of(i.args.get(1)), size(0), 0),
+                "direct_meter" => (&mut info.direct_meters, DIRECT_METER, unit_of(i.args.first()), 0, 0),
+                "register" => {
+                    let bits = targs.first().map(|t| width(&checked.resolve(t))).unwrap_or(0);
+                    (&mut info.registers, REGISTER, Unit::Both, size(0), bits)
+                }
+                _ => continue,
+            };
+            list.push(ExternInfo {
+                preamble: preamble(&mut ids, prefix, name, &i.annotations)?,
+                target,
+                unit,
+                size,
+                table: None,
+                bitwidth,
+            });
+        }
+    }
+    for d in &program.decls {
+        let Decl::Control { name: block, locals, .. } = d else { continue };
+        for l in locals {
+            let Local::Table(t) = l else { continue };
+            let name = qualified(Some(&block.text), &t.name.text, &t.annotations);
+            let mut keys = Vec::new();
+            for k in &t.keys {
+                let ty = key_type(program, checked, &block.text, &k.expr);
+                keys.push(KeyField {
+                    id: keys.len() as u32 + 1,
+                    name: annotation_str(&k.annotations, "name").map_or_else(|| expr_text(&k.expr), str::to_string),
+                    bitwidth: ty.as_ref().map_or(0, width),
+                    match_kind: k.match_kind.text.clone(),
+                });
+            }
+            let action_id = |a: &str| info.action_named(a).map(|a| a.preamble.id);
+            let action_ids = t.actions.iter().filter_map(|a| action_id(&a.name.text)).collect();
+            let default_action = t.default_action.as_ref().and_then(|(r, c)| Some((action_id(&r.name.text)?, *c)));
+            let direct = |property: &str, list: &[ExternInfo]| {
+                t.properties.iter().find(|(p, _)| p.text == property).and_then(|(_, e)| match &e.kind {
+                    ExprKind::Name(n) => {
+                        let target = format!("{}.{n}", block.text);
+                        list.iter().find(|x| x.target == target).map(|x| x.preamble.id)
+                    }
+                    _ => None,
+                })
+            };
+            let direct_counter = direct("counters", &info.direct_counters);
+            let direct_meter = direct("meters", &info.direct_meters);
+            let table = TableInfo {
+                preamble: preamble(&mut ids, TABLE, name, &t.annotations)?,
+                target: format!("{}.{}", block.text, t.name.text),
+                keys,
+                action_ids,
+                default_action,
+                size: t.size.as_ref().and_then(|s| const_number(s, &consts)).unwrap_or(1024),
+                is_const: !t.entries.is_empty(),
+                direct_counter,
+                direct_meter,
+            };
+            for (list, id) in [(&mut info.direct_counters, direct_counter), (&mut info.direct_meters, direct_meter)] {
+                if let Some(x) = list.iter_mut().find(|x| Some(x.preamble.id) == id) {
+                    x.table = Some(table.preamble.id);
+                }
+            }
+            info.tables.push(table);
+        }
+    }
+    set_aliases(&mut info.tables, |t| &mut t.preamble);
+    set_aliases(&mut info.actions, |a| &mut a.preamble);
+    for list in
+        [&mut info.counters, &mut info.direct_counters, &mut info.meters, &mut info.direct_meters, &mut info.registers]
+    {
+        set_aliases(list, |x| &mut x.preamble);
+    }
+    Ok(info)
+}
