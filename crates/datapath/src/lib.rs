@@ -60,6 +60,9 @@ pub fn privilege_hint(e: std::io::Error, needs: &[(&str, u32)]) -> std::io::Erro
 /// Where replies to one controller connection go (already encoded).
 pub type Replier = Arc<dyn Fn(Vec<u8>) + Send + Sync>;
 
+/// Work a control plane beside OpenFlow does on the forwarding mode ([`Command::WithMode`]).
+pub type ModeJob = Box<dyn FnOnce(&mut dyn forwarding::Mode) + Send>;
+
 /// Requests to the forwarding thread.
 pub enum Command {
     /// An OpenFlow request from a controller, executed in arrival order. `head` holds the first
@@ -94,6 +97,9 @@ pub enum Command {
     /// Called as soon as the forwarding thread reaches its command queue: the service
     /// watchdog's proof that the thread is still turning, not merely that the process exists.
     Heartbeat(Box<dyn FnOnce() + Send>),
+    /// Work on the forwarding mode between two frames, for a control plane beside OpenFlow
+    /// (P4Runtime writes and reads a P4 program's tables this way).
+    WithMode(ModeJob),
     Shutdown,
 }
 

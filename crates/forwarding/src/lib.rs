@@ -426,6 +426,13 @@ pub trait Mode: Send {
         None
     }
 
+    /// The mode itself, for a control plane that knows its type: P4Runtime reaches a P4
+    /// program's tables and externs through it (`p4::P4Mode::switch_mut`). None for a mode no
+    /// such control plane serves.
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+        None
+    }
+
     /// Takes a configuration read again (SIGHUP) while it runs, keeping what did not change
     /// (counters, credits, neighbours). An `Err` says why not, and changes nothing.
     fn reconfigure(&mut self, _next: &Reconfig) -> Result<(), String> {

@@ -61,6 +61,11 @@ pub struct P4Mode {
 }
 
 impl P4Mode {
+    /// The program's state: tables, externs, groups (P4Runtime's way in).
+    pub fn switch_mut(&mut self) -> &mut Switch {
+        &mut self.switch
+    }
+
     pub fn new(cfg: &Config) -> Result<P4Mode, ConfigError> {
         let (program, checked) = ::p4::front_end(&cfg.file, &cfg.source).map_err(ConfigError::Program)?;
         let mut switch = Switch::new(program, checked).map_err(ConfigError::Program)?;
@@ -131,6 +136,10 @@ impl Mode for P4Mode {
     /// `range:A-B` or `any` (delete ignores the action and data).
     fn control(&mut self, request: &str) -> Option<Result<String, String>> {
         Some(control(&mut self.switch, request))
+    }
+
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+        Some(self)
     }
 
     fn counters(&self) -> Vec<CounterGroup> {

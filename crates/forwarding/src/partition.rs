@@ -184,6 +184,11 @@ impl Mode for Partitioned {
         self.parts.iter_mut().find_map(|p| p.mode.control(request))
     }
 
+    /// The first part that offers itself (the configuration has one P4 program at most).
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+        self.parts.iter_mut().find_map(|p| p.mode.as_any_mut())
+    }
+
     fn counters(&self) -> Vec<CounterGroup> {
         let mut groups: Vec<CounterGroup> = self.parts.iter().flat_map(|p| p.mode.counters()).collect();
         groups.push(CounterGroup {

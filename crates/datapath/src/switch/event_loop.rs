@@ -248,6 +248,7 @@ impl Switch {
                     deliver(self.report())
                 }
                 Ok(Command::Heartbeat(answer)) => answer(),
+                Ok(Command::WithMode(job)) => job(&mut *self.mode),
                 Ok(Command::Shutdown) | Err(TryRecvError::Disconnected) => return false,
                 Err(TryRecvError::Empty) => return true,
             }
