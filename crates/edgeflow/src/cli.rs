@@ -258,6 +258,10 @@ pub struct RunArgs {
     /// (e.g. 9108, or 0.0.0.0:9108 for every address). Off by default.
     #[arg(long, value_name = "[ADDR:]PORT")]
     pub metrics: Option<String>,
+    /// Serve P4Runtime (gRPC) on ADDR:PORT for the P4 program's tables (mode p4; P4Runtime's
+    /// port is 9559): PORT alone is loopback only. Off by default.
+    #[arg(long, value_name = "[ADDR:]PORT")]
+    pub p4runtime: Option<String>,
     /// Log filter, e.g. info, debug, agent=debug (default: $RUST_LOG or info).
     #[arg(long, value_name = "FILTER")]
     pub log: Option<String>,
@@ -292,6 +296,7 @@ impl RunArgs {
             certificate: self.certificate.clone(),
             ca_cert: self.ca_cert.clone(),
             metrics: self.metrics.clone(),
+            p4runtime: self.p4runtime.clone(),
         }
     }
 }

@@ -316,9 +316,16 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
     let handle_for_agent = handle.clone();
     let metrics_addr = s.metrics;
     let metrics_switch = handle.clone();
+    #[cfg(feature = "p4runtime")]
+    let p4runtime = s.p4runtime.map(|addr| (addr, p4runtime_service(&s, handle.clone())));
     let result = local.block_on(&rt, async move {
         if let Some(addr) = metrics_addr {
             metrics::serve(addr, metrics_switch).await?;
+        }
+        #[cfg(feature = "p4runtime")]
+        if let Some((addr, service)) = p4runtime {
+            p4runtime::serve(addr, service).await?;
+            info!(%addr, "P4Runtime listening");
         }
         agent::run(agent_cfg, handle_for_agent, events, updates, ready, stopping).await
     });
@@ -327,6 +334,31 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
     let _ = std::fs::remove_file(&mgmt);
     info!("stopped");
     result
+}
+
+/// P4Runtime for the switch's P4 program: device id the dpid, the program named after its file.
+#[cfg(feature = "p4runtime")]
+fn p4runtime_service(s: &Settings, handle: datapath::SwitchHandle) -> p4runtime::server::Service {
+    /// The switch's P4 program, reached on the forwarding thread.
+    struct Program(datapath::SwitchHandle);
+    impl p4runtime::Device for Program {
+        fn run(&self, job: p4runtime::Job) {
+            self.0.send(Command::WithMode(Box::new(move |mode| {
+                let p4 = mode.as_any_mut().and_then(|m| m.downcast_mut::<forwarding::p4::P4Mode>());
+                if let Some(p4) = p4 {
+                    job(p4.switch_mut());
+                }
+            })));
+        }
+    }
+    let name = std::iter::once(&s.mode)
+        .chain(s.port_modes.iter().map(|(m, _)| m))
+        .find_map(|m| match m {
+            ModeSetting::P4(c) => std::path::Path::new(&c.file).file_stem().map(|f| f.to_string_lossy().into_owned()),
+            _ => None,
+        })
+        .unwrap_or_default();
+    p4runtime::server::Service::new(s.dpid, name, std::sync::Arc::new(Program(handle)))
 }
 
 /// The control protocol's request (`forwarding::p4`) for an `edgeflow p4` command: keys and

@@ -38,6 +38,7 @@ pub fn effective(s: &Settings, src: &str) -> Value {
         "egress_timing": match s.timing { Timing::Sleep => "sleep", Timing::Fifo => "fifo", Timing::Busy => "busy" },
         "egress_cpu": s.cpu,
         "metrics": s.metrics.map(|a| a.to_string()),
+        "p4runtime": s.p4runtime.map(|a| a.to_string()),
     });
     for (k, v) in switch_wide.as_object().into_iter().flatten() {
         out.insert(k.clone(), v.clone());

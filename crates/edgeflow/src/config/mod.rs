@@ -106,6 +106,8 @@ pub struct File {
     pub egress_cpu: Option<Spanned<usize>>,
     /// Where the Prometheus endpoint listens: PORT (loopback) or ADDR:PORT.
     pub metrics: Option<Spanned<String>>,
+    /// Where P4Runtime (gRPC) listens, for a P4 program's tables: PORT (loopback) or ADDR:PORT.
+    pub p4runtime: Option<Spanned<String>>,
 }
 
 /// `[[portmap]]`: frames received on port `from` leave on port `to` (mode = "portmap").
@@ -237,6 +239,8 @@ pub struct Settings {
     pub cpu: Option<usize>,
     /// Where the Prometheus endpoint (`/metrics`) listens; none by default.
     pub metrics: Option<std::net::SocketAddr>,
+    /// Where P4Runtime listens (a P4 program's control plane, docs/p4.md); none by default.
+    pub p4runtime: Option<std::net::SocketAddr>,
 }
 
 /// (port number, interface name), in the order configured.
@@ -275,6 +279,7 @@ pub struct Flags {
     pub certificate: Option<PathBuf>,
     pub ca_cert: Option<PathBuf>,
     pub metrics: Option<String>,
+    pub p4runtime: Option<String>,
 }
 
 fn line_of(src: &str, offset: usize) -> usize {
@@ -339,10 +344,28 @@ fn in_range(key: &'static str, range: std::ops::RangeInclusive<u64>) -> impl Fn(
 /// The metrics endpoint's address: `PORT` listens on loopback only, as `ptcp:PORT` does (counters
 /// tell a stranger what the network carries); another address must be written out.
 pub fn parse_metrics(s: &str) -> Result<std::net::SocketAddr, String> {
+    listen_address("metrics", s)
+}
+
+/// P4Runtime's address, where there is a P4 program for it to serve.
+fn p4runtime_address(s: &str, runs_p4: bool) -> Result<std::net::SocketAddr, String> {
+    let addr = listen_address("p4runtime", s)?;
+    if !cfg!(feature = "p4runtime") {
+        return Err("this edgeflow was built without P4Runtime (cargo feature `p4runtime`)".into());
+    }
+    if !runs_p4 {
+        return Err("P4Runtime serves a P4 program's tables: it needs mode = \"p4\"".into());
+    }
+    Ok(addr)
+}
+
+/// A server's address: `PORT` alone is loopback, as for the metrics endpoint (who writes a
+/// switch's tables must be let in on purpose).
+fn listen_address(what: &str, s: &str) -> Result<std::net::SocketAddr, String> {
     if let Ok(port) = s.parse::<u16>() {
         return Ok(std::net::SocketAddr::from(([127, 0, 0, 1], port)));
     }
-    s.parse().map_err(|_| format!("metrics '{s}': expected PORT or ADDR:PORT (IPv6 as [ADDR]:PORT)"))
+    s.parse().map_err(|_| format!("{what} '{s}': expected PORT or ADDR:PORT (IPv6 as [ADDR]:PORT)"))
 }
 
 /// The flag's value, else the file's, else `default`, each checked; an error names the flag, or
@@ -695,6 +718,15 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
     if let Some(first) = file.streams.first() {
         return Err(cx.at(first, format!("[[stream]]: {}", not_built("streams"))));
     }
+    #[cfg(feature = "p4")]
+    let runs_p4 = any(|m| matches!(m, ModeSetting::P4(_)));
+    #[cfg(not(feature = "p4"))]
+    let runs_p4 = false;
+    let p4runtime = match (&flags.p4runtime, &file.p4runtime) {
+        (Some(a), _) => Some(p4runtime_address(a, runs_p4).map_err(|e| format!("--p4runtime: {e}"))?),
+        (None, Some(a)) => Some(p4runtime_address(a.get_ref(), runs_p4).map_err(|e| cx.at(a, e))?),
+        (None, None) => None,
+    };
     Ok(Settings {
         dpid,
         fail_mode,
@@ -734,6 +766,7 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
             (None, Some(m)) => Some(parse_metrics(m.get_ref()).map_err(|e| cx.at(m, e))?),
             (None, None) => None,
         },
+        p4runtime,
         cpu: match &file.egress_cpu {
             None => None,
             Some(c) => {

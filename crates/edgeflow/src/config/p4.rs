@@ -200,12 +200,13 @@ mod tests {
         std::fs::copy(&program, dir.join("l2.p4")).unwrap();
         std::fs::write(dir.join("bad.p4"), "#include <edgeflow.p4>\nheader h { bit<7> x; }\n").unwrap();
         let ports = "[[port]]\nname = \"a\"\n[[port]]\nname = \"b\"\n";
-        let config = |body: &str| {
+        let config_with = |top: &str, body: &str| {
             let path = dir.join("sw.toml");
-            std::fs::write(&path, format!("mode = \"p4\"\n{ports}{body}")).unwrap();
+            std::fs::write(&path, format!("{top}{ports}{body}")).unwrap();
             super::super::load_file(&path)
                 .and_then(|(f, src)| super::super::settings(Some((&f, &src, &path)), &Default::default()))
         };
+        let config = |body: &str| config_with("mode = \"p4\"\n", body);
         let good = "[p4]\nprogram = \"l2.p4\"\n[[p4.entry]]\ntable = \"L2Ingress.dmac\"\nmatch = [0, \"02:00:00:00:00:02\"]\naction = \"forward\"\nargs = [2]\n[[p4.group]]\nid = 1\nports = [1, 2]\n";
         let s = config(good).unwrap();
         let ModeSetting::P4(cfg) = &s.mode else { panic!("{:?}", s.mode) };
@@ -221,6 +222,13 @@ mod tests {
         assert_eq!(e, format!("{sw}:15: port 3 is not configured for mode p4"));
         let e = config("[p4]\nprogram = \"bad.p4\"\n").unwrap_err();
         assert!(e.ends_with("bad.p4:2:19: a header is whole bytes; this one's fields add up to 7 bits"), "{e}");
+        // P4Runtime's address: a port alone is loopback; it serves a P4 program or nothing.
+        let s = config_with("mode = \"p4\"\np4runtime = \"9559\"\n", good).unwrap();
+        assert_eq!(s.p4runtime, Some("127.0.0.1:9559".parse().unwrap()));
+        let e = config_with("mode = \"p4\"\np4runtime = \"nine\"\n", good).unwrap_err();
+        assert_eq!(e, format!("{sw}:2: p4runtime 'nine': expected PORT or ADDR:PORT (IPv6 as [ADDR]:PORT)"));
+        let e = config_with("mode = \"learning\"\np4runtime = \"[::1]:9559\"\n", "").unwrap_err();
+        assert_eq!(e, format!("{sw}:2: P4Runtime serves a P4 program's tables: it needs mode = \"p4\""));
         let e = config("").unwrap_err();
         assert_eq!(e, format!("{sw}:1: mode 'p4' needs a [p4] section naming its program (program = \"switch.p4\")"));
         std::fs::remove_dir_all(&dir).unwrap();

@@ -1,0 +1,148 @@
+//! The P4Info message for a checked program, from the front end's control-plane view of it
+//! (`p4::info`).
+
+use p4::info::{ExternInfo, Info, Preamble, Unit};
+
+use crate::proto::p4::config::v1 as cfg;
+
+fn preamble(p: &Preamble) -> Option<cfg::Preamble> {
+    Some(cfg::Preamble { id: p.id, name: p.name.clone(), alias: p.alias.clone(), ..Default::default() })
+}
+
+fn counter_spec(x: &ExternInfo) -> Option<cfg::CounterSpec> {
+    use cfg::counter_spec::Unit as U;
+    let unit = match x.unit {
+        Unit::Packets => U::Packets,
+        Unit::Bytes => U::Bytes,
+        Unit::Both => U::Both,
+    };
+    Some(cfg::CounterSpec { unit: unit as i32 })
+}
+
+fn meter_spec(x: &ExternInfo) -> Option<cfg::MeterSpec> {
+    use cfg::meter_spec::Unit as U;
+    let unit = if x.unit == Unit::Bytes { U::Bytes } else { U::Packets };
+    Some(cfg::MeterSpec { unit: unit as i32, r#type: cfg::meter_spec::Type::TwoRateThreeColor as i32 })
+}
+
+fn bits(bitwidth: u32) -> Option<cfg::P4DataTypeSpec> {
+    use cfg::p4_bitstring_like_type_spec::TypeSpec as B;
+    use cfg::p4_data_type_spec::TypeSpec as D;
+    Some(cfg::P4DataTypeSpec {
+        type_spec: Some(D::Bitstring(cfg::P4BitstringLikeTypeSpec {
+            type_spec: Some(B::Bit(cfg::P4BitTypeSpec { bitwidth: bitwidth as i32 })),
+            ..Default::default()
+        })),
+    })
+}
+
+fn match_type(kind: &str) -> cfg::match_field::Match {
+    use cfg::match_field::{Match, MatchType as T};
+    let t = match kind {
+        "exact" => T::Exact,
+        "lpm" => T::Lpm,
+        "ternary" => T::Ternary,
+        "range" => T::Range,
+        "optional" => T::Optional,
+        other => return Match::OtherMatchType(other.to_string()),
+    };
+    Match::MatchType(t as i32)
+}
+
+/// P4Info for `info`; `arch` names the architecture (`edgeflow`).
+pub fn p4info(info: &Info, name: &str) -> cfg::P4Info {
+    cfg::P4Info {
+        pkg_info: Some(cfg::PkgInfo { name: name.to_string(), arch: "edgeflow".into(), ..Default::default() }),
+        tables: info
+            .tables
+            .iter()
+            .map(|t| cfg::Table {
+                preamble: preamble(&t.preamble),
+                match_fields: t
+                    .keys
+                    .iter()
+                    .map(|k| cfg::MatchField {
+                        id: k.id,
+                        name: k.name.clone(),
+                        bitwidth: k.bitwidth as i32,
+                        r#match: Some(match_type(&k.match_kind)),
+                        ..Default::default()
+                    })
+                    .collect(),
+                action_refs: t.action_ids.iter().map(|&id| cfg::ActionRef { id, ..Default::default() }).collect(),
+                const_default_action_id: t.default_action.filter(|(_, fixed)| *fixed).map_or(0, |(id, _)| id),
+                direct_resource_ids: t.direct_counter.iter().chain(&t.direct_meter).copied().collect(),
+                size: t.size as i64,
+                is_const_table: t.is_const,
+                has_initial_entries: t.is_const,
+                ..Default::default()
+            })
+            .collect(),
+        actions: info
+            .actions
+            .iter()
+            .map(|a| cfg::Action {
+                preamble: preamble(&a.preamble),
+                params: a
+                    .params
+                    .iter()
+                    .map(|p| cfg::action::Param {
+                        id: p.id,
+                        name: p.name.clone(),
+                        bitwidth: p.bitwidth as i32,
+                        ..Default::default()
+                    })
+                    .collect(),
+            })
+            .collect(),
+        counters: info
+            .counters
+            .iter()
+            .map(|c| cfg::Counter {
+                preamble: preamble(&c.preamble),
+                spec: counter_spec(c),
+                size: c.size as i64,
+                ..Default::default()
+            })
+            .collect(),
+        direct_counters: info
+            .direct_counters
+            .iter()
+            .map(|c| cfg::DirectCounter {
+                preamble: preamble(&c.preamble),
+                spec: counter_spec(c),
+                direct_table_id: c.table.unwrap_or(0),
+            })
+            .collect(),
+        meters: info
+            .meters
+            .iter()
+            .map(|m| cfg::Meter {
+                preamble: preamble(&m.preamble),
+                spec: meter_spec(m),
+                size: m.size as i64,
+                ..Default::default()
+            })
+            .collect(),
+        direct_meters: info
+            .direct_meters
+            .iter()
+            .map(|m| cfg::DirectMeter {
+                preamble: preamble(&m.preamble),
+                spec: meter_spec(m),
+                direct_table_id: m.table.unwrap_or(0),
+            })
+            .collect(),
+        registers: info
+            .registers
+            .iter()
+            .map(|r| cfg::Register {
+                preamble: preamble(&r.preamble),
+                type_spec: bits(r.bitwidth),
+                size: r.size as i32,
+                ..Default::default()
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
