@@ -4,8 +4,9 @@
 # 5.10, the kernel of OpenWrt 22.03's generation), and runs the kernel fast path's tests inside:
 # BPF_PROG_TEST_RUN of every program feature (flows, actions, meters, AFDX links, LESS labels, on
 # TC and XDP), the differential check against userspace, and forwarding through TC and XDP in
-# namespaces (pings and TCP). The kernel is unpacked from its Debian package under build/kernels/
-# (apt-get download + dpkg -x; Debian 11's fetched from its suite, its release file checked
+# namespaces (pings and TCP). The kernel is unpacked from its Debian package into this machine's
+# cache, $XDG_CACHE_HOME/edgeflow/kernels (~/.cache by default; EDGEFLOW_KERNEL_CACHE overrides),
+# where every checkout finds it (apt-get download + dpkg -x; Debian 11's fetched from its suite, its release file checked
 # against Debian's archive keys and the package against the release's hashes), never installed.
 # `make test` runs it on 6.1 (tests/test_kernels.py).
 # KVM is used where it boots the guest; where it does not (absent, or a nested KVM that hangs on
@@ -26,10 +27,11 @@ if ((${#need[@]})); then
 fi
 .venv/bin/python -c "import virtme_ng" 2>/dev/null || .venv/bin/pip install -q -r testbed/requirements.txt
 KERNELS=${KERNELS:-bookworm bullseye}
+KERNEL_CACHE=${EDGEFLOW_KERNEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/edgeflow/kernels}
+mkdir -p "$KERNEL_CACHE"
 . scripts/debian.sh
 
-# Debian SUITE's kernel (the package linux-image-amd64 depends on), unpacked under build/kernels/
-# once; prints its directory. This machine's own suite comes through apt, another's through
+# Debian SUITE's kernel (the package linux-image-amd64 depends on), unpacked into the cache once; prints its directory. This machine's own suite comes through apt, another's through
 # scripts/debian.sh, checked link by link.
 unpack_kernel() {
   local suite=$1 this package dir index=""
@@ -40,7 +42,7 @@ unpack_kernel() {
     index=$(debian_index "$suite" amd64)
     package=$(debian_depends "$index" linux-image-amd64)
   fi
-  dir=build/kernels/$package
+  dir=$KERNEL_CACHE/$package
   if [ ! -f "$dir/done" ]; then
     echo "test-kernels: unpacking $package ($suite)" >&2
     rm -rf "$dir" && mkdir -p "$dir"
@@ -95,8 +97,9 @@ boot() {
     tr -d '\r' || true
 }
 # -cpu host with arch-capabilities makes this QEMU abort on a nested KVM; without it, a guest
-# that never starts is told apart by a short first try, whose verdict is kept for this host kernel.
-verdict=build/kernels/accel-$(uname -r)
+# that never starts is told apart by a short first try (20 s when it hangs), whose verdict is kept
+# in the cache for this host kernel, so that a fresh checkout does not wait for it again.
+verdict=$KERNEL_CACHE/accel-$(uname -r)
 failed=()
 for suite in $KERNELS; do
   dir=$(unpack_kernel "$suite")
@@ -110,7 +113,7 @@ for suite in $KERNELS; do
     if grep -q '^booted' <<<"$out"; then accel=kvm; else accel=tcg; fi
     echo "$accel" > "$verdict"
   fi
-  echo "test-kernels: ${dir#build/kernels/} ($suite), $( [ $accel = kvm ] && echo KVM || echo 'TCG (software emulation: KVM is absent here or does not boot the guest)')"
+  echo "test-kernels: ${dir#"$KERNEL_CACHE"/} ($suite), $( [ $accel = kvm ] && echo KVM || echo 'TCG (software emulation: KVM is absent here or does not boot the guest)')"
   if [ $accel = kvm ]; then
     out=$(boot --qemu-opts="-cpu host,-arch-capabilities")
   else

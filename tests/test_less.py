@@ -289,8 +289,8 @@ def test_reroute_cases_keep_traffic_flowing_and_addresses_reconverge(datapath):
         ]
         for case, src, link, where, counter in cases:
             before = counters(sws[where])
-            sent, got = less.stream(src, hb, 256, 2000, 3.0, during=lambda: netns.sh("ip", "link", "set", link, "down"),
-                                    at=1.0, flow=7)
+            sent, got = less.stream(src, hb, 256, 2000, 2.0, during=lambda: netns.sh("ip", "link", "set", link, "down"),
+                                    at=0.7, flow=7)
             after = counters(sws[where])
             kernel = after["kernel"].get("rerouted", 0) - before["kernel"].get("rerouted", 0)
             marked = after["kernel"].get("ports_marked_down", 0) - before["kernel"].get("ports_marked_down", 0)

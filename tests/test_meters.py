@@ -93,9 +93,10 @@ def test_dscp_remark_band_remarks_the_excess_and_only_it(two_hosts, datapath, un
     frame_bits = (size - 4) * 8  # the meter counts the frame without its FCS
     rate = 1000 if unit == "pktps" else fps * frame_bits // 2 // 1000
     with edgeflow_on(datapath, two_hosts.hosts, two_hosts.switch_ports, log_name="meter") as sw:
-        for offered in (fps, fps // 4):
+        # Two seconds over the rate; one under it, where the band has nothing to remark.
+        for offered, seconds in ((fps, 2.0), (fps // 4, 1.0)):
             metered(sw, f"meter=1,{unit},band=type=dscp_remark,rate={rate},prec_level=1")
-            sent, got = loadgen.run(h1, h2, size=size, rate=offered, duration=3.0, send_engine="socket",
+            sent, got = loadgen.run(h1, h2, size=size, rate=offered, duration=seconds, send_engine="socket",
                                     recv_engine="socket", extra_send=["--dscp", "18"])
             assert got["lost"] == 0 and got["received"] == sent["sent"], (sent, got)
             remarked, kept = got["dscp"].get("20", 0), got["dscp"].get("18", 0)
