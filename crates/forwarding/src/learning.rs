@@ -8,7 +8,7 @@
 use packet::{FlowKey, Packet};
 
 use crate::openflow::{Config, OpenFlowMode};
-use crate::{Credits, EntryId, KernelEntry, Mode, Nanos, Output, PortView, Verdict};
+use crate::{FromKernel, Mode, Nanos, Output, PortView, ToKernel, Verdict};
 
 pub struct LearningMode(OpenFlowMode);
 
@@ -40,8 +40,8 @@ impl Mode for LearningMode {
         self.0.receive(pkt, key, now, out)
     }
 
-    fn kernel_entry(&self, id: EntryId) -> Option<KernelEntry<'_>> {
-        self.0.kernel_entry(id)
+    fn kernel(&self) -> ToKernel<'_> {
+        self.0.kernel()
     }
 
     fn generation(&self) -> u64 {
@@ -56,9 +56,9 @@ impl Mode for LearningMode {
         self.0.take_retired()
     }
 
-    fn credit_kernel(&mut self, id: EntryId, credits: &Credits, packets: u64, bytes: u64, now: Nanos) {
+    fn take_back(&mut self, back: FromKernel<'_>) {
         // Keeps learned addresses of kernel-forwarded traffic from ageing out.
-        self.0.credit_kernel(id, credits, packets, bytes, now);
+        self.0.take_back(back);
     }
 
     fn counters(&self) -> Vec<crate::CounterGroup> {
@@ -67,10 +67,6 @@ impl Mode for LearningMode {
 
     fn next_deadline(&self) -> Option<Nanos> {
         self.0.next_deadline()
-    }
-
-    fn offers_kernel_entries(&self) -> bool {
-        true
     }
 
     fn tick(&mut self, now: Nanos, out: &mut dyn Output) {

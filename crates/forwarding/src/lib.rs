@@ -4,7 +4,8 @@
 //! decision. For every received frame the datapath calls [`Mode::receive`]; the mode hands each
 //! copy it forwards to [`Output::transmit`] with an [`Egress`] descriptor (port and queue; the
 //! frame carries its rewrites) and returns a [`Verdict`]: a typed drop reason when the frame went
-//! nowhere, and optionally a decision the kernel fast path may replay ([`Mode::kernel_entry`]).
+//! nowhere, and optionally a decision the kernel fast path may replay. What a mode hands the
+//! kernel, and takes back, goes through [`Mode::kernel`] and [`Mode::take_back`] (`kernel`).
 //! Timers go through [`Mode::next_deadline`] and [`Mode::tick`], so the loop sleeps until the
 //! earliest one. Nothing here does I/O: a mode is driven with frames and a clock in tests exactly
 //! as the datapath drives it.
@@ -14,6 +15,7 @@
 #[cfg(feature = "afdx")]
 pub mod afdx;
 pub mod bucket;
+pub mod kernel;
 pub mod learning;
 #[cfg(feature = "streams")]
 pub mod streams;
@@ -30,6 +32,11 @@ use packet::{FlowKey, Packet};
 pub use pipeline::classifier::RuleId as EntryId;
 pub use pipeline::exec::{Credits, DpAction};
 pub use pipeline::{Nanos, PortView, Retired};
+
+pub use kernel::{
+    FlowOffload, FromKernel, KernelAccount, KernelEntry, KernelLabels, KernelLink, KernelLinks, KernelStack,
+    LinkCounts, LinkOffload, ToKernel,
+};
 
 /// Where one copy of a frame leaves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -115,7 +122,7 @@ impl DropReason {
 pub struct Verdict {
     /// Set when no copy left and nothing went to a controller.
     pub dropped: Option<DropReason>,
-    /// A decision the kernel fast path may hold, to be fetched with [`Mode::kernel_entry`].
+    /// A decision the kernel fast path may hold, to be fetched with [`FlowOffload::entry`].
     pub entry: Option<EntryId>,
 }
 
@@ -133,148 +140,6 @@ pub trait Output {
     fn transmit(&mut self, egress: Egress, pkt: &Packet);
     /// An asynchronous message for the controllers.
     fn event(&mut self, event: Event);
-}
-
-/// A decision the kernel fast path may replay: every frame whose flow key equals `key` under
-/// `mask` gets `actions`, and its hits are credited back through [`Mode::credit_kernel`] with
-/// `credits`.
-pub struct KernelEntry<'a> {
-    pub mask: &'a FlowKey,
-    pub actions: &'a [DpAction],
-    pub credits: &'a Credits,
-    /// The meters the actions name, with their configuration.
-    pub meters: Vec<(u32, &'a pipeline::meter::Meter)>,
-}
-
-/// A replacement label stack a label-switching mode computed for a kind of frame, which the kernel
-/// fast path applies to later frames of that kind: out `port`, with `stack` after the Ethernet
-/// header and `ethertype` (0: the IP version's, read from the frame).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KernelStack {
-    pub port: u32,
-    pub ethertype: u16,
-    pub stack: Vec<u8>,
-}
-
-/// What the kernel fast path needs to switch labels itself (docs/less.md §5): the per-hop rule
-/// needs no table, only these, which the mode keeps and the datapath mirrors whenever
-/// `generation` moves.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct KernelLabels {
-    pub generation: u64,
-    pub max_labels: usize,
-    /// The mode's ports: the kernel switches labels only on frames that come in on them, and sends
-    /// labelled frames only out of them.
-    pub ports: std::collections::BTreeSet<u32>,
-    /// Ports where hosts are: plain IP from them may be labelled in the kernel.
-    pub edge_ports: std::collections::BTreeSet<u32>,
-    /// Ports the mode holds down although their carrier is up (a neighbour gone silent).
-    pub down_ports: std::collections::BTreeSet<u32>,
-    /// Host frames, by IP destination.
-    pub push: std::collections::BTreeMap<std::net::IpAddr, KernelStack>,
-    /// Detours, by (the port that is down or 0, for a frame that arrived backtracking the port it
-    /// came in on or 0, the hash of the frame's reroute block). A stack for port 0 leaves by the
-    /// port the frame came in on.
-    pub reroute: std::collections::BTreeMap<(u32, u32, u64), KernelStack>,
-}
-
-/// A virtual link the kernel fast path may filter, police and forward itself (docs/afdx.md): the
-/// AFDX mode's table as data, which the datapath mirrors once it knows which links the kernel can
-/// carry (every output an interface, no scheduled egress).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KernelLink {
-    pub id: u16,
-    pub in_port: u32,
-    pub out_ports: Vec<u32>,
-    /// The egress queue its frames take on every output (its priority's).
-    pub queue: u8,
-    /// Frame sizes, FCS included.
-    pub smin: u16,
-    pub smax: u16,
-    /// Index into [`KernelLinks::accounts`]: links sharing one share its credit.
-    pub account: usize,
-    /// Check the frames' IPv4 and UDP headers (`afdx::ip_header_ok`).
-    pub ip_check: bool,
-}
-
-/// One policing account: the credit grows by `smax` bytes per BAG up to `smax`·(BAG + jitter).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct KernelAccount {
-    pub bag_ns: u64,
-    pub smax: u16,
-    pub jitter_ns: u64,
-    /// Every frame costs `smax` (frame-based policing), or its own length (byte-based).
-    pub per_frame: bool,
-}
-
-/// A frame-filtering mode's table for the kernel.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct KernelLinks {
-    /// The destinations' 32-bit constant field.
-    pub mac_constant: u32,
-    /// The interface id of the switch's network (`NETWORK_A`, `NETWORK_B`); 0: either.
-    pub network: u8,
-    pub links: Vec<KernelLink>,
-    pub accounts: Vec<KernelAccount>,
-}
-
-impl KernelAccount {
-    /// The most the account lets through in the long run, as the wire carries it, in bit/s: one
-    /// frame of at most `smax` bytes per BAG, or under byte policing `smax` bytes per BAG in
-    /// frames of at least `smin`; each frame with its preamble and inter-frame gap (20 bytes).
-    pub fn wire_bps(&self, smin: u16) -> u64 {
-        const PREAMBLE_AND_GAP: u64 = (packet::PREAMBLE_LEN + packet::IFG_LEN) as u64;
-        let (smax, smin) = (self.smax as u64, smin.max(1) as u64);
-        let bytes_per_bag = if self.per_frame {
-            smax + PREAMBLE_AND_GAP
-        } else {
-            (smax * (smin + PREAMBLE_AND_GAP)).div_ceil(smin)
-        };
-        ((bytes_per_bag * 8) as u128 * 1_000_000_000).div_ceil(self.bag_ns.max(1) as u128) as u64
-    }
-}
-
-impl KernelLinks {
-    /// The ports on which the kernel, which sends every frame at once in the order it came,
-    /// would break priority: the links leaving by them take more than one queue, and their
-    /// accounts together may offer more than the port's link carries (`link_bps`; None leaves
-    /// the port out), so a backlog builds there and the order it leaves in is what matters.
-    /// Under the link's rate policing keeps every backlog to the accounts' bursts.
-    pub fn ports_needing_priority(&self, link_bps: impl Fn(u32) -> Option<u64>) -> std::collections::BTreeSet<u32> {
-        let mut smin = vec![u16::MAX; self.accounts.len()];
-        for l in &self.links {
-            smin[l.account] = smin[l.account].min(l.smin);
-        }
-        let mut by_port: std::collections::BTreeMap<u32, (u8, std::collections::BTreeSet<usize>)> = Default::default();
-        for l in &self.links {
-            for &port in &l.out_ports {
-                let (queues, accounts) = by_port.entry(port).or_default();
-                *queues |= 1 << l.queue.min(7);
-                accounts.insert(l.account);
-            }
-        }
-        by_port
-            .into_iter()
-            .filter(|(port, (queues, accounts))| {
-                let offered: u64 = accounts.iter().map(|&a| self.accounts[a].wire_bps(smin[a])).sum();
-                queues.count_ones() > 1 && link_bps(*port).is_some_and(|link| offered > link)
-            })
-            .map(|(port, _)| port)
-            .collect()
-    }
-}
-
-/// What the kernel counted for one link since the last harvest: frames and bytes (FCS included)
-/// in, out, and dropped per reason (in the mode's order of reasons).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct LinkCounts {
-    pub frames_in: u64,
-    pub bytes_in: u64,
-    pub frames_out: u64,
-    pub bytes_out: u64,
-    /// Bytes of the frames that came in on a port other than the link's.
-    pub wrong_port_bytes: u64,
-    pub dropped: [u64; 8],
 }
 
 /// Every port `actions` send a copy to, group buckets included.
@@ -326,8 +191,14 @@ pub trait Mode: Send {
     /// Decides where a received frame goes. `key` is the frame's flow key (in_port included).
     fn receive(&mut self, pkt: &mut Packet, key: &FlowKey, now: Nanos, out: &mut dyn Output) -> Verdict;
 
-    /// The kernel-replayable form of a decision [`Mode::receive`] returned, if it is still current.
-    fn kernel_entry(&self, id: EntryId) -> Option<KernelEntry<'_>>;
+    /// What this mode hands the kernel fast path ([`ToKernel`]): nothing by default, and then
+    /// every frame is decided here.
+    fn kernel(&self) -> ToKernel<'_> {
+        ToKernel::default()
+    }
+
+    /// What the kernel counted on what this mode handed it, and the state it hands back.
+    fn take_back(&mut self, _back: FromKernel<'_>) {}
 
     /// Changes whenever decisions handed out before may no longer hold: the datapath then drops
     /// every kernel entry (crediting their hits first).
@@ -339,12 +210,6 @@ pub trait Mode: Send {
     fn take_retired(&mut self) -> Retired {
         Retired::default()
     }
-
-    /// Hits the kernel counted on entry `id` this mode handed out.
-    fn credit_kernel(&mut self, _id: EntryId, _credits: &Credits, _packets: u64, _bytes: u64, _now: Nanos) {}
-
-    /// What a kernel meter counted: (packets, bytes, dropped packets, dropped bytes).
-    fn credit_kernel_meter(&mut self, _meter: u32, _counts: (u64, u64, u64, u64)) {}
 
     /// When [`Mode::tick`] next has work; `None`: nothing timed.
     fn next_deadline(&self) -> Option<Nanos> {
@@ -373,35 +238,6 @@ pub trait Mode: Send {
 
     /// Standalone fail mode: whether no controller is reachable.
     fn set_fail_open(&mut self, _on: bool) {}
-
-    /// Label-switching state for the kernel fast path, for a mode that switches labels.
-    fn kernel_labels(&self) -> Option<&KernelLabels> {
-        None
-    }
-
-    /// Virtual links for the kernel fast path, for a mode that filters and polices links. The
-    /// kernel then decides the links it takes, and the mode the frames of the others.
-    fn kernel_links(&self) -> Option<&KernelLinks> {
-        None
-    }
-
-    /// What the kernel counted on link `id` since the last harvest.
-    fn credit_kernel_link(&mut self, _id: u16, _counts: &LinkCounts) {}
-
-    /// The credit of each of [`KernelLinks::accounts`] at `now` (bytes × ns, as the kernel counts
-    /// it), so that an account handed to the kernel goes with what it had.
-    fn link_credits(&self, _now: Nanos) -> Vec<u64> {
-        Vec::new()
-    }
-
-    /// Accounts handed back from the kernel: (index in [`KernelLinks::accounts`], its credit at
-    /// `now`).
-    fn set_link_credits(&mut self, _credits: &[(usize, u64)], _now: Nanos) {}
-
-    /// Whether [`Mode::receive`] hands out decisions for the kernel ([`Mode::kernel_entry`]).
-    fn offers_kernel_entries(&self) -> bool {
-        false
-    }
 
     /// Whether OpenFlow controllers program it (flows, groups, meters, packet-out).
     fn is_programmable(&self) -> bool {

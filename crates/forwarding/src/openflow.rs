@@ -13,7 +13,9 @@ use packet::{parse, segment, FlowKey, Offload, Packet};
 use pipeline::exec::{DpAction, Sink, Stop, ToController};
 use pipeline::{Config as PipelineConfig, Nanos, Pipeline, PortView};
 
-use crate::{DropReason, Egress, EntryId, Event, KernelEntry, Mode, Output, Reply, Verdict};
+use crate::{
+    DropReason, Egress, EntryId, Event, FlowOffload, FromKernel, KernelEntry, Mode, Output, Reply, ToKernel, Verdict,
+};
 
 pub const N_BUFFERS: u32 = 256;
 
@@ -231,6 +233,21 @@ impl OpenFlowMode {
     }
 }
 
+impl FlowOffload for OpenFlowMode {
+    fn entry(&self, id: EntryId) -> Option<KernelEntry<'_>> {
+        let (entry, mask) = self.pipeline.cache_entry(id)?;
+        let meters = entry
+            .actions
+            .iter()
+            .filter_map(|a| match a {
+                DpAction::Meter(m) => self.pipeline.meter(*m).map(|meter| (*m, meter)),
+                _ => None,
+            })
+            .collect();
+        Some(KernelEntry { mask, actions: &entry.actions, credits: &entry.credits, meters })
+    }
+}
+
 impl Mode for OpenFlowMode {
     fn name(&self) -> &'static str {
         "openflow"
@@ -249,25 +266,23 @@ impl Mode for OpenFlowMode {
         Verdict { dropped: bridge.verdict(done.stopped), entry: done.created }
     }
 
-    fn kernel_entry(&self, id: EntryId) -> Option<KernelEntry<'_>> {
-        let (entry, mask) = self.pipeline.cache_entry(id)?;
-        let meters = entry
-            .actions
-            .iter()
-            .filter_map(|a| match a {
-                DpAction::Meter(m) => self.pipeline.meter(*m).map(|meter| (*m, meter)),
-                _ => None,
-            })
-            .collect();
-        Some(KernelEntry { mask, actions: &entry.actions, credits: &entry.credits, meters })
+    fn kernel(&self) -> ToKernel<'_> {
+        ToKernel { flows: Some(self), ..Default::default() }
+    }
+
+    fn take_back(&mut self, back: FromKernel<'_>) {
+        match back {
+            FromKernel::FlowHits { id, credits, packets, bytes, now } => {
+                self.pipeline.credit_many(credits, packets, bytes, now);
+                self.pipeline.touch_cached(id, packets, now);
+            }
+            FromKernel::MeterCounts { meter, counts: (p, b, dp, db) } => self.pipeline.credit_meter(meter, p, b, dp, db),
+            FromKernel::LinkCounts { .. } | FromKernel::AccountCredits { .. } => {}
+        }
     }
 
     fn generation(&self) -> u64 {
         self.pipeline.generation()
-    }
-
-    fn offers_kernel_entries(&self) -> bool {
-        true
     }
 
     /// A hit in the megaflow cache is offered to nobody (only a fresh translation is): the cache
@@ -282,15 +297,6 @@ impl Mode for OpenFlowMode {
 
     fn take_retired(&mut self) -> crate::Retired {
         self.pipeline.take_retired()
-    }
-
-    fn credit_kernel(&mut self, id: EntryId, credits: &pipeline::exec::Credits, packets: u64, bytes: u64, now: Nanos) {
-        self.pipeline.credit_many(credits, packets, bytes, now);
-        self.pipeline.touch_cached(id, packets, now);
-    }
-
-    fn credit_kernel_meter(&mut self, meter: u32, (p, b, dp, db): (u64, u64, u64, u64)) {
-        self.pipeline.credit_meter(meter, p, b, dp, db);
     }
 
     fn next_deadline(&self) -> Option<Nanos> {

@@ -12,7 +12,7 @@ pub use ::p4::run::Match;
 use ::p4::run::{Dropped, Switch};
 use packet::{FlowKey, Packet};
 
-use crate::{CounterGroup, DropReason, Egress, EntryId, KernelEntry, Mode, Nanos, Output, PortView, Verdict};
+use crate::{CounterGroup, DropReason, Egress, Mode, Nanos, Output, PortView, Verdict};
 
 /// A table entry the configuration puts in at start.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -120,10 +120,6 @@ impl Mode for P4Mode {
                 Verdict { dropped: Some(reason), entry: None }
             }
         }
-    }
-
-    fn kernel_entry(&self, _id: EntryId) -> Option<KernelEntry<'_>> {
-        None
     }
 
     fn generation(&self) -> u64 {

@@ -15,8 +15,8 @@ use std::collections::BTreeSet;
 use packet::{FlowKey, Packet};
 
 use crate::{
-    actions_outputs, not_programmable, CounterGroup, Credits, EntryId, ErrorCode, Event, KernelEntry, KernelLabels,
-    Mode, Nanos, Output, PortView, Reply, TableReport, Verdict,
+    actions_outputs, not_programmable, CounterGroup, EntryId, ErrorCode, Event, FlowOffload, FromKernel, KernelEntry,
+    KernelLabels, Mode, Nanos, Output, PortView, Reply, TableReport, ToKernel, Verdict,
 };
 use ofp::oxm::Field;
 
@@ -62,7 +62,7 @@ impl Partitioned {
     /// first. A port named by two parts is the first's.
     pub fn new(parts: Vec<Part>) -> Partitioned {
         assert!(!parts.is_empty(), "a switch has at least one mode");
-        let flows = parts.iter().position(|p| p.mode.offers_kernel_entries());
+        let flows = parts.iter().position(|p| p.mode.kernel().flows.is_some());
         let programmable = parts.iter().position(|p| p.mode.is_programmable());
         let mut switch = Partitioned { parts, flows, programmable, labels: None, fenced: 0 };
         switch.refresh_labels();
@@ -76,7 +76,7 @@ impl Partitioned {
     /// The label-switching part's tables as the kernel gets them: only its own ports are label
     /// ports. Copied when they change (their generation moves), which is rare against frames.
     fn refresh_labels(&mut self) {
-        let Some((part, labels)) = self.parts.iter().find_map(|p| Some((p, p.mode.kernel_labels()?))) else { return };
+        let Some((part, labels)) = self.parts.iter().find_map(|p| Some((p, p.mode.kernel().labels?))) else { return };
         if self.labels.as_ref().is_some_and(|l| l.generation == labels.generation) {
             return;
         }
@@ -115,13 +115,20 @@ impl Mode for Partitioned {
         verdict
     }
 
-    fn kernel_entry(&self, id: EntryId) -> Option<KernelEntry<'_>> {
-        let part = &self.parts[self.flows?];
-        let entry = part.mode.kernel_entry(id)?;
-        // An entry that does not pin the input port would take other parts' frames in the kernel,
-        // and one that sends elsewhere would cross the fence there.
-        let pinned = entry.mask.get(Field::InPort) == u32::MAX as u128;
-        (pinned && actions_outputs(entry.actions).iter().all(|p| part.ports.contains(p))).then_some(entry)
+    /// The flows part's decisions, and the label-switching part's tables limited to its ports.
+    /// Virtual links are decided in userspace on a shared switch.
+    fn kernel(&self) -> ToKernel<'_> {
+        ToKernel {
+            flows: self.flows.map(|_| self as &dyn FlowOffload),
+            labels: self.labels.as_ref(),
+            links: None,
+        }
+    }
+
+    fn take_back(&mut self, back: FromKernel<'_>) {
+        if let (Some(f), FromKernel::FlowHits { .. } | FromKernel::MeterCounts { .. }) = (self.flows, back) {
+            self.parts[f].mode.take_back(back);
+        }
     }
 
     fn generation(&self) -> u64 {
@@ -130,18 +137,6 @@ impl Mode for Partitioned {
 
     fn take_retired(&mut self) -> crate::Retired {
         self.flows.map(|f| self.parts[f].mode.take_retired()).unwrap_or_default()
-    }
-
-    fn credit_kernel(&mut self, id: EntryId, credits: &Credits, packets: u64, bytes: u64, now: Nanos) {
-        if let Some(f) = self.flows {
-            self.parts[f].mode.credit_kernel(id, credits, packets, bytes, now);
-        }
-    }
-
-    fn credit_kernel_meter(&mut self, meter: u32, counts: (u64, u64, u64, u64)) {
-        if let Some(f) = self.flows {
-            self.parts[f].mode.credit_kernel_meter(meter, counts);
-        }
     }
 
     fn next_deadline(&self) -> Option<Nanos> {
@@ -166,10 +161,6 @@ impl Mode for Partitioned {
 
     fn is_programmable(&self) -> bool {
         self.programmable.is_some()
-    }
-
-    fn offers_kernel_entries(&self) -> bool {
-        self.flows.is_some()
     }
 
     fn controller_sees(&self, port: u32) -> bool {
@@ -205,8 +196,15 @@ impl Mode for Partitioned {
     fn forget_decisions(&mut self) {
         self.parts.iter_mut().for_each(|p| p.mode.forget_decisions());
     }
+}
 
-    fn kernel_labels(&self) -> Option<&KernelLabels> {
-        self.labels.as_ref()
+impl FlowOffload for Partitioned {
+    fn entry(&self, id: EntryId) -> Option<KernelEntry<'_>> {
+        let part = &self.parts[self.flows?];
+        let entry = part.mode.kernel().flows?.entry(id)?;
+        // An entry that does not pin the input port would take other parts' frames in the kernel,
+        // and one that sends elsewhere would cross the fence there.
+        let pinned = entry.mask.get(Field::InPort) == u32::MAX as u128;
+        (pinned && actions_outputs(entry.actions).iter().all(|p| part.ports.contains(p))).then_some(entry)
     }
 }

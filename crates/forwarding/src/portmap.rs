@@ -8,7 +8,10 @@ use std::collections::BTreeMap;
 use ofp::oxm::Field;
 use packet::{FlowKey, Packet};
 
-use crate::{Credits, DpAction, DropReason, Egress, EntryId, KernelEntry, Mode, Nanos, Output, PortView, Verdict};
+use crate::{
+    Credits, DpAction, DropReason, Egress, EntryId, FlowOffload, KernelEntry, Mode, Nanos, Output, PortView, ToKernel,
+    Verdict,
+};
 
 pub struct PortMapMode {
     /// In port → (out port, the one action the kernel replays).
@@ -49,16 +52,18 @@ impl Mode for PortMapMode {
         }
     }
 
-    fn kernel_entry(&self, id: EntryId) -> Option<KernelEntry<'_>> {
-        let (_, actions) = self.map.get(&id.0)?;
-        Some(KernelEntry { mask: &self.mask, actions, credits: &self.credits, meters: vec![] })
+    fn kernel(&self) -> ToKernel<'_> {
+        ToKernel { flows: Some(self), ..Default::default() }
     }
 
     fn generation(&self) -> u64 {
         0
     }
+}
 
-    fn offers_kernel_entries(&self) -> bool {
-        true
+impl FlowOffload for PortMapMode {
+    fn entry(&self, id: EntryId) -> Option<KernelEntry<'_>> {
+        let (_, actions) = self.map.get(&id.0)?;
+        Some(KernelEntry { mask: &self.mask, actions, credits: &self.credits, meters: vec![] })
     }
 }

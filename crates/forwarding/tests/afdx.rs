@@ -7,7 +7,7 @@ use forwarding::afdx::{
     self, end_system_mac, vl_mac, AfdxMode, Police, Priority, VirtualLink, VlCounters, VlDrop, DEFAULT_MAC_CONSTANT, NETWORK_A,
     NETWORK_B,
 };
-use forwarding::{DropReason, Egress, Event, Mode, Output, PortView, Verdict};
+use forwarding::{DropReason, Egress, Event, FromKernel, Mode, Output, PortView, Verdict};
 use packet::craft::udp4;
 use packet::{parse, Offload, Packet};
 
@@ -231,14 +231,14 @@ fn an_account_handed_over_keeps_its_credit() {
     let mut m = mode(&[vl(1, 1, &[2], 2)]);
     let f = frame(1, 1, NETWORK_A, 64);
     let smax_bag = 1518 * 2 * MS;
-    assert_eq!(m.link_credits(0), vec![smax_bag], "an unused account is full");
-    m.set_link_credits(&[(0, 0)], 10 * MS);
+    assert_eq!(m.kernel().links.unwrap().credits(0), vec![smax_bag], "an unused account is full");
+    m.take_back(FromKernel::AccountCredits { credits: &[(0, 0)], now: 10 * MS });
     assert!(!passes(&mut m, 1, &f, 10 * MS), "empty when handed back");
     assert!(!passes(&mut m, 1, &f, 12 * MS - 1));
     assert!(passes(&mut m, 1, &f, 12 * MS), "one BAG later");
     // And what it hands on is what it has: nothing right after a frame, half after half a BAG.
-    assert_eq!(m.link_credits(12 * MS), vec![0]);
-    assert_eq!(m.link_credits(13 * MS), vec![smax_bag / 2]);
+    assert_eq!(m.kernel().links.unwrap().credits(12 * MS), vec![0]);
+    assert_eq!(m.kernel().links.unwrap().credits(13 * MS), vec![smax_bag / 2]);
 }
 
 #[test]
@@ -443,7 +443,7 @@ fn priority_matters_only_on_ports_that_mix_queues_and_can_be_offered_more_than_t
     vls.push(VirtualLink { priority: Priority::High, smax: 64, ..vl(1, 1, &[2, 4], 1) });
     vls.push(vl(2, 1, &[4], 1));
     let m = mode(&vls);
-    let links = m.kernel_links().unwrap();
+    let links = m.kernel().links.unwrap().table();
     let frame_every_ms = (1518 + 20) * 8 * 1000;
     assert_eq!(links.accounts[0].wire_bps(64), frame_every_ms, "preamble and gap counted");
     let at = |mbps: u64| move |_: u32| Some(mbps * 1_000_000);
@@ -455,6 +455,6 @@ fn priority_matters_only_on_ports_that_mix_queues_and_can_be_offered_more_than_t
     // Byte policing: 1518 bytes per BAG may come as 64-byte frames, each with 20 bytes more.
     let bytes = VirtualLink { police: Police::Byte, ..vl(5, 1, &[2], 1) };
     let m = mode(&[bytes]);
-    let account = m.kernel_links().unwrap().accounts[0];
+    let account = m.kernel().links.unwrap().table().accounts[0];
     assert_eq!(account.wire_bps(64), (1518u64 * 84).div_ceil(64) * 8 * 1000);
 }

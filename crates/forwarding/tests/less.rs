@@ -326,7 +326,7 @@ fn hosts_talk_across_the_fabric_with_labels_in_between() {
     assert_eq!(net.counter(E, "pushed"), 1);
     assert_eq!(net.counter(B, "delivered"), 2);
     // The plan for hB is kept for the kernel to repeat: out port 2, the labels seen on the link.
-    let kernel = net.switches[E].kernel_labels().unwrap();
+    let kernel = net.switches[E].kernel().labels.unwrap();
     let plan = &kernel.push[&IpAddr::from(net.hosts[HB].ip)];
     assert_eq!((plan.port, &plan.stack[..4]), (2, &[1, 4, 0, 2][..]));
     assert!(kernel.edge_ports.contains(&3) && !kernel.edge_ports.contains(&2));
@@ -357,7 +357,7 @@ fn ipv6_hosts_find_each_other_by_neighbour_discovery_and_talk() {
     net.host_sends(HB, back.clone());
     assert_eq!(net.hosts[HE].received.last(), Some(&back));
     // The plan is kept for the kernel to repeat, as for IPv4: the labels seen on the link.
-    let plan = &net.switches[E].kernel_labels().unwrap().push[&IpAddr::from(net.hosts[HB].ip6)];
+    let plan = &net.switches[E].kernel().labels.unwrap().push[&IpAddr::from(net.hosts[HB].ip6)];
     assert_eq!((plan.port, &plan.stack[..]), (2, &on_link[0][14..14 + plan.stack.len()]));
     // A group destination is no host's: counted, not queried.
     let all_nodes = FrameBuilder::new([0x33, 0x33, 0, 0, 0, 1], net.hosts[HE].mac).build(L3::Ipv6 {
@@ -379,11 +379,11 @@ fn a_host_silent_for_host_idle_is_forgotten_with_the_plans_for_it() {
     let b_ip = net.hosts[HB].ip;
     net.resolve(HE, b_ip);
     assert!(net.delivers(HE, HB, 1));
-    assert!(net.switches[E].kernel_labels().unwrap().push.contains_key(&IpAddr::from(b_ip)), "E planned hB's route");
+    assert!(net.switches[E].kernel().labels.unwrap().push.contains_key(&IpAddr::from(b_ip)), "E planned hB's route");
     // hB says nothing for longer than host_idle: B forgets it and announces so; E's plan goes,
     // in the kernel's tables too, and a frame for hB finds no host.
     net.advance(2_500);
-    assert!(!net.switches[E].kernel_labels().unwrap().push.contains_key(&IpAddr::from(b_ip)));
+    assert!(!net.switches[E].kernel().labels.unwrap().push.contains_key(&IpAddr::from(b_ip)));
     assert!(!net.delivers(HE, HB, 2));
     // hB speaks again (its ARP for hE): found again, and reached.
     let e_ip = net.hosts[HE].ip;
@@ -413,7 +413,7 @@ fn case_b_a_neighbours_path() {
     let depth = packet::less::depth(&on_link, 14, 16).unwrap();
     let split = forwarding::less::reroute::split(&on_link, 14, depth);
     let hash = packet::less::block_hash(&on_link[14 + split.route_bytes..14 + 4 * depth]);
-    let planned = net.switches[D].kernel_labels().unwrap().reroute[&(1, 0, hash)].clone();
+    let planned = net.switches[D].kernel().labels.unwrap().reroute[&(1, 0, hash)].clone();
     assert_eq!(planned.port, 2, "back to E");
     // D's only way up (to B) goes: D has no address that avoids it, but E, its neighbour, has.
     net.link(D, 1, false);
@@ -423,7 +423,7 @@ fn case_b_a_neighbours_path() {
     // Userspace took the detour it had planned, and keeps the plan.
     let back_to_e = labels_on(&net, (D, 2), mark).remove(0);
     assert_eq!(back_to_e[14..14 + planned.stack.len()], planned.stack[..]);
-    assert_eq!(net.switches[D].kernel_labels().unwrap().reroute[&(1, 0, hash)], planned);
+    assert_eq!(net.switches[D].kernel().labels.unwrap().reroute[&(1, 0, hash)], planned);
 }
 
 #[test]
@@ -491,9 +491,9 @@ fn a_link_that_goes_quiet_with_carrier_up_is_found_by_hello_timeout() {
     assert!(net.delivers(HE, HB, 1), "E's route now avoids the quiet link");
     assert!(net.delivers(HB, HE, 2));
     // The kernel is told to hold the port down although its carrier is up.
-    assert!(net.switches[E].kernel_labels().unwrap().down_ports.contains(&2));
+    assert!(net.switches[E].kernel().labels.unwrap().down_ports.contains(&2));
     net.down.clear();
     net.advance(300);
     assert_eq!(net.addresses(E), 2, "HELLOs heard again: the port is back");
-    assert!(!net.switches[E].kernel_labels().unwrap().down_ports.contains(&2));
+    assert!(!net.switches[E].kernel().labels.unwrap().down_ports.contains(&2));
 }

@@ -82,7 +82,7 @@ fn portmap_forwards_untouched_and_offers_an_in_port_entry() {
     let (v, r, _) = receive(&mut m, 1, &frame, 0);
     assert_eq!(r.sent, vec![(Egress { port: 3, queue: None }, frame.clone())]);
     assert_eq!(v.dropped, None);
-    let entry = m.kernel_entry(v.entry.expect("a kernel entry")).unwrap();
+    let entry = m.kernel().flows.unwrap().entry(v.entry.expect("a kernel entry")).unwrap();
     assert_eq!(entry.actions, &[DpAction::Output(3)]);
     let mut only_in_port = FlowKey::default();
     only_in_port.set(Field::InPort, u32::MAX as u128);
@@ -110,7 +110,7 @@ fn learning_floods_unknown_then_forwards_to_the_learned_port() {
     let (v, r, _) = receive(&mut m, 1, &udp(H1, H2), 2);
     assert_eq!(r.ports(), vec![2]);
     assert_eq!(m.generation(), gen, "nothing new learned: kernel entries stay valid");
-    let e = m.kernel_entry(v.entry.unwrap()).unwrap();
+    let e = m.kernel().flows.unwrap().entry(v.entry.unwrap()).unwrap();
     assert_eq!(e.actions, &[DpAction::Output(2)]);
     // Not programmable by OpenFlow.
     let fm = FlowMod::default();
@@ -236,9 +236,9 @@ mod partitioned {
         assert_eq!((r.ports(), v.dropped), (vec![], Some(DropReason::BadLabel)));
         assert_eq!(counter(&m, "unknown_port"), 1);
         // The kernel gets LESS's ports as label ports, and the bridge's entries, which pin the port.
-        assert_eq!(m.kernel_labels().unwrap().ports, [1, 2].into());
+        assert_eq!(m.kernel().labels.unwrap().ports, [1, 2].into());
         let (v, _, _) = receive(&mut m, 4, &udp(H2, H1), 4);
-        let entry = m.kernel_entry(v.entry.expect("the bridge's decision goes to the kernel")).unwrap();
+        let entry = m.kernel().flows.unwrap().entry(v.entry.expect("the bridge's decision goes to the kernel")).unwrap();
         assert_eq!(entry.mask.get(Field::InPort), u32::MAX as u128);
         // No OpenFlow part: nothing is programmable and controllers see every port.
         assert!(!m.is_programmable() && m.controller_sees(1));
@@ -270,9 +270,9 @@ mod partitioned {
         let (v, r, _) = receive(&mut m, 3, &udp(H1, H2), 0);
         assert!(r.sent.is_empty());
         assert_eq!(counter(&m, "fenced"), 1);
-        assert!(m.kernel_entry(v.entry.unwrap()).is_none(), "nor may the kernel send it across");
+        assert!(m.kernel().flows.unwrap().entry(v.entry.unwrap()).is_none(), "nor may the kernel send it across");
         let (v, r, _) = receive(&mut m, 4, &udp(H1, H2), 0);
         assert_eq!((r.ports(), counter(&m, "fenced")), (vec![3], 1));
-        assert!(m.kernel_entry(v.entry.unwrap()).is_some());
+        assert!(m.kernel().flows.unwrap().entry(v.entry.unwrap()).is_some());
     }
 }

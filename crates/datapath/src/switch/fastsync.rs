@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use forwarding::EntryId;
+use forwarding::{EntryId, FromKernel};
 use ofp::oxm::Field;
 use packet::FlowKey;
 
@@ -19,7 +19,7 @@ impl Switch {
     /// `self.sent` holds where the frame that made it went, so kernel hits count on those queues.
     pub(super) fn mirror(&mut self, id: EntryId, key: &FlowKey) {
         let Some(fast) = self.fast.as_mut() else { return };
-        let Some(entry) = self.mode.kernel_entry(id) else { return };
+        let Some(entry) = self.mode.kernel().flows.and_then(|flows| flows.entry(id)) else { return };
         // Frames for a scheduled port wait for their turn in its queues: the kernel would send
         // them at once, so such decisions stay in userspace.
         let scheduled = |port: &u32| self.ports.get(port).is_some_and(|p| p.egress.scheduler().is_some());
@@ -68,8 +68,8 @@ impl Switch {
     }
 
     fn credit_harvest(&mut self, h: &crate::fastpath::Harvest, now: u64) {
-        for (id, credits, packets, bytes) in &h.flows {
-            self.mode.credit_kernel(*id, credits, *packets, *bytes, now);
+        for &(id, ref credits, packets, bytes) in &h.flows {
+            self.mode.take_back(FromKernel::FlowHits { id, credits, packets, bytes, now });
         }
         for (port, d) in &h.ports {
             if let Some(p) = self.ports.get_mut(port) {
@@ -84,8 +84,8 @@ impl Switch {
                 p.egress.credit(queue as usize, packets, bytes);
             }
         }
-        for (&id, &counts) in &h.meters {
-            self.mode.credit_kernel_meter(id, counts);
+        for (&meter, &counts) in &h.meters {
+            self.mode.take_back(FromKernel::MeterCounts { meter, counts });
         }
     }
 
@@ -94,7 +94,7 @@ impl Switch {
     /// than its link's is counted under its link and on the port it came in on, as userspace
     /// counts it.
     fn credit_links(&mut self) {
-        let (Some(fast), Some(table)) = (self.fast.as_mut(), self.mode.kernel_links()) else { return };
+        let (Some(fast), Some(table)) = (self.fast.as_mut(), self.mode.kernel().links.map(|l| l.table())) else { return };
         const FCS: u64 = packet::FCS_LEN as u64;
         let mut credited = Vec::new();
         for (id, k) in fast.harvest_links() {
@@ -122,7 +122,7 @@ impl Switch {
             }
         }
         for (id, k) in credited {
-            self.mode.credit_kernel_link(id, &k);
+            self.mode.take_back(FromKernel::LinkCounts { id, counts: &k });
         }
     }
 
@@ -217,7 +217,7 @@ impl Switch {
     /// again, each account with the credit it has (the kernel's goes back to the mode first, the
     /// mode's then to the kernel), so that policing stays exact across the handover.
     pub(super) fn sync_links(&mut self) {
-        let (Some(fast), Some(table)) = (self.fast.as_ref(), self.mode.kernel_links()) else { return };
+        let (Some(fast), Some(table)) = (self.fast.as_ref(), self.mode.kernel().links.map(|l| l.table())) else { return };
         let ports = &self.ports;
         let link_bps = |no: u32| ports.get(&no).and_then(|p| p.link_paced_mbps).map(|m| m as u64 * 1_000_000);
         let needing_priority = table.ports_needing_priority(link_bps);
@@ -280,7 +280,7 @@ impl Switch {
             self.links_kept_for_priority = kept_for_priority as u64;
         }
         self.credit_links();
-        if let (Some(fast), Some(table)) = (self.fast.as_ref(), self.mode.kernel_links()) {
+        if let (Some(fast), Some(table)) = (self.fast.as_ref(), self.mode.kernel().links.map(|l| l.table())) {
             // The links the kernel really holds (none after a write that failed).
             let held_ids: Vec<u16> = fast.held_links().collect();
             let mut accounts: Vec<usize> =
@@ -288,12 +288,12 @@ impl Switch {
             accounts.sort_unstable();
             accounts.dedup();
             match fast.account_credits(&accounts) {
-                Ok(credits) => self.mode.set_link_credits(&credits, now),
+                Ok(credits) => self.mode.take_back(FromKernel::AccountCredits { credits: &credits, now }),
                 Err(e) => tracing::warn!("kernel accounts not read back (they restart full): {e}"),
             }
         }
-        let credits = self.mode.link_credits(now);
-        let (Some(fast), Some(table)) = (self.fast.as_mut(), self.mode.kernel_links()) else { return };
+        let credits = self.mode.kernel().links.map_or_else(Vec::new, |l| l.credits(now));
+        let (Some(fast), Some(table)) = (self.fast.as_mut(), self.mode.kernel().links.map(|l| l.table())) else { return };
         match fast.set_links(table, &held, &credits) {
             Ok(()) => {
                 let failed = self.links_retry.take().map_or(0, |(_, n)| n);
@@ -326,7 +326,7 @@ impl Switch {
     /// every port's interface and state. A scheduled port is left out: its frames wait in its
     /// queues, which the kernel would jump.
     fn sync_labels(&mut self) {
-        let (Some(fast), Some(labels)) = (self.fast.as_mut(), self.mode.kernel_labels()) else { return };
+        let (Some(fast), Some(labels)) = (self.fast.as_mut(), self.mode.kernel().labels) else { return };
         if labels.generation == self.labels_gen {
             return;
         }

@@ -297,7 +297,7 @@ impl Switch {
         // same table: the switch says so and runs on.
         let mut fast = None;
         if let Some(kind) = cfg.fastpath {
-            let programs = if mode.kernel_links().is_some() { Programs::Links } else { Programs::Flows };
+            let programs = if mode.kernel().links.is_some() { Programs::Links } else { Programs::Flows };
             let loaded = match cfg.keep_fastpath {
                 true => FastPath::load_kept(kind, programs, cfg.fastpath_entries, cfg.dpid, &cfg.ports),
                 false => FastPath::load(kind, programs, cfg.fastpath_entries),

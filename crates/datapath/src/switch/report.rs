@@ -118,7 +118,7 @@ impl Switch {
             labels.insert("ports_marked_down".into(), json!(f.ports_marked_down()));
             let mut links: serde_json::Map<String, Value> =
                 f.link_counters().into_iter().map(|(r, n)| (r.to_string(), json!(n))).collect();
-            if self.mode.kernel_links().is_some() {
+            if self.mode.kernel().links.is_some() {
                 links.insert("kept_for_priority".into(), json!(self.links_kept_for_priority));
             }
             json!({"hits": hits, "misses": misses, "upcalls": upcalls, "slow": slow,

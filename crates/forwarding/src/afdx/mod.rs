@@ -25,8 +25,8 @@ use packet::{FlowKey, Packet};
 use crate::bucket::TokenBucket;
 
 use crate::{
-    CounterGroup, DropReason, Egress, EntryId, KernelAccount, KernelEntry, KernelLink, KernelLinks, LinkCounts, Mode,
-    Nanos, Output, PortView, Verdict,
+    CounterGroup, DropReason, Egress, FromKernel, KernelAccount, KernelLink, KernelLinks, LinkOffload, Mode, Nanos,
+    Output, PortView, ToKernel, Verdict,
 };
 
 pub use packet::afdx::{end_system_mac, is_end_system_mac, vl_mac, DEFAULT_MAC_CONSTANT, NETWORK_A, NETWORK_B};
@@ -398,6 +398,16 @@ pub fn check(vls: &[VirtualLink]) -> Result<(), TableError> {
     Ok(())
 }
 
+impl LinkOffload for AfdxMode {
+    fn table(&self) -> &KernelLinks {
+        &self.kernel
+    }
+
+    fn credits(&self, now: Nanos) -> Vec<u64> {
+        self.accounts.iter().map(|a| a.credit_at(now)).collect()
+    }
+}
+
 impl Mode for AfdxMode {
     fn name(&self) -> &'static str {
         "afdx"
@@ -456,36 +466,32 @@ impl Mode for AfdxMode {
         Verdict::default()
     }
 
-    fn kernel_entry(&self, _id: EntryId) -> Option<KernelEntry<'_>> {
-        // Links go to the kernel whole (`kernel_links`), not frame by frame.
-        None
+    /// Links go to the kernel whole, not frame by frame.
+    fn kernel(&self) -> ToKernel<'_> {
+        ToKernel { links: Some(self), ..Default::default() }
     }
 
-    fn kernel_links(&self) -> Option<&KernelLinks> {
-        Some(&self.kernel)
-    }
-
-    fn link_credits(&self, now: Nanos) -> Vec<u64> {
-        self.accounts.iter().map(|a| a.credit_at(now)).collect()
-    }
-
-    fn set_link_credits(&mut self, credits: &[(usize, u64)], now: Nanos) {
-        for &(i, credit) in credits {
-            if let Some(a) = self.accounts.get_mut(i) {
-                a.set_credit(credit, now);
+    fn take_back(&mut self, back: FromKernel<'_>) {
+        match back {
+            FromKernel::AccountCredits { credits, now } => {
+                for &(i, credit) in credits {
+                    if let Some(a) = self.accounts.get_mut(i) {
+                        a.set_credit(credit, now);
+                    }
+                }
             }
-        }
-    }
-
-    fn credit_kernel_link(&mut self, id: u16, k: &LinkCounts) {
-        if let Some(link) = self.links.get_mut(&id) {
-            let c = &mut link.counters;
-            c.frames_in += k.frames_in;
-            c.bytes_in += k.bytes_in;
-            c.frames_out += k.frames_out;
-            for (d, add) in c.dropped.iter_mut().zip(k.dropped) {
-                *d += add;
+            FromKernel::LinkCounts { id, counts: k } => {
+                if let Some(link) = self.links.get_mut(&id) {
+                    let c = &mut link.counters;
+                    c.frames_in += k.frames_in;
+                    c.bytes_in += k.bytes_in;
+                    c.frames_out += k.frames_out;
+                    for (d, add) in c.dropped.iter_mut().zip(k.dropped) {
+                        *d += add;
+                    }
+                }
             }
+            FromKernel::FlowHits { .. } | FromKernel::MeterCounts { .. } => {}
         }
     }
 

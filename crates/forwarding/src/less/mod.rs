@@ -29,8 +29,7 @@ use self::edge::{Directory, Location};
 use self::fabric::Fabric;
 use self::reroute::{Block, Case, Detour};
 use crate::{
-    CounterGroup, DropReason, Egress, EntryId, KernelEntry, KernelLabels, KernelStack, Mode, Nanos, Output, PortView,
-    Verdict,
+    CounterGroup, DropReason, Egress, KernelLabels, KernelStack, Mode, Nanos, Output, PortView, ToKernel, Verdict,
 };
 
 /// Entries a stack may hold by default, reroute block included.
@@ -552,10 +551,6 @@ impl Mode for LessMode {
         verdict
     }
 
-    fn kernel_entry(&self, _id: EntryId) -> Option<KernelEntry<'_>> {
-        None
-    }
-
     fn generation(&self) -> u64 {
         0
     }
@@ -573,8 +568,8 @@ impl Mode for LessMode {
         self.settle();
     }
 
-    fn kernel_labels(&self) -> Option<&KernelLabels> {
-        Some(&self.kernel)
+    fn kernel(&self) -> ToKernel<'_> {
+        ToKernel { labels: Some(&self.kernel), ..Default::default() }
     }
 
     fn counters(&self) -> Vec<CounterGroup> {

@@ -30,7 +30,7 @@ use packet::{FlowKey, Packet};
 
 use self::psfp::{Policed, Psfp};
 use self::recovery::{Recovered, VectorRecovery};
-use crate::{CounterGroup, DropReason, Egress, EntryId, KernelEntry, Mode, Nanos, Output, PortView, Verdict};
+use crate::{CounterGroup, DropReason, Egress, Mode, Nanos, Output, PortView, Verdict};
 
 /// The R-TAG's EtherType (802.1CB 7.8).
 pub const ETHERTYPE_RTAG: u16 = 0xf1c1;
@@ -177,10 +177,6 @@ impl Mode for StreamsMode {
             out.transmit(Egress { port, queue }, pkt);
         }
         Verdict::default()
-    }
-
-    fn kernel_entry(&self, _id: EntryId) -> Option<KernelEntry<'_>> {
-        None
     }
 
     fn generation(&self) -> u64 {
