@@ -13,5 +13,6 @@ struct ef_map_def {
 };
 
 #define EF_MAP(name, t, k, v, n) struct ef_map_def SEC("maps") name = { .type = (t), .key_size = (k), .value_size = (v), .max_entries = (n) }
+#define EF_MAP_FLAGS(name, t, k, v, n, f) struct ef_map_def SEC("maps") name = { .type = (t), .key_size = (k), .value_size = (v), .max_entries = (n), .map_flags = (f) }
 
 #endif

@@ -13,6 +13,7 @@
 pub mod ast;
 pub mod check;
 pub mod diag;
+pub mod ebpf;
 pub mod info;
 pub mod lexer;
 pub mod parser;

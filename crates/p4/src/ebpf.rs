@@ -1,0 +1,1454 @@
+//! The kernel back end (issue 36, item 2): a checked program as BPF C, which clang compiles for
+//! TC and XDP as it compiles the fast path, with the maps its tables, counters and registers
+//! live in. Pure: program in, C text and the maps' layouts out; the datapath compiles, loads and
+//! fills them (`Layout` says how an entry is written).
+//!
+//! Why C and not bytecode written here: clang is already the fast path's compiler, the verifier
+//! wants bounds checks and bounded loops that C and a header express plainly, and the output can
+//! be read. p4c's eBPF back ends make the same choice.
+//!
+//! What fits (the rest is refused by name, and the program then runs in userspace): values of at
+//! most 64 bits, unsigned; a parser without loops over at most 256 bytes of headers; tables
+//! whose keys are exact (a hash), a single LPM key (an LPM trie), or any others in a table of at
+//! most 256 entries (scanned in the software target's order: longest prefix, then priority,
+//! then the earliest); actions of assignments, arithmetic, slices, `if`, `mark_to_drop`, counters
+//! and registers; a deparser that writes back in place the headers the parser read (checked as
+//! the frame goes: one that would not is sent up). Multicast copies leave unchanged by egress.
+//! Meters and AFDX accounts are for the next step.
+//!
+//! The generated program keeps its state (a copy of the frame's first 256 bytes, the headers,
+//! metadata and the control's variables) in a per-CPU map, not on the 512-byte stack, and
+//! records its verdict in `p4_verdict` (tests read it after BPF_PROG_TEST_RUN).
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use crate::ast::{BinOp, Decl, Expr, ExprKind, Keyset, Local, Program, Stmt, Transition, Type, UnOp};
+use crate::check::{Checked, Layout, Ty};
+
+/// How much of the frame the parser and deparser see.
+pub const BUF: usize = 256;
+/// The most entries a scanned (ternary, range, several-LPM) table holds in the kernel.
+pub const SCAN_MAX: usize = 256;
+/// The most ports a multicast group sends to in the kernel.
+pub const GROUP_MAX: usize = 16;
+
+/// How a table's entries are kept in the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TableKind {
+    /// A hash keyed by the key fields, 8 bytes each.
+    Exact,
+    /// An LPM trie: a 4-byte prefix length, then the key's bytes in network order.
+    Lpm,
+    /// An array of entries scanned in order (ternary, range, several LPM keys).
+    Scan,
+}
+
+/// One table as the kernel holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelTable {
+    /// `Block.table`, as the software target names it.
+    pub target: String,
+    /// Its number: its default action's slot in `p4_defaults`.
+    pub number: u32,
+    pub map: String,
+    /// Per-entry hits (packets, bytes), per CPU, by the entry's index.
+    pub hits_map: String,
+    pub kind: TableKind,
+    /// (width, match kind) per key.
+    pub keys: Vec<(u32, String)>,
+    /// Action ids are positions here, from 1.
+    pub actions: Vec<String>,
+    /// Entries the kernel holds at most.
+    pub size: usize,
+}
+
+/// The program as C, and the maps a control plane fills.
+#[derive(Clone, Debug)]
+pub struct Generated {
+    pub c: String,
+    pub tables: Vec<KernelTable>,
+    /// Indirect counters: (`Block.name`, map, cells).
+    pub counters: Vec<(String, String, usize)>,
+    /// Registers: (`Block.name`, map, cells).
+    pub registers: Vec<(String, String, usize)>,
+    /// The most action data an entry carries (the value's `args`).
+    pub max_args: usize,
+}
+
+/// A table value as the kernel reads it: action id, entry index, then `max_args` data words.
+pub fn table_value(t: &KernelTable, action: &str, index: u32, args: &[u128], max_args: usize) -> Option<Vec<u8>> {
+    let id = t.actions.iter().position(|a| a == action)? as u32 + 1;
+    let mut v = Vec::with_capacity(8 + 8 * max_args);
+    v.extend_from_slice(&id.to_ne_bytes());
+    v.extend_from_slice(&index.to_ne_bytes());
+    for i in 0..max_args {
+        v.extend_from_slice(&(args.get(i).copied().unwrap_or(0) as u64).to_ne_bytes());
+    }
+    Some(v)
+}
+
+/// The key bytes of an exact or LPM table entry (`Scan` tables take [`scan_entry`]).
+pub fn table_key(t: &KernelTable, keys: &[crate::run::Match]) -> Option<Vec<u8>> {
+    use crate::run::Match;
+    match t.kind {
+        TableKind::Exact => {
+            let mut k = Vec::new();
+            for m in keys {
+                let Match::Exact(v) = m else { return None };
+                k.extend_from_slice(&(*v as u64).to_ne_bytes());
+            }
+            Some(k)
+        }
+        TableKind::Lpm => {
+            let width = t.keys[0].0;
+            let bytes = width.div_ceil(8) as usize;
+            let (value, prefix) = match keys {
+                [Match::Lpm { value, prefix }] => (*value, *prefix),
+                [Match::Exact(v)] => (*v, width),
+                [Match::Any] => (0, 0),
+                _ => return None,
+            };
+            let mut k = prefix.to_ne_bytes().to_vec();
+            k.extend_from_slice(&value.to_be_bytes()[16 - bytes..]);
+            Some(k)
+        }
+        TableKind::Scan => None,
+    }
+}
+
+/// A scanned table's entry: present, priority, then per key (value, mask, low, high), then the
+/// value of [`table_value`].
+pub fn scan_entry(t: &KernelTable, keys: &[crate::run::Match], priority: i64, value: &[u8]) -> Vec<u8> {
+    use crate::run::Match;
+    let mut e = Vec::new();
+    e.extend_from_slice(&1u64.to_ne_bytes());
+    e.extend_from_slice(&priority.to_ne_bytes());
+    let mut lpm_len = 0u64;
+    for (m, (w, _)) in keys.iter().zip(&t.keys) {
+        let all = ones(*w) as u128;
+        let (value, mask, low, high) = match *m {
+            Match::Exact(v) => (v, all, 0, all),
+            Match::Ternary { value, mask } => (value, mask, 0, all),
+            Match::Lpm { value, prefix } => {
+                lpm_len += prefix as u64;
+                let mask = if prefix == 0 { 0 } else { all & !(ones(w - prefix.min(*w)) as u128) };
+                (value, mask, 0, all)
+            }
+            Match::Range { low, high } => (0, 0, low, high),
+            Match::Any => (0, 0, 0, all),
+        };
+        for x in [value, mask, low, high] {
+            e.extend_from_slice(&(x as u64).to_ne_bytes());
+        }
+    }
+    e.extend_from_slice(&lpm_len.to_ne_bytes());
+    e.extend_from_slice(value);
+    e
+}
+
+fn ones(w: u32) -> u64 {
+    if w >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << w) - 1
+    }
+}
+
+fn no(what: impl std::fmt::Display) -> String {
+    format!("{what} does not fit the kernel back end (docs/p4.md); the program runs in userspace")
+}
+
+type R<T> = Result<T, String>;
+
+/// A name in scope: its C expression and type.
+#[derive(Clone)]
+struct Var {
+    c: String,
+    ty: Ty,
+}
+
+struct Gen<'a> {
+    program: &'a Program,
+    checked: &'a Checked,
+    out: String,
+    scopes: Vec<HashMap<String, Var>>,
+    errors: Vec<String>,
+    tables: Vec<KernelTable>,
+    counters: Vec<(String, String, usize)>,
+    registers: Vec<(String, String, usize)>,
+    /// Direct counters: instance key → table it counts (only as hits).
+    direct: Vec<String>,
+    /// Header instances the parser extracts: C path → (bytes, fields with bit offsets).
+    headers: Vec<(String, usize)>,
+    block: String,
+    max_args: usize,
+    /// Run-struct members: the blocks' own variables.
+    run_members: String,
+    /// Where `exit` goes in the code being generated.
+    exit_label: String,
+    /// Functions, after the types, maps and the run struct they use.
+    funcs: String,
+    /// Each table's key expressions, as C in its control's scope.
+    table_keys: Vec<Vec<String>>,
+}
+
+/// C for the checked program `program`, or why it does not fit.
+pub fn generate(program: &Program, checked: &Checked) -> R<Generated> {
+    if checked.package != "EdgeflowSwitch" || checked.blocks.len() != 4 {
+        return Err(no(format!("package {}", checked.package)));
+    }
+    let errors: Vec<String> = program
+        .decls
+        .iter()
+        .filter_map(|d| match d {
+            Decl::Error { members } => Some(members.iter().map(|m| m.text.clone())),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    let mut g = Gen {
+        program,
+        checked,
+        out: String::new(),
+        scopes: vec![HashMap::new()],
+        errors,
+        tables: Vec::new(),
+        counters: Vec::new(),
+        registers: Vec::new(),
+        direct: Vec::new(),
+        headers: Vec::new(),
+        block: String::new(),
+        max_args: 1,
+        run_members: String::new(),
+        exit_label: String::new(),
+        funcs: String::new(),
+        table_keys: Vec::new(),
+    };
+    g.generate()?;
+    Ok(Generated { c: g.out, tables: g.tables, counters: g.counters, registers: g.registers, max_args: g.max_args })
+}
+
+fn ident(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect()
+}
+
+impl<'a> Gen<'a> {
+    fn layout(&self, name: &str) -> Option<&'a Layout> {
+        self.checked.layouts.get(name)
+    }
+
+    fn block_decl(&self, name: &str) -> &'a Decl {
+        self.program
+            .decls
+            .iter()
+            .find(|d| matches!(d, Decl::Parser { name: n, .. } | Decl::Control { name: n, .. } if n.text == name))
+            .expect("checked")
+    }
+
+    /// The C type for a P4 type, declaring structs as needed.
+    fn c_type(&self, ty: &Ty) -> R<String> {
+        Ok(match ty {
+            Ty::Bit(w) if *w <= 64 => "__u64".into(),
+            Ty::Bit(w) => return Err(no(format!("bit<{w}>"))),
+            Ty::Int(w) => return Err(no(format!("int<{w}>"))),
+            Ty::Bool | Ty::Error | Ty::Enum(_) => "__u64".into(),
+            Ty::Header(n) => format!("struct p4h_{}", ident(n)),
+            Ty::Struct(n) => format!("struct p4s_{}", ident(n)),
+            other => return Err(no(format!("a value of type {other:?}"))),
+        })
+    }
+
+    fn declare_types(&mut self) -> R<()> {
+        // In declaration order, so that a struct's members are declared before it.
+        let mut done = std::collections::BTreeSet::new();
+        let names: Vec<String> = self
+            .program
+            .decls
+            .iter()
+            .filter_map(|d| match d {
+                Decl::Header { name, .. } | Decl::Struct { name, .. } => Some(name.text.clone()),
+                _ => None,
+            })
+            .collect();
+        for n in names {
+            self.declare(&n, &mut done)?;
+        }
+        Ok(())
+    }
+
+    fn declare(&mut self, name: &str, done: &mut std::collections::BTreeSet<String>) -> R<()> {
+        if !done.insert(name.to_string()) {
+            return Ok(());
+        }
+        let (fields, header) = match self.layout(name) {
+            Some(Layout::Header(f)) => (f.clone(), true),
+            Some(Layout::Struct(f)) => (f.clone(), false),
+            _ => return Ok(()),
+        };
+        for (_, t) in &fields {
+            if let Ty::Header(n) | Ty::Struct(n) = t {
+                self.declare(n, done)?;
+            }
+        }
+        let mut s = format!(
+            "{} {{\n",
+            if header { format!("struct p4h_{}", ident(name)) } else { format!("struct p4s_{}", ident(name)) }
+        );
+        if header {
+            s += "\t__u64 valid;\n";
+        }
+        for (f, t) in &fields {
+            if header {
+                match t {
+                    Ty::Bit(w) if *w <= 64 => {}
+                    other => return Err(no(format!("header field {name}.{f} of type {other:?}"))),
+                }
+            }
+            let _ = writeln!(s, "\t{} f_{};", self.c_type(t)?, ident(f));
+        }
+        if fields.is_empty() && !header {
+            s += "\t__u64 unused;\n";
+        }
+        s += "};\n";
+        self.out += &s;
+        Ok(())
+    }
+
+    fn lookup(&self, n: &str) -> Option<Var> {
+        self.scopes.iter().rev().find_map(|s| s.get(n).cloned())
+    }
+
+    fn bind(&mut self, n: &str, c: String, ty: Ty) {
+        self.scopes.last_mut().unwrap().insert(n.to_string(), Var { c, ty });
+    }
+
+    fn error_index(&self, n: &str) -> u64 {
+        self.errors.iter().position(|e| e == n).unwrap_or(0) as u64
+    }
+
+    fn enum_index(&self, ty: &str, m: &str) -> Option<u64> {
+        match self.layout(ty)? {
+            Layout::Enum(ms) => ms.iter().position(|x| x == m).map(|i| i as u64),
+            _ => None,
+        }
+    }
+
+    fn global_const(&self, n: &str) -> Option<(&'a Type, &'a Expr)> {
+        self.program.decls.iter().find_map(|d| match d {
+            Decl::Const { ty, name, value } if name.text == n => Some((ty, value)),
+            _ => None,
+        })
+    }
+
+    /// An expression's C and type. Numbers without a width come out as `Ty::Number`.
+    fn expr(&mut self, e: &Expr) -> R<(String, Ty)> {
+        Ok(match &e.kind {
+            ExprKind::Int { width: Some((w, false)), value } => (format!("{value}ULL"), Ty::Bit(*w)),
+            ExprKind::Int { width: Some((w, true)), .. } => return Err(no(format!("int<{w}> literals"))),
+            ExprKind::Int { width: None, value } => {
+                if *value > u64::MAX as u128 {
+                    return Err(no(format!("the number {value}")));
+                }
+                (format!("{value}ULL"), Ty::Number)
+            }
+            ExprKind::Bool(b) => ((*b as u8).to_string(), Ty::Bool),
+            ExprKind::Name(n) | ExprKind::TopName(n) => {
+                if let Some(v) = self.lookup(n) {
+                    return Ok((v.c, v.ty));
+                }
+                if let Some((ty, value)) = self.global_const(n) {
+                    let ty = self.checked.resolve(ty);
+                    let (c, _) = self.expr(value)?;
+                    return Ok((format!("({c} & {:#x}ULL)", ones(width_of(&ty))), ty));
+                }
+                return Err(no(format!("the name '{n}' here")));
+            }
+            ExprKind::Member(inner, m) => {
+                if let ExprKind::Name(n) = &inner.kind {
+                    if n == "error" {
+                        return Ok((self.error_index(&m.text).to_string(), Ty::Error));
+                    }
+                    if self.lookup(n).is_none() && self.layout(n).is_some() {
+                        let i = self.enum_index(n, &m.text).ok_or_else(|| no(format!("{n}.{}", m.text)))?;
+                        return Ok((i.to_string(), Ty::Enum(n.clone())));
+                    }
+                }
+                let (c, ty) = self.expr(inner)?;
+                let fields = match &ty {
+                    Ty::Header(h) | Ty::Struct(h) => match self.layout(h) {
+                        Some(Layout::Header(f) | Layout::Struct(f)) => f.clone(),
+                        _ => return Err(no(format!("member {}", m.text))),
+                    },
+                    _ => return Err(no(format!("member {} of {ty:?}", m.text))),
+                };
+                let fty = fields.iter().find(|(f, _)| *f == m.text).map(|(_, t)| t.clone());
+                let fty = fty.ok_or_else(|| no(format!("member {}", m.text)))?;
+                (format!("{c}.f_{}", ident(&m.text)), fty)
+            }
+            ExprKind::Slice(inner, hi, lo) => {
+                let (c, _) = self.expr(inner)?;
+                let (h, l) = match (&hi.kind, &lo.kind) {
+                    (ExprKind::Int { value: h, .. }, ExprKind::Int { value: l, .. }) => (*h as u32, *l as u32),
+                    _ => return Err(no("a slice with computed bounds")),
+                };
+                let w = h - l + 1;
+                (format!("(({c} >> {l}) & {:#x}ULL)", ones(w)), Ty::Bit(w))
+            }
+            ExprKind::Cast(t, inner) => {
+                let to = self.checked.resolve(t);
+                let (c, _) = self.expr(inner)?;
+                (format!("({c} & {:#x}ULL)", ones(width_of(&to))), to)
+            }
+            ExprKind::Unary(op, inner) => {
+                let (c, ty) = self.expr(inner)?;
+                let m = ones(width_of(&ty));
+                match op {
+                    UnOp::Not => (format!("(!{c})"), Ty::Bool),
+                    UnOp::Complement => (format!("(~{c} & {m:#x}ULL)"), ty),
+                    UnOp::Neg => (format!("((0ULL - {c}) & {m:#x}ULL)"), ty),
+                }
+            }
+            ExprKind::Cond(c, a, b) => {
+                let (c, _) = self.expr(c)?;
+                let (a, ta) = self.expr(a)?;
+                let (b, tb) = self.expr(b)?;
+                (format!("({c} ? {a} : {b})"), if ta == Ty::Number { tb } else { ta })
+            }
+            ExprKind::Binary(op, a, b) => self.binary(*op, a, b)?,
+            ExprKind::Call { callee, args, .. } => return self.call_expr(callee, args),
+            other => return Err(no(format!("the expression {other:?}"))),
+        })
+    }
+
+    fn binary(&mut self, op: BinOp, a: &Expr, b: &Expr) -> R<(String, Ty)> {
+        let (ca, ta) = self.expr(a)?;
+        let (cb, tb) = self.expr(b)?;
+        let ty = if ta == Ty::Number { tb.clone() } else { ta.clone() };
+        let w = width_of(&ty);
+        let m = ones(w);
+        Ok(match op {
+            BinOp::Or => (format!("({ca} || {cb})"), Ty::Bool),
+            BinOp::And => (format!("({ca} && {cb})"), Ty::Bool),
+            BinOp::Eq => (format!("({ca} == {cb})"), Ty::Bool),
+            BinOp::Ne => (format!("({ca} != {cb})"), Ty::Bool),
+            BinOp::Lt => (format!("({ca} < {cb})"), Ty::Bool),
+            BinOp::Gt => (format!("({ca} > {cb})"), Ty::Bool),
+            BinOp::Le => (format!("({ca} <= {cb})"), Ty::Bool),
+            BinOp::Ge => (format!("({ca} >= {cb})"), Ty::Bool),
+            BinOp::BitOr => (format!("({ca} | {cb})"), ty),
+            BinOp::BitXor => (format!("({ca} ^ {cb})"), ty),
+            BinOp::BitAnd => (format!("({ca} & {cb})"), ty),
+            BinOp::Add => (format!("(({ca} + {cb}) & {m:#x}ULL)"), ty),
+            BinOp::Sub => (format!("(({ca} - {cb}) & {m:#x}ULL)"), ty),
+            BinOp::Mul => (format!("(({ca} * {cb}) & {m:#x}ULL)"), ty),
+            BinOp::Shl => (format!("({cb} >= {w} ? 0ULL : (({ca} << {cb}) & {m:#x}ULL))"), ta),
+            BinOp::Shr => (format!("({cb} >= {w} ? 0ULL : ({ca} >> {cb}))"), ta),
+            BinOp::AddSat if w < 64 => (format!("({ca} + {cb} > {m:#x}ULL ? {m:#x}ULL : {ca} + {cb})"), ty),
+            BinOp::SubSat => (format!("({ca} > {cb} ? {ca} - {cb} : 0ULL)"), ty),
+            BinOp::Concat => {
+                let wb = width_of(&tb);
+                if width_of(&ta) + wb > 64 {
+                    return Err(no("a concatenation wider than 64 bits"));
+                }
+                (format!("(({ca} << {wb}) | {cb})"), Ty::Bit(width_of(&ta) + wb))
+            }
+            other => return Err(no(format!("the operator {other:?} at 64 bits"))),
+        })
+    }
+
+    /// A call used as a value: `h.isValid()`.
+    fn call_expr(&mut self, callee: &Expr, args: &[Expr]) -> R<(String, Ty)> {
+        if let ExprKind::Member(obj, m) = &callee.kind {
+            if m.text == "isValid" && args.is_empty() {
+                let (c, _) = self.expr(obj)?;
+                return Ok((format!("{c}.valid"), Ty::Bool));
+            }
+            if m.text == "apply" {
+                if let ExprKind::Name(t) = &obj.kind {
+                    let table = self.table_fn(t)?;
+                    return Ok((format!("({table}(r), r->hit)"), Ty::Bool));
+                }
+            }
+        }
+        Err(no(format!("the call {callee:?} as a value")))
+    }
+
+    fn table_fn(&self, t: &str) -> R<String> {
+        let target = format!("{}.{t}", self.block);
+        self.tables
+            .iter()
+            .find(|x| x.target == target)
+            .map(|x| format!("p4_apply_{}", ident(&x.target)))
+            .ok_or_else(|| no(format!("table {t}")))
+    }
+
+    /// C that assigns `value` (already C) to the lvalue `target`, masked to its width.
+    fn assign(&mut self, target: &Expr, value: &str) -> R<String> {
+        if let ExprKind::Slice(inner, hi, lo) = &target.kind {
+            let (c, _) = self.expr(inner)?;
+            let (h, l) = match (&hi.kind, &lo.kind) {
+                (ExprKind::Int { value: h, .. }, ExprKind::Int { value: l, .. }) => (*h as u32, *l as u32),
+                _ => return Err(no("a slice with computed bounds")),
+            };
+            let m = ones(h - l + 1);
+            return Ok(format!("{c} = ({c} & ~({m:#x}ULL << {l})) | ((({value}) & {m:#x}ULL) << {l});\n"));
+        }
+        let (c, ty) = self.expr(target)?;
+        match ty {
+            Ty::Header(_) | Ty::Struct(_) => Ok(format!("{c} = {value};\n")),
+            _ => Ok(format!("{c} = ({value}) & {:#x}ULL;\n", ones(width_of(&ty)))),
+        }
+    }
+
+    fn stmts(&mut self, stmts: &[Stmt]) -> R<String> {
+        let mut s = String::new();
+        self.scopes.push(HashMap::new());
+        for st in stmts {
+            s += &self.stmt(st)?;
+        }
+        self.scopes.pop();
+        Ok(s)
+    }
+
+    fn stmt(&mut self, st: &Stmt) -> R<String> {
+        Ok(match st {
+            Stmt::Assign { target, value } => {
+                let (v, _) = self.expr(value)?;
+                self.assign(target, &v)?
+            }
+            Stmt::If { cond, then, otherwise } => {
+                let (c, _) = self.expr(cond)?;
+                let mut s = format!("if ({c}) {{\n{}}}", self.stmts(then)?);
+                if let Some(o) = otherwise {
+                    s += &format!(" else {{\n{}}}", self.stmts(o)?);
+                }
+                s + "\n"
+            }
+            Stmt::Block(b) => format!("{{\n{}}}\n", self.stmts(b)?),
+            Stmt::Call(e) => self.call_stmt(e)?,
+            Stmt::Exit(_) => format!("r->exited = 1;\n{}", self.exit_label),
+            Stmt::Return(_) => "return;\n".into(),
+            Stmt::Empty => String::new(),
+            Stmt::Const { ty, name, value } | Stmt::Var { ty, name, init: Some(value) } => {
+                let ty = self.checked.resolve(ty);
+                let (v, _) = self.expr(value)?;
+                let c = format!("v_{}", ident(&name.text));
+                let decl = format!("{} {c} = ({v}) & {:#x}ULL;\n", self.c_type(&ty)?, ones(width_of(&ty)));
+                self.bind(&name.text, c, ty);
+                decl
+            }
+            Stmt::Var { ty, name, init: None } => {
+                let ty = self.checked.resolve(ty);
+                let c = format!("v_{}", ident(&name.text));
+                let decl = format!("{} {c} = {{0}};\n", self.c_type(&ty)?);
+                self.bind(&name.text, c, ty);
+                decl
+            }
+            Stmt::Switch { expr, cases, .. } => {
+                let ExprKind::Member(applied, m) = &expr.kind else { return Err(no("this switch")) };
+                let ExprKind::Call { callee, .. } = &applied.kind else { return Err(no("this switch")) };
+                let ExprKind::Member(t, _) = &callee.kind else { return Err(no("this switch")) };
+                let ExprKind::Name(t) = &t.kind else { return Err(no("this switch")) };
+                if m.text != "action_run" {
+                    return Err(no("this switch"));
+                }
+                let f = self.table_fn(t)?;
+                let target = format!("{}.{t}", self.block);
+                let actions = self.tables.iter().find(|x| x.target == target).unwrap().actions.clone();
+                let mut s = format!("{f}(r);\nswitch (r->action_run) {{\n");
+                for (labels, body) in cases {
+                    for l in labels {
+                        if l.text == "default" {
+                            s += "default:\n";
+                        } else {
+                            let id = actions.iter().position(|x| *x == l.text).map_or(0, |i| i + 1);
+                            let _ = writeln!(s, "case {id}:");
+                        }
+                    }
+                    if let Some(body) = body {
+                        s += &format!("{{\n{}}}\nbreak;\n", self.stmts(body)?);
+                    }
+                }
+                s + "}\n"
+            }
+        })
+    }
+
+    fn call_stmt(&mut self, e: &Expr) -> R<String> {
+        let ExprKind::Call { callee, args, .. } = &e.kind else { return Err(no("this call")) };
+        match &callee.kind {
+            ExprKind::Name(f) if f == "mark_to_drop" => Ok("r->sm.f_drop = 1;\n".into()),
+            ExprKind::Name(f) if f == "verify" => {
+                let (c, _) = self.expr(&args[0])?;
+                let (err, _) = self.expr(&args[1])?;
+                Ok(format!("if (!({c})) {{ r->sm.f_parser_error = {err}; goto reject; }}\n"))
+            }
+            ExprKind::Name(a) => {
+                // A direct action call.
+                let f = self.action_fn(a)?;
+                let mut s = format!("{f}(r");
+                for x in args {
+                    let (c, _) = self.expr(x)?;
+                    s += &format!(", {c}");
+                }
+                Ok(s + ");\n" + &format!("if (r->exited) {}", self.exit_label))
+            }
+            ExprKind::Member(obj, m) => {
+                let method = m.text.as_str();
+                if let ExprKind::Name(o) = &obj.kind {
+                    let key = format!("{}.{o}", self.block);
+                    if method == "apply" {
+                        let f = self.table_fn(o)?;
+                        return Ok(format!("{f}(r);\nif (r->exited) {}", self.exit_label));
+                    }
+                    if let Some((_, map, cells)) = self.counters.iter().find(|c| c.0 == key).cloned() {
+                        let (i, _) = self.expr(&args[0])?;
+                        return Ok(format!("p4_count(&{map}, {i}, {cells}, r->sm.f_packet_length);\n"));
+                    }
+                    if self.direct.contains(&key) {
+                        return Ok(String::new()); // the table counts its entries' hits
+                    }
+                    if let Some((_, map, cells)) = self.registers.iter().find(|c| c.0 == key).cloned() {
+                        return match method {
+                            "read" => {
+                                let (i, _) = self.expr(&args[1])?;
+                                let v = format!("p4_reg_read(&{map}, {i}, {cells})");
+                                self.assign(&args[0], &v)
+                            }
+                            "write" => {
+                                let (i, _) = self.expr(&args[0])?;
+                                let (v, _) = self.expr(&args[1])?;
+                                Ok(format!("p4_reg_write(&{map}, {i}, {cells}, {v});\n"))
+                            }
+                            _ => Err(no(format!("{key}.{method}"))),
+                        };
+                    }
+                    if method == "extract" || method == "emit" {
+                        return self.packet_call(method, &args[0]);
+                    }
+                }
+                Err(no(format!(".{method}()")))
+            }
+            _ => Err(no("this call")),
+        }
+    }
+
+    /// `packet.extract(h)` in the parser, `packet.emit(h)` in the deparser: at the header's place.
+    fn packet_call(&mut self, method: &str, h: &Expr) -> R<String> {
+        let (c, ty) = self.expr(h)?;
+        let Ty::Header(name) = &ty else { return Err(no(format!("{method} of a {ty:?}"))) };
+        let Some(Layout::Header(fields)) = self.layout(name) else { return Err(no("this header")) };
+        let bits: u32 = fields.iter().map(|(_, t)| width_of(t)).sum();
+        let bytes = bits / 8;
+        let at = format!("r->at_{}", ident(&c.replace("r->", "")));
+        if !self.headers.iter().any(|(p, _)| *p == at) {
+            self.headers.push((at.clone(), bytes as usize));
+        }
+        let mut s = String::new();
+        let mut bit = 0u32;
+        if method == "extract" {
+            let _ = writeln!(
+                s,
+                "if (r->off + {bytes} > r->len) {{ r->sm.f_parser_error = {}; goto reject; }}",
+                self.error_index("PacketTooShort")
+            );
+            let _ = writeln!(s, "{at} = r->off;");
+            for (f, t) in fields {
+                let w = width_of(t);
+                if (bit % 8 + w).div_ceil(8) > 8 {
+                    return Err(no(format!("{name}.{f}: a field over nine bytes")));
+                }
+                let _ = writeln!(s, "{c}.f_{} = p4_get(r->buf, r->off, {bit}, {w});", ident(f));
+                bit += w;
+            }
+            let _ = writeln!(s, "{c}.valid = 1;\nr->off += {bytes};");
+        } else {
+            // In place: the header goes back where it was read, and only there.
+            let _ = writeln!(s, "if ({c}.valid) {{\nif ({at} != r->emitted) {{ r->misfit = 1; }}");
+            for (f, t) in fields {
+                let w = width_of(t);
+                let _ = writeln!(s, "p4_set(r->buf, r->emitted, {bit}, {w}, {c}.f_{});", ident(f));
+                bit += w;
+            }
+            let _ = writeln!(s, "r->emitted += {bytes};\n}}");
+        }
+        Ok(s)
+    }
+
+    fn action_fn(&self, a: &str) -> R<String> {
+        let local = self.program.decls.iter().any(|d| match d {
+            Decl::Control { name, locals, .. } if name.text == self.block => {
+                locals.iter().any(|l| matches!(l, Local::Action(x) if x.name.text == a))
+            }
+            _ => false,
+        });
+        if local {
+            return Ok(format!("p4_act_{}_{}", ident(&self.block), ident(a)));
+        }
+        if self.program.decls.iter().any(|d| matches!(d, Decl::Action(x) if x.name.text == a)) {
+            return Ok(format!("p4_act__{}", ident(a)));
+        }
+        Err(no(format!("action {a}")))
+    }
+
+    /// The block's parameters, bound to the run's state in the architecture's order.
+    fn bind_params(&mut self, block: &str) -> R<()> {
+        let (params, kind) = match self.block_decl(block) {
+            Decl::Parser { params, .. } => (params, 0),
+            Decl::Control { params, .. } => (params, 1),
+            _ => unreachable!(),
+        };
+        let names: &[&str] = match (kind, params.len()) {
+            (0, 4) => &["", "r->hdr", "r->meta", "r->sm"],
+            (1, 3) => &["r->hdr", "r->meta", "r->sm"],
+            (1, 2) => &["", "r->hdr"],
+            _ => return Err(no(format!("block {block}'s parameters"))),
+        };
+        for (p, c) in params.iter().zip(names) {
+            if !c.is_empty() {
+                let ty = self.checked.resolve(&p.ty);
+                self.bind(&p.name.text, c.to_string(), ty);
+            } else {
+                self.bind(&p.name.text, "packet".into(), Ty::Void);
+            }
+        }
+        Ok(())
+    }
+
+    /// The block's own variables and instances: run members and maps.
+    fn locals(&mut self, block: &str) -> R<()> {
+        let locals: &[Local] = match self.block_decl(block) {
+            Decl::Parser { locals, .. } | Decl::Control { locals, .. } => locals,
+            _ => unreachable!(),
+        };
+        for l in locals {
+            match l {
+                Local::Var { ty, name, .. } => {
+                    let ty = self.checked.resolve(ty);
+                    let c = format!("l_{}_{}", ident(block), ident(&name.text));
+                    let _ = writeln!(self.run_members, "\t{} {c};", self.c_type(&ty)?);
+                    self.bind(&name.text, format!("r->{c}"), ty);
+                }
+                Local::Const { ty, name, value } => {
+                    let ty = self.checked.resolve(ty);
+                    let (v, _) = self.expr(value)?;
+                    self.bind(&name.text, format!("({v} & {:#x}ULL)", ones(width_of(&ty))), ty);
+                }
+                Local::Instance(i) => {
+                    let Type::Named(t, targs) = &i.ty else { continue };
+                    let key = format!("{block}.{}", i.name.text);
+                    let map = format!("p4_x_{}", ident(&key));
+                    let size = match i.args.first().map(|a| &a.kind) {
+                        Some(ExprKind::Int { value, .. }) => *value as usize,
+                        _ => 0,
+                    };
+                    match t.text.as_str() {
+                        "counter" => {
+                            let _ =
+                                writeln!(self.out, "EF_MAP({map}, BPF_MAP_TYPE_PERCPU_ARRAY, 4, 16, {});", size.max(1));
+                            self.counters.push((key, map, size));
+                        }
+                        "direct_counter" => self.direct.push(key),
+                        "register" => {
+                            let w = targs.first().map(|t| width_of(&self.checked.resolve(t))).unwrap_or(64);
+                            if w > 64 {
+                                return Err(no(format!("register {key} of {w} bits")));
+                            }
+                            let _ = writeln!(self.out, "EF_MAP({map}, BPF_MAP_TYPE_ARRAY, 4, 8, {});", size.max(1));
+                            self.registers.push((key, map, size));
+                        }
+                        other => return Err(no(format!("the {other} extern ({key})"))),
+                    }
+                }
+                Local::Action(_) | Local::Table(_) => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn actions(&mut self, block: Option<&str>) -> R<()> {
+        let actions: Vec<&crate::ast::Action> = match block {
+            Some(b) => match self.block_decl(b) {
+                Decl::Control { locals, .. } => locals
+                    .iter()
+                    .filter_map(|l| match l {
+                        Local::Action(a) => Some(a),
+                        _ => None,
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            },
+            None => self
+                .program
+                .decls
+                .iter()
+                .filter_map(|d| match d {
+                    Decl::Action(a) => Some(a),
+                    _ => None,
+                })
+                .collect(),
+        };
+        for a in actions {
+            let f = match block {
+                Some(b) => format!("p4_act_{}_{}", ident(b), ident(&a.name.text)),
+                None => format!("p4_act__{}", ident(&a.name.text)),
+            };
+            self.scopes.push(HashMap::new());
+            let mut sig = format!("static __always_inline void {f}(struct p4_run *r");
+            for p in &a.params {
+                let ty = self.checked.resolve(&p.ty);
+                if p.direction.is_some() {
+                    return Err(no(format!("action {}'s parameter {} with a direction", a.name.text, p.name.text)));
+                }
+                let c = format!("a_{}", ident(&p.name.text));
+                sig += &format!(", __u64 {c}");
+                self.bind(&p.name.text, c, ty);
+            }
+            self.exit_label = "return;\n".into();
+            let body = self.stmts(&a.body)?;
+            self.scopes.pop();
+            let _ = write!(self.funcs, "{sig})\n{{\n{body}}}\n\n");
+        }
+        Ok(())
+    }
+
+    fn tables(&mut self, block: &str) -> R<()> {
+        let Decl::Control { locals, .. } = self.block_decl(block) else { return Ok(()) };
+        for l in locals {
+            let Local::Table(t) = l else { continue };
+            let target = format!("{block}.{}", t.name.text);
+            let number = self.tables.len() as u32;
+            let mut keys = Vec::new();
+            let mut key_c = Vec::new();
+            for k in &t.keys {
+                let (c, ty) = self.expr(&k.expr)?;
+                let w = width_of(&ty);
+                if w > 64 {
+                    return Err(no(format!("{target}'s key of {w} bits")));
+                }
+                keys.push((w, k.match_kind.text.clone()));
+                key_c.push(c);
+            }
+            let lpm = keys.iter().filter(|(_, k)| k == "lpm").count();
+            let kind = if keys.iter().all(|(_, k)| k == "exact") && !keys.is_empty() {
+                TableKind::Exact
+            } else if lpm == 1 && keys.len() == 1 {
+                TableKind::Lpm
+            } else {
+                TableKind::Scan
+            };
+            let declared = match t.size.as_ref().map(|s| &s.kind) {
+                Some(ExprKind::Int { value, .. }) => *value as usize,
+                _ => 1024,
+            };
+            if kind == TableKind::Scan && !t.entries.is_empty() {
+                return Err(no(format!("{target}'s const entries")));
+            }
+            let size = if kind == TableKind::Scan { declared.min(SCAN_MAX) } else { declared.max(1) };
+            if kind == TableKind::Scan && declared > SCAN_MAX {
+                return Err(no(format!("{target}: a scanned table of {declared} entries (at most {SCAN_MAX})")));
+            }
+            let actions: Vec<String> = t.actions.iter().map(|a| a.name.text.clone()).collect();
+            let mut max_args = 0;
+            for a in &actions {
+                let n = self.action_params(block, a);
+                max_args = max_args.max(n);
+            }
+            self.max_args = self.max_args.max(max_args);
+            let map = format!("p4_t_{}", ident(&target));
+            let hits_map = format!("p4_h_{}", ident(&target));
+            let kt = KernelTable { target: target.clone(), number, map, hits_map, kind, keys, actions, size };
+            self.tables.push(kt);
+            self.table_keys.push(key_c);
+        }
+        Ok(())
+    }
+
+    fn action_params(&self, block: &str, a: &str) -> usize {
+        let find = |x: &crate::ast::Action| x.params.iter().filter(|p| p.direction.is_none()).count();
+        for d in &self.program.decls {
+            match d {
+                Decl::Control { name, locals, .. } if name.text == block => {
+                    for l in locals {
+                        if let Local::Action(x) = l {
+                            if x.name.text == a {
+                                return find(x);
+                            }
+                        }
+                    }
+                }
+                Decl::Action(x) if x.name.text == a => return find(x),
+                _ => {}
+            }
+        }
+        0
+    }
+}
+
+fn width_of(ty: &Ty) -> u32 {
+    match ty {
+        Ty::Bit(w) | Ty::Int(w) => *w,
+        Ty::Bool => 1,
+        _ => 64,
+    }
+}
+
+/// What every generated program shares: map definitions the edgeflow loader reads, bit access
+/// into the frame's copy, counters and registers.
+/// The fast path's own map header (`bpf/maps.h`) comes in whole: the generated program is
+/// compiled where the repository may not be.
+const RUNTIME: &str = concat!(
+    "#include <linux/bpf.h>\n#include <linux/pkt_cls.h>\n#include <bpf/bpf_helpers.h>\n",
+    include_str!("../../../bpf/maps.h"),
+    r#"
+enum p4_hook { P4_TC, P4_XDP };
+enum p4_kind { P4_DROP, P4_FORWARD, P4_UP };
+enum p4_reason { P4_NONE, P4_PARSER, P4_PROGRAM, P4_NO_PORT, P4_MISFIT };
+
+struct p4_cells {
+	__u64 packets;
+	__u64 bytes;
+};
+
+struct p4_verdict {
+	__u32 kind;
+	__u32 reason;
+	__u32 queue;
+	__u32 n;
+	__u32 ports[P4_GROUP_MAX];
+	__u32 len;
+	__u32 parser_error;
+};
+
+struct p4_group {
+	__u32 n;
+	__u32 ports[P4_GROUP_MAX];
+};
+
+struct p4_value {
+	__u32 action;
+	__u32 index;
+	__u64 args[P4_MAX_ARGS];
+};
+
+EF_MAP(p4_verdict, BPF_MAP_TYPE_PERCPU_ARRAY, 4, sizeof(struct p4_verdict), 1);
+EF_MAP(p4_groups, BPF_MAP_TYPE_HASH, 4, sizeof(struct p4_group), 256);
+EF_MAP(p4_ifindex, BPF_MAP_TYPE_HASH, 4, 4, 256);
+EF_MAP(p4_ports, BPF_MAP_TYPE_HASH, 4, 4, 256);
+EF_MAP(p4_defaults, BPF_MAP_TYPE_ARRAY, 4, sizeof(struct p4_value), P4_TABLES);
+
+/* `w` bits at bit `bit` of the header that starts at byte `off` of the frame's copy, in network
+ * order. `bit` and `w` are constants where it is inlined, so the loops fold away. */
+static __always_inline __u64 p4_get(const __u8 *buf, __u32 off, __u32 bit, __u32 w)
+{
+	__u32 first = bit / 8, n = (bit % 8 + w + 7) / 8;
+	__u64 v = 0;
+#pragma unroll
+	for (__u32 i = 0; i < 8; i++)
+		if (i < n)
+			v = (v << 8) | buf[(off + first + i) & (P4_BUF - 1)];
+	v >>= n * 8 - bit % 8 - w;
+	return w >= 64 ? v : v & ((1ULL << w) - 1);
+}
+
+static __always_inline void p4_set(__u8 *buf, __u32 off, __u32 bit, __u32 w, __u64 v)
+{
+	__u32 first = bit / 8, n = (bit % 8 + w + 7) / 8, shift = n * 8 - bit % 8 - w;
+	__u64 mask = (w >= 64 ? ~0ULL : ((1ULL << w) - 1)) << shift;
+	__u64 old = 0;
+#pragma unroll
+	for (__u32 i = 0; i < 8; i++)
+		if (i < n)
+			old = (old << 8) | buf[(off + first + i) & (P4_BUF - 1)];
+	old = (old & ~mask) | ((v << shift) & mask);
+#pragma unroll
+	for (__u32 i = 0; i < 8; i++)
+		if (i < n)
+			buf[(off + first + i) & (P4_BUF - 1)] = old >> (8 * (n - 1 - i));
+}
+
+/* A length the helpers take: masked where the verifier sees it, after the compiler is done
+ * (the buffer has room for twice the copy, so the mask never cuts a length). */
+static __always_inline void p4_bound(__u64 *n)
+{
+	__u64 v = *n;
+	asm volatile("%[v] &= 511" : [v] "+r"(v));
+	*n = v;
+}
+
+static __always_inline void p4_count(void *map, __u64 index, __u64 cells, __u64 len)
+{
+	__u32 k = index;
+	struct p4_cells *c;
+	if (index >= cells)
+		return;
+	c = bpf_map_lookup_elem(map, &k);
+	if (c) {
+		c->packets += 1;
+		c->bytes += len;
+	}
+}
+
+static __always_inline __u64 p4_reg_read(void *map, __u64 index, __u64 cells)
+{
+	__u32 k = index;
+	__u64 *v;
+	if (index >= cells)
+		return 0;
+	v = bpf_map_lookup_elem(map, &k);
+	return v ? *v : 0;
+}
+
+static __always_inline void p4_reg_write(void *map, __u64 index, __u64 cells, __u64 value)
+{
+	__u32 k = index;
+	__u64 *v;
+	if (index >= cells)
+		return;
+	v = bpf_map_lookup_elem(map, &k);
+	if (v)
+		*v = value;
+}
+"#
+);
+
+impl Gen<'_> {
+    fn generate(&mut self) -> R<()> {
+        self.declare_types()?;
+        let blocks = self.checked.blocks.clone();
+        let (parser, ingress, egress, deparser) = (&blocks[0], &blocks[1], &blocks[2], &blocks[3]);
+        // Top-level actions (NoAction) first, then each control's locals, actions and tables.
+        self.actions(None)?;
+        for b in [parser, ingress, egress, deparser] {
+            self.block = b.clone();
+            self.scopes.push(HashMap::new());
+            self.bind_params(b)?;
+            self.locals(b)?;
+            if b != parser {
+                self.actions(Some(b))?;
+                let first = self.tables.len();
+                self.tables(b)?;
+                for i in first..self.tables.len() {
+                    self.table_apply(i)?;
+                }
+            }
+            let body = if b == parser { self.parser(b)? } else { self.control(b, b == deparser)? };
+            self.funcs += &body;
+            self.scopes.pop();
+        }
+        let egress_writes_headers = self.writes_headers(egress);
+        self.entry(ingress, egress, deparser, egress_writes_headers);
+        self.assemble();
+        Ok(())
+    }
+
+    /// Whether a control may change headers (an assignment under its header parameter, in its
+    /// apply block or its actions): then multicast copies may differ, and go up.
+    fn writes_headers(&self, block: &str) -> bool {
+        let Decl::Control { params, locals, apply, .. } = self.block_decl(block) else { return true };
+        let Some(hdr) = params.first().map(|p| p.name.text.clone()) else { return true };
+        fn root(e: &Expr) -> Option<&str> {
+            match &e.kind {
+                ExprKind::Name(n) => Some(n),
+                ExprKind::Member(i, _) | ExprKind::Slice(i, _, _) => root(i),
+                _ => None,
+            }
+        }
+        fn writes(stmts: &[Stmt], hdr: &str) -> bool {
+            stmts.iter().any(|s| match s {
+                Stmt::Assign { target, .. } => root(target) == Some(hdr),
+                Stmt::If { then, otherwise, .. } => writes(then, hdr) || otherwise.as_ref().is_some_and(|o| writes(o, hdr)),
+                Stmt::Block(b) => writes(b, hdr),
+                Stmt::Switch { cases, .. } => cases.iter().any(|(_, b)| b.as_ref().is_some_and(|b| writes(b, hdr))),
+                Stmt::Call(e) => matches!(&e.kind, ExprKind::Call { callee, .. }
+                    if matches!(&callee.kind, ExprKind::Member(_, m) if m.text == "setValid" || m.text == "setInvalid")),
+                _ => false,
+            })
+        }
+        writes(apply, &hdr) || locals.iter().any(|l| matches!(l, Local::Action(a) if writes(&a.body, &hdr)))
+    }
+
+    fn table_apply(&mut self, i: usize) -> R<()> {
+        let t = self.tables[i].clone();
+        let keys = self.table_keys[i].clone();
+        let f = format!("p4_apply_{}", ident(&t.target));
+        let n = t.keys.len();
+        let mut s = format!(
+            "static __always_inline void {f}(struct p4_run *r)\n{{\n\tstruct p4_value *v = 0;\n\t__u32 tn = {};\n",
+            t.number
+        );
+        match t.kind {
+            TableKind::Exact => {
+                let _ = writeln!(
+                    self.out,
+                    "EF_MAP({}, BPF_MAP_TYPE_HASH, {}, sizeof(struct p4_value), {});",
+                    t.map,
+                    8 * n,
+                    t.size
+                );
+                let _ = writeln!(s, "\t__u64 key[{n}];");
+                for (j, k) in keys.iter().enumerate() {
+                    let _ = writeln!(s, "\tkey[{j}] = {k};");
+                }
+                let _ = writeln!(s, "\tv = bpf_map_lookup_elem(&{}, key);", t.map);
+            }
+            TableKind::Lpm => {
+                let bytes = t.keys[0].0.div_ceil(8);
+                let _ = writeln!(
+                    self.out,
+                    "EF_MAP_FLAGS({}, BPF_MAP_TYPE_LPM_TRIE, {}, sizeof(struct p4_value), {}, BPF_F_NO_PREALLOC);",
+                    t.map,
+                    4 + bytes,
+                    t.size
+                );
+                let _ =
+                    writeln!(s, "\tstruct {{ __u32 prefixlen; __u8 data[{bytes}]; }} key;\n\t__u64 kv = {};", keys[0]);
+                let _ = writeln!(s, "\tkey.prefixlen = {};", t.keys[0].0);
+                for b in 0..bytes {
+                    let _ = writeln!(s, "\tkey.data[{b}] = kv >> {};", 8 * (bytes - 1 - b));
+                }
+                let _ = writeln!(s, "\tv = bpf_map_lookup_elem(&{}, &key);", t.map);
+            }
+            TableKind::Scan => {
+                let st = format!("p4_scan_{}", ident(&t.target));
+                let _ = writeln!(
+                    self.out,
+                    "struct {st} {{ __u64 present; __s64 priority; __u64 k[{n}][4]; __u64 lpm; struct p4_value value; }};"
+                );
+                let _ =
+                    writeln!(self.out, "EF_MAP({}, BPF_MAP_TYPE_ARRAY, 4, sizeof(struct {st}), {});", t.map, t.size);
+                let _ = writeln!(s, "\t__u64 kv[{n}];");
+                for (j, k) in keys.iter().enumerate() {
+                    let _ = writeln!(s, "\tkv[{j}] = {k};");
+                }
+                let _ = writeln!(s, "\tstruct {st} *best = 0;");
+                let _ = writeln!(s, "\tfor (__u32 i = 0; i < {}; i++) {{", t.size);
+                let _ = writeln!(s, "\t\t__u32 at = i;\n\t\tstruct {st} *e = bpf_map_lookup_elem(&{}, &at);", t.map);
+                s += "\t\tif (!e || !e->present)\n\t\t\tcontinue;\n";
+                for j in 0..n {
+                    let _ = writeln!(
+                        s,
+                        "\t\tif ((kv[{j}] & e->k[{j}][1]) != (e->k[{j}][0] & e->k[{j}][1]) || kv[{j}] < e->k[{j}][2] || kv[{j}] > e->k[{j}][3])\n\t\t\tcontinue;"
+                    );
+                }
+                s += "\t\tif (!best || e->lpm > best->lpm || (e->lpm == best->lpm && e->priority > best->priority))\n\t\t\tbest = e;\n\t}\n";
+                s += "\tif (best)\n\t\tv = &best->value;\n";
+            }
+        }
+        let _ = writeln!(
+            self.out,
+            "EF_MAP({}, BPF_MAP_TYPE_PERCPU_ARRAY, 4, sizeof(struct p4_cells), {});",
+            t.hits_map, t.size
+        );
+        let _ = writeln!(
+            s,
+            "\tr->hit = v != 0;\n\tif (v) {{\n\t\tp4_count(&{}, v->index, {}, r->sm.f_packet_length);\n\t}} else {{\n\t\tv = bpf_map_lookup_elem(&p4_defaults, &tn);\n\t\tif (!v) {{\n\t\t\tr->action_run = 0;\n\t\t\treturn;\n\t\t}}\n\t}}",
+            t.hits_map, t.size
+        );
+        s += "\tr->action_run = v->action;\n\tswitch (v->action) {\n";
+        for (j, a) in t.actions.iter().enumerate() {
+            let f = self.action_fn(a)?;
+            let n = self.action_params(&self.block, a);
+            let args: String = (0..n).map(|k| format!(", v->args[{k}]")).collect();
+            let _ = writeln!(s, "\tcase {}:\n\t\t{f}(r{args});\n\t\tbreak;", j + 1);
+        }
+        s += "\t}\n}\n\n";
+        self.funcs += &s;
+        Ok(())
+    }
+
+    fn parser(&mut self, block: &str) -> R<String> {
+        let Decl::Parser { states, .. } = self.block_decl(block) else { unreachable!() };
+        // Loops would need a bound the verifier can see: refused for now.
+        let mut order = Vec::new();
+        let next_of = |t: &Transition| -> Vec<String> {
+            match t {
+                Transition::Goto(n) => vec![n.text.clone()],
+                Transition::Select { cases, .. } => cases.iter().map(|c| c.next.text.clone()).collect(),
+            }
+        };
+        fn visit(
+            at: &str,
+            states: &[crate::ast::State],
+            next_of: &dyn Fn(&Transition) -> Vec<String>,
+            path: &mut Vec<String>,
+            order: &mut Vec<String>,
+        ) -> R<()> {
+            if at == "accept" || at == "reject" || order.iter().any(|o| o == at) {
+                return Ok(());
+            }
+            if path.iter().any(|p| p == at) {
+                return Err(no(format!("the parser loop through state {at}")));
+            }
+            path.push(at.to_string());
+            if let Some(s) = states.iter().find(|s| s.name.text == at) {
+                for n in next_of(&s.transition) {
+                    visit(&n, states, next_of, path, order)?;
+                }
+            }
+            path.pop();
+            order.push(at.to_string());
+            Ok(())
+        }
+        visit("start", states, &next_of, &mut Vec::new(), &mut order)?;
+        let no_match = self.error_index("NoMatch");
+        let mut s = String::from("static __always_inline int p4_parse(struct p4_run *r)\n{\n\tgoto st_start;\n");
+        for st in states {
+            if !order.contains(&st.name.text) {
+                continue;
+            }
+            let _ = writeln!(s, "st_{}:", ident(&st.name.text));
+            s += &self.stmts(&st.body)?;
+            let target = |n: &str| match n {
+                "accept" => "st_accept".to_string(),
+                "reject" => "reject".to_string(),
+                n => format!("st_{}", ident(n)),
+            };
+            match &st.transition {
+                Transition::Goto(n) => {
+                    let _ = writeln!(s, "\tgoto {};", target(&n.text));
+                }
+                Transition::Select { exprs, cases } => {
+                    let mut ks = Vec::new();
+                    for e in exprs {
+                        ks.push(self.expr(e)?.0);
+                    }
+                    for c in cases {
+                        let keys: Vec<&Keyset> = if c.keys.len() == 1 && ks.len() > 1 {
+                            vec![&c.keys[0]; ks.len()]
+                        } else {
+                            c.keys.iter().collect()
+                        };
+                        let mut conds = Vec::new();
+                        for (k, key) in ks.iter().zip(keys) {
+                            match key {
+                                Keyset::Default | Keyset::DontCare => {}
+                                Keyset::Value(v) => conds.push(format!("{k} == {}", self.expr(v)?.0)),
+                                Keyset::Mask(v, m) => {
+                                    let (v, m) = (self.expr(v)?.0, self.expr(m)?.0);
+                                    conds.push(format!("({k} & {m}) == ({v} & {m})"));
+                                }
+                                Keyset::Range(a, b) => {
+                                    let (a, b) = (self.expr(a)?.0, self.expr(b)?.0);
+                                    conds.push(format!("{k} >= {a} && {k} <= {b}"));
+                                }
+                            }
+                        }
+                        let cond = if conds.is_empty() { "1".to_string() } else { conds.join(" && ") };
+                        let _ = writeln!(s, "\tif ({cond})\n\t\tgoto {};", target(&c.next.text));
+                    }
+                    let _ = writeln!(s, "\tr->sm.f_parser_error = {no_match};\n\tgoto reject;");
+                }
+            }
+        }
+        s += "st_accept:\n\treturn 0;\nreject:\n\treturn -1;\n}\n\n";
+        Ok(s)
+    }
+
+    fn control(&mut self, block: &str, deparser: bool) -> R<String> {
+        let Decl::Control { apply, .. } = self.block_decl(block) else { unreachable!() };
+        let end = format!("end_{}", ident(block));
+        self.exit_label = format!("goto {end};\n");
+        let body = self.stmts(apply)?;
+        let f = if deparser { "p4_deparse".to_string() } else { format!("p4_ctl_{}", ident(block)) };
+        let start = if deparser { "\tr->emitted = 0;\n" } else { "" };
+        Ok(format!("static __always_inline void {f}(struct p4_run *r)\n{{\n{start}{body}{end}:\n\treturn;\n}}\n\n"))
+    }
+
+    fn entry(&mut self, ingress: &str, egress: &str, _deparser: &str, egress_writes_headers: bool) {
+        let (ig, eg) = (ident(ingress), ident(egress));
+        let _ = write!(
+            self.funcs,
+            r#"static __always_inline __u32 p4_pkt_len(void *ctx, const enum p4_hook hook)
+{{
+	if (hook == P4_TC)
+		return ((struct __sk_buff *)ctx)->len;
+	return ((struct xdp_md *)ctx)->data_end - ((struct xdp_md *)ctx)->data;
+}}
+
+static __always_inline int p4_finish(struct p4_verdict *vd, __u32 kind, __u32 reason, const enum p4_hook hook)
+{{
+	vd->kind = kind;
+	vd->reason = reason;
+	if (kind == P4_DROP)
+		return hook == P4_TC ? TC_ACT_SHOT : XDP_DROP;
+	return hook == P4_TC ? TC_ACT_OK : XDP_PASS;
+}}
+
+static __always_inline int p4_main(void *ctx, const enum p4_hook hook)
+{{
+	__u32 zero = 0;
+	struct p4_run *r = bpf_map_lookup_elem(&p4_scratch, &zero);
+	struct p4_verdict *vd = bpf_map_lookup_elem(&p4_verdict, &zero);
+	if (!r || !vd)
+		return hook == P4_TC ? TC_ACT_OK : XDP_PASS;
+	for (__u32 i = 0; i < __builtin_offsetof(struct p4_run, buf) / 8; i++)
+		((__u64 *)r)[i] = 0;
+	vd->kind = P4_UP;
+	vd->reason = P4_NONE;
+	vd->n = 0;
+	vd->queue = 0;
+	__u32 len = p4_pkt_len(ctx, hook);
+	vd->len = len;
+	__u64 n = len < P4_BUF ? len : P4_BUF;
+	p4_bound(&n);
+	if (n < 1)
+		return p4_finish(vd, P4_DROP, P4_PARSER, hook);
+	if (hook == P4_TC) {{
+		if (bpf_skb_load_bytes(ctx, 0, r->buf, n))
+			return p4_finish(vd, P4_UP, P4_MISFIT, hook);
+	}} else {{
+		if (bpf_xdp_load_bytes(ctx, 0, r->buf, n))
+			return p4_finish(vd, P4_UP, P4_MISFIT, hook);
+	}}
+	r->len = n;
+	__u32 ifindex = hook == P4_TC ? ((struct __sk_buff *)ctx)->ingress_ifindex : ((struct xdp_md *)ctx)->ingress_ifindex;
+	__u32 *port = bpf_map_lookup_elem(&p4_ports, &ifindex);
+	if (!port)
+		return p4_finish(vd, P4_UP, P4_MISFIT, hook);
+	r->sm.f_ingress_port = *port;
+	r->sm.f_packet_length = len;
+	r->sm.f_timestamp = bpf_ktime_get_ns();
+	if (p4_parse(r) < 0) {{
+		vd->parser_error = r->sm.f_parser_error;
+		return p4_finish(vd, P4_DROP, P4_PARSER, hook);
+	}}
+	p4_ctl_{ig}(r);
+	r->exited = 0;
+	if (r->sm.f_drop)
+		return p4_finish(vd, P4_DROP, P4_PROGRAM, hook);
+	struct p4_group single = {{}};
+	struct p4_group *group = &single;
+	__u32 grp = r->sm.f_mcast_grp;
+	if (grp) {{
+		group = bpf_map_lookup_elem(&p4_groups, &grp);
+		if (!group)
+			return p4_finish(vd, P4_DROP, P4_PROGRAM, hook);
+		if (group->n > 1 && ({multi_up} || hook == P4_XDP))
+			return p4_finish(vd, P4_UP, P4_MISFIT, hook);
+	}} else {{
+		if (!r->sm.f_egress_port)
+			return p4_finish(vd, P4_DROP, P4_NO_PORT, hook);
+		single.n = 1;
+		single.ports[0] = r->sm.f_egress_port;
+	}}
+	/* Egress per copy, on the metadata as ingress left it (the headers stay: see above). */
+	for (__u32 i = 0; i < sizeof(r->sm) / 8; i++)
+		((__u64 *)&r->saved_sm)[i] = ((__u64 *)&r->sm)[i];
+	for (__u32 i = 0; i < sizeof(r->meta) / 8; i++)
+		((__u64 *)&r->saved_meta)[i] = ((__u64 *)&r->meta)[i];
+	__u32 copies = 0, queue = 0;
+	for (__u32 c = 0; c < P4_GROUP_MAX; c++) {{
+		if (c >= group->n)
+			break;
+		for (__u32 i = 0; i < sizeof(r->sm) / 8; i++)
+			((__u64 *)&r->sm)[i] = ((__u64 *)&r->saved_sm)[i];
+		for (__u32 i = 0; i < sizeof(r->meta) / 8; i++)
+			((__u64 *)&r->meta)[i] = ((__u64 *)&r->saved_meta)[i];
+		r->sm.f_egress_port = group->ports[c];
+		r->exited = 0;
+		p4_ctl_{eg}(r);
+		if (r->sm.f_drop)
+			continue;
+		if (copies < P4_GROUP_MAX)
+			vd->ports[copies & (P4_GROUP_MAX - 1)] = group->ports[c];
+		copies++;
+		queue = r->sm.f_priority;
+	}}
+	vd->n = copies;
+	vd->queue = queue;
+	if (!copies)
+		return p4_finish(vd, P4_DROP, P4_PROGRAM, hook);
+	p4_deparse(r);
+	if (r->misfit || r->emitted != r->off)
+		return p4_finish(vd, P4_UP, P4_MISFIT, hook);
+	__u64 out = r->emitted;
+	p4_bound(&out);
+	if (out > 0) {{
+		if (hook == P4_TC) {{
+			if (bpf_skb_store_bytes(ctx, 0, r->buf, out, BPF_F_RECOMPUTE_CSUM))
+				return p4_finish(vd, P4_UP, P4_MISFIT, hook);
+		}} else {{
+			if (bpf_xdp_store_bytes(ctx, 0, r->buf, out))
+				return p4_finish(vd, P4_UP, P4_MISFIT, hook);
+		}}
+	}}
+	vd->kind = P4_FORWARD;
+	/* Every copy needs an interface the kernel sends on; else userspace sends them. */
+	__u32 ifx[P4_GROUP_MAX] = {{}};
+	for (__u32 c = 0; c < P4_GROUP_MAX; c++) {{
+		if (c >= copies)
+			break;
+		__u32 p = vd->ports[c];
+		__u32 *x = bpf_map_lookup_elem(&p4_ifindex, &p);
+		if (!x)
+			return p4_finish(vd, P4_UP, P4_NONE, hook);
+		ifx[c] = *x;
+	}}
+	if (hook == P4_XDP)
+		return bpf_redirect(ifx[0], 0);
+	for (__u32 c = 0; c + 1 < P4_GROUP_MAX; c++) {{
+		if (c + 1 >= copies)
+			break;
+		bpf_clone_redirect(ctx, ifx[c], 0);
+	}}
+	return bpf_redirect(ifx[(copies - 1) & (P4_GROUP_MAX - 1)], 0);
+}}
+
+SEC("tc")
+int p4_tc(struct __sk_buff *skb)
+{{
+	return p4_main(skb, P4_TC);
+}}
+
+SEC("xdp")
+int p4_xdp(struct xdp_md *ctx)
+{{
+	return p4_main(ctx, P4_XDP);
+}}
+
+char LICENSE[] SEC("license") = "GPL";
+"#,
+            multi_up = egress_writes_headers as u8,
+        );
+    }
+
+    fn assemble(&mut self) {
+        let hdr_ty = self.parser_param_type(1);
+        let meta_ty = self.parser_param_type(2);
+        let mut at = String::new();
+        for (a, _) in &self.headers {
+            let _ = writeln!(at, "\t__u32 {};", a.trim_start_matches("r->"));
+        }
+        // Everything before `buf` is zeroed for each frame (in 8-byte words: `pad` keeps it whole).
+        let run = format!(
+            "struct p4_run {{\n\t{hdr_ty} hdr;\n\t{meta_ty} meta;\n\tstruct p4s_standard_metadata_t sm;\n\t\
+             {meta_ty} saved_meta;\n\tstruct p4s_standard_metadata_t saved_sm;\n{}{at}\t__u32 len;\n\t__u32 off;\n\t\
+             __u32 emitted;\n\t__u32 misfit;\n\t__u32 hit;\n\t__u32 action_run;\n\t__u32 exited;\n\t__u32 pad;\n\t\
+             __u64 align;\n\t__u8 buf[2 * P4_BUF];\n}};\n\
+             EF_MAP(p4_scratch, BPF_MAP_TYPE_PERCPU_ARRAY, 4, sizeof(struct p4_run), 1);\n\n",
+            self.run_members
+        );
+        let defines = String::new();
+        let head = format!(
+            "/* Generated by edgeflow from a P4 program (crates/p4/src/ebpf.rs): do not edit. */\n\
+             #define P4_BUF {BUF}\n#define P4_GROUP_MAX {GROUP_MAX}\n#define P4_MAX_ARGS {}\n#define P4_TABLES {}\n",
+            self.max_args.max(1),
+            self.tables.len().max(1)
+        );
+        let types_and_maps = std::mem::take(&mut self.out);
+        let funcs = std::mem::take(&mut self.funcs);
+        self.out = format!("{head}{RUNTIME}\n{types_and_maps}\n{run}{defines}\n{funcs}");
+    }
+
+    fn parser_param_type(&self, i: usize) -> String {
+        match self.block_decl(&self.checked.blocks[0]) {
+            Decl::Parser { params, .. } => params
+                .get(i)
+                .map(|p| self.c_type(&self.checked.resolve(&p.ty)).unwrap_or_else(|_| "__u64".into()))
+                .unwrap_or_default(),
+            _ => unreachable!(),
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! The kernel back end's generator (`p4::ebpf`): what fits becomes C with the maps a control plane
+//! fills, and what does not is refused by name (the program then runs in userspace). The C itself
+//! is compiled, loaded and run against the software target in `datapath/tests/p4_kernel.rs`.
+
+use p4::ebpf::{generate, table_key, table_value, TableKind};
+use p4::run::Match;
+
+fn example(name: &str) -> Result<p4::ebpf::Generated, String> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/p4").join(name);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let (p, c) = p4::front_end(name, &text).unwrap_or_else(|e| panic!("{e}"));
+    generate(&p, &c)
+}
+
+#[test]
+fn the_router_and_the_l2_switch_fit_with_their_tables_kinds() {
+    let router = example("ipv4_router.p4").unwrap();
+    let kinds: Vec<(&str, TableKind)> = router.tables.iter().map(|t| (t.target.as_str(), t.kind)).collect();
+    assert_eq!(kinds, [("RouterIngress.routes", TableKind::Lpm)]);
+    assert_eq!(
+        router.counters.iter().map(|c| (c.0.as_str(), c.2)).collect::<Vec<_>>(),
+        [("RouterIngress.routed", 1024)]
+    );
+    assert_eq!(router.max_args, 4);
+    assert!(router.c.contains("SEC(\"tc\")") && router.c.contains("SEC(\"xdp\")"));
+    let l2 = example("l2_switch.p4").unwrap();
+    let kinds: Vec<(&str, TableKind)> = l2.tables.iter().map(|t| (t.target.as_str(), t.kind)).collect();
+    assert_eq!(kinds, [("L2Ingress.vlan_allowed", TableKind::Exact), ("L2Ingress.dmac", TableKind::Exact)]);
+}
+
+#[test]
+fn entries_are_written_as_the_kernel_reads_them() {
+    let router = example("ipv4_router.p4").unwrap();
+    let t = &router.tables[0];
+    // An LPM trie's key: the prefix length, then the address in network order.
+    let key = table_key(t, &[Match::Lpm { value: 0x0a01_0000, prefix: 16 }]).unwrap();
+    assert_eq!(key, [16u32.to_ne_bytes().as_slice(), &[10, 1, 0, 0]].concat());
+    // The value: action id (from 1, in the table's order), entry index, the data padded to max_args.
+    let v = table_value(t, "next_hop", 3, &[1, 2, 3, 4], router.max_args).unwrap();
+    assert_eq!(&v[..8], [1u32.to_ne_bytes(), 3u32.to_ne_bytes()].concat().as_slice());
+    assert_eq!(v.len(), 8 + 8 * 4);
+    assert!(table_value(t, "no_such_action", 0, &[], router.max_args).is_none());
+}
+
+#[test]
+fn what_does_not_fit_is_refused_by_name() {
+    assert_eq!(
+        example("afdx_switch.p4").unwrap_err(),
+        "the afdx_account extern (AfdxIngress.accounts) does not fit the kernel back end (docs/p4.md); the program \
+         runs in userspace"
+    );
+    let looping = "#include <edgeflow.p4>
+header h_t { bit<8> x; }
+struct hs_t { h_t h; }
+struct m_t { }
+parser P(packet_in pk, out hs_t hdr, inout m_t meta, inout standard_metadata_t sm) {
+    state start { pk.extract(hdr.h); transition again; }
+    state again { transition select(hdr.h.x) { 0: start; default: accept; } }
+}
+control I(inout hs_t hdr, inout m_t meta, inout standard_metadata_t sm) { apply { } }
+control E(inout hs_t hdr, inout m_t meta, inout standard_metadata_t sm) { apply { } }
+control D(packet_out pk, in hs_t hdr) { apply { pk.emit(hdr.h); } }
+EdgeflowSwitch(P(), I(), E(), D()) main;
+";
+    let (p, c) = p4::front_end("loop.p4", looping).unwrap_or_else(|e| panic!("{e}"));
+    let e = generate(&p, &c).unwrap_err();
+    assert!(e.starts_with("the parser loop through state start does not fit"), "{e}");
+    let wide = looping.replace("bit<8> x;", "bit<8> x; bit<72> y;").replace("0: start;", "0: accept;");
+    let (p, c) = p4::front_end("wide.p4", &wide).unwrap_or_else(|e| panic!("{e}"));
+    assert!(generate(&p, &c).unwrap_err().starts_with("header field h_t.y of type Bit(72) does not fit"));
+}
