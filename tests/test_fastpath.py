@@ -144,6 +144,11 @@ def run_once(datapath, h1, h2, h3, ports, sent):
         payload = "\n".join(f.hex() for f in sent for _ in range(3)) + "\n"
         r = h1.popen("python3", "-c", SEND, stdin=subprocess.PIPE)
         r.communicate(payload, timeout=30)
+        # The last frame left 20 ms after the one before: half a second on, nothing is on its way.
+        # The captures print each frame as it comes, so they are stopped rather than waited for.
+        time.sleep(0.5)
+        for p in caps.values():
+            p.terminate()
         out = {name: p.communicate(timeout=30)[0].split() for name, p in caps.items()}
         # Only what came from h1 (its own MAC, or the one a flow rewrote it to): the receivers'
         # stacks answer some frames (ARP, ICMP, TCP resets), and that traffic is no part of it.
