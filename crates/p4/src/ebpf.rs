@@ -14,7 +14,8 @@
 //! then the earliest); actions of assignments, arithmetic, slices, `if`, `mark_to_drop`, counters
 //! and registers; a deparser that writes back in place the headers the parser read (checked as
 //! the frame goes: one that would not is sent up). Multicast copies leave unchanged by egress.
-//! Meters and AFDX accounts are for the next step.
+//! AFDX accounts run as the fast path's do, shared by every CPU without a lock; meters (two
+//! buckets updated together) are for the next step.
 //!
 //! The generated program keeps its state (a copy of the frame's first 256 bytes, the headers,
 //! metadata and the control's variables) in a per-CPU map, not on the 512-byte stack, and
@@ -72,6 +73,9 @@ pub struct Generated {
     pub counters: Vec<(String, String, usize)>,
     /// Registers: (`Block.name`, map, cells).
     pub registers: Vec<(String, String, usize)>,
+    /// AFDX accounts: (`Block.name`, map, cells). A cell is the account's one word (see
+    /// `p4_conforms`): 0 is a full account.
+    pub accounts: Vec<(String, String, usize)>,
     /// The most action data an entry carries (the value's `args`).
     pub max_args: usize,
 }
@@ -177,6 +181,7 @@ struct Gen<'a> {
     tables: Vec<KernelTable>,
     counters: Vec<(String, String, usize)>,
     registers: Vec<(String, String, usize)>,
+    accounts: Vec<(String, String, usize)>,
     /// Direct counters: instance key → table it counts (only as hits).
     direct: Vec<String>,
     /// Header instances the parser extracts: C path → (bytes, fields with bit offsets).
@@ -216,6 +221,7 @@ pub fn generate(program: &Program, checked: &Checked) -> R<Generated> {
         tables: Vec::new(),
         counters: Vec::new(),
         registers: Vec::new(),
+        accounts: Vec::new(),
         direct: Vec::new(),
         headers: Vec::new(),
         block: String::new(),
@@ -226,7 +232,14 @@ pub fn generate(program: &Program, checked: &Checked) -> R<Generated> {
         table_keys: Vec::new(),
     };
     g.generate()?;
-    Ok(Generated { c: g.out, tables: g.tables, counters: g.counters, registers: g.registers, max_args: g.max_args })
+    Ok(Generated {
+        c: g.out,
+        tables: g.tables,
+        counters: g.counters,
+        registers: g.registers,
+        accounts: g.accounts,
+        max_args: g.max_args,
+    })
 }
 
 fn ident(s: &str) -> String {
@@ -463,6 +476,16 @@ impl<'a> Gen<'a> {
             if m.text == "isValid" && args.is_empty() {
                 let (c, _) = self.expr(obj)?;
                 return Ok((format!("{c}.valid"), Ty::Bool));
+            }
+            if let (ExprKind::Name(o), "conforms", [i, bag, jitter, smax]) = (&obj.kind, m.text.as_str(), args) {
+                let key = format!("{}.{o}", self.block);
+                if let Some((_, map, cells)) = self.accounts.iter().find(|a| a.0 == key).cloned() {
+                    let mut c = format!("p4_conforms(&{map}, {cells}");
+                    for a in [i, bag, jitter, smax] {
+                        c += &format!(", {}", self.expr(a)?.0);
+                    }
+                    return Ok((c + ", r->sm.f_timestamp)", Ty::Bool));
+                }
             }
             if m.text == "apply" {
                 if let ExprKind::Name(t) = &obj.kind {
@@ -750,6 +773,10 @@ impl<'a> Gen<'a> {
                             self.counters.push((key, map, size));
                         }
                         "direct_counter" => self.direct.push(key),
+                        "afdx_account" => {
+                            let _ = writeln!(self.out, "EF_MAP({map}, BPF_MAP_TYPE_ARRAY, 4, 8, {});", size.max(1));
+                            self.accounts.push((key, map, size));
+                        }
                         "register" => {
                             let w = targs.first().map(|t| width_of(&self.checked.resolve(t))).unwrap_or(64);
                             if w > 64 {
@@ -919,6 +946,7 @@ struct p4_verdict {
 	__u32 ports[P4_GROUP_MAX];
 	__u32 len;
 	__u32 parser_error;
+	__u64 timestamp;
 };
 
 struct p4_group {
@@ -975,6 +1003,34 @@ static __always_inline void p4_bound(__u64 *n)
 	__u64 v = *n;
 	asm volatile("%[v] &= 511" : [v] "+r"(v));
 	*n = v;
+}
+
+/* An AFDX account (the afdx_account extern, frame-based): a frame conforms if the credit covers
+ * smax bytes per BAG; the credit grows by smax bytes per BAG up to smax x (BAG + jitter). As the
+ * fast path's own accounts (bpf/fp_afdx.h), shared by every CPU without a lock: the account is
+ * the one word `empty`, the credit being min(cap, now x smax - empty) in byte x ns, and taking a
+ * frame's cost is one compare-and-swap. 0 is a full account. */
+static __always_inline __u64 p4_conforms(void *map, __u64 cells, __u64 index, __u64 bag_us, __u64 jitter_us,
+					 __u64 smax, __u64 now_ns)
+{
+	__u32 k = index;
+	__u64 *empty;
+	if (index >= cells)
+		return 0;
+	empty = bpf_map_lookup_elem(map, &k);
+	if (!empty)
+		return 0;
+	__u64 bag = bag_us * 1000, cap = smax * (bag + jitter_us * 1000), cost = smax * bag, now = now_ns * smax;
+	for (int i = 0; i < 4; i++) {
+		__u64 old = *empty;
+		__s64 diff = (__s64)(now - old);
+		__u64 credit = diff < -(1LL << 62) ? cap : diff < 0 ? 0 : (__u64)diff > cap ? cap : (__u64)diff;
+		if (credit < cost)
+			return 0;
+		if (__sync_val_compare_and_swap(empty, old, now - credit + cost) == old)
+			return 1;
+	}
+	return 0;
 }
 
 static __always_inline void p4_count(void *map, __u64 index, __u64 cells, __u64 len)
@@ -1310,6 +1366,7 @@ static __always_inline int p4_main(void *ctx, const enum p4_hook hook)
 	r->sm.f_ingress_port = *port;
 	r->sm.f_packet_length = len;
 	r->sm.f_timestamp = bpf_ktime_get_ns();
+	vd->timestamp = r->sm.f_timestamp;
 	if (p4_parse(r) < 0) {{
 		vd->parser_error = r->sm.f_parser_error;
 		return p4_finish(vd, P4_DROP, P4_PARSER, hook);
