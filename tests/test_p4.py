@@ -100,3 +100,25 @@ def test_ipv4_router_program_routes_between_subnets(two_hosts):
         assert bad.returncode != 0 and "next_hop takes 4 argument(s), not 1" in bad.stderr, bad.stderr
     finally:
         assert sw.stop() == 0, sw.log()
+
+
+def test_compile_writes_the_kernel_back_end_and_refuses_what_does_not_fit(tmp_path):
+    """`edgeflow p4 compile`: the kernel back end's C, or with -o x.o the object clang built from
+    it (an ELF for BPF), without a switch; a program that does not fit is refused with why."""
+    r = subprocess.run([EDGEFLOW_BIN, "p4", "compile", str(EXAMPLES / "ipv4_router.p4")], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 0 and 'SEC("tc")' in r.stdout and "p4_t_RouterIngress_routes" in r.stdout, r.stderr
+    obj = tmp_path / "afdx.o"
+    r = subprocess.run([EDGEFLOW_BIN, "p4", "compile", str(EXAMPLES / "afdx_switch.p4"), "-o", str(obj)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    elf = obj.read_bytes()
+    assert elf[:4] == b"\x7fELF" and int.from_bytes(elf[18:20], "little") == 247, "an eBPF object (EM_BPF)"
+    metered = tmp_path / "metered.p4"
+    metered.write_text((EXAMPLES / "l2_switch.p4").read_text().replace(
+        "direct_counter(CounterType.packets_and_bytes) dmac_hits;",
+        "direct_counter(CounterType.packets_and_bytes) dmac_hits;\n    meter(4, MeterType.packets) m;"))
+    r = subprocess.run([EDGEFLOW_BIN, "p4", "compile", str(metered)], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1 and r.stderr.strip() == (
+        "edgeflow p4 compile: the meter extern (L2Ingress.m) does not fit the kernel back end (docs/p4.md); "
+        "the program runs in userspace"), r.stderr

@@ -139,6 +139,14 @@ pub enum P4Cmd {
     },
     /// What an indirect counter (`Block.counter`) counted at INDEX.
     Counter { name: String, index: u32 },
+    /// Generate PROGRAM's kernel back end (BPF C for TC and XDP, docs/p4.md) without a switch:
+    /// to OUTPUT, or standard output; an OUTPUT ending in .o is compiled by clang for this
+    /// machine's byte order. A program that does not fit the kernel is refused with the reason.
+    Compile {
+        program: std::path::PathBuf,
+        #[arg(long, short = 'o')]
+        output: Option<std::path::PathBuf>,
+    },
 }
 
 #[cfg(feature = "afdx")]

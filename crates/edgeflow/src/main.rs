@@ -132,6 +132,16 @@ fn main() -> ExitCode {
             }
         }
         #[cfg(feature = "p4")]
+        Cmd::P4 { command: edgeflow::cli::P4Cmd::Compile { program, output }, .. } => {
+            match p4_compile(&program, output.as_deref()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("edgeflow p4 compile: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        #[cfg(feature = "p4")]
         Cmd::P4 { target, command } => {
             let answer = p4_request(&command)
                 .and_then(|req| stats::request(target.as_deref(), datapath::switch::MODE_CONTROL, req.into_bytes()));
@@ -381,7 +391,45 @@ fn p4_request(cmd: &edgeflow::cli::P4Cmd) -> Result<String, String> {
             format!("insert {table} {action} {priority} {} -- {}", keys(k)?, data.join(" "))
         }
         P4Cmd::Delete { table, keys: k, priority } => format!("delete {table} - {priority} {}", keys(k)?),
+        P4Cmd::Compile { .. } => return Err("compile runs here, not on a switch".into()),
     })
+}
+
+/// `edgeflow p4 compile`: the kernel back end's C for `program`, or its object when `output`
+/// ends in .o (clang, as the fast path is built: bpf in this machine's byte order).
+#[cfg(feature = "p4")]
+fn p4_compile(program: &std::path::Path, output: Option<&std::path::Path>) -> Result<(), String> {
+    let text = std::fs::read_to_string(program).map_err(|e| format!("{}: {e}", program.display()))?;
+    let (p, c) = p4::front_end(&program.display().to_string(), &text)?;
+    let generated = p4::ebpf::generate(&p, &c)?;
+    let Some(out) = output else {
+        print!("{}", generated.c);
+        return Ok(());
+    };
+    if out.extension().is_none_or(|e| e != "o") {
+        return std::fs::write(out, &generated.c).map_err(|e| format!("{}: {e}", out.display()));
+    }
+    let c_file = out.with_extension("c");
+    std::fs::write(&c_file, &generated.c).map_err(|e| format!("{}: {e}", c_file.display()))?;
+    let clang = ["clang-14", "clang"]
+        .into_iter()
+        .find(|c| std::process::Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()))
+        .ok_or("no clang here: write the C (-o prog.c) and compile it where clang is")?;
+    let target = if cfg!(target_endian = "big") { "bpfeb" } else { "bpfel" };
+    let multiarch = format!("-I/usr/include/{}-linux-gnu", std::env::consts::ARCH);
+    let built = std::process::Command::new(clang)
+        .args(["-O2", "-target", target, "-mcpu=v3", "-Wall", "-Wno-unused-function", "-Wno-unused-label"])
+        .arg(multiarch)
+        .arg("-c")
+        .arg(&c_file)
+        .arg("-o")
+        .arg(out)
+        .output()
+        .map_err(|e| format!("{clang}: {e}"))?;
+    if !built.status.success() {
+        return Err(format!("{clang} on {}:\n{}", c_file.display(), String::from_utf8_lossy(&built.stderr)));
+    }
+    Ok(())
 }
 
 /// `edgeflow stop`: SIGTERM to the switch that answers at `target`, waiting until it is gone;
