@@ -1,4 +1,7 @@
 //! `edgeflow`: an OpenFlow 1.3 switch for Linux edge devices.
+//!
+//! Just over 600 lines, one concern: the binary's commands, each dispatched here to the library
+//! or the running switch, and `run`, which wires the switch, its agent and its servers together.
 
 mod logging;
 mod metrics;

@@ -1,8 +1,8 @@
 //! Tokens to the syntax tree: a recursive-descent parser for the P4-16 subset edgeflow compiles
 //! (docs/p4.md). What the language has and the subset does not is refused by name where it is
 //! written, never skipped: a program either means what it says here or does not compile.
-//! Annotations (`@name(...)`) are read and set aside: they name things for control planes and
-//! change no behaviour.
+//! Annotations (`@name(...)`) are kept on the declarations a control plane names (tables, keys,
+//! actions, parameters, instances) for P4Info, and set aside elsewhere: none changes behaviour.
 //!
 //! About 1 000 lines, one concern: one function per production of the grammar, each with the
 //! messages for what may go wrong there, in the order the P4-16 grammar lists them.

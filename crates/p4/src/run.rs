@@ -1,5 +1,5 @@
-//! The software target: a checked program run on frames, the reference the kernel back end will
-//! be held to (issue 36, item 2). A frame goes through the architecture's blocks as
+//! The software target: a checked program run on frames, the reference the kernel back end is
+//! held to (issue 36, item 2; `datapath/tests/p4_kernel.rs`). A frame goes through the architecture's blocks as
 //! `edgeflow.p4` says: the parser fills the headers (a frame it rejects is dropped), ingress
 //! picks the egress port or multicast group and the queue, each copy goes through egress, and
 //! the deparser writes the valid headers back before the payload the parser did not read.

@@ -6,6 +6,10 @@
 //! sees one instant. What P4Runtime has and edgeflow's target does not (action profiles, packet
 //! I/O on the stream, digests, roles, idle timeouts, replacing the program) is refused as
 //! UNIMPLEMENTED by name.
+//!
+//! About 900 lines, one concern: P4Runtime's service, its entities mapped onto the software
+//! target's operations and back, with the unit tests of its rules (matches, arbitration, batch
+//! errors). The P4Info message is `p4info.rs`, the value encoding `codec.rs`.
 
 use std::net::SocketAddr;
 use std::pin::Pin;
