@@ -2,7 +2,10 @@
 running switch. It reads the P4Info the switch publishes (no P4Info is given to it), arbitrates
 for primary, writes routes that real pings then take, reads the entries and the program's
 counter back, and is refused where P4Runtime says it must be: an entry inserted twice, a write
-from a backup client, a switch it does not address."""
+from a backup client, a switch it does not address. The switch runs on tc, so that what the
+client writes must reach the program's tables in the kernel, which decides the pings, and the
+counters it reads back are what the kernel counted (the userspace datapath's side of the same
+tables is tests/test_p4.py's, through `edgeflow p4`)."""
 
 import asyncio
 import re
@@ -12,7 +15,7 @@ import pytest
 from finsy.grpcutil import GRPCStatusCode
 from finsy.p4client import P4ClientError
 
-from testbed.switches import Edgeflow
+from testbed.switches import edgeflow_on
 from testbed.util import free_port, run_dir
 from tests.test_p4 import p4_config
 
@@ -49,8 +52,8 @@ def test_finsy_reads_the_p4info_writes_routes_and_reads_entries_and_counters(two
     h1, h2 = routed_hosts(two_hosts)
     port = free_port()
     path = p4_config("p4runtime", "ipv4_router.p4", two_hosts.switch_ports, "")
-    sw = Edgeflow([], extra=["--config", str(path), "--dpid", f"{DPID:x}", "--p4runtime", str(port)],
-                  log_name="p4runtime").start()
+    sw = edgeflow_on("tc", two_hosts.hosts, [], extra=["--config", str(path), "--dpid", f"{DPID:x}", "--p4runtime",
+                                                       str(port)], log_name="p4runtime").start()
     address = f"127.0.0.1:{port}"
     options = fy.SwitchOptions(device_id=DPID, initial_election_id=20)
 
@@ -83,6 +86,8 @@ def test_finsy_reads_the_p4info_writes_routes_and_reads_entries_and_counters(two
             counters = {c.index: c.data.packet_count
                         async for c in primary.read(fy.P4CounterEntry("routed"))}
             assert len(counters) == 1024 and (counters[1], counters[2]) == (3, 3), (counters[1], counters[2])
+            p4 = {c["name"]: c["counters"] for c in sw.stats()["mode_counters"]}["p4"]
+            assert p4["kernel_frames"] >= 6, p4
 
             with pytest.raises(P4ClientError) as twice:
                 await primary.insert([route("10.0.2.0/24", h2.mac, 2)])

@@ -9,7 +9,11 @@
 //! generation number the kernel program checks on every lookup. Hit counters are read back and
 //! credited to the OpenFlow flows, tables, groups and ports each entry stands for.
 //!
-//! About 1 100 lines, one concern: the kernel's half of the cache as userspace sees it — the action
+//! A P4 program's object takes the ports' place of the megaflow programs where the mode hands
+//! one over (`Programs::P4`, `fastpath/p4.rs`); this file then gives it the ports and the
+//! upcall link.
+//!
+//! About 1 200 lines, one concern: the kernel's half of the cache as userspace sees it — the action
 //! encoder, the map layouts (checked in `fastpath/layout.rs`), entry book-keeping (install, retire
 //! one by one, flush), meters, counter harvesting, and each port's attachment (found detached,
 //! attached again, or detached when the port leaves; how it attaches is `attach.rs`). Tests of the
@@ -117,6 +121,8 @@ pub enum Programs {
     Flows,
     /// AFDX virtual links (`bpf/fp_afdx.h`): `ef_tc_afdx`, `ef_xdp_afdx`.
     Links,
+    /// A P4 program (`fastpath/p4.rs`): `p4_tc`, `p4_xdp` of the object generated for it.
+    P4,
 }
 
 impl Programs {
@@ -124,6 +130,7 @@ impl Programs {
         match self {
             Programs::Flows => ("ef_tc_ingress", "ef_xdp"),
             Programs::Links => ("ef_tc_afdx", "ef_xdp_afdx"),
+            Programs::P4 => ("p4_tc", "p4_xdp"),
         }
     }
 }
@@ -359,6 +366,8 @@ pub struct FastPath {
     /// The AFDX links the kernel holds.
     links: links::Written,
     programs: Programs,
+    /// The P4 program whose programs the ports run (`Programs::P4`).
+    p4: Option<p4::P4Kernel>,
     /// Where this switch keeps its kernel state for the next run (`keep_fastpath`), if it does.
     kept: Option<keep::Kept>,
     /// What the last run left forwarding in the kernel, until released.
@@ -405,14 +414,41 @@ impl FastPath {
         Ok(fp)
     }
 
+    /// The fast path running a P4 program's kernel object on the ports: the fast path's own
+    /// object gives the ports and the upcall link their bookkeeping (and holds nothing more).
+    pub fn load_p4(mode: Mode, program: p4::P4Kernel) -> io::Result<FastPath> {
+        let obj = FastPath::load_object(Programs::P4, 1, None)?;
+        let mut fp = FastPath::with_object(mode, Programs::P4, obj);
+        fp.p4 = Some(program);
+        let ours = format!("ef-up{}", std::process::id() % 10_000_000);
+        let peer = format!("{ours}p");
+        fp.start_fresh(Some((ours, peer)))?;
+        Ok(fp)
+    }
+
+    /// The P4 program in the kernel, if the ports run one.
+    pub fn p4(&mut self) -> Option<&mut p4::P4Kernel> {
+        self.p4.as_mut()
+    }
+
+    pub fn p4_program(&self) -> Option<&p4::P4Kernel> {
+        self.p4.as_ref()
+    }
+
+    /// The object whose programs the ports run.
+    fn programs_obj(&self) -> &Object {
+        self.p4.as_ref().map_or(&self.obj, |p| p.object())
+    }
+
     /// The object, with its maps pinned in `pins` if given (see [`Object::load_pinned`]).
     fn load_object(programs: Programs, entries: u32, pins: Option<&std::path::Path>) -> io::Result<Object> {
-        let unused = match programs {
-            Programs::Flows => Programs::Links.names(),
-            Programs::Links => Programs::Flows.names(),
+        let (flows, links) = (Programs::Flows.names(), Programs::Links.names());
+        let optional = match programs {
+            Programs::Flows => vec![links.0, links.1],
+            Programs::Links => vec![flows.0, flows.1],
+            Programs::P4 => vec![flows.0, flows.1, links.0, links.1],
         };
         let sizes = [("ef_megaflows", entries)];
-        let optional = [unused.0, unused.1];
         let obj = match pins {
             None => Object::load_with(crate::bpf_objects::FASTPATH, &sizes, &optional),
             Some(dir) => Object::load_pinned(crate::bpf_objects::FASTPATH, &sizes, &optional, dir),
@@ -448,6 +484,7 @@ impl FastPath {
             labels: labels::Written::default(),
             links: links::Written::default(),
             programs,
+            p4: None,
             kept: None,
             inherited: None,
         }
@@ -467,7 +504,11 @@ impl FastPath {
                 sys::set_if_mtu(name, UPCALL_MTU)?;
                 sys::set_if_up(name, true)?;
             }
-            self.set_config(CFG_UPCALL_IFINDEX, sys::ifindex(&ours)? as u64)?;
+            let upcall = sys::ifindex(&ours)?;
+            self.set_config(CFG_UPCALL_IFINDEX, upcall as u64)?;
+            if let Some(p4) = &self.p4 {
+                p4.set_upcall(upcall)?;
+            }
             self.upcall = Some((ours, peer));
         }
         Ok(())
@@ -504,7 +545,7 @@ impl FastPath {
             None => {
                 let (link, bound) = match self.mode {
                     Mode::Tc => {
-                        let program = self.obj.program(self.programs.names().0).map_err(obj_err)?;
+                        let program = self.programs_obj().program(self.programs.names().0).map_err(obj_err)?;
                         attach::tc(program, ifindex, attach::TcSlot::FastPath).map(|a| (a, None))
                     }
                     Mode::Xdp => self.attach_xdp(name, ifindex),
@@ -530,10 +571,12 @@ impl FastPath {
         let (link, kind) = self.kept_link(no, ifindex)?;
         let (tc, xdp) = self.programs.names();
         let bound = match self.mode {
-            Mode::Xdp if self.obj.missing_kfuncs.is_empty() => self.obj.load_dev_bound(xdp, ifindex).ok(),
+            Mode::Xdp if self.programs_obj().missing_kfuncs.is_empty() => {
+                self.programs_obj().load_dev_bound(xdp, ifindex).ok()
+            }
             _ => None,
         };
-        let shared = self.obj.program(if self.mode == Mode::Tc { tc } else { xdp }).ok()?;
+        let shared = self.programs_obj().program(if self.mode == Mode::Tc { tc } else { xdp }).ok()?;
         match link.update(bound.as_ref().unwrap_or(shared)) {
             Ok(()) => {
                 debug!(port = name, kind, "kept link taken over");
@@ -591,6 +634,9 @@ impl FastPath {
         if let Ok(ports) = self.obj.map("ef_ports") {
             let _ = ports.delete(&ifindex.to_ne_bytes());
         }
+        if let Some(p4) = &self.p4 {
+            p4.forget_interface(ifindex);
+        }
         let at = ifindex % PORT_SLOTS;
         if self.port_slots.get(&at) == Some(&ifindex) {
             self.port_slots.remove(&at);
@@ -606,8 +652,9 @@ impl FastPath {
     /// entry. Where binding fails, the shared program runs and such frames cannot be told apart.
     fn attach_xdp(&mut self, name: &str, ifindex: u32) -> io::Result<(Attachment, Option<Program>)> {
         let program = self.programs.names().1;
-        if self.obj.missing_kfuncs.is_empty() {
-            match self.obj.load_dev_bound(program, ifindex).and_then(|p| attach::xdp(&p, ifindex).map(|l| (p, l))) {
+        let obj = self.programs_obj();
+        if obj.missing_kfuncs.is_empty() {
+            match obj.load_dev_bound(program, ifindex).and_then(|p| attach::xdp(&p, ifindex).map(|l| (p, l))) {
                 Ok((prog, link)) => return Ok((link, Some(prog))),
                 Err(e) => warn!(
                     port = name,
@@ -615,9 +662,9 @@ impl FastPath {
                 ),
             }
         } else {
-            warn!(missing = ?self.obj.missing_kfuncs, "kernel lacks XDP metadata kfuncs (Linux < 6.8): VLAN tags in receive metadata go unseen");
+            warn!(missing = ?obj.missing_kfuncs, "kernel lacks XDP metadata kfuncs (Linux < 6.8): VLAN tags in receive metadata go unseen");
         }
-        Ok((attach::xdp(self.obj.program(program).map_err(obj_err)?, ifindex)?, None))
+        Ok((attach::xdp(obj.program(program).map_err(obj_err)?, ifindex)?, None))
     }
 
     fn set_config(&self, which: u32, v: u64) -> io::Result<()> {
@@ -636,9 +683,11 @@ impl FastPath {
         match hook {
             Mode::Xdp => {
                 let ctx = crate::ebpf::xdp_md(frame.len() as u32, ifindex);
-                self.obj.program(xdp).map_err(obj_err)?.run_once(frame, &ctx)
+                self.programs_obj().program(xdp).map_err(obj_err)?.run_once(frame, &ctx)
             }
-            Mode::Tc => self.obj.program(tc).map_err(obj_err)?.run_once(frame, &crate::ebpf::sk_buff(ifindex, 0)),
+            Mode::Tc => {
+                self.programs_obj().program(tc).map_err(obj_err)?.run_once(frame, &crate::ebpf::sk_buff(ifindex, 0))
+            }
         }
     }
 
@@ -647,6 +696,9 @@ impl FastPath {
     pub fn register_port(&mut self, no: u32, ifindex: u32, tag: u16) -> io::Result<()> {
         let info = ((no as u64) << 16) | tag as u64;
         self.obj.map("ef_ports").map_err(obj_err)?.update(&ifindex.to_ne_bytes(), &info.to_ne_bytes())?;
+        if let Some(p4) = self.p4.as_mut() {
+            p4.register_port(no, ifindex, tag)?;
+        }
         let at = ifindex % PORT_SLOTS;
         if *self.port_slots.entry(at).or_insert(ifindex) == ifindex {
             let mut v = [0u8; PORT_SLOT_BYTES];
@@ -1143,3 +1195,4 @@ pub mod labels;
 #[cfg(test)]
 mod layout;
 pub mod links;
+pub mod p4;

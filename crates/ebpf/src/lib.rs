@@ -14,6 +14,7 @@
 //! which needs root). Attaching without links (older kernels) is the datapath's
 //! `attach.rs`, over netlink. Why it is ours and not a library: docs/ebpf-loader.md.
 
+pub mod clang;
 mod elf;
 mod pin;
 pub mod objects;

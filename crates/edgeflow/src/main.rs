@@ -414,25 +414,10 @@ fn p4_compile(program: &std::path::Path, output: Option<&std::path::Path>) -> Re
     }
     let c_file = out.with_extension("c");
     std::fs::write(&c_file, &generated.c).map_err(|e| format!("{}: {e}", c_file.display()))?;
-    let clang = ["clang-14", "clang"]
-        .into_iter()
-        .find(|c| std::process::Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()))
-        .ok_or("no clang here: write the C (-o prog.c) and compile it where clang is")?;
-    let target = if cfg!(target_endian = "big") { "bpfeb" } else { "bpfel" };
-    let multiarch = format!("-I/usr/include/{}-linux-gnu", std::env::consts::ARCH);
-    let built = std::process::Command::new(clang)
-        .args(["-O2", "-target", target, "-mcpu=v3", "-Wall", "-Wno-unused-function", "-Wno-unused-label"])
-        .arg(multiarch)
-        .arg("-c")
-        .arg(&c_file)
-        .arg("-o")
-        .arg(out)
-        .output()
-        .map_err(|e| format!("{clang}: {e}"))?;
-    if !built.status.success() {
-        return Err(format!("{clang} on {}:\n{}", c_file.display(), String::from_utf8_lossy(&built.stderr)));
-    }
-    Ok(())
+    datapath::ebpf::clang::compile_file(&c_file, out).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => format!("{e}: write the C (-o prog.c) and compile it where clang is"),
+        _ => e.to_string(),
+    })
 }
 
 /// `edgeflow stop`: SIGTERM to the switch that answers at `target`, waiting until it is gone;

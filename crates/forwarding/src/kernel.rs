@@ -25,6 +25,11 @@ pub struct ToKernel<'a> {
     /// Virtual links to filter, police and forward. The kernel decides the links it takes, and
     /// the mode the frames of the others.
     pub links: Option<&'a dyn LinkOffload>,
+    /// A P4 program with its tables, groups and externs' cells (`p4::run::Switch::generation`
+    /// moves on every change to them). The datapath compiles the program for the kernel where it
+    /// fits (`p4::ebpf`), and the kernel then decides every frame it can.
+    #[cfg(feature = "p4")]
+    pub p4: Option<&'a ::p4::run::Switch>,
 }
 
 /// A mode whose decisions the kernel replays as megaflow entries.
@@ -54,6 +59,25 @@ pub enum FromKernel<'a> {
     /// Accounts handed back from the kernel: (index in [`KernelLinks::accounts`], its credit at
     /// `now`).
     AccountCredits { credits: &'a [(usize, u64)], now: Nanos },
+    /// What the kernel counted running the P4 program since the last harvest, and the
+    /// register cells as its frames left them.
+    P4Counts(&'a P4Counts),
+}
+
+/// What a kernel running a P4 program hands back ([`FromKernel::P4Counts`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct P4Counts {
+    /// Hits on table entries: (`Block.table`, entry index in insertion order, packets, bytes).
+    pub entries: Vec<(String, usize, u64, u64)>,
+    /// Indirect counters' cells: (`Block.name`, index, packets, bytes).
+    pub counters: Vec<(String, usize, u64, u64)>,
+    /// Every register cell: (`Block.name`, index, value).
+    pub registers: Vec<(String, usize, u128)>,
+    /// Frames the kernel forwarded, and dropped as the program decided (by the software target's
+    /// names for why: parser_rejected, program_dropped, no_egress_port).
+    pub forwarded: u64,
+    pub copies: u64,
+    pub dropped: Vec<(&'static str, u64)>,
 }
 
 /// A decision the kernel fast path may replay: every frame whose flow key equals `key` under

@@ -35,7 +35,7 @@ pub use pipeline::{Nanos, PortView, Retired};
 
 pub use kernel::{
     FlowOffload, FromKernel, KernelAccount, KernelEntry, KernelLabels, KernelLink, KernelLinks, KernelStack,
-    LinkCounts, LinkOffload, ToKernel,
+    LinkCounts, LinkOffload, P4Counts, ToKernel,
 };
 
 /// Where one copy of a frame leaves.

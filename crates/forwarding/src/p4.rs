@@ -3,8 +3,9 @@
 //! from the configuration. Each copy the program sends leaves on its egress port, in the queue
 //! the program chose (`standard_metadata.priority`), which the port's scheduler serves.
 //!
-//! Decisions are not offered to the kernel: the kernel back end for P4 programs is to come (issue
-//! 36, item 2), and until then a P4 switch on tc or xdp decides every frame here.
+//! On tc and xdp the mode hands the kernel the program itself ([`ToKernel::p4`]): the datapath
+//! compiles it where it fits (`p4::ebpf`), mirrors the tables, and the frames the kernel cannot
+//! decide come up here. What the kernel counted comes back through [`FromKernel::P4Counts`].
 
 use std::collections::BTreeMap;
 
@@ -12,6 +13,7 @@ pub use ::p4::run::Match;
 use ::p4::run::{Dropped, Switch};
 use packet::{FlowKey, Packet};
 
+use crate::kernel::{FromKernel, ToKernel};
 use crate::{CounterGroup, DropReason, Egress, Mode, Nanos, Output, PortView, Verdict};
 
 /// A table entry the configuration puts in at start.
@@ -57,6 +59,8 @@ pub struct P4Mode {
     copy: Packet,
     frames: u64,
     copies: u64,
+    /// Of `frames`, those the kernel decided (`FromKernel::P4Counts`).
+    kernel_frames: u64,
     dropped: BTreeMap<&'static str, u64>,
 }
 
@@ -83,7 +87,14 @@ impl P4Mode {
         for (i, (name, index, [cir, cburst, pir, pburst])) in cfg.meters.iter().enumerate() {
             switch.set_meter(name, *index, *cir, *cburst, *pir, *pburst).map_err(|m| ConfigError::Meter(i, m))?;
         }
-        Ok(P4Mode { switch, copy: Packet::with_capacity(2048), frames: 0, copies: 0, dropped: BTreeMap::new() })
+        Ok(P4Mode {
+            switch,
+            copy: Packet::with_capacity(2048),
+            frames: 0,
+            copies: 0,
+            kernel_frames: 0,
+            dropped: BTreeMap::new(),
+        })
     }
 }
 
@@ -138,8 +149,33 @@ impl Mode for P4Mode {
         Some(self)
     }
 
+    fn kernel(&self) -> ToKernel<'_> {
+        ToKernel { p4: Some(&self.switch), ..Default::default() }
+    }
+
+    fn take_back(&mut self, from: FromKernel<'_>) {
+        let FromKernel::P4Counts(c) = from else { return };
+        for (table, index, packets, bytes) in &c.entries {
+            self.switch.credit_entry(table, *index, *packets, *bytes);
+        }
+        for (name, index, packets, bytes) in &c.counters {
+            self.switch.credit_counter(name, *index, *packets, *bytes);
+        }
+        for (name, index, value) in &c.registers {
+            self.switch.load_register(name, *index, *value);
+        }
+        let decided = c.forwarded + c.dropped.iter().map(|d| d.1).sum::<u64>();
+        self.frames += decided;
+        self.kernel_frames += decided;
+        self.copies += c.copies;
+        for &(name, n) in &c.dropped {
+            *self.dropped.entry(name).or_default() += n;
+        }
+    }
+
     fn counters(&self) -> Vec<CounterGroup> {
-        let mut counters = vec![("frames", self.frames), ("copies", self.copies)];
+        let mut counters =
+            vec![("frames", self.frames), ("copies", self.copies), ("kernel_frames", self.kernel_frames)];
         for name in ["parser_rejected", "program_dropped", "no_egress_port", "unsupported"] {
             counters.push((name, self.dropped.get(name).copied().unwrap_or(0)));
         }

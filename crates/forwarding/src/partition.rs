@@ -116,12 +116,12 @@ impl Mode for Partitioned {
     }
 
     /// The flows part's decisions, and the label-switching part's tables limited to its ports.
-    /// Virtual links are decided in userspace on a shared switch.
+    /// Virtual links and P4 programs are decided in userspace on a shared switch.
     fn kernel(&self) -> ToKernel<'_> {
         ToKernel {
             flows: self.flows.map(|_| self as &dyn FlowOffload),
             labels: self.labels.as_ref(),
-            links: None,
+            ..Default::default()
         }
     }
 

@@ -22,7 +22,7 @@
 //! metadata and the control's variables) in a per-CPU map, not on the 512-byte stack, and
 //! records its verdict in `p4_verdict` (tests read it after BPF_PROG_TEST_RUN).
 //!
-//! About 1 500 lines, one concern: the translation of every construct that fits into C, with the
+//! About 1 650 lines, one concern: the translation of every construct that fits into C, with the
 //! C runtime those translations call (`RUNTIME`) and the entry point beside them. Splitting the
 //! expression, statement and block translators apart would split the one scope stack and the
 //! one set of maps they share, as `check.rs` and `run.rs` would.
@@ -39,6 +39,13 @@ pub const BUF: usize = 256;
 pub const SCAN_MAX: usize = 256;
 /// The most ports a multicast group sends to in the kernel.
 pub const GROUP_MAX: usize = 16;
+/// The DEVMAPs (`p4_fanout_N`) XDP broadcasts a group's copies into: groups beyond these go up.
+pub const FANOUTS: usize = 8;
+/// `p4_stats`' slot for a verdict: kind (drop, forward, up) × 5 + reason (none, parser,
+/// program, no port, misfit).
+pub fn stats_slot(kind: u32, reason: u32) -> u32 {
+    kind * 5 + reason
+}
 
 /// How a table's entries are kept in the kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -932,10 +939,15 @@ fn width_of(ty: &Ty) -> u32 {
 /// The fast path's own map header (`bpf/maps.h`) comes in whole: the generated program is
 /// compiled where the repository may not be.
 const RUNTIME: &str = concat!(
-    "#include <linux/bpf.h>\n#include <linux/pkt_cls.h>\n#include <bpf/bpf_helpers.h>\n",
+    "#include <linux/bpf.h>\n#include <linux/pkt_cls.h>\n#include <bpf/bpf_helpers.h>\n#include <bpf/bpf_endian.h>\n",
     include_str!("../../../bpf/maps.h"),
     r#"
 enum p4_hook { P4_TC, P4_XDP };
+
+/* The VLAN tag a device took out of the frame into metadata (Linux 6.8+, in a copy of the program
+ * bound to the device; -EOPNOTSUPP otherwise). */
+extern int bpf_xdp_metadata_rx_vlan_tag(const struct xdp_md *ctx, __be16 *vlan_proto,
+					__u16 *vlan_tci) __ksym __weak;
 enum p4_kind { P4_DROP, P4_FORWARD, P4_UP };
 enum p4_reason { P4_NONE, P4_PARSER, P4_PROGRAM, P4_NO_PORT, P4_MISFIT };
 
@@ -960,6 +972,20 @@ struct p4_group {
 	__u32 ports[P4_GROUP_MAX];
 };
 
+/* An interface's switch port, and the VLAN id its frames carry up the upcall link (TC). */
+struct p4_port {
+	__u32 port;
+	__u32 tag;
+};
+
+/* What the kernel decided, per switch port: frames in (decided here, not sent up), frames out. */
+struct p4_port_counts {
+	__u64 rx_packets;
+	__u64 rx_bytes;
+	__u64 tx_packets;
+	__u64 tx_bytes;
+};
+
 struct p4_value {
 	__u32 action;
 	__u32 index;
@@ -969,7 +995,27 @@ struct p4_value {
 EF_MAP(p4_verdict, BPF_MAP_TYPE_PERCPU_ARRAY, 4, sizeof(struct p4_verdict), 1);
 EF_MAP(p4_groups, BPF_MAP_TYPE_HASH, 4, sizeof(struct p4_group), 256);
 EF_MAP(p4_ifindex, BPF_MAP_TYPE_HASH, 4, 4, 256);
-EF_MAP(p4_ports, BPF_MAP_TYPE_HASH, 4, 4, 256);
+EF_MAP(p4_ports, BPF_MAP_TYPE_HASH, 4, sizeof(struct p4_port), 256);
+/* [P4_CFG_UPCALL]: the upcall link's ifindex (TC; 0: frames go up into the stack). [P4_CFG_ALL_UP]:
+ * not 0 while the tables here are not the control plane's (a write failed): every frame goes up. */
+EF_MAP(p4_config, BPF_MAP_TYPE_ARRAY, 4, 8, 4);
+/* Per verdict (kind × reason): frames. */
+EF_MAP(p4_stats, BPF_MAP_TYPE_PERCPU_ARRAY, 4, 8, 16);
+EF_MAP(p4_port_counts, BPF_MAP_TYPE_PERCPU_HASH, 4, sizeof(struct p4_port_counts), 256);
+/* XDP sends a frame once: a group's copies are broadcast into a DEVMAP holding its interfaces,
+ * one of P4_FANOUTS, which `p4_group_fanout` names (its number + 1) for each group that has one. */
+EF_MAP(p4_group_fanout, BPF_MAP_TYPE_HASH, 4, 4, 256);
+#define P4_FANOUT(n) EF_MAP(p4_fanout_##n, BPF_MAP_TYPE_DEVMAP, 4, 4, P4_GROUP_MAX)
+P4_FANOUT(0);
+P4_FANOUT(1);
+P4_FANOUT(2);
+P4_FANOUT(3);
+P4_FANOUT(4);
+P4_FANOUT(5);
+P4_FANOUT(6);
+P4_FANOUT(7);
+#define P4_CFG_UPCALL 0
+#define P4_CFG_ALL_UP 1
 EF_MAP(p4_defaults, BPF_MAP_TYPE_ARRAY, 4, sizeof(struct p4_value), P4_TABLES);
 
 /* `w` bits at bit `bit` of the header that starts at byte `off` of the frame's copy, in network
@@ -1329,13 +1375,47 @@ impl Gen<'_> {
 	return ((struct xdp_md *)ctx)->data_end - ((struct xdp_md *)ctx)->data;
 }}
 
-static __always_inline int p4_finish(struct p4_verdict *vd, __u32 kind, __u32 reason, const enum p4_hook hook)
+static __always_inline void p4_port_count(__u32 port, __u32 len, int tx)
+{{
+	struct p4_port_counts *c = bpf_map_lookup_elem(&p4_port_counts, &port);
+	if (!c)
+		return;
+	if (tx) {{
+		c->tx_packets++;
+		c->tx_bytes += len;
+	}} else {{
+		c->rx_packets++;
+		c->rx_bytes += len;
+	}}
+}}
+
+/* Records the verdict and carries it out, except a forward (the caller sends). Up is XDP's pass
+ * to the port's socket, or TC's redirect to the upcall link tagged with the port's tag. */
+static __always_inline int p4_finish(void *ctx, struct p4_verdict *vd, __u32 kind, __u32 reason,
+				     const enum p4_hook hook, const struct p4_port *in)
 {{
 	vd->kind = kind;
 	vd->reason = reason;
-	if (kind == P4_DROP)
+	__u32 at = kind * 5 + reason;
+	__u64 *n = bpf_map_lookup_elem(&p4_stats, &at);
+	if (n)
+		*n += 1;
+	if (kind == P4_DROP) {{
+		if (in)
+			p4_port_count(in->port, vd->len, 0);
 		return hook == P4_TC ? TC_ACT_SHOT : XDP_DROP;
-	return hook == P4_TC ? TC_ACT_OK : XDP_PASS;
+	}}
+	if (kind == P4_FORWARD)
+		return 0;
+	if (hook == P4_XDP)
+		return XDP_PASS;
+	__u32 cfg = P4_CFG_UPCALL;
+	__u64 *up = bpf_map_lookup_elem(&p4_config, &cfg);
+	if (!up || !*up || !in)
+		return TC_ACT_OK;
+	if (bpf_skb_vlan_push(ctx, bpf_htons(0x8100), in->tag & 0xfff))
+		return TC_ACT_SHOT;
+	return bpf_redirect(*up, 0);
 }}
 
 static __always_inline int p4_main(void *ctx, const enum p4_hook hook)
@@ -1353,46 +1433,63 @@ static __always_inline int p4_main(void *ctx, const enum p4_hook hook)
 	vd->queue = 0;
 	__u32 len = p4_pkt_len(ctx, hook);
 	vd->len = len;
+	__u32 ifindex = hook == P4_TC ? ((struct __sk_buff *)ctx)->ingress_ifindex : ((struct xdp_md *)ctx)->ingress_ifindex;
+	struct p4_port *in = bpf_map_lookup_elem(&p4_ports, &ifindex);
+	__u32 all_up = P4_CFG_ALL_UP;
+	__u64 *stale = bpf_map_lookup_elem(&p4_config, &all_up);
+	if (!in || (stale && *stale))
+		return p4_finish(ctx, vd, P4_UP, P4_MISFIT, hook, in);
+	/* A VLAN tag the kernel keeps beside the frame is not in the bytes the parser reads. */
+	if (hook == P4_TC && ((struct __sk_buff *)ctx)->vlan_present)
+		return p4_finish(ctx, vd, P4_UP, P4_MISFIT, hook, in);
+	if (hook == P4_XDP) {{
+		__be16 vlan_proto;
+		__u16 vlan_tci;
+		if (bpf_xdp_metadata_rx_vlan_tag(ctx, &vlan_proto, &vlan_tci) == 0)
+			return p4_finish(ctx, vd, P4_UP, P4_MISFIT, hook, in);
+	}}
 	__u64 n = len < P4_BUF ? len : P4_BUF;
 	p4_bound(&n);
 	if (n < 1)
-		return p4_finish(vd, P4_DROP, P4_PARSER, hook);
+		return p4_finish(ctx, vd, P4_DROP, P4_PARSER, hook, in);
 	if (hook == P4_TC) {{
 		if (bpf_skb_load_bytes(ctx, 0, r->buf, n))
-			return p4_finish(vd, P4_UP, P4_MISFIT, hook);
+			return p4_finish(ctx, vd, P4_UP, P4_MISFIT, hook, in);
 	}} else {{
 		if (bpf_xdp_load_bytes(ctx, 0, r->buf, n))
-			return p4_finish(vd, P4_UP, P4_MISFIT, hook);
+			return p4_finish(ctx, vd, P4_UP, P4_MISFIT, hook, in);
 	}}
 	r->len = n;
-	__u32 ifindex = hook == P4_TC ? ((struct __sk_buff *)ctx)->ingress_ifindex : ((struct xdp_md *)ctx)->ingress_ifindex;
-	__u32 *port = bpf_map_lookup_elem(&p4_ports, &ifindex);
-	if (!port)
-		return p4_finish(vd, P4_UP, P4_MISFIT, hook);
-	r->sm.f_ingress_port = *port;
+	r->sm.f_ingress_port = in->port;
 	r->sm.f_packet_length = len;
 	r->sm.f_timestamp = bpf_ktime_get_ns();
 	vd->timestamp = r->sm.f_timestamp;
 	if (p4_parse(r) < 0) {{
 		vd->parser_error = r->sm.f_parser_error;
-		return p4_finish(vd, P4_DROP, P4_PARSER, hook);
+		return p4_finish(ctx, vd, P4_DROP, P4_PARSER, hook, in);
 	}}
 	p4_ctl_{ig}(r);
 	r->exited = 0;
 	if (r->sm.f_drop)
-		return p4_finish(vd, P4_DROP, P4_PROGRAM, hook);
+		return p4_finish(ctx, vd, P4_DROP, P4_PROGRAM, hook, in);
 	struct p4_group single = {{}};
 	struct p4_group *group = &single;
-	__u32 grp = r->sm.f_mcast_grp;
+	__u32 grp = r->sm.f_mcast_grp, fanout = 0;
 	if (grp) {{
 		group = bpf_map_lookup_elem(&p4_groups, &grp);
 		if (!group)
-			return p4_finish(vd, P4_DROP, P4_PROGRAM, hook);
-		if (group->n > 1 && ({multi_up} || hook == P4_XDP))
-			return p4_finish(vd, P4_UP, P4_MISFIT, hook);
+			return p4_finish(ctx, vd, P4_DROP, P4_PROGRAM, hook, in);
+		if (group->n > 1 && {multi_up})
+			return p4_finish(ctx, vd, P4_UP, P4_MISFIT, hook, in);
+		if (group->n > 1 && hook == P4_XDP) {{
+			__u32 *f = bpf_map_lookup_elem(&p4_group_fanout, &grp);
+			if (!f)
+				return p4_finish(ctx, vd, P4_UP, P4_MISFIT, hook, in);
+			fanout = *f;
+		}}
 	}} else {{
 		if (!r->sm.f_egress_port)
-			return p4_finish(vd, P4_DROP, P4_NO_PORT, hook);
+			return p4_finish(ctx, vd, P4_DROP, P4_NO_PORT, hook, in);
 		single.n = 1;
 		single.ports[0] = r->sm.f_egress_port;
 	}}
@@ -1412,8 +1509,12 @@ static __always_inline int p4_main(void *ctx, const enum p4_hook hook)
 		r->sm.f_egress_port = group->ports[c];
 		r->exited = 0;
 		p4_ctl_{eg}(r);
-		if (r->sm.f_drop)
+		if (r->sm.f_drop) {{
+			/* In the scratch map, not a variable: the verifier then keeps no state per value. */
+			if (group->ports[c] != in->port)
+				r->others_dropped = 1;
 			continue;
+		}}
 		if (copies < P4_GROUP_MAX)
 			vd->ports[copies & (P4_GROUP_MAX - 1)] = group->ports[c];
 		copies++;
@@ -1422,23 +1523,16 @@ static __always_inline int p4_main(void *ctx, const enum p4_hook hook)
 	vd->n = copies;
 	vd->queue = queue;
 	if (!copies)
-		return p4_finish(vd, P4_DROP, P4_PROGRAM, hook);
-	p4_deparse(r);
-	if (r->misfit || r->emitted != r->off)
-		return p4_finish(vd, P4_UP, P4_MISFIT, hook);
-	__u64 out = r->emitted;
-	p4_bound(&out);
-	if (out > 0) {{
-		if (hook == P4_TC) {{
-			if (bpf_skb_store_bytes(ctx, 0, r->buf, out, BPF_F_RECOMPUTE_CSUM))
-				return p4_finish(vd, P4_UP, P4_MISFIT, hook);
-		}} else {{
-			if (bpf_xdp_store_bytes(ctx, 0, r->buf, out))
-				return p4_finish(vd, P4_UP, P4_MISFIT, hook);
-		}}
-	}}
-	vd->kind = P4_FORWARD;
-	/* Every copy needs an interface the kernel sends on; else userspace sends them. */
+		return p4_finish(ctx, vd, P4_DROP, P4_PROGRAM, hook, in);
+	/* The broadcast sends to the whole group, or to all of it but the interface the frame came
+	 * in on (a flood): egress must have kept every other copy. */
+	__u64 flags = BPF_F_BROADCAST;
+	if (fanout && r->others_dropped)
+		return p4_finish(ctx, vd, P4_UP, P4_MISFIT, hook, in);
+	if (fanout && copies != group->n)
+		flags |= BPF_F_EXCLUDE_INGRESS;
+	/* Every copy needs an interface the kernel sends on; else userspace sends them. Looked up
+	 * before the frame is rewritten, so that one sent up goes as it came. */
 	__u32 ifx[P4_GROUP_MAX] = {{}};
 	for (__u32 c = 0; c < P4_GROUP_MAX; c++) {{
 		if (c >= copies)
@@ -1446,11 +1540,52 @@ static __always_inline int p4_main(void *ctx, const enum p4_hook hook)
 		__u32 p = vd->ports[c];
 		__u32 *x = bpf_map_lookup_elem(&p4_ifindex, &p);
 		if (!x)
-			return p4_finish(vd, P4_UP, P4_NONE, hook);
+			return p4_finish(ctx, vd, P4_UP, P4_NONE, hook, in);
 		ifx[c] = *x;
 	}}
-	if (hook == P4_XDP)
-		return bpf_redirect(ifx[0], 0);
+	p4_deparse(r);
+	if (r->misfit || r->emitted != r->off)
+		return p4_finish(ctx, vd, P4_UP, P4_MISFIT, hook, in);
+	__u64 out = r->emitted;
+	p4_bound(&out);
+	if (out > 0) {{
+		if (hook == P4_TC) {{
+			if (bpf_skb_store_bytes(ctx, 0, r->buf, out, BPF_F_RECOMPUTE_CSUM))
+				return p4_finish(ctx, vd, P4_UP, P4_MISFIT, hook, in);
+		}} else {{
+			if (bpf_xdp_store_bytes(ctx, 0, r->buf, out))
+				return p4_finish(ctx, vd, P4_UP, P4_MISFIT, hook, in);
+		}}
+	}}
+	p4_finish(ctx, vd, P4_FORWARD, P4_NONE, hook, in);
+	p4_port_count(in->port, len, 0);
+	for (__u32 c = 0; c < P4_GROUP_MAX; c++) {{
+		if (c >= copies)
+			break;
+		p4_port_count(vd->ports[c], len, 1);
+	}}
+	if (hook == P4_XDP) {{
+		switch (fanout) {{
+		case 0:
+			return bpf_redirect(ifx[0], 0);
+		case 1:
+			return bpf_redirect_map(&p4_fanout_0, 0, flags);
+		case 2:
+			return bpf_redirect_map(&p4_fanout_1, 0, flags);
+		case 3:
+			return bpf_redirect_map(&p4_fanout_2, 0, flags);
+		case 4:
+			return bpf_redirect_map(&p4_fanout_3, 0, flags);
+		case 5:
+			return bpf_redirect_map(&p4_fanout_4, 0, flags);
+		case 6:
+			return bpf_redirect_map(&p4_fanout_5, 0, flags);
+		case 7:
+			return bpf_redirect_map(&p4_fanout_6, 0, flags);
+		default:
+			return bpf_redirect_map(&p4_fanout_7, 0, flags);
+		}}
+	}}
 	for (__u32 c = 0; c + 1 < P4_GROUP_MAX; c++) {{
 		if (c + 1 >= copies)
 			break;
@@ -1489,7 +1624,7 @@ char LICENSE[] SEC("license") = "GPL";
         let run = format!(
             "struct p4_run {{\n\t{hdr_ty} hdr;\n\t{meta_ty} meta;\n\tstruct p4s_standard_metadata_t sm;\n\t\
              {meta_ty} saved_meta;\n\tstruct p4s_standard_metadata_t saved_sm;\n{}{at}\t__u32 len;\n\t__u32 off;\n\t\
-             __u32 emitted;\n\t__u32 misfit;\n\t__u32 hit;\n\t__u32 action_run;\n\t__u32 exited;\n\t__u32 pad;\n\t\
+             __u32 emitted;\n\t__u32 misfit;\n\t__u32 hit;\n\t__u32 action_run;\n\t__u32 exited;\n\t__u32 others_dropped;\n\t\
              __u64 align;\n\t__u8 buf[2 * P4_BUF];\n}};\n\
              EF_MAP(p4_scratch, BPF_MAP_TYPE_PERCPU_ARRAY, 4, sizeof(struct p4_run), 1);\n\n",
             self.run_members

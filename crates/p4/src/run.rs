@@ -208,6 +208,9 @@ pub struct Switch {
     direct_meters: HashMap<String, bool>,
     direct_colours: HashMap<String, u8>,
     groups: HashMap<u16, Vec<u32>>,
+    /// Moves on every change a control plane makes (entries, defaults, groups, counter,
+    /// register and meter cells), so that a copy elsewhere (the kernel's) knows to follow.
+    generation: u64,
 }
 
 /// One block's run: its variables, the frame, and where it is.
@@ -241,6 +244,7 @@ impl Switch {
             direct_meters: HashMap::new(),
             direct_colours: HashMap::new(),
             groups: HashMap::new(),
+            generation: 0,
         };
         let code = sw.code.clone();
         for d in &code.program.decls {
@@ -455,6 +459,7 @@ impl Switch {
             return Err(format!("{action} takes {data} argument(s), not {}", args.len()));
         }
         t.default = (action.to_string(), args);
+        self.generation += 1;
         Ok(())
     }
 
@@ -464,6 +469,7 @@ impl Switch {
         let n = cells.len();
         let cell = cells.get_mut(index).ok_or_else(|| format!("{name} has {n} cells; {index} is not one"))?;
         *cell = (packets, bytes);
+        self.generation += 1;
         Ok(())
     }
 
@@ -497,6 +503,7 @@ impl Switch {
             Value::Bool(_) if value <= 1 => Value::Bool(value == 1),
             _ => return Err(format!("{name}: its cells are not bits")),
         };
+        self.generation += 1;
         Ok(())
     }
 
@@ -512,6 +519,7 @@ impl Switch {
     /// Sets multicast group `id` to send a copy to each of `ports`.
     pub fn set_group(&mut self, id: u16, ports: Vec<u32>) {
         self.groups.insert(id, ports);
+        self.generation += 1;
     }
 
     /// The names of the program's tables (`Block.table`).
@@ -565,6 +573,7 @@ impl Switch {
         if let Some(old) = t.entries.iter_mut().find(|e| e.keys == keys && e.priority == priority) {
             old.action = action.to_string();
             old.args = args;
+            self.generation += 1;
             return Ok(());
         }
         if t.entries.len() >= t.size {
@@ -579,6 +588,7 @@ impl Switch {
             bytes: 0,
             meter: MeterCell::default(),
         });
+        self.generation += 1;
         Ok(())
     }
 
@@ -597,6 +607,7 @@ impl Switch {
         let n = meter.cells.len();
         let cell = meter.cells.get_mut(index).ok_or_else(|| format!("{name} has {n} cells; {index} is not one"))?;
         *cell = MeterCell::new(&format!("{name}[{index}]"), [cir, cburst, pir, pburst])?;
+        self.generation += 1;
         Ok(())
     }
 
@@ -616,6 +627,7 @@ impl Switch {
         let e = t.entries.iter_mut().find(|e| e.keys == keys && e.priority == priority);
         let e = e.ok_or_else(|| format!("{table} has no such entry"))?;
         e.meter = MeterCell::new(table, rates)?;
+        self.generation += 1;
         Ok(())
     }
 
@@ -635,7 +647,56 @@ impl Switch {
         if t.entries.len() == before {
             return Err(format!("{table} has no such entry"));
         }
+        self.generation += 1;
         Ok(())
+    }
+
+    /// How many changes a control plane has made (see the field).
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The program this switch runs, as checked.
+    pub fn program(&self) -> (&Program, &Checked) {
+        (&self.code.program, &self.code.checked)
+    }
+
+    /// Multicast group `id`'s ports.
+    pub fn group(&self, id: u16) -> Option<&[u32]> {
+        self.groups.get(&id).map(Vec::as_slice)
+    }
+
+    /// The multicast groups' ids.
+    pub fn group_ids(&self) -> Vec<u16> {
+        let mut ids: Vec<u16> = self.groups.keys().copied().collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Adds hits another target counted (the kernel's) to entry `index` of `table` (in insertion
+    /// order); not a control-plane change.
+    pub fn credit_entry(&mut self, table: &str, index: usize, packets: u64, bytes: u64) {
+        if let Some(e) = self.tables.get_mut(table).and_then(|t| t.entries.get_mut(index)) {
+            e.packets += packets;
+            e.bytes += bytes;
+        }
+    }
+
+    /// Adds what another target counted to an indirect counter's cell; not a control-plane change.
+    pub fn credit_counter(&mut self, name: &str, index: usize, packets: u64, bytes: u64) {
+        if let Some(c) = self.counters.get_mut(name).and_then(|c| c.get_mut(index)) {
+            c.0 += packets;
+            c.1 += bytes;
+        }
+    }
+
+    /// A register cell as another target left it (the kernel's, where frames write it); not a
+    /// control-plane change. Ignored where the value does not fit the cell.
+    pub fn load_register(&mut self, name: &str, index: usize, value: u128) {
+        let before = self.generation;
+        if self.set_register(name, index, value).is_ok() {
+            self.generation = before;
+        }
     }
 
     /// `table`'s entries, in insertion order.

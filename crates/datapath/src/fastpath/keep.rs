@@ -432,6 +432,8 @@ impl FastPath {
         match self.programs {
             Programs::Links => self.adopt_links()?,
             Programs::Flows => self.adopt_labels()?,
+            // Not kept: `Switch::new` loads a P4 program's fast path afresh.
+            Programs::P4 => {}
         }
         if self.mode == Mode::Tc && upcall == 0 {
             return Err(io::Error::other("the kept fast path has no upcall interface"));

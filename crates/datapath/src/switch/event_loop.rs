@@ -248,7 +248,12 @@ impl Switch {
                     deliver(self.report())
                 }
                 Ok(Command::Heartbeat(answer)) => answer(),
-                Ok(Command::WithMode(job)) => job(&mut *self.mode),
+                Ok(Command::WithMode(job)) => {
+                    // A control plane reading counters reads what the kernel counted too.
+                    let now = self.now();
+                    self.harvest_fast(now);
+                    job(&mut *self.mode)
+                }
                 Ok(Command::Shutdown) | Err(TryRecvError::Disconnected) => return false,
                 Err(TryRecvError::Empty) => return true,
             }

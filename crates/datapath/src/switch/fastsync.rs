@@ -65,6 +65,60 @@ impl Switch {
         let h = fast.harvest();
         self.credit_harvest(&h, now);
         self.credit_links();
+        #[cfg(feature = "p4")]
+        self.credit_p4();
+    }
+
+    /// Adds what the kernel counted running the P4 program to the mode's counters (and the
+    /// program's counters, entries and registers), and to the ports'.
+    #[cfg(feature = "p4")]
+    fn credit_p4(&mut self) {
+        let (Some(program), Some(p4)) = (self.mode.kernel().p4, self.fast.as_mut().and_then(|f| f.p4())) else { return };
+        let (counts, ports) = p4.harvest(program);
+        self.mode.take_back(FromKernel::P4Counts(&counts));
+        for (no, [rx_packets, rx_bytes, tx_packets, tx_bytes]) in ports {
+            if let Some(p) = self.ports.get_mut(&no) {
+                p.counters.rx_packets += rx_packets;
+                p.counters.rx_bytes += rx_bytes;
+                p.counters.tx_packets += tx_packets;
+                p.counters.tx_bytes += tx_bytes;
+            }
+        }
+    }
+
+    /// The P4 program's tables in the kernel follow the software target's, and the ports the
+    /// kernel sends on follow the switch's: each that has an interface and no schedule (frames
+    /// for a scheduled port wait in its queues, which the kernel would jump; they go up). Not
+    /// the LOCAL port's tap: sent on in the kernel, a frame would reach the switch, not the host.
+    #[cfg(feature = "p4")]
+    fn sync_p4(&mut self) {
+        let Some(program) = self.mode.kernel().p4 else { return };
+        let egress: std::collections::BTreeMap<u32, u32> = self
+            .ports
+            .iter()
+            .filter(|(_, p)| p.tx.is_some() && p.ifindex != 0 && p.io != "tap" && p.egress.scheduler().is_none())
+            .map(|(&no, p)| (no, p.ifindex))
+            .collect();
+        let Some(fast) = self.fast.as_mut() else { return };
+        let xdp = fast.mode == FastMode::Xdp;
+        let Some(p4) = fast.p4() else { return };
+        let behind = p4.behind(program);
+        if let Err(e) = p4.set_egress(program, &egress, xdp) {
+            tracing::warn!("the P4 program's kernel ports not written: {e}");
+        }
+        if !behind {
+            return;
+        }
+        // The kernel's registers come back before the control plane's are written over them.
+        self.credit_p4();
+        let (Some(program), Some(p4)) = (self.mode.kernel().p4, self.fast.as_mut().and_then(|f| f.p4())) else { return };
+        let written = p4.write(program);
+        if let Err(e) = &written {
+            tracing::warn!("the P4 program's kernel tables not written, so every frame goes up: {e}");
+        }
+        if let Err(e) = p4.set_stale(written.is_err()) {
+            tracing::warn!("the P4 program's kernel: {e}");
+        }
     }
 
     fn credit_harvest(&mut self, h: &crate::fastpath::Harvest, now: u64) {
@@ -132,6 +186,8 @@ impl Switch {
     /// never precedes the removal of what its earlier messages changed.
     pub(super) fn sync_fast(&mut self) {
         self.sync_labels();
+        #[cfg(feature = "p4")]
+        self.sync_p4();
         if self.links_written.is_none() {
             self.sync_links();
         }

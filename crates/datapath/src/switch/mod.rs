@@ -236,6 +236,28 @@ impl Arrivals {
     }
 }
 
+/// A P4 program's fast path: its kernel object built and loaded, for a mode that hands the kernel
+/// one. None where the mode does not, or where the program cannot run there (it does not fit
+/// the kernel back end, or there is no clang): the switch says why, and the ports' megaflow
+/// programs send every frame up, for the program to decide in userspace.
+#[cfg(feature = "p4")]
+fn p4_in_kernel(mode: &dyn Mode, kind: FastMode, keep: bool) -> Option<std::io::Result<FastPath>> {
+    let program = mode.kernel().p4?;
+    // Its tables are written before any port runs it.
+    let built = match crate::fastpath::p4::P4Kernel::build(program).and_then(|mut b| b.write(program).map(|()| b)) {
+        Ok(built) => built,
+        Err(e) => {
+            warn!("the P4 program runs in userspace, not in the kernel: {e}");
+            return None;
+        }
+    };
+    if keep {
+        warn!("keep_fastpath: a P4 program's kernel state is not kept across runs; it starts afresh");
+    }
+    tracing::info!(datapath = kind.name(), "the P4 program decides frames in the kernel");
+    Some(FastPath::load_p4(kind, built))
+}
+
 pub struct Switch {
     cfg: SwitchConfig,
     guard: PortGuard,
@@ -298,7 +320,12 @@ impl Switch {
         let mut fast = None;
         if let Some(kind) = cfg.fastpath {
             let programs = if mode.kernel().links.is_some() { Programs::Links } else { Programs::Flows };
+            #[cfg(feature = "p4")]
+            let p4 = p4_in_kernel(&*mode, kind, cfg.keep_fastpath);
+            #[cfg(not(feature = "p4"))]
+            let p4: Option<std::io::Result<FastPath>> = None;
             let loaded = match cfg.keep_fastpath {
+                _ if p4.is_some() => p4.unwrap(),
                 true => FastPath::load_kept(kind, programs, cfg.fastpath_entries, cfg.dpid, &cfg.ports),
                 false => FastPath::load(kind, programs, cfg.fastpath_entries),
             };

@@ -121,10 +121,18 @@ impl Switch {
             if self.mode.kernel().links.is_some() {
                 links.insert("kept_for_priority".into(), json!(self.links_kept_for_priority));
             }
+            // A P4 program in the kernel: the frames it sent up, by why (the mode counts the rest).
+            #[cfg(feature = "p4")]
+            let p4 = f.p4_program().map(|p| {
+                let (no_port, misfit) = p.sent_up();
+                json!({"sent_up_no_kernel_port": no_port, "sent_up_misfit": misfit})
+            });
+            #[cfg(not(feature = "p4"))]
+            let p4: Option<Value> = None;
             json!({"hits": hits, "misses": misses, "upcalls": upcalls, "slow": slow,
                    "entries": f.len(), "installed": f.installed, "refused": f.refused, "retired": f.retired, "drops": drops,
                    "reattached": f.reattached, "attachments": f.attachments().into_iter().map(|(no, kind, id)| json!({"port": no, "kind": kind, "link_id": id})).collect::<Vec<_>>(),
-                   "labels": labels, "links": links,
+                   "labels": labels, "links": links, "p4": p4,
                    "kept": f.kept().map(|(dir, inherited)| json!({"dir": dir.display().to_string(), "inherited_entries": inherited}))})
         });
         let drops: serde_json::Map<String, Value> =

@@ -491,7 +491,7 @@ impl Mode for AfdxMode {
                     }
                 }
             }
-            FromKernel::FlowHits { .. } | FromKernel::MeterCounts { .. } => {}
+            FromKernel::FlowHits { .. } | FromKernel::MeterCounts { .. } | FromKernel::P4Counts(_) => {}
         }
     }
 

@@ -1,0 +1,402 @@
+//! A P4 program in the kernel (issue 36, item 2): the object `p4::ebpf` generates for it,
+//! compiled by clang when the switch starts, and its maps kept in step with the software
+//! target's tables, groups and registers. Its `p4_tc` / `p4_xdp` programs take the ports in place
+//! of the megaflow programs (the fast path's own object still gives the switch its port and
+//! upcall bookkeeping); a frame the kernel cannot decide goes up as a miss does, and userspace
+//! runs it through the same program.
+//!
+//! The software target stays the truth for what a control plane writes: every change moves its
+//! generation, and the kernel's tables, defaults, groups and registers are written again from
+//! it. The kernel is the truth for what its frames count: hits, counters, registers and the
+//! ports' traffic come back at each harvest ([`forwarding::P4Counts`]). Accounts (AFDX policing)
+//! live in the kernel only.
+
+#[cfg(feature = "p4")]
+mod imp {
+    use std::collections::{BTreeMap, HashMap};
+    use std::io;
+
+    use forwarding::P4Counts;
+    use p4::ebpf::{self as gen, Generated, TableKind};
+    use p4::run::Switch as Program;
+
+    use crate::ebpf::{Map, Object};
+
+    /// `p4_stats` slots (kind × 5 + reason) the switch reports: forwarded, and dropped by the
+    /// software target's names for why.
+    const FORWARDED: u32 = 5;
+    const DROPS: [(&str, u32); 3] = [("parser_rejected", 1), ("program_dropped", 2), ("no_egress_port", 3)];
+    const STATS: u32 = 16;
+
+    /// The program's object and what was last written to, and read from, its maps.
+    pub struct P4Kernel {
+        obj: Object,
+        gen: Generated,
+        /// The software target's generation last written.
+        written: Option<u64>,
+        /// Per table, the (key, value) pairs last written: a table that did not change is not
+        /// written again (and its hits keep their entries).
+        tables: Vec<Vec<(Vec<u8>, Vec<u8>)>>,
+        defaults: Vec<Vec<u8>>,
+        groups: BTreeMap<u32, Vec<u8>>,
+        /// Port → interface the kernel sends on, and each group's broadcast set (XDP), as written.
+        egress: BTreeMap<u32, u32>,
+        /// The software target's generation the broadcast sets were computed at.
+        egress_at: Option<u64>,
+        fanouts: (BTreeMap<u32, u32>, Vec<Vec<u32>>),
+        /// What the counting maps held at the last harvest, by map and cell.
+        seen: HashMap<(String, u32), [u64; 4]>,
+        /// Each register cell as the kernel and the software target last agreed on it: a cell
+        /// the control plane changed since is written here, one the kernel's frames changed goes
+        /// back.
+        registers: HashMap<(String, usize), u128>,
+        /// Ports whose traffic the kernel counts (`p4_port_counts` has their cells).
+        counted_ports: Vec<u32>,
+    }
+
+    fn map<'o>(obj: &'o Object, name: &str) -> io::Result<&'o Map> {
+        obj.map(name).map_err(|e| io::Error::new(e.kind(), format!("the P4 program's map {name}: {e}")))
+    }
+
+    fn sum(per_cpu: &[Vec<u8>]) -> [u64; 4] {
+        let mut s = [0u64; 4];
+        for cpu in per_cpu {
+            for (i, n) in s.iter_mut().enumerate() {
+                if let Some(b) = cpu.get(8 * i..8 * i + 8) {
+                    *n += u64::from_ne_bytes(b.try_into().unwrap());
+                }
+            }
+        }
+        s
+    }
+
+    impl P4Kernel {
+        /// The program generated, compiled and loaded. InvalidInput where it does not fit the
+        /// kernel back end (what does not, by name), NotFound where there is no clang.
+        pub fn build(program: &Program) -> io::Result<P4Kernel> {
+            let (ast, checked) = program.program();
+            let gen = gen::generate(ast, checked)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("does not fit the kernel: {e}")))?;
+            let elf = crate::ebpf::clang::compile("p4", &gen.c)?;
+            let obj = Object::load(&elf)?;
+            Ok(P4Kernel::with_object(obj, gen))
+        }
+
+        /// An object already loaded from `gen`'s C.
+        pub fn with_object(obj: Object, gen: Generated) -> P4Kernel {
+            P4Kernel {
+                obj,
+                gen,
+                written: None,
+                tables: Vec::new(),
+                defaults: Vec::new(),
+                groups: BTreeMap::new(),
+                egress: BTreeMap::new(),
+                egress_at: None,
+                fanouts: Default::default(),
+                seen: HashMap::new(),
+                registers: HashMap::new(),
+                counted_ports: Vec::new(),
+            }
+        }
+
+        pub fn object(&self) -> &Object {
+            &self.obj
+        }
+
+        /// Interface `ifindex` is switch port `no`, whose frames go up tagged `tag` (TC).
+        pub fn register_port(&mut self, no: u32, ifindex: u32, tag: u16) -> io::Result<()> {
+            let v = [no.to_ne_bytes(), (tag as u32).to_ne_bytes()].concat();
+            map(&self.obj, "p4_ports")?.update(&ifindex.to_ne_bytes(), &v)?;
+            if !self.counted_ports.contains(&no) {
+                let counts = map(&self.obj, "p4_port_counts")?;
+                counts.update(&no.to_ne_bytes(), &vec![0u8; 32 * crate::ebpf::possible_cpus()?])?;
+                self.counted_ports.push(no);
+            }
+            Ok(())
+        }
+
+        pub fn forget_interface(&self, ifindex: u32) {
+            if let Ok(m) = map(&self.obj, "p4_ports") {
+                let _ = m.delete(&ifindex.to_ne_bytes());
+            }
+        }
+
+        /// Where TC sends frames up (0: into the stack, as a test run leaves them).
+        pub fn set_upcall(&self, ifindex: u32) -> io::Result<()> {
+            map(&self.obj, "p4_config")?.update(&0u32.to_ne_bytes(), &(ifindex as u64).to_ne_bytes())
+        }
+
+        /// While `stale`, every frame goes up (the tables here are not the control plane's).
+        pub fn set_stale(&self, stale: bool) -> io::Result<()> {
+            map(&self.obj, "p4_config")?.update(&1u32.to_ne_bytes(), &(stale as u64).to_ne_bytes())
+        }
+
+        /// Whether the software target changed since it was last written.
+        pub fn behind(&self, program: &Program) -> bool {
+            self.written != Some(program.generation())
+        }
+
+        /// The ports the kernel may send on (port → interface; the others' frames go up), and
+        /// under XDP the groups' broadcast sets: each group of several ports, all of them in
+        /// `egress`, gets one of `p4::ebpf::FANOUTS` DEVMAPs (groups of the same interfaces share
+        /// one); the others go up.
+        pub fn set_egress(&mut self, program: &Program, egress: &BTreeMap<u32, u32>, xdp: bool) -> io::Result<()> {
+            if self.egress_at == Some(program.generation()) && self.egress == *egress {
+                return Ok(());
+            }
+            self.egress_at = Some(program.generation());
+            let m = map(&self.obj, "p4_ifindex")?;
+            for port in self.egress.keys().filter(|p| !egress.contains_key(p)) {
+                m.delete(&port.to_ne_bytes())?;
+            }
+            for (port, ifindex) in egress {
+                if self.egress.get(port) != Some(ifindex) {
+                    m.update(&port.to_ne_bytes(), &ifindex.to_ne_bytes())?;
+                }
+            }
+            self.egress = egress.clone();
+            let mut by_group = BTreeMap::new();
+            let mut sets: Vec<Vec<u32>> = Vec::new();
+            for id in program.group_ids() {
+                let ports = program.group(id).unwrap_or_default();
+                if !xdp || ports.len() < 2 || ports.len() > gen::GROUP_MAX {
+                    continue;
+                }
+                let Some(mut set) = ports.iter().map(|p| egress.get(p).copied()).collect::<Option<Vec<u32>>>() else {
+                    continue;
+                };
+                set.sort_unstable();
+                let slot = match sets.iter().position(|s| *s == set) {
+                    Some(at) => at,
+                    None if sets.len() < gen::FANOUTS => {
+                        sets.push(set);
+                        sets.len() - 1
+                    }
+                    None => continue,
+                };
+                by_group.insert(id as u32, slot as u32 + 1);
+            }
+            if (&by_group, &sets) == (&self.fanouts.0, &self.fanouts.1) {
+                return Ok(());
+            }
+            let groups = map(&self.obj, "p4_group_fanout")?;
+            for id in self.fanouts.0.keys().filter(|g| !by_group.contains_key(g)) {
+                groups.delete(&id.to_ne_bytes())?;
+            }
+            for (slot, set) in sets.iter().enumerate() {
+                let devmap = map(&self.obj, &format!("p4_fanout_{slot}"))?;
+                for i in 0..gen::GROUP_MAX as u32 {
+                    match set.get(i as usize) {
+                        Some(ifindex) => devmap.update(&i.to_ne_bytes(), &ifindex.to_ne_bytes())?,
+                        None => {
+                            devmap.delete(&i.to_ne_bytes())?;
+                        }
+                    }
+                }
+            }
+            for (id, slot) in &by_group {
+                groups.update(&id.to_ne_bytes(), &slot.to_ne_bytes())?;
+            }
+            self.fanouts = (by_group, sets);
+            Ok(())
+        }
+
+        /// Writes what the software target holds: every table that changed (its entries' hits
+        /// start again from zero, as the entries' indexes may have moved: harvest first), the
+        /// default actions, the groups and the registers. A write that fails is not tried again
+        /// until the next change.
+        pub fn write(&mut self, program: &Program) -> io::Result<()> {
+            self.written = Some(program.generation());
+            self.write_all(program)
+        }
+
+        fn write_all(&mut self, program: &Program) -> io::Result<()> {
+            let g = &self.gen;
+            self.tables.resize(g.tables.len(), Vec::new());
+            self.defaults.resize(g.tables.len(), Vec::new());
+            for (ti, t) in g.tables.iter().enumerate() {
+                let entries = program.entries(&t.target).unwrap_or_default();
+                let mut pairs = Vec::with_capacity(entries.len());
+                for (i, e) in entries.iter().enumerate() {
+                    let value = gen::table_value(t, &e.action, i as u32, &e.args, g.max_args).ok_or_else(|| {
+                        io::Error::new(io::ErrorKind::InvalidInput, format!("{}: action {}", t.target, e.action))
+                    })?;
+                    let pair = match t.kind {
+                        TableKind::Scan => ((i as u32).to_ne_bytes().to_vec(), gen::scan_entry(t, &e.keys, e.priority, &value)),
+                        _ => (
+                            gen::table_key(t, &e.keys).ok_or_else(|| {
+                                io::Error::new(io::ErrorKind::InvalidInput, format!("{}: a key the kernel cannot hold", t.target))
+                            })?,
+                            value,
+                        ),
+                    };
+                    pairs.push(pair);
+                }
+                if pairs.len() > t.size {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("{}: {} entries, the kernel holds {}", t.target, pairs.len(), t.size),
+                    ));
+                }
+                if pairs != self.tables[ti] {
+                    let m = map(&self.obj, &t.map)?;
+                    for (key, _) in &self.tables[ti] {
+                        if t.kind == TableKind::Scan {
+                            if !pairs.iter().any(|(k, _)| k == key) {
+                                m.update(key, &vec![0u8; m.value_size as usize])?;
+                            }
+                        } else if !pairs.iter().any(|(k, _)| k == key) {
+                            m.delete(key)?;
+                        }
+                    }
+                    for (key, value) in &pairs {
+                        m.update(key, value)?;
+                    }
+                    let hits = map(&self.obj, &t.hits_map)?;
+                    let zero = vec![0u8; 16 * crate::ebpf::possible_cpus()?];
+                    for i in 0..self.tables[ti].len().max(pairs.len()) as u32 {
+                        hits.update(&i.to_ne_bytes(), &zero)?;
+                        self.seen.remove(&(t.hits_map.clone(), i));
+                    }
+                    self.tables[ti] = pairs;
+                }
+                if let Some((action, args)) = program.default_action(&t.target) {
+                    let v = gen::table_value(t, action, 0, args, g.max_args).unwrap_or_default();
+                    if v != self.defaults[ti] {
+                        map(&self.obj, "p4_defaults")?.update(&t.number.to_ne_bytes(), &v)?;
+                        self.defaults[ti] = v;
+                    }
+                }
+            }
+            let mut groups = BTreeMap::new();
+            for id in program.group_ids() {
+                let ports = program.group(id).unwrap_or_default();
+                let mut v = (ports.len().min(gen::GROUP_MAX) as u32).to_ne_bytes().to_vec();
+                for i in 0..gen::GROUP_MAX {
+                    v.extend_from_slice(&ports.get(i).copied().unwrap_or(0).to_ne_bytes());
+                }
+                groups.insert(id as u32, v);
+            }
+            let m = map(&self.obj, "p4_groups")?;
+            for id in self.groups.keys().filter(|id| !groups.contains_key(id)) {
+                m.delete(&id.to_ne_bytes())?;
+            }
+            for (id, v) in &groups {
+                if self.groups.get(id) != Some(v) {
+                    m.update(&id.to_ne_bytes(), v)?;
+                }
+            }
+            self.groups = groups;
+            for (name, map_name, cells) in &self.gen.registers {
+                let m = map(&self.obj, map_name)?;
+                for i in 0..*cells {
+                    let v = program.register(name, i).unwrap_or(0);
+                    let agreed = self.registers.entry((name.clone(), i)).or_insert(0);
+                    if *agreed != v {
+                        m.update(&(i as u32).to_ne_bytes(), &(v as u64).to_ne_bytes())?;
+                        *agreed = v;
+                    }
+                }
+            }
+            Ok(())
+        }
+
+        /// The growth of a counting map's cell since the last harvest.
+        fn delta(&mut self, map_name: &str, cell: u32) -> [u64; 4] {
+            let Ok(per_cpu) = map(&self.obj, map_name).and_then(|m| m.lookup_percpu(&cell.to_ne_bytes())) else {
+                return [0; 4];
+            };
+            let now = sum(&per_cpu);
+            let before = self.seen.insert((map_name.to_string(), cell), now).unwrap_or_default();
+            // Other CPUs count while they are read: never assume a cell went back.
+            std::array::from_fn(|i| now[i].saturating_sub(before[i]))
+        }
+
+        /// What the kernel counted since the last harvest, for the mode, and per port (rx
+        /// packets, rx bytes, tx packets, tx bytes), for the ports' counters.
+        pub fn harvest(&mut self, program: &Program) -> (P4Counts, Vec<(u32, [u64; 4])>) {
+            let mut c = P4Counts::default();
+            for (ti, t) in self.gen.tables.clone().iter().enumerate() {
+                for i in 0..self.tables.get(ti).map_or(0, Vec::len) {
+                    let [p, b, ..] = self.delta(&t.hits_map, i as u32);
+                    if p > 0 {
+                        c.entries.push((t.target.clone(), i, p, b));
+                    }
+                }
+            }
+            for (name, map_name, cells) in self.gen.counters.clone() {
+                for i in 0..cells {
+                    let [p, b, ..] = self.delta(&map_name, i as u32);
+                    if p > 0 || b > 0 {
+                        c.counters.push((name.clone(), i, p, b));
+                    }
+                }
+            }
+            for (name, map_name, cells) in &self.gen.registers {
+                let Ok(m) = map(&self.obj, map_name) else { continue };
+                for i in 0..*cells {
+                    let agreed = self.registers.entry((name.clone(), i)).or_insert(0);
+                    // A cell the control plane changed is the kernel's to take, not to give back.
+                    if program.register(name, i).unwrap_or(0) != *agreed {
+                        continue;
+                    }
+                    if let Ok(Some(v)) = m.lookup(&(i as u32).to_ne_bytes()) {
+                        let v = u64::from_ne_bytes(v[..8].try_into().unwrap()) as u128;
+                        if v != *agreed {
+                            c.registers.push((name.clone(), i, v));
+                            *agreed = v;
+                        }
+                    }
+                }
+            }
+            let mut stats = [0u64; STATS as usize];
+            for (slot, n) in stats.iter_mut().enumerate() {
+                *n = self.delta("p4_stats", slot as u32)[0];
+            }
+            c.forwarded = stats[FORWARDED as usize];
+            c.dropped = DROPS.iter().map(|&(name, slot)| (name, stats[slot as usize])).collect();
+            let mut ports = Vec::new();
+            for no in self.counted_ports.clone() {
+                let d = self.delta("p4_port_counts", no);
+                c.copies += d[2];
+                if d != [0; 4] {
+                    ports.push((no, d));
+                }
+            }
+            (c, ports)
+        }
+
+        /// Frames the kernel sent up, by why: (the program's egress port has no interface the
+        /// kernel sends on, the frame does not fit the kernel's program), since start.
+        pub fn sent_up(&self) -> (u64, u64) {
+            let read = |slot: u32| {
+                map(&self.obj, "p4_stats").and_then(|m| m.lookup_percpu(&slot.to_ne_bytes())).map_or(0, |c| sum(&c)[0])
+            };
+            (read(2 * 5), read(2 * 5 + 4))
+        }
+    }
+}
+
+#[cfg(feature = "p4")]
+pub use imp::P4Kernel;
+
+/// Without the `p4` feature there is no P4 program to put in the kernel.
+#[cfg(not(feature = "p4"))]
+pub enum P4Kernel {}
+
+#[cfg(not(feature = "p4"))]
+impl P4Kernel {
+    pub fn object(&self) -> &crate::ebpf::Object {
+        match *self {}
+    }
+    pub fn register_port(&mut self, _: u32, _: u32, _: u16) -> std::io::Result<()> {
+        match *self {}
+    }
+    pub fn forget_interface(&self, _: u32) {
+        match *self {}
+    }
+    pub fn set_upcall(&self, _: u32) -> std::io::Result<()> {
+        match *self {}
+    }
+}
