@@ -140,13 +140,13 @@ def test_compile_writes_the_kernel_back_end_and_refuses_what_does_not_fit(tmp_pa
     assert r.returncode == 0, r.stderr
     elf = obj.read_bytes()
     assert elf[:4] == b"\x7fELF" and int.from_bytes(elf[18:20], "little") == 247, "an eBPF object (EM_BPF)"
-    metered = tmp_path / "metered.p4"
-    metered.write_text((EXAMPLES / "l2_switch.p4").read_text().replace(
+    wide = tmp_path / "wide.p4"
+    wide.write_text((EXAMPLES / "l2_switch.p4").read_text().replace(
         "direct_counter(CounterType.packets_and_bytes) dmac_hits;",
-        "direct_counter(CounterType.packets_and_bytes) dmac_hits;\n    meter(4, MeterType.packets) m;"))
-    r = subprocess.run([EDGEFLOW_BIN, "p4", "compile", str(metered)], capture_output=True, text=True, timeout=30)
+        "direct_counter(CounterType.packets_and_bytes) dmac_hits;\n    register<bit<72>>(4) wide;"))
+    r = subprocess.run([EDGEFLOW_BIN, "p4", "compile", str(wide)], capture_output=True, text=True, timeout=30)
     assert r.returncode == 1 and r.stderr.strip() == (
-        "edgeflow p4 compile: the meter extern (L2Ingress.m) does not fit the kernel back end (docs/p4.md); "
+        "edgeflow p4 compile: register L2Ingress.wide of 72 bits does not fit the kernel back end (docs/p4.md); "
         "the program runs in userspace"), r.stderr
 
 

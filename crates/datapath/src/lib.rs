@@ -60,8 +60,12 @@ pub fn privilege_hint(e: std::io::Error, needs: &[(&str, u32)]) -> std::io::Erro
 /// Where replies to one controller connection go (already encoded).
 pub type Replier = Arc<dyn Fn(Vec<u8>) + Send + Sync>;
 
-/// Work a control plane beside OpenFlow does on the forwarding mode ([`Command::WithMode`]).
-pub type ModeJob = Box<dyn FnOnce(&mut dyn forwarding::Mode) + Send>;
+/// Work a control plane beside OpenFlow does on the forwarding mode ([`Command::WithMode`]). It
+/// returns how to deliver its answer, which the forwarding thread calls once what the job
+/// changed is in the kernel too: a client told its write is done finds it in force.
+pub type ModeJob = Box<dyn FnOnce(&mut dyn forwarding::Mode) -> Deliver + Send>;
+/// A job's answer, delivered when its effects are (see [`ModeJob`]).
+pub type Deliver = Box<dyn FnOnce() + Send>;
 
 /// Requests to the forwarding thread.
 pub enum Command {

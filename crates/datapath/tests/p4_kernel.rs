@@ -129,6 +129,8 @@ struct Tally {
     no_port: usize,
     /// Frames XDP broadcast to a group.
     broadcast: usize,
+    /// Frames forwarded on queue 1 (the metered test's yellow).
+    yellow: usize,
     frames: usize,
 }
 
@@ -178,6 +180,7 @@ fn agree(k: &KernelVerdict, soft: &Result<Vec<p4::run::Output>, Dropped>, hook: 
             soft_ports.sort();
             kernel_ports.sort();
             assert_eq!(kernel_ports, soft_ports, "ports: {frame:02x?}");
+            tally.yellow += outputs.first().is_some_and(|o| o.queue == 1) as usize;
             for o in &outputs {
                 assert_eq!(k.queue, o.queue as u32, "queue: {frame:02x?}");
                 assert_eq!(k.data, o.frame, "bytes out of port {}: {frame:02x?}", o.port);
@@ -397,4 +400,64 @@ fn the_afdx_switch_filters_and_polices_in_the_kernel_as_in_software() {
     }
     let total: u64 = policed.iter().map(|c| c.0).sum();
     assert!(total > 500, "{total} frames policed");
+}
+
+/// The L2 switch with both kinds of meter (RFC 2698 two-rate three-colour): a direct meter on
+/// the MAC table, in bytes, whose red drops the frame, and a meter per ingress port, in packets,
+/// whose yellow lowers the frame to queue 1 and whose red drops it. Colours depend on when each
+/// frame came, so the software target runs each at the kernel's stamp, as the AFDX test does.
+#[test]
+fn meters_colour_in_the_kernel_as_in_software() {
+    if !ebpf::test_may_load_programs("the P4 kernel back end's differential test") {
+        return;
+    }
+    pin();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/p4/l2_switch.p4");
+    let metered = std::fs::read_to_string(path)
+        .unwrap()
+        .replace(
+            "    direct_counter(CounterType.packets_and_bytes) dmac_hits;\n",
+            "    direct_counter(CounterType.packets_and_bytes) dmac_hits;\n    \
+             direct_meter<bit<2>>(MeterType.bytes) dmac_meter;\n    meter(8, MeterType.packets) port_meter;\n    \
+             bit<2> dcolour;\n    bit<2> pcolour;\n",
+        )
+        .replace("        counters = dmac_hits;\n", "        counters = dmac_hits;\n        meters = dmac_meter;\n")
+        .replace(
+            "        dmac.apply();\n",
+            "        dmac.apply();\n        dmac_meter.read(dcolour);\n        if (dcolour == 2) {\n            \
+             mark_to_drop(standard_metadata);\n        }\n        \
+             port_meter.execute_meter(standard_metadata.ingress_port, pcolour);\n        if (pcolour == 1) {\n            \
+             standard_metadata.priority = 1;\n        }\n        if (pcolour == 2) {\n            \
+             mark_to_drop(standard_metadata);\n        }\n",
+        );
+    assert!(metered.contains("meters = dmac_meter;") && metered.contains("execute_meter"), "the example changed");
+    let (program, checked) = p4::front_end("metered_l2.p4", &metered).unwrap_or_else(|e| panic!("{e}"));
+    let g = generate(&program, &checked).unwrap_or_else(|e| panic!("{e}"));
+    let mut sw = Switch::new(program, checked).unwrap();
+    let hosts: [[u8; 6]; 3] = [[2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 3]];
+    let table = "L2Ingress.dmac";
+    for (i, h) in hosts.iter().enumerate().take(2) {
+        let keys = vec![Match::Exact(0), Match::Exact(mac(*h))];
+        sw.insert(table, keys.clone(), "forward", vec![i as u128 + 1], 0).unwrap();
+        // 20 kB/s committed and 40 kB/s peak, bursts of 2 and 4 frames of 60 bytes.
+        sw.set_entry_meter(table, &keys, 0, [20_000, 120, 40_000, 240]).unwrap();
+    }
+    for port in 1..=3 {
+        sw.set_meter("L2Ingress.port_meter", port, 2_000, 3, 4_000, 6).unwrap();
+    }
+    sw.set_group(1, vec![1, 2, 3]);
+    let out = DownVeth::new("m");
+    let k = load("metered", g.clone(), &sw, &out);
+    let mut tally = Tally::default();
+    let mut rng = Rng(0x3e7e_5eed_0000_0001);
+    for n in 0..3000 {
+        // Bursts and pauses, so that buckets are spent and fill again.
+        if n % 40 == 0 {
+            std::thread::sleep(std::time::Duration::from_millis(rng.next() % 4));
+        }
+        let f = udp4(rng.pick(&hosts), rng.pick(&hosts), [10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 60);
+        compare(k.object(), &mut sw, &f, (rng.next() % 3) as u32 + 1, &mut tally);
+    }
+    println!("{tally:?}");
+    assert!(tally.forwarded > 300 && tally.program > 300 && tally.yellow > 50, "every colour: {tally:?}");
 }

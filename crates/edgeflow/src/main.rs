@@ -358,8 +358,10 @@ fn p4runtime_service(s: &Settings, handle: datapath::SwitchHandle) -> p4runtime:
         fn run(&self, job: p4runtime::Job) {
             self.0.send(Command::WithMode(Box::new(move |mode| {
                 let p4 = mode.as_any_mut().and_then(|m| m.downcast_mut::<forwarding::p4::P4Mode>());
-                if let Some(p4) = p4 {
-                    job(p4.switch_mut());
+                match p4 {
+                    Some(p4) => job(p4.switch_mut()),
+                    // Dropped unrun: the request fails as UNAVAILABLE.
+                    None => Box::new(|| ()),
                 }
             })));
         }

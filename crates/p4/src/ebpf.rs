@@ -15,8 +15,9 @@
 //! then the earliest); actions of assignments, arithmetic, slices, `if`, `mark_to_drop`, counters
 //! and registers; a deparser that writes back in place the headers the parser read (checked as
 //! the frame goes: one that would not is sent up). Multicast copies leave unchanged by egress.
-//! AFDX accounts run as the fast path's do, shared by every CPU without a lock; meters (two
-//! buckets updated together) are for the next step.
+//! AFDX accounts run as the fast path's do, shared by every CPU without a lock, and so do meters:
+//! each of a cell's two buckets is one word taken by compare-and-swap, with the software target's
+//! arithmetic (`p4::run::take`).
 //!
 //! The generated program keeps its state (a copy of the frame's first 256 bytes, the headers,
 //! metadata and the control's variables) in a per-CPU map, not on the 512-byte stack, and
@@ -75,6 +76,8 @@ pub struct KernelTable {
     pub actions: Vec<String>,
     /// Entries the kernel holds at most.
     pub size: usize,
+    /// Its direct meter (`meters = ...`), a cell per entry index.
+    pub meter: Option<KernelMeter>,
 }
 
 /// The program as C, and the maps a control plane fills.
@@ -89,8 +92,30 @@ pub struct Generated {
     /// AFDX accounts: (`Block.name`, map, cells). A cell is the account's one word (see
     /// `p4_conforms`): 0 is a full account.
     pub accounts: Vec<(String, String, usize)>,
+    /// Indirect meters.
+    pub meters: Vec<KernelMeter>,
     /// The most action data an entry carries (the value's `args`).
     pub max_args: usize,
+}
+
+/// A meter's cells in the kernel: their rates (`meter_rates`), which the control plane writes,
+/// and their two bucket words (committed, peak: `p4::run::take`), which the kernel's frames
+/// change; a zeroed word is a full bucket. A table's direct meter has a cell per entry index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelMeter {
+    /// `Block.name`.
+    pub name: String,
+    pub rates_map: String,
+    pub words_map: String,
+    pub cells: usize,
+    /// Counts bytes (MeterType.bytes), else packets.
+    pub bytes: bool,
+}
+
+/// A meter cell's rates as the kernel reads them: committed rate and burst, peak rate and
+/// burst; zeros for a cell the control plane has not set (everything green).
+pub fn meter_rates(rates: Option<[u64; 4]>) -> Vec<u8> {
+    rates.unwrap_or_default().iter().flat_map(|r| r.to_ne_bytes()).collect()
 }
 
 /// A table value as the kernel reads it: action id, entry index, then `max_args` data words.
@@ -195,6 +220,9 @@ struct Gen<'a> {
     counters: Vec<(String, String, usize)>,
     registers: Vec<(String, String, usize)>,
     accounts: Vec<(String, String, usize)>,
+    meters: Vec<KernelMeter>,
+    /// Direct meters: (`Block.name`, counts bytes).
+    direct_meters: Vec<(String, bool)>,
     /// Direct counters, by `Block.name`: their tables count every entry's hits anyway.
     direct: Vec<String>,
     /// The run's members holding where each header instance was read (`r->at_hdr_f_ipv4`).
@@ -235,6 +263,8 @@ pub fn generate(program: &Program, checked: &Checked) -> R<Generated> {
         counters: Vec::new(),
         registers: Vec::new(),
         accounts: Vec::new(),
+        meters: Vec::new(),
+        direct_meters: Vec::new(),
         direct: Vec::new(),
         headers: Vec::new(),
         block: String::new(),
@@ -251,6 +281,7 @@ pub fn generate(program: &Program, checked: &Checked) -> R<Generated> {
         counters: g.counters,
         registers: g.registers,
         accounts: g.accounts,
+        meters: g.meters,
         max_args: g.max_args,
     })
 }
@@ -645,6 +676,24 @@ impl<'a> Gen<'a> {
                     if self.direct.contains(&key) {
                         return Ok(String::new()); // the table counts its entries' hits
                     }
+                    if let Some(m) = self.meters.iter().find(|m| m.name == key).cloned() {
+                        if method != "execute_meter" {
+                            return Err(no(format!("{key}.{method}")));
+                        }
+                        let (i, _) = self.expr(&args[0])?;
+                        let units = if m.bytes { "r->sm.f_packet_length" } else { "1" };
+                        let colour = format!(
+                            "p4_meter(&{}, &{}, {}, {i}, {units}, r->sm.f_timestamp)",
+                            m.rates_map, m.words_map, m.cells
+                        );
+                        return self.assign(&args[1], &colour);
+                    }
+                    if self.direct_meters.iter().any(|(k, _)| *k == key) {
+                        if method != "read" {
+                            return Err(no(format!("{key}.{method}")));
+                        }
+                        return self.assign(&args[0], &format!("r->dm_{}", ident(&key)));
+                    }
                     if let Some((_, map, cells)) = self.registers.iter().find(|c| c.0 == key).cloned() {
                         return match method {
                             "read" => {
@@ -786,6 +835,20 @@ impl<'a> Gen<'a> {
                             self.counters.push((key, map, size));
                         }
                         "direct_counter" => self.direct.push(key),
+                        "meter" | "direct_meter" => {
+                            let kind_at = if t.text == "meter" { 1 } else { 0 };
+                            let bytes = matches!(i.args.get(kind_at).map(|a| &a.kind), Some(ExprKind::Member(_, m)) if m.text == "bytes");
+                            if t.text == "direct_meter" {
+                                let _ = writeln!(self.run_members, "\t__u64 dm_{};", ident(&key));
+                                self.direct_meters.push((key, bytes));
+                            } else {
+                                let (rates_map, words_map) = (format!("p4_mr_{}", ident(&key)), format!("p4_mw_{}", ident(&key)));
+                                let n = size.max(1);
+                                let _ = writeln!(self.out, "EF_MAP({rates_map}, BPF_MAP_TYPE_ARRAY, 4, sizeof(struct p4_meter_rates), {n});");
+                                let _ = writeln!(self.out, "EF_MAP({words_map}, BPF_MAP_TYPE_ARRAY, 4, sizeof(struct p4_meter_words), {n});");
+                                self.meters.push(KernelMeter { name: key, rates_map, words_map, cells: size, bytes });
+                            }
+                        }
                         "afdx_account" => {
                             let _ = writeln!(self.out, "EF_MAP({map}, BPF_MAP_TYPE_ARRAY, 4, 8, {});", size.max(1));
                             self.accounts.push((key, map, size));
@@ -898,7 +961,16 @@ impl<'a> Gen<'a> {
             self.max_args = self.max_args.max(max_args);
             let map = format!("p4_t_{}", ident(&target));
             let hits_map = format!("p4_h_{}", ident(&target));
-            let kt = KernelTable { target: target.clone(), number, map, hits_map, kind, keys, actions, size };
+            let meter = t.properties.iter().find(|(p, _)| p.text == "meters").and_then(|(_, e)| match &e.kind {
+                ExprKind::Name(n) => Some(format!("{block}.{n}")),
+                _ => None,
+            });
+            let meter = meter.map(|name| {
+                let bytes = self.direct_meters.iter().any(|(k, b)| *k == name && *b);
+                let t = ident(&target);
+                KernelMeter { name, rates_map: format!("p4_dmr_{t}"), words_map: format!("p4_dmw_{t}"), cells: size, bytes }
+            });
+            let kt = KernelTable { target: target.clone(), number, map, hits_map, kind, keys, actions, size, meter };
             self.tables.push(kt);
             self.table_keys.push(key_c);
         }
@@ -1085,6 +1157,65 @@ static __always_inline __u64 p4_conforms(void *map, __u64 cells, __u64 index, __
 	return 0;
 }
 
+/* A meter cell: its rates as the control plane set them (zeros: not set, everything green), and
+ * its two token buckets, one word each, taken by compare-and-swap as the accounts are. A word
+ * holds the instant its bucket was (or would have been) empty, plus P4_BUCKET_OFFSET, so that a
+ * zeroed word is a full bucket; tokens are unit x ns, a rate adding `rate` per ns. The software
+ * target does the same arithmetic (`p4::run::take`). */
+struct p4_meter_rates {
+	__u64 cir;
+	__u64 cburst;
+	__u64 pir;
+	__u64 pburst;
+};
+
+struct p4_meter_words {
+	__u64 committed;
+	__u64 peak;
+};
+
+#define P4_NS 1000000000ULL
+#define P4_BUCKET_OFFSET (1ULL << 62)
+
+static __always_inline int p4_bucket_take(__u64 *word, __u64 now, __u64 rate, __u64 cap, __u64 cost)
+{
+	for (int i = 0; i < 4; i++) {
+		__u64 old = *word;
+		__s64 since = (__s64)(now + P4_BUCKET_OFFSET - old);
+		__u64 since_empty = since < 0 ? 0 : (__u64)since;
+		__u64 tokens = since_empty > cap / rate ? cap : since_empty * rate;
+		if (tokens > cap)
+			tokens = cap;
+		if (tokens < cost)
+			return 0;
+		if (__sync_val_compare_and_swap(word, old, now + P4_BUCKET_OFFSET - (tokens - cost) / rate) == old)
+			return 1;
+	}
+	return 0;
+}
+
+/* RFC 2698, colour-blind: 2 (red) where the peak bucket lacks the units, 1 (yellow) where the
+ * committed one does, else 0 (green). */
+static __always_inline __u64 p4_meter(void *rates_map, void *words_map, __u64 cells, __u64 index, __u64 units,
+				      __u64 now)
+{
+	__u32 k = index;
+	struct p4_meter_rates *m;
+	struct p4_meter_words *w;
+	if (index >= cells)
+		return 0;
+	m = bpf_map_lookup_elem(rates_map, &k);
+	w = bpf_map_lookup_elem(words_map, &k);
+	if (!m || !w || !m->cir || !m->pir)
+		return 0;
+	__u64 cost = units * P4_NS;
+	if (!p4_bucket_take(&w->peak, now, m->pir, m->pburst * P4_NS, cost))
+		return 2;
+	if (!p4_bucket_take(&w->committed, now, m->cir, m->cburst * P4_NS, cost))
+		return 1;
+	return 0;
+}
+
 static __always_inline void p4_count(void *map, __u64 index, __u64 cells, __u64 len)
 {
 	__u32 k = index;
@@ -1249,9 +1380,22 @@ impl Gen<'_> {
             "EF_MAP({}, BPF_MAP_TYPE_PERCPU_ARRAY, 4, sizeof(struct p4_cells), {});",
             t.hits_map, t.size
         );
+        // A hit marks the entry's cell of the table's direct meter; a miss reads green.
+        let (mut marked, mut missed) = (String::new(), String::new());
+        if let Some(m) = &t.meter {
+            let _ = writeln!(self.out, "EF_MAP({}, BPF_MAP_TYPE_ARRAY, 4, sizeof(struct p4_meter_rates), {});", m.rates_map, t.size);
+            let _ = writeln!(self.out, "EF_MAP({}, BPF_MAP_TYPE_ARRAY, 4, sizeof(struct p4_meter_words), {});", m.words_map, t.size);
+            let units = if m.bytes { "r->sm.f_packet_length" } else { "1" };
+            let colour = format!("r->dm_{}", ident(&m.name));
+            marked = format!(
+                "\t\t{colour} = p4_meter(&{}, &{}, {}, v->index, {units}, r->sm.f_timestamp);\n",
+                m.rates_map, m.words_map, t.size
+            );
+            missed = format!("\t\t{colour} = 0;\n");
+        }
         let _ = writeln!(
             s,
-            "\tr->hit = v != 0;\n\tif (v) {{\n\t\tp4_count(&{}, v->index, {}, r->sm.f_packet_length);\n\t}} else {{\n\t\tv = bpf_map_lookup_elem(&p4_defaults, &tn);\n\t\tif (!v) {{\n\t\t\tr->action_run = 0;\n\t\t\treturn;\n\t\t}}\n\t}}",
+            "\tr->hit = v != 0;\n\tif (v) {{\n\t\tp4_count(&{}, v->index, {}, r->sm.f_packet_length);\n{marked}\t}} else {{\n{missed}\t\tv = bpf_map_lookup_elem(&p4_defaults, &tn);\n\t\tif (!v) {{\n\t\t\tr->action_run = 0;\n\t\t\treturn;\n\t\t}}\n\t}}",
             t.hits_map, t.size
         );
         s += "\tr->action_run = v->action;\n\tswitch (v->action) {\n";

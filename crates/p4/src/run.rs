@@ -1214,7 +1214,7 @@ impl Switch {
                 e.packets += 1;
                 e.bytes += cx.length;
                 if let Some((key, bytes)) = &state.meter {
-                    let units = if *bytes { cx.length as u128 } else { 1 };
+                    let units = if *bytes { cx.length } else { 1 };
                     self.direct_colours.insert(key.clone(), e.meter.mark(units, cx.now));
                 }
                 (true, e.action.clone(), e.args.clone())
@@ -1347,7 +1347,7 @@ impl Switch {
             // execute_meter(index, out colour): RFC 2698's two-rate three-colour marker, colour
             // blind: red over the peak rate, yellow over the committed one, else green. A meter
             // the control plane has not set marks everything green.
-            let units = if meter.bytes { cx.length as u128 } else { 1 };
+            let units = if meter.bytes { cx.length } else { 1 };
             let colour = meter.cells.get_mut(values[0].as_u128() as usize).map_or(GREEN, |c| c.mark(units, cx.now));
             self.assign(cx, &args[1], Value::Number(colour as i128))?;
             return Ok(Value::Void);
@@ -1570,7 +1570,28 @@ const GREEN: u8 = 0;
 const YELLOW: u8 = 1;
 const RED: u8 = 2;
 /// Tokens are kept in unit·ns: a rate in units per second adds `rate` per nanosecond.
-const NS: u128 = 1_000_000_000;
+const NS: u64 = 1_000_000_000;
+/// The most a meter's rate (units per second) and burst (units) may be, so that a bucket's
+/// arithmetic fits 64 bits (`take`).
+pub const METER_RATE_MAX: u64 = 1 << 40;
+pub const METER_BURST_MAX: u64 = 1_000_000_000;
+/// A bucket word holds the instant its bucket was (or would have been) empty, plus this: 0, a
+/// map cell's first value, then reads as an empty instant long past, a full bucket.
+const BUCKET_OFFSET: u64 = 1 << 62;
+
+/// Takes `cost` unit·ns from the token bucket whose one word is `word` (see `BUCKET_OFFSET`),
+/// filling at `rate` unit·ns per ns up to `cap`, at `now` (ns); false, the word unchanged,
+/// where it holds less. The kernel back end does exactly this, the word taken by
+/// compare-and-swap (`p4_bucket_take` in `ebpf.rs`), so that both targets colour alike.
+pub fn take(word: &mut u64, now: u64, rate: u64, cap: u64, cost: u64) -> bool {
+    let since_empty = (now.wrapping_add(BUCKET_OFFSET).wrapping_sub(*word) as i64).max(0) as u64;
+    let tokens = if since_empty > cap / rate { cap } else { (since_empty * rate).min(cap) };
+    if tokens < cost {
+        return false;
+    }
+    *word = now.wrapping_add(BUCKET_OFFSET).wrapping_sub((tokens - cost) / rate);
+    true
+}
 
 struct Meter {
     /// Counts bytes (MeterType.bytes), else packets.
@@ -1582,39 +1603,34 @@ struct Meter {
 struct MeterCell {
     /// Committed rate and burst, peak rate and burst; None: not set, everything green.
     rates: Option<[u64; 4]>,
-    /// Committed and peak buckets, in unit·ns.
-    tokens: [u128; 2],
-    at: Option<u64>,
+    /// The committed and the peak bucket, one word each (`take`).
+    words: [u64; 2],
 }
 
 impl MeterCell {
     /// A cell with these rates (`what` names it in the error), its buckets full.
     fn new(what: &str, [cir, cburst, pir, pburst]: [u64; 4]) -> Result<MeterCell, String> {
-        if pir < cir || pburst == 0 || cburst == 0 {
-            return Err(format!("{what}: the peak rate is at least the committed one, and both bursts above 0"));
+        if pir < cir || cir == 0 || pburst == 0 || cburst == 0 {
+            return Err(format!("{what}: the peak rate is at least the committed one, and both rates and bursts above 0"));
         }
-        Ok(MeterCell {
-            rates: Some([cir, cburst, pir, pburst]),
-            tokens: [cburst as u128 * NS, pburst as u128 * NS],
-            at: None,
-        })
+        if pir > METER_RATE_MAX || cburst.max(pburst) > METER_BURST_MAX {
+            return Err(format!(
+                "{what}: rates up to {METER_RATE_MAX} and bursts up to {METER_BURST_MAX} units (per second)"
+            ));
+        }
+        Ok(MeterCell { rates: Some([cir, cburst, pir, pburst]), words: [0, 0] })
     }
 
-    fn mark(&mut self, units: u128, now: u64) -> u8 {
+    /// RFC 2698, colour-blind: red where the peak bucket lacks the frame's units (neither bucket
+    /// is charged), yellow where only the committed one does (the peak one is), else green.
+    fn mark(&mut self, units: u64, now: u64) -> u8 {
         let Some([cir, cburst, pir, pburst]) = self.rates else { return GREEN };
-        let elapsed = self.at.map_or(0, |at| now.saturating_sub(at)) as u128;
-        self.at = Some(now);
-        self.tokens[0] = (self.tokens[0] + elapsed * cir as u128).min(cburst as u128 * NS);
-        self.tokens[1] = (self.tokens[1] + elapsed * pir as u128).min(pburst as u128 * NS);
         let cost = units * NS;
-        if self.tokens[1] < cost {
+        if !take(&mut self.words[1], now, pir, pburst * NS, cost) {
             RED
-        } else if self.tokens[0] < cost {
-            self.tokens[1] -= cost;
+        } else if !take(&mut self.words[0], now, cir, cburst * NS, cost) {
             YELLOW
         } else {
-            self.tokens[0] -= cost;
-            self.tokens[1] -= cost;
             GREEN
         }
     }

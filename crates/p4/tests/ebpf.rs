@@ -62,18 +62,24 @@ EdgeflowSwitch(P(), I(), E(), D()) main;
     let (p, c) = p4::front_end("loop.p4", looping).unwrap_or_else(|e| panic!("{e}"));
     let e = generate(&p, &c).unwrap_err();
     assert!(e.starts_with("the parser loop through state start does not fit"), "{e}");
-    let metered = looping
+    let wide_register = looping
         .replace("control I(inout hs_t hdr, inout m_t meta, inout standard_metadata_t sm) { apply { } }",
                  "control I(inout hs_t hdr, inout m_t meta, inout standard_metadata_t sm) {
-    meter(4, MeterType.packets) m;
+    register<bit<72>>(4) r;
     apply { }
 }")
         .replace("0: start;", "0: accept;");
-    let (p, c) = p4::front_end("metered.p4", &metered).unwrap_or_else(|e| panic!("{e}"));
+    let (p, c) = p4::front_end("wide_register.p4", &wide_register).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         generate(&p, &c).unwrap_err(),
-        "the meter extern (I.m) does not fit the kernel back end (docs/p4.md); the program runs in userspace"
+        "register I.r of 72 bits does not fit the kernel back end (docs/p4.md); the program runs in userspace"
     );
+    // Meters fit: each cell's rates and its two bucket words, a map each.
+    let metered = wide_register.replace("register<bit<72>>(4) r;", "meter(4, MeterType.bytes) m;");
+    let (p, c) = p4::front_end("metered.p4", &metered).unwrap_or_else(|e| panic!("{e}"));
+    let g = generate(&p, &c).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(g.meters.len(), 1);
+    assert_eq!((g.meters[0].name.as_str(), g.meters[0].cells, g.meters[0].bytes), ("I.m", 4, true));
     let wide = looping.replace("bit<8> x;", "bit<8> x; bit<72> y;").replace("0: start;", "0: accept;");
     let (p, c) = p4::front_end("wide.p4", &wide).unwrap_or_else(|e| panic!("{e}"));
     assert!(generate(&p, &c).unwrap_err().starts_with("header field h_t.y of type Bit(72) does not fit"));

@@ -32,7 +32,10 @@ use crate::proto::p4::v1::p4_runtime_server::{P4Runtime, P4RuntimeServer};
 pub const API_VERSION: &str = "1.6.0";
 
 /// Work on the running program's state, run by the switch between frames.
-pub type Job = Box<dyn FnOnce(&mut Switch) + Send>;
+pub type Job = Box<dyn FnOnce(&mut Switch) -> Deliver + Send>;
+/// A job's answer, which the switch delivers once what the job changed is in force (in the
+/// kernel too, where the program runs there).
+pub type Deliver = Box<dyn FnOnce() + Send>;
 
 /// The switch a P4Runtime server serves.
 pub trait Device: Send + Sync + 'static {
@@ -159,7 +162,10 @@ impl Service {
     ) -> Result<R, Status> {
         let (tx, rx) = oneshot::channel();
         self.shared.device.run(Box::new(move |sw| {
-            let _ = tx.send(f(sw));
+            let answer = f(sw);
+            Box::new(move || {
+                let _ = tx.send(answer);
+            })
         }));
         rx.await.map_err(|_| Status::unavailable("the switch runs no P4 program now"))
     }

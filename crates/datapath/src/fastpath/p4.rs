@@ -50,6 +50,15 @@ mod imp {
         /// the control plane changed since is written here, one the kernel's frames changed goes
         /// back.
         registers: HashMap<(String, usize), u128>,
+        /// Each indirect meter cell's rates as last written (absent: zeros, not set).
+        meter_rates: HashMap<(String, usize), Vec<u8>>,
+        /// Per table with a direct meter, each entry's identity and its cell's rates as last
+        /// written, by entry index.
+        direct_meters: Vec<Vec<(String, Vec<u8>)>>,
+        write_failed: bool,
+        held_for_ports: bool,
+        /// What `p4_config[1]` holds, as last written.
+        stale_written: Option<bool>,
         /// Ports whose traffic the kernel counts (`p4_port_counts` has their cells).
         counted_ports: Vec<u32>,
     }
@@ -96,6 +105,11 @@ mod imp {
                 fanouts: Default::default(),
                 seen: HashMap::new(),
                 registers: HashMap::new(),
+                meter_rates: HashMap::new(),
+                direct_meters: Vec::new(),
+                write_failed: false,
+                held_for_ports: false,
+                stale_written: None,
                 counted_ports: Vec::new(),
             }
         }
@@ -127,9 +141,24 @@ mod imp {
             map(&self.obj, "p4_config")?.update(&0u32.to_ne_bytes(), &(ifindex as u64).to_ne_bytes())
         }
 
-        /// While `stale`, every frame goes up (the tables here are not the control plane's).
-        pub fn set_stale(&self, stale: bool) -> io::Result<()> {
-            map(&self.obj, "p4_config")?.update(&1u32.to_ne_bytes(), &(stale as u64).to_ne_bytes())
+        /// Whether every frame must go up: the tables here are not the control plane's (a write
+        /// failed), or some port sends from userspace only (`hold_for_ports`). Written when it
+        /// changes.
+        pub fn apply_stale(&mut self) -> io::Result<()> {
+            let stale = self.write_failed || self.held_for_ports;
+            if self.stale_written != Some(stale) {
+                map(&self.obj, "p4_config")?.update(&1u32.to_ne_bytes(), &(stale as u64).to_ne_bytes())?;
+                self.stale_written = Some(stale);
+            }
+            Ok(())
+        }
+
+        /// Some ports (`left_out`) send from userspace only; true when that changed.
+        pub fn hold_for_ports(&mut self, left_out: &[u32]) -> bool {
+            let held = !left_out.is_empty();
+            let changed = held != self.held_for_ports;
+            self.held_for_ports = held;
+            changed
         }
 
         /// Whether the software target changed since it was last written.
@@ -208,7 +237,9 @@ mod imp {
         /// until the next change.
         pub fn write(&mut self, program: &Program) -> io::Result<()> {
             self.written = Some(program.generation());
-            self.write_all(program)
+            let written = self.write_all(program);
+            self.write_failed = written.is_err();
+            written
         }
 
         fn write_all(&mut self, program: &Program) -> io::Result<()> {
@@ -269,6 +300,7 @@ mod imp {
                     }
                 }
             }
+            self.write_meters(program)?;
             let mut groups = BTreeMap::new();
             for id in program.group_ids() {
                 let ports = program.group(id).unwrap_or_default();
@@ -298,6 +330,64 @@ mod imp {
                         *agreed = v;
                     }
                 }
+            }
+            Ok(())
+        }
+
+        /// Meter cells whose rates the control plane set: their rates, and full buckets (as
+        /// `p4::run::Switch::set_meter` starts them). A table's direct meter cells follow their
+        /// entries: one that kept its place or moved keeps its buckets, one that came or whose
+        /// rates changed starts full.
+        fn write_meters(&mut self, program: &Program) -> io::Result<()> {
+            const FULL: [u8; 16] = [0; 16];
+            for m in &self.gen.meters {
+                let (rates_map, words_map) = (map(&self.obj, &m.rates_map)?, map(&self.obj, &m.words_map)?);
+                for i in 0..m.cells {
+                    let rates = gen::meter_rates(program.meter(&m.name, i).flatten());
+                    let at = (m.name.clone(), i);
+                    let unchanged = match self.meter_rates.get(&at) {
+                        Some(old) => *old == rates,
+                        None => rates.iter().all(|&b| b == 0),
+                    };
+                    if !unchanged {
+                        rates_map.update(&(i as u32).to_ne_bytes(), &rates)?;
+                        words_map.update(&(i as u32).to_ne_bytes(), &FULL)?;
+                        self.meter_rates.insert(at, rates);
+                    }
+                }
+            }
+            self.direct_meters.resize(self.gen.tables.len(), Vec::new());
+            for (ti, t) in self.gen.tables.iter().enumerate() {
+                let Some(m) = &t.meter else { continue };
+                let entries = program.entries(&t.target).unwrap_or_default();
+                let cells: Vec<(String, Vec<u8>)> = entries
+                    .iter()
+                    .map(|e| {
+                        let rates = program.entry_meter(&t.target, &e.keys, e.priority).flatten();
+                        (format!("{:?}/{}", e.keys, e.priority), gen::meter_rates(rates))
+                    })
+                    .collect();
+                if cells == self.direct_meters[ti] {
+                    continue;
+                }
+                let (rates_map, words_map) = (map(&self.obj, &m.rates_map)?, map(&self.obj, &m.words_map)?);
+                let old = &self.direct_meters[ti];
+                let mut words = Vec::with_capacity(cells.len());
+                for cell in &cells {
+                    let kept = match old.iter().position(|o| o == cell) {
+                        Some(j) => words_map.lookup(&(j as u32).to_ne_bytes())?.unwrap_or(FULL.to_vec()),
+                        None => FULL.to_vec(),
+                    };
+                    words.push(kept);
+                }
+                for (i, ((_, rates), w)) in cells.iter().zip(&words).enumerate() {
+                    rates_map.update(&(i as u32).to_ne_bytes(), rates)?;
+                    words_map.update(&(i as u32).to_ne_bytes(), w)?;
+                }
+                for i in cells.len()..old.len() {
+                    rates_map.update(&(i as u32).to_ne_bytes(), &[0u8; 32])?;
+                }
+                self.direct_meters[ti] = cells;
             }
             Ok(())
         }

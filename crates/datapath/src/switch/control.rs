@@ -133,7 +133,10 @@ impl Switch {
             }
             R::Experimenter { experimenter: super::EXPERIMENTER, exp_type: super::MODE_CONTROL, data } => {
                 let request = String::from_utf8_lossy(data);
-                let answer = match self.mode.control(&request) {
+                let answer = self.mode.control(&request);
+                // What the request changed is in the kernel before the answer leaves.
+                self.sync_fast();
+                let answer = match answer {
                     Some(Ok(text)) => serde_json::json!({ "ok": text }),
                     Some(Err(why)) => serde_json::json!({ "error": why }),
                     None => {

@@ -249,10 +249,13 @@ impl Switch {
                 }
                 Ok(Command::Heartbeat(answer)) => answer(),
                 Ok(Command::WithMode(job)) => {
-                    // A control plane reading counters reads what the kernel counted too.
+                    // A control plane reading counters reads what the kernel counted too, and
+                    // hears back once what it wrote is in the kernel.
                     let now = self.now();
                     self.harvest_fast(now);
-                    job(&mut *self.mode)
+                    let deliver = job(&mut *self.mode);
+                    self.sync_fast();
+                    deliver()
                 }
                 Ok(Command::Shutdown) | Err(TryRecvError::Disconnected) => return false,
                 Err(TryRecvError::Empty) => return true,

@@ -88,17 +88,23 @@ impl Switch {
 
     /// The P4 program's tables in the kernel follow the software target's, and the ports the
     /// kernel sends on follow the switch's: each that has an interface and no schedule (frames
-    /// for a scheduled port wait in its queues, which the kernel would jump; they go up). Not
-    /// the LOCAL port's tap: sent on in the kernel, a frame would reach the switch, not the host.
+    /// for a scheduled port wait in its queues, which the kernel would jump). Not the LOCAL
+    /// port's tap: sent on in the kernel, a frame would reach the switch, not the host. While
+    /// any port is left out, the kernel sends every frame up: one for such a port would go up
+    /// only after ingress ran in the kernel, and userspace would run it again, counting and
+    /// policing it twice.
     #[cfg(feature = "p4")]
     fn sync_p4(&mut self) {
         let Some(program) = self.mode.kernel().p4 else { return };
-        let egress: std::collections::BTreeMap<u32, u32> = self
-            .ports
-            .iter()
-            .filter(|(_, p)| p.tx.is_some() && p.ifindex != 0 && p.io != "tap" && p.egress.scheduler().is_none())
-            .map(|(&no, p)| (no, p.ifindex))
-            .collect();
+        let mut egress = std::collections::BTreeMap::new();
+        let mut left_out = Vec::new();
+        for (&no, p) in &self.ports {
+            if p.tx.is_some() && p.ifindex != 0 && p.io != "tap" && p.egress.scheduler().is_none() {
+                egress.insert(no, p.ifindex);
+            } else {
+                left_out.push(no);
+            }
+        }
         let Some(fast) = self.fast.as_mut() else { return };
         let xdp = fast.mode == FastMode::Xdp;
         let Some(p4) = fast.p4() else { return };
@@ -106,17 +112,26 @@ impl Switch {
         if let Err(e) = p4.set_egress(program, &egress, xdp) {
             tracing::warn!("the P4 program's kernel ports not written: {e}");
         }
-        if !behind {
-            return;
+        if p4.hold_for_ports(&left_out) {
+            match left_out.is_empty() {
+                true => tracing::info!("every port sends in the kernel: the P4 program decides frames there again"),
+                false => tracing::info!(
+                    ports = ?left_out,
+                    "ports with a schedule (or the LOCAL port) send from userspace: the P4 program decides every frame there"
+                ),
+            }
         }
-        // The kernel's registers come back before the control plane's are written over them.
-        self.credit_p4();
-        let (Some(program), Some(p4)) = (self.mode.kernel().p4, self.fast.as_mut().and_then(|f| f.p4())) else { return };
-        let written = p4.write(program);
-        if let Err(e) = &written {
-            tracing::warn!("the P4 program's kernel tables not written, so every frame goes up: {e}");
+        if behind {
+            // The kernel's registers come back before the control plane's are written over them.
+            self.credit_p4();
+            let (Some(program), Some(p4)) = (self.mode.kernel().p4, self.fast.as_mut().and_then(|f| f.p4())) else {
+                return;
+            };
+            if let Err(e) = p4.write(program) {
+                tracing::warn!("the P4 program's kernel tables not written, so every frame goes up: {e}");
+            }
         }
-        if let Err(e) = p4.set_stale(written.is_err()) {
+        if let Some(Err(e)) = self.fast.as_mut().and_then(|f| f.p4()).map(|p4| p4.apply_stale()) {
             tracing::warn!("the P4 program's kernel: {e}");
         }
     }
