@@ -37,7 +37,8 @@ pub fn compile(name: &str, c: &str) -> io::Result<Vec<u8>> {
     let dir = std::env::temp_dir().join(format!("edgeflow-bpf-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let (source, object) = (dir.join(format!("{name}.c")), dir.join(format!("{name}.o")));
-    let built = std::fs::write(&source, c).and_then(|()| compile_file(&source, &object)).and_then(|()| std::fs::read(&object));
+    let built =
+        std::fs::write(&source, c).and_then(|()| compile_file(&source, &object)).and_then(|()| std::fs::read(&object));
     let _ = std::fs::remove_dir_all(&dir);
     built
 }

@@ -152,6 +152,43 @@ struct TableState {
     fixed: bool,
     /// Its direct meter (`meters = dm`): the instance, and whether it counts bytes.
     meter: Option<(String, bool)>,
+    /// For a table whose entries all match exact values: the entry each key picks, so that a
+    /// lookup is one probe rather than a scan of every entry (the AFDX switch's table holds
+    /// thousands). None where a scan is needed.
+    index: Option<HashMap<Vec<u128>, usize>>,
+}
+
+impl TableState {
+    /// The exact values of `e`'s matches, where every one is exact.
+    fn exact_key(e: &Entry) -> Option<Vec<u128>> {
+        e.keys.iter().map(|m| if let Match::Exact(v) = m { Some(*v) } else { None }).collect()
+    }
+
+    /// Entry `i` joins the index: it wins its key where none holds it or it outranks the one that
+    /// does (a higher priority; among equals the earlier stays, as the scan picks).
+    fn index_entry(&mut self, i: usize) {
+        let Some(index) = self.index.as_mut() else { return };
+        let Some(key) = TableState::exact_key(&self.entries[i]) else {
+            self.index = None;
+            return;
+        };
+        let priority = self.entries[i].priority;
+        match index.get(&key) {
+            Some(&j) if self.entries[j].priority >= priority => {}
+            _ => {
+                index.insert(key, i);
+            }
+        }
+    }
+
+    /// The index built afresh (after entries moved), or none where a table needs its scan.
+    fn reindex(&mut self) {
+        let exact = !self.keys.is_empty() && self.keys.iter().all(|(_, kind)| kind == "exact");
+        self.index = exact.then(HashMap::new);
+        for i in 0..self.entries.len() {
+            self.index_entry(i);
+        }
+    }
 }
 
 /// Where a frame went: one copy per output.
@@ -344,7 +381,7 @@ impl Switch {
             let bytes = scratch.direct_meters.get(&key).copied().unwrap_or(false);
             (key, bytes)
         });
-        Ok(TableState {
+        let mut state = TableState {
             keys,
             meter,
             actions: t.actions.iter().map(|a| a.name.text.clone()).collect(),
@@ -352,7 +389,10 @@ impl Switch {
             entries,
             default,
             size,
-        })
+            index: None,
+        };
+        state.reindex();
+        Ok(state)
     }
 
     fn instance(&mut self, block: &str, i: &Instance) -> Result<(), String> {
@@ -588,6 +628,7 @@ impl Switch {
             bytes: 0,
             meter: MeterCell::default(),
         });
+        t.index_entry(t.entries.len() - 1);
         self.generation += 1;
         Ok(())
     }
@@ -647,6 +688,7 @@ impl Switch {
         if t.entries.len() == before {
             return Err(format!("{table} has no such entry"));
         }
+        t.reindex();
         self.generation += 1;
         Ok(())
     }
@@ -1201,13 +1243,16 @@ impl Switch {
         let widths: Vec<u32> = state.keys.iter().map(|(w, _)| *w).collect();
         let lpm_len =
             |e: &Entry| e.keys.iter().map(|m| if let Match::Lpm { prefix, .. } = m { *prefix } else { 0 }).sum::<u32>();
-        let best = state
-            .entries
-            .iter()
-            .enumerate()
-            .filter(|(_, e)| e.keys.iter().zip(&keys).zip(&widths).all(|((m, k), w)| m.matches(*k, *w)))
-            .max_by_key(|(i, e)| (lpm_len(e), e.priority, std::cmp::Reverse(*i)))
-            .map(|(i, _)| i);
+        let best = match &state.index {
+            Some(index) => index.get(&keys).copied(),
+            None => state
+                .entries
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| e.keys.iter().zip(&keys).zip(&widths).all(|((m, k), w)| m.matches(*k, *w)))
+                .max_by_key(|(i, e)| (lpm_len(e), e.priority, std::cmp::Reverse(*i)))
+                .map(|(i, _)| i),
+        };
         let (hit, action, data) = match best {
             Some(i) => {
                 let e = &mut state.entries[i];

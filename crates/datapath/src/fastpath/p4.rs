@@ -254,10 +254,15 @@ mod imp {
                         io::Error::new(io::ErrorKind::InvalidInput, format!("{}: action {}", t.target, e.action))
                     })?;
                     let pair = match t.kind {
-                        TableKind::Scan => ((i as u32).to_ne_bytes().to_vec(), gen::scan_entry(t, &e.keys, e.priority, &value)),
+                        TableKind::Scan => {
+                            ((i as u32).to_ne_bytes().to_vec(), gen::scan_entry(t, &e.keys, e.priority, &value))
+                        }
                         _ => (
                             gen::table_key(t, &e.keys).ok_or_else(|| {
-                                io::Error::new(io::ErrorKind::InvalidInput, format!("{}: a key the kernel cannot hold", t.target))
+                                io::Error::new(
+                                    io::ErrorKind::InvalidInput,
+                                    format!("{}: a key the kernel cannot hold", t.target),
+                                )
                             })?,
                             value,
                         ),

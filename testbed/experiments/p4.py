@@ -1,0 +1,183 @@
+"""The seed paper's own system (section IV, Table I, Figures 7-8): an AFDX switch written in P4.
+Here the paper's program (examples/p4/afdx_switch.p4) runs on edgeflow's P4 target against
+edgeflow's native AFDX mode, on each datapath: userspace (the software target), tc and xdp (the
+kernel back end, the program compiled to BPF). Two tables: the frame rate of 64-byte frames at
+the generator's full speed (`p4`), and what each adds to a frame's latency against a direct
+veth (`p4-processing`), beside the latencies the paper publishes for its P4 switches."""
+
+import time
+
+from .. import afdx, loadgen, netns
+from ..afdx import VL
+from ..switches import Edgeflow
+from ..util import ROOT, run_dir
+from .afdx import PUBLISHED
+from .common import Table, direct_pair, median, paired_latency, plot, progress
+
+PROGRAM = ROOT / "examples" / "p4" / "afdx_switch.p4"
+DATAPATHS = ("user", "tc", "xdp")
+#: The frame-rate links: each admits 1 000 frames/s (BAG 1 ms, 1 s of jitter), so a frame sent to
+#: each in turn is never policed, and the table is as large as a real network's.
+RATE_VLS = 4000
+#: The latency links: frames go to each in turn at 2 000/s in all, none policed.
+PROCESSING_VLS = 8
+HIGH_QUEUE, LOW_QUEUE = 7, 0
+SRC_MAC = "02:00:00:00:01:20"  # end system 1 on network A
+FIRST_VL_MAC = "03:00:00:00:00:01"
+
+
+def p4_config_text(vls):
+    """The same links as the AFDX mode's `config_text(vls)`, as the P4 program's table entries:
+    (input port, VL id) → forward(group of its outputs, queue of its priority, its own account,
+    BAG and jitter in µs, smin, smax)."""
+    text = f'mode = "p4"\n\n[p4]\nprogram = "{PROGRAM}"\n'
+    groups = {}
+    for account, vl in enumerate(vls):
+        group = groups.setdefault(tuple(vl.dests), len(groups) + 1)
+        queue = HIGH_QUEUE if vl.priority == "high" else LOW_QUEUE
+        args = [group, queue, account, vl.bag_ms * 1000, vl.jitter_us, vl.smin, vl.smax]
+        text += ('[[p4.entry]]\ntable = "AfdxIngress.tbl_forward_virtual_link"\n'
+                 f'match = [{vl.source}, {vl.id}]\naction = "forward"\nargs = {args}\n')
+    for ports, group in groups.items():
+        text += f"[[p4.group]]\nid = {group}\nports = {list(ports)}\n"
+    return text
+
+
+def configs(name, vls):
+    """{"afdx": path, "p4": path}: the links as each mode reads them."""
+    out = {}
+    for kind, text in (("afdx", afdx.config_text(vls)), ("p4", p4_config_text(vls))):
+        out[kind] = run_dir("p4") / f"{name}-{kind}.toml"
+        out[kind].write_text(text)
+    return out
+
+
+def switch(datapath, ports, cfg, log_name):
+    return Edgeflow(ports, datapath=datapath, extra=["--config", str(cfg)], log_name=log_name)
+
+
+def set_hosts(hosts, datapath):
+    for h in hosts:
+        h.set_offload(**(Edgeflow.HOST_SETTINGS[datapath] or {"tx": "on", "gro": "off"}))
+
+
+def frame_rate(seconds, rounds):
+    """64-byte frames at the generator's full speed (its XDP engine), addressed to RATE_VLS links
+    in turn, through the native AFDX mode and the P4 program alternately, `rounds` times per
+    datapath; medians (one pair of runs on this VM swings by ±15 %)."""
+    table = Table("p4", "The paper's P4 AFDX switch against edgeflow's AFDX mode: frame rate (64 B)",
+                  ["datapath", "switch", "runs", "offered_pps", "received_pps", "ratio_to_afdx", "kernel_share"],
+                  note=f"edgeflow-loadgen XDP sender at full speed, {rounds} runs of {seconds:g} s per switch, "
+                       f"alternating; medians. XDP receiver. {RATE_VLS} VLs 1 → 2 (BAG 1 ms, 1 s jitter: none "
+                       "policed), frames from end system 1 on network A to each VL in turn. `afdx`: the native "
+                       "mode; `p4`: examples/p4/afdx_switch.p4 (software target on user, the kernel back end on "
+                       "tc and xdp). `kernel_share`: of the frames the p4 program decided, the share the kernel did.")
+    vls = [VL(v, 1, [2], bag_ms=1, smin=64, smax=128, jitter_us=1_000_000) for v in range(1, RATE_VLS + 1)]
+    cfg = configs("rate", vls)
+    netns.cleanup()
+    with netns.Topology("pq") as topo:
+        h1, h2 = topo.add_host(), topo.add_host()
+        loadgen.prepare_xdp_sender(h1)
+        for datapath in DATAPATHS:
+            set_hosts(topo.hosts, datapath)
+            got = {"afdx": [], "p4": []}
+            for i in range(rounds):
+                for kind in got:
+                    progress(f"p4: frame rate, {kind} on {datapath}, run {i + 1} of {rounds}")
+                    with switch(datapath, topo.switch_ports, cfg[kind], f"p4-rate-{kind}-{datapath}") as sw:
+                        time.sleep(0.3)
+                        sent, recv = loadgen.run(h1, h2, size=64, rate=0, duration=seconds, send_engine="xdp",
+                                                 dst_mac=FIRST_VL_MAC,
+                                                 extra_send=["--src-mac", SRC_MAC, "--dst-spread", str(RATE_VLS)])
+                        kernel = decided = 0
+                        if kind == "p4":
+                            p4 = {g["name"]: g["counters"] for g in sw.stats()["mode_counters"]}["p4"]
+                            kernel, decided = p4["kernel_frames"], p4["frames"]
+                    got[kind].append((sent["achieved_pps"], recv["pps"], kernel, decided))
+            for kind, runs in got.items():
+                if any(r[1] <= 0 for r in runs):
+                    raise RuntimeError(f"p4 frame rate: {kind} on {datapath} delivered nothing in a run")
+            base = median([r[1] for r in got["afdx"]])
+            for kind, runs in got.items():
+                received = median([r[1] for r in runs])
+                table.add(datapath=datapath, switch=kind, runs=rounds, offered_pps=median([r[0] for r in runs]),
+                          received_pps=received, ratio_to_afdx=received / base,
+                          kernel_share=sum(r[2] for r in runs) / max(1, sum(r[3] for r in runs)))
+    return table
+
+
+def processing(sizes, seconds, rounds):
+    """What each switch adds to a frame's latency, as `afdx-processing` measures it: loadgen
+    frames at 2 000/s (XDP sender, socket receiver), each run through the switch paired with one
+    over a direct veth just before it."""
+    table = Table("p4-processing", "The paper's P4 AFDX switch against edgeflow's AFDX mode: processing latency (µs)",
+                  ["datapath", "switch", "size", "rounds", "through_p50_us", "through_p99_us", "direct_p50_us",
+                   "processing_us", "lost"],
+                  note=f"edgeflow-loadgen frames at 2000/s to {PROCESSING_VLS} VLs in turn (BAG 1 ms each: none "
+                       "policed), XDP sender, socket receiver; `direct`: the same frames over one veth, run just "
+                       "before each run through the switch; medians of the rounds, `processing_us` the median of "
+                       "their differences. The paper's Table I: a P4 software switch with DPDK 24 µs, a P4 switch "
+                       "on an NPU 5.8 µs (24 with its CPU), an FPGA 1.2 µs.")
+    vls = [VL(v, 1, [2], bag_ms=1, smin=64, smax=1518, jitter_us=1000) for v in range(1, PROCESSING_VLS + 1)]
+    cfg = configs("processing", vls)
+    extra = ["--src-mac", SRC_MAC, "--dst-spread", str(PROCESSING_VLS)]
+    netns.cleanup()
+    direct_src, direct_dst = direct_pair("pdir")
+
+    def stream(src, dst, size):
+        return loadgen.run(src, dst, size=size, rate=2000, duration=seconds / rounds, send_engine="xdp",
+                           recv_engine="socket", dst_mac=FIRST_VL_MAC, extra_send=extra)[1]
+
+    try:
+        with netns.Topology("pp") as topo:
+            h1, h2 = topo.add_host(), topo.add_host()
+            loadgen.prepare_xdp_sender(h1)
+            netns.sh("ip", "netns", "exec", direct_dst.name, "ethtool", "-K", "eth0", "gro", "on")
+            for datapath in DATAPATHS:
+                set_hosts(topo.hosts, datapath)
+                for kind in ("afdx", "p4"):
+                    with switch(datapath, topo.switch_ports, cfg[kind], f"p4-processing-{kind}-{datapath}"):
+                        time.sleep(0.3)
+                        for size in sizes:
+                            progress(f"p4: processing, {kind} on {datapath}, {size} B")
+                            table.add(datapath=datapath, switch=kind, size=size,
+                                      **paired_latency(lambda: stream(direct_src, direct_dst, size),
+                                                       lambda: stream(h1, h2, size), rounds))
+    finally:
+        for h in (direct_src, direct_dst):
+            netns.sh("ip", "netns", "del", h.name, check=False)
+    return table
+
+
+def run(out, quick, switches):
+    del switches  # the comparison is edgeflow's two ways of running AFDX, not a switch list
+    rate = frame_rate(0.5 if quick else 2.0, 3 if quick else 5)
+    proc = processing([64, 1518], 0.6 if quick else 1.5, 1 if quick else 3)
+    published = Table("p4-published", "The paper's Table I: AFDX processing latency (µs)", ["switch", "latency_us"],
+                      note="As published (seed paper, Table I); not measured here.")
+    for name, lat in PUBLISHED:
+        published.add(switch=name, latency_us=lat)
+    for t in (rate, proc, published):
+        t.write(out)
+
+    def draw(plt):
+        fig = plt.gcf()
+        left, right = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+        for i, kind in enumerate(("afdx", "p4")):
+            rows = [r for r in rate.rows if r["switch"] == kind]
+            left.bar([DATAPATHS.index(r["datapath"]) + 0.4 * i for r in rows], [r["received_pps"] / 1e3 for r in rows],
+                     width=0.4, label=kind)
+            rows = [r for r in proc.rows if r["switch"] == kind and r["size"] == 64]
+            right.bar([DATAPATHS.index(r["datapath"]) + 0.4 * i for r in rows], [r["processing_us"] for r in rows],
+                      width=0.4, label=kind)
+        for ax, label in ((left, "received (kframes/s, 64 B)"), (right, "processing latency (µs, 64 B)")):
+            ax.set_xticks([x + 0.2 for x in range(len(DATAPATHS))])
+            ax.set_xticklabels(DATAPATHS)
+            ax.set_ylabel(label)
+            ax.legend(fontsize=7)
+        for lat, style, name in ((24.0, "--", "P4 + DPDK, paper"), (5.8, ":", "P4 on NPU, paper")):
+            right.axhline(lat, color="grey", linestyle=style, linewidth=1, label=name)
+        right.legend(fontsize=7)
+        fig.suptitle("AFDX: the paper's P4 program on edgeflow against its AFDX mode")
+    plot(out / "p4.png", draw)
+    return [rate, proc, published]
