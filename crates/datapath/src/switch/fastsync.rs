@@ -40,7 +40,7 @@ impl Switch {
             mask.set(Field::VlanPcp, 7);
         }
         let ports = &self.ports;
-        let ifindex = |p: u32| ports.get(&p).map(|x| x.ifindex).filter(|&i| i != 0);
+        let ifindex = |p: u32| ports.get(&p).and_then(|x| x.kernel_ifindex());
         let mut meter_slot = |m: u32| slots.get(&m).copied();
         let mut cx =
             EncodeContext { mode: fast.mode, ifindex: &ifindex, meter_slot: &mut meter_slot, ip_proto: key.ip_proto() };
@@ -99,8 +99,8 @@ impl Switch {
         let mut egress = std::collections::BTreeMap::new();
         let mut left_out = Vec::new();
         for (&no, p) in &self.ports {
-            if p.tx.is_some() && p.ifindex != 0 && p.io != "tap" && p.egress.scheduler().is_none() {
-                egress.insert(no, p.ifindex);
+            if let (Some(ifindex), true) = (p.kernel_ifindex(), p.tx.is_some() && p.egress.scheduler().is_none()) {
+                egress.insert(no, ifindex);
             } else {
                 left_out.push(no);
             }
@@ -117,7 +117,7 @@ impl Switch {
                 true => tracing::info!("every port sends in the kernel: the P4 program decides frames there again"),
                 false => tracing::info!(
                     ports = ?left_out,
-                    "ports with a schedule (or the LOCAL port) send from userspace: the P4 program decides every frame there"
+                    "ports with a schedule (or the LOCAL port) send from userspace: the kernel sends every frame up, for the P4 program to decide"
                 ),
             }
         }
@@ -298,8 +298,8 @@ impl Switch {
         let ifindex = |no: &u32| {
             ports
                 .get(no)
-                .filter(|p| p.tx.is_some() && p.ifindex != 0 && kernel_sends_on(p, no))
-                .map(|p| p.ifindex)
+                .filter(|p| p.tx.is_some() && kernel_sends_on(p, no))
+                .and_then(|p| p.kernel_ifindex())
         };
         let kept_for_priority =
             table.links.iter().filter(|l| l.out_ports.iter().any(|p| needing_priority.contains(p))).count();
@@ -406,7 +406,7 @@ impl Switch {
             .iter()
             .map(|(&no, p)| LabelPort {
                 no,
-                ifindex: if p.egress.scheduler().is_some() || p.tx.is_none() { 0 } else { p.ifindex },
+                ifindex: if p.egress.scheduler().is_some() || p.tx.is_none() { 0 } else { p.kernel_ifindex().unwrap_or(0) },
                 whole: p.whole,
                 live: p.desc.state & ofp::port::state::LINK_DOWN == 0
                     && p.desc.config & ofp::port::config::PORT_DOWN == 0

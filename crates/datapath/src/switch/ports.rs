@@ -63,6 +63,13 @@ pub(super) struct SwitchPort {
 }
 
 impl SwitchPort {
+    /// The interface the kernel fast path may send this port's frames on. None for the LOCAL
+    /// port: its tap hands what is sent on it to the tap's reader, the switch itself, so a frame
+    /// the kernel sent there would never reach the host.
+    pub fn kernel_ifindex(&self) -> Option<u32> {
+        (self.ifindex != 0 && self.io != "tap").then_some(self.ifindex)
+    }
+
     pub fn new(
         no: u32,
         name: &str,
