@@ -148,11 +148,7 @@ fn compare(obj: &Object, sw: &mut Switch, frame: &[u8], port: u32, tally: &mut T
 }
 
 fn agree(k: &KernelVerdict, soft: &Result<Vec<p4::run::Output>, Dropped>, hook: Hook, frame: &[u8], tally: &mut Tally) {
-    const DROP: u32 = 0;
-    const PARSER: u32 = 1;
-    const PROGRAM: u32 = 2;
-    const NO_PORT: u32 = 3;
-    const MISFIT: u32 = 4;
+    use p4::ebpf::verdict::{DROP, MISFIT, NO_PORT, PARSER, PROGRAM};
     // XDP sends a frame once: copies to several ports are broadcast into the group's DEVMAP.
     if hook == Hook::Xdp && matches!(soft, Ok(o) if o.len() > 1) {
         tally.broadcast += 1;

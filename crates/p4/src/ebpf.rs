@@ -42,8 +42,22 @@ pub const SCAN_MAX: usize = 256;
 pub const GROUP_MAX: usize = 16;
 /// The DEVMAPs (`p4_fanout_N`) XDP broadcasts a group's copies into: groups beyond these go up.
 pub const FANOUTS: usize = 8;
-/// `p4_stats`' slot for a verdict: kind (drop, forward, up) × 5 + reason (none, parser,
-/// program, no port, misfit).
+/// A verdict's kind and reason as the runtime's `enum p4_kind` and `enum p4_reason` number
+/// them (in `p4_verdict` and `p4_stats`).
+pub mod verdict {
+    pub const DROP: u32 = 0;
+    pub const FORWARD: u32 = 1;
+    pub const UP: u32 = 2;
+    pub const NONE: u32 = 0;
+    pub const PARSER: u32 = 1;
+    pub const PROGRAM: u32 = 2;
+    pub const NO_PORT: u32 = 3;
+    pub const MISFIT: u32 = 4;
+    /// The cells of `p4_stats`.
+    pub const STATS: u32 = 16;
+}
+
+/// `p4_stats`' slot for a verdict: kind × 5 + reason (see [`verdict`]).
 pub fn stats_slot(kind: u32, reason: u32) -> u32 {
     kind * 5 + reason
 }

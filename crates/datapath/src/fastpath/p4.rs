@@ -17,16 +17,15 @@ mod imp {
     use std::io;
 
     use forwarding::P4Counts;
-    use p4::ebpf::{self as gen, Generated, TableKind};
+    use p4::ebpf::verdict::{DROP, FORWARD, MISFIT, NONE, NO_PORT, PARSER, PROGRAM, STATS, UP};
+    use p4::ebpf::{self as gen, stats_slot, Generated, TableKind};
     use p4::run::Switch as Program;
 
     use crate::ebpf::{Map, Object};
 
-    /// `p4_stats` slots (kind × 5 + reason) the switch reports: forwarded, and dropped by the
-    /// software target's names for why.
-    const FORWARDED: u32 = 5;
-    const DROPS: [(&str, u32); 3] = [("parser_rejected", 1), ("program_dropped", 2), ("no_egress_port", 3)];
-    const STATS: u32 = 16;
+    /// The drop reasons the switch reports, by the software target's names for them.
+    const DROPS: [(&str, u32); 3] =
+        [("parser_rejected", PARSER), ("program_dropped", PROGRAM), ("no_egress_port", NO_PORT)];
 
     /// The program's object and what was last written to, and read from, its maps.
     pub struct P4Kernel {
@@ -397,35 +396,49 @@ mod imp {
             Ok(())
         }
 
-        /// The growth of a counting map's cell since the last harvest.
-        fn delta(&mut self, map_name: &str, cell: u32) -> [u64; 4] {
-            let Ok(per_cpu) = map(&self.obj, map_name).and_then(|m| m.lookup_percpu(&cell.to_ne_bytes())) else {
-                return [0; 4];
-            };
-            let now = sum(&per_cpu);
-            let before = self.seen.insert((map_name.to_string(), cell), now).unwrap_or_default();
-            // Other CPUs count while they are read: never assume a cell went back.
-            std::array::from_fn(|i| now[i].saturating_sub(before[i]))
-        }
-
         /// What the kernel counted since the last harvest, for the mode, and per port (rx
         /// packets, rx bytes, tx packets, tx bytes), for the ports' counters.
         pub fn harvest(&mut self, program: &Program) -> (P4Counts, Vec<(u32, [u64; 4])>) {
+            let (obj, seen) = (&self.obj, &mut self.seen);
+            // The growth of a counting map's cell since the last harvest.
+            let mut delta = |map_name: &str, cell: u32| -> [u64; 4] {
+                let Ok(per_cpu) = map(obj, map_name).and_then(|m| m.lookup_percpu(&cell.to_ne_bytes())) else {
+                    return [0; 4];
+                };
+                let now = sum(&per_cpu);
+                let before = seen.insert((map_name.to_string(), cell), now).unwrap_or_default();
+                // Other CPUs count while they are read: never assume a cell went back.
+                std::array::from_fn(|i| now[i].saturating_sub(before[i]))
+            };
             let mut c = P4Counts::default();
-            for (ti, t) in self.gen.tables.clone().iter().enumerate() {
-                for i in 0..self.tables.get(ti).map_or(0, Vec::len) {
-                    let [p, b, ..] = self.delta(&t.hits_map, i as u32);
+            for (t, written) in self.gen.tables.iter().zip(&self.tables) {
+                for i in 0..written.len() {
+                    let [p, b, ..] = delta(&t.hits_map, i as u32);
                     if p > 0 {
                         c.entries.push((t.target.clone(), i, p, b));
                     }
                 }
             }
-            for (name, map_name, cells) in self.gen.counters.clone() {
-                for i in 0..cells {
-                    let [p, b, ..] = self.delta(&map_name, i as u32);
+            for (name, map_name, cells) in &self.gen.counters {
+                for i in 0..*cells {
+                    let [p, b, ..] = delta(map_name, i as u32);
                     if p > 0 || b > 0 {
                         c.counters.push((name.clone(), i, p, b));
                     }
+                }
+            }
+            let mut stats = [0u64; STATS as usize];
+            for (slot, n) in stats.iter_mut().enumerate() {
+                *n = delta("p4_stats", slot as u32)[0];
+            }
+            c.forwarded = stats[stats_slot(FORWARD, NONE) as usize];
+            c.dropped = DROPS.iter().map(|&(name, reason)| (name, stats[stats_slot(DROP, reason) as usize])).collect();
+            let mut ports = Vec::new();
+            for &no in &self.counted_ports {
+                let d = delta("p4_port_counts", no);
+                c.copies += d[2];
+                if d != [0; 4] {
+                    ports.push((no, d));
                 }
             }
             for (name, map_name, cells) in &self.gen.registers {
@@ -445,20 +458,6 @@ mod imp {
                     }
                 }
             }
-            let mut stats = [0u64; STATS as usize];
-            for (slot, n) in stats.iter_mut().enumerate() {
-                *n = self.delta("p4_stats", slot as u32)[0];
-            }
-            c.forwarded = stats[FORWARDED as usize];
-            c.dropped = DROPS.iter().map(|&(name, slot)| (name, stats[slot as usize])).collect();
-            let mut ports = Vec::new();
-            for no in self.counted_ports.clone() {
-                let d = self.delta("p4_port_counts", no);
-                c.copies += d[2];
-                if d != [0; 4] {
-                    ports.push((no, d));
-                }
-            }
             (c, ports)
         }
 
@@ -468,7 +467,7 @@ mod imp {
             let read = |slot: u32| {
                 map(&self.obj, "p4_stats").and_then(|m| m.lookup_percpu(&slot.to_ne_bytes())).map_or(0, |c| sum(&c)[0])
             };
-            (read(2 * 5), read(2 * 5 + 4))
+            (read(stats_slot(UP, NONE)), read(stats_slot(UP, MISFIT)))
         }
     }
 }
