@@ -167,7 +167,11 @@ def test_afdx_program_forwards_multicast_and_polices_a_babbler(datapath):
         return entry("AfdxIngress.tbl_forward_virtual_link", [in_port, vl_id], "forward",
                      [group, queue, account, bag_ms * 1000, jitter_us, 64, smax])
 
-    body = vl(30, 1, 1, high, 0, 1, 200, 2000) + vl(12, 2, 2, low, 1, 16, 200, 0)
+    # The babbler's contract allows 500 µs of jitter, the most ARINC 664 part 7 lets a VL have:
+    # without any, a frame that reaches the switch a few µs earlier, relative to the one admitted
+    # before it, than it was sent is early and refused, and on a busy VM that happens to every
+    # other admission (a frame every 1.6 ms against a BAG of exactly 10 of them).
+    body = vl(30, 1, 1, high, 0, 1, 200, 2000) + vl(12, 2, 2, low, 1, 16, 200, 500)
     body += "[[p4.group]]\nid = 1\nports = [2, 3]\n[[p4.group]]\nid = 2\nports = [3]\n"
     with AfdxNetwork("ap", 3, redundant=False) as net:
         settings = Edgeflow.HOST_SETTINGS[datapath]
@@ -198,13 +202,14 @@ def test_afdx_program_forwards_multicast_and_polices_a_babbler(datapath):
         r = got["vls"][30]
         assert r["delivered"] == sent and r["lost"] == 0, (sent, r)
     times = [t for _, t, _ in afdx.read_log(log)[12]]
-    admits = afdx.police_offline(times, [200] * len(times), 16, 200)
+    admits = afdx.police_offline(times, [200] * len(times), 16, 200, jitter_us=500)
     passed = got3["vls"][12]["received"][0]
     print(f"{datapath}: babbler offered {len(times)}, the account admits {admits}, the switch passed {passed}")
     # The switch polices the times frames reach it, each a little later than sent, by as much as
-    # the VM's scheduling takes: where the one it admitted came later than the next, that one
-    # is early and the frame after it (1.6 ms on) goes instead. A few such slips in 1.5 s cost a
-    # frame or two at the end; none can let more through than the contract.
+    # the VM's scheduling takes: only where that delay differs by more than the jitter allowance
+    # between an admitted frame and the next one due is that one early, and the frame after it
+    # (1.6 ms on) goes instead. A few such slips in 1.5 s cost a frame or two at the end; none can
+    # let more through than the contract.
     assert admits - 3 <= passed <= admits + 1, (admits, passed, len(times))
     # The program counts what it refused, frames as the switch sees them (without the FCS).
     refused = len(times) - passed
