@@ -151,6 +151,37 @@ def test_compile_writes_the_kernel_back_end_and_refuses_what_does_not_fit(tmp_pa
         "the program runs in userspace"), r.stderr
 
 
+def test_a_device_without_clang_runs_the_object_compiled_elsewhere(two_hosts, monkeypatch):
+    """The deployment docs/p4.md describes for a gateway with a few MB of flash: `edgeflow p4
+    compile -o` on a build machine, the object named in `[p4] object`, and the switch (tc here)
+    loads it where there is no clang (EDGEFLOW_CLANG names none); the kernel decides the frames.
+    Without the object the same switch runs the program in userspace and says what to do."""
+    h1, h2 = two_hosts.hosts
+    obj = run_dir("p4") / "l2-prebuilt.o"
+    r = subprocess.run([EDGEFLOW_BIN, "p4", "compile", str(EXAMPLES / "l2_switch.p4"), "-o", str(obj)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    body = "".join(entry("L2Ingress.dmac", [0, h.mac], "forward", [port]) for h, port in ((h1, 1), (h2, 2)))
+    body += "[[p4.group]]\nid = 1\nports = [1, 2]\n"
+    monkeypatch.setenv("EDGEFLOW_CLANG", "/nonexistent/clang")
+    for with_object in (True, False):
+        # (`object` is a key of [p4]: before the entries' tables.)
+        path = p4_config(f"l2-prebuilt-{with_object}", "l2_switch.p4", two_hosts.switch_ports,
+                         (f'object = "{obj}"\n' if with_object else "") + body)
+        sw = edgeflow_on("tc", two_hosts.hosts, [], extra=["--config", str(path)], log_name="p4-prebuilt").start()
+        try:
+            assert h1.ping(h2.addr, count=3, interval=0.05)[0] == 3
+            if with_object:
+                kernel_decided(sw, "tc", 4)
+                assert "the object named in [p4] object" in sw.log(), sw.log()
+            else:
+                assert {c["name"]: c["counters"] for c in sw.stats()["mode_counters"]}["p4"]["kernel_frames"] == 0
+                assert ("no clang here (EDGEFLOW_CLANG=/nonexistent/clang); compile the program where clang is "
+                        "(edgeflow p4 compile PROGRAM -o OBJECT) and name the object in [p4] object") in sw.log()
+        finally:
+            assert sw.stop() == 0, sw.log()
+
+
 def test_afdx_program_forwards_multicast_and_polices_a_babbler(datapath):
     """The paper's AFDX switch as a P4 program (examples/p4/afdx_switch.p4) between real end
     systems: a conforming VL to two end systems arrives whole at both (on tc a clone per output,

@@ -5,19 +5,27 @@ use std::io;
 use std::path::Path;
 use std::process::Command;
 
-/// The clang on this machine: `clang-14` (what `scripts/setup.sh` installs), else `clang`.
-pub fn find() -> Option<&'static str> {
-    ["clang-14", "clang"]
-        .into_iter()
-        .find(|c| Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()))
+/// The clang on this machine: the one `EDGEFLOW_CLANG` names (a distribution's `clang-16`, say),
+/// else `clang-14` (what `scripts/setup.sh` installs), else `clang`.
+pub fn find() -> Option<String> {
+    let named = std::env::var("EDGEFLOW_CLANG").ok().filter(|c| !c.is_empty());
+    let candidates = match named {
+        Some(c) => vec![c],
+        None => vec!["clang-14".to_string(), "clang".to_string()],
+    };
+    candidates.into_iter().find(|c| Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()))
 }
 
 /// Compiles the C file `source` into the BPF object `object`, for this machine's byte order.
 /// NotFound where there is no clang; InvalidData, with clang's messages, where it refuses.
 pub fn compile_file(source: &Path, object: &Path) -> io::Result<()> {
-    let clang = find().ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no clang here (clang-14 or clang)"))?;
+    let clang = find().ok_or_else(|| {
+        let tried = std::env::var("EDGEFLOW_CLANG").ok().filter(|c| !c.is_empty());
+        let tried = tried.map_or("clang-14 or clang".to_string(), |c| format!("EDGEFLOW_CLANG={c}"));
+        io::Error::new(io::ErrorKind::NotFound, format!("no clang here ({tried})"))
+    })?;
     let target = if cfg!(target_endian = "big") { "bpfeb" } else { "bpfel" };
-    let built = Command::new(clang)
+    let built = Command::new(&clang)
         .args(["-O2", "-target", target, "-mcpu=v3", "-Wall", "-Wno-unused-function", "-Wno-unused-label"])
         .arg(format!("-I/usr/include/{}-linux-gnu", std::env::consts::ARCH))
         .arg("-c")

@@ -110,6 +110,56 @@ struct Section<'a> {
     info: u32,
 }
 
+/// The bytes of the section called `name` in the object `elf`, if it has one: what a tool that
+/// made the object left in it beside the programs (`edgeflow p4 compile`'s fingerprint).
+pub fn section(elf: &[u8], name: &str) -> io::Result<Option<Vec<u8>>> {
+    let (_, sections) = sections(elf)?;
+    Ok(sections.iter().find(|s| s.name == name).map(|s| s.data.to_vec()))
+}
+
+fn sections(elf: &[u8]) -> io::Result<(ByteOrder, Vec<Section<'_>>)> {
+    if elf.len() < 64 || &elf[..4] != b"\x7fELF" || elf[4] != 2 {
+        return Err(bad("not an ELF64 object".into()));
+    }
+    let order = match elf[5] {
+        1 => ByteOrder::Little,
+        2 => ByteOrder::Big,
+        other => return Err(bad(format!("ELF byte order {other} is neither little (1) nor big (2)"))),
+    };
+    let shoff = order.u64(elf, 0x28) as usize;
+    let shentsize = order.u16(elf, 0x3a) as usize;
+    let shnum = order.u16(elf, 0x3c) as usize;
+    let shstrndx = order.u16(elf, 0x3e) as usize;
+    let header = |i: usize| -> io::Result<(u32, u32, u64, usize, usize, u32, u32)> {
+        let at = shoff + i * shentsize;
+        if at + 64 > elf.len() {
+            return Err(bad("section header out of range".into()));
+        }
+        Ok((
+            order.u32(elf, at),
+            order.u32(elf, at + 4),
+            order.u64(elf, at + 8),
+            order.u64(elf, at + 24) as usize,
+            order.u64(elf, at + 32) as usize,
+            order.u32(elf, at + 40),
+            order.u32(elf, at + 44),
+        ))
+    };
+    let (_, _, _, stroff, strsize, _, _) = header(shstrndx)?;
+    let shstr = elf.get(stroff..stroff + strsize).ok_or_else(|| bad("bad string table".into()))?;
+    let mut sections = Vec::with_capacity(shnum);
+    for i in 0..shnum {
+        let (name, typ, flags, off, size, link, info) = header(i)?;
+        let data = if typ == 8 {
+            &[][..]
+        } else {
+            elf.get(off..off + size).ok_or_else(|| bad("section data out of range".into()))?
+        };
+        sections.push(Section { name: cstr(shstr, name as usize), typ, flags, data, link, info });
+    }
+    Ok((order, sections))
+}
+
 impl<'a> Parsed<'a> {
     pub(crate) fn read(elf: &'a [u8]) -> io::Result<Parsed<'a>> {
         if elf.is_empty() && !objects::BUILT {
@@ -119,45 +169,7 @@ impl<'a> Parsed<'a> {
                  no kernel fast path",
             ));
         }
-        if elf.len() < 64 || &elf[..4] != b"\x7fELF" || elf[4] != 2 {
-            return Err(bad("not an ELF64 object".into()));
-        }
-        let order = match elf[5] {
-            1 => ByteOrder::Little,
-            2 => ByteOrder::Big,
-            other => return Err(bad(format!("ELF byte order {other} is neither little (1) nor big (2)"))),
-        };
-        let shoff = order.u64(elf, 0x28) as usize;
-        let shentsize = order.u16(elf, 0x3a) as usize;
-        let shnum = order.u16(elf, 0x3c) as usize;
-        let shstrndx = order.u16(elf, 0x3e) as usize;
-        let header = |i: usize| -> io::Result<(u32, u32, u64, usize, usize, u32, u32)> {
-            let at = shoff + i * shentsize;
-            if at + 64 > elf.len() {
-                return Err(bad("section header out of range".into()));
-            }
-            Ok((
-                order.u32(elf, at),
-                order.u32(elf, at + 4),
-                order.u64(elf, at + 8),
-                order.u64(elf, at + 24) as usize,
-                order.u64(elf, at + 32) as usize,
-                order.u32(elf, at + 40),
-                order.u32(elf, at + 44),
-            ))
-        };
-        let (_, _, _, stroff, strsize, _, _) = header(shstrndx)?;
-        let shstr = elf.get(stroff..stroff + strsize).ok_or_else(|| bad("bad string table".into()))?;
-        let mut sections = Vec::with_capacity(shnum);
-        for i in 0..shnum {
-            let (name, typ, flags, off, size, link, info) = header(i)?;
-            let data = if typ == 8 {
-                &[][..]
-            } else {
-                elf.get(off..off + size).ok_or_else(|| bad("section data out of range".into()))?
-            };
-            sections.push(Section { name: cstr(shstr, name as usize), typ, flags, data, link, info });
-        }
+        let (order, sections) = sections(elf)?;
         let symtab = sections.iter().find(|s| s.typ == SHT_SYMTAB).ok_or_else(|| bad("no symbol table".into()))?;
         let strtab = sections.get(symtab.link as usize).ok_or_else(|| bad("no string table".into()))?.data;
         // (name, section index, value, size, is a function)

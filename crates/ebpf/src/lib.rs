@@ -19,7 +19,7 @@ mod elf;
 mod pin;
 pub mod objects;
 
-pub use elf::ByteOrder;
+pub use elf::{section, ByteOrder};
 use elf::{Parsed, Relocation};
 
 use std::collections::HashMap;
@@ -791,6 +791,15 @@ pub fn test_may_load_programs(test: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_section_is_read_by_name_in_either_byte_order() {
+        for elf in [objects::FASTPATH, objects::FASTPATH_OTHER_ORDER] {
+            assert_eq!(section(elf, "license").unwrap().as_deref(), Some(&b"GPL\0"[..]));
+            assert_eq!(section(elf, "edgeflow_p4").unwrap(), None);
+        }
+        assert_eq!(section(b"#!/bin/sh", "license").unwrap_err().to_string(), "not an ELF64 object");
+    }
 
     #[test]
     fn an_object_reads_the_same_in_either_byte_order() {

@@ -30,6 +30,10 @@ pub struct ToKernel<'a> {
     /// fits (`p4::ebpf`), and the kernel then decides every frame it can.
     #[cfg(feature = "p4")]
     pub p4: Option<&'a ::p4::run::Switch>,
+    /// `p4`'s kernel object compiled elsewhere, loaded in place of compiling the program here
+    /// (checked to be its object first).
+    #[cfg(feature = "p4")]
+    pub p4_object: Option<&'a [u8]>,
 }
 
 /// A mode whose decisions the kernel replays as megaflow entries.

@@ -40,6 +40,9 @@ pub struct Config {
     pub groups: Vec<(u16, Vec<u32>)>,
     /// Meter cells set at start: (`Block.meter`, index, [committed rate, burst, peak rate, burst]).
     pub meters: Vec<(String, usize, [u64; 4])>,
+    /// The kernel back end's object compiled elsewhere (`[p4] object`, from `edgeflow p4 compile
+    /// -o`), which the datapath loads instead of compiling the program: a device needs no clang.
+    pub object: Option<Vec<u8>>,
 }
 
 /// Why a configuration cannot run.
@@ -62,6 +65,8 @@ pub struct P4Mode {
     /// Of `frames`, those the kernel decided (`FromKernel::P4Counts`).
     kernel_frames: u64,
     dropped: BTreeMap<&'static str, u64>,
+    /// [`Config::object`].
+    object: Option<Vec<u8>>,
 }
 
 impl P4Mode {
@@ -94,6 +99,7 @@ impl P4Mode {
             copies: 0,
             kernel_frames: 0,
             dropped: BTreeMap::new(),
+            object: cfg.object.clone(),
         })
     }
 }
@@ -150,7 +156,7 @@ impl Mode for P4Mode {
     }
 
     fn kernel(&self) -> ToKernel<'_> {
-        ToKernel { p4: Some(&self.switch), ..Default::default() }
+        ToKernel { p4: Some(&self.switch), p4_object: self.object.as_deref(), ..Default::default() }
     }
 
     fn take_back(&mut self, from: FromKernel<'_>) {
@@ -343,6 +349,7 @@ mod tests {
             entries: vec![entry(&vls[0], 1, HIGH_QUEUE, 0), entry(&vls[1], 2, LOW_QUEUE, 1)],
             groups: vec![(1, vec![2, 3]), (2, vec![1])],
             meters: vec![],
+            object: None,
         };
         let mut p4 = P4Mode::new(&cfg).unwrap();
 

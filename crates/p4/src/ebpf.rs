@@ -110,6 +110,22 @@ pub struct Generated {
     pub meters: Vec<KernelMeter>,
     /// The most action data an entry carries (the value's `args`).
     pub max_args: usize,
+    /// What names this C, and the layout above, in the object clang makes of it (its
+    /// [`FINGERPRINT_SECTION`]): an object compiled elsewhere (`edgeflow p4 compile -o`) runs a
+    /// program only where the program generates the same C, so that the maps are what the
+    /// control plane writes.
+    pub fingerprint: String,
+}
+
+/// The object's section that holds [`Generated::fingerprint`], NUL-terminated.
+pub const FINGERPRINT_SECTION: &str = "edgeflow_p4";
+
+/// 128 bits of FNV-1a (two 64-bit lanes, different seeds) over the C: not a signature, which an
+/// operator who names both the program and the object does not need, but a check that they
+/// belong together.
+fn fingerprint(c: &str) -> String {
+    let lane = |seed: u64| c.bytes().fold(seed, |h, b| (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3));
+    format!("{:016x}{:016x}", lane(0xcbf2_9ce4_8422_2325), lane(0x6c62_272e_07bb_0142))
 }
 
 /// A meter's cells in the kernel: their rates (`meter_rates`), which the control plane writes,
@@ -289,7 +305,13 @@ pub fn generate(program: &Program, checked: &Checked) -> R<Generated> {
         table_keys: Vec::new(),
     };
     g.generate()?;
+    let fingerprint = fingerprint(&g.out);
+    let _ = writeln!(
+        g.out,
+        "\nconst char p4_fingerprint[] __attribute__((section(\"{FINGERPRINT_SECTION}\"), used)) = \"{fingerprint}\";"
+    );
     Ok(Generated {
+        fingerprint,
         c: g.out,
         tables: g.tables,
         counters: g.counters,
@@ -856,10 +878,17 @@ impl<'a> Gen<'a> {
                                 let _ = writeln!(self.run_members, "\t__u64 dm_{};", ident(&key));
                                 self.direct_meters.push((key, bytes));
                             } else {
-                                let (rates_map, words_map) = (format!("p4_mr_{}", ident(&key)), format!("p4_mw_{}", ident(&key)));
+                                let (rates_map, words_map) =
+                                    (format!("p4_mr_{}", ident(&key)), format!("p4_mw_{}", ident(&key)));
                                 let n = size.max(1);
-                                let _ = writeln!(self.out, "EF_MAP({rates_map}, BPF_MAP_TYPE_ARRAY, 4, sizeof(struct p4_meter_rates), {n});");
-                                let _ = writeln!(self.out, "EF_MAP({words_map}, BPF_MAP_TYPE_ARRAY, 4, sizeof(struct p4_meter_words), {n});");
+                                let _ = writeln!(
+                                    self.out,
+                                    "EF_MAP({rates_map}, BPF_MAP_TYPE_ARRAY, 4, sizeof(struct p4_meter_rates), {n});"
+                                );
+                                let _ = writeln!(
+                                    self.out,
+                                    "EF_MAP({words_map}, BPF_MAP_TYPE_ARRAY, 4, sizeof(struct p4_meter_words), {n});"
+                                );
                                 self.meters.push(KernelMeter { name: key, rates_map, words_map, cells: size, bytes });
                             }
                         }
@@ -982,7 +1011,13 @@ impl<'a> Gen<'a> {
             let meter = meter.map(|name| {
                 let bytes = self.direct_meters.iter().any(|(k, b)| *k == name && *b);
                 let t = ident(&target);
-                KernelMeter { name, rates_map: format!("p4_dmr_{t}"), words_map: format!("p4_dmw_{t}"), cells: size, bytes }
+                KernelMeter {
+                    name,
+                    rates_map: format!("p4_dmr_{t}"),
+                    words_map: format!("p4_dmw_{t}"),
+                    cells: size,
+                    bytes,
+                }
             });
             let kt = KernelTable { target: target.clone(), number, map, hits_map, kind, keys, actions, size, meter };
             self.tables.push(kt);
@@ -1397,8 +1432,16 @@ impl Gen<'_> {
         // A hit marks the entry's cell of the table's direct meter; a miss reads green.
         let (mut marked, mut missed) = (String::new(), String::new());
         if let Some(m) = &t.meter {
-            let _ = writeln!(self.out, "EF_MAP({}, BPF_MAP_TYPE_ARRAY, 4, sizeof(struct p4_meter_rates), {});", m.rates_map, t.size);
-            let _ = writeln!(self.out, "EF_MAP({}, BPF_MAP_TYPE_ARRAY, 4, sizeof(struct p4_meter_words), {});", m.words_map, t.size);
+            let _ = writeln!(
+                self.out,
+                "EF_MAP({}, BPF_MAP_TYPE_ARRAY, 4, sizeof(struct p4_meter_rates), {});",
+                m.rates_map, t.size
+            );
+            let _ = writeln!(
+                self.out,
+                "EF_MAP({}, BPF_MAP_TYPE_ARRAY, 4, sizeof(struct p4_meter_words), {});",
+                m.words_map, t.size
+            );
             let units = if m.bytes { "r->sm.f_packet_length" } else { "1" };
             let colour = format!("r->dm_{}", ident(&m.name));
             marked = format!(

@@ -78,6 +78,32 @@ mod imp {
         s
     }
 
+    /// Whether `elf` was compiled from `gen`'s C: the fingerprint `p4::ebpf` put in it.
+    pub fn check_fingerprint(gen: &Generated, elf: &[u8]) -> io::Result<()> {
+        let again = "compile it again from this program with this edgeflow (edgeflow p4 compile PROGRAM -o OBJECT)";
+        let Some(section) = crate::ebpf::section(elf, gen::FINGERPRINT_SECTION)? else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "the object has no {} section: it was not made by edgeflow p4 compile; {again}",
+                    gen::FINGERPRINT_SECTION
+                ),
+            ));
+        };
+        let theirs = String::from_utf8_lossy(section.split(|&b| b == 0).next().unwrap_or_default()).into_owned();
+        if theirs != gen.fingerprint {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "the object was compiled from another program, or by another version of edgeflow \
+                     (its fingerprint {theirs}, this program's {}); {again}",
+                    gen.fingerprint
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     impl P4Kernel {
         /// The program generated, compiled and loaded. InvalidInput where it does not fit the
         /// kernel back end (what does not, by name), NotFound where there is no clang.
@@ -88,6 +114,18 @@ mod imp {
             let elf = crate::ebpf::clang::compile("p4", &gen.c)?;
             let obj = Object::load(&elf)?;
             Ok(P4Kernel::with_object(obj, gen))
+        }
+
+        /// The program's object compiled elsewhere (`edgeflow p4 compile -o`, on a machine with
+        /// clang), loaded here without one. InvalidData where the object is not this program's,
+        /// as this edgeflow generates it: its maps would not be the ones the control plane
+        /// writes.
+        pub fn from_object(program: &Program, elf: &[u8]) -> io::Result<P4Kernel> {
+            let (ast, checked) = program.program();
+            let gen = gen::generate(ast, checked)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("does not fit the kernel: {e}")))?;
+            check_fingerprint(&gen, elf)?;
+            Ok(P4Kernel::with_object(Object::load(elf)?, gen))
         }
 
         /// An object already loaded from `gen`'s C.
@@ -473,7 +511,7 @@ mod imp {
 }
 
 #[cfg(feature = "p4")]
-pub use imp::P4Kernel;
+pub use imp::{check_fingerprint, P4Kernel};
 
 /// Without the `p4` feature there is no P4 program to put in the kernel.
 #[cfg(not(feature = "p4"))]

@@ -242,9 +242,22 @@ impl Arrivals {
 /// programs send every frame up, for the program to decide in userspace.
 #[cfg(feature = "p4")]
 fn p4_in_kernel(mode: &dyn Mode, kind: FastMode, keep: bool) -> Option<std::io::Result<FastPath>> {
-    let program = mode.kernel().p4?;
+    let to_kernel = mode.kernel();
+    let program = to_kernel.p4?;
+    use crate::fastpath::p4::P4Kernel;
+    // An object compiled elsewhere is loaded as it is: this machine may have no clang.
+    let loaded = match to_kernel.p4_object {
+        Some(elf) => P4Kernel::from_object(program, elf),
+        None => P4Kernel::build(program).map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => std::io::Error::new(
+                e.kind(),
+                format!("{e}; compile the program where clang is (edgeflow p4 compile PROGRAM -o OBJECT) and name the object in [p4] object"),
+            ),
+            _ => e,
+        }),
+    };
     // Its tables are written before any port runs it.
-    let built = match crate::fastpath::p4::P4Kernel::build(program).and_then(|mut b| b.write(program).map(|()| b)) {
+    let built = match loaded.and_then(|mut b| b.write(program).map(|()| b)) {
         Ok(built) => built,
         Err(e) => {
             warn!("the P4 program runs in userspace, not in the kernel: {e}");
@@ -254,7 +267,8 @@ fn p4_in_kernel(mode: &dyn Mode, kind: FastMode, keep: bool) -> Option<std::io::
     if keep {
         warn!("keep_fastpath: a P4 program's kernel state is not kept across runs; it starts afresh");
     }
-    tracing::info!(datapath = kind.name(), "the P4 program decides frames in the kernel");
+    let from = if to_kernel.p4_object.is_some() { "the object named in [p4] object" } else { "compiled here" };
+    tracing::info!(datapath = kind.name(), from, "the P4 program decides frames in the kernel");
     Some(FastPath::load_p4(kind, built))
 }
 

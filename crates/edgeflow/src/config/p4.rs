@@ -15,6 +15,10 @@ use super::{Ctx, File, ModeSetting};
 pub struct P4Section {
     /// The program's file; a relative path is the configuration file's directory's.
     pub program: Spanned<String>,
+    /// The program's kernel object, compiled where clang is (`edgeflow p4 compile PROGRAM -o
+    /// OBJECT`): tc and xdp load it instead of compiling the program, so a device needs no
+    /// clang. Relative to the configuration file's directory, as `program` is.
+    pub object: Option<Spanned<String>>,
     #[serde(default, rename = "entry")]
     pub entries: Vec<P4Entry>,
     #[serde(default, rename = "group")]
@@ -165,13 +169,35 @@ pub(super) fn p4(
         .iter()
         .map(|m| (m.name.get_ref().clone(), m.index, [m.cir, m.cburst, m.pir, m.pburst]))
         .collect();
-    let cfg = Config { file: path.display().to_string(), source, entries, groups, meters };
+    let mut cfg = Config { file: path.display().to_string(), source, entries, groups, meters, object: None };
     match forwarding::p4::P4Mode::new(&cfg) {
-        Ok(_) => Ok(ModeSetting::P4(cfg)),
+        Ok(_) => {
+            if let Some(object) = &section.object {
+                cfg.object = Some(kernel_object(cx, object, &cfg)?);
+            }
+            Ok(ModeSetting::P4(cfg))
+        }
         Err(ConfigError::Program(m)) => Err(m),
         Err(ConfigError::Entry(i, m)) => Err(cx.at(&section.entries[i].table, m)),
         Err(ConfigError::Meter(i, m)) => Err(cx.at(&section.meters[i].name, m)),
     }
+}
+
+/// `[p4] object`'s bytes, refused at its line unless it is the program's object as this edgeflow
+/// generates it (the fingerprint `edgeflow p4 compile` put in it).
+fn kernel_object(cx: &Ctx, object: &Spanned<String>, cfg: &Config) -> Result<Vec<u8>, String> {
+    let path = Path::new(cx.path).parent().unwrap_or(Path::new(".")).join(object.get_ref());
+    let elf = std::fs::read(&path).map_err(|e| cx.at(object, format!("{}: {e}", path.display())))?;
+    let (program, checked) = p4::front_end(&cfg.file, &cfg.source)?;
+    let generated = p4::ebpf::generate(&program, &checked).map_err(|e| {
+        cx.at(
+            object,
+            format!("{}: the program does not fit the kernel back end ({e}): no object runs it", path.display()),
+        )
+    })?;
+    datapath::fastpath::p4::check_fingerprint(&generated, &elf)
+        .map_err(|e| cx.at(object, format!("{}: {e}", path.display())))?;
+    Ok(elf)
 }
 
 #[cfg(test)]
@@ -231,6 +257,35 @@ mod tests {
         assert_eq!(e, format!("{sw}:2: P4Runtime serves a P4 program's tables: it needs mode = \"p4\""));
         let e = config("").unwrap_err();
         assert_eq!(e, format!("{sw}:1: mode 'p4' needs a [p4] section naming its program (program = \"switch.p4\")"));
+        // A kernel object made elsewhere: only the program's own, as this edgeflow generates it.
+        let router = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/p4/ipv4_router.p4");
+        let (p, c) = p4::front_end("ipv4_router.p4", &std::fs::read_to_string(router).unwrap()).unwrap();
+        let generated = p4::ebpf::generate(&p, &c).unwrap();
+        std::fs::write(dir.join("router.o"), datapath::ebpf::clang::compile("router", &generated.c).unwrap()).unwrap();
+        std::fs::write(dir.join("fastpath.o"), datapath::ebpf::objects::FASTPATH).unwrap();
+        let with_object = |o: &str| {
+            config(&good.replace("program = \"l2.p4\"\n", &format!("program = \"l2.p4\"\nobject = \"{o}\"\n")))
+        };
+        let e = with_object("router.o").unwrap_err();
+        let (l2_program, l2_checked) =
+            p4::front_end("l2.p4", &std::fs::read_to_string(dir.join("l2.p4")).unwrap()).unwrap();
+        let l2 = p4::ebpf::generate(&l2_program, &l2_checked).unwrap().fingerprint;
+        assert_eq!(
+            e,
+            format!(
+                "{sw}:8: {}: the object was compiled from another program, or by another version of edgeflow (its \
+                 fingerprint {}, this program's {l2}); compile it again from this program with this edgeflow (edgeflow \
+                 p4 compile PROGRAM -o OBJECT)",
+                dir.join("router.o").display(),
+                generated.fingerprint
+            )
+        );
+        if datapath::ebpf::objects::BUILT {
+            let e = with_object("fastpath.o").unwrap_err();
+            assert!(e.starts_with(&format!("{sw}:8: ")) && e.contains("has no edgeflow_p4 section"), "{e}");
+        }
+        let e = with_object("none.o").unwrap_err();
+        assert!(e.starts_with(&format!("{sw}:8: {}: No such file", dir.join("none.o").display())), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
