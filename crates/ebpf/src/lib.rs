@@ -42,6 +42,7 @@ mod cmd {
     pub const MAP_DELETE_ELEM: i32 = 3;
     pub const MAP_GET_NEXT_KEY: i32 = 4;
     pub const MAP_LOOKUP_AND_DELETE_ELEM: i32 = 21;
+    pub const MAP_LOOKUP_BATCH: i32 = 24;
     pub const PROG_LOAD: i32 = 5;
     pub const PROG_TEST_RUN: i32 = 10;
     pub const OBJ_GET_INFO_BY_FD: i32 = 15;
@@ -174,6 +175,62 @@ impl Map {
         let mut a = Attr::new().u32(0, self.fd() as u32).u64(8, key.as_ptr() as u64).u64(16, buf.as_mut_ptr() as u64);
         bpf(cmd::MAP_LOOKUP_ELEM, &mut a)?;
         Ok(buf.chunks(stride).map(|c| c[..self.value_size as usize].to_vec()).collect())
+    }
+
+    /// The values of an array map's first `count` cells, in key order, each `value_size` bytes
+    /// (a per-CPU map's: one per possible CPU, each padded to 8 bytes, as
+    /// [`Map::lookup_percpu`] reads them), in as few calls as the kernel allows: a
+    /// BPF_MAP_LOOKUP_BATCH call per batch of cells (Linux 5.6), else a lookup per cell.
+    pub fn lookup_cells(&self, count: u32, per_cpu: bool) -> io::Result<Vec<u8>> {
+        let count = count.min(self.max_entries);
+        let cell = match per_cpu {
+            true => (self.value_size as usize).next_multiple_of(8) * possible_cpus()?,
+            false => self.value_size as usize,
+        };
+        let mut values = vec![0u8; cell * count as usize];
+        let mut keys = vec![0u32; count as usize];
+        let (mut next, mut read) = (0u32, 0u32);
+        while read < count {
+            let after = next;
+            let mut a = Attr::new()
+                .u64(0, if read == 0 { 0 } else { &after as *const u32 as u64 })
+                .u64(8, &mut next as *mut u32 as u64)
+                .u64(16, keys[read as usize..].as_mut_ptr() as u64)
+                .u64(24, values[read as usize * cell..].as_mut_ptr() as u64)
+                .u32(32, count - read)
+                .u32(36, self.fd() as u32);
+            let r = bpf(cmd::MAP_LOOKUP_BATCH, &mut a);
+            read += a.read_u32(32);
+            match r {
+                Ok(_) => {}
+                // The end of the map, with what came in this call.
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => break,
+                Err(e) if read == 0 && matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOTSUP) | Some(524)) => {
+                    return self.lookup_cells_one_by_one(count, cell, per_cpu);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        // An array map's keys come in order from 0, every one: should a kernel skip one, or
+        // stop short, each cell is read alone.
+        if read < count || keys.iter().enumerate().any(|(i, &k)| k != i as u32) {
+            return self.lookup_cells_one_by_one(count, cell, per_cpu);
+        }
+        Ok(values)
+    }
+
+    fn lookup_cells_one_by_one(&self, count: u32, cell: usize, per_cpu: bool) -> io::Result<Vec<u8>> {
+        let mut values = vec![0u8; cell * count as usize];
+        for (i, v) in values.chunks_mut(cell).enumerate() {
+            let key = (i as u32).to_ne_bytes();
+            let mut a = Attr::new().u32(0, self.fd() as u32).u64(8, key.as_ptr() as u64).u64(16, v.as_mut_ptr() as u64);
+            match bpf(cmd::MAP_LOOKUP_ELEM, &mut a) {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) && !per_cpu => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(values)
     }
 
     /// Reads and deletes `key` in one step, so that nothing the kernel adds to the value between
@@ -791,6 +848,47 @@ pub fn test_may_load_programs(test: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_arrays_cells_read_in_batches_are_what_each_lookup_reads() {
+        if !test_may_load_programs("an_arrays_cells_read_in_batches_are_what_each_lookup_reads") {
+            return;
+        }
+        const ARRAY: u32 = 2;
+        const PERCPU_ARRAY: u32 = 6;
+        let cpus = possible_cpus().unwrap();
+        for (typ, per_cpu) in [(ARRAY, false), (PERCPU_ARRAY, true)] {
+            let m = Map::create("ef_test_cells", typ, 4, 12, 300, 0).unwrap();
+            // 12-byte values: a per-CPU map pads each CPU's to 16.
+            let stride = if per_cpu { 16 } else { 12 };
+            for k in (0u32..300).step_by(7) {
+                let mut v = vec![0u8; stride * if per_cpu { cpus } else { 1 }];
+                for (c, cpu) in v.chunks_mut(stride).enumerate() {
+                    cpu[..4].copy_from_slice(&(k * 1000 + c as u32).to_ne_bytes());
+                    cpu[8..12].copy_from_slice(&(!k).to_ne_bytes());
+                }
+                let v = if per_cpu { v } else { v[..12].to_vec() };
+                m.update(&k.to_ne_bytes(), &v).unwrap();
+            }
+            for count in [0, 1, 250, 300, 400] {
+                let cells = m.lookup_cells(count, per_cpu).unwrap();
+                let n = count.min(300) as usize;
+                let mut one_by_one = Vec::new();
+                for k in 0..n as u32 {
+                    match per_cpu {
+                        true => m.lookup_percpu(&k.to_ne_bytes()).unwrap().iter().for_each(|v| {
+                            one_by_one.extend_from_slice(v);
+                            one_by_one.extend_from_slice(&[0; 4]);
+                        }),
+                        false => one_by_one.extend(m.lookup(&k.to_ne_bytes()).unwrap().unwrap()),
+                    }
+                }
+                assert_eq!(cells, one_by_one, "type {typ}, {count} cells");
+            }
+            assert_eq!(m.lookup_cells_one_by_one(300, stride * if per_cpu { cpus } else { 1 }, per_cpu).unwrap(),
+                       m.lookup_cells(300, per_cpu).unwrap());
+        }
+    }
 
     #[test]
     fn a_section_is_read_by_name_in_either_byte_order() {
