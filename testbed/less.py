@@ -23,7 +23,7 @@ import struct
 import time
 
 from . import loadgen, netns
-from .switches import Edgeflow
+from .switches import Edgeflow, start_all, stop_all
 from .topology import Fabric
 from .util import run_dir, wait_for
 
@@ -89,10 +89,11 @@ def less_switches(fabric, root="r", datapath="user", tag="less", hello_ms=None, 
             cfg.write_text("\n".join(lines) + "\n")
             sw = Edgeflow(fabric.ports[name], datapath=datapath, extra=["--config", str(cfg)],
                           log_name=f"{tag}-{name}-{datapath}")
-            switches[name] = sw.start()
+            switches[name] = sw
+        start_all(switches.values())
         yield switches
     finally:
-        codes = {n: sw.stop() for n, sw in switches.items()}
+        codes = dict(zip(switches, stop_all(switches.values())))
     assert all(c in (0, None) for c in codes.values()), codes
 
 

@@ -6,7 +6,7 @@ import contextlib
 import time
 
 from . import netns
-from .switches import Edgeflow
+from .switches import Edgeflow, start_all, stop_all
 from .topology import Fabric, two_paths
 from .util import run_dir
 
@@ -44,11 +44,12 @@ def frer_pair(tag, datapath, history_length=32):
                 cfg.write_text(f'mode = "streams"\n{ports}[[stream]]\nname = "s1"\ndst = "{listener.mac}"\n'
                                f"{roles[name]}")
                 switches[name] = Edgeflow([], datapath=datapath, extra=["--config", str(cfg)],
-                                          log_name=f"streams-{tag}-{name}-{datapath}").start()
+                                          log_name=f"streams-{tag}-{name}-{datapath}")
+            start_all(switches.values())
             time.sleep(0.5)
             yield f, switches
         finally:
-            f.codes = {n: sw.stop() for n, sw in switches.items()}
+            f.codes = dict(zip(switches, stop_all(switches.values())))
 
 
 #: The metered stream's flow meter: 4 Mbit/s committed, 2 excess, 3000-byte buckets.

@@ -11,7 +11,7 @@ import time
 
 from testbed import afdx, netns
 from testbed.afdx import VL, AfdxNetwork, Receiver, send, vl_arg
-from testbed.switches import EDGEFLOW_BIN, Edgeflow
+from testbed.switches import EDGEFLOW_BIN, Edgeflow, start_all, stop_all
 from testbed.util import kernel_version, run_dir, wait_for
 
 
@@ -28,10 +28,11 @@ def afdx_switches(net, vls, datapath):
             cfg = net.write_config(vls, n, network=n)
             sw = Edgeflow(net.ports(n), datapath=datapath, extra=["--config", str(cfg)],
                           log_name=f"afdx-{net.tag}-{n}-{datapath}")
-            switches[n] = sw.start()
+            switches[n] = sw
+        start_all(switches.values())
         yield switches
     finally:
-        codes = {n: sw.stop() for n, sw in switches.items()}
+        codes = dict(zip(switches, stop_all(switches.values())))
     assert all(c == 0 for c in codes.values()), codes
 
 
