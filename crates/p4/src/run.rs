@@ -14,10 +14,54 @@
 //! `Switch` API at the top. The externs' state machines are the part to move out if it grows.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use crate::ast::*;
 use crate::check::{Checked, Layout, Ty};
+
+/// A map keyed by the program's own names (tables, externs, variables, actions), hashed by
+/// [`NameHasher`]: SipHash was a sixth of the software target's time. Not for keys a frame
+/// chooses: the exact-table index keeps the standard library's keyed hash.
+type Names<K, V> = HashMap<K, V, BuildHasherDefault<NameHasher>>;
+
+/// A multiply-and-rotate hash a word at a time (the scheme of rustc's FxHash): fast on short
+/// strings, and no defence against chosen collisions, which names in the program do not need.
+#[derive(Clone, Copy, Default)]
+struct NameHasher(u64);
+
+impl NameHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for NameHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut words = bytes.chunks_exact(8);
+        for w in &mut words {
+            self.add(u64::from_le_bytes(w.try_into().unwrap()));
+        }
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            let mut last = [0u8; 8];
+            last[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(last));
+        }
+    }
+
+    fn write_u8(&mut self, byte: u8) {
+        self.add(byte as u64);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// A header's or struct's field name: shared, since values are copied per frame and per copy
+/// (a `String` each was a fifth of the software target's time, in malloc and free).
+pub type Name = Arc<str>;
 
 /// A value while the program runs.
 #[derive(Clone, Debug, PartialEq)]
@@ -34,9 +78,9 @@ pub enum Value {
     Enum(String),
     Header {
         valid: bool,
-        fields: Vec<(String, Value)>,
+        fields: Vec<(Name, Value)>,
     },
-    Struct(Vec<(String, Value)>),
+    Struct(Vec<(Name, Value)>),
     /// What `t.apply()` gives.
     Applied {
         hit: bool,
@@ -72,14 +116,14 @@ impl Value {
         matches!(self, Value::Bool(true))
     }
 
-    fn fields(&self) -> Option<&Vec<(String, Value)>> {
+    fn fields(&self) -> Option<&Vec<(Name, Value)>> {
         match self {
             Value::Header { fields, .. } | Value::Struct(fields) => Some(fields),
             _ => None,
         }
     }
 
-    fn fields_mut(&mut self) -> Option<&mut Vec<(String, Value)>> {
+    fn fields_mut(&mut self) -> Option<&mut Vec<(Name, Value)>> {
         match self {
             Value::Header { fields, .. } | Value::Struct(fields) => Some(fields),
             _ => None,
@@ -87,7 +131,7 @@ impl Value {
     }
 
     fn field_mut(&mut self, name: &str) -> Option<&mut Value> {
-        self.fields_mut()?.iter_mut().find(|(n, _)| n == name).map(|(_, v)| v)
+        self.fields_mut()?.iter_mut().find(|(n, _)| &**n == name).map(|(_, v)| v)
     }
 
     /// `self` given the width of `like` when it is a number (an assignment, an operand).
@@ -234,27 +278,29 @@ struct Code {
 /// change (tables, counters, registers, accounts, multicast groups).
 pub struct Switch {
     code: Arc<Code>,
-    tables: HashMap<String, TableState>,
-    counters: HashMap<String, Vec<(u64, u64)>>,
-    registers: HashMap<String, Vec<Value>>,
+    tables: Names<String, TableState>,
+    counters: Names<String, Vec<(u64, u64)>>,
+    registers: Names<String, Vec<Value>>,
     /// Per AFDX account: (credit in byte·ns, when it was last brought up to date).
-    accounts: HashMap<String, Vec<(u128, u64)>>,
-    meters: HashMap<String, Meter>,
+    accounts: Names<String, Vec<(u128, u64)>>,
+    meters: Names<String, Meter>,
     /// Direct meters, by instance: whether each counts bytes, and the colour its table's last
     /// lookup gave (what `read` returns).
-    direct_meters: HashMap<String, bool>,
-    direct_colours: HashMap<String, u8>,
+    direct_meters: Names<String, bool>,
+    direct_colours: Names<String, u8>,
     groups: HashMap<u16, Vec<u32>>,
     /// Moves on every change a control plane makes (entries, defaults, groups, counter,
     /// register and meter cells), so that a copy elsewhere (the kernel's) knows to follow.
     generation: u64,
+    /// The headers, metadata and standard metadata every frame starts from, made once.
+    initial: Option<[Value; 3]>,
 }
 
 /// One block's run: its variables, the frame, and where it is.
 struct Cx<'c> {
     block: &'c str,
-    scopes: Vec<HashMap<String, Value>>,
-    actions: HashMap<&'c str, &'c Action>,
+    scopes: Vec<Names<String, Value>>,
+    actions: Names<&'c str, &'c Action>,
     /// The packet_in or packet_out parameter's name.
     packet: Option<String>,
     data: &'c [u8],
@@ -273,15 +319,16 @@ impl Switch {
         let info = Arc::new(crate::info::info(&program, &checked)?);
         let mut sw = Switch {
             code: Arc::new(Code { program, checked, info }),
-            tables: HashMap::new(),
-            counters: HashMap::new(),
-            registers: HashMap::new(),
-            accounts: HashMap::new(),
-            meters: HashMap::new(),
-            direct_meters: HashMap::new(),
-            direct_colours: HashMap::new(),
+            tables: Names::default(),
+            counters: Names::default(),
+            registers: Names::default(),
+            accounts: Names::default(),
+            meters: Names::default(),
+            direct_meters: Names::default(),
+            direct_colours: Names::default(),
             groups: HashMap::new(),
             generation: 0,
+            initial: None,
         };
         let code = sw.code.clone();
         for d in &code.program.decls {
@@ -449,13 +496,13 @@ impl Switch {
             Ty::Header(n) => match layouts.get(n) {
                 Some(Layout::Header(f)) => Value::Header {
                     valid: false,
-                    fields: f.iter().map(|(n, t)| (n.clone(), self.default_of(t))).collect(),
+                    fields: f.iter().map(|(n, t)| (Name::from(n.as_str()), self.default_of(t))).collect(),
                 },
                 _ => Value::Void,
             },
             Ty::Struct(n) => match layouts.get(n) {
                 Some(Layout::Struct(f)) => {
-                    Value::Struct(f.iter().map(|(n, t)| (n.clone(), self.default_of(t))).collect())
+                    Value::Struct(f.iter().map(|(n, t)| (Name::from(n.as_str()), self.default_of(t))).collect())
                 }
                 _ => Value::Void,
             },
@@ -768,9 +815,15 @@ impl Switch {
         };
         let parser = block(&blocks[0]);
         let pp = params(parser);
-        let mut hdr = self.default_of(&code.checked.resolve(&pp[1].ty));
-        let mut meta = self.default_of(&code.checked.resolve(&pp[2].ty));
-        let mut sm = self.default_of(&code.checked.resolve(&pp[3].ty));
+        let initial = match &self.initial {
+            Some(values) => values.clone(),
+            None => {
+                let values = [1, 2, 3].map(|i| self.default_of(&code.checked.resolve(&pp[i].ty)));
+                self.initial = Some(values.clone());
+                values
+            }
+        };
+        let [mut hdr, mut meta, mut sm] = initial;
         set_field(&mut sm, "ingress_port", port as u128);
         set_field(&mut sm, "packet_length", frame.len() as u128);
         set_field(&mut sm, "timestamp", now as u128);
@@ -859,7 +912,7 @@ impl Switch {
                 std::mem::replace(s, Value::Void),
             ],
         );
-        cx.scopes.push(HashMap::new());
+        cx.scopes.push(Names::default());
         let mut result = Ok(());
         for l in locals {
             if let Err(e) = self.local(&mut cx, l) {
@@ -897,7 +950,7 @@ impl Switch {
     }
 
     fn run_parser(&mut self, cx: &mut Cx, locals: &[Local], states: &[State]) -> Run<()> {
-        cx.scopes.push(HashMap::new());
+        cx.scopes.push(Names::default());
         for l in locals {
             self.local(cx, l)?;
         }
@@ -955,7 +1008,7 @@ impl Switch {
     }
 
     fn block_stmts(&mut self, cx: &mut Cx, stmts: &[Stmt]) -> Run<()> {
-        cx.scopes.push(HashMap::new());
+        cx.scopes.push(Names::default());
         let r = stmts.iter().try_for_each(|s| self.stmt(cx, s));
         cx.scopes.pop();
         r
@@ -1069,7 +1122,7 @@ impl Switch {
                     },
                     v => v
                         .fields()
-                        .and_then(|f| f.iter().find(|(n, _)| *n == m.text))
+                        .and_then(|f| f.iter().find(|(n, _)| **n == *m.text))
                         .map(|(_, v)| v.clone())
                         .unwrap_or(Value::Void),
                 }
@@ -1206,7 +1259,7 @@ impl Switch {
     /// Runs action `a` with `values` for its parameters; those with a direction are written back
     /// to the caller's arguments (`args`) afterwards (copy-in, copy-out).
     fn run_action(&mut self, cx: &mut Cx, a: &Action, values: Vec<Value>, args: Option<&[Expr]>) -> Run<Value> {
-        let mut scope = HashMap::new();
+        let mut scope = Names::default();
         for (p, v) in a.params.iter().zip(values) {
             let zero = self.default_of(&self.code.checked.resolve(&p.ty));
             scope.insert(p.name.text.clone(), v.sized_as(&zero));
@@ -1411,7 +1464,7 @@ impl Switch {
 
 impl<'c> Cx<'c> {
     fn new(block: &'c str, code: &'c Code, data: &'c [u8], length: u64, now: u64) -> Cx<'c> {
-        let mut actions = HashMap::new();
+        let mut actions = Names::default();
         for d in &code.program.decls {
             if let Decl::Control { name, locals, .. } = d {
                 if name.text == block {
@@ -1427,7 +1480,7 @@ impl<'c> Cx<'c> {
     }
 
     fn bind(&mut self, params: &[Param], values: Vec<Value>) {
-        let mut scope = HashMap::new();
+        let mut scope = Names::default();
         for p in params {
             if matches!(&p.ty, Type::Named(n, _) if n.text == "packet_in" || n.text == "packet_out") {
                 self.packet = Some(p.name.text.clone());
@@ -1511,7 +1564,7 @@ fn find_action<'c>(code: &'c Code, block: &str, name: &str) -> Option<&'c Action
 }
 
 fn field(v: &Value, name: &str) -> u128 {
-    v.fields().and_then(|f| f.iter().find(|(n, _)| n == name)).map_or(0, |(_, v)| v.as_u128())
+    v.fields().and_then(|f| f.iter().find(|(n, _)| &**n == name)).map_or(0, |(_, v)| v.as_u128())
 }
 
 fn set_field(v: &mut Value, name: &str, x: u128) {
