@@ -329,8 +329,9 @@ enum Outcome {
     Session,
     /// No session: an error, a timeout, a hello we cannot answer.
     Failed,
-    /// The peer closed cleanly before its hello: on a listener, a port probe (monitoring, a test
-    /// waiting for the listener), not counted as a failure.
+    /// The peer closed (or, on a listener, reset) the connection before its hello and sent
+    /// nothing: on a listener, a port probe (monitoring, a test waiting for the listener), not
+    /// counted as a failure.
     Probe,
 }
 
@@ -342,6 +343,7 @@ async fn handshake_and_session<S: AsyncRead + AsyncWrite + Unpin + 'static>(
     handshake: Option<Slot>,
     stop: Stop,
 ) -> Outcome {
+    let passive = handshake.is_some();
     let (rd, wr) = tokio::io::split(stream);
     let limit = hub.borrow().cfg.output_limit;
     let (tx, rx) = Outbox::new(limit);
@@ -364,6 +366,13 @@ async fn handshake_and_session<S: AsyncRead + AsyncWrite + Unpin + 'static>(
             tx.send(error_reply(0, ErrorCode::BadRequest(BadRequest::BadLen), &head));
             finish(tx, writer_task).await;
             return Outcome::Failed;
+        }
+        // A probe that closes with our hello unread resets the connection rather than closing
+        // it, depending on whether the hello reached it first: a probe all the same.
+        Ok(Err(e)) if passive && e.kind() == std::io::ErrorKind::ConnectionReset && framer.buf.is_empty() => {
+            debug!(%peer, "peer reset the connection before its hello");
+            finish(tx, writer_task).await;
+            return Outcome::Probe;
         }
         Ok(Err(e)) => {
             warn!(%peer, "connection failed before the peer's hello: {e}");
