@@ -86,8 +86,9 @@ test-integration:
 	$(PYTEST) tests -v --durations=0 --junitxml=build/junit.xml
 
 # The kernel fast path's tests inside Debian 12's own kernel (6.1) and Debian 11's (5.10), booted
-# with virtme-ng: scripts/test-kernels.sh (KERNELS="bookworm" for one).
+# with virtme-ng: scripts/test-kernels.sh (KERNELS="bookworm" for one), after fetching them.
 test-kernels: setup build
+	scripts/test-kernels.sh prepare
 	scripts/test-kernels.sh
 
 # Debian 12's arm64 and armhf kernels under qemu-system-aarch64/-arm (emulated): the fast path's

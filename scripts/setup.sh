@@ -106,6 +106,10 @@ if [ ! -x "$PROMETHEUS_DIR/usr/bin/prometheus" ]; then
   rm -rf "$tmp"
 fi
 
+# Debian 12's kernel for the guest of tests/test_kernels.py, and whether KVM boots it here: fetched
+# and decided now, so that the test only boots it.
+KERNELS=bookworm scripts/test-kernels.sh prepare
+
 # BPF filesystem (for the kernel fast path).
 if ! mount | grep -q "on /sys/fs/bpf type bpf"; then
   mount -t bpf bpf /sys/fs/bpf 2>/dev/null || true

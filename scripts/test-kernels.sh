@@ -4,59 +4,111 @@
 # 5.10, the kernel of OpenWrt 22.03's generation), and runs the kernel fast path's tests inside:
 # BPF_PROG_TEST_RUN of every program feature (flows, actions, meters, AFDX links, LESS labels, on
 # TC and XDP), the differential check against userspace, and forwarding through TC and XDP in
-# namespaces (pings and TCP). The kernel is unpacked from its Debian package into this machine's
-# cache, $XDG_CACHE_HOME/edgeflow/kernels (~/.cache by default; EDGEFLOW_KERNEL_CACHE overrides),
-# where every checkout finds it (apt-get download + dpkg -x; Debian 11's fetched from its suite, its release file checked
-# against Debian's archive keys and the package against the release's hashes), never installed.
-# `make test` runs it on 6.1 (tests/test_kernels.py).
-# KVM is used where it boots the guest; where it does not (absent, or a nested KVM that hangs on
-# the guest's first instruction, as on the machine this was written on) the run says so and
-# uses TCG, slower.
+# namespaces (pings and TCP). `make test` runs a short form on 6.1 (tests/test_kernels.py).
+#
+#   scripts/test-kernels.sh prepare   fetches what the runs need, once: each kernel, unpacked from
+#                                     its Debian package into this machine's cache,
+#                                     $XDG_CACHE_HOME/edgeflow/kernels (~/.cache by default;
+#                                     EDGEFLOW_KERNEL_CACHE overrides), where every checkout finds
+#                                     it (apt-get download + dpkg -x; Debian 11's from its suite,
+#                                     its release file checked against Debian's archive keys and
+#                                     the package against the release's hashes), never installed;
+#                                     and whether KVM boots a guest here. scripts/setup.sh runs it
+#                                     for 6.1, `make test-kernels` for every kernel it boots.
+#   scripts/test-kernels.sh           the runs, with what `prepare` left: nothing is fetched here.
+#
+# KVM is used where it boots the guest. Where it does not, the run says so and uses TCG, slower:
+# no /dev/kvm; a CPU without VMX or SVM, whose /dev/kvm is a paravirtual KVM (PVM) that boots no
+# stock kernel (the machine this was written on: it hangs after "Probing EDD"); or a nested KVM
+# that hangs on the guest's first instruction, told apart by a short first boot.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/.venv/bin:$HOME/.cargo/bin:$PATH"
-
-# Debian 12's kernel: the package linux-image-amd64 depends on, unpacked once.
-need=()
-for p in qemu-system-x86 busybox-static curl xz-utils gpgv; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
-done
-if ((${#need[@]})); then
-  echo "test-kernels: installing ${need[*]}"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
-fi
-.venv/bin/python -c "import virtme_ng" 2>/dev/null || .venv/bin/pip install -q -r testbed/requirements.txt
+ACTION=${1:-run}
 KERNELS=${KERNELS:-bookworm bullseye}
 KERNEL_CACHE=${EDGEFLOW_KERNEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/edgeflow/kernels}
+VERDICT=$KERNEL_CACHE/accel-$(uname -r)
 mkdir -p "$KERNEL_CACHE"
-. scripts/debian.sh
 
-# Debian SUITE's kernel (the package linux-image-amd64 depends on), unpacked into the cache once; prints its directory. This machine's own suite comes through apt, another's through
-# scripts/debian.sh, checked link by link.
+# Prints the directory SUITE's kernel was unpacked in, or fails: `prepare` leaves the package's
+# name beside the cache, so that a run reads no index.
+kernel_dir() {
+  local name=$KERNEL_CACHE/$1.package
+  [ -f "$name" ] && [ -f "$KERNEL_CACHE/$(cat "$name")/done" ] || return 1
+  echo "$KERNEL_CACHE/$(cat "$name")"
+}
+
+# Unpacks Debian SUITE's kernel (the package linux-image-amd64 depends on) into the cache once.
+# This machine's own suite comes through apt, another's through scripts/debian.sh, checked link by
+# link.
 unpack_kernel() {
   local suite=$1 this package dir index=""
   this=$(. /etc/os-release && echo "$VERSION_CODENAME")
   if [ "$suite" = "$this" ]; then
-    package=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+    package=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+    if [ -z "$package" ]; then # apt's lists not read yet on a fresh machine
+      apt-get update -qq
+      package=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-[0-9]/ {print $2; exit}')
+    fi
   else
     index=$(debian_index "$suite" amd64)
     package=$(debian_depends "$index" linux-image-amd64)
   fi
   dir=$KERNEL_CACHE/$package
   if [ ! -f "$dir/done" ]; then
-    echo "test-kernels: unpacking $package ($suite)" >&2
+    echo "test-kernels: unpacking $package ($suite)"
     rm -rf "$dir" && mkdir -p "$dir"
     if [ -z "$index" ]; then
-      # (apt-get's progress to stderr: this function's output is the directory)
-      (cd "$dir" && apt-get download "$package" 2>/dev/null && dpkg -x ./*.deb root && rm ./*.deb) >&2
+      (cd "$dir" && apt-get download "$package" >/dev/null 2>&1 && dpkg -x ./*.deb root && rm ./*.deb)
     else
       debian_fetch "$index" "$package" "$dir/kernel.deb"
       dpkg -x "$dir/kernel.deb" "$dir/root" && rm "$dir/kernel.deb"
     fi
     touch "$dir/done"
   fi
-  echo "$dir"
+  echo "$package" >"$KERNEL_CACHE/$suite.package"
 }
+
+# Whether KVM boots a stock guest here, kept in the cache for this host kernel.
+decide_accel() {
+  local vmlinuz=$1 out
+  [ -f "$VERDICT" ] && return 0
+  if [ ! -e /dev/kvm ] || ! grep -qwE 'vmx|svm' /proc/cpuinfo; then
+    echo tcg >"$VERDICT"
+  else
+    # -cpu host with arch-capabilities makes this QEMU abort on a nested KVM; without it, a guest
+    # that never starts is told apart by a short first try (20 s when it hangs).
+    out=$(timeout 20 vng -v -r "$vmlinuz" --qemu-opts="-cpu host,-arch-capabilities" --exec "echo booted" 2>&1 | tr -d '\r' || true)
+    if grep -q '^booted' <<<"$out"; then echo kvm >"$VERDICT"; else echo tcg >"$VERDICT"; fi
+  fi
+  echo "test-kernels: guests run under $(cat "$VERDICT") here"
+}
+
+if [ "$ACTION" = prepare ]; then
+  need=()
+  for p in qemu-system-x86 busybox-static curl xz-utils gpgv; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
+  done
+  if ((${#need[@]})); then
+    echo "test-kernels: installing ${need[*]}"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  fi
+  .venv/bin/python -c "import virtme_ng" 2>/dev/null || .venv/bin/pip install -q -r testbed/requirements.txt
+  . scripts/debian.sh
+  for suite in $KERNELS; do
+    unpack_kernel "$suite"
+    dir=$(kernel_dir "$suite")
+    decide_accel "$(ls "$dir"/root/boot/vmlinuz-*)"
+  done
+  exit 0
+elif [ "$ACTION" != run ]; then
+  echo "usage: $0 [prepare]" >&2
+  exit 2
+fi
+for suite in $KERNELS; do
+  { kernel_dir "$suite" >/dev/null && [ -f "$VERDICT" ]; } ||
+    { echo "test-kernels: $suite's kernel is not prepared: run 'KERNELS=$suite scripts/test-kernels.sh prepare' (scripts/setup.sh does for bookworm)" >&2; exit 1; }
+done
 
 # The test programs, built for this machine (the guest runs them from the same filesystem). Built
 # as the whole workspace's, with its features unified: `make test` has built them already (`-p
@@ -103,23 +155,11 @@ boot() {
   vng -v -r "$vmlinuz" --cpus 2 --memory 2G --cwd "$PWD" --overlay-rwdir "$PWD" "$@" --exec "$script" 2>&1 |
     tr -d '\r' || true
 }
-# -cpu host with arch-capabilities makes this QEMU abort on a nested KVM; without it, a guest
-# that never starts is told apart by a short first try (20 s when it hangs), whose verdict is kept
-# in the cache for this host kernel, so that a fresh checkout does not wait for it again.
-verdict=$KERNEL_CACHE/accel-$(uname -r)
 failed=()
 for suite in $KERNELS; do
-  dir=$(unpack_kernel "$suite")
+  dir=$(kernel_dir "$suite")
   vmlinuz=$(ls "$dir"/root/boot/vmlinuz-*)
-  if [ ! -e /dev/kvm ]; then
-    accel=tcg
-  elif [ -f "$verdict" ]; then
-    accel=$(cat "$verdict")
-  else
-    out=$(timeout 20 vng -v -r "$vmlinuz" --qemu-opts="-cpu host,-arch-capabilities" --exec "echo booted" 2>&1 | tr -d '\r' || true)
-    if grep -q '^booted' <<<"$out"; then accel=kvm; else accel=tcg; fi
-    echo "$accel" > "$verdict"
-  fi
+  accel=$(cat "$VERDICT")
   echo "test-kernels: ${dir#"$KERNEL_CACHE"/} ($suite), $( [ $accel = kvm ] && echo KVM || echo 'TCG (software emulation: KVM is absent here or does not boot the guest)')"
   if [ $accel = kvm ]; then
     out=$(boot --qemu-opts="-cpu host,-arch-capabilities")
@@ -132,7 +172,14 @@ for suite in $KERNELS; do
   printf '%s\n' "$out" | grep -av '^\[ *[0-9]' |
     grep -aE 'guest-kernel|test result|panicked|FAILED|passed|failed|attached as|legacy attach|refused by this kernel' |
     grep -av guest-tests-passed
-  if grep -aq guest-tests-passed <<<"$out"; then echo "guest-tests-passed"; else failed+=("$suite"); fi
+  if grep -aq guest-tests-passed <<<"$out"; then
+    echo "guest-tests-passed"
+  else
+    # What failed and why: the guest's own last lines (an assertion, a panic), the kernel's left out.
+    echo "test-kernels: $suite failed; the guest's last lines:"
+    printf '%s\n' "$out" | grep -av '^\[ *[0-9]' | tail -n 80
+    failed+=("$suite")
+  fi
 done
 if ((${#failed[@]})); then
   echo "test-kernels: failed on ${failed[*]}"
