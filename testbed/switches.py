@@ -411,3 +411,32 @@ def edgeflow_on(datapath, hosts, ports, **kw):
             h.set_offload(**Edgeflow.HOST_SETTINGS[datapath or "user"])
     kw["log_name"] = f"{kw.get('log_name', 'edgeflow')}-{datapath or 'user'}"
     return Edgeflow(ports, datapath=datapath, **kw)
+
+
+def learn_across(kind, fabric):
+    """Builds `fabric` (testbed.topology), puts a switch of `kind` on each of its switches,
+    learning on its own (no controller), and returns how many of two pings from its first host
+    reach its last. Open vSwitch runs one bridge per switch on one daemon (its userspace datapath
+    is one per machine). Learning across several switches takes a moment: up to five tries."""
+    from contextlib import ExitStack
+    with fabric, ExitStack() as stack:
+        ovs = None
+        for name in fabric.switches:
+            ports = fabric.ports[name]
+            if kind == "linux-bridge":
+                stack.enter_context(LinuxBridge(ports, dev=f"ef-br{name}"))
+            elif kind == "ovs-netdev" and ovs is not None:
+                ovs.add_bridge(f"ef-ovs{name}", ports)
+            elif kind == "ovs-netdev":
+                ovs = stack.enter_context(OvsNetdev(ports, log_name=f"topo-ovs-{name}", bridge=f"ef-ovs{name}"))
+            else:
+                datapath = kind.split("-")[1] if "-" in kind else "user"
+                stack.enter_context(edgeflow_on(datapath, fabric.hosts, ports, log_name=f"topo-{kind}-{name}"))
+        first, last = fabric.hosts[0], fabric.hosts[-1]
+        received = 0
+        for _ in range(5):
+            received = first.ping(last.addr, count=2, interval=0.2)[0]
+            if received:
+                break
+            time.sleep(0.5)
+        return received
