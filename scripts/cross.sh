@@ -5,6 +5,9 @@
 #
 #   scripts/cross.sh                          every target below, both variants
 #   scripts/cross.sh TARGET [full|minimal]    one target, one or both variants
+#   scripts/cross.sh prepare [TARGET...]      only fetch the targets' standard libraries (setup
+#                                             does for the image the tests run, so that building it
+#                                             beside them fetches nothing)
 #
 # Nothing but rustup's standard library for the target is needed: clang-14 compiles ring's C for
 # the target (it needs no sysroot), rust-lld links against Rust's own musl, and the eBPF objects
@@ -41,6 +44,14 @@ toolchain_for() {
   done
   return 1
 }
+
+if [ "${1:-}" = prepare ]; then
+  shift
+  for t in "${@:-${TARGETS[@]}}"; do
+    toolchain_for "$t" >/dev/null || { echo "cross: no Rust standard library for $t from rustup (tried the default toolchain and $msrv)" >&2; exit 1; }
+  done
+  exit 0
+fi
 
 mkdir -p build/cross
 sizes=build/cross/sizes.tsv

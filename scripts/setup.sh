@@ -106,6 +106,10 @@ if [ ! -x "$PROMETHEUS_DIR/usr/bin/prometheus" ]; then
   rm -rf "$tmp"
 fi
 
+# The standard library of the image tests/test_arm.py runs (aarch64, musl): the test session builds
+# it beside the other tests, and fetches nothing.
+scripts/cross.sh prepare aarch64-unknown-linux-musl
+
 # Debian 12's kernel for the guest of tests/test_kernels.py, and whether KVM boots it here: fetched
 # and decided now, so that the test only boots it.
 KERNELS=bookworm scripts/test-kernels.sh prepare

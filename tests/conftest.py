@@ -6,7 +6,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from testbed import netns  # noqa: E402
+from testbed import background, netns  # noqa: E402
 from testbed.switches import EDGEFLOW_BIN  # noqa: E402
 
 # tests/bench runs every experiment (~10 minutes): `make bench-quick` asks for it by name.
@@ -19,13 +19,21 @@ NEEDS_ROOT = ("this test builds network namespaces and loads BPF programs: run `
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "no_root: runs without root (no namespaces, sockets or BPF programs)")
+    config.addinivalue_line("markers", "background(job): collects a job of testbed/background.py that the session "
+                                       "starts at once and runs beside the other tests; the test runs last")
 
 
 def needs_root(item):
     return item.get_closest_marker("no_root") is None
 
 
+def background_jobs(item):
+    return [m.args[0] for m in item.iter_markers("background")]
+
+
 def pytest_collection_modifyitems(config, items):
+    # The tests that collect a background job wait for it: last, so that it had the run's length.
+    items.sort(key=lambda item: bool(background_jobs(item)))
     # Without root, the tests that need none run first; the first one that needs root stops the
     # run with the reason (a run that skipped everything must not read as a pass), unless the
     # caller asked for the skip by name.
@@ -55,7 +63,10 @@ def clean_machine(request):
         pytest.exit(str(e), returncode=3)
     assert Path(EDGEFLOW_BIN).exists(), f"{EDGEFLOW_BIN} missing: run `make build` first"
     netns.cleanup()
+    for name in dict.fromkeys(job for item in request.session.items for job in background_jobs(item)):
+        background.start(name)
     yield
+    background.stop_all()
     netns.cleanup()
     lock.close()
 

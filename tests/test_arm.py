@@ -1,4 +1,5 @@
-"""The image a gateway runs: the minimal aarch64 build (`make cross-test`: static musl, OpenFlow
+"""The image a gateway runs: the minimal aarch64 build (`scripts/cross.sh aarch64-unknown-linux-musl
+minimal`, built beside the other tests by testbed/background.py; `make cross-test`: static musl, OpenFlow
 and the userspace datapath, no TLS, no fast path, no AFDX or LESS) under qemu-user on this
 machine's kernel. An os-ken application drives it; hosts in namespaces ping and carry TCP
 through it, and its own report says which socket features it had to do without."""
@@ -9,6 +10,7 @@ import subprocess
 
 import pytest
 
+from testbed import background
 from testbed.controllers import OsKen
 from testbed.switches import Edgeflow
 from testbed.traffic import iperf3_tcp
@@ -19,10 +21,14 @@ BINARY = ROOT / "build" / "cross" / TARGET / "edgeflow-minimal"
 QEMU = "qemu-aarch64-static"
 
 
+# Built beside the other tests; run on its own, the build (minutes) is in this test's time.
+pytestmark = [pytest.mark.background("cross-aarch64-minimal"), pytest.mark.timeout(900)]
+
+
 @pytest.fixture(scope="module")
 def arm_switch():
-    if not BINARY.exists():
-        pytest.fail(f"{BINARY} is missing: `make cross-test` builds it (make test does)")
+    code, out, _ = background.result("cross-aarch64-minimal")
+    assert code == 0, f"scripts/cross.sh aarch64-unknown-linux-musl minimal failed:\n{out[-3000:]}"
     if shutil.which(QEMU) is None:
         pytest.fail(f"{QEMU} is missing: scripts/setup.sh installs qemu-user-static")
     kind = subprocess.run(["file", "-b", str(BINARY)], capture_output=True, text=True).stdout
