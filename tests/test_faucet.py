@@ -34,6 +34,11 @@ def reachable(src, dst):
     return src.ping(dst.addr, count=2, interval=0.3)[0] > 0
 
 
+# One kernel hook: Faucet's flows (VLAN push and pop, floods, the ACL's drop) run in the one action
+# executor both hooks share (bpf/fp_ctx.h). TC, whose floods clone in the kernel (XDP sends them to
+# userspace); XDP's pushes and pops are held to userspace's bytes by BPF_PROG_TEST_RUN
+# (`every_action_does_in_the_kernel_what_userspace_does`).
+@pytest.mark.parametrize("datapath", ["user", "tc"])
 def test_faucet_vlans_acl_and_gauge(faucet_hosts, tmp_path, datapath):
     h = faucet_hosts.hosts
     faucet_yaml = tmp_path / "faucet.yaml"

@@ -8,6 +8,8 @@ import struct
 import subprocess
 import time
 
+import pytest
+
 from test_fastpath import CAPTURE, SEND
 
 from testbed.switches import edgeflow_on
@@ -37,6 +39,9 @@ def n_packets(flows, out_port):
     return int(re.search(r"n_packets=(\d+)", line).group(1))
 
 
+# One kernel hook: both parse a frame with the same code (bpf/fp_parse.h). XDP here; TC reads the
+# same bytes through the same parser in every other TC test.
+@pytest.mark.parametrize("datapath", ["user", "xdp"])
 def test_snap_frames_match_their_ethertype_and_other_llc_frames_0x05ff(three_hosts, datapath):
     h1, h2, h3 = three_hosts.hosts
     snap = llc_snap(udp_frame(h1.mac, h2.mac, h1.addr, h2.addr, 4000, 9, 30))

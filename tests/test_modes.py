@@ -12,6 +12,8 @@ from testbed.switches import edgeflow_on
 from testbed.traffic import iperf3_tcp
 
 
+# One kernel hook: portmap's entries are ordinary megaflow entries to either hook.
+@pytest.mark.parametrize("datapath", ["user", "xdp"])
 def test_portmap_mode_forwards_mapped_ports_only(datapath):
     netns.cleanup()
     with netns.Topology("pm") as topo:
@@ -59,6 +61,9 @@ def queue_stats(sw):
             for p, q, b, n in re.findall(r"port\s+(\d+) queue (\d+): bytes=(\d+), pkts=(\d+)", out)}
 
 
+# One kernel hook: the queues are userspace's; the kernel only hands such frames up, the same way
+# on both hooks.
+@pytest.mark.parametrize("datapath", ["user", "tc"])
 def test_set_queue_and_vlan_priority_pick_egress_queues(datapath):
     netns.cleanup()
     with netns.Topology("q") as topo:

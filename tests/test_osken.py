@@ -4,6 +4,8 @@ flows are in place must be forwarded by the kernel: its hit counter shows it."""
 
 import re
 
+import pytest
+
 from testbed.controllers import OsKen
 from testbed.switches import edgeflow_on
 from testbed.util import wait_for
@@ -42,6 +44,8 @@ def test_l2_learning_app(two_hosts, datapath):
     assert_kernel_forwarded(sw, datapath, at_least=8)
 
 
+# One kernel hook each for the apps that only forward: test_l2_learning_app runs on both.
+@pytest.mark.parametrize("datapath", ["user", "xdp"])
 def test_pass_through_app(two_hosts, datapath):
     h1, h2 = two_hosts.hosts
     with OsKen("pass_through") as ctl, \
@@ -58,6 +62,8 @@ def test_pass_through_app(two_hosts, datapath):
     assert_kernel_forwarded(sw, datapath, at_least=8)
 
 
+# One kernel hook each for the apps that only forward: test_l2_learning_app runs on both.
+@pytest.mark.parametrize("datapath", ["user", "tc"])
 def test_four_table_app(three_hosts, datapath):
     h1, h2, h3 = three_hosts.hosts
     with OsKen("four_table") as ctl, \
