@@ -1,12 +1,16 @@
-"""Writes P4Runtime's schema as a protobuf FileDescriptorSet, for crates/p4runtime's build.
+"""Writes P4Runtime's schema as a protobuf FileDescriptorSet: crates/p4runtime/schema/p4runtime.fds,
+which the crate's build generates its Rust code from. Run it only to move to another P4Runtime
+release; the build itself needs no Python.
 
-The schema is not kept in this repository: the `p4runtime` package on PyPI (installed by
-`scripts/setup.sh build` into .venv-build) carries every .proto file compiled into its Python
-modules, and each module's descriptor serialises back to the FileDescriptorProto it came from.
-The set holds p4runtime.proto and everything it imports, dependencies first, as protoc's
-`--include_imports` would write it.
+The `p4runtime` package on PyPI carries every .proto file compiled into its Python modules, and
+each module's descriptor serialises back to the FileDescriptorProto it came from. The set holds
+p4runtime.proto and everything it imports, dependencies first, as protoc's `--include_imports`
+would write it. The package predates protobuf 4's generated code, and only its messages are
+imported, so neither grpcio nor its other dependencies are needed:
 
-    python scripts/p4runtime_descriptors.py OUT.bin
+    python3 -m venv /tmp/p4rt && /tmp/p4rt/bin/pip install --no-deps p4runtime==1.6.0 \
+        protobuf==3.20.3 googleapis-common-protos==1.56.4
+    /tmp/p4rt/bin/python scripts/p4runtime_descriptors.py crates/p4runtime/schema/p4runtime.fds
 """
 
 import sys

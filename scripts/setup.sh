@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
 # Installs what edgeflow needs on Debian 12, idempotently.
 #   scripts/setup.sh build   what building needs: a C toolchain with clang for the BPF programs,
-#                            libbpf's headers, Rust, and the `p4runtime` Python package whose
-#                            descriptors P4Runtime's Rust code is generated from (`make`, `make build`)
+#                            libbpf's headers and Rust (`make`, `make build`)
 #   scripts/setup.sh         everything: that, and the peers, tools and Python environment the
 #                            tests, benchmarks and demo drive (`make test`, `make bench`, `make demo`)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SCOPE=${1:-all}
 
-BUILD_PACKAGES=(build-essential pkg-config m4 clang-14 llvm-14 libbpf-dev python3 python3-venv)
+BUILD_PACKAGES=(build-essential pkg-config m4 clang-14 llvm-14 libbpf-dev)
 TESTBED_PACKAGES=(
   bpftool iproute2 iputils-ping ethtool tcpdump iperf3 netcat-openbsd procps psmisc openssl
   openvswitch-switch openvswitch-common
@@ -57,16 +56,6 @@ if ! command -v cargo >/dev/null 2>&1; then
     rm -rf "$dir"
     export PATH="$HOME/.cargo/bin:$PATH"
   fi
-fi
-
-# P4Runtime's schema (crates/p4runtime/build.rs): the `p4runtime` package carries it compiled into
-# its Python modules. Only its messages are imported, so neither grpcio nor its other dependencies
-# are installed; its modules predate protobuf 4's generated code, hence protobuf 3.20.
-P4RUNTIME_PINS=(p4runtime==1.6.0 protobuf==3.20.3 googleapis-common-protos==1.56.4)
-if ! .venv-build/bin/python -c "import p4.v1.p4runtime_pb2" 2>/dev/null; then
-  echo "setup: installing the p4runtime package into .venv-build"
-  "${PYTHON:-python3}" -m venv .venv-build
-  .venv-build/bin/pip install -q --no-deps "${P4RUNTIME_PINS[@]}"
 fi
 
 if [ "$SCOPE" = build ]; then
