@@ -4,7 +4,8 @@
   every link, read with scapy, are what the per-hop rule makes of them, and the receiver gets plain
   IP with nothing lost. Malformed stacks are dropped and counted under their reasons.
 - On six switches with redundant links, unmodified hosts ping (IPv4 and IPv6) and carry TCP over
-  LESS, and traffic keeps flowing while a link is taken down for each reroute case; addresses
+  LESS, and traffic keeps flowing while a link is taken down for each reroute case, losing fewer
+  frames than a controller rerouting on port-status loses to the same failure; addresses
   re-converge when the link goes and when it comes back. These tests share one fabric per
   datapath (TestSixSwitches).
 """
@@ -219,6 +220,42 @@ def six(request):
         yield SimpleNamespace(datapath=request.param, fabric=fabric, sws=sws, hosts=named_hosts(fabric))
 
 
+@pytest.fixture(scope="class")
+def reactive_losses():
+    """What the reroute test's failures cost when a controller reroutes: the same fabric of
+    edgeflow switches under OpenFlow, os-ken rewriting the paths when a port-status says a link
+    went (testbed/apps/fabric_routes.py, "reactive"), the routes LESS takes installed before.
+    Per case, the frames lost from the same stream (size, rate, the link taken down 0.7 s in;
+    0.5 s after it, not 1.3: the controller has rewritten the paths within tens of milliseconds).
+    Measured once a run on the userspace datapath (the controller's reaction is what costs), beside
+    the LESS fabric of the moment, which sits idle meanwhile (its HELLOs take 0.3 % of a core)."""
+    fabric = less.six("lo")
+    with fabric:
+        hosts = named_hosts(fabric)
+        hb = hosts["hb"]
+        paths = [(hosts[h], hb, route) for h, route in less.ROUTES.items()]
+        with less.openflow_switches(fabric, "reactive", paths, tag="less-reactive") as sws:
+            less.wait_paths_restored(fabric, sws, paths)
+            less.wait_reachable(fabric)
+            lost = {}
+            for case, src, (a, b), _, _ in REROUTE_CASES:
+                link = less.iface(fabric, a, b)
+                try:
+                    sent, got = less.stream(hosts[src], hb, REROUTE_SIZE, REROUTE_RATE, REROUTE_AT + 0.5,
+                                            during=lambda: netns.sh("ip", "link", "set", link, "down"),
+                                            at=REROUTE_AT, flow=7)
+                finally:
+                    netns.sh("ip", "link", "set", link, "up")
+                # The controller did reroute: most of what was sent after the link went arrived (a
+                # controller that did nothing would lose all of it, and any loss would beat it).
+                after = 0.5 * REROUTE_RATE
+                assert got["received"] + got["lost"] == sent["sent"] and got["lost"] < after / 2, (case, sent, got)
+                lost[case] = got["lost"]
+                less.wait_paths_restored(fabric, sws, paths)
+    print(f"\nos-ken reacting to port-status, frames lost per case: {lost}")
+    return lost
+
+
 class TestSixSwitches:
     """The tests on the six-switch fabric with its default timers, which share one fabric per
     datapath (the `six` fixture: pytest runs each datapath's tests together, in the order written
@@ -346,7 +383,11 @@ class TestSixSwitches:
         assert counters(sws["b"])["delivered"] - before["b"]["delivered"] >= 200
         assert counters(sws["c"])["pushed"] == before["c"]["pushed"]
 
-    def test_reroute_cases_keep_traffic_flowing_and_addresses_reconverge(self, six):
+    def test_reroute_cases_keep_traffic_flowing_and_addresses_reconverge(self, six, reactive_losses):
+        """A stream to hB keeps flowing while a link is taken down, for each reroute case, and loses
+        fewer frames than os-ken loses to the same failure when it rewrites the paths on port-status
+        (`reactive_losses`, measured in the same run): rerouting where the failure is beats asking a
+        controller. The addresses move after the hold and come back with the link."""
         fabric, sws, datapath = six.fabric, six.sws, six.datapath
         less.wait_converged(fabric, sws)
         hosts = named_hosts(fabric)
@@ -361,14 +402,17 @@ class TestSixSwitches:
                 after = counters(sws[where])
                 kernel = after["kernel"].get("rerouted", 0) - before["kernel"].get("rerouted", 0)
                 marked = after["kernel"].get("ports_marked_down", 0) - before["kernel"].get("ports_marked_down", 0)
-                print(f"case {case} ({datapath}): sent {sent['sent']} received {got['received']} lost {got['lost']}, "
-                      f"{where}.{counter} +{after[counter] - before[counter]}, kernel rerouted +{kernel}, "
+                print(f"case {case} ({datapath}): sent {sent['sent']} received {got['received']} lost {got['lost']} "
+                      f"(os-ken reacting: {reactive_losses[case]}), {where}.{counter} "
+                      f"+{after[counter] - before[counter]}, kernel rerouted +{kernel}, "
                       f"marked down by the carrier guard +{marked}")
-                # Frames handed to the link before the switch heard of the loss are lost (milliseconds
-                # of them in userspace: netlink, then the loop); nothing after. At 2 000 frames/s, 100
-                # ms of them would be 200: far over what rerouting costs, far under what a switch that
-                # waited for the addresses to converge again loses.
-                assert got["lost"] <= 200 and got["received"] + got["lost"] == sent["sent"], (case, sent, got)
+                # Frames handed to the link before the switch heard of the loss are lost (a
+                # millisecond or so of them in userspace: netlink, then the loop; in the kernel the
+                # carrier guard marks the port down); nothing after. A controller hears of the loss
+                # from the same netlink event, then has to rewrite the flows: the frames sent
+                # meanwhile are lost too (8-21 of them here).
+                assert got["received"] + got["lost"] == sent["sent"], (case, sent, got)
+                assert got["lost"] < reactive_losses[case], (case, got, reactive_losses)
                 upcalled = after[counter] - before[counter]
                 if datapath == "user":
                     assert upcalled > 0, (case, counter, {n: counters(sws[n]) for n in "rabcde"})
