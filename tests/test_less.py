@@ -388,9 +388,8 @@ class TestSixSwitches:
         fewer frames than os-ken loses to the same failure when it rewrites the paths on port-status
         (`reactive_losses`, measured in the same run): rerouting where the failure is beats asking a
         controller. The addresses move after the hold and come back with the link."""
-        fabric, sws, datapath = six.fabric, six.sws, six.datapath
+        fabric, sws, datapath, hosts = six.fabric, six.sws, six.datapath, six.hosts
         less.wait_converged(fabric, sws)
-        hosts = named_hosts(fabric)
         hb = hosts["hb"]
         for case, src_name, (a, b), where, counter in REROUTE_CASES:
             src, link = hosts[src_name], less.iface(fabric, a, b)
