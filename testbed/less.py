@@ -44,6 +44,12 @@ def six(tag="lf"):
     return f
 
 
+#: The routes LESS takes on the six-switch fabric before a failure, from hE and hC to hB (up to the
+#: common ancestor, then down): an OpenFlow fabric compared with it (`openflow_switches`) is given
+#: the same ones, so that the same link failure hits the same stream.
+ROUTES = {"he": ["e", "d", "b"], "hc": ["c", "a", "r", "b"]}
+
+
 def port_of(fabric, switch, peer):
     """The port number of `switch` on its link to `peer` (a switch name, or a Host)."""
     if isinstance(peer, netns.Host):

@@ -4,8 +4,10 @@
   every link, read with scapy, are what the per-hop rule makes of them, and the receiver gets plain
   IP with nothing lost. Malformed stacks are dropped and counted under their reasons.
 - On six switches with redundant links, unmodified hosts ping (IPv4 and IPv6) and carry TCP over
-  LESS, and traffic keeps flowing while a link is taken down for each reroute case; addresses
-  re-converge when the link goes and when it comes back.
+  LESS, and traffic keeps flowing while a link is taken down for each reroute case, losing fewer
+  frames than a controller rerouting on port-status loses to the same failure; addresses
+  re-converge when the link goes and when it comes back. These tests share one fabric per
+  datapath (TestSixSwitches).
 """
 
 import contextlib
@@ -14,6 +16,7 @@ import struct
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -161,12 +164,193 @@ def test_a_port_without_carrier_is_counted_as_no_route():
         assert counters(sws["s"])["delivered"] == 10
 
 
-def test_less_aware_hosts_learn_their_addresses_and_send_by_them():
-    """A host that speaks LESS learns its addresses from its edge switch's HELLOs, and sends to
-    another host's address with the route it works out itself; no switch is told the route."""
+# The six-switch fabric (testbed/less.py) takes 3-7 s to build, start one switch after another
+# and converge (user, tc, xdp), and as long to take down; most of the tests below need the same
+# one, so each datapath's is built once for all of them (class TestSixSwitches).
+
+#: The reroute test's failures: the case, the stream's source host, the link taken down (its two
+#: switches), and the switch that reroutes with the counter it counts that under.
+REROUTE_CASES = [
+    # (a) E's link to D goes: E has its other address, through C.
+    ("a", "he", ("e", "d"), "e", "rerouted_local"),
+    # (b) D's only uplink goes: D has no other address, its neighbour E has.
+    ("b", "he", ("d", "b"), "d", "rerouted_neighbour"),
+    # (c) R's link to B goes: hB lies under R only through it; back to A, which takes A-B.
+    ("c", "hc", ("r", "b"), "r", "backtracked"),
+]
+#: Each failure's stream to hB: 256-byte frames at 2 000 a second, the link taken down 0.7 s in.
+REROUTE_SIZE, REROUTE_RATE, REROUTE_AT = 256, 2000, 0.7
+
+
+def named_hosts(fabric):
+    return dict(zip(("hb", "hc", "he"), fabric.hosts))
+
+
+def troubles(sws):
+    """Per switch, what it counts only when something went wrong or a link went: neighbours given
+    up for silence, frames rerouted (each case, in userspace and in the kernel)."""
+    out = {}
+    for n, sw in sws.items():
+        c = counters(sw)
+        out[n] = [c["neighbours_silenced"], c["rerouted_local"], c["rerouted_neighbour"], c["backtracked"],
+                  c["kernel"].get("rerouted", 0)]
+    return out
+
+
+def since(now, then):
+    """The counters (less.counters) that grew from `then` to `now`, by how much, kernel's too."""
+    out = {k: v - then.get(k, 0) for k, v in now.items() if isinstance(v, int)}
+    out["kernel"] = {k: v - then["kernel"].get(k, 0) for k, v in now["kernel"].items()}
+    return out
+
+
+@pytest.fixture(scope="class", params=["user", "tc", "xdp"])
+def six(request):
+    """The six-switch LESS fabric on one datapath, shared by TestSixSwitches (see there): R the
+    root, B standing by. Built as every six-switch test built its own: the switches started one
+    by one, the root first (started all at once, a fabric once failed to settle on its addresses
+    within 10 s), then every address and every host pair waited for."""
     netns.cleanup()
-    fabric = less.six("la")
-    with fabric, less_switches(fabric, tag="less-aware") as sws:
+    fabric = less.six("lf")
+    with fabric, less_switches(fabric, root=("r", "b"), datapath=request.param, tag="less-six") as sws:
+        less.wait_converged(fabric, sws)
+        # Every link up and nothing lost yet: no switch has rerouted a frame or given up a
+        # neighbour while the fabric came up (each test checks its own part from where it starts).
+        assert not any(any(t) for t in troubles(sws).values()), troubles(sws)
+        yield SimpleNamespace(datapath=request.param, fabric=fabric, sws=sws, hosts=named_hosts(fabric))
+
+
+@pytest.fixture(scope="class")
+def reactive_losses():
+    """What the reroute test's failures cost when a controller reroutes: the same fabric of
+    edgeflow switches under OpenFlow, os-ken rewriting the paths when a port-status says a link
+    went (testbed/apps/fabric_routes.py, "reactive"), the routes LESS takes installed before.
+    Per case, the frames lost from the same stream (size, rate, the link taken down 0.7 s in;
+    0.5 s after it, not 1.3: the controller has rewritten the paths within tens of milliseconds).
+    Measured once a run on the userspace datapath (the controller's reaction is what costs), beside
+    the LESS fabric of the moment, which sits idle meanwhile (its HELLOs take 0.3 % of a core)."""
+    fabric = less.six("lo")
+    with fabric:
+        hosts = named_hosts(fabric)
+        hb = hosts["hb"]
+        paths = [(hosts[h], hb, route) for h, route in less.ROUTES.items()]
+        with less.openflow_switches(fabric, "reactive", paths, tag="less-reactive") as sws:
+            less.wait_paths_restored(fabric, sws, paths)
+            less.wait_reachable(fabric)
+            lost = {}
+            for case, src, (a, b), _, _ in REROUTE_CASES:
+                link = less.iface(fabric, a, b)
+                try:
+                    sent, got = less.stream(hosts[src], hb, REROUTE_SIZE, REROUTE_RATE, REROUTE_AT + 0.5,
+                                            during=lambda: netns.sh("ip", "link", "set", link, "down"),
+                                            at=REROUTE_AT, flow=7)
+                finally:
+                    netns.sh("ip", "link", "set", link, "up")
+                # The controller did reroute: most of what was sent after the link went arrived (a
+                # controller that did nothing would lose all of it, and any loss would beat it).
+                after = 0.5 * REROUTE_RATE
+                assert got["received"] + got["lost"] == sent["sent"] and got["lost"] < after / 2, (case, sent, got)
+                lost[case] = got["lost"]
+                less.wait_paths_restored(fabric, sws, paths)
+    print(f"\nos-ken reacting to port-status, frames lost per case: {lost}")
+    return lost
+
+
+class TestSixSwitches:
+    """The tests on the six-switch fabric with its default timers, which share one fabric per
+    datapath (the `six` fixture: pytest runs each datapath's tests together, in the order written
+    here, then takes that fabric down). Sharing keeps each test's meaning because each leaves the
+    fabric as it found it, or runs last on it:
+
+    - Each starts by waiting until every switch has its addresses and the hosts reach each other,
+      and reads the counters it checks as they are when it starts, not from zero.
+    - The TCP test runs first, on a fabric nothing has happened to (the fixture checks that nothing
+      was rerouted or given up while it came up).
+    - The reroute test takes each link down and brings it back, and waits until the addresses are
+      as they were before the next case (and before the next test).
+    - The standby-root test stops R for good: it runs last. B standing by (root-capable, a higher
+      switch id than R) is the one thing the fabric has for it alone; for the others B is any
+      switch, addressed under R, and R is the root, as in a fabric of one root.
+
+    The budget test keeps a fabric of its own: it needs a 10 s hold (its loop must last seconds
+    inside it), where the reroute test needs the default 100 ms one to see the addresses move."""
+
+    def test_unmodified_hosts_ping_and_carry_tcp_over_six_switches(self, six):
+        fabric, sws, datapath = six.fabric, six.sws, six.datapath
+        less.wait_converged(fabric, sws)
+        hb, hc, he = fabric.hosts
+        start = {n: counters(sw) for n, sw in sws.items()}
+        calm = troubles(sws)
+        # E's shortest way to B is through D: the E-D link carries the labels for D and B.
+        sniff = sniffer(less.iface(fabric, "d", "e"))
+        sniff.start()
+        time.sleep(0.3)
+        assert he.ping(hb.addr, count=20, interval=0.05)[0] == 20
+        time.sleep(0.2)
+        # The link carries B's replies too: E's requests are the frames with E's host's source MAC
+        # (LESS leaves Ethernet addresses as the host wrote them). An XDP redirect passes no tap.
+        mine = [f for f in sniff.stop() if f[Ether].src == he.mac]
+        seen = [s for s in stacks(mine) if s[0]]
+        want = [less.port_of(fabric, "d", "b"), less.port_of(fabric, "b", hb)]
+        if datapath != "xdp":
+            assert len(seen) >= 20 and all(less.route_labels(s[0]) == want for s in seen), (want, seen[:3])
+        assert hc.ping(hb.addr, count=10, interval=0.05)[0] == 10
+        # IPv6 the same way: the edge answers neighbour solicitations for hosts across the fabric.
+        # Nobody has announced hB's IPv6 address yet (this test is the first on its fabric, and the
+        # only one to speak IPv6): E's first solicitation for it becomes a query, B asks hB as hE
+        # would and learns it from its advertisement, and hE's retry is answered.
+        replies = counters(sws["e"])["nd_replies"]
+        wait_for(lambda: he.ping(hb.addr6, count=1, timeout=5)[0] == 1, timeout=15, what="hB over IPv6")
+        assert counters(sws["e"])["nd_replies"] > replies
+        kernel_pushed = counters(sws["e"])["kernel"].get("pushed", 0)
+        assert he.ping(hb.addr6, count=20, interval=0.05)[0] == 20
+        if datapath != "user":
+            # The first frame planned hB's route; the kernel labels the rest itself, as for IPv4.
+            assert counters(sws["e"])["kernel"]["pushed"] - kernel_pushed >= 15, counters(sws["e"])
+            # And `dump-flows --kernel` shows the stacks E's kernel pushes towards hB, out of the
+            # port to D, as the sniffed frames carried them.
+            held = sws["e"].kernel_flows()["less"]
+            to_b = {p["dst"]: p for p in held["push"]}
+            assert {hb.addr, hb.addr6} <= set(to_b), held
+            assert to_b[hb.addr]["port"] == less.port_of(fabric, "e", "d"), (to_b[hb.addr], held["ports"])
+        wait_for(lambda: hc.ping(hb.addr6, count=1, timeout=5)[0] == 1, timeout=15, what="hB from hC over IPv6")
+        assert hc.ping(hb.addr6, count=10, interval=0.05)[0] == 10
+        bps = iperf3_tcp(he, hb, seconds=2)
+        print(f"TCP over LESS, E to B ({datapath}): {bps / 1e9:.2f} Gbit/s")
+        assert bps > 50e6, bps
+        bps6 = iperf3_tcp(he, hb, seconds=1, ipv6=True)
+        print(f"TCP/IPv6 over LESS, E to B ({datapath}): {bps6 / 1e9:.2f} Gbit/s")
+        assert bps6 > 50e6, bps6
+        # The load left the control plane alone: no neighbour was given up for silence, and with
+        # no link down nothing was rerouted, in userspace or in the kernel.
+        assert troubles(sws) == calm, (calm, troubles(sws))
+        now = {n: counters(sws[n]) for n in "edb"}
+        e, d, b = (since(now[n], start[n]) for n in "edb")
+        pushed = e["pushed"] + e["kernel"].get("pushed", 0)
+        delivered = b["delivered"] + b["kernel"].get("delivered", 0)
+        assert pushed > 1000 and delivered > 1000, (e, b)
+        if datapath != "user":
+            # D only shifts (its label for B holds two ports): the kernel does it on both hooks,
+            # pushes at E and delivers at B; userspace labels a destination's first frames only.
+            # On TC the hosts' TCP super-frames stay whole all the way (every link is a veth).
+            print("kernel:", {n: counters(sws[n])["kernel"] for n in "edb"})
+            mine = ("pushed", "shifted", "delivered")
+            print("userspace:", {n: {k: counters(sws[n])[k] for k in mine} for n in "edb"})
+            assert d["kernel"]["shifted"] > 1000 and d["shifted"] < d["kernel"]["shifted"] / 10, d
+            # The text report shows them too, beside the mode's own (the totals, read after D's).
+            text = subprocess.run([EDGEFLOW_BIN, "stats", sws["d"].target], capture_output=True, text=True,
+                                  timeout=20).stdout
+            kernel = text.split("kernel label switching")[1].splitlines()
+            shifted = int(kernel[2].split()[kernel[1].split().index("shifted")])
+            assert shifted >= now["d"]["kernel"]["shifted"], text
+            assert b["kernel"]["delivered"] > 1000 and b["delivered"] < b["kernel"]["delivered"] / 10, b
+            assert e["kernel"]["pushed"] > 1000 and e["pushed"] < e["kernel"]["pushed"] / 10, e
+
+    @pytest.mark.parametrize("six", ["user"], indirect=True)
+    def test_less_aware_hosts_learn_their_addresses_and_send_by_them(self, six):
+        """A host that speaks LESS learns its addresses from its edge switch's HELLOs, and sends to
+        another host's address with the route it works out itself; no switch is told the route."""
+        fabric, sws = six.fabric, six.sws
         less.wait_converged(fabric, sws)
         hb, hc, he = fabric.hosts
         port = lambda a, b: less.port_of(fabric, a, b)
@@ -199,128 +383,100 @@ def test_less_aware_hosts_learn_their_addresses_and_send_by_them():
         assert counters(sws["b"])["delivered"] - before["b"]["delivered"] >= 200
         assert counters(sws["c"])["pushed"] == before["c"]["pushed"]
 
-
-def test_unmodified_hosts_ping_and_carry_tcp_over_six_switches(datapath):
-    netns.cleanup()
-    fabric = less.six("lf")
-    with fabric, less_switches(fabric, datapath=datapath, tag="less-six") as sws:
+    def test_reroute_cases_keep_traffic_flowing_and_addresses_reconverge(self, six, reactive_losses):
+        """A stream to hB keeps flowing while a link is taken down, for each reroute case, and loses
+        fewer frames than os-ken loses to the same failure when it rewrites the paths on port-status
+        (`reactive_losses`, measured in the same run): rerouting where the failure is beats asking a
+        controller. The addresses move after the hold and come back with the link."""
+        fabric, sws, datapath, hosts = six.fabric, six.sws, six.datapath, six.hosts
         less.wait_converged(fabric, sws)
-        hb, hc, he = fabric.hosts
-        # E's shortest way to B is through D: the E-D link carries the labels for D and B.
-        sniff = sniffer(less.iface(fabric, "d", "e"))
-        sniff.start()
-        time.sleep(0.3)
-        assert he.ping(hb.addr, count=20, interval=0.05)[0] == 20
-        time.sleep(0.2)
-        # The link carries B's replies too: E's requests are the frames with E's host's source MAC
-        # (LESS leaves Ethernet addresses as the host wrote them). An XDP redirect passes no tap.
-        mine = [f for f in sniff.stop() if f[Ether].src == he.mac]
-        seen = [s for s in stacks(mine) if s[0]]
-        want = [less.port_of(fabric, "d", "b"), less.port_of(fabric, "b", hb)]
-        if datapath != "xdp":
-            assert len(seen) >= 20 and all(less.route_labels(s[0]) == want for s in seen), (want, seen[:3])
-        assert hc.ping(hb.addr, count=10, interval=0.05)[0] == 10
-        # IPv6 the same way: the edge answers neighbour solicitations for hosts across the fabric.
-        # Nobody has announced hB's IPv6 address yet: E's first solicitation for it becomes a query,
-        # B asks hB as hE would and learns it from its advertisement, and hE's retry is answered.
-        replies = counters(sws["e"])["nd_replies"]
-        wait_for(lambda: he.ping(hb.addr6, count=1, timeout=5)[0] == 1, timeout=15, what="hB over IPv6")
-        assert counters(sws["e"])["nd_replies"] > replies
-        kernel_pushed = counters(sws["e"])["kernel"].get("pushed", 0)
-        assert he.ping(hb.addr6, count=20, interval=0.05)[0] == 20
-        if datapath != "user":
-            # The first frame planned hB's route; the kernel labels the rest itself, as for IPv4.
-            assert counters(sws["e"])["kernel"]["pushed"] - kernel_pushed >= 15, counters(sws["e"])
-            # And `dump-flows --kernel` shows the stacks E's kernel pushes towards hB, out of the
-            # port to D, as the sniffed frames carried them.
-            held = sws["e"].kernel_flows()["less"]
-            to_b = {p["dst"]: p for p in held["push"]}
-            assert {hb.addr, hb.addr6} <= set(to_b), held
-            assert to_b[hb.addr]["port"] == less.port_of(fabric, "e", "d"), (to_b[hb.addr], held["ports"])
-        wait_for(lambda: hc.ping(hb.addr6, count=1, timeout=5)[0] == 1, timeout=15, what="hB from hC over IPv6")
-        assert hc.ping(hb.addr6, count=10, interval=0.05)[0] == 10
-        bps = iperf3_tcp(he, hb, seconds=2)
-        print(f"TCP over LESS, E to B ({datapath}): {bps / 1e9:.2f} Gbit/s")
-        assert bps > 50e6, bps
-        bps6 = iperf3_tcp(he, hb, seconds=1, ipv6=True)
-        print(f"TCP/IPv6 over LESS, E to B ({datapath}): {bps6 / 1e9:.2f} Gbit/s")
-        assert bps6 > 50e6, bps6
-        # The load left the control plane alone: no neighbour was given up for silence, and with
-        # no link down nothing was rerouted, in userspace or in the kernel.
-        every = {n: counters(sw) for n, sw in sws.items()}
-        troubles = {n: [c["neighbours_silenced"], c["rerouted_local"], c["rerouted_neighbour"], c["backtracked"],
-                        c["kernel"].get("rerouted", 0)] for n, c in every.items()}
-        assert not any(any(t) for t in troubles.values()), troubles
-        e, d, b = counters(sws["e"]), counters(sws["d"]), counters(sws["b"])
-        pushed = e["pushed"] + e["kernel"].get("pushed", 0)
-        delivered = b["delivered"] + b["kernel"].get("delivered", 0)
-        assert pushed > 1000 and delivered > 1000, (e, b)
-        if datapath != "user":
-            # D only shifts (its label for B holds two ports): the kernel does it on both hooks,
-            # pushes at E and delivers at B; userspace labels a destination's first frames only.
-            # On TC the hosts' TCP super-frames stay whole all the way (every link is a veth).
-            print("kernel:", {n: counters(sws[n])["kernel"] for n in "edb"})
-            mine = ("pushed", "shifted", "delivered")
-            print("userspace:", {n: {k: counters(sws[n])[k] for k in mine} for n in "edb"})
-            assert d["kernel"]["shifted"] > 1000 and d["shifted"] < d["kernel"]["shifted"] / 10, d
-            # The text report shows them too, beside the mode's own.
-            text = subprocess.run([EDGEFLOW_BIN, "stats", sws["d"].target], capture_output=True, text=True,
-                                  timeout=20).stdout
-            kernel = text.split("kernel label switching")[1].splitlines()
-            shifted = int(kernel[2].split()[kernel[1].split().index("shifted")])
-            assert shifted >= d["kernel"]["shifted"], text
-            assert b["kernel"]["delivered"] > 1000 and b["delivered"] < b["kernel"]["delivered"] / 10, b
-            assert e["kernel"]["pushed"] > 1000 and e["pushed"] < e["kernel"]["pushed"] / 10, e
-
-
-def test_reroute_cases_keep_traffic_flowing_and_addresses_reconverge(datapath):
-    netns.cleanup()
-    fabric = less.six("lr")
-    with fabric, less_switches(fabric, datapath=datapath, tag="less-reroute") as sws:
-        less.wait_converged(fabric, sws)
-        hb, hc, he = fabric.hosts
-        cases = [
-            # (a) E's link to D goes: E has its other address, through C.
-            ("a", he, less.iface(fabric, "e", "d"), "e", "rerouted_local"),
-            # (b) D's only uplink goes: D has no other address, its neighbour E has.
-            ("b", he, less.iface(fabric, "d", "b"), "d", "rerouted_neighbour"),
-            # (c) R's link to B goes: hB lies under R only through it; back to A, which takes A-B.
-            ("c", hc, less.iface(fabric, "r", "b"), "r", "backtracked"),
-        ]
-        for case, src, link, where, counter in cases:
+        hb = hosts["hb"]
+        for case, src_name, (a, b), where, counter in REROUTE_CASES:
+            src, link = hosts[src_name], less.iface(fabric, a, b)
             before = counters(sws[where])
-            sent, got = less.stream(src, hb, 256, 2000, 2.0, during=lambda: netns.sh("ip", "link", "set", link, "down"),
-                                    at=0.7, flow=7)
-            after = counters(sws[where])
-            kernel = after["kernel"].get("rerouted", 0) - before["kernel"].get("rerouted", 0)
-            marked = after["kernel"].get("ports_marked_down", 0) - before["kernel"].get("ports_marked_down", 0)
-            print(f"case {case} ({datapath}): sent {sent['sent']} received {got['received']} lost {got['lost']}, "
-                  f"{where}.{counter} +{after[counter] - before[counter]}, kernel rerouted +{kernel}, "
-                  f"marked down by the carrier guard +{marked}")
-            # Frames handed to the link before the switch heard of the loss are lost (milliseconds of
-            # them in userspace: netlink, then the loop); nothing after. At 2 000 frames/s, 100 ms
-            # of them would be 200: far over what rerouting costs, far under what a switch that
-            # waited for the addresses to converge again loses.
-            assert got["lost"] <= 200 and got["received"] + got["lost"] == sent["sent"], (case, sent, got)
-            upcalled = after[counter] - before[counter]
-            if datapath == "user":
-                assert upcalled > 0, (case, counter, {n: counters(sws[n]) for n in "rabcde"})
-            else:
-                # The detours were planned ahead: the kernel took the first frame round, and the
-                # ones after it. A few may still come up when the hold ends: frames labelled with
-                # the addresses of before that meet the failure after this switch heard the new
-                # ones (and planned for those). Before plans were made ahead, the first frame of
-                # each kind came up and the kernel took the rest after it.
-                assert kernel > 0 and upcalled * 50 <= kernel, (case, counter, upcalled, kernel)
-            if case == "a":
-                # The hold is over: E's address through D is gone.
-                wait_for(lambda: counters(sws["e"])["addresses"] == 1, timeout=5, what="E down to one address")
-            if case == "c":
-                a = counters(sws["a"])
-                assert a["rerouted_neighbour"] + a["kernel"].get("rerouted", 0) > 0, a
-            netns.sh("ip", "link", "set", link, "up")
+            try:
+                sent, got = less.stream(src, hb, REROUTE_SIZE, REROUTE_RATE, 2.0,
+                                        during=lambda: netns.sh("ip", "link", "set", link, "down"), at=REROUTE_AT,
+                                        flow=7)
+                after = counters(sws[where])
+                kernel = after["kernel"].get("rerouted", 0) - before["kernel"].get("rerouted", 0)
+                marked = after["kernel"].get("ports_marked_down", 0) - before["kernel"].get("ports_marked_down", 0)
+                print(f"case {case} ({datapath}): sent {sent['sent']} received {got['received']} lost {got['lost']} "
+                      f"(os-ken reacting: {reactive_losses[case]}), {where}.{counter} "
+                      f"+{after[counter] - before[counter]}, kernel rerouted +{kernel}, "
+                      f"marked down by the carrier guard +{marked}")
+                # Frames handed to the link before the switch heard of the loss are lost (a
+                # millisecond or so of them in userspace: netlink, then the loop; in the kernel the
+                # carrier guard marks the port down); nothing after. A controller hears of the loss
+                # from the same netlink event, then has to rewrite the flows: the frames sent
+                # meanwhile are lost too (8-21 of them here).
+                assert got["received"] + got["lost"] == sent["sent"], (case, sent, got)
+                assert got["lost"] < reactive_losses[case], (case, got, reactive_losses)
+                upcalled = after[counter] - before[counter]
+                if datapath == "user":
+                    assert upcalled > 0, (case, counter, {n: counters(sws[n]) for n in "rabcde"})
+                else:
+                    # The detours were planned ahead: the kernel took the first frame round, and the
+                    # ones after it. A few may still come up when the hold ends: frames labelled with
+                    # the addresses of before that meet the failure after this switch heard the new
+                    # ones (and planned for those). Before plans were made ahead, the first frame of
+                    # each kind came up and the kernel took the rest after it.
+                    assert kernel > 0 and upcalled * 50 <= kernel, (case, counter, upcalled, kernel)
+                if case == "a":
+                    # The hold is over: E's address through D is gone.
+                    wait_for(lambda: counters(sws["e"])["addresses"] == 1, timeout=5, what="E down to one address")
+                if case == "c":
+                    a_counted = counters(sws["a"])
+                    assert a_counted["rerouted_neighbour"] + a_counted["kernel"].get("rerouted", 0) > 0, a_counted
+            finally:
+                netns.sh("ip", "link", "set", link, "up")
             wait_for(lambda: counters(sws["e"])["addresses"] == 2, timeout=10, what="E's two addresses back")
             assert src.ping(hb.addr, count=5, interval=0.05)[0] == 5
+        # As it was found: every switch's addresses back, the hosts reaching each other.
+        less.wait_converged(fabric, sws)
+
+    # The takeover is the control plane's; the kernel's part, its tables emptied and refilled as the
+    # addresses move, is the same on both hooks: tc runs it (xdp passed too, docs/less.md).
+    @pytest.mark.parametrize("six", ["user", "tc"], indirect=True)
+    def test_a_standby_root_takes_over_and_hosts_keep_talking(self, six):
+        """R is the root and B stands by (both `root = true`, R with the lower switch id). R's switch
+        stops: its neighbours find it silent, the addresses under it are forgotten hop by hop, and B
+        becomes the root with every address under it. hC's pings to hB, which went through R, carry
+        on through A and B once the addresses have moved, and a TCP connection open across the change
+        completes. R stays stopped: this test runs last on its fabric."""
+        fabric, sws, datapath = six.fabric, six.sws, six.datapath
+        less.wait_converged(fabric, sws)
+        hb, hc, he = fabric.hosts
+        assert [counters(sws[n])["root"] for n in "rb"] == [1, 0]
+        port = 5300
+        server = hb.popen("iperf3", "-s", "-1", "-p", str(port))
+        time.sleep(0.3)
+        client = hc.popen("iperf3", "-c", hb.addr, "-p", str(port), "-t", "4", "-i", "1", "-J")
+        ping = hc.popen("ping", "-n", "-i", "0.1", "-c", "40", "-W", "1", hb.addr)
+        time.sleep(1.5)
+        sws["r"].stop()
+        stopped = time.monotonic()
+        wait_for(lambda: counters(sws["b"])["root"] == 1, timeout=10, what="B the root")
+        took_over = time.monotonic() - stopped
+        pings, _ = ping.communicate(timeout=30)
+        tcp, _ = client.communicate(timeout=30)
+        server.communicate(timeout=10)
+        replies = [int(line.split("icmp_seq=")[1].split()[0]) for line in pings.splitlines() if "icmp_seq=" in line]
+        report = json.loads(tcp)
+        per_second = [i["sum"]["bytes"] for i in report.get("intervals", [])]
+        every = {n: counters(sws[n]) for n in "abcde"}
+        missing = sorted(set(range(1, 41)) - set(replies))
+        print(f"\n{datapath}: B root {took_over:.2f} s after R stopped; {len(replies)} of 40 pings answered "
+              f"(lost {missing}); TCP bytes a second {per_second}; addresses "
+              f"{ {n: c['addresses'] for n, c in every.items()} }")
+        assert "error" not in report and len(per_second) >= 4 and per_second[-1] > 0, report.get("error", per_second)
+        assert max(replies) == 40 and len(replies) >= 25, replies
+        # Some are lost while the addresses move (R stopped at ping 15: here 16-19 go); the last
+        # second's, 1.5 s after it, came back: the pings carried on. One or two of those may drop
+        # beside the TCP stream that fills the userspace datapath's rings on a busy minute (CI
+        # lost one of 31-40 once, with 36 of 40 answered), as a ping beside a full link does.
+        assert len([s for s in range(31, 41) if s not in replies]) <= 2, missing
+        assert all(c["addresses"] >= 1 for c in every.values()), every
 
 
 def test_less_and_a_learning_bridge_share_a_switch(datapath):
@@ -388,7 +544,9 @@ def test_a_frame_caught_between_two_detours_dies_with_its_budget(datapath):
     (case b) and E's is its own address through D (case a): hE's frames to hB pass back and forth
     between D and E. Each pass spends one of the 8 reroute steps a frame starts with, so each frame
     is rerouted 8 times and then dropped as `budget_spent`, on every datapath. The kernel once
-    wrote each frame the first frame's budget and kept them going round for ever."""
+    wrote each frame the first frame's budget and kept them going round for ever. A fabric of its
+    own, not TestSixSwitches' (see there): a 10 s hold keeps the addresses put while the frames go
+    round, and the two links stay down."""
     netns.cleanup()
     fabric = less.six("ll")
     with fabric, less_switches(fabric, datapath=datapath, tag="less-loop", hold_ms=10000) as sws:
@@ -418,49 +576,3 @@ def test_a_frame_caught_between_two_detours_dies_with_its_budget(datapath):
         assert got["received"] == 0, got
         assert spent == sent["sent"] and rerouted == 8 * spent, (sent, settled, before)
         assert later == settled, "frames still going round"
-
-
-# The takeover is the control plane's; the kernel's part, its tables emptied and refilled as the
-# addresses move, is the same on both hooks: tc runs it (xdp passed too, docs/less.md).
-@pytest.mark.parametrize("datapath", ["user", "tc"])
-def test_a_standby_root_takes_over_and_hosts_keep_talking(datapath):
-    """R is the root and B stands by (both `root = true`, R with the lower switch id). R's switch
-    stops: its neighbours find it silent, the addresses under it are forgotten hop by hop, and B
-    becomes the root with every address under it. hC's pings to hB, which went through R, carry
-    on through A and B once the addresses have moved, and a TCP connection open across the change
-    completes."""
-    netns.cleanup()
-    fabric = less.six("lb")
-    with fabric, less_switches(fabric, root=("r", "b"), datapath=datapath, tag="less-root") as sws:
-        less.wait_converged(fabric, sws)
-        hb, hc, he = fabric.hosts
-        assert [counters(sws[n])["root"] for n in "rb"] == [1, 0]
-        port = 5300
-        server = hb.popen("iperf3", "-s", "-1", "-p", str(port))
-        time.sleep(0.3)
-        client = hc.popen("iperf3", "-c", hb.addr, "-p", str(port), "-t", "4", "-i", "1", "-J")
-        ping = hc.popen("ping", "-n", "-i", "0.1", "-c", "40", "-W", "1", hb.addr)
-        time.sleep(1.5)
-        sws["r"].stop()
-        stopped = time.monotonic()
-        wait_for(lambda: counters(sws["b"])["root"] == 1, timeout=10, what="B the root")
-        took_over = time.monotonic() - stopped
-        pings, _ = ping.communicate(timeout=30)
-        tcp, _ = client.communicate(timeout=30)
-        server.communicate(timeout=10)
-        replies = [int(line.split("icmp_seq=")[1].split()[0]) for line in pings.splitlines() if "icmp_seq=" in line]
-        report = json.loads(tcp)
-        per_second = [i["sum"]["bytes"] for i in report.get("intervals", [])]
-        every = {n: counters(sws[n]) for n in "abcde"}
-        missing = sorted(set(range(1, 41)) - set(replies))
-        print(f"\n{datapath}: B root {took_over:.2f} s after R stopped; {len(replies)} of 40 pings answered "
-              f"(lost {missing}); TCP bytes a second {per_second}; addresses "
-              f"{ {n: c['addresses'] for n, c in every.items()} }")
-        assert "error" not in report and len(per_second) >= 4 and per_second[-1] > 0, report.get("error", per_second)
-        assert max(replies) == 40 and len(replies) >= 25, replies
-        # Some are lost while the addresses move (R stopped at ping 15: here 16-19 go); the last
-        # second's, 1.5 s after it, came back: the pings carried on. One or two of those may drop
-        # beside the TCP stream that fills the userspace datapath's rings on a busy minute (CI
-        # lost one of 31-40 once, with 36 of 40 answered), as a ping beside a full link does.
-        assert len([s for s in range(31, 41) if s not in replies]) <= 2, missing
-        assert all(c["addresses"] >= 1 for c in every.values()), every

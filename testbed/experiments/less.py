@@ -34,9 +34,8 @@ SEED_REROUTE_US = {"a": 670, "b": 685, "c": 650}
 CASES = {"a": ("he", "e", "d", ["e", "c", "a", "r", "b"]),
          "b": ("he", "d", "b", ["e", "d", "e", "c", "a", "r", "b"]),
          "c": ("hc", "r", "b", ["c", "a", "r", "a", "b"])}
-#: The routes LESS takes before the failure (up to the common ancestor, then down): the OpenFlow
-#: comparison installs the same ones, so the same link failure hits the same stream.
-LESS_ROUTES = {"he": ["e", "d", "b"], "hc": ["c", "a", "r", "b"]}
+#: The routes LESS takes before the failure: the OpenFlow comparison installs the same ones.
+LESS_ROUTES = less.ROUTES
 REROUTE_RATE = 10_000
 
 
