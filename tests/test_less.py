@@ -204,10 +204,14 @@ def since(now, then):
     return out
 
 
-@pytest.fixture(scope="class", params=["user", "tc", "xdp"])
+@pytest.fixture(scope="class", params=["user", "tc"])
 def six(request):
     """The six-switch LESS fabric on one datapath, shared by TestSixSwitches (see there): R the
-    root, B standing by. Built as every six-switch test built its own: the switches started one
+    root, B standing by. On userspace and one kernel hook: TC and XDP switch LESS frames with one
+    program (`bpf/fp_less.h` over the ctx of `bpf/fp_ctx.h`), whose label pushes, pops and
+    detours BPF_PROG_TEST_RUN holds to userspace's bytes on both hooks; XDP switches a fabric's
+    labelled frames in test_labelled_frames_from_the_xdp_sender_cross_the_xdp_fast_path_at_full_speed
+    and loops one to its budget in test_a_frame_caught_between_two_detours_dies_with_its_budget. Built as every six-switch test built its own: the switches started one
     by one, the root first (started all at once, a fabric once failed to settle on its addresses
     within 10 s), then every address and every host pair waited for."""
     netns.cleanup()
@@ -479,10 +483,12 @@ class TestSixSwitches:
         assert all(c["addresses"] >= 1 for c in every.values()), every
 
 
+@pytest.mark.parametrize("datapath", ["user", "tc"])
 def test_less_and_a_learning_bridge_share_a_switch(datapath):
     """`[[port]] mode`: switch A runs LESS on its link to B and on host 1's port, and a learning
     bridge on the ports of hosts 3 and 4, all four hosts in one subnet. Both parts carry traffic;
-    neither sees the other's frames, in userspace or in the kernel."""
+    neither sees the other's frames, in userspace or in the kernel. On one kernel hook: which port
+    runs which mode is one map both hooks read."""
     netns.cleanup()
     f = Fabric("lp")
     f.switch("a")
