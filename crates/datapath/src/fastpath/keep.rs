@@ -24,11 +24,11 @@ use super::{
 use crate::ebpf::Map;
 use crate::sys;
 
-/// What the kept maps mean: a run of another layout starts cold rather than misreading what an
-/// older one kept. (A map whose type or size changes is not reused anyway.)
-pub const LAYOUT: u32 = 1;
-/// Every structure offset and constant C and Rust share, hashed by `fastpath/layout.rs`: when
-/// one changes, its test fails until `LAYOUT` is bumped and this set to the new value.
+/// What the kept maps mean: every structure offset and constant C and Rust share, hashed (FNV-1a)
+/// by `fastpath/layout.rs`, whose test fails until this is the hash of the layout as it is. The
+/// record carries it, and a run whose layout hashes otherwise starts cold rather than misreading
+/// what an older one kept: no version number that a change could forget to bump. (A map whose type
+/// or size changes is not reused anyway.)
 pub const LAYOUT_FINGERPRINT: u64 = 0x73bd_2bd3_eb37_b48d;
 /// Where kept state lives, one directory per datapath id, unless `EDGEFLOW_BPF_DIR` says
 /// otherwise (the systemd unit binds this directory into the service's runtime directory, as an
@@ -110,7 +110,8 @@ pub struct KeptPort {
 /// What a run that keeps its kernel state writes down for the next.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Record {
-    pub layout: u32,
+    /// `LAYOUT_FINGERPRINT` of the run that wrote it (a small number: a run from before it was).
+    pub layout: u64,
     pub datapath: String,
     pub programs: String,
     pub entries: u32,
@@ -122,7 +123,7 @@ pub struct Record {
 impl Record {
     fn text(&self) -> String {
         let mut t = format!(
-            "{RECORD_HEAD} {}\ndatapath {}\nprograms {}\nentries {}\n",
+            "{RECORD_HEAD} {:#x}\ndatapath {}\nprograms {}\nentries {}\n",
             self.layout, self.datapath, self.programs, self.entries
         );
         if let Some((name, ifindex)) = &self.upcall {
@@ -137,7 +138,11 @@ impl Record {
     fn parse(text: &str) -> Option<Record> {
         let mut r = Record::default();
         let mut lines = text.lines();
-        r.layout = lines.next()?.strip_prefix(RECORD_HEAD)?.trim().parse().ok()?;
+        let layout = lines.next()?.strip_prefix(RECORD_HEAD)?.trim();
+        r.layout = match layout.strip_prefix("0x") {
+            Some(hex) => u64::from_str_radix(hex, 16).ok()?,
+            None => layout.parse().ok()?,
+        };
         for line in lines {
             let (key, rest) = line.split_once(' ')?;
             match key {
@@ -167,7 +172,7 @@ impl Record {
             Some(format!("{what}: {was:?} then, {now:?} now"))
         };
         if kept.layout != self.layout {
-            return differs("the maps' layout", &kept.layout, &self.layout);
+            return Some(format!("the maps' layout: {:#x} then, {:#x} now", kept.layout, self.layout));
         }
         if kept.datapath != self.datapath {
             return differs("the datapath", &kept.datapath, &self.datapath);
@@ -324,7 +329,7 @@ impl FastPath {
         ports: &[(u32, String)],
     ) -> io::Result<FastPath> {
         let mut wanted = Record {
-            layout: LAYOUT,
+            layout: LAYOUT_FINGERPRINT,
             datapath: mode.name().to_string(),
             programs: format!("{programs:?}").to_lowercase(),
             entries,
@@ -518,7 +523,7 @@ impl FastPath {
     pub(super) fn write_kept_record(&self) {
         let Some(kept) = &self.kept else { return };
         let record = Record {
-            layout: LAYOUT,
+            layout: LAYOUT_FINGERPRINT,
             datapath: self.mode.name().to_string(),
             programs: format!("{:?}", self.programs).to_lowercase(),
             entries: megaflows(&self.obj).max_entries,
@@ -552,7 +557,7 @@ mod tests {
     #[test]
     fn a_record_reads_back_as_written_and_says_what_differs() {
         let r = Record {
-            layout: LAYOUT,
+            layout: LAYOUT_FINGERPRINT,
             datapath: "tc".into(),
             programs: "flows".into(),
             entries: 16384,
@@ -572,6 +577,10 @@ mod tests {
         let mut older = r.clone();
         older.layout = 0;
         assert!(r.unfit(&older).unwrap().starts_with("the maps' layout"));
+        // What a run from before the fingerprint wrote (`edgeflow-kept 1`) reads, and is not taken over.
+        let before = Record::parse(&r.text().replacen(&format!("{LAYOUT_FINGERPRINT:#x}"), "1", 1)).unwrap();
+        assert_eq!(before.layout, 1);
+        assert!(r.unfit(&before).unwrap().starts_with("the maps' layout: 0x1 then"));
         assert_eq!(Record::parse("something else\n"), None);
         assert_eq!(Record::parse(&format!("{RECORD_HEAD} 1\nunknown line\n")), None);
     }
