@@ -4,7 +4,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 PYTEST := .venv/bin/python -m pytest
 
-.PHONY: all setup setup-build build install uninstall cross cross-test footprint test-arm-kernel demo test test-unit test-integration test-kernels bench bench-quick fuzz soak clean
+.PHONY: all setup setup-build build install uninstall msrv cross cross-test footprint test-arm-kernel demo test test-unit test-integration test-kernels bench bench-quick fuzz soak clean
 
 all: build
 
@@ -64,6 +64,13 @@ uninstall:
 # profile, with their sizes: scripts/cross.sh.
 cross: setup-build
 	scripts/cross.sh
+
+# The declared MSRV (Cargo.toml's rust-version) checks the whole workspace, every target, with the
+# locked dependencies: .cargo/config.toml keeps `cargo update` to versions it supports.
+msrv: setup-build
+	@v=$$(sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml); \
+	rustup toolchain list | grep -q "^$$v-" || rustup toolchain install --profile minimal "$$v"; \
+	echo "msrv: rust $$v"; $(CARGO) +$$v check --workspace --all-targets --locked
 
 # What the tests run under qemu-user: the minimal aarch64 image.
 cross-test: setup-build
