@@ -268,8 +268,10 @@ def contract_admits(times_ns, size, bag_ms, smax, jitter_us=0, by_bytes=False):
     credit left − credit lost at the cap, with earned = T·Smax/BAG. So at most (cap + earned) /
     cost. Credit is lost only while the account is full: after any decision it holds at most
     M = max(cost, cap − cost), so a gap g between arrivals loses at most max(0, M + g·Smax/BAG −
-    cap), and at least (earned − lost) / cost frames leave. One frame either way for a time stamp
-    a few µs from the switch's own clock."""
+    cap). A gap that lost any ends in a full account, and the frame that ends it leaves (cap ≥
+    cost): only gaps before admitted frames lose credit, at most `most` of them, so the `most`
+    largest of those losses bound what was lost, and at least (earned − lost) / cost frames
+    leave. One frame either way for a time stamp a few µs from the switch's own clock."""
     if not times_ns:
         return 0, 0
     bag = bag_ms * 1e6
@@ -279,8 +281,10 @@ def contract_admits(times_ns, size, bag_ms, smax, jitter_us=0, by_bytes=False):
     span = times_ns[-1] - times_ns[0]
     earned = rate * span
     held = max(cost, cap - cost)
-    lost = sum(max(0.0, held + (b - a) * rate - cap) for a, b in zip(times_ns, times_ns[1:]))
-    return max(0, int((earned - lost) // cost) - 1), int((cap + earned) // cost) + 1
+    most = int((cap + earned) // cost) + 1
+    losses = sorted((max(0.0, held + (b - a) * rate - cap) for a, b in zip(times_ns, times_ns[1:])), reverse=True)
+    lost = sum(losses[:most])
+    return max(0, int((earned - lost) // cost) - 1), most
 
 
 def priority_on_slow_port(datapath, mbps, n_background, seconds, pace_to_link=True, tag="aq", more_ports=(),

@@ -252,9 +252,13 @@ def test_plain_tcp_listener_without_an_address_is_loopback_only(two_hosts):
         assert f"0.0.0.0:{quiet}" not in listening and f"*:{quiet}" not in listening, listening
         assert f"0.0.0.0:{open_}" in listening, listening
         for port in (quiet, open_):
+            # An echo request answered by an echo reply of the same xid and body: the listener is
+            # the switch's, speaking OpenFlow.
             c = Conn.connect(port)
-            c.send(header(2, 8, 5))
-            assert (c.recv().type, c.recv is not None) == (3, True)
+            body = port.to_bytes(4, "big")
+            c.send(header(2, 8 + len(body), 5) + body)
+            m = c.recv()
+            assert (m.type, m.xid, m.body) == (3, 5, body), (port, m.type, m.xid, m.body)
 
 
 def test_a_peer_that_stops_reading_is_dropped_and_the_others_keep_working(two_hosts):

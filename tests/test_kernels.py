@@ -1,11 +1,13 @@
 """The kernel fast path on the kernel gateways run: Debian 12's own 6.1, booted with virtme-ng over
 this machine's filesystem (scripts/test-kernels.sh, also `make test-kernels`). Inside it, every
 program feature's BPF_PROG_TEST_RUN test (flows, actions, meters, AFDX links, LESS labels, on TC
-and XDP) and forwarding in namespaces through TC and XDP (pings and TCP, attached as 6.1 allows:
-a clsact filter, TCX being 6.6's) must pass as they do on this kernel. The random differential
-check against userspace runs on this kernel in every make test, and in the guest with `make
-test-kernels` (emulated, it would take 20 s of the budget here). Where KVM cannot boot the guest the run says so and emulates (TCG), slower;
-it never skips."""
+and XDP) must pass as it does on this kernel, and the switch must forward in namespaces through
+TC and XDP attached as 6.1 allows (a clsact filter, TCX being 6.6's): here (GUEST_TESTS=short)
+three pings through each hook (test_fastpath.py's `matches_the_kernel`); TCP through them (the
+legacy attachments' iperf3) runs in the guest with `make test-kernels` only. The random
+differential check against userspace runs on this kernel in every make test, and in the guest
+with `make test-kernels` (emulated, it would take 20 s of the budget here). Where KVM cannot boot
+the guest the run says so and emulates (TCG), slower; it never skips."""
 
 import pytest
 

@@ -1,6 +1,7 @@
-"""`--metrics`: a real Prometheus (Debian 12's, unpacked by scripts/setup.sh) scrapes the switch
-over loopback, and what its HTTP API returns is what `edgeflow stats --json` reports, read before
-and after the scrape (counters between the two, gauges equal). promtool lints the exposition."""
+"""`--metrics`: a real Prometheus (Debian 12's, unpacked by scripts/setup.sh) scrapes switches
+over loopback (OpenFlow with a controller, AFDX, LESS, all on tc), and what its HTTP API returns
+is what `edgeflow stats --json` reports, read before and after the scrape (each sample between the
+two). promtool lints the exposition."""
 
 import json
 import re
@@ -24,32 +25,45 @@ def get(url):
 
 
 class Prometheus:
-    def __init__(self, target, tmp):
+    """Scrapes each of `targets` ({job: address}) every 200 ms."""
+
+    def __init__(self, targets, tmp):
         self.port = free_port()
         config = tmp / "prometheus.yml"
-        config.write_text(f"global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n"
-                          f"  - job_name: edgeflow\n    static_configs:\n      - targets: ['{target}']\n")
+        text = "global:\n  scrape_interval: 200ms\n  scrape_timeout: 200ms\nscrape_configs:\n"
+        for job, target in targets.items():
+            text += f"  - job_name: {job}\n    static_configs:\n      - targets: ['{target}']\n"
+        config.write_text(text)
         self.log = open(run_dir("logs") / "prometheus.log", "w")
         self.proc = subprocess.Popen([str(PROMETHEUS / "prometheus"), f"--config.file={config}",
                                       f"--storage.tsdb.path={tmp / 'data'}",
                                       f"--web.listen-address=127.0.0.1:{self.port}"],
                                      stdout=self.log, stderr=subprocess.STDOUT)
 
-    def query(self, q):
-        """{frozenset(labels): value} of an instant query."""
+    def raw(self, q):
         url = f"http://127.0.0.1:{self.port}/api/v1/query?" + urllib.parse.urlencode({"query": q})
         try:
             r = json.loads(get(url))
         except (urllib.error.URLError, ConnectionError):
-            return {}
+            return []
         assert r["status"] == "success", r
-        return {frozenset((k, v) for k, v in s["metric"].items() if k not in ("job", "instance", "__name__")): float(s["value"][1])
-                for s in r["data"]["result"]}
+        return r["data"]["result"]
+
+    def query(self, q):
+        """{frozenset(labels): value} of an instant query."""
+        return {frozenset((k, v) for k, v in s["metric"].items() if k not in ("job", "instance", "__name__")):
+                float(s["value"][1]) for s in self.raw(q)}
 
     def one(self, q):
         values = list(self.query(q).values())
         assert len(values) == 1, (q, values)
         return values[0]
+
+    def job(self, job):
+        """{(name, frozenset(labels)): value} of every series of `job`'s last scrape."""
+        return {(s["metric"]["__name__"], frozenset((k, v) for k, v in s["metric"].items()
+                                                    if k not in ("job", "instance", "__name__"))): float(s["value"][1])
+                for s in self.raw(f'{{job="{job}"}}')}
 
     def stop(self):
         self.proc.terminate()
@@ -57,78 +71,171 @@ class Prometheus:
         self.log.close()
 
 
+SAMPLE = re.compile(r'^([a-z_0-9]+)(?:\{(.*)\})? (\S+)$')
+
+
+def exposition(body):
+    """{(name, frozenset(labels)): value} of an exposition's samples."""
+    out = {}
+    for line in body.splitlines():
+        if line and not line.startswith("#"):
+            name, labels, value = SAMPLE.match(line).groups()
+            out[name, frozenset(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', labels or ""))] = float(value)
+    return out
+
+
 def test_prometheus_scrapes_what_stats_reports(two_hosts, tmp_path):
+    """Three switches on tc, one Prometheus: an OpenFlow switch with a controller (standalone
+    fail mode), meters and groups; an AFDX switch with a virtual link in use; a LESS root with a
+    host. What the switch exposes for the controller session and fail-open is read while the
+    controller is there, and scraped once it has been gone long enough for the switch to learn on
+    its own; every AFDX and LESS counter group and the kernel's link and label figures, and every
+    channel counter, are scraped and held to the reports."""
+    from testbed.afdx import LOADGEN_BIN, VL, config_text
+    from testbed.ofpeer import Controller
+    from testbed.switches import start_all, stop_all
+
     h1, h2 = two_hosts.hosts
-    port = free_port()
-    sw = Edgeflow(two_hosts.switch_ports, datapath="tc", extra=["--metrics", str(port)], log_name="metrics").start()
-    prom = None
+    of_ports = two_hosts.switch_ports
+    h3, h4, h5 = (two_hosts.add_host() for _ in range(3))
+    metrics = {job: free_port() for job in ("edgeflow", "afdx", "less")}
+    afdx_toml, less_toml = tmp_path / "afdx.toml", tmp_path / "less.toml"
+    afdx_toml.write_text(config_text([VL(10, 1, [2], bag_ms=2, smax=300, jitter_us=500)],
+                                     ports=[h3.switch_side, h4.switch_side]))
+    less_toml.write_text(f'mode = "less"\n[[port]]\nname = "{h5.switch_side}"\n[less]\nroot = true\n')
+    ctl = Controller()
+    sw = Edgeflow(of_ports, controllers=[ctl.target], fail_mode="standalone", datapath="tc",
+                  extra=["--metrics", str(metrics["edgeflow"])], log_name="metrics")
+    others = {job: Edgeflow([], datapath="tc", extra=["--config", str(path), "--metrics", str(metrics[job])],
+                            log_name=f"metrics-{job}") for job, path in (("afdx", afdx_toml), ("less", less_toml))}
+    switches = {"edgeflow": sw, **others}
+    # Prometheus first: it takes seconds to start, while the switches start and carry traffic.
+    prom = Prometheus({job: f"127.0.0.1:{port}" for job, port in metrics.items()}, tmp_path)
     try:
+        start_all(switches.values())
+        c = ctl.accept()
         sw.ofctl("add-meter", "meter=1,pktps,band=type=drop,rate=100000")
         sw.ofctl("add-group", "group_id=5,type=all,bucket=output:2")
         sw.ofctl("add-flow", "priority=10,in_port=1,actions=meter:1,group:5")
         sw.ofctl("add-flow", "priority=10,in_port=2,actions=output:1")
         assert h1.ping(h2.addr, count=5, interval=0.1)[0] == 5
 
-        body = get(f"http://127.0.0.1:{port}/metrics")
+        # With its controller: one session open (the report counts the `stats` asking for it too),
+        # not failed open.
+        before = sw.stats()
+        body = get(f"http://127.0.0.1:{metrics['edgeflow']}/metrics")
+        after = sw.stats()
+        exposed = exposition(body)
+        for r in (before, after):
+            assert r["channel"]["sessions"] - r["channel"]["sessions_ended"] >= 2, r["channel"]
+            assert r["channel"]["fail_open"] is False and r["channel"]["fail_open_entered"] == 0, r["channel"]
+        assert exposed["edgeflow_controller_sessions", frozenset()] == 1, body
+        assert exposed["edgeflow_fail_open", frozenset()] == 0, body
+        # Without it the switch learns on its own, after a few seconds (the rest runs meanwhile).
+        c.close()
+        ctl.close()
+
         lint = subprocess.run([str(PROMETHEUS / "promtool"), "check", "metrics"], input=body, capture_output=True,
                               text=True)
         assert lint.returncode == 0 and not lint.stdout.strip() and not lint.stderr.strip(), lint.stdout + lint.stderr
         with pytest.raises(urllib.error.HTTPError) as nope:
-            get(f"http://127.0.0.1:{port}/nope")
+            get(f"http://127.0.0.1:{metrics['edgeflow']}/nope")
         assert nope.value.code == 404
         # PORT alone is loopback only.
-        listening = subprocess.run(["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True).stdout
-        assert [l.split()[3] for l in listening.splitlines()] == [f"127.0.0.1:{port}"], listening
+        listening = subprocess.run(["ss", "-Hltn", f"sport = :{metrics['edgeflow']}"], capture_output=True,
+                                   text=True).stdout
+        assert [l.split()[3] for l in listening.splitlines()] == [f"127.0.0.1:{metrics['edgeflow']}"], listening
 
-        prom = Prometheus(f"127.0.0.1:{port}", tmp_path)
-        wait_for(lambda: prom.query('up{job="edgeflow"}') and prom.one('up{job="edgeflow"}') == 1, timeout=30,
-                 interval=0.2, what="Prometheus to scrape the switch")
-        before, since = sw.stats(), time.time()
-        # A scrape that began after `before` was read.
-        wait_for(lambda: prom.query("timestamp(edgeflow_uptime_seconds)") and
-                 prom.one("timestamp(edgeflow_uptime_seconds)") > since + 0.05, timeout=10, interval=0.2,
-                 what="a scrape after the report")
-        q = {name: prom.query(name) for name in (
-            "edgeflow_port_receive_packets_total", "edgeflow_port_transmit_bytes_total", "edgeflow_fastpath_hits_total",
-            "edgeflow_fastpath_upcalls_total", "edgeflow_table_flows", "edgeflow_mode_packets_in_total",
-            "edgeflow_mode_packets_total", "edgeflow_dropped_total", "edgeflow_queue_transmit_packets_total",
-            "edgeflow_build_info", "edgeflow_port_up", "scrape_samples_scraped")}
-        after = sw.stats()
+        # An AFDX virtual link in use (a frame every 2 ms for 0.2 s), and a host behind the LESS root.
+        es = h3.run(LOADGEN_BIN, "es-send", "--iface-a", "eth0", "--es", "3", "--vl", "10:2:200", "--duration", "0.2")
+        vl_sent = json.loads(es.stdout)["sent"]["10"]
+        assert vl_sent >= 50, es.stdout
+        h5.run("ping", "-c", "1", "-W", "0.2", "10.0.0.9", check=False)
 
-        def between(series, labels, pick):
-            got = q[series].get(frozenset(labels.items()))
-            assert got is not None, (series, labels, q[series])
-            lo, hi = pick(before), pick(after)
-            assert lo <= got <= hi, (series, labels, lo, got, hi)
+        for job in metrics:
+            wait_for(lambda: prom.query(f'up{{job="{job}"}}') and prom.one(f'up{{job="{job}"}}') == 1, timeout=30,
+                     interval=0.1, what=f"Prometheus to scrape {job}")
+        wait_for(lambda: sw.stats()["channel"]["fail_open"], timeout=10, what="the switch to fail open")
+        before, since = {job: s.stats() for job, s in switches.items()}, time.time()
+        # A scrape of each that began after its report was read.
+        for job in metrics:
+            at = f'timestamp(edgeflow_uptime_seconds{{job="{job}"}})'
+            wait_for(lambda: prom.query(at) and prom.one(at) > since + 0.05, timeout=10, interval=0.05,
+                     what=f"a scrape of {job} after the report")
+        scraped = {job: prom.job(job) for job in metrics}
+        after = {job: s.stats() for job, s in switches.items()}
+        body = get(f"http://127.0.0.1:{metrics['edgeflow']}/metrics")
+
+        def between(job, series, labels, pick):
+            got = scraped[job].get((series, frozenset(labels.items())))
+            assert got is not None, (job, series, labels, sorted(k for k in scraped[job] if k[0] == series))
+            lo, hi = sorted((pick(before[job]), pick(after[job])))
+            assert lo <= got <= hi, (job, series, labels, lo, got, hi)
             return got
 
         for i, no in enumerate((1, 2)):
-            between("edgeflow_port_receive_packets_total", {"port": str(no), "name": two_hosts.switch_ports[i]},
+            between("edgeflow", "edgeflow_port_receive_packets_total", {"port": str(no), "name": of_ports[i]},
                     lambda r: r["ports"][i]["rx_packets"])
-            between("edgeflow_port_transmit_bytes_total", {"port": str(no), "name": two_hosts.switch_ports[i]},
+            between("edgeflow", "edgeflow_port_transmit_bytes_total", {"port": str(no), "name": of_ports[i]},
                     lambda r: r["ports"][i]["tx_bytes"])
-            assert q["edgeflow_port_up"][frozenset({"port": str(no), "name": two_hosts.switch_ports[i]}.items())] == 1
-        assert between("edgeflow_fastpath_hits_total", {}, lambda r: r["fast_path"]["hits"]) > 0
-        between("edgeflow_fastpath_upcalls_total", {}, lambda r: r["fast_path"]["upcalls"])
-        # The two flows added and native mode's own (a NORMAL flow with no controller).
-        assert between("edgeflow_table_flows", {"table": "0"}, lambda r: r["tables"][0]["flows"]) == 3
+            assert between("edgeflow", "edgeflow_port_up", {"port": str(no), "name": of_ports[i]},
+                           lambda r: r["ports"][i]["up"]) == 1
+        assert between("edgeflow", "edgeflow_fastpath_hits_total", {}, lambda r: r["fast_path"]["hits"]) > 0
+        between("edgeflow", "edgeflow_fastpath_upcalls_total", {}, lambda r: r["fast_path"]["upcalls"])
+        # The two flows added (with a controller there is no NORMAL flow of native mode's).
+        assert between("edgeflow", "edgeflow_table_flows", {"table": "0"}, lambda r: r["tables"][0]["flows"]) == 2
 
         def group(r, name, key):
             return next(g["counters"][key] for g in r["mode_counters"] if g["name"] == name)
 
-        assert between("edgeflow_mode_packets_in_total", {"meter": "1"}, lambda r: group(r, "meter 1", "packets_in")) >= 5
-        assert between("edgeflow_mode_packets_total", {"group": "5"}, lambda r: group(r, "group 5", "packets")) >= 5
-        for reason in before["drops"]:
-            between("edgeflow_dropped_total", {"reason": reason}, lambda r: r["drops"][reason])
-        between("edgeflow_queue_transmit_packets_total",
-                {"port": "2", "name": two_hosts.switch_ports[1], "queue": "0"},
+        assert between("edgeflow", "edgeflow_mode_packets_in_total", {"meter": "1"},
+                       lambda r: group(r, "meter 1", "packets_in")) >= 5
+        assert between("edgeflow", "edgeflow_mode_packets_total", {"group": "5"},
+                       lambda r: group(r, "group 5", "packets")) >= 5
+        for reason in before["edgeflow"]["drops"]:
+            between("edgeflow", "edgeflow_dropped_total", {"reason": reason}, lambda r: r["drops"][reason])
+        between("edgeflow", "edgeflow_queue_transmit_packets_total", {"port": "2", "name": of_ports[1], "queue": "0"},
                 lambda r: r["ports"][1]["queues"][0]["tx_packets"])
-        info = q["edgeflow_build_info"]
-        assert len(info) == 1 and dict(next(iter(info)))["datapath"] == "tc", info
+
+        # The controller gone: failed open, once; no session open at the scrape (the reports
+        # count their own). Every channel counter as the reports have it.
+        assert between("edgeflow", "edgeflow_fail_open", {}, lambda r: r["channel"]["fail_open"]) == 1
+        assert between("edgeflow", "edgeflow_controller_sessions", {},
+                       lambda r: r["channel"]["sessions"] - r["channel"]["sessions_ended"] - 1) == 0
+        for key in before["edgeflow"]["channel"]:
+            if key != "fail_open":
+                between("edgeflow", f"edgeflow_channel_{key}_total", {}, lambda r: r["channel"][key])
+        assert scraped["edgeflow"]["edgeflow_channel_fail_open_entered_total", frozenset()] == 1
+
+        # AFDX and LESS: every counter of every group of the mode's, and the kernel's figures
+        # for the AFDX links and LESS labels it decides (tc).
+        # Levels are gauges, named without _total (metrics.rs's LEVELS).
+        levels = {"entries", "addresses", "root", "neighbours", "hosts", "parts", "held", "kept_for_priority"}
+        for job in ("afdx", "less"):
+            for g in before[job]["mode_counters"]:
+                kind, _, id_ = g["name"].partition(" ")
+                labels = {kind: id_} if kind in ("vl", "meter", "group", "stream") and id_ else {"set": g["name"]}
+                for key in g["counters"]:
+                    series = f"edgeflow_mode_{key}" + ("" if key in levels else "_total")
+                    between(job, series, labels, lambda r: group(r, g["name"], key))
+            section = {"afdx": "links", "less": "labels"}[job]
+            assert before[job]["fast_path"][section], (job, before[job]["fast_path"])
+            for key in before[job]["fast_path"][section]:
+                series = f"edgeflow_fastpath_{section}_{key}" + ("" if key in levels else "_total")
+                between(job, series, {}, lambda r: r["fast_path"][section][key])
+            info = [dict(k[1]) for k in scraped[job] if k[0] == "edgeflow_build_info"]
+            assert [(i["mode"], i["datapath"]) for i in info] == [(job, "tc")], info
+        assert between("afdx", "edgeflow_mode_frames_out_total", {"vl": "10"},
+                       lambda r: group(r, "vl 10", "frames_out")) == vl_sent
+        assert between("afdx", "edgeflow_fastpath_links_decided_total", {},
+                       lambda r: r["fast_path"]["links"]["decided"]) == vl_sent
+        assert between("less", "edgeflow_mode_hosts", {"set": "fabric"}, lambda r: group(r, "fabric", "hosts")) == 1
+
+        info = [dict(k[1]) for k in scraped["edgeflow"] if k[0] == "edgeflow_build_info"]
+        assert [i["datapath"] for i in info] == ["tc"], info
         # Every sample of the exposition was taken in.
         samples = sum(1 for l in body.splitlines() if l and not l.startswith("#"))
-        assert q["scrape_samples_scraped"][frozenset()] == pytest.approx(samples, abs=4), samples
+        assert scraped["edgeflow"]["scrape_samples_scraped", frozenset()] == pytest.approx(samples, abs=4), samples
     finally:
-        if prom:
-            prom.stop()
-        assert sw.stop() == 0, sw.log()
+        prom.stop()
+        assert stop_all(switches.values()) == [0, 0, 0], [s.log()[-2000:] for s in switches.values()]

@@ -1,9 +1,11 @@
 """edgeflow as a service: `make install` and `make uninstall`, and the switch under a service
 manager's protocol as its systemd unit runs it (docs/deploy.md). A socket this test binds plays
-systemd's part: NOTIFY_SOCKET for readiness, the watchdog, reload and stop; RUNTIME_DIRECTORY
-for the management socket; JOURNAL_STREAM naming the switch's stderr. The switch runs as nobody
-holding exactly the capabilities the unit grants, on the tc fast path."""
+systemd's part: NOTIFY_SOCKET for readiness, the watchdog (fed while the forwarding thread
+answers, silent while it is stuck), reload and stop; RUNTIME_DIRECTORY for the management
+socket; JOURNAL_STREAM naming the switch's stderr. The switch runs as nobody holding exactly the
+capabilities the unit grants, on the tc fast path."""
 
+import contextlib
 import json
 import os
 import pwd
@@ -22,6 +24,8 @@ from testbed.switches import EDGEFLOW_BIN
 from testbed.util import ROOT, free_port, run_dir, wait_for
 
 UNIT = ROOT / "packaging" / "systemd" / "edgeflow.service"
+#: The watchdog period the test's manager gives the switch (systemd's WatchdogSec=).
+WATCHDOG_S = 0.5
 
 
 def unit_capabilities():
@@ -106,6 +110,37 @@ class FakeManager:
             return [m for t, m in self.messages if t >= since and m.startswith(prefix)]
 
 
+@contextlib.contextmanager
+def frozen_thread(pid, name):
+    """Stops the thread called `name` of process `pid` while the others run on, as a thread stuck
+    in a loop or a system call would be: alone in a threaded cgroup (v2) that is frozen. SIGSTOP
+    cannot do it, stopping every thread of the process. On the way out the thread is thawed and
+    the process goes back where it was."""
+    mount = next(l.split()[1] for l in open("/proc/self/mounts") if l.split()[2] == "cgroup2")
+    tid = next(int(t) for t in os.listdir(f"/proc/{pid}/task")
+               if Path(f"/proc/{pid}/task/{t}/comm").read_text().strip() == name)
+    home = next(l.split(":", 2)[2].strip() for l in open(f"/proc/{pid}/cgroup") if l.startswith("0::"))
+    domain = Path(mount) / f"ef-freeze-{pid}"
+    stuck = domain / "stuck"
+    domain.mkdir()
+    try:
+        (domain / "cgroup.procs").write_text(str(pid))
+        stuck.mkdir()
+        (stuck / "cgroup.type").write_text("threaded")
+        (stuck / "cgroup.threads").write_text(str(tid))
+        (stuck / "cgroup.freeze").write_text("1")
+        wait_for(lambda: "frozen 1" in (stuck / "cgroup.events").read_text(), timeout=5, what=f"thread {name} frozen")
+        yield
+    finally:
+        if stuck.exists():
+            (stuck / "cgroup.freeze").write_text("0")
+        if Path(f"/proc/{pid}").exists():
+            (Path(mount + home) / "cgroup.procs").write_text(str(pid))
+        for d in (stuck, domain):
+            if d.exists():
+                d.rmdir()
+
+
 class Stderr:
     """The switch's stderr, a stream socket as journald's is; its lines are kept."""
 
@@ -141,8 +176,9 @@ def test_under_a_service_manager(two_hosts):
     bpf_dir.mkdir()
     shutil.chown(bpf_dir, "nobody", "nogroup")
     caps = ",".join(f"+{c}" for c in unit_capabilities())
-    env = {"PATH": os.environ["PATH"], "NOTIFY_SOCKET": str(tmp_path / "notify"), "WATCHDOG_USEC": "1000000",
-           "RUNTIME_DIRECTORY": str(runtime), "JOURNAL_STREAM": stderr.journal_stream, "EDGEFLOW_BPF_DIR": str(bpf_dir)}
+    env = {"PATH": os.environ["PATH"], "NOTIFY_SOCKET": str(tmp_path / "notify"),
+           "WATCHDOG_USEC": str(int(WATCHDOG_S * 1e6)), "RUNTIME_DIRECTORY": str(runtime),
+           "JOURNAL_STREAM": stderr.journal_stream, "EDGEFLOW_BPF_DIR": str(bpf_dir)}
     args = [x for p in two_hosts.switch_ports for x in ("--port", p)] + ["--keep-fastpath"]
     proc = subprocess.Popen(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", f"--inh-caps={caps}",
                              f"--ambient-caps={caps}", EDGEFLOW_BIN, "run", *args, "--datapath", "tc", "--dpid", "e5",
@@ -173,6 +209,22 @@ def test_under_a_service_manager(two_hosts):
         # The watchdog hears from it every half period while the forwarding thread answers.
         since = time.monotonic()
         wait_for(lambda: len(manager.seen("WATCHDOG=1", since)) >= 3, timeout=5, what="three watchdog pings")
+        # And only then: with the forwarding thread stuck (the rest of the process running on,
+        # saying that it has no answer), the manager hears nothing for longer than the watchdog's
+        # period, which is what makes systemd restart the switch. A ping whose answer came just
+        # before the thread stopped may still arrive in the first moments. (Asked every half
+        # period, waited for half a period: the first "no answer" comes within a period.)
+        with frozen_thread(proc.pid, "forwarding"):
+            frozen_at, said = time.monotonic(), len(stderr.lines)
+            silent_from = frozen_at + 0.1
+            time.sleep(0.1 + WATCHDOG_S * 1.2)
+            thawed_at = time.monotonic()
+        with manager.lock:
+            late = [t - frozen_at for t, m in manager.messages if silent_from <= t <= thawed_at and m == "WATCHDOG=1"]
+        assert late == [] and thawed_at - silent_from > WATCHDOG_S, (late, thawed_at - frozen_at)
+        wait_for(lambda: any("the forwarding thread did not answer" in l for l in stderr.lines[said:]),
+                 timeout=5, what="the watchdog saying that it had no answer")
+        wait_for(lambda: manager.seen("WATCHDOG=1", thawed_at), timeout=5, what="the watchdog again, thawed")
 
         # Lines as journald wants them: a priority, no time stamp, no colour.
         assert all(re.match(r"<[3-7]>", l) for l in stderr.lines), stderr.text()
@@ -180,26 +232,30 @@ def test_under_a_service_manager(two_hosts):
         assert any(l.startswith("<6>") and "starting" in l for l in stderr.lines), stderr.text()
 
         # The log filter changes while it runs: a debug event shows only while debug is on.
-        def probe():
+        def probe(shown):
             """A connection closed before its hello: logged at debug. The switch's hello is read
-            first, so that the close is a FIN, not a reset (unread data), which is a warning."""
+            first, so that the close is a FIN, not a reset (unread data), which is a warning.
+            Its lines once `shown` are there; half a second for lines that must not be."""
             before = len(stderr.lines)
             with socket.create_connection(("127.0.0.1", port)) as c:
                 c.settimeout(5)
                 head = c.recv(8, socket.MSG_WAITALL)
                 length = int.from_bytes(head[2:4], "big")
                 assert len(c.recv(length - 8, socket.MSG_WAITALL)) == length - 8
+            found = lambda: [l for l in stderr.lines[before:] if "before its hello" in l]
+            if shown:
+                return wait_for(found, timeout=5, what="the probe's debug line")
             time.sleep(0.5)
-            return [l for l in stderr.lines[before:] if "before its hello" in l]
+            return found()
 
         assert edgeflow("log-level").stdout.strip() == "info"
-        assert probe() == []
+        assert probe(shown=False) == []
         assert edgeflow("log-level", "debug").stdout.strip() == "debug"
-        assert [l[:3] for l in probe()] == ["<7>"]
+        assert [l[:3] for l in probe(shown=True)] == ["<7>"]
         bad = edgeflow("log-level", "info,agent=loud", check=False)
         assert bad.returncode != 0 and "log filter 'info,agent=loud'" in bad.stderr, bad.stderr
         assert edgeflow("log-level", "info").stdout.strip() == "info"
-        assert probe() == []
+        assert probe(shown=False) == []
 
         # Reload: RELOADING=1 with its monotonic time, then READY=1 again.
         since = time.monotonic()
@@ -222,11 +278,13 @@ def test_under_a_service_manager(two_hosts):
         cleaned = edgeflow("stop", "--clean", "e5")
         assert "switch 00000000000000e5: removed" in cleaned.stdout and not kept.exists(), cleaned
     finally:
-        edgeflow("stop", "--clean", "e5", check=False)
-        shutil.rmtree(bpf_dir, ignore_errors=True)
+        # Stopped (and reaped) first: `edgeflow stop` waits for the process to leave /proc, which
+        # a child of this test does only once waited for.
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        edgeflow("stop", "--clean", "e5", check=False)
+        shutil.rmtree(bpf_dir, ignore_errors=True)
         log.write_text(stderr.text())
         manager.sock.close()
         shutil.rmtree(tmp_path, ignore_errors=True)
