@@ -116,7 +116,8 @@ def frozen_thread(pid, name):
     in a loop or a system call would be: alone in a threaded cgroup (v2) that is frozen. SIGSTOP
     cannot do it, stopping every thread of the process. On the way out the thread is thawed and
     the process goes back where it was."""
-    mount = next(l.split()[1] for l in open("/proc/self/mounts") if l.split()[2] == "cgroup2")
+    mount = next((l.split()[1] for l in open("/proc/self/mounts") if l.split()[2] == "cgroup2"), None)
+    assert mount, "no cgroup2 hierarchy mounted: a thread cannot be frozen alone"
     tid = next(int(t) for t in os.listdir(f"/proc/{pid}/task")
                if Path(f"/proc/{pid}/task/{t}/comm").read_text().strip() == name)
     home = next(l.split(":", 2)[2].strip() for l in open(f"/proc/{pid}/cgroup") if l.startswith("0::"))
