@@ -1,5 +1,6 @@
 """`make bench-quick`: every experiment in --quick mode, for every switch under test, and the
-claims each exists to show, as ratios of the same run (results under results/quick). Not part of
+claims each exists to show, as ratios of the same run (results under results/quick; with `-k`,
+only the experiments the selected tests read). Not part of
 `make test`, whose test_bench_smoke.py runs one experiment to prove the machinery; the behaviour
 these runs used to be the only check of is in test_afdx, test_tsn and test_less."""
 
@@ -15,10 +16,22 @@ from testbed.util import ROOT
 pytestmark = pytest.mark.timeout(2400)
 
 
+def uses(*names):
+    """The experiments a test reads: the session runs those its selected tests use, each once, so
+    that `-k tsn` runs the tsn experiment alone (a minute or two) rather than all of them."""
+    def mark(fn):
+        fn.experiments = names
+        return fn
+    return mark
+
+
 @pytest.fixture(scope="module")
-def results():
+def results(request):
     out = ROOT / "results" / "quick"
-    assert bench.main(["--quick", "--out", str(out)]) == 0
+    wanted = {n for item in request.session.items for n in getattr(item.function, "experiments", ())}
+    names = [n for n in EXPERIMENTS if n in wanted]
+    # All of them: no names, as `make bench-quick` always ran (one SUMMARY.md with every section).
+    assert bench.main(["--quick", "--out", str(out), *([] if len(names) == len(EXPERIMENTS) else names)]) == 0
     return out
 
 
@@ -27,6 +40,7 @@ def rows(out, name):
         return list(csv.DictReader(f))
 
 
+@uses(*EXPERIMENTS)
 def test_files_and_summary(results):
     for name in EXPERIMENTS:
         for ext in ("md", "csv", "png"):
@@ -37,6 +51,7 @@ def test_files_and_summary(results):
         assert f"## {name}" in summary
 
 
+@uses("zodiac")
 def test_zodiac_shows_edgeflow_beside_its_peers(results):
     """Zodiac FX's table: TCP through each switch. edgeflow in userspace is well ahead of Open
     vSwitch's userspace datapath (12-15x in full runs), the TC fast path near the Linux bridge
@@ -56,6 +71,7 @@ def test_zodiac_shows_edgeflow_beside_its_peers(results):
     assert {x["hosts_tx"] for x in r if x["switch"] == "ovs-netdev"} == {"off"}, "settings are recorded per row"
 
 
+@uses("zynq")
 def test_zynq_plausible(results):
     for x in rows(results, "zynq"):
         if float(x["offered_mbit_s"]) <= 20:
@@ -68,6 +84,7 @@ def test_zynq_plausible(results):
         assert 0 < float(x["rtt_avg_ms"]) < 2, x
 
 
+@uses("framerate")
 def test_framerate_shows_the_fast_path_ahead(results):
     """64-byte frames: XDP well above the Linux bridge (3.4-4.7x in full runs), userspace edgeflow
     above Open vSwitch's userspace datapath (2.9-3.5x), in the same run."""
@@ -78,6 +95,7 @@ def test_framerate_shows_the_fast_path_ahead(results):
     assert r[("edgeflow", 64)] > 1.5 * r[("ovs-netdev", 64)], r
 
 
+@uses("latency")
 def test_latency_shows_the_fast_path_ahead(results):
     """Median latency at 10 kframes/s: the kernel fast path well under userspace edgeflow, which
     is under Open vSwitch's userspace datapath (0.29-0.39 in full runs). A quick run's 5000 frames
@@ -98,6 +116,7 @@ def test_latency_shows_the_fast_path_ahead(results):
     assert sum(ratios) / len(ratios) < 0.8, (ratios, p50)
 
 
+@uses("gateway")
 def test_gateway_shows_throughput_and_expiry_spikes(results):
     """The home-gateway paper's two points: edgeflow's own throughput beside the bridge and Open
     vSwitch, and an RTT spike when a reactive controller's flows reach their hard timeout. The
@@ -114,6 +133,7 @@ def test_gateway_shows_throughput_and_expiry_spikes(results):
         assert int(x["expiries_with_spike"]) >= int(x["expiries"]) - 1, x
 
 
+@uses("fastpath")
 def test_fastpath_shows_kernel_ahead_of_userspace(results):
     """The fast-path experiment's claims, as ratios of the same run: the kernel paths ahead of
     userspace for 64-byte frames, TC near the bridge for TCP, XDP above the bridge for 64 B."""
@@ -134,6 +154,7 @@ def test_fastpath_shows_kernel_ahead_of_userspace(results):
     assert {x["switch"] for x in depth} >= {"edgeflow-tc", "edgeflow-xdp"}
 
 
+@uses("afdx")
 def test_afdx_shows_policing_and_priority(results):
     """What the experiment exists to show: the AFDX switches lose no conforming frame and hold a
     babbler to exactly what the account admits; the Linux bridge, which does not police, lets all
@@ -190,6 +211,7 @@ def test_afdx_shows_policing_and_priority(results):
     assert float(fast["ratio_to_unloaded"]) <= 2, fast
 
 
+@uses("tsn")
 def test_tsn_shows_scheduling(results):
     """What the experiment exists to show: on a paced port a high-priority stream loses nothing and
     waits about one best-effort frame however heavy the best effort; pacing holds the port to its
@@ -223,6 +245,7 @@ def test_tsn_shows_scheduling(results):
     assert frer and all(int(x["lost"]) == 0 and int(x["duplicates"]) == 0 for x in frer), frer
 
 
+@uses("less")
 def test_less_shows_labels_and_reroutes(results):
     """LESS: frames cross one switch on every datapath and stack type with nothing lost, the kernel
     datapaths well under userspace's processing time; a link taken down mid-stream on six switches
@@ -270,6 +293,7 @@ def test_less_shows_labels_and_reroutes(results):
     assert all(float(x["first_p99_us"]) < 1000 and int(x["looped"]) == 0 for x in rec), rec
 
 
+@uses("churn")
 def test_churn_leaves_untouched_flows_alone(results):
     """Issue 32's benchmark, quick: 10 000 flows carrying frames as fast as the sender goes, 5 000
     unrelated flow-mods a second. edgeflow revalidates instead of flushing: no entry is retired
@@ -288,6 +312,7 @@ def test_churn_leaves_untouched_flows_alone(results):
         r["ovs-netdev"]["ratio"]), r
 
 
+@uses("p4")
 def test_p4_runs_the_papers_program_in_the_kernel(results):
     """The paper's P4 AFDX switch against edgeflow's AFDX mode: on tc and xdp the program decides
     in the kernel (nearly every frame the p4 runs received was the kernel's), and its frame rate
