@@ -5,6 +5,7 @@ only the experiments the selected tests read). Not part of
 these runs used to be the only check of is in test_afdx, test_tsn and test_less."""
 
 import csv
+import warnings
 
 import pytest
 
@@ -40,6 +41,48 @@ def rows(out, name):
         return list(csv.DictReader(f))
 
 
+# Rate ratios say something about two switches only where each rate is the switch's own. A switch
+# that dropped part of what the sender offered was at its limit: its rate is its own. One that took
+# everything ran below its limit, at the sender's pace: its rate is only a floor of its own. So "A
+# ahead of B" is claimed on rates where B dropped (A's rate, if A dropped nothing, only understates
+# A); where neither dropped, on each switch's own time per frame (the chain's time per frame less
+# that of the same frames over a bare veth: with loadgen's XDP sender a kernel switch never drops,
+# since the sender's softirq carries every frame through it and on to the receiver, so its offer is
+# the chain's rate). Where only A dropped, A below k × B is false and above it unproven; where
+# no figure can carry a claim the test says so (`not_claimed`). `bottleneck` in each table says
+# which a row is (testbed/experiments/common.py: bottleneck_of).
+
+
+def not_claimed(why):
+    """A claim this run's rows cannot carry: printed and in pytest's warnings summary."""
+    print(f"\nnot claimed: {why}")
+    warnings.warn(f"not claimed: {why}")
+
+
+def own_rate(row, key="bottleneck"):
+    """Whether a row's rate is the switch's own: it dropped part of the offer."""
+    return row[key] == "switch"
+
+
+def ratio_claim(what, row, base, k, rate="received_pps", ns="switch_ns_per_frame", limited="bottleneck"):
+    """`row`'s switch forwards more than k × `base`'s: on their rates where `base` dropped part of
+    the offer (a `row` that dropped nothing only understates its own), on their own times per
+    frame (`ns`: the chain's less the bare veth's) where neither dropped. Where only `row` dropped,
+    its rate is its own and `base`'s a floor of its own: below k × that floor the claim is false,
+    above it unproven."""
+    if own_rate(base, limited):
+        assert float(row[rate]) > k * float(base[rate]), (what, row, base)
+    elif own_rate(row, limited):
+        assert float(row[rate]) > k * float(base[rate]), (what, row, base)
+        not_claimed(f"{what}: the reference dropped nothing of its offer, so above {k} of it proves nothing")
+    elif all(x[ns] not in ("", None) and float(x[ns]) > 0 for x in (row, base)):
+        print(f"\n{what}: own time per frame {float(row[ns]):.0f} ns against {float(base[ns]):.0f}")
+        assert float(base[ns]) > k * float(row[ns]), (what, row, base)
+    else:
+        not_claimed(f"{what}: neither dropped, and a chain ran at the bare veth's rate or above (no time per "
+                    f"frame to compare): {row}, {base}")
+
+
 @uses(*EXPERIMENTS)
 def test_files_and_summary(results):
     for name in EXPERIMENTS:
@@ -62,7 +105,14 @@ def test_zodiac_shows_edgeflow_beside_its_peers(results):
     by = {(x["switch"], x["app"], x["flow"]): float(x["mbit_s"]) for x in r}
     flows = ("C2S", "S2C")
     for flow in flows:
-        assert by[("edgeflow", "none", flow)] > 4 * by[("ovs-netdev", "none", flow)], by
+        # TCP has no offer to drop from: Open vSwitch's rate is its own where the same hosts carried
+        # at least twice as much through the bridge in the same run (they did not hold it back).
+        # Against the bridge itself the claims are floors: what the hosts carry less what a switch
+        # may take off, which needs no switch at its limit.
+        if by[("ovs-netdev", "none", flow)] < 0.5 * by[("linux-bridge", "none", flow)]:
+            assert by[("edgeflow", "none", flow)] > 4 * by[("ovs-netdev", "none", flow)], by
+        else:
+            not_claimed(f"zodiac {flow}: edgeflow > 4 x Open vSwitch: Open vSwitch near what the bridge carries")
         assert by[("edgeflow-tc", "none", flow)] > 0.4 * by[("linux-bridge", "none", flow)], by
     both = lambda switch: sum(by[(switch, "none", flow)] for flow in flows)
     assert both("edgeflow-tc") > 0.6 * both("linux-bridge"), by
@@ -86,13 +136,16 @@ def test_zynq_plausible(results):
 
 @uses("framerate")
 def test_framerate_shows_the_fast_path_ahead(results):
-    """64-byte frames: XDP well above the Linux bridge (3.4-4.7x in full runs), userspace edgeflow
-    above Open vSwitch's userspace datapath (2.9-3.5x), in the same run."""
-    r = {(x["switch"], int(x["size"])): float(x["received_pps"]) for x in rows(results, "framerate")}
-    assert {s for _, s in r} >= {64, 1518}
-    assert r[("edgeflow-xdp", 64)] > 1.5 * r[("linux-bridge", 64)], r
-    assert r[("edgeflow-tc", 64)] > r[("edgeflow", 64)], r
-    assert r[("edgeflow", 64)] > 1.5 * r[("ovs-netdev", 64)], r
+    """64-byte frames: XDP well above the Linux bridge (3.4-4.7x in full runs), TC above userspace
+    edgeflow, userspace edgeflow above Open vSwitch's userspace datapath (2.9-3.5x), in the same
+    run: on rates where the slower switch dropped part of the offer, on each one's own time per
+    frame where neither did (the XDP sender's softirq carries each frame through a kernel switch,
+    so XDP and the bridge take all it offers: `ratio_claim`)."""
+    table = {(x["switch"], int(x["size"])): x for x in rows(results, "framerate")}
+    assert {s for _, s in table} >= {64, 1518}
+    for fast, slow, k in (("edgeflow-xdp", "linux-bridge", 1.5), ("edgeflow-tc", "edgeflow", 1.0),
+                          ("edgeflow", "ovs-netdev", 1.5)):
+        ratio_claim(f"framerate: {fast} > {k} x {slow} at 64 B", table[(fast, 64)], table[(slow, 64)], k)
 
 
 @uses("latency")
@@ -103,8 +156,11 @@ def test_latency_shows_the_fast_path_ahead(results):
     ones were at 0.54, and TC's 1518-byte frames once at 0.56 of userspace's (9.02 against 16.06
     µs) in a run where userspace was unusually quick. So each size must be under and the two
     together well under."""
-    p50 = {(x["switch"], int(x["size"])): float(x["lat_p50_us"]) for x in rows(results, "latency")
-           if x["gap_us"] == "100"}
+    at_10k = [x for x in rows(results, "latency") if x["gap_us"] == "100"]
+    # Latency is each switch's own time per frame only where it kept up: a switch that dropped
+    # frames at 10 000 a second was queueing them.
+    assert all(float(x["loss_pct"]) < 0.1 for x in at_10k), at_10k
+    p50 = {(x["switch"], int(x["size"])): float(x["lat_p50_us"]) for x in at_10k}
     sizes = (64, 1518)
     for fast in ("edgeflow-tc", "edgeflow-xdp"):
         fast_ratios = [p50[(fast, size)] / p50[("edgeflow", size)] for size in sizes]
@@ -123,8 +179,13 @@ def test_gateway_shows_throughput_and_expiry_spikes(results):
     expiries are those the controller saw (its installs while the pings ran), the spikes those
     whose reply came just after such an install, not any RTT over the median."""
     load = {x["switch"]: float(x["mbit_s"]) for x in rows(results, "gateway")}
+    # Floors against what the hosts carry through the bridge; against Open vSwitch where its rate
+    # is its own (the bridge carried at least twice as much between the same hosts), as in zodiac.
     assert load["edgeflow"] > 0.4 * load["linux-bridge"], load
-    assert load["edgeflow"] > 4 * load["ovs-netdev"], load
+    if load["ovs-netdev"] < 0.5 * load["linux-bridge"]:
+        assert load["edgeflow"] > 4 * load["ovs-netdev"], load
+    else:
+        not_claimed("gateway: edgeflow > 4 x Open vSwitch: Open vSwitch near what the bridge carries")
     assert load["edgeflow-tc"] > 0.6 * load["linux-bridge"], load
     for x in rows(results, "gateway_timeouts"):
         # Pings for three hard timeouts: the flows expired (at least) twice while they ran...
@@ -136,20 +197,25 @@ def test_gateway_shows_throughput_and_expiry_spikes(results):
 @uses("fastpath")
 def test_fastpath_shows_kernel_ahead_of_userspace(results):
     """The fast-path experiment's claims, as ratios of the same run: the kernel paths ahead of
-    userspace for 64-byte frames, TC near the bridge for TCP, XDP above the bridge for 64 B."""
+    userspace for 64-byte frames where userspace dropped part of the offer (its rate is its own),
+    TC near the bridge for TCP (against what the hosts carry through the bridge: a floor, which
+    needs no switch at its limit), XDP above the bridge for 64 B on each one's own time per frame
+    (neither drops a frame of the XDP sender's: the chain's time less the bare veth's)."""
     r = {(x["switch"], x["pipeline"]): x for x in rows(results, "fastpath")}
     kinds = {k for k, _ in r}
     assert kinds >= {"linux-bridge", "edgeflow", "edgeflow-tc", "edgeflow-xdp"}, kinds
+    bridge = r[("linux-bridge", "(learning bridge)")]
     for pipeline in {p for k, p in r if k == "edgeflow"}:
-        user = float(r[("edgeflow", pipeline)]["mpps_64"])
         for fast in ("edgeflow-tc", "edgeflow-xdp"):
-            assert float(r[(fast, pipeline)]["mpps_64"]) > 1.3 * user, (pipeline, fast, r[(fast, pipeline)])
+            ratio_claim(f"fastpath: {fast} > 1.3 x userspace ({pipeline})", r[(fast, pipeline)],
+                        r[("edgeflow", pipeline)], 1.3, rate="mpps_64", limited="bottleneck_64")
             # The loadgen frame hit the kernel's cache: the program test run reports a hit's cost
             # (100-130 ns here; a miss that went up, or a lookup walking every mask, is several
             # times that).
             assert 0 < float(r[(fast, pipeline)]["fastpath_prog_ns"]) < 1000, r[(fast, pipeline)]
         assert float(r[("edgeflow-tc", pipeline)]["tcp_vs_bridge"]) > 0.6, r[("edgeflow-tc", pipeline)]
-        assert float(r[("edgeflow-xdp", pipeline)]["mpps_64_vs_bridge"]) > 1.5, r[("edgeflow-xdp", pipeline)]
+        ratio_claim(f"fastpath: XDP > 1.5 x the bridge ({pipeline})", r[("edgeflow-xdp", pipeline)], bridge, 1.5,
+                    rate="mpps_64", limited="bottleneck_64")
     depth = rows(results, "fastpath_depth")
     assert {x["switch"] for x in depth} >= {"edgeflow-tc", "edgeflow-xdp"}
 
@@ -178,12 +244,15 @@ def test_afdx_shows_policing_and_priority(results):
             assert arrived == [offered, offered], x
     # The frame-rate comparison ran with every link in the kernel: contracts that admit every frame
     # police none, and AFDX frames did not fall back to userspace (which forwards several times
-    # fewer). The 0.9x target itself is a benchmark figure (`make bench`), not checked here.
+    # fewer). The 0.9x target itself is a benchmark figure (`make bench`), not checked here. The
+    # ratio is on rates where both modes dropped part of the offer, else on each one's own time
+    # per frame (the XDP sender's offer is the chain's rate: a kernel switch drops nothing of it).
     rate = {(x["datapath"], x["switch"]): x for x in rows(results, "afdx-rate")}
     assert set(rate) == {(d, s) for d in ("tc", "xdp") for s in ("openflow", "afdx")}, rate
     for d in ("tc", "xdp"):
-        assert int(rate[(d, "afdx")]["policed"]) == 0, rate[(d, "afdx")]
-        assert float(rate[(d, "afdx")]["ratio_to_openflow"]) > 0.5, rate[(d, "afdx")]
+        x, of = rate[(d, "afdx")], rate[(d, "openflow")]
+        assert int(x["policed"]) == 0, x
+        ratio_claim(f"afdx-rate on {d}: AFDX > 0.5 x OpenFlow", x, of, 0.5)
     # On a port behind a 100 Mbit/s link that nothing in the config paces, saturated by
     # low-priority VLs: paced to its link by default, a high-priority VL loses nothing and waits
     # about the low-priority frame on the wire (123 µs) and what the pacer hands the interface
@@ -293,10 +362,16 @@ def test_less_shows_labels_and_reroutes(results):
     assert p50("xdp") < p50("user"), (p50("xdp"), p50("user"))
     # Fig. 5b with loadgen's XDP sender: the XDP fast path pops labels at several times the rate
     # userspace does, at every size (2.5 against 0.5-0.7 Mframes/s here).
-    tput = {(x["datapath"], x["size"]): float(x["kfps"]) for x in rows(results, "less-throughput")}
+    # Where userspace dropped part of the offer (its rate is its own; XDP's, if it dropped nothing,
+    # only understates XDP's).
+    table = {(x["datapath"], x["size"]): x for x in rows(results, "less-throughput")}
+    tput = {k: float(x["kfps"]) for k, x in table.items()}
     for (dp, size), kfps in tput.items():
         if dp == "xdp":
-            assert kfps > 2 * tput[("user", size)], tput
+            if own_rate(table[("user", size)]):
+                assert kfps > 2 * tput[("user", size)], tput
+            else:
+                not_claimed(f"less-throughput: XDP > 2 x userspace at {size} B: userspace dropped nothing")
     rr = rows(results, "less-reroute")
     assert {(x["switch"], x["datapath"], x["case"]) for x in rr} == (
         {("less", d, c) for d in ("user", "xdp") for c in "abc"}
@@ -329,30 +404,60 @@ def test_churn_leaves_untouched_flows_alone(results):
     unrelated flow-mods a second. edgeflow revalidates instead of flushing: no entry is retired
     and every datapath keeps at least 0.9 of its rate (0.95 is the target of the full run, 0.97-1.03
     in quick runs here; one sample each here, so a slow second of the VM is allowed for). Open
-    vSwitch, revalidating every datapath flow on each change, kept 0.4 of its own in the same run."""
+    vSwitch, revalidating every datapath flow on each change, kept 0.4 of its own in the same run.
+    "Its rate" is the switch's own: the received rate where it dropped part of the offer
+    (userspace, Open vSwitch), its own time per frame where it took everything (tc, xdp)."""
     r = {x["switch"]: x for x in rows(results, "churn")}
+
+    def kept(x):
+        # Its own rate kept where it dropped part of the offer; where it took everything (the
+        # kernel datapaths: the XDP sender's softirq carries each frame through them) the chain's
+        # rate would hide what churn costs the switch behind the sender's own time per frame, so
+        # the switch's own time per frame, the bare veth's taken out.
+        return float(x["ratio"]) if own_rate(x) else (float(x["core_ratio"]) if x["core_ratio"] else None)
     for kind in ("edgeflow", "edgeflow-tc", "edgeflow-xdp"):
         x = r[kind]
         assert float(x["churn_taken_per_s"]) > 4500, x
-        assert float(x["ratio"]) >= 0.9, x
+        if kept(x) is None:
+            not_claimed(f"churn: {kind} kept 0.9 of its rate: it dropped nothing and ran at the bare veth's rate")
+        else:
+            assert kept(x) >= 0.9, x
         assert int(x["retired"]) == 0, x
         if kind != "edgeflow":
             assert int(x["kernel_retired"]) == 0, x
-    assert min(float(r[k]["ratio"]) for k in ("edgeflow", "edgeflow-tc", "edgeflow-xdp")) > float(
-        r["ovs-netdev"]["ratio"]), r
+    mine = [kept(r[k]) for k in ("edgeflow", "edgeflow-tc", "edgeflow-xdp") if kept(r[k]) is not None]
+    if own_rate(r["ovs-netdev"]):
+        assert min(mine) > float(r["ovs-netdev"]["ratio"]), r
+    else:
+        not_claimed("churn: edgeflow keeps more than Open vSwitch: Open vSwitch dropped nothing of its offer")
+
+
+#: How many times native AFDX's own time per frame the P4 program may take in the kernel. The
+#: generated program copies the frame's first 256 bytes to a per-CPU buffer and reads fields bit by
+#: bit where bpf/fp_afdx.h reads three in place: 1.3-1.4x native's time on tc and 2.1-2.4x on xdp
+#: in three quick runs here. Native's own time on xdp is some 100-120 ns out of a chain of 300, so
+#: ±10 % on the bare veth's ~190 ns moves it by ±20 %: 4x leaves that room. A P4 frame decided in
+#: userspace costs some 200x (the `user` rows); one that fell back there would also drop frames,
+#: and fail on its rate.
+P4_COST_TIMES = 4
 
 
 @uses("p4")
 def test_p4_runs_the_papers_program_in_the_kernel(results):
     """The paper's P4 AFDX switch against edgeflow's AFDX mode: on tc and xdp the program decides
-    in the kernel (nearly every frame the p4 runs received was the kernel's), and its frame rate
-    there stays within reach of the native mode's. Latency rows for every datapath and switch."""
+    in the kernel (nearly every frame the p4 runs received was the kernel's), and what it costs a
+    frame there stays within reach of the native mode's. Neither drops a frame of the XDP
+    sender's: its softirq carries each frame through the switch, so the offer is the chain's rate
+    (one quick run offered 0.56 Mpps to P4 and 1.30 to native and got all; a bare veth carries
+    5-7 Mpps here, a kernel switch in the path 1-4). The claim is on each one's own time per frame, the chain's less the bare
+    veth's: P4's within P4_COST_TIMES of native's. Latency rows for every datapath and switch."""
     rate = {(x["datapath"], x["switch"]): x for x in rows(results, "p4")}
     assert set(rate) == {(d, s) for d in ("user", "tc", "xdp") for s in ("afdx", "p4")}, rate
     assert float(rate[("user", "p4")]["kernel_share"]) == 0, rate[("user", "p4")]
     for d in ("tc", "xdp"):
         x = rate[(d, "p4")]
         assert float(x["kernel_share"]) > 0.99, x
-        assert float(x["ratio_to_afdx"]) > 0.5, x
+        ratio_claim(f"p4 on {d}: P4 within {P4_COST_TIMES}x native AFDX's time per frame", x, rate[(d, "afdx")],
+                    1 / P4_COST_TIMES)
     proc = {(x["datapath"], x["switch"], x["size"]) for x in rows(results, "p4-processing")}
     assert proc == {(d, s, z) for d in ("user", "tc", "xdp") for s in ("afdx", "p4") for z in ("64", "1518")}, proc
