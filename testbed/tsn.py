@@ -39,11 +39,12 @@ def flows(sw, queues):
         sw.ofctl("add-flow", f"priority=10,in_port={in_port},actions=set_queue:{q},output:{out}")
 
 
-def streams(topo, specs, duration=3.0, logs=None):
+def streams(topo, specs, duration=3.0, logs=None, send_extra=None):
     """specs: [(sender host index, flow, size on the wire, frames/s[, receiver host index])], the
     receiver the last host unless given. Starts a receiver per flow (with a per-frame log for the
-    flows in `logs`: {flow: path}), then every sender at once; returns {flow: receiver report}."""
-    logs = logs or {}
+    flows in `logs`: {flow: path}), then every sender at once (with the arguments in `send_extra`:
+    {flow: [...]}); returns {flow: receiver report}."""
+    logs, send_extra = logs or {}, send_extra or {}
     with ExitStack() as stack:
         recv, senders = {}, {}
         for i, flow, size, fps, *to in specs:
@@ -57,7 +58,7 @@ def streams(topo, specs, duration=3.0, logs=None):
             h, dst = topo.hosts[i], topo.hosts[to[0] if to else -1]
             senders[flow] = h.popen(LOADGEN_BIN, "send", "--iface", "eth0", "--dst-mac", dst.mac, "--src-ip", h.addr,
                                     "--dst-ip", dst.addr, "--size", str(size), "--rate", str(fps), "--duration",
-                                    str(duration), "--engine", "socket", "--flow", str(flow))
+                                    str(duration), "--engine", "socket", "--flow", str(flow), *send_extra.get(flow, ()))
         reports = {}
         for flow, s in senders.items():
             reports[flow], err = s.communicate(timeout=duration + 30)

@@ -10,7 +10,7 @@ import time
 from .. import loadgen, netns
 from ..churn import Background, Churner
 from ..switches import DEFAULT_SWITCHES
-from .common import Table, median, plot, progress, switch_under_test
+from .common import Table, bare_chain, bottleneck_of, median, plot, progress, switch_under_test
 
 #: Switches that take flows from a controller.
 KINDS = ("edgeflow", "edgeflow-tc", "edgeflow-xdp", "ovs-netdev")
@@ -53,7 +53,8 @@ def run(out, quick=False, switches=DEFAULT_SWITCHES):
     samples = 1 if quick else 5
     table = Table("churn", "Delivered rate of untouched flows under unrelated flow churn",
                   ["switch", "flows", "churn_per_s", "churn_taken_per_s", "offered_pps", "base_pps", "churn_pps",
-                   "ratio", "base_loss_pct", "churn_loss_pct", "retired", "kernel_retired"],
+                   "ratio", "base_loss_pct", "churn_loss_pct", "bottleneck", "bare_pps", "core_ratio", "retired",
+                   "kernel_retired"],
                   note=(f"64-byte frames round-robin over `flows` UDP flows (port pairs; one OpenFlow flow each, output "
                         "to the receiver), offered as fast as the XDP sender goes (the switch saturated, so what churn "
                         f"costs in CPU shows too); {seconds:.0f} s per sample, {samples} pair(s) of samples without and "
@@ -64,9 +65,14 @@ def run(out, quick=False, switches=DEFAULT_SWITCHES):
                         "(the rate drifts by several percent over a minute here; a pair sees the same minute; target "
                         ">= 0.95). retired: megaflow cache entries retired by a change during the churn runs (edgeflow; 0 "
                         "is what unrelated churn should cost); kernel_retired: kernel copies deleted for any reason "
-                        "(an idle entry included)."))
+                        "(an idle entry included). bottleneck: `switch` where it dropped part of the offer without "
+                        "churn (the rates are its own), else `generator`: a kernel datapath takes every frame, the "
+                        "sender's XDP run carrying each through it, so the rates are those of sender, switch and "
+                        "receiver on one core. For those, bare_pps is the same frames over a bare veth just before "
+                        "each pair, and core_ratio the median over the pairs of the switch's own time per frame "
+                        "(1/rate − 1/bare) without churn over that with churn."))
     netns.cleanup()
-    with netns.Topology("c") as topo:
+    with bare_chain("cbare") as (bare_src, bare_dst), netns.Topology("c") as topo:
         h1, h2 = topo.add_host(), topo.add_host()
         loadgen.prepare_xdp_sender(h1)
         for kind in kinds:
@@ -88,9 +94,10 @@ def run(out, quick=False, switches=DEFAULT_SWITCHES):
                     # Every flow's first frame goes through the slow path: once, here.
                     measure(h1, h2, n_flows, 1.0)
                     for churn_rate in churn_rates:
-                        base, under, base_loss, under_loss, taken, offered = [], [], [], [], [], []
+                        base, under, base_loss, under_loss, taken, offered, bare = [], [], [], [], [], [], []
                         before = counters(sw)
                         for _ in range(samples):
+                            bare.append(measure(bare_src, bare_dst, n_flows, seconds)[0])
                             pps, loss, sent = measure(h1, h2, n_flows, seconds)
                             base.append(pps)
                             base_loss.append(loss)
@@ -108,11 +115,18 @@ def run(out, quick=False, switches=DEFAULT_SWITCHES):
                                     raise RuntimeError(f"churn: {kind} answered {churner.errors} flow-mods with errors")
                         after = counters(sw)
                         grew = {k: after[k] - before.get(k, 0) for k in after}
+                        limited = bottleneck_of(median(base_loss))
+                        own = [(1 / b - 1 / w, 1 / u - 1 / w) for b, u, w in zip(base, under, bare) if min(b, u, w) > 0]
+                        core = [b / u for b, u in own if b > 0 and u > 0]
+                        if limited == "generator" and len(core) < len(own):
+                            progress(f"churn: {kind}: a rate at or above the bare veth's, no time per frame")
                         row = table.add(switch=kind, flows=n_flows, churn_per_s=churn_rate,
                                         churn_taken_per_s=round(median(taken)), offered_pps=median(offered),
                                         base_pps=median(base), churn_pps=median(under),
                                         ratio=round(median([u / max(b, 1) for b, u in zip(base, under)]), 3),
                                         base_loss_pct=median(base_loss), churn_loss_pct=median(under_loss),
+                                        bottleneck=limited, bare_pps=median(bare),
+                                        core_ratio=round(median(core), 3) if limited == "generator" and core else None,
                                         retired=grew.get("cache_retired"), kernel_retired=grew.get("kernel_retired"),
                                         base_samples=" ".join(f"{x:.0f}" for x in base),
                                         churn_samples=" ".join(f"{x:.0f}" for x in under))

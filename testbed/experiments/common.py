@@ -50,6 +50,35 @@ def direct_pair(tag):
     return hosts
 
 
+@contextmanager
+def bare_chain(tag):
+    """The hosts of a frame-rate run with no switch between them: one veth, the sink's end
+    running NAPI (GRO on) so that loadgen's XDP engine's frames enter it. Yields (sender, sink).
+
+    With the XDP engine at full speed a kernel switch drops nothing: the sender's run carries each
+    frame through the switch's program and the receiver in its own softirq, so what it offers is
+    the rate of the whole chain on one core, and 1/received − 1/(this chain's rate) is the switch's
+    own time per frame."""
+    src, dst = direct_pair(tag)
+    try:
+        netns.sh("ip", "netns", "exec", dst.name, "ethtool", "-K", "eth0", "gro", "on")
+        yield src, dst
+    finally:
+        for h in (src, dst):
+            netns.sh("ip", "netns", "del", h.name, check=False)
+
+
+#: Loss (% of what the sender sent) from which a run's rate is the switch's: it could not take all
+#: that was offered (loadgen.bottleneck's threshold).
+SWITCH_LOSS_PCT = 0.1
+
+
+def bottleneck_of(loss_pct):
+    """`switch` when the switch dropped part of the offer (its received rate is its own), else
+    `generator`: it took everything the sender offered, so its rate is at most a floor of its own."""
+    return "switch" if loss_pct >= SWITCH_LOSS_PCT else "generator"
+
+
 #: The kernel's own redirect in a switch's place, no switch program, frames unchanged: what a
 #: second veth hop costs on this VM at all, under TC and under XDP (bare_redirect).
 FLOORS = ("tc-mirred", "xdp-redirect")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from .. import loadgen, netns
 from ..traffic import iperf3_tcp, udp_frame
-from .common import Table, available_apps, median, plot, progress, switch_under_test
+from .common import Table, available_apps, bottleneck_of, median, plot, progress, switch_under_test
 
 #: Pipelines by depth; the bridge has none (it learns by itself).
 PIPELINES = {"pass-through": "1 table", "four-table": "4 tables", "faucet": "Faucet (5 tables)"}
@@ -102,6 +102,7 @@ def run(out, quick=False, switches=KINDS):
     runs = configs(switches, quick)
     tcp = {c: [] for c in runs}
     fps = {c: [] for c in runs}
+    loss = {c: [] for c in runs}
     prog = {c: [] for c in runs}
     netns.cleanup()
     wire = wire_rate(frame_seconds, reps)
@@ -122,16 +123,17 @@ def run(out, quick=False, switches=KINDS):
                             raise RuntimeError(f"fastpath: TCP through {kind} / {app}: {e}") from e
                     h2.ping(h1.addr, count=1)
                     for _ in range(frame_samples):
-                        _, got = loadgen.run(h1, h2, size=64, rate=0, duration=frame_seconds, send_engine="xdp")
+                        sent, got = loadgen.run(h1, h2, size=64, rate=0, duration=frame_seconds, send_engine="xdp")
                         fps[(kind, app)].append(got["pps"])
+                        loss[(kind, app)].append(100.0 * (1 - got["received"] / max(sent["sent"], 1)))
                     if kind in ("edgeflow-tc", "edgeflow-xdp"):
                         ns = program_ns(sw, kind, h1, h2, attempts=3 if quick else 7)
                         if ns is not None:
                             prog[(kind, app)].append(ns)
 
     table = Table("fastpath", "Software against hardware flow table: TCP and 64-byte frames",
-                  ["switch", "pipeline", "tcp_gbit_s", "tcp_vs_bridge", "mpps_64", "mpps_64_vs_bridge",
-                   "switch_ns_per_frame", "core_mpps", "core_mpps_vs_bridge", "fastpath_prog_ns"],
+                  ["switch", "pipeline", "tcp_gbit_s", "tcp_vs_bridge", "mpps_64", "loss_pct_64", "bottleneck_64",
+                   "mpps_64_vs_bridge", "switch_ns_per_frame", "core_mpps", "core_mpps_vs_bridge", "fastpath_prog_ns"],
                   note=(f"Medians of {reps} runs taken in turn: iperf3 one TCP stream for {tcp_seconds} s "
                         f"({tcp_samples} per run), hosts' "
                         f"offloads as each switch needs them (XDP: transmit checksum offload off); edgeflow-loadgen "
@@ -143,7 +145,10 @@ def run(out, quick=False, switches=KINDS):
                         "own timing of the fast-path program for one hit (BPF_PROG_TEST_RUN against the live maps; the "
                         "fastest batch of 100 000 over all runs, since the machine's noise only ever adds): "
                         "the part of the cost the pipeline could change. iperf3 runs pinned to a core each "
-                        "(-A); run-to-run variation of TCP here is ±10–15%. mpps_64 is the median of "
+                        "(-A); run-to-run variation of TCP here is ±10–15%. `bottleneck_64`: `switch` where the "
+                        "switch dropped part of what the sender offered (its rate is its own; switch_ns_per_frame "
+                        "and core_mpps, which assume the chain ran at its pace, do not apply), else `generator`. "
+                        "mpps_64 is the median of "
                         f"{reps * frame_samples} one-second samples ({frame_samples} per run). The CSV keeps every "
                         "run and sample."))
     bridge = ("linux-bridge", "none")
@@ -157,7 +162,8 @@ def run(out, quick=False, switches=KINDS):
         if (kind, app) == bridge:
             base_core = core
         rows.append(dict(switch=kind, pipeline=PIPELINES.get(app, "(learning bridge)"), tcp_gbit_s=t / 1e9,
-                         mpps_64=f / 1e6, switch_ns_per_frame=ns, core_mpps=core,
+                         mpps_64=f / 1e6, loss_pct_64=round(median(loss[(kind, app)]), 3),
+                         bottleneck_64=bottleneck_of(median(loss[(kind, app)])), switch_ns_per_frame=ns, core_mpps=core,
                          fastpath_prog_ns=min(prog[(kind, app)], default=None),
                          tcp_runs_gbit_s=" ".join(f"{x / 1e9:.2f}" for x in tcp[(kind, app)]),
                          mpps_64_runs=" ".join(f"{x / 1e6:.3f}" for x in fps[(kind, app)]),

@@ -22,7 +22,7 @@ from ..netns import sh
 from ..topology import single
 from ..tsn import read_log
 from ..util import run_dir
-from .common import FLOORS, Table, bare_redirect, direct_pair, paired_latency, plot, progress
+from .common import FLOORS, Table, bare_redirect, bottleneck_of, direct_pair, paired_latency, plot, progress
 
 DATAPATHS = ["user", "tc", "xdp"]
 #: Stack types at the switch under test: its port 2, then ports the sink ignores.
@@ -63,7 +63,7 @@ def processing(sizes, seconds, lat, tput, rounds=1, senders=("xdp", "socket")):
         for size in sizes:
             # No labels: the XDP receiver reads its probe where IP puts it (a switch pops them).
             sent, got = less.stream(direct_src, direct_dst, size, 0, seconds, None, engine="xdp")
-            direct[size] = (got["received"] / seconds, sent.get("generator_limited"))
+            direct[size] = got["received"] / seconds
         for dp in DATAPATHS:
             fabric = single("lx", 2)
             with fabric, less.less_switches(fabric, root=None, datapath=dp, tag="less-bench") as sws:
@@ -77,10 +77,12 @@ def processing(sizes, seconds, lat, tput, rounds=1, senders=("xdp", "socket")):
                                     **paired(dp, src, dst, size, route, sender))
                     sent, got = less.stream(src, dst, size, 0, seconds, "2", engine="xdp")
                     fps = got["received"] / seconds
-                    dfps, dlimited = direct[size]
+                    dfps = direct[size]
+                    loss = 100.0 * (1 - got["received"] / max(sent["sent"], 1))
                     tput.add(datapath=dp, size=size, kfps=round(fps / 1e3, 1), mbit_s=round(fps * size * 8 / 1e6, 1),
-                             direct_kfps=round(dfps / 1e3, 1), ratio=round(fps / dfps, 3) if dfps else 0.0,
-                             generator_limited=sent.get("generator_limited"))
+                             offered_kfps=round(sent["sent"] / seconds / 1e3, 1), loss_pct=round(loss, 3),
+                             bottleneck=bottleneck_of(loss), direct_kfps=round(dfps / 1e3, 1),
+                             ratio=round(fps / dfps, 3) if dfps else 0.0)
         # The floors under any switch here: the same place taken by the kernel's own redirect,
         # port 1 to port 2, no program, the frames left as they are.
         fabric = single("lk", 2)
@@ -118,10 +120,12 @@ def run(out, quick=False, switches=()):
                      "action; loadgen's one-line XDP program), frames unchanged: the floor of the second veth hop "
                      "on this VM under TC and XDP. Seed (FPGA, Fig. 5a): a few µs.")
     tput = Table("less-throughput", "LESS throughput through one switch by frame size (sender at full speed)",
-                 ["datapath", "size", "kfps", "mbit_s", "direct_kfps", "ratio", "generator_limited"],
+                 ["datapath", "size", "kfps", "mbit_s", "offered_kfps", "loss_pct", "bottleneck", "direct_kfps", "ratio"],
                  note="loadgen's XDP sender at full speed (frames labelled for the switch's port 2) and its XDP "
                       "receiver, which counts and drops. Sender, switch and receiver share two cores, so kfps is the "
-                      "whole chain's rate; `ratio` is against the same frames over the direct veth. Seed (Fig. 5b): "
+                      "whole chain's rate; `ratio` is against the same frames over the direct veth. `bottleneck`: "
+                      "`switch` where it dropped part of the offer (kfps is its own rate), else `generator` (it "
+                      "took all the sender offered; a kernel switch paces the sender's XDP run). Seed (Fig. 5b): "
                       "1 Gbit/s line rate.")
     rr = Table("less-reroute", "Rerouting per case on six switches (one link taken down mid-stream): LESS, "
                                "and OpenFlow on the same fabric",

@@ -21,10 +21,11 @@ from .common import Table, median, plot, progress
 LATENCY_RATE = 20  # Mbit/s: a 1500-byte frame takes 608 µs
 HIGH = (200, 500)  # size, frames/s on queue 7
 BE_SIZE = 1500
+CBS_IDLE_KBPS = 2000
 SCHEDULERS = {
     "unpaced": None,  # no rate_mbps: today's switch, the veth's own speed
     "strict": "",
-    "cbs": '[[port.queue]]\nid = 7\nscheduler = "cbs"\nidleslope_kbps = 2000\n',
+    "cbs": f'[[port.queue]]\nid = 7\nscheduler = "cbs"\nidleslope_kbps = {CBS_IDLE_KBPS}\n',
     "tas": None,  # gates: queue 7 alone for 200 µs of every 2 ms
 }
 TAS_GATES = ('[port.gates]\nclock = "realtime"\ncycle_ns = 2000000\n'
@@ -45,28 +46,101 @@ def gates(window_us):
             f'{{ duration_ns = {(GATE_CYCLE_US - window_us) * 1000}, open = [0] }}]\n')
 
 
+def wire_bits(size):
+    """What the scheduler counts for a frame of `size` on the wire (FCS included): preamble, SFD and
+    IFG too."""
+    return (size - 4 + WIRE_OVERHEAD) * 8
+
+
+#: hiCredit of queue 7 as the switch derives it (802.1Q Annex L, class A: no class above it):
+#: idleSlope × the largest lower-priority frame on the wire (1522 bytes by default) / port rate.
+CBS_HI_CREDIT_BITS = CBS_IDLE_KBPS * 1e3 * (1522 - 4 + WIRE_OVERHEAD) * 8 / (LATENCY_RATE * 1e6)
+
+
+def bounds(frames, shaped):
+    """What the mechanism allows each high-priority frame, from when the sender stamped it and
+    those before it (`frames`: the receiver's per-frame log, [(seq, tx_ns, rx_ns)]).
+
+    Queue 7 is the top class: a frame waits for at most one lower-priority frame already on the
+    wire (L/C: 608 µs, one best-effort frame) and for the frames of its own class ahead of it,
+    served at the class's rate R: the port's rate C under strict priority, the idle slope I under
+    CBS. With b bits a frame, the frame n starts by
+
+        ceiling(n) = max over m ≤ n of (tx(m) + (n − m) × b / R) + L / C
+
+    (strict: the class's busy period, at C. CBS: over a period in which the queue holds frames or
+    its credit is below 0, the credit is I × elapsed − bits sent, so once the frames ahead have
+    gone the credit is back to 0 by (n − m) × b / I after the period began, and then at most the
+    lower frame then on the wire is ahead; while waiting behind it the credit reaches at most
+    I × L / C = hiCredit, so its cap takes nothing away.) With classes above, Annex L adds their
+    hiCredit and frames; queue 7 has none.
+
+    CBS also has a floor no correct shaper goes under: between the starts of frames m and n the
+    credit falls by (n − m) × b and rises at most at I, from at most hiCredit to at least 0, so
+
+        floor(n) = max over m < n of (tx(m) + ((n − m) × b − hiCredit) / I)
+
+    A strict-priority queue, unshaped, sends a burst as fast as the port goes and breaks it as
+    soon as the sender bunched two frames and the port was free. The receiver's stamps are after
+    the switch sent (never before the start it was given), so the floor needs no allowance; the
+    ceiling does: the switch's wake-up, the veth hops. Returns ([rx − ceiling(n)] in µs, how many
+    frames arrived under the CBS floor, how many had a floor after their own send: the frames a
+    CBS must hold for credit). `shaped`: queue 7 is CBS, else strict priority. The floor is
+    counted on every row, so that the rows without CBS show what it catches."""
+    b = wire_bits(HIGH[0])
+    port = LATENCY_RATE * 1e6
+    rate = CBS_IDLE_KBPS * 1e3 if shaped else port
+    lower_ns = wire_bits(BE_SIZE) / port * 1e9
+    per_frame_ns = b / rate * 1e9
+    idle = CBS_IDLE_KBPS * 1e3
+    cbs_ns, hi_ns = b / idle * 1e9, CBS_HI_CREDIT_BITS / idle * 1e9
+    over, under, held = [], 0, 0
+    run = run_cbs = None  # max over m ≤ n of tx(m) + (n − m) × per-frame time, at R and at I
+    for _, tx, rx in sorted(frames, key=lambda f: f[1]):  # in the order they were sent
+        floor = None if run_cbs is None else run_cbs + cbs_ns - hi_ns
+        run = tx if run is None else max(run + per_frame_ns, tx)
+        run_cbs = tx if run_cbs is None else max(run_cbs + cbs_ns, tx)
+        over.append((rx - (run + lower_ns)) / 1000)
+        if floor is not None and floor > tx:
+            held += 1
+            under += rx < floor
+    return over, under, held
+
+
 def latency_runs(topo, loads, seconds, table):
     limit = "[[port.queue]]\nid = 0\nlimit_frames = 50\n"
-    for name, queues in SCHEDULERS.items():
-        for load in loads:
-            progress(f"tsn: {name}, best effort at {load:.0%} of the port")
-            if name == "unpaced":
-                sw = Edgeflow(topo.switch_ports, fail_mode="secure", log_name="tsn-bench")
-            elif name == "tas":
-                sw = switch(topo, "tsn-bench", LATENCY_RATE, limit, TAS_GATES)
-            else:
-                sw = switch(topo, "tsn-bench", LATENCY_RATE, limit + queues)
-            with sw:
-                flows(sw, {1: 7, 2: 0})
-                specs = [(0, 1, *HIGH)]
-                if load > 0:
-                    specs.append((1, 2, BE_SIZE, max(1, int(fps_for(LATENCY_RATE, BE_SIZE) * load))))
-                got = streams(topo, specs, duration=seconds)
-            h = got[1]
-            lat = h["latency_us"]
-            table.add(scheduler=name, be_load=load, high_sent=h["received"] + h["lost"], high_lost=h["lost"],
-                      lat_p50_us=lat["p50"], lat_p99_us=lat["p99"], lat_max_us=lat["max"],
-                      be_mbps=wire_mbps(got[2], BE_SIZE) if 2 in got else 0.0)
+    runs = [(name, load, False) for name in SCHEDULERS for load in loads]
+    # At the top load, strict priority and CBS again with the high-priority frames sent in
+    # back-to-back pairs (every other frame held and sent right after the next: the same 500 a
+    # second): CBS must space each pair by its credit, strict priority sends it at the port's rate.
+    runs += [(name, max(loads), True) for name in ("strict", "cbs")]
+    for name, load, pairs in runs:
+        progress(f"tsn: {name}, best effort at {load:.0%} of the port" + (", high priority in pairs" if pairs else ""))
+        if name == "unpaced":
+            sw = Edgeflow(topo.switch_ports, fail_mode="secure", log_name="tsn-bench")
+        elif name == "tas":
+            sw = switch(topo, "tsn-bench", LATENCY_RATE, limit, TAS_GATES)
+        else:
+            sw = switch(topo, "tsn-bench", LATENCY_RATE, limit + SCHEDULERS[name])
+        label = name + ("-pairs" if pairs else "")
+        with sw:
+            flows(sw, {1: 7, 2: 0})
+            specs = [(0, 1, *HIGH)]
+            if load > 0:
+                specs.append((1, 2, BE_SIZE, max(1, int(fps_for(LATENCY_RATE, BE_SIZE) * load))))
+            log = run_dir("tsn") / f"latency-{label}-{load:g}.log"
+            got = streams(topo, specs, duration=seconds, logs={1: log},
+                          send_extra={1: ["--swap-every", "2"]} if pairs else None)
+        h = got[1]
+        lat = h["latency_us"]
+        scheduled = name in ("strict", "cbs")
+        over, under, held = bounds(read_log(log), name == "cbs")
+        over.sort()
+        q = lambda p: round(over[min(len(over) - 1, int(p * len(over)))], 1) if over and scheduled else None
+        table.add(scheduler=label, be_load=load, high_sent=h["received"] + h["lost"], high_lost=h["lost"],
+                  lat_p50_us=lat["p50"], lat_p99_us=lat["p99"], lat_max_us=lat["max"],
+                  over_bound_p99_us=q(0.99), over_bound_max_us=q(1.0), held_by_cbs=held, under_cbs_floor=under,
+                  be_mbps=wire_mbps(got[2], BE_SIZE) if 2 in got else 0.0)
 
 
 def first_window_end(t, cycle, window):
@@ -239,10 +313,19 @@ def run(out, quick=False, switches=()):
     loads = [0.0, 1.5] if quick else [0.0, 0.25, 0.5, 0.9, 1.5]
     lat = Table("tsn", f"A high-priority stream (200 B, 500/s, queue 7) through a {LATENCY_RATE} Mbit/s port as "
                        "best effort (1500 B, queue 0) rises",
-                ["scheduler", "be_load", "high_sent", "high_lost", "lat_p50_us", "lat_p99_us", "lat_max_us", "be_mbps"],
+                ["scheduler", "be_load", "high_sent", "high_lost", "lat_p50_us", "lat_p99_us", "lat_max_us",
+                 "over_bound_p99_us", "over_bound_max_us", "held_by_cbs", "under_cbs_floor", "be_mbps"],
                 note="`be_load`: offered best effort as a fraction of the port's rate. `unpaced`: no `rate_mbps` "
                      "(the veth's own speed, nothing to schedule). cbs: queue 7 shaped to 2 Mbit/s. tas: queue 7 "
-                     "alone for 200 µs of every 2 ms. One 1500-byte frame takes 608 µs on the wire.")
+                     "alone for 200 µs of every 2 ms. One 1500-byte frame takes 608 µs on the wire. "
+                     "`over_bound`: per frame, its arrival after the latest start the scheduler allows it (one "
+                     "best-effort frame on the wire, and its own class's frames sent before it at the port's "
+                     "rate under strict priority, at the idle slope under CBS: `bounds` in "
+                     "testbed/experiments/tsn.py), so the wake-up and the veth hops; p99 and max. `held_by_cbs`: "
+                     "frames the sender bunched so closely that a 2 Mbit/s CBS must hold them for credit; "
+                     "`under_cbs_floor`: of those, frames that arrived before that credit allows (0 for a working "
+                     "CBS; on the other rows, what a missing shaper shows). `-pairs`: the high-priority "
+                     "frames sent in back-to-back pairs, 250 pairs a second.")
     gate_table = Table("tsn-gates", f"Where queue 7's frames arrive within a {GATE_CYCLE_US} µs cycle whose first "
                                     f"`window_us` are its window ({GATE_RATE} Mbit/s port, best effort at 60 %)",
                        ["timing", "window_us", "frames", "lost", "outside", "in_window", "missed_window", "offset_p50_us",
