@@ -36,7 +36,8 @@ class Job:
         # SCHED_IDLE, not just nice 19: a nice task still takes its slice before a test's thread
         # that wakes on the same core (the first AFDX test once lost a conforming frame while the
         # jobs started); an idle-class one runs only where nothing else would.
-        self.proc = subprocess.Popen(["chrt", "--idle", "0", "nice", "-n", "19", "ionice", "-c", "3", *cmd], stdout=self._log, stderr=subprocess.STDOUT,
+        idle = ["chrt", "--idle", "0", "nice", "-n", "19", "ionice", "-c", "3"]
+        self.proc = subprocess.Popen([*idle, *cmd], stdout=self._log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, cwd=ROOT, env={**os.environ, **env},
                                      start_new_session=True)
 
