@@ -15,7 +15,7 @@ from .. import afdx, loadgen, netns
 from ..afdx import VL, AfdxNetwork, Receiver, send, vl_arg
 from ..switches import EDGEFLOW_BIN, Edgeflow, LinuxBridge, OvsNetdev
 from ..util import run_dir
-from .common import (FLOORS, Table, bare_chain, bare_redirect, bottleneck_of, direct_pair, median, paired_latency,
+from .common import (FLOORS, Table, bare_chain, bare_redirect, chain_columns, direct_pair, median, paired_latency,
                      plot, progress)
 
 #: The paper's Table I: switch, processing latency (µs).
@@ -128,12 +128,8 @@ def frame_rate(seconds, rounds):
             rows = {}
             for kind, runs in got.items():
                 received, loss = median([r[1] for r in runs]), median([r[3] for r in runs])
-                limited = bottleneck_of(loss)
-                ns = 1e9 / received - 1e9 / bare_pps if limited == "generator" else None
                 rows[kind] = table.add(datapath=datapath, switch=kind, runs=rounds,
-                                       offered_pps=median([r[0] for r in runs]), received_pps=received,
-                                       loss_pct=round(loss, 3), bottleneck=limited, bare_pps=bare_pps,
-                                       switch_ns_per_frame=round(ns, 1) if ns and ns > 0 else None,
+                                       **chain_columns(median([r[0] for r in runs]), received, loss, bare_pps),
                                        policed=sum(r[2] for r in runs))
             for row in rows.values():
                 row["ratio_to_openflow"] = row["received_pps"] / rows["openflow"]["received_pps"]

@@ -84,6 +84,16 @@ def bottleneck_of(loss_pct):
 FLOORS = ("tc-mirred", "xdp-redirect")
 
 
+def chain_columns(offered, received, loss, bare_pps):
+    """A frame-rate row's rate columns: what was offered and received, the loss, what limited the
+    chain (`bottleneck_of`), the bare veth's rate, and, where the generator did, the switch's own
+    time per frame (the chain's less the bare veth's)."""
+    limited = bottleneck_of(loss)
+    ns = 1e9 / received - 1e9 / bare_pps if limited == "generator" else None
+    return dict(offered_pps=offered, received_pps=received, loss_pct=round(loss, 3), bottleneck=limited,
+                bare_pps=bare_pps, switch_ns_per_frame=round(ns, 1) if ns and ns > 0 else None)
+
+
 @contextmanager
 def bare_redirect(kind, a, b):
     """Frames arriving on interface `a` leave by `b` unchanged, with no switch: `tc-mirred` a u32

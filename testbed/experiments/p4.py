@@ -12,7 +12,7 @@ from ..afdx import VL
 from ..switches import Edgeflow
 from ..util import ROOT, run_dir
 from .afdx import PUBLISHED
-from .common import Table, bare_chain, bottleneck_of, direct_pair, median, paired_latency, plot, progress
+from .common import Table, bare_chain, chain_columns, direct_pair, median, paired_latency, plot, progress
 
 PROGRAM = ROOT / "examples" / "p4" / "afdx_switch.p4"
 DATAPATHS = ("user", "tc", "xdp")
@@ -125,12 +125,8 @@ def frame_rate(seconds, rounds):
             rows = {}
             for kind, runs in got.items():
                 received, loss = median([r[1] for r in runs]), median([r[4] for r in runs])
-                limited = bottleneck_of(loss)
-                ns = 1e9 / received - 1e9 / bare_pps if limited == "generator" else None
                 rows[kind] = table.add(datapath=datapath, switch=kind, runs=rounds,
-                                       offered_pps=median([r[0] for r in runs]), received_pps=received,
-                                       loss_pct=round(loss, 3), bottleneck=limited, bare_pps=bare_pps,
-                                       switch_ns_per_frame=round(ns, 1) if ns and ns > 0 else None,
+                                       **chain_columns(median([r[0] for r in runs]), received, loss, bare_pps),
                                        kernel_share=sum(r[2] for r in runs) / max(1, sum(r[3] for r in runs)))
             for row in rows.values():
                 row["ratio_to_afdx"] = row["received_pps"] / rows["afdx"]["received_pps"]
