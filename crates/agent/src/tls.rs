@@ -4,7 +4,6 @@
 //! vSwitch, a peer's certificate may be pinned: then only that certificate (by its SHA-256) is
 //! accepted, whatever else the CA signed.
 
-use std::io::BufReader;
 use std::net::IpAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -13,6 +12,7 @@ use tokio::net::TcpStream;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
+use rustls::pki_types::pem::{self, PemObject};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
@@ -58,21 +58,41 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
+/// A PEM file's fault, worded as rustls-pemfile worded it (the switch's messages predate
+/// rustls-pki-types' own reader, whose Display shows the marker as a list of bytes).
+fn pem_error(path: &Path, e: pem::Error) -> String {
+    let why = match e {
+        pem::Error::MissingSectionEnd { end_marker } => {
+            format!("section end {:?} missing", String::from_utf8_lossy(&end_marker))
+        }
+        pem::Error::IllegalSectionStart { line } => {
+            format!("illegal section start: {:?}", String::from_utf8_lossy(&line))
+        }
+        pem::Error::Base64Decode(e) => e,
+        pem::Error::Io(e) => e.to_string(),
+        other => other.to_string(),
+    };
+    format!("{}: {why}", path.display())
+}
+
 fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let certs: Result<Vec<_>, _> = rustls_pemfile::certs(&mut BufReader::new(f)).collect();
-    let certs = certs.map_err(|e| format!("{}: {e}", path.display()))?;
+    let certs: Result<Vec<_>, _> = CertificateDer::pem_reader_iter(f).collect();
+    let certs = certs.map_err(|e| pem_error(path, e))?;
     if certs.is_empty() {
         return Err(format!("{}: no PEM certificate in it", path.display()));
     }
     Ok(certs)
 }
 
+/// The file's first private key, of any kind (PKCS #1, PKCS #8, SEC1).
 fn key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
     let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    rustls_pemfile::private_key(&mut BufReader::new(f))
-        .map_err(|e| format!("{}: {e}", path.display()))?
-        .ok_or_else(|| format!("{}: no PEM private key in it", path.display()))
+    match PrivateKeyDer::from_pem_reader(f) {
+        Ok(key) => Ok(key),
+        Err(pem::Error::NoItemsFound) => Err(format!("{}: no PEM private key in it", path.display())),
+        Err(e) => Err(pem_error(path, e)),
+    }
 }
 
 fn roots(path: &Path) -> Result<Arc<RootCertStore>, String> {
