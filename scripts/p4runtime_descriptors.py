@@ -1,16 +1,20 @@
-"""Writes P4Runtime's schema as a protobuf FileDescriptorSet: crates/p4runtime/schema/p4runtime.fds,
+r"""Writes P4Runtime's schema as a protobuf FileDescriptorSet: crates/p4runtime/schema/p4runtime.fds,
 which the crate's build generates its Rust code from. Run it only to move to another P4Runtime
 release; the build itself needs no Python.
 
 The `p4runtime` package on PyPI carries every .proto file compiled into its Python modules, and
 each module's descriptor serialises back to the FileDescriptorProto it came from. The set holds
 p4runtime.proto and everything it imports, dependencies first, as protoc's `--include_imports`
-would write it. The package predates protobuf 4's generated code, and only its messages are
-imported, so neither grpcio nor its other dependencies are needed:
+would write it. The release and the packages it imports are pinned, with their hashes, in
+scripts/p4runtime-requirements.txt; to move to another, change the pins there, then:
 
-    python3 -m venv /tmp/p4rt && /tmp/p4rt/bin/pip install --no-deps p4runtime==1.6.0 \
-        protobuf==3.20.3 googleapis-common-protos==1.56.4
-    /tmp/p4rt/bin/python scripts/p4runtime_descriptors.py crates/p4runtime/schema/p4runtime.fds
+    pip install --no-deps --require-hashes --only-binary :all: --target /tmp/p4rt \
+        -r scripts/p4runtime-requirements.txt
+    PYTHONPATH=/tmp/p4rt python3 -S scripts/p4runtime_descriptors.py crates/p4runtime/schema/p4runtime.fds
+
+(`-S`: those packages only, not a newer protobuf from site-packages.) tests/test_p4runtime_schema.py
+does the same from the pins that scripts/setup.sh installs and fails unless the committed set is
+what comes out.
 """
 
 import sys

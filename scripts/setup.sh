@@ -75,6 +75,19 @@ if ! .venv/bin/python -c "import os_ken, pytest, pytest_timeout, matplotlib, sca
   .venv/bin/pip install -q -r testbed/requirements.txt
 fi
 
+# The pinned P4Runtime release the committed schema (crates/p4runtime/schema/p4runtime.fds) is
+# written from, for tests/test_p4runtime_schema.py, which writes it again and compares. Its
+# protobuf (3.20) is older than the one finsy needs in .venv, so it goes in a directory of its own,
+# run with `python -S`; building needs none of it.
+P4RT_DIR=build/tools/p4runtime-schema
+P4RT_REQS=scripts/p4runtime-requirements.txt
+if ! cmp -s "$P4RT_REQS" "$P4RT_DIR/requirements.txt"; then
+  echo "setup: installing the pinned p4runtime release into $P4RT_DIR"
+  rm -rf "$P4RT_DIR"
+  .venv/bin/pip install -q --no-deps --require-hashes --only-binary :all: --target "$P4RT_DIR" -r "$P4RT_REQS"
+  cp "$P4RT_REQS" "$P4RT_DIR/requirements.txt"
+fi
+
 # Faucet pins its own os-ken (3.1), so it gets a venv of its own.
 if [ ! -x .venv-faucet/bin/faucet ]; then
   echo "setup: installing Faucet into .venv-faucet"

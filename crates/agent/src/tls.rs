@@ -4,7 +4,6 @@
 //! vSwitch, a peer's certificate may be pinned: then only that certificate (by its SHA-256) is
 //! accepted, whatever else the CA signed.
 
-use std::io::BufReader;
 use std::net::IpAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -13,6 +12,7 @@ use tokio::net::TcpStream;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::client::WebPkiServerVerifier;
+use rustls::pki_types::pem::{self, PemObject};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
@@ -58,21 +58,41 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
+/// A PEM file's fault, worded as rustls-pemfile worded it (the switch's messages predate
+/// rustls-pki-types' own reader, whose Display shows the marker as a list of bytes).
+fn pem_error(path: &Path, e: pem::Error) -> String {
+    let why = match e {
+        pem::Error::MissingSectionEnd { end_marker } => {
+            format!("section end {:?} missing", String::from_utf8_lossy(&end_marker))
+        }
+        pem::Error::IllegalSectionStart { line } => {
+            format!("illegal section start: {:?}", String::from_utf8_lossy(&line))
+        }
+        pem::Error::Base64Decode(e) => e,
+        pem::Error::Io(e) => e.to_string(),
+        other => other.to_string(),
+    };
+    format!("{}: {why}", path.display())
+}
+
 fn certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let certs: Result<Vec<_>, _> = rustls_pemfile::certs(&mut BufReader::new(f)).collect();
-    let certs = certs.map_err(|e| format!("{}: {e}", path.display()))?;
+    let certs: Result<Vec<_>, _> = CertificateDer::pem_reader_iter(f).collect();
+    let certs = certs.map_err(|e| pem_error(path, e))?;
     if certs.is_empty() {
         return Err(format!("{}: no PEM certificate in it", path.display()));
     }
     Ok(certs)
 }
 
+/// The file's first private key, of any kind (PKCS #1, PKCS #8, SEC1).
 fn key(path: &Path) -> Result<PrivateKeyDer<'static>, String> {
     let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    rustls_pemfile::private_key(&mut BufReader::new(f))
-        .map_err(|e| format!("{}: {e}", path.display()))?
-        .ok_or_else(|| format!("{}: no PEM private key in it", path.display()))
+    match PrivateKeyDer::from_pem_reader(f) {
+        Ok(key) => Ok(key),
+        Err(pem::Error::NoItemsFound) => Err(format!("{}: no PEM private key in it", path.display())),
+        Err(e) => Err(pem_error(path, e)),
+    }
 }
 
 fn roots(path: &Path) -> Result<Arc<RootCertStore>, String> {
@@ -210,6 +230,7 @@ pub(crate) async fn connect(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     #[test]
     fn pins_parse_as_openssl_prints_them_and_only_the_pinned_certificate_passes() {
@@ -225,5 +246,51 @@ mod tests {
         let other = CertificateDer::from(vec![1u8, 2, 4]);
         let e = check_pin(Some(sum), &other).unwrap_err().to_string();
         assert!(e.contains("not the pinned certificate") && e.contains(&printed), "{e}");
+    }
+
+    /// What `--certificate`, `--ca-cert` and `--private-key` say about a file that is not what
+    /// they need: the path, then what is wrong with it, as rustls-pemfile worded it.
+    #[test]
+    fn bad_pem_files_are_refused_saying_what_is_wrong() {
+        let dir = std::env::temp_dir().join(format!("edgeflow-agent-pem-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = |name: &str, text: &str| {
+            let p = dir.join(name);
+            std::fs::write(&p, text).unwrap();
+            p
+        };
+        // Any bytes do for these checks: nothing here parses the DER.
+        let cert = "-----BEGIN CERTIFICATE-----\nAQID\n-----END CERTIFICATE-----\n";
+        let pkcs8 = "-----BEGIN PRIVATE KEY-----\nBAUG\n-----END PRIVATE KEY-----\n";
+        let rsa = "-----BEGIN RSA PRIVATE KEY-----\nBwgJ\n-----END RSA PRIVATE KEY-----\n";
+        let said = |r: Result<Vec<u8>, String>| r.unwrap_err().replace(&format!("{}/", dir.display()), "");
+
+        // Good files read as before: every certificate, in order, after text and other sections;
+        // the first key of any kind.
+        let two = file("two.pem", &format!("text before\n{pkcs8}{cert}{}", cert.replace("AQID", "CgsM")));
+        let got = certs(&two).unwrap();
+        assert_eq!(got.iter().map(|c| c.as_ref().to_vec()).collect::<Vec<_>>(), [vec![1, 2, 3], vec![10, 11, 12]]);
+        let k = key(&file("k.pem", &format!("{cert}{rsa}{pkcs8}"))).unwrap();
+        assert!(matches!(&k, PrivateKeyDer::Pkcs1(_)) && k.secret_der() == [7, 8, 9], "{k:?}");
+        let k = key(&file("k8.pem", pkcs8)).unwrap();
+        assert!(matches!(&k, PrivateKeyDer::Pkcs8(_)) && k.secret_der() == [4, 5, 6], "{k:?}");
+
+        let cert_of = |p: PathBuf| certs(&p).map(|c| c.iter().flat_map(|d| d.as_ref().to_vec()).collect());
+        let key_of = |p: PathBuf| key(&p).map(|k| k.secret_der().to_vec());
+        assert_eq!(said(cert_of(dir.join("absent.pem"))), "absent.pem: No such file or directory (os error 2)");
+        assert_eq!(said(key_of(dir.join("absent.pem"))), "absent.pem: No such file or directory (os error 2)");
+        assert_eq!(said(cert_of(file("empty.pem", ""))), "empty.pem: no PEM certificate in it");
+        assert_eq!(said(cert_of(file("key-only.pem", pkcs8))), "key-only.pem: no PEM certificate in it");
+        assert_eq!(said(key_of(file("cert-only.pem", cert))), "cert-only.pem: no PEM private key in it");
+        let cut = file("cut.pem", "-----BEGIN CERTIFICATE-----\nAQID\n");
+        assert_eq!(said(cert_of(cut.clone())), r#"cut.pem: section end "CERTIFICATE" missing"#);
+        assert_eq!(said(key_of(cut)), r#"cut.pem: section end "CERTIFICATE" missing"#);
+        let start = file("start.pem", "-----BEGIN CERTIFICATE----\nAQID\n-----END CERTIFICATE-----\n");
+        assert_eq!(said(cert_of(start)), r#"start.pem: illegal section start: "-----BEGIN CERTIFICATE----\n""#);
+        // An error in a section of another kind is one too, as it was.
+        let b64 = file("b64.pem", &format!("{cert}{}", pkcs8.replace("BAUG", "B!UG")));
+        assert_eq!(said(cert_of(b64.clone())), "b64.pem: InvalidCharacter(33)");
+        assert_eq!(said(key_of(b64)), "b64.pem: InvalidCharacter(33)");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
