@@ -19,9 +19,9 @@ FULL = fps_for(RATE_MBPS, SIZE)  # frames per second that fill the port
 
 def test_pacing_and_strict_priority(three_hosts):
     """A saturating best-effort stream (2x the port rate) and a small high-priority one: the port
-    sends at its rate, the high-priority stream loses nothing and waits at most about one
-    maximum frame on the wire plus the thread's wake-up."""
-    queues = f"[[port.queue]]\nid = 0\n{LIMIT}[[port.queue]]\nid = 7\n{LIMIT}"
+    sends at its rate, the high-priority stream loses nothing and waits about one maximum frame on
+    the wire plus the thread's wake-up, not behind the best-effort queue (200 frames, 122 ms)."""
+    queues = f"[[port.queue]]\nid = 0\nlimit_frames = 200\n[[port.queue]]\nid = 7\n{LIMIT}"
     with switch(three_hosts, "tsn-strict", RATE_MBPS, queues) as sw:
         flows(sw, {1: 7, 2: 0})
         got = streams(three_hosts, [(0, 1, 200, 500), (1, 2, SIZE, 2 * FULL)])
@@ -35,8 +35,13 @@ def test_pacing_and_strict_priority(three_hosts):
         # Never above the port's rate; below it only as far as a broken shaper would be.
         assert 0.7 * RATE_MBPS < total <= RATE_MBPS * 1.02, total
         assert low["lost"] > 0.3 * low["received"], "the best-effort stream was over the rate: its queue overflowed"
+        # Half the frames wait at most the best-effort frame on the wire (608 µs) and a wake-up
+        # (0.36-0.48 ms measured, idle or under two busy loops).
         assert high["latency_us"]["p50"] < frame_us + 500
-        assert high["latency_us"]["p99"] < frame_us + 3000
+        # The tail is the sleeping thread's wake-up, ms late on a busy machine (5.5 ms under two
+        # busy loops), so it is held to what tells priority from none: a quarter of the wait
+        # behind the full best-effort queue (200 frames).
+        assert high["latency_us"]["p99"] < 200 * frame_us / 4, high["latency_us"]
 
 
 def drr(w2, w1):
