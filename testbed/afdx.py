@@ -7,6 +7,7 @@ End system i is port i on both switches. Its interfaces are `net_a` and `net_b` 
 """
 
 import json
+import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from .loadgen import LOADGEN_BIN, finish_receiver, start_receiver
 from .netns import PREFIX, sh
 from .switches import Edgeflow
-from .util import run_dir
+from .util import run_dir, wait_for
 
 
 @dataclass
@@ -293,9 +294,12 @@ def priority_on_slow_port(datapath, mbps, n_background, seconds, pace_to_link=Tr
     system 4 is on a link of `mbps` (its receiver's `wire_mbps`; the switch is told the speed by
     `link_mbps`, as a veth's driver reports 10 Gbit/s), offered `n_background` low-priority VLs
     of 1518 bytes every 1 ms by end system 2. End system 1 sends VL 1 (high, 64 B) alone first,
-    then VL 2 (high) and VL 3 (low, the control) under the load. VL 50 (high, to end system 3,
-    not sent) needs no priority: the kernel may hold it. `more_ports`: interfaces that are ports
-    5, 6... and carry nothing; `timing`: the switch's `egress_timing`. Returns (receiver report, {vl: frames sent}, the switch's report)."""
+    then VL 2 (high) and VL 3 (low, the control) under the load, which starts before them (once
+    the port's queue has overflowed, when paced) and stops once they are done. VL 50 (high, to
+    end system 3, not sent) needs no priority: the kernel may hold it. `more_ports`: interfaces
+    that are ports 5, 6... and carry nothing; `timing`: the switch's `egress_timing`. Returns (receiver report,
+    {vl: frames sent, "background": the load's frames, "background_s": at most how long it ran},
+    the switch's report)."""
     vls = [VL(1, 1, [4], bag_ms=1, smax=64, jitter_us=2000, priority="high"),
            VL(2, 1, [4], bag_ms=1, smax=64, jitter_us=2000, priority="high"),
            VL(3, 1, [4], bag_ms=1, smax=64, jitter_us=2000),
@@ -311,21 +315,36 @@ def priority_on_slow_port(datapath, mbps, n_background, seconds, pace_to_link=Tr
         with Edgeflow([], datapath=datapath, extra=["--config", str(cfg)],
                       log_name=f"afdx-{tag}-slow-{datapath}") as sw:
             rx = Receiver(es[3], networks=("a",), wire_mbps=mbps)
+            background = None
             try:
                 alone = send(es[0], [vl_arg(1, 1, 64)], seconds, networks=("a",), jitter_us=100)
-                background = send(es[1], [vl_arg(100 + k, 1, 1518) for k in range(n_background)], seconds + 0.5,
+                # The load runs from before the loaded VLs start until they are done, however
+                # long either takes to start on a busy machine: 60 s only bounds a hung run.
+                started = time.monotonic()
+                background = send(es[1], [vl_arg(100 + k, 1, 1518) for k in range(n_background)], 60,
                                   networks=("a",), jitter_us=100, background=True)
-                # The backlog has built by then wherever it builds (0.15 s fills a ring of 1000).
-                time.sleep(0.3)
+                # The backlog has built wherever it builds: the switch's queue for the port has
+                # overflowed, or (unpaced) the link's ring has had 0.3 s to (0.15 s fills 1000).
+                if pace_to_link:
+                    wait_for(lambda: sw.stats()["drops"]["queue_full"] > 0, timeout=10,
+                             what="the slow port's queue to fill")
+                else:
+                    time.sleep(0.3)
                 loaded = send(es[0], [vl_arg(2, 1, 64), vl_arg(3, 1, 64)], seconds, networks=("a",), jitter_us=100,
                               seed=2)
-                out, err = background.communicate(timeout=seconds + 60)
+                background.send_signal(signal.SIGINT)
+                background_s = time.monotonic() - started
+                out, err = background.communicate(timeout=60)
                 assert background.returncode == 0, err
                 loads = json.loads(out)
                 got = rx.result([alone, loaded, loads])
             finally:
                 rx.kill()
+                if background is not None and background.poll() is None:
+                    background.kill()
             report = sw.stats()
     sent = {int(k): v for r in (alone, loaded) for k, v in r["sent"].items()}
     sent["background"] = sum(loads["sent"].values())
+    # At most what the load's sender ran for (it started after this was taken).
+    sent["background_s"] = background_s
     return got, sent, report

@@ -8,6 +8,7 @@ moment (what is still missing then was lost). No fixed sleeps before, no idle ti
 import json
 import os
 import select
+import signal
 import subprocess
 import time
 from contextlib import contextmanager
@@ -89,15 +90,19 @@ def run(sender, receiver, size=64, rate=0, gap_ns=None, duration=1.0, send_engin
 @contextmanager
 def streaming(sender, receiver, rate, duration, size=200, flow=1):
     """A stream of numbered frames from `sender` to `receiver` (Hosts, socket engines) while the
-    body runs: yields `finish()`, which waits for the sender and returns (sender report, receiver
-    report), so that something can be done to the switch in between."""
+    body runs: yields `finish(stop=False)`, which waits for the sender and returns (sender report,
+    receiver report), so that something can be done to the switch in between. With `stop`, the
+    sender stops now (SIGINT: it reports what it sent) rather than at the end of `duration`: a
+    stream that must outlast something whose length is not known runs until it is over."""
     with receiving(receiver.popen, LOADGEN_BIN, "recv", "--iface", "eth0", "--engine", "socket", "--flow", str(flow),
                    "--duration", str(duration + 57)) as recv:
         proc = sender.popen(LOADGEN_BIN, "send", "--iface", "eth0", "--dst-mac", receiver.mac, "--src-ip",
                             sender.addr, "--dst-ip", receiver.addr, "--size", str(size), "--rate", str(rate),
                             "--duration", str(duration), "--engine", "socket", "--flow", str(flow))
 
-        def finish():
+        def finish(stop=False):
+            if stop:
+                proc.send_signal(signal.SIGINT)
             out, _ = proc.communicate(timeout=duration + 30)
             return json.loads(out), finish_receiver(recv, [out])
 

@@ -85,6 +85,52 @@ def qci_switch(tag, datapath):
             yield f, sw
 
 
+def bucket_passes(log, size, rate_kbps, depth_bytes, first=True):
+    """(fewest, most) frames of `size` bytes that one bucket of a two-rate meter (`rate_kbps`,
+    `depth_bytes`; `first`: the committed one, which every frame tries first, else the excess one)
+    may have passed, from the receiver's per-frame log of the frames the meter passed (their
+    stamps are the meter's times give or take the µs to the receiver; a sequence number missing
+    is a frame it dropped, so the log must hold every frame that passed and the sender's must all
+    have reached the meter). Derived from the bucket's contract, so that what the machine does to
+    the times (a stalled sender or switch leaves gaps, in which a full bucket earns nothing) moves
+    the bounds with it rather than failing them:
+
+    The bucket starts full, earns `rate` up to `depth` and a frame passes on it by spending its
+    size: passed × size = depth + earned − lost − left, earned over the span of the log. Tokens
+    are lost only while the bucket is full, so an upper bound on the bucket between frames bounds
+    the loss: it grows by what it earns; a frame that passed on this bucket leaves it `size` lower
+    and one that passed on the other (or, for the first bucket, one that found it short) leaves it
+    below `size` or untouched; a dropped frame found both buckets below `size`. One frame less
+    for the µs between the meter and the receiver's stamps."""
+    frames = sorted((seq, rx) for seq, _, rx in _read_log(log))
+    sent_first = min(tx for _, tx, _ in _read_log(log))
+    rate = rate_kbps * 125 / 1e9  # bytes per ns
+    bound, lost = float(depth_bytes), 0.0
+    (seq0, t0), (prev_seq, prev_t) = frames[0], frames[0]
+    for seq, t in frames:
+        dt = max(0, t - prev_t)
+        grown = bound + rate * dt
+        lost += max(0.0, grown - depth_bytes)
+        v = min(float(depth_bytes), grown)
+        if seq > prev_seq + 1:  # dropped frames between: both buckets below `size` then
+            v = min(v, size + rate * dt)
+        # This frame passed: on this bucket (`size` less), or on the other, leaving this one as it
+        # was (the committed bucket only when below `size`).
+        bound = max(v - size, min(v, size)) if first else v
+        prev_seq, prev_t = seq, t
+    earned = rate * (prev_t - t0)
+    fewest = int((depth_bytes + earned - lost - bound) // size) - 1
+    # The most: what the bucket earned from when the first frame was sent (it reached the meter
+    # after that) to when the last that passed was received (it was metered before that).
+    most = int((depth_bytes + rate * (prev_t - sent_first)) // size) + 1
+    return max(0, fewest), most
+
+
+def _read_log(path):
+    """[(seq, tx_ns, rx_ns)] from a loadgen receiver's per-frame log."""
+    return [tuple(int(x) for x in line.split()) for line in open(path)]
+
+
 def meter_bounds(frames, rate, size):
     """The most green and yellow frames METER may pass of `frames` frames of `size` bytes sent at
     `rate` a second: each bucket full at the start, then its rate for the stream's span."""

@@ -81,3 +81,48 @@ def fps_for(mbps, size):
 def read_log(path):
     """[(seq, tx_ns, rx_ns)] from a receiver's per-frame log."""
     return [tuple(int(x) for x in line.split()) for line in open(path)]
+
+
+def frame_bits(size):
+    """What a frame of `size` bytes (FCS included) occupies on the wire, preamble and IFG too."""
+    return (size - 4 + WIRE_OVERHEAD) * 8
+
+
+def virtual_bursts(logs, sizes, rate_mbps, slopes, window):
+    """The largest burst of each shaped flow on the port's *virtual* wire: over any run of its
+    frames, the bits they carried beyond what its idle slope earned from the first one's start to
+    the start of the frame after them. Credit-based shaping holds that to hiCredit (the credit is
+    at least 0 when a frame starts and at most hiCredit), and so does any window of k frames:
+    they span at least (k × frame bits − hiCredit) / idleSlope.
+
+    The receiver's kernel stamps carry the forwarding thread's lateness (ms at p99 on a busy
+    machine), which no bound of a fraction of a frame survives. The switch's scheduler does not:
+    it gives every frame the start it has on a virtual wire of the port's rate (datapath
+    `schedule.rs`), and while a queue holds frames the wire never idles, one frame after another in
+    the order they left. So a frame's virtual start is the wire time of every frame that left
+    before it, counted from the stamps' order alone: exact, whatever the thread's lateness.
+
+    `logs`: {flow: receiver log} of *every* flow leaving the port; `sizes`: {flow: frame size,
+    FCS included}; `slopes`: {shaped flow: idle slope, bit/s}; `window`: (start, end) in the
+    stamps' ns, when a queue surely held frames (a best-effort stream offered more than the port
+    carries into a long queue). Returns ({shaped flow: largest burst, bits}, the window's real
+    span less its virtual one, s: the lateness at its ends, or an idle wire if large)."""
+    departures = sorted((rx, flow) for flow, path in logs.items() for _, _, rx in read_log(path))
+    rate = rate_mbps * 1e6
+    v = 0.0
+    sent = dict.fromkeys(slopes, 0)
+    low, best = {}, dict.fromkeys(slopes, 0.0)
+    ends = []
+    for rx, flow in departures:
+        if window[0] <= rx <= window[1]:
+            ends = [ends[0] if ends else (rx, v), (rx, v)]
+            if flow in slopes:
+                # Bits sent before this frame less what the slope earned by its virtual start.
+                x = sent[flow] - slopes[flow] * v
+                if flow in low:
+                    best[flow] = max(best[flow], x - low[flow])
+                low[flow] = min(low.get(flow, x), x)
+                sent[flow] += frame_bits(sizes[flow])
+        v += frame_bits(sizes[flow]) / rate
+    (rx0, v0), (rx1, v1) = ends
+    return best, (rx1 - rx0) / 1e9 - (v1 - v0)

@@ -6,7 +6,7 @@ import signal
 import threading
 import time
 
-from testbed.tsn import flows, fps_for, read_log, streams, switch, wire_mbps, write_config
+from testbed.tsn import flows, fps_for, read_log, streams, switch, virtual_bursts, wire_mbps, write_config
 
 RATE_MBPS = 20
 SIZE = 1500  # on the wire with FCS
@@ -19,9 +19,9 @@ FULL = fps_for(RATE_MBPS, SIZE)  # frames per second that fill the port
 
 def test_pacing_and_strict_priority(three_hosts):
     """A saturating best-effort stream (2x the port rate) and a small high-priority one: the port
-    sends at its rate, the high-priority stream loses nothing and waits at most about one
-    maximum frame on the wire plus the thread's wake-up."""
-    queues = f"[[port.queue]]\nid = 0\n{LIMIT}[[port.queue]]\nid = 7\n{LIMIT}"
+    sends at its rate, the high-priority stream loses nothing and waits about one maximum frame on
+    the wire plus the thread's wake-up, not behind the best-effort queue (200 frames, 122 ms)."""
+    queues = f"[[port.queue]]\nid = 0\nlimit_frames = 200\n[[port.queue]]\nid = 7\n{LIMIT}"
     with switch(three_hosts, "tsn-strict", RATE_MBPS, queues) as sw:
         flows(sw, {1: 7, 2: 0})
         got = streams(three_hosts, [(0, 1, 200, 500), (1, 2, SIZE, 2 * FULL)])
@@ -35,8 +35,13 @@ def test_pacing_and_strict_priority(three_hosts):
         # Never above the port's rate; below it only as far as a broken shaper would be.
         assert 0.7 * RATE_MBPS < total <= RATE_MBPS * 1.02, total
         assert low["lost"] > 0.3 * low["received"], "the best-effort stream was over the rate: its queue overflowed"
+        # Half the frames wait at most the best-effort frame on the wire (608 µs) and a wake-up
+        # (0.36-0.48 ms measured, idle or under two busy loops).
         assert high["latency_us"]["p50"] < frame_us + 500
-        assert high["latency_us"]["p99"] < frame_us + 3000
+        # The tail is the sleeping thread's wake-up, ms late on a busy machine (5.5 ms under two
+        # busy loops), so it is held to what tells priority from none: a quarter of the wait
+        # behind the full best-effort queue (200 frames).
+        assert high["latency_us"]["p99"] < 200 * frame_us / 4, high["latency_us"]
 
 
 def drr(w2, w1):
@@ -82,68 +87,85 @@ def test_schedule_changes_at_runtime_without_loss(three_hosts):
         assert abs(drr_share(three_hosts) - 0.5) < 0.08
 
 
+# The shaped classes' frames and best effort's differ in size: with one size for all and idle
+# slopes that divide the port's rate, a class's credit would come back to 0 exactly as a frame
+# ends, it would never wait behind one, and its bursts would never use the hiCredit its bound is
+# about. Both are below the 1522 bytes hiCredit is derived for, so the bound has room to spare.
+CBS_SIZE, BE_SIZE = 1400, 1300
+# Best effort offered twice the port into a long queue: the port never idles while the streams
+# run, which `virtual_bursts` needs (a sender would have to stall for a tenth of a second).
+BE_QUEUE = "limit_frames = 100\n"
+BE_FULL = 2 * fps_for(RATE_MBPS, BE_SIZE)
+#: hiCredit's largest frame on the wire: 1522 bytes with preamble and IFG.
+MAX_FRAME_BITS = 12336
+
+
+def busy_window(best_effort_log):
+    """When the port surely had best effort waiting: from 0.2 s after its first frame left (its
+    queue fills in 50 ms) to when its sender sent its last."""
+    log = read_log(best_effort_log)
+    return log[0][2] + 200_000_000, max(tx for _, tx, _ in log)
+
+
 def test_cbs_holds_its_idle_slope(three_hosts, tmp_path):
-    queues = f'[[port.queue]]\nid = 5\nscheduler = "cbs"\nidleslope_kbps = 5000\n{LIMIT}[[port.queue]]\nid = 0\n{LIMIT}'
+    """A credit-based shaped queue (5 Mbit/s) offered twice its idle slope, best effort offered
+    twice the port: the shaped stream gets its idle slope and never more, and its bursts stay
+    within hiCredit (idleSlope × the largest lower frame / rate) on the scheduler's virtual wire,
+    where the thread's lateness does not reach. The bursts reach 0.8 of hiCredit, so a bound that
+    left hiCredit out would fail."""
+    queues = (f'[[port.queue]]\nid = 5\nscheduler = "cbs"\nidleslope_kbps = 5000\n{LIMIT}'
+              f'[[port.queue]]\nid = 0\n{BE_QUEUE}')
     with switch(three_hosts, "tsn-cbs", RATE_MBPS, queues) as sw:
         flows(sw, {1: 5, 2: 0})
-        # The shaped stream offers twice its idle slope; best effort fills the rest.
-        log = tmp_path / "shaped.log"
-        got = streams(three_hosts, [(0, 1, SIZE, fps_for(10, SIZE)), (1, 2, SIZE, FULL)], logs={1: log})
-        shaped, best = wire_mbps(got[1], SIZE), wire_mbps(got[2], SIZE)
-        # Bursts: the credit is at most hiCredit when a frame starts and at least 0, so frames
-        # i..i+k-1 (k × F bits) need k × F <= idleSlope × T + hiCredit, T from the start of the
-        # first to the start of the one after the last. hiCredit = max frame (12 336 bits on the
-        # wire: 1522 bytes with preamble and IFG) × idleSlope / rate, as derived. The receiver's stamps carry the thread's lateness: a frame
-        # that left late shortens the span after it by as much, hence the 10 ms allowed.
-        k, bits, idle = 39, WIRE * 8, 5e6
-        hi_credit = 12336 * idle / (RATE_MBPS * 1e6)
-        stamps = [rx for _, _, rx in read_log(log)]
-        tightest = min(b - a for a, b in zip(stamps, stamps[k:])) / 1e9
-        bound = (k * bits - hi_credit) / idle
-        print(f"\nCBS at 5 Mbit/s: shaped {shaped:.3f} Mbit/s, best effort {best:.2f} Mbit/s; "
-              f"{k} frames in {tightest * 1e3:.1f} ms at the tightest (bound {bound * 1e3:.1f} ms)")
-        # The shaped queue never above its idle slope, the port never above its rate.
-        assert 0.8 * 5 < shaped <= 5 * 1.02, shaped
-        assert 0.7 * RATE_MBPS < shaped + best <= RATE_MBPS * 1.02, (shaped, best)
-        # Unshaped, 39 frames take 23.7 ms on this port; shaped to twice the slope, 47.4 ms.
-        assert tightest >= bound - 0.010, tightest
-
-
-def tightest_span(log, k):
-    """The shortest time, in s, from one frame's arrival to the k-th after it (the receiver's
-    kernel stamps)."""
-    stamps = [rx for _, _, rx in read_log(log)]
-    return min(b - a for a, b in zip(stamps, stamps[k:])) / 1e9
+        logs = {1: tmp_path / "shaped.log", 2: tmp_path / "best.log"}
+        got = streams(three_hosts, [(0, 1, CBS_SIZE, fps_for(10, CBS_SIZE)), (1, 2, BE_SIZE, BE_FULL)], duration=2.0,
+                      logs=logs)
+    shaped, best = wire_mbps(got[1], CBS_SIZE), wire_mbps(got[2], BE_SIZE)
+    idle = 5e6
+    hi_credit = MAX_FRAME_BITS * idle / (RATE_MBPS * 1e6)
+    bursts, drift = virtual_bursts(logs, {1: CBS_SIZE, 2: BE_SIZE}, RATE_MBPS, {1: idle}, busy_window(logs[2]))
+    print(f"\nCBS at 5 Mbit/s: shaped {shaped:.3f} Mbit/s, best effort {best:.2f} Mbit/s; largest burst "
+          f"{bursts[1]:.0f} bits (hiCredit {hi_credit:.0f}); real span less virtual {drift * 1e3:.2f} ms")
+    # The shaped queue never above its idle slope, the port never above its rate.
+    assert 0.8 * 5 < shaped <= 5 * 1.02, shaped
+    assert 0.7 * RATE_MBPS < shaped + best <= RATE_MBPS * 1.02, (shaped, best)
+    # Within hiCredit, and using it: a frame that waited behind a best-effort one starts with the
+    # credit it earned meanwhile (at most idleSlope × 528 µs, 2 640 bits, here).
+    assert 0 < bursts[1] <= hi_credit, (bursts, hi_credit, drift)
 
 
 def test_two_cbs_classes_hold_their_slopes_within_annex_l_bounds(tmp_path):
     """Class A (queue 6, 4 Mbit/s) and class B (queue 5, 6 Mbit/s) on one 20 Mbit/s port, each
     offered twice its slope, best effort filling the rest: each class gets its idle slope and its
-    bursts stay within its own hiCredit, B's counting A above it as 802.1Q Annex L does."""
+    bursts stay within its own hiCredit, B's counting A above it as 802.1Q Annex L does. B's
+    bursts go past the hiCredit class A's formula would give it (they wait behind a frame of A and
+    one of best effort), so a switch, or a bound, that left A's interference out would fail."""
     from testbed import netns
     with netns.Topology("tc2") as topo:
         for _ in range(4):
             topo.add_host()
         queues = "".join(f'[[port.queue]]\nid = {q}\nscheduler = "cbs"\nidleslope_kbps = {kbps}\n{LIMIT}'
                          for q, kbps in ((6, 4000), (5, 6000)))
-        with switch(topo, "tsn-cbs2", RATE_MBPS, f"{queues}[[port.queue]]\nid = 0\n{LIMIT}") as sw:
+        with switch(topo, "tsn-cbs2", RATE_MBPS, f"{queues}[[port.queue]]\nid = 0\n{BE_QUEUE}") as sw:
             flows(sw, {1: 6, 2: 5, 3: 0})
-            logs = {1: tmp_path / "a.log", 2: tmp_path / "b.log"}
-            got = streams(topo, [(0, 1, SIZE, fps_for(8, SIZE)), (1, 2, SIZE, fps_for(12, SIZE)), (2, 3, SIZE, FULL)],
-                          logs=logs)
-            a, b, best = (wire_mbps(got[f], SIZE) for f in (1, 2, 3))
-            rate, frame = RATE_MBPS * 1e6, 12336  # hiCredit's frames: 1522 bytes with preamble and IFG
-            hi = {1: frame * 4e6 / rate, 2: 6e6 * (frame / (rate - 4e6) + frame / rate)}
-            k, bits = 39, WIRE * 8
-            spans = {f: (tightest_span(logs[f], k), (k * bits - hi[f]) / idle) for f, idle in ((1, 4e6), (2, 6e6))}
-            print(f"\nCBS classes on {RATE_MBPS} Mbit/s: A {a:.3f}, B {b:.3f}, best effort {best:.2f} Mbit/s; "
-                  f"hiCredit A {hi[1]:.0f} B {hi[2]:.0f} bits; {k} frames at the tightest (bound): "
-                  + ", ".join(f"{n} {t * 1e3:.1f} ms ({bound * 1e3:.1f})" for n, (t, bound) in zip("AB", spans.values())))
-            assert 0.8 * 4 < a <= 4 * 1.02 and 0.8 * 6 < b <= 6 * 1.02, (a, b)
-            assert 0.7 * RATE_MBPS < a + b + best <= RATE_MBPS * 1.02, (a, b, best)
-            # As in the single class's test, 10 ms for the thread's lateness in the receiver's stamps.
-            for f, (tightest, bound) in spans.items():
-                assert tightest >= bound - 0.010, (f, tightest, bound)
+            logs = {f: tmp_path / f"flow{f}.log" for f in (1, 2, 3)}
+            got = streams(topo, [(0, 1, CBS_SIZE, fps_for(8, CBS_SIZE)), (1, 2, CBS_SIZE, fps_for(12, CBS_SIZE)),
+                                 (2, 3, BE_SIZE, BE_FULL)], duration=2.0, logs=logs)
+    a, b = wire_mbps(got[1], CBS_SIZE), wire_mbps(got[2], CBS_SIZE)
+    best = wire_mbps(got[3], BE_SIZE)
+    rate, frame = RATE_MBPS * 1e6, MAX_FRAME_BITS
+    hi = {1: frame * 4e6 / rate, 2: 6e6 * (frame / (rate - 4e6) + frame / rate)}
+    b_as_class_a = frame * 6e6 / rate
+    bursts, drift = virtual_bursts(logs, {1: CBS_SIZE, 2: CBS_SIZE, 3: BE_SIZE}, RATE_MBPS, {1: 4e6, 2: 6e6},
+                                   busy_window(logs[3]))
+    print(f"\nCBS classes on {RATE_MBPS} Mbit/s: A {a:.3f}, B {b:.3f}, best effort {best:.2f} Mbit/s; largest "
+          f"burst A {bursts[1]:.0f} bits (hiCredit {hi[1]:.0f}), B {bursts[2]:.0f} (hiCredit {hi[2]:.0f}, "
+          f"{b_as_class_a:.0f} without A's interference); real span less virtual {drift * 1e3:.2f} ms")
+    assert 0.8 * 4 < a <= 4 * 1.02 and 0.8 * 6 < b <= 6 * 1.02, (a, b)
+    assert 0.7 * RATE_MBPS < a + b + best <= RATE_MBPS * 1.02, (a, b, best)
+    for f in (1, 2):
+        assert 0 < bursts[f] <= hi[f], (f, bursts, hi, drift)
+    assert bursts[2] > b_as_class_a, (bursts, b_as_class_a)
 
 
 def test_gate_open_half_the_cycle_passes_half_the_rate(three_hosts, tmp_path):

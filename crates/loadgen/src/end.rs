@@ -5,9 +5,13 @@
 //! A receiver also says on standard error when it is ready (`edgeflow-loadgen: ready`): its
 //! sockets are open or its program attached, so a sender started after that line loses nothing
 //! to a receiver still starting.
+//!
+//! A sender (`send`, `es-send`) stops early on SIGINT or SIGTERM and reports what it sent, so that a stream
+//! can last as long as something takes (a switch restarting) rather than a guessed time.
 
 use clap::Args;
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 pub const STDIN: RawFd = 0;
@@ -33,6 +37,36 @@ impl EndArgs {
     pub fn settle(&self) -> Duration {
         Duration::from_secs_f64(self.settle)
     }
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+/// From now on SIGINT and SIGTERM only ask the process to stop: `stopped` says whether one came.
+pub fn stop_on_signals() -> Result<(), String> {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: a zeroed sigaction with a handler that only stores to an atomic (which is
+        // async-signal-safe); system calls it interrupts are restarted.
+        let r = unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_stop as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut())
+        };
+        if r != 0 {
+            return Err(format!("handling signal {sig}: {}", std::io::Error::last_os_error()));
+        }
+    }
+    Ok(())
+}
+
+/// Whether SIGINT or SIGTERM came since `stop_on_signals`.
+pub fn stopped() -> bool {
+    STOP.load(Ordering::Relaxed)
 }
 
 /// Tells whoever started the receiver that frames sent from now on will be seen.

@@ -43,6 +43,7 @@ pub struct SendArgs {
     /// Each frame leaves up to this late after its slot (uniformly drawn): the end system's jitter.
     #[arg(long, default_value_t = 0)]
     jitter_us: u64,
+    /// Seconds to send for (SIGINT or SIGTERM stops it sooner, and it reports what it sent).
     #[arg(long, default_value_t = 1.0)]
     duration: f64,
     /// The destination MAC's constant field, hex.
@@ -125,6 +126,7 @@ pub fn send(a: SendArgs) -> Result<(), String> {
     let offload = packet::Offload::default();
     // SAFETY: prctl with an integer argument (sleeps end when asked, not 50 µs later).
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1) };
+    crate::end::stop_on_signals()?;
     let duration = Duration::from_secs_f64(a.duration);
     let start = Instant::now();
     let mut sent = vec![0u64; a.vls.len()];
@@ -137,7 +139,7 @@ pub fn send(a: SendArgs) -> Result<(), String> {
         let r = schedule.next_release();
         let gap = Duration::from_nanos(a.vls[r.vl].gap_ns);
         let due = Duration::from_nanos(r.at_ns).max(departed[r.vl].map_or(Duration::ZERO, |d| d + gap));
-        if due >= duration {
+        if due >= duration || crate::end::stopped() {
             break;
         }
         // Sleep until shortly before the slot (timer slack is 1 ns), then spin: a sleep alone

@@ -160,7 +160,7 @@ struct SendArgs {
     /// Time between the starts of two frames, in ns (instead of --rate).
     #[arg(long)]
     gap_ns: Option<u64>,
-    /// Seconds to send for.
+    /// Seconds to send for (SIGINT or SIGTERM stops it sooner, and it reports what it sent).
     #[arg(long, default_value_t = 3.0)]
     duration: f64,
     /// Stop after this many frames.
@@ -298,6 +298,7 @@ fn send(a: SendArgs) -> Result<(), String> {
     // timer slack).
     // SAFETY: prctl with an integer argument.
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1) };
+    end::stop_on_signals()?;
     if use_xdp {
         return send_xdp(&a, &template, stack.len(), rate_hint);
     }
@@ -322,7 +323,7 @@ fn send(a: SendArgs) -> Result<(), String> {
     const BATCH: u64 = 128;
     'outer: loop {
         let elapsed = start.elapsed();
-        if elapsed >= duration || slots >= limit {
+        if elapsed >= duration || slots >= limit || end::stopped() {
             break;
         }
         let due = if rate == 0 {
@@ -458,7 +459,7 @@ fn send_xdp(a: &SendArgs, template: &[u8], stack: usize, rate: u64) -> Result<()
     };
     let start = Instant::now();
     let mut issued = 0u64;
-    while start.elapsed() < duration && issued < limit {
+    while start.elapsed() < duration && issued < limit && !end::stopped() {
         let n = chunk.min(limit - issued).min(u32::MAX as u64) as u32;
         let run_start = Instant::now();
         prog.test_run(template, n, ifindex, true).map_err(|e| format!("XDP test run on {}: {e}", a.iface))?;
