@@ -9,6 +9,8 @@ import re
 import sys
 import time
 
+import pytest
+
 from testbed import afdx, netns
 from testbed.afdx import VL, AfdxNetwork, Receiver, send, vl_arg
 from testbed.switches import EDGEFLOW_BIN, Edgeflow, start_all, stop_all
@@ -81,6 +83,12 @@ def twice(vl, datapath):
     return out
 
 
+# One kernel hook, alternating between the tests: TC and XDP run one AFDX account and filter
+# (`bpf/fp_afdx.h`), held to each other frame by frame on both hooks by
+# `every_afdx_refusal_is_counted_under_its_link_on_both_hooks` and
+# `links_sharing_an_account_share_its_credit` (BPF_PROG_TEST_RUN); only the copies to several
+# outputs differ, and `test_multicast_link_reaches_every_output` runs on both.
+@pytest.mark.parametrize("datapath", ['user', 'xdp'])
 def test_conforming_links_lose_nothing_and_babblers_get_their_contract(datapath):
     netns.cleanup()
     # The conforming VLs' tolerance covers what this VM adds on the way to the switch: the
@@ -188,6 +196,8 @@ def test_conforming_links_lose_nothing_and_babblers_get_their_contract(datapath)
     assert during["p50"] <= 2 * before["p50"] + 50, (before, during)
 
 
+# One kernel hook (XDP left out): as for the conforming links' test above.
+@pytest.mark.parametrize("datapath", ['user', 'tc'])
 def test_bad_frames_are_dropped_and_counted_per_reason(datapath):
     netns.cleanup()
     vls = [VL(10, 1, [3], bag_ms=2, smin=100, smax=300, jitter_us=2000, ip_check=True)]
@@ -254,6 +264,8 @@ def json_of(completed):
     return json.loads(completed.stdout)
 
 
+# One kernel hook (TC left out): as for the conforming links' test above.
+@pytest.mark.parametrize("datapath", ['user', 'xdp'])
 def test_network_a_down_mid_stream_loses_no_frame(datapath):
     netns.cleanup()
     # The tolerance covers this VM's path jitter, as in the first test: network B must carry every
@@ -278,9 +290,11 @@ def test_network_a_down_mid_stream_loses_no_frame(datapath):
     assert b == sent and 0.2 * sent < a < 0.7 * sent, (sent, got)
 
 
+# One kernel hook (XDP left out): the table is rewritten by userspace alike for both; as above.
+@pytest.mark.parametrize("datapath", ['user', 'tc'])
 def test_a_virtual_link_added_on_sighup_forwards_and_the_others_lose_nothing(datapath):
     """SIGHUP with a table that adds VL 20: its frames pass from then on; VL 10, unchanged, loses
-    no frame and keeps its counters (the kernel's copy of the table is rewritten on tc and xdp)."""
+    no frame and keeps its counters (the kernel's copy of the table is rewritten)."""
     import signal
     netns.cleanup()
     vls = [VL(10, 1, [2], bag_ms=1, smax=200, jitter_us=2000, priority="high")]
