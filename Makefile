@@ -80,12 +80,15 @@ cross-test: setup-build
 footprint: setup cross
 	.venv/bin/python -m testbed.footprint
 
-# The aarch64 image the qemu-user tests run is built, and the guest kernel booted, beside the
-# integration tests (testbed/background.py): they wait for frames and timers, the builds for nothing.
-test: setup build test-unit test-integration
+# The crates' own tests (test-unit's) are built, the aarch64 image the qemu-user tests run is
+# built, and the guest kernel booted, beside the integration tests (testbed/background.py): they
+# wait for frames and timers, the builds for nothing. The crates' tests then run last, on their
+# own (tests/test_crates.py).
+test: setup build test-integration
 
 # Every unit and integration test of every crate. Not the doc tests: there are none, and rustdoc's
 # pass over thirteen crates to find that out took 40 s of the budget (add `--doc` with the first).
+# The same command as testbed/background.py's CRATE_TESTS.
 test-unit:
 	$(CARGO) test --release --locked --workspace --no-fail-fast --lib --bins --tests
 

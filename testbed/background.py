@@ -1,12 +1,17 @@
 """Work a test session starts at once and a test collects at the end: the guest kernel's run
-(`scripts/test-kernels.sh`, about a minute emulated) and the cross-built image the qemu-user tests
-run (`scripts/cross.sh`, most of a minute of compiling). Both are CPU work that waits for nothing,
-while the other tests spend most of their time waiting (for frames, timers, peers): the two cores
-were a third busy over a whole run. So the jobs run in the idle scheduling class (SCHED_IDLE, nice 19, idle I/O) beside them,
-where they take what those leave idle, instead of a minute and a half of the budget each in turn.
+(`scripts/test-kernels.sh`, about a minute emulated), the cross-built image the qemu-user tests
+run (`scripts/cross.sh`, most of a minute of compiling) and the build of the crates' own tests
+(`cargo test --no-run`, 50 s on two cores). All are CPU work that waits for nothing, while the
+other tests spend most of their time waiting (for frames, timers, peers): the two cores were a
+third busy over a whole run, and the first two jobs were done two minutes into it. So the jobs
+run in the idle scheduling class (SCHED_IDLE, nice 19, idle I/O) beside them, where they take
+what those leave idle, instead of the budget's minutes in turn.
 
 They touch nothing the other tests use: the guest has its own kernel and namespaces (and writes
-through an overlay), the cross build its own target directory. A test that needs a job's result
+through an overlay), the cross build its own target directory, and the crates' tests are only
+built here (into target/release/deps, beside the binaries the tests run, which the build leaves
+as they are: its features are theirs); they run in `tests/test_crates.py`, at the end, on their
+own. A test that needs a job's result
 calls `result(name)`, which starts the job if the session did not (a test run on its own) and
 waits for it. `tests/conftest.py` starts the jobs the collected tests ask for (the `background`
 marker) and runs those tests last."""
@@ -17,10 +22,15 @@ import time
 
 from .util import ROOT, run_dir
 
+#: `make test-unit`'s command: every crate's unit and integration tests (not the doc tests).
+CRATE_TESTS = ["test", "--release", "--locked", "--workspace", "--no-fail-fast", "--lib", "--bins", "--tests"]
+
 JOBS = {
     # make test boots 6.1 only, in its short form; `make test-kernels` boots Debian 11's 5.10 too.
     "guest-kernel": ([str(ROOT / "scripts" / "test-kernels.sh")], {"KERNELS": "bookworm", "GUEST_TESTS": "short"}),
     "cross-aarch64-minimal": ([str(ROOT / "scripts" / "cross.sh"), "aarch64-unknown-linux-musl", "minimal"], {}),
+    # The guest's run builds the same test binaries first (cargo's lock makes one of them wait).
+    "crate-tests-build": (["cargo", *CRATE_TESTS, "--no-run"], {}),
 }
 
 _running = {}
