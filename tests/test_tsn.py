@@ -4,9 +4,9 @@ edgeflow-loadgen's receivers on h3 measured."""
 
 import signal
 import threading
-import time
 
 from testbed.tsn import flows, fps_for, read_log, streams, switch, virtual_bursts, wire_mbps, write_config
+from testbed.util import wait_for
 
 RATE_MBPS = 20
 SIZE = 1500  # on the wire with FCS
@@ -82,8 +82,8 @@ def test_schedule_changes_at_runtime_without_loss(three_hosts):
         # A configuration with an error is refused and the running one stays.
         write_config(three_hosts, "tsn-reload", RATE_MBPS, drr(0, 1))
         sw.proc.send_signal(signal.SIGHUP)
-        time.sleep(0.5)
-        assert "configuration refused" in sw.log() and "weight must be above 0" in sw.log(), sw.log()
+        wait_for(lambda: "configuration refused" in sw.log(), timeout=5, what="the refusal")
+        assert "weight must be above 0" in sw.log(), sw.log()
         assert abs(drr_share(three_hosts) - 0.5) < 0.08
 
 
