@@ -84,11 +84,7 @@ footprint: setup cross
 # built, and the guest kernel booted, beside the integration tests (testbed/background.py): they
 # wait for frames and timers, the builds for nothing. The crates' tests then run last, on their
 # own (tests/test_crates.py).
-test: setup-build
-	@# The peers' and Python's setup (venvs from pip's cache, half a minute on a fresh clone, one
-	@# core and the disk) beside the build, which needs none of it.
-	$(MAKE) --no-print-directory -j2 --output-sync=target setup build
-	$(MAKE) --no-print-directory test-integration
+test: setup build test-integration
 
 # Every unit and integration test of every crate. Not the doc tests: there are none, and rustdoc's
 # pass over thirteen crates to find that out took 40 s of the budget (add `--doc` with the first).

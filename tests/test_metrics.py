@@ -105,7 +105,7 @@ def test_prometheus_scrapes_what_stats_reports(two_hosts, tmp_path):
     less_toml.write_text(f'mode = "less"\n[[port]]\nname = "{h5.switch_side}"\n[less]\nroot = true\n')
     ctl = Controller()
     sw = Edgeflow(of_ports, controllers=[ctl.target], fail_mode="standalone", datapath="tc",
-                  extra=["--metrics", str(metrics["edgeflow"])], log_name="metrics")
+                  extra=["--metrics", str(metrics["edgeflow"]), "--fail-open-delay", "1"], log_name="metrics")
     others = {job: Edgeflow([], datapath="tc", extra=["--config", str(path), "--metrics", str(metrics[job])],
                             log_name=f"metrics-{job}") for job, path in (("afdx", afdx_toml), ("less", less_toml))}
     switches = {"edgeflow": sw, **others}

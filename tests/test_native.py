@@ -6,6 +6,7 @@ import time
 from testbed.ofpeer import Controller
 from testbed.switches import Edgeflow
 from testbed.traffic import iperf3_tcp
+from testbed.util import wait_for
 
 
 def test_native_ping_and_tcp_with_default_offloads(two_hosts):
@@ -39,19 +40,24 @@ def test_standalone_learns_when_no_controller_answers(two_hosts):
     dead = Controller()  # listens but we never accept: the switch cannot complete a handshake
     dead.close()
     with Edgeflow(two_hosts.switch_ports, controllers=[dead.target], fail_mode="standalone") as sw:
-        time.sleep(3.5)  # the fail-open grace period
+        # The default delay: 3 s with no controller, not sooner (1.5 s of it left for the switch's
+        # start to have taken, however slow).
+        time.sleep(1.5)
+        assert "standalone learning switch" not in sw.log(), sw.log()
+        wait_for(lambda: "standalone learning switch" in sw.log(), timeout=5, what="fail-open after 3 s")
         received, _, _ = h1.ping(h2.addr, count=3)
         assert received == 3
         assert sw.flows() == [], "fail-open learning does not install OpenFlow flows"
-        assert "standalone learning switch" in sw.log()
 
 
 def test_secure_mode_drops_without_controller(two_hosts):
     h1, h2 = two_hosts.hosts
     dead = Controller()
     dead.close()
-    with Edgeflow(two_hosts.switch_ports, controllers=[dead.target], fail_mode="secure") as sw:
-        time.sleep(3.5)
+    # Past a (shortened) fail-open delay, secure mode has not opened.
+    with Edgeflow(two_hosts.switch_ports, controllers=[dead.target], fail_mode="secure",
+                  extra=["--fail-open-delay", "1"]) as sw:
+        time.sleep(1.5)
         received, _, _ = h1.ping(h2.addr, count=2)
         assert received == 0
         # The positive control: the same pings, once a flow allows them, all come back (so the 0

@@ -49,6 +49,8 @@ pub struct AgentConfig {
     pub listeners: Vec<Target>,
     pub tls: Option<TlsFiles>,
     pub fail_mode: FailMode,
+    /// How long standalone mode waits with no controller before learning on its own.
+    pub fail_open_delay: Duration,
     pub probe_interval: Duration,
     pub max_backoff: Duration,
     pub features: SwitchFeatures,
@@ -155,9 +157,6 @@ impl Drained {
         self.progress.notify_one();
     }
 }
-
-/// How long standalone mode waits with no controller before learning on its own.
-const FAIL_OPEN_DELAY: Duration = Duration::from_secs(3);
 
 /// Creates the channel the forwarding thread reports events on.
 pub fn event_channel() -> (Box<dyn FnMut(Event) + Send>, UnboundedReceiver<Event>) {
@@ -329,19 +328,19 @@ impl Hub {
 }
 
 pub(crate) fn arm_fail_open(hub: &HubRef) {
-    let (standalone, epoch) = {
+    let (standalone, epoch, delay) = {
         let h = hub.borrow();
-        (h.cfg.fail_mode == FailMode::Standalone && !h.cfg.controllers.is_empty(), h.epoch)
+        (h.cfg.fail_mode == FailMode::Standalone && !h.cfg.controllers.is_empty(), h.epoch, h.cfg.fail_open_delay)
     };
     if !standalone {
         return;
     }
     let hub = hub.clone();
     tokio::task::spawn_local(async move {
-        tokio::time::sleep(FAIL_OPEN_DELAY).await;
+        tokio::time::sleep(delay).await;
         let h = hub.borrow();
         if h.epoch == epoch && h.primaries_up == 0 {
-            info!("no controller for {FAIL_OPEN_DELAY:?}: standalone learning switch");
+            info!("no controller for {delay:?}: standalone learning switch");
             h.switch.send(Command::FailOpen(true));
         }
     });

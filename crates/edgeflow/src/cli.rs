@@ -194,6 +194,10 @@ pub struct RunArgs {
     /// Seconds of silence before probing a controller with an echo request.
     #[arg(long, value_name = "SECS")]
     pub probe_interval: Option<u64>,
+    /// With --fail-mode standalone: seconds without a controller before the switch learns on its
+    /// own [default: 3].
+    #[arg(long, value_name = "SECS")]
+    pub fail_open_delay: Option<u64>,
     /// Datapath: user (userspace, AF_PACKET rings), tc (kernel fast path at TC: keeps GSO, best for
     /// TCP) or xdp (kernel fast path at XDP: best for small frames).
     #[arg(long, value_name = "KIND")]
@@ -286,6 +290,7 @@ impl RunArgs {
             tables: self.tables,
             local_port: self.local_port.clone(),
             probe_interval: self.probe_interval,
+            fail_open_delay: self.fail_open_delay,
             datapath: self.datapath.clone(),
             fastpath_entries: self.fastpath_entries,
             keep_fastpath: self.keep_fastpath,

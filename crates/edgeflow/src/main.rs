@@ -506,6 +506,7 @@ fn agent_config(s: &Settings, features: ofp::message::SwitchFeatures) -> agent::
         tls: s.tls.clone(),
         fail_mode: s.fail_mode,
         probe_interval: s.probe_interval,
+        fail_open_delay: s.fail_open_delay,
         max_backoff: Duration::from_secs(8),
         features,
         output_limit: s.channel_output_limit,

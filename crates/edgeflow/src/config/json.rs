@@ -26,6 +26,7 @@ pub fn effective(s: &Settings, src: &str) -> Value {
         "kernel_compat": if s.legacy_attach { "legacy" } else { "auto" },
         "mode": s.mode.name(),
         "probe_interval": s.probe_interval.as_secs(),
+        "fail_open_delay": s.fail_open_delay.as_secs(),
         "packet_in_rate": s.packet_in_rate,
         "channel_output_limit": s.channel_output_limit,
         "max_connections": s.max_connections,

@@ -63,6 +63,8 @@ pub struct File {
     pub tables: Option<Spanned<u32>>,
     pub local_port: Option<String>,
     pub probe_interval: Option<Spanned<u64>>,
+    /// Seconds standalone mode waits with no controller before learning on its own.
+    pub fail_open_delay: Option<Spanned<u64>>,
     pub datapath: Option<Spanned<String>>,
     /// How many translations the kernel fast path holds at most.
     pub fastpath_entries: Option<Spanned<u32>>,
@@ -210,6 +212,7 @@ pub struct Settings {
     pub listen: Vec<Target>,
     pub tls: Option<TlsFiles>,
     pub probe_interval: Duration,
+    pub fail_open_delay: Duration,
     pub packet_in_rate: u32,
     pub channel_output_limit: usize,
     pub max_connections: usize,
@@ -260,6 +263,7 @@ pub struct Flags {
     pub tables: Option<u32>,
     pub local_port: Option<String>,
     pub probe_interval: Option<u64>,
+    pub fail_open_delay: Option<u64>,
     pub datapath: Option<String>,
     pub fastpath_entries: Option<u32>,
     pub keep_fastpath: bool,
@@ -556,6 +560,8 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
     // At most a day: the probe's deadlines are computed from it.
     let probe = merged(&cx, ("probe-interval", flags.probe_interval), &file.probe_interval, 5,
         in_range("probe_interval", 1..=86_400))?;
+    let fail_open_delay = merged(&cx, ("fail-open-delay", flags.fail_open_delay), &file.fail_open_delay, 3,
+        in_range("fail_open_delay", 1..=86_400))?;
     let pinned = match (&flags.peer_cert_sha256, file.tls.as_ref().and_then(|t| t.peer_cert_sha256.as_ref())) {
         (Some(p), _) => Some(agent::parse_pin(p).map_err(|e| format!("--peer-cert-sha256: {e}"))?),
         (None, Some(p)) => Some(agent::parse_pin(p.get_ref()).map_err(|e| cx.at(p, e))?),
@@ -737,6 +743,7 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
         listen,
         tls,
         probe_interval: Duration::from_secs(probe),
+        fail_open_delay: Duration::from_secs(fail_open_delay),
         packet_in_rate: flags.packet_in_rate.or(file.packet_in_rate).unwrap_or(DEFAULT_PACKET_IN_RATE),
         channel_output_limit,
         max_connections,
@@ -890,6 +897,12 @@ number = 7
         assert!(e.starts_with("sw.toml:1:") && e.contains("between 65536"), "{e}");
         let e = from_str("[[port]]\nname = \"a\"\ntables = 3\n").unwrap_err();
         assert!(e.starts_with("sw.toml:3:") && e.contains("unknown field"), "{e}");
+        let s = from_str("[[port]]\nname = \"a\"\n").unwrap();
+        assert_eq!(s.fail_open_delay, Duration::from_secs(3));
+        let s = from_str("fail_open_delay = 10\n[[port]]\nname = \"a\"\n").unwrap();
+        assert_eq!(s.fail_open_delay, Duration::from_secs(10));
+        let e = from_str("fail_open_delay = 0\n[[port]]\nname = \"a\"\n").unwrap_err();
+        assert!(e.starts_with("sw.toml:1:") && e.contains("between 1 and 86400"), "{e}");
     }
 
     #[test]

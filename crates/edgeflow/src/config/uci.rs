@@ -27,6 +27,7 @@ const SWITCH: &[(&str, &str, Kind)] = &[
     ("fail_mode", "fail_mode", Kind::Text),
     ("tables", "tables", Kind::Integer),
     ("probe_interval", "probe_interval", Kind::Integer),
+    ("fail_open_delay", "fail_open_delay", Kind::Integer),
     ("packet_in_rate", "packet_in_rate", Kind::Integer),
     ("fastpath_entries", "fastpath_entries", Kind::Integer),
     ("kernel_compat", "kernel_compat", Kind::Text),
@@ -303,7 +304,7 @@ config port 'wan'
         assert_eq!(
             refused("config edgeflow\n\toption colour 'red'\n"),
             "edgeflow:2: 'colour' is not a edgeflow setting here (known: dpid, datapath, mode, fail_mode, tables, \
-             probe_interval, packet_in_rate, fastpath_entries, kernel_compat, ring_frames, local_port, metrics, \
+             probe_interval, fail_open_delay, packet_in_rate, fastpath_entries, kernel_compat, ring_frames, local_port, metrics, \
              egress_timing, controller, listen, enabled, log, include); others go in the TOML file 'option include' names"
         );
         assert_eq!(
