@@ -252,8 +252,8 @@ mod tests {
     /// they need: the path, then what is wrong with it, as rustls-pemfile worded it.
     #[test]
     fn bad_pem_files_are_refused_saying_what_is_wrong() {
-        let dir = std::env::temp_dir().join(format!("edgeflow-agent-pem-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let private = datapath::sys::PrivateDir::new("edgeflow-agent-pem").unwrap();
+        let dir = private.path();
         let file = |name: &str, text: &str| {
             let p = dir.join(name);
             std::fs::write(&p, text).unwrap();
@@ -291,6 +291,5 @@ mod tests {
         let b64 = file("b64.pem", &format!("{cert}{}", pkcs8.replace("BAUG", "B!UG")));
         assert_eq!(said(cert_of(b64.clone())), "b64.pem: InvalidCharacter(33)");
         assert_eq!(said(key_of(b64)), "b64.pem: InvalidCharacter(33)");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,9 +1,14 @@
 //! Generated BPF C compiled at run time (a P4 program's kernel back end), by the clang the fast
 //! path itself is built with (`build.rs`): one place that finds it and says how it is called.
+//!
+//! The C goes to clang on its standard input and the object comes back on its standard output,
+//! into memory: nothing is written to or read from a file on the way. A file would need a
+//! directory, and under a shared `/tmp` another user can take a name root will use first (a
+//! symlink there makes root write where that user says) or replace the object between clang's
+//! write and the load (docs/security.md, "Local users").
 
-use std::io;
-use std::path::Path;
-use std::process::Command;
+use std::io::{self, Write};
+use std::process::{Command, Stdio};
 
 /// The clang on this machine: the one `EDGEFLOW_CLANG` names (a distribution's `clang-16`, say),
 /// else `clang-14` (what `scripts/setup.sh` installs), else `clang`.
@@ -16,37 +21,41 @@ pub fn find() -> Option<String> {
     candidates.into_iter().find(|c| Command::new(c).arg("--version").output().is_ok_and(|o| o.status.success()))
 }
 
-/// Compiles the C file `source` into the BPF object `object`, for this machine's byte order.
-/// NotFound where there is no clang; InvalidData, with clang's messages, where it refuses.
-pub fn compile_file(source: &Path, object: &Path) -> io::Result<()> {
+/// Compiles C text into a BPF object's bytes, for this machine's byte order; `name` says what
+/// was compiled in clang's refusal. NotFound where there is no clang; InvalidData, with clang's
+/// messages (their file is `<stdin>`), where it refuses.
+pub fn compile(name: &str, c: &str) -> io::Result<Vec<u8>> {
     let clang = find().ok_or_else(|| {
         let tried = std::env::var("EDGEFLOW_CLANG").ok().filter(|c| !c.is_empty());
         let tried = tried.map_or("clang-14 or clang".to_string(), |c| format!("EDGEFLOW_CLANG={c}"));
         io::Error::new(io::ErrorKind::NotFound, format!("no clang here ({tried})"))
     })?;
     let target = if cfg!(target_endian = "big") { "bpfeb" } else { "bpfel" };
-    let built = Command::new(&clang)
+    let mut child = Command::new(&clang)
         .args(["-O2", "-target", target, "-mcpu=v3", "-Wall", "-Wno-unused-function", "-Wno-unused-label"])
         .arg(format!("-I/usr/include/{}-linux-gnu", std::env::consts::ARCH))
-        .arg("-c")
-        .arg(source)
-        .arg("-o")
-        .arg(object)
-        .output()?;
+        .args(["-x", "c", "-", "-c", "-o", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let mut stdin = child.stdin.take().expect("clang's standard input was piped");
+    // The C is written beside the reading of clang's output, not before it: a clang that wrote
+    // more than a pipe holds before taking all its input would otherwise wait on us forever.
+    let (written, built) = std::thread::scope(|s| {
+        let writer = s.spawn(move || stdin.write_all(c.as_bytes()));
+        let built = child.wait_with_output();
+        (writer.join().expect("writing clang's input does not panic"), built)
+    });
+    let built = built?;
     if !built.status.success() {
         let why = String::from_utf8_lossy(&built.stderr);
-        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{clang} on {}:\n{why}", source.display())));
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{clang} on {name}:\n{why}")));
     }
-    Ok(())
-}
-
-/// Compiles C text into an object's bytes, in a directory of its own that goes afterwards.
-pub fn compile(name: &str, c: &str) -> io::Result<Vec<u8>> {
-    let dir = std::env::temp_dir().join(format!("edgeflow-bpf-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let (source, object) = (dir.join(format!("{name}.c")), dir.join(format!("{name}.o")));
-    let built =
-        std::fs::write(&source, c).and_then(|()| compile_file(&source, &object)).and_then(|()| std::fs::read(&object));
-    let _ = std::fs::remove_dir_all(&dir);
-    built
+    // clang that succeeded without reading all the C compiled something else.
+    written.map_err(|e| io::Error::new(e.kind(), format!("{clang} on {name}: writing the C to it: {e}")))?;
+    if built.stdout.is_empty() {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{clang} on {name}: it wrote no object")));
+    }
+    Ok(built.stdout)
 }

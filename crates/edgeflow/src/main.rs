@@ -414,12 +414,12 @@ fn p4_compile(program: &std::path::Path, output: Option<&std::path::Path>) -> Re
     if out.extension().is_none_or(|e| e != "o") {
         return std::fs::write(out, &generated.c).map_err(|e| format!("{}: {e}", out.display()));
     }
-    let c_file = out.with_extension("c");
-    std::fs::write(&c_file, &generated.c).map_err(|e| format!("{}: {e}", c_file.display()))?;
-    datapath::ebpf::clang::compile_file(&c_file, out).map_err(|e| match e.kind() {
+    let what = format!("{}'s C", program.display());
+    let elf = datapath::ebpf::clang::compile(&what, &generated.c).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => format!("{e}: write the C (-o prog.c) and compile it where clang is"),
         _ => e.to_string(),
-    })
+    })?;
+    std::fs::write(out, elf).map_err(|e| format!("{}: {e}", out.display()))
 }
 
 /// `edgeflow stop`: SIGTERM to the switch that answers at `target`, waiting until it is gone;

@@ -82,8 +82,8 @@ mod tests {
 
     #[test]
     fn a_notification_arrives_as_one_datagram_on_a_path_or_an_abstract_socket() {
-        let dir = std::env::temp_dir().join(format!("edgeflow-notify-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let private = datapath::sys::PrivateDir::new("edgeflow-notify").unwrap();
+        let dir = private.path();
         let path = dir.join("notify");
         let _ = std::fs::remove_file(&path);
         let listener = UnixDatagram::bind(&path).unwrap();
@@ -99,7 +99,6 @@ mod tests {
         let len = listener.recv(&mut buf).unwrap();
         assert_eq!(&buf[..len], b"READY=1\nSTATUS=forwarding");
         assert_eq!(n.watchdog_interval(), Some(Duration::from_secs(2)));
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

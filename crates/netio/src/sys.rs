@@ -309,3 +309,57 @@ pub fn monotonic_ns() -> u64 {
 pub fn realtime_ns() -> u64 {
     clock_ns(libc::CLOCK_REALTIME) as u64
 }
+
+/// A scratch directory for the tests: made by mkdtemp(3) under the temporary directory, so its
+/// name is random and no other user can take it first (the mkdir fails where anything, a
+/// symlink included, already is), mode 0700, so no other user can put or swap anything in it;
+/// removed, with what it holds, when dropped. Under a shared `/tmp`, a name another user can
+/// foresee is a name they can create first, and root (which runs the kernel tests) then writes,
+/// reads or runs what they choose.
+pub struct PrivateDir(std::path::PathBuf);
+
+impl PrivateDir {
+    /// `TMPDIR/<prefix>-XXXXXX`.
+    pub fn new(prefix: &str) -> io::Result<PrivateDir> {
+        use std::os::unix::ffi::OsStringExt;
+        let template = std::env::temp_dir().join(format!("{prefix}-XXXXXX"));
+        let mut bytes = CString::new(template.into_os_string().into_vec())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "temporary directory's path has NUL"))?
+            .into_bytes_with_nul();
+        // SAFETY: bytes is a writable, NUL-terminated template ending in XXXXXX, as mkdtemp wants.
+        if unsafe { libc::mkdtemp(bytes.as_mut_ptr().cast()) }.is_null() {
+            return Err(io::Error::last_os_error());
+        }
+        bytes.pop();
+        Ok(PrivateDir(std::ffi::OsString::from_vec(bytes).into()))
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for PrivateDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn a_private_dir_is_fresh_its_users_alone_and_gone_when_dropped() {
+        let (a, b) = (PrivateDir::new("ef-private-test").unwrap(), PrivateDir::new("ef-private-test").unwrap());
+        assert_ne!(a.path(), b.path(), "each is a directory of its own");
+        let meta = std::fs::symlink_metadata(a.path()).unwrap();
+        assert!(meta.is_dir() && !meta.file_type().is_symlink());
+        assert_eq!(meta.permissions().mode() & 0o777, 0o700, "{}", a.path().display());
+        std::fs::write(a.path().join("held"), "x").unwrap();
+        let path = a.path().to_path_buf();
+        drop(a);
+        assert!(!path.exists(), "{} and what it held are removed", path.display());
+    }
+}

@@ -7,11 +7,10 @@ use std::collections::HashMap;
 
 fn c_side() -> HashMap<String, u64> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    // One directory per call: the tests that read the C side run in parallel.
-    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let dir = std::env::temp_dir().join(format!("ef-layout-{}-{call}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    // A private directory per call: the tests that read the C side run in parallel, and the
+    // probe built here is run (as root, by the kernel tests) from it.
+    let private = crate::sys::PrivateDir::new("ef-layout").unwrap();
+    let dir = private.path();
     let prog = r#"
 #include <stdio.h>
 #include <stddef.h>
@@ -87,7 +86,6 @@ return 0;
         .unwrap();
     assert!(built.success(), "the layout probe did not build");
     let out = std::process::Command::new(dir.join("layout")).output().unwrap();
-    let _ = std::fs::remove_dir_all(&dir);
     String::from_utf8(out.stdout)
         .unwrap()
         .lines()

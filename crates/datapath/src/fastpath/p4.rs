@@ -108,14 +108,16 @@ mod imp {
 
     impl P4Kernel {
         /// The program generated, compiled and loaded. InvalidInput where it does not fit the
-        /// kernel back end (what does not, by name), NotFound where there is no clang.
+        /// kernel back end (what does not, by name), NotFound where there is no clang. The
+        /// object never touches a file (`ebpf::clang`): what is loaded is what clang wrote, and
+        /// its fingerprint is checked as an object's from elsewhere is.
         pub fn build(program: &Program) -> io::Result<P4Kernel> {
             let (ast, checked) = program.program();
             let gen = gen::generate(ast, checked)
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("does not fit the kernel: {e}")))?;
-            let elf = crate::ebpf::clang::compile("p4", &gen.c)?;
-            let obj = Object::load(&elf)?;
-            Ok(P4Kernel::with_object(obj, gen))
+            let elf = crate::ebpf::clang::compile("the P4 program's C", &gen.c)?;
+            check_fingerprint(&gen, &elf)?;
+            Ok(P4Kernel::with_object(Object::load(&elf)?, gen))
         }
 
         /// The program's object compiled elsewhere (`edgeflow p4 compile -o`, on a machine with

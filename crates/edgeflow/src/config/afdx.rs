@@ -227,8 +227,8 @@ mod tests {
 
     #[test]
     fn a_vl_table_alone_loads_for_compiling() {
-        let dir = std::env::temp_dir().join(format!("ef-config-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let private = datapath::sys::PrivateDir::new("ef-config-test").unwrap();
+        let dir = private.path();
         let vl =
             "[[afdx.vl]]\nid = 7\nin_port = 1\nout_ports = [9]\nbag_ms = 8\nsmin = 64\nsmax = 64\npriority = \"low\"\n";
         let bare = dir.join("bare.toml");
@@ -247,6 +247,5 @@ mod tests {
         let none = dir.join("none.toml");
         std::fs::write(&none, "mode = \"afdx\"\n").unwrap();
         assert!(load_afdx(&none).unwrap_err().contains("no [[afdx.vl]] entries"));
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

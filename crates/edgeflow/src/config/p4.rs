@@ -220,8 +220,8 @@ mod tests {
 
     #[test]
     fn the_program_and_its_entries_are_checked_at_their_lines() {
-        let dir = std::env::temp_dir().join(format!("ef-p4-config-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let private = datapath::sys::PrivateDir::new("ef-p4-config").unwrap();
+        let dir = private.path();
         let program = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/p4/l2_switch.p4");
         std::fs::copy(&program, dir.join("l2.p4")).unwrap();
         std::fs::write(dir.join("bad.p4"), "#include <edgeflow.p4>\nheader h { bit<7> x; }\n").unwrap();
@@ -286,6 +286,5 @@ mod tests {
         }
         let e = with_object("none.o").unwrap_err();
         assert!(e.starts_with(&format!("{sw}:8: {}: No such file", dir.join("none.o").display())), "{e}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
