@@ -148,8 +148,11 @@ fi
 script="mount -t bpf bpf /sys/fs/bpf 2>/dev/null; echo guest-kernel \$(uname -r);
   $unit --color never fastpath:: && $differential_cmd &&
   .venv/bin/python -m pytest $forwarding -q -s --color=no -p no:cacheprovider &&
-  { [ -z \"$more\" ] || .venv/bin/python -m pytest $more -q -s --color=no -p no:cacheprovider; } && echo guest-tests-passed"
+  { [ -z \"$more\" ] || .venv/bin/python -m pytest $more -q -s --color=no -p no:cacheprovider; } && echo guest-tests-passed;
+  sleep 2"
 
+# The guest's last line once never reached the host (every test passed, the end marker was lost
+# as the guest powered off under emulation): the console is given time to drain first.
 # The guest writes the testbed's logs under build/ through an overlay; the host's stay as they were.
 boot() {
   vng -v -r "$vmlinuz" --cpus 2 --memory 2G --cwd "$PWD" --overlay-rwdir "$PWD" "$@" --exec "$script" 2>&1 |
