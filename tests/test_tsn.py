@@ -168,6 +168,19 @@ def test_two_cbs_classes_hold_their_slopes_within_annex_l_bounds(tmp_path):
     assert bursts[2] > b_as_class_a, (bursts, b_as_class_a)
 
 
+#: How late past its window a gated frame may arrive. The gate lets a frame start only where it can
+#: finish (datapath's `gates_let_frames_start_only_where_they_can_finish`); what it cannot stop is
+#: the thread being preempted between that check and the send, which on a busy 2-core VM is
+#: milliseconds at the tail. A gate that did nothing would put 40 % of the frames past it.
+LATE_NS = 1_000_000
+
+
+def in_window(offsets, window_ns, late_ns=0):
+    """The share of arrival offsets (ns into the cycle) inside the first `window_ns`, or at most
+    `late_ns` after it."""
+    return sum(1 for o in offsets if o < window_ns + late_ns) / len(offsets)
+
+
 def test_gate_open_half_the_cycle_passes_half_the_rate(three_hosts, tmp_path):
     # Queue 0 may send in the first 5 ms of every 10 ms, queue 7 in the rest (nothing on it).
     gates = ('[port.gates]\nclock = "realtime"\ncycle_ns = 10000000\n'
@@ -182,11 +195,11 @@ def test_gate_open_half_the_cycle_passes_half_the_rate(three_hosts, tmp_path):
         # The receiver's kernel stamps (CLOCK_REALTIME, as the gates) modulo the cycle: a frame
         # leaves only while its gate is open, and the gate lets none start that cannot finish.
         offsets = [rx % 10_000_000 for _, _, rx in read_log(log)]
-        inside = sum(1 for o in offsets if o < 5_000_000) / len(offsets)
-        print(f"\ngate open 50 %: {rate:.2f} Mbit/s (expected {expected:.2f}), {inside:.2%} inside the window")
+        inside, late = in_window(offsets, 5_000_000), in_window(offsets, 5_000_000, LATE_NS)
+        print(f"\ngate open 50 %: {rate:.2f} Mbit/s (expected {expected:.2f}), {inside:.2%} inside the window, "
+              f"{late:.2%} within {LATE_NS / 1e6:.0f} ms after it")
         assert 0.7 * expected < rate <= expected * 1.02, rate
-        # Not every one: a vCPU preempted between the check and the send on this VM lets one out late.
-        assert inside >= 0.99, inside
+        assert late >= 0.99, (inside, late)
 
 
 def test_a_gated_port_leaves_an_unscheduled_port_alone(three_hosts, tmp_path):
@@ -206,9 +219,9 @@ def test_a_gated_port_leaves_an_unscheduled_port_alone(three_hosts, tmp_path):
     for i, received in got.items():
         assert received["received"] == received["sender_sent"] and received["lost"] == 0, (i, received)
         offsets = [rx % 10_000_000 for _, _, rx in read_log(logs[i])]
-        inside[i] = sum(1 for o in offsets if o < 5_000_000) / len(offsets)
-    print(f"\nshare of frames arriving in queue 0's window: gated port {inside[3]:.2%}, "
-          f"unscheduled port {inside[2]:.2%}")
+        inside[i] = in_window(offsets, 5_000_000, LATE_NS if i == 3 else 0)
+    print(f"\nshare of frames arriving in queue 0's window: gated port {inside[3]:.2%} (or within "
+          f"{LATE_NS / 1e6:.0f} ms after it), unscheduled port {inside[2]:.2%}")
     assert inside[3] >= 0.99, inside
     # Sent evenly over the cycle, the unscheduled port's frames arrive in both halves of it.
     assert 0.3 < inside[2] < 0.7, inside
