@@ -5,15 +5,20 @@ counter back, and is refused where P4Runtime says it must be: an entry inserted 
 from a backup client, a switch it does not address. The switch runs on tc, so that what the
 client writes must reach the program's tables in the kernel, which decides the pings, and the
 counters it reads back are what the kernel counted (the userspace datapath's side of the same
-tables is tests/test_p4.py's, through `edgeflow p4`)."""
+tables is tests/test_p4.py's, through `edgeflow p4`).
+
+Then arbitration under attack (docs/security.md, "P4Runtime"): a client that bid the highest id
+there is and left, a backup writing with the primary's id, more streams than the switch serves."""
 
 import asyncio
 import re
 
 import finsy as fy
+import grpc
 import pytest
 from finsy.grpcutil import GRPCStatusCode
 from finsy.p4client import P4ClientError
+from finsy.proto import U128, p4r, p4r_grpc
 
 from testbed.switches import edgeflow_on
 from testbed.util import free_port, run_dir
@@ -114,3 +119,222 @@ def test_finsy_reads_the_p4info_writes_routes_and_reads_entries_and_counters(two
         asyncio.run(asyncio.wait_for(client(), timeout=60))
     finally:
         assert sw.stop() == 0, sw.log()
+
+
+# Arbitration under attack. These clients speak P4Runtime message by message (grpcio with finsy's
+# compiled schema), each on a TCP connection of its own as separate processes would be: what a
+# hostile or broken client sends is not what a polite library would.
+
+MAX_ELECTION_ID = 2**128 - 1
+STREAM_LIMIT = 16  # p4runtime::server::MAX_STREAMS, docs/p4.md
+OK, ALREADY_EXISTS = GRPCStatusCode.OK, GRPCStatusCode.ALREADY_EXISTS
+
+
+class StreamEnded(Exception):
+    """The switch ended a client's stream, with this status."""
+
+    def __init__(self, code, details):
+        super().__init__(f"{code}: {details}")
+        self.code, self.details = code, details
+
+
+class RawClient:
+    """One StreamChannel on its own connection. gRPC shares a connection between channels of one
+    process that have the same arguments; a local subchannel pool gives this one its own."""
+
+    def __init__(self, address, stream=True):
+        self.channel = grpc.aio.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)])
+        self.stub = p4r_grpc.P4RuntimeStub(self.channel)
+        self.stream = self.stub.StreamChannel() if stream else None
+
+    async def bid(self, election_id):
+        """Sends a MasterArbitrationUpdate and returns the switch's answer."""
+        update = p4r.MasterArbitrationUpdate(device_id=DPID, election_id=U128.encode(election_id))
+        try:
+            await self.stream.write(p4r.StreamMessageRequest(arbitration=update))
+        except grpc.aio.AioRpcError as e:
+            # A write on a call the switch has just ended may fail in grpcio itself (INTERNAL),
+            # the switch's status lost: refused() reads it without writing.
+            raise StreamEnded(e.code(), e.details()) from None
+        return await self.told()
+
+    async def refused(self, wait):
+        """The status the switch ended this stream with, if it did within `wait` seconds of
+        its opening, without a write."""
+        ended = asyncio.ensure_future(self.stream.code())
+        done, _ = await asyncio.wait([ended], timeout=wait)
+        return (ended.result(), await self.stream.details()) if done else None
+
+    async def told(self):
+        """The next arbitration update on the stream: (status code, election id)."""
+        try:
+            msg = await asyncio.wait_for(self.stream.read(), timeout=5)
+        except grpc.aio.AioRpcError as e:
+            raise StreamEnded(e.code(), e.details()) from None
+        if msg is grpc.aio.EOF:
+            raise StreamEnded(await self.stream.code(), await self.stream.details())
+        a = msg.arbitration
+        return GRPCStatusCode(a.status.code), U128.decode(a.election_id)
+
+    async def schema(self):
+        reply = await self.stub.GetForwardingPipelineConfig(p4r.GetForwardingPipelineConfigRequest(
+            device_id=DPID, response_type=p4r.GetForwardingPipelineConfigRequest.P4INFO_AND_COOKIE))
+        return fy.P4Schema(reply.config.p4info)
+
+    async def insert(self, election_id, entry, schema):
+        """Writes one entry with `election_id`; the call's status code."""
+        request = p4r.WriteRequest(device_id=DPID, election_id=U128.encode(election_id),
+                                   updates=[p4r.Update(type=p4r.Update.INSERT, entity=entry.encode(schema))])
+        try:
+            await self.stub.Write(request)
+        except grpc.aio.AioRpcError as e:
+            return GRPCStatusCode.from_status_code(e.code())
+        return OK
+
+    async def routes(self, schema):
+        """The prefixes the routes table holds."""
+        table = fy.P4TableEntry("routes").encode(schema)
+        found = []
+        async for reply in self.stub.Read(p4r.ReadRequest(device_id=DPID, entities=[table])):
+            found += [fy.P4TableEntry.decode(e, schema).match_dict(schema)["dst"] for e in reply.entities]
+        return sorted(found)
+
+    async def close(self):
+        if self.stream is not None:
+            self.stream.cancel()
+        await self.channel.close()
+
+
+def p4runtime_switch(topo):
+    """The IPv4 router on the userspace datapath (what a write does to frames is the first test's),
+    serving P4Runtime on a free loopback port."""
+    port = free_port()
+    path = p4_config("p4runtime-arbitration", "ipv4_router.p4", topo.switch_ports, "")
+    sw = edgeflow_on("user", topo.hosts, [], extra=["--config", str(path), "--dpid", f"{DPID:x}", "--p4runtime",
+                                                    str(port)], log_name="p4runtime-arbitration").start()
+    return sw, f"127.0.0.1:{port}"
+
+
+def p4runtime_counters(sw):
+    return {k: v for k, v in sw.stats()["channel"].items() if k.startswith("p4runtime_")}
+
+
+def run_clients(sw, scenario):
+    try:
+        asyncio.run(asyncio.wait_for(scenario(), timeout=30))
+    finally:
+        assert sw.stop() == 0, sw.log()
+
+
+def test_a_primary_that_bid_the_highest_id_and_left_locks_nobody_out(two_hosts):
+    """A client that bids the largest election id there is and disconnects: the controller left
+    connected becomes primary under its own id and writes. (A server that kept the highest id
+    ever seen would leave every controller a backup until one bid that id again: one whose id
+    comes from its own election never does.)"""
+    sw, address = p4runtime_switch(two_hosts)
+
+    async def scenario():
+        controller = RawClient(address)
+        try:
+            schema = await controller.schema()
+            assert await controller.bid(20) == (OK, 20)
+            stranger = RawClient(address)
+            assert await stranger.bid(MAX_ELECTION_ID) == (OK, MAX_ELECTION_ID)
+            assert await controller.told() == (ALREADY_EXISTS, MAX_ELECTION_ID)
+            # The stranger is primary: the controller's write is refused (the control).
+            entry = route("10.0.1.0/24", "02:00:00:00:00:01", 1)
+            assert await controller.insert(20, entry, schema) == GRPCStatusCode.PERMISSION_DENIED
+            await stranger.close()
+            assert await controller.told() == (OK, 20), "the controller left connected is primary again"
+            assert await controller.insert(20, entry, schema) == OK
+            assert await controller.routes(schema) == ["0xa000100/24"]
+            # A controller connecting later with a lower id than any seen is a backup of it.
+            late = RawClient(address)
+            assert await late.bid(5) == (ALREADY_EXISTS, 20)
+            await late.close()
+        finally:
+            await controller.close()
+
+    run_clients(sw, scenario)
+
+
+def test_a_backup_cannot_write_with_the_primarys_election_id(two_hosts):
+    """P4Runtime tells every backup the primary's election id (clients need it to take over), and
+    names the writer of a Write by its election id alone. So the switch also requires a Write or
+    SetForwardingPipelineConfig to come on the primary's own connection: a backup, or a client
+    with no stream at all, presenting the primary's id is refused, and counted."""
+    sw, address = p4runtime_switch(two_hosts)
+
+    async def scenario():
+        primary, streamless = RawClient(address), RawClient(address, stream=False)
+        backup = None
+        try:
+            schema = await primary.schema()
+            assert await primary.bid(20) == (OK, 20)
+            backup = RawClient(address)
+            status, told = await backup.bid(10)
+            assert (status, told) == (ALREADY_EXISTS, 20), "a backup is told the primary's id, as P4Runtime says"
+            denied, entry = GRPCStatusCode.PERMISSION_DENIED, route("10.0.2.0/24", "02:00:00:00:00:02", 2)
+            assert await backup.insert(10, entry, schema) == denied
+            assert await backup.insert(told, entry, schema) == denied
+            assert await streamless.insert(told, entry, schema) == denied
+            cookie = p4r.ForwardingPipelineConfig.Cookie(cookie=7)
+            pipeline = p4r.SetForwardingPipelineConfigRequest(
+                device_id=DPID, election_id=U128.encode(told),
+                action=p4r.SetForwardingPipelineConfigRequest.VERIFY_AND_COMMIT,
+                config=p4r.ForwardingPipelineConfig(p4info=schema.p4info, cookie=cookie))
+            with pytest.raises(grpc.aio.AioRpcError) as refused:
+                await backup.stub.SetForwardingPipelineConfig(pipeline)
+            assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+            assert await backup.routes(schema) == [], "nothing a refused write carried reached the table"
+            # The primary's own write, with the same id, on its own connection.
+            assert await primary.insert(20, entry, schema) == OK
+            assert await backup.routes(schema) == ["0xa000200/24"]
+            await primary.stub.SetForwardingPipelineConfig(pipeline)
+        finally:
+            for c in (primary, backup, streamless):
+                if c is not None:
+                    await c.close()
+        assert p4runtime_counters(sw)["p4runtime_writes_refused"] == 4
+
+    run_clients(sw, scenario)
+
+
+def test_streams_past_the_limit_are_refused_and_counted(two_hosts):
+    """At most STREAM_LIMIT StreamChannel clients at once: one more is refused with
+    RESOURCE_EXHAUSTED at once and counted, and a place freed is taken again."""
+    sw, address = p4runtime_switch(two_hosts)
+
+    async def scenario():
+        clients = []
+        try:
+            for i in range(STREAM_LIMIT):
+                clients.append(RawClient(address))
+                assert await clients[-1].bid(100 + i) == (OK, 100 + i)
+            extra = RawClient(address)
+            refused = await extra.refused(wait=5)
+            await extra.close()
+            assert refused is not None, f"a stream past {STREAM_LIMIT} was served"
+            code, details = refused
+            assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and f"at most {STREAM_LIMIT}" in details, refused
+            assert p4runtime_counters(sw)["p4runtime_streams_refused"] == 1
+            await clients.pop(0).close()
+            # The departed client was a backup; the switch may see its stream end a moment after.
+            for _ in range(20):
+                again = RawClient(address)
+                clients.append(again)
+                if await again.refused(wait=0.2) is None:
+                    try:
+                        assert await again.bid(1) == (ALREADY_EXISTS, 100 + STREAM_LIMIT - 1)
+                        break
+                    except StreamEnded:
+                        pass  # refused after all, later than the wait
+                await clients.pop().close()
+                await asyncio.sleep(0.05)
+            else:
+                raise AssertionError("a freed place was never taken again")
+        finally:
+            for c in clients:
+                await c.close()
+
+    run_clients(sw, scenario)

@@ -107,8 +107,9 @@ pub enum Command {
     Shutdown,
 }
 
-/// What the controller channels met: limits hit, failed handshakes, sessions. The agent counts
-/// (atomically: it runs on its own thread), the switch's report shows them.
+/// What the controller channels met: limits hit, failed handshakes, sessions. The agent and the
+/// P4Runtime server count (atomically: they run on their own thread), the switch's report shows
+/// them.
 #[derive(Debug, Default)]
 pub struct ChannelCounters {
     /// Controller sessions started (the peer's hello received) and ended.
@@ -130,6 +131,11 @@ pub struct ChannelCounters {
     pub async_dropped: AtomicU64,
     /// Connections closed because their peer stopped reading (output over the limit).
     pub slow_readers_dropped: AtomicU64,
+    /// P4Runtime: stream channels refused past the server's limit, writes and pipeline sets
+    /// refused for not being the primary's, clients dropped for not reading their stream.
+    pub p4runtime_streams_refused: AtomicU64,
+    pub p4runtime_writes_refused: AtomicU64,
+    pub p4runtime_slow_readers_dropped: AtomicU64,
 }
 
 impl ChannelCounters {
@@ -151,6 +157,9 @@ impl ChannelCounters {
             ("packet_ins_limited", get(&self.packet_ins_limited)),
             ("async_dropped", get(&self.async_dropped)),
             ("slow_readers_dropped", get(&self.slow_readers_dropped)),
+            ("p4runtime_streams_refused", get(&self.p4runtime_streams_refused)),
+            ("p4runtime_writes_refused", get(&self.p4runtime_writes_refused)),
+            ("p4runtime_slow_readers_dropped", get(&self.p4runtime_slow_readers_dropped)),
         ]
     }
 }

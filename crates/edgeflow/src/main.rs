@@ -365,6 +365,16 @@ fn p4runtime_service(s: &Settings, handle: datapath::SwitchHandle) -> p4runtime:
                 }
             })));
         }
+
+        fn refused(&self, what: p4runtime::server::Refusal) {
+            use p4runtime::server::Refusal;
+            let c = &self.0.channel;
+            datapath::ChannelCounters::bump(match what {
+                Refusal::Stream => &c.p4runtime_streams_refused,
+                Refusal::Write => &c.p4runtime_writes_refused,
+                Refusal::SlowReader => &c.p4runtime_slow_readers_dropped,
+            });
+        }
     }
     let name = std::iter::once(&s.mode)
         .chain(s.port_modes.iter().map(|(m, _)| m))

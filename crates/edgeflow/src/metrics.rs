@@ -275,7 +275,11 @@ pub fn render(r: &Value, version: &str) -> String {
             ),
             _ => e.counter(
                 &format!("edgeflow_channel_{}_total", metric_name(key)),
-                &format!("OpenFlow channel events: '{key}'."),
+                &if key.starts_with("p4runtime_") {
+                    format!("P4Runtime server events: '{key}'.")
+                } else {
+                    format!("OpenFlow channel events: '{key}'.")
+                },
                 none,
                 v,
             ),

@@ -7,19 +7,20 @@
 //! I/O on the stream, digests, roles, idle timeouts, replacing the program) is refused as
 //! UNIMPLEMENTED by name.
 //!
-//! About 900 lines, one concern: P4Runtime's service, its entities mapped onto the software
+//! About 1 100 lines, one concern: P4Runtime's service, its entities mapped onto the software
 //! target's operations and back, with the unit tests of its rules (matches, arbitration, batch
 //! errors). The P4Info message is `p4info.rs`, the value encoding `codec.rs`.
 
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use p4::info::{ExternInfo, Info, TableInfo};
 use p4::run::{Entry, Match, Switch};
 use prost::Message;
 use tokio::sync::{mpsc, oneshot};
-use tokio_stream::wrappers::UnboundedReceiverStream;
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Code, Request, Response, Status, Streaming};
 
 use crate::codec::{decode, encode};
@@ -31,61 +32,178 @@ use crate::proto::p4::v1::p4_runtime_server::{P4Runtime, P4RuntimeServer};
 /// `p4runtime` package).
 pub const API_VERSION: &str = "1.6.0";
 
+/// StreamChannel clients served at once; one more is refused with RESOURCE_EXHAUSTED (P4Runtime
+/// §5.3). Each costs a task, a queue and a notice on every change of primary; P4Runtime's
+/// reference server (PI) holds as many.
+pub const MAX_STREAMS: usize = 16;
+
+/// Messages that may wait for a client to read its stream. Arbitration notices come one per bid
+/// and per change of primary, so a client that lets this many pile up has stopped reading (or
+/// bids without reading the answers): it is dropped, the last place carrying the reason.
+const CLIENT_QUEUE: usize = 16;
+
 /// Work on the running program's state, run by the switch between frames.
 pub type Job = Box<dyn FnOnce(&mut Switch) -> Deliver + Send>;
 /// A job's answer, which the switch delivers once what the job changed is in force (in the
 /// kernel too, where the program runs there).
 pub type Deliver = Box<dyn FnOnce() + Send>;
 
+/// What the server turned away, for the switch to count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// A StreamChannel past [`MAX_STREAMS`].
+    Stream,
+    /// A Write or SetForwardingPipelineConfig that was not the primary's.
+    Write,
+    /// A client dropped for not reading its stream.
+    SlowReader,
+}
+
 /// The switch a P4Runtime server serves.
 pub trait Device: Send + Sync + 'static {
     /// Runs `job` on the program's tables and externs; drops it unseen when the switch runs no P4
     /// program (then the request fails as UNAVAILABLE).
     fn run(&self, job: Job);
+    /// Counts what the server refused.
+    fn refused(&self, _what: Refusal) {}
 }
 
-type Outbound = mpsc::UnboundedSender<Result<pb::StreamMessageResponse, Status>>;
+type Outbound = mpsc::Sender<Result<pb::StreamMessageResponse, Status>>;
 
-/// The clients on the stream channel and who among them is primary (P4Runtime §5): the client
-/// with the highest election id, provided no higher one was seen since; when the primary leaves,
-/// the others are told there is none (NOT_FOUND) until one bids at least that high.
+/// The clients on the stream channel and who among them is primary.
+///
+/// The primary is the connected client with the highest election id; when it leaves, the
+/// connected client with the next highest is primary at once. Here edgeflow departs from
+/// P4Runtime (§5, "Client Arbitration"), whose primary is the client with the highest id the
+/// server has *ever* seen, so that after the primary leaves nobody is until a client bids that
+/// id again; like P4Runtime's reference server (PI), edgeflow forgets the ids of clients that
+/// left. Otherwise one client that bid 2^128 - 1 and disconnected would leave every controller
+/// whose id comes from its own election a backup until the switch restarted. What that costs:
+/// a controller that is still connected with a lower id, say a stale one cut off from its
+/// peers, becomes primary while the primary is away.
 #[derive(Default)]
 struct Arbiter {
     next_client: u64,
     clients: Vec<Client>,
-    highest: u128,
+    /// Clients dropped for not reading their stream, not yet counted.
+    slow_dropped: u64,
 }
 
 struct Client {
     id: u64,
+    /// Whether it has sent a MasterArbitrationUpdate: only then is it a controller of the
+    /// device, told of changes.
+    arbitrated: bool,
     election: Option<u128>,
+    /// The connection the stream came on: the primary's writes must come on it too.
+    peer: Option<SocketAddr>,
     tx: Outbound,
 }
 
+/// Queues `msg` for `client`, keeping the queue's last place for the error that ends its
+/// stream; false if the client has stopped reading. A client whose stream is gone is left to
+/// its stream's task.
+fn deliver(client: &Client, msg: Result<pb::StreamMessageResponse, Status>) -> bool {
+    client.tx.is_closed() || (client.tx.capacity() > 1 && client.tx.try_send(msg).is_ok())
+}
+
 impl Arbiter {
-    fn primary(&self) -> Option<(u64, u128)> {
-        let best = self.clients.iter().filter_map(|c| Some((c.id, c.election?))).max_by_key(|&(_, e)| e)?;
-        (best.1 >= self.highest).then_some(best)
+    fn primary(&self) -> Option<&Client> {
+        self.clients.iter().filter(|c| c.election.is_some()).max_by_key(|c| c.election)
     }
 
-    fn tell(&self, client: &Client, device_id: u64) {
+    /// Who is primary under which id: a change of either is news to every client.
+    fn primary_key(&self) -> Option<(u64, Option<u128>)> {
+        self.primary().map(|c| (c.id, c.election))
+    }
+
+    /// The clients told of a change: those that have arbitrated.
+    fn ids(&self) -> Vec<u64> {
+        self.clients.iter().filter(|c| c.arbitrated).map(|c| c.id).collect()
+    }
+
+    /// A new stream's client, unless [`MAX_STREAMS`] are open.
+    fn join(&mut self, peer: Option<SocketAddr>, tx: Outbound) -> Option<u64> {
+        if self.clients.len() >= MAX_STREAMS {
+            return None;
+        }
+        self.next_client += 1;
+        let id = self.next_client;
+        self.clients.push(Client { id, arbitrated: false, election: None, peer, tx });
+        Some(id)
+    }
+
+    /// The arbitration notice `client` is owed (P4Runtime §5.4): OK to the primary, ALREADY_EXISTS
+    /// to a backup, NOT_FOUND when there is no primary, with the primary's election id. Backups
+    /// are told it as P4Runtime says (a client takes over by bidding above it); what keeps a
+    /// backup from writing with it is that a write must come on the primary's connection.
+    fn notice(&self, client: &Client, device_id: u64) -> pb::StreamMessageResponse {
         let primary = self.primary();
         let (code, message) = match primary {
-            Some((id, _)) if id == client.id => (Code::Ok, "primary"),
+            Some(p) if p.id == client.id => (Code::Ok, "primary"),
             Some(_) => (Code::AlreadyExists, "a primary client is connected"),
             None => (Code::NotFound, "no primary client"),
         };
         let update = pb::MasterArbitrationUpdate {
             device_id,
             role: None,
-            election_id: Some(uint128(self.highest)),
+            election_id: primary.and_then(|p| p.election).map(uint128),
             status: Some(rpc::Status { code: code as i32, message: message.into(), details: vec![] }),
         };
-        let msg = pb::StreamMessageResponse { update: Some(pb::stream_message_response::Update::Arbitration(update)) };
-        let _ = client.tx.send(Ok(msg));
+        pb::StreamMessageResponse { update: Some(pb::stream_message_response::Update::Arbitration(update)) }
     }
 
-    /// A client's bid; an error ends its stream.
+    /// Sends each client of `to` its notice. A client that has stopped reading is dropped, and
+    /// if that changes the primary, everyone is told.
+    fn tell(&mut self, device_id: u64, mut to: Vec<u64>) {
+        loop {
+            let before = self.primary_key();
+            let slow: Vec<u64> = to
+                .iter()
+                .filter_map(|&id| self.clients.iter().find(|c| c.id == id))
+                .filter(|c| !deliver(c, Ok(self.notice(c, device_id))))
+                .map(|c| c.id)
+                .collect();
+            if slow.is_empty() {
+                return;
+            }
+            for id in slow {
+                self.drop_slow(id);
+            }
+            if self.primary_key() == before {
+                return;
+            }
+            to = self.ids();
+        }
+    }
+
+    fn drop_slow(&mut self, id: u64) {
+        let Some(at) = self.clients.iter().position(|c| c.id == id) else { return };
+        let client = self.clients.remove(at);
+        let reason = format!("dropped: {CLIENT_QUEUE} messages waited for this client to read its stream");
+        let _ = client.tx.try_send(Err(Status::resource_exhausted(reason)));
+        self.slow_dropped += 1;
+    }
+
+    /// A stream error for client `id` (its stream goes on).
+    fn stream_error(&mut self, id: u64, device_id: u64, status: Status) {
+        let error = pb::StreamError {
+            canonical_code: status.code() as i32,
+            message: status.message().to_string(),
+            ..Default::default()
+        };
+        let msg = pb::StreamMessageResponse { update: Some(pb::stream_message_response::Update::Error(error)) };
+        let Some(client) = self.clients.iter().find(|c| c.id == id) else { return };
+        if !deliver(client, Ok(msg)) {
+            let before = self.primary_key();
+            self.drop_slow(id);
+            if self.primary_key() != before {
+                self.tell(device_id, self.ids());
+            }
+        }
+    }
+
+    /// A client's bid; an error ends its stream ([`Arbiter::end`]).
     fn arbitrate(&mut self, id: u64, device_id: u64, update: &pb::MasterArbitrationUpdate) -> Result<(), Status> {
         if update.device_id != device_id {
             return Err(Status::not_found(format!("no device {} here (this switch is {device_id})", update.device_id)));
@@ -97,32 +215,51 @@ impl Arbiter {
         if election.is_some() && self.clients.iter().any(|c| c.id != id && c.election == election) {
             return Err(Status::invalid_argument("election id already used by another client"));
         }
-        let before = self.primary();
-        let client = self.clients.iter_mut().find(|c| c.id == id).expect("joined");
+        let before = self.primary_key();
+        let Some(client) = self.clients.iter_mut().find(|c| c.id == id) else { return Ok(()) };
+        client.arbitrated = true;
         client.election = election;
-        self.highest = self.highest.max(election.unwrap_or(0));
-        let changed = self.primary() != before;
-        for c in &self.clients {
-            if c.id == id || changed {
-                self.tell(c, device_id);
-            }
-        }
+        let to = if self.primary_key() != before { self.ids() } else { vec![id] };
+        self.tell(device_id, to);
         Ok(())
     }
 
+    /// Ends client `id`'s stream with `status`.
+    fn end(&mut self, id: u64, device_id: u64, status: Status) {
+        if let Some(client) = self.clients.iter().find(|c| c.id == id) {
+            // The place deliver() keeps free.
+            let _ = client.tx.try_send(Err(status));
+        }
+        self.leave(id, device_id);
+    }
+
     fn leave(&mut self, id: u64, device_id: u64) {
-        let before = self.primary();
+        let before = self.primary_key();
         self.clients.retain(|c| c.id != id);
-        if self.primary() != before {
-            for c in &self.clients {
-                self.tell(c, device_id);
-            }
+        if self.primary_key() != before {
+            self.tell(device_id, self.ids());
         }
     }
 }
 
 fn uint128(v: u128) -> pb::Uint128 {
     pb::Uint128 { high: (v >> 64) as u64, low: v as u64 }
+}
+
+/// A warning said at most every 10 s, with how many times it happened since: a client repeating
+/// what is refused must not flood the log.
+#[derive(Default)]
+struct ThrottledWarning(Mutex<(Option<Instant>, u64)>);
+
+impl ThrottledWarning {
+    fn note(&self, say: impl FnOnce(u64)) {
+        let mut state = self.0.lock().unwrap();
+        state.1 += 1;
+        if state.0.is_none_or(|t| t.elapsed() >= Duration::from_secs(10)) {
+            say(state.1);
+            *state = (Some(Instant::now()), 0);
+        }
+    }
 }
 
 struct Shared {
@@ -132,6 +269,28 @@ struct Shared {
     arbiter: Mutex<Arbiter>,
     /// The cookie the primary last set with the pipeline.
     cookie: Mutex<u64>,
+    streams_refused: ThrottledWarning,
+    slow_readers: ThrottledWarning,
+}
+
+impl Shared {
+    /// Runs `f` on the arbiter, then counts and reports the clients it dropped for not reading.
+    fn arbiter<R>(&self, f: impl FnOnce(&mut Arbiter) -> R) -> R {
+        let (r, dropped) = {
+            let mut arbiter = self.arbiter.lock().unwrap();
+            let r = f(&mut arbiter);
+            (r, std::mem::take(&mut arbiter.slow_dropped))
+        };
+        for _ in 0..dropped {
+            self.device.refused(Refusal::SlowReader);
+            self.slow_readers.note(|n| {
+                tracing::warn!(
+                    "P4Runtime: {n} client(s) dropped for not reading their stream ({CLIENT_QUEUE} messages waiting)"
+                )
+            });
+        }
+        r
+    }
 }
 
 /// The P4Runtime service of one switch (device).
@@ -151,6 +310,8 @@ impl Service {
                 device,
                 arbiter: Mutex::new(Arbiter::default()),
                 cookie: Mutex::new(0),
+                streams_refused: ThrottledWarning::default(),
+                slow_readers: ThrottledWarning::default(),
             }),
         }
     }
@@ -180,14 +341,28 @@ impl Service {
         Ok(())
     }
 
-    /// Whether a write or pipeline request comes from the primary client.
-    fn check_primary(&self, election: Option<pb::Uint128>) -> Result<(), Status> {
-        let arbiter = self.shared.arbiter.lock().unwrap();
+    /// Whether a write or pipeline request is the primary client's: its election id, and on the
+    /// connection of the primary's stream. P4Runtime names the writer by the election id alone
+    /// and trusts clients to give their own (§5); but every backup is told the primary's id, so
+    /// the id alone would let any of them, or anyone who guessed it, write. Clients send their
+    /// writes on their stream's gRPC channel, which is one connection.
+    fn check_primary(&self, election: Option<pb::Uint128>, peer: Option<SocketAddr>) -> Result<(), Status> {
         let given = election.map(|e| ((e.high as u128) << 64) | e.low as u128);
-        match arbiter.primary() {
-            Some((_, primary)) if Some(primary) == given => Ok(()),
-            _ => Err(Status::permission_denied("not the primary client (arbitrate on the stream channel first)")),
-        }
+        let refused = {
+            let arbiter = self.shared.arbiter.lock().unwrap();
+            match arbiter.primary() {
+                None => "no client is primary (arbitrate on the stream channel first)",
+                Some(p) if p.election != given => {
+                    "not the primary's election id (arbitrate on the stream channel first)"
+                }
+                Some(p) if p.peer.is_none() || p.peer != peer => {
+                    "the primary's election id, but not on the connection of the primary's stream"
+                }
+                Some(_) => return Ok(()),
+            }
+        };
+        self.shared.device.refused(Refusal::Write);
+        Err(Status::permission_denied(format!("not the primary client: {refused}")))
     }
 }
 
@@ -667,9 +842,10 @@ type Stream<T> = Pin<Box<dyn tokio_stream::Stream<Item = Result<T, Status>> + Se
 #[tonic::async_trait]
 impl P4Runtime for Service {
     async fn write(&self, request: Request<pb::WriteRequest>) -> Result<Response<pb::WriteResponse>, Status> {
+        let peer = request.remote_addr();
         let w = request.into_inner();
         self.check_device(w.device_id)?;
-        self.check_primary(w.election_id)?;
+        self.check_primary(w.election_id, peer)?;
         if !w.role.is_empty() {
             return Err(Status::unimplemented("roles: edgeflow serves the default role only"));
         }
@@ -709,9 +885,10 @@ impl P4Runtime for Service {
         &self,
         request: Request<pb::SetForwardingPipelineConfigRequest>,
     ) -> Result<Response<pb::SetForwardingPipelineConfigResponse>, Status> {
+        let peer = request.remote_addr();
         let r = request.into_inner();
         self.check_device(r.device_id)?;
-        self.check_primary(r.election_id)?;
+        self.check_primary(r.election_id, peer)?;
         let config = r.config.unwrap_or_default();
         let name = self.shared.name.clone();
         let ours = self.on_switch(move |sw| crate::p4info::p4info(&sw.info(), &name)).await?;
@@ -748,48 +925,48 @@ impl P4Runtime for Service {
         request: Request<Streaming<pb::StreamMessageRequest>>,
     ) -> Result<Response<Self::StreamChannelStream>, Status> {
         use pb::stream_message_request::Update;
+        let peer = request.remote_addr();
         let mut inbound = request.into_inner();
-        let (tx, rx) = mpsc::unbounded_channel();
-        let id = {
-            let mut arbiter = self.shared.arbiter.lock().unwrap();
-            arbiter.next_client += 1;
-            let id = arbiter.next_client;
-            arbiter.clients.push(Client { id, election: None, tx: tx.clone() });
-            id
-        };
+        let (tx, rx) = mpsc::channel(CLIENT_QUEUE);
         let shared = self.shared.clone();
+        let Some(id) = shared.arbiter(|a| a.join(peer, tx)) else {
+            shared.device.refused(Refusal::Stream);
+            shared
+                .streams_refused
+                .note(|n| tracing::warn!(?peer, "P4Runtime: {n} stream(s) refused: {MAX_STREAMS} are open"));
+            return Err(Status::resource_exhausted(format!(
+                "this switch serves at most {MAX_STREAMS} P4Runtime stream channels at once"
+            )));
+        };
+        let device_id = shared.device_id;
         tokio::spawn(async move {
             while let Ok(Some(msg)) = inbound.message().await {
-                let refused = match msg.update {
-                    Some(Update::Arbitration(a)) => {
-                        shared.arbiter.lock().unwrap().arbitrate(id, shared.device_id, &a).err().map(|e| (e, true))
+                let ended = shared.arbiter(|a| {
+                    if !a.clients.iter().any(|c| c.id == id) {
+                        return true; // dropped for not reading
                     }
-                    Some(Update::Packet(_)) => {
-                        Some((Status::unimplemented("packet-out: edgeflow's P4 target has no CPU port"), false))
+                    match msg.update {
+                        Some(Update::Arbitration(u)) => match a.arbitrate(id, device_id, &u) {
+                            Ok(()) => return false,
+                            Err(status) => a.end(id, device_id, status),
+                        },
+                        Some(Update::Packet(_)) => a.stream_error(
+                            id,
+                            device_id,
+                            Status::unimplemented("packet-out: edgeflow's P4 target has no CPU port"),
+                        ),
+                        Some(Update::DigestAck(_)) => a.stream_error(id, device_id, Status::unimplemented("digests")),
+                        _ => {}
                     }
-                    Some(Update::DigestAck(_)) => Some((Status::unimplemented("digests"), false)),
-                    _ => None,
-                };
-                match refused {
-                    Some((status, true)) => {
-                        let _ = tx.send(Err(status));
-                        break;
-                    }
-                    Some((status, false)) => {
-                        let error = pb::StreamError {
-                            canonical_code: status.code() as i32,
-                            message: status.message().to_string(),
-                            ..Default::default()
-                        };
-                        let update = pb::stream_message_response::Update::Error(error);
-                        let _ = tx.send(Ok(pb::StreamMessageResponse { update: Some(update) }));
-                    }
-                    None => {}
+                    !a.clients.iter().any(|c| c.id == id)
+                });
+                if ended {
+                    break;
                 }
             }
-            shared.arbiter.lock().unwrap().leave(id, shared.device_id);
+            shared.arbiter(|a| a.leave(id, device_id));
         });
-        Ok(Response::new(Box::pin(UnboundedReceiverStream::new(rx))))
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
     async fn capabilities(
@@ -872,45 +1049,101 @@ mod tests {
         assert!(refused(vec![field(9, F::Exact(Exact { value: vec![1] }))]).message().contains("no match field 9"));
     }
 
-    /// What each client was last told: its status code and the election id it names.
-    fn told(rx: &mut mpsc::UnboundedReceiver<Result<pb::StreamMessageResponse, Status>>) -> Option<(i32, u128)> {
+    type Inbox = mpsc::Receiver<Result<pb::StreamMessageResponse, Status>>;
+
+    /// What a client was last told: its status code and the election id it names (0 for none).
+    fn told(rx: &mut Inbox) -> Option<(i32, u128)> {
         let mut last = None;
         while let Ok(Ok(msg)) = rx.try_recv() {
             if let Some(pb::stream_message_response::Update::Arbitration(a)) = msg.update {
-                let e = a.election_id.unwrap();
+                let e = a.election_id.unwrap_or_default();
                 last = Some((a.status.unwrap().code, ((e.high as u128) << 64) | e.low as u128));
             }
         }
         last
     }
 
+    fn clients(arbiter: &mut Arbiter, n: usize) -> Vec<Inbox> {
+        (0..n)
+            .map(|_| {
+                let (tx, rx) = mpsc::channel(CLIENT_QUEUE);
+                arbiter.join(None, tx).unwrap();
+                rx
+            })
+            .collect()
+    }
+
+    fn bid(e: u128) -> pb::MasterArbitrationUpdate {
+        pb::MasterArbitrationUpdate { device_id: 42, election_id: Some(uint128(e)), ..Default::default() }
+    }
+
+    const OK: i32 = Code::Ok as i32;
+    const BACKUP: i32 = Code::AlreadyExists as i32;
+    const NONE: i32 = Code::NotFound as i32;
+
     #[test]
-    fn the_highest_bidder_is_primary_until_it_leaves() {
+    fn the_highest_connected_bidder_is_primary_and_the_next_one_when_it_leaves() {
         let mut arbiter = Arbiter::default();
-        let mut rx = Vec::new();
-        for id in 1..=3 {
-            let (tx, r) = mpsc::unbounded_channel();
-            arbiter.clients.push(Client { id, election: None, tx });
-            rx.push(r);
-        }
-        let bid = |e: u128| pb::MasterArbitrationUpdate {
-            device_id: 42,
-            election_id: Some(uint128(e)),
-            ..Default::default()
-        };
-        let (ok, backup, none) = (Code::Ok as i32, Code::AlreadyExists as i32, Code::NotFound as i32);
+        let mut rx = clients(&mut arbiter, 3);
         arbiter.arbitrate(1, 42, &bid(10)).unwrap();
-        assert_eq!(told(&mut rx[0]), Some((ok, 10)));
-        arbiter.arbitrate(2, 42, &bid(1 << 70)).unwrap();
-        assert_eq!((told(&mut rx[0]), told(&mut rx[1])), (Some((backup, 1 << 70)), Some((ok, 1 << 70))));
+        assert_eq!(told(&mut rx[0]), Some((OK, 10)));
+        assert_eq!(told(&mut rx[1]), None, "a stream that has not arbitrated is no controller yet");
+        arbiter.arbitrate(2, 42, &bid(u128::MAX)).unwrap();
+        assert_eq!((told(&mut rx[0]), told(&mut rx[1])), (Some((BACKUP, u128::MAX)), Some((OK, u128::MAX))));
         assert_eq!(arbiter.arbitrate(3, 42, &bid(10)).unwrap_err().code(), Code::InvalidArgument);
         assert_eq!(arbiter.arbitrate(3, 7, &bid(11)).unwrap_err().code(), Code::NotFound);
-        // The primary leaves: nobody is primary until a bid at least as high as its.
+        // Client 3 bids without an id: a backup, told only.
+        arbiter.arbitrate(3, 42, &pb::MasterArbitrationUpdate { device_id: 42, ..Default::default() }).unwrap();
+        assert_eq!((told(&mut rx[0]), told(&mut rx[2])), (None, Some((BACKUP, u128::MAX))));
+        // The primary leaves: the next highest is primary under its own id, and everyone hears.
         arbiter.leave(2, 42);
-        assert_eq!(told(&mut rx[0]), Some((none, 1 << 70)));
-        arbiter.arbitrate(1, 42, &bid(1 << 70)).unwrap();
-        assert_eq!(told(&mut rx[0]), Some((ok, 1 << 70)));
-        assert_eq!(arbiter.primary(), Some((1, 1 << 70)));
+        assert_eq!((told(&mut rx[0]), told(&mut rx[2])), (Some((OK, 10)), Some((BACKUP, 10))));
+        assert_eq!(arbiter.primary().map(|c| (c.id, c.election)), Some((1, Some(10))));
+        // The primary bids higher: the backups hear its new id.
+        arbiter.arbitrate(1, 42, &bid(12)).unwrap();
+        assert_eq!((told(&mut rx[0]), told(&mut rx[2])), (Some((OK, 12)), Some((BACKUP, 12))));
+        // Without a client that bid an id, there is no primary.
+        arbiter.leave(1, 42);
+        assert_eq!(told(&mut rx[2]), Some((NONE, 0)));
+        assert!(arbiter.primary().is_none());
+    }
+
+    #[test]
+    fn streams_past_the_limit_are_refused() {
+        let mut arbiter = Arbiter::default();
+        let _rx = clients(&mut arbiter, MAX_STREAMS);
+        let (tx, _r) = mpsc::channel(CLIENT_QUEUE);
+        assert_eq!(arbiter.join(None, tx.clone()), None);
+        arbiter.leave(1, 42);
+        assert_eq!(arbiter.join(None, tx), Some(MAX_STREAMS as u64 + 1));
+    }
+
+    #[test]
+    fn a_primary_that_stops_reading_is_dropped_and_the_next_one_takes_over() {
+        let mut arbiter = Arbiter::default();
+        let mut rx = clients(&mut arbiter, 2);
+        arbiter.arbitrate(2, 42, &bid(5)).unwrap();
+        assert_eq!(told(&mut rx[1]), Some((OK, 5)));
+        // Client 1 bids without ever reading an answer.
+        let mut heard = None;
+        for e in 0..CLIENT_QUEUE as u128 {
+            arbiter.arbitrate(1, 42, &bid(100 + e)).unwrap();
+            heard = told(&mut rx[1]).or(heard);
+        }
+        assert_eq!(arbiter.slow_dropped, 1);
+        assert_eq!(arbiter.ids(), [2]);
+        assert_eq!(heard, Some((OK, 5)), "primary again once the silent client is gone");
+        let mut answers = 0;
+        let last = loop {
+            match rx[0].try_recv() {
+                Ok(Ok(_)) => answers += 1,
+                Ok(Err(status)) => break status,
+                Err(e) => panic!("the dropped client's stream ends with an error, not {e:?}"),
+            }
+        };
+        assert_eq!((answers, last.code()), (CLIENT_QUEUE - 1, Code::ResourceExhausted));
+        assert!(last.message().contains("read its stream"), "{}", last.message());
+        assert!(rx[0].try_recv().is_err(), "nothing after the error: its senders are gone");
     }
 
     #[test]
