@@ -17,7 +17,7 @@ BARRIER_REQUEST, BARRIER_REPLY = 20, 21
 ROLE_REQUEST, ROLE_REPLY = 24, 25
 #: edgeflow's experimenter id ("EFLW") and its request types (`crates/datapath/src/switch/report.rs`).
 EDGEFLOW_EXPERIMENTER = 0x45464C57
-STATS_REPORT, LOG_FILTER, KERNEL_DUMP, MODE_CONTROL = 1, 2, 3, 4
+STATS_REPORT, LOG_FILTER, KERNEL_DUMP, MODE_CONTROL, TEST_PANIC = 1, 2, 3, 4, 0x7E57
 
 
 def header(msg_type, length=8, xid=0, version=OFP_VERSION):

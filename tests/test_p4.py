@@ -322,7 +322,7 @@ def test_a_slave_controller_reads_the_program_and_the_log_filter_and_changes_nei
     follow it: a slave reads a P4 program's tables and counters, the log filter, the report and
     the kernel's maps, and is refused with OFPBRC_IS_SLAVE when it would write a table entry or
     set the log filter, which stay as they were; a master does both."""
-    from testbed.ofpeer import KERNEL_DUMP, LOG_FILTER, MODE_CONTROL, STATS_REPORT, Conn
+    from testbed.ofpeer import KERNEL_DUMP, LOG_FILTER, MODE_CONTROL, STATS_REPORT, TEST_PANIC, Conn
     is_slave = (1, 10)
     route = entry("RouterIngress.routes", ["10.0.1.0/24"], "next_hop", ["02:00:00:00:00:fe", "02:00:00:00:00:01", 1, 1])
     path = p4_config("router-roles", "ipv4_router.p4", two_hosts.switch_ports, route)
@@ -350,6 +350,8 @@ def test_a_slave_controller_reads_the_program_and_the_log_filter_and_changes_nei
 
         assert slave.edgeflow_request(STATS_REPORT)["mode"] == "p4"
         assert slave.edgeflow_request(KERNEL_DUMP) == {"error": "this switch has no kernel fast path (datapath user)"}
+        # Never a slave's to send, armed or not.
+        assert slave.edgeflow_request(TEST_PANIC) == is_slave
 
         assert master.edgeflow_request(MODE_CONTROL, insert) == {"ok": "inserted"}
         assert len(routes(slave)) == 2

@@ -608,7 +608,7 @@ fn forward(hub: &HubRef, s: &Session, xid: u32, msg: Message, bytes: &[u8]) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use datapath::switch::{EXPERIMENTER, KERNEL_DUMP, LOG_FILTER, MODE_CONTROL, STATS_REPORT};
+    use datapath::switch::{EXPERIMENTER, KERNEL_DUMP, LOG_FILTER, MODE_CONTROL, STATS_REPORT, TEST_PANIC};
     use ofp::message::msg_type;
 
     fn request(body: MultipartRequestBody) -> Vec<u8> {
@@ -636,6 +636,7 @@ mod tests {
         assert!(barred_to_slaves(&edgeflow(MODE_CONTROL, b"")), "no verb is no read");
         assert!(!barred_to_slaves(&edgeflow(STATS_REPORT, b"")));
         assert!(!barred_to_slaves(&edgeflow(KERNEL_DUMP, b"")));
+        assert!(barred_to_slaves(&edgeflow(TEST_PANIC, b"")));
         assert!(barred_to_slaves(&edgeflow(99, b"")), "a type not judged read-only");
         // Another experimenter's request changes nothing here: anyone gets the same error for it.
         let other = request(MultipartRequestBody::Experimenter { experimenter: 0x2320, exp_type: 2, data: vec![] });
