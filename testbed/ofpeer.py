@@ -3,6 +3,7 @@ malformed ones), read replies, act as a minimal controller. Messages with bodies
 os-ken's parser, so their bytes are those of a real controller.
 """
 
+import json
 import socket
 import struct
 import time
@@ -14,6 +15,9 @@ PACKET_IN, FLOW_REMOVED, PORT_STATUS = 10, 11, 12
 MULTIPART_REQUEST, MULTIPART_REPLY = 18, 19
 BARRIER_REQUEST, BARRIER_REPLY = 20, 21
 ROLE_REQUEST, ROLE_REPLY = 24, 25
+#: edgeflow's experimenter id ("EFLW") and its request types (`crates/datapath/src/switch/report.rs`).
+EDGEFLOW_EXPERIMENTER = 0x45464C57
+STATS_REPORT, LOG_FILTER, KERNEL_DUMP, MODE_CONTROL, TEST_PANIC = 1, 2, 3, 4, 0x7E57
 
 
 def header(msg_type, length=8, xid=0, version=OFP_VERSION):
@@ -41,6 +45,13 @@ class Message:
 
     def __repr__(self):
         return f"<OF type={self.type} xid={self.xid} len={self.length}>"
+
+
+def edgeflow_request_bytes(exp_type, data=b"", xid=30):
+    """One of edgeflow's experimenter multipart requests, as bytes ((`Conn.edgeflow_request`)
+    sends one and reads its answer)."""
+    body = struct.pack("!HH4xII", 0xffff, 0, EDGEFLOW_EXPERIMENTER, exp_type) + data
+    return header(MULTIPART_REQUEST, 8 + len(body), xid) + body
 
 
 def osken_bytes(build):
@@ -139,6 +150,28 @@ class Conn:
             if m.type == BARRIER_REPLY and m.xid == xid + 1000:
                 return out
             out.append(m)
+
+    def set_role(self, role, generation_id):
+        """An OFPT_ROLE_REQUEST (2 master, 3 slave); returns the (role, generation id) granted."""
+        self.send(header(ROLE_REQUEST, 24, 9) + struct.pack("!I4xQ", role, generation_id))
+        return struct.unpack("!I4xQ", self.recv_type(ROLE_REPLY).body)
+
+    def edgeflow_request(self, exp_type, data=b"", xid=30):
+        """One of edgeflow's experimenter multipart requests (`datapath::switch::EXPERIMENTER`):
+        its JSON answer, or the (type, code) of the error it got."""
+        self.send(edgeflow_request_bytes(exp_type, data, xid))
+        answer = b""
+        while True:
+            m = self.recv()
+            if m.xid != xid:
+                continue
+            if m.type == ERROR:
+                return m.error[:2]
+            assert m.type == MULTIPART_REPLY, m
+            flags, = struct.unpack("!H", m.body[2:4])
+            answer += m.body[16:]  # after the multipart header, the experimenter and its type
+            if not flags & 1:
+                return json.loads(answer)
 
     def closed(self, timeout=3.0):
         """True if the peer closes the connection within `timeout`."""

@@ -396,3 +396,83 @@ def test_packet_in_rate_per_controller(two_hosts):
             assert 150 <= n <= 320, counted
         # Every miss was offered to both: what neither got was held back by its own limit.
         assert limited >= 2 * 4000, limited
+
+
+OFPET_BAD_REQUEST, OFPBRC_IS_SLAVE, OFPBRC_BAD_PORT = 1, 10, 11
+
+
+def packet_out(in_port, actions=b"", xid=7):
+    """A packet-out of a small frame; `actions` as bytes, so that they may be malformed."""
+    frame = bytes.fromhex("ffffffffffff020000000001") + b"\x08\x00" + bytes(46)
+    body = struct.pack("!IIH6x", 0xffffffff, in_port, len(actions)) + actions
+    return header(13, 8 + len(body) + len(frame), xid) + body + frame
+
+
+#: An output action to port 2.
+OUTPUT_2 = struct.pack("!HHIH6x", 0, 16, 2, 0xffff)
+#: A case not sent to a master.
+NOT_SENT = "not sent"
+IS_SLAVE = (OFPET_BAD_REQUEST, OFPBRC_IS_SLAVE)
+#: What a slave may not send (OpenFlow 1.3.5 §6.3.5), each wrong in a way of its own besides: a
+#: slave must be refused as a slave before anything in the message is looked at. (name, message,
+#: edgeflow's answer to a master (its own check of the message; None: none, accepted), Open
+#: vSwitch's to a slave and to a master.) Open vSwitch's answer to a master's packet-out with an
+#: action cut short, OFPBAC_BAD_LEN, is the spec's; edgeflow's is OFPBRC_BAD_LEN. It refuses a
+#: table-features request that sets tables with an error of its own (type 0xffff, code 10)
+#: whoever sends it, before any role check, where the spec names IS_SLAVE for a slave.
+SLAVE_CASES = [
+    ("packet-out from port OFPP_MAX", packet_out(0xffffff00, OUTPUT_2), (1, OFPBRC_BAD_PORT),
+     (IS_SLAVE, (1, OFPBRC_BAD_PORT))),
+    ("packet-out with an action cut short", packet_out(0xfffffffd, OUTPUT_2[:4] + struct.pack("!I", 2)), (1, 6),
+     (IS_SLAVE, (2, 1))),
+    ("flow-mod with action type 99",
+     ofpeer.osken_bytes(lambda p, o, dp: p.OFPFlowMod(dp, priority=5, match=p.OFPMatch(), instructions=[
+         p.OFPInstructionActions(o.OFPIT_APPLY_ACTIONS, [p.OFPActionOutput(2)])])).replace(OUTPUT_2[:8], struct.pack("!HHI", 99, 16, 2)),
+     (2, 0), (IS_SLAVE, (2, 0))),
+    ("meter-mod of meter 0", ofpeer.osken_bytes(lambda p, o, dp: p.OFPMeterMod(
+        dp, command=o.OFPMC_ADD, flags=o.OFPMF_KBPS, meter_id=0, bands=[p.OFPMeterBandDrop(rate=1000)])),
+     (12, 2), (IS_SLAVE, (12, 2))),
+    ("group-mod of group OFPG_ANY", ofpeer.osken_bytes(lambda p, o, dp: p.OFPGroupMod(
+        dp, command=o.OFPGC_ADD, type_=o.OFPGT_ALL, group_id=o.OFPG_ANY, buckets=[])), (6, 1), (IS_SLAVE, (6, 1))),
+    ("port-mod of port 99", ofpeer.osken_bytes(lambda p, o, dp: p.OFPPortMod(
+        dp, port_no=99, hw_addr="02:00:00:00:00:99", config=0, mask=0, advertise=0)), (7, 0), (IS_SLAVE, (7, 0))),
+    ("table-mod of table 250", ofpeer.osken_bytes(lambda p, o, dp: p.OFPTableMod(dp, table_id=250, config=0)),
+     (8, 0), (IS_SLAVE, None)),
+    ("table-features request that sets table 0", ofpeer.osken_bytes(lambda p, o, dp: p.OFPTableFeaturesStatsRequest(
+        dp, 0, [p.OFPTableFeaturesStats(table_id=0, name=b"t", metadata_match=0, metadata_write=0, config=0,
+                                        max_entries=10, properties=[])])), NOT_SENT, ((0xffff, 10), (0xffff, 10))),
+]
+
+
+def role_refusals(master, slave, mine):
+    """Each case's first error (or None) to the slave, and to the master unless `mine(case)`,
+    this switch's answer to a master, is NOT_SENT; `master` and `slave` are connections of one
+    switch's two controllers."""
+    assert master.set_role(2, 1) == (2, 1) and slave.set_role(3, 1) == (3, 1)
+
+    def first_error(conn, raw):
+        errors = [m for m in conn.request(raw) if m.type == ofpeer.ERROR]
+        if not errors:
+            return None
+        assert errors[0].xid == struct.unpack("!I", raw[4:8])[0], errors[0]
+        return errors[0].error[:2]
+    return {case[0]: (first_error(slave, case[1]), NOT_SENT if mine(case) == NOT_SENT else first_error(master, case[1]))
+            for case in SLAVE_CASES}
+
+
+def test_a_slave_is_refused_before_its_message_is_read_as_open_vswitch_refuses_it(two_hosts):
+    """OFPBRC_IS_SLAVE comes first: every message a slave may not send is refused as the slave's
+    whatever else is wrong with it, as Open vSwitch answers the same controller in the same run
+    (its handlers reject a slave before they decode), where a master gets each switch's answer to
+    what is wrong. (Open vSwitch refuses a table-features request that sets tables to anyone,
+    before it looks at the role.)"""
+    from testbed.switches import OvsNetdev
+    ctls = [Controller(), Controller()]
+    with Edgeflow(two_hosts.switch_ports, controllers=[c.target for c in ctls], log_name="slave-refusals"):
+        ours = role_refusals(*(c.accept() for c in ctls), mine=lambda case: case[2])
+    ctls = [Controller(), Controller()]
+    with OvsNetdev(two_hosts.switch_ports, controllers=[c.target for c in ctls], log_name="slave-refusals-ovs"):
+        theirs = role_refusals(*(c.accept() for c in ctls), mine=lambda case: case[3][1])
+    for name, _, master_ours, answers_theirs in SLAVE_CASES:
+        assert ours[name] == (IS_SLAVE, master_ours), (name, ours[name])
+        assert theirs[name] == answers_theirs, (name, "Open vSwitch", theirs[name])

@@ -315,3 +315,47 @@ def test_afdx_program_queue_choice_is_served_by_the_ports_scheduler():
     assert 0.02 < low_share < 0.5, (low_share, got["vls"][41])
     assert counters["kernel_frames"] == 0 and counters["frames"] >= sent_high + sent_low, counters
     assert "send from userspace" in log, log
+
+
+def test_a_slave_controller_reads_the_program_and_the_log_filter_and_changes_neither(two_hosts):
+    """OpenFlow gives a slave controller read access (1.3.5 §6.3.5), and edgeflow's own requests
+    follow it: a slave reads a P4 program's tables and counters, the log filter, the report and
+    the kernel's maps, and is refused with OFPBRC_IS_SLAVE when it would write a table entry or
+    set the log filter, which stay as they were; a master does both."""
+    from testbed.ofpeer import KERNEL_DUMP, LOG_FILTER, MODE_CONTROL, STATS_REPORT, TEST_PANIC, Conn
+    is_slave = (1, 10)
+    route = entry("RouterIngress.routes", ["10.0.1.0/24"], "next_hop", ["02:00:00:00:00:fe", "02:00:00:00:00:01", 1, 1])
+    path = p4_config("router-roles", "ipv4_router.p4", two_hosts.switch_ports, route)
+    sw = Edgeflow([], extra=["--config", str(path)], log_name="p4-roles").start()
+    try:
+        master, slave = Conn.connect(sw.mgmt_port), Conn.connect(sw.mgmt_port)
+        assert master.set_role(2, 1) == (2, 1) and slave.set_role(3, 1) == (3, 1)
+        # As `edgeflow p4 insert RouterIngress.routes --match 10.0.2.0/24 --action next_hop
+        # --args 02:00:00:00:00:fe 02:00:00:00:00:02 2 2` sends it.
+        insert = b"insert RouterIngress.routes next_hop 0 lpm:a000200/24 -- 2000000fe 200000002 2 2"
+
+        def routes(conn):
+            return conn.edgeflow_request(MODE_CONTROL, b"entries RouterIngress.routes")["ok"].splitlines()
+
+        assert len(routes(slave)) == 1
+        assert slave.edgeflow_request(MODE_CONTROL, insert) == is_slave
+        assert slave.edgeflow_request(MODE_CONTROL, b"delete RouterIngress.routes - 0 lpm:a000100/24") == is_slave
+        assert [r.split()[0] for r in routes(master)] == ["lpm:a000100/24"], "the slave changed the table"
+        assert "RouterIngress.routes" in slave.edgeflow_request(MODE_CONTROL, b"tables")["ok"]
+        assert slave.edgeflow_request(MODE_CONTROL, b"counter RouterIngress.routed 1") == {"ok": "packets=0 bytes=0"}
+
+        filter_before = slave.edgeflow_request(LOG_FILTER)["filter"]
+        assert slave.edgeflow_request(LOG_FILTER, b"debug") == is_slave
+        assert master.edgeflow_request(LOG_FILTER) == {"filter": filter_before}, "the slave changed the log filter"
+
+        assert slave.edgeflow_request(STATS_REPORT)["mode"] == "p4"
+        assert slave.edgeflow_request(KERNEL_DUMP) == {"error": "this switch has no kernel fast path (datapath user)"}
+        # Never a slave's to send, armed or not.
+        assert slave.edgeflow_request(TEST_PANIC) == is_slave
+
+        assert master.edgeflow_request(MODE_CONTROL, insert) == {"ok": "inserted"}
+        assert len(routes(slave)) == 2
+        assert master.edgeflow_request(LOG_FILTER, b"debug") == {"filter": "debug"}
+        assert slave.edgeflow_request(LOG_FILTER) == {"filter": "debug"}
+    finally:
+        assert sw.stop() == 0, sw.log()

@@ -313,3 +313,50 @@ def test_openwrt_uci_config_renders_to_a_config_the_switch_accepts(tmp_path):
     line = next(i for i, l in enumerate(bad.read_text().splitlines(), 1) if "'dpdk'" in l)
     r = subprocess.run([EDGEFLOW_BIN, "uci", str(bad)], capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.startswith(f"edgeflow: {bad}:{line}: "), r.stderr
+
+
+def test_a_panic_ends_the_process_for_its_supervisor_to_restart(two_hosts, monkeypatch):
+    """A panic on the forwarding thread ends the process at once, with status 101 and the thread
+    and the panic in its log, where the agent used to answer on with nothing forwarding until a
+    watchdog's period ran out. The request that panics it is armed only by EDGEFLOW_TEST_PANIC=1
+    in the environment the switch starts in: without it the same request is an unknown one and
+    the switch forwards on; a slave may not send it either way. The unit and the procd script
+    start again a process that ends so."""
+    from testbed.ofpeer import TEST_PANIC, Conn, edgeflow_request_bytes
+    from testbed.switches import Edgeflow
+    h1, h2 = two_hosts.hosts
+    unarmed = Edgeflow(two_hosts.switch_ports, log_name="panic-unarmed").start()
+    try:
+        assert Conn.connect(unarmed.mgmt_port).edgeflow_request(TEST_PANIC) == (1, 3), "OFPBRC_BAD_EXPERIMENTER"
+        time.sleep(0.5)
+        assert unarmed.alive() and h1.ping(h2.addr, count=1)[0] == 1
+    finally:
+        assert unarmed.stop() == 0, unarmed.log()
+
+    monkeypatch.setenv("EDGEFLOW_TEST_PANIC", "1")
+    sw = Edgeflow(two_hosts.switch_ports, log_name="panic").start()
+    try:
+        assert "EDGEFLOW_TEST_PANIC=1: a controller (master or equal) can crash this switch" in sw.log()
+        slave = Conn.connect(sw.mgmt_port)
+        assert slave.set_role(3, 1) == (3, 1)
+        assert slave.edgeflow_request(TEST_PANIC) == (1, 10), "OFPBRC_IS_SLAVE"
+        assert sw.alive() and h1.ping(h2.addr, count=1)[0] == 1
+        equal = Conn.connect(sw.mgmt_port)
+        asked = time.monotonic()
+        equal.send(edgeflow_request_bytes(TEST_PANIC))
+        status = sw.proc.wait(timeout=10)
+        took = time.monotonic() - asked
+    finally:
+        sw.stop()
+    log = sw.log()
+    print(f"\nthe process ended {took * 1000:.0f} ms after the request, status {status}")
+    assert status == 101 and took < 3, (status, took, log[-3000:])
+    assert re.search(r"thread 'forwarding' panicked at crates/datapath/src/switch/control\.rs:\d+:\d+: "
+                     r"the test panic was requested \(EDGEFLOW_TEST_PANIC armed it\); ending the process", log), log[-3000:]
+    # Both supervisors start it again: a non-zero status is a failure to systemd (the unit counts
+    # no other status as success), and procd respawns whatever ends.
+    unit = UNIT.read_text()
+    assert re.search(r"^Restart=on-failure$", unit, re.M) and "SuccessExitStatus" not in unit, unit
+    init = (ROOT / "packaging" / "openwrt" / "edgeflow.init").read_text()
+    assert re.search(r"^\s*procd_set_param respawn\b", init, re.M), init
+

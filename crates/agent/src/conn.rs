@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use datapath::Command;
 use ofp::error::{BadRequest, ErrorCode, HelloFailed, RoleRequestFailed};
-use ofp::message::{role, ErrorMsg, Header, Hello, Message, RoleMsg, HEADER_LEN};
+use ofp::message::{role, ErrorMsg, Header, Hello, Message, RoleMsg, HEADER_LEN, OFP_VERSION};
 use ofp::multipart::{MultipartRequest, MultipartRequestBody, MORE};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
@@ -492,16 +492,34 @@ async fn finish(tx: Outbox, writer: tokio::task::JoinHandle<()>) {
     }
 }
 
-/// Messages a slave may not send (spec §6.3.5).
-fn modifies_state(m: &Message) -> bool {
-    match m {
-        Message::FlowMod(_)
-        | Message::GroupMod(_)
-        | Message::PortMod(_)
-        | Message::TableMod(_)
-        | Message::MeterMod(_)
-        | Message::PacketOut(_) => true,
-        Message::MultipartRequest(r) => matches!(&r.body, MultipartRequestBody::TableFeatures(t) if !t.is_empty()),
+/// Whether a slave (`OFPCR_ROLE_SLAVE`) may not send this message, judged from its bytes before
+/// it is decoded: a slave's request is refused as a slave's whatever else is wrong with it, as
+/// Open vSwitch refuses it (each of its handlers rejects a slave before decoding). They are the
+/// spec's (1.3.5 §6.3.5: packet-out, flow-mod, group-mod, port-mod, table-mod, meter-mod, and a
+/// table-features request that sets the tables) and edgeflow's experimenter requests that change
+/// the switch ([`datapath::switch::slave_may_send`]).
+fn barred_to_slaves(bytes: &[u8]) -> bool {
+    use ofp::message::msg_type as t;
+    use ofp::multipart::mp_type;
+    /// The multipart header: the message's, the type, flags and 4 bytes of padding.
+    const MULTIPART_HEAD: usize = HEADER_LEN + 8;
+    let Some(h) = Header::peek(bytes) else { return false };
+    if h.version != OFP_VERSION {
+        return false;
+    }
+    let be32 = |at: usize| bytes.get(at..at + 4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+    match h.msg_type {
+        t::PACKET_OUT | t::FLOW_MOD | t::GROUP_MOD | t::PORT_MOD | t::TABLE_MOD | t::METER_MOD => true,
+        t::MULTIPART_REQUEST => match bytes.get(HEADER_LEN..HEADER_LEN + 2).map(|b| u16::from_be_bytes([b[0], b[1]])) {
+            Some(mp_type::TABLE_FEATURES) => bytes.len() > MULTIPART_HEAD,
+            Some(mp_type::EXPERIMENTER) => {
+                be32(MULTIPART_HEAD) == Some(datapath::switch::EXPERIMENTER)
+                    && be32(MULTIPART_HEAD + 4).is_some_and(|exp_type| {
+                        !datapath::switch::slave_may_send(exp_type, &bytes[MULTIPART_HEAD + 8..])
+                    })
+            }
+            _ => false,
+        },
         _ => false,
     }
 }
@@ -512,6 +530,10 @@ fn dispatch(hub: &HubRef, s: &mut Session, bytes: Vec<u8>) {
     // connection's earlier requests: replies leave in request order.
     let in_order = |raw: Vec<u8>| hub.borrow().switch.send(Command::Reply { bytes: raw, reply: replier(&s.tx) });
     let send = |m: Message| in_order(m.encode(xid));
+    if barred_to_slaves(&bytes) && hub.borrow().role(s.id) == role::SLAVE {
+        in_order(error_reply(xid, ErrorCode::BadRequest(BadRequest::IsSlave), &bytes));
+        return;
+    }
     let msg = match Message::decode(&bytes) {
         Ok((_, m)) => m,
         Err(e) => {
@@ -540,9 +562,6 @@ fn dispatch(hub: &HubRef, s: &mut Session, bytes: Vec<u8>) {
         }
         Message::GetAsyncRequest => send(Message::GetAsyncReply(hub.borrow().async_config(s.id))),
         Message::SetAsync(a) => hub.borrow_mut().set_async(s.id, a),
-        m if modifies_state(&m) && hub.borrow().role(s.id) == role::SLAVE => {
-            in_order(error_reply(xid, ErrorCode::BadRequest(BadRequest::IsSlave), &bytes));
-        }
         Message::MultipartRequest(req) => {
             // Gather a request sent in parts; only table features requests carry several.
             let gathered = match &s.partial {
@@ -584,4 +603,46 @@ fn dispatch(hub: &HubRef, s: &mut Session, bytes: Vec<u8>) {
 fn forward(hub: &HubRef, s: &Session, xid: u32, msg: Message, bytes: &[u8]) {
     let head = bytes[..bytes.len().min(64)].to_vec();
     hub.borrow().switch.send(Command::OpenFlow { xid, msg, head, reply: replier(&s.tx) });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datapath::switch::{EXPERIMENTER, KERNEL_DUMP, LOG_FILTER, MODE_CONTROL, STATS_REPORT, TEST_PANIC};
+    use ofp::message::msg_type;
+
+    fn request(body: MultipartRequestBody) -> Vec<u8> {
+        Message::MultipartRequest(MultipartRequest { flags: 0, body }).encode(1)
+    }
+
+    fn edgeflow(exp_type: u32, data: &[u8]) -> Vec<u8> {
+        request(MultipartRequestBody::Experimenter { experimenter: EXPERIMENTER, exp_type, data: data.to_vec() })
+    }
+
+    #[test]
+    fn a_slaves_message_is_judged_on_its_bytes_before_they_are_decoded() {
+        // A flow-mod with no body cannot be decoded: a slave is refused it all the same.
+        assert!(barred_to_slaves(&[OFP_VERSION, msg_type::FLOW_MOD, 0, 8, 0, 0, 0, 1]));
+        // Of another version: its version error comes first, as for anyone.
+        assert!(!barred_to_slaves(&[1, msg_type::FLOW_MOD, 0, 8, 0, 0, 0, 1]));
+        assert!(!barred_to_slaves(&Message::BarrierRequest.encode(1)));
+        assert!(!barred_to_slaves(&request(MultipartRequestBody::TableFeatures(vec![]))));
+
+        assert!(barred_to_slaves(&edgeflow(LOG_FILTER, b"debug")));
+        assert!(!barred_to_slaves(&edgeflow(LOG_FILTER, b" \n")), "blank reads the filter");
+        assert!(barred_to_slaves(&edgeflow(LOG_FILTER, &[0xff])), "not UTF-8: not a read");
+        assert!(!barred_to_slaves(&edgeflow(MODE_CONTROL, b"entries RouterIngress.routes")));
+        assert!(barred_to_slaves(&edgeflow(MODE_CONTROL, b"insert t a 0 any")));
+        assert!(barred_to_slaves(&edgeflow(MODE_CONTROL, b"")), "no verb is no read");
+        assert!(!barred_to_slaves(&edgeflow(STATS_REPORT, b"")));
+        assert!(!barred_to_slaves(&edgeflow(KERNEL_DUMP, b"")));
+        assert!(barred_to_slaves(&edgeflow(TEST_PANIC, b"")));
+        assert!(barred_to_slaves(&edgeflow(99, b"")), "a type not judged read-only");
+        // Another experimenter's request changes nothing here: anyone gets the same error for it.
+        let other = request(MultipartRequestBody::Experimenter { experimenter: 0x2320, exp_type: 2, data: vec![] });
+        assert!(!barred_to_slaves(&other));
+        // Cut inside edgeflow's request type: left to the decoder's length error.
+        let cut = &edgeflow(LOG_FILTER, b"")[..HEADER_LEN + 10];
+        assert!(!barred_to_slaves(cut));
+    }
 }

@@ -462,7 +462,9 @@ pub async fn run(
         }
     };
     tokio::select! {
-        _ = dispatcher => warn!("forwarding thread stopped"),
+        // Its events end only with the thread. Ending well here would be a clean exit, which
+        // systemd's Restart=on-failure leaves stopped; a panic ends the process before this.
+        _ = dispatcher => return Err("the forwarding thread ended: nothing forwards".into()),
         _ = reconfigure => {}
         _ = shutdown => {}
     }

@@ -19,6 +19,14 @@ use edgeflow::cli::{Cli, Cmd, RunArgs};
 use edgeflow::config::{self, ModeSetting, Settings};
 use tracing::{error, info};
 
+/// Set to 1 when the switch starts, it arms the request that panics the forwarding thread
+/// (`datapath::switch::TEST_PANIC`), so that the release binary the tests run can show that a
+/// panic ends the process. An environment variable, not a build feature: the tests run the
+/// binary that ships, and a feature would need a second build of it. Not a request open to every
+/// switch: only whoever sets the environment the switch starts in, who controls it anyway, can
+/// give controllers this off switch (docs/security.md).
+const TEST_PANIC_VARIABLE: &str = "EDGEFLOW_TEST_PANIC";
+
 fn load(args: &RunArgs) -> Result<Settings, String> {
     match &args.config {
         Some(path) => {
@@ -201,6 +209,14 @@ fn main() -> ExitCode {
                 }
             };
             logging::init(args.log.as_deref());
+            service::end_process_on_panic(logging::stderr_is_journal());
+            if std::env::var_os(TEST_PANIC_VARIABLE).is_some_and(|v| v == "1") {
+                tracing::warn!(
+                    "{TEST_PANIC_VARIABLE}=1: a controller (master or equal) can crash this switch with one request, \
+                     for the test that a panic ends the process; never set it for a service"
+                );
+                datapath::switch::arm_test_panic();
+            }
             match run(settings, move || load(&args)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {

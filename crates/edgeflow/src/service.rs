@@ -76,6 +76,43 @@ pub fn reloading_message() -> String {
     format!("RELOADING=1\nMONOTONIC_USEC={}", datapath::sys::monotonic_ns() / 1000)
 }
 
+/// The exit status of a process a panic ended: Rust's own for a panic.
+pub const PANIC_STATUS: i32 = 101;
+
+/// Makes a panic on any thread end the process. A panic kills only its thread: the forwarding
+/// thread's death ended the agent cleanly (status 0, which a supervisor that restarts on failure
+/// leaves stopped), the carrier guard's left LESS without its early port marking, and a
+/// connection task's left the agent counting a gone controller as up. So the process goes, with
+/// the panic in its log, for its supervisor to start it again (the unit's `Restart=on-failure`,
+/// procd's `respawn`), and a kept fast path forwards meanwhile. It is what the embedded profile's
+/// `panic = "abort"` does for a device image, for every build of the binary: the release
+/// profile keeps unwinding because the tests run in it.
+///
+/// The report goes to stderr directly, not through the log filter (which an operator may have
+/// turned off): the thread, where, the message, and a backtrace, since the journal is all that
+/// a crash in the field leaves; at the journal's critical priority when stderr is the journal.
+/// Then `_exit`: nothing in the process is to be trusted now, and `exit` would flush what other
+/// threads may hold locked.
+pub fn end_process_on_panic(journal: bool) {
+    std::panic::set_hook(Box::new(move |info| {
+        let thread = std::thread::current();
+        let prefix = if journal { "<2>" } else { "" };
+        let mut report = format!(
+            "{prefix}edgeflow: thread '{}' panicked{}: {}; ending the process (status {PANIC_STATUS}) for its \
+             supervisor to restart it\n",
+            thread.name().unwrap_or("unnamed"),
+            info.location().map_or_else(String::new, |l| format!(" at {l}")),
+            info.payload_as_str().unwrap_or("(a panic without a message)"),
+        );
+        for line in std::backtrace::Backtrace::force_capture().to_string().lines() {
+            report.push_str(&format!("{prefix}  {line}\n"));
+        }
+        let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), report.as_bytes());
+        // SAFETY: _exit ends the process; it touches no memory of it.
+        unsafe { libc::_exit(PANIC_STATUS) }
+    }));
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -180,6 +180,17 @@ pub enum Reply {
     Multipart(ofp::MultipartReplyBody),
 }
 
+/// The first words of the mode control requests ([`Mode::control`]) that only read: a P4
+/// program's tables, a table's entries, a counter's cell. Listed here, not judged per mode, so
+/// that a verb a mode adds later counts as a write, refused to a slave controller, until it is
+/// named here.
+pub const CONTROL_READS: [&str; 3] = ["tables", "entries", "counter"];
+
+/// Whether a mode control request only reads (its first word is in [`CONTROL_READS`]).
+pub fn control_only_reads(request: &str) -> bool {
+    request.split_whitespace().next().is_some_and(|verb| CONTROL_READS.contains(&verb))
+}
+
 /// A forwarding mode: everything that decides where a frame goes.
 pub trait Mode: Send {
     /// As in the configuration (`mode = "..."`).
@@ -257,7 +268,8 @@ pub trait Mode: Send {
     fn forget_decisions(&mut self) {}
 
     /// A request of the mode's own control protocol (`edgeflow p4`, for a P4 program's tables),
-    /// and its answer; None for a mode that has none.
+    /// and its answer; None for a mode that has none. A request whose first word is not in
+    /// [`CONTROL_READS`] may change the mode, and a slave controller may not send it.
     fn control(&mut self, _request: &str) -> Option<Result<String, String>> {
         None
     }

@@ -146,7 +146,8 @@ impl Mode for P4Mode {
     /// The control protocol `edgeflow p4` speaks, one request per call, numbers in hex:
     /// `tables`; `entries TABLE`; `counter NAME INDEX`; `insert|delete TABLE ACTION PRIORITY
     /// MATCH... [-- DATA...]` where a MATCH is `exact:V`, `lpm:V/LEN`, `ternary:V&M`,
-    /// `range:A-B` or `any` (delete ignores the action and data).
+    /// `range:A-B` or `any` (delete ignores the action and data). The three that read are
+    /// [`crate::CONTROL_READS`].
     fn control(&mut self, request: &str) -> Option<Result<String, String>> {
         Some(control(&mut self.switch, request))
     }

@@ -149,6 +149,11 @@ impl Switch {
                     data: answer.to_string().into_bytes(),
                 })
             }
+            R::Experimenter { experimenter: super::EXPERIMENTER, exp_type: super::TEST_PANIC, .. }
+                if super::report::test_panic_armed() =>
+            {
+                panic!("the test panic was requested (EDGEFLOW_TEST_PANIC armed it)")
+            }
             R::Experimenter { experimenter: super::EXPERIMENTER, exp_type: super::KERNEL_DUMP, .. } => {
                 let dump = match &self.fast {
                     Some(fast) => fast.dump(),

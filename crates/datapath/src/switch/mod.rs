@@ -37,7 +37,10 @@ use crate::{ChannelCounters, Command, Event, PortRx};
 use ports::{PortGuard, SwitchPort};
 
 pub use forwarding::openflow::N_BUFFERS;
-pub use report::{set_log_control, LogControl, EXPERIMENTER, KERNEL_DUMP, LOG_FILTER, MODE_CONTROL, STATS_REPORT};
+pub use report::{
+    arm_test_panic, set_log_control, slave_may_send, LogControl, EXPERIMENTER, KERNEL_DUMP, LOG_FILTER, MODE_CONTROL,
+    STATS_REPORT, TEST_PANIC,
+};
 
 #[derive(Clone, Debug)]
 pub struct SwitchConfig {

@@ -23,6 +23,39 @@ pub const KERNEL_DUMP: u32 = 3;
 /// `{"error": text}` out.
 pub const MODE_CONTROL: u32 = 4;
 
+/// The experimenter multipart type that panics the forwarding thread, for the test that a panic
+/// ends the process (`tests/test_service.py`). Unless the binary armed it at start
+/// ([`arm_test_panic`], from `EDGEFLOW_TEST_PANIC`) it is an unknown type like any other, and
+/// a slave controller may never send it.
+pub const TEST_PANIC: u32 = 0x7e57;
+
+/// Whether a slave controller may send the edgeflow experimenter request `exp_type` with `data`.
+/// OpenFlow gives a slave read access (spec 1.3.5 §6.3.5), so it may read the report, the log
+/// filter, the kernel's maps (the flows it may read anyway, as the kernel holds them) and a
+/// mode's tables and counters; it may not set the log filter, write a mode's tables, or send a
+/// type this does not name: a type added later is refused to it until it is judged here.
+pub fn slave_may_send(exp_type: u32, data: &[u8]) -> bool {
+    match exp_type {
+        STATS_REPORT | KERNEL_DUMP => true,
+        LOG_FILTER => matches!(wanted_filter(data), Ok(None)),
+        MODE_CONTROL => forwarding::control_only_reads(&String::from_utf8_lossy(data)),
+        _ => false,
+    }
+}
+
+static TEST_PANIC_ARMED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Makes [`TEST_PANIC`] panic the forwarding thread. Only the binary calls it, at start, when
+/// its environment asks (docs/security.md): whoever sets a service's environment controls the
+/// service already, while a request that could crash every switch would be a remote off switch.
+pub fn arm_test_panic() {
+    TEST_PANIC_ARMED.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+pub(super) fn test_panic_armed() -> bool {
+    TEST_PANIC_ARMED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// What changes the process's log filter: given a new one (or none, to read it), the filter now
 /// in force, or why the new one was refused.
 pub type LogControl = Box<dyn Fn(Option<&str>) -> Result<String, String> + Send + Sync>;
@@ -35,10 +68,15 @@ pub fn set_log_control(control: LogControl) {
     let _ = LOG_CONTROL.set(control);
 }
 
+/// What a `LOG_FILTER` request's data asks for: `None` to read the filter, the new filter to set
+/// it; an error if it is not UTF-8.
+fn wanted_filter(data: &[u8]) -> Result<Option<&str>, std::str::Utf8Error> {
+    Ok(Some(std::str::from_utf8(data)?.trim()).filter(|w| !w.is_empty()))
+}
+
 /// A `LOG_FILTER` request's answer.
 pub(super) fn log_filter(data: &[u8]) -> Value {
-    let Ok(wanted) = std::str::from_utf8(data) else { return json!({"error": "the filter is not UTF-8"}) };
-    let wanted = Some(wanted.trim()).filter(|w| !w.is_empty());
+    let Ok(wanted) = wanted_filter(data) else { return json!({"error": "the filter is not UTF-8"}) };
     match LOG_CONTROL.get().map(|control| control(wanted)) {
         None => json!({"error": "this process's logging cannot be changed while it runs"}),
         Some(Ok(filter)) => json!({"filter": filter}),
