@@ -11,9 +11,8 @@ They touch nothing the other tests use: the guest has its own kernel and namespa
 through an overlay), the cross build its own target directory, and the crates' tests are only
 built here (into target/release/deps, beside the binaries the tests run, which the build leaves
 as they are: its features are theirs); they run in `tests/test_crates.py`, at the end, on their
-own. A test that needs a job's result
-calls `result(name)`, which starts the job if the session did not (a test run on its own) and
-waits for it. `tests/conftest.py` starts the jobs the collected tests ask for (the `background`
+own. A test that needs a job's result calls `result(name)`, which starts the job if the session
+did not (a test run on its own) and waits for it. `tests/conftest.py` starts the jobs the collected tests ask for (the `background`
 marker) and runs those tests last."""
 
 import os
