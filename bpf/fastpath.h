@@ -140,7 +140,8 @@ enum ef_config {
 	CFG_LESS_MAX_LABELS = 2,	/* LESS label switching on (docs/less.md): the deepest stack taken */
 	CFG_AFDX_CONSTANT = 3,		/* AFDX: the destination MACs' 32-bit constant field */
 	CFG_AFDX_NETWORK = 4,		/* AFDX: the switch's network's interface id (1 A, 2 B); 0 either */
-	CFG_MAX = 5,
+	CFG_HASH_SEED = 5,		/* seeds the megaflow key hash (fp_lookup.h), so no outsider can make keys collide */
+	CFG_MAX = 6,
 };
 
 enum ef_counter {

@@ -1,5 +1,5 @@
 /* Finding a frame's megaflow: each live mask in the order userspace keeps, a 64-bit hash of the
- * masked key, confirmed against the key the entry holds. */
+ * masked key (seeded by userspace at start), confirmed against the key the entry holds. */
 #ifndef EDGEFLOW_FP_LOOKUP_H
 #define EDGEFLOW_FP_LOOKUP_H
 #include "fp_state.h"
@@ -8,6 +8,7 @@
 static __always_inline struct entry *lookup(struct scratch *s)
 {
 	__u64 gen = config(CFG_GENERATION);
+	__u64 seed = config(CFG_HASH_SEED);
 	__u32 i;
 	for (i = 0; i < MAX_MASKS; i++) {
 		__u32 pos = i;
@@ -19,7 +20,7 @@ static __always_inline struct entry *lookup(struct scratch *s)
 		if (!m || m->generation != gen)
 			continue;
 		__u32 words = m->words;
-		__u64 h = 0;
+		__u64 h = seed;
 #pragma unroll
 		for (int w = 0; w < KEY_WORDS; w++) {
 			if (words & (1U << w)) {

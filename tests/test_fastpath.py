@@ -316,3 +316,61 @@ def test_attachment_matches_the_kernel(datapath):
             sw.ofctl("add-flow", "priority=10,in_port=1,actions=output:2")
             sw.ofctl("add-flow", "priority=10,in_port=2,actions=output:1")
             assert h1.ping(h2.addr, count=3, interval=0.1)[0] == 3
+
+
+BURST = r"""
+import socket, sys, time
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind(("eth0", 0))
+for line in sys.stdin:
+    s.send(bytes.fromhex(line.strip()))
+    time.sleep(0.002)
+"""
+
+
+def test_a_full_kernel_map_makes_room_and_takes_refused_flows_again():
+    """A burst of distinct flows fills the kernel's map; once its entries idle, a flow the kernel
+    had no room for is offered again and taken, in place of idle ones (fastpath/room.rs). Before,
+    the refused flow stayed in userspace for as long as its cache entry lived."""
+    netns.cleanup()
+    capacity, flows = 32, 48
+    with netns.Topology("r") as topo:
+        h1, h2 = topo.add_host(), topo.add_host()
+        with edgeflow_on("tc", topo.hosts, topo.switch_ports, log_name="room",
+                         extra=["--fastpath-entries", str(capacity)]) as sw:
+            sw.ofctl("del-flows")
+            # One flow per UDP port: each port's frames get a megaflow of their own.
+            sw.ofctl("add-flow", "priority=1,actions=drop")
+            for port in range(flows):
+                sw.ofctl("add-flow", f"priority=10,udp,tp_dst={5000 + port},actions=output:2")
+
+            def frame(port):
+                return udp_frame(h1.mac, h2.mac, h1.addr, h2.addr, dport=5000 + port).hex()
+
+            def send(ports):
+                h1.popen("python3", "-c", BURST, stdin=subprocess.PIPE).communicate(
+                    "".join(frame(p) + "\n" for p in ports), timeout=30)
+
+            def fast_path():
+                return sw.stats()["fast_path"]
+
+            send(range(flows))
+            wait_for(lambda: fast_path()["refused"] >= flows - capacity, timeout=10, what="the burst refused")
+            assert fast_path()["entries"] == capacity, fast_path()
+            # The burst's entries idle for the second it takes (the switch's clock says when).
+            time.sleep(1.5)
+            last = flows - 1
+
+            def held(port):
+                return [f for f in sw.kernel_flows()["megaflows"]
+                        if re.search(rf"\budp_dst={5000 + port}(,|$)", f["match"])]
+
+            assert held(last) == [], "refused: not in the kernel"
+            send([last] * 3)
+            wait_for(lambda: held(last), timeout=10, what="the refused flow taken into the kernel")
+            f = fast_path()
+            assert f["evicted"] >= 1 and f["retried"] >= 1, f
+            assert f["entries"] <= capacity, f
+            # It forwards there now: more frames of it are kernel hits, not upcalls.
+            send([last] * 5)
+            wait_for(lambda: held(last)[0]["packets"] >= 4, timeout=10, what="kernel hits on the retried flow")

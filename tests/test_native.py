@@ -1,11 +1,12 @@
 """Native and standalone mode: the switch forwards with no controller at all."""
 
 import re
+import subprocess
 import time
 
 from testbed.ofpeer import Controller
 from testbed.switches import Edgeflow
-from testbed.traffic import iperf3_tcp
+from testbed.traffic import iperf3_tcp, udp_frame
 from testbed.util import wait_for
 
 
@@ -65,3 +66,60 @@ def test_secure_mode_drops_without_controller(two_hosts):
         sw.ofctl("add-flow", "priority=1,actions=NORMAL")
         received, _, _ = h1.ping(h2.addr, count=2)
         assert received == 2
+
+
+MADE_UP_SOURCES = r"""
+import socket, sys, time
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+s.bind(("eth0", 0))
+dst, n = bytes.fromhex(sys.argv[1]), int(sys.argv[2])
+for i in range(n):
+    src = bytes([0x02, 0xee]) + i.to_bytes(4, "big")
+    s.send(dst + src + b"\x88\xb5" + bytes(46))
+    if i % 200 == 199:
+        time.sleep(0.02)
+"""
+
+LISTEN_FOR = r"""
+import socket, sys, time
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
+s.bind(("eth0", 0))
+s.settimeout(0.2)
+dst, end, seen = bytes.fromhex(sys.argv[1]), time.time() + float(sys.argv[2]), 0
+while time.time() < end:
+    try:
+        data, addr = s.recvfrom(65536)
+    except socket.timeout:
+        continue
+    seen += addr[2] != socket.PACKET_OUTGOING and data[:6] == dst
+print(seen)
+"""
+
+
+def test_made_up_sources_do_not_stop_learning(three_hosts):
+    """One host sending from 10 000 made-up MAC addresses fills only its port's share of the
+    learning table, so a host that comes later is learned at once and frames to it are not
+    flooded (before, the full table learned nothing more for the 5 minutes an address ages)."""
+    h1, h2, h3 = three_hosts.hosts
+    with Edgeflow(three_hosts.switch_ports) as sw:
+        received, _, _ = h2.ping(h1.addr, count=1)
+        assert received == 1
+        h1.run("python3", "-c", MADE_UP_SOURCES, h2.mac.replace(":", ""), "10000", timeout=60)
+
+        def mac_table():
+            return next(g["counters"] for g in sw.stats()["mode_counters"] if g["name"] == "mac table")
+
+        # Every made-up source reached the table (the old table would have been full at 8 192).
+        wait_for(lambda: sum(mac_table()[k] for k in ("addresses", "evicted_table_full", "evicted_port_limit"))
+                 >= 10000, timeout=10, what="the made-up sources learned or evicted")
+        table = mac_table()
+        assert table["evicted_port_limit"] >= 10000 - 2048 and table["addresses"] <= 2048 + 4, table
+        # The newcomer speaks, then h2 sends to it: only h3's port gets the frame, h1's does not.
+        listen = h1.popen("python3", "-c", LISTEN_FOR, h3.mac.replace(":", ""), "2.5",
+                          stdout=subprocess.PIPE, text=True)
+        time.sleep(0.5)
+        received, _, _ = h3.ping(h2.addr, count=3, interval=0.2)
+        assert received == 3
+        flooded = int(listen.communicate(timeout=30)[0])
+        assert flooded == 0, f"{flooded} frames to h3 flooded to h1: h3 was not learned"
+        assert sw.stop() == 0

@@ -99,6 +99,7 @@ const CFG_UPCALL_IFINDEX: u32 = 1;
 const CFG_LESS_MAX_LABELS: u32 = 2;
 const CFG_AFDX_CONSTANT: u32 = 3;
 const CFG_AFDX_NETWORK: u32 = 4;
+const CFG_HASH_SEED: u32 = 5;
 /// AFDX frames of no link the kernel holds, sent up.
 const CNT_AFDX_UP: usize = 13;
 /// LESS frames dropped at a down port with no reroute budget left.
@@ -306,6 +307,9 @@ struct Installed {
     packets: u64,
     bytes: u64,
     generation: u64,
+    /// When a harvest last found it hit (or it went in): the longest idle go first when the map
+    /// is full (`room.rs`).
+    last_hit: u64,
 }
 
 /// Per-port packet and byte counts the fast path added since the last harvest.
@@ -359,6 +363,21 @@ pub struct FastPath {
     pub refused: u64,
     /// Entries deleted one by one because the pipeline retired theirs.
     pub retired: u64,
+    /// Entries deleted, idle, to make room for new ones; translations installed on a later offer
+    /// after the kernel had no room for them.
+    pub evicted: u64,
+    pub retried: u64,
+    /// Why the pipeline's entries the kernel does not hold were refused (`room.rs`).
+    refusals: HashMap<RuleId, room::Refusal>,
+    /// The time of the last harvest: the fast path's clock.
+    clock: u64,
+    /// The harvest at which a full map last looked for room (it looks once per harvest).
+    room_sought_at: Option<u64>,
+    /// What evicted entries counted since the last harvest, for the next one.
+    carried: Harvest,
+    /// Seeds the hash that keys entries, so that nobody outside can make two keys collide (the
+    /// second would be kept out of the kernel).
+    hash_seed: u64,
     /// Hits on entries that send nowhere: frames the kernel dropped as the mode decided.
     no_output_drops: u64,
     /// What the label maps hold, so that a change writes only what moved.
@@ -480,6 +499,13 @@ impl FastPath {
             installed: 0,
             refused: 0,
             retired: 0,
+            evicted: 0,
+            retried: 0,
+            refusals: HashMap::new(),
+            clock: 0,
+            room_sought_at: None,
+            carried: Harvest::default(),
+            hash_seed: 0,
             no_output_drops: 0,
             labels: labels::Written::default(),
             links: links::Written::default(),
@@ -493,6 +519,8 @@ impl FastPath {
     /// Empty maps' first contents, and in TC mode the upcall interface (`names`: ours, peer).
     fn start_fresh(&mut self, names: Option<(String, String)>) -> io::Result<()> {
         self.set_config(CFG_GENERATION, self.generation)?;
+        self.hash_seed = std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), self.generation);
+        self.set_config(CFG_HASH_SEED, self.hash_seed)?;
         for pos in 0..MAX_MASKS as u32 {
             self.obj.map("ef_mask_order").map_err(obj_err)?.update(&pos.to_ne_bytes(), &MASK_END.to_ne_bytes())?;
         }
@@ -726,7 +754,7 @@ impl FastPath {
         cx: &mut EncodeContext<'_>,
     ) -> bool {
         let Some(encoded) = encode(actions, cx) else {
-            self.refused += 1;
+            self.refuse(source, room::Refusal::Unfit);
             return false;
         };
         let words = live_words(mask);
@@ -752,7 +780,7 @@ impl FastPath {
                 }
                 None => {
                     debug!("fast path: all {MAX_MASKS} masks in use");
-                    self.refused += 1;
+                    self.refuse(source, room::Refusal::NoRoom { at: self.clock });
                     return false;
                 }
             },
@@ -761,13 +789,17 @@ impl FastPath {
         let mut k = Vec::with_capacity(MF_KEY_BYTES);
         k.extend_from_slice(&(slot as u32).to_ne_bytes());
         k.extend_from_slice(&[0; 4]);
-        k.extend_from_slice(&key_hash(&masked, words).to_ne_bytes());
+        k.extend_from_slice(&key_hash(&masked, words, self.hash_seed).to_ne_bytes());
         if let Some(other) = self.entries.get(&k) {
             if other.generation == self.generation && other.key != masked {
                 debug!("fast path: two keys with one hash under mask {slot}; the second stays in userspace");
-                self.refused += 1;
+                self.refuse(source, room::Refusal::NoRoom { at: self.clock });
                 return false;
             }
+        }
+        if !self.entries.contains_key(&k) && !self.has_room() {
+            self.refuse(source, room::Refusal::NoRoom { at: self.clock });
+            return false;
         }
         let mut v = vec![0u8; ENTRY_BYTES];
         v[0..8].copy_from_slice(&self.generation.to_ne_bytes());
@@ -779,8 +811,11 @@ impl FastPath {
         }
         if let Err(e) = self.megaflows().update(&k, &v) {
             debug!("fast path entry: {e}");
-            self.refused += 1;
+            self.refuse(source, room::Refusal::NoRoom { at: self.clock });
             return false;
+        }
+        if self.refusals.remove(&source).is_some() {
+            self.retried += 1;
         }
         let outputs = outputs.to_vec();
         let replaced = self.entries.insert(
@@ -794,6 +829,7 @@ impl FastPath {
                 packets: 0,
                 bytes: 0,
                 generation: self.generation,
+                last_hit: self.clock,
             },
         );
         if let Some(old) = replaced.filter(|old| old.generation == self.generation) {
@@ -821,6 +857,7 @@ impl FastPath {
     pub fn retire(&mut self, retired: &Retired) -> Harvest {
         let mut h = Harvest::default();
         for id in &retired.entries {
+            self.refusals.remove(id);
             let Some(k) = self.by_source.remove(id) else { continue };
             if let Some(inst) = self.entries.get_mut(&k) {
                 if let Ok(Some(v)) = megaflows(&self.obj).take(&k) {
@@ -886,15 +923,20 @@ impl FastPath {
         Some(slot)
     }
 
-    /// Reads the hit counters and returns their growth since the last call.
-    pub fn harvest(&mut self) -> Harvest {
-        let mut h = Harvest::default();
+    /// Reads the hit counters and returns their growth since the last call, at `now` (the
+    /// switch's clock, nanoseconds).
+    pub fn harvest(&mut self, now: u64) -> Harvest {
+        self.clock = self.clock.max(now);
+        let mut h = std::mem::take(&mut self.carried);
         let map = megaflows(&self.obj);
         let mut gone = Vec::new();
         for (k, inst) in self.entries.iter_mut() {
             match map.lookup(k) {
                 Ok(Some(v)) => {
                     let (packets, bytes) = entry_counts(&v);
+                    if packets != inst.packets {
+                        inst.last_hit = self.clock;
+                    }
                     credit_hits(inst, packets, bytes, &mut h, &mut self.mask_hits, &mut self.no_output_drops, k);
                 }
                 _ => gone.push(k.clone()),
@@ -966,6 +1008,7 @@ impl FastPath {
         self.mask_hits = [0; MAX_MASKS];
         self.mask_users = [0; MAX_MASKS];
         self.by_source.clear();
+        self.refusals.clear();
         // Stale slots in the order are harmless (the kernel checks each mask's generation); they
         // are dropped as new masks take slots.
         self.write_mask_order(Vec::new());
@@ -1117,8 +1160,8 @@ fn live_words(mask: &FlowKey) -> u32 {
 
 /// The hash the kernel computes of a frame's key under a mask (`lookup` in `bpf/fastpath.c`): the
 /// words the mask keeps, as the CPU reads them from the key's bytes, folded in order.
-fn key_hash(masked: &FlowKey, words: u32) -> u64 {
-    let mut h = 0u64;
+fn key_hash(masked: &FlowKey, words: u32, seed: u64) -> u64 {
+    let mut h = seed;
     for (i, w) in masked.0.chunks_exact(8).enumerate() {
         if words & (1 << i) != 0 {
             h = (h ^ u64::from_ne_bytes(w.try_into().unwrap())).wrapping_mul(HASH_MUL);
@@ -1153,7 +1196,7 @@ mod tests {
         mask.0[48..52].fill(0xff); // ipv4_dst: word 6
         let words = live_words(&mask);
         assert_eq!(words, 1 << 0 | 1 << 6);
-        let hash = |k: &FlowKey| key_hash(&k.masked(&mask), words);
+        let hash = |k: &FlowKey| key_hash(&k.masked(&mask), words, 0);
         let mut a = FlowKey::default();
         a.0[3] = 1;
         a.0[51] = 9;
@@ -1168,6 +1211,10 @@ mod tests {
         d.0[51] = 1;
         d.0[3] = 9;
         assert_ne!(hash(&a), hash(&d));
+        // Another seed, another hash: two keys one seed makes collide, another keeps apart.
+        let seeded = |k: &FlowKey, seed| key_hash(&k.masked(&mask), words, seed);
+        assert_ne!(seeded(&a, 1), seeded(&a, 2));
+        assert_eq!(seeded(&a, 7), seeded(&b, 7));
     }
 
     #[test]
@@ -1196,3 +1243,4 @@ pub mod labels;
 mod layout;
 pub mod links;
 pub mod p4;
+mod room;

@@ -181,7 +181,7 @@ pub fn render(r: &Value, version: &str) -> String {
     }
 
     if let Some(f) = r["fast_path"].as_object() {
-        let fast: [(&str, &str, &str, Kind); 8] = [
+        let fast: [(&str, &str, &str, Kind); 10] = [
             ("hits", "edgeflow_fastpath_hits_total", "Frames the kernel fast path forwarded itself.", Kind::Counter),
             (
                 "misses",
@@ -195,6 +195,18 @@ pub fn render(r: &Value, version: &str) -> String {
             ("installed", "edgeflow_fastpath_installed_total", "Translations written into the kernel.", Kind::Counter),
             ("refused", "edgeflow_fastpath_refused_total", "Translations the kernel had no room for.", Kind::Counter),
             ("retired", "edgeflow_fastpath_retired_total", "Translations removed from the kernel.", Kind::Counter),
+            (
+                "evicted",
+                "edgeflow_fastpath_evicted_total",
+                "Idle translations removed from a full kernel map to make room.",
+                Kind::Counter,
+            ),
+            (
+                "retried",
+                "edgeflow_fastpath_retried_total",
+                "Translations the kernel took when offered again after it had no room.",
+                Kind::Counter,
+            ),
         ];
         for (key, name, help, kind) in fast {
             e.value(name, kind, help, none, &f[key])
@@ -390,7 +402,7 @@ mod tests {
             "mode_counters": [{"name": "switch", "counters": {"unknown_vl": 5}},
                               {"name": "vl 10", "counters": {"frames_in": 7, "policed": 1}}],
             "fast_path": {"hits": 100, "misses": 2, "upcalls": 2, "slow": 0, "entries": 3, "installed": 3,
-                          "refused": 0, "retired": 0, "drops": {"bad_frame": 1},
+                          "refused": 0, "retired": 0, "evicted": 0, "retried": 0, "drops": {"bad_frame": 1},
                           "labels": {}, "links": {"held": 1, "decided": 50, "kept_for_priority": 0}},
             "drops": {"no_action": 4},
             "channel": {"sessions": 3, "sessions_ended": 1, "malformed": 0, "fail_open": false},

@@ -122,7 +122,8 @@ impl DropReason {
 pub struct Verdict {
     /// Set when no copy left and nothing went to a controller.
     pub dropped: Option<DropReason>,
-    /// A decision the kernel fast path may hold, to be fetched with [`FlowOffload::entry`].
+    /// A decision the kernel fast path may hold (made for this frame, or found made), to be
+    /// fetched with [`FlowOffload::entry`].
     pub entry: Option<EntryId>,
 }
 

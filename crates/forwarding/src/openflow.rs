@@ -263,7 +263,7 @@ impl Mode for OpenFlowMode {
     fn receive(&mut self, pkt: &mut Packet, key: &FlowKey, now: Nanos, out: &mut dyn Output) -> Verdict {
         let mut bridge = Self::bridge(&mut self.buffers, &mut self.limit, out, now);
         let done = self.pipeline.process(pkt, key, now, &mut bridge);
-        Verdict { dropped: bridge.verdict(done.stopped), entry: done.created }
+        Verdict { dropped: bridge.verdict(done.stopped), entry: done.created.or(done.hit) }
     }
 
     fn kernel(&self) -> ToKernel<'_> {
@@ -352,13 +352,13 @@ impl Mode for OpenFlowMode {
         self.pipeline.set_fail_open(on);
     }
 
-    /// The megaflow cache (how much churn retired one by one, how often it was flushed), and
-    /// every meter's and group's counters, as their OpenFlow stats replies give them.
+    /// The megaflow cache (how much churn retired one by one, how often it was flushed), the MAC
+    /// learning table (how many addresses it gave up to make room), and every meter's and group's counters, as their OpenFlow stats replies give them.
     fn counters(&self) -> Vec<crate::CounterGroup> {
-        let mut groups = vec![crate::CounterGroup {
-            name: "megaflow cache".into(),
-            counters: self.pipeline.cache_counters().to_vec(),
-        }];
+        let mut groups = vec![
+            crate::CounterGroup { name: "megaflow cache".into(), counters: self.pipeline.cache_counters().to_vec() },
+            crate::CounterGroup { name: "mac table".into(), counters: self.pipeline.mac_counters().to_vec() },
+        ];
         groups.extend(self.pipeline.meter_counters().map(|(id, [packets, bytes, band_packets, band_bytes])| {
             crate::CounterGroup {
                 name: format!("meter {id}"),

@@ -175,6 +175,9 @@ impl Retired {
 pub struct Processed {
     /// The megaflow cache entry it created, if any (a kernel fast path mirrors it).
     pub created: Option<RuleId>,
+    /// The entry it hit instead, if any: a kernel fast path that had no room for it before may
+    /// take it now.
+    pub hit: Option<RuleId>,
     /// Why its actions stopped early, if they did.
     pub stopped: Option<Stop>,
 }
@@ -265,6 +268,16 @@ impl Pipeline {
     /// Each group's counters, by id: (packets, bytes).
     pub fn group_counters(&self) -> impl Iterator<Item = (u32, [u64; 2])> + '_ {
         self.groups.groups.iter().map(|(&id, g)| (id, [g.packet_count, g.byte_count]))
+    }
+
+    /// The MAC learning table's figures: addresses held; addresses evicted because the table was
+    /// full, or because their port held its share.
+    pub fn mac_counters(&self) -> [(&'static str, u64); 3] {
+        [
+            ("addresses", self.macs.len() as u64),
+            ("evicted_table_full", self.macs.evicted_table_full),
+            ("evicted_port_limit", self.macs.evicted_port_limit),
+        ]
     }
 
     pub fn cache_counters(&self) -> [(&'static str, u64); 5] {
@@ -440,12 +453,24 @@ impl Pipeline {
         }
         if let Some((vlan, mac, port)) = c.learned {
             // Learned again after ageing out, or moved back: who looked it up must look again.
-            if self.macs.learn(vlan, mac, port, now) == normal::Learned::Changed {
-                self.pending.push(Change::Address(vlan, mac));
+            if self.learn_address(vlan, mac, port, now) == normal::Learned::Changed {
                 self.revalidate();
             }
             self.expect_expiry(now + normal::MAC_AGE);
         }
+    }
+
+    /// Learns where an address sends from. What was decided on it, and on any address evicted to
+    /// make room, is stale: those changes wait in `pending` for the next revalidation.
+    pub(crate) fn learn_address(&mut self, vlan: u16, mac: u64, port: u32, now: Nanos) -> normal::Learned {
+        let learned = self.macs.learn(vlan, mac, port, now);
+        if learned == normal::Learned::Changed {
+            self.pending.push(Change::Address(vlan, mac));
+            for (vlan, mac) in self.macs.take_forgotten() {
+                self.pending.push(Change::Address(vlan, mac));
+            }
+        }
+        learned
     }
 
     /// Processes a received packet: megaflow cache hit, or translate, execute and cache.
@@ -463,7 +488,7 @@ impl Pipeline {
                 entry.actions = actions;
                 entry.credits = credits;
             }
-            return Processed { created: None, stopped: done.err() };
+            return Processed { created: None, hit: Some(id), stopped: done.err() };
         }
         // What translation learned retires others before the new entry goes in, never itself.
         let t = self.translate(pkt, key, now);
@@ -476,7 +501,7 @@ impl Pipeline {
             created = self.cache.insert(key, &t.consulted, entry);
             self.expect_expiry(now + cache::IDLE);
         }
-        Processed { created, stopped }
+        Processed { created, hit: None, stopped }
     }
 
     /// Runs a packet-out: its actions (which may send the packet through the tables).

@@ -15,7 +15,7 @@ use crate::exec::{remarked_dscp, Credits, DpAction, ToController};
 use crate::meter::Verdict;
 use crate::flow::vlan_vid_of;
 use crate::normal::Learned;
-use crate::revalidate::{Change, Lookup, Reads};
+use crate::revalidate::{Lookup, Reads};
 use crate::Pipeline;
 
 /// Chained groups deeper than this are cut off (the group-mod loop check keeps real configs below).
@@ -407,12 +407,8 @@ impl<'p> Xlate<'p> {
         let src = self.key.get(Field::EthSrc) as u64;
         let dst = self.key.get(Field::EthDst) as u64;
         if self.p.ports.contains_key(&self.in_port) {
-            match self.p.macs.learn(vlan, src, self.in_port, self.now) {
-                Learned::Changed => {
-                    self.p.pending.push(Change::Address(vlan, src));
-                    self.t.credits.learned = Some((vlan, src, self.in_port));
-                }
-                Learned::Refreshed => self.t.credits.learned = Some((vlan, src, self.in_port)),
+            match self.p.learn_address(vlan, src, self.in_port, self.now) {
+                Learned::Changed | Learned::Refreshed => self.t.credits.learned = Some((vlan, src, self.in_port)),
                 Learned::Ignored => {}
             }
         }

@@ -18,7 +18,7 @@ use packet::{FlowKey, KEY_BYTES};
 use tracing::info;
 
 use super::{
-    megaflows, obj_err, FastPath, Mode, Programs, CFG_GENERATION, CFG_UPCALL_IFINDEX, MASK_END, MAX_MASKS, MAX_METERS,
+    megaflows, obj_err, FastPath, Mode, Programs, CFG_GENERATION, CFG_HASH_SEED, CFG_UPCALL_IFINDEX, MASK_END, MAX_MASKS, MAX_METERS,
     METER_BYTES,
 };
 use crate::ebpf::Map;
@@ -29,7 +29,7 @@ use crate::sys;
 /// record carries it, and a run whose layout hashes otherwise starts cold rather than misreading
 /// what an older one kept: no version number that a change could forget to bump. (A map whose type
 /// or size changes is not reused anyway.)
-pub const LAYOUT_FINGERPRINT: u64 = 0x73bd_2bd3_eb37_b48d;
+pub const LAYOUT_FINGERPRINT: u64 = 0x82d4_a2f4_79c1_bd7d;
 /// Where kept state lives, one directory per datapath id, unless `EDGEFLOW_BPF_DIR` says
 /// otherwise (the systemd unit binds this directory into the service's runtime directory, as an
 /// unprivileged user cannot reach into the 0700 /sys/fs/bpf systemd mounts).
@@ -393,6 +393,8 @@ impl FastPath {
         let word = |v: Option<Vec<u8>>| v.and_then(|v| v.get(0..8).map(|b| u64::from_ne_bytes(b.try_into().unwrap())));
         self.generation = word(config.lookup(&CFG_GENERATION.to_ne_bytes())?).unwrap_or(0);
         let upcall = word(config.lookup(&CFG_UPCALL_IFINDEX.to_ne_bytes())?).unwrap_or(0);
+        // The kernel hashes keys with the last run's seed: entries this run adds must agree.
+        self.hash_seed = word(config.lookup(&CFG_HASH_SEED.to_ne_bytes())?).unwrap_or(0);
         let mut inherited = Inherited::default();
         let masks = self.obj.map("ef_masks").map_err(obj_err)?;
         for slot in 0..MAX_MASKS {

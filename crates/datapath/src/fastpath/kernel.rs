@@ -143,7 +143,7 @@ fn miss_hit_rewrite_drop_and_slow_path_on_xdp_and_tc() {
     install(&mut fp, &to_h3, &[Field::EthDst], &[]);
     assert_eq!(xdp(&fp, &to_h3).0, XDP_DROP);
     assert_eq!(tc(&fp, &to_h3).0, TC_ACT_SHOT);
-    let h = fp.harvest();
+    let h = fp.harvest(0);
     assert_eq!(h.flows.iter().map(|f| f.2).sum::<u64>(), 4, "four hits harvested");
     assert_eq!(fp.drops()[0], ("no_output", 2));
 
@@ -184,7 +184,7 @@ fn retiring_an_entry_leaves_the_others_alone() {
     assert_eq!(xdp(&fp, &to_h3).0, XDP_REDIRECT, "untouched: still a hit");
     assert_eq!((fp.len(), fp.retired), (1, 2));
     assert_eq!(fp.masks.iter().flatten().count(), 1, "the mask only the retired entry used is free");
-    assert_eq!(fp.harvest().flows.iter().map(|f| (f.0, f.2)).collect::<Vec<_>>(), vec![(b, 2)]);
+    assert_eq!(fp.harvest(0).flows.iter().map(|f| (f.0, f.2)).collect::<Vec<_>>(), vec![(b, 2)]);
     // An id the pipeline reused before the datapath retired its old copy: the copy is the new
     // entry's, never both.
     install_as(&mut fp, b, &to_h2, &[Field::EthDst], &[DpAction::Output(1)]);

@@ -15,10 +15,14 @@ use crate::fastpath::Mode as FastMode;
 use crate::fastpath::{actions_outputs, EncodeContext};
 
 impl Switch {
-    /// Offers a fresh decision of the mode to the kernel, which takes it if it can carry it out.
+    /// Offers a decision of the mode to the kernel, which takes it if it can carry it out: a fresh
+    /// one, or one the kernel does not hold that it had no room for before (`fastpath/room.rs`).
     /// `self.sent` holds where the frame that made it went, so kernel hits count on those queues.
     pub(super) fn mirror(&mut self, id: EntryId, key: &FlowKey) {
         let Some(fast) = self.fast.as_mut() else { return };
+        if !fast.wants(id) {
+            return;
+        }
         let Some(entry) = self.mode.kernel().flows.and_then(|flows| flows.entry(id)) else { return };
         // Frames for a scheduled port wait for their turn in its queues: the kernel would send
         // them at once, so such decisions stay in userspace.
@@ -62,7 +66,7 @@ impl Switch {
     /// Adds what the kernel fast path counted to the mode's and the ports' counters.
     pub(super) fn harvest_fast(&mut self, now: u64) {
         let Some(fast) = self.fast.as_mut() else { return };
-        let h = fast.harvest();
+        let h = fast.harvest(now);
         self.credit_harvest(&h, now);
         self.credit_links();
         #[cfg(feature = "p4")]

@@ -168,7 +168,7 @@ impl Switch {
             #[cfg(not(feature = "p4"))]
             let p4: Option<Value> = None;
             json!({"hits": hits, "misses": misses, "upcalls": upcalls, "slow": slow,
-                   "entries": f.len(), "installed": f.installed, "refused": f.refused, "retired": f.retired, "drops": drops,
+                   "entries": f.len(), "installed": f.installed, "refused": f.refused, "retired": f.retired, "evicted": f.evicted, "retried": f.retried, "drops": drops,
                    "reattached": f.reattached, "attachments": f.attachments().into_iter().map(|(no, kind, id)| json!({"port": no, "kind": kind, "link_id": id})).collect::<Vec<_>>(),
                    "labels": labels, "links": links, "p4": p4,
                    "kept": f.kept().map(|(dir, inherited)| json!({"dir": dir.display().to_string(), "inherited_entries": inherited}))})
