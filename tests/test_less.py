@@ -3,6 +3,9 @@
 - A sender that writes its own label stack crosses a chain of three edgeflow switches: the labels on
   every link, read with scapy, are what the per-hop rule makes of them, and the receiver gets plain
   IP with nothing lost. Malformed stacks are dropped and counted under their reasons.
+- A host on an edge port cannot take the fabric in: ARP from invented senders fills its port's
+  share of hosts, and the announcement goes in frames that fit, so the switch's real hosts stay
+  known; the protocol's frames from an edge port are dropped and counted.
 - On six switches with redundant links, unmodified hosts ping (IPv4 and IPv6) and carry TCP over
   LESS, and traffic keeps flowing while a link is taken down for each reroute case, losing fewer
   frames than a controller rerouting on port-status loses to the same failure; addresses
@@ -162,6 +165,94 @@ def test_a_port_without_carrier_is_counted_as_no_route():
         send(h1, h2, route="2", count=10)
         time.sleep(0.3)
         assert counters(sws["s"])["delivered"] == 10
+
+
+def send_frames(host, frames, rounds=1):
+    """Writes `frames` (bytes) out of `host`'s eth0 through a packet socket, `rounds` times over."""
+    script = ("import socket, sys\n"
+              "s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)\n"
+              "s.bind(('eth0', 0))\n"
+              "frames = [bytes.fromhex(f) for f in sys.argv[2:]]\n"
+              "for _ in range(int(sys.argv[1])):\n"
+              "    for f in frames:\n"
+              "        s.send(f)\n")
+    host.run(sys.executable, "-c", script, str(rounds), *(f.hex() for f in frames), timeout=60)
+
+
+def arp_reply_from(n):
+    """An ARP reply to everyone from invented sender n (MAC 02:aa:…, IP 10.0.1.0 + n)."""
+    mac = bytes([2, 0xaa, 0, 0, n >> 8, n & 0xff])
+    ip = bytes([10, 0, 1 + (n >> 8), n & 0xff])
+    arp = struct.pack("!HHBBH", 1, 0x0800, 6, 4, 2) + mac + ip + bytes(6) + bytes([10, 0, 0, 254])
+    return b"\xff" * 6 + mac + b"\x08\x06" + arp + bytes(18)
+
+
+#: The LESS protocol's frames (docs/less.md §2) as a host on an edge port could forge them.
+LESS_GROUP, LESS_PROTOCOL = bytes([0x03, 0x00, 0x4c, 0x45, 0x53, 0x53]), b"\x88\xb5"
+
+
+def forged_hello(switch_id):
+    """A HELLO from a root-capable switch `switch_id` with no addresses, as if from its port 1."""
+    body = bytes([2, 1]) + struct.pack("!QBBB", switch_id, 1, 1, 0)
+    return (LESS_GROUP + bytes([2, 0, 0, 0, 0, 0x99]) + LESS_PROTOCOL + body).ljust(60, b"\0")
+
+
+def forged_hosts(origin, ip, mac):
+    """HOSTS from switch `origin` (the root, empty address) announcing `ip` at `mac` on its port 1."""
+    body = bytes([2, 2]) + struct.pack("!QIBB", origin, 1, 1, 0) + struct.pack("!HB", 1, 4)
+    body += bytes(int(b) for b in ip.split(".")) + bytes.fromhex(mac.replace(":", "")) + b"\x01"
+    return (LESS_GROUP + bytes([2, 0, 0, 0, 0, 0x98]) + LESS_PROTOCOL + body).ljust(60, b"\0")
+
+
+def test_a_host_inventing_senders_or_speaking_the_protocol_leaves_the_fabric_as_it_was():
+    """Two switches, A the root with a host and a spoofing host, B with a host. The spoofer sends
+    ARP from 200 invented senders: A learns its port's share (160), refuses and counts the rest,
+    and announces its 161 hosts in two frames, where one would have been over the links' MTU
+    and never sent, and B, hearing nothing from A for 30 HELLOs, would have forgotten A's real
+    host. The spoofer then says HELLO as a root switch and announces B's host as its own: A's
+    port to it is not listed as a fabric port, so A drops both and counts them. After all that,
+    B still knows A's hosts, and the real hosts still reach each other."""
+    netns.cleanup()
+    f = Fabric("lg")
+    f.switch("a")
+    f.switch("b")
+    f.host("a", "10.0.0.1/24")
+    f.host("a", "10.0.0.9/24")
+    f.host("b", "10.0.0.2/24")
+    f.link("a", "b")
+    # HELLOs every 20 ms: B forgets a switch unheard for 30 of them (0.6 s), not 3 s.
+    with f, less_switches(f, root="a", tag="less-guard", hello_ms=20,
+                          less_settings={"max_hosts_per_port": 160}) as sws:
+        h1, spoofer, h2 = f.hosts
+        a, b = sws["a"], sws["b"]
+        wait_for(lambda: counters(b)["addresses"] == 1, timeout=10, what="B's LESS address")
+        wait_for(lambda: h2.ping(h1.addr, count=1, timeout=5)[0] == 1, timeout=15, what="h2 to h1 over LESS")
+        assert counters(b)["hosts"] == 2 and counters(a)["announcement_frames"] == 1
+
+        # 200 invented senders, sent again until A has seen them all (however fast Python sends):
+        # 160 learned, besides h1 and (remote) h2.
+        spoofed = [arp_reply_from(n) for n in range(1, 201)]
+
+        def learned():
+            send_frames(spoofer, spoofed)
+            c = counters(a)
+            return c["hosts"] == 162 and c["hosts_over_port_limit"] >= 40
+        wait_for(learned, timeout=10, interval=0, what="A to learn the spoofer's share")
+        wait_for(lambda: counters(b)["hosts"] == 162, timeout=5, what="B to hear A's 161 hosts")
+        time.sleep(1.0)
+        assert counters(a)["announcement_frames"] == 2, counters(a)
+        assert counters(b)["hosts"] == 162, "B forgot A's announcement"
+        assert h2.ping(h1.addr, count=3, interval=0.05)[0] == 3
+
+        before = counters(a)
+        send_frames(spoofer, [forged_hello(0x99), forged_hosts(0x98, h2.addr, spoofer.mac)])
+        wait_for(lambda: counters(a)["protocol_on_edge_port"] == 2, timeout=5, what="A to drop the forged frames")
+        time.sleep(0.2)
+        after = counters(a)
+        assert (after["neighbours"], after["root"], after["hosts"]) == (1, 1, 162), after
+        assert after["protocol_in"] > before["protocol_in"], "B's HELLOs are heard all along"
+        assert after["drops"].get("filtered", 0) - before["drops"].get("filtered", 0) == 2, after["drops"]
+        assert h1.ping(h2.addr, count=3, interval=0.05)[0] == 3
 
 
 # The six-switch fabric (testbed/less.py) takes 3-7 s to build, start one switch after another
