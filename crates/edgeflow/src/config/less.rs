@@ -133,8 +133,9 @@ mod tests {
         assert_eq!(s.mode, ModeSetting::Less(want));
         let e = from_str(&format!("{head}[less]\nhost_idle_s = 0\n")).unwrap_err();
         assert!(e.starts_with("sw.toml:7:") && e.contains("expected 1-86400"), "{e}");
-        let s = from_str(&format!("{head}[less]\nfabric_ports = [\"b\"]\nmax_hosts_per_port = 64\nmax_host_queries = 8\n"))
-            .unwrap();
+        let s =
+            from_str(&format!("{head}[less]\nfabric_ports = [\"b\"]\nmax_hosts_per_port = 64\nmax_host_queries = 8\n"))
+                .unwrap();
         let want = forwarding::less::Config {
             fabric_ports: Some([2].into()),
             max_hosts_per_port: 64,

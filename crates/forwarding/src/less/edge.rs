@@ -108,7 +108,8 @@ impl Directory {
         }
         let entry = HostEntry { ip, mac, port };
         let old = self.local.get(&ip).map(|l| l.entry);
-        if old.is_none_or(|o| o.port != port) && self.per_port.get(&port).copied().unwrap_or(0) >= self.max_hosts_per_port
+        if old.is_none_or(|o| o.port != port)
+            && self.per_port.get(&port).copied().unwrap_or(0) >= self.max_hosts_per_port
         {
             self.hosts_over_port_limit += 1;
             return false;

@@ -289,7 +289,10 @@ mod tests {
         }
         converge(&mut s, &all[2..]);
         assert!(s[2].is_root(), "the standby is the root now");
-        assert_eq!((addrs(&s[2]), addrs(&s[1]), addrs(&s[3])), (vec!["-".to_string()], vec!["3/3".to_string()], vec!["2/2".to_string()]));
+        assert_eq!(
+            (addrs(&s[2]), addrs(&s[1]), addrs(&s[3])),
+            (vec!["-".to_string()], vec!["3/3".to_string()], vec!["2/2".to_string()])
+        );
         // It returns: it is the root again, and every address is under it.
         let mut back = Fabric::new(100, true, 4);
         std::mem::swap(&mut s[0], &mut back);

@@ -866,7 +866,13 @@ mod tests {
     fn arp(op: u16, n: u32, target: [u8; 4]) -> Vec<u8> {
         let sha = [2, 0xaa, 0, (n >> 16) as u8, (n >> 8) as u8, n as u8];
         let spa = (0x0a01_0000 + n).to_be_bytes();
-        packet::craft::FrameBuilder::new([0xff; 6], sha).build(packet::craft::L3::Arp { op, sha, spa, tha: [0; 6], tpa: target })
+        packet::craft::FrameBuilder::new([0xff; 6], sha).build(packet::craft::L3::Arp {
+            op,
+            sha,
+            spa,
+            tha: [0; 6],
+            tpa: target,
+        })
     }
 
     fn fabric_counter(m: &LessMode, name: &str) -> u64 {
@@ -902,14 +908,20 @@ mod tests {
             addresses: vec![Address::default()],
             hosts: vec![HostEntry { ip: "10.0.0.2".parse().unwrap(), mac: [2; 6], port: 1 }],
         };
-        assert_eq!(send_on(&mut m, &Message::Hosts(hosts.clone()).encode([2; 6]), 1, 1).0.dropped, Some(DropReason::Filtered));
+        assert_eq!(
+            send_on(&mut m, &Message::Hosts(hosts.clone()).encode([2; 6]), 1, 1).0.dropped,
+            Some(DropReason::Filtered)
+        );
         assert_eq!(counter(&m, "protocol_on_edge_port"), 2);
         assert_eq!(fabric_counter(&m, "neighbours"), 0);
         assert_eq!(fabric_counter(&m, "hosts"), 1, "port 1 is still an edge port, its host kept; no HOSTS taken");
         // On the listed port, the same frames are heard.
         send_on(&mut m, &Message::Hello(root.hello_for(4)).encode([2; 6]), 4, 2);
         send_on(&mut m, &Message::Hosts(hosts).encode([2; 6]), 4, 2);
-        assert_eq!((fabric_counter(&m, "neighbours"), fabric_counter(&m, "hosts"), counter(&m, "protocol_in")), (1, 2, 2));
+        assert_eq!(
+            (fabric_counter(&m, "neighbours"), fabric_counter(&m, "hosts"), counter(&m, "protocol_in")),
+            (1, 2, 2)
+        );
     }
 
     #[test]
@@ -927,7 +939,12 @@ mod tests {
 
     #[test]
     fn many_hosts_on_one_port_fill_its_share_and_the_announcement_goes_in_frames_that_fit() {
-        let cfg = Config { fabric_ports: Some(BTreeSet::from([4])), switch_id: 2, max_hosts_per_port: 150, ..Config::default() };
+        let cfg = Config {
+            fabric_ports: Some(BTreeSet::from([4])),
+            switch_id: 2,
+            max_hosts_per_port: 150,
+            ..Config::default()
+        };
         let mut m = LessMode::new(cfg);
         (1..=4).for_each(|p| m.port_changed(p, Some(LIVE)));
         // 200 invented ARP senders on port 1 (replies: nothing is asked), one real host on port 2.

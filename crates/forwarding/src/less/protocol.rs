@@ -409,7 +409,14 @@ mod tests {
         // The root's hosts: 123 IPv4 ones fit one frame, 124 made it 1 520 bytes, past Ethernet's.
         let v4: Vec<HostEntry> = hosts(200).into_iter().filter(|h| h.ip.is_ipv4()).collect();
         let whole = |n: usize| {
-            let h = Hosts { origin: 9, seq: 1, part: 0, parts: 1, addresses: vec![Address::default()], hosts: v4[..n].to_vec() };
+            let h = Hosts {
+                origin: 9,
+                seq: 1,
+                part: 0,
+                parts: 1,
+                addresses: vec![Address::default()],
+                hosts: v4[..n].to_vec(),
+            };
             Message::Hosts(h).encode([2; 6]).len()
         };
         assert_eq!((whole(123), whole(124)), (1_508, 1_520));
