@@ -67,11 +67,14 @@ def iface(fabric, switch, peer):
 
 
 @contextlib.contextmanager
-def less_switches(fabric, root="r", datapath="user", tag="less", hello_ms=None, hold_ms=None, timing=None):
+def less_switches(fabric, root="r", datapath="user", tag="less", hello_ms=None, hold_ms=None, timing=None,
+                  less_settings=None):
     """One edgeflow switch in LESS mode per switch of `fabric`, `root` the root (or a list of
     root-capable switches: the first, with the lowest switch id, is the root, the others stand by);
-    fabric links get FABRIC_MTU. `timing` "fifo" runs each switch's loop at SCHED_FIFO. A switch
-    the test stopped itself is not asked to stop again."""
+    fabric links get FABRIC_MTU. Each switch's config lists its ports on links to other switches
+    as its `fabric_ports`, as an operator would; `less_settings` ({key: value}) adds to every switch's
+    [less] section. `timing` "fifo" runs each switch's loop at SCHED_FIFO. A switch the test
+    stopped itself is not asked to stop again."""
     roots = [] if root is None else [root] if isinstance(root, str) else list(root)
     for a_if, b_if in fabric.links:
         for i in (a_if, b_if):
@@ -92,6 +95,9 @@ def less_switches(fabric, root="r", datapath="user", tag="less", hello_ms=None, 
                 lines.append(f"hello_ms = {hello_ms}")
             if hold_ms:
                 lines.append(f"hold_ms = {hold_ms}")
+            linked = [i for i in fabric.ports[name] if any(i in link for link in fabric.links)]
+            lines.append("fabric_ports = [" + ", ".join(f'"{i}"' for i in linked) + "]")
+            lines += [f"{k} = {v}" for k, v in (less_settings or {}).items()]
             cfg.write_text("\n".join(lines) + "\n")
             sw = Edgeflow(fabric.ports[name], datapath=datapath, extra=["--config", str(cfg)],
                           log_name=f"{tag}-{name}-{datapath}")

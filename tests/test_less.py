@@ -3,6 +3,9 @@
 - A sender that writes its own label stack crosses a chain of three edgeflow switches: the labels on
   every link, read with scapy, are what the per-hop rule makes of them, and the receiver gets plain
   IP with nothing lost. Malformed stacks are dropped and counted under their reasons.
+- A host on an edge port cannot take the fabric in: ARP from invented senders fills its port's
+  share of hosts, and the announcement goes in frames that fit, so the switch's real hosts stay
+  known; the protocol's frames from an edge port are dropped and counted.
 - On six switches with redundant links, unmodified hosts ping (IPv4 and IPv6) and carry TCP over
   LESS, and traffic keeps flowing while a link is taken down for each reroute case, losing fewer
   frames than a controller rerouting on port-status loses to the same failure; addresses
@@ -16,6 +19,7 @@ import struct
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
 import pytest
@@ -52,13 +56,16 @@ def send(host, dst, route=None, raw=None, count=100, rate=1000, size=128):
     return host.run(*args, timeout=60)
 
 
-def inject(host, dst_mac, stack, count):
-    """Sends `count` frames of a LESS ethertype and exactly `stack` as payload, with scapy, from
-    inside `host`'s namespace."""
-    script = (f"from scapy.all import Ether, Raw, sendp; "
-              f"sendp(Ether(dst={dst_mac!r}, type=0x8847) / Raw({stack!r}), iface='eth0', count={count}, "
-              f"inter=0.01, verbose=False)")
-    host.run(sys.executable, "-c", script, timeout=60)
+def send_frames(host, frames, rounds=1):
+    """Writes `frames` (bytes) out of `host`'s eth0 through a packet socket, `rounds` times over."""
+    script = ("import socket, sys\n"
+              "s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)\n"
+              "s.bind(('eth0', 0))\n"
+              "frames = [bytes.fromhex(f) for f in sys.argv[2:]]\n"
+              "for _ in range(int(sys.argv[1])):\n"
+              "    for f in frames:\n"
+              "        s.send(f)\n")
+    host.run(sys.executable, "-c", script, str(rounds), *(f.hex() for f in frames), timeout=60)
 
 
 def test_labels_are_rewritten_hop_by_hop_and_the_receiver_gets_ip():
@@ -117,8 +124,9 @@ def test_malformed_stacks_are_dropped_and_counted_per_reason():
             "truncated": struct.pack("!3I", *[word((2, 0, 0), 0, 1)] * 3),
             "not_ip": struct.pack("!I", word((2, 0, 0), 1, 1)) + bytes(46),
         }
-        for reason, stack in crafted.items():
-            inject(h1, h2.mac, stack, count=7)
+        frames = [bytes.fromhex(h2.mac.replace(":", "")) + bytes.fromhex(h1.mac.replace(":", "")) + b"\x88\x47" + stack
+                  for stack in crafted.values()]
+        send_frames(h1, frames, rounds=7)
         cases.update(crafted)
         # A well-formed one-hop stack gets through, to show the switch kept running.
         send(h1, h2, route="2", count=5)
@@ -162,6 +170,82 @@ def test_a_port_without_carrier_is_counted_as_no_route():
         send(h1, h2, route="2", count=10)
         time.sleep(0.3)
         assert counters(sws["s"])["delivered"] == 10
+
+
+def arp_reply_from(n):
+    """An ARP reply to everyone from invented sender n (MAC 02:aa:…, IP 10.0.1.0 + n)."""
+    mac = bytes([2, 0xaa, 0, 0, n >> 8, n & 0xff])
+    ip = bytes([10, 0, 1 + (n >> 8), n & 0xff])
+    arp = struct.pack("!HHBBH", 1, 0x0800, 6, 4, 2) + mac + ip + bytes(6) + bytes([10, 0, 0, 254])
+    return b"\xff" * 6 + mac + b"\x08\x06" + arp + bytes(18)
+
+
+#: The LESS protocol's frames (docs/less.md §2) as a host on an edge port could forge them.
+LESS_GROUP, LESS_PROTOCOL = bytes([0x03, 0x00, 0x4c, 0x45, 0x53, 0x53]), b"\x88\xb5"
+
+
+def forged_hello(switch_id):
+    """A HELLO from a root-capable switch `switch_id` with no addresses, as if from its port 1."""
+    body = bytes([2, 1]) + struct.pack("!QBBB", switch_id, 1, 1, 0)
+    return (LESS_GROUP + bytes([2, 0, 0, 0, 0, 0x99]) + LESS_PROTOCOL + body).ljust(60, b"\0")
+
+
+def forged_hosts(origin, ip, mac):
+    """HOSTS from switch `origin` (the root, empty address) announcing `ip` at `mac` on its port 1."""
+    body = bytes([2, 2]) + struct.pack("!QIBB", origin, 1, 1, 0) + struct.pack("!HB", 1, 4)
+    body += bytes(int(b) for b in ip.split(".")) + bytes.fromhex(mac.replace(":", "")) + b"\x01"
+    return (LESS_GROUP + bytes([2, 0, 0, 0, 0, 0x98]) + LESS_PROTOCOL + body).ljust(60, b"\0")
+
+
+def test_a_host_inventing_senders_or_speaking_the_protocol_leaves_the_fabric_as_it_was():
+    """Two switches, A the root with a host and a spoofing host, B with a host. The spoofer sends
+    ARP from 200 invented senders: A learns its port's share (160), refuses and counts the rest,
+    and announces its 161 hosts in two frames, where one would have been over the links' MTU
+    and never sent, and B, hearing nothing from A for 30 HELLOs, would have forgotten A's real
+    host. The spoofer then says HELLO as a root switch and announces B's host as its own: A's
+    port to it is not listed as a fabric port, so A drops both and counts them. After all that,
+    B still knows A's hosts, and the real hosts still reach each other."""
+    netns.cleanup()
+    f = Fabric("lg")
+    f.switch("a")
+    f.switch("b")
+    f.host("a", "10.0.0.1/24")
+    f.host("a", "10.0.0.9/24")
+    f.host("b", "10.0.0.2/24")
+    f.link("a", "b")
+    # HELLOs every 20 ms: B forgets a switch unheard for 30 of them (0.6 s), not 3 s.
+    with f, less_switches(f, root="a", tag="less-guard", hello_ms=20,
+                          less_settings={"max_hosts_per_port": 160}) as sws:
+        h1, spoofer, h2 = f.hosts
+        a, b = sws["a"], sws["b"]
+        wait_for(lambda: counters(b)["addresses"] == 1, timeout=10, what="B's LESS address")
+        wait_for(lambda: h2.ping(h1.addr, count=1, timeout=5)[0] == 1, timeout=15, what="h2 to h1 over LESS")
+        assert counters(b)["hosts"] == 2 and counters(a)["announcement_frames"] == 1
+
+        # 200 invented senders, sent again until A has seen them all (however fast Python sends):
+        # 160 learned, besides h1 and (remote) h2.
+        spoofed = [arp_reply_from(n) for n in range(1, 201)]
+
+        def learned():
+            send_frames(spoofer, spoofed)
+            c = counters(a)
+            return c["hosts"] == 162 and c["hosts_over_port_limit"] >= 40
+        wait_for(learned, timeout=10, interval=0, what="A to learn the spoofer's share")
+        wait_for(lambda: counters(b)["hosts"] == 162, timeout=5, what="B to hear A's 161 hosts")
+        time.sleep(1.0)
+        assert counters(a)["announcement_frames"] == 2, counters(a)
+        assert counters(b)["hosts"] == 162, "B forgot A's announcement"
+        assert h2.ping(h1.addr, count=3, interval=0.05)[0] == 3
+
+        before = counters(a)
+        send_frames(spoofer, [forged_hello(0x99), forged_hosts(0x98, h2.addr, spoofer.mac)])
+        wait_for(lambda: counters(a)["protocol_on_edge_port"] == 2, timeout=5, what="A to drop the forged frames")
+        time.sleep(0.2)
+        after = counters(a)
+        assert (after["neighbours"], after["root"], after["hosts"]) == (1, 1, 162), after
+        assert after["protocol_in"] > before["protocol_in"], "B's HELLOs are heard all along"
+        assert after["drops"].get("filtered", 0) - before["drops"].get("filtered", 0) == 2, after["drops"]
+        assert h1.ping(h2.addr, count=3, interval=0.05)[0] == 3
 
 
 # The six-switch fabric (testbed/less.py) takes 3-7 s to build, start one switch after another
@@ -522,14 +606,17 @@ def test_less_and_a_learning_bridge_share_a_switch(datapath):
             assert h1.ping(h2.addr, count=10, interval=0.05)[0] == 10
             # The bridge: hosts 3 and 4, through the same switch.
             assert h3.ping(h4.addr, count=10, interval=0.05)[0] == 10
-            # Neither reaches the other part: host 3's ARP stays in the bridge, and LESS asks only
-            # its own edge ports for an address it does not know.
-            assert h3.ping(h1.addr, count=2, interval=0.2, timeout=5)[0] == 0
-            assert h1.ping(h4.addr, count=2, interval=0.2, timeout=5)[0] == 0
             # The protocol's HELLOs reach LESS's ports only (counted where the hosts receive: the
             # switch's sends bypass the taps on its side).
             dumps = {h.name: h.popen("timeout", "1.5", "tcpdump", "-enli", "eth0", "ether proto 0x88b5")
                      for h in (h1, h3)}
+            # Meanwhile (each waits for nothing to come back), neither part reaches the other:
+            # host 3's ARP stays in the bridge, and LESS asks only its own edge ports for an
+            # address it does not know.
+            with ThreadPoolExecutor(2) as pool:
+                crossed = list(pool.map(lambda pair: pair[0].ping(pair[1].addr, count=2, interval=0.2, timeout=5)[0],
+                                        [(h3, h1), (h1, h4)]))
+            assert crossed == [0, 0], crossed
             seen = {name: p.communicate(timeout=10)[0].count("0x88b5") for name, p in dumps.items()}
             assert seen[h1.name] >= 5 and seen[h3.name] == 0, seen
             a = counters(sw_a)

@@ -21,6 +21,13 @@ pub struct LessSection {
     pub hold_ms: Option<Spanned<u64>>,
     /// How long a host of ours may stay silent before it is forgotten (seconds).
     pub host_idle_s: Option<Spanned<u64>>,
+    /// The ports that lead to other LESS switches, by name; every other port is an edge port, and
+    /// protocol frames arriving there are dropped. Without it, ports are found by their HELLOs.
+    pub fabric_ports: Option<Spanned<Vec<Spanned<String>>>>,
+    /// Hosts (addresses) of ours one edge port may have.
+    pub max_hosts_per_port: Option<Spanned<u64>>,
+    /// Host queries this switch may have out across the fabric at once.
+    pub max_host_queries: Option<Spanned<u64>>,
 }
 
 /// The LESS mode's settings, with the ports checked against what a label can name.
@@ -69,6 +76,40 @@ pub(super) fn less(cx: &Ctx<'_>, file: &File, ports: &[(u32, String)]) -> Result
             }
             cfg.host_idle_ns = h.get_ref() * 1000 * MS;
         }
+        if let Some(list) = &section.fabric_ports {
+            let mut listed = std::collections::BTreeSet::new();
+            for name in list.get_ref() {
+                let Some(&(no, _)) = ports.iter().find(|(_, n)| n == name.get_ref()) else {
+                    let known: Vec<&str> = ports.iter().map(|(_, n)| n.as_str()).collect();
+                    return Err(cx.at(
+                        name,
+                        format!(
+                            "fabric_ports: no LESS port is named \"{}\" (they are: {})",
+                            name.get_ref(),
+                            known.join(", ")
+                        ),
+                    ));
+                };
+                if !listed.insert(no as u8) {
+                    return Err(cx.at(name, format!("fabric_ports: \"{}\" is listed twice", name.get_ref())));
+                }
+            }
+            cfg.fabric_ports = Some(listed);
+        }
+        // Each announcement frame holds about a hundred hosts; the limits keep a switch's within
+        // a few hundred frames and its queries within a few thousand a second.
+        if let Some(m) = &section.max_hosts_per_port {
+            if !(1..=4096).contains(m.get_ref()) {
+                return Err(cx.at(m, format!("max_hosts_per_port {}: expected 1-4096", m.get_ref())));
+            }
+            cfg.max_hosts_per_port = *m.get_ref() as usize;
+        }
+        if let Some(m) = &section.max_host_queries {
+            if !(1..=4096).contains(m.get_ref()) {
+                return Err(cx.at(m, format!("max_host_queries {}: expected 1-4096", m.get_ref())));
+            }
+            cfg.max_host_queries = *m.get_ref() as usize;
+        }
     }
     Ok(ModeSetting::Less(cfg))
 }
@@ -92,6 +133,30 @@ mod tests {
         assert_eq!(s.mode, ModeSetting::Less(want));
         let e = from_str(&format!("{head}[less]\nhost_idle_s = 0\n")).unwrap_err();
         assert!(e.starts_with("sw.toml:7:") && e.contains("expected 1-86400"), "{e}");
+        let s =
+            from_str(&format!("{head}[less]\nfabric_ports = [\"b\"]\nmax_hosts_per_port = 64\nmax_host_queries = 8\n"))
+                .unwrap();
+        let want = forwarding::less::Config {
+            fabric_ports: Some([2].into()),
+            max_hosts_per_port: 64,
+            max_host_queries: 8,
+            ..Default::default()
+        };
+        assert_eq!(s.mode, ModeSetting::Less(want));
+        let s = from_str(&format!("{head}[less]\nfabric_ports = []\n")).unwrap();
+        assert!(matches!(s.mode, ModeSetting::Less(ref c) if c.fabric_ports == Some(Default::default())), "all edge");
+        let e = from_str(&format!("{head}[less]\nfabric_ports = [\"b\",\n  \"eth9\"]\n")).unwrap_err();
+        assert!(e.starts_with("sw.toml:8:") && e.contains("no LESS port is named \"eth9\" (they are: a, b)"), "{e}");
+        let e = from_str(&format!("{head}[less]\nfabric_ports = [\"b\", \"b\"]\n")).unwrap_err();
+        assert!(e.starts_with("sw.toml:7:") && e.contains("listed twice"), "{e}");
+        for key in ["max_hosts_per_port", "max_host_queries"] {
+            let e = from_str(&format!("{head}[less]\n{key} = 0\n")).unwrap_err();
+            assert!(e.starts_with("sw.toml:7:") && e.contains("expected 1-4096"), "{e}");
+        }
+        // A port of another mode is no LESS port.
+        let shared = format!("{head}[[port]]\nname = \"c\"\nmode = \"learning\"\n[less]\nfabric_ports = [\"c\"]\n");
+        let e = from_str(&shared).unwrap_err();
+        assert!(e.starts_with("sw.toml:10:") && e.contains("no LESS port is named \"c\""), "{e}");
         let e = from_str(&format!("{head}[less]\nmax_labels = 0\n")).unwrap_err();
         assert!(e.starts_with("sw.toml:7:") && e.contains("expected 1-64"), "{e}");
         let e = from_str(&head.replace("name = \"b\"\n", "name = \"b\"\nnumber = 300\n")).unwrap_err();
@@ -111,6 +176,9 @@ pub(super) fn unwanted(cx: &Ctx<'_>, section: &LessSection) -> String {
         section.dead_ms.as_ref().map(|d| d.span().start),
         section.hold_ms.as_ref().map(|h| h.span().start),
         section.host_idle_s.as_ref().map(|h| h.span().start),
+        section.fabric_ports.as_ref().map(|f| f.span().start),
+        section.max_hosts_per_port.as_ref().map(|m| m.span().start),
+        section.max_host_queries.as_ref().map(|m| m.span().start),
     ];
     match lines.into_iter().flatten().min() {
         Some(at) => format!("{}:{}: {reason}", cx.path, super::line_of(cx.src, at)),

@@ -57,8 +57,26 @@ impl LessMode {
 
     pub(super) fn announce_hosts(&mut self, out: &mut dyn Output) {
         let addresses = self.fabric.addresses().cloned().collect();
-        let msg = Message::Hosts(self.directory.announce(self.cfg.switch_id, addresses));
-        self.flood(&msg, None, true, out);
+        let parts = self.directory.announce(self.cfg.switch_id, addresses);
+        self.announcement_frames = parts.len() as u64;
+        for part in parts {
+            self.flood(&Message::Hosts(part), None, true, out);
+        }
+    }
+
+    /// A protocol frame on a port that is not a fabric port: dropped and counted. A HELLO is heard
+    /// on any port the configuration does not rule out (it makes the port a fabric port when none
+    /// are listed); HOSTS and HOST-QUERY only on fabric ports, so that a host cannot announce
+    /// hosts or ask across the fabric in a switch's name.
+    fn on_edge_port(&mut self, msg: &Message, in_port: u8) -> bool {
+        let heard = match msg {
+            Message::Hello(_) => self.fabric.may_hear(in_port),
+            Message::Hosts(_) | Message::HostQuery(_) => !self.fabric.is_edge(in_port),
+        };
+        if !heard {
+            self.counters.protocol_on_edge_port += 1;
+        }
+        !heard
     }
 
     pub(super) fn protocol(&mut self, pkt: &Packet, in_port: u8, now: Nanos, out: &mut dyn Output) -> Verdict {
@@ -70,6 +88,9 @@ impl LessMode {
                 return Verdict { dropped: Some(DropReason::Malformed), entry: None };
             }
         };
+        if self.on_edge_port(&msg, in_port) {
+            return Verdict { dropped: Some(DropReason::Filtered), entry: None };
+        }
         self.counters.protocol_in += 1;
         match msg {
             Message::Hello(h) => {
@@ -104,7 +125,7 @@ impl LessMode {
                 }
             }
             Message::HostQuery(q) => {
-                if q.origin != self.cfg.switch_id && self.directory.query(q.origin, q.seq) {
+                if q.origin != self.cfg.switch_id && self.directory.query(q.origin, q.seq, now) {
                     self.flood(&Message::HostQuery(q), Some(in_port), true, out);
                     self.ask_hosts(&q, None, out);
                 }
@@ -212,7 +233,15 @@ impl LessMode {
             Some(Location::Here(_)) => return None,
             None => {}
         }
-        if self.asked.get(&target).is_none_or(|&t| now.saturating_sub(t) >= self.cfg.hello_ns) {
+        let hello = self.cfg.hello_ns;
+        if self.asked.get(&target).is_none_or(|&t| now.saturating_sub(t) >= hello) {
+            if self.asked.len() >= self.cfg.max_host_queries {
+                self.asked.retain(|_, &mut t| now.saturating_sub(t) < hello);
+            }
+            if self.asked.len() >= self.cfg.max_host_queries {
+                self.counters.host_queries_over_limit += 1;
+                return None;
+            }
             self.asked.insert(target, now);
             self.arp_seq = self.arp_seq.wrapping_add(1);
             let q = HostQuery { origin: self.cfg.switch_id, seq: self.arp_seq, target, sender_ip, sender_mac };

@@ -12,7 +12,7 @@
 //! data plane reroutes around the port at once (fast reroute), and the addresses, which every
 //! switch's routes are computed from, change once, after the hold, not on every flap.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use packet::less::Address;
 
@@ -44,10 +44,13 @@ pub struct Fabric {
     addresses: Vec<PathAddress>,
     /// Ports whose neighbour fell silent with the link still up (a failure carrier does not
     /// show): down for forwarding until a HELLO is heard there again.
-    silent: std::collections::BTreeSet<u8>,
+    silent: BTreeSet<u8>,
     /// Neighbours given up for silence so far: with the links up, each is a failure carrier did
     /// not show, or HELLOs lost or late (a control plane starved by the data plane).
     pub silenced: u64,
+    /// The fabric ports, when the configuration lists them: every other port is an edge port
+    /// whatever arrives on it. `None`: a port is a fabric port once a HELLO is heard on it.
+    listed: Option<BTreeSet<u8>>,
 }
 
 impl Fabric {
@@ -61,9 +64,20 @@ impl Fabric {
             addresses: vec![],
             silent: Default::default(),
             silenced: 0,
+            listed: None,
         };
         f.recompute();
         f
+    }
+
+    /// Only `ports` are fabric ports from now on (before any HELLO is heard).
+    pub fn list_fabric_ports(&mut self, ports: BTreeSet<u8>) {
+        self.listed = Some(ports);
+    }
+
+    /// Whether a HELLO on `port` is heard: on any port, unless the fabric ports are listed.
+    pub fn may_hear(&self, port: u8) -> bool {
+        self.listed.as_ref().is_none_or(|l| l.contains(&port))
     }
 
     pub fn id(&self) -> u64 {
@@ -87,9 +101,13 @@ impl Fabric {
         self.neighbours.iter().map(|(&p, n)| (p, n))
     }
 
-    /// A port no HELLO is heard on: hosts are there.
+    /// A port hosts are on: one the configuration does not list as a fabric port, or (with none
+    /// listed) one no HELLO is heard on.
     pub fn is_edge(&self, port: u8) -> bool {
-        !self.neighbours.contains_key(&port) && !self.silent.contains(&port)
+        match &self.listed {
+            Some(listed) => !listed.contains(&port),
+            None => !self.neighbours.contains_key(&port) && !self.silent.contains(&port),
+        }
     }
 
     /// A port whose neighbour stopped sending HELLOs while its carrier stayed up.
@@ -103,6 +121,9 @@ impl Fabric {
 
     /// A HELLO arrived on `port`. True when our addresses changed.
     pub fn hello(&mut self, port: u8, h: Hello, now: Nanos) -> bool {
+        if !self.may_hear(port) {
+            return false;
+        }
         if h.switch == self.id {
             // Our own HELLO came back: two of our ports are looped. Neither is a neighbour.
             return false;
@@ -268,7 +289,10 @@ mod tests {
         }
         converge(&mut s, &all[2..]);
         assert!(s[2].is_root(), "the standby is the root now");
-        assert_eq!((addrs(&s[2]), addrs(&s[1]), addrs(&s[3])), (vec!["-".to_string()], vec!["3/3".to_string()], vec!["2/2".to_string()]));
+        assert_eq!(
+            (addrs(&s[2]), addrs(&s[1]), addrs(&s[3])),
+            (vec!["-".to_string()], vec!["3/3".to_string()], vec!["2/2".to_string()])
+        );
         // It returns: it is the root again, and every address is under it.
         let mut back = Fabric::new(100, true, 4);
         std::mem::swap(&mut s[0], &mut back);
@@ -318,6 +342,21 @@ mod tests {
         // Without the root's link, 1 and 2 have only each other's addresses, which run through themselves.
         converge(&mut s[1..], &[(0, 2, 1, 1), (1, 2, 0, 3)]);
         assert!(addrs(&s[1]).is_empty() && addrs(&s[2]).is_empty(), "{:?} {:?}", addrs(&s[1]), addrs(&s[2]));
+    }
+
+    #[test]
+    fn with_fabric_ports_listed_a_hello_elsewhere_makes_no_neighbour() {
+        let root = Fabric::new(1, true, 4);
+        let mut a = Fabric::new(2, false, 4);
+        a.list_fabric_ports(BTreeSet::from([3]));
+        assert!(!a.is_edge(3) && a.is_edge(1), "a listed port is a fabric port before any HELLO");
+        assert!(!a.hello(1, root.hello_for(1), 0), "a HELLO on an edge port");
+        assert!(a.is_edge(1) && a.neighbours().next().is_none() && a.addresses().next().is_none());
+        assert!(a.hello(3, root.hello_for(2), 0));
+        assert_eq!(a.neighbours().map(|(p, _)| p).collect::<Vec<_>>(), [3]);
+        // Discovered, as without a list: a HELLO makes any port a fabric port.
+        let mut b = Fabric::new(3, false, 4);
+        assert!(b.is_edge(1) && b.hello(1, root.hello_for(1), 0) && !b.is_edge(1));
     }
 
     #[test]

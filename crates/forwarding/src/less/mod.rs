@@ -17,7 +17,7 @@ pub mod fabric;
 pub mod protocol;
 pub mod reroute;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ofp::oxm::Field;
@@ -58,7 +58,22 @@ pub struct Config {
     /// Frames the kernel labels do not count as heard; a Linux host re-checks a neighbour it
     /// uses within about a minute (ARP), which does.
     pub host_idle_ns: Nanos,
+    /// The fabric ports, if the configuration lists them: protocol frames are heard only there,
+    /// and every other port is an edge port. `None`: a port on which a HELLO is heard is a fabric
+    /// port (discovered), and HOSTS and HOST-QUERY are heard only on such ports.
+    pub fabric_ports: Option<BTreeSet<u8>>,
+    /// Hosts (addresses) of ours one edge port may have; a new one past that is not learned.
+    pub max_hosts_per_port: usize,
+    /// Host queries this switch may have out at once (each is kept a HELLO interval): an ARP or
+    /// neighbour solicitation for an unknown address past that is not asked across the fabric.
+    pub max_host_queries: usize,
 }
+
+/// Hosts an edge port may have by default: a rack's worth of servers behind a bridge, each with an
+/// IPv4, an IPv6 and a link-local address.
+pub const DEFAULT_MAX_HOSTS_PER_PORT: usize = 256;
+/// Host queries out at once by default (64 a HELLO interval: 640 a second at 100 ms).
+pub const DEFAULT_MAX_HOST_QUERIES: usize = 64;
 
 impl Default for Config {
     fn default() -> Config {
@@ -71,6 +86,9 @@ impl Default for Config {
             hold_ns: 100 * MS,
             max_addresses: 4,
             host_idle_ns: 300 * 1000 * MS,
+            fabric_ports: None,
+            max_hosts_per_port: DEFAULT_MAX_HOSTS_PER_PORT,
+            max_host_queries: DEFAULT_MAX_HOST_QUERIES,
         }
     }
 }
@@ -106,6 +124,12 @@ struct Counters {
     hellos_sent: u64,
     protocol_in: u64,
     protocol_bad: u64,
+    /// Protocol frames that arrived on an edge port (not a fabric port: not listed, or with no
+    /// HELLO heard there for HOSTS and HOST-QUERY), dropped.
+    protocol_on_edge_port: u64,
+    /// ARP and neighbour solicitations for an unknown address not asked across the fabric:
+    /// `max_host_queries` were out.
+    host_queries_over_limit: u64,
     arp_replies: u64,
     /// IPv6 neighbour advertisements sent for hosts elsewhere.
     nd_replies: u64,
@@ -148,8 +172,10 @@ pub struct LessMode {
     /// Our hosts changed: announce them.
     announce: bool,
     arp_seq: u32,
-    /// Host queries already flooded, per target, and when (one per target per HELLO interval).
+    /// Host queries already flooded, per target, and when (one per target per HELLO interval, at
+    /// most `max_host_queries` at once).
     asked: BTreeMap<IpAddr, Nanos>,
+    announcement_frames: u64,
     /// What the kernel fast path may do on its own: stacks planned here for later frames.
     kernel: KernelLabels,
     /// Something the plans depend on changed: they are made again before the mode returns.
@@ -158,8 +184,11 @@ pub struct LessMode {
 
 impl LessMode {
     pub fn new(cfg: Config) -> LessMode {
-        let cfg_max_labels = cfg.max_labels;
-        let fabric = Fabric::new(cfg.switch_id, cfg.root, cfg.max_addresses);
+        let (cfg_max_labels, max_hosts_per_port) = (cfg.max_labels, cfg.max_hosts_per_port);
+        let mut fabric = Fabric::new(cfg.switch_id, cfg.root, cfg.max_addresses);
+        if let Some(ports) = &cfg.fabric_ports {
+            fabric.list_fabric_ports(ports.clone());
+        }
         // Sequence numbers start from the wall clock: a restarted switch is newer than its old self.
         let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         let seq = (wall.as_millis() as u32).wrapping_mul(4);
@@ -167,7 +196,7 @@ impl LessMode {
             cfg,
             live: BTreeMap::new(),
             fabric,
-            directory: Directory::new(seq),
+            directory: Directory::new(seq, max_hosts_per_port),
             counters: Counters::default(),
             next_hello: 0,
             next_announce: 0,
@@ -175,6 +204,7 @@ impl LessMode {
             announce: true,
             arp_seq: seq,
             asked: BTreeMap::new(),
+            announcement_frames: 0,
             kernel: KernelLabels { generation: 1, max_labels: cfg_max_labels, ..KernelLabels::default() },
             stale: true,
         }
@@ -592,6 +622,11 @@ impl Mode for LessMode {
                 cfg.root
             ));
         }
+        if cfg.fabric_ports != self.cfg.fabric_ports {
+            return Err("[less] fabric_ports: which ports are fabric ports decides where hosts and neighbours \
+                        are; restart to change it"
+                .into());
+        }
         if cfg.max_addresses != self.cfg.max_addresses {
             return Err("[less] max_addresses: the fabric's addresses are kept in that many places; restart to \
                         change it"
@@ -599,6 +634,8 @@ impl Mode for LessMode {
         }
         let switch_id = self.cfg.switch_id;
         self.cfg = Config { switch_id, ..cfg.clone() };
+        // Hosts past a lowered limit stay until they fall silent; new ones wait for room.
+        self.directory.max_hosts_per_port = cfg.max_hosts_per_port;
         if self.kernel.max_labels != cfg.max_labels {
             self.kernel.max_labels = cfg.max_labels;
             self.kernel.generation += 1;
@@ -682,6 +719,10 @@ impl LessMode {
             ("hellos_sent", c.hellos_sent),
             ("protocol_in", c.protocol_in),
             ("protocol_bad", c.protocol_bad),
+            ("protocol_on_edge_port", c.protocol_on_edge_port),
+            ("hosts_over_port_limit", self.directory.hosts_over_port_limit),
+            ("host_queries_over_limit", c.host_queries_over_limit),
+            ("query_origins_over_limit", self.directory.query_origins_over_limit),
             ("arp_replies", c.arp_replies),
             ("nd_replies", c.nd_replies),
         ]);
@@ -693,6 +734,8 @@ impl LessMode {
             ("neighbours", self.fabric.neighbours().count() as u64),
             ("neighbours_silenced", self.fabric.silenced),
             ("hosts", self.directory.len() as u64),
+            // Frames our last announcement of hosts took (more than one past an Ethernet frame's worth).
+            ("announcement_frames", self.announcement_frames),
         ];
         groups.push(CounterGroup { name: "fabric".into(), counters: addresses });
         groups
@@ -810,6 +853,144 @@ mod tests {
         let plain = packet::craft::udp4([2; 6], [4; 6], [10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 60);
         assert_eq!(send(&mut m, &plain).0.dropped, Some(DropReason::NoAction));
         assert_eq!(counter(&m, "no_host"), 1, "plain IP for a host nobody announced");
+    }
+
+    fn send_on(m: &mut LessMode, frame: &[u8], port: u32, now: Nanos) -> (Verdict, Sent) {
+        let (key, layout) = packet::parse(frame, port).unwrap();
+        let mut pkt = Packet::new(frame, Offload::default(), layout);
+        let mut out = Sent::default();
+        let v = m.receive(&mut pkt, &key, now, &mut out);
+        (v, out)
+    }
+
+    fn arp(op: u16, n: u32, target: [u8; 4]) -> Vec<u8> {
+        let sha = [2, 0xaa, 0, (n >> 16) as u8, (n >> 8) as u8, n as u8];
+        let spa = (0x0a01_0000 + n).to_be_bytes();
+        packet::craft::FrameBuilder::new([0xff; 6], sha).build(packet::craft::L3::Arp {
+            op,
+            sha,
+            spa,
+            tha: [0; 6],
+            tpa: target,
+        })
+    }
+
+    fn fabric_counter(m: &LessMode, name: &str) -> u64 {
+        m.counters()[1].counters.iter().find(|(n, _)| *n == name).unwrap().1
+    }
+
+    fn sent_kinds(out: &Sent) -> Vec<(u32, Message)> {
+        out.0
+            .iter()
+            .filter(|(_, f)| f[12..14] == less::PROTOCOL_ETHERTYPE.to_be_bytes())
+            .map(|(p, f)| (*p, Message::decode(&f[14..]).unwrap()))
+            .collect()
+    }
+
+    use protocol::{HostEntry, Hosts, Message};
+
+    #[test]
+    fn with_fabric_ports_listed_protocol_frames_elsewhere_are_dropped_and_counted() {
+        let cfg = Config { fabric_ports: Some(BTreeSet::from([4])), switch_id: 2, ..Config::default() };
+        let mut m = LessMode::new(cfg);
+        (1..=4).for_each(|p| m.port_changed(p, Some(LIVE)));
+        let root = fabric::Fabric::new(1, true, 4);
+        // A host on port 1 learned, then that host says HELLO as a switch would.
+        send_on(&mut m, &arp(2, 1, [10, 0, 0, 9]), 1, 0);
+        let hello = Message::Hello(root.hello_for(1)).encode([2; 6]);
+        let (v, _) = send_on(&mut m, &hello, 1, 1);
+        assert_eq!(v.dropped, Some(DropReason::Filtered));
+        let hosts = Hosts {
+            origin: 9,
+            seq: 1,
+            part: 0,
+            parts: 1,
+            addresses: vec![Address::default()],
+            hosts: vec![HostEntry { ip: "10.0.0.2".parse().unwrap(), mac: [2; 6], port: 1 }],
+        };
+        assert_eq!(
+            send_on(&mut m, &Message::Hosts(hosts.clone()).encode([2; 6]), 1, 1).0.dropped,
+            Some(DropReason::Filtered)
+        );
+        assert_eq!(counter(&m, "protocol_on_edge_port"), 2);
+        assert_eq!(fabric_counter(&m, "neighbours"), 0);
+        assert_eq!(fabric_counter(&m, "hosts"), 1, "port 1 is still an edge port, its host kept; no HOSTS taken");
+        // On the listed port, the same frames are heard.
+        send_on(&mut m, &Message::Hello(root.hello_for(4)).encode([2; 6]), 4, 2);
+        send_on(&mut m, &Message::Hosts(hosts).encode([2; 6]), 4, 2);
+        assert_eq!(
+            (fabric_counter(&m, "neighbours"), fabric_counter(&m, "hosts"), counter(&m, "protocol_in")),
+            (1, 2, 2)
+        );
+    }
+
+    #[test]
+    fn discovered_a_port_hears_hosts_and_queries_only_once_a_hello_made_it_a_fabric_port() {
+        let mut m = switch(2);
+        let hosts = Hosts { origin: 9, seq: 1, part: 0, parts: 1, addresses: vec![Address::default()], hosts: vec![] };
+        let frame = Message::Hosts(hosts).encode([2; 6]);
+        assert_eq!(send_on(&mut m, &frame, 2, 0).0.dropped, Some(DropReason::Filtered));
+        assert_eq!(counter(&m, "protocol_on_edge_port"), 1);
+        let root = fabric::Fabric::new(1, true, 4);
+        send_on(&mut m, &Message::Hello(root.hello_for(1)).encode([2; 6]), 2, 1);
+        assert_eq!(send_on(&mut m, &frame, 2, 1).0, Verdict::default());
+        assert_eq!(counter(&m, "protocol_on_edge_port"), 1);
+    }
+
+    #[test]
+    fn many_hosts_on_one_port_fill_its_share_and_the_announcement_goes_in_frames_that_fit() {
+        let cfg = Config {
+            fabric_ports: Some(BTreeSet::from([4])),
+            switch_id: 2,
+            max_hosts_per_port: 150,
+            ..Config::default()
+        };
+        let mut m = LessMode::new(cfg);
+        (1..=4).for_each(|p| m.port_changed(p, Some(LIVE)));
+        // 200 invented ARP senders on port 1 (replies: nothing is asked), one real host on port 2.
+        for n in 0..200 {
+            send_on(&mut m, &arp(2, n, [10, 0, 0, 9]), 1, 0);
+        }
+        send_on(&mut m, &arp(2, 1_000, [10, 0, 0, 9]), 2, 0);
+        assert_eq!((counter(&m, "hosts_over_port_limit"), fabric_counter(&m, "hosts")), (50, 151));
+        let mut out = Sent::default();
+        m.tick(1, &mut out);
+        let parts: Vec<Hosts> = sent_kinds(&out)
+            .into_iter()
+            .filter_map(|(port, msg)| match msg {
+                Message::Hosts(h) => Some((port, h)),
+                _ => None,
+            })
+            .map(|(port, h)| {
+                assert_eq!(port, 4, "announced on the fabric port only");
+                h
+            })
+            .collect();
+        assert!(out.0.iter().all(|(_, f)| f.len() <= protocol::MAX_FRAME));
+        assert_eq!(parts.len(), 2);
+        assert_eq!(fabric_counter(&m, "announcement_frames"), 2);
+        assert_eq!(parts.iter().map(|p| p.hosts.len()).sum::<usize>(), 151);
+    }
+
+    #[test]
+    fn host_queries_out_at_once_are_bounded_and_age_with_the_hello_interval() {
+        let cfg = Config { max_host_queries: 4, ..Config::default() };
+        let mut m = LessMode::new(cfg);
+        (1..=2).for_each(|p| m.port_changed(p, Some(LIVE)));
+        let asked = |m: &mut LessMode, target: u8, now: Nanos| {
+            let (_, out) = send_on(m, &arp(1, 7, [10, 0, 9, target]), 1, now);
+            sent_kinds(&out).iter().filter(|(_, msg)| matches!(msg, Message::HostQuery(_))).count()
+        };
+        // Port 2 has no neighbour: queries flood on fabric ports only, so make it one.
+        let root = fabric::Fabric::new(1, true, 4);
+        send_on(&mut m, &Message::Hello(root.hello_for(1)).encode([2; 6]), 2, 0);
+        let first: Vec<usize> = (0..6).map(|t| asked(&mut m, t, 0)).collect();
+        assert_eq!(first, [1, 1, 1, 1, 0, 0]);
+        assert_eq!(counter(&m, "host_queries_over_limit"), 2);
+        assert_eq!(asked(&mut m, 0, 50 * MS), 0, "asked already within the interval");
+        let hello = m.cfg.hello_ns;
+        assert_eq!(asked(&mut m, 5, hello), 1, "a HELLO interval on, the old ones make room");
+        assert!(m.asked.len() <= 4);
     }
 
     #[test]
