@@ -83,7 +83,10 @@ fn check_names(allowed: &[String], end_entity: &CertificateDer<'_>) -> Result<()
         true => "none".to_string(),
         false => names.iter().map(|(kind, name)| format!("{kind}:{name}")).collect::<Vec<_>>().join(", "),
     };
-    refused(format!("not a permitted peer name: the certificate names {named} where {} are permitted", allowed.join(", ")))
+    refused(format!(
+        "not a permitted peer name: the certificate names {named} where {} are permitted",
+        allowed.join(", ")
+    ))
 }
 
 /// A certificate's names, each with its kind: `CN` (the subject's common names), `DNS` and `URI`
