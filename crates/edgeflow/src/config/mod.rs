@@ -294,7 +294,8 @@ pub struct Flags {
 fn check_peer_names(names: &[String]) -> Result<Vec<String>, String> {
     for n in names {
         if n.is_empty() || n.trim() != n {
-            return Err(format!("'{n}': a peer name is a certificate's name (CN, DNS or URI), without spaces around it"));
+            let why = "a peer name is a certificate's name (CN, DNS or URI), without spaces around it";
+            return Err(format!("'{n}': {why}"));
         }
     }
     Ok(names.to_vec())
@@ -461,11 +462,25 @@ pub fn from_text(src: &str, path: &Path) -> Result<Settings, String> {
     settings(Some((&file, src, path)), &Flags::default())
 }
 
-/// Parses a config file's text; a syntax or type error names its line.
+/// Parses a config file's text; a syntax or type error names its line, and says what is wrong
+/// where the TOML reader has no words for it (a control character in a comment: the reader's
+/// message is empty) by the character and its column.
 fn parse_file(src: &str, path: &Path) -> Result<File, String> {
     toml::from_str(src).map_err(|e| {
-        let line = e.span().map(|s| line_of(src, s.start)).unwrap_or(0);
-        format!("{}:{line}: {}", path.display(), e.message())
+        let start = e.span().map(|s| s.start.min(src.len()));
+        let line = start.map(|at| line_of(src, at)).unwrap_or(0);
+        let why = match (e.message().trim(), start) {
+            ("", Some(at)) => {
+                let column = src.get(..at).and_then(|b| b.rsplit('\n').next()).map_or(0, |l| l.chars().count()) + 1;
+                match src.get(at..).and_then(|rest| rest.chars().next()) {
+                    Some(c) => format!("not TOML at column {column}: {:?} cannot stand there", c),
+                    None => format!("not TOML at column {column}: the text ends early"),
+                }
+            }
+            ("", None) => "not TOML".to_string(),
+            (why, _) => why.to_string(),
+        };
+        format!("{}:{line}: {why}", path.display())
     })
 }
 
@@ -587,13 +602,9 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
         (names, _) => check_peer_names(names).map_err(|e| format!("--peer-name: {e}"))?,
     };
     let tls = match (&flags.private_key, &flags.certificate, &flags.ca_cert, &file.tls) {
-        (Some(k), Some(c), Some(ca), _) => Some(TlsFiles {
-            private_key: k.clone(),
-            certificate: c.clone(),
-            ca_cert: ca.clone(),
-            pinned,
-            peer_names,
-        }),
+        (Some(k), Some(c), Some(ca), _) => {
+            Some(TlsFiles { private_key: k.clone(), certificate: c.clone(), ca_cert: ca.clone(), pinned, peer_names })
+        }
         (None, None, None, Some(t)) => Some(TlsFiles {
             private_key: t.private_key.clone(),
             certificate: t.certificate.clone(),
@@ -904,6 +915,14 @@ number = 7
         assert_eq!(names(s), Ok(vec!["ctl-3".to_string()]), "the flags' names replace the file's");
         let flags = Flags { ports: vec!["a".into()], peer_names: vec!["ctl".into()], ..Flags::default() };
         assert_eq!(settings(None, &flags).unwrap_err(), "--peer-name names TLS peers: it needs the TLS files");
+    }
+
+    /// Found by the `uci` fuzz target's surface: a control character in a comment (an include's
+    /// path is echoed into one) was refused as "sw.toml:2: " and no more.
+    #[test]
+    fn a_toml_error_without_words_is_named_by_its_character() {
+        let e = from_str("[[port]]\n# a\u{1}b\nname = \"a\"\n").unwrap_err();
+        assert_eq!(e, r#"sw.toml:2: not TOML at column 4: '\u{1}' cannot stand there"#);
     }
 
     #[test]
