@@ -1,7 +1,8 @@
 """TLS on the controller channel, both ways, and what each side refuses: a peer certificate from
-another CA, an expired one, one the pin does not name — each with a log line that says which —
-and a controller (os-ken over TLS) refusing a switch whose certificate it does not trust. Every
-refusal beside the same connection accepted with the right certificate."""
+another CA, an expired one, one the pin does not name, one of the wrong kind (its extended key
+usage, or a name `--peer-name` does not allow) — each with a log line that says which — and a
+controller (os-ken over TLS) refusing a switch whose certificate it does not trust. Every refusal
+beside the same connection accepted with the right certificate."""
 
 import datetime
 import ipaddress
