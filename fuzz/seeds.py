@@ -92,6 +92,55 @@ def configs():
     }
 
 
+def p4_id(prefix, name):
+    """The id edgeflow's P4Info gives `name` (crates/p4/src/info.rs): FNV-1a under the prefix."""
+    h = 0x811C9DC5
+    for b in name.encode():
+        h = ((h ^ b) * 0x01000193) & 0xFFFFFFFF
+    return (prefix << 24) | max(h & 0xFFFFFF, 1)
+
+
+def pb(*fields):
+    """A protobuf message of (field number, value) pairs: an int as a varint, bytes as such."""
+    def varint(n):
+        out = b""
+        while True:
+            out += bytes([(n & 0x7F) | (0x80 if n > 0x7F else 0)])
+            n >>= 7
+            if not n:
+                return out
+    out = b""
+    for no, v in fields:
+        if isinstance(v, int):
+            out += varint(no << 3) + varint(v)
+        else:
+            out += varint(no << 3 | 2) + varint(len(v)) + v
+    return out
+
+
+def p4runtime():
+    """p4runtime_handlers inputs: the program's index, then (kind, bytes) records of protobuf
+    WriteRequests (even kinds) and ReadRequests (odd)."""
+    table, action = 0x02, 0x01
+    exact = lambda fid, value: pb((1, fid), (2, pb((1, value))))
+    lpm = lambda fid, value, length: pb((1, fid), (4, pb((1, value), (2, length))))
+    act = lambda aid, *params: pb((1, pb((1, aid), *((4, pb((2, i + 1), (3, v))) for i, v in enumerate(params)))))
+    insert = lambda entry, kind=1: pb((1, kind), (2, pb((2, entry))))
+    write = lambda *updates: pb((1, 1), *((4, u) for u in updates))
+    read_all = pb((1, 1), (2, pb((2, b""))))
+    dmac = pb((1, p4_id(table, "L2Ingress.dmac")), (2, exact(1, b"\x00\x0a")), (2, exact(2, bytes.fromhex("02000000000b"))),
+              (3, act(p4_id(action, "L2Ingress.forward"), b"\x02")))
+    route = pb((1, p4_id(table, "RouterIngress.routes")), (2, lpm(1, bytes([10, 0, 2, 0]), 24)),
+               (3, act(p4_id(action, "RouterIngress.next_hop"), bytes.fromhex("02000000000a"),
+                       bytes.fromhex("02000000000b"), b"\x02", b"\x07")))
+    counter = pb((1, 1), (2, pb((7, pb((1, p4_id(0x12, "RouterIngress.routed")), (2, pb((1, 7))))))))
+    return {
+        "l2_insert_read_delete": b"\x00" + records([(0, write(insert(dmac))), (1, read_all),
+                                                     (0, write(insert(dmac, 3))), (1, read_all)]),
+        "router_route_counter": b"\x01" + records([(0, write(insert(route))), (1, read_all), (1, counter)]),
+    }
+
+
 def main():
     f, m = frames(), openflow()
     seeds = {
@@ -112,6 +161,18 @@ def main():
         "differential": {"forward": bytes([3, 1, 0, 1, 1, 0, 1, 0, 2, 1, 4, 2, 1, 0, 2, 1, 1, 0, 3, 5, 1, 0, 0]),
                          "rewrite": bytes([1, 0, 0, 1, 1, 1, 3, 1, 6, 7, 8, 4, 2, 3, 1, 1, 1, 0, 0, 0, 2, 1, 0, 3]),
                          "tagged": bytes([2, 1, 1, 0, 0, 2, 3, 3, 4, 2, 4, 1, 2, 2, 3, 1, 1, 1, 1, 0, 1, 1, 2, 3])},
+        # The cut (low 7 bits, less one) and the slave bit, then a stream of messages.
+        "agent_framing": {"session": b"\x04" + b"".join(m.values()),
+                          "slave": b"\x87" + m["hello"] + m["flow_add"] + m["flow_stats"] + m["echo"],
+                          "broken": b"\x00" + m["echo"] + bytes([4, 2, 0, 4, 0, 0, 0, 1]) + m["echo"]},
+        "metrics_http": {"get": b"\x10GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:9108\r\nAccept: */*\r\n\r\n",
+                         "head": b"\x03HEAD /metrics?x=1 HTTP/1.0\r\n\r\n",
+                         "post": b"\xffPOST / HTTP/1.1\r\nContent-Length: 2\r\n\r\nab"},
+        "p4_frontend": {p.stem: p.read_bytes() for p in (OUT.parent.parent / "examples" / "p4").glob("*.p4")},
+        "p4runtime_handlers": p4runtime(),
+        "uci": {"openwrt": (OUT.parent.parent / "packaging" / "openwrt" / "edgeflow.config").read_bytes(),
+                "include": b"config edgeflow\n\toption mode 'learning'\n\toption include '/etc/edgeflow/x.toml'\n"
+                           b"\tlist listen \"ptcp:6634\"\nconfig port\n\toption name 'lan1'\n\toption rate_mbps 100\n"},
         "less_labels": {"stack": b"\x08" + bytes.fromhex("02000000000b02000000000a88b5") + struct.pack("!II", 0x02000040, 0x03000180)},
     }
     for target, inputs in seeds.items():

@@ -240,16 +240,22 @@ def test_packet_in_rate_limit(two_hosts):
         assert 150 <= n <= 320, n
 
 
-def test_plain_tcp_listener_without_an_address_is_loopback_only(two_hosts):
-    """`ptcp:PORT` listens on 127.0.0.1 alone (whoever reaches a plain-TCP listener controls the
-    switch); `ptcp:PORT:0.0.0.0` on every address, as it says. Both answer on loopback."""
+def test_listeners_without_an_address_are_loopback_only(two_hosts, tmp_path):
+    """`ptcp:PORT` and `ptls:PORT` listen on 127.0.0.1 alone (whoever reaches a plain-TCP
+    listener controls the switch, and whoever holds a certificate of the CA, another switch's
+    among them, reaches a TLS one); `ptcp:PORT:0.0.0.0` on every address, as it says. Both plain
+    ones answer on loopback."""
     from testbed.util import free_port
-    quiet, open_ = free_port(), free_port()
-    extra = ["--listen", f"ptcp:{quiet}", "--listen", f"ptcp:{open_}:0.0.0.0"]
+    keys = make_pki(tmp_path)
+    quiet, open_, quiet_tls = free_port(), free_port(), free_port()
+    extra = ["--listen", f"ptcp:{quiet}", "--listen", f"ptcp:{open_}:0.0.0.0", "--listen", f"ptls:{quiet_tls}",
+             "--private-key", str(keys / "switch.key"), "--certificate", str(keys / "switch.pem"),
+             "--ca-cert", str(keys / "ca.pem")]
     with Edgeflow(two_hosts.switch_ports, extra=extra):
         listening = sh("ss", "-Hltn").stdout.split()
-        assert f"127.0.0.1:{quiet}" in listening, listening
-        assert f"0.0.0.0:{quiet}" not in listening and f"*:{quiet}" not in listening, listening
+        for port in (quiet, quiet_tls):
+            assert f"127.0.0.1:{port}" in listening, (port, listening)
+            assert f"0.0.0.0:{port}" not in listening and f"*:{port}" not in listening, (port, listening)
         assert f"0.0.0.0:{open_}" in listening, listening
         for port in (quiet, open_):
             # An echo request answered by an echo reply of the same xid and body: the listener is

@@ -1,7 +1,8 @@
 """TLS on the controller channel, both ways, and what each side refuses: a peer certificate from
-another CA, an expired one, one the pin does not name — each with a log line that says which —
-and a controller (os-ken over TLS) refusing a switch whose certificate it does not trust. Every
-refusal beside the same connection accepted with the right certificate."""
+another CA, an expired one, one the pin does not name, one of the wrong kind (its extended key
+usage, or a name `--peer-name` does not allow) — each with a log line that says which — and a
+controller (os-ken over TLS) refusing a switch whose certificate it does not trust. Every refusal
+beside the same connection accepted with the right certificate."""
 
 import datetime
 import ipaddress
@@ -37,7 +38,8 @@ def _write(path, key, cert):
 def pki(d):
     """Two CAs (`ca`, trusted, and `other-ca`) and leaf certificates: `switch`, `ctl` and `ctl2`
     from `ca`, `stranger` from `other-ca`, `expired` from `ca` but expired yesterday. Returns
-    {name: (key path, certificate path)} and each certificate's SHA-256 as openssl prints it."""
+    {name: (key path, certificate path)} (and the CAs' keys and certificates under `cas`, to sign
+    more with `leaf`) and each certificate's SHA-256 as openssl prints it."""
     cas = {}
     for ca in ("ca", "other-ca"):
         key = ec.generate_private_key(ec.SECP256R1())
@@ -52,28 +54,39 @@ def pki(d):
                 .sign(key, hashes.SHA256()))
         _write(d / ca, key, cert)
         cas[ca] = (key, cert)
+    out, sha = {}, {}
+    out["cas"] = cas
     leaves = {"switch": ("ca", 0), "ctl": ("ca", 0), "ctl2": ("ca", 0), "stranger": ("other-ca", 0),
               "expired": ("ca", -3)}
-    out, sha = {}, {}
     for name, (ca, shift) in leaves.items():
-        ca_key, ca_cert = cas[ca]
-        key = ec.generate_private_key(ec.SECP256R1())
-        start = NOW + datetime.timedelta(days=shift - 1)
-        cert = (x509.CertificateBuilder().subject_name(_name(name)).issuer_name(ca_cert.subject)
-                .public_key(key.public_key()).serial_number(x509.random_serial_number())
-                .not_valid_before(start).not_valid_after(start + datetime.timedelta(days=2))
-                .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-                .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH,
-                                                      ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
-                .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-                               critical=False)
-                .sign(ca_key, hashes.SHA256()))
-        _write(d / name, key, cert)
-        out[name] = (d / f"{name}.key", d / f"{name}.pem")
-        sha[name] = ":".join(f"{b:02X}" for b in cert.fingerprint(hashes.SHA256()))
+        out[name], sha[name] = leaf(d, cas[ca], name, shift=shift)
     out["ca"] = d / "ca.pem"
     out["other-ca"] = d / "other-ca.pem"
     return out, sha
+
+
+BOTH = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+
+
+def leaf(d, ca, name, cn=None, usage=BOTH, dns=(), shift=0):
+    """A certificate `ca` (its key and certificate) signs for `name`'s key, whose subject's common
+    name is `cn` (default `name`), with extended key usages `usage` (None: no such extension, any
+    use) and DNS names `dns` beside 127.0.0.1, valid from a day before now+`shift` days for two
+    days. Returns (key path, certificate path) and its SHA-256 as openssl prints it."""
+    ca_key, ca_cert = ca
+    key = ec.generate_private_key(ec.SECP256R1())
+    start = NOW + datetime.timedelta(days=shift - 1)
+    builder = (x509.CertificateBuilder().subject_name(_name(cn or name)).issuer_name(ca_cert.subject)
+               .public_key(key.public_key()).serial_number(x509.random_serial_number())
+               .not_valid_before(start).not_valid_after(start + datetime.timedelta(days=2))
+               .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+               .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+                                                           *map(x509.DNSName, dns)]), critical=False))
+    if usage is not None:
+        builder = builder.add_extension(x509.ExtendedKeyUsage(usage), critical=False)
+    cert = builder.sign(ca_key, hashes.SHA256())
+    _write(d / name, key, cert)
+    return (d / f"{name}.key", d / f"{name}.pem"), ":".join(f"{b:02X}" for b in cert.fingerprint(hashes.SHA256()))
 
 
 def switch_tls(keys, *extra):
@@ -95,7 +108,10 @@ def logged(sw, *words, timeout=10):
     def has():
         found[:] = [l for l in sw.log().splitlines() if all(w in l for w in words)]
         return found
-    wait_for(has, timeout=timeout, what=f"a log line with {words}")
+    try:
+        wait_for(has, timeout=timeout, what=f"a log line with {words}")
+    except TimeoutError as e:
+        raise TimeoutError(f"{e}; the log ends:\n" + "\n".join(sw.log().splitlines()[-8:])) from None
     return found[0]
 
 
@@ -186,3 +202,57 @@ def test_osken_over_tls_refuses_a_switch_it_does_not_trust(two_hosts, tmp_path):
             assert sw.stats()["channel"]["handshakes_failed"] >= 1
             time.sleep(1)
             assert not any("in_port=1" in f for f in sw.flows()), sw.flows()
+
+
+def test_one_ca_for_switches_and_controllers_a_switch_does_not_pass_for_a_controller(two_hosts, tmp_path):
+    """Where one CA signs switches and controllers, a certificate of the wrong kind is refused both
+    ways: by its extended key usage (a switch's client-only certificate offered as a controller's,
+    a controller's server-only one offered to a listener), and, where it allows either use, by the
+    names `--peer-name` permits (the subject's CN, or a DNS name). Each refusal is logged with its
+    reason and counted; the right certificate is served beside it, by os-ken as the controller."""
+    keys, _ = pki(tmp_path)
+    ca = keys["cas"]["ca"]
+    keys["switch-2"], _ = leaf(tmp_path, ca, "switch-2", usage=[ExtendedKeyUsageOID.CLIENT_AUTH])
+    keys["switch-3"], _ = leaf(tmp_path, ca, "switch-3", usage=None, dns=["switch-3.example"])
+    keys["ctl-server"], _ = leaf(tmp_path, ca, "ctl-server", cn="ctl", usage=[ExtendedKeyUsageOID.SERVER_AUTH])
+    keys["ctl-dns"], _ = leaf(tmp_path, ca, "ctl-dns", cn="controller 7", dns=["ctl-7.example"])
+    names = ["--peer-name", "ctl", "--peer-name", "ctl-7.example"]
+
+    # The switch connecting: a peer without serverAuth is no controller, named or not.
+    bad = TlsController(keys, "switch-2")
+    target = f"tls:127.0.0.1:{bad.port}"
+    with Edgeflow(two_hosts.switch_ports, controllers=[target], extra=switch_tls(keys)) as sw:
+        line = logged(sw, "cannot connect", "TLS handshake failed",
+                      "does not allow extended key usage for server authentication")
+        assert target in line, line
+    # Another switch whose certificate allows any use is a controller by its name alone: os-ken
+    # presenting it is refused, presenting a controller's is served and programs the switch.
+    key, cert = keys["switch-3"]
+    with OsKen("pass_through", log_name="osken-tls-switch", tls=(key, cert, keys["ca"])) as osken:
+        with Edgeflow(two_hosts.switch_ports, controllers=[osken.target], extra=switch_tls(keys, *names)) as sw:
+            line = logged(sw, "cannot connect", "not a permitted peer name",
+                          "CN:switch-3, DNS:switch-3.example where ctl, ctl-7.example are permitted")
+            assert osken.target in line, line
+            assert sw.stats()["channel"]["handshakes_failed"] >= 1
+            assert "connected (TLS)" not in sw.log()
+    key, cert = keys["ctl"]
+    with OsKen("pass_through", log_name="osken-tls-named", tls=(key, cert, keys["ca"])) as osken:
+        with Edgeflow(two_hosts.switch_ports, controllers=[osken.target], extra=switch_tls(keys, *names)) as sw:
+            logged(sw, "connected (TLS)")
+            wait_for(lambda: any("in_port=1" in f for f in sw.flows()), timeout=15,
+                     what="os-ken to program the switch")
+
+    # The switch listening: a peer without clientAuth is refused, as is one of no permitted
+    # name; a controller named by its CN or by a DNS name is served.
+    port = free_port()
+    with Edgeflow(two_hosts.switch_ports, extra=switch_tls(keys, "--listen", f"ptls:{port}", *names)) as sw:
+        for who, reason in (("ctl-server", "does not allow extended key usage for client authentication"),
+                            ("switch-3", "not a permitted peer name")):
+            r = ofctl(keys, who, port)
+            assert r.returncode != 0 and "actions=" not in r.stdout, (who, r.stdout)
+            line = logged(sw, "TLS handshake failed", reason)
+            assert "peer=127.0.0.1:" in line, line
+        for who in ("ctl", "ctl-dns"):
+            ok = ofctl(keys, who, port)
+            assert ok.returncode == 0 and "actions=NORMAL" in ok.stdout, (who, ok.stderr)
+        assert sw.stats()["channel"]["handshakes_failed"] == 2, sw.stats()["channel"]

@@ -23,6 +23,8 @@ use crate::tls;
 use crate::{arm_fail_open, replier, Drained, Full, HubRef, Outbox, Slot, Slots};
 use datapath::ChannelCounters;
 
+pub mod fuzzing;
+
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 
 pub(crate) enum Listener {

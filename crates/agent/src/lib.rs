@@ -29,6 +29,8 @@ use tracing::{info, warn};
 /// Where an event kind's async mask pair (master, slave) is kept.
 type AsyncMask = fn(&AsyncConfig) -> [u32; 2];
 
+/// A peer's bytes read as a connection reads them, for the fuzz target `agent_framing`.
+pub use conn::fuzzing;
 pub use target::Target;
 pub use tls_files::{parse_pin, TlsFiles};
 

@@ -1,9 +1,10 @@
 //! Connection targets in Open vSwitch syntax: `tcp:IP[:PORT]`, `tls:IP[:PORT]`, `unix:PATH`,
 //! `ptcp:[PORT][:IP]`, `ptls:[PORT][:IP]`, `punix:PATH`.
 //!
-//! Unlike Open vSwitch, `ptcp:` without an address listens on loopback only: whoever reaches a
-//! plain-TCP listener controls the switch, so exposing one is said in the address (`ptcp:6653:0.0.0.0`).
-//! `ptls:` listens on every address: its peers must present a certificate the CA signed.
+//! Unlike Open vSwitch, `ptcp:` and `ptls:` without an address listen on loopback only: whoever
+//! reaches a plain-TCP listener controls the switch, and whoever holds any certificate the CA
+//! signed (another switch's, where one CA signs both) reaches a TLS one, so exposing either is said
+//! in the address (`ptls:6653:0.0.0.0`).
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -93,7 +94,7 @@ impl std::str::FromStr for Target {
             "tls" | "ssl" => Target::Tls(active_addr(rest)?),
             "unix" if !rest.is_empty() => Target::Unix(PathBuf::from(rest)),
             "ptcp" => Target::PTcp(passive_addr(rest, IpAddr::V4(Ipv4Addr::LOCALHOST))?),
-            "ptls" | "pssl" => Target::PTls(passive_addr(rest, IpAddr::V4(Ipv4Addr::UNSPECIFIED))?),
+            "ptls" | "pssl" => Target::PTls(passive_addr(rest, IpAddr::V4(Ipv4Addr::LOCALHOST))?),
             "punix" if !rest.is_empty() => Target::PUnix(PathBuf::from(rest)),
             "unix" | "punix" => return Err(format!("'{s}': a socket path is required")),
             _ => return Err(format!("'{s}': unknown connection type '{kind}' (tcp, tls, unix, ptcp, ptls, punix)")),
@@ -116,7 +117,9 @@ mod tests {
         assert_eq!("ptcp:".parse(), Ok(Target::PTcp("127.0.0.1:6653".parse().unwrap())));
         assert_eq!("ptcp:6634".parse(), Ok(Target::PTcp("127.0.0.1:6634".parse().unwrap())));
         assert_eq!("ptcp:6634:0.0.0.0".parse(), Ok(Target::PTcp("0.0.0.0:6634".parse().unwrap())));
-        assert_eq!("ptls:".parse(), Ok(Target::PTls("0.0.0.0:6653".parse().unwrap())));
+        assert_eq!("ptls:".parse(), Ok(Target::PTls("127.0.0.1:6653".parse().unwrap())));
+        assert_eq!("pssl:6634".parse(), Ok(Target::PTls("127.0.0.1:6634".parse().unwrap())));
+        assert_eq!("ptls:6634:0.0.0.0".parse(), Ok(Target::PTls("0.0.0.0:6634".parse().unwrap())));
         assert_eq!("punix:/tmp/x.sock".parse(), Ok(Target::PUnix("/tmp/x.sock".into())));
         assert_eq!("ssl:1.2.3.4:99".parse(), Ok(Target::Tls("1.2.3.4:99".parse().unwrap())));
         assert!("udp:1.2.3.4".parse::<Target>().is_err());

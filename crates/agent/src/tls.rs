@@ -2,7 +2,9 @@
 //! CA both trust. Like Open vSwitch, the peer's certificate is checked against the CA but not against
 //! a host name (controllers are addressed by IP and their certificates rarely name it). Beyond Open
 //! vSwitch, a peer's certificate may be pinned: then only that certificate (by its SHA-256) is
-//! accepted, whatever else the CA signed.
+//! accepted, whatever else the CA signed; and the names a peer's certificate may carry may be
+//! listed (`--peer-name`), so that where one CA signs switches and controllers alike another
+//! switch cannot pass as a controller.
 
 use std::net::IpAddr;
 use std::path::Path;
@@ -32,6 +34,27 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02X}")).collect::<Vec<_>>().join(":")
 }
 
+/// What a peer's certificate must be beyond the CA's signature and its extended key usage
+/// (webpki requires serverAuth of a controller's and clientAuth of a listener's peer, where the
+/// certificate lists any usage): the pinned certificate, if one is; one of the allowed names, if
+/// any are.
+#[derive(Debug)]
+struct PeerRules {
+    pinned: Option<[u8; 32]>,
+    names: Vec<String>,
+}
+
+impl PeerRules {
+    fn of(files: &TlsFiles) -> PeerRules {
+        PeerRules { pinned: files.pinned, names: files.peer_names.clone() }
+    }
+
+    fn check(&self, end_entity: &CertificateDer<'_>) -> Result<(), rustls::Error> {
+        check_pin(self.pinned, end_entity)?;
+        check_names(&self.names, end_entity)
+    }
+}
+
 /// The pin's verdict on a certificate the CA check passed.
 fn check_pin(pinned: Option<[u8; 32]>, end_entity: &CertificateDer<'_>) -> Result<(), rustls::Error> {
     let Some(pin) = pinned else { return Ok(()) };
@@ -39,20 +62,97 @@ fn check_pin(pinned: Option<[u8; 32]>, end_entity: &CertificateDer<'_>) -> Resul
     if got == pin {
         return Ok(());
     }
-    let why = format!("not the pinned certificate: SHA-256 {} where {} is pinned", hex(&got), hex(&pin));
-    Err(rustls::Error::InvalidCertificate(CertificateError::Other(OtherError(Arc::new(PinMismatch(why))))))
+    refused(format!("not the pinned certificate: SHA-256 {} where {} is pinned", hex(&got), hex(&pin)))
 }
 
-#[derive(Debug)]
-struct PinMismatch(String);
+/// The allowed names' verdict on a certificate the CA check passed: one of its names (subject
+/// common name, DNS or URI subject alternative name) must be one of `allowed`, as written (DNS
+/// names and common names in any case, as DNS compares them; no wildcards either side).
+fn check_names(allowed: &[String], end_entity: &CertificateDer<'_>) -> Result<(), rustls::Error> {
+    if allowed.is_empty() {
+        return Ok(());
+    }
+    let names = cert_names(end_entity)?;
+    let permitted = names.iter().any(|(kind, name)| {
+        allowed.iter().any(|a| if *kind == "URI" { a == name } else { a.eq_ignore_ascii_case(name) })
+    });
+    if permitted {
+        return Ok(());
+    }
+    let named = match names.is_empty() {
+        true => "none".to_string(),
+        false => names.iter().map(|(kind, name)| format!("{kind}:{name}")).collect::<Vec<_>>().join(", "),
+    };
+    refused(format!(
+        "not a permitted peer name: the certificate names {named} where {} are permitted",
+        allowed.join(", ")
+    ))
+}
 
-impl std::fmt::Display for PinMismatch {
+/// A certificate's names, each with its kind: `CN` (the subject's common names), `DNS` and `URI`
+/// (its subject alternative names).
+fn cert_names(der: &CertificateDer<'_>) -> Result<Vec<(&'static str, String)>, rustls::Error> {
+    let cert = webpki::EndEntityCert::try_from(der).map_err(|_| CertificateError::BadEncoding)?;
+    let mut names: Vec<_> = common_names(cert.subject()).into_iter().map(|n| ("CN", n)).collect();
+    names.extend(cert.valid_dns_names().map(|n| ("DNS", n.to_string())));
+    names.extend(cert.valid_uri_names().map(|n| ("URI", n.to_string())));
+    Ok(names)
+}
+
+/// The common names (OID 2.5.4.3) in a DER subject's contents (its RDN sets, one after another),
+/// those encoded as text; a subject that does not parse has none.
+fn common_names(subject: &[u8]) -> Vec<String> {
+    const CN: &[u8] = &[0x55, 0x04, 0x03];
+    let mut out = Vec::new();
+    let mut rdns = subject;
+    while let Some((0x31, set, rest)) = der_next(rdns) {
+        rdns = rest;
+        let mut attrs = set;
+        while let Some((0x30, attr, rest)) = der_next(attrs) {
+            attrs = rest;
+            let Some((0x06, oid, value)) = der_next(attr) else { continue };
+            // UTF8String, PrintableString, IA5String, T61String (read as Latin-1 text by most).
+            if let (true, Some((0x0c | 0x13 | 0x16 | 0x14, text, _))) = (oid == CN, der_next(value)) {
+                out.push(String::from_utf8_lossy(text).into_owned());
+            }
+        }
+    }
+    out
+}
+
+/// One DER element: (tag, contents, what follows), for tags of one byte and lengths of up to
+/// four; `None` where the bytes do not hold one.
+fn der_next(b: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let (&tag, rest) = b.split_first()?;
+    let (&first, rest) = rest.split_first()?;
+    let (len, rest) = match first {
+        0..=0x7f => (first as usize, rest),
+        0x81..=0x84 => {
+            let n = (first & 0x7f) as usize;
+            let bytes = rest.get(..n)?;
+            (bytes.iter().fold(0usize, |l, &x| l << 8 | x as usize), &rest[n..])
+        }
+        _ => return None,
+    };
+    let contents = rest.get(..len)?;
+    Some((tag, contents, &rest[len..]))
+}
+
+fn refused(why: String) -> Result<(), rustls::Error> {
+    Err(rustls::Error::InvalidCertificate(CertificateError::Other(OtherError(Arc::new(PeerRefused(why))))))
+}
+
+/// Why a certificate the CA signed is refused all the same, as the log says it.
+#[derive(Debug)]
+struct PeerRefused(String);
+
+impl std::fmt::Display for PeerRefused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
     }
 }
 
-impl std::error::Error for PinMismatch {}
+impl std::error::Error for PeerRefused {}
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
@@ -130,9 +230,10 @@ macro_rules! signature_checks_of_the_inner_verifier {
     };
 }
 
-/// Verifies the chain to our CA, accepting any name; then the pin, if any.
+/// Verifies the chain to our CA, accepting any host name (controllers are addressed by IP); then
+/// the peer rules.
 #[derive(Debug)]
-struct CaOnly(Arc<WebPkiServerVerifier>, Option<[u8; 32]>);
+struct CaOnly(Arc<WebPkiServerVerifier>, PeerRules);
 
 impl ServerCertVerifier for CaOnly {
     fn verify_server_cert(
@@ -147,7 +248,7 @@ impl ServerCertVerifier for CaOnly {
             Ok(_)
             | Err(rustls::Error::InvalidCertificate(CertificateError::NotValidForName))
             | Err(rustls::Error::InvalidCertificate(CertificateError::NotValidForNameContext { .. })) => {
-                check_pin(self.1, end_entity).map(|()| ServerCertVerified::assertion())
+                self.1.check(end_entity).map(|()| ServerCertVerified::assertion())
             }
             other => other,
         }
@@ -164,17 +265,17 @@ pub fn client_config(files: &TlsFiles) -> Result<Arc<ClientConfig>, String> {
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(CaOnly(verifier, files.pinned)))
+        .with_custom_certificate_verifier(Arc::new(CaOnly(verifier, PeerRules::of(files))))
         .with_client_auth_cert(certs(&files.certificate)?, key(&files.private_key)?)
         .map_err(|e| format!("certificate/key: {e}"))?;
     Ok(Arc::new(cfg))
 }
 
-/// A peer connecting to a `ptls:` listener: the CA's check, then the pin, if any.
+/// A peer connecting to a `ptls:` listener: the CA's check, then the peer rules.
 #[derive(Debug)]
-struct PinnedClient(Arc<dyn ClientCertVerifier>, Option<[u8; 32]>);
+struct CheckedClient(Arc<dyn ClientCertVerifier>, PeerRules);
 
-impl ClientCertVerifier for PinnedClient {
+impl ClientCertVerifier for CheckedClient {
     fn root_hint_subjects(&self) -> &[DistinguishedName] {
         self.0.root_hint_subjects()
     }
@@ -186,7 +287,7 @@ impl ClientCertVerifier for PinnedClient {
         now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
         self.0.verify_client_cert(end_entity, intermediates, now)?;
-        check_pin(self.1, end_entity).map(|()| ClientCertVerified::assertion())
+        self.1.check(end_entity).map(|()| ClientCertVerified::assertion())
     }
 
     signature_checks_of_the_inner_verifier!();
@@ -196,7 +297,7 @@ pub fn server_config(files: &TlsFiles) -> Result<Arc<ServerConfig>, String> {
     let verifier = WebPkiClientVerifier::builder_with_provider(roots(&files.ca_cert)?, provider())
         .build()
         .map_err(|e| format!("CA certificate: {e}"))?;
-    let verifier = Arc::new(PinnedClient(verifier, files.pinned));
+    let verifier = Arc::new(CheckedClient(verifier, PeerRules::of(files)));
     let cfg = ServerConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
@@ -246,6 +347,42 @@ mod tests {
         let other = CertificateDer::from(vec![1u8, 2, 4]);
         let e = check_pin(Some(sum), &other).unwrap_err().to_string();
         assert!(e.contains("not the pinned certificate") && e.contains(&printed), "{e}");
+    }
+
+    /// A subject's common names, read from its DER: every CN of every RDN, in order, beside
+    /// other attributes; bytes that end early give what came before them, not a panic.
+    #[test]
+    fn common_names_are_read_from_a_der_subject() {
+        fn attr(oid: &[u8], tag: u8, text: &str) -> Vec<u8> {
+            let mut v = vec![0x06, oid.len() as u8];
+            v.extend(oid);
+            v.extend([tag, text.len() as u8]);
+            v.extend(text.as_bytes());
+            let mut seq = vec![0x30, v.len() as u8];
+            seq.extend(v);
+            seq
+        }
+        fn set(attrs: &[Vec<u8>]) -> Vec<u8> {
+            let body: Vec<u8> = attrs.concat();
+            let mut v = vec![0x31, body.len() as u8];
+            v.extend(body);
+            v
+        }
+        let (cn, org) = ([0x55, 0x04, 0x03], [0x55, 0x04, 0x0a]);
+        let subject = [
+            set(&[attr(&org, 0x0c, "Example")]),
+            set(&[attr(&cn, 0x0c, "ctl-1.example"), attr(&org, 0x13, "x")]),
+            set(&[attr(&cn, 0x13, "ctl-2")]),
+        ]
+        .concat();
+        assert_eq!(common_names(&subject), ["ctl-1.example", "ctl-2"]);
+        assert_eq!(common_names(&subject[..subject.len() - 3]), ["ctl-1.example"]);
+        assert!(common_names(&[0x31, 0x85, 1, 2, 3, 4, 5]).is_empty());
+        // A long-form length, as a subject of more than 127 bytes has.
+        let long = set(&[attr(&cn, 0x0c, &"a".repeat(120))]);
+        let mut long_form = vec![0x31, 0x81, long.len() as u8 - 2];
+        long_form.extend(&long[2..]);
+        assert_eq!(common_names(&long_form), ["a".repeat(120)]);
     }
 
     /// What `--certificate`, `--ca-cert` and `--private-key` say about a file that is not what

@@ -10,6 +10,12 @@ pub struct TlsFiles {
     pub ca_cert: PathBuf,
     /// The SHA-256 of the one peer certificate accepted (`--peer-cert-sha256`), if pinned.
     pub pinned: Option<[u8; 32]>,
+    /// The names a peer's certificate may carry (`--peer-name`): when any is given, a peer whose
+    /// certificate names none of them (its subject's common name, a DNS or a URI subject
+    /// alternative name) is refused, however good its CA's signature. One CA often signs the
+    /// switches and the controllers alike; without names, a switch's certificate passes as a
+    /// controller's.
+    pub peer_names: Vec<String>,
 }
 
 /// 64 hex digits, with or without colons between the bytes.

@@ -266,6 +266,12 @@ pub struct RunArgs {
     /// allowed, as `openssl x509 -noout -fingerprint -sha256` prints it), besides the CA's check.
     #[arg(long, value_name = "SHA256")]
     pub peer_cert_sha256: Option<String>,
+    /// Accept only TLS peers whose certificate carries this name, as its subject's common name or
+    /// a DNS or URI subject alternative name (repeatable: any one of them), besides the CA's
+    /// check: with one CA for switches and controllers, another switch's certificate is not a
+    /// controller's.
+    #[arg(long = "peer-name", value_name = "NAME")]
+    pub peer_names: Vec<String>,
     /// Serve Prometheus metrics on http://ADDR:PORT/metrics: PORT alone is loopback only
     /// (e.g. 9108, or 0.0.0.0:9108 for every address). Off by default.
     #[arg(long, value_name = "[ADDR:]PORT")]
@@ -305,6 +311,7 @@ impl RunArgs {
             ring_frames: self.ring_frames,
             controller_packet_in_rate: self.controller_packet_in_rate,
             peer_cert_sha256: self.peer_cert_sha256.clone(),
+            peer_names: self.peer_names.clone(),
             private_key: self.private_key.clone(),
             certificate: self.certificate.clone(),
             ca_cert: self.ca_cert.clone(),

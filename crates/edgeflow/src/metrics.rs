@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use datapath::{Command, SwitchHandle};
+use edgeflow::http::{self, Asked};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -300,9 +301,6 @@ pub fn render(r: &Value, version: &str) -> String {
     e.out
 }
 
-/// The largest request head read; a scraper's is a few hundred bytes.
-const MAX_REQUEST: usize = 8192;
-
 /// Serves `GET /metrics` on `addr` until the process ends. Each scrape asks the forwarding
 /// thread for a fresh report.
 pub async fn serve(addr: SocketAddr, switch: SwitchHandle) -> Result<(), String> {
@@ -331,22 +329,18 @@ pub async fn serve(addr: SocketAddr, switch: SwitchHandle) -> Result<(), String>
 async fn answer(mut stream: TcpStream, switch: SwitchHandle) -> std::io::Result<()> {
     let mut head = Vec::new();
     let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+    let asked = loop {
+        if let Some(asked) = http::asked(&head) {
+            break asked;
+        }
         let n = stream.read(&mut buf).await?;
         if n == 0 {
             return Ok(());
         }
         head.extend_from_slice(&buf[..n]);
-        if head.len() > MAX_REQUEST {
-            return respond(&mut stream, "431 Request Header Fields Too Large", "text/plain", "").await;
-        }
-    }
-    let line = String::from_utf8_lossy(&head[..head.iter().position(|&b| b == b'\r').unwrap_or(0)]).into_owned();
-    let mut parts = line.split(' ');
-    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let path = path.split('?').next().unwrap_or("");
-    match (method, path) {
-        ("GET" | "HEAD", "/metrics") => {
+    };
+    match asked {
+        Asked::Metrics { head_only } => {
             let (tx, rx) = tokio::sync::oneshot::channel();
             switch.send(Command::Report(Box::new(move |report| {
                 let _ = tx.send(report);
@@ -354,7 +348,7 @@ async fn answer(mut stream: TcpStream, switch: SwitchHandle) -> std::io::Result<
             match tokio::time::timeout(Duration::from_secs(5), rx).await {
                 Ok(Ok(report)) => {
                     let body = render(&report, env!("CARGO_PKG_VERSION"));
-                    let body = if method == "HEAD" { String::new() } else { body };
+                    let body = if head_only { String::new() } else { body };
                     respond(&mut stream, "200 OK", "text/plain; version=0.0.4; charset=utf-8", &body).await
                 }
                 _ => {
@@ -368,11 +362,10 @@ async fn answer(mut stream: TcpStream, switch: SwitchHandle) -> std::io::Result<
                 }
             }
         }
-        ("GET" | "HEAD", "/") => {
-            respond(&mut stream, "200 OK", "text/plain", "edgeflow: metrics are on /metrics\n").await
-        }
-        ("GET" | "HEAD", _) => respond(&mut stream, "404 Not Found", "text/plain", "not found: try /metrics\n").await,
-        _ => respond(&mut stream, "405 Method Not Allowed", "text/plain", "only GET\n").await,
+        Asked::Index => respond(&mut stream, "200 OK", "text/plain", "edgeflow: metrics are on /metrics\n").await,
+        Asked::NotFound => respond(&mut stream, "404 Not Found", "text/plain", "not found: try /metrics\n").await,
+        Asked::NotAllowed => respond(&mut stream, "405 Method Not Allowed", "text/plain", "only GET\n").await,
+        Asked::TooLarge => respond(&mut stream, "431 Request Header Fields Too Large", "text/plain", "").await,
     }
 }
 

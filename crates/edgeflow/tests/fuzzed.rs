@@ -1,8 +1,9 @@
-//! The config fuzz target's harness on its seeds and on what it found (`make fuzz`; see
-//! docs/security.md): every file is refused or accepted without a panic, and every refusal
-//! says where.
+//! The config fuzz targets' harnesses (the TOML file's and the UCI file's) on their seeds and on
+//! what they found (`make fuzz`; see docs/security.md): every file is refused or accepted without
+//! a panic, and every refusal says where and what.
 
 include!("../../../fuzz/harness/config_file.rs");
+include!("../../../fuzz/harness/uci.rs");
 
 #[test]
 fn the_seed_files_are_accepted() {
@@ -34,4 +35,26 @@ fn a_probe_interval_past_a_day() {
 #[test]
 fn a_portmap_mode_without_pairs() {
     check_config(include_bytes!("fuzzed/crash-380b79d398a0cbf97624776ce38f107d5532a32d"));
+}
+
+/// A control character in a comment: the TOML reader refuses it with an empty message, and the
+/// refusal said "fuzz.toml:2: " and no more; through UCI, whose include path is echoed into a
+/// comment of the rendering, "fuzz.uci:2: ". Now the character and its column.
+#[test]
+fn a_control_character_in_a_comment() {
+    check_config(include_bytes!("fuzzed/control-character-in-a-comment.toml"));
+    check_uci(include_bytes!("fuzzed/control-character-in-an-include.uci"));
+}
+
+#[test]
+fn the_uci_seeds_render_and_are_accepted() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz/seeds/uci");
+    let mut n = 0;
+    for entry in std::fs::read_dir(dir).expect("the seed corpus (fuzz/seeds.py writes it)") {
+        let text = std::fs::read_to_string(entry.unwrap().path()).unwrap();
+        check_uci(text.as_bytes());
+        edgeflow::config::uci::checked(&text, "seed", |_| Ok(INCLUDED.to_string())).unwrap();
+        n += 1;
+    }
+    assert!(n >= 2, "{n} seeds");
 }

@@ -93,7 +93,7 @@ struct Var {
 }
 
 /// What `check` found, for the back ends.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct Checked {
     /// The package `main` instantiates, and the program's block for each of its parameters.
     pub package: String,

@@ -810,6 +810,25 @@ fn read(sw: &Switch, info: &Info, entity: &pb::Entity, out: &mut Vec<pb::Entity>
     Ok(())
 }
 
+/// A write request's updates applied to the running program, one by one (CONTINUE_ON_ERROR),
+/// each with its outcome: what `Write` does on the forwarding thread once the request is the
+/// primary's. Public for the fuzz target `p4runtime_handlers`.
+pub fn apply_updates(sw: &mut Switch, updates: &[pb::Update]) -> Vec<Result<(), Status>> {
+    let info = sw.info();
+    updates.iter().map(|u| update(sw, &info, u)).collect()
+}
+
+/// The entities a read request asks for, as `Read` answers them on the forwarding thread.
+/// Public for the fuzz target `p4runtime_handlers`.
+pub fn read_entities(sw: &Switch, entities: &[pb::Entity]) -> Result<Vec<pb::Entity>, Status> {
+    let info = sw.info();
+    let mut out = Vec::new();
+    for e in entities {
+        read(sw, &info, e, &mut out)?;
+    }
+    Ok(out)
+}
+
 /// A write's outcome as P4Runtime reports a batch (§12.3): OK, or UNKNOWN with one p4.v1.Error
 /// per update in the details, in the updates' order.
 fn batch_status(results: Vec<Result<(), Status>>) -> Result<(), Status> {
@@ -852,12 +871,7 @@ impl P4Runtime for Service {
         if w.atomicity != pb::write_request::Atomicity::ContinueOnError as i32 {
             return Err(Status::unimplemented("atomic batches: updates are applied one by one (CONTINUE_ON_ERROR)"));
         }
-        let results = self
-            .on_switch(move |sw| {
-                let info = sw.info();
-                w.updates.iter().map(|u| update(sw, &info, u)).collect::<Vec<_>>()
-            })
-            .await?;
+        let results = self.on_switch(move |sw| apply_updates(sw, &w.updates)).await?;
         batch_status(results)?;
         Ok(Response::new(pb::WriteResponse {}))
     }
@@ -867,16 +881,7 @@ impl P4Runtime for Service {
     async fn read(&self, request: Request<pb::ReadRequest>) -> Result<Response<Self::ReadStream>, Status> {
         let r = request.into_inner();
         self.check_device(r.device_id)?;
-        let entities = self
-            .on_switch(move |sw| {
-                let info = sw.info();
-                let mut out = Vec::new();
-                for e in &r.entities {
-                    read(sw, &info, e, &mut out)?;
-                }
-                Ok::<_, Status>(out)
-            })
-            .await??;
+        let entities = self.on_switch(move |sw| read_entities(sw, &r.entities)).await??;
         let reply = pb::ReadResponse { entities };
         Ok(Response::new(Box::pin(tokio_stream::iter([Ok(reply)]))))
     }

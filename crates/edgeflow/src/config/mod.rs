@@ -198,6 +198,8 @@ pub struct TlsEntry {
     pub ca_cert: PathBuf,
     /// The SHA-256 of the one peer certificate to accept.
     pub peer_cert_sha256: Option<Spanned<String>>,
+    /// The names a peer certificate may carry (any one of them).
+    pub peer_names: Option<Spanned<Vec<String>>>,
 }
 
 /// Everything `edgeflow run` needs, after file and flags are merged and checked.
@@ -279,11 +281,24 @@ pub struct Flags {
     pub ring_frames: Option<u64>,
     pub controller_packet_in_rate: Option<u64>,
     pub peer_cert_sha256: Option<String>,
+    pub peer_names: Vec<String>,
     pub private_key: Option<PathBuf>,
     pub certificate: Option<PathBuf>,
     pub ca_cert: Option<PathBuf>,
     pub metrics: Option<String>,
     pub p4runtime: Option<String>,
+}
+
+/// The names a TLS peer's certificate may carry: each as a certificate writes it, so neither empty
+/// nor with spaces around it.
+fn check_peer_names(names: &[String]) -> Result<Vec<String>, String> {
+    for n in names {
+        if n.is_empty() || n.trim() != n {
+            let why = "a peer name is a certificate's name (CN, DNS or URI), without spaces around it";
+            return Err(format!("'{n}': {why}"));
+        }
+    }
+    Ok(names.to_vec())
 }
 
 fn line_of(src: &str, offset: usize) -> usize {
@@ -447,11 +462,25 @@ pub fn from_text(src: &str, path: &Path) -> Result<Settings, String> {
     settings(Some((&file, src, path)), &Flags::default())
 }
 
-/// Parses a config file's text; a syntax or type error names its line.
+/// Parses a config file's text; a syntax or type error names its line, and says what is wrong
+/// where the TOML reader has no words for it (a control character in a comment: the reader's
+/// message is empty) by the character and its column.
 fn parse_file(src: &str, path: &Path) -> Result<File, String> {
     toml::from_str(src).map_err(|e| {
-        let line = e.span().map(|s| line_of(src, s.start)).unwrap_or(0);
-        format!("{}:{line}: {}", path.display(), e.message())
+        let start = e.span().map(|s| s.start.min(src.len()));
+        let line = start.map(|at| line_of(src, at)).unwrap_or(0);
+        let why = match (e.message().trim(), start) {
+            ("", Some(at)) => {
+                let column = src.get(..at).and_then(|b| b.rsplit('\n').next()).map_or(0, |l| l.chars().count()) + 1;
+                match src.get(at..).and_then(|rest| rest.chars().next()) {
+                    Some(c) => format!("not TOML at column {column}: {:?} cannot stand there", c),
+                    None => format!("not TOML at column {column}: the text ends early"),
+                }
+            }
+            ("", None) => "not TOML".to_string(),
+            (why, _) => why.to_string(),
+        };
+        format!("{}:{line}: {why}", path.display())
     })
 }
 
@@ -567,18 +596,27 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
         (None, Some(p)) => Some(agent::parse_pin(p.get_ref()).map_err(|e| cx.at(p, e))?),
         (None, None) => None,
     };
+    let peer_names = match (&flags.peer_names[..], file.tls.as_ref().and_then(|t| t.peer_names.as_ref())) {
+        ([], None) => Vec::new(),
+        ([], Some(names)) => check_peer_names(names.get_ref()).map_err(|e| cx.at(names, e))?,
+        (names, _) => check_peer_names(names).map_err(|e| format!("--peer-name: {e}"))?,
+    };
     let tls = match (&flags.private_key, &flags.certificate, &flags.ca_cert, &file.tls) {
         (Some(k), Some(c), Some(ca), _) => {
-            Some(TlsFiles { private_key: k.clone(), certificate: c.clone(), ca_cert: ca.clone(), pinned })
+            Some(TlsFiles { private_key: k.clone(), certificate: c.clone(), ca_cert: ca.clone(), pinned, peer_names })
         }
         (None, None, None, Some(t)) => Some(TlsFiles {
             private_key: t.private_key.clone(),
             certificate: t.certificate.clone(),
             ca_cert: t.ca_cert.clone(),
             pinned,
+            peer_names,
         }),
-        (None, None, None, None) if pinned.is_none() => None,
-        (None, None, None, None) => return Err("--peer-cert-sha256 pins a TLS peer: it needs the TLS files".into()),
+        (None, None, None, None) if pinned.is_none() && peer_names.is_empty() => None,
+        (None, None, None, None) if pinned.is_some() => {
+            return Err("--peer-cert-sha256 pins a TLS peer: it needs the TLS files".into())
+        }
+        (None, None, None, None) => return Err("--peer-name names TLS peers: it needs the TLS files".into()),
         _ => return Err("--private-key, --certificate and --ca-cert go together".into()),
     };
     let mut table_limits = Vec::new();
@@ -860,6 +898,31 @@ number = 7
         assert_eq!(s.n_tables, 10);
         assert_eq!(s.ports, vec![(1, "a".into()), (7, "b".into())]);
         assert_eq!(s.controllers.len(), 1);
+    }
+
+    /// `[tls] peer_names` and `--peer-name`: names a certificate carries, given with the TLS files.
+    #[test]
+    fn tls_peer_names_come_from_the_file_or_the_flags() {
+        let tls = "[tls]\nprivate_key = \"k\"\ncertificate = \"c\"\nca_cert = \"ca\"\n";
+        let names = |s: Result<Settings, String>| s.map(|s| s.tls.unwrap().peer_names);
+        let file = format!("[[port]]\nname = \"a\"\n{tls}peer_names = [\"ctl-1\", \"ctl-2.example\"]\n");
+        assert_eq!(names(from_str(&file)), Ok(vec!["ctl-1".to_string(), "ctl-2.example".to_string()]));
+        let e = from_str(&format!("[[port]]\nname = \"a\"\n{tls}peer_names = [\"ctl\", \" \"]\n")).unwrap_err();
+        assert!(e.starts_with("sw.toml:7:") && e.contains("a peer name is a certificate's name"), "{e}");
+        let parsed = parse_file(&file, Path::new("sw.toml")).unwrap();
+        let flags = Flags { peer_names: vec!["ctl-3".into()], ..Flags::default() };
+        let s = settings(Some((&parsed, &file, Path::new("sw.toml"))), &flags);
+        assert_eq!(names(s), Ok(vec!["ctl-3".to_string()]), "the flags' names replace the file's");
+        let flags = Flags { ports: vec!["a".into()], peer_names: vec!["ctl".into()], ..Flags::default() };
+        assert_eq!(settings(None, &flags).unwrap_err(), "--peer-name names TLS peers: it needs the TLS files");
+    }
+
+    /// Found by the `uci` fuzz target's surface: a control character in a comment (an include's
+    /// path is echoed into one) was refused as "sw.toml:2: " and no more.
+    #[test]
+    fn a_toml_error_without_words_is_named_by_its_character() {
+        let e = from_str("[[port]]\n# a\u{1}b\nname = \"a\"\n").unwrap_err();
+        assert_eq!(e, r#"sw.toml:2: not TOML at column 4: '\u{1}' cannot stand there"#);
     }
 
     #[test]
