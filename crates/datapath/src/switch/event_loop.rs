@@ -260,17 +260,21 @@ impl Switch {
                     done(result);
                 }
                 Ok(Command::Report(deliver)) => {
-                    // As for a stats request: what the kernel counted so far is in it.
+                    // What the kernel counted is in it, its megaflow entries' counts as of at
+                    // most one housekeeping period ago: reading every entry back for each
+                    // scrape would let a scrape loop take the thread from the frames. (A stats
+                    // request, `edgeflow stats`, reads them afresh.)
                     let now = self.now();
-                    self.harvest_fast(now);
+                    self.harvest_fast_within(now, FAST_PATH_HARVEST);
                     deliver(self.report())
                 }
                 Ok(Command::Heartbeat(answer)) => answer(),
                 Ok(Command::WithMode(job)) => {
-                    // A control plane reading counters reads what the kernel counted too, and
-                    // hears back once what it wrote is in the kernel.
+                    // A control plane reading counters reads what the kernel counted too (a P4
+                    // program's afresh; megaflow entries', which it does not read, as for a
+                    // scrape), and hears back once what it wrote is in the kernel.
                     let now = self.now();
-                    self.harvest_fast(now);
+                    self.harvest_fast_within(now, FAST_PATH_HARVEST);
                     let deliver = job(&mut *self.mode);
                     self.sync_fast();
                     deliver()
