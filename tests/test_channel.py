@@ -324,6 +324,76 @@ def test_a_peer_that_stops_reading_is_dropped_and_the_others_keep_working(two_ho
         assert c.recv().type == 3
 
 
+def peak_resident_mib(pid, reset=False):
+    """The process's peak resident memory (VmHWM) in MiB; `reset` starts the peak afresh at what
+    is resident now (clear_refs 5), so that a peak left by earlier work hides nothing after."""
+    if reset:
+        with open(f"/proc/{pid}/clear_refs", "w") as f:
+            f.write("5")
+    with open(f"/proc/{pid}/status") as f:
+        kib = next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+    return kib / 1024
+
+
+def test_a_peer_flooding_flow_dumps_it_never_reads_costs_neither_forwarding_nor_memory(two_hosts):
+    """One connection that sends 2 000 flow-stats requests over 10 000 flows back to back and reads
+    nothing (each reply about 1 MB): the switch reads its requests only as their replies find
+    room, builds one dump at a time for it, and reads frames between commands, so pings across
+    the switch meanwhile are answered and its memory grows by little more than the output limit
+    (16 MiB); the peer, taking nothing, is cut off and counted. (Before the connection's work was
+    bounded, none of the 200 pings crossed and the peak grew by 1.3 GiB.)"""
+    import socket
+    import threading
+    from testbed.churn import Churner
+    h1, h2 = two_hosts.hosts
+    with Edgeflow(two_hosts.switch_ports) as sw:
+        with Churner(sw.target) as ctl:
+            ctl.install(10_000, 7000, 20_000, 2)
+        assert h1.ping(h2.addr, count=2, interval=0.2)[0] == 2, "the path works before the flood"
+        pid = sw.proc.pid
+        idle = peak_resident_mib(pid, reset=True)
+        # OFPMP_FLOW over every table, port and group, any cookie, an empty match.
+        body = struct.pack("!B3xII4xQQ", 0xFF, 0xFFFFFFFF, 0xFFFFFFFF, 0, 0) + struct.pack("!HH4x", 1, 4)
+        dump = header(18, 16 + len(body), 5) + struct.pack("!HH4x", 1, 0) + body
+        pings = {}
+        pinger = threading.Thread(target=lambda: pings.update(
+            result=h1.ping(h2.addr, count=200, interval=0.05, timeout=30)))
+        started = time.monotonic()
+        pinger.start()
+        mute = socket.socket()
+        mute.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        mute.connect(("127.0.0.1", sw.mgmt_port))
+        mute.settimeout(30)
+
+        def flood():
+            try:
+                mute.sendall(ofpeer.hello13() + dump * 2000)
+            except OSError:
+                pass  # cut off while still sending: what is tested
+        flooder = threading.Thread(target=flood)
+        flooder.start()
+        pinger.join()
+        flooder.join(timeout=30)
+        peak = peak_resident_mib(pid)
+        received, sent, _ = pings["result"]
+        dropped = sw.stats()["channel"]["slow_readers_dropped"]
+        print(f"\npings answered during the flood: {received}/{sent}; resident: {idle:.0f} MiB idle, peak "
+              f"{peak:.0f} MiB (+{peak - idle:.0f}); slow readers dropped: {dropped}; "
+              f"{time.monotonic() - started:.1f} s")
+        assert received >= 195, (received, sent)
+        assert peak - idle < 64, (idle, peak)
+        assert dropped == 1
+        assert "peer stopped reading (output over the limit, nothing taken for 5s): closing" in sw.log()
+        # Its socket is closed: after the replies already on their way, the end of the stream.
+        while True:
+            try:
+                if not mute.recv(1 << 20):
+                    break
+            except (ConnectionResetError, BrokenPipeError):
+                break
+        assert len(sw.flows()) == 10_001, "the switch serves the next connection, its table whole"
+
+
 def test_connection_handshake_and_request_limits(two_hosts):
     """A listener holds at most --max-connections peers, at most --max-handshakes of them before
     their hello; more are closed on arrival (no hello from the switch) and counted, and a freed

@@ -1,6 +1,6 @@
 //! One controller connection: framing, handshake, keepalive, and per-message dispatch.
 //!
-//! Just over 600 lines with its tests, one concern: a connection's life and what it may send,
+//! About 670 lines with its tests, one concern: a connection's life and what it may send,
 //! the role check on a message's bytes included (it must run before the decoder, which is here);
 //! what each request does is the hub's (`lib.rs`) and the switch's.
 
@@ -20,7 +20,7 @@ use tracing::{debug, info, warn};
 
 use crate::target::Target;
 use crate::tls;
-use crate::{arm_fail_open, replier, Drained, Full, HubRef, Outbox, Slot, Slots};
+use crate::{arm_fail_open, Drained, Full, HubRef, Outbox, Slot, Slots, MAX_IN_FLIGHT};
 use datapath::ChannelCounters;
 
 pub mod fuzzing;
@@ -424,8 +424,18 @@ async fn handshake_and_session<S: AsyncRead + AsyncWrite + Unpin + 'static>(
     // While the output is over its limit, the peer's requests wait unread; this is when the
     // writer last made progress then.
     let mut draining_since: Option<Instant> = None;
+    // A multipart request read, waiting for its turn: its reply may be of any size (a flow dump
+    // of the whole table), so it goes to the forwarding thread only once every earlier reply
+    // is queued and the output is under its limit. The output limit then bounds what the next
+    // request finds, and one connection has at most one such reply in the making.
+    let mut held: Option<Vec<u8>> = None;
     loop {
+        if held.is_some() && tx.in_flight() == 0 && !tx.over() {
+            dispatch(hub, &mut session, held.take().expect("held"));
+        }
         let over = tx.over();
+        // Not reading for our own backlog, not for the peer's: its probe clock waits too.
+        let waiting = !over && (held.is_some() || tx.in_flight() >= MAX_IN_FLIGHT);
         let stall_at = if over {
             *draining_since.get_or_insert_with(Instant::now) + probe
         } else {
@@ -434,11 +444,14 @@ async fn handshake_and_session<S: AsyncRead + AsyncWrite + Unpin + 'static>(
         };
         let deadline = last_rx + if session.echo_outstanding { probe * 2 } else { probe };
         tokio::select! {
-            frame = framer.next(), if !over => match frame {
+            frame = framer.next(), if !over && !waiting => match frame {
                 Ok(Some(Frame::Message(m))) => {
                     last_rx = Instant::now();
                     session.echo_outstanding = false;
-                    dispatch(hub, &mut session, m);
+                    match Header::peek(&m) {
+                        Some(h) if h.msg_type == ofp::message::msg_type::MULTIPART_REQUEST => held = Some(m),
+                        _ => dispatch(hub, &mut session, m),
+                    }
                 }
                 Ok(Some(Frame::Broken(head))) => {
                     warn!(%peer, "message with length below 8: closing");
@@ -451,6 +464,7 @@ async fn handshake_and_session<S: AsyncRead + AsyncWrite + Unpin + 'static>(
                     break;
                 }
             },
+            _ = tx.settled(), if waiting => last_rx = Instant::now(),
             _ = tx.progressed(), if over => {
                 // Slow, not stalled: it is reading; its probe clock restarts too.
                 draining_since = Some(Instant::now());
@@ -467,7 +481,7 @@ async fn handshake_and_session<S: AsyncRead + AsyncWrite + Unpin + 'static>(
                 info!(%peer, "no longer in the configuration: closing");
                 break;
             }
-            _ = tokio::time::sleep_until(deadline), if !over => {
+            _ = tokio::time::sleep_until(deadline), if !over && !waiting => {
                 if session.echo_outstanding {
                     warn!(%peer, "no reply to inactivity probe: closing");
                     break;
@@ -534,7 +548,7 @@ fn dispatch(hub: &HubRef, s: &mut Session, bytes: Vec<u8>) {
     let xid = Header::peek(&bytes).map_or(0, |h| h.xid);
     // Replies composed here still go through the forwarding thread's queue, behind this
     // connection's earlier requests: replies leave in request order.
-    let in_order = |raw: Vec<u8>| hub.borrow().switch.send(Command::Reply { bytes: raw, reply: replier(&s.tx) });
+    let in_order = |raw: Vec<u8>| hub.borrow().switch.send(Command::Reply { bytes: raw, reply: s.tx.replier() });
     let send = |m: Message| in_order(m.encode(xid));
     if barred_to_slaves(&bytes) && hub.borrow().role(s.id) == role::SLAVE {
         in_order(error_reply(xid, ErrorCode::BadRequest(BadRequest::IsSlave), &bytes));
@@ -608,7 +622,7 @@ fn dispatch(hub: &HubRef, s: &mut Session, bytes: Vec<u8>) {
 
 fn forward(hub: &HubRef, s: &Session, xid: u32, msg: Message, bytes: &[u8]) {
     let head = bytes[..bytes.len().min(64)].to_vec();
-    hub.borrow().switch.send(Command::OpenFlow { xid, msg, head, reply: replier(&s.tx) });
+    hub.borrow().switch.send(Command::OpenFlow { xid, msg, head, reply: s.tx.replier() });
 }
 
 #[cfg(test)]

@@ -82,9 +82,10 @@ pub const DEFAULT_MAX_REQUEST_BYTES: usize = 1 << 20;
 /// whole, and reading waits until it has drained.)
 pub const DEFAULT_OUTPUT_LIMIT: usize = 16 << 20;
 
-/// A connection's output queue, counted in bytes. Replies are always queued (the requests that
-/// cause them are read only while the queue is under its limit); asynchronous messages are
-/// dropped while it is over. The writer gives bytes back as it writes and says so.
+/// A connection's output queue, counted in bytes, and its requests at the forwarding thread
+/// whose replies are still to come. Replies are always queued (the requests that cause them are
+/// read only while the queue is under its limit); asynchronous messages are dropped while it is
+/// over. The writer gives bytes back as it writes and says so.
 #[derive(Clone)]
 pub(crate) struct Outbox {
     tx: UnboundedSender<Vec<u8>>,
@@ -93,6 +94,34 @@ pub(crate) struct Outbox {
     /// Asynchronous messages dropped for want of room.
     pub(crate) async_dropped: Arc<AtomicU64>,
     progress: Arc<tokio::sync::Notify>,
+    in_flight: Arc<InFlight>,
+}
+
+/// Requests a connection may have at the forwarding thread at once. Past it the connection reads
+/// no more until half are answered: its requests cannot pile up in the thread's queue, however
+/// fast it sends. (Small replies: even 64 of the largest, 64 KiB each, are 4 MiB.)
+pub(crate) const MAX_IN_FLIGHT: usize = 64;
+
+/// A connection's requests at the forwarding thread. The thread drops a request's
+/// [`InFlightRequest`] once it has queued the whole reply: the count never leaves out a reply
+/// still being built.
+#[derive(Default)]
+struct InFlight {
+    count: AtomicUsize,
+    /// Told when the count falls to half the maximum (reading may resume) or to none (a
+    /// multipart request may go).
+    settled: tokio::sync::Notify,
+}
+
+struct InFlightRequest(Arc<InFlight>);
+
+impl Drop for InFlightRequest {
+    fn drop(&mut self) {
+        let left = self.0.count.fetch_sub(1, Ordering::AcqRel) - 1;
+        if left == 0 || left == MAX_IN_FLIGHT / 2 {
+            self.0.settled.notify_one();
+        }
+    }
 }
 
 impl Outbox {
@@ -104,8 +133,32 @@ impl Outbox {
             limit,
             async_dropped: Arc::new(AtomicU64::new(0)),
             progress: Arc::new(tokio::sync::Notify::new()),
+            in_flight: Arc::default(),
         };
         (out, rx)
+    }
+
+    /// The reply callback of one request for the forwarding thread: the request counts as in
+    /// flight until the thread is done with it (and drops the callback).
+    pub(crate) fn replier(&self) -> datapath::Replier {
+        self.in_flight.count.fetch_add(1, Ordering::AcqRel);
+        let request = InFlightRequest(self.in_flight.clone());
+        let tx = self.clone();
+        Arc::new(move |bytes| {
+            let _counted_until_dropped = &request;
+            tx.send(bytes)
+        })
+    }
+
+    /// Requests at the forwarding thread, their replies not all queued yet.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.in_flight.count.load(Ordering::Acquire)
+    }
+
+    /// Completes when the requests in flight fall to half the maximum, or to none (perhaps
+    /// earlier: the caller looks again).
+    pub(crate) async fn settled(&self) {
+        self.in_flight.settled.notified().await
     }
 
     /// Queues a reply (or anything the connection itself owes).
@@ -473,8 +526,31 @@ pub async fn run(
     Ok(())
 }
 
-/// Wraps a connection's sender as the datapath's reply callback.
-pub(crate) fn replier(tx: &Outbox) -> datapath::Replier {
-    let tx = tx.clone();
-    Arc::new(move |bytes| tx.send(bytes))
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_is_in_flight_until_the_forwarding_thread_is_done_with_it() {
+        let (out, _rx) = Outbox::new(1 << 20);
+        let replies: Vec<_> = (0..MAX_IN_FLIGHT).map(|_| out.replier()).collect();
+        assert_eq!(out.in_flight(), MAX_IN_FLIGHT);
+        replies[0](vec![0; 100]);
+        assert_eq!((out.in_flight(), out.queued()), (MAX_IN_FLIGHT, 100), "a reply in parts may go on");
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        let settles = |out: &Outbox| {
+            runtime.block_on(async { tokio::time::timeout(Duration::from_millis(50), out.settled()).await.is_ok() })
+        };
+        let mut replies = replies.into_iter();
+        replies.by_ref().take(MAX_IN_FLIGHT / 2 - 1).for_each(drop);
+        assert!(!settles(&out), "reading resumes at half the maximum, not before");
+        drop(replies.next());
+        assert!(settles(&out), "half answered: told, to read again");
+        replies.by_ref().take(MAX_IN_FLIGHT / 2 - 1).for_each(drop);
+        assert!(!settles(&out));
+        drop(replies.next());
+        assert_eq!(out.in_flight(), 0);
+        assert!(settles(&out), "none left: told, for a multipart request to go");
+        assert_eq!(out.queued(), 100, "what was queued stays counted until written");
+    }
 }

@@ -929,17 +929,29 @@ impl FastPath {
         self.clock = self.clock.max(now);
         let mut h = std::mem::take(&mut self.carried);
         let map = megaflows(&self.obj);
+        // The whole map in a few batched calls: a lookup per entry took the forwarding thread
+        // ~18 ms for 15 000 entries at each harvest (every 100 ms, and for every stats request),
+        // long enough for a stream through userspace to overflow its ring.
+        let (keys, values) = match map.entries() {
+            Ok(kv) => kv,
+            Err(e) => {
+                warn!("fast path: cannot read the kernel's entries back: {e}");
+                return h;
+            }
+        };
+        let (ks, vs) = (map.key_size as usize, map.value_size as usize);
+        let in_kernel: HashMap<&[u8], &[u8]> = keys.chunks(ks).zip(values.chunks(vs)).collect();
         let mut gone = Vec::new();
         for (k, inst) in self.entries.iter_mut() {
-            match map.lookup(k) {
-                Ok(Some(v)) => {
-                    let (packets, bytes) = entry_counts(&v);
+            match in_kernel.get(k.as_slice()) {
+                Some(v) => {
+                    let (packets, bytes) = entry_counts(v);
                     if packets != inst.packets {
                         inst.last_hit = self.clock;
                     }
                     credit_hits(inst, packets, bytes, &mut h, &mut self.mask_hits, &mut self.no_output_drops, k);
                 }
-                _ => gone.push(k.clone()),
+                None => gone.push(k.clone()),
             }
         }
         for k in gone {

@@ -260,6 +260,64 @@ impl Map {
         }
     }
 
+    /// Every entry of a hash map, as `(keys, values)`: `key_size` and `value_size` bytes each,
+    /// in the same order. Read in as few calls as the kernel allows: a BPF_MAP_LOOKUP_BATCH call
+    /// per few thousand entries (Linux 5.6), else a call per key and one per value. An entry
+    /// the kernel adds or deletes meanwhile may be in it or not.
+    pub fn entries(&self) -> io::Result<(Vec<u8>, Vec<u8>)> {
+        /// Entries asked for per call; more than a bucket of the hash ever holds (the kernel
+        /// returns a whole bucket or none of it).
+        const BATCH: u32 = 4096;
+        let (ks, vs) = (self.key_size as usize, self.value_size as usize);
+        let (mut keys, mut values) = (Vec::new(), Vec::new());
+        // The kernel's position in the hash (a bucket index for a hash map).
+        let (mut after, mut next) = (0u32, 0u32);
+        let mut first = true;
+        loop {
+            let read = keys.len() / ks.max(1);
+            keys.resize((read + BATCH as usize) * ks, 0);
+            values.resize((read + BATCH as usize) * vs, 0);
+            let mut a = Attr::new()
+                .u64(0, if first { 0 } else { &after as *const u32 as u64 })
+                .u64(8, &mut next as *mut u32 as u64)
+                .u64(16, keys[read * ks..].as_mut_ptr() as u64)
+                .u64(24, values[read * vs..].as_mut_ptr() as u64)
+                .u32(32, BATCH)
+                .u32(36, self.fd() as u32);
+            let r = bpf(cmd::MAP_LOOKUP_BATCH, &mut a);
+            let got = if r.is_ok() || r.as_ref().is_err_and(|e| e.raw_os_error() == Some(libc::ENOENT)) {
+                a.read_u32(32) as usize
+            } else {
+                0
+            };
+            keys.truncate((read + got) * ks);
+            values.truncate((read + got) * vs);
+            match r {
+                Ok(_) => {}
+                // The end of the map, with what came in this call.
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok((keys, values)),
+                Err(e) if first && matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOTSUP) | Some(524)) => {
+                    return self.entries_one_by_one();
+                }
+                Err(e) => return Err(e),
+            }
+            first = false;
+            after = next;
+        }
+    }
+
+    fn entries_one_by_one(&self) -> io::Result<(Vec<u8>, Vec<u8>)> {
+        let (mut keys, mut values) = (Vec::new(), Vec::new());
+        for k in self.keys()? {
+            // Deleted since its key was read: not an entry any more.
+            if let Some(v) = self.lookup(&k)? {
+                keys.extend_from_slice(&k);
+                values.extend_from_slice(&v);
+            }
+        }
+        Ok((keys, values))
+    }
+
     /// Every key in the map (a snapshot).
     pub fn keys(&self) -> io::Result<Vec<Vec<u8>>> {
         let mut out = Vec::new();
@@ -888,6 +946,31 @@ mod tests {
             }
             assert_eq!(m.lookup_cells_one_by_one(300, stride * if per_cpu { cpus } else { 1 }, per_cpu).unwrap(),
                        m.lookup_cells(300, per_cpu).unwrap());
+        }
+    }
+
+    #[test]
+    fn a_hash_maps_entries_come_in_batches_as_they_come_one_by_one() {
+        if !test_may_load_programs("a_hash_maps_entries_come_in_batches_as_they_come_one_by_one") {
+            return;
+        }
+        const HASH: u32 = 1;
+        // More entries than one batch asks for, in a map without preallocation (the fast path's).
+        let m = Map::create("ef_test_hash", HASH, 8, 24, 20_000, 1).unwrap();
+        for n in [0u64, 1, 9_000] {
+            for k in 0..n {
+                let v: Vec<u8> = [k, !k, k * 3].iter().flat_map(|x| x.to_ne_bytes()).collect();
+                m.update(&k.to_ne_bytes(), &v).unwrap();
+            }
+            let sorted = |(keys, values): (Vec<u8>, Vec<u8>)| {
+                let mut pairs: Vec<(Vec<u8>, Vec<u8>)> =
+                    keys.chunks(8).map(<[u8]>::to_vec).zip(values.chunks(24).map(<[u8]>::to_vec)).collect();
+                pairs.sort();
+                pairs
+            };
+            let batched = sorted(m.entries().unwrap());
+            assert_eq!(batched.len(), n as usize);
+            assert_eq!(batched, sorted(m.entries_one_by_one().unwrap()));
         }
     }
 

@@ -18,6 +18,12 @@ use crate::{Command, RxFrame};
 /// Frames taken from one port before moving to the next, so that one busy port cannot starve the
 /// others or delay controller requests.
 const RX_BUDGET: usize = 64;
+/// Commands run in one turn of the loop at most, and for how long at most (at least one runs),
+/// before the ports are read again: a queue of controller requests holds frames back no longer
+/// than that, whoever sent them. Most commands take microseconds; a flow dump of 10 000 flows
+/// takes milliseconds, and is one command.
+const COMMAND_BUDGET: usize = 64;
+const COMMAND_BUDGET_NS: u64 = 1_000_000;
 /// How often the kernel fast path's counters are harvested (its busiest masks re-ranked, dead
 /// entries swept) while nothing else wakes the loop.
 const FAST_PATH_HARVEST: u64 = 100_000_000;
@@ -95,6 +101,10 @@ impl Switch {
             wake = wake.min(scheduled);
             let mut timeout = (wake != u64::MAX).then(|| Duration::from_nanos(wake.saturating_sub(now)));
             if self.cfg.timing == super::Timing::Busy && scheduled.saturating_sub(now) < BUSY_WINDOW {
+                timeout = Some(Duration::ZERO);
+            }
+            // Commands left over the last turn's budget (their doorbell already rung and drained).
+            if self.commands_pending() {
                 timeout = Some(Duration::ZERO);
             }
             if let Err(e) = sys::poll_until(&fds, timeout, &mut ready) {
@@ -211,10 +221,18 @@ impl Switch {
         }
     }
 
-    /// Executes queued commands; false on shutdown.
+    /// Executes queued commands, within the turn's budget; false on shutdown.
     fn run_commands(&mut self) -> bool {
         self.bell.pending.store(false, Ordering::Release);
+        let started = self.now();
+        let mut done = 0;
         loop {
+            if done == COMMAND_BUDGET || (done > 0 && self.now() - started >= COMMAND_BUDGET_NS) {
+                // The rest wait for the next turn, after the ports are read.
+                self.bell.pending.store(true, Ordering::Release);
+                return true;
+            }
+            done += 1;
             match self.commands.try_recv() {
                 Ok(Command::OpenFlow { xid, msg, head, reply }) => {
                     self.openflow(xid, msg, &head, &reply);
@@ -242,17 +260,21 @@ impl Switch {
                     done(result);
                 }
                 Ok(Command::Report(deliver)) => {
-                    // As for a stats request: what the kernel counted so far is in it.
+                    // What the kernel counted is in it, its megaflow entries' counts as of at
+                    // most one housekeeping period ago: reading every entry back for each
+                    // scrape would let a scrape loop take the thread from the frames. (A stats
+                    // request, `edgeflow stats`, reads them afresh.)
                     let now = self.now();
-                    self.harvest_fast(now);
+                    self.harvest_fast_within(now, FAST_PATH_HARVEST);
                     deliver(self.report())
                 }
                 Ok(Command::Heartbeat(answer)) => answer(),
                 Ok(Command::WithMode(job)) => {
-                    // A control plane reading counters reads what the kernel counted too, and
-                    // hears back once what it wrote is in the kernel.
+                    // A control plane reading counters reads what the kernel counted too (a P4
+                    // program's afresh; megaflow entries', which it does not read, as for a
+                    // scrape), and hears back once what it wrote is in the kernel.
                     let now = self.now();
-                    self.harvest_fast(now);
+                    self.harvest_fast_within(now, FAST_PATH_HARVEST);
                     let deliver = job(&mut *self.mode);
                     self.sync_fast();
                     deliver()

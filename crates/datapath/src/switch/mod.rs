@@ -316,6 +316,8 @@ pub struct Switch {
     links_kept_for_priority: u64,
     /// When the first controller session was seen while the fast path held the last run's entries.
     first_session_at: Option<u64>,
+    /// When the kernel fast path's counters were last read ([`Switch::harvest_fast`]).
+    harvested_at: Option<u64>,
 }
 
 impl Switch {
@@ -408,6 +410,7 @@ impl Switch {
             links_retry: None,
             links_kept_for_priority: 0,
             first_session_at: None,
+            harvested_at: None,
             fast,
             upcall_rx,
             _upcall_guard: upcall_guard,
