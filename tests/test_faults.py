@@ -36,6 +36,7 @@ def host_settings(hosts, datapath):
             h.set_offload(**Edgeflow.HOST_SETTINGS[datapath])
 
 
+@pytest.mark.parametrize("datapath", ["user", "xdp"])
 def test_fail_secure_keeps_forwarding_when_the_controller_goes(two_hosts, datapath):
     h1, h2 = two_hosts.hosts
     host_settings(two_hosts.hosts, datapath)
