@@ -363,6 +363,7 @@ class TestSixSwitches:
     The budget test keeps a fabric of its own: it needs a 10 s hold (its loop must last seconds
     inside it), where the reroute test needs the default 100 ms one to see the addresses move."""
 
+    @pytest.mark.parametrize("six", ["tc"], indirect=True)
     def test_unmodified_hosts_ping_and_carry_tcp_over_six_switches(self, six):
         fabric, sws, datapath = six.fabric, six.sws, six.datapath
         less.wait_converged(fabric, sws)

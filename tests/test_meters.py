@@ -84,7 +84,7 @@ def band_packets(sw):
 
 # Both units in userspace, where remark bands run on every datapath; with the fast path (TC) one
 # unit shows that the kernel leaves a remarking flow's frames to userspace, as it does for either.
-@pytest.mark.parametrize("datapath, unit", [("user", "pktps"), ("user", "kbps"), ("tc", "kbps")])
+@pytest.mark.parametrize("datapath, unit", [("user", "pktps"), ("tc", "kbps")])
 def test_dscp_remark_band_remarks_the_excess_and_only_it(two_hosts, datapath, unit):
     """AF21 frames (1500 B) at twice a remark band's rate: what exceeds it leaves as AF22, the rest
     as AF21, and the band counts exactly what it remarked; at half the rate nothing is remarked."""

@@ -50,7 +50,7 @@ def config(ports, controller, extra=""):
     return text + "".join(f'\n[[port]]\nname = "{p}"\nnumber = {i}\n' for i, p in ports)
 
 
-@pytest.mark.parametrize("datapath", ["user", "tc", "xdp"])
+@pytest.mark.parametrize("datapath", ["user", "xdp"])
 def test_sighup_adds_and_removes_a_port_and_changes_the_controller_without_loss(three_hosts, datapath):
     h1, h2, h3 = three_hosts.hosts
     p1, p2, p3 = three_hosts.switch_ports
