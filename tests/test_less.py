@@ -11,6 +11,9 @@
   frames than a controller rerouting on port-status loses to the same failure; addresses
   re-converge when the link goes and when it comes back. These tests share one fabric per
   datapath (TestSixSwitches).
+
+About 680 lines, one concern: LESS as a fabric of real switches sees it, from one chain to six
+switches; the mode's logic with frames passed in memory is crates/forwarding/tests/less.rs.
 """
 
 import contextlib
