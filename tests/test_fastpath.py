@@ -38,11 +38,12 @@ while time.time() < end:
 
 SEND = r"""
 import socket, sys, time
+gap = float(sys.argv[1]) if len(sys.argv) > 1 else 0.02
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
 s.bind(("eth0", 0))
 for line in sys.stdin:
     s.send(bytes.fromhex(line.strip()))
-    time.sleep(0.02)
+    time.sleep(gap)
 """
 
 FLOWS = [
@@ -318,16 +319,6 @@ def test_attachment_matches_the_kernel(datapath):
             assert h1.ping(h2.addr, count=3, interval=0.1)[0] == 3
 
 
-BURST = r"""
-import socket, sys, time
-s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
-s.bind(("eth0", 0))
-for line in sys.stdin:
-    s.send(bytes.fromhex(line.strip()))
-    time.sleep(0.002)
-"""
-
-
 def test_a_full_kernel_map_makes_room_and_takes_refused_flows_again():
     """A burst of distinct flows fills the kernel's map; once its entries idle, a flow the kernel
     had no room for is offered again and taken, in place of idle ones (fastpath/room.rs). Before,
@@ -348,7 +339,7 @@ def test_a_full_kernel_map_makes_room_and_takes_refused_flows_again():
                 return udp_frame(h1.mac, h2.mac, h1.addr, h2.addr, dport=5000 + port).hex()
 
             def send(ports):
-                h1.popen("python3", "-c", BURST, stdin=subprocess.PIPE).communicate(
+                h1.popen("python3", "-c", SEND, "0.002", stdin=subprocess.PIPE).communicate(
                     "".join(frame(p) + "\n" for p in ports), timeout=30)
 
             def fast_path():
