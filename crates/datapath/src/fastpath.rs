@@ -19,8 +19,8 @@
 //! attached again, or detached when the port leaves; how it attaches is `attach.rs`). Tests of the
 //! programs themselves are in `fastpath/kernel.rs`; labels, AFDX links, reading the maps back
 //! for `dump-flows --kernel` (`fastpath/dump.rs`), keeping it all for the next run
-//! (`fastpath/keep.rs`) and making room in a full map (`fastpath/room.rs`) have files of their own. The encoder is the next
-//! piece to move out (to `fastpath/encode.rs`) if it grows.
+//! (`fastpath/keep.rs`) and making room in a full map (`fastpath/room.rs`) have files of their
+//! own. The encoder is the next piece to move out (to `fastpath/encode.rs`) if it grows.
 
 pub use forwarding::actions_outputs;
 use std::collections::{BTreeMap, HashMap};
