@@ -51,6 +51,14 @@ impl FlowEntry {
         group == ofp::group_meter::OFPG_ANY || self.actions().any(|a| matches!(a, Action::Group(g) if *g == group))
     }
 
+    /// The groups its actions name.
+    pub fn groups(&self) -> impl Iterator<Item = u32> + '_ {
+        self.actions().filter_map(|a| match a {
+            Action::Group(g) => Some(*g),
+            _ => None,
+        })
+    }
+
     fn actions(&self) -> impl Iterator<Item = &Action> {
         self.program.apply.iter().chain(self.program.write.iter())
     }

@@ -13,9 +13,11 @@ pub mod normal;
 mod modify;
 pub mod revalidate;
 mod stats;
+mod users;
 pub mod xlate;
 
-use std::collections::BTreeMap;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
 
 use ofp::error::ErrorCode;
 use ofp::message::OFPTT_ALL;
@@ -33,6 +35,7 @@ use group::GroupTable;
 use meter::MeterTable;
 use normal::MacTable;
 use revalidate::Change;
+use users::Users;
 pub use xlate::Translation;
 
 pub const DEFAULT_N_TABLES: u8 = 64;
@@ -82,20 +85,63 @@ pub struct FlowTable {
     pub enabled: bool,
     /// Flows with an idle or hard timeout (so expiry need not scan the others).
     timed: usize,
+    /// Eviction candidates by (priority, last use) as they were when pushed; built by the first
+    /// eviction (see [`FlowTable::eviction_victim`]).
+    by_age: Option<BinaryHeap<Reverse<(u16, Nanos, RuleId)>>>,
 }
 
 /// `OFPTC_EVICTION` (OpenFlow 1.4), honoured in table-mod as an extension.
 pub const OFPTC_EVICTION: u32 = 1 << 2;
 
 impl FlowTable {
-    /// The flow eviction would remove: lowest priority, then least recently used. The table-miss
-    /// flow is never a candidate: without it the table would drop what it used to send on.
-    fn eviction_victim(&self) -> Option<RuleId> {
-        self.flows
-            .iter()
-            .filter(|(_, f)| !f.is_table_miss())
-            .min_by_key(|(_, f)| (f.priority, f.last_used))
-            .map(|(id, _)| id)
+    /// The flow eviction removes: lowest priority, then least recently used (then lowest id). The
+    /// table-miss flow is never a candidate: without it the table would drop what it used to send on.
+    ///
+    /// Without a walk over the table: a flow's heap key only grows (uses move `last_used` on), so a
+    /// popped entry older than its flow is pushed again with the flow's key, and the first entry
+    /// popped that is still true is the least of all (every flow has an entry no greater than its
+    /// key). Each use costs one push at most, the next time eviction reaches it.
+    fn eviction_victim(&mut self) -> Option<RuleId> {
+        let flows = &self.flows;
+        let heap = self.by_age.get_or_insert_with(|| {
+            flows.iter().filter(|(_, f)| !f.is_table_miss()).map(|(id, f)| Reverse((f.priority, f.last_used, id))).collect()
+        });
+        while let Some(Reverse((priority, used, id))) = heap.pop() {
+            // An id whose flow left (or was reused at another priority): its own entry is elsewhere.
+            let Some(f) = flows.get(id).filter(|f| f.priority == priority && !f.is_table_miss()) else { continue };
+            if f.last_used != used {
+                heap.push(Reverse((priority, f.last_used, id)));
+                continue;
+            }
+            return Some(id);
+        }
+        None
+    }
+
+    /// Puts a flow in the table (the one place a flow enters it).
+    fn put(&mut self, key: &FlowKey, mask: &FlowKey, entry: FlowEntry) -> RuleId {
+        if entry.idle_timeout != 0 || entry.hard_timeout != 0 {
+            self.timed += 1;
+        }
+        let (priority, used, miss) = (entry.priority, entry.last_used, entry.is_table_miss());
+        let id = self.flows.insert(key, mask, priority as u32, entry);
+        if let Some(heap) = &mut self.by_age {
+            if !miss {
+                heap.push(Reverse((priority, used, id)));
+            }
+            // Entries of flows gone since only wait to be popped: past twice the table, start afresh.
+            if heap.len() > 2 * self.flows.len() + 1024 {
+                self.by_age = None;
+            }
+        }
+        id
+    }
+
+    /// Empties the table.
+    fn clear(&mut self) {
+        self.flows = Classifier::new();
+        self.timed = 0;
+        self.by_age = None;
     }
 
     /// Takes a flow out of the table (the one place a flow leaves it).
@@ -132,6 +178,7 @@ impl FlowTable {
             spec: None,
             enabled: true,
             timed: 0,
+            by_age: None,
         }
     }
 }
@@ -142,6 +189,8 @@ pub struct Pipeline {
     pub(crate) meters: MeterTable,
     pub(crate) ports: BTreeMap<u32, PortView>,
     pub(crate) macs: MacTable,
+    /// Which flows use each group and meter.
+    users: Users,
     pub(crate) config: Config,
     pub(crate) cache: FlowCache,
     /// Changes not yet applied to the cache (translation learns addresses while it reads them).
@@ -203,6 +252,7 @@ impl Pipeline {
             meters: MeterTable::default(),
             ports: BTreeMap::new(),
             macs: MacTable::default(),
+            users: Users::default(),
             config: Config::default(),
             cache: FlowCache::default(),
             pending: Vec::new(),

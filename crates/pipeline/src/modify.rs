@@ -6,7 +6,7 @@ use ofp::message::{flow_mod_command as cmd, flow_mod_flags, flow_removed_reason,
 use ofp::{Action, GroupMod, MeterMod};
 use packet::FlowKey;
 
-use crate::classifier::{Classifier, RuleId};
+use crate::classifier::RuleId;
 use crate::flow::{compile, FlowEntry, Limits, Nanos};
 use crate::group::GroupChange;
 use crate::meter::MeterChange;
@@ -66,6 +66,7 @@ impl Pipeline {
     /// owed to controllers if the flow asked for one.
     fn remove_flow(&mut self, table: u8, id: RuleId, why: Removal, now: Nanos) -> Option<FlowRemoved> {
         let f = self.tables[table as usize].take(id)?;
+        self.users.remove(table, id, &f);
         self.pending.push(Change::FlowChanged { table, id });
         let reason = why.reason()?;
         (f.flags & flow_mod_flags::SEND_FLOW_REM != 0).then(|| removed(&f, reason, now))
@@ -97,9 +98,9 @@ impl Pipeline {
             }
             specs.push(features::TableSpec::from_request(t, n, DEFAULT_MAX_FLOWS)?);
         }
+        self.users = Default::default();
         for (i, table) in self.tables.iter_mut().enumerate() {
-            table.flows = Classifier::new();
-            table.timed = 0;
+            table.clear();
             match specs.iter().position(|s| s.features.table_id as usize == i) {
                 Some(k) => {
                     let spec = specs[k].clone();
@@ -151,10 +152,10 @@ impl Pipeline {
                 let program = self.limits_ok(fm)?;
                 let table = &mut self.tables[fm.table_id as usize];
                 let existing = table.flows.find_exact(&key, &mask, priority);
-                if fm.flags & flow_mod_flags::CHECK_OVERLAP != 0
-                    && existing.is_none()
-                    && table.flows.overlapping(&key, &mask, priority)
-                {
+                if fm.flags & flow_mod_flags::CHECK_OVERLAP != 0 && existing.is_none() && {
+                    table.flows.project_overlapping(&mask, priority);
+                    table.flows.overlapping(&key, &mask, priority)
+                } {
                     return fail(FlowModFailed::Overlap);
                 }
                 let mut evicted = Vec::new();
@@ -192,10 +193,8 @@ impl Pipeline {
                     last_used: now,
                 };
                 let timeouts = [entry.idle_timeout, entry.hard_timeout];
-                if timeouts != [0, 0] {
-                    table.timed += 1;
-                }
-                table.flows.insert(&key, &mask, priority, entry);
+                let id = table.put(&key, &mask, entry);
+                self.users.add(fm.table_id, id, table.flows.get(id).unwrap());
                 self.pending.push(Change::FlowAdded { table: fm.table_id, key, mask, priority: fm.priority });
                 for t in timeouts.into_iter().filter(|&t| t != 0) {
                     self.expect_expiry(now + t as Nanos * 1_000_000_000);
@@ -205,19 +204,21 @@ impl Pipeline {
             cmd::MODIFY | cmd::MODIFY_STRICT => {
                 let program = self.limits_ok(fm)?;
                 let strict = fm.command == cmd::MODIFY_STRICT;
-                let targets = Self::targets(&self.tables[fm.table_id as usize], fm, &key, &mask, strict);
+                let targets = Self::targets(&mut self.tables[fm.table_id as usize], fm, &key, &mask, strict);
                 for &id in &targets {
                     self.pending.push(Change::FlowChanged { table: fm.table_id, id });
                 }
                 let table = &mut self.tables[fm.table_id as usize];
                 for id in targets {
                     let f = table.flows.get_mut(id).unwrap();
+                    self.users.remove(fm.table_id, id, f);
                     f.instructions = fm.instructions.clone();
                     f.program = program.clone();
                     if fm.flags & flow_mod_flags::RESET_COUNTS != 0 {
                         f.packet_count = 0;
                         f.byte_count = 0;
                     }
+                    self.users.add(fm.table_id, id, f);
                 }
                 Vec::new()
             }
@@ -227,7 +228,7 @@ impl Pipeline {
                     if all_tables { 0..self.tables.len() } else { fm.table_id as usize..fm.table_id as usize + 1 };
                 let mut out = Vec::new();
                 for t in range {
-                    for id in Self::targets(&self.tables[t], fm, &key, &mask, strict) {
+                    for id in Self::targets(&mut self.tables[t], fm, &key, &mask, strict) {
                         out.extend(self.remove_flow(t as u8, id, Removal::Delete, now));
                     }
                 }
@@ -240,11 +241,12 @@ impl Pipeline {
 
     /// Flows a modify or delete applies to: by match (strictly or as a subset), cookie, and — for
     /// deletes — out_port and out_group.
-    fn targets(table: &FlowTable, fm: &FlowMod, key: &FlowKey, mask: &FlowKey, strict: bool) -> Vec<RuleId> {
+    fn targets(table: &mut FlowTable, fm: &FlowMod, key: &FlowKey, mask: &FlowKey, strict: bool) -> Vec<RuleId> {
         let candidates: Vec<RuleId> = if strict {
             table.flows.find_exact(key, mask, fm.priority as u32).into_iter().collect()
         } else {
-            table.flows.covered_by(key, mask).collect()
+            table.flows.project_covered(mask);
+            table.flows.covered_by(key, mask)
         };
         let deleting = matches!(fm.command, cmd::DELETE | cmd::DELETE_STRICT);
         candidates
@@ -257,16 +259,11 @@ impl Pipeline {
             .collect()
     }
 
-    /// Removes flows whose instructions name `pred`'s target (a deleted group or meter).
-    fn remove_flows_where(&mut self, pred: impl Fn(&FlowEntry) -> bool, why: Removal, now: Nanos) -> Vec<FlowRemoved> {
-        let mut out = Vec::new();
-        for t in 0..self.tables.len() {
-            let ids: Vec<RuleId> = self.tables[t].flows.iter().filter(|(_, f)| pred(f)).map(|(id, _)| id).collect();
-            for id in ids {
-                out.extend(self.remove_flow(t as u8, id, why, now));
-            }
-        }
-        out
+    /// Removes flows (a deleted group's or meter's users), in table and id order.
+    fn remove_flows(&mut self, mut flows: Vec<(u8, RuleId)>, why: Removal, now: Nanos) -> Vec<FlowRemoved> {
+        flows.sort_unstable();
+        flows.dedup();
+        flows.into_iter().filter_map(|(t, id)| self.remove_flow(t, id, why, now)).collect()
     }
 
     pub fn group_mod(&mut self, gm: &GroupMod, now: Nanos) -> Result<Vec<FlowRemoved>, ErrorCode> {
@@ -276,7 +273,8 @@ impl Pipeline {
         let out = match change {
             GroupChange::Deleted(ids) => {
                 self.pending.extend(ids.iter().map(|&g| Change::Group(g)));
-                self.remove_flows_where(|f| ids.iter().any(|&g| f.uses_group(g)), Removal::GroupDelete, now)
+                let users = ids.iter().flat_map(|&g| self.users.of_group(g)).collect();
+                self.remove_flows(users, Removal::GroupDelete, now)
             }
             GroupChange::Added | GroupChange::Modified => {
                 self.pending.push(Change::Group(gm.group_id));
@@ -293,11 +291,8 @@ impl Pipeline {
             MeterChange::Deleted(ids) => {
                 self.pending.extend(ids.iter().map(|&m| Change::Meter(m)));
                 self.changed_meters.extend(&ids);
-                self.remove_flows_where(
-                    |f| f.program.meter.is_some_and(|m| ids.contains(&m)),
-                    Removal::MeterDelete,
-                    now,
-                )
+                let users = ids.iter().flat_map(|&m| self.users.of_meter(m)).collect();
+                self.remove_flows(users, Removal::MeterDelete, now)
             }
             MeterChange::Added | MeterChange::Modified => {
                 self.pending.push(Change::Meter(mm.meter_id));

@@ -20,12 +20,13 @@
 //! Finding the entries without scanning the cache: lookups are grouped by table and entry mask,
 //! and within a group, for a flow whose match shares bits `X` with the mask, indexed by their key
 //! under `X` (built on first use of `X`, kept while it is used: a controller's churn repeats a
-//! few match shapes). Everything else is an inverted index from what was read to who read it.
+//! few match shapes), or under a part of `X` already indexed when that narrows them down as far.
+//! Everything else is an inverted index from what was read to who read it.
 
 use hashbrown::{HashMap, HashSet};
 use packet::FlowKey;
 
-use crate::classifier::RuleId;
+use crate::classifier::{Projection, RuleId};
 
 /// One table lookup a translation made.
 #[derive(Clone, Debug)]
@@ -90,14 +91,10 @@ impl Reads {
 
 /// Below this many members a group is scanned rather than indexed.
 const SCAN_BELOW: usize = 32;
-/// Indexes kept per group; the least recently used goes first.
-const MAX_NARROWED: usize = 4;
-
-struct Narrowed {
-    mask: FlowKey,
-    by_key: HashMap<FlowKey, HashSet<RuleId>>,
-    used: u64,
-}
+/// Indexes kept per group; the least recently used goes first. Each costs about 24 bytes per
+/// distinct key (a 100 000-entry group: 2.7 MB), and a mask not kept costs a walk of the group to
+/// index again: eight cover a controller cycling through a handful of match shapes.
+const MAX_NARROWED: usize = 8;
 
 /// Lookups of one table by entries of one mask.
 struct LookupGroup {
@@ -105,13 +102,16 @@ struct LookupGroup {
     mask: FlowKey,
     /// Entry → its lookup key under `mask`, and the priority that won (-1: none).
     members: HashMap<RuleId, (FlowKey, i32)>,
-    narrowed: Vec<Narrowed>,
+    narrowed: Vec<Projection>,
+    /// Indexes built, for the tests of what churn costs.
+    #[cfg(test)]
+    built: usize,
 }
 
 impl LookupGroup {
     fn add(&mut self, id: RuleId, key: FlowKey, priority: i32) {
         for n in &mut self.narrowed {
-            n.by_key.entry(key.masked(&n.mask)).or_default().insert(id);
+            n.add(&key, id);
         }
         self.members.insert(id, (key, priority));
     }
@@ -119,14 +119,38 @@ impl LookupGroup {
     fn remove(&mut self, id: RuleId) {
         let Some((key, _)) = self.members.remove(&id) else { return };
         for n in &mut self.narrowed {
-            let k = key.masked(&n.mask);
-            if let Some(v) = n.by_key.get_mut(&k) {
-                v.remove(&id);
-                if v.is_empty() {
-                    n.by_key.remove(&k);
-                }
-            }
+            n.remove(&key, id);
         }
+    }
+
+    /// An index that narrows the members down for a flow sharing `shared` with the mask: one under
+    /// exactly `shared`, or under part of it if that leaves as few candidates as a scan would
+    /// cost little; else one built now.
+    fn index_for(&mut self, shared: &FlowKey, want: &FlowKey, clock: u64) -> &Projection {
+        let exact = self.narrowed.iter().position(|n| n.mask == *shared);
+        let part = || self.narrowed.iter().position(|n| shared.covers(&n.mask) && n.count(want) < SCAN_BELOW);
+        let at = match exact.or_else(part) {
+            Some(at) => at,
+            None => {
+                if self.narrowed.len() >= MAX_NARROWED {
+                    let oldest = (0..self.narrowed.len()).min_by_key(|&i| self.narrowed[i].used).unwrap();
+                    self.narrowed.swap_remove(oldest);
+                }
+                let mut n = Projection::new(shared, clock);
+                for (&id, (k, _)) in &self.members {
+                    n.add(k, id);
+                }
+                #[cfg(test)]
+                {
+                    self.built += 1;
+                }
+                self.narrowed.push(n);
+                self.narrowed.len() - 1
+            }
+        };
+        let n = &mut self.narrowed[at];
+        n.used = clock;
+        n
     }
 
     /// Members a flow of `key`/`mask` at `priority` could take packets from.
@@ -140,26 +164,10 @@ impl LookupGroup {
             );
             return;
         }
-        let at = match self.narrowed.iter().position(|n| n.mask == shared) {
-            Some(at) => at,
-            None => {
-                if self.narrowed.len() >= MAX_NARROWED {
-                    let oldest = (0..self.narrowed.len()).min_by_key(|&i| self.narrowed[i].used).unwrap();
-                    self.narrowed.swap_remove(oldest);
-                }
-                let mut by_key: HashMap<FlowKey, HashSet<RuleId>> = HashMap::new();
-                for (&id, (k, _)) in &self.members {
-                    by_key.entry(k.masked(&shared)).or_default().insert(id);
-                }
-                self.narrowed.push(Narrowed { mask: shared, by_key, used: clock });
-                self.narrowed.len() - 1
-            }
-        };
-        let n = &mut self.narrowed[at];
-        n.used = clock;
-        if let Some(ids) = n.by_key.get(&want) {
-            out.extend(ids.iter().copied().filter(|id| self.members.get(id).is_some_and(|(_, p)| can_win(*p))));
-        }
+        let candidates: Vec<RuleId> = self.index_for(&shared, &want, clock).candidates(&want).collect();
+        out.extend(candidates.into_iter().filter(|id| {
+            self.members.get(id).is_some_and(|(k, p)| can_win(*p) && k.masked(&shared) == want)
+        }));
     }
 }
 
@@ -183,6 +191,8 @@ impl ReadIndex {
                         mask: *mask,
                         members: HashMap::new(),
                         narrowed: Vec::new(),
+                        #[cfg(test)]
+                        built: 0,
                     });
                     self.groups.len() - 1
                 }
@@ -237,5 +247,62 @@ impl ReadIndex {
             Change::Address(v, m) => Dep::Address(v, m),
         };
         out.extend(self.deps.get(&dep).into_iter().flatten().copied());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ofp::oxm::Field;
+
+    fn key(fields: &[(Field, u128)]) -> FlowKey {
+        let mut k = FlowKey::default();
+        for &(f, v) in fields {
+            k.set(f, v);
+        }
+        k
+    }
+
+    fn mask(fields: &[Field]) -> FlowKey {
+        let mut m = FlowKey::default();
+        for &f in fields {
+            m.mask_field(f);
+        }
+        m
+    }
+
+    /// A controller cycling through five match shapes, none of which any entry can see: each shape
+    /// is indexed once at most, not once per flow-mod (as when four indexes were kept), and nothing
+    /// is retired.
+    #[test]
+    fn cycling_match_shapes_index_each_once() {
+        let fields = [Field::EthType, Field::IpProto, Field::Ipv4Src, Field::Ipv4Dst, Field::UdpSrc, Field::UdpDst];
+        let entry_mask = mask(&fields);
+        let mut index = ReadIndex::default();
+        for i in 0..1_000u128 {
+            let k = key(&[(Field::EthType, 0x800), (Field::IpProto, 17), (Field::Ipv4Src, 1), (Field::Ipv4Dst, 2), (Field::UdpSrc, 9000), (Field::UdpDst, 10_000 + i)]);
+            let reads = Reads { lookups: vec![Lookup { table: 0, key: k, winner: Some((200, RuleId(i as u32))) }], ..Default::default() };
+            index.add(RuleId(i as u32), &entry_mask, &reads);
+        }
+        let shapes: [&[Field]; 5] = [
+            &[Field::EthType, Field::IpProto, Field::UdpDst],
+            &[Field::EthType, Field::IpProto, Field::UdpSrc],
+            &[Field::EthType, Field::Ipv4Src],
+            &[Field::EthType, Field::Ipv4Dst],
+            &[Field::EthType, Field::Ipv4Src, Field::Ipv4Dst, Field::IpProto],
+        ];
+        let mut out = Vec::new();
+        for round in 0..200u128 {
+            let shape = shapes[round as usize % shapes.len()];
+            // Values no entry has: 7 for every field but the EtherType.
+            let values: Vec<(Field, u128)> =
+                shape.iter().map(|&f| (f, if f == Field::EthType { 0x800 } else { 7 })).collect();
+            let change = Change::FlowAdded { table: 0, key: key(&values), mask: mask(shape), priority: 100 };
+            index.affected(&change, &mut out);
+        }
+        assert!(out.is_empty(), "{} entries retired", out.len());
+        // One per shape at most (one may reuse another's: a part of its bits that leaves none).
+        let built = index.groups[0].built;
+        assert!((1..=shapes.len()).contains(&built), "{built} indexes built for {} shapes", shapes.len());
     }
 }

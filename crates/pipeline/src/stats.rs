@@ -96,7 +96,7 @@ impl Pipeline {
         let mut out = Vec::new();
         for t in range {
             let table = &self.tables[t];
-            let mut ids: Vec<_> = table.flows.covered_by(&key, &mask).collect();
+            let mut ids = table.flows.covered_by(&key, &mask);
             ids.sort();
             for id in ids {
                 let f = table.flows.get(id).unwrap();
