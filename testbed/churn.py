@@ -14,7 +14,7 @@ import time
 OFP_VERSION = 4
 HELLO, ERROR, ECHO_REQUEST, ECHO_REPLY = 0, 1, 2, 3
 FLOW_MOD, BARRIER_REQUEST, BARRIER_REPLY = 14, 20, 21
-ADD, DELETE_STRICT = 0, 4
+ADD, DELETE, DELETE_STRICT = 0, 3, 4
 OFPP_ANY, OFPG_ANY, NO_BUFFER = 0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF
 
 
@@ -23,8 +23,11 @@ def _oxm(field, value, width):
 
 
 def flow_mod(command, udp_src, udp_dst, out_port, priority=100, xid=0):
-    """`udp,tp_src=<udp_src>,tp_dst=<udp_dst> actions=output:<out_port>` in table 0."""
-    fields = _oxm(5, 0x0800, 2) + _oxm(10, 17, 1) + _oxm(15, udp_src, 2) + _oxm(16, udp_dst, 2)
+    """`udp,tp_src=<udp_src>,tp_dst=<udp_dst> actions=output:<out_port>` in table 0 (without
+    `tp_dst` when `udp_dst` is None)."""
+    fields = _oxm(5, 0x0800, 2) + _oxm(10, 17, 1) + _oxm(15, udp_src, 2)
+    if udp_dst is not None:
+        fields += _oxm(16, udp_dst, 2)
     match = struct.pack("!HH", 1, 4 + len(fields)) + fields
     match += b"\0" * (-len(match) % 8)
     output = struct.pack("!HHIH6x", 0, 16, out_port, 0xFFFF)
@@ -110,14 +113,22 @@ class Churner:
         self.send(bytes(batch))
         self.barrier()
 
-    def churn(self, rate, seconds, sport, first_dport, n_ports, out_port, priority=100, stop=None):
+    def churn(self, rate, seconds, sport, first_dport, n_ports, out_port, priority=100, stop=None, strict=True):
         """`rate` flow-mods a second for `seconds` (or until `stop`, an Event, is set): each of
         `n_ports` flows from UDP port `sport` to `first_dport` onwards added, then deleted
-        (strictly), in turn. Returns the flow-mods sent and the rate the switch took them at (up
-        to the reply to a barrier after the last one)."""
-        add = flow_mod(ADD, sport, 0, out_port, priority)
-        delete = flow_mod(DELETE_STRICT, sport, 0, out_port, priority)
-        at = add.index(_oxm(16, 0, 2)) + 4
+        (strictly), in turn. Not `strict`: flows `udp,tp_src=<sport + k>` (any destination; k below
+        `n_ports`; `first_dport` unused) at `priority`, each deleted in turn by a non-strict delete
+        of that match. Flows installed with a destination port too have a mask that covers the
+        delete's: the switch must tell them apart by their values, not by their shape. Returns the flow-mods sent and the rate the switch
+        took them at (up to the reply to a barrier after the last one)."""
+        if strict:
+            add = flow_mod(ADD, sport, 0, out_port, priority)
+            delete = flow_mod(DELETE_STRICT, sport, 0, out_port, priority)
+            at = add.index(_oxm(16, 0, 2)) + 4
+        else:
+            add = flow_mod(ADD, 0, None, out_port, priority)
+            delete = flow_mod(DELETE, 0, None, out_port, priority)
+            at, first_dport = add.index(_oxm(15, 0, 2)) + 4, sport
         tick = 0.01
         per_tick = max(1, round(rate * tick))
         sent = 0
@@ -156,17 +167,18 @@ class Churner:
 class Background:
     """`Churner.churn` in a thread, for the length of a `with` block; `.result` after it."""
 
-    def __init__(self, churner, rate, sport, first_dport, n_ports, out_port, seconds=3600):
+    def __init__(self, churner, rate, sport, first_dport, n_ports, out_port, seconds=3600, strict=True, priority=100):
         self.result = None
         self.error = None
         self.args = (rate, seconds, sport, first_dport, n_ports, out_port)
+        self.options = {"strict": strict, "priority": priority}
         self.churner = churner
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self):
         try:
-            self.result = self.churner.churn(*self.args, stop=self.stopping)
+            self.result = self.churner.churn(*self.args, stop=self.stopping, **self.options)
         except Exception as e:  # raised again by stop()
             self.error = e
 
