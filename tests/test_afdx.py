@@ -437,6 +437,11 @@ def test_compiled_program_runs_on_open_vswitch_and_edgeflow():
 SLOW_LINK_MBPS, SLOW_BACKGROUND = 40, 16
 
 
+# One kernel hook (TC left out): which links the kernel holds and which stay in userspace for their
+# port's priority queues is userspace's choice, the same for both hooks (`sync_links`,
+# crates/datapath/src/switch/fastsync.rs); the queues and the pacer are userspace's on either; the
+# one held link runs in `bpf/fp_afdx.h`, as in the tests above.
+@pytest.mark.parametrize("datapath", ['user', 'xdp'])
 def test_high_priority_link_on_an_unpaced_slow_port_waits_only_for_the_frame_on_the_wire(datapath):
     """Issue 34, item 4. End system 4 sits behind a link that nothing in the config paces (its
     receiver is the link: `es-recv --wire-mbps`; a veth's driver says 10 Gbit/s, so the port says
