@@ -310,7 +310,7 @@ def test_legacy_attach_forwards_and_counts_like_links(datapath):
             sw.ofctl("add-flow", "priority=10,in_port=1,actions=output:2")
             sw.ofctl("add-flow", "priority=10,in_port=2,actions=output:1")
             assert h1.ping(h2.addr, count=10, interval=0.05)[0] == 10
-            bps = iperf3_tcp(h1, h2, seconds=2)
+            bps = iperf3_tcp(h1, h2, seconds=1)
             report = sw.stats()
             kinds = {a["kind"] for a in report["fast_path"]["attachments"]}
             want = {"tc clsact"} if datapath == "tc" else {"xdp native netlink", "xdp generic netlink"}
