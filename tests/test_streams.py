@@ -46,7 +46,7 @@ def test_streams_are_metered_gated_and_filtered_as_configured(datapath, tmp_path
     stream half through a gate open half its cycle; each counted."""
     with qci_switch("qc", datapath) as (f, sw):
         talker, listener = f.hosts
-        size, seconds = 500, 2.0
+        size, seconds = 500, 1.5
         log = tmp_path / "metered.log"
         # 10 Mbit/s offered: 4 committed (green), 2 excess (yellow), the rest red.
         sent, got = stream(talker, listener, size, 2500, seconds, flow=21, log=log)
