@@ -266,10 +266,11 @@ REROUTE_CASES = [
     # (c) R's link to B goes: hB lies under R only through it; back to A, which takes A-B.
     ("c", "hc", ("r", "b"), "r", "backtracked"),
 ]
-#: Each failure's stream to hB: 256-byte frames at 2 000 a second, the link taken down 0.7 s in,
-#: and on for half a second after it: the hold (100 ms) ends and the addresses move well within it
-#: (the reroute test then waits for them anyway), and the controller's rewrite takes tens of ms.
-REROUTE_SIZE, REROUTE_RATE, REROUTE_AT, REROUTE_AFTER = 256, 2000, 0.7, 0.5
+#: Each failure's stream to hB: 256-byte frames at 2 000 a second, the link taken down 0.5 s in
+#: (a thousand frames on the path as it was), and on for half a second after it: the hold (100 ms)
+#: ends and the addresses move well within it (the reroute test then waits for them anyway), and
+#: the controller's rewrite takes tens of ms.
+REROUTE_SIZE, REROUTE_RATE, REROUTE_AT, REROUTE_AFTER = 256, 2000, 0.5, 0.5
 
 
 def named_hosts(fabric):
@@ -319,7 +320,7 @@ def reactive_losses():
     """What the reroute test's failures cost when a controller reroutes: the same fabric of
     edgeflow switches under OpenFlow, os-ken rewriting the paths when a port-status says a link
     went (testbed/apps/fabric_routes.py, "reactive"), the routes LESS takes installed before.
-    Per case, the frames lost from the same stream (size, rate, the link taken down 0.7 s in, 0.5 s
+    Per case, the frames lost from the same stream (size, rate, the link taken down 0.5 s in, 0.5 s
     after it).
     Measured once a run on the userspace datapath (the controller's reaction is what costs), beside
     the LESS fabric of the moment, which sits idle meanwhile (its HELLOs take 0.3 % of a core)."""
