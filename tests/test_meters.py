@@ -18,10 +18,6 @@ from testbed.traffic import iperf3_udp
 
 LENGTH = 1400
 FRAME = LENGTH + 8 + 20 + 14  # a meter counts whole frames; iperf3 reports UDP payload
-#: How long the rate tests offer twice and more the meter's rate: 3 500 and 4 000 frames pass in
-#: 2 s, each bucket's burst adds 0.25 and 0.5 % on top of the rate (19.42 of 19.42 Mbit/s and
-#: 2 001-2 004 of 2 000 pps measured over 4 s).
-OVER_RATE_S = 2
 
 
 def policed_in_kernel(sw, datapath, dropping):
@@ -45,7 +41,7 @@ def test_kbps_meter_rate(two_hosts, datapath):
     h1, h2 = two_hosts.hosts
     with edgeflow_on(datapath, two_hosts.hosts, two_hosts.switch_ports, log_name="meter") as sw:
         metered(sw, "meter=1,kbps,burst,band=type=drop,rate=20000,burst_size=100")
-        r = iperf3_udp(h1, h2, rate_bps=50e6, length=LENGTH, seconds=OVER_RATE_S)
+        r = iperf3_udp(h1, h2, rate_bps=50e6, length=LENGTH, seconds=4)
         expected = 20e6 * LENGTH / FRAME
         print(f"\nkbps meter at 20 Mbit/s, offered 50 Mbit/s: received {r['received_bps'] / 1e6:.2f} Mbit/s payload "
               f"(expected {expected / 1e6:.2f})")
@@ -65,9 +61,9 @@ def test_pktps_meter_rate(two_hosts, datapath):
     h1, h2 = two_hosts.hosts
     with edgeflow_on(datapath, two_hosts.hosts, two_hosts.switch_ports, log_name="meter") as sw:
         metered(sw, "meter=1,pktps,burst,band=type=drop,rate=2000,burst_size=20")
-        r = iperf3_udp(h1, h2, rate_bps=5000 * 100 * 8, length=100, seconds=OVER_RATE_S)
+        r = iperf3_udp(h1, h2, rate_bps=5000 * 100 * 8, length=100, seconds=4)
         print(f"\npktps meter at 2000 pps, offered 5000 pps: received {r['received_pps']:.0f} pps")
-        assert 0.8 * 2000 < r["received_pps"] <= 2000 * 1.03 + 20 / OVER_RATE_S, r
+        assert 0.8 * 2000 < r["received_pps"] <= 2000 * 1.03 + 20 / 4, r
     policed_in_kernel(sw, datapath, dropping=True)
 
 
@@ -97,9 +93,8 @@ def test_dscp_remark_band_remarks_the_excess_and_only_it(two_hosts, datapath, un
     frame_bits = (size - 4) * 8  # the meter counts the frame without its FCS
     rate = 1000 if unit == "pktps" else fps * frame_bits // 2 // 1000
     with edgeflow_on(datapath, two_hosts.hosts, two_hosts.switch_ports, log_name="meter") as sw:
-        # A second over the rate (2 000 frames, half of them over it); one under it, where the band
-        # has nothing to remark.
-        for offered, seconds in ((fps, 1.0), (fps // 4, 1.0)):
+        # Two seconds over the rate; one under it, where the band has nothing to remark.
+        for offered, seconds in ((fps, 2.0), (fps // 4, 1.0)):
             metered(sw, f"meter=1,{unit},band=type=dscp_remark,rate={rate},prec_level=1")
             sent, got = loadgen.run(h1, h2, size=size, rate=offered, duration=seconds, send_engine="socket",
                                     recv_engine="socket", extra_send=["--dscp", "18"])
