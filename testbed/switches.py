@@ -417,10 +417,13 @@ def learn_across(kind, fabric):
     """Builds `fabric` (testbed.topology), puts a switch of `kind` on each of its switches,
     learning on its own (no controller), and returns how many of two pings from its first host
     reach its last. Open vSwitch runs one bridge per switch on one daemon (its userspace datapath
-    is one per machine). Learning across several switches takes a moment: up to five tries."""
+    is one per machine). Learning across several switches takes a moment: up to five tries.
+    edgeflow's switches, which need nothing of each other to start, start and stop side by side
+    (`start_all`, `stop_all`); one that does not stop cleanly fails the run, as in `with Edgeflow`."""
     from contextlib import ExitStack
     with fabric, ExitStack() as stack:
         ovs = None
+        edgeflows = []
         for name in fabric.switches:
             ports = fabric.ports[name]
             if kind == "linux-bridge":
@@ -431,7 +434,14 @@ def learn_across(kind, fabric):
                 ovs = stack.enter_context(OvsNetdev(ports, log_name=f"topo-ovs-{name}", bridge=f"ef-ovs{name}"))
             else:
                 datapath = kind.split("-")[1] if "-" in kind else "user"
-                stack.enter_context(edgeflow_on(datapath, fabric.hosts, ports, log_name=f"topo-{kind}-{name}"))
+                edgeflows.append(edgeflow_on(datapath, fabric.hosts, ports, log_name=f"topo-{kind}-{name}"))
+        if edgeflows:
+            def stop_edgeflows(exc_type, *exc):
+                codes = stop_all(edgeflows)
+                if exc_type is None and any(c not in (0, None) for c in codes):
+                    raise RuntimeError(f"edgeflow exited with {codes}:\n" + "\n".join(s.log()[-2000:] for s in edgeflows))
+            stack.push(stop_edgeflows)
+            start_all(edgeflows)
         first, last = fabric.hosts[0], fabric.hosts[-1]
         received = 0
         for _ in range(5):

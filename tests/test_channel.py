@@ -341,14 +341,14 @@ def test_a_peer_flooding_flow_dumps_it_never_reads_costs_neither_forwarding_nor_
     nothing (each reply about 1 MB): the switch reads its requests only as their replies find
     room, builds one dump at a time for it, and reads frames between commands, so pings across
     the switch meanwhile are answered and its memory grows by little more than the output limit
-    (16 MiB); the peer, taking nothing, is cut off and counted. The pings go 20 ms apart: all 200
-    within the 5 s the peer lasts. (Before the connection's work was bounded, none of the 200 pings
-    crossed and the peak grew by 1.3 GiB.)"""
+    (16 MiB); the peer, taking nothing, is cut off and counted after a probe interval (2 s here,
+    5 by default). The pings go 20 ms apart: all 100 within the 2 s the peer lasts. (Before the
+    connection's work was bounded, none of 200 pings crossed and the peak grew by 1.3 GiB.)"""
     import socket
     import threading
     from testbed.churn import Churner
     h1, h2 = two_hosts.hosts
-    with Edgeflow(two_hosts.switch_ports) as sw:
+    with Edgeflow(two_hosts.switch_ports, extra=["--probe-interval", "2"]) as sw:
         with Churner(sw.target) as ctl:
             ctl.install(10_000, 7000, 20_000, 2)
         assert h1.ping(h2.addr, count=2, interval=0.2)[0] == 2, "the path works before the flood"
@@ -359,7 +359,7 @@ def test_a_peer_flooding_flow_dumps_it_never_reads_costs_neither_forwarding_nor_
         dump = header(18, 16 + len(body), 5) + struct.pack("!HH4x", 1, 0) + body
         pings = {}
         pinger = threading.Thread(target=lambda: pings.update(
-            result=h1.ping(h2.addr, count=200, interval=0.02, timeout=30)))
+            result=h1.ping(h2.addr, count=100, interval=0.02, timeout=30)))
         started = time.monotonic()
         pinger.start()
         mute = socket.socket()
@@ -378,16 +378,16 @@ def test_a_peer_flooding_flow_dumps_it_never_reads_costs_neither_forwarding_nor_
         flooder.join(timeout=30)
         peak = peak_resident_mib(pid)
         received, sent, _ = pings["result"]
-        # Cut off once it has taken nothing for 5 s: by then, or soon after, however slow the machine.
+        # Cut off once it has taken nothing for 2 s: by then, or soon after, however slow the machine.
         dropped = wait_for(lambda: sw.stats()["channel"]["slow_readers_dropped"], timeout=20,
                            what="the peer cut off")
         print(f"\npings answered during the flood: {received}/{sent}; resident: {idle:.0f} MiB idle, peak "
               f"{peak:.0f} MiB (+{peak - idle:.0f}); slow readers dropped: {dropped}; "
               f"{time.monotonic() - started:.1f} s")
-        assert received >= 195, (received, sent)
+        assert received >= 95, (received, sent)
         assert peak - idle < 64, (idle, peak)
         assert dropped == 1
-        assert "peer stopped reading (output over the limit, nothing taken for 5s): closing" in sw.log()
+        assert "peer stopped reading (output over the limit, nothing taken for 2s): closing" in sw.log()
         # Its socket is closed: after the replies already on their way, the end of the stream.
         while True:
             try:

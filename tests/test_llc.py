@@ -6,11 +6,10 @@ The kernel fast path decides plain LLC frames itself and sends LLC/SNAP ones up.
 import re
 import struct
 import subprocess
-import time
 
 import pytest
 
-from test_fastpath import CAPTURE, SEND
+from test_fastpath import SEND, start_captures, stop_captures
 
 from testbed.switches import edgeflow_on
 from testbed.traffic import udp_frame
@@ -52,12 +51,11 @@ def test_snap_frames_match_their_ethertype_and_other_llc_frames_0x05ff(three_hos
         sw.ofctl("add-flow", "priority=10,in_port=1,dl_type=0x05ff,actions=output:3")
         # Positive control on the same ports: a plain IPv4 frame takes the 0x0800 flow.
         plain = udp_frame(h1.mac, h2.mac, h1.addr, h2.addr, 4001, 9, 30)
-        caps = {h.name: h.popen("python3", "-c", CAPTURE, "2.5") for h in (h2, h3)}
-        time.sleep(0.8)
+        caps = start_captures((h2, h3))
         sent = [snap] * 3 + [stp] * 3 + [plain]
         h1.popen("python3", "-c", SEND, stdin=subprocess.PIPE).communicate(
             "".join(f.hex() + "\n" for f in sent), timeout=30)
-        got = {name: [bytes.fromhex(f) for f in p.communicate(timeout=30)[0].split()] for name, p in caps.items()}
+        got = {name: [bytes.fromhex(f) for f in frames] for name, frames in stop_captures(caps).items()}
         ours = {name: [f for f in frames if f[6:12] == mac(h1.mac)] for name, frames in got.items()}
         flows = sw.flows()
     assert ours[h2.name] == [snap] * 3 + [plain], "the SNAP frames, unchanged, and the plain one, by the 0x0800 flow"

@@ -85,6 +85,7 @@ import socket, sys, time
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3))
 s.bind(("eth0", 0))
 s.settimeout(0.2)
+print("ready", file=sys.stderr, flush=True)
 dst, end, seen = bytes.fromhex(sys.argv[1]), time.time() + float(sys.argv[2]), 0
 while time.time() < end:
     try:
@@ -115,9 +116,10 @@ def test_made_up_sources_do_not_stop_learning(three_hosts):
         table = mac_table()
         assert table["evicted_port_limit"] >= 10000 - 2048 and table["addresses"] <= 2048 + 4, table
         # The newcomer speaks, then h2 sends to it: only h3's port gets the frame, h1's does not.
-        listen = h1.popen("python3", "-c", LISTEN_FOR, h3.mac.replace(":", ""), "2.5",
+        # Listening from when its socket is bound, for a second and a half: the pings take 0.4 s.
+        listen = h1.popen("python3", "-c", LISTEN_FOR, h3.mac.replace(":", ""), "1.5",
                           stdout=subprocess.PIPE, text=True)
-        time.sleep(0.5)
+        assert listen.stderr.readline().strip() == "ready", listen.communicate(timeout=10)
         received, _, _ = h3.ping(h2.addr, count=3, interval=0.2)
         assert received == 3
         flooded = int(listen.communicate(timeout=30)[0])

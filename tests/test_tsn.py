@@ -15,6 +15,9 @@ WIRE = SIZE - 4 + 24  # what the scheduler counts: frame, FCS, preamble, IFG
 # receiver measures over its own span is the shares while all were sending.
 LIMIT = "limit_frames = 20\n"
 FULL = fps_for(RATE_MBPS, SIZE)  # frames per second that fill the port
+# How long the streams run: 3 300 frames leave the port in 2 s, so that the rates and shares below
+# are counted over thousands of frames, a frame or a window's worth at either end a few in 10 000.
+STREAM_S = 2.0
 
 
 def test_pacing_and_strict_priority(three_hosts):
@@ -24,7 +27,7 @@ def test_pacing_and_strict_priority(three_hosts):
     queues = f"[[port.queue]]\nid = 0\nlimit_frames = 200\n[[port.queue]]\nid = 7\n{LIMIT}"
     with switch(three_hosts, "tsn-strict", RATE_MBPS, queues) as sw:
         flows(sw, {1: 7, 2: 0})
-        got = streams(three_hosts, [(0, 1, 200, 500), (1, 2, SIZE, 2 * FULL)])
+        got = streams(three_hosts, [(0, 1, 200, 500), (1, 2, SIZE, 2 * FULL)], duration=STREAM_S)
         high, low = got[1], got[2]
         frame_us = WIRE * 8 / RATE_MBPS
         print(f"\nport at {RATE_MBPS} Mbit/s: best effort {wire_mbps(low, SIZE):.2f} Mbit/s on the wire, "
@@ -51,7 +54,7 @@ def drr(w2, w1):
 
 def drr_share(topo):
     """h1 (queue 2) and h2 (queue 1) each offering the whole port: h1's share of what left."""
-    got = streams(topo, [(0, 1, SIZE, FULL), (1, 2, SIZE, FULL)])
+    got = streams(topo, [(0, 1, SIZE, FULL), (1, 2, SIZE, FULL)], duration=STREAM_S)
     a, b = wire_mbps(got[1], SIZE), wire_mbps(got[2], SIZE)
     print(f"\nDRR: {a:.2f} and {b:.2f} Mbit/s, share {a / (a + b):.3f}")
     return a / (a + b)
@@ -188,7 +191,7 @@ def test_gate_open_half_the_cycle_passes_half_the_rate(three_hosts, tmp_path):
     with switch(three_hosts, "tsn-gates", RATE_MBPS, f"[[port.queue]]\nid = 0\n{LIMIT}", gates) as sw:
         flows(sw, {1: 0, 2: 0})
         log = tmp_path / "gated.log"
-        got = streams(three_hosts, [(0, 1, SIZE, FULL)], logs={1: log})
+        got = streams(three_hosts, [(0, 1, SIZE, FULL)], duration=STREAM_S, logs={1: log})
         rate = wire_mbps(got[1], SIZE)
         # 5 ms windows hold floor(5 ms / 608 µs) = 8 frames: 8 per 10 ms.
         expected = 8 * WIRE * 8 / 10e-3 / 1e6
