@@ -33,7 +33,7 @@ impl Switch {
             Message::QueueGetConfigRequest { port } => self.queue_config(port).map(|m| Some(Reply::Message(m))),
             Message::Experimenter(_) => Err(ErrorCode::BadRequest(BadRequest::BadExperimenter)),
             Message::MultipartRequest(req) => {
-                self.harvest_fast(now);
+                self.harvest_fast_within(now, self.stats_age());
                 match self.multipart(&req.body) {
                     Some(body) => body.map(|b| Some(Reply::Multipart(b))),
                     None => self.ask_mode(Message::MultipartRequest(req), now),

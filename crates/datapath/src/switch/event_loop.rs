@@ -11,6 +11,7 @@ use packet::parse;
 use tracing::{debug, info, warn};
 
 use super::ports::Transmit;
+use super::fastsync::FAST_PATH_HARVEST;
 use super::Switch;
 use crate::sys;
 use crate::{Command, RxFrame};
@@ -24,9 +25,6 @@ const RX_BUDGET: usize = 64;
 /// takes milliseconds, and is one command.
 const COMMAND_BUDGET: usize = 64;
 const COMMAND_BUDGET_NS: u64 = 1_000_000;
-/// How often the kernel fast path's counters are harvested (its busiest masks re-ranked, dead
-/// entries swept) while nothing else wakes the loop.
-const FAST_PATH_HARVEST: u64 = 100_000_000;
 /// Without a fast path, how often the ports' guards are checked (see `check_attachments`).
 const GUARD_CHECK: u64 = 1_000_000_000;
 /// How soon a port whose socket was busy is tried again.
@@ -140,8 +138,8 @@ impl Switch {
             self.sync_fast();
             let now = self.now();
             if now >= next_harvest {
-                next_harvest = now + housekeeping;
                 self.harvest_fast(now);
+                next_harvest = now + if self.fast.is_some() { self.harvest_period() } else { housekeeping };
                 self.release_inherited_when_due(now);
                 self.check_attachments();
                 self.sync_links();
@@ -261,11 +259,10 @@ impl Switch {
                 }
                 Ok(Command::Report(deliver)) => {
                     // What the kernel counted is in it, its megaflow entries' counts as of at
-                    // most one housekeeping period ago: reading every entry back for each
-                    // scrape would let a scrape loop take the thread from the frames. (A stats
-                    // request, `edgeflow stats`, reads them afresh.)
+                    // most one harvest period ago: reading every entry back for each scrape
+                    // would let a scrape loop take the thread from the frames.
                     let now = self.now();
-                    self.harvest_fast_within(now, FAST_PATH_HARVEST);
+                    self.harvest_fast_within(now, self.harvest_period());
                     deliver(self.report())
                 }
                 Ok(Command::Heartbeat(answer)) => answer(),
@@ -274,7 +271,7 @@ impl Switch {
                     // program's afresh; megaflow entries', which it does not read, as for a
                     // scrape), and hears back once what it wrote is in the kernel.
                     let now = self.now();
-                    self.harvest_fast_within(now, FAST_PATH_HARVEST);
+                    self.harvest_fast_within(now, self.harvest_period());
                     let deliver = job(&mut *self.mode);
                     self.sync_fast();
                     deliver()

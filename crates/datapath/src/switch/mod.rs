@@ -316,8 +316,10 @@ pub struct Switch {
     links_kept_for_priority: u64,
     /// When the first controller session was seen while the fast path held the last run's entries.
     first_session_at: Option<u64>,
-    /// When the kernel fast path's counters were last read ([`Switch::harvest_fast`]).
+    /// When the kernel fast path's counters were last read ([`Switch::harvest_fast`]), and how
+    /// long reading the megaflow entries back took then (ns).
     harvested_at: Option<u64>,
+    harvest_took: u64,
 }
 
 impl Switch {
@@ -411,6 +413,7 @@ impl Switch {
             links_kept_for_priority: 0,
             first_session_at: None,
             harvested_at: None,
+            harvest_took: 0,
             fast,
             upcall_rx,
             _upcall_guard: upcall_guard,
