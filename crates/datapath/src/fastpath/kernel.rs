@@ -372,6 +372,47 @@ fn a_meter_drops_past_its_burst_and_says_so() {
     assert_eq!(fp.drops()[1], ("meter", 2));
 }
 
+/// A transport port rewrite is encoded for the protocol of the frame that made the entry (TCP or
+/// UDP: which checksum to fix); an ICMP frame under the same translation, which consulted no
+/// protocol, must not meet it in the kernel, where it failed and was dropped while userspace
+/// forwarded it (found by the differential fuzzer).
+#[test]
+fn a_transport_rewrite_covers_only_the_protocol_it_was_made_for() {
+    use packet::craft::{FrameBuilder, L3, L4};
+    let Some(mut fp) = fast_path() else { return };
+    let udp = frame(H2, 64);
+    install(&mut fp, &udp, &[Field::EthType], &[DpAction::SetField(Field::UdpDst, 53), DpAction::Output(1)]);
+    assert_eq!(xdp(&fp, &udp).0, XDP_REDIRECT, "the datagram it was made for");
+    let icmp = FrameBuilder::new(H2, H1).build(L3::Ipv4 {
+        src: [10, 0, 0, 1],
+        dst: [10, 0, 0, 2],
+        ttl: 64,
+        tos: 0,
+        l4: L4::Icmp { typ: 8, code: 0, payload: vec![3; 20] },
+    });
+    assert_eq!(xdp(&fp, &icmp), (XDP_PASS, icmp.clone()), "xdp: an ICMP frame goes up");
+    assert_eq!(tc(&fp, &icmp).0, TC_ACT_SHOT, "tc: up (no upcall interface here)");
+    assert_eq!(fp.drops()[3], ("action_failed", 0));
+}
+
+/// A later IPv4 fragment holds no transport header: a port rewrite leaves it alone, as userspace
+/// does; the kernel wrote the port into the Ethernet header (its transport offset is 0 there).
+#[test]
+fn a_later_fragment_keeps_its_bytes_under_a_port_rewrite() {
+    let Some(mut fp) = fast_path() else { return };
+    let udp = frame(H2, 64);
+    let actions = [DpAction::SetField(Field::UdpDst, 53), DpAction::Output(1)];
+    install(&mut fp, &udp, &[Field::EthType, Field::IpProto], &actions);
+    let mut later = udp.clone();
+    later[20..22].copy_from_slice(&1u16.to_be_bytes()); // fragment offset 8
+    set_ip_checksum(&mut later);
+    let (key, layout) = packet::parse(&later, 1).unwrap();
+    assert!(layout.later_fragment && key.ip_proto() == 17);
+    for (hook, (verdict, out)) in [("xdp", xdp(&fp, &later)), ("tc", tc(&fp, &later))] {
+        assert_eq!(out, later, "{hook}: the fragment unchanged (verdict {verdict})");
+    }
+}
+
 /// A datagram cut short inside its UDP header is malformed to userspace (`packet::parse` refuses
 /// it): the kernel does not guess at it either, but sends it up, where it is dropped and counted.
 #[test]
