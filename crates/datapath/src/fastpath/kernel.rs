@@ -413,6 +413,41 @@ fn a_later_fragment_keeps_its_bytes_under_a_port_rewrite() {
     }
 }
 
+/// A slow meter under a fast stream refills as userspace's does: the fraction of a token each
+/// short gap earns is kept for the next frame. The kernel threw it away at every frame, so at
+/// more frames per second than the meter's milli-units (here 40 000) it never refilled.
+#[test]
+fn a_slow_meter_refills_under_a_fast_stream() {
+    use ofp::group_meter::{meter_command, meter_flags, BandKind, MeterBand};
+    let Some(mut fp) = fast_path() else { return };
+    let mut meters = pipeline::meter::MeterTable::default();
+    let band = MeterBand { rate: 40, burst_size: 1, kind: BandKind::Drop };
+    meters.apply(meter_command::ADD, meter_flags::PKTPS | meter_flags::BURST, 1, &[band], 0).unwrap();
+    let slot = fp.meter_slot(1, &meters.meters[&1]).expect("a kernel meter slot");
+    let f = frame(H2, 64);
+    let (key, _) = packet::parse(&f, 1).unwrap();
+    let mut mask = FlowKey::default();
+    mask.set(Field::InPort, u32::MAX as u128);
+    let ifindex = |p: u32| (p == 1).then_some(LO);
+    let mut slots = |_| Some(slot);
+    let mut cx = EncodeContext { mode: Mode::Xdp, ifindex: &ifindex, meter_slot: &mut slots, ip_proto: key.ip_proto() };
+    let actions = [DpAction::Meter(1), DpAction::Output(1)];
+    assert!(fp.install(RuleId(0), &key, &mask.masked(&mask), &actions, &Credits::default(), &[(1, 1)], &mut cx));
+    let start = std::time::Instant::now();
+    let (mut runs, mut passed) = (0u64, 0u64);
+    while start.elapsed() < std::time::Duration::from_millis(500) {
+        runs += 1;
+        passed += (xdp(&fp, &f).0 == XDP_REDIRECT) as u64;
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    // The burst, then 40 a second: 21 in half a second.
+    let want = 1.0 + 40.0 * seconds;
+    assert!(
+        passed as f64 >= want * 0.6 && passed as f64 <= want + 2.0,
+        "{passed} of {runs} frames passed in {seconds:.2} s, where userspace passes {want:.0}"
+    );
+}
+
 /// A datagram cut short inside its UDP header is malformed to userspace (`packet::parse` refuses
 /// it): the kernel does not guess at it either, but sends it up, where it is dropped and counted.
 #[test]
