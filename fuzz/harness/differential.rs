@@ -292,7 +292,9 @@ fn random_flow(c: &mut Choices, groups: u8, meters: u8) -> FlowMod {
         // The action set: run at the end of the pipeline, after every table's apply-actions.
         let write = match (how >> 5) % 3 {
             0 if groups > 0 => vec![Action::Group(1 + c.below(groups) as u32)],
-            1 => vec![Action::SetField(OxmField::exact(Field::EthSrc, 0x0200_0000_0043)), Action::output(other_port(c))],
+            1 => {
+                vec![Action::SetField(OxmField::exact(Field::EthSrc, 0x0200_0000_0043)), Action::output(other_port(c))]
+            }
             _ => vec![Action::output(other_port(c))],
         };
         instructions.push(Instruction::WriteActions(write));
@@ -462,7 +464,10 @@ impl Rig {
     /// Sends `frame` into port 1 and returns what TC did with it.
     fn run_tc(&mut self, frame: &[u8]) -> TcRun {
         let (stray, stray_up) = self.drain();
-        assert!(stray.is_empty() && stray_up.is_empty(), "frames arrived after their fence: {stray:02x?} {stray_up:02x?}");
+        assert!(
+            stray.is_empty() && stray_up.is_empty(),
+            "frames arrived after their fence: {stray:02x?} {stray_up:02x?}"
+        );
         let before = self.fp.counters();
         let fence = fence();
         for f in [frame, &fence[..]] {
@@ -484,7 +489,13 @@ impl Rig {
             let _ = sys::poll_readable(&[self.upcall.rx_fd()], 10, &mut ready);
         }
         let after = self.fp.counters();
-        debug(|| format!("tc: counters {before:?} -> {after:?}, drops {:?}, out {out:02x?}, up {}", self.fp.drops(), up.len()));
+        debug(|| {
+            format!(
+                "tc: counters {before:?} -> {after:?}, drops {:?}, out {out:02x?}, up {}",
+                self.fp.drops(),
+                up.len()
+            )
+        });
         let hits = after[0] - before[0];
         // The fence went up too.
         let upcalls = after[2] - before[2] - 1;
@@ -526,7 +537,13 @@ fn fence() -> Vec<u8> {
     for _ in 0..4 {
         b = b.vlan(0x8100, 0xffe);
     }
-    b.build(L3::Ipv4 { src: [10, 9, 9, 9], dst: [10, 9, 9, 9], ttl: 9, tos: 0, l4: L4::Udp { src: 9, dst: 9, payload: vec![0xfe; 8] } })
+    b.build(L3::Ipv4 {
+        src: [10, 9, 9, 9],
+        dst: [10, 9, 9, 9],
+        ttl: 9,
+        tos: 0,
+        l4: L4::Udp { src: 9, dst: 9, payload: vec![0xfe; 8] },
+    })
 }
 
 #[allow(dead_code)]
@@ -579,7 +596,14 @@ fn run(rig: &mut Rig, c: &mut Choices) {
         let fm = random_flow(c, n_groups, n_meters);
         let added = p.flow_mod(&fm, 0);
         debug(|| {
-            format!("flow-mod table {} priority {} {:?} {:?} -> {:?}", fm.table_id, fm.priority, fm.match_, fm.instructions, added.map(|_| ()))
+            format!(
+                "flow-mod table {} priority {} {:?} {:?} -> {:?}",
+                fm.table_id,
+                fm.priority,
+                fm.match_,
+                fm.instructions,
+                added.map(|_| ())
+            )
         });
     }
     debug(|| format!("mode {mode:?}, ports {:?}", (1..=PORTS).map(|n| p.has_port(n)).collect::<Vec<_>>()));
@@ -591,7 +615,15 @@ fn run(rig: &mut Rig, c: &mut Choices) {
         let mut sent = Sent { frames: Vec::new(), to_controller: 0 };
         let Ok((key, layout)) = parse(&frame, 1) else {
             debug(|| format!("frame {n} {frame:02x?}: malformed"));
-            let none = Userspace { frame, parsed: false, sent, installed: None, grouped: false, multi_table: false, meter_dropped: false };
+            let none = Userspace {
+                frame,
+                parsed: false,
+                sent,
+                installed: None,
+                grouped: false,
+                multi_table: false,
+                meter_dropped: false,
+            };
             seen.push(none);
             continue;
         };
@@ -621,7 +653,8 @@ fn run(rig: &mut Rig, c: &mut Choices) {
                 }
             }
             let mut meter_slot = |m: u32| slots.get(&m).copied();
-            let mut cx = EncodeContext { mode, ifindex: &ifindex, meter_slot: &mut meter_slot, ip_proto: key.ip_proto() };
+            let mut cx =
+                EncodeContext { mode, ifindex: &ifindex, meter_slot: &mut meter_slot, ip_proto: key.ip_proto() };
             let ports = actions_outputs(&t.actions);
             let outputs: Vec<(u32, u8)> = ports.iter().map(|&p| (p, 0)).collect();
             if rig.fp.install(RuleId(n as u32), &key, &t.consulted, &t.actions, &t.credits, &outputs, &mut cx) {
@@ -745,7 +778,12 @@ fn compare_tc(rig: &mut Rig, u: &Userspace) {
                 }
                 m
             };
-            assert_eq!(by_port(&out), by_port(&u.sent.frames), "tc and userspace sent different frames from {:02x?}", u.frame);
+            assert_eq!(
+                by_port(&out),
+                by_port(&u.sent.frames),
+                "tc and userspace sent different frames from {:02x?}",
+                u.frame
+            );
             count_features(u);
             count(|t| {
                 t.tc_forwarded += 1;

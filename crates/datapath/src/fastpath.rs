@@ -761,7 +761,10 @@ impl FastPath {
         // fixes; `encode`): the entry covers that protocol only, whatever the translation
         // consulted. A frame of another one misses and goes up.
         let mut covered = *mask;
-        if actions.iter().any(|a| matches!(a, DpAction::SetField(Field::TcpSrc | Field::TcpDst | Field::UdpSrc | Field::UdpDst, _))) {
+        if actions
+            .iter()
+            .any(|a| matches!(a, DpAction::SetField(Field::TcpSrc | Field::TcpDst | Field::UdpSrc | Field::UdpDst, _)))
+        {
             covered.set(Field::IpProto, 0xff);
         }
         let mask = &covered;

@@ -46,7 +46,10 @@ fn random_tables_and_frames_agree_in_userspace_and_the_kernel() {
     println!("{t:?}");
     assert!(t.xdp_forwarded >= 200 && t.tc_forwarded >= 700 && t.tc_copies >= 300, "{t:?}");
     assert!(t.xdp_dropped >= 1000 && t.tc_dropped >= 1000 && t.xdp_passed >= 500 && t.tc_deferred >= 1000, "{t:?}");
-    assert!(t.tagged >= 1000 && t.ipv6 >= 1000 && t.grouped >= 70 && t.metered_drops >= 10 && t.multi_table >= 500, "{t:?}");
+    assert!(
+        t.tagged >= 1000 && t.ipv6 >= 1000 && t.grouped >= 70 && t.metered_drops >= 10 && t.multi_table >= 500,
+        "{t:?}"
+    );
 }
 
 #[test]
