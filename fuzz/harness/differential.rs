@@ -308,7 +308,7 @@ fn random_flow(c: &mut Choices, groups: u8, meters: u8) -> FlowMod {
 
 fn random_frame(c: &mut Choices) -> Vec<u8> {
     let kind = c.byte();
-    if kind % 8 == 0 {
+    if kind.is_multiple_of(8) {
         // Raw bytes: whatever the parsers make of them.
         let n = 14 + c.below(64) as usize;
         return (0..n).map(|_| c.byte()).collect();
@@ -450,7 +450,7 @@ impl Rig {
     }
 
     /// Every frame waiting at the far ends and the upcall link: (port, frame), then what went up.
-    fn drain(&mut self) -> (Vec<(u32, Vec<u8>)>, Vec<Vec<u8>>) {
+    fn drain(&mut self) -> (Outputs, Vec<Vec<u8>>) {
         let mut out = Vec::new();
         for (i, rx) in self.far.iter_mut().enumerate() {
             while rx.recv(64, &mut |f| out.push((i as u32 + 1, with_tag(f.data, f.vlan)))) > 0 {}
@@ -511,13 +511,16 @@ impl Rig {
     }
 }
 
+/// Frames the kernel sent out of ports: (port, frame).
+type Outputs = Vec<(u32, Vec<u8>)>;
+
 enum TcRun {
     /// The stack dropped it before TC (a tag cut short, say).
     Unseen,
     /// Sent up: what arrived at the upcall link.
     Deferred(Vec<Vec<u8>>),
     /// Decided by the kernel: what it sent out of which port.
-    Decided(Vec<(u32, Vec<u8>)>),
+    Decided(Outputs),
 }
 
 /// A frame with a VLAN tag the kernel held in metadata put back where the frame carries it.
@@ -756,7 +759,7 @@ fn compare_tc(rig: &mut Rig, u: &Userspace) {
     match rig.run_tc(&u.frame) {
         TcRun::Unseen => count(|t| t.tc_unseen += 1),
         TcRun::Deferred(up) => {
-            assert_eq!(up, [u.frame.clone()], "tc sent up something else than the frame");
+            assert_eq!(up, std::slice::from_ref(&u.frame), "tc sent up something else than the frame");
             count(|t| t.tc_deferred += 1);
         }
         TcRun::Decided(out) if out.is_empty() => {
