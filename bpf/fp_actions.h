@@ -112,6 +112,9 @@ static __always_inline int execute(void *ctx, const enum hook hook, struct scrat
 		}
 		case OP_SET_TP_SRC:
 		case OP_SET_TP_DST: {
+			/* A later fragment holds no transport header: userspace leaves it alone. */
+			if (s->later_fragment)
+				break;
 			/* Userspace sets ports only on TCP and UDP (fastpath.rs encode). */
 			int cs = l4_csum_offset(s);
 			if (cs < 0)

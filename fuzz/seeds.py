@@ -141,6 +141,77 @@ def p4runtime():
     }
 
 
+def differential():
+    """differential inputs (fuzz/harness/differential.rs): a stream of one-byte choices — the
+    header (bit 0 TC's encoding, bits 1-3 ports 2-4 down, bits 4-5 meters, bits 6-7 groups), each
+    meter's kind, each group, the flows, the frames. One seed per feature; the rest of each stream
+    is left to the fuzzer. Comments name the choices in the order the harness reads them."""
+
+    def stream(head, meters=(), groups=(), flows=(), frames=()):
+        out = [head, *meters]
+        for g in groups:
+            out += g
+        out.append(len(flows) - 1)
+        for f in flows:
+            out += f
+        out.append(len(frames) - 1)
+        for f in frames:
+            out += f
+        return bytes(out)
+
+    # Flows: table/priority, match (eth_dst?, vlan, l3, [dst?, proto, port?]), instructions, the
+    # actions (how many, each kind and its choices), the last action and its choices.
+    v4_match = [0, 0, 1, 0, 0]       # no eth_dst, any vlan, IPv4, any address, any protocol
+    out_port2 = [7, 0]               # last: output to port 2
+    # Frames: kind (bit 3 IPv6, bit 4 fragment, bit 5 the first one; 0 mod 8 raw), destination,
+    # tags, transport (and its choices), payload size, TTL, host, TOS (IPv6: class, label).
+    udp4 = [1, 0, 0, 0, 0, 1, 0, 0, 0]
+    big_udp4 = [1, 0, 0, 0, 0, 3, 0, 0, 0]
+    icmp4 = [1, 0, 0, 2, 0, 0, 0, 0]
+    later_fragment = [17, 0, 0, 0, 0, 1, 0, 0, 0]
+    tagged_tcp6 = [9, 1, 1, 1, 5, 1, 1, 1, 2, 0, 1, 0x28, 7]
+    udp6 = [9, 0, 0, 0, 0, 1, 0, 0, 0x28, 7]
+    udp6_host2 = [9, 0, 0, 0, 1, 1, 0, 1, 0, 3]
+    return {
+        "forward": stream(0, flows=[[0, *v4_match, 0, 0, *out_port2]], frames=[udp4, big_udp4]),
+        # TC: a group of type ALL with two buckets (ports 2 and 4): two copies from one entry.
+        "tc_group_all": stream(0x41, groups=[[4, 0, 7, 0, 0, 7, 2]],
+                               flows=[[0, 0, 0, 0, 0, 0, 6, 0]], frames=[udp4, tagged_tcp6]),
+        # Tags: popped and pushed (802.1ad) with a new VID on tagged frames, pushed with a VID
+        # and PCP and sent back on untagged ones; on both hooks.
+        "tagged": stream(0, flows=[[0, 0, 4, 0, 0, 3, 3, 2, 0, 4, 2, 7, 1],
+                                   [4, 0, 2, 0, 0, 3, 2, 1, 4, 3, 5, 6, 1]],
+                         frames=[tagged_tcp6, udp4, [1, 2, 2, 0, 3, 1, 1, 10, 0, 1, 0, 1, 0, 0, 0, 0]]),
+        # Two tables: a metered flow (1-packet burst) decrements the TTL and goes to table 1, whose
+        # flow charges a 125-byte meter and writes an indirect group (port 3) into the action set.
+        "goto_meters_group": stream(0x60, meters=[1, 2], groups=[[2, 0, 7, 1]],
+                                    flows=[[0, *v4_match, 9, 1, 8, 0], [2, 0, 0, 0, 7, 0, 0, 0]],
+                                    frames=[udp4, big_udp4, [1, 0, 0, 0, 0, 0, 1, 0, 0]]),
+        # Two TTL decrements on a TTL of 2 (the kernel once forwarded it with 0), and an empty frame.
+        "ttl_two_decrements": stream(0, flows=[[0, 0, 2, 1, 0, 0, 0, 2, 8, 8, *out_port2]],
+                                     frames=[[1, 1, 0, 3, 2, 2, 0], [0, 0] + [0] * 14]),
+        # A 14-byte 802.3 runt under a flow that rewrites addresses and sends nowhere.
+        "runt_rewrites_no_output": stream(0, flows=[[0, 0, 0, 0, 0, 3, 1, 0, 0, 0, 0, 0]],
+                                          frames=[[0, 0, 0x00, 0x1c, 0x31, 0xff, 0xed, 0xe5, 0xed, 0xed, 0xf9,
+                                                   0x03, 0x01, 0x00, 0x00, 0x08]]),
+        # An IPv4 source rewrite on ICMP (userspace once changed the ICMP checksum).
+        "icmp_address_rewrite": stream(0, flows=[[0, *v4_match, 0, 1, 6, 0, *out_port2]], frames=[icmp4]),
+        # A UDP port rewrite under a flow that matched no protocol: an ICMP frame and a later
+        # fragment under the datagram's entry (the kernel once dropped the first and wrote the
+        # port into the second's Ethernet header).
+        "port_rewrite_other_frames": stream(0, flows=[[0, *v4_match, 0, 1, 9, *out_port2]],
+                                            frames=[udp4, icmp4, later_fragment]),
+        # TC, IPv6: DSCP, hop limit and port rewrites, then two copies (port 3 and back in).
+        "ipv6_rewrites": stream(1, flows=[[0, 0, 0, 2, 1, 0, 1, 0, 0, 3, 7, 46, 8, 9, 2, 1]],
+                                frames=[udp6, udp6_host2]),
+        # TC, port 2 down: a fast-failover group (port 2, else 3) for IPv4, a weighted select group
+        # over ports 2-4 for IPv6.
+        "failover_select": stream(0x83, groups=[[7, 0, 0, 7, 0, 1, 0, 7, 1], [9, 0, 0, 7, 0, 1, 0, 7, 1, 2, 0, 7, 2]],
+                                  flows=[[0, *v4_match, 0, 0, 6, 0], [4, 0, 0, 2, 0, 0, 0, 0, 6, 1]],
+                                  frames=[udp4, udp6, udp6_host2]),
+    }
+
+
 def main():
     f, m = frames(), openflow()
     seeds = {
@@ -156,11 +227,7 @@ def main():
         # In port 1 (and time steps), a frame of VL 1 then VL 2: the 32-bit constant, the VL id.
         "afdx_frames": {"two_vls": records_afdx([(0x05, afdx_frame(1)), (0x09, afdx_frame(2)), (0x06, afdx_frame(3))])},
         "config_file": {name: text.encode() for name, text in configs().items()},
-        # Choices (fuzz/harness/differential.rs): flows, then frames; these start with forwarding
-        # flows and a few frames, the rest of each stream left to the fuzzer.
-        "differential": {"forward": bytes([3, 1, 0, 1, 1, 0, 1, 0, 2, 1, 4, 2, 1, 0, 2, 1, 1, 0, 3, 5, 1, 0, 0]),
-                         "rewrite": bytes([1, 0, 0, 1, 1, 1, 3, 1, 6, 7, 8, 4, 2, 3, 1, 1, 1, 0, 0, 0, 2, 1, 0, 3]),
-                         "tagged": bytes([2, 1, 1, 0, 0, 2, 3, 3, 4, 2, 4, 1, 2, 2, 3, 1, 1, 1, 1, 0, 1, 1, 2, 3])},
+        "differential": differential(),
         # The cut (low 7 bits, less one) and the slave bit, then a stream of messages.
         "agent_framing": {"session": b"\x04" + b"".join(m.values()),
                           "slave": b"\x87" + m["hello"] + m["flow_add"] + m["flow_stats"] + m["echo"],

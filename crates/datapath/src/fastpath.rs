@@ -757,6 +757,17 @@ impl FastPath {
             self.refuse(source, room::Refusal::Unfit);
             return false;
         };
+        // A port rewrite is encoded for the transport protocol of this frame (which checksum it
+        // fixes; `encode`): the entry covers that protocol only, whatever the translation
+        // consulted. A frame of another one misses and goes up.
+        let mut covered = *mask;
+        if actions
+            .iter()
+            .any(|a| matches!(a, DpAction::SetField(Field::TcpSrc | Field::TcpDst | Field::UdpSrc | Field::UdpDst, _)))
+        {
+            covered.set(Field::IpProto, 0xff);
+        }
+        let mask = &covered;
         let words = live_words(mask);
         let slot = match self.masks.iter().position(|m| m.as_ref() == Some(mask)) {
             Some(i) => i,

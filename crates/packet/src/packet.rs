@@ -523,6 +523,10 @@ impl Packet {
         }
         self.data_mut()[at..at + new.len()].copy_from_slice(new);
         let Some((csum_at, proto)) = csum_at else { return };
+        // ICMPv4 has no pseudo-header: an IP address is outside its checksum.
+        if in_pseudo && proto == ipproto::ICMP {
+            return;
+        }
         // Over IPv4 a UDP checksum of 0 means "none" (RFC 768) and stays so.
         if proto == ipproto::UDP && self.ethertype() == ethertype::IPV4 && self.u16_at(csum_at) == 0 {
             return;

@@ -170,6 +170,27 @@ fn rewrites_keep_checksums_right() {
     assert!(p.dec_nw_ttl().is_err(), "TTL 1 cannot be decremented");
 }
 
+/// ICMPv4's checksum covers its own message and no pseudo-header: an address rewrite leaves it as
+/// it was (the differential fuzzer found userspace folding the address change into it, where the
+/// kernel fast path, rightly, did not).
+#[test]
+fn an_ipv4_address_rewrite_leaves_an_icmp_checksum_alone() {
+    let icmp = FrameBuilder::new(B, A).build(L3::Ipv4 {
+        src: [10, 0, 0, 1],
+        dst: [10, 0, 0, 2],
+        ttl: 64,
+        tos: 0,
+        l4: L4::Icmp { typ: 8, code: 0, payload: vec![3; 20] },
+    });
+    let (mut p, mut key) = packet_of(&icmp);
+    let l4 = p.layout.l4 as usize;
+    let before = p.data()[l4 + 2..l4 + 4].to_vec();
+    p.set_field(Field::Ipv4Src, 0xc0a8_0001, &mut key);
+    p.set_field(Field::Ipv4Dst, 0xac10_0009, &mut key);
+    assert_eq!(&p.data()[l4 + 2..l4 + 4], &before[..], "the ICMP checksum");
+    assert!(checksums_ok(p.data()));
+}
+
 #[test]
 fn partial_checksum_survives_address_rewrite() {
     // A sender with checksum offload leaves the pseudo-header sum in the TCP checksum field.

@@ -372,6 +372,82 @@ fn a_meter_drops_past_its_burst_and_says_so() {
     assert_eq!(fp.drops()[1], ("meter", 2));
 }
 
+/// A transport port rewrite is encoded for the protocol of the frame that made the entry (TCP or
+/// UDP: which checksum to fix); an ICMP frame under the same translation, which consulted no
+/// protocol, must not meet it in the kernel, where it failed and was dropped while userspace
+/// forwarded it (found by the differential fuzzer).
+#[test]
+fn a_transport_rewrite_covers_only_the_protocol_it_was_made_for() {
+    use packet::craft::{FrameBuilder, L3, L4};
+    let Some(mut fp) = fast_path() else { return };
+    let udp = frame(H2, 64);
+    install(&mut fp, &udp, &[Field::EthType], &[DpAction::SetField(Field::UdpDst, 53), DpAction::Output(1)]);
+    assert_eq!(xdp(&fp, &udp).0, XDP_REDIRECT, "the datagram it was made for");
+    let icmp = FrameBuilder::new(H2, H1).build(L3::Ipv4 {
+        src: [10, 0, 0, 1],
+        dst: [10, 0, 0, 2],
+        ttl: 64,
+        tos: 0,
+        l4: L4::Icmp { typ: 8, code: 0, payload: vec![3; 20] },
+    });
+    assert_eq!(xdp(&fp, &icmp), (XDP_PASS, icmp.clone()), "xdp: an ICMP frame goes up");
+    assert_eq!(tc(&fp, &icmp).0, TC_ACT_SHOT, "tc: up (no upcall interface here)");
+    assert_eq!(fp.drops()[3], ("action_failed", 0));
+}
+
+/// A later IPv4 fragment holds no transport header: a port rewrite leaves it alone, as userspace
+/// does; the kernel wrote the port into the Ethernet header (its transport offset is 0 there).
+#[test]
+fn a_later_fragment_keeps_its_bytes_under_a_port_rewrite() {
+    let Some(mut fp) = fast_path() else { return };
+    let udp = frame(H2, 64);
+    let actions = [DpAction::SetField(Field::UdpDst, 53), DpAction::Output(1)];
+    install(&mut fp, &udp, &[Field::EthType, Field::IpProto], &actions);
+    let mut later = udp.clone();
+    later[20..22].copy_from_slice(&1u16.to_be_bytes()); // fragment offset 8
+    set_ip_checksum(&mut later);
+    let (key, layout) = packet::parse(&later, 1).unwrap();
+    assert!(layout.later_fragment && key.ip_proto() == 17);
+    for (hook, (verdict, out)) in [("xdp", xdp(&fp, &later)), ("tc", tc(&fp, &later))] {
+        assert_eq!(out, later, "{hook}: the fragment unchanged (verdict {verdict})");
+    }
+}
+
+/// A slow meter under a fast stream refills as userspace's does: the fraction of a token each
+/// short gap earns is kept for the next frame. The kernel threw it away at every frame, so at
+/// more frames per second than the meter's milli-units (here 40 000) it never refilled.
+#[test]
+fn a_slow_meter_refills_under_a_fast_stream() {
+    use ofp::group_meter::{meter_command, meter_flags, BandKind, MeterBand};
+    let Some(mut fp) = fast_path() else { return };
+    let mut meters = pipeline::meter::MeterTable::default();
+    let band = MeterBand { rate: 40, burst_size: 1, kind: BandKind::Drop };
+    meters.apply(meter_command::ADD, meter_flags::PKTPS | meter_flags::BURST, 1, &[band], 0).unwrap();
+    let slot = fp.meter_slot(1, &meters.meters[&1]).expect("a kernel meter slot");
+    let f = frame(H2, 64);
+    let (key, _) = packet::parse(&f, 1).unwrap();
+    let mut mask = FlowKey::default();
+    mask.set(Field::InPort, u32::MAX as u128);
+    let ifindex = |p: u32| (p == 1).then_some(LO);
+    let mut slots = |_| Some(slot);
+    let mut cx = EncodeContext { mode: Mode::Xdp, ifindex: &ifindex, meter_slot: &mut slots, ip_proto: key.ip_proto() };
+    let actions = [DpAction::Meter(1), DpAction::Output(1)];
+    assert!(fp.install(RuleId(0), &key, &mask.masked(&mask), &actions, &Credits::default(), &[(1, 1)], &mut cx));
+    let start = std::time::Instant::now();
+    let (mut runs, mut passed) = (0u64, 0u64);
+    while start.elapsed() < std::time::Duration::from_millis(500) {
+        runs += 1;
+        passed += (xdp(&fp, &f).0 == XDP_REDIRECT) as u64;
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    // The burst, then 40 a second: 21 in half a second.
+    let want = 1.0 + 40.0 * seconds;
+    assert!(
+        passed as f64 >= want * 0.6 && passed as f64 <= want + 2.0,
+        "{passed} of {runs} frames passed in {seconds:.2} s, where userspace passes {want:.0}"
+    );
+}
+
 /// A datagram cut short inside its UDP header is malformed to userspace (`packet::parse` refuses
 /// it): the kernel does not guess at it either, but sends it up, where it is dropped and counted.
 #[test]
