@@ -551,11 +551,12 @@ impl<T> Classifier<T> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use ofp::oxm::Field;
 
-    fn key(fields: &[(Field, u128)]) -> FlowKey {
+    /// A key with these fields set (the other tests of the crate build theirs with it too).
+    pub(crate) fn key(fields: &[(Field, u128)]) -> FlowKey {
         let mut k = FlowKey::default();
         for &(f, v) in fields {
             k.set(f, v);
@@ -563,7 +564,8 @@ mod tests {
         k
     }
 
-    fn mask(fields: &[Field]) -> FlowKey {
+    /// A mask of these whole fields.
+    pub(crate) fn mask(fields: &[Field]) -> FlowKey {
         let mut m = FlowKey::default();
         for &f in fields {
             m.mask_field(f);

@@ -253,23 +253,8 @@ impl ReadIndex {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::classifier::tests::{key, mask};
     use ofp::oxm::Field;
-
-    fn key(fields: &[(Field, u128)]) -> FlowKey {
-        let mut k = FlowKey::default();
-        for &(f, v) in fields {
-            k.set(f, v);
-        }
-        k
-    }
-
-    fn mask(fields: &[Field]) -> FlowKey {
-        let mut m = FlowKey::default();
-        for &f in fields {
-            m.mask_field(f);
-        }
-        m
-    }
 
     /// A controller cycling through five match shapes, none of which any entry can see: each shape
     /// is indexed once at most, not once per flow-mod (as when four indexes were kept), and nothing
