@@ -10,6 +10,9 @@
 // tags. Each input picks the mode its entries are encoded for: XDP's (one output, last), whose
 // entries run on both hooks, or TC's (several outputs), which run on TC only.
 //
+// Over 600 lines, one concern: one input decoded into one pipeline and its frames, run both ways,
+// and compared; the rig for TC (veths, fences) is here because only this comparison needs it.
+//
 // XDP runs by BPF_PROG_TEST_RUN on the loopback interface (port 1 too): a test run sees every tag
 // in the data, as XDP does. TC runs for real: the frame is sent into port 1's veth, where the
 // stack takes its outer tag into the skb's metadata as it does on any port, and what the program
