@@ -348,25 +348,33 @@ fn plain_llc_is_0x05ff_in_the_kernel_and_llc_snap_goes_up() {
     assert_eq!(xdp(&fp, &snap).0, XDP_PASS, "LLC/SNAP still goes up");
 }
 
-/// A drop-band meter in the kernel passes its burst, then drops, counted as `meter`, on both hooks.
-#[test]
-fn a_meter_drops_past_its_burst_and_says_so() {
+/// An entry for a frame to H2 that meters it (meter 1: one drop band of `rate` packets a second,
+/// a burst of `burst`) and outputs it to port 1, keyed on the whole of `fields`; returns the frame.
+fn install_metered(fp: &mut FastPath, rate: u32, burst: u32, fields: &[Field]) -> Vec<u8> {
     use ofp::group_meter::{meter_command, meter_flags, BandKind, MeterBand};
-    let Some(mut fp) = fast_path() else { return };
     let mut meters = pipeline::meter::MeterTable::default();
-    let band = MeterBand { rate: 1, burst_size: 2, kind: BandKind::Drop };
+    let band = MeterBand { rate, burst_size: burst, kind: BandKind::Drop };
     meters.apply(meter_command::ADD, meter_flags::PKTPS | meter_flags::BURST, 1, &[band], 0).unwrap();
     let slot = fp.meter_slot(1, &meters.meters[&1]).expect("a kernel meter slot");
     let f = frame(H2, 64);
     let (key, _) = packet::parse(&f, 1).unwrap();
     let mut mask = FlowKey::default();
-    mask.set(Field::InPort, u32::MAX as u128);
-    mask.set(Field::EthDst, u128::MAX);
+    for &field in fields {
+        mask.set(field, u128::MAX);
+    }
     let ifindex = |p: u32| (p == 1).then_some(LO);
     let mut slots = |_| Some(slot);
     let mut cx = EncodeContext { mode: Mode::Xdp, ifindex: &ifindex, meter_slot: &mut slots, ip_proto: key.ip_proto() };
     let actions = [DpAction::Meter(1), DpAction::Output(1)];
     assert!(fp.install(RuleId(0), &key, &mask.masked(&mask), &actions, &Credits::default(), &[(1, 1)], &mut cx));
+    f
+}
+
+/// A drop-band meter in the kernel passes its burst, then drops, counted as `meter`, on both hooks.
+#[test]
+fn a_meter_drops_past_its_burst_and_says_so() {
+    let Some(mut fp) = fast_path() else { return };
+    let f = install_metered(&mut fp, 1, 2, &[Field::InPort, Field::EthDst]);
     let verdicts: Vec<u32> = (0..4).map(|i| if i % 2 == 0 { xdp(&fp, &f).0 } else { tc(&fp, &f).0 }).collect();
     assert_eq!(verdicts, [XDP_REDIRECT, TC_ACT_REDIRECT, XDP_DROP, TC_ACT_SHOT], "a burst of two, then drops");
     assert_eq!(fp.drops()[1], ("meter", 2));
@@ -418,21 +426,8 @@ fn a_later_fragment_keeps_its_bytes_under_a_port_rewrite() {
 /// more frames per second than the meter's milli-units (here 40 000) it never refilled.
 #[test]
 fn a_slow_meter_refills_under_a_fast_stream() {
-    use ofp::group_meter::{meter_command, meter_flags, BandKind, MeterBand};
     let Some(mut fp) = fast_path() else { return };
-    let mut meters = pipeline::meter::MeterTable::default();
-    let band = MeterBand { rate: 40, burst_size: 1, kind: BandKind::Drop };
-    meters.apply(meter_command::ADD, meter_flags::PKTPS | meter_flags::BURST, 1, &[band], 0).unwrap();
-    let slot = fp.meter_slot(1, &meters.meters[&1]).expect("a kernel meter slot");
-    let f = frame(H2, 64);
-    let (key, _) = packet::parse(&f, 1).unwrap();
-    let mut mask = FlowKey::default();
-    mask.set(Field::InPort, u32::MAX as u128);
-    let ifindex = |p: u32| (p == 1).then_some(LO);
-    let mut slots = |_| Some(slot);
-    let mut cx = EncodeContext { mode: Mode::Xdp, ifindex: &ifindex, meter_slot: &mut slots, ip_proto: key.ip_proto() };
-    let actions = [DpAction::Meter(1), DpAction::Output(1)];
-    assert!(fp.install(RuleId(0), &key, &mask.masked(&mask), &actions, &Credits::default(), &[(1, 1)], &mut cx));
+    let f = install_metered(&mut fp, 40, 1, &[Field::InPort]);
     let start = std::time::Instant::now();
     let (mut runs, mut passed) = (0u64, 0u64);
     while start.elapsed() < std::time::Duration::from_millis(500) {
