@@ -457,3 +457,75 @@ fn meters_colour_in_the_kernel_as_in_software() {
     println!("{tally:?}");
     assert!(tally.forwarded > 300 && tally.program > 300 && tally.yellow > 50, "every colour: {tally:?}");
 }
+
+/// What the kernel cannot carry goes up to the software target, counted, never cut or dropped:
+/// a multicast group of more ports than a verdict holds (it was cut to the first 16 on TC), and
+/// headers past the bytes the kernel copies (they were dropped as PacketTooShort).
+#[test]
+fn what_the_kernel_cannot_carry_goes_up_counted() {
+    use p4::ebpf::verdict::{MISFIT, UP};
+    if !ebpf::test_may_load_programs("the P4 kernel back end's differential test") {
+        return;
+    }
+    pin();
+    let up_misfits = |obj: &Object| -> u64 {
+        let slot = p4::ebpf::stats_slot(UP, MISFIT);
+        map(obj, "p4_stats").lookup_percpu(&slot.to_ne_bytes()).unwrap().iter().map(|c| u64::from_ne_bytes(c[..8].try_into().unwrap())).sum()
+    };
+    let sent_up = |k: &KernelVerdict, what: &str| assert_eq!((k.kind, k.reason), (UP, MISFIT), "{what}: {k:?}");
+
+    let (program, checked) = example("l2_switch.p4");
+    let g = generate(&program, &checked).unwrap_or_else(|e| panic!("{e}"));
+    let mut sw = Switch::new(program, checked).unwrap();
+    let wide: Vec<u32> = (1..=p4::ebpf::GROUP_MAX as u32 + 1).collect();
+    sw.set_group(1, wide.clone());
+    let out = DownVeth::new("g");
+    let mut k = load("wide_group", g, &sw, &out);
+    // Every port has an interface, so nothing but the group's size can send the frame up.
+    let egress: BTreeMap<u32, u32> = wide.iter().map(|p| (*p, out.ifindex())).collect();
+    k.set_egress(&sw, &egress, true).unwrap();
+    let flood = udp4([2, 0, 0, 0, 0, 9], [0xff; 6], [10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 60);
+    let soft = sw.process(&flood, 1, 0).unwrap();
+    assert_eq!(soft.len(), wide.len() - 1, "the software target floods to every other port");
+    for hook in [Hook::Tc, Hook::Xdp] {
+        sent_up(&run_kernel(k.object(), &flood, 1, hook).unwrap(), &format!("{hook:?}: a group of {} ports", wide.len()));
+    }
+    assert_eq!(up_misfits(k.object()), 2);
+
+    // Ethernet and two headers of 160 bytes each, read only when the EtherType says so.
+    let fields: String = (0..20).map(|i| format!("bit<64> w{i}; ")).collect();
+    let text = format!(
+        "#include <core.p4>\n#include <edgeflow.p4>\n\
+         header eth_t {{ bit<48> dst; bit<48> src; bit<16> kind; }}\nheader wide_t {{ {fields}}}\n\
+         struct headers {{ eth_t eth; wide_t a; wide_t b; }}\nstruct meta_t {{ bit<8> unused; }}\n\
+         parser P(packet_in packet, out headers hdr, inout meta_t meta, inout standard_metadata_t sm) {{\n\
+           state start {{ packet.extract(hdr.eth); transition select(hdr.eth.kind) {{ 0x88b5: wide; default: accept; }} }}\n\
+           state wide {{ packet.extract(hdr.a); packet.extract(hdr.b); transition accept; }}\n}}\n\
+         control I(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) {{ apply {{ sm.egress_port = 2; }} }}\n\
+         control E(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) {{ apply {{ }} }}\n\
+         control D(packet_out packet, in headers hdr) {{ apply {{ packet.emit(hdr.eth); packet.emit(hdr.a); packet.emit(hdr.b); }} }}\n\
+         EdgeflowSwitch(P(), I(), E(), D()) main;\n"
+    );
+    let (program, checked) = p4::front_end("deep.p4", &text).unwrap_or_else(|e| panic!("{e}"));
+    let g = generate(&program, &checked).unwrap_or_else(|e| panic!("{e}"));
+    let mut sw = Switch::new(program, checked).unwrap();
+    let k = load("deep", g, &sw, &out);
+    let frame = |len: usize| {
+        let mut f = vec![0u8; len];
+        f[..6].copy_from_slice(&[2, 0, 0, 0, 0, 2]);
+        f[6..12].copy_from_slice(&[2, 0, 0, 0, 0, 1]);
+        f[12..14].copy_from_slice(&[0x88, 0xb5]);
+        f
+    };
+    let deep = frame(14 + 320 + 10);
+    assert_eq!(sw.process(&deep, 1, 0).unwrap()[0].port, 2, "the software target forwards it");
+    for hook in [Hook::Tc, Hook::Xdp] {
+        sent_up(&run_kernel(k.object(), &deep, 1, hook).unwrap(), &format!("{hook:?}: headers to byte {}", 14 + 320));
+    }
+    assert_eq!(up_misfits(k.object()), 2);
+    // A frame that really is shorter than its headers is still the parser's drop, in both.
+    let mut tally = Tally::default();
+    compare(k.object(), &mut sw, &frame(14 + 200), 1, &mut tally);
+    compare(k.object(), &mut sw, &udp4([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], [10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 60), 3, &mut tally);
+    assert_eq!((tally.parser, tally.forwarded), (2, 2), "{tally:?}");
+}

@@ -771,7 +771,10 @@ impl<'a> Gen<'a> {
         if method == "extract" {
             let _ = writeln!(
                 s,
-                "if (r->off + {bytes} > r->len) {{ r->sm.f_parser_error = {}; goto reject; }}",
+                // Past the bytes copied in, a frame longer than them is not too short: the
+                // kernel cannot read it, so userspace decides it (docs/p4.md).
+                "if (r->off + {bytes} > r->len) {{ r->misfit = r->len < r->sm.f_packet_length; \
+                 r->sm.f_parser_error = {}; goto reject; }}",
                 self.error_index("PacketTooShort")
             );
             let _ = writeln!(s, "{at} = r->off;");
@@ -780,7 +783,7 @@ impl<'a> Gen<'a> {
                 if (bit % 8 + w).div_ceil(8) > 8 {
                     return Err(no(format!("{name}.{f}: a field over nine bytes")));
                 }
-                let _ = writeln!(s, "{c}.f_{} = p4_get(r->buf, r->off, {bit}, {w});", ident(f));
+                let _ = writeln!(s, "{c}.f_{} = p4_get(r->buf, r->off, {bit}, {w});\np4_field_read();", ident(f));
                 bit += w;
             }
             let _ = writeln!(s, "{c}.valid = 1;\nr->off += {bytes};");
@@ -1141,6 +1144,10 @@ EF_MAP(p4_defaults, BPF_MAP_TYPE_ARRAY, 4, sizeof(struct p4_value), P4_TABLES);
 
 /* `w` bits at bit `bit` of the header that starts at byte `off` of the frame's copy, in network
  * order. `bit` and `w` are constants where it is inlined, so the loops fold away. */
+/* After each field a parser extracts: without it clang schedules the byte loads of every field
+ * of a header together, and a header of six 64-bit fields spills past the 512-byte stack. */
+#define p4_field_read() asm volatile("" ::: "memory")
+
 static __always_inline __u64 p4_get(const __u8 *buf, __u32 off, __u32 bit, __u32 w)
 {
 	__u32 first = bit / 8, n = (bit % 8 + w + 7) / 8;
@@ -1666,6 +1673,8 @@ static __always_inline int p4_main(void *ctx, const enum p4_hook hook)
 	r->sm.f_timestamp = bpf_ktime_get_ns();
 	vd->timestamp = r->sm.f_timestamp;
 	if (p4_parse(r) < 0) {{
+		if (r->misfit)
+			return p4_finish(ctx, vd, P4_UP, P4_MISFIT, hook, in);
 		vd->parser_error = r->sm.f_parser_error;
 		return p4_finish(ctx, vd, P4_DROP, P4_PARSER, hook, in);
 	}}
@@ -1680,6 +1689,9 @@ static __always_inline int p4_main(void *ctx, const enum p4_hook hook)
 		group = bpf_map_lookup_elem(&p4_groups, &grp);
 		if (!group)
 			return p4_finish(ctx, vd, P4_DROP, P4_PROGRAM, hook, in);
+		/* More ports than a verdict holds: userspace sends them all, never the first few. */
+		if (group->n > P4_GROUP_MAX)
+			return p4_finish(ctx, vd, P4_UP, P4_MISFIT, hook, in);
 		if (group->n > 1 && {multi_up})
 			return p4_finish(ctx, vd, P4_UP, P4_MISFIT, hook, in);
 		if (group->n > 1 && hook == P4_XDP) {{

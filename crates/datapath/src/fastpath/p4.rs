@@ -351,7 +351,8 @@ mod imp {
             let mut groups = BTreeMap::new();
             for id in program.group_ids() {
                 let ports = program.group(id).unwrap_or_default();
-                let mut v = (ports.len().min(gen::GROUP_MAX) as u32).to_ne_bytes().to_vec();
+                // The whole count, even past GROUP_MAX: the program sends such a group up.
+                let mut v = (ports.len() as u32).to_ne_bytes().to_vec();
                 for i in 0..gen::GROUP_MAX {
                     v.extend_from_slice(&ports.get(i).copied().unwrap_or(0).to_ne_bytes());
                 }
