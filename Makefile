@@ -4,7 +4,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 PYTEST := .venv/bin/python -m pytest
 
-.PHONY: all setup setup-build build install uninstall msrv cross cross-test footprint test-arm-kernel demo test test-unit test-integration test-kernels bench bench-quick fuzz soak clean
+.PHONY: all setup setup-build build install uninstall msrv cross cross-test footprint test-arm-kernel demo test test-unit test-integration test-kernels test-init bench bench-quick fuzz soak clean
 
 all: build
 
@@ -108,6 +108,12 @@ test-kernels: setup build
 # idle memory (ARM_ARCHES="arm64 armhf").
 test-arm-kernel: setup-build
 	scripts/test-arm-kernel.sh
+
+# The systemd unit under a real systemd as PID 1: a Debian 12 root (made once, by debootstrap)
+# booted with systemd-nspawn, edgeflow installed in it: scripts/test-init.sh.
+test-init: setup build
+	scripts/test-init.sh prepare
+	scripts/test-init.sh
 
 clean:
 	$(CARGO) clean

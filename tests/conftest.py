@@ -11,6 +11,8 @@ from testbed.switches import EDGEFLOW_BIN  # noqa: E402
 
 # tests/bench runs every experiment (~10 minutes): `make bench-quick` asks for it by name.
 collect_ignore = [] if os.environ.get("EDGEFLOW_BENCH") == "1" else ["bench"]
+# tests/init boots a Debian root under systemd (`make test-init`, after its setup step).
+collect_ignore += [] if os.environ.get("EDGEFLOW_INIT") == "1" else ["init"]
 
 
 NEEDS_ROOT = ("this test builds network namespaces and loads BPF programs: run `make test` as root, or set "

@@ -95,6 +95,9 @@ pub enum Command {
         mode: Option<forwarding::Reconfig>,
         done: Box<dyn FnOnce(Result<String, String>) + Send>,
     },
+    /// How a configuration read again (SIGHUP) ended, refused before it reached the switch or
+    /// not: kept for the report (`reloads`), where `edgeflow reload` and the metrics find it.
+    Reloaded { applied: bool, message: String },
     /// The switch's report (what `edgeflow stats --json` prints), handed to the callback on the
     /// forwarding thread: for the metrics endpoint, which needs no OpenFlow connection.
     Report(Box<dyn FnOnce(serde_json::Value) + Send>),

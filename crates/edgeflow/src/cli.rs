@@ -94,6 +94,13 @@ pub enum Cmd {
         #[arg(long)]
         clean: bool,
     },
+    /// Make a running switch read its configuration again (as SIGHUP does) and wait for the
+    /// outcome: print what changed and exit 0, or print why the new configuration was refused
+    /// (the running one stays) and exit 1. The unit's `systemctl reload` runs this.
+    Reload {
+        /// The switch, as for `edgeflow stats` (a local one: it is sent a signal).
+        target: Option<String>,
+    },
     /// Print a running switch's log filter, or change it without a restart: a level (error, warn,
     /// info, debug, trace) or a target filter such as `info,agent=debug` (targets are crates:
     /// agent, datapath, forwarding, pipeline, netio, ebpf, edgeflow).

@@ -181,6 +181,16 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Cmd::Reload { target } => match reload_running(target.as_deref()) {
+            Ok(what) => {
+                println!("configuration applied: {what}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("edgeflow reload: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Cmd::LogLevel { filter, target } => {
             let data = filter.unwrap_or_default().into_bytes();
             match stats::request(target.as_deref(), datapath::switch::LOG_FILTER, data) {
@@ -451,6 +461,38 @@ fn p4_compile(program: &std::path::Path, output: Option<&std::path::Path>) -> Re
 /// `edgeflow stop`: SIGTERM to the switch that answers at `target`, waiting until it is gone;
 /// with `clean`, then what it (or, with none running, the switch `target` names, or every switch)
 /// kept in the kernel is removed.
+/// `edgeflow reload`: SIGHUP to the switch, then its report until it counts one more reload.
+/// The outcome is the switch's own (the report's `reloads.last`), so a refusal's reason is the
+/// one it logged.
+fn reload_running(target: Option<&str>) -> Result<String, String> {
+    if target.is_some_and(|t| t.starts_with("tcp:")) {
+        return Err("a switch is reloaded through its local management socket, not over TCP".into());
+    }
+    let count = |r: &serde_json::Value| {
+        r["reloads"]["applied"].as_u64().unwrap_or(0) + r["reloads"]["refused"].as_u64().unwrap_or(0)
+    };
+    let before = stats::fetch(target)?;
+    let pid = before["pid"].as_u64().ok_or("the switch did not say its process id")? as i32;
+    // SAFETY: a plain signal to a process the switch named as its own.
+    if unsafe { libc::kill(pid, libc::SIGHUP) } != 0 {
+        return Err(format!("process {pid}: {}", std::io::Error::last_os_error()));
+    }
+    let until = std::time::Instant::now() + Duration::from_secs(60);
+    while std::time::Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+        let now = stats::fetch(target)?;
+        if count(&now) > count(&before) {
+            let last = &now["reloads"]["last"];
+            let message = last["message"].as_str().unwrap_or("").to_string();
+            return match last["result"].as_str() {
+                Some("applied") => Ok(message),
+                _ => Err(format!("configuration refused, the running one stays: {message}")),
+            };
+        }
+    }
+    Err(format!("process {pid} did not finish reading its configuration within 60 s"))
+}
+
 fn stop(target: Option<&str>, clean: bool) -> Result<(), String> {
     if target.is_some_and(|t| t.starts_with("tcp:")) {
         return Err("a switch is stopped through its local management socket, not over TCP".into());
@@ -566,8 +608,8 @@ async fn reload_on_hangup(
             next.listen.extend(own_listener.iter().cloned());
             config::reload::live_change(&running, &next).map(|mode| (next, mode))
         });
-        match checked {
-            Err(e) => tracing::warn!("SIGHUP: configuration refused, the running one stays: {e}"),
+        let outcome = match checked {
+            Err(e) => Err(e),
             Ok((next, mode)) => {
                 let (tx, rx) = tokio::sync::oneshot::channel();
                 switch.send(Command::Reconfigure {
@@ -581,14 +623,25 @@ async fn reload_on_hangup(
                 match rx.await {
                     Ok(Ok(what)) => {
                         let _ = agent.send(agent_config(&next, features.clone()));
-                        info!("SIGHUP: configuration applied: {what}");
                         running = next;
+                        Ok(what)
                     }
-                    Ok(Err(e)) => tracing::warn!("SIGHUP: configuration refused, the running one stays: {e}"),
-                    Err(_) => tracing::warn!("SIGHUP: the forwarding thread did not answer"),
+                    Ok(Err(e)) => Err(e),
+                    Err(_) => Err("the forwarding thread did not answer".to_string()),
                 }
             }
+        };
+        match &outcome {
+            Ok(what) => info!("SIGHUP: configuration applied: {what}"),
+            Err(e) => tracing::warn!("SIGHUP: configuration refused, the running one stays: {e}"),
         }
+        // After the switch took it (or not): `edgeflow reload`, waiting on the report, then
+        // reads an outcome whose effects are in force.
+        let (applied, message) = match outcome {
+            Ok(what) => (true, what),
+            Err(e) => (false, e),
+        };
+        switch.send(Command::Reloaded { applied, message });
         notifier.notify("READY=1");
     }
 }

@@ -112,6 +112,14 @@ pub fn render(r: &Value, version: &str) -> String {
         &Value::from(1),
     );
     e.gauge("edgeflow_uptime_seconds", "Seconds since the switch started.", none, &r["uptime_s"]);
+    for result in ["applied", "refused"] {
+        e.counter(
+            "edgeflow_config_reloads_total",
+            "Configurations read again (SIGHUP, `systemctl reload`), by whether they were applied or refused.",
+            &[("result", result.to_string())],
+            &r["reloads"][result],
+        );
+    }
 
     let ports = r["ports"].as_array().cloned().unwrap_or_default();
     let port_labels =
@@ -399,6 +407,7 @@ mod tests {
                           "labels": {}, "links": {"held": 1, "decided": 50, "kept_for_priority": 0}},
             "drops": {"no_action": 4},
             "channel": {"sessions": 3, "sessions_ended": 1, "malformed": 0, "fail_open": false},
+            "reloads": {"applied": 2, "refused": 1, "last": {"result": "refused", "message": "tables changed"}},
         })
     }
 
@@ -420,6 +429,8 @@ mod tests {
             "edgeflow_mode_frames_in_total{vl=\"10\"} 7",
             "edgeflow_controller_sessions 2",
             "edgeflow_fail_open 0",
+            "edgeflow_config_reloads_total{result=\"applied\"} 2",
+            "edgeflow_config_reloads_total{result=\"refused\"} 1",
             "# TYPE edgeflow_port_receive_bytes_total counter",
             "# TYPE edgeflow_queue_waiting_frames gauge",
         ] {

@@ -257,6 +257,11 @@ impl Switch {
                     }
                     done(result);
                 }
+                Ok(Command::Reloaded { applied, message }) => {
+                    let (ok, refused, last) = &mut self.reloads;
+                    *if applied { ok } else { refused } += 1;
+                    *last = Some((applied, message));
+                }
                 Ok(Command::Report(deliver)) => {
                     // What the kernel counted is in it, its megaflow entries' counts as of at
                     // most one harvest period ago: reading every entry back for each scrape

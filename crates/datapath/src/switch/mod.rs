@@ -298,6 +298,8 @@ pub struct Switch {
     fail_open_entered: u64,
     /// What the agent counts on the controller channels.
     channel: Arc<ChannelCounters>,
+    /// Configurations read again: how many were applied and refused, and the last one's message.
+    reloads: (u64, u64, Option<(bool, String)>),
     fast: Option<FastPath>,
     /// Where the kernel fast path sends misses up (TC mode), and the guard that keeps the host
     /// stack off that interface.
@@ -406,6 +408,7 @@ impl Switch {
             fail_open: false,
             fail_open_entered: 0,
             channel: handle.channel.clone(),
+            reloads: (0, 0, None),
             fast_gen,
             labels_gen: 0,
             links_written: None,

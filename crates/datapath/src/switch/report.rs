@@ -192,6 +192,14 @@ impl Switch {
             "fast_path": fast,
             "drops": drops,
             "channel": channel,
+            "reloads": {
+                "applied": self.reloads.0,
+                "refused": self.reloads.1,
+                "last": self.reloads.2.as_ref().map(|(applied, message)| json!({
+                    "result": if *applied { "applied" } else { "refused" },
+                    "message": message,
+                })),
+            },
         })
     }
 }

@@ -1,0 +1,101 @@
+"""edgeflow's systemd unit under a real systemd as PID 1 (testbed/systemd_root.py): a Debian 12
+root booted in a container, edgeflow installed in it by `make install`, two hosts in namespaces
+on its ports. What tests/test_service.py checks against a socket playing systemd's part is
+checked here against systemd itself: that the unit starts (readiness), forwards, is sandboxed as
+`systemd-analyze security` scores it, and stops. `make test-init` runs these (they are not in
+`make test`: the root is a setup step of its own)."""
+
+import subprocess
+import time
+
+import pytest
+
+from testbed import netns
+from testbed.netns import Topology, sh
+from testbed.systemd_root import BootedRoot, host_can_boot
+
+pytestmark = pytest.mark.skipif(host_can_boot() is not None, reason=str(host_can_boot()))
+
+#: The namespace the container's network is: the switch's two ports.
+SWITCH_NS = f"{netns.PREFIX}-initsw"
+#: `systemd-analyze security`'s exposure for the unit when this test was written; it may only go down.
+EXPOSURE_MAX = 2.9
+
+
+def config(datapath):
+    return (f'datapath = "{datapath}"\nmode = "learning"\n\n'
+            f'[[port]]\nname = "{netns.PREFIX}-ip1"\n\n[[port]]\nname = "{netns.PREFIX}-ip2"\n')
+
+
+@pytest.fixture
+def hosts_and_root(tmp_path):
+    topo = Topology("i")
+    try:
+        h1, h2 = topo.add_host(), topo.add_host()
+        sh("ip", "netns", "add", SWITCH_NS)
+        for h in (h1, h2):
+            sh("ip", "link", "set", h.switch_side, "netns", SWITCH_NS)
+            sh("ip", "-n", SWITCH_NS, "link", "set", h.switch_side, "up")
+        with BootedRoot(tmp_path, SWITCH_NS) as root:
+            yield h1, h2, root.install()
+    finally:
+        topo.teardown()
+        sh("ip", "netns", "del", SWITCH_NS, check=False)
+
+
+def journal(root):
+    return root.run("journalctl", "-u", "edgeflow", "--no-pager", "-o", "cat", check=False).stdout
+
+
+@pytest.mark.parametrize("datapath", ["user", "tc"])
+def test_the_unit_starts_ready_forwards_and_stops_under_systemd(hosts_and_root, datapath):
+    h1, h2, root = hosts_and_root
+    root.write("/etc/edgeflow/edgeflow.toml", config(datapath))
+    root.boot()
+    # Type=notify: `systemctl start` returns once the switch said READY=1, so it is active now,
+    # not "activating", and it forwards at once.
+    started = time.monotonic()
+    start = root.run("systemctl", "start", "edgeflow", check=False, timeout=90)
+    assert start.returncode == 0, f"{start.stderr}\n{journal(root)}"
+    assert root.run("systemctl", "is-active", "edgeflow", check=False).stdout.strip() == "active", journal(root)
+    status = root.run("systemctl", "show", "edgeflow", "-p", "MainPID,NRestarts,User,Type,WatchdogUSec").stdout
+    assert "Type=notify" in status and "User=edgeflow" in status and "NRestarts=0" in status, status
+    received, sent, _ = h1.ping(h2.addr, count=5, interval=0.2)
+    assert received == sent, f"{received}/{sent} pings through the switch; {journal(root)}"
+    log = journal(root)
+    # systemd says "Started" of a Type=notify unit only once READY=1 came.
+    assert "Started edgeflow.service" in log, log
+    if datapath == "tc":
+        # The fast path was pinned where the unit's ExecStartPre made room for it, as its user.
+        pinned = root.run("ls", "/sys/fs/bpf/edgeflow", check=False)
+        assert pinned.returncode == 0 and pinned.stdout.split(), f"{pinned.stdout}{pinned.stderr}\n{log}"
+    # Sandboxed as the unit says: the score may only go down.
+    security = root.run("systemd-analyze", "security", "--no-pager", "edgeflow.service", check=False).stdout
+    exposure = float(security.strip().splitlines()[-1].split("exposure level for edgeflow.service:")[1].split()[0])
+    assert exposure <= EXPOSURE_MAX, security[-1500:]
+    stop = root.run("systemctl", "stop", "edgeflow", check=False, timeout=60)
+    assert stop.returncode == 0 and root.run("systemctl", "is-active", "edgeflow", check=False).stdout.strip() == \
+        "inactive", journal(root)
+    print(f"{datapath}: started, forwarded and stopped in {time.monotonic() - started:.1f} s; exposure {exposure}")
+
+
+def test_a_refused_reload_fails_systemctl_reload_with_its_reason(hosts_and_root):
+    h1, h2, root = hosts_and_root
+    root.write("/etc/edgeflow/edgeflow.toml", config("user"))
+    root.boot()
+    assert root.run("systemctl", "start", "edgeflow", check=False, timeout=90).returncode == 0, journal(root)
+    # A change only a restart can make: refused whole, the running configuration stays.
+    root.write("/etc/edgeflow/edgeflow.toml", "tables = 8\n" + config("user"))
+    refused = root.run("systemctl", "reload", "edgeflow", check=False, timeout=90)
+    assert refused.returncode != 0, f"systemctl reload said 0 to a refused configuration\n{journal(root)}"
+    assert "tables" in journal(root).split("configuration refused")[-1], journal(root)
+    assert root.run("systemctl", "is-active", "edgeflow", check=False).stdout.strip() == "active", journal(root)
+    received, sent, _ = h1.ping(h2.addr, count=3, interval=0.2)
+    assert received == sent, f"{received}/{sent} pings after the refused reload; {journal(root)}"
+    # One that can be applied live is: systemctl reload says 0.
+    root.write("/etc/edgeflow/edgeflow.toml", config("user") + "\n# edited\n")
+    applied = root.run("systemctl", "reload", "edgeflow", check=False, timeout=90)
+    assert applied.returncode == 0, f"{applied.stderr}\n{journal(root)}"
+    import json
+    reloads = json.loads(root.run("edgeflow", "stats", "--json").stdout)["reloads"]
+    assert (reloads["applied"], reloads["refused"], reloads["last"]["result"]) == (1, 1, "applied"), reloads
