@@ -2,9 +2,12 @@
 root booted in a container, edgeflow installed in it by `make install`, two hosts in namespaces
 on its ports. What tests/test_service.py checks against a socket playing systemd's part is
 checked here against systemd itself: that the unit starts (readiness), forwards, is sandboxed as
-`systemd-analyze security` scores it, and stops. `make test-init` runs these (they are not in
+`systemd-analyze security` scores it, and stops; that a refused reload fails `systemctl reload`;
+that a restart on tc loses no frame; and that the watchdog keeps a live switch and restarts a
+silent one. `make test-init` runs these (they are not in
 `make test`: the root is a setup step of its own)."""
 
+import re
 import subprocess
 import time
 
@@ -99,3 +102,53 @@ def test_a_refused_reload_fails_systemctl_reload_with_its_reason(hosts_and_root)
     import json
     reloads = json.loads(root.run("edgeflow", "stats", "--json").stdout)["reloads"]
     assert (reloads["applied"], reloads["refused"], reloads["last"]["result"]) == (1, 1, "applied"), reloads
+
+
+def test_systemctl_restart_loses_no_ping_on_tc(hosts_and_root):
+    """The unit passes --keep-fastpath: while systemd stops the switch and starts it again, the
+    kernel forwards on with what it held, and the new process takes it over."""
+    h1, h2, root = hosts_and_root
+    root.write("/etc/edgeflow/edgeflow.toml", config("tc"))
+    root.boot()
+    assert root.run("systemctl", "start", "edgeflow", check=False, timeout=90).returncode == 0, journal(root)
+    # Both directions learned, and in the kernel, before the stream starts.
+    assert h1.ping(h2.addr, count=3, interval=0.2)[0] == 3, journal(root)
+    pid_before = root.run("systemctl", "show", "edgeflow", "-p", "MainPID", "--value").stdout.strip()
+    stream = h1.popen("ping", "-n", "-i", "0.01", "-c", "400", "-W", "1", h2.addr)
+    time.sleep(1.0)
+    restart = root.run("systemctl", "restart", "edgeflow", check=False, timeout=90)
+    out, _ = stream.communicate(timeout=60)
+    assert restart.returncode == 0, journal(root)
+    pid_after = root.run("systemctl", "show", "edgeflow", "-p", "MainPID", "--value").stdout.strip()
+    assert pid_after not in ("0", pid_before), (pid_before, pid_after)
+    sent, received = (int(x) for x in re.search(r"(\d+) packets transmitted, (\d+) received", out).groups())
+    assert (sent, received) == (400, 400), f"{received}/{sent} pings across the restart\n{journal(root)}"
+    assert "took over" in journal(root).lower() or "kept" in journal(root).lower(), journal(root)
+
+
+def test_the_watchdog_keeps_a_live_switch_and_restarts_a_silent_one(hosts_and_root):
+    """With the watchdog period cut to 2 s (a drop-in), a switch that pings it stays up past
+    several periods; one that goes silent (stopped whole here: tests/test_service.py freezes the
+    forwarding thread alone, which a container's cgroups do not allow) is killed and restarted by
+    systemd, and forwards again."""
+    h1, h2, root = hosts_and_root
+    root.write("/etc/edgeflow/edgeflow.toml", config("user"))
+    root.write("/etc/systemd/system/edgeflow.service.d/watchdog.conf", "[Service]\nWatchdogSec=2s\nRestartSec=0.5s\n")
+    root.boot()
+    assert root.run("systemctl", "start", "edgeflow", check=False, timeout=90).returncode == 0, journal(root)
+    show = lambda *p: dict(l.split("=", 1) for l in root.run("systemctl", "show", "edgeflow", "-p", ",".join(p)).stdout.split("\n") if "=" in l)
+    time.sleep(5)
+    alive = show("NRestarts", "MainPID", "WatchdogUSec")
+    assert alive["NRestarts"] == "0" and alive["WatchdogUSec"] == "2s", (alive, journal(root))
+    # MainPID is a number in the container's PID namespace: the signal is sent from inside.
+    root.run("kill", "-STOP", alive["MainPID"])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        now = show("NRestarts", "MainPID", "ActiveState")
+        if now["NRestarts"] == "1" and now["ActiveState"] == "active" and now["MainPID"] not in ("0", alive["MainPID"]):
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError(f"not restarted: {now}\n{journal(root)}")
+    assert "watchdog timeout" in journal(root).lower(), journal(root)
+    assert h1.ping(h2.addr, count=3, interval=0.2)[0] == 3, journal(root)
