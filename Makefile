@@ -22,10 +22,13 @@ build: setup-build
 demo: setup build
 	scripts/demo.sh
 
-# `make install` (PREFIX=/usr/local, DESTDIR for staging): the binaries, the man pages and shell
+# `make install` (PREFIX=/usr/local, DESTDIR for staging) installs what `make` built, and builds
+# nothing (no setup, no compiler as root: `make`, then `sudo make install`): the switch, stripped
+# (the release profile keeps debug info for the tests' backtraces), the man pages and shell
 # completions (generated from the CLI by crates/docgen), the example config (edgeflow.toml too
-# when there is none), the systemd unit and its account. `make uninstall` removes what it put
-# there, and the config only while it is still the example. docs/deploy.md.
+# when there is none), the systemd unit and its account. Not the load generator: a test rig's
+# tool, in target/release. `make uninstall` removes what it put there, and the config only while
+# it is still the example. docs/deploy.md.
 PREFIX ?= /usr/local
 SYSCONFDIR ?= /etc
 BINDIR := $(PREFIX)/bin
@@ -33,10 +36,12 @@ DATADIR := $(PREFIX)/share
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 GENERATED := build/docgen
-install: build
+STRIP ?= strip
+install:
+	@for f in target/release/edgeflow target/release/docgen; do \
+	  [ -x $$f ] || { echo "make install: no $$f: run make first (as yourself), then make install"; exit 1; }; done
 	rm -rf $(GENERATED) && target/release/docgen $(GENERATED)
-	install -Dm755 target/release/edgeflow $(DESTDIR)$(BINDIR)/edgeflow
-	install -Dm755 target/release/edgeflow-loadgen $(DESTDIR)$(BINDIR)/edgeflow-loadgen
+	install -Dm755 -s --strip-program=$(STRIP) target/release/edgeflow $(DESTDIR)$(BINDIR)/edgeflow
 	install -d $(DESTDIR)$(DATADIR)/man/man1
 	install -m644 $(GENERATED)/man/man1/*.1 $(DESTDIR)$(DATADIR)/man/man1/
 	install -Dm644 $(GENERATED)/completions/edgeflow.bash $(DESTDIR)$(DATADIR)/bash-completion/completions/edgeflow
@@ -52,7 +57,7 @@ install: build
 	if [ -z "$(DESTDIR)" ] && command -v systemd-sysusers >/dev/null; then systemd-sysusers $(SYSUSERSDIR)/edgeflow.conf; fi
 
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/edgeflow $(DESTDIR)$(BINDIR)/edgeflow-loadgen
+	rm -f $(DESTDIR)$(BINDIR)/edgeflow
 	rm -f $(DESTDIR)$(DATADIR)/man/man1/edgeflow.1 $(DESTDIR)$(DATADIR)/man/man1/edgeflow-*.1
 	rm -f $(DESTDIR)$(DATADIR)/bash-completion/completions/edgeflow $(DESTDIR)$(DATADIR)/zsh/vendor-completions/_edgeflow $(DESTDIR)$(DATADIR)/fish/vendor_completions.d/edgeflow.fish
 	if cmp -s docs/example.toml $(DESTDIR)$(SYSCONFDIR)/edgeflow/edgeflow.toml; then rm -f $(DESTDIR)$(SYSCONFDIR)/edgeflow/edgeflow.toml; fi

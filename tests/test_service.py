@@ -38,13 +38,18 @@ def test_install_puts_everything_in_place_and_uninstall_removes_it(tmp_path):
     make = ["make", "-s", "-C", str(ROOT), f"DESTDIR={dest}", "PREFIX=/usr"]
     subprocess.run([*make, "install"], check=True, capture_output=True, timeout=600)
     installed = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
-    for want in ["usr/bin/edgeflow", "usr/bin/edgeflow-loadgen", "usr/share/man/man1/edgeflow.1",
+    for want in ["usr/bin/edgeflow", "usr/share/man/man1/edgeflow.1",
                  "usr/share/man/man1/edgeflow-run.1", "usr/share/man/man1/edgeflow-log-level.1",
                  "usr/share/bash-completion/completions/edgeflow", "usr/share/zsh/vendor-completions/_edgeflow",
                  "usr/share/fish/vendor_completions.d/edgeflow.fish", "etc/edgeflow/edgeflow.toml",
                  "etc/edgeflow/edgeflow.toml.example", "usr/lib/systemd/system/edgeflow.service",
                  "usr/lib/sysusers.d/edgeflow.conf"]:
         assert want in installed, installed
+    # What a device's flash holds: the switch without its debug info, and no test rig's tools.
+    assert "usr/bin/edgeflow-loadgen" not in installed, installed
+    sections = subprocess.run(["readelf", "-S", "-W", str(dest / "usr/bin/edgeflow")], capture_output=True, text=True,
+                              check=True).stdout
+    assert ".debug_info" not in sections and ".symtab" not in sections, "the installed switch is not stripped"
     # The man page is the parser's: every flag of `edgeflow run --help` is on it.
     page = subprocess.run(["man", "-l", str(dest / "usr/share/man/man1/edgeflow-run.1")], capture_output=True,
                           text=True, env={**os.environ, "MANWIDTH": "200"}, check=True).stdout
