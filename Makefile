@@ -4,7 +4,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 PYTEST := .venv/bin/python -m pytest
 
-.PHONY: all setup setup-build build install uninstall msrv cross cross-test footprint test-arm-kernel demo test test-unit test-integration test-kernels test-init bench bench-quick fuzz soak clean
+.PHONY: all setup setup-build build install uninstall msrv cross cross-test footprint test-arm-kernel demo test test-unit test-integration test-kernels test-init package bench bench-quick fuzz soak clean
 
 all: build
 
@@ -36,12 +36,15 @@ DATADIR := $(PREFIX)/share
 UNITDIR ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 GENERATED := build/docgen
+# EDGEFLOW_BIN: another build of the switch (a cross image, for a package), with STRIP=true if
+# it is stripped already.
 STRIP ?= strip
+EDGEFLOW_BIN ?= target/release/edgeflow
 install:
-	@for f in target/release/edgeflow target/release/docgen; do \
+	@for f in $(EDGEFLOW_BIN) target/release/docgen; do \
 	  [ -x $$f ] || { echo "make install: no $$f: run make first (as yourself), then make install"; exit 1; }; done
 	rm -rf $(GENERATED) && target/release/docgen $(GENERATED)
-	install -Dm755 -s --strip-program=$(STRIP) target/release/edgeflow $(DESTDIR)$(BINDIR)/edgeflow
+	install -Dm755 -s --strip-program=$(STRIP) $(EDGEFLOW_BIN) $(DESTDIR)$(BINDIR)/edgeflow
 	install -d $(DESTDIR)$(DATADIR)/man/man1
 	install -m644 $(GENERATED)/man/man1/*.1 $(DESTDIR)$(DATADIR)/man/man1/
 	install -Dm644 $(GENERATED)/completions/edgeflow.bash $(DESTDIR)$(DATADIR)/bash-completion/completions/edgeflow
@@ -113,6 +116,11 @@ test-kernels: setup build
 # idle memory (ARM_ARCHES="arm64 armhf").
 test-arm-kernel: setup-build
 	scripts/test-arm-kernel.sh
+
+# Debian packages (amd64 from the native build; arm64 and armhf from make cross's static images)
+# in build/packages: scripts/package.sh.
+package: build cross
+	scripts/package.sh
 
 # The systemd unit under a real systemd as PID 1: a Debian 12 root (made once, by debootstrap)
 # booted with systemd-nspawn, edgeflow installed in it: scripts/test-init.sh.

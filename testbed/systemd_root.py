@@ -55,8 +55,13 @@ class BootedRoot:
         self.nspawn = None
         self.leader = None
 
-    def install(self):
+    def copy(self):
+        """The template's copy this boot runs, without edgeflow (for a package to install)."""
         subprocess.run(["cp", "-a", "--reflink=auto", str(self.template), str(self.root)], check=True)
+        return self
+
+    def install(self):
+        self.copy()
         subprocess.run(["make", "-s", "-C", str(ROOT), f"DESTDIR={self.root}", "PREFIX=/usr", "install"], check=True,
                        capture_output=True, timeout=600)
         # The account the unit runs as, as the package's scripts would make it on a device.

@@ -8,6 +8,7 @@ silent one. `make test-init` runs these (they are not in
 `make test`: the root is a setup step of its own)."""
 
 import re
+import shutil
 import subprocess
 import time
 
@@ -16,6 +17,7 @@ import pytest
 from testbed import netns
 from testbed.netns import Topology, sh
 from testbed.systemd_root import BootedRoot, host_can_boot
+from testbed.util import ROOT
 
 pytestmark = pytest.mark.skipif(host_can_boot() is not None, reason=str(host_can_boot()))
 
@@ -152,3 +154,42 @@ def test_the_watchdog_keeps_a_live_switch_and_restarts_a_silent_one(hosts_and_ro
         raise AssertionError(f"not restarted: {now}\n{journal(root)}")
     assert "watchdog timeout" in journal(root).lower(), journal(root)
     assert h1.ping(h2.addr, count=3, interval=0.2)[0] == 3, journal(root)
+
+
+def test_the_debian_package_installs_runs_and_removes_under_systemd(tmp_path):
+    """`make package`'s amd64 .deb, installed by dpkg into the booted Debian 12 root: the account
+    is made, systemd knows the unit (not enabled: a switch needs its ports first), it starts and
+    forwards; an edited config survives a reinstall; remove stops it and keeps the config, purge
+    takes that too."""
+    out = tmp_path / "packages"
+    deb = subprocess.run(["scripts/package.sh", "deb", "amd64", "target/release/edgeflow", str(out)], cwd=ROOT,
+                         check=True, capture_output=True, text=True).stdout.strip()
+    topo = Topology("i")
+    try:
+        h1, h2 = topo.add_host(), topo.add_host()
+        sh("ip", "netns", "add", SWITCH_NS)
+        for h in (h1, h2):
+            sh("ip", "link", "set", h.switch_side, "netns", SWITCH_NS)
+            sh("ip", "-n", SWITCH_NS, "link", "set", h.switch_side, "up")
+        with BootedRoot(tmp_path, SWITCH_NS) as root:
+            root.copy().boot()
+            shutil.copy(deb, root.root / "var/tmp/edgeflow.deb")
+            installed = root.run("dpkg", "-i", "/var/tmp/edgeflow.deb", check=False, timeout=120)
+            assert installed.returncode == 0, installed.stdout + installed.stderr
+            assert root.run("getent", "passwd", "edgeflow", check=False).returncode == 0
+            assert root.run("systemctl", "is-enabled", "edgeflow", check=False).stdout.strip() == "disabled"
+            root.write("/etc/edgeflow/edgeflow.toml", config("tc"))
+            assert root.run("systemctl", "start", "edgeflow", check=False, timeout=90).returncode == 0, journal(root)
+            assert h1.ping(h2.addr, count=3, interval=0.2)[0] == 3, journal(root)
+            again = root.run("dpkg", "-i", "--force-confold", "/var/tmp/edgeflow.deb", check=False, timeout=120)
+            assert again.returncode == 0, again.stdout + again.stderr
+            assert (root.root / "etc/edgeflow/edgeflow.toml").read_text() == config("tc"), "the edited config went"
+            assert root.run("dpkg", "-r", "edgeflow", check=False, timeout=120).returncode == 0
+            assert root.run("systemctl", "is-active", "edgeflow", check=False).stdout.strip() == "inactive"
+            assert not (root.root / "usr/bin/edgeflow").exists()
+            assert (root.root / "etc/edgeflow/edgeflow.toml").exists(), "remove keeps the config"
+            assert root.run("dpkg", "-P", "edgeflow", check=False, timeout=120).returncode == 0
+            assert not (root.root / "etc/edgeflow/edgeflow.toml").exists(), "purge removes the config"
+    finally:
+        topo.teardown()
+        sh("ip", "netns", "del", SWITCH_NS, check=False)

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# `make package`: Debian packages of edgeflow, in build/packages/ (docs/deploy.md#packages).
+#   scripts/package.sh                     every architecture: amd64 (the native build), arm64 and
+#                                          armhf (make cross's static musl images)
+#   scripts/package.sh deb ARCH BIN OUT    one package of the switch BIN for ARCH into OUT
+# A package holds what `make install` puts in place (PREFIX=/usr), the config as a conffile, and
+# maintainer scripts that make the account and tell systemd; it does not enable or start the
+# service: a switch needs its ports configured first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+version() { sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1; }
+
+deb() {
+  local arch=$1 bin=$2 out=$3 strip=strip depends
+  local stage; stage=$(mktemp -d)
+  trap 'rm -rf "$stage"' RETURN
+  case $arch in
+    amd64) depends="libc6 (>= 2.34), libgcc-s1" ;;
+    *) depends=""; strip=true ;;  # static musl images, stripped by the embedded profile
+  esac
+  chmod 755 "$stage"
+  make -s install DESTDIR="$stage" PREFIX=/usr EDGEFLOW_BIN="$bin" STRIP="$strip" >/dev/null
+  # As Debian ships them: man pages compressed, and a copyright file.
+  gzip -9n "$stage"/usr/share/man/man1/*.1
+  mkdir -p "$stage/usr/share/doc/edgeflow"
+  printf '%s\n' "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/" \
+    "Upstream-Name: edgeflow" "" "Files: *" "Copyright: edgeflow developers" \
+    "License: Apache-2.0 (Cargo.toml's license; the text is in /usr/share/common-licenses/Apache-2.0)" \
+    > "$stage/usr/share/doc/edgeflow/copyright"
+  # The example config is the conffile dpkg keeps a user's edits of; the .example beside it is
+  # the pristine copy.
+  mkdir -p "$stage/DEBIAN"
+  local size; size=$(du -sk --exclude=DEBIAN "$stage" | cut -f1)
+  {
+    echo "Package: edgeflow"
+    echo "Version: $(version)"
+    echo "Architecture: $arch"
+    echo "Maintainer: edgeflow developers <edgeflow@localhost>"
+    echo "Installed-Size: $size"
+    [ -n "$depends" ] && echo "Depends: $depends"
+    echo "Recommends: systemd"
+    echo "Section: net"
+    echo "Priority: optional"
+    echo "Homepage: https://github.com/edgeflow/edgeflow"
+    echo "Description: programmable switch for Linux edge devices"
+    echo " An OpenFlow 1.3 switch with AFDX, TSN, LESS and P4 modes, forwarding between Linux"
+    echo " interfaces in userspace or in the kernel (eBPF at TC and XDP)."
+  } > "$stage/DEBIAN/control"
+  echo /etc/edgeflow/edgeflow.toml > "$stage/DEBIAN/conffiles"
+  cat > "$stage/DEBIAN/postinst" <<'SH'
+#!/bin/sh
+set -e
+if [ "$1" = configure ]; then
+  if command -v systemd-sysusers >/dev/null; then
+    systemd-sysusers /usr/lib/sysusers.d/edgeflow.conf
+  elif ! getent passwd edgeflow >/dev/null; then
+    adduser --system --group --no-create-home --home /nonexistent edgeflow
+  fi
+  if [ -d /run/systemd/system ]; then
+    systemctl daemon-reload || true
+  fi
+fi
+SH
+  cat > "$stage/DEBIAN/prerm" <<'SH'
+#!/bin/sh
+set -e
+if [ -d /run/systemd/system ] && [ "$1" = remove ]; then
+  systemctl stop edgeflow.service || true
+fi
+SH
+  cat > "$stage/DEBIAN/postrm" <<'SH'
+#!/bin/sh
+set -e
+if [ -d /run/systemd/system ]; then
+  systemctl daemon-reload || true
+fi
+SH
+  chmod 755 "$stage/DEBIAN/postinst" "$stage/DEBIAN/prerm" "$stage/DEBIAN/postrm"
+  mkdir -p "$out"
+  local deb="$out/edgeflow_$(version)_$arch.deb"
+  dpkg-deb --root-owner-group -Zxz --build "$stage" "$deb" >/dev/null
+  echo "$deb"
+}
+
+if [ "${1:-}" = deb ]; then
+  deb "$2" "$3" "$4"
+  exit 0
+fi
+
+out=build/packages
+deb amd64 target/release/edgeflow "$out"
+for pair in arm64:aarch64-unknown-linux-musl armhf:armv7-unknown-linux-musleabihf; do
+  arch=${pair%%:*} image=build/cross/${pair#*:}/edgeflow
+  [ -x "$image" ] || { echo "package: no $image (make cross)"; exit 1; }
+  deb "$arch" "$image" "$out"
+done
