@@ -312,6 +312,7 @@ def test_openwrt_uci_config_renders_to_a_config_the_switch_accepts(tmp_path):
     assert effective["listen"] == ["ptcp:6634:127.0.0.1"] and effective["metrics"] == "127.0.0.1:9108"
     assert [(p["name"], p["number"]) for p in effective["port"]] == [("lan1", 1), ("lan2", 2), ("lan3", 3)]
     assert effective["tables"] == 64, "defaults are written out"
+    assert effective["keep_fastpath"] is True, "procd's respawn keeps the kernel fast path forwarding"
 
     bad = tmp_path / "edgeflow"
     bad.write_text((openwrt / "edgeflow.config").read_text().replace("option datapath 'tc'", "option datapath 'dpdk'"))

@@ -17,6 +17,8 @@ enum Kind {
     Text,
     Integer,
     Number,
+    /// UCI's booleans: 1/0, true/false, on/off, yes/no, enabled/disabled (as `config_get_bool`).
+    Bool,
 }
 
 /// `option` keys of the `edgeflow` section: (UCI name, TOML key, kind). `list` keys: below.
@@ -35,6 +37,7 @@ const SWITCH: &[(&str, &str, Kind)] = &[
     ("local_port", "local_port", Kind::Text),
     ("metrics", "metrics", Kind::Text),
     ("egress_timing", "egress_timing", Kind::Text),
+    ("keep_fastpath", "keep_fastpath", Kind::Bool),
 ];
 const SWITCH_LISTS: &[(&str, &str)] = &[("controller", "controllers"), ("listen", "listen")];
 /// Keys the init script reads and the switch does not.
@@ -134,6 +137,11 @@ fn toml_value(value: &str, kind: Kind) -> Result<String, String> {
                 format!("{value}.0")
             }
         }
+        Kind::Bool => match value {
+            "1" | "true" | "on" | "yes" | "enabled" => "true".to_string(),
+            "0" | "false" | "off" | "no" | "disabled" => "false".to_string(),
+            _ => return Err(format!("'{value}' is not a boolean (1 or 0)")),
+        },
     })
 }
 
@@ -274,6 +282,7 @@ config edgeflow 'main'
 	list controller 'tcp:192.0.2.1:6653'
 	list controller 'tcp:192.0.2.2:6653'   # a second controller
 	option metrics '9108'
+	option keep_fastpath 'on'
 
 config port
 	option name 'lan1'
@@ -296,6 +305,7 @@ config port 'wan'
         assert_eq!(s.controllers.len(), 2);
         assert_eq!(s.ports, vec![(1, "lan1".to_string()), (7, "wan".to_string())]);
         assert_eq!(s.metrics, Some("127.0.0.1:9108".parse().unwrap()));
+        assert!(s.keep_fastpath, "option keep_fastpath 'on'\n{text}");
     }
 
     #[test]
@@ -305,11 +315,15 @@ config port 'wan'
             refused("config edgeflow\n\toption colour 'red'\n"),
             "edgeflow:2: 'colour' is not a edgeflow setting here (known: dpid, datapath, mode, fail_mode, tables, \
              probe_interval, fail_open_delay, packet_in_rate, fastpath_entries, kernel_compat, ring_frames, local_port, metrics, \
-             egress_timing, controller, listen, enabled, log, include); others go in the TOML file 'option include' names"
+             egress_timing, keep_fastpath, controller, listen, enabled, log, include); others go in the TOML file 'option include' names"
         );
         assert_eq!(
             refused("config port\n\toption number 'one'\n"),
             "edgeflow:2: option number: 'one' is not a whole number"
+        );
+        assert_eq!(
+            refused("config edgeflow\n\toption keep_fastpath 'maybe'\n"),
+            "edgeflow:2: option keep_fastpath: 'maybe' is not a boolean (1 or 0)"
         );
         assert_eq!(refused("config bridge\n"), "edgeflow:1: section type 'bridge': expected 'edgeflow' or 'port'");
         assert_eq!(refused("\toption name 'x'\n"), "edgeflow:1: 'option name' before any 'config' section");
