@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# `make package`: Debian packages of edgeflow, in build/packages/ (docs/deploy.md#packages).
-#   scripts/package.sh                     every architecture: amd64 (the native build), arm64 and
-#                                          armhf (make cross's static musl images)
-#   scripts/package.sh deb ARCH BIN OUT    one package of the switch BIN for ARCH into OUT
+# `make package`: Debian and OpenWrt packages of edgeflow, in build/packages/ (docs/deploy.md#packages).
+#   scripts/package.sh                     every architecture: .deb for amd64 (the native build),
+#                                          arm64 and armhf (make cross's static musl images); .ipk
+#                                          for aarch64 and armv7 (the full images)
+#   scripts/package.sh deb ARCH BIN OUT    one Debian package of the switch BIN for ARCH into OUT
+#   scripts/package.sh ipk ARCH BIN OUT    one OpenWrt package (opkg), ARCH as OpenWrt names it
 # A package holds what `make install` puts in place (PREFIX=/usr), the config as a conffile, and
 # maintainer scripts that make the account and tell systemd; it does not enable or start the
 # service: a switch needs its ports configured first.
@@ -83,10 +85,55 @@ SH
   echo "$deb"
 }
 
-if [ "${1:-}" = deb ]; then
-  deb "$2" "$3" "$4"
-  exit 0
-fi
+# An OpenWrt package: opkg's format, a gzipped tar of debian-binary, control.tar.gz and
+# data.tar.gz (as OpenWrt's ipkg-build writes it), for a static image (no Depends). ARCH is OpenWrt's package architecture
+# (aarch64_generic, arm_cortex-a7_neon-vfpv4, mipsel_24kc, ...). The switch's own files: the
+# binary, the procd script, the UCI config (a conffile) with the datapath the image supports.
+ipk() {
+  local arch=$1 bin=$2 out=$3
+  local work; work=$(mktemp -d)
+  trap 'rm -rf "$work"' RETURN
+  mkdir -p "$work/data/usr/bin" "$work/data/etc/init.d" "$work/data/etc/config" "$work/control"
+  install -m755 "$bin" "$work/data/usr/bin/edgeflow"
+  install -m755 packaging/openwrt/edgeflow.init "$work/data/etc/init.d/edgeflow"
+  local datapath=tc
+  # A 32-bit image refuses the kernel fast path for now (docs/deploy.md): its config says user.
+  if file -b "$bin" | grep -q "ELF 32-bit"; then datapath=user; fi
+  sed "s/^\toption datapath 'tc'/\toption datapath '$datapath'/" packaging/openwrt/edgeflow.config \
+    > "$work/data/etc/config/edgeflow"
+  chmod 644 "$work/data/etc/config/edgeflow"
+  local size; size=$(du -sb "$work/data" | cut -f1)
+  {
+    echo "Package: edgeflow"
+    echo "Version: $(version)-1"
+    echo "Source: packaging/openwrt"
+    echo "SourceName: edgeflow"
+    echo "License: Apache-2.0"
+    echo "Section: net"
+    echo "Architecture: $arch"
+    echo "Installed-Size: $size"
+    echo "Description: programmable switch for Linux edge devices (OpenFlow 1.3, AFDX, TSN, LESS, P4)"
+  } > "$work/control/control"
+  echo /etc/config/edgeflow > "$work/control/conffiles"
+  # As OpenWrt's default_postinst does for a procd service: enable it on the device, not in an
+  # image being built (IPKG_INSTROOT set).
+  printf '%s\n' '#!/bin/sh' '[ -n "$IPKG_INSTROOT" ] || /etc/init.d/edgeflow enable' 'exit 0' > "$work/control/postinst"
+  printf '%s\n' '#!/bin/sh' '[ -n "$IPKG_INSTROOT" ] || { /etc/init.d/edgeflow stop; /etc/init.d/edgeflow disable; }' \
+    'exit 0' > "$work/control/prerm"
+  chmod 755 "$work/control/postinst" "$work/control/prerm"
+  echo "2.0" > "$work/debian-binary"
+  tar -C "$work/control" --owner=0 --group=0 --numeric-owner -czf "$work/control.tar.gz" .
+  tar -C "$work/data" --owner=0 --group=0 --numeric-owner -czf "$work/data.tar.gz" .
+  mkdir -p "$out"
+  local ipk="$out/edgeflow_$(version)-1_$arch.ipk"
+  tar -C "$work" --owner=0 --group=0 --numeric-owner -czf "$ipk" ./debian-binary ./control.tar.gz ./data.tar.gz
+  echo "$ipk"
+}
+
+case "${1:-}" in
+  deb) deb "$2" "$3" "$4"; exit 0 ;;
+  ipk) ipk "$2" "$3" "$4"; exit 0 ;;
+esac
 
 out=build/packages
 deb amd64 target/release/edgeflow "$out"
@@ -94,4 +141,11 @@ for pair in arm64:aarch64-unknown-linux-musl armhf:armv7-unknown-linux-musleabih
   arch=${pair%%:*} image=build/cross/${pair#*:}/edgeflow
   [ -x "$image" ] || { echo "package: no $image (make cross)"; exit 1; }
   deb "$arch" "$image" "$out"
+done
+# OpenWrt: the full images (the minimal one has no kernel fast path), for the ARM targets make
+# cross builds.
+for pair in aarch64_generic:aarch64-unknown-linux-musl arm_cortex-a7_neon-vfpv4:armv7-unknown-linux-musleabihf; do
+  arch=${pair%%:*} image=build/cross/${pair#*:}/edgeflow
+  [ -x "$image" ] || { echo "package: no $image (make cross)"; exit 1; }
+  ipk "$arch" "$image" "$out"
 done

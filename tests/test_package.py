@@ -1,9 +1,11 @@
-"""`make package`'s Debian package, read as dpkg reads it (its installation under a real systemd
+"""`make package`'s Debian package, read as dpkg reads it, and its OpenWrt package as opkg does (its installation under a real systemd
 is tests/init/test_systemd.py, `make test-init`): the fields a package index needs, the config as
 a conffile, the files `make install` puts in place and no other, and maintainer scripts that
 parse."""
 
+import io
 import subprocess
+import tarfile
 
 import pytest
 
@@ -35,3 +37,32 @@ def test_the_deb_holds_what_make_install_installs_with_the_config_as_a_conffile(
     assert (control / "conffiles").read_text().split() == ["/etc/edgeflow/edgeflow.toml"]
     for script in ("postinst", "prerm", "postrm"):
         subprocess.run(["sh", "-n", str(control / script)], check=True)
+
+
+def test_the_ipk_is_what_opkg_reads(tmp_path):
+    """opkg's format (as OpenWrt's ipkg-build writes it): a gzipped tar of debian-binary,
+    control.tar.gz and data.tar.gz, in that order; the fields opkg needs; the UCI config as a
+    conffile; the procd script executable and parsing; the datapath the image can run."""
+    ipk = subprocess.run(["scripts/package.sh", "ipk", "x86_64", "target/release/edgeflow", str(tmp_path / "out")],
+                         cwd=ROOT, check=True, capture_output=True, text=True, timeout=300).stdout.strip()
+    with tarfile.open(ipk, "r:gz") as outer:
+        assert [m.name for m in outer.getmembers()] == ["./debian-binary", "./control.tar.gz", "./data.tar.gz"]
+        assert outer.extractfile("./debian-binary").read() == b"2.0\n"
+        control = tarfile.open(fileobj=io.BytesIO(outer.extractfile("./control.tar.gz").read()), mode="r:gz")
+        data = tarfile.open(fileobj=io.BytesIO(outer.extractfile("./data.tar.gz").read()), mode="r:gz")
+    fields = dict(l.split(": ", 1) for l in control.extractfile("./control").read().decode().splitlines())
+    assert (fields["Package"], fields["Architecture"], fields["Version"]) == ("edgeflow", "x86_64", fields["Version"])
+    assert fields["Version"].endswith("-1") and int(fields["Installed-Size"]) > 1_000_000
+    conffiles = control.extractfile("./conffiles").read().decode().split()
+    files = {m.name: m for m in data.getmembers() if m.isfile()}
+    assert conffiles == ["/etc/config/edgeflow"] and "." + conffiles[0] in files
+    assert set(files) == {"./usr/bin/edgeflow", "./etc/init.d/edgeflow", "./etc/config/edgeflow"}, set(files)
+    assert all(m.uid == 0 and m.gid == 0 for m in data.getmembers())
+    for exe in ("./usr/bin/edgeflow", "./etc/init.d/edgeflow"):
+        assert files[exe].mode & 0o111, exe
+    for name in ("./postinst", "./prerm"):
+        script = tmp_path / name[2:]
+        script.write_bytes(control.extractfile(name).read())
+        subprocess.run(["sh", "-n", str(script)], check=True)
+    uci = data.extractfile("./etc/config/edgeflow").read().decode()
+    assert "option datapath 'tc'" in uci, "a 64-bit image runs the kernel fast path"
