@@ -233,6 +233,11 @@ def test_prometheus_scrapes_what_stats_reports(two_hosts, tmp_path):
 
         info = [dict(k[1]) for k in scraped["edgeflow"] if k[0] == "edgeflow_build_info"]
         assert [i["datapath"] for i in info] == ["tc"], info
+        # The process's own figures, and a start time that stays put (the report's).
+        assert scraped["edgeflow"]["edgeflow_start_time_seconds", frozenset()] == pytest.approx(
+            before["edgeflow"]["start_time_s"], abs=1e-3)
+        assert 1e6 < scraped["edgeflow"]["process_resident_memory_bytes", frozenset()] < 1e9
+        assert scraped["edgeflow"]["process_open_fds", frozenset()] >= 3
         # Every sample of the exposition was taken in.
         samples = sum(1 for l in body.splitlines() if l and not l.startswith("#"))
         assert scraped["edgeflow"]["scrape_samples_scraped", frozenset()] == pytest.approx(samples, abs=4), samples

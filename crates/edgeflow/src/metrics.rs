@@ -112,6 +112,12 @@ pub fn render(r: &Value, version: &str) -> String {
         &Value::from(1),
     );
     e.gauge("edgeflow_uptime_seconds", "Seconds since the switch started.", none, &r["uptime_s"]);
+    e.gauge(
+        "edgeflow_start_time_seconds",
+        "When the switch started, in seconds since the Unix epoch.",
+        none,
+        &r["start_time_s"],
+    );
     for result in ["applied", "refused"] {
         e.counter(
             "edgeflow_config_reloads_total",
@@ -309,6 +315,50 @@ pub fn render(r: &Value, version: &str) -> String {
     e.out
 }
 
+/// The process's own figures, under the names every Prometheus client library exports
+/// (`process_*`), read from /proc/self at each scrape.
+pub fn process_families() -> String {
+    let mut e = Exposition::default();
+    let none: &[(&str, String)] = &[];
+    // SAFETY: sysconf and getrlimit only read.
+    let (ticks, page) = unsafe { (libc::sysconf(libc::_SC_CLK_TCK) as f64, libc::sysconf(libc::_SC_PAGESIZE) as f64) };
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command's closing parenthesis (which may hold spaces): state is 3.
+    let fields: Vec<&str> = stat.rsplit_once(')').map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
+    let field = |n: usize| fields.get(n - 3).and_then(|v| v.parse::<f64>().ok());
+    if let (Some(user), Some(system)) = (field(14), field(15)) {
+        let cpu = Value::from((user + system) / ticks);
+        e.counter("process_cpu_seconds_total", "User and system CPU time spent, in seconds.", none, &cpu);
+    }
+    let boot = std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|s| s.lines().find_map(|l| l.strip_prefix("btime ")).and_then(|v| v.trim().parse::<f64>().ok()));
+    if let (Some(boot), Some(started)) = (boot, field(22)) {
+        let at = Value::from(boot + started / ticks);
+        e.gauge("process_start_time_seconds", "Start time of the process since the Unix epoch, in seconds.", none, &at);
+    }
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: Vec<f64> = statm.split_whitespace().filter_map(|v| v.parse().ok()).collect();
+    if let [size, resident, ..] = pages[..] {
+        e.gauge("process_virtual_memory_bytes", "Virtual memory size in bytes.", none, &Value::from(size * page));
+        e.gauge("process_resident_memory_bytes", "Resident memory size in bytes.", none, &Value::from(resident * page));
+    }
+    if let Ok(fds) = std::fs::read_dir("/proc/self/fd") {
+        e.gauge("process_open_fds", "Open file descriptors.", none, &Value::from(fds.count()));
+    }
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: a plain query into a local.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+        e.gauge(
+            "process_max_fds",
+            "The most file descriptors the process may open.",
+            none,
+            &Value::from(limit.rlim_cur as f64),
+        );
+    }
+    e.out
+}
+
 /// Serves `GET /metrics` on `addr` until the process ends. Each scrape asks the forwarding
 /// thread for a fresh report.
 pub async fn serve(addr: SocketAddr, switch: SwitchHandle) -> Result<(), String> {
@@ -355,7 +405,7 @@ async fn answer(mut stream: TcpStream, switch: SwitchHandle) -> std::io::Result<
             })));
             match tokio::time::timeout(Duration::from_secs(5), rx).await {
                 Ok(Ok(report)) => {
-                    let body = render(&report, env!("CARGO_PKG_VERSION"));
+                    let body = render(&report, env!("CARGO_PKG_VERSION")) + &process_families();
                     let body = if head_only { String::new() } else { body };
                     respond(&mut stream, "200 OK", "text/plain; version=0.0.4; charset=utf-8", &body).await
                 }
@@ -395,6 +445,7 @@ mod tests {
     fn report() -> Value {
         json!({
             "dpid": "00000000000000e5", "mode": "afdx", "datapath": "tc", "uptime_s": 12.5,
+            "start_time_s": 1_795_000_000.25,
             "ports": [{"no": 1, "name": "eth\"1", "up": true, "ring_frames": 1024, "rate_bps": null,
                        "rx_packets": 10, "rx_bytes": 1000, "rx_dropped": 0, "rx_errors": 0, "tx_packets": 9,
                        "tx_bytes": 900, "tx_dropped": 1, "link_changes": 2, "guard_reattached": 0,
@@ -409,6 +460,23 @@ mod tests {
             "channel": {"sessions": 3, "sessions_ended": 1, "malformed": 0, "fail_open": false},
             "reloads": {"applied": 2, "refused": 1, "last": {"result": "refused", "message": "tables changed"}},
         })
+    }
+
+    #[test]
+    fn the_process_is_described_as_client_libraries_describe_one() {
+        let text = process_families();
+        let value = |name: &str| -> f64 {
+            let line =
+                text.lines().find(|l| l.starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("{name}\n{text}"));
+            line.split(' ').nth(1).unwrap().parse().unwrap()
+        };
+        assert!(value("process_resident_memory_bytes") > 1e5 && value("process_virtual_memory_bytes") > 1e6, "{text}");
+        assert!(value("process_open_fds") >= 3.0 && value("process_max_fds") >= value("process_open_fds"), "{text}");
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+        let started = value("process_start_time_seconds");
+        assert!(started <= now + 1.0 && started > now - 3600.0, "{started} vs {now}");
+        assert!(value("process_cpu_seconds_total") >= 0.0);
+        assert!(text.contains("# TYPE process_cpu_seconds_total counter"));
     }
 
     #[test]
@@ -429,6 +497,7 @@ mod tests {
             "edgeflow_mode_frames_in_total{vl=\"10\"} 7",
             "edgeflow_controller_sessions 2",
             "edgeflow_fail_open 0",
+            "edgeflow_start_time_seconds 1795000000.25",
             "edgeflow_config_reloads_total{result=\"applied\"} 2",
             "edgeflow_config_reloads_total{result=\"refused\"} 1",
             "# TYPE edgeflow_port_receive_bytes_total counter",

@@ -285,6 +285,8 @@ pub struct Switch {
     bell: Arc<Doorbell>,
     links: Option<LinkMonitor>,
     start: Instant,
+    /// When it started, in Unix seconds: a start time stays put where an uptime moves.
+    started_unix: f64,
     /// Arrival times of the frames the fast path sends up.
     upcall_arrivals: Arrivals,
     /// Reused for every received frame.
@@ -400,6 +402,9 @@ impl Switch {
             bell,
             links,
             start,
+            started_unix: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
             upcall_arrivals: Arrivals::default(),
             pkt: Packet::with_capacity(2048),
             tagged: Vec::with_capacity(2048),

@@ -186,6 +186,7 @@ impl Switch {
             "mode": self.mode.name(),
             "datapath": datapath,
             "uptime_s": self.start.elapsed().as_secs_f64(),
+            "start_time_s": self.started_unix,
             "ports": ports,
             "tables": tables,
             "mode_counters": mode_counters,
