@@ -131,6 +131,7 @@ def test_prometheus_scrapes_what_stats_reports(two_hosts, tmp_path):
             assert r["channel"]["fail_open"] is False and r["channel"]["fail_open_entered"] == 0, r["channel"]
         assert exposed["edgeflow_controller_sessions", frozenset()] == 1, body
         assert exposed["edgeflow_fail_open", frozenset()] == 0, body
+        assert exposed["edgeflow_controller_connected", frozenset({("target", ctl.target)})] == 1, body
         # Without it the switch learns on its own, after a few seconds (the rest runs meanwhile).
         c.close()
         ctl.close()
@@ -200,6 +201,7 @@ def test_prometheus_scrapes_what_stats_reports(two_hosts, tmp_path):
         # The controller gone: failed open, once; no session open at the scrape (the reports
         # count their own). Every channel counter as the reports have it.
         assert between("edgeflow", "edgeflow_fail_open", {}, lambda r: r["channel"]["fail_open"]) == 1
+        assert scraped["edgeflow"]["edgeflow_controller_connected", frozenset({("target", ctl.target)})] == 0
         assert between("edgeflow", "edgeflow_controller_sessions", {},
                        lambda r: r["channel"]["sessions"] - r["channel"]["sessions_ended"] - 1) == 0
         for key in before["edgeflow"]["channel"]:

@@ -148,6 +148,16 @@ pub(crate) async fn active_loop(
     let max_backoff = hub.borrow().cfg.max_backoff;
     let mut backoff = Duration::from_secs(1);
     let mut reported = false;
+    let counters = hub.borrow().counters.clone();
+    counters.controller(&target.to_string(), Some(false), true);
+    // Whichever way the loop ends (the target left the configuration), so does its state.
+    struct Forget(Arc<ChannelCounters>, String);
+    impl Drop for Forget {
+        fn drop(&mut self) {
+            self.0.controller(&self.1, None, false);
+        }
+    }
+    let _forget = Forget(counters, target.to_string());
     loop {
         let name = target.to_string();
         // Ok(true): a session ran (the peer's hello came); Ok(false): the peer went before it.
@@ -320,6 +330,9 @@ pub(crate) async fn serve<S: AsyncRead + AsyncWrite + Unpin + 'static>(
     let passive = handshake.is_some();
     let outcome = handshake_and_session(stream, &hub, primary, &peer, handshake, stop).await;
     let counters = hub.borrow().counters.clone();
+    if !passive {
+        counters.controller(&peer, Some(false), false);
+    }
     match outcome {
         Outcome::Session => ChannelCounters::bump(&counters.sessions_ended),
         Outcome::Probe if passive => {}
@@ -417,6 +430,9 @@ async fn handshake_and_session<S: AsyncRead + AsyncWrite + Unpin + 'static>(
 
     drop(handshake);
     ChannelCounters::bump(&hub.borrow().counters.sessions);
+    if !passive {
+        hub.borrow().counters.controller(peer, Some(true), false);
+    }
     let id = hub.borrow_mut().register(tx.clone(), primary);
     let probe = hub.borrow().cfg.probe_interval;
     let mut session = Session { id, tx: tx.clone(), partial: None, partial_bytes: 0, echo_outstanding: false };

@@ -115,6 +115,8 @@ pub enum Command {
 /// them.
 #[derive(Debug, Default)]
 pub struct ChannelCounters {
+    /// Each configured controller (an active target), and whether a session with it runs now.
+    controllers: std::sync::Mutex<std::collections::BTreeMap<String, bool>>,
     /// Controller sessions started (the peer's hello received) and ended.
     pub sessions: AtomicU64,
     pub sessions_ended: AtomicU64,
@@ -144,6 +146,27 @@ pub struct ChannelCounters {
 impl ChannelCounters {
     pub fn bump(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A configured controller's state: `Some(connected)`, or None when it left the
+    /// configuration. A state for a target not registered (by `Some(false)` first) is ignored.
+    pub fn controller(&self, target: &str, connected: Option<bool>, register: bool) {
+        let mut all = self.controllers.lock().unwrap_or_else(|p| p.into_inner());
+        match connected {
+            None => {
+                all.remove(target);
+            }
+            Some(c) if register || all.contains_key(target) => {
+                all.insert(target.to_string(), c);
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// (target, connected) of every configured controller.
+    pub fn controllers(&self) -> Vec<(String, bool)> {
+        let all = self.controllers.lock().unwrap_or_else(|p| p.into_inner());
+        all.iter().map(|(t, c)| (t.clone(), *c)).collect()
     }
 
     /// (name, value) of every counter, for the report.

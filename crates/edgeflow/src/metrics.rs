@@ -281,6 +281,15 @@ pub fn render(r: &Value, version: &str) -> String {
         }
     }
 
+    for c in r["controllers"].as_array().into_iter().flatten() {
+        e.gauge(
+            "edgeflow_controller_connected",
+            "1 while a session with the configured controller runs, else 0.",
+            &[("target", c["target"].as_str().unwrap_or("").to_string())],
+            &Value::from(c["connected"].as_bool().unwrap_or(false) as u8),
+        );
+    }
+
     let channel = r["channel"].as_object().cloned().unwrap_or_default();
     if let (Some(started), Some(ended)) =
         (channel.get("sessions").and_then(Value::as_u64), channel.get("sessions_ended").and_then(Value::as_u64))
@@ -459,6 +468,7 @@ mod tests {
             "drops": {"no_action": 4},
             "channel": {"sessions": 3, "sessions_ended": 1, "malformed": 0, "fail_open": false},
             "reloads": {"applied": 2, "refused": 1, "last": {"result": "refused", "message": "tables changed"}},
+            "controllers": [{"target": "tcp:192.0.2.1:6653", "connected": true}, {"target": "tls:[2001:db8::1]:6653", "connected": false}],
         })
     }
 
@@ -498,6 +508,8 @@ mod tests {
             "edgeflow_controller_sessions 2",
             "edgeflow_fail_open 0",
             "edgeflow_start_time_seconds 1795000000.25",
+            "edgeflow_controller_connected{target=\"tcp:192.0.2.1:6653\"} 1",
+            "edgeflow_controller_connected{target=\"tls:[2001:db8::1]:6653\"} 0",
             "edgeflow_config_reloads_total{result=\"applied\"} 2",
             "edgeflow_config_reloads_total{result=\"refused\"} 1",
             "# TYPE edgeflow_port_receive_bytes_total counter",

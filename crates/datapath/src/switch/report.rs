@@ -193,6 +193,9 @@ impl Switch {
             "fast_path": fast,
             "drops": drops,
             "channel": channel,
+            "controllers": self.channel.controllers().into_iter()
+                .map(|(target, connected)| json!({"target": target, "connected": connected}))
+                .collect::<Vec<_>>(),
             "reloads": {
                 "applied": self.reloads.0,
                 "refused": self.reloads.1,
