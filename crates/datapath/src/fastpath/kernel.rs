@@ -435,12 +435,17 @@ fn a_slow_meter_refills_under_a_fast_stream() {
         passed += (xdp(&fp, &f).0 == XDP_REDIRECT) as u64;
     }
     let seconds = start.elapsed().as_secs_f64();
-    // The burst, then 40 a second: 21 in half a second.
-    let want = 1.0 + 40.0 * seconds;
+    // The burst, then 40 a second: 21 in half a second, of as many as were sent (an emulated
+    // guest runs some tens a second: then every frame passes, rightly, and the run says nothing
+    // about the fraction kept, which needs more frames a second than the meter's milli-units).
+    let want = (1.0 + 40.0 * seconds).min(runs as f64);
     assert!(
         passed as f64 >= want * 0.6 && passed as f64 <= want + 2.0,
         "{passed} of {runs} frames passed in {seconds:.2} s, where userspace passes {want:.0}"
     );
+    if (runs as f64) < 2.0 * 40_000.0 * seconds {
+        eprintln!("only {runs} frames in {seconds:.2} s: too few a second to show the fraction kept");
+    }
 }
 
 /// A datagram cut short inside its UDP header is malformed to userspace (`packet::parse` refuses
