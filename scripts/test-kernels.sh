@@ -145,10 +145,13 @@ if [ "${GUEST_TESTS:-full}" = full ]; then
 else
   differential_cmd=true
 fi
-script="mount -t bpf bpf /sys/fs/bpf 2>/dev/null; echo guest-kernel \$(uname -r);
-  $unit --color never fastpath:: && $differential_cmd &&
+# A failure shows the logs of the switches the guest's tests ran (they are in the guest's overlay,
+# gone with it), not only the assertion.
+script="mount -t bpf bpf /sys/fs/bpf 2>/dev/null; echo guest-kernel \$(uname -r); touch /tmp/guest-start;
+  { $unit --color never fastpath:: && $differential_cmd &&
   .venv/bin/python -m pytest $forwarding -q -s --color=no -p no:cacheprovider &&
-  { [ -z \"$more\" ] || .venv/bin/python -m pytest $more -q -s --color=no -p no:cacheprovider; } && echo guest-tests-passed;
+  { [ -z \"$more\" ] || .venv/bin/python -m pytest $more -q -s --color=no -p no:cacheprovider; } && echo guest-tests-passed; } ||
+  find build/run -name '*.log' -newer /tmp/guest-start | while read -r f; do echo \"== guest log \$f\"; tail -n 25 \"\$f\"; done;
   sleep 2"
 
 # The guest's last line once never reached the host (every test passed, the end marker was lost
