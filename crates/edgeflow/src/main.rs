@@ -144,16 +144,7 @@ fn main() -> ExitCode {
         }
         #[cfg(feature = "p4")]
         Cmd::P4 { target, command: edgeflow::cli::P4Cmd::Stf { program, script } } => {
-            match edgeflow::p4_stf::run(&program, &script, target.as_deref().unwrap_or("user")) {
-                Ok(outcome) => {
-                    print!("{}", outcome.render());
-                    if outcome.verdict == p4::stf::Verdict::Pass { ExitCode::SUCCESS } else { ExitCode::FAILURE }
-                }
-                Err(e) => {
-                    eprintln!("edgeflow p4 stf: {e}");
-                    ExitCode::from(2)
-                }
-            }
+            edgeflow::p4_stf::main(&program, &script, target.as_deref())
         }
         #[cfg(feature = "p4")]
         Cmd::P4 { command: edgeflow::cli::P4Cmd::Compile { program, output }, .. } => {

@@ -6,8 +6,28 @@
 //! why in one line.
 
 use std::path::Path;
+use std::process::ExitCode;
 
-use p4::stf::Outcome;
+use p4::stf::{Outcome, Verdict};
+
+/// The command: each check and the verdict printed; 0 on PASS, 1 otherwise, 2 where it could
+/// not run (a file, the target's name).
+pub fn main(program: &Path, script: &Path, target: Option<&str>) -> ExitCode {
+    match run(program, script, target.unwrap_or("user")) {
+        Ok(outcome) => {
+            print!("{}", outcome.render());
+            if outcome.verdict == Verdict::Pass {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+        Err(e) => {
+            eprintln!("edgeflow p4 stf: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
 
 /// The script's run; Err only where a file cannot be read or the target is not one of the two.
 pub fn run(program: &Path, script: &Path, target: &str) -> Result<Outcome, String> {

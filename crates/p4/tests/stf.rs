@@ -103,8 +103,16 @@ fn every_command_form_reads_as_p4cs_runner_reads_it() {
         Command::RegisterRead { name: "ingress.r".into(), index: 4 },
         Command::RegisterWrite { name: "cIngress.regfile".into(), index: 5, value: 100 },
         Command::RegisterReset { name: "cIngress.regfile".into() },
-        Command::MeterSetRates { name: "cIngress.meter0".into(), index: Some(2), rates: vec![(0.000005, 4), (0.00002, 5)] },
-        Command::MeterSetRates { name: "cIngress.meter0".into(), index: None, rates: vec![(0.000006, 7), (0.00008, 9)] },
+        Command::MeterSetRates {
+            name: "cIngress.meter0".into(),
+            index: Some(2),
+            rates: vec![(0.000005, 4), (0.00002, 5)],
+        },
+        Command::MeterSetRates {
+            name: "cIngress.meter0".into(),
+            index: None,
+            rates: vec![(0.000006, 7), (0.00008, 9)],
+        },
         Command::MeterGetRates { name: "cIngress.meter0".into(), index: 1 },
         Command::Wait,
     ];
@@ -198,9 +206,9 @@ fn a_wrong_expectation_fails_with_its_port_and_the_bytes_that_left() {
     assert_eq!(failed.len(), 1, "{}", outcome.render());
     assert_eq!(failed[0].line, 15);
     assert!(
-        failed[0].what.ends_with(
-            "port 2 sent 02000000000202000000000188b500112233445566778899aabbccddeeff (differs at byte 29)"
-        ),
+        failed[0]
+            .what
+            .ends_with("port 2 sent 02000000000202000000000188b500112233445566778899aabbccddeeff (differs at byte 29)"),
         "{}",
         failed[0].what
     );
@@ -227,7 +235,9 @@ fn l2() -> String {
 #[test]
 fn a_frame_no_expectation_names_and_a_missing_one_both_fail() {
     let frame = "020000000002 020000000001 88b5 00";
-    let script = format!("add dmac vid:0 dst:0x020000000002 forward(port:2)\npacket 1 {frame}\npacket 1 {frame}\nexpect 2 {frame}\n");
+    let script = format!(
+        "add dmac vid:0 dst:0x020000000002 forward(port:2)\npacket 1 {frame}\npacket 1 {frame}\nexpect 2 {frame}\n"
+    );
     let (outcome, _) = run_inline(&l2(), &script);
     assert_eq!(outcome.verdict, Verdict::Fail);
     let extra = outcome.checks.iter().find(|c| !c.held).unwrap();
@@ -260,7 +270,8 @@ fn names_resolve_by_suffix_and_keys_take_their_kind() {
     // A field left out: exact 0.
     assert_eq!(sw.entries("L2Ingress.vlan_allowed").unwrap()[0].keys, vec![Match::Exact(0), Match::Exact(3)]);
     assert_eq!(sw.default_action("L2Ingress.dmac"), Some(("forward", &[4u128][..])));
-    let failed: Vec<(usize, &str)> = outcome.checks.iter().filter(|c| !c.held).map(|c| (c.line, c.what.as_str())).collect();
+    let failed: Vec<(usize, &str)> =
+        outcome.checks.iter().filter(|c| !c.held).map(|c| (c.line, c.what.as_str())).collect();
     assert_eq!(
         failed,
         vec![

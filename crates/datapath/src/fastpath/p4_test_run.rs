@@ -42,6 +42,14 @@ pub struct Verdict {
     pub data: Vec<u8>,
 }
 
+/// The verdict of the frame of `frame_len` bytes a test run on `cpu` just ran, which left as
+/// `data`: `p4_verdict`'s cell of that CPU.
+pub fn read_verdict(obj: &Object, cpu: usize, data: Vec<u8>, frame_len: usize) -> io::Result<Verdict> {
+    let cells = obj.map("p4_verdict")?.lookup_percpu(&0u32.to_ne_bytes())?;
+    let cell = cells.get(cpu).ok_or_else(|| io::Error::other(format!("no p4_verdict cell for CPU {cpu}")))?;
+    verdict(cell, data, frame_len)
+}
+
 /// `struct p4_verdict` from one CPU's cell: kind, reason, queue, n, ports[16], len,
 /// parser_error, timestamp.
 fn verdict(cell: &[u8], data: Vec<u8>, frame_len: usize) -> io::Result<Verdict> {
@@ -118,9 +126,7 @@ impl TestRun {
         self.kernel.register_port(port, INGRESS_IFINDEX, 0)?;
         let ctx = crate::ebpf::sk_buff(INGRESS_IFINDEX, 0);
         let (_, data) = self.kernel.object().program("p4_tc")?.run_once(frame, &ctx)?;
-        let cells = self.kernel.object().map("p4_verdict")?.lookup_percpu(&0u32.to_ne_bytes())?;
-        let cell = cells.get(self.cpu).ok_or_else(|| io::Error::other("no p4_verdict cell for this CPU"))?;
-        verdict(cell, data, frame.len())
+        read_verdict(self.kernel.object(), self.cpu, data, frame.len())
     }
 
     /// What the kernel's frames counted and wrote since the last time, given to `switch` (its
