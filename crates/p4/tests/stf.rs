@@ -246,6 +246,18 @@ fn a_frame_no_expectation_names_and_a_missing_one_both_fail() {
     // `expect PORT` alone: that port may send anything.
     let (outcome, _) = run_inline(&l2(), &format!("{script}expect 2\n"));
     assert_eq!(outcome.verdict, Verdict::Pass, "{}", outcome.render());
+    // A frame may be longer than its expectation, unless `$` ends the expectation.
+    let one = "add dmac vid:0 dst:0x020000000002 forward(port:2)\npacket 1 020000000002 020000000001 88b5 00\n";
+    let (outcome, _) = run_inline(&l2(), &format!("{one}expect 2 020000000002 020000000001 88b5\n"));
+    assert_eq!(outcome.verdict, Verdict::Pass, "{}", outcome.render());
+    let (outcome, _) = run_inline(&l2(), &format!("{one}expect 2 020000000002 020000000001 88b5 $\n"));
+    assert!(
+        outcome
+            .render()
+            .contains("port 2 sent 02000000000202000000000188b500 (15 bytes where the frame should end at 14)"),
+        "{}",
+        outcome.render()
+    );
     // An expectation nothing meets.
     let (outcome, _) = run_inline(&l2(), &format!("{script}expect 2 {frame}\nexpect 2 {frame}\n"));
     assert!(outcome.render().contains("line 6: FAILED: expect 2 02000000000202000000000188b500: no frame left port 2"));
@@ -261,6 +273,7 @@ fn names_resolve_by_suffix_and_keys_take_their_kind() {
          add nosuch dst:0x1 forward(port:1)\n\
          add dmac nosuch:1 forward(port:1)\n\
          add dmac dst:0x1 flood(port:1)\n\
+         add dmac st:0x1 forward(port:1)\n\
          setdefault dmac forward(port:4)\n",
     );
     let entries = sw.entries("L2Ingress.dmac").unwrap();
@@ -279,6 +292,8 @@ fn names_resolve_by_suffix_and_keys_take_their_kind() {
             (4, "add: no table 'nosuch'"),
             (5, "add: no key field of L2Ingress.dmac 'nosuch'"),
             (6, "add: L2Ingress.flood has no parameter 'port'"),
+            // A suffix is whole dotted names: `st` is not `dst`.
+            (7, "add: no key field of L2Ingress.dmac 'st'"),
         ]
     );
 }
