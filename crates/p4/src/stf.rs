@@ -362,8 +362,11 @@ fn key_text(text: &str) -> Result<KeyText, String> {
     Ok(KeyText::Value(number(text)?))
 }
 
+/// An action as a script calls it: its name, its arguments by name, and the `= ID` after it.
+type ActionCall = (String, Vec<(String, u128)>, Option<String>);
+
 /// `ACTION(NAME:VALUE, ...)` and an optional `= ID` after it.
-fn parse_action(text: &str) -> Result<(String, Vec<(String, u128)>, Option<String>), String> {
+fn parse_action(text: &str) -> Result<ActionCall, String> {
     let (name, rest) = text.split_once('(').ok_or_else(|| format!("'{text}': an action is NAME(ARGS)"))?;
     let (inner, after) = rest.split_once(')').ok_or_else(|| format!("'{text}': the action's ')' is missing"))?;
     let mut args = Vec::new();

@@ -138,7 +138,7 @@ fn expected_text(e: &Expected) -> String {
 
 /// None where `got` meets `want`; else how it does not.
 fn differs(want: &Expected, got: &[u8]) -> Option<String> {
-    let nibble = |i: usize| got.get(i / 2).map(|b| if i % 2 == 0 { b >> 4 } else { b & 15 });
+    let nibble = |i: usize| got.get(i / 2).map(|b| if i.is_multiple_of(2) { b >> 4 } else { b & 15 });
     if got.len() * 2 < want.nibbles.len() {
         return Some(format!("{} bytes, shorter than expected", got.len()));
     }
