@@ -12,7 +12,7 @@ out=build/p4c-stf.txt
 [ -d "$corpus" ] || { echo "p4c-stf: no corpus at $corpus (set P4C_STF_DIR)" >&2; exit 2; }
 [ -x "$edgeflow" ] || { echo "p4c-stf: no $edgeflow (cargo build --release)" >&2; exit 2; }
 mkdir -p build
-started=$(date +%s.%N)
+started=$EPOCHREALTIME
 rows=$(mktemp)
 trap 'rm -f "$rows"' EXIT
 for stf in "$corpus"/*.stf; do
@@ -30,11 +30,11 @@ for stf in "$corpus"/*.stf; do
             esac
         fi
         # One line per row: the corpus's own path is not part of the reason.
-        verdict=${verdict//$corpus\//}
+        verdict=${verdict//"$corpus"\//}
         printf '%s %s %s\n' "$name" "$target" "$verdict" >>"$rows"
     done
 done
-elapsed=$(echo "$(date +%s.%N) - $started" | bc)
+elapsed=$(awk -v a="$started" -v b="$EPOCHREALTIME" 'BEGIN { print b - a }')
 {
     cat "$rows"
     for target in user kernel; do
