@@ -4,7 +4,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 PYTEST := .venv/bin/python -m pytest
 
-.PHONY: all setup setup-build build install uninstall msrv cross cross-test footprint test-arm-kernel demo test test-unit test-integration test-kernels test-init package bench bench-quick fuzz soak clean
+.PHONY: all setup setup-build build install uninstall msrv cross cross-test footprint test-arm-kernel demo test test-unit test-integration test-kernels test-init test-p4c package bench bench-quick fuzz soak clean
 
 all: build
 
@@ -104,6 +104,12 @@ test-unit:
 # test`) is watched, not guessed.
 test-integration:
 	$(PYTEST) tests -v --durations=0 --junitxml=build/junit.xml
+
+# p4c's STF corpus (../shared/p4c-stf, or P4C_STF_DIR) on the software target and the kernel
+# back end: build/p4c-stf.txt, a line per test and target (docs/p4.md, "STF").
+test-p4c:
+	$(CARGO) build --release --locked -p edgeflow
+	scripts/p4c-stf.sh
 
 # The kernel fast path's tests inside Debian 12's own kernel (6.1) and Debian 11's (5.10), booted
 # with virtme-ng: scripts/test-kernels.sh (KERNELS="bookworm" for one), after fetching them.

@@ -1266,4 +1266,6 @@ pub mod labels;
 mod layout;
 pub mod links;
 pub mod p4;
+#[cfg(feature = "p4")]
+pub mod p4_test_run;
 mod room;

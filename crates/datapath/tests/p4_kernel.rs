@@ -10,6 +10,8 @@ use std::path::Path;
 use std::collections::BTreeMap;
 
 use datapath::fastpath::p4::P4Kernel;
+// What the kernel decided for one frame, and the frame as it left.
+use datapath::fastpath::p4_test_run::{read_verdict, Verdict as KernelVerdict};
 use ebpf::{Map, Object};
 use p4::ebpf::{generate, Generated};
 use p4::run::{Dropped, Match, Switch};
@@ -69,19 +71,6 @@ fn load(name: &str, g: Generated, sw: &Switch, out: &DownVeth) -> P4Kernel {
     k
 }
 
-/// What the kernel decided for one frame: (kind, reason, queue, ports, parser error), and the
-/// frame as it left.
-#[derive(Debug)]
-struct KernelVerdict {
-    /// When the kernel stamped the frame: the software target runs it at the same instant.
-    timestamp: u64,
-    kind: u32,
-    reason: u32,
-    queue: u32,
-    ports: Vec<u32>,
-    data: Vec<u8>,
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Hook {
     Tc,
@@ -106,19 +95,7 @@ fn run_kernel(obj: &Object, frame: &[u8], port: u32, hook: Hook) -> Option<Kerne
         Err(e) => panic!("{hook:?} test run of {} bytes {frame:02x?}: {e}", frame.len()),
     };
     // The test thread is pinned to CPU 0 (`pin`): the run's verdict is in that CPU's cell.
-    let cells = map(obj, "p4_verdict").lookup_percpu(&0u32.to_ne_bytes()).unwrap();
-    let v = &cells[0];
-    assert_eq!(u32::from_ne_bytes(v[80..84].try_into().unwrap()), frame.len() as u32, "the verdict of this frame");
-    let word = |i: usize| u32::from_ne_bytes(v[4 * i..4 * i + 4].try_into().unwrap());
-    let n = word(3) as usize;
-    Some(KernelVerdict {
-        timestamp: u64::from_ne_bytes(v[88..96].try_into().unwrap()),
-        kind: word(0),
-        reason: word(1),
-        queue: word(2),
-        ports: (0..n).map(|i| word(4 + i)).collect(),
-        data,
-    })
+    Some(read_verdict(obj, 0, data, frame.len()).unwrap_or_else(|e| panic!("the verdict of this frame: {e}")))
 }
 
 #[derive(Debug, Default)]

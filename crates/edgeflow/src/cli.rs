@@ -52,7 +52,7 @@ pub enum Cmd {
     /// 0x10&&&0xf0, 1..5, _).
     #[cfg(feature = "p4")]
     P4 {
-        /// The switch, as for `edgeflow stats`.
+        /// The switch, as for `edgeflow stats` (for `stf`: user or kernel).
         #[arg(long, short = 't', value_name = "TARGET", global = true)]
         target: Option<String>,
         #[command(subcommand)]
@@ -146,6 +146,11 @@ pub enum P4Cmd {
     },
     /// What an indirect counter (`Block.counter`) counted at INDEX.
     Counter { name: String, index: u32 },
+    /// Run one of p4c's STF test scripts against PROGRAM (docs/p4.md, "STF"): its entries,
+    /// groups and frames, each expectation's result printed, then PASS, FAIL or REFUSED and why;
+    /// exit status 0 only on PASS. `--target user` (the default) runs the software target,
+    /// `--target kernel` the kernel back end through BPF_PROG_TEST_RUN (root and clang).
+    Stf { program: std::path::PathBuf, script: std::path::PathBuf },
     /// Generate PROGRAM's kernel back end (BPF C for TC and XDP, docs/p4.md) without a switch:
     /// to OUTPUT, or standard output; an OUTPUT ending in .o is compiled by clang for this
     /// machine's byte order. A program that does not fit the kernel is refused with the reason.

@@ -6,3 +6,5 @@
 pub mod cli;
 pub mod config;
 pub mod http;
+#[cfg(feature = "p4")]
+pub mod p4_stf;

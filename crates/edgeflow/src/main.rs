@@ -143,6 +143,10 @@ fn main() -> ExitCode {
             }
         }
         #[cfg(feature = "p4")]
+        Cmd::P4 { target, command: edgeflow::cli::P4Cmd::Stf { program, script } } => {
+            edgeflow::p4_stf::main(&program, &script, target.as_deref())
+        }
+        #[cfg(feature = "p4")]
         Cmd::P4 { command: edgeflow::cli::P4Cmd::Compile { program, output }, .. } => {
             match p4_compile(&program, output.as_deref()) {
                 Ok(()) => ExitCode::SUCCESS,
@@ -432,7 +436,7 @@ fn p4_request(cmd: &edgeflow::cli::P4Cmd) -> Result<String, String> {
             format!("insert {table} {action} {priority} {} -- {}", keys(k)?, data.join(" "))
         }
         P4Cmd::Delete { table, keys: k, priority } => format!("delete {table} - {priority} {}", keys(k)?),
-        P4Cmd::Compile { .. } => return Err("compile runs here, not on a switch".into()),
+        P4Cmd::Compile { .. } | P4Cmd::Stf { .. } => return Err("this command runs here, not on a switch".into()),
     })
 }
 

@@ -8,7 +8,7 @@
 //! One module per stage, as a compiler is read: `lexer` (tokens and the preprocessor), `parser`
 //! (the syntax tree of `ast`), `check` (names and types), `run` (the software target that runs
 //! a checked program on frames), `info` (what a control plane sees of it: P4Info's names and
-//! ids), `diag` (positions and errors).
+//! ids), `diag` (positions and errors), `stf` (p4c's STF test scripts, run on a target).
 
 pub mod ast;
 pub mod check;
@@ -18,6 +18,7 @@ pub mod info;
 pub mod lexer;
 pub mod parser;
 pub mod run;
+pub mod stf;
 
 pub use diag::{Diagnostic, Pos};
 
