@@ -7,6 +7,7 @@ that a restart on tc loses no frame; and that the watchdog keeps a live switch a
 silent one. `make test-init` runs these (they are not in
 `make test`: the root is a setup step of its own)."""
 
+import contextlib
 import re
 import shutil
 import subprocess
@@ -32,8 +33,10 @@ def config(datapath):
             f'[[port]]\nname = "{netns.PREFIX}-ip1"\n\n[[port]]\nname = "{netns.PREFIX}-ip2"\n')
 
 
-@pytest.fixture
-def hosts_and_root(tmp_path):
+@contextlib.contextmanager
+def two_hosts_and_a_root(tmp_path):
+    """Two hosts whose switch-side interfaces are in the namespace the container's network is,
+    and the container (not booted yet)."""
     topo = Topology("i")
     try:
         h1, h2 = topo.add_host(), topo.add_host()
@@ -42,10 +45,16 @@ def hosts_and_root(tmp_path):
             sh("ip", "link", "set", h.switch_side, "netns", SWITCH_NS)
             sh("ip", "-n", SWITCH_NS, "link", "set", h.switch_side, "up")
         with BootedRoot(tmp_path, SWITCH_NS) as root:
-            yield h1, h2, root.install()
+            yield h1, h2, root
     finally:
         topo.teardown()
         sh("ip", "netns", "del", SWITCH_NS, check=False)
+
+
+@pytest.fixture
+def hosts_and_root(tmp_path):
+    with two_hosts_and_a_root(tmp_path) as (h1, h2, root):
+        yield h1, h2, root.install()
 
 
 def journal(root):
@@ -164,32 +173,22 @@ def test_the_debian_package_installs_runs_and_removes_under_systemd(tmp_path):
     out = tmp_path / "packages"
     deb = subprocess.run(["scripts/package.sh", "deb", "amd64", "target/release/edgeflow", str(out)], cwd=ROOT,
                          check=True, capture_output=True, text=True).stdout.strip()
-    topo = Topology("i")
-    try:
-        h1, h2 = topo.add_host(), topo.add_host()
-        sh("ip", "netns", "add", SWITCH_NS)
-        for h in (h1, h2):
-            sh("ip", "link", "set", h.switch_side, "netns", SWITCH_NS)
-            sh("ip", "-n", SWITCH_NS, "link", "set", h.switch_side, "up")
-        with BootedRoot(tmp_path, SWITCH_NS) as root:
-            root.copy().boot()
-            shutil.copy(deb, root.root / "var/tmp/edgeflow.deb")
-            installed = root.run("dpkg", "-i", "/var/tmp/edgeflow.deb", check=False, timeout=120)
-            assert installed.returncode == 0, installed.stdout + installed.stderr
-            assert root.run("getent", "passwd", "edgeflow", check=False).returncode == 0
-            assert root.run("systemctl", "is-enabled", "edgeflow", check=False).stdout.strip() == "disabled"
-            root.write("/etc/edgeflow/edgeflow.toml", config("tc"))
-            assert root.run("systemctl", "start", "edgeflow", check=False, timeout=90).returncode == 0, journal(root)
-            assert h1.ping(h2.addr, count=3, interval=0.2)[0] == 3, journal(root)
-            again = root.run("dpkg", "-i", "--force-confold", "/var/tmp/edgeflow.deb", check=False, timeout=120)
-            assert again.returncode == 0, again.stdout + again.stderr
-            assert (root.root / "etc/edgeflow/edgeflow.toml").read_text() == config("tc"), "the edited config went"
-            assert root.run("dpkg", "-r", "edgeflow", check=False, timeout=120).returncode == 0
-            assert root.run("systemctl", "is-active", "edgeflow", check=False).stdout.strip() == "inactive"
-            assert not (root.root / "usr/bin/edgeflow").exists()
-            assert (root.root / "etc/edgeflow/edgeflow.toml").exists(), "remove keeps the config"
-            assert root.run("dpkg", "-P", "edgeflow", check=False, timeout=120).returncode == 0
-            assert not (root.root / "etc/edgeflow/edgeflow.toml").exists(), "purge removes the config"
-    finally:
-        topo.teardown()
-        sh("ip", "netns", "del", SWITCH_NS, check=False)
+    with two_hosts_and_a_root(tmp_path) as (h1, h2, root):
+        root.copy().boot()
+        shutil.copy(deb, root.root / "var/tmp/edgeflow.deb")
+        installed = root.run("dpkg", "-i", "/var/tmp/edgeflow.deb", check=False, timeout=120)
+        assert installed.returncode == 0, installed.stdout + installed.stderr
+        assert root.run("getent", "passwd", "edgeflow", check=False).returncode == 0
+        assert root.run("systemctl", "is-enabled", "edgeflow", check=False).stdout.strip() == "disabled"
+        root.write("/etc/edgeflow/edgeflow.toml", config("tc"))
+        assert root.run("systemctl", "start", "edgeflow", check=False, timeout=90).returncode == 0, journal(root)
+        assert h1.ping(h2.addr, count=3, interval=0.2)[0] == 3, journal(root)
+        again = root.run("dpkg", "-i", "--force-confold", "/var/tmp/edgeflow.deb", check=False, timeout=120)
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert (root.root / "etc/edgeflow/edgeflow.toml").read_text() == config("tc"), "the edited config went"
+        assert root.run("dpkg", "-r", "edgeflow", check=False, timeout=120).returncode == 0
+        assert root.run("systemctl", "is-active", "edgeflow", check=False).stdout.strip() == "inactive"
+        assert not (root.root / "usr/bin/edgeflow").exists()
+        assert (root.root / "etc/edgeflow/edgeflow.toml").exists(), "remove keeps the config"
+        assert root.run("dpkg", "-P", "edgeflow", check=False, timeout=120).returncode == 0
+        assert not (root.root / "etc/edgeflow/edgeflow.toml").exists(), "purge removes the config"
