@@ -366,3 +366,37 @@ def test_a_panic_ends_the_process_for_its_supervisor_to_restart(two_hosts, monke
     init = (ROOT / "packaging" / "openwrt" / "edgeflow.init").read_text()
     assert re.search(r"^\s*procd_set_param respawn\b", init, re.M), init
 
+
+
+def test_syslog_lines_carry_their_priority(two_hosts, tmp_path):
+    """Under procd (OpenWrt) stderr reaches logd as daemon.err, every line alike:
+    `EDGEFLOW_SYSLOG=/dev/log` sends each line as a syslog datagram with its own priority
+    (daemon facility: info 30, warning 28), which logd ranks. A socket here plays /dev/log."""
+    log = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    path = tmp_path / "log"
+    log.bind(str(path))
+    log.settimeout(10)
+    config = tmp_path / "edgeflow.toml"
+    ports = "".join(f'[[port]]\nname = "{p}"\n' for p in two_hosts.switch_ports)
+    config.write_text(f'mode = "learning"\n{ports}')
+    sw = subprocess.Popen([EDGEFLOW_BIN, "run", "--config", str(config)], env={**os.environ, "EDGEFLOW_SYSLOG": str(path)},
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = []
+
+        def seen(prefix, text):
+            while not any(l.startswith(prefix) and text in l for l in lines):
+                lines.append(log.recv(65536).decode())
+            return True
+
+        assert seen(f"<30>edgeflow[{sw.pid}]: ", "starting"), lines
+        # A configuration only a restart can apply: refused, a warning.
+        config.write_text(f'tables = 8\nmode = "learning"\n{ports}')
+        sw.send_signal(signal.SIGHUP)
+        assert seen(f"<28>edgeflow[{sw.pid}]: ", "configuration refused"), lines
+    finally:
+        sw.terminate()
+        _, err = sw.communicate(timeout=10)
+        log.close()
+    # Nothing of it went to stderr, which procd would have logged again as errors.
+    assert "starting" not in err and "refused" not in err, err

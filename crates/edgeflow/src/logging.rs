@@ -1,5 +1,7 @@
 //! The switch's log: a target filter that can be changed while it runs (`edgeflow log-level`),
-//! and lines journald takes as they are when stderr is the journal.
+//! and lines journald takes as they are when stderr is the journal, or syslog datagrams with
+//! their priority where a service manager without a journal (OpenWrt's procd) would log every
+//! line of stderr at one priority.
 
 use std::fmt;
 use std::sync::Mutex;
@@ -45,6 +47,79 @@ where
     }
 }
 
+/// Where `EDGEFLOW_SYSLOG` (a socket path, `/dev/log` on OpenWrt) sends the log: one datagram
+/// per line, `<PRI>edgeflow[PID]: message`, facility daemon, severity from the level (RFC 3164,
+/// as logd and syslog daemons read it).
+struct Syslog {
+    socket: std::os::unix::net::UnixDatagram,
+}
+
+/// One line on its way: written by the formatter, sent when it is dropped.
+pub struct SyslogLine<'a> {
+    socket: &'a std::os::unix::net::UnixDatagram,
+    priority: u8,
+    line: Vec<u8>,
+}
+
+/// The daemon facility (3) and a level's severity.
+fn syslog_priority(level: &Level) -> u8 {
+    let severity = match *level {
+        Level::ERROR => 3,
+        Level::WARN => 4,
+        Level::INFO => 6,
+        Level::DEBUG | Level::TRACE => 7,
+    };
+    3 * 8 + severity
+}
+
+impl std::io::Write for SyslogLine<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.line.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for SyslogLine<'_> {
+    fn drop(&mut self) {
+        let text = String::from_utf8_lossy(&self.line);
+        let text = text.trim_end();
+        if text.is_empty() {
+            return;
+        }
+        let datagram = format!("<{}>edgeflow[{}]: {text}", self.priority, std::process::id());
+        // A full or gone log socket loses the line, never blocks the switch.
+        let _ = self.socket.send(datagram.as_bytes());
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Syslog {
+    type Writer = SyslogLine<'a>;
+
+    fn make_writer(&'a self) -> SyslogLine<'a> {
+        SyslogLine { socket: &self.socket, priority: syslog_priority(&Level::INFO), line: Vec::new() }
+    }
+
+    fn make_writer_for(&'a self, meta: &tracing::Metadata<'_>) -> SyslogLine<'a> {
+        SyslogLine { socket: &self.socket, priority: syslog_priority(meta.level()), line: Vec::new() }
+    }
+}
+
+fn syslog_from_env() -> Option<Syslog> {
+    let path = std::env::var_os("EDGEFLOW_SYSLOG")?;
+    let socket = std::os::unix::net::UnixDatagram::unbound().ok()?;
+    match socket.connect(&path).and_then(|_| socket.set_nonblocking(true)) {
+        Ok(()) => Some(Syslog { socket }),
+        Err(e) => {
+            eprintln!("edgeflow: EDGEFLOW_SYSLOG={}: {e}; logging to stderr", path.to_string_lossy());
+            None
+        }
+    }
+}
+
 fn parse(filter: &str) -> Result<Targets, String> {
     filter.parse::<Targets>().map_err(|e| format!("log filter '{filter}': {e}"))
 }
@@ -71,7 +146,12 @@ pub fn init(filter: Option<&str>) {
         .with_ansi(!journal && std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false);
     let registry = tracing_subscriber::registry().with(filter_layer);
-    if journal {
+    if let Some(syslog) = syslog_from_env() {
+        // The syslog daemon stamps and ranks each line itself.
+        let format = tracing_subscriber::fmt::format().without_time().with_level(false).with_target(false);
+        let layer = tracing_subscriber::fmt::layer().with_writer(syslog).with_ansi(false).event_format(format);
+        registry.with(layer).init();
+    } else if journal {
         let format = tracing_subscriber::fmt::format().without_time().with_level(false).with_target(false);
         registry.with(fmt_layer.event_format(JournalLine(format))).init();
     } else {
