@@ -1,10 +1,11 @@
 //! `edgeflow`: an OpenFlow 1.3 switch for Linux edge devices.
 //!
-//! Just over 600 lines, one concern: the binary's commands, each dispatched here to the library
+//! About 600 lines, one concern: the binary's commands, each dispatched here to the library
 //! or the running switch, and `run`, which wires the switch, its agent and its servers together.
 
 mod logging;
 mod metrics;
+mod running;
 mod service;
 mod stats;
 
@@ -178,14 +179,14 @@ fn main() -> ExitCode {
                 }
             }
         }
-        Cmd::Stop { target, clean } => match stop(target.as_deref(), clean) {
+        Cmd::Stop { target, clean } => match running::stop(target.as_deref(), clean) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("edgeflow stop: {e}");
                 ExitCode::FAILURE
             }
         },
-        Cmd::Reload { target } => match reload_running(target.as_deref()) {
+        Cmd::Reload { target } => match running::reload(target.as_deref()) {
             Ok(what) => {
                 println!("configuration applied: {what}");
                 ExitCode::SUCCESS
@@ -460,86 +461,6 @@ fn p4_compile(program: &std::path::Path, output: Option<&std::path::Path>) -> Re
         _ => e.to_string(),
     })?;
     std::fs::write(out, elf).map_err(|e| format!("{}: {e}", out.display()))
-}
-
-/// `edgeflow stop`: SIGTERM to the switch that answers at `target`, waiting until it is gone;
-/// with `clean`, then what it (or, with none running, the switch `target` names, or every switch)
-/// kept in the kernel is removed.
-/// `edgeflow reload`: SIGHUP to the switch, then its report until it counts one more reload.
-/// The outcome is the switch's own (the report's `reloads.last`), so a refusal's reason is the
-/// one it logged.
-fn reload_running(target: Option<&str>) -> Result<String, String> {
-    if target.is_some_and(|t| t.starts_with("tcp:")) {
-        return Err("a switch is reloaded through its local management socket, not over TCP".into());
-    }
-    let count = |r: &serde_json::Value| {
-        r["reloads"]["applied"].as_u64().unwrap_or(0) + r["reloads"]["refused"].as_u64().unwrap_or(0)
-    };
-    let before = stats::fetch(target)?;
-    let pid = before["pid"].as_u64().ok_or("the switch did not say its process id")? as i32;
-    // SAFETY: a plain signal to a process the switch named as its own.
-    if unsafe { libc::kill(pid, libc::SIGHUP) } != 0 {
-        return Err(format!("process {pid}: {}", std::io::Error::last_os_error()));
-    }
-    let until = std::time::Instant::now() + Duration::from_secs(60);
-    while std::time::Instant::now() < until {
-        std::thread::sleep(Duration::from_millis(20));
-        let now = stats::fetch(target)?;
-        if count(&now) > count(&before) {
-            let last = &now["reloads"]["last"];
-            let message = last["message"].as_str().unwrap_or("").to_string();
-            return match last["result"].as_str() {
-                Some("applied") => Ok(message),
-                _ => Err(format!("configuration refused, the running one stays: {message}")),
-            };
-        }
-    }
-    Err(format!("process {pid} did not finish reading its configuration within 60 s"))
-}
-
-fn stop(target: Option<&str>, clean: bool) -> Result<(), String> {
-    if target.is_some_and(|t| t.starts_with("tcp:")) {
-        return Err("a switch is stopped through its local management socket, not over TCP".into());
-    }
-    let dpids = match stats::fetch(target) {
-        Ok(report) => {
-            let dpid = report["dpid"].as_str().and_then(|d| u64::from_str_radix(d, 16).ok());
-            let pid = report["pid"].as_u64().ok_or("the switch did not say its process id")? as i32;
-            // SAFETY: a plain signal to a process the switch named as its own.
-            if unsafe { libc::kill(pid, libc::SIGTERM) } != 0 {
-                return Err(format!("process {pid}: {}", std::io::Error::last_os_error()));
-            }
-            let gone = || !std::path::Path::new(&format!("/proc/{pid}")).exists();
-            let until = std::time::Instant::now() + Duration::from_secs(15);
-            while !gone() && std::time::Instant::now() < until {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            if !gone() {
-                return Err(format!("process {pid} is still running 15 s after SIGTERM"));
-            }
-            println!("stopped switch {:016x} (process {pid})", dpid.unwrap_or(0));
-            dpid.into_iter().collect()
-        }
-        Err(e) if !clean => return Err(e),
-        Err(_) => match target {
-            Some(t) if !t.contains('/') && !t.starts_with("unix:") => vec![config::parse_dpid(t)?],
-            Some(t) => return Err(format!("no switch answers at {t}; give its dpid to remove what it kept")),
-            None => datapath::fastpath::keep::kept_dpids(),
-        },
-    };
-    if clean {
-        for dpid in dpids {
-            let done = datapath::fastpath::keep::clean(dpid).map_err(|e| format!("{dpid:016x}: {e}"))?;
-            let mut what: Vec<String> = done.dir.iter().map(|d| d.display().to_string()).collect();
-            what.extend(done.upcall);
-            what.extend(done.detached.iter().map(|p| format!("programs on {p}")));
-            match what.is_empty() {
-                true => println!("switch {dpid:016x}: nothing kept in the kernel"),
-                false => println!("switch {dpid:016x}: removed {}", what.join(", ")),
-            }
-        }
-    }
-    Ok(())
 }
 
 /// The forwarding mode a setting names.
