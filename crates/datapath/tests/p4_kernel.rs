@@ -506,3 +506,104 @@ fn what_the_kernel_cannot_carry_goes_up_counted() {
     compare(k.object(), &mut sw, &udp4([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], [10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 60), 3, &mut tally);
     assert_eq!((tally.parser, tally.forwarded), (2, 2), "{tally:?}");
 }
+
+/// `t.apply().hit` and `.miss` as values, which the kernel back end refused ("member hit of
+/// Bool"), so that such a program ran whole in userspace: now decided in the kernel, and as the
+/// software target decides.
+#[test]
+fn hit_and_miss_decide_in_the_kernel_as_in_software() {
+    if !ebpf::test_may_load_programs("the P4 kernel back end's differential test") {
+        return;
+    }
+    pin();
+    let text = "#include <core.p4>\n#include <edgeflow.p4>\n\
+        header eth_t { bit<48> dst; bit<48> src; bit<16> kind; }\n\
+        struct headers { eth_t eth; }\nstruct meta_t { bit<8> unused; }\n\
+        parser P(packet_in packet, out headers hdr, inout meta_t meta, inout standard_metadata_t sm) {\n\
+          state start { packet.extract(hdr.eth); transition accept; } }\n\
+        control I(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) {\n\
+          action mark(bit<16> kind) { hdr.eth.kind = kind; }\n\
+          table known { key = { hdr.eth.dst : exact; } actions = { mark; NoAction; } default_action = NoAction(); }\n\
+          table blocked { key = { hdr.eth.src : exact; } actions = { NoAction; } default_action = NoAction(); }\n\
+          apply {\n\
+            if (known.apply().hit) { sm.egress_port = 2; } else { sm.egress_port = 3; }\n\
+            if (!blocked.apply().miss) { mark_to_drop(sm); }\n\
+          } }\n\
+        control E(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }\n\
+        control D(packet_out packet, in headers hdr) { apply { packet.emit(hdr.eth); } }\n\
+        EdgeflowSwitch(P(), I(), E(), D()) main;\n";
+    let (program, checked) = p4::front_end("hit_miss.p4", text).unwrap_or_else(|e| panic!("{e}"));
+    let g = generate(&program, &checked).unwrap_or_else(|e| panic!("the kernel back end refused it: {e}"));
+    let mut sw = Switch::new(program, checked).unwrap();
+    let hosts: [[u8; 6]; 3] = [[2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 3]];
+    sw.insert("I.known", vec![Match::Exact(mac(hosts[1]))], "mark", vec![0x88b5], 0).unwrap();
+    sw.insert("I.blocked", vec![Match::Exact(mac(hosts[2]))], "NoAction", vec![], 0).unwrap();
+    let out = DownVeth::new("h");
+    let k = load("hit_miss", g, &sw, &out);
+    let mut tally = Tally::default();
+    let mut rng = Rng(0x5eed_0000_4117_0001);
+    for _ in 0..300 {
+        let f = udp4(rng.pick(&hosts), rng.pick(&hosts), [10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 60);
+        compare(k.object(), &mut sw, &f, 1, &mut tally);
+    }
+    println!("{tally:?}");
+    assert!(tally.forwarded > 100 && tally.program > 50, "hits, misses and drops: {tally:?}");
+}
+
+/// `setValid()` and `setInvalid()`, which the kernel back end refused (so the whole program ran
+/// in userspace): a frame whose headers they change goes up, counted, for the software target to
+/// decide (a header made valid has no place in the frame to be written back to), and every other
+/// frame is decided in the kernel as in software, a `setValid()` of a header already there included.
+#[test]
+fn headers_made_valid_or_invalid_decide_in_the_kernel_or_go_up() {
+    use p4::ebpf::verdict::{MISFIT, UP};
+    if !ebpf::test_may_load_programs("the P4 kernel back end's differential test") {
+        return;
+    }
+    pin();
+    let text = "#include <core.p4>\n#include <edgeflow.p4>\n\
+        header eth_t { bit<48> dst; bit<48> src; bit<16> kind; }\n\
+        header vlan_t { bit<3> pcp; bit<1> dei; bit<12> vid; bit<16> kind; }\n\
+        struct headers { eth_t eth; vlan_t vlan; }\nstruct meta_t { bit<8> unused; }\n\
+        parser P(packet_in packet, out headers hdr, inout meta_t meta, inout standard_metadata_t sm) {\n\
+          state start { packet.extract(hdr.eth); transition select(hdr.eth.kind) { 0x8100: tagged; default: accept; } }\n\
+          state tagged { packet.extract(hdr.vlan); transition accept; } }\n\
+        control I(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) {\n\
+          apply {\n\
+            sm.egress_port = 2;\n\
+            if (hdr.vlan.isValid()) {\n\
+              if (hdr.eth.src == 0x020000000001) { hdr.vlan.setInvalid(); } else { hdr.vlan.setValid(); hdr.vlan.pcp = 3; }\n\
+            } else if (hdr.eth.dst == 0x020000000002) {\n\
+              hdr.vlan.setValid(); hdr.vlan.vid = 5; hdr.vlan.kind = hdr.eth.kind; hdr.eth.kind = 0x8100;\n\
+            }\n\
+          } }\n\
+        control E(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }\n\
+        control D(packet_out packet, in headers hdr) { apply { packet.emit(hdr.eth); packet.emit(hdr.vlan); } }\n\
+        EdgeflowSwitch(P(), I(), E(), D()) main;\n";
+    let (program, checked) = p4::front_end("vlan_edit.p4", text).unwrap_or_else(|e| panic!("{e}"));
+    let g = generate(&program, &checked).unwrap_or_else(|e| panic!("the kernel back end refused it: {e}"));
+    let mut sw = Switch::new(program, checked).unwrap();
+    let out = DownVeth::new("v");
+    let k = load("vlan_edit", g, &sw, &out);
+    let tagged = |src: [u8; 6]| {
+        let mut f = udp4(src, [2, 0, 0, 0, 0, 9], [10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 60);
+        f.splice(12..12, [0x81, 0x00, 0x00, 0x0a]);
+        f
+    };
+    // Changed in place or not at all: decided in the kernel, as in software.
+    let mut tally = Tally::default();
+    compare(k.object(), &mut sw, &udp4([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 9], [10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 60), 1, &mut tally);
+    compare(k.object(), &mut sw, &tagged([2, 0, 0, 0, 0, 7]), 1, &mut tally);
+    assert_eq!(tally.forwarded, 4, "{tally:?}");
+    // A tag pushed, a tag popped: up, for the software target, which does both.
+    let pushed = udp4([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], [10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 60);
+    let popped = tagged([2, 0, 0, 0, 0, 1]);
+    for (frame, grows) in [(&pushed, 4i64), (&popped, -4)] {
+        for hook in [Hook::Tc, Hook::Xdp] {
+            let v = run_kernel(k.object(), frame, 1, hook).unwrap();
+            assert_eq!((v.kind, v.reason), (UP, MISFIT), "{hook:?}: {v:?}");
+        }
+        let soft = sw.process(frame, 1, 0).unwrap();
+        assert_eq!(soft[0].frame.len() as i64, frame.len() as i64 + grows, "the software target edits the tag");
+    }
+}

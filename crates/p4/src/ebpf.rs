@@ -467,6 +467,16 @@ impl<'a> Gen<'a> {
                         return Ok((i.to_string(), Ty::Enum(n.clone())));
                     }
                 }
+                // `t.apply().hit` / `.miss`: the table applied, then whether an entry matched.
+                if let (ExprKind::Call { callee, args, .. }, "hit" | "miss") = (&inner.kind, m.text.as_str()) {
+                    if let (ExprKind::Member(table, apply), true) = (&callee.kind, args.is_empty()) {
+                        if let (ExprKind::Name(t), "apply") = (&table.kind, apply.text.as_str()) {
+                            let f = self.table_fn(t)?;
+                            let not = if m.text == "miss" { "!" } else { "" };
+                            return Ok((format!("({f}(r), {not}r->hit)"), Ty::Bool));
+                        }
+                    }
+                }
                 let (c, ty) = self.expr(inner)?;
                 let fields = match &ty {
                     Ty::Header(h) | Ty::Struct(h) => match self.layout(h) {
@@ -747,6 +757,23 @@ impl<'a> Gen<'a> {
                     }
                     if method == "extract" || method == "emit" {
                         return self.packet_call(method, &args[0]);
+                    }
+                }
+                if (method == "setValid" || method == "setInvalid") && args.is_empty() {
+                    let (c, ty) = self.expr(obj)?;
+                    if matches!(ty, Ty::Header(_)) {
+                        let at = format!("r->at_{}", ident(&c.replace("r->", "")));
+                        if !self.headers.contains(&at) {
+                            self.headers.push(at.clone());
+                        }
+                        // A header made valid here was not read from the frame and has no place
+                        // in it: no place the deparser's in-place check accepts, so such a frame
+                        // goes up. One made invalid leaves a gap the check sees too.
+                        return Ok(if method == "setValid" {
+                            format!("if (!{c}.valid) {{ {at} = 0xffffffff; }}\n{c}.valid = 1;\n")
+                        } else {
+                            format!("{c}.valid = 0;\n")
+                        });
                     }
                 }
                 Err(no(format!(".{method}()")))
