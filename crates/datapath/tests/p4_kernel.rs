@@ -507,9 +507,9 @@ fn what_the_kernel_cannot_carry_goes_up_counted() {
     assert_eq!((tally.parser, tally.forwarded), (2, 2), "{tally:?}");
 }
 
-/// `t.apply().hit` and `.miss` as values, which the kernel back end refused ("member hit of
-/// Bool"), so that such a program ran whole in userspace: now decided in the kernel, and as the
-/// software target decides.
+/// `t.apply().hit` and `.miss` as values, and `packet.emit(hdr)` of the headers' struct, which the
+/// kernel back end refused ("member hit of Bool", "emit of a Struct"), so that such a program ran
+/// whole in userspace: now decided in the kernel, and as the software target decides.
 #[test]
 fn hit_and_miss_decide_in_the_kernel_as_in_software() {
     if !ebpf::test_may_load_programs("the P4 kernel back end's differential test") {
@@ -530,7 +530,7 @@ fn hit_and_miss_decide_in_the_kernel_as_in_software() {
             if (!blocked.apply().miss) { mark_to_drop(sm); }\n\
           } }\n\
         control E(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }\n\
-        control D(packet_out packet, in headers hdr) { apply { packet.emit(hdr.eth); } }\n\
+        control D(packet_out packet, in headers hdr) { apply { packet.emit(hdr); } }\n\
         EdgeflowSwitch(P(), I(), E(), D()) main;\n";
     let (program, checked) = p4::front_end("hit_miss.p4", text).unwrap_or_else(|e| panic!("{e}"));
     let g = generate(&program, &checked).unwrap_or_else(|e| panic!("the kernel back end refused it: {e}"));

@@ -785,6 +785,20 @@ impl<'a> Gen<'a> {
     /// `packet.extract(h)` in the parser, `packet.emit(h)` in the deparser: at the header's place.
     fn packet_call(&mut self, method: &str, h: &Expr) -> R<String> {
         let (c, ty) = self.expr(h)?;
+        // `packet.emit(hdr)` of a struct: each of its headers (and structs) in declaration order,
+        // as P4 defines the emit of a struct.
+        if let (Ty::Struct(name), "emit") = (&ty, method) {
+            let Some(Layout::Struct(fields)) = self.layout(name) else { return Err(no("this struct")) };
+            let mut s = String::new();
+            for (f, _) in fields {
+                let member = Expr {
+                    kind: ExprKind::Member(Box::new(h.clone()), crate::ast::Name { text: f.clone(), pos: h.pos }),
+                    pos: h.pos,
+                };
+                s += &self.packet_call(method, &member)?;
+            }
+            return Ok(s);
+        }
         let Ty::Header(name) = &ty else { return Err(no(format!("{method} of a {ty:?}"))) };
         let Some(Layout::Header(fields)) = self.layout(name) else { return Err(no("this header")) };
         let bits: u32 = fields.iter().map(|(_, t)| width_of(t)).sum();
