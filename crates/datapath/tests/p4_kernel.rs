@@ -607,3 +607,52 @@ fn headers_made_valid_or_invalid_decide_in_the_kernel_or_go_up() {
         assert_eq!(soft[0].frame.len() as i64, frame.len() as i64 + grows, "the software target edits the tag");
     }
 }
+
+/// An extern sized by a named constant (`counter(CELLS, ...)`, `register<..>(CELLS / 2 ...)`)
+/// got one cell in the kernel where the software target had them all: a count past the first
+/// was lost in the kernel. Both now count every cell alike.
+#[test]
+fn externs_sized_by_named_constants_have_every_cell_in_the_kernel() {
+    if !ebpf::test_may_load_programs("the P4 kernel back end's differential test") {
+        return;
+    }
+    pin();
+    let text = "#include <core.p4>\n#include <edgeflow.p4>\n\
+        const bit<32> CELLS = 32;\n\
+        header eth_t { bit<48> dst; bit<48> src; bit<16> kind; }\n\
+        struct headers { eth_t eth; }\nstruct meta_t { bit<8> unused; }\n\
+        parser P(packet_in packet, out headers hdr, inout meta_t meta, inout standard_metadata_t sm) {\n\
+          state start { packet.extract(hdr.eth); transition accept; } }\n\
+        control I(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) {\n\
+          const bit<32> HALF = CELLS - 16;\n\
+          counter(CELLS, CounterType.packets_and_bytes) by_source;\n\
+          register<bit<32>>(HALF) last_kind;\n\
+          apply {\n\
+            by_source.count((bit<32>) hdr.eth.src[4:0]);\n\
+            last_kind.write((bit<32>) hdr.eth.src[3:0], (bit<32>) hdr.eth.kind);\n\
+            sm.egress_port = 2;\n\
+          } }\n\
+        control E(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }\n\
+        control D(packet_out packet, in headers hdr) { apply { packet.emit(hdr.eth); } }\n\
+        EdgeflowSwitch(P(), I(), E(), D()) main;\n";
+    let (program, checked) = p4::front_end("sized.p4", text).unwrap_or_else(|e| panic!("{e}"));
+    let g = generate(&program, &checked).unwrap_or_else(|e| panic!("the kernel back end refused it: {e}"));
+    let mut sw = Switch::new(program, checked).unwrap();
+    let out = DownVeth::new("n");
+    let k = load("sized", g.clone(), &sw, &out);
+    let mut tally = Tally::default();
+    for source in 0..32u8 {
+        let f = udp4([2, 0, 0, 0, 0, source], [2, 0, 0, 0, 0, 9], [10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 60);
+        compare(k.object(), &mut sw, &f, 1, &mut tally);
+    }
+    assert_eq!(tally.forwarded, 64, "{tally:?}");
+    let (_, counter_map, cells) = g.counters.iter().find(|c| c.0 == "I.by_source").expect("the counter").clone();
+    assert_eq!(cells, 32, "the counter's cells in the kernel");
+    let kernel = sums(k.object(), &counter_map, 32);
+    let soft: Vec<(u64, u64)> = (0..32).map(|i| sw.counter("I.by_source", i).unwrap()).collect();
+    // The software target saw each frame twice (once per hook), as the kernel did.
+    assert_eq!(kernel, soft);
+    assert!(kernel.iter().all(|&(p, _)| p == 2), "{kernel:?}");
+    let (_, _, reg_cells) = g.registers.iter().find(|c| c.0 == "I.last_kind").expect("the register").clone();
+    assert_eq!(reg_cells, 16);
+}

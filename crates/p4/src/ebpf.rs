@@ -322,6 +322,40 @@ pub fn generate(program: &Program, checked: &Checked) -> R<Generated> {
     })
 }
 
+/// The value of a constant expression: a number, a named constant (the block's, then the
+/// program's), or arithmetic on them. An extern's size is one: `counter(N, ...)` with
+/// `const bit<32> N = 64` got 1 cell here while the software target had 64.
+fn constant(e: &Expr, locals: &[Local], decls: &[Decl]) -> Option<u128> {
+    match &e.kind {
+        ExprKind::Int { value, .. } => Some(*value),
+        ExprKind::Cast(_, inner) => constant(inner, locals, decls),
+        ExprKind::Name(n) | ExprKind::TopName(n) => {
+            let local = locals.iter().find_map(|l| match l {
+                Local::Const { name, value, .. } if name.text == *n && matches!(e.kind, ExprKind::Name(_)) => Some(value),
+                _ => None,
+            });
+            let global = || {
+                decls.iter().find_map(|d| match d {
+                    Decl::Const { name, value, .. } if name.text == *n => Some(value),
+                    _ => None,
+                })
+            };
+            constant(local.or_else(global)?, locals, decls)
+        }
+        ExprKind::Binary(op, a, b) => {
+            let (a, b) = (constant(a, locals, decls)?, constant(b, locals, decls)?);
+            match op {
+                BinOp::Add => a.checked_add(b),
+                BinOp::Sub => a.checked_sub(b),
+                BinOp::Mul => a.checked_mul(b),
+                BinOp::Shl => (b < 128).then(|| a << b),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
 fn ident(s: &str) -> String {
     s.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect()
 }
@@ -904,9 +938,12 @@ impl<'a> Gen<'a> {
                     let Type::Named(t, targs) = &i.ty else { continue };
                     let key = format!("{block}.{}", i.name.text);
                     let map = format!("p4_x_{}", ident(&key));
-                    let size = match i.args.first().map(|a| &a.kind) {
-                        Some(ExprKind::Int { value, .. }) => *value as usize,
-                        _ => 0,
+                    let sized = matches!(t.text.as_str(), "counter" | "meter" | "register" | "afdx_account");
+                    let size = match i.args.first().filter(|_| sized) {
+                        Some(a) => constant(a, locals, &self.program.decls)
+                            .ok_or_else(|| no(format!("{key}: a size that is not a constant")))?
+                            as usize,
+                        None => 0,
                     };
                     match t.text.as_str() {
                         "counter" => {
