@@ -181,8 +181,11 @@ pub fn table_key(t: &KernelTable, keys: &[crate::run::Match]) -> Option<Vec<u8>>
                 [Match::Any] => (0, 0),
                 _ => return None,
             };
+            // The trie compares from the first byte's top bit: a key of a width that is not whole
+            // bytes goes in left-aligned, its prefix first (as the lookup builds it).
+            let pad = 8 * bytes as u32 - width;
             let mut k = prefix.to_ne_bytes().to_vec();
-            k.extend_from_slice(&value.to_be_bytes()[16 - bytes..]);
+            k.extend_from_slice(&(value << pad).to_be_bytes()[16 - bytes..]);
             Some(k)
         }
         TableKind::Scan => None,
@@ -1065,9 +1068,11 @@ impl<'a> Gen<'a> {
             } else {
                 TableKind::Scan
             };
-            let declared = match t.size.as_ref().map(|s| &s.kind) {
-                Some(ExprKind::Int { value, .. }) => *value as usize,
-                _ => 1024,
+            let declared = match &t.size {
+                Some(size) => constant(size, locals, &self.program.decls)
+                    .ok_or_else(|| no(format!("{target}: a size that is not a constant")))?
+                    as usize,
+                None => 1024,
             };
             if kind == TableKind::Scan && !t.entries.is_empty() {
                 return Err(no(format!("{target}'s const entries")));
@@ -1475,8 +1480,13 @@ impl Gen<'_> {
                     4 + bytes,
                     t.size
                 );
-                let _ =
-                    writeln!(s, "\tstruct {{ __u32 prefixlen; __u8 data[{bytes}]; }} key;\n\t__u64 kv = {};", keys[0]);
+                // Left-aligned, as `table_key` writes the entries (see there).
+                let pad = 8 * bytes - t.keys[0].0;
+                let _ = writeln!(
+                    s,
+                    "\tstruct {{ __u32 prefixlen; __u8 data[{bytes}]; }} key;\n\t__u64 kv = (__u64)({}) << {pad};",
+                    keys[0]
+                );
                 let _ = writeln!(s, "\tkey.prefixlen = {};", t.keys[0].0);
                 for b in 0..bytes {
                     let _ = writeln!(s, "\tkey.data[{b}] = kv >> {};", 8 * (bytes - 1 - b));
