@@ -699,3 +699,50 @@ fn an_lpm_key_of_twelve_bits_matches_its_own_bits_in_the_kernel() {
     println!("{tally:?}");
     assert!(tally.forwarded > 600 && tally.program > 400, "{tally:?}");
 }
+
+/// `exit` in an action ends the whole control, in the kernel as in software: under `switch
+/// (t.apply().action_run)` the kernel ran the action's case afterwards, and under `if
+/// (t.apply().hit)` its branch.
+#[test]
+fn exit_in_an_action_ends_the_control_in_the_kernel_too() {
+    if !ebpf::test_may_load_programs("the P4 kernel back end's differential test") {
+        return;
+    }
+    pin();
+    let text = "#include <core.p4>\n#include <edgeflow.p4>\n\
+        header eth_t { bit<48> dst; bit<48> src; bit<16> kind; }\n\
+        struct headers { eth_t eth; }\nstruct meta_t { bit<8> unused; }\n\
+        parser P(packet_in packet, out headers hdr, inout meta_t meta, inout standard_metadata_t sm) {\n\
+          state start { packet.extract(hdr.eth); transition accept; } }\n\
+        control I(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) {\n\
+          action stop(PortId_t port) { sm.egress_port = port; exit; }\n\
+          action go() { sm.egress_port = 1; }\n\
+          table first { key = { hdr.eth.dst : exact; } actions = { stop; go; } default_action = go(); }\n\
+          table second { key = { hdr.eth.src : exact; } actions = { stop; NoAction; } default_action = NoAction(); }\n\
+          apply {\n\
+            switch (first.apply().action_run) { stop: { sm.egress_port = 4; } go: { sm.egress_port = 2; } }\n\
+            if (second.apply().hit) { sm.egress_port = 4; }\n\
+          } }\n\
+        control E(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }\n\
+        control D(packet_out packet, in headers hdr) { apply { packet.emit(hdr); } }\n\
+        EdgeflowSwitch(P(), I(), E(), D()) main;\n";
+    let (program, checked) = p4::front_end("exit.p4", text).unwrap_or_else(|e| panic!("{e}"));
+    let g = generate(&program, &checked).unwrap_or_else(|e| panic!("the kernel back end refused it: {e}"));
+    let mut sw = Switch::new(program, checked).unwrap();
+    let hosts: [[u8; 6]; 3] = [[2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 3]];
+    sw.insert("I.first", vec![Match::Exact(mac(hosts[1]))], "stop", vec![3], 0).unwrap();
+    sw.insert("I.second", vec![Match::Exact(mac(hosts[2]))], "stop", vec![3], 0).unwrap();
+    let out = DownVeth::new("x");
+    let k = load("exit", g, &sw, &out);
+    let mut tally = Tally::default();
+    for dst in hosts {
+        for src in hosts {
+            let f = udp4(src, dst, [10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 60);
+            compare(k.object(), &mut sw, &f, 1, &mut tally);
+            // Where either table stopped the control, port 3 is the action's, never a case's.
+            let to = sw.process(&f, 1, 0).unwrap()[0].port;
+            assert_eq!(to == 3, dst == hosts[1] || src == hosts[2], "{dst:?} {src:?}: port {to}");
+        }
+    }
+    assert_eq!(tally.forwarded, 18, "{tally:?}");
+}

@@ -510,7 +510,9 @@ impl<'a> Gen<'a> {
                         if let (ExprKind::Name(t), "apply") = (&table.kind, apply.text.as_str()) {
                             let f = self.table_fn(t)?;
                             let not = if m.text == "miss" { "!" } else { "" };
-                            return Ok((format!("({f}(r), {not}r->hit)"), Ty::Bool));
+                            // A statement expression, so that an action's `exit` leaves the control.
+                            let exit = &self.exit_label;
+                            return Ok((format!("({{ {f}(r); if (r->exited) {exit} {not}r->hit; }})"), Ty::Bool));
                         }
                     }
                 }
@@ -617,7 +619,8 @@ impl<'a> Gen<'a> {
             if m.text == "apply" {
                 if let ExprKind::Name(t) = &obj.kind {
                     let table = self.table_fn(t)?;
-                    return Ok((format!("({table}(r), r->hit)"), Ty::Bool));
+                    let exit = &self.exit_label;
+                    return Ok((format!("({{ {table}(r); if (r->exited) {exit} r->hit; }})"), Ty::Bool));
                 }
             }
         }
@@ -706,7 +709,8 @@ impl<'a> Gen<'a> {
                 let f = self.table_fn(t)?;
                 let target = format!("{}.{t}", self.block);
                 let actions = self.tables.iter().find(|x| x.target == target).unwrap().actions.clone();
-                let mut s = format!("{f}(r);\nswitch (r->action_run) {{\n");
+                // An action that ran `exit` ends the control before any case runs.
+                let mut s = format!("{f}(r);\nif (r->exited) {}\nswitch (r->action_run) {{\n", self.exit_label);
                 for (labels, body) in cases {
                     for l in labels {
                         if l.text == "default" {
