@@ -746,3 +746,41 @@ fn exit_in_an_action_ends_the_control_in_the_kernel_too() {
     }
     assert_eq!(tally.forwarded, 18, "{tally:?}");
 }
+
+/// A number without a width takes the width of what it meets: `-1` compared with a bit<16> is
+/// 0xffff in P4 (and the software target), where the kernel compared it as C's 64-bit -1.
+#[test]
+fn a_negative_number_meets_a_bit16_at_sixteen_bits_in_the_kernel() {
+    if !ebpf::test_may_load_programs("the P4 kernel back end's differential test") {
+        return;
+    }
+    pin();
+    let text = "#include <core.p4>\n#include <edgeflow.p4>\n\
+        header eth_t { bit<48> dst; bit<48> src; bit<16> kind; }\n\
+        struct headers { eth_t eth; }\nstruct meta_t { bit<8> unused; }\n\
+        parser P(packet_in packet, out headers hdr, inout meta_t meta, inout standard_metadata_t sm) {\n\
+          state start { packet.extract(hdr.eth); transition accept; } }\n\
+        control I(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) {\n\
+          apply {\n\
+            sm.egress_port = 2;\n\
+            if (hdr.eth.kind == -1) { sm.egress_port = 3; }\n\
+            if (-2 == hdr.eth.kind) { sm.egress_port = 4; }\n\
+          } }\n\
+        control E(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }\n\
+        control D(packet_out packet, in headers hdr) { apply { packet.emit(hdr); } }\n\
+        EdgeflowSwitch(P(), I(), E(), D()) main;\n";
+    let (program, checked) = p4::front_end("negative.p4", text).unwrap_or_else(|e| panic!("{e}"));
+    let g = generate(&program, &checked).unwrap_or_else(|e| panic!("the kernel back end refused it: {e}"));
+    let mut sw = Switch::new(program, checked).unwrap();
+    let out = DownVeth::new("m");
+    let k = load("negative", g, &sw, &out);
+    let mut tally = Tally::default();
+    for (kind, port) in [(0xffffu16, 3u32), (0xfffe, 4), (0x0800, 2)] {
+        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
+        f.extend_from_slice(&kind.to_be_bytes());
+        f.resize(60, 0);
+        assert_eq!(sw.process(&f, 1, 0).unwrap()[0].port, port, "the software target, kind {kind:#x}");
+        compare(k.object(), &mut sw, &f, 1, &mut tally);
+    }
+    assert_eq!(tally.forwarded, 6, "{tally:?}");
+}

@@ -564,11 +564,21 @@ impl<'a> Gen<'a> {
     }
 
     fn binary(&mut self, op: BinOp, a: &Expr, b: &Expr) -> R<(String, Ty)> {
-        let (ca, ta) = self.expr(a)?;
-        let (cb, tb) = self.expr(b)?;
+        let (mut ca, ta) = self.expr(a)?;
+        let (mut cb, tb) = self.expr(b)?;
         let ty = if ta == Ty::Number { tb.clone() } else { ta.clone() };
         let w = width_of(&ty);
         let m = ones(w);
+        // A number without a width takes the other side's (P4's rule): `-1` met by a bit<16> is
+        // 0xffff, as in the software target, not C's 64-bit all-ones. A shift's amount keeps its own.
+        if let Ty::Bit(_) = ty {
+            if ta == Ty::Number {
+                ca = format!("(({ca}) & {m:#x}ULL)");
+            }
+            if tb == Ty::Number && !matches!(op, BinOp::Shl | BinOp::Shr) {
+                cb = format!("(({cb}) & {m:#x}ULL)");
+            }
+        }
         Ok(match op {
             BinOp::Or => (format!("({ca} || {cb})"), Ty::Bool),
             BinOp::And => (format!("({ca} && {cb})"), Ty::Bool),
