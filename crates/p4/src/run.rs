@@ -990,7 +990,12 @@ impl Switch {
             let key = v.as_u128();
             let ok = match k {
                 Keyset::Default | Keyset::DontCare => true,
-                Keyset::Value(e) => self.eval(cx, e)?.sized_as(v).as_u128() == key,
+                // Enums and errors have no number here: they match by name (as_u128 made every
+                // member 0, and the first case took them all).
+                Keyset::Value(e) => match v {
+                    Value::Enum(_) | Value::Error(_) => self.eval(cx, e)? == *v,
+                    _ => self.eval(cx, e)?.sized_as(v).as_u128() == key,
+                },
                 Keyset::Mask(a, m) => {
                     let (a, m) = (self.eval(cx, a)?.sized_as(v).as_u128(), self.eval(cx, m)?.sized_as(v).as_u128());
                     key & m == a & m
@@ -1066,10 +1071,18 @@ impl Switch {
     }
 
     fn assign(&mut self, cx: &mut Cx, target: &Expr, v: Value) -> Run<()> {
-        let (root, path) = lvalue_path(target);
+        // A slice's bounds are constants, named ones included: evaluated here, where names are
+        // known (the path alone took a name for 0 and wrote bit 0).
+        let (base, mut slice) = match &target.kind {
+            ExprKind::Slice(inner, hi, lo) => {
+                let (h, l) = (self.eval(cx, hi)?.as_u128() as u32, self.eval(cx, lo)?.as_u128() as u32);
+                (&**inner, Some((h, l)))
+            }
+            _ => (target, None),
+        };
+        let (root, path) = lvalue_path(base);
         let slot = cx.lookup_mut(&root).ok_or_else(|| Stop::Unsupported(format!("assigning to '{root}'")))?;
         let mut at = slot;
-        let mut slice = None;
         for step in &path {
             match step {
                 Step::Field(f) => at = at.field_mut(f).ok_or_else(|| Stop::Unsupported(format!("field {f}")))?,
@@ -1167,6 +1180,12 @@ impl Switch {
                 let v = self.eval(cx, inner)?;
                 match (self.code.checked.resolve(t), v) {
                     (Ty::Bit(w), v) => Value::bits(w, v.as_u128()),
+                    // Widening a signed value extends its sign (int<8> -1 is int<16> -1).
+                    (Ty::Int(w), Value::Bits { width: from, signed: true, value }) if w > from && from > 0 => {
+                        let negative = value >> (from - 1) & 1 == 1;
+                        let extended = if negative { value | (mask(w) & !mask(from)) } else { value };
+                        Value::Bits { width: w, signed: true, value: extended & mask(w) }
+                    }
                     (Ty::Int(w), v) => Value::Bits { width: w, signed: true, value: v.as_u128() & mask(w) },
                     (Ty::Bool, v) => Value::Bool(v.as_u128() != 0),
                     (_, v) => v,
@@ -1407,7 +1426,9 @@ impl Switch {
         if self.registers.contains_key(key) {
             return match method {
                 "read" => {
-                    let v = self.registers[key].get(values[1].as_u128() as usize).cloned().unwrap_or(Value::Void);
+                    // Past the register's size: 0, as the kernel reads it (a void value made the
+                    // field vanish from the frame).
+                    let v = self.registers[key].get(values[1].as_u128() as usize).cloned().unwrap_or(Value::Number(0));
                     self.assign(cx, &args[0], v)?;
                     Ok(Value::Void)
                 }
@@ -1608,12 +1629,20 @@ fn binary(op: BinOp, l: Value, r: Value) -> Value {
         BinOp::Add => bits(a.wrapping_add(b)),
         BinOp::Sub => bits(a.wrapping_sub(b)),
         BinOp::Mul => bits(a.wrapping_mul(b)),
+        // int<W> saturates at its own bounds, two's complement.
+        BinOp::AddSat | BinOp::SubSat if *signed => {
+            let (lo, hi) = (-(1i128 << (w - 1)), (1i128 << (w - 1)) - 1);
+            let sum = if op == BinOp::AddSat { s(a) + s(b) } else { s(a) - s(b) };
+            bits(sum.clamp(lo, hi) as u128)
+        }
         BinOp::AddSat => bits(if a + b > m { m } else { a + b }),
         BinOp::SubSat => bits(a.saturating_sub(b)),
         BinOp::BitAnd => bits(a & b),
         BinOp::BitOr => bits(a | b),
         BinOp::BitXor => bits(a ^ b),
         BinOp::Shl => bits(if b >= w as u128 { 0 } else { a << b }),
+        // An int<W> shifts in its sign (arithmetic), a bit<W> zeros.
+        BinOp::Shr if *signed => bits((s(a) >> b.min(w as u128 - 1)) as u128),
         BinOp::Shr => bits(if b >= w as u128 { 0 } else { a >> b }),
         BinOp::Concat => {
             let wb = if let Value::Bits { width, .. } = r { width } else { 0 };
