@@ -163,6 +163,29 @@ fn agree(k: &KernelVerdict, soft: &Result<Vec<p4::run::Output>, Dropped>, hook: 
     }
 }
 
+/// A program's kernel back end (refused: the test fails with the reason) and its software target.
+fn both_targets(name: &str, text: &str) -> (Generated, Switch) {
+    let (program, checked) = p4::front_end(name, text).unwrap_or_else(|e| panic!("{e}"));
+    let g = generate(&program, &checked).unwrap_or_else(|e| panic!("the kernel back end refused {name}: {e}"));
+    (g, Switch::new(program, checked).unwrap())
+}
+
+/// A program of an Ethernet header only, parsed whole, with `ingress` as its ingress control's
+/// body (locals and apply), an empty egress, and a deparser that emits the headers' struct.
+fn ethernet_only(ingress: &str) -> String {
+    format!(
+        "#include <core.p4>\n#include <edgeflow.p4>\n\
+         header eth_t {{ bit<48> dst; bit<48> src; bit<16> kind; }}\n\
+         struct headers {{ eth_t eth; }}\nstruct meta_t {{ bit<8> unused; }}\n\
+         parser P(packet_in packet, out headers hdr, inout meta_t meta, inout standard_metadata_t sm) {{\n\
+           state start {{ packet.extract(hdr.eth); transition accept; }} }}\n\
+         control I(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) {{\n{ingress}\n}}\n\
+         control E(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) {{ apply {{ }} }}\n\
+         control D(packet_out packet, in headers hdr) {{ apply {{ packet.emit(hdr); }} }}\n\
+         EdgeflowSwitch(P(), I(), E(), D()) main;\n"
+    )
+}
+
 /// xorshift64*: repeatable frames.
 struct Rng(u64);
 impl Rng {
@@ -196,10 +219,9 @@ fn sums(obj: &Object, name: &str, cells: usize) -> Vec<(u64, u64)> {
 
 #[test]
 fn the_router_decides_in_the_kernel_as_in_software() {
-    if !ebpf::test_may_load_programs("the P4 kernel back end's differential test") {
+    if !may_load_and_pin() {
         return;
     }
-    pin();
     let (program, checked) = example("ipv4_router.p4");
     let g = generate(&program, &checked).unwrap_or_else(|e| panic!("{e}"));
     let mut sw = Switch::new(program, checked).unwrap();
@@ -258,10 +280,9 @@ fn the_router_decides_in_the_kernel_as_in_software() {
 
 #[test]
 fn the_l2_switch_floods_forwards_and_drops_in_the_kernel_as_in_software() {
-    if !ebpf::test_may_load_programs("the P4 kernel back end's differential test") {
+    if !may_load_and_pin() {
         return;
     }
-    pin();
     let (program, checked) = example("l2_switch.p4");
     let g = generate(&program, &checked).unwrap_or_else(|e| panic!("{e}"));
     let mut sw = Switch::new(program, checked).unwrap();
@@ -311,6 +332,16 @@ fn the_l2_switch_floods_forwards_and_drops_in_the_kernel_as_in_software() {
     assert_eq!(sw.entry_counts(&t.target).unwrap(), hits);
 }
 
+/// Whether this machine may load the test's programs (root, BPF); if so, the test thread is on
+/// CPU 0 from here on (`pin`).
+fn may_load_and_pin() -> bool {
+    let may = ebpf::test_may_load_programs("the P4 kernel back end's differential test");
+    if may {
+        pin();
+    }
+    may
+}
+
 /// Keeps the test on CPU 0, where its test runs run and their verdicts land.
 fn pin() {
     // SAFETY: a zeroed cpu_set_t with one bit set, for this thread.
@@ -323,10 +354,9 @@ fn pin() {
 
 #[test]
 fn the_afdx_switch_filters_and_polices_in_the_kernel_as_in_software() {
-    if !ebpf::test_may_load_programs("the P4 kernel back end's differential test") {
+    if !may_load_and_pin() {
         return;
     }
-    pin();
     let (program, checked) = example("afdx_switch.p4");
     let g = generate(&program, &checked).unwrap_or_else(|e| panic!("{e}"));
     let mut sw = Switch::new(program, checked).unwrap();
@@ -381,10 +411,9 @@ fn the_afdx_switch_filters_and_polices_in_the_kernel_as_in_software() {
 /// frame came, so the software target runs each at the kernel's stamp, as the AFDX test does.
 #[test]
 fn meters_colour_in_the_kernel_as_in_software() {
-    if !ebpf::test_may_load_programs("the P4 kernel back end's differential test") {
+    if !may_load_and_pin() {
         return;
     }
-    pin();
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/p4/l2_switch.p4");
     let metered = std::fs::read_to_string(path)
         .unwrap()
@@ -404,9 +433,7 @@ fn meters_colour_in_the_kernel_as_in_software() {
              mark_to_drop(standard_metadata);\n        }\n",
         );
     assert!(metered.contains("meters = dmac_meter;") && metered.contains("execute_meter"), "the example changed");
-    let (program, checked) = p4::front_end("metered_l2.p4", &metered).unwrap_or_else(|e| panic!("{e}"));
-    let g = generate(&program, &checked).unwrap_or_else(|e| panic!("{e}"));
-    let mut sw = Switch::new(program, checked).unwrap();
+    let (g, mut sw) = both_targets("metered_l2.p4", &metered);
     let hosts: [[u8; 6]; 3] = [[2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 3]];
     let table = "L2Ingress.dmac";
     for (i, h) in hosts.iter().enumerate().take(2) {
@@ -441,10 +468,9 @@ fn meters_colour_in_the_kernel_as_in_software() {
 #[test]
 fn what_the_kernel_cannot_carry_goes_up_counted() {
     use p4::ebpf::verdict::{MISFIT, UP};
-    if !ebpf::test_may_load_programs("the P4 kernel back end's differential test") {
+    if !may_load_and_pin() {
         return;
     }
-    pin();
     let up_misfits = |obj: &Object| -> u64 {
         let slot = p4::ebpf::stats_slot(UP, MISFIT);
         map(obj, "p4_stats").lookup_percpu(&slot.to_ne_bytes()).unwrap().iter().map(|c| u64::from_ne_bytes(c[..8].try_into().unwrap())).sum()
@@ -483,9 +509,7 @@ fn what_the_kernel_cannot_carry_goes_up_counted() {
          control D(packet_out packet, in headers hdr) {{ apply {{ packet.emit(hdr.eth); packet.emit(hdr.a); packet.emit(hdr.b); }} }}\n\
          EdgeflowSwitch(P(), I(), E(), D()) main;\n"
     );
-    let (program, checked) = p4::front_end("deep.p4", &text).unwrap_or_else(|e| panic!("{e}"));
-    let g = generate(&program, &checked).unwrap_or_else(|e| panic!("{e}"));
-    let mut sw = Switch::new(program, checked).unwrap();
+    let (g, mut sw) = both_targets("deep.p4", &text);
     let k = load("deep", g, &sw, &out);
     let frame = |len: usize| {
         let mut f = vec![0u8; len];
@@ -512,29 +536,19 @@ fn what_the_kernel_cannot_carry_goes_up_counted() {
 /// whole in userspace: now decided in the kernel, and as the software target decides.
 #[test]
 fn hit_and_miss_decide_in_the_kernel_as_in_software() {
-    if !ebpf::test_may_load_programs("the P4 kernel back end's differential test") {
+    if !may_load_and_pin() {
         return;
     }
-    pin();
-    let text = "#include <core.p4>\n#include <edgeflow.p4>\n\
-        header eth_t { bit<48> dst; bit<48> src; bit<16> kind; }\n\
-        struct headers { eth_t eth; }\nstruct meta_t { bit<8> unused; }\n\
-        parser P(packet_in packet, out headers hdr, inout meta_t meta, inout standard_metadata_t sm) {\n\
-          state start { packet.extract(hdr.eth); transition accept; } }\n\
-        control I(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) {\n\
-          action mark(bit<16> kind) { hdr.eth.kind = kind; }\n\
-          table known { key = { hdr.eth.dst : exact; } actions = { mark; NoAction; } default_action = NoAction(); }\n\
-          table blocked { key = { hdr.eth.src : exact; } actions = { NoAction; } default_action = NoAction(); }\n\
-          apply {\n\
-            if (known.apply().hit) { sm.egress_port = 2; } else { sm.egress_port = 3; }\n\
-            if (!blocked.apply().miss) { mark_to_drop(sm); }\n\
-          } }\n\
-        control E(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }\n\
-        control D(packet_out packet, in headers hdr) { apply { packet.emit(hdr); } }\n\
-        EdgeflowSwitch(P(), I(), E(), D()) main;\n";
-    let (program, checked) = p4::front_end("hit_miss.p4", text).unwrap_or_else(|e| panic!("{e}"));
-    let g = generate(&program, &checked).unwrap_or_else(|e| panic!("the kernel back end refused it: {e}"));
-    let mut sw = Switch::new(program, checked).unwrap();
+    let text = ethernet_only(
+        "action mark(bit<16> kind) { hdr.eth.kind = kind; }\n\
+         table known { key = { hdr.eth.dst : exact; } actions = { mark; NoAction; } default_action = NoAction(); }\n\
+         table blocked { key = { hdr.eth.src : exact; } actions = { NoAction; } default_action = NoAction(); }\n\
+         apply {\n\
+         if (known.apply().hit) { sm.egress_port = 2; } else { sm.egress_port = 3; }\n\
+         if (!blocked.apply().miss) { mark_to_drop(sm); }\n\
+         }",
+    );
+    let (g, mut sw) = both_targets("hit_miss.p4", &text);
     let hosts: [[u8; 6]; 3] = [[2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 3]];
     sw.insert("I.known", vec![Match::Exact(mac(hosts[1]))], "mark", vec![0x88b5], 0).unwrap();
     sw.insert("I.blocked", vec![Match::Exact(mac(hosts[2]))], "NoAction", vec![], 0).unwrap();
@@ -557,10 +571,9 @@ fn hit_and_miss_decide_in_the_kernel_as_in_software() {
 #[test]
 fn headers_made_valid_or_invalid_decide_in_the_kernel_or_go_up() {
     use p4::ebpf::verdict::{MISFIT, UP};
-    if !ebpf::test_may_load_programs("the P4 kernel back end's differential test") {
+    if !may_load_and_pin() {
         return;
     }
-    pin();
     let text = "#include <core.p4>\n#include <edgeflow.p4>\n\
         header eth_t { bit<48> dst; bit<48> src; bit<16> kind; }\n\
         header vlan_t { bit<3> pcp; bit<1> dei; bit<12> vid; bit<16> kind; }\n\
@@ -580,9 +593,7 @@ fn headers_made_valid_or_invalid_decide_in_the_kernel_or_go_up() {
         control E(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }\n\
         control D(packet_out packet, in headers hdr) { apply { packet.emit(hdr.eth); packet.emit(hdr.vlan); } }\n\
         EdgeflowSwitch(P(), I(), E(), D()) main;\n";
-    let (program, checked) = p4::front_end("vlan_edit.p4", text).unwrap_or_else(|e| panic!("{e}"));
-    let g = generate(&program, &checked).unwrap_or_else(|e| panic!("the kernel back end refused it: {e}"));
-    let mut sw = Switch::new(program, checked).unwrap();
+    let (g, mut sw) = both_targets("vlan_edit.p4", text);
     let out = DownVeth::new("v");
     let k = load("vlan_edit", g, &sw, &out);
     let tagged = |src: [u8; 6]| {
@@ -613,10 +624,9 @@ fn headers_made_valid_or_invalid_decide_in_the_kernel_or_go_up() {
 /// was lost in the kernel. Both now count every cell alike.
 #[test]
 fn externs_sized_by_named_constants_have_every_cell_in_the_kernel() {
-    if !ebpf::test_may_load_programs("the P4 kernel back end's differential test") {
+    if !may_load_and_pin() {
         return;
     }
-    pin();
     let text = "#include <core.p4>\n#include <edgeflow.p4>\n\
         const bit<32> CELLS = 32;\n\
         header eth_t { bit<48> dst; bit<48> src; bit<16> kind; }\n\
@@ -635,9 +645,7 @@ fn externs_sized_by_named_constants_have_every_cell_in_the_kernel() {
         control E(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }\n\
         control D(packet_out packet, in headers hdr) { apply { packet.emit(hdr.eth); } }\n\
         EdgeflowSwitch(P(), I(), E(), D()) main;\n";
-    let (program, checked) = p4::front_end("sized.p4", text).unwrap_or_else(|e| panic!("{e}"));
-    let g = generate(&program, &checked).unwrap_or_else(|e| panic!("the kernel back end refused it: {e}"));
-    let mut sw = Switch::new(program, checked).unwrap();
+    let (g, mut sw) = both_targets("sized.p4", &text);
     let out = DownVeth::new("n");
     let k = load("sized", g.clone(), &sw, &out);
     let mut tally = Tally::default();
@@ -662,10 +670,9 @@ fn externs_sized_by_named_constants_have_every_cell_in_the_kernel() {
 /// every VLAN id is routed by the longest prefix of its own 12 bits, in both targets.
 #[test]
 fn an_lpm_key_of_twelve_bits_matches_its_own_bits_in_the_kernel() {
-    if !ebpf::test_may_load_programs("the P4 kernel back end's differential test") {
+    if !may_load_and_pin() {
         return;
     }
-    pin();
     let text = "#include <core.p4>\n#include <edgeflow.p4>\n\
         header eth_t { bit<48> dst; bit<48> src; bit<16> kind; }\n\
         header vlan_t { bit<3> pcp; bit<1> dei; bit<12> vid; bit<16> kind; }\n\
@@ -681,9 +688,7 @@ fn an_lpm_key_of_twelve_bits_matches_its_own_bits_in_the_kernel() {
         control E(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }\n\
         control D(packet_out packet, in headers hdr) { apply { packet.emit(hdr.eth); packet.emit(hdr.vlan); } }\n\
         EdgeflowSwitch(P(), I(), E(), D()) main;\n";
-    let (program, checked) = p4::front_end("vlan_lpm.p4", text).unwrap_or_else(|e| panic!("{e}"));
-    let g = generate(&program, &checked).unwrap_or_else(|e| panic!("the kernel back end refused it: {e}"));
-    let mut sw = Switch::new(program, checked).unwrap();
+    let (g, mut sw) = both_targets("vlan_lpm.p4", text);
     // 0x1xx: port 2; 0x12x: port 3 (longer); 0x8xx..0xfxx: port 4; the rest dropped.
     sw.insert("I.by_vlan", vec![Match::Lpm { value: 0x100, prefix: 4 }], "to", vec![2], 0).unwrap();
     sw.insert("I.by_vlan", vec![Match::Lpm { value: 0x120, prefix: 8 }], "to", vec![3], 0).unwrap();
@@ -705,30 +710,20 @@ fn an_lpm_key_of_twelve_bits_matches_its_own_bits_in_the_kernel() {
 /// (t.apply().hit)` its branch.
 #[test]
 fn exit_in_an_action_ends_the_control_in_the_kernel_too() {
-    if !ebpf::test_may_load_programs("the P4 kernel back end's differential test") {
+    if !may_load_and_pin() {
         return;
     }
-    pin();
-    let text = "#include <core.p4>\n#include <edgeflow.p4>\n\
-        header eth_t { bit<48> dst; bit<48> src; bit<16> kind; }\n\
-        struct headers { eth_t eth; }\nstruct meta_t { bit<8> unused; }\n\
-        parser P(packet_in packet, out headers hdr, inout meta_t meta, inout standard_metadata_t sm) {\n\
-          state start { packet.extract(hdr.eth); transition accept; } }\n\
-        control I(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) {\n\
-          action stop(PortId_t port) { sm.egress_port = port; exit; }\n\
-          action go() { sm.egress_port = 1; }\n\
-          table first { key = { hdr.eth.dst : exact; } actions = { stop; go; } default_action = go(); }\n\
-          table second { key = { hdr.eth.src : exact; } actions = { stop; NoAction; } default_action = NoAction(); }\n\
-          apply {\n\
-            switch (first.apply().action_run) { stop: { sm.egress_port = 4; } go: { sm.egress_port = 2; } }\n\
-            if (second.apply().hit) { sm.egress_port = 4; }\n\
-          } }\n\
-        control E(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }\n\
-        control D(packet_out packet, in headers hdr) { apply { packet.emit(hdr); } }\n\
-        EdgeflowSwitch(P(), I(), E(), D()) main;\n";
-    let (program, checked) = p4::front_end("exit.p4", text).unwrap_or_else(|e| panic!("{e}"));
-    let g = generate(&program, &checked).unwrap_or_else(|e| panic!("the kernel back end refused it: {e}"));
-    let mut sw = Switch::new(program, checked).unwrap();
+    let text = ethernet_only(
+        "action stop(PortId_t port) { sm.egress_port = port; exit; }\n\
+         action go() { sm.egress_port = 1; }\n\
+         table first { key = { hdr.eth.dst : exact; } actions = { stop; go; } default_action = go(); }\n\
+         table second { key = { hdr.eth.src : exact; } actions = { stop; NoAction; } default_action = NoAction(); }\n\
+         apply {\n\
+         switch (first.apply().action_run) { stop: { sm.egress_port = 4; } go: { sm.egress_port = 2; } }\n\
+         if (second.apply().hit) { sm.egress_port = 4; }\n\
+         }",
+    );
+    let (g, mut sw) = both_targets("exit.p4", &text);
     let hosts: [[u8; 6]; 3] = [[2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 3]];
     sw.insert("I.first", vec![Match::Exact(mac(hosts[1]))], "stop", vec![3], 0).unwrap();
     sw.insert("I.second", vec![Match::Exact(mac(hosts[2]))], "stop", vec![3], 0).unwrap();
@@ -751,27 +746,17 @@ fn exit_in_an_action_ends_the_control_in_the_kernel_too() {
 /// 0xffff in P4 (and the software target), where the kernel compared it as C's 64-bit -1.
 #[test]
 fn a_negative_number_meets_a_bit16_at_sixteen_bits_in_the_kernel() {
-    if !ebpf::test_may_load_programs("the P4 kernel back end's differential test") {
+    if !may_load_and_pin() {
         return;
     }
-    pin();
-    let text = "#include <core.p4>\n#include <edgeflow.p4>\n\
-        header eth_t { bit<48> dst; bit<48> src; bit<16> kind; }\n\
-        struct headers { eth_t eth; }\nstruct meta_t { bit<8> unused; }\n\
-        parser P(packet_in packet, out headers hdr, inout meta_t meta, inout standard_metadata_t sm) {\n\
-          state start { packet.extract(hdr.eth); transition accept; } }\n\
-        control I(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) {\n\
-          apply {\n\
-            sm.egress_port = 2;\n\
-            if (hdr.eth.kind == -1) { sm.egress_port = 3; }\n\
-            if (-2 == hdr.eth.kind) { sm.egress_port = 4; }\n\
-          } }\n\
-        control E(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }\n\
-        control D(packet_out packet, in headers hdr) { apply { packet.emit(hdr); } }\n\
-        EdgeflowSwitch(P(), I(), E(), D()) main;\n";
-    let (program, checked) = p4::front_end("negative.p4", text).unwrap_or_else(|e| panic!("{e}"));
-    let g = generate(&program, &checked).unwrap_or_else(|e| panic!("the kernel back end refused it: {e}"));
-    let mut sw = Switch::new(program, checked).unwrap();
+    let text = ethernet_only(
+        "apply {\n\
+         sm.egress_port = 2;\n\
+         if (hdr.eth.kind == -1) { sm.egress_port = 3; }\n\
+         if (-2 == hdr.eth.kind) { sm.egress_port = 4; }\n\
+         }",
+    );
+    let (g, mut sw) = both_targets("negative.p4", &text);
     let out = DownVeth::new("m");
     let k = load("negative", g, &sw, &out);
     let mut tally = Tally::default();
