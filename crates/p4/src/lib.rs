@@ -27,6 +27,20 @@ pub fn parse(file: &str, text: &str) -> Result<ast::Program, String> {
     parser::parse(tokens).map_err(|d| d.to_string_in(file))
 }
 
+/// Parses and checks the program read from `path`: its `#include "file.p4"`s are read from
+/// beside it, and errors name the file they are in.
+pub fn front_end_at(path: &std::path::Path, text: &str) -> Result<(ast::Program, check::Checked), String> {
+    let file = path.display().to_string();
+    let (tokens, local_files) = lexer::tokenize_in(path.parent(), text).map_err(|d| d.to_string_in(&file))?;
+    let named = |d: Diagnostic| {
+        let name = lexer::file_name_in(&file, &local_files, d.pos.file);
+        format!("{name}:{}:{}: {}", d.pos.line, d.pos.col, d.message)
+    };
+    let program = parser::parse(tokens).map_err(named)?;
+    let checked = check::check(&program).map_err(named)?;
+    Ok((program, checked))
+}
+
 /// Parses and checks the program: what a back end may compile.
 pub fn front_end(file: &str, text: &str) -> Result<(ast::Program, check::Checked), String> {
     let program = parse(file, text)?;

@@ -65,6 +65,10 @@ pub fn parse(tokens: Vec<Token>) -> Result<Program> {
     let mut p = Parser { t: tokens, i: 0, annotated: Vec::new() };
     let mut decls = Vec::new();
     while p.peek() != &Tok::Eof {
+        // an empty declaration, as after `struct E { };`: the grammar allows it, it says nothing
+        if p.eat(";") {
+            continue;
+        }
         decls.push(p.declaration()?);
     }
     Ok(Program { decls })
@@ -800,7 +804,7 @@ impl Parser {
             "_" => Type::DontCare,
             "varbit" => return Err(Diagnostic::new(pos, outside("variable-width fields (varbit)"))),
             "tuple" => return Err(Diagnostic::new(pos, outside("tuples"))),
-            "string" => return Err(Diagnostic::new(pos, outside("strings"))),
+            "string" => Type::Str,
             w if KEYWORDS.contains(&w) => {
                 self.i -= 1;
                 return self.err("a type");
