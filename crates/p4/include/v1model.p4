@@ -6,8 +6,10 @@
  * an extern (two forms of one name), the subset has one form: the one the field uses most. */
 #include <core.p4>
 
-/* Lets a program tell which v1model it was written against; this file follows the 2020 one. */
+/* Which v1model a program was written against; one that says so before including keeps its own. */
+#ifndef V1MODEL_VERSION
 #define V1MODEL_VERSION 20200408
+#endif
 
 typedef bit<9> PortId_t;
 typedef bit<48> Timestamp_t;
