@@ -43,6 +43,9 @@ pub enum Ty {
     /// What `t.apply()` gives: `.hit`, `.miss`, `.action_run`.
     Applied(String),
     ActionRun(String),
+    /// A list expression `{a, b}` given where a generic extern takes any type (the data of
+    /// v1model's `hash` and checksums): its elements' types.
+    List(Vec<Ty>),
 }
 
 impl std::fmt::Display for Ty {
@@ -68,6 +71,9 @@ impl std::fmt::Display for Ty {
             Ty::Extern(n, a) | Ty::BlockType(n, a) => write!(f, "{n}{}", args(a)),
             Ty::Var(n) => write!(f, "{n}"),
             Ty::Block(n) => write!(f, "{n}"),
+            Ty::List(items) => {
+                write!(f, "a list {{{}}}", items.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "))
+            }
             Ty::Table(n) => write!(f, "table {n}"),
             Ty::Applied(n) => write!(f, "{n}.apply()"),
             Ty::ActionRun(n) => write!(f, "{n}.apply().action_run"),
@@ -1092,10 +1098,25 @@ impl<'a> Checker<'a> {
             return err(pos, format!("'{what}' takes {} argument(s), not {}", params.len(), args.len()));
         }
         for (a, p) in args.iter().zip(params) {
-            let want = self.resolve(&p.ty, vars)?;
+            let want = subst(&self.resolve(&p.ty, vars)?, bind);
             let writes = matches!(p.direction, Some(Direction::Out) | Some(Direction::InOut));
+            if let (ExprKind::List(items), Ty::Var(v), false) = (&a.kind, &want, writes) {
+                let mut tys = Vec::new();
+                for item in items {
+                    match self.expr(item)? {
+                        Ty::Number => {
+                            return err(
+                                item.pos,
+                                format!("'{what}': give this element of {} a width (8w1, or a cast)", p.name.text),
+                            )
+                        }
+                        t => tys.push(t),
+                    }
+                }
+                bind.insert(v.clone(), Ty::List(tys));
+                continue;
+            }
             let got = if writes { self.lvalue(a)? } else { self.expr(a)? };
-            let want = subst(&want, bind);
             if let Ty::Var(v) = &want {
                 if got == Ty::Number {
                     return err(a.pos, format!("'{what}': give {} a width (8w1, or a cast)", p.name.text));

@@ -154,7 +154,9 @@ control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadat
     apply { mark.apply(meta); sm.egress_spec = 2; if (hdr.ethernet.ether_type == 0) { mark_to_drop(sm); } }
 }
 control MyEgress(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
-control MyCompute(inout headers hdr, inout metadata meta) { apply { } }
+control MyCompute(inout headers hdr, inout metadata meta) {
+    apply { update_checksum(true, { hdr.ethernet.dst, hdr.ethernet.src }, hdr.ethernet.ether_type, HashAlgorithm.csum16); }
+}
 control MyDeparser(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.ethernet); } }
 V1Switch(MyParser(), MyVerify(), MyIngress(), MyEgress(), MyCompute(), MyDeparser()) main;
 "#;
@@ -171,6 +173,12 @@ fn a_v1model_program_with_a_sub_parser_and_a_sub_control_checks() {
         V1MODEL_PROGRAM.replace("EthernetParser() ethernet_parser;", "Mark() m; EthernetParser() ethernet_parser;");
     let e = p4::front_end("v.p4", &control_in_parser).unwrap_err();
     assert_eq!(e, "v.p4:12:5: 'Mark' is not a parser: a parser instantiates parsers");
+    let unsized_element = V1MODEL_PROGRAM.replace("hdr.ethernet.src }", "5 }");
+    let e = p4::front_end("v.p4", &unsized_element).unwrap_err();
+    assert_eq!(e, "v.p4:22:55: 'update_checksum': give this element of data a width (8w1, or a cast)");
+    let emit_list = V1MODEL_PROGRAM.replace("pkt.emit(hdr.ethernet);", "pkt.emit({ hdr.ethernet.dst });");
+    let e = p4::front_end("v.p4", &emit_list).unwrap_err();
+    assert!(e.ends_with("emit writes a header (or a struct of headers)"), "{e}");
 }
 
 #[test]
