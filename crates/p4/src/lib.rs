@@ -2,8 +2,10 @@
 //! its source. No P4 compiler can be installed where edgeflow is built, so the front end is
 //! edgeflow's own, and, as real compilers do, it compiles a documented subset of the language
 //! and refuses the rest by name where it is written. Pure: text in, a syntax tree or an error
-//! naming file, line and column out; the two files a program includes (`<core.p4>` and
-//! edgeflow's architecture, `<edgeflow.p4>`) are built in.
+//! naming file, line and column out; the files a program includes (`<core.p4>`, edgeflow's
+//! architecture `<edgeflow.p4>`, and `<v1model.p4>` and `<psa.p4>`, declared so that programs
+//! written for BMv2 and PSA read here) are built in. The one exception, `front_end_at`, also
+//! reads the `#include "file.p4"`s beside a program read from a file.
 //!
 //! One module per stage, as a compiler is read: `lexer` (tokens and the preprocessor), `parser`
 //! (the syntax tree of `ast`), `check` (names and types), `run` (the software target that runs

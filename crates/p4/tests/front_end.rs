@@ -218,3 +218,24 @@ PSA_Switch(ip, PacketReplicationEngine(), EgressPipeline(EP(), EG(), ED()), Buff
     let e = p4::front_end("p.p4", &no_engine).unwrap_err();
     assert_eq!(e, "p.p4:24:16: PSA_Switch's 'pre' is PacketReplicationEngine(): the architecture's own");
 }
+
+#[test]
+fn a_program_read_from_a_file_includes_its_neighbours_relative_to_each_includer() {
+    let dir = std::env::temp_dir().join(format!("ef-p4-includes-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    let write = |name: &str, text: &str| std::fs::write(dir.join(name), text).unwrap();
+    write("sub/types.p4", "#include \"more.p4\"\nheader h_t { bit<8> f; }\n");
+    write("sub/more.p4", "const bit<8> SEEN = 1;\n");
+    let program =
+        "#include <core.p4>\n#include \"sub/types.p4\"\n#include \"sub/types.p4\"\nconst bit<8> AGAIN = SEEN;\n";
+    write("main.p4", program);
+    let parsed = p4::front_end_at(&dir.join("main.p4"), program);
+    // no main: the includes were read (SEEN is known, h_t declared once), the checker got to the end
+    assert_eq!(parsed.unwrap_err(), format!("{}:1:1: the program has no 'main' (EdgeflowSwitch(MyParser(), MyIngress(), MyEgress(), MyDeparser()) main;)", dir.join("main.p4").display()));
+    write("sub/more.p4", "const bit<8> SEEN = 1;\nconst bit<4> WIDE = 300;\n");
+    let e = p4::front_end_at(&dir.join("main.p4"), program).unwrap_err();
+    assert_eq!(e, format!("{}:2:21: 300 does not fit in bit<4>", dir.join("sub/more.p4").display()));
+    let e = p4::front_end("main.p4", program).unwrap_err();
+    assert!(e.starts_with("main.p4:2:1: #include \"sub/types.p4\": only <core.p4>"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
