@@ -239,3 +239,36 @@ fn a_program_read_from_a_file_includes_its_neighbours_relative_to_each_includer(
     assert!(e.starts_with("main.p4:2:1: #include \"sub/types.p4\": only <core.p4>"), "{e}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The front end reads sub-controls now; the software target does not run them yet, so it
+/// refuses the program by name when loading it, rather than failing frame by frame (and the
+/// kernel back end, which has no such instance, when compiling it).
+#[test]
+fn a_sub_control_passes_the_front_end_and_both_back_ends_refuse_it_by_name() {
+    let program = r#"
+#include <core.p4>
+#include <edgeflow.p4>
+header ethernet_t { bit<48> dst; bit<48> src; bit<16> ether_type; }
+struct headers { ethernet_t ethernet; }
+struct metadata { bit<8> seen; }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.ethernet); transition accept; }
+}
+control Mark(inout metadata meta) { apply { meta.seen = 1; } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    Mark() mark;
+    apply { mark.apply(meta); sm.egress_port = 2; }
+}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.ethernet); } }
+EdgeflowSwitch(P(), I(), E(), D()) main;
+"#;
+    let (parsed, checked) = p4::front_end("s.p4", program).unwrap_or_else(|e| panic!("{e}"));
+    let Err(e) = p4::ebpf::generate(&parsed, &checked) else { panic!("the kernel back end compiled a sub-control") };
+    assert!(format!("{e}").contains("Mark"), "{e}");
+    let Err(e) = p4::run::Switch::new(parsed, checked) else { panic!("the software target ran a sub-control") };
+    assert_eq!(
+        e,
+        "I.mark: an instance of the program's own Mark (a sub-parser or sub-control) is not run by the software target yet"
+    );
+}
