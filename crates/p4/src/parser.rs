@@ -485,7 +485,11 @@ impl Parser {
     /// `Type(args) name;`
     fn instance(&mut self) -> Result<Instance> {
         let annotations = self.take_annotations();
+        let start = self.pos();
         let ty = self.ty()?;
+        if matches!(self.peek(), Tok::Ident(_)) && self.peek_at(1) == &Tok::Punct("(") {
+            return Err(Diagnostic::new(start, outside("functions (T name(parameters) { ... })")));
+        }
         if !self.is("(") {
             return self.err("'(' (an instance: Type(arguments) name;)");
         }

@@ -79,6 +79,7 @@ fn bad_programs_get_exact_messages() {
         ("action a() { return 1; }", "p.p4:1:21: return values are outside the subset edgeflow compiles (docs/p4.md)"),
         ("action a() { bit<8> struct = 1; }", "p.p4:1:21: expected a name for the variable, found 'struct'"),
         ("const bit<8> x = 1", "p.p4:1:18: expected ';', found the end of the program"),
+        ("bit<8> twice(in bit<8> x) { return x + x; }", "p.p4:1:1: functions (T name(parameters) { ... }) are outside the subset edgeflow compiles (docs/p4.md)"),
         ("#include <tna.p4>", "p.p4:1:1: #include <tna.p4>: only <core.p4>, <edgeflow.p4>, <v1model.p4> and <psa.p4> can be included (the architectures edgeflow declares), and \"file.p4\" beside a program read from a file"),
         ("#define F(x) x", "p.p4:1:1: a #define with parameters (a function-like macro) is outside the subset edgeflow compiles"),
         ("\n\n  /* never closed", "p.p4:3:3: a comment that never ends ('/*' without '*/')"),
