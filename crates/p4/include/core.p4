@@ -2,6 +2,9 @@
  * edgeflow compiles uses (docs/p4.md). Written for edgeflow; the names and signatures are the
  * language's own, so programs written for other targets read the same. */
 
+/* The name programs test with #ifdef to know the core library is there. */
+#define _CORE_P4_
+
 error {
     NoError,
     PacketTooShort,

@@ -26,6 +26,8 @@ pub enum Type {
     Named(Name, Vec<Type>),
     /// `_`: an argument the checker infers.
     DontCare,
+    /// `string`: only a compile-time constant, as in `log_msg("...")`.
+    Str,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -7,7 +7,7 @@
 //! controls, a stack of scopes. Numbers without a width take the width of what they meet, as in
 //! P4; everything else must agree exactly, or be cast.
 //!
-//! About 1 200 lines, one concern: the language's typing rules for every construct of the subset
+//! About 1 300 lines, one concern: the language's typing rules for every construct of the subset
 //! are one piece, and each rule's error message is written where the rule is. Splitting them
 //! (declarations, statements, expressions) would split the one scope stack they share.
 
@@ -43,6 +43,9 @@ pub enum Ty {
     /// What `t.apply()` gives: `.hit`, `.miss`, `.action_run`.
     Applied(String),
     ActionRun(String),
+    /// A list expression `{a, b}` given where a generic extern takes any type (the data of
+    /// v1model's `hash` and checksums): its elements' types.
+    List(Vec<Ty>),
 }
 
 impl std::fmt::Display for Ty {
@@ -68,6 +71,9 @@ impl std::fmt::Display for Ty {
             Ty::Extern(n, a) | Ty::BlockType(n, a) => write!(f, "{n}{}", args(a)),
             Ty::Var(n) => write!(f, "{n}"),
             Ty::Block(n) => write!(f, "{n}"),
+            Ty::List(items) => {
+                write!(f, "a list {{{}}}", items.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "))
+            }
             Ty::Table(n) => write!(f, "table {n}"),
             Ty::Applied(n) => write!(f, "{n}.apply()"),
             Ty::ActionRun(n) => write!(f, "{n}.apply().action_run"),
@@ -137,6 +143,7 @@ fn builtin(t: &Type) -> Ty {
         Type::Bool => Ty::Bool,
         Type::Void => Ty::Void,
         Type::Error => Ty::Error,
+        Type::Str => Ty::Str,
         Type::DontCare | Type::Named(..) => Ty::Var("_".into()),
     }
 }
@@ -261,6 +268,12 @@ impl<'a> Checker<'a> {
                 Ok(())
             }
             Decl::Instance(i) if i.name.text == "main" => Ok(()),
+            // A package instance main takes as an argument (PSA's pipelines): checked there.
+            Decl::Instance(Instance { ty: Type::Named(n, _), .. })
+                if matches!(self.types.get(&n.text), Some(TypeDef::Block { kind: BlockKind::Package, .. })) =>
+            {
+                Ok(())
+            }
             Decl::Instance(i) => {
                 let v = self.instance(i)?;
                 self.global(&i.name, v)
@@ -633,8 +646,25 @@ impl<'a> Checker<'a> {
         Ok(())
     }
 
-    /// `Type(args) name;`: an extern instance, its constructor's arguments checked.
+    /// `Type(args) name;`: an extern instance, its constructor's arguments checked, or an
+    /// instance of one of the program's own parsers (in a parser) or controls (in a control),
+    /// which `name.apply(...)` runs as a sub-parser or sub-control.
     fn instance(&self, i: &Instance) -> Result<Var> {
+        let own_block = match &i.ty {
+            Type::Named(n, targs) => self.blocks.get(&n.text).map(|(kind, _)| (n, targs, kind)),
+            _ => None,
+        };
+        if let Some((n, targs, kind)) = own_block {
+            let (wanted, here) =
+                if self.in_parser { (BlockKind::Parser, "parser") } else { (BlockKind::Control, "control") };
+            if *kind != wanted {
+                return err(n.pos, format!("'{}' is not a {here}: a {here} instantiates {here}s", n.text));
+            }
+            if !targs.is_empty() || !i.args.is_empty() {
+                return err(n.pos, "constructor parameters of a parser or control are outside the subset edgeflow compiles (docs/p4.md)");
+            }
+            return Ok(Var { ty: Ty::Block(n.text.clone()), writable: false, value: None });
+        }
         let ty = self.resolve(&i.ty, &[])?;
         let Ty::Extern(name, targs) = &ty else {
             return err(i.name.pos, format!("'{}' is not an extern: only externs are instantiated here", ty));
@@ -956,6 +986,11 @@ impl<'a> Checker<'a> {
                         self.arity(args, 0, m)?;
                         Ok(Ty::Bool)
                     }
+                    (Ty::Block(block), "apply") => {
+                        let params = self.blocks[block].1;
+                        self.args(args, params, m.pos, block, &HashMap::new())?;
+                        Ok(Ty::Void)
+                    }
                     (Ty::Header(_), "setValid" | "setInvalid") => {
                         self.arity(args, 0, m)?;
                         Ok(Ty::Void)
@@ -1063,10 +1098,25 @@ impl<'a> Checker<'a> {
             return err(pos, format!("'{what}' takes {} argument(s), not {}", params.len(), args.len()));
         }
         for (a, p) in args.iter().zip(params) {
-            let want = self.resolve(&p.ty, vars)?;
+            let want = subst(&self.resolve(&p.ty, vars)?, bind);
             let writes = matches!(p.direction, Some(Direction::Out) | Some(Direction::InOut));
+            if let (ExprKind::List(items), Ty::Var(v), false) = (&a.kind, &want, writes) {
+                let mut tys = Vec::new();
+                for item in items {
+                    match self.expr(item)? {
+                        Ty::Number => {
+                            return err(
+                                item.pos,
+                                format!("'{what}': give this element of {} a width (8w1, or a cast)", p.name.text),
+                            )
+                        }
+                        t => tys.push(t),
+                    }
+                }
+                bind.insert(v.clone(), Ty::List(tys));
+                continue;
+            }
             let got = if writes { self.lvalue(a)? } else { self.expr(a)? };
-            let want = subst(&want, bind);
             if let Ty::Var(v) = &want {
                 if got == Ty::Number {
                     return err(a.pos, format!("'{what}': give {} a width (8w1, or a cast)", p.name.text));
@@ -1098,15 +1148,62 @@ impl<'a> Checker<'a> {
             );
         };
         let Type::Named(pkg, _) = &main.ty else { return err(main.name.pos, "main instantiates a package") };
+        let mut blocks = Vec::new();
+        self.package(program, pkg, &main.args, &mut blocks)?;
+        Ok(Checked { package: pkg.text.clone(), blocks, layouts: HashMap::new() })
+    }
+
+    /// One package's arguments: blocks of the program (appended to `blocks`, in order), the
+    /// externs the package takes (PSA's replication engine), and packages in turn (PSA's
+    /// pipelines, written in place or as a named instance). An inner package binds its own type
+    /// parameters; they are not unified with the outer package's.
+    fn package(&self, program: &Program, pkg: &Name, args: &[Expr], blocks: &mut Vec<String>) -> Result<()> {
         let Some(TypeDef::Block { kind: BlockKind::Package, type_params, params }) = self.types.get(&pkg.text) else {
             return err(pkg.pos, format!("'{}' is not a package of this architecture (EdgeflowSwitch is)", pkg.text));
         };
-        if main.args.len() != params.len() {
-            return err(pkg.pos, format!("{} takes {} blocks, not {}", pkg.text, params.len(), main.args.len()));
+        if args.len() != params.len() {
+            return err(pkg.pos, format!("{} takes {} blocks, not {}", pkg.text, params.len(), args.len()));
         }
         let mut bind: HashMap<String, Ty> = HashMap::new();
-        let mut blocks = Vec::new();
-        for (arg, slot) in main.args.iter().zip(params.iter()) {
+        for (arg, slot) in args.iter().zip(params.iter()) {
+            let slot_ty = self.resolve(&slot.ty, type_params)?;
+            if let Ty::Extern(ext, _) = &slot_ty {
+                let names_it = matches!(&arg.kind, ExprKind::Call { callee, args, .. }
+                    if args.is_empty() && matches!(&callee.kind, ExprKind::Name(n) if n == ext));
+                if !names_it {
+                    return err(
+                        arg.pos,
+                        format!("{}'s '{}' is {ext}(): the architecture's own", pkg.text, slot.name.text),
+                    );
+                }
+                continue;
+            }
+            if let Ty::BlockType(inner, _) = &slot_ty {
+                if matches!(self.types.get(inner), Some(TypeDef::Block { kind: BlockKind::Package, .. })) {
+                    let (inner_pkg, inner_args) = match &arg.kind {
+                        ExprKind::Call { callee, args, .. } => match &callee.kind {
+                            ExprKind::Name(n) => (Name { text: n.clone(), pos: callee.pos }, args.as_slice()),
+                            _ => return err(arg.pos, format!("{}'s '{}' is a {inner}", pkg.text, slot.name.text)),
+                        },
+                        ExprKind::Name(n) => match program.decls.iter().find_map(|d| match d {
+                            Decl::Instance(i) if i.name.text == *n => Some(i),
+                            _ => None,
+                        }) {
+                            Some(Instance { ty: Type::Named(t, _), args, .. }) => (t.clone(), args.as_slice()),
+                            _ => return err(arg.pos, format!("no package instance '{n}'")),
+                        },
+                        _ => return err(arg.pos, format!("{}'s '{}' is a {inner}", pkg.text, slot.name.text)),
+                    };
+                    if inner_pkg.text != *inner {
+                        return err(
+                            arg.pos,
+                            format!("{}'s '{}' is a {inner}, not {}", pkg.text, slot.name.text, inner_pkg.text),
+                        );
+                    }
+                    self.package(program, &inner_pkg, inner_args, blocks)?;
+                    continue;
+                }
+            }
             let name = match &arg.kind {
                 ExprKind::Call { callee, args, .. } if args.is_empty() => match &callee.kind {
                     ExprKind::Name(n) => n.clone(),
@@ -1188,7 +1285,7 @@ impl<'a> Checker<'a> {
             }
             blocks.push(name);
         }
-        Ok(Checked { package: pkg.text.clone(), blocks, layouts: HashMap::new() })
+        Ok(())
     }
 }
 

@@ -1,7 +1,7 @@
 //! Where something is in a program, and what is wrong there.
 
-/// A place in the source: file number (0 is the program, then `lexer::INCLUDES` from 1), line
-/// and column, both from 1.
+/// A place in the source: file number (0 is the program, then `lexer::INCLUDES` from 1, then the
+/// program's own included files, see `lexer::file_name_in`), line and column, both from 1.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Pos {
     pub file: u16,

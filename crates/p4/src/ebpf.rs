@@ -1002,6 +1002,7 @@ impl<'a> Gen<'a> {
                             let _ = writeln!(self.out, "EF_MAP({map}, BPF_MAP_TYPE_ARRAY, 4, 8, {});", size.max(1));
                             self.registers.push((key, map, size));
                         }
+                        other if self.program.decls.iter().any(|d| matches!(d, Decl::Parser { name, .. } | Decl::Control { name, .. } if name.text == other)) => return Err(no(format!("the sub-parser or sub-control {key} ({other})"))),
                         other => return Err(no(format!("the {other} extern ({key})"))),
                     }
                 }

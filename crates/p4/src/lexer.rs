@@ -1,14 +1,33 @@
-//! P4-16 source to tokens, with the preprocessor the subset has: `#include` of the two files
-//! edgeflow provides (`<core.p4>`, `<edgeflow.p4>`) and object-like `#define`s. Every token
-//! knows the file, line and column it came from, so that every error can say where.
+//! P4-16 source to tokens, with the preprocessor the subset has: `#include` of the files
+//! edgeflow provides (`<core.p4>`, `<edgeflow.p4>`, `<v1model.p4>`, `<psa.p4>`) and, when the
+//! program was read from a directory, of `"file.p4"` beside it; object-like `#define` and
+//! `#undef`; `#ifdef`/`#ifndef`/`#else`/`#endif`. Every token knows the file, line and column it
+//! came from, so that every error can say where.
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
 use crate::diag::{Diagnostic, Pos};
 
 /// The files a program may include, built in: a target's compiler ships its architecture.
-pub const INCLUDES: [(&str, &str); 2] =
-    [("core.p4", include_str!("../include/core.p4")), ("edgeflow.p4", include_str!("../include/edgeflow.p4"))];
+pub const INCLUDES: [(&str, &str); 4] = [
+    ("core.p4", include_str!("../include/core.p4")),
+    ("edgeflow.p4", include_str!("../include/edgeflow.p4")),
+    ("v1model.p4", include_str!("../include/v1model.p4")),
+    ("psa.p4", include_str!("../include/psa.p4")),
+];
+
+/// Other spellings of the built-in files that programs written for p4c use: BMv2's PSA lives
+/// in p4c's `bmv2/` include folder.
+const INCLUDE_ALIASES: [(&str, &str); 1] = [("bmv2/psa.p4", "psa.p4")];
+
+/// The state of one tokenization: the macros defined so far and the program's own included
+/// files (numbered after `INCLUDES`), read relative to the program's directory if it has one.
+struct Lexing<'a> {
+    defines: HashMap<String, Vec<Tok>>,
+    dir: Option<&'a Path>,
+    local_files: Vec<PathBuf>,
+}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Tok {
@@ -53,12 +72,27 @@ const PUNCT: [&str; 40] = [
 /// Tokenizes `text`, read from `file`; `#include`d files are tokenized in place.
 pub fn tokenize(file: &str, text: &str) -> Result<Vec<Token>, Diagnostic> {
     let _ = file; // named by the caller when it reports: positions carry file numbers
-    let mut defines = HashMap::new();
+    tokenize_in(None, text).map(|(tokens, _)| tokens)
+}
+
+/// Tokenizes a program read from a file in `dir`: `#include "x.p4"` reads `dir/x.p4` (and a
+/// file it includes, relative to that file). Also returns the local files in the order their
+/// numbers follow `INCLUDES`, for `file_name_in`.
+pub fn tokenize_in(dir: Option<&Path>, text: &str) -> Result<(Vec<Token>, Vec<PathBuf>), Diagnostic> {
+    let mut lexing = Lexing { defines: HashMap::new(), dir, local_files: Vec::new() };
     let mut out = Vec::new();
-    lex_file(0, text, &mut defines, &mut out)?;
+    lex_file(0, text, &mut lexing, &mut out)?;
     let end = out.iter().rev().find(|t| t.pos.file == 0).map_or(Pos { file: 0, line: 1, col: 1 }, |t| t.pos);
     out.push(Token { tok: Tok::Eof, pos: end });
-    Ok(out)
+    Ok((out, lexing.local_files))
+}
+
+/// The name of file number `i` when the program included `local_files` of its own.
+pub fn file_name_in(program: &str, local_files: &[PathBuf], i: u16) -> String {
+    match (i as usize).checked_sub(INCLUDES.len() + 1) {
+        Some(k) => local_files.get(k).map_or("?".into(), |p| p.display().to_string()),
+        None => file_name(program, i).to_string(),
+    }
 }
 
 /// The name of file number `i` as `tokenize` numbered them: the program is 0, then the includes.
@@ -69,15 +103,12 @@ pub fn file_name(program: &str, i: u16) -> &str {
     }
 }
 
-fn lex_file(
-    file: u16,
-    text: &str,
-    defines: &mut HashMap<String, Vec<Tok>>,
-    out: &mut Vec<Token>,
-) -> Result<(), Diagnostic> {
+fn lex_file(file: u16, text: &str, lexing: &mut Lexing, out: &mut Vec<Token>) -> Result<(), Diagnostic> {
     let b = text.as_bytes();
     let (mut i, mut line, mut col) = (0usize, 1u32, 1u32);
     let mut line_start = true;
+    // One entry per open #ifdef/#ifndef: whether its current branch is taken.
+    let mut conditions: Vec<bool> = Vec::new();
     macro_rules! pos {
         () => {
             Pos { file, line, col }
@@ -130,10 +161,19 @@ fn lex_file(
         let at = pos!();
         if c == b'#' && line_start {
             let end = b[i..].iter().position(|&x| x == b'\n').map_or(b.len(), |p| i + p);
-            let directive = text[i + 1..end].trim();
-            preprocess(at, directive, defines, out)?;
+            let directive = text[i + 1..end].split("//").next().unwrap_or("").trim();
+            if !conditional(at, directive, &lexing.defines, &mut conditions)? && conditions.iter().all(|&taken| taken) {
+                preprocess(at, file, directive, lexing, out)?;
+            }
             col += (end - i) as u32;
             i = end;
+            continue;
+        }
+        if !conditions.iter().all(|&taken| taken) {
+            // inside a branch not taken: skip to the next line, where a directive may end it
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
             continue;
         }
         line_start = false;
@@ -144,7 +184,7 @@ fn lex_file(
             }
             let word = &text[start..i];
             col += (i - start) as u32;
-            match defines.get(word) {
+            match lexing.defines.get(word) {
                 Some(toks) => out.extend(toks.iter().map(|t| Token { tok: t.clone(), pos: at })),
                 None => out.push(Token { tok: Tok::Ident(word.to_string()), pos: at }),
             }
@@ -187,13 +227,44 @@ fn lex_file(
             }
         }
     }
+    if !conditions.is_empty() {
+        return Err(Diagnostic::new(Pos { file, line, col }, "an #ifdef or #ifndef without its #endif".to_string()));
+    }
     Ok(())
+}
+
+/// Handles `#ifdef`, `#ifndef`, `#else` and `#endif` (true if `directive` was one of them),
+/// also inside a branch not taken, so that nesting is counted there too.
+fn conditional(
+    at: Pos,
+    directive: &str,
+    defines: &HashMap<String, Vec<Tok>>,
+    conditions: &mut Vec<bool>,
+) -> Result<bool, Diagnostic> {
+    let (word, rest) = directive.split_once(char::is_whitespace).unwrap_or((directive, ""));
+    match word {
+        "ifdef" => conditions.push(defines.contains_key(rest.trim())),
+        "ifndef" => conditions.push(!defines.contains_key(rest.trim())),
+        "else" | "endif" if conditions.is_empty() => {
+            return Err(Diagnostic::new(at, format!("#{word} without an #ifdef or #ifndef before it")));
+        }
+        "else" => {
+            let last = conditions.len() - 1;
+            conditions[last] = !conditions[last];
+        }
+        "endif" => {
+            conditions.pop();
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
 }
 
 fn preprocess(
     at: Pos,
+    file: u16,
     directive: &str,
-    defines: &mut HashMap<String, Vec<Tok>>,
+    lexing: &mut Lexing,
     out: &mut Vec<Token>,
 ) -> Result<(), Diagnostic> {
     let (word, rest) = directive.split_once(char::is_whitespace).unwrap_or((directive, ""));
@@ -207,19 +278,47 @@ fn preprocess(
             let Some(name) = name else {
                 return Err(Diagnostic::new(at, format!("#include {rest}: expected <file> or \"file\"")));
             };
-            let Some(n) = INCLUDES.iter().position(|(f, _)| *f == name) else {
+            let name = INCLUDE_ALIASES.iter().find(|(alias, _)| *alias == name).map_or(name, |(_, file)| file);
+            if let Some(n) = INCLUDES.iter().position(|(f, _)| *f == name) {
+                let included = n as u16 + 1;
+                if out.iter().any(|t| t.pos.file == included) {
+                    return Ok(()); // included once, like the include guards of the real files
+                }
+                return lex_file(included, INCLUDES[n].1, lexing, out);
+            }
+            let beside = match (rest.starts_with('"'), lexing.dir) {
+                (true, Some(dir)) => {
+                    // relative to the including file: a local file's own directory
+                    let from = (file as usize)
+                        .checked_sub(INCLUDES.len() + 1)
+                        .and_then(|k| lexing.local_files[k].parent().map(Path::to_path_buf))
+                        .unwrap_or_else(|| dir.to_path_buf());
+                    Some(from.join(name))
+                }
+                _ => None,
+            };
+            let Some(path) = beside else {
                 return Err(Diagnostic::new(
                     at,
                     format!(
-                        "#include {rest}: only <core.p4> and <edgeflow.p4> can be included (edgeflow's architecture)"
+                        "#include {rest}: only <core.p4>, <edgeflow.p4>, <v1model.p4> and <psa.p4> can be included (the architectures edgeflow declares), and \"file.p4\" beside a program read from a file"
                     ),
                 ));
             };
-            let file = n as u16 + 1;
-            if out.iter().any(|t| t.pos.file == file) {
-                return Ok(()); // included once, like the include guards of the real files
+            if lexing.local_files.contains(&path) {
+                return Ok(()); // included once, as above
             }
-            lex_file(file, INCLUDES[n].1, defines, out)
+            let text = std::fs::read_to_string(&path)
+                .map_err(|e| Diagnostic::new(at, format!("#include {rest}: {}: {e}", path.display())))?;
+            let Ok(number) = u16::try_from(INCLUDES.len() + 1 + lexing.local_files.len()) else {
+                return Err(Diagnostic::new(at, format!("#include {rest}: too many included files")));
+            };
+            lexing.local_files.push(path);
+            lex_file(number, &text, lexing, out)
+        }
+        "undef" => {
+            lexing.defines.remove(rest);
+            Ok(())
         }
         "define" => {
             let (name, value) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
@@ -232,13 +331,15 @@ fn preprocess(
                 return Err(Diagnostic::new(at, format!("{what} is outside the subset edgeflow compiles")));
             }
             let mut toks = Vec::new();
-            lex_file(at.file, value, defines, &mut toks).map_err(|d| Diagnostic::new(at, d.message))?;
-            defines.insert(name.to_string(), toks.into_iter().map(|t| t.tok).collect());
+            lex_file(at.file, value, lexing, &mut toks).map_err(|d| Diagnostic::new(at, d.message))?;
+            lexing.defines.insert(name.to_string(), toks.into_iter().map(|t| t.tok).collect());
             Ok(())
         }
         other => Err(Diagnostic::new(
             at,
-            format!("#{other} is outside the subset edgeflow compiles (only #include and object-like #define)"),
+            format!(
+                "#{other} is outside the subset edgeflow compiles (only #include, object-like #define, #undef, #ifdef, #ifndef, #else, #endif)"
+            ),
         )),
     }
 }
@@ -298,12 +399,25 @@ mod tests {
         assert!(t.iter().any(|t| t.pos.file == 1), "core.p4's tokens");
         assert_eq!(t.iter().filter(|t| t.tok == Tok::Ident("x".into())).count(), 1);
         let e = tokenize("t.p4", "#include \"mine.p4\"").unwrap_err();
-        assert_eq!(e.to_string_in("t.p4"), "t.p4:1:1: #include \"mine.p4\": only <core.p4> and <edgeflow.p4> can be included (edgeflow's architecture)");
-        let e = tokenize("t.p4", "\n  #ifdef X").unwrap_err();
+        assert_eq!(e.to_string_in("t.p4"), "t.p4:1:1: #include \"mine.p4\": only <core.p4>, <edgeflow.p4>, <v1model.p4> and <psa.p4> can be included (the architectures edgeflow declares), and \"file.p4\" beside a program read from a file");
+        let e = tokenize("t.p4", "\n  #if X").unwrap_err();
         assert_eq!(
             e.to_string_in("t.p4"),
-            "t.p4:2:3: #ifdef is outside the subset edgeflow compiles (only #include and object-like #define)"
+            "t.p4:2:3: #if is outside the subset edgeflow compiles (only #include, object-like #define, #undef, #ifdef, #ifndef, #else, #endif)"
         );
         assert!(tokenize("t.p4", "/* open").unwrap_err().message.contains("never ends"));
+    }
+
+    #[test]
+    fn conditionals_keep_the_branch_whose_macro_is_defined() {
+        let kept = |text: &str| -> Vec<String> {
+            toks(text).into_iter().filter_map(|t| if let Tok::Ident(s) = t { Some(s) } else { None }).collect()
+        };
+        assert_eq!(kept("#define A\n#ifdef A\na\n#else\nb\n#endif\nc"), ["a", "c"]);
+        assert_eq!(kept("#ifdef A\n#ifdef B\nab\n#endif\na\n#else\nnot_a\n#endif"), ["not_a"]);
+        assert_eq!(kept("#define A\n#undef A\n#ifndef A\nundefined // note\n#endif // A"), ["undefined"]);
+        let e = tokenize("t.p4", "#ifdef A\nx").unwrap_err();
+        assert_eq!(e.message, "an #ifdef or #ifndef without its #endif");
+        assert_eq!(tokenize("t.p4", "#endif").unwrap_err().message, "#endif without an #ifdef or #ifndef before it");
     }
 }

@@ -65,6 +65,10 @@ pub fn parse(tokens: Vec<Token>) -> Result<Program> {
     let mut p = Parser { t: tokens, i: 0, annotated: Vec::new() };
     let mut decls = Vec::new();
     while p.peek() != &Tok::Eof {
+        // an empty declaration, as after `struct E { };`: the grammar allows it, it says nothing
+        if p.eat(";") {
+            continue;
+        }
         decls.push(p.declaration()?);
     }
     Ok(Program { decls })
@@ -481,7 +485,11 @@ impl Parser {
     /// `Type(args) name;`
     fn instance(&mut self) -> Result<Instance> {
         let annotations = self.take_annotations();
+        let start = self.pos();
         let ty = self.ty()?;
+        if matches!(self.peek(), Tok::Ident(_)) && self.peek_at(1) == &Tok::Punct("(") {
+            return Err(Diagnostic::new(start, outside("functions (T name(parameters) { ... })")));
+        }
         if !self.is("(") {
             return self.err("'(' (an instance: Type(arguments) name;)");
         }
@@ -800,7 +808,7 @@ impl Parser {
             "_" => Type::DontCare,
             "varbit" => return Err(Diagnostic::new(pos, outside("variable-width fields (varbit)"))),
             "tuple" => return Err(Diagnostic::new(pos, outside("tuples"))),
-            "string" => return Err(Diagnostic::new(pos, outside("strings"))),
+            "string" => Type::Str,
             w if KEYWORDS.contains(&w) => {
                 self.i -= 1;
                 return self.err("a type");

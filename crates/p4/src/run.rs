@@ -477,6 +477,9 @@ impl Switch {
                     matches!(&i.args.get(1).map(|a| &a.kind), Some(ExprKind::Member(_, m)) if m.text == "bytes");
                 self.meters.insert(key, Meter { bytes, cells: vec![MeterCell::default(); n] });
             }
+            other if self.code.program.decls.iter().any(|d| is_block_named(d, other)) => {
+                return Err(format!("{key}: an instance of the program's own {other} (a sub-parser or sub-control) is not run by the software target yet"));
+            }
             _ => {}
         }
         Ok(())
@@ -1761,4 +1764,10 @@ impl MeterCell {
             GREEN
         }
     }
+}
+
+/// Whether `d` is the program's own parser or control `name` (which the front end lets a
+/// program instantiate, and this target does not run yet).
+fn is_block_named(d: &Decl, name: &str) -> bool {
+    matches!(d, Decl::Parser { name: n, .. } | Decl::Control { name: n, .. } if n.text == name)
 }

@@ -79,7 +79,8 @@ fn bad_programs_get_exact_messages() {
         ("action a() { return 1; }", "p.p4:1:21: return values are outside the subset edgeflow compiles (docs/p4.md)"),
         ("action a() { bit<8> struct = 1; }", "p.p4:1:21: expected a name for the variable, found 'struct'"),
         ("const bit<8> x = 1", "p.p4:1:18: expected ';', found the end of the program"),
-        ("#include <v1model.p4>", "p.p4:1:1: #include <v1model.p4>: only <core.p4> and <edgeflow.p4> can be included (edgeflow's architecture)"),
+        ("bit<8> twice(in bit<8> x) { return x + x; }", "p.p4:1:1: functions (T name(parameters) { ... }) are outside the subset edgeflow compiles (docs/p4.md)"),
+        ("#include <tna.p4>", "p.p4:1:1: #include <tna.p4>: only <core.p4>, <edgeflow.p4>, <v1model.p4> and <psa.p4> can be included (the architectures edgeflow declares), and \"file.p4\" beside a program read from a file"),
         ("#define F(x) x", "p.p4:1:1: a #define with parameters (a function-like macro) is outside the subset edgeflow compiles"),
         ("\n\n  /* never closed", "p.p4:3:3: a comment that never ends ('/*' without '*/')"),
         ("const bit<8> x = 8w$;", "p.p4:1:18: '8w' is not a number P4 can read"),
@@ -129,5 +130,149 @@ fn operators_bind_as_p4_says() {
     assert!(matches!(values[3], ExprKind::Binary(BinOp::Lt, _, _)));
     assert!(
         matches!(values[4], ExprKind::Binary(BinOp::Ge, l, _) if matches!(l.kind, ExprKind::Binary(BinOp::Shr, _, _)))
+    );
+}
+
+/// A v1model program as BMv2's examples write it: its six blocks, a sub-parser instantiated in
+/// the parser and a sub-control in ingress, each applied with its own parameters.
+const V1MODEL_PROGRAM: &str = r#"
+#include <core.p4>
+#include <v1model.p4>
+header ethernet_t { bit<48> dst; bit<48> src; bit<16> ether_type; }
+struct headers { ethernet_t ethernet; }
+struct metadata { bit<8> seen; }
+control Mark(inout metadata meta) { apply { meta.seen = 1; } }
+parser EthernetParser(packet_in pkt, out headers hdr) {
+    state start { pkt.extract(hdr.ethernet); transition accept; }
+}
+parser MyParser(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    EthernetParser() ethernet_parser;
+    state start { ethernet_parser.apply(pkt, hdr); transition accept; }
+}
+control MyVerify(inout headers hdr, inout metadata meta) { apply { } }
+control MyIngress(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    Mark() mark;
+    apply { mark.apply(meta); sm.egress_spec = 2; if (hdr.ethernet.ether_type == 0) { mark_to_drop(sm); } }
+}
+control MyEgress(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control MyCompute(inout headers hdr, inout metadata meta) {
+    apply { update_checksum(true, { hdr.ethernet.dst, hdr.ethernet.src }, hdr.ethernet.ether_type, HashAlgorithm.csum16); }
+}
+control MyDeparser(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.ethernet); } }
+V1Switch(MyParser(), MyVerify(), MyIngress(), MyEgress(), MyCompute(), MyDeparser()) main;
+"#;
+
+#[test]
+fn a_v1model_program_with_a_sub_parser_and_a_sub_control_checks() {
+    let (_, checked) = p4::front_end("v.p4", V1MODEL_PROGRAM).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(checked.package, "V1Switch");
+    assert_eq!(checked.blocks, ["MyParser", "MyVerify", "MyIngress", "MyEgress", "MyCompute", "MyDeparser"]);
+    let short = V1MODEL_PROGRAM.replace("ethernet_parser.apply(pkt, hdr);", "ethernet_parser.apply(pkt);");
+    let e = p4::front_end("v.p4", &short).unwrap_err();
+    assert_eq!(e, "v.p4:13:35: 'EthernetParser' takes 2 argument(s), not 1");
+    let control_in_parser =
+        V1MODEL_PROGRAM.replace("EthernetParser() ethernet_parser;", "Mark() m; EthernetParser() ethernet_parser;");
+    let e = p4::front_end("v.p4", &control_in_parser).unwrap_err();
+    assert_eq!(e, "v.p4:12:5: 'Mark' is not a parser: a parser instantiates parsers");
+    let unsized_element = V1MODEL_PROGRAM.replace("hdr.ethernet.src }", "5 }");
+    let e = p4::front_end("v.p4", &unsized_element).unwrap_err();
+    assert_eq!(e, "v.p4:22:55: 'update_checksum': give this element of data a width (8w1, or a cast)");
+    let emit_list = V1MODEL_PROGRAM.replace("pkt.emit(hdr.ethernet);", "pkt.emit({ hdr.ethernet.dst });");
+    let e = p4::front_end("v.p4", &emit_list).unwrap_err();
+    assert!(e.ends_with("emit writes a header (or a struct of headers)"), "{e}");
+}
+
+#[test]
+fn a_psa_program_gives_main_its_pipelines_named_or_in_place() {
+    let program = r#"
+#include <core.p4>
+#include "bmv2/psa.p4"
+struct empty_t { };
+header ethernet_t { bit<48> dst; bit<48> src; bit<16> ether_type; }
+struct headers { ethernet_t ethernet; }
+parser IP(packet_in b, out headers h, inout empty_t m, in psa_ingress_parser_input_metadata_t i, in empty_t r, in empty_t c) {
+    state start { b.extract(h.ethernet); transition accept; }
+}
+control IG(inout headers h, inout empty_t m, in psa_ingress_input_metadata_t i, inout psa_ingress_output_metadata_t o) {
+    apply { send_to_port(o, (PortId_t) (PortIdUint_t) 3); }
+}
+control ID(packet_out b, out empty_t c, out empty_t r, out empty_t n, inout headers h, in empty_t m, in psa_ingress_output_metadata_t o) {
+    apply { b.emit(h.ethernet); }
+}
+parser EP(packet_in b, out headers h, inout empty_t m, in psa_egress_parser_input_metadata_t i, in empty_t n, in empty_t c1, in empty_t c2) {
+    state start { transition accept; }
+}
+control EG(inout headers h, inout empty_t m, in psa_egress_input_metadata_t i, inout psa_egress_output_metadata_t o) { apply { } }
+control ED(packet_out b, out empty_t c, out empty_t r, inout headers h, in empty_t m, in psa_egress_output_metadata_t o, in psa_egress_deparser_input_metadata_t d) {
+    apply { }
+}
+IngressPipeline(IP(), IG(), ID()) ip;
+PSA_Switch(ip, PacketReplicationEngine(), EgressPipeline(EP(), EG(), ED()), BufferingQueueingEngine()) main;
+"#;
+    let (_, checked) = p4::front_end("p.p4", program).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(checked.package, "PSA_Switch");
+    assert_eq!(checked.blocks, ["IP", "IG", "ID", "EP", "EG", "ED"]);
+    let swapped = program.replace("IngressPipeline(IP(), IG(), ID())", "IngressPipeline(IP(), EG(), ID())");
+    let e = p4::front_end("p.p4", &swapped).unwrap_err();
+    assert!(e.contains("'EG' parameter 3 is 'in struct psa_egress_input_metadata_t'; Ingress expects"), "{e}");
+    let no_engine = program.replace("PacketReplicationEngine()", "BufferingQueueingEngine()");
+    let e = p4::front_end("p.p4", &no_engine).unwrap_err();
+    assert_eq!(e, "p.p4:24:16: PSA_Switch's 'pre' is PacketReplicationEngine(): the architecture's own");
+}
+
+#[test]
+fn a_program_read_from_a_file_includes_its_neighbours_relative_to_each_includer() {
+    let dir = std::env::temp_dir().join(format!("ef-p4-includes-{}", std::process::id()));
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    let write = |name: &str, text: &str| std::fs::write(dir.join(name), text).unwrap();
+    write("sub/types.p4", "#include \"more.p4\"\nheader h_t { bit<8> f; }\n");
+    write("sub/more.p4", "const bit<8> SEEN = 1;\n");
+    let program =
+        "#include <core.p4>\n#include \"sub/types.p4\"\n#include \"sub/types.p4\"\nconst bit<8> AGAIN = SEEN;\n";
+    write("main.p4", program);
+    let parsed = p4::front_end_at(&dir.join("main.p4"), program);
+    // no main: the includes were read (SEEN is known, h_t declared once), the checker got to the end
+    assert_eq!(parsed.unwrap_err(), format!("{}:1:1: the program has no 'main' (EdgeflowSwitch(MyParser(), MyIngress(), MyEgress(), MyDeparser()) main;)", dir.join("main.p4").display()));
+    write("sub/more.p4", "const bit<8> SEEN = 1;\nconst bit<4> WIDE = 300;\n");
+    let e = p4::front_end_at(&dir.join("main.p4"), program).unwrap_err();
+    assert_eq!(e, format!("{}:2:21: 300 does not fit in bit<4>", dir.join("sub/more.p4").display()));
+    let e = p4::front_end("main.p4", program).unwrap_err();
+    assert!(e.starts_with("main.p4:2:1: #include \"sub/types.p4\": only <core.p4>"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The front end reads sub-controls now; the software target does not run them yet, so it
+/// refuses the program by name when loading it, rather than failing frame by frame (and the
+/// kernel back end, which has no such instance, when compiling it).
+#[test]
+fn a_sub_control_passes_the_front_end_and_both_back_ends_refuse_it_by_name() {
+    let program = r#"
+#include <core.p4>
+#include <edgeflow.p4>
+header ethernet_t { bit<48> dst; bit<48> src; bit<16> ether_type; }
+struct headers { ethernet_t ethernet; }
+struct metadata { bit<8> seen; }
+parser P(packet_in pkt, out headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    state start { pkt.extract(hdr.ethernet); transition accept; }
+}
+control Mark(inout metadata meta) { apply { meta.seen = 1; } }
+control I(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) {
+    Mark() mark;
+    apply { mark.apply(meta); sm.egress_port = 2; }
+}
+control E(inout headers hdr, inout metadata meta, inout standard_metadata_t sm) { apply { } }
+control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.ethernet); } }
+EdgeflowSwitch(P(), I(), E(), D()) main;
+"#;
+    let (parsed, checked) = p4::front_end("s.p4", program).unwrap_or_else(|e| panic!("{e}"));
+    let Err(e) = p4::ebpf::generate(&parsed, &checked) else { panic!("the kernel back end compiled a sub-control") };
+    assert_eq!(
+        e,
+        "the sub-parser or sub-control I.mark (Mark) does not fit the kernel back end (docs/p4.md); the program runs in userspace"
+    );
+    let Err(e) = p4::run::Switch::new(parsed, checked) else { panic!("the software target ran a sub-control") };
+    assert_eq!(
+        e,
+        "I.mark: an instance of the program's own Mark (a sub-parser or sub-control) is not run by the software target yet"
     );
 }
