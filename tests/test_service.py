@@ -381,19 +381,32 @@ def test_syslog_lines_carry_their_priority(two_hosts, tmp_path):
     config.write_text(f'mode = "learning"\n{ports}')
     sw = subprocess.Popen([EDGEFLOW_BIN, "run", "--config", str(config)], env={**os.environ, "EDGEFLOW_SYSLOG": str(path)},
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # A SIGHUP while it starts (a reload just after `systemctl start`): it ended the process.
+    time.sleep(0.05)
+    sw.send_signal(signal.SIGHUP)
     try:
         lines = []
 
-        def seen(prefix, text):
+        def seen(prefix, text, poke=None):
+            deadline = time.monotonic() + 15
             while not any(l.startswith(prefix) and text in l for l in lines):
-                lines.append(log.recv(65536).decode())
+                assert time.monotonic() < deadline, f"no {prefix}...{text} in {lines}"
+                if poke:
+                    poke()
+                try:
+                    lines.append(log.recv(65536).decode())
+                except TimeoutError:
+                    if not poke:
+                        raise
             return True
 
         assert seen(f"<30>edgeflow[{sw.pid}]: ", "starting"), lines
-        # A configuration only a restart can apply: refused, a warning.
+        # A configuration only a restart can apply: refused, a warning. SIGHUP until it is read
+        # (one may come before the reload handler, which a starting switch ignores).
         config.write_text(f'tables = 8\nmode = "learning"\n{ports}')
-        sw.send_signal(signal.SIGHUP)
-        assert seen(f"<28>edgeflow[{sw.pid}]: ", "configuration refused"), lines
+        log.settimeout(0.5)
+        assert seen(f"<28>edgeflow[{sw.pid}]: ", "configuration refused", poke=lambda: sw.send_signal(signal.SIGHUP)), lines
+        assert sw.poll() is None, "the switch ended on a SIGHUP"
     finally:
         sw.terminate()
         _, err = sw.communicate(timeout=10)

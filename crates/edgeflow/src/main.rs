@@ -246,6 +246,10 @@ fn main() -> ExitCode {
 /// Runs the switch until SIGTERM or SIGINT; on SIGHUP, `reload` reads the configuration again
 /// ([`reload_on_hangup`]).
 fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static) -> Result<(), String> {
+    // SIGHUP's default is to end the process: one that came while the switch starts (a reload
+    // right after `systemctl start`) killed it. Ignored until the reload handler takes it below.
+    // SAFETY: setting a signal's disposition to ignore, before any thread is started.
+    unsafe { libc::signal(libc::SIGHUP, libc::SIG_IGN) };
     // Every switch can be reached by management tools (`edgeflow stats`, `ovs-ofctl`) through a
     // socket named after its dpid, as Open vSwitch offers `<bridge>.mgmt`.
     let mgmt = stats::mgmt_socket(s.dpid);
@@ -331,10 +335,24 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
 
     let agent_cfg = agent_config(&s, features.clone());
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+    // Taken now, not when the reload task first runs: from here a SIGHUP is a reload, before
+    // READY=1 tells the service manager that reloads may come.
+    let hangups = {
+        let _in_runtime = rt.enter();
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).map_err(|e| format!("SIGHUP: {e}"))?
+    };
     let local = tokio::task::LocalSet::new();
     let (agent_updates, updates) = tokio::sync::mpsc::unbounded_channel();
-    let reloading =
-        reload_on_hangup(s.clone(), own_listener, reload, handle.clone(), agent_updates, notifier.clone(), features);
+    let reloading = reload_on_hangup(
+        hangups,
+        s.clone(),
+        own_listener,
+        reload,
+        handle.clone(),
+        agent_updates,
+        notifier.clone(),
+        features,
+    );
     local.spawn_local(reloading);
     if let Some(every) = notifier.watchdog_interval() {
         local.spawn_local(watchdog(notifier.clone(), handle.clone(), every));
@@ -515,7 +533,9 @@ fn agent_config(s: &Settings, features: ofp::message::SwitchFeatures) -> agent::
 /// LESS settings change, controllers and listeners come and go; installed flows and the frames
 /// of ports that stay are kept. A configuration with an error, or with a change only a restart
 /// can make, is refused whole (logged with the line or the setting) and the running one stays.
+#[allow(clippy::too_many_arguments)]
 async fn reload_on_hangup(
+    mut hup: tokio::signal::unix::Signal,
     mut running: Settings,
     own_listener: Option<agent::Target>,
     reload: impl Fn() -> Result<Settings, String>,
@@ -524,8 +544,6 @@ async fn reload_on_hangup(
     notifier: std::rc::Rc<service::Notifier>,
     features: ofp::message::SwitchFeatures,
 ) {
-    use tokio::signal::unix::{signal, SignalKind};
-    let Ok(mut hup) = signal(SignalKind::hangup()) else { return };
     while hup.recv().await.is_some() {
         notifier.notify(&service::reloading_message());
         let checked = reload().and_then(|mut next| {
