@@ -45,10 +45,16 @@ pub struct Constant {
 /// A constructor argument of an extern instance, folded.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Arg {
-    Number { value: u128, width: Option<u32> },
+    Number {
+        value: u128,
+        width: Option<u32>,
+    },
     Bool(bool),
     /// An enum member, numbered.
-    Member { enumeration: usize, index: usize },
+    Member {
+        enumeration: usize,
+        index: usize,
+    },
     /// What the mid end does not fold (kept by its P4 text for the back end to refuse).
     Other(String),
 }
@@ -64,8 +70,7 @@ pub struct Instance {
 }
 
 /// The lowered program.
-#[derive(Default)]
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Default, Clone, Debug, PartialEq)]
 pub struct Program {
     /// The architecture's package `main` instantiates (EdgeflowSwitch today).
     pub package: String,
@@ -115,12 +120,10 @@ impl fmt::Display for Program {
             writeln!(f, "{kind}#{i} {} {{ {} }}", a.name, fields.join(", "))?;
         }
         for (i, e) in self.enums.iter().enumerate() {
-            let members: Vec<String> =
-                e.members.iter().enumerate().map(|(k, m)| format!("{m}={k}")).collect();
+            let members: Vec<String> = e.members.iter().enumerate().map(|(k, m)| format!("{m}={k}")).collect();
             writeln!(f, "enum#{i} {} {{ {} }}", e.name, members.join(", "))?;
         }
-        let errors: Vec<String> =
-            self.errors.iter().enumerate().map(|(k, m)| format!("{m}={k}")).collect();
+        let errors: Vec<String> = self.errors.iter().enumerate().map(|(k, m)| format!("{m}={k}")).collect();
         writeln!(f, "error {{ {} }}", errors.join(", "))?;
         for c in &self.constants {
             writeln!(f, "const {}: {} = {}", c.name, c.ty, c.value)?;

@@ -45,7 +45,11 @@ enum Folded {
 }
 
 fn mask(width: u32) -> u128 {
-    if width >= 128 { u128::MAX } else { (1u128 << width) - 1 }
+    if width >= 128 {
+        u128::MAX
+    } else {
+        (1u128 << width) - 1
+    }
 }
 
 /// Reads `value` of `width` bits as two's complement.
@@ -54,7 +58,11 @@ fn signed(value: u128, width: u32) -> i128 {
         return value as i128;
     }
     let v = value & mask(width);
-    if v >> (width - 1) & 1 == 1 { v as i128 - (1i128 << width) } else { v as i128 }
+    if v >> (width - 1) & 1 == 1 {
+        v as i128 - (1i128 << width)
+    } else {
+        v as i128
+    }
 }
 
 impl Lowering {
@@ -83,9 +91,7 @@ impl Lowering {
                     let members = members.iter().map(|m| m.text.clone()).collect();
                     self.out.enums.push(ir::Enumeration { name: name.text.clone(), members });
                 }
-                Decl::Error { members } => {
-                    self.out.errors.extend(members.iter().map(|m| m.text.clone()))
-                }
+                Decl::Error { members } => self.out.errors.extend(members.iter().map(|m| m.text.clone())),
                 Decl::Const { ty, name, value } => {
                     let t = self.ty(ty, name.pos)?;
                     let folded = self.fold(value)?;
@@ -117,7 +123,11 @@ impl Lowering {
                 if let Some(t) = self.typedefs.get(&n.text) {
                     t.clone()
                 } else if let Some(&i) = self.aggregate_index.get(&n.text) {
-                    if self.out.aggregates[i].is_header { ir::Ty::Header(i) } else { ir::Ty::Struct(i) }
+                    if self.out.aggregates[i].is_header {
+                        ir::Ty::Header(i)
+                    } else {
+                        ir::Ty::Struct(i)
+                    }
                 } else if let Some(&i) = self.enum_index.get(&n.text) {
                     ir::Ty::Enum(i)
                 } else {
@@ -150,9 +160,10 @@ impl Lowering {
             .iter()
             .map(|a| {
                 Ok(match self.fold(a) {
-                    Ok(Folded::Number(value, width)) => {
-                        ir::Arg::Number { value: width.map_or(value, |(w, _)| value & mask(w)), width: width.map(|(w, _)| w) }
-                    }
+                    Ok(Folded::Number(value, width)) => ir::Arg::Number {
+                        value: width.map_or(value, |(w, _)| value & mask(w)),
+                        width: width.map(|(w, _)| w),
+                    },
                     Ok(Folded::Bool(b)) => ir::Arg::Bool(b),
                     Ok(Folded::Member(enumeration, index)) => ir::Arg::Member { enumeration, index },
                     // A block passed to the package (`EdgeflowSwitch(P(), I())`) is not a value.
@@ -160,7 +171,8 @@ impl Lowering {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let name = if block.is_empty() { instance.name.text.clone() } else { format!("{block}.{}", instance.name.text) };
+        let name =
+            if block.is_empty() { instance.name.text.clone() } else { format!("{block}.{}", instance.name.text) };
         let at = format!("{}:{}", instance.name.pos.line, instance.name.pos.col);
         self.out.instances.push(ir::Instance { name, ty, args, at });
         Ok(())
@@ -194,8 +206,12 @@ impl Lowering {
             ExprKind::Cast(ty, inner) => {
                 let v = self.fold(inner)?;
                 match (self.ty(ty, e.pos)?, v) {
-                    (ir::Ty::Bit(w), Folded::Number(x, from)) => Ok(Folded::Number(extend(x, from) & mask(w), Some((w, false)))),
-                    (ir::Ty::Int(w), Folded::Number(x, from)) => Ok(Folded::Number(extend(x, from) & mask(w), Some((w, true)))),
+                    (ir::Ty::Bit(w), Folded::Number(x, from)) => {
+                        Ok(Folded::Number(extend(x, from) & mask(w), Some((w, false))))
+                    }
+                    (ir::Ty::Int(w), Folded::Number(x, from)) => {
+                        Ok(Folded::Number(extend(x, from) & mask(w), Some((w, true))))
+                    }
                     (ir::Ty::Bit(w), Folded::Bool(b)) => Ok(Folded::Number(b as u128 & mask(w), Some((w, false)))),
                     (ir::Ty::Bool, Folded::Number(x, _)) => Ok(Folded::Bool(x != 0)),
                     _ => refuse(&describe(e)),
@@ -225,14 +241,30 @@ impl Lowering {
                     BinOp::BitAnd => a & b,
                     BinOp::BitOr => a | b,
                     BinOp::BitXor => a ^ b,
-                    BinOp::Shl => if b >= 128 { 0 } else { a << b },
+                    BinOp::Shl => {
+                        if b >= 128 {
+                            0
+                        } else {
+                            a << b
+                        }
+                    }
                     BinOp::Shr if is_signed => (sa >> sb.clamp(0, 127)) as u128,
-                    BinOp::Shr => if b >= 128 { 0 } else { a >> b },
+                    BinOp::Shr => {
+                        if b >= 128 {
+                            0
+                        } else {
+                            a >> b
+                        }
+                    }
                     _ if matches!(op_name(*op), Some("/") | Some("%")) => {
                         if b == 0 {
                             return Err(Diagnostic::new(e.pos, "division by zero in a constant"));
                         }
-                        if op_name(*op) == Some("/") { a / b } else { a % b }
+                        if op_name(*op) == Some("/") {
+                            a / b
+                        } else {
+                            a % b
+                        }
                     }
                     _ => return refuse(&describe(e)),
                 };
