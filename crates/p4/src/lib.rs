@@ -18,6 +18,7 @@ pub mod diag;
 pub mod ebpf;
 pub mod info;
 pub mod lexer;
+pub mod midend;
 pub mod parser;
 pub mod run;
 pub mod stf;
