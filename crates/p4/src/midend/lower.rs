@@ -137,6 +137,8 @@ impl Lowering {
             Type::Void | Type::DontCare => {
                 return Err(Diagnostic::new(pos, "the mid end has no value type for void or _"))
             }
+            // `string` (v1model's log_msg) is an extern's argument, not a value a program holds.
+            Type::Str => ir::Ty::Opaque("string".into()),
         })
     }
 
