@@ -36,13 +36,7 @@ where
     F: FormatEvent<S, N>,
 {
     fn format_event(&self, ctx: &FmtContext<'_, S, N>, mut writer: Writer<'_>, event: &Event<'_>) -> fmt::Result {
-        let priority = match *event.metadata().level() {
-            Level::ERROR => 3,
-            Level::WARN => 4,
-            Level::INFO => 6,
-            Level::DEBUG | Level::TRACE => 7,
-        };
-        write!(writer, "<{priority}>")?;
+        write!(writer, "<{}>", severity(event.metadata().level()))?;
         self.0.format_event(ctx, writer, event)
     }
 }
@@ -61,15 +55,19 @@ pub struct SyslogLine<'a> {
     line: Vec<u8>,
 }
 
-/// The daemon facility (3) and a level's severity.
-fn syslog_priority(level: &Level) -> u8 {
-    let severity = match *level {
+/// A level as syslog's and the journal's severity: 3 error … 7 debug.
+fn severity(level: &Level) -> u8 {
+    match *level {
         Level::ERROR => 3,
         Level::WARN => 4,
         Level::INFO => 6,
         Level::DEBUG | Level::TRACE => 7,
-    };
-    3 * 8 + severity
+    }
+}
+
+/// The daemon facility (3) and a level's severity.
+fn syslog_priority(level: &Level) -> u8 {
+    3 * 8 + severity(level)
 }
 
 impl std::io::Write for SyslogLine<'_> {
