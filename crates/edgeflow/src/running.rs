@@ -5,22 +5,36 @@ use std::time::Duration;
 
 use crate::{config, stats};
 
+/// A signal reaches only a switch on this machine: one named by a TCP target may be elsewhere.
+fn local_only(target: Option<&str>, done: &str) -> Result<(), String> {
+    match target {
+        Some(t) if t.starts_with("tcp:") => {
+            Err(format!("a switch is {done} through its local management socket, not over TCP"))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Sends `sig` to the process the switch's `report` names as its own; its pid.
+fn signal(report: &serde_json::Value, sig: i32) -> Result<i32, String> {
+    let pid = report["pid"].as_u64().ok_or("the switch did not say its process id")? as i32;
+    // SAFETY: a plain signal to a process the switch named as its own.
+    if unsafe { libc::kill(pid, sig) } != 0 {
+        return Err(format!("process {pid}: {}", std::io::Error::last_os_error()));
+    }
+    Ok(pid)
+}
+
 /// `edgeflow reload`: SIGHUP to the switch, then its report until it counts one more reload.
 /// The outcome is the switch's own (the report's `reloads.last`), so a refusal's reason is the
 /// one it logged.
 pub fn reload(target: Option<&str>) -> Result<String, String> {
-    if target.is_some_and(|t| t.starts_with("tcp:")) {
-        return Err("a switch is reloaded through its local management socket, not over TCP".into());
-    }
+    local_only(target, "reloaded")?;
     let count = |r: &serde_json::Value| {
         r["reloads"]["applied"].as_u64().unwrap_or(0) + r["reloads"]["refused"].as_u64().unwrap_or(0)
     };
     let before = stats::fetch(target)?;
-    let pid = before["pid"].as_u64().ok_or("the switch did not say its process id")? as i32;
-    // SAFETY: a plain signal to a process the switch named as its own.
-    if unsafe { libc::kill(pid, libc::SIGHUP) } != 0 {
-        return Err(format!("process {pid}: {}", std::io::Error::last_os_error()));
-    }
+    let pid = signal(&before, libc::SIGHUP)?;
     let until = std::time::Instant::now() + Duration::from_secs(60);
     while std::time::Instant::now() < until {
         std::thread::sleep(Duration::from_millis(20));
@@ -41,17 +55,11 @@ pub fn reload(target: Option<&str>) -> Result<String, String> {
 /// with `clean`, then what it (or, with none running, the switch `target` names, or every switch)
 /// kept in the kernel is removed.
 pub fn stop(target: Option<&str>, clean: bool) -> Result<(), String> {
-    if target.is_some_and(|t| t.starts_with("tcp:")) {
-        return Err("a switch is stopped through its local management socket, not over TCP".into());
-    }
+    local_only(target, "stopped")?;
     let dpids = match stats::fetch(target) {
         Ok(report) => {
             let dpid = report["dpid"].as_str().and_then(|d| u64::from_str_radix(d, 16).ok());
-            let pid = report["pid"].as_u64().ok_or("the switch did not say its process id")? as i32;
-            // SAFETY: a plain signal to a process the switch named as its own.
-            if unsafe { libc::kill(pid, libc::SIGTERM) } != 0 {
-                return Err(format!("process {pid}: {}", std::io::Error::last_os_error()));
-            }
+            let pid = signal(&report, libc::SIGTERM)?;
             let gone = || !std::path::Path::new(&format!("/proc/{pid}")).exists();
             let until = std::time::Instant::now() + Duration::from_secs(15);
             while !gone() && std::time::Instant::now() < until {
