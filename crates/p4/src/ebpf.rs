@@ -813,10 +813,7 @@ impl<'a> Gen<'a> {
                 if (method == "setValid" || method == "setInvalid") && args.is_empty() {
                     let (c, ty) = self.expr(obj)?;
                     if matches!(ty, Ty::Header(_)) {
-                        let at = format!("r->at_{}", ident(&c.replace("r->", "")));
-                        if !self.headers.contains(&at) {
-                            self.headers.push(at.clone());
-                        }
+                        let at = self.header_place(&c);
                         // A header made valid here was not read from the frame and has no place
                         // in it: no place the deparser's in-place check accepts, so such a frame
                         // goes up. One made invalid leaves a gap the check sees too.
@@ -831,6 +828,15 @@ impl<'a> Gen<'a> {
             }
             _ => Err(no("this call")),
         }
+    }
+
+    /// The run member that holds where header `c` (its C lvalue) sits in the frame, declared once.
+    fn header_place(&mut self, c: &str) -> String {
+        let at = format!("r->at_{}", ident(&c.replace("r->", "")));
+        if !self.headers.contains(&at) {
+            self.headers.push(at.clone());
+        }
+        at
     }
 
     /// `packet.extract(h)` in the parser, `packet.emit(h)` in the deparser: at the header's place.
@@ -854,10 +860,7 @@ impl<'a> Gen<'a> {
         let Some(Layout::Header(fields)) = self.layout(name) else { return Err(no("this header")) };
         let bits: u32 = fields.iter().map(|(_, t)| width_of(t)).sum();
         let bytes = bits / 8;
-        let at = format!("r->at_{}", ident(&c.replace("r->", "")));
-        if !self.headers.contains(&at) {
-            self.headers.push(at.clone());
-        }
+        let at = self.header_place(&c);
         let mut s = String::new();
         let mut bit = 0u32;
         if method == "extract" {
