@@ -13,6 +13,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use crate::ast::{annotation_int, annotation_str, Annotation, Decl, Expr, ExprKind, Local, Program, Type};
+use crate::ast::{BinOp, UnOp};
 use crate::check::{Checked, Layout, Ty};
 
 /// P4Runtime's id prefixes (`p4.config.v1.P4Ids.Prefix`).
@@ -146,6 +147,29 @@ pub fn key_type(program: &Program, checked: &Checked, block: &str, e: &Expr) -> 
             (ExprKind::Int { value: h, .. }, ExprKind::Int { value: l, .. }) => Some(Ty::Bit((h - l + 1) as u32)),
             _ => None,
         },
+        // Keys computed from fields (`f & mask`, `f - 10`, `(bit<8>) f`, a constant): the
+        // type the checker gave the operation, read off its operands.
+        ExprKind::Int { width: Some((w, signed)), .. } => Some(if *signed { Ty::Int(*w) } else { Ty::Bit(*w) }),
+        ExprKind::Bool(_) => Some(Ty::Bool),
+        ExprKind::Cast(t, _) => Some(checked.resolve(t)),
+        ExprKind::Unary(UnOp::Not, _) => Some(Ty::Bool),
+        ExprKind::Unary(_, inner) => key_type(program, checked, block, inner),
+        ExprKind::Binary(op, a, b) => match op {
+            BinOp::Eq | BinOp::Ne | BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge | BinOp::And | BinOp::Or => {
+                Some(Ty::Bool)
+            }
+            BinOp::Concat => match (key_type(program, checked, block, a)?, key_type(program, checked, block, b)?) {
+                (Ty::Bit(x) | Ty::Int(x), Ty::Bit(y) | Ty::Int(y)) => Some(Ty::Bit(x + y)),
+                _ => None,
+            },
+            BinOp::Shl | BinOp::Shr => key_type(program, checked, block, a),
+            _ => key_type(program, checked, block, a).or_else(|| key_type(program, checked, block, b)),
+        },
+        ExprKind::Cond(_, a, b) => key_type(program, checked, block, a).or_else(|| key_type(program, checked, block, b)),
+        ExprKind::Call { callee, .. } => match &callee.kind {
+            ExprKind::Member(_, m) if m.text == "isValid" => Some(Ty::Bool),
+            _ => None,
+        },
         _ => None,
     }
 }
@@ -205,6 +229,33 @@ impl Ids {
             }
             low = (low + 1) & 0x00ff_ffff;
         }
+    }
+}
+
+/// The scope p4c names a block's objects in: an architecture block by its name, a control or
+/// parser the program instantiates once by its instance's path (`ingress.c`); else its name.
+fn scope(program: &Program, checked: &Checked, block: &str) -> String {
+    if checked.blocks.iter().any(|b| b == block) {
+        return block.to_string();
+    }
+    let mut instances = program.decls.iter().filter_map(|d| match d {
+        Decl::Control { name, locals, .. } | Decl::Parser { name, locals, .. } => Some((name, locals)),
+        _ => None,
+    });
+    let found: Vec<(String, String)> = instances
+        .by_ref()
+        .flat_map(|(owner, locals)| {
+            locals.iter().filter_map(move |l| match l {
+                Local::Instance(i) if matches!(&i.ty, Type::Named(t, _) if t.text == block) => {
+                    Some((owner.text.clone(), i.name.text.clone()))
+                }
+                _ => None,
+            })
+        })
+        .collect();
+    match found.as_slice() {
+        [(owner, instance)] if owner != block => format!("{}.{instance}", scope(program, checked, owner)),
+        _ => block.to_string(),
     }
 }
 
@@ -312,7 +363,7 @@ pub fn info(program: &Program, checked: &Checked) -> Result<Info, String> {
             Decl::Control { name, locals, .. } => {
                 for l in locals {
                     if let Local::Action(a) = l {
-                        add_action(&mut info, Some(&name.text), a)?;
+                        add_action(&mut info, Some(&scope(program, checked, &name.text)), a)?;
                     }
                 }
             }
@@ -327,7 +378,7 @@ pub fn info(program: &Program, checked: &Checked) -> Result<Info, String> {
         for l in locals {
             let Local::Instance(i) = l else { continue };
             let Type::Named(ty, targs) = &i.ty else { continue };
-            let name = qualified(Some(block), &i.name.text, &i.annotations);
+            let name = qualified(Some(&scope(program, checked, block)), &i.name.text, &i.annotations);
             let target = format!("{block}.{}", i.name.text);
             let size = |k: usize| i.args.get(k).and_then(|a| const_number(a, &consts)).unwrap_or(0);
             let (list, prefix, unit, size, bitwidth) = match ty.text.as_str() {
@@ -355,7 +406,7 @@ pub fn info(program: &Program, checked: &Checked) -> Result<Info, String> {
         let Decl::Control { name: block, locals, .. } = d else { continue };
         for l in locals {
             let Local::Table(t) = l else { continue };
-            let name = qualified(Some(&block.text), &t.name.text, &t.annotations);
+            let name = qualified(Some(&scope(program, checked, &block.text)), &t.name.text, &t.annotations);
             let mut keys = Vec::new();
             for k in &t.keys {
                 let ty = key_type(program, checked, &block.text, &k.expr);

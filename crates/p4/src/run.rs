@@ -20,6 +20,9 @@ use std::sync::Arc;
 use crate::ast::*;
 use crate::check::{Checked, Layout, Ty};
 
+mod v1model;
+pub use v1model::Session;
+
 /// A map keyed by the program's own names (tables, externs, variables, actions), hashed by
 /// [`NameHasher`]: SipHash was a sixth of the software target's time. Not for keys a frame
 /// chooses: the exact-table index keeps the standard library's keyed hash.
@@ -274,6 +277,25 @@ struct Code {
     info: Arc<crate::info::Info>,
 }
 
+impl Code {
+    /// The program's parser or control named `name` (the checker saw that it is there).
+    fn block(&self, name: &str) -> &Decl {
+        self.program
+            .decls
+            .iter()
+            .find(|d| matches!(d, Decl::Parser { name: n, .. } | Decl::Control { name: n, .. } if n.text == name))
+            .expect("checked")
+    }
+
+    /// The parameters of the architecture's first block, the parser.
+    fn parser_params(&self) -> &[Param] {
+        match self.block(&self.checked.blocks[0]) {
+            Decl::Parser { params, .. } => params,
+            _ => &[],
+        }
+    }
+}
+
 /// A program ready to switch frames: its code, and the state the control plane and the frames
 /// change (tables, counters, registers, accounts, multicast groups).
 pub struct Switch {
@@ -289,6 +311,16 @@ pub struct Switch {
     direct_meters: Names<String, bool>,
     direct_colours: Names<String, u8>,
     groups: HashMap<u16, Vec<u32>>,
+    /// Each group member's replication id (v1model's `egress_rid`), beside `groups`' ports.
+    replica_ids: HashMap<u16, Vec<u16>>,
+    /// Clone sessions (v1model's mirroring), by id.
+    sessions: HashMap<u32, Session>,
+    /// What the block running asked of the architecture (v1model's clone, resubmit, ...).
+    requests: v1model::Requests,
+    /// The state of `random` and of the `random` hash.
+    random: u64,
+    /// Instances of the program's own parsers and controls (`Block.instance` → its type).
+    sub_blocks: Names<String, String>,
     /// Moves on every change a control plane makes (entries, defaults, groups, counter,
     /// register and meter cells), so that a copy elsewhere (the kernel's) knows to follow.
     generation: u64,
@@ -313,8 +345,11 @@ struct Cx<'c> {
 impl Switch {
     /// The software target for a program the checker accepted, with empty tables.
     pub fn new(program: Program, checked: Checked) -> Result<Switch, String> {
-        if checked.package != "EdgeflowSwitch" || checked.blocks.len() != 4 {
-            return Err(format!("the software target runs EdgeflowSwitch programs, not {}", checked.package));
+        match (checked.package.as_str(), checked.blocks.len()) {
+            ("EdgeflowSwitch", 4) | ("V1Switch", 6) => {}
+            (other, _) => {
+                return Err(format!("the software target runs EdgeflowSwitch and V1Switch programs, not {other}"))
+            }
         }
         let info = Arc::new(crate::info::info(&program, &checked)?);
         let mut sw = Switch {
@@ -327,6 +362,11 @@ impl Switch {
             direct_meters: Names::default(),
             direct_colours: Names::default(),
             groups: HashMap::new(),
+            replica_ids: HashMap::new(),
+            sessions: HashMap::new(),
+            requests: v1model::Requests::default(),
+            random: 0x9e37_79b9_7f4a_7c15,
+            sub_blocks: Names::default(),
             generation: 0,
             initial: None,
         };
@@ -478,7 +518,7 @@ impl Switch {
                 self.meters.insert(key, Meter { bytes, cells: vec![MeterCell::default(); n] });
             }
             other if self.code.program.decls.iter().any(|d| is_block_named(d, other)) => {
-                return Err(format!("{key}: an instance of the program's own {other} (a sub-parser or sub-control) is not run by the software target yet"));
+                self.sub_blocks.insert(key, other.to_string());
             }
             _ => {}
         }
@@ -803,6 +843,9 @@ impl Switch {
 
     /// Runs `frame`, arrived on `port` at `now` (ns), through the program.
     pub fn process(&mut self, frame: &[u8], port: u32, now: u64) -> Result<Vec<Output>, Dropped> {
+        if self.is_v1model() {
+            return self.process_v1model(frame, port, now);
+        }
         let code = self.code.clone();
         let blocks = &code.checked.blocks;
         let block = |name: &str| {
@@ -898,23 +941,24 @@ impl Switch {
         now: u64,
         values: [&mut Value; 3],
     ) -> Result<(), Dropped> {
-        let d = code
-            .program
-            .decls
-            .iter()
-            .find(|d| matches!(d, Decl::Control { name: n, .. } if n.text == name))
-            .expect("checked");
-        let Decl::Control { params, locals, apply, .. } = d else { unreachable!() };
-        let mut cx = Cx::new(name, code, frame, frame.len() as u64, now);
         let [h, m, s] = values;
-        cx.bind(
-            params,
-            vec![
-                std::mem::replace(h, Value::Void),
-                std::mem::replace(m, Value::Void),
-                std::mem::replace(s, Value::Void),
-            ],
-        );
+        self.run_block(code, name, frame, frame.len(), now, &mut [h, m, s])
+    }
+
+    /// Control `name` on a frame whose bytes past the headers are `data` (`length` in all),
+    /// its parameters bound to `values` in order and written back after.
+    fn run_block(
+        &mut self,
+        code: &Code,
+        name: &str,
+        data: &[u8],
+        length: usize,
+        now: u64,
+        values: &mut [&mut Value],
+    ) -> Result<(), Dropped> {
+        let Decl::Control { params, locals, apply, .. } = code.block(name) else { unreachable!("checked") };
+        let mut cx = Cx::new(name, code, data, length as u64, now);
+        cx.bind(params, values.iter_mut().map(|v| std::mem::replace(&mut **v, Value::Void)).collect());
         cx.scopes.push(Names::default());
         let mut result = Ok(());
         for l in locals {
@@ -927,8 +971,9 @@ impl Switch {
             result = self.block_stmts(&mut cx, apply);
         }
         cx.scopes.pop();
-        let [a, b, c]: [Value; 3] = cx.unbind(params).try_into().expect("three");
-        (*h, *m, *s) = (a, b, c);
+        for (slot, v) in values.iter_mut().zip(cx.unbind(params)) {
+            **slot = v;
+        }
         match result {
             Ok(()) | Err(Stop::Exit) | Err(Stop::Return) => Ok(()),
             Err(Stop::Unsupported(w)) => Err(Dropped::Unsupported(w)),
@@ -1086,11 +1131,19 @@ impl Switch {
         let (root, path) = lvalue_path(base);
         let slot = cx.lookup_mut(&root).ok_or_else(|| Stop::Unsupported(format!("assigning to '{root}'")))?;
         let mut at = slot;
+        // Slices of slices compose, innermost first: `n[7:4][3:0]` is `n[7:4]`.
+        let mut inner: Option<(u32, u32)> = None;
         for step in &path {
             match step {
                 Step::Field(f) => at = at.field_mut(f).ok_or_else(|| Stop::Unsupported(format!("field {f}")))?,
-                Step::Slice(h, l) => slice = Some((*h, *l)),
+                Step::Slice(h, l) => inner = Some(compose(inner, (*h, *l))),
             }
+        }
+        if let Some(within) = inner {
+            slice = Some(match slice {
+                Some(outer) => compose(inner, outer),
+                None => within,
+            });
         }
         match slice {
             None => {
@@ -1173,10 +1226,20 @@ impl Switch {
                 binary(*op, l, r)
             }
             ExprKind::Cond(c, a, b) => {
-                if self.eval(cx, c)?.as_bool() {
-                    self.eval(cx, a)?
-                } else {
-                    self.eval(cx, b)?
+                let (taken, other) = if self.eval(cx, c)?.as_bool() { (a, b) } else { (b, a) };
+                let v = self.eval(cx, taken)?;
+                // An untyped number in one arm takes the other arm's type (`c ? 2 : 3w1` is
+                // bit<3>); the other arm is read only where reading it changes nothing.
+                let pure = matches!(
+                    other.kind,
+                    ExprKind::Int { .. } | ExprKind::Name(_) | ExprKind::Member(..) | ExprKind::Slice(..) | ExprKind::Cast(..)
+                );
+                match v {
+                    Value::Number(_) if pure => {
+                        let like = self.eval(cx, other)?;
+                        v.sized_as(&like)
+                    }
+                    v => v,
                 }
             }
             ExprKind::Cast(t, inner) => {
@@ -1225,6 +1288,9 @@ impl Switch {
                         if self.tables.contains_key(&key) && method == "apply" {
                             return self.apply(cx, &key);
                         }
+                        if let (Some(ty), "apply") = (self.sub_blocks.get(&key), method) {
+                            return self.apply_block(cx, &ty.clone(), args);
+                        }
                         return self.extern_method(cx, &key, method, args);
                     }
                 }
@@ -1260,7 +1326,13 @@ impl Switch {
                                 at = at.field_mut(f).ok_or_else(|| Stop::Unsupported(f.clone()))?;
                             }
                         }
-                        set_field(at, "drop", 1);
+                        // v1model drops by port (and cancels a multicast); edgeflow.p4 by flag.
+                        if at.field_mut("egress_spec").is_some() {
+                            set_field(at, "egress_spec", v1model::DROP_PORT);
+                            set_field(at, "mcast_grp", 0);
+                        } else {
+                            set_field(at, "drop", 1);
+                        }
                         Ok(Value::Void)
                     }
                     "verify" => {
@@ -1271,10 +1343,60 @@ impl Switch {
                             (false, _) => Err(Stop::Reject("NoMatch".into())),
                         }
                     }
-                    other => Err(Stop::Unsupported(format!("the function '{other}'"))),
+                    other => self.v1model_function(cx, other, args),
                 }
             }
             _ => Err(Stop::Unsupported("this call".into())),
+        }
+    }
+
+    /// `instance.apply(args)` of the program's own parser or control `ty`: its parameters bound
+    /// to the arguments (copy-in, copy-out by direction), on the caller's frame and cursor. A
+    /// sub-parser's reject rejects the caller's parse; an exit ends the caller too.
+    fn apply_block(&mut self, cx: &mut Cx, ty: &str, args: &[Expr]) -> Run<Value> {
+        let code = self.code.clone();
+        let d = code.block(ty);
+        let (Decl::Parser { params, .. } | Decl::Control { params, .. }) = d else { unreachable!("checked") };
+        let is_packet = |p: &Param| matches!(&p.ty, Type::Named(n, _) if n.text == "packet_in" || n.text == "packet_out");
+        let mut values = Vec::new();
+        for (p, a) in params.iter().zip(args) {
+            if is_packet(p) {
+                continue;
+            }
+            let zero = self.default_of(&code.checked.resolve(&p.ty));
+            values.push(match p.direction {
+                Some(Direction::Out) => zero,
+                _ => self.eval(cx, a)?.sized_as(&zero),
+            });
+        }
+        let mut sub = Cx::new(ty, &code, cx.data, cx.length, cx.now);
+        sub.cursor = cx.cursor;
+        sub.out = std::mem::take(&mut cx.out);
+        sub.bind(params, values);
+        let result = match d {
+            Decl::Parser { locals, states, .. } => self.run_parser(&mut sub, locals, states),
+            Decl::Control { locals, apply, .. } => {
+                sub.scopes.push(Names::default());
+                let r = locals.iter().try_for_each(|l| self.local(&mut sub, l));
+                r.and_then(|()| self.block_stmts(&mut sub, apply))
+            }
+            _ => unreachable!("checked"),
+        };
+        cx.cursor = sub.cursor;
+        cx.out = std::mem::take(&mut sub.out);
+        let mut outs = sub.unbind(params).into_iter();
+        for (p, a) in params.iter().zip(args) {
+            if is_packet(p) {
+                continue;
+            }
+            let v = outs.next().unwrap_or(Value::Void);
+            if matches!(p.direction, Some(Direction::Out) | Some(Direction::InOut)) {
+                self.assign(cx, a, v)?;
+            }
+        }
+        match result {
+            Ok(()) | Err(Stop::Return) => Ok(Value::Void),
+            Err(other) => Err(other),
         }
     }
 
@@ -1289,16 +1411,21 @@ impl Switch {
         cx.scopes.push(scope);
         let r = self.block_stmts(cx, &a.body);
         let scope = cx.scopes.pop().expect("the action's scope");
-        match r {
-            Ok(()) | Err(Stop::Return) => {}
+        let exited = match r {
+            Ok(()) | Err(Stop::Return) => false,
+            // An exit still copies out what the action wrote (P4-16, 12.5.1).
+            Err(Stop::Exit) => true,
             Err(other) => return Err(other),
-        }
+        };
         if let Some(args) = args {
             for (p, arg) in a.params.iter().zip(args) {
                 if matches!(p.direction, Some(Direction::Out) | Some(Direction::InOut)) {
                     self.assign(cx, arg, scope[&p.name.text].clone())?;
                 }
             }
+        }
+        if exited {
+            return Err(Stop::Exit);
         }
         Ok(Value::Void)
     }
@@ -1565,6 +1692,14 @@ fn lvalue_path(e: &Expr) -> (String, Vec<Step>) {
             (root, path)
         }
         _ => (String::new(), Vec::new()),
+    }
+}
+
+/// Slice `(h, l)` of what slice `inner` (if any) selected, as one slice of the whole.
+fn compose(inner: Option<(u32, u32)>, (h, l): (u32, u32)) -> (u32, u32) {
+    match inner {
+        Some((_, base)) => (base + h, base + l),
+        None => (h, l),
     }
 }
 

@@ -95,3 +95,33 @@ fn signed_integers_shift_saturate_and_widen_as_signed() {
         assert_eq!(kind_out(&mut sw, kind), want, "{statement} on {kind:#06x}");
     }
 }
+
+#[test]
+fn an_untyped_number_in_a_conditional_takes_the_other_arms_width() {
+    // `c ? 2 : 3w1` is bit<3>: negated, 2 is 6 (three bits), not 0xfffe.
+    let mut sw = program(
+        "",
+        PLAIN_PARSER,
+        "apply { hdr.eth.kind = (bit<16>) -((hdr.eth.kind == 1) ? 2 : 3w1); sm.egress_port = 2; }",
+    );
+    assert_eq!(kind_out(&mut sw, 1), 6);
+    assert_eq!(kind_out(&mut sw, 5), 7);
+}
+
+#[test]
+fn a_slice_of_a_slice_writes_the_bits_it_names() {
+    // hdr.eth.kind[11:4][3:0] is kind[7:4].
+    let mut sw = program("", PLAIN_PARSER, "apply { hdr.eth.kind[11:4][3:0] = 4w0; sm.egress_port = 2; }");
+    assert_eq!(kind_out(&mut sw, 0xffff), 0xff0f);
+}
+
+#[test]
+fn an_exit_in_an_action_still_copies_out_its_inout_parameters() {
+    let mut sw = program(
+        "",
+        PLAIN_PARSER,
+        "action set(inout bit<16> kind) { kind = 3; exit; }\n\
+         apply { sm.egress_port = 2; set(hdr.eth.kind); hdr.eth.kind = 9; }",
+    );
+    assert_eq!(kind_out(&mut sw, 0x0800), 3, "copied out, and nothing after the exit ran");
+}

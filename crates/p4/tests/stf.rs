@@ -357,11 +357,8 @@ fn registers_are_written_read_and_reset_and_priorities_order_ternary_entries() {
 
 #[test]
 fn what_no_target_runs_yet_is_refused_at_its_line() {
-    let (outcome, _) = run_inline(&l2(), "wait\nmirroring_add 5 4\npacket 1 00\n");
-    assert_eq!(
-        outcome.verdict,
-        Verdict::Refused("line 2: mirroring: clone sessions are not in edgeflow's targets yet".into())
-    );
+    let (outcome, _) = run_inline(&l2(), "wait\nno_packet\npacket 1 00\n");
+    assert_eq!(outcome.verdict, Verdict::Refused("line 2: no_packet is not run here".into()));
     // A program the front end refuses: the first line of why.
     let e = stf::load("v.p4", "#include <v1model.p4>\n").err().unwrap();
     assert!(e.starts_with("v.p4:1:1: the program has no 'main'") && !e.contains('\n'), "{e}");

@@ -71,7 +71,8 @@ impl Target for Software {
 /// The front end and the software target's switch for a program, or the first line of why not.
 pub fn load(file: &str, text: &str) -> Result<Switch, String> {
     let first = |e: String| e.lines().next().unwrap_or("").to_string();
-    let (program, checked) = crate::front_end(file, text).map_err(first)?;
+    // Read where the program lies, so that its own `#include "..."` files are found.
+    let (program, checked) = crate::front_end_at(std::path::Path::new(file), text).map_err(first)?;
     Switch::new(program, checked).map_err(first)
 }
 
@@ -268,8 +269,7 @@ fn instance<'a>(kind: &str, list: &'a [ExternInfo], name: &str) -> Result<&'a Ex
 
 /// The packet-replication state the script builds: nodes (by handle, from 0, in creation order)
 /// with their replication id and ports, and each group's nodes. A group reaches the switch as
-/// the ports of its nodes, in order; replication ids are not carried (the switch's groups have
-/// none yet).
+/// its nodes' (port, replication id) pairs, in order.
 #[derive(Default)]
 struct Replication {
     nodes: Vec<(u32, Vec<u32>)>,
@@ -373,9 +373,20 @@ impl Run<'_> {
                     self.write_group(*group)
                 }
             }
-            Command::MirroringAdd { .. } | Command::MirroringAddMc { .. } | Command::MirroringGet { .. } => {
-                return Err(Refusal("mirroring: clone sessions are not in edgeflow's targets yet".into()));
+            Command::MirroringAdd { session, port } => {
+                let mut s = self.switch.clone_session(*session).cloned().unwrap_or_default();
+                s.port = Some(ports::into_program(*port));
+                self.switch.set_clone_session(*session, s);
+                Ok(())
             }
+            Command::MirroringAddMc { session, group } => (|| {
+                let group = u16::try_from(*group).map_err(|_| format!("group {group}: the switch numbers groups to 65535"))?;
+                let mut s = self.switch.clone_session(*session).cloned().unwrap_or_default();
+                s.group = Some(group);
+                self.switch.set_clone_session(*session, s);
+                Ok(())
+            })(),
+            Command::MirroringGet { .. } => Ok(()),
             Command::CheckCounter { name, cell, check } => self.check_counter(line, name, cell, check.as_ref()),
             Command::RegisterRead { name, index } => (|| {
                 self.target.settle(self.switch)?;
@@ -426,8 +437,11 @@ impl Run<'_> {
     fn write_group(&mut self, group: u32) -> Result<(), String> {
         let id = u16::try_from(group).map_err(|_| format!("group {group}: the switch numbers groups to 65535"))?;
         let nodes = self.replication.groups.get(&group).cloned().unwrap_or_default();
-        let ports = nodes.iter().flat_map(|&n| self.replication.nodes[n as usize].1.clone()).map(ports::into_program);
-        self.switch.set_group(id, ports.collect());
+        let replicas = nodes.iter().flat_map(|&n| {
+            let (rid, ports) = &self.replication.nodes[n as usize];
+            ports.iter().map(move |&p| (ports::into_program(p), *rid as u16))
+        });
+        self.switch.set_replicas(id, replicas.collect());
         Ok(())
     }
 
