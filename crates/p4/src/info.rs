@@ -307,8 +307,8 @@ fn const_number(e: &Expr, consts: &HashMap<&str, &Expr>) -> Option<u64> {
 
 fn unit_of(e: Option<&Expr>) -> Unit {
     match e.map(|e| &e.kind) {
-        Some(ExprKind::Member(_, m)) if m.text == "bytes" => Unit::Bytes,
-        Some(ExprKind::Member(_, m)) if m.text == "packets" => Unit::Packets,
+        Some(ExprKind::Member(_, m)) if m.text.eq_ignore_ascii_case("bytes") => Unit::Bytes,
+        Some(ExprKind::Member(_, m)) if m.text.eq_ignore_ascii_case("packets") => Unit::Packets,
         _ => Unit::Both,
     }
 }
@@ -381,7 +381,16 @@ pub fn info(program: &Program, checked: &Checked) -> Result<Info, String> {
             let name = qualified(Some(&scope(program, checked, block)), &i.name.text, &i.annotations);
             let target = format!("{block}.{}", i.name.text);
             let size = |k: usize| i.args.get(k).and_then(|a| const_number(a, &consts)).unwrap_or(0);
-            let (list, prefix, unit, size, bitwidth) = match ty.text.as_str() {
+            // PSA's externs by v1model's names: P4Info describes both alike.
+            let kind = match ty.text.as_str() {
+                "Counter" => "counter",
+                "DirectCounter" => "direct_counter",
+                "Meter" => "meter",
+                "DirectMeter" => "direct_meter",
+                "Register" => "register",
+                other => other,
+            };
+            let (list, prefix, unit, size, bitwidth) = match kind {
                 "counter" => (&mut info.counters, COUNTER, unit_of(i.args.get(1)), size(0), 0),
                 "direct_counter" => (&mut info.direct_counters, DIRECT_COUNTER, unit_of(i.args.first()), 0, 0),
                 "meter" => (&mut info.meters, METER, unit_of(i.args.get(1)), size(0), 0),

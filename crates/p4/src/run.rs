@@ -20,6 +20,7 @@ use std::sync::Arc;
 use crate::ast::*;
 use crate::check::{Checked, Layout, Ty};
 
+mod psa;
 mod v1model;
 pub use v1model::Session;
 
@@ -321,6 +322,8 @@ pub struct Switch {
     random: u64,
     /// Instances of the program's own parsers and controls (`Block.instance` → its type).
     sub_blocks: Names<String, String>,
+    /// PSA's extern instances that have no cells (hashes, checksums, ...).
+    externs: Names<String, psa::Extern>,
     /// Moves on every change a control plane makes (entries, defaults, groups, counter,
     /// register and meter cells), so that a copy elsewhere (the kernel's) knows to follow.
     generation: u64,
@@ -346,9 +349,9 @@ impl Switch {
     /// The software target for a program the checker accepted, with empty tables.
     pub fn new(program: Program, checked: Checked) -> Result<Switch, String> {
         match (checked.package.as_str(), checked.blocks.len()) {
-            ("EdgeflowSwitch", 4) | ("V1Switch", 6) => {}
+            ("EdgeflowSwitch", 4) | ("V1Switch", 6) | ("PSA_Switch", 6) => {}
             (other, _) => {
-                return Err(format!("the software target runs EdgeflowSwitch and V1Switch programs, not {other}"))
+                return Err(format!("the software target runs EdgeflowSwitch, V1Switch and PSA_Switch programs, not {other}"))
             }
         }
         let info = Arc::new(crate::info::info(&program, &checked)?);
@@ -367,11 +370,20 @@ impl Switch {
             requests: v1model::Requests::default(),
             random: 0x9e37_79b9_7f4a_7c15,
             sub_blocks: Names::default(),
+            externs: Names::default(),
             generation: 0,
             initial: None,
         };
         let code = sw.code.clone();
         for d in &code.program.decls {
+            // An instance at the top level (not `main`): one the program's blocks share, by
+            // the key `.name`.
+            if let Decl::Instance(i) = d {
+                if i.name.text != "main" {
+                    sw.instance("", i)?;
+                }
+                continue;
+            }
             let (block, locals) = match d {
                 Decl::Control { name, locals, .. } | Decl::Parser { name, locals, .. } => (&name.text, locals),
                 _ => continue,
@@ -490,7 +502,26 @@ impl Switch {
             i.args.first().and_then(|a| sw.eval(&mut cx, a).ok()).map_or(0, |v| v.as_u128() as usize)
         };
         let key = format!("{block}.{}", i.name.text);
-        match ty.text.as_str() {
+        // PSA's externs, by the names v1model's have (their cells are kept alike).
+        let kind = match ty.text.as_str() {
+            "Counter" => "counter",
+            "Register" => "register",
+            "Meter" => "meter",
+            "DirectCounter" => "direct_counter",
+            "DirectMeter" => "direct_meter",
+            other => other,
+        };
+        if matches!(kind, "Hash" | "Checksum" | "InternetChecksum" | "Random" | "Digest") {
+            let code = self.code.clone();
+            let mut cx = Cx::new(block, &code, &[], 0, 0);
+            let args = i.args.iter().map(|a| self.eval(&mut cx, a).unwrap_or(Value::Void)).collect::<Vec<_>>();
+            self.psa_instance(&key, kind, &args);
+            return Ok(());
+        }
+        let counts_bytes = |arg: Option<&Expr>| {
+            matches!(arg.map(|a| &a.kind), Some(ExprKind::Member(_, m)) if m.text.eq_ignore_ascii_case("bytes"))
+        };
+        match kind {
             "counter" => {
                 let n = size(self);
                 self.counters.insert(key, vec![(0, 0); n]);
@@ -507,14 +538,12 @@ impl Switch {
                 self.accounts.insert(key, vec![(u128::MAX, 0); n]);
             }
             "direct_meter" => {
-                let bytes =
-                    matches!(&i.args.first().map(|a| &a.kind), Some(ExprKind::Member(_, m)) if m.text == "bytes");
+                let bytes = counts_bytes(i.args.first());
                 self.direct_meters.insert(key, bytes);
             }
             "meter" => {
                 let n = size(self);
-                let bytes =
-                    matches!(&i.args.get(1).map(|a| &a.kind), Some(ExprKind::Member(_, m)) if m.text == "bytes");
+                let bytes = counts_bytes(i.args.get(1));
                 self.meters.insert(key, Meter { bytes, cells: vec![MeterCell::default(); n] });
             }
             other if self.code.program.decls.iter().any(|d| is_block_named(d, other)) => {
@@ -845,6 +874,9 @@ impl Switch {
     pub fn process(&mut self, frame: &[u8], port: u32, now: u64) -> Result<Vec<Output>, Dropped> {
         if self.is_v1model() {
             return self.process_v1model(frame, port, now);
+        }
+        if self.is_psa() {
+            return self.process_psa(frame, port, now);
         }
         let code = self.code.clone();
         let blocks = &code.checked.blocks;
@@ -1283,13 +1315,23 @@ impl Switch {
                     if cx.packet.as_deref() == Some(n.as_str()) {
                         return self.packet_method(cx, method, type_args, args);
                     }
-                    let key = format!("{}.{n}", cx.block);
+                    let mut key = format!("{}.{n}", cx.block);
                     if cx.lookup(n).is_none() {
+                        if !self.has_instance(&key) && self.has_instance(&format!(".{n}")) {
+                            key = format!(".{n}");
+                        }
                         if self.tables.contains_key(&key) && method == "apply" {
                             return self.apply(cx, &key);
                         }
                         if let (Some(ty), "apply") = (self.sub_blocks.get(&key), method) {
                             return self.apply_block(cx, &ty.clone(), args);
+                        }
+                        // A parser or control applied by its type's name (direct invocation).
+                        if method == "apply" && code.program.decls.iter().any(|d| is_block_named(d, n)) {
+                            return self.apply_block(cx, n, args);
+                        }
+                        if self.externs.contains_key(&key) {
+                            return self.psa_method(cx, &key, method, args);
                         }
                         return self.extern_method(cx, &key, method, args);
                     }
@@ -1343,11 +1385,26 @@ impl Switch {
                             (false, _) => Err(Stop::Reject("NoMatch".into())),
                         }
                     }
+                    "psa_clone_i2e" | "psa_clone_e2e" | "psa_resubmit" | "psa_normal" | "psa_recirculate" => {
+                        self.psa_function(cx, n, args).unwrap_or_else(|| Err(Stop::Unsupported(n.to_string())))
+                    }
                     other => self.v1model_function(cx, other, args),
                 }
             }
             _ => Err(Stop::Unsupported("this call".into())),
         }
+    }
+
+    /// Whether `key` names a table or an instance of an extern or a block.
+    fn has_instance(&self, key: &str) -> bool {
+        self.tables.contains_key(key)
+            || self.sub_blocks.contains_key(key)
+            || self.externs.contains_key(key)
+            || self.counters.contains_key(key)
+            || self.registers.contains_key(key)
+            || self.meters.contains_key(key)
+            || self.accounts.contains_key(key)
+            || self.direct_meters.contains_key(key)
     }
 
     /// `instance.apply(args)` of the program's own parser or control `ty`: its parameters bound
@@ -1555,6 +1612,10 @@ impl Switch {
         }
         if self.registers.contains_key(key) {
             return match method {
+                // PSA's form returns the cell.
+                "read" if values.len() == 1 => {
+                    Ok(self.registers[key].get(values[0].as_u128() as usize).cloned().unwrap_or(Value::Number(0)))
+                }
                 "read" => {
                     // Past the register's size: 0, as the kernel reads it (a void value made the
                     // field vanish from the frame).
@@ -1598,11 +1659,17 @@ impl Switch {
             // the control plane has not set marks everything green.
             let units = if meter.bytes { cx.length } else { 1 };
             let colour = meter.cells.get_mut(values[0].as_u128() as usize).map_or(GREEN, |c| c.mark(units, cx.now));
+            if method == "execute" {
+                return Ok(psa_colour(colour)); // PSA's form returns the colour
+            }
             self.assign(cx, &args[1], Value::Number(colour as i128))?;
             return Ok(Value::Void);
         }
-        if self.direct_meters.contains_key(key) && method == "read" {
+        if self.direct_meters.contains_key(key) && (method == "read" || method == "execute") {
             let colour = self.direct_colours.get(key).copied().unwrap_or(GREEN);
+            if method == "execute" {
+                return Ok(psa_colour(colour));
+            }
             self.assign(cx, &args[0], Value::Number(colour as i128))?;
             return Ok(Value::Void);
         }
@@ -1828,6 +1895,16 @@ fn emit(v: &Value, out: &mut Vec<u8>) {
         Value::Struct(fields) => fields.iter().for_each(|(_, f)| emit(f, out)),
         _ => {}
     }
+}
+
+/// A colour as PSA's `PSA_MeterColor_t` names it.
+fn psa_colour(colour: u8) -> Value {
+    Value::Enum(match colour {
+        GREEN => "GREEN",
+        YELLOW => "YELLOW",
+        _ => "RED",
+    }
+    .into())
 }
 
 /// Meter colours, as `execute_meter` writes them.

@@ -363,7 +363,7 @@ impl Switch {
     }
 
     /// A `HashAlgorithm` argument's member name.
-    fn algorithm(&mut self, cx: &mut Cx, e: &Expr) -> Run<String> {
+    pub(super) fn algorithm(&mut self, cx: &mut Cx, e: &Expr) -> Run<String> {
         match self.eval(cx, e)? {
             Value::Enum(n) => Ok(n),
             _ => Err(Stop::Unsupported("a hash algorithm that is not a HashAlgorithm member".into())),
@@ -372,7 +372,7 @@ impl Switch {
 
     /// The bytes a checksum or hash covers: each field's bits in order, fields of headers that
     /// are not valid left out (as BMv2 leaves them out), zeros after the last bit to a whole byte.
-    fn serialize(&mut self, cx: &mut Cx, e: &Expr) -> Run<Vec<u8>> {
+    pub(super) fn serialize(&mut self, cx: &mut Cx, e: &Expr) -> Run<Vec<u8>> {
         let mut bits = Vec::new();
         let items: Vec<&Expr> = match &e.kind {
             ExprKind::List(items) => items.iter().collect(),
@@ -392,7 +392,7 @@ impl Switch {
             .collect())
     }
 
-    fn next_random(&mut self) -> u64 {
+    pub(super) fn next_random(&mut self) -> u64 {
         // xorshift64*: the software target's randomness needs no more than spread.
         let mut x = self.random;
         x ^= x >> 12;
@@ -443,11 +443,16 @@ fn crc_reflected(data: &[u8], poly: u32, init: u32, xor_out: u32) -> u32 {
 
 /// The Internet checksum (RFC 1071) of `data`, an odd last byte padded with zero.
 pub(super) fn ones_complement(data: &[u8]) -> u16 {
+    !ones_complement_sum(data)
+}
+
+/// The ones'-complement sum of `data`'s 16-bit words (the checksum before its complement).
+pub(super) fn ones_complement_sum(data: &[u8]) -> u16 {
     let mut sum: u32 = data.chunks(2).map(|w| u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]) as u32).sum();
     while sum >> 16 != 0 {
         sum = (sum & 0xffff) + (sum >> 16);
     }
-    !(sum as u16)
+    sum as u16
 }
 
 #[cfg(test)]
