@@ -773,3 +773,32 @@ fn a_negative_number_meets_a_bit16_at_sixteen_bits_in_the_kernel() {
     }
     assert_eq!(tally.forwarded, 6, "{tally:?}");
 }
+
+/// A control's variable given a value where it is declared holds it each time the control
+/// runs: the kernel left it 0 (p4c's issue2614: `bit<8> tmp1 = 1; ... (bit<9>) tmp1 << 8`).
+#[test]
+fn a_variable_initialised_where_declared_holds_its_value_in_the_kernel() {
+    if !may_load_and_pin() {
+        return;
+    }
+    let text = ethernet_only(
+        "bit<8> start = 8w1;\n\
+         bit<16> kind_seen = 0xabcd;\n\
+         apply {\n\
+         hdr.eth.kind = ((bit<9>) start << 8w8)[8:1] ++ 8w0;\n\
+         if (kind_seen == 0xabcd) { sm.egress_port = 2; } else { sm.egress_port = 3; }\n\
+         kind_seen = 0;\n\
+         }",
+    );
+    let (g, mut sw) = both_targets("initialised.p4", &text);
+    let out = DownVeth::new("i");
+    let k = load("initialised", g, &sw, &out);
+    let mut tally = Tally::default();
+    for _ in 0..2 {
+        let f = udp4([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], [10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 60);
+        let soft = sw.process(&f, 1, 0).unwrap();
+        assert_eq!((soft[0].port, &soft[0].frame[12..14]), (2, &[0x80, 0][..]), "the software target");
+        compare(k.object(), &mut sw, &f, 1, &mut tally);
+    }
+    assert_eq!(tally.forwarded, 4, "{tally:?}");
+}

@@ -246,6 +246,8 @@ struct Var {
 struct Gen<'a> {
     program: &'a Program,
     checked: &'a Checked,
+    /// A V1Switch: v1model's metadata and drop port, its two checksum controls.
+    v1model: bool,
     out: String,
     scopes: Vec<HashMap<String, Var>>,
     errors: Vec<String>,
@@ -274,9 +276,11 @@ struct Gen<'a> {
 
 /// C for the checked program `program`, or why it does not fit.
 pub fn generate(program: &Program, checked: &Checked) -> R<Generated> {
-    if checked.package != "EdgeflowSwitch" || checked.blocks.len() != 4 {
-        return Err(no(format!("package {}", checked.package)));
-    }
+    let v1model = match (checked.package.as_str(), checked.blocks.len()) {
+        ("EdgeflowSwitch", 4) => false,
+        ("V1Switch", 6) => true,
+        _ => return Err(no(format!("package {}", checked.package))),
+    };
     let errors: Vec<String> = program
         .decls
         .iter()
@@ -306,6 +310,7 @@ pub fn generate(program: &Program, checked: &Checked) -> R<Generated> {
         exit_label: String::new(),
         funcs: String::new(),
         table_keys: Vec::new(),
+        v1model,
     };
     g.generate()?;
     let fingerprint = fingerprint(&g.out);
@@ -439,6 +444,10 @@ impl<'a> Gen<'a> {
         }
         if fields.is_empty() && !header {
             s += "\t__u64 unused;\n";
+        }
+        if self.v1model && name == "standard_metadata_t" {
+            // What the runtime keeps per frame beside v1model's fields (meters read the time).
+            s += "\t__u64 f_timestamp;\n";
         }
         s += "};\n";
         self.out += &s;
@@ -649,11 +658,19 @@ impl<'a> Gen<'a> {
     /// C that assigns `value` (already C) to the lvalue `target`, masked to its width.
     fn assign(&mut self, target: &Expr, value: &str) -> R<String> {
         if let ExprKind::Slice(inner, hi, lo) = &target.kind {
-            let (c, _) = self.expr(inner)?;
-            let (h, l) = match (&hi.kind, &lo.kind) {
-                (ExprKind::Int { value: h, .. }, ExprKind::Int { value: l, .. }) => (*h as u32, *l as u32),
-                _ => return Err(no("a slice with computed bounds")),
+            let bounds = |hi: &Expr, lo: &Expr| match (&hi.kind, &lo.kind) {
+                (ExprKind::Int { value: h, .. }, ExprKind::Int { value: l, .. }) => Ok((*h as u32, *l as u32)),
+                _ => Err(no("a slice with computed bounds")),
             };
+            let (mut h, mut l) = bounds(hi, lo)?;
+            // A slice of a slice is one slice of the whole: `n[7:4][3:0]` is `n[7:4]`.
+            let mut base = &**inner;
+            while let ExprKind::Slice(b, hi, lo) = &base.kind {
+                let (_, within) = bounds(hi, lo)?;
+                (h, l) = (h + within, l + within);
+                base = b;
+            }
+            let (c, _) = self.expr(base)?;
             let m = ones(h - l + 1);
             return Ok(format!("{c} = ({c} & ~({m:#x}ULL << {l})) | ((({value}) & {m:#x}ULL) << {l});\n"));
         }
@@ -742,6 +759,10 @@ impl<'a> Gen<'a> {
     fn call_stmt(&mut self, e: &Expr) -> R<String> {
         let ExprKind::Call { callee, args, .. } = &e.kind else { return Err(no("this call")) };
         match &callee.kind {
+            // v1model drops by port (511) and cancels a multicast; edgeflow.p4 by flag.
+            ExprKind::Name(f) if f == "mark_to_drop" && self.v1model => {
+                Ok("r->sm.f_egress_spec = 511;\nr->sm.f_mcast_grp = 0;\n".into())
+            }
             ExprKind::Name(f) if f == "mark_to_drop" => Ok("r->sm.f_drop = 1;\n".into()),
             ExprKind::Name(f) if f == "verify" => {
                 let (c, _) = self.expr(&args[0])?;
@@ -921,7 +942,9 @@ impl<'a> Gen<'a> {
         let names: &[&str] = match (kind, params.len()) {
             (0, 4) => &["", "r->hdr", "r->meta", "r->sm"],
             (1, 3) => &["r->hdr", "r->meta", "r->sm"],
-            (1, 2) => &["", "r->hdr"],
+            // A deparser (packet_out, headers), or v1model's checksum controls (headers, metadata).
+            (1, 2) if matches!(&params[0].ty, Type::Named(n, _) if n.text == "packet_out") => &["", "r->hdr"],
+            (1, 2) => &["r->hdr", "r->meta"],
             _ => return Err(no(format!("block {block}'s parameters"))),
         };
         for (p, c) in params.iter().zip(names) {
@@ -1413,10 +1436,20 @@ impl Gen<'_> {
     fn generate(&mut self) -> R<()> {
         self.declare_types()?;
         let blocks = self.checked.blocks.clone();
-        let (parser, ingress, egress, deparser) = (&blocks[0], &blocks[1], &blocks[2], &blocks[3]);
+        // v1model's six blocks: parser, verifyChecksum, ingress, egress, computeChecksum, deparser.
+        let (parser, checks, ingress, egress, deparser) = if self.v1model {
+            (&blocks[0], vec![blocks[1].clone(), blocks[4].clone()], &blocks[2], &blocks[3], &blocks[5])
+        } else {
+            (&blocks[0], Vec::new(), &blocks[1], &blocks[2], &blocks[3])
+        };
+        let mut order = vec![parser.clone()];
+        order.extend(checks.first().cloned());
+        order.extend([ingress.clone(), egress.clone()]);
+        order.extend(checks.get(1).cloned());
+        order.push(deparser.clone());
         // Top-level actions (NoAction) first, then each control's locals, actions and tables.
         self.actions(None)?;
-        for b in [parser, ingress, egress, deparser] {
+        for b in &order {
             self.block = b.clone();
             self.scopes.push(HashMap::new());
             self.bind_params(b)?;
@@ -1433,8 +1466,12 @@ impl Gen<'_> {
             self.funcs += &body;
             self.scopes.pop();
         }
+        // The kernel's multicast groups have ports and no replication ids.
+        if self.funcs.contains("f_egress_rid") {
+            return Err(no("standard_metadata.egress_rid (replication ids)".to_string()));
+        }
         let egress_writes_headers = self.writes_headers(egress);
-        self.entry(ingress, egress, deparser, egress_writes_headers);
+        self.entry(ingress, egress, &checks, egress_writes_headers);
         self.assemble();
         Ok(())
     }
@@ -1615,7 +1652,8 @@ impl Gen<'_> {
         }
         visit("start", states, &next_of, &mut Vec::new(), &mut order)?;
         let no_match = self.error_index("NoMatch");
-        let mut s = String::from("static __always_inline int p4_parse(struct p4_run *r)\n{\n\tgoto st_start;\n");
+        let inits = self.local_inits(block)?;
+        let mut s = format!("static __always_inline int p4_parse(struct p4_run *r)\n{{\n{inits}\tgoto st_start;\n");
         for st in states {
             if !order.contains(&st.name.text) {
                 continue;
@@ -1672,14 +1710,59 @@ impl Gen<'_> {
         let Decl::Control { apply, .. } = self.block_decl(block) else { unreachable!() };
         let end = format!("end_{}", ident(block));
         self.exit_label = format!("goto {end};\n");
+        let inits = self.local_inits(block)?;
         let body = self.stmts(apply)?;
         let f = if deparser { "p4_deparse".to_string() } else { format!("p4_ctl_{}", ident(block)) };
         let start = if deparser { "\tr->emitted = 0;\n" } else { "" };
-        Ok(format!("static __always_inline void {f}(struct p4_run *r)\n{{\n{start}{body}{end}:\n\treturn;\n}}\n\n"))
+        Ok(format!("static __always_inline void {f}(struct p4_run *r)\n{{\n{start}{inits}{body}{end}:\n\treturn;\n}}\n\n"))
     }
 
-    fn entry(&mut self, ingress: &str, egress: &str, _deparser: &str, egress_writes_headers: bool) {
+    /// The block's variables given a value where declared (`bit<8> x = 1;`): set each time
+    /// the block runs, before its body (they read 0 otherwise, the software target the value).
+    fn local_inits(&mut self, block: &str) -> R<String> {
+        let locals: &[Local] = match self.block_decl(block) {
+            Decl::Parser { locals, .. } | Decl::Control { locals, .. } => locals,
+            _ => unreachable!(),
+        };
+        let mut s = String::new();
+        for l in locals {
+            if let Local::Var { name, init: Some(value), .. } = l {
+                let (v, _) = self.expr(value)?;
+                let target = Expr { kind: ExprKind::Name(name.text.clone()), pos: name.pos };
+                s += &format!("\t{}", self.assign(&target, &v)?);
+            }
+        }
+        Ok(s)
+    }
+
+    fn entry(&mut self, ingress: &str, egress: &str, checks: &[String], egress_writes_headers: bool) {
         let (ig, eg) = (ident(ingress), ident(egress));
+        // Where v1model and edgeflow.p4 differ: a parser error goes on to ingress; the checksum
+        // controls run after the parser and before the deparser; the drop port is 511 and port
+        // 0 is a port; egress starts with egress_spec 0, and a replica is instance 5.
+        let v1 = self.v1model;
+        let arrival = if v1 { "\tr->sm.f_ingress_global_timestamp = r->sm.f_timestamp / 1000;\n" } else { "" };
+        let parse_error = if v1 {
+            "vd->parser_error = r->sm.f_parser_error;"
+        } else {
+            "vd->parser_error = r->sm.f_parser_error;\n\t\treturn p4_finish(ctx, vd, P4_DROP, P4_PARSER, hook, in);"
+        };
+        let verify = match checks.first() {
+            Some(b) => format!("p4_ctl_{}(r);\n\tr->exited = 0;\n\t", ident(b)),
+            None => String::new(),
+        };
+        let compute = match checks.get(1) {
+            Some(b) => format!("r->exited = 0;\n\tp4_ctl_{}(r);\n\t", ident(b)),
+            None => String::new(),
+        };
+        let ingress_drop = if v1 { "!r->sm.f_mcast_grp && r->sm.f_egress_spec == 511" } else { "r->sm.f_drop" };
+        let single = if v1 {
+            "single.n = 1;\n\t\tsingle.ports[0] = r->sm.f_egress_spec;"
+        } else {
+            "if (!r->sm.f_egress_port)\n\t\t\treturn p4_finish(ctx, vd, P4_DROP, P4_NO_PORT, hook, in);\n\t\tsingle.n = 1;\n\t\tsingle.ports[0] = r->sm.f_egress_port;"
+        };
+        let egress_start = if v1 { "r->sm.f_egress_spec = 0;\n\t\tr->sm.f_instance_type = grp ? 5 : 0;\n\t\t" } else { "" };
+        let egress_drop = if v1 { "r->sm.f_egress_spec == 511" } else { "r->sm.f_drop" };
         let _ = write!(
             self.funcs,
             r#"static __always_inline __u32 p4_pkt_len(void *ctx, const enum p4_hook hook)
@@ -1777,16 +1860,15 @@ static __always_inline int p4_main(void *ctx, const enum p4_hook hook)
 	r->sm.f_ingress_port = in->port;
 	r->sm.f_packet_length = len;
 	r->sm.f_timestamp = bpf_ktime_get_ns();
-	vd->timestamp = r->sm.f_timestamp;
+{arrival}	vd->timestamp = r->sm.f_timestamp;
 	if (p4_parse(r) < 0) {{
 		if (r->misfit)
 			return p4_finish(ctx, vd, P4_UP, P4_MISFIT, hook, in);
-		vd->parser_error = r->sm.f_parser_error;
-		return p4_finish(ctx, vd, P4_DROP, P4_PARSER, hook, in);
+		{parse_error}
 	}}
-	p4_ctl_{ig}(r);
+	{verify}p4_ctl_{ig}(r);
 	r->exited = 0;
-	if (r->sm.f_drop)
+	if ({ingress_drop})
 		return p4_finish(ctx, vd, P4_DROP, P4_PROGRAM, hook, in);
 	struct p4_group single = {{}};
 	struct p4_group *group = &single;
@@ -1807,10 +1889,7 @@ static __always_inline int p4_main(void *ctx, const enum p4_hook hook)
 			fanout = *f;
 		}}
 	}} else {{
-		if (!r->sm.f_egress_port)
-			return p4_finish(ctx, vd, P4_DROP, P4_NO_PORT, hook, in);
-		single.n = 1;
-		single.ports[0] = r->sm.f_egress_port;
+		{single}
 	}}
 	/* Egress per copy, on the metadata as ingress left it (the headers stay: see above). */
 	for (__u32 i = 0; i < sizeof(r->sm) / 8; i++)
@@ -1826,9 +1905,9 @@ static __always_inline int p4_main(void *ctx, const enum p4_hook hook)
 		for (__u32 i = 0; i < sizeof(r->meta) / 8; i++)
 			((__u64 *)&r->meta)[i] = ((__u64 *)&r->saved_meta)[i];
 		r->sm.f_egress_port = group->ports[c];
-		r->exited = 0;
+		{egress_start}r->exited = 0;
 		p4_ctl_{eg}(r);
-		if (r->sm.f_drop) {{
+		if ({egress_drop}) {{
 			/* In the scratch map, not a variable: the verifier then keeps no state per value. */
 			if (group->ports[c] != in->port)
 				r->others_dropped = 1;
@@ -1862,7 +1941,7 @@ static __always_inline int p4_main(void *ctx, const enum p4_hook hook)
 			return p4_finish(ctx, vd, P4_UP, P4_NONE, hook, in);
 		ifx[c] = *x;
 	}}
-	p4_deparse(r);
+	{compute}p4_deparse(r);
 	if (r->misfit || r->emitted != r->off)
 		return p4_finish(ctx, vd, P4_UP, P4_MISFIT, hook, in);
 	__u64 out = r->emitted;

@@ -96,17 +96,25 @@ pub enum Verdict {
 pub struct Outcome {
     pub checks: Vec<Check>,
     pub verdict: Verdict,
+    /// Frames the target did not decide and sent up, as the kernel does in the datapath: the
+    /// `packet` line and why. The software target decided them, as userspace does there.
+    pub up: Vec<(usize, String)>,
 }
 
 impl Outcome {
     pub fn refused(why: impl Into<String>) -> Outcome {
-        Outcome { checks: Vec::new(), verdict: Verdict::Refused(why.into()) }
+        Outcome { checks: Vec::new(), verdict: Verdict::Refused(why.into()), up: Vec::new() }
     }
 
     /// The verdict as one line: `PASS`, `FAIL` with how many checks failed, or `REFUSED why`.
     pub fn summary(&self) -> String {
         match &self.verdict {
-            Verdict::Pass => "PASS".into(),
+            Verdict::Pass if self.up.is_empty() => "PASS".into(),
+            Verdict::Pass => {
+                let mut whys: Vec<&str> = self.up.iter().map(|(_, why)| why.as_str()).collect();
+                whys.dedup();
+                format!("PASS ({} frame(s) sent up and decided in userspace: {})", self.up.len(), whys.join("; "))
+            }
             Verdict::Fail => {
                 let failed = self.checks.iter().filter(|c| !c.held).count();
                 format!("FAIL {failed} of {} checks", self.checks.len())
@@ -120,6 +128,9 @@ impl Outcome {
         let mut s = String::new();
         for c in &self.checks {
             let _ = writeln!(s, "line {}: {}: {}", c.line, if c.held { "ok" } else { "FAILED" }, c.what);
+        }
+        for (line, why) in &self.up {
+            let _ = writeln!(s, "line {line}: sent up, decided in userspace: {why}");
         }
         s + &self.summary() + "\n"
     }
@@ -287,6 +298,8 @@ struct Run<'a> {
     checks: Vec<Check>,
     /// Per script port, the frames that left it, with the `packet` line that sent them.
     received: BTreeMap<u32, Vec<(usize, Vec<u8>)>>,
+    up: Vec<(usize, String)>,
+    began: std::time::Instant,
 }
 
 /// Why a run stopped before its end: the target or the runner cannot do what a line asks.
@@ -303,6 +316,8 @@ pub fn run(script: &Script, switch: &mut Switch, target: &mut dyn Target) -> Out
         entries: HashMap::new(),
         checks: Vec::new(),
         received: BTreeMap::new(),
+        up: Vec::new(),
+        began: std::time::Instant::now(),
     };
     for (line, command) in &script.commands {
         match run.command(*line, command) {
@@ -314,7 +329,7 @@ pub fn run(script: &Script, switch: &mut Switch, target: &mut dyn Target) -> Out
     // In the script's order: a reader goes down both together.
     run.checks.sort_by_key(|c| c.line);
     let verdict = if run.checks.iter().all(|c| c.held) { Verdict::Pass } else { Verdict::Fail };
-    Outcome { checks: run.checks, verdict }
+    Outcome { checks: run.checks, verdict, up: run.up }
 }
 
 impl Run<'_> {
@@ -350,7 +365,23 @@ impl Run<'_> {
                             self.received.entry(ports::out_of_program(p)).or_default().push((line, bytes));
                         }
                     }
-                    Sent::Up(why) => self.fail(line, format!("packet {port}: the target did not decide it: {why}")),
+                    // The datapath's answer: userspace (the software target) decides the frame.
+                    Sent::Up(why) => {
+                        self.up.push((line, why));
+                        let now = self.began.elapsed().as_nanos() as u64;
+                        match self.switch.process(frame, ports::into_program(*port), now) {
+                            Ok(outputs) => {
+                                for o in outputs {
+                                    let p = ports::out_of_program(o.port);
+                                    self.received.entry(p).or_default().push((line, o.frame));
+                                }
+                            }
+                            Err(Dropped::Unsupported(what)) => {
+                                return Err(Refusal(format!("the software target cannot run {what}")))
+                            }
+                            Err(_) => {}
+                        }
+                    }
                     Sent::Unsupported(what) => return Err(Refusal(format!("the target cannot run {what}"))),
                 }
                 Ok(())
