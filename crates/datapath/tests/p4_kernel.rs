@@ -477,7 +477,12 @@ fn what_the_kernel_cannot_carry_goes_up_counted() {
     }
     let up_misfits = |obj: &Object| -> u64 {
         let slot = p4::ebpf::stats_slot(UP, MISFIT);
-        map(obj, "p4_stats").lookup_percpu(&slot.to_ne_bytes()).unwrap().iter().map(|c| u64::from_ne_bytes(c[..8].try_into().unwrap())).sum()
+        map(obj, "p4_stats")
+            .lookup_percpu(&slot.to_ne_bytes())
+            .unwrap()
+            .iter()
+            .map(|c| u64::from_ne_bytes(c[..8].try_into().unwrap()))
+            .sum()
     };
     let sent_up = |k: &KernelVerdict, what: &str| assert_eq!((k.kind, k.reason), (UP, MISFIT), "{what}: {k:?}");
 
@@ -495,7 +500,10 @@ fn what_the_kernel_cannot_carry_goes_up_counted() {
     let soft = sw.process(&flood, 1, 0).unwrap();
     assert_eq!(soft.len(), wide.len() - 1, "the software target floods to every other port");
     for hook in [Hook::Tc, Hook::Xdp] {
-        sent_up(&run_kernel(k.object(), &flood, 1, hook).unwrap(), &format!("{hook:?}: a group of {} ports", wide.len()));
+        sent_up(
+            &run_kernel(k.object(), &flood, 1, hook).unwrap(),
+            &format!("{hook:?}: a group of {} ports", wide.len()),
+        );
     }
     assert_eq!(up_misfits(k.object()), 2);
 
@@ -531,7 +539,13 @@ fn what_the_kernel_cannot_carry_goes_up_counted() {
     // A frame that really is shorter than its headers is still the parser's drop, in both.
     let mut tally = Tally::default();
     compare(k.object(), &mut sw, &frame(14 + 200), 1, &mut tally);
-    compare(k.object(), &mut sw, &udp4([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], [10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 60), 3, &mut tally);
+    compare(
+        k.object(),
+        &mut sw,
+        &udp4([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], [10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 60),
+        3,
+        &mut tally,
+    );
     assert_eq!((tally.parser, tally.forwarded), (2, 2), "{tally:?}");
 }
 
@@ -607,7 +621,13 @@ fn headers_made_valid_or_invalid_decide_in_the_kernel_or_go_up() {
     };
     // Changed in place or not at all: decided in the kernel, as in software.
     let mut tally = Tally::default();
-    compare(k.object(), &mut sw, &udp4([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 9], [10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 60), 1, &mut tally);
+    compare(
+        k.object(),
+        &mut sw,
+        &udp4([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 9], [10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 60),
+        1,
+        &mut tally,
+    );
     compare(k.object(), &mut sw, &tagged([2, 0, 0, 0, 0, 7]), 1, &mut tally);
     assert_eq!(tally.forwarded, 4, "{tally:?}");
     // A tag pushed, a tag popped: up, for the software target, which does both.
@@ -801,4 +821,30 @@ fn a_variable_initialised_where_declared_holds_its_value_in_the_kernel() {
         compare(k.object(), &mut sw, &f, 1, &mut tally);
     }
     assert_eq!(tally.forwarded, 4, "{tally:?}");
+}
+
+/// An action called with out and inout arguments writes them back when it ends, also by exit,
+/// and a slice argument is written back as a slice (the kernel refused such actions before).
+#[test]
+fn an_action_copies_out_its_inout_and_out_arguments_in_the_kernel() {
+    if !may_load_and_pin() {
+        return;
+    }
+    let text = ethernet_only(
+        "action bump(inout bit<16> v, out bit<8> seen, inout bit<4> low) { v = v + 1; seen = 7; low = 0xf; exit; }\n\
+         apply {\n\
+         sm.egress_port = 2;\n\
+         bump(hdr.eth.kind, meta.unused, hdr.eth.src[3:0]);\n\
+         hdr.eth.kind = 0;\n\
+         }",
+    );
+    let (g, mut sw) = both_targets("copy_out.p4", &text);
+    let out = DownVeth::new("c");
+    let k = load("copy_out", g, &sw, &out);
+    let mut tally = Tally::default();
+    let f = udp4([2, 0, 0, 0, 0, 0x10], [2, 0, 0, 0, 0, 2], [10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 60);
+    let soft = sw.process(&f, 1, 0).unwrap();
+    assert_eq!((soft[0].frame[11], &soft[0].frame[12..14]), (0x1f, &[0x08, 0x01][..]), "the software target");
+    compare(k.object(), &mut sw, &f, 1, &mut tally);
+    assert_eq!(tally.forwarded, 2, "{tally:?}");
 }

@@ -31,7 +31,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use crate::ast::{BinOp, Decl, Expr, ExprKind, Keyset, Local, Program, Stmt, Transition, Type, UnOp};
+use crate::ast::{BinOp, Decl, Direction, Expr, ExprKind, Keyset, Local, Program, Stmt, Transition, Type, UnOp};
 use crate::check::{Checked, Layout, Ty};
 
 /// How much of the frame the parser and deparser see.
@@ -272,6 +272,8 @@ struct Gen<'a> {
     funcs: String,
     /// Each table's key expressions, as C in its control's scope.
     table_keys: Vec<Vec<String>>,
+    /// How many call-site temporaries have been named (copy-in, copy-out of action arguments).
+    temps: usize,
 }
 
 /// C for the checked program `program`, or why it does not fit.
@@ -310,6 +312,7 @@ pub fn generate(program: &Program, checked: &Checked) -> R<Generated> {
         exit_label: String::new(),
         funcs: String::new(),
         table_keys: Vec::new(),
+        temps: 0,
         v1model,
     };
     g.generate()?;
@@ -770,14 +773,25 @@ impl<'a> Gen<'a> {
                 Ok(format!("if (!({c})) {{ r->sm.f_parser_error = {err}; goto reject; }}\n"))
             }
             ExprKind::Name(a) => {
-                // A direct action call.
+                // A direct action call. An out or inout argument is copied into a temporary
+                // the action writes through, and copied back after (P4's copy-in, copy-out,
+                // also when the action exits).
                 let f = self.action_fn(a)?;
-                let mut s = format!("{f}(r");
-                for x in args {
-                    let (c, _) = self.expr(x)?;
-                    s += &format!(", {c}");
+                let params = self.action_param_directions(a);
+                let (mut before, mut call, mut after) = (String::new(), format!("{f}(r"), String::new());
+                for (i, x) in args.iter().enumerate() {
+                    let (c, ty) = self.expr(x)?;
+                    if !matches!(params.get(i), Some(Some(Direction::Out | Direction::InOut))) {
+                        call += &format!(", {c}");
+                        continue;
+                    }
+                    self.temps += 1;
+                    let t = format!("t_{}", self.temps);
+                    let _ = writeln!(before, "{} {t} = {c};", self.c_type(&ty)?);
+                    call += &format!(", &{t}");
+                    after += &self.assign(x, &t)?;
                 }
-                Ok(s + ");\n" + &format!("if (r->exited) {}", self.exit_label))
+                Ok(format!("{{\n{before}{call});\n{after}}}\nif (r->exited) {}", self.exit_label))
             }
             ExprKind::Member(obj, m) => {
                 let method = m.text.as_str();
@@ -914,6 +928,24 @@ impl<'a> Gen<'a> {
             let _ = writeln!(s, "r->emitted += {bytes};\n}}");
         }
         Ok(s)
+    }
+
+    /// Each parameter's direction, of the action `a` names here (the block's, else top-level).
+    fn action_param_directions(&self, a: &str) -> Vec<Option<Direction>> {
+        let local = self.program.decls.iter().find_map(|d| match d {
+            Decl::Control { name, locals, .. } if name.text == self.block => locals.iter().find_map(|l| match l {
+                Local::Action(x) if x.name.text == a => Some(x),
+                _ => None,
+            }),
+            _ => None,
+        });
+        let top = || {
+            self.program.decls.iter().find_map(|d| match d {
+                Decl::Action(x) if x.name.text == a => Some(x),
+                _ => None,
+            })
+        };
+        local.or_else(top).map(|x| x.params.iter().map(|p| p.direction).collect()).unwrap_or_default()
     }
 
     fn action_fn(&self, a: &str) -> R<String> {
@@ -1069,10 +1101,16 @@ impl<'a> Gen<'a> {
             let mut sig = format!("static __always_inline void {f}(struct p4_run *r");
             for p in &a.params {
                 let ty = self.checked.resolve(&p.ty);
-                if p.direction.is_some() {
-                    return Err(no(format!("action {}'s parameter {} with a direction", a.name.text, p.name.text)));
-                }
                 let c = format!("a_{}", ident(&p.name.text));
+                // out and inout: the caller's copy, by pointer (the call site copies in and out).
+                if matches!(p.direction, Some(Direction::Out | Direction::InOut)) {
+                    sig += &format!(", {} *{c}", self.c_type(&ty)?);
+                    self.bind(&p.name.text, format!("(*{c})"), ty);
+                    continue;
+                }
+                if !matches!(ty, Ty::Bit(_) | Ty::Bool | Ty::Error | Ty::Enum(_)) {
+                    return Err(no(format!("action {}'s parameter {} of type {ty:?}", a.name.text, p.name.text)));
+                }
                 sig += &format!(", __u64 {c}");
                 self.bind(&p.name.text, c, ty);
             }
