@@ -669,7 +669,7 @@ fn externs_sized_by_named_constants_have_every_cell_in_the_kernel() {
         control E(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }\n\
         control D(packet_out packet, in headers hdr) { apply { packet.emit(hdr.eth); } }\n\
         EdgeflowSwitch(P(), I(), E(), D()) main;\n";
-    let (g, mut sw) = both_targets("sized.p4", &text);
+    let (g, mut sw) = both_targets("sized.p4", text);
     let out = DownVeth::new("n");
     let k = load("sized", g.clone(), &sw, &out);
     let mut tally = Tally::default();
@@ -847,4 +847,67 @@ fn an_action_copies_out_its_inout_and_out_arguments_in_the_kernel() {
     assert_eq!((soft[0].frame[11], &soft[0].frame[12..14]), (0x1f, &[0x08, 0x01][..]), "the software target");
     compare(k.object(), &mut sw, &f, 1, &mut tally);
     assert_eq!(tally.forwarded, 2, "{tally:?}");
+}
+
+/// A sub-parser applied in two states and a sub-control with a table of its own run in the
+/// kernel as in software (the kernel refused any instance of the program's own blocks before):
+/// inlined where applied, their parameters copied in and out.
+#[test]
+fn sub_parsers_and_sub_controls_run_in_the_kernel_as_in_software() {
+    if !may_load_and_pin() {
+        return;
+    }
+    let text = "#include <core.p4>\n#include <edgeflow.p4>\n\
+        header eth_t { bit<48> dst; bit<48> src; bit<16> kind; }\n\
+        header tag_t { bit<8> kind; bit<8> value; }\n\
+        struct headers { eth_t eth; tag_t tag; }\nstruct meta_t { bit<8> seen; }\n\
+        parser Tag(packet_in pkt, out tag_t tag, inout bit<8> seen) {\n\
+          state start { pkt.extract(tag); seen = seen + 1; transition select(tag.kind) { 1: accept; default: reject; } } }\n\
+        parser P(packet_in packet, out headers hdr, inout meta_t meta, inout standard_metadata_t sm) {\n\
+          Tag() tag;\n\
+          state start { packet.extract(hdr.eth); transition select(hdr.eth.kind) { 0x88b5: one; 0x88b6: other; default: accept; } }\n\
+          state one { tag.apply(packet, hdr.tag, meta.seen); transition accept; }\n\
+          state other { meta.seen = 10; tag.apply(packet, hdr.tag, meta.seen); transition accept; } }\n\
+        control Route(inout tag_t tag, out PortId_t port) {\n\
+          action to(PortId_t p) { port = p; tag.value = tag.value + 1; }\n\
+          table by_value { key = { tag.value : exact; } actions = { to; NoAction; } default_action = NoAction(); }\n\
+          apply { port = 4; by_value.apply(); } }\n\
+        control I(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) {\n\
+          Route() route;\n\
+          apply { if (hdr.tag.isValid()) { route.apply(hdr.tag, sm.egress_port); hdr.eth.src[7:0] = meta.seen; }\n\
+                  else { sm.egress_port = 3; } } }\n\
+        control E(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }\n\
+        control D(packet_out packet, in headers hdr) { apply { packet.emit(hdr); } }\n\
+        EdgeflowSwitch(P(), I(), E(), D()) main;\n";
+    let (g, mut sw) = both_targets("sub_blocks.p4", text);
+    sw.insert("Route.by_value", vec![Match::Exact(5)], "to", vec![2], 0).unwrap();
+    let out = DownVeth::new("s");
+    let k = load("sub_blocks", g, &sw, &out);
+    let mut tally = Tally::default();
+    let tagged = |kind: u16, tag: [u8; 2]| {
+        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 0];
+        f.extend_from_slice(&kind.to_be_bytes());
+        f.extend_from_slice(&tag);
+        f.resize(60, 0);
+        f
+    };
+    // (frame, the port the software target sends it to, the tag's value and src's last byte)
+    for (f, port, value_and_seen) in [
+        (tagged(0x88b5, [1, 5]), Some(2), (6, 1)),
+        (tagged(0x88b6, [1, 7]), Some(4), (7, 11)),
+        (tagged(0x88b5, [2, 5]), None, (0, 0)),
+    ] {
+        match (sw.process(&f, 1, 0), port) {
+            (Ok(o), Some(p)) => {
+                assert_eq!(o[0].port, p, "the software target");
+                assert_eq!((o[0].frame[15], o[0].frame[11]), value_and_seen, "the software target");
+            }
+            (Err(Dropped::Parser(_)), None) => {}
+            (other, _) => panic!("the software target: {other:?}"),
+        }
+        compare(k.object(), &mut sw, &f, 1, &mut tally);
+    }
+    let plain = udp4([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], [10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 60);
+    compare(k.object(), &mut sw, &plain, 1, &mut tally);
+    assert_eq!(tally.forwarded, 6, "{tally:?}");
 }

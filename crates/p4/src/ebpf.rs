@@ -268,6 +268,15 @@ struct Gen<'a> {
     run_members: String,
     /// Where `exit` goes in the code being generated.
     exit_label: String,
+    /// What a `return` statement becomes: the function's return, or the end of an inlined
+    /// sub-control.
+    return_stmt: String,
+    /// Instances of the program's own parsers and controls (`Block.instance` → its type), and
+    /// the types already inlined (each at one place: its tables and actions are generated there).
+    sub_blocks: HashMap<String, String>,
+    inlined: std::collections::HashSet<String>,
+    /// Sub-parsers' states, placed after the parser's own (they are reached by goto).
+    deferred_states: String,
     /// Functions, after the types, maps and the run struct they use.
     funcs: String,
     /// Each table's key expressions, as C in its control's scope.
@@ -310,6 +319,10 @@ pub fn generate(program: &Program, checked: &Checked) -> R<Generated> {
         max_args: 1,
         run_members: String::new(),
         exit_label: String::new(),
+        return_stmt: "return;\n".into(),
+        sub_blocks: HashMap::new(),
+        inlined: std::collections::HashSet::new(),
+        deferred_states: String::new(),
         funcs: String::new(),
         table_keys: Vec::new(),
         temps: 0,
@@ -711,7 +724,7 @@ impl<'a> Gen<'a> {
             Stmt::Block(b) => format!("{{\n{}}}\n", self.stmts(b)?),
             Stmt::Call(e) => self.call_stmt(e)?,
             Stmt::Exit(_) => format!("r->exited = 1;\n{}", self.exit_label),
-            Stmt::Return(_) => "return;\n".into(),
+            Stmt::Return(_) => self.return_stmt.clone(),
             Stmt::Empty => String::new(),
             Stmt::Const { ty, name, value } | Stmt::Var { ty, name, init: Some(value) } => {
                 let ty = self.checked.resolve(ty);
@@ -797,6 +810,17 @@ impl<'a> Gen<'a> {
                 let method = m.text.as_str();
                 if let ExprKind::Name(o) = &obj.kind {
                     let key = format!("{}.{o}", self.block);
+                    // A sub-parser or sub-control, by instance or by its type's name.
+                    let sub = self.sub_blocks.get(&key).cloned().or_else(|| {
+                        self.program
+                            .decls
+                            .iter()
+                            .any(|d| matches!(d, Decl::Parser { name, .. } | Decl::Control { name, .. } if name.text == *o))
+                            .then(|| o.clone())
+                    });
+                    if let (Some(ty), "apply") = (sub, method) {
+                        return self.inline_block(&ty, args);
+                    }
                     if method == "apply" {
                         let f = self.table_fn(o)?;
                         return Ok(format!("{f}(r);\nif (r->exited) {}", self.exit_label));
@@ -874,6 +898,25 @@ impl<'a> Gen<'a> {
         at
     }
 
+    /// Where the headers in a value of type `ty` copied from `from` to `to` lie in the frame,
+    /// copied with them (a header extracted by a sub-parser is emitted at its place).
+    fn place_copies(&mut self, to: &str, from: &str, ty: &Ty) -> String {
+        match ty {
+            Ty::Header(_) => {
+                let (to, from) = (self.header_place(to), self.header_place(from));
+                format!("{to} = {from};\n")
+            }
+            Ty::Struct(name) => {
+                let Some(Layout::Struct(fields)) = self.layout(name).cloned() else { return String::new() };
+                fields
+                    .iter()
+                    .map(|(f, t)| self.place_copies(&format!("{to}.f_{}", ident(f)), &format!("{from}.f_{}", ident(f)), t))
+                    .collect()
+            }
+            _ => String::new(),
+        }
+    }
+
     /// `packet.extract(h)` in the parser, `packet.emit(h)` in the deparser: at the header's place.
     fn packet_call(&mut self, method: &str, h: &Expr) -> R<String> {
         let (c, ty) = self.expr(h)?;
@@ -928,6 +971,112 @@ impl<'a> Gen<'a> {
             let _ = writeln!(s, "r->emitted += {bytes};\n}}");
         }
         Ok(s)
+    }
+
+    /// `instance.apply(args)` of the program's own parser or control `ty`, inlined where it is
+    /// applied: its parameters are run members, copied in from the arguments and out to them
+    /// after (P4's copy-in, copy-out); a control's tables and actions are generated here, a
+    /// parser's states go after the parser's own. A control (its tables and actions are
+    /// generated where it is inlined), or a parser with extern instances, at one place only.
+    fn inline_block(&mut self, ty: &str, args: &[Expr]) -> R<String> {
+        let decl = self.block_decl(ty);
+        let first = self.inlined.insert(ty.to_string());
+        let (Decl::Parser { locals, .. } | Decl::Control { locals, .. }) = decl else { unreachable!() };
+        let instances = locals.iter().any(|l| matches!(l, Local::Instance(_)));
+        if !first && (matches!(decl, Decl::Control { .. }) || instances) {
+            return Err(no(format!("{ty} applied at more than one place")));
+        }
+        let (Decl::Parser { params, .. } | Decl::Control { params, .. }) = decl else { unreachable!() };
+        self.temps += 1;
+        let n = self.temps;
+        let is_packet = |p: &crate::ast::Param| matches!(&p.ty, Type::Named(t, _) if t.text == "packet_in" || t.text == "packet_out");
+        // Arguments are read and written back in the caller's scope.
+        let (mut before, mut after, mut bindings) = (String::new(), String::new(), Vec::new());
+        for (p, a) in params.iter().zip(args) {
+            if is_packet(p) {
+                bindings.push((p.name.text.clone(), "packet".to_string(), Ty::Void));
+                continue;
+            }
+            let pty = self.checked.resolve(&p.ty);
+            let member = format!("sb{n}_{}", ident(&p.name.text));
+            let _ = writeln!(self.run_members, "\t{} {member};", self.c_type(&pty)?);
+            let c = format!("r->{member}");
+            if !matches!(p.direction, Some(Direction::Out)) {
+                let (v, _) = self.expr(a)?;
+                let _ = writeln!(before, "{c} = {v};");
+                before += &self.place_copies(&c, &v, &pty);
+            }
+            if matches!(p.direction, Some(Direction::Out | Direction::InOut)) {
+                after += &self.assign(a, &c)?;
+                let (v, _) = self.expr(a)?;
+                after += &self.place_copies(&v, &c, &pty);
+            }
+            bindings.push((p.name.text.clone(), c, pty));
+        }
+        let caller = std::mem::replace(&mut self.block, ty.to_string());
+        let exit_label = std::mem::replace(&mut self.exit_label, format!("goto sb{n}_end;\n"));
+        let return_stmt = std::mem::replace(&mut self.return_stmt, format!("goto sb{n}_end;\n"));
+        self.scopes.push(HashMap::new());
+        for (name, c, t) in bindings {
+            self.bind(&name, c, t);
+        }
+        let inlined = (|| -> R<String> {
+            if first {
+                self.locals(ty)?;
+            } else {
+                self.rebind_locals(ty)?;
+            }
+            let inits = self.local_inits(ty)?;
+            match decl {
+                Decl::Parser { states, .. } => {
+                    let code = self.states(states, &format!("sb{n}_st_"), &format!("sb{n}_end"))?;
+                    self.deferred_states += &code;
+                    Ok(format!("{inits}goto sb{n}_st_start;\n"))
+                }
+                Decl::Control { apply, .. } => {
+                    self.actions(Some(ty))?;
+                    let first = self.tables.len();
+                    self.tables(ty)?;
+                    for i in first..self.tables.len() {
+                        self.table_apply(i)?;
+                    }
+                    Ok(format!("{inits}{}", self.stmts(apply)?))
+                }
+                _ => unreachable!(),
+            }
+        })();
+        self.scopes.pop();
+        self.block = caller;
+        self.return_stmt = return_stmt;
+        self.exit_label = exit_label;
+        let body = inlined?;
+        // An exit in a sub-control ends its caller too (after the copy-out).
+        let exited = match decl {
+            Decl::Control { .. } => format!("if (r->exited) {}", self.exit_label),
+            _ => String::new(),
+        };
+        Ok(format!("{{\n{before}{body}}}\nsb{n}_end:;\n{after}{exited}"))
+    }
+
+    /// A block's variables and constants bound again (to the run members `locals` declared),
+    /// for a sub-parser inlined at a second place.
+    fn rebind_locals(&mut self, block: &str) -> R<()> {
+        let (Decl::Parser { locals, .. } | Decl::Control { locals, .. }) = self.block_decl(block) else { unreachable!() };
+        for l in locals {
+            match l {
+                Local::Var { ty, name, .. } => {
+                    let ty = self.checked.resolve(ty);
+                    self.bind(&name.text, format!("r->l_{}_{}", ident(block), ident(&name.text)), ty);
+                }
+                Local::Const { ty, name, value } => {
+                    let ty = self.checked.resolve(ty);
+                    let (v, _) = self.expr(value)?;
+                    self.bind(&name.text, format!("({v} & {:#x}ULL)", ones(width_of(&ty))), ty);
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 
     /// Each parameter's direction, of the action `a` names here (the block's, else top-level).
@@ -1060,7 +1209,9 @@ impl<'a> Gen<'a> {
                             let _ = writeln!(self.out, "EF_MAP({map}, BPF_MAP_TYPE_ARRAY, 4, 8, {});", size.max(1));
                             self.registers.push((key, map, size));
                         }
-                        other if self.program.decls.iter().any(|d| matches!(d, Decl::Parser { name, .. } | Decl::Control { name, .. } if name.text == other)) => return Err(no(format!("the sub-parser or sub-control {key} ({other})"))),
+                        other if self.program.decls.iter().any(|d| matches!(d, Decl::Parser { name, .. } | Decl::Control { name, .. } if name.text == other)) => {
+                            self.sub_blocks.insert(key, other.to_string());
+                        }
                         other => return Err(no(format!("the {other} extern ({key})"))),
                     }
                 }
@@ -1655,9 +1806,10 @@ impl Gen<'_> {
         Ok(())
     }
 
-    fn parser(&mut self, block: &str) -> R<String> {
-        let Decl::Parser { states, .. } = self.block_decl(block) else { unreachable!() };
-        // Loops would need a bound the verifier can see: refused for now.
+    /// A parser's states as labelled C, each ending in a goto: `prefix` names them, `accept`
+    /// is where accepting goes (the parser's end, or back into the state that applied a
+    /// sub-parser). Loops would need a bound the verifier can see: refused for now.
+    fn states(&mut self, states: &[crate::ast::State], prefix: &str, accept: &str) -> R<String> {
         let mut order = Vec::new();
         let next_of = |t: &Transition| -> Vec<String> {
             match t {
@@ -1690,18 +1842,18 @@ impl Gen<'_> {
         }
         visit("start", states, &next_of, &mut Vec::new(), &mut order)?;
         let no_match = self.error_index("NoMatch");
-        let inits = self.local_inits(block)?;
-        let mut s = format!("static __always_inline int p4_parse(struct p4_run *r)\n{{\n{inits}\tgoto st_start;\n");
+        let mut s = String::new();
         for st in states {
             if !order.contains(&st.name.text) {
                 continue;
             }
-            let _ = writeln!(s, "st_{}:", ident(&st.name.text));
+            // Each state a C block of its own: states may declare variables of one name.
+            let _ = writeln!(s, "{prefix}{}: {{", ident(&st.name.text));
             s += &self.stmts(&st.body)?;
             let target = |n: &str| match n {
-                "accept" => "st_accept".to_string(),
+                "accept" => accept.to_string(),
                 "reject" => "reject".to_string(),
-                n => format!("st_{}", ident(n)),
+                n => format!("{prefix}{}", ident(n)),
             };
             match &st.transition {
                 Transition::Goto(n) => {
@@ -1739,7 +1891,17 @@ impl Gen<'_> {
                     let _ = writeln!(s, "\tr->sm.f_parser_error = {no_match};\n\tgoto reject;");
                 }
             }
+            s += "}\n";
         }
+        Ok(s)
+    }
+
+    fn parser(&mut self, block: &str) -> R<String> {
+        let Decl::Parser { states, .. } = self.block_decl(block) else { unreachable!() };
+        let inits = self.local_inits(block)?;
+        let mut s = format!("static __always_inline int p4_parse(struct p4_run *r)\n{{\n{inits}\tgoto st_start;\n");
+        s += &self.states(states, "st_", "st_accept")?;
+        s += &std::mem::take(&mut self.deferred_states);
         s += "st_accept:\n\treturn 0;\nreject:\n\treturn -1;\n}\n\n";
         Ok(s)
     }
