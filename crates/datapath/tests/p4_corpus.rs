@@ -127,7 +127,7 @@ fn differential(
                 2 => f.truncate(14 + (rng.next() % (f.len() - 13) as u64) as usize),
                 _ => (0..rng.next() % 40).for_each(|_| f.push(rng.next() as u8)),
             }
-            let port = if rng.next() % 4 == 0 { (rng.next() % 8) as u32 } else { *port };
+            let port = if rng.next().is_multiple_of(4) { (rng.next() % 8) as u32 } else { *port };
             let Ok(k) = kernel.run(switch, &f, port) else { continue };
             if k.kind != FORWARD && k.kind != DROP {
                 continue;
