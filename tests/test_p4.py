@@ -157,7 +157,7 @@ def test_compile_writes_the_kernel_back_end_and_refuses_what_does_not_fit(tmp_pa
         "direct_counter(CounterType.packets_and_bytes) dmac_hits;\n    register<bit<72>>(4) wide;"))
     r = subprocess.run([EDGEFLOW_BIN, "p4", "compile", str(wide)], capture_output=True, text=True, timeout=30)
     assert r.returncode == 1 and r.stderr.strip() == (
-        "edgeflow p4 compile: register L2Ingress.wide of 72 bits does not fit the kernel back end (docs/p4.md); "
+        f"edgeflow p4 compile: {wide}:51:26: register L2Ingress.wide of 72 bits does not fit the kernel back end (docs/p4.md); "
         "the program runs in userspace"), r.stderr
 
 

@@ -32,6 +32,7 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use crate::ast::{BinOp, Decl, Direction, Expr, ExprKind, Keyset, Local, Program, Stmt, Transition, Type, UnOp};
+use crate::diag::Pos;
 use crate::check::{Checked, Layout, Ty};
 
 /// How much of the frame the parser and deparser see.
@@ -283,14 +284,39 @@ struct Gen<'a> {
     table_keys: Vec<Vec<String>>,
     /// How many call-site temporaries have been named (copy-in, copy-out of action arguments).
     temps: usize,
+    /// The statement or declaration being generated: where a refusal points.
+    at: Option<Pos>,
 }
 
 /// C for the checked program `program`, or why it does not fit.
 pub fn generate(program: &Program, checked: &Checked) -> R<Generated> {
+    generate_at(program, checked).map_err(|(_, e)| e)
+}
+
+/// As [`generate`], a refusal led by the file, line and column of the statement or declaration
+/// that holds what does not fit: `file` is the program's path (as given to the front end).
+pub fn generate_in(file: &str, program: &Program, checked: &Checked) -> R<Generated> {
+    generate_at(program, checked).map_err(|(at, e)| match at {
+        Some(pos) => {
+            let name = match crate::lexer::file_name(file, pos.file) {
+                "?" => format!("{file} (an included file)"),
+                n => n.to_string(),
+            };
+            format!("{name}:{}:{}: {e}", pos.line, pos.col)
+        }
+        None => e,
+    })
+}
+
+fn generate_at(program: &Program, checked: &Checked) -> Result<Generated, (Option<Pos>, String)> {
+    let main = program.decls.iter().find_map(|d| match d {
+        Decl::Instance(i) if i.name.text == "main" => Some(i.name.pos),
+        _ => None,
+    });
     let v1model = match (checked.package.as_str(), checked.blocks.len()) {
         ("EdgeflowSwitch", 4) => false,
         ("V1Switch", 6) => true,
-        _ => return Err(no(format!("package {}", checked.package))),
+        _ => return Err((main, no(format!("package {}", checked.package)))),
     };
     let errors: Vec<String> = program
         .decls
@@ -326,9 +352,12 @@ pub fn generate(program: &Program, checked: &Checked) -> R<Generated> {
         funcs: String::new(),
         table_keys: Vec::new(),
         temps: 0,
+        at: main,
         v1model,
     };
-    g.generate()?;
+    if let Err(e) = g.generate() {
+        return Err((g.at, e));
+    }
     let fingerprint = fingerprint(&g.out);
     let _ = writeln!(
         g.out,
@@ -380,6 +409,70 @@ fn constant(e: &Expr, locals: &[Local], decls: &[Decl]) -> Option<u128> {
     }
 }
 
+/// A type as P4 writes it, for messages.
+fn p4_type(ty: &Ty) -> String {
+    match ty {
+        Ty::Bit(w) => format!("bit<{w}>"),
+        Ty::Int(w) => format!("int<{w}>"),
+        Ty::Number => "an integer without a width".into(),
+        Ty::Bool => "bool".into(),
+        Ty::Error => "error".into(),
+        Ty::Str => "string".into(),
+        Ty::Header(n) | Ty::Struct(n) | Ty::Enum(n) | Ty::Block(n) | Ty::Table(n) => n.clone(),
+        Ty::Extern(n, _) | Ty::BlockType(n, _) => n.clone(),
+        Ty::Var(n) => n.clone(),
+        _ => "this type".into(),
+    }
+}
+
+/// An operator as P4 writes it.
+fn operator(op: &BinOp) -> &'static str {
+    match op {
+        BinOp::Or => "||",
+        BinOp::And => "&&",
+        BinOp::Eq => "==",
+        BinOp::Ne => "!=",
+        BinOp::Lt => "<",
+        BinOp::Gt => ">",
+        BinOp::Le => "<=",
+        BinOp::Ge => ">=",
+        BinOp::BitOr => "|",
+        BinOp::BitXor => "^",
+        BinOp::BitAnd => "&",
+        BinOp::Shl => "<<",
+        BinOp::Shr => ">>",
+        BinOp::Concat => "++",
+        BinOp::Add => "+",
+        BinOp::Sub => "-",
+        BinOp::AddSat => "|+|",
+        BinOp::SubSat => "|-|",
+        BinOp::Mul => "*",
+        #[allow(unreachable_patterns)]
+        _ => "this operator",
+    }
+}
+
+/// What an expression is, as P4 names it.
+fn expression_kind(e: &ExprKind) -> String {
+    match e {
+        ExprKind::Str(_) => "a string".into(),
+        ExprKind::List(_) => "a list expression ({ ... })".into(),
+        ExprKind::DontCare => "_ as a value".into(),
+        ExprKind::Index(..) => "an index ([...])".into(),
+        ExprKind::Call { callee, .. } => format!("the call of {}", callee_text(callee)),
+        _ => "this expression".into(),
+    }
+}
+
+/// A callee as the program writes it: `f`, `x.m`.
+fn callee_text(e: &Expr) -> String {
+    match &e.kind {
+        ExprKind::Name(n) | ExprKind::TopName(n) => n.clone(),
+        ExprKind::Member(inner, m) => format!("{}.{}", callee_text(inner), m.text),
+        _ => "an expression".into(),
+    }
+}
+
 fn ident(s: &str) -> String {
     s.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect()
 }
@@ -406,23 +499,24 @@ impl<'a> Gen<'a> {
             Ty::Bool | Ty::Error | Ty::Enum(_) => "__u64".into(),
             Ty::Header(n) => format!("struct p4h_{}", ident(n)),
             Ty::Struct(n) => format!("struct p4s_{}", ident(n)),
-            other => return Err(no(format!("a value of type {other:?}"))),
+            other => return Err(no(format!("a value of type {}", p4_type(other)))),
         })
     }
 
     fn declare_types(&mut self) -> R<()> {
         // In declaration order, so that a struct's members are declared before it.
         let mut done = std::collections::BTreeSet::new();
-        let names: Vec<String> = self
+        let names: Vec<(String, Pos)> = self
             .program
             .decls
             .iter()
             .filter_map(|d| match d {
-                Decl::Header { name, .. } | Decl::Struct { name, .. } => Some(name.text.clone()),
+                Decl::Header { name, .. } | Decl::Struct { name, .. } => Some((name.text.clone(), name.pos)),
                 _ => None,
             })
             .collect();
-        for n in names {
+        for (n, pos) in names {
+            self.at = Some(pos);
             self.declare(&n, &mut done)?;
         }
         Ok(())
@@ -453,7 +547,7 @@ impl<'a> Gen<'a> {
             if header {
                 match t {
                     Ty::Bit(w) if *w <= 64 => {}
-                    other => return Err(no(format!("header field {name}.{f} of type {other:?}"))),
+                    other => return Err(no(format!("header field {name}.{f} of type {}", p4_type(other)))),
                 }
             }
             let _ = writeln!(s, "\t{} f_{};", self.c_type(t)?, ident(f));
@@ -547,7 +641,7 @@ impl<'a> Gen<'a> {
                         Some(Layout::Header(f) | Layout::Struct(f)) => f.clone(),
                         _ => return Err(no(format!("member {}", m.text))),
                     },
-                    _ => return Err(no(format!("member {} of {ty:?}", m.text))),
+                    _ => return Err(no(format!("member {} of {}", m.text, p4_type(&ty)))),
                 };
                 let fty = fields.iter().find(|(f, _)| *f == m.text).map(|(_, t)| t.clone());
                 let fty = fty.ok_or_else(|| no(format!("member {}", m.text)))?;
@@ -584,7 +678,7 @@ impl<'a> Gen<'a> {
             }
             ExprKind::Binary(op, a, b) => self.binary(*op, a, b)?,
             ExprKind::Call { callee, args, .. } => return self.call_expr(callee, args),
-            other => return Err(no(format!("the expression {other:?}"))),
+            other => return Err(no(expression_kind(other))),
         })
     }
 
@@ -630,7 +724,7 @@ impl<'a> Gen<'a> {
                 }
                 (format!("(({ca} << {wb}) | {cb})"), Ty::Bit(width_of(&ta) + wb))
             }
-            other => return Err(no(format!("the operator {other:?} at 64 bits"))),
+            other => return Err(no(format!("the operator {} at 64 bits", operator(&other)))),
         })
     }
 
@@ -659,7 +753,7 @@ impl<'a> Gen<'a> {
                 }
             }
         }
-        Err(no(format!("the call {callee:?} as a value")))
+        Err(no(format!("the call of {} as a value", callee_text(callee))))
     }
 
     fn table_fn(&self, t: &str) -> R<String> {
@@ -708,6 +802,13 @@ impl<'a> Gen<'a> {
     }
 
     fn stmt(&mut self, st: &Stmt) -> R<String> {
+        self.at = match st {
+            Stmt::Assign { target, .. } => Some(target.pos),
+            Stmt::Call(e) | Stmt::If { cond: e, .. } => Some(e.pos),
+            Stmt::Switch { pos, .. } | Stmt::Return(pos) | Stmt::Exit(pos) => Some(*pos),
+            Stmt::Var { name, .. } | Stmt::Const { name, .. } => Some(name.pos),
+            Stmt::Block(_) | Stmt::Empty => self.at,
+        };
         Ok(match st {
             Stmt::Assign { target, value } => {
                 let (v, _) = self.expr(value)?;
@@ -883,7 +984,9 @@ impl<'a> Gen<'a> {
                         });
                     }
                 }
-                Err(no(format!(".{method}()")))
+                // An instance the back end keeps no state for: one declared outside every block
+                // (`register<...>(n) r;` at the top level), or an extern it does not carry.
+                Err(no(format!("{}()", callee_text(callee))))
             }
             _ => Err(no("this call")),
         }
@@ -934,7 +1037,7 @@ impl<'a> Gen<'a> {
             }
             return Ok(s);
         }
-        let Ty::Header(name) = &ty else { return Err(no(format!("{method} of a {ty:?}"))) };
+        let Ty::Header(name) = &ty else { return Err(no(format!("{method} of a {}", p4_type(&ty)))) };
         let Some(Layout::Header(fields)) = self.layout(name) else { return Err(no("this header")) };
         let bits: u32 = fields.iter().map(|(_, t)| width_of(t)).sum();
         let bytes = bits / 8;
@@ -1110,7 +1213,7 @@ impl<'a> Gen<'a> {
         if self.program.decls.iter().any(|d| matches!(d, Decl::Action(x) if x.name.text == a)) {
             return Ok(format!("p4_act__{}", ident(a)));
         }
-        Err(no(format!("action {a}")))
+        Err(no(format!("the function {a}")))
     }
 
     /// The block's parameters, bound to the run's state in the architecture's order.
@@ -1146,6 +1249,12 @@ impl<'a> Gen<'a> {
             _ => unreachable!(),
         };
         for l in locals {
+            self.at = match l {
+                Local::Var { name, .. } | Local::Const { name, .. } => Some(name.pos),
+                Local::Instance(i) => Some(i.name.pos),
+                Local::Action(a) => Some(a.name.pos),
+                Local::Table(t) => Some(t.name.pos),
+            };
             match l {
                 Local::Var { ty, name, .. } => {
                     let ty = self.checked.resolve(ty);
@@ -1244,6 +1353,7 @@ impl<'a> Gen<'a> {
                 .collect(),
         };
         for a in actions {
+            self.at = Some(a.name.pos);
             let f = match block {
                 Some(b) => format!("p4_act_{}_{}", ident(b), ident(&a.name.text)),
                 None => format!("p4_act__{}", ident(&a.name.text)),
@@ -1260,7 +1370,7 @@ impl<'a> Gen<'a> {
                     continue;
                 }
                 if !matches!(ty, Ty::Bit(_) | Ty::Bool | Ty::Error | Ty::Enum(_)) {
-                    return Err(no(format!("action {}'s parameter {} of type {ty:?}", a.name.text, p.name.text)));
+                    return Err(no(format!("action {}'s parameter {} of type {}", a.name.text, p.name.text, p4_type(&ty))));
                 }
                 sig += &format!(", __u64 {c}");
                 self.bind(&p.name.text, c, ty);
@@ -1277,6 +1387,7 @@ impl<'a> Gen<'a> {
         let Decl::Control { locals, .. } = self.block_decl(block) else { return Ok(()) };
         for l in locals {
             let Local::Table(t) = l else { continue };
+            self.at = Some(t.name.pos);
             let target = format!("{block}.{}", t.name.text);
             let number = self.tables.len() as u32;
             let mut keys = Vec::new();
@@ -1847,6 +1958,7 @@ impl Gen<'_> {
             if !order.contains(&st.name.text) {
                 continue;
             }
+            self.at = Some(st.name.pos);
             // Each state a C block of its own: states may declare variables of one name.
             let _ = writeln!(s, "{prefix}{}: {{", ident(&st.name.text));
             s += &self.stmts(&st.body)?;

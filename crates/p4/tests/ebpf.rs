@@ -82,5 +82,12 @@ EdgeflowSwitch(P(), I(), E(), D()) main;
     assert_eq!((g.meters[0].name.as_str(), g.meters[0].cells, g.meters[0].bytes), ("I.m", 4, true));
     let wide = looping.replace("bit<8> x;", "bit<8> x; bit<72> y;").replace("0: start;", "0: accept;");
     let (p, c) = p4::front_end("wide.p4", &wide).unwrap_or_else(|e| panic!("{e}"));
-    assert!(generate(&p, &c).unwrap_err().starts_with("header field h_t.y of type Bit(72) does not fit"));
+    assert!(generate(&p, &c).unwrap_err().starts_with("header field h_t.y of type bit<72> does not fit"));
+    // With the program's file: where, in P4's words.
+    let e = p4::ebpf::generate_in("wide.p4", &p, &c).unwrap_err();
+    assert!(e.starts_with("wide.p4:") && e.contains(": header field h_t.y of type bit<72> does not fit"), "{e}");
+    let (p, c) = p4::front_end("wide_register.p4", &wide_register).unwrap();
+    let e = p4::ebpf::generate_in("wide_register.p4", &p, &c).unwrap_err();
+    let line = wide_register.lines().position(|l| l.contains("register<bit<72>>(4) r;")).unwrap() + 1;
+    assert!(e.starts_with(&format!("wide_register.p4:{line}:")), "{e}");
 }

@@ -189,7 +189,7 @@ fn kernel_object(cx: &Ctx, object: &Spanned<String>, cfg: &Config) -> Result<Vec
     let path = Path::new(cx.path).parent().unwrap_or(Path::new(".")).join(object.get_ref());
     let elf = std::fs::read(&path).map_err(|e| cx.at(object, format!("{}: {e}", path.display())))?;
     let (program, checked) = p4::front_end(&cfg.file, &cfg.source)?;
-    let generated = p4::ebpf::generate(&program, &checked).map_err(|e| {
+    let generated = p4::ebpf::generate_in(&cfg.file, &program, &checked).map_err(|e| {
         cx.at(
             object,
             format!("{}: the program does not fit the kernel back end ({e}): no object runs it", path.display()),
