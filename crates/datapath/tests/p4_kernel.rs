@@ -911,3 +911,39 @@ fn sub_parsers_and_sub_controls_run_in_the_kernel_as_in_software() {
     compare(k.object(), &mut sw, &plain, 1, &mut tally);
     assert_eq!(tally.forwarded, 6, "{tally:?}");
 }
+
+/// A scanned table declared larger than the kernel scans (here with no `size`: 1 024) fits:
+/// while the control plane holds more entries than the kernel's 256 the write fails and every
+/// frame goes up; back under, the kernel decides again (the back end refused such tables).
+#[test]
+fn a_scanned_table_past_the_kernels_256_entries_sends_frames_up_until_it_fits_again() {
+    use p4::ebpf::verdict::{FORWARD, MISFIT, UP};
+    if !may_load_and_pin() {
+        return;
+    }
+    let text = ethernet_only(
+        "action to(PortId_t port) { sm.egress_port = port; }\n\
+         table by_kind { key = { hdr.eth.kind : ternary; } actions = { to; NoAction; } default_action = to(2); }\n\
+         apply { by_kind.apply(); }",
+    );
+    let (g, mut sw) = both_targets("scanned.p4", &text);
+    let out = DownVeth::new("t");
+    let mut k = load("scanned", g, &sw, &out);
+    let frame = udp4([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], [10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 60);
+    let decided = |k: &P4Kernel| run_kernel(k.object(), &frame, 1, Hook::Tc).unwrap();
+    assert_eq!(decided(&k).kind, FORWARD);
+    for kind in 0..300u128 {
+        sw.insert("I.by_kind", vec![Match::Ternary { value: 0x9000 + kind, mask: 0xffff }], "to", vec![3], 1).unwrap();
+    }
+    assert!(k.write(&sw).is_err(), "300 entries in a table the kernel holds 256 of");
+    k.apply_stale().unwrap();
+    assert_eq!((decided(&k).kind, decided(&k).reason), (UP, MISFIT), "every frame goes up");
+    for kind in 10..300u128 {
+        sw.delete("I.by_kind", &[Match::Ternary { value: 0x9000 + kind, mask: 0xffff }], 1).unwrap();
+    }
+    k.write(&sw).unwrap();
+    k.apply_stale().unwrap();
+    let mut tally = Tally::default();
+    compare(k.object(), &mut sw, &frame, 1, &mut tally);
+    assert_eq!(tally.forwarded, 2, "decided in the kernel again: {tally:?}");
+}
