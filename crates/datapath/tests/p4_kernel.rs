@@ -947,3 +947,43 @@ fn a_scanned_table_past_the_kernels_256_entries_sends_frames_up_until_it_fits_ag
     compare(k.object(), &mut sw, &frame, 1, &mut tally);
     assert_eq!(tally.forwarded, 2, "decided in the kernel again: {tally:?}");
 }
+
+/// A ternary table's `const entries` are decided in the kernel in the program's order
+/// (the first entry that matches wins), as in software (the back end refused them before).
+#[test]
+fn const_entries_of_a_scanned_table_decide_in_the_kernel_as_in_software() {
+    if !may_load_and_pin() {
+        return;
+    }
+    let text = ethernet_only(
+        "action to(PortId_t port) { sm.egress_port = port; }\n\
+         table by_kind {\n\
+           key = { hdr.eth.kind : ternary; hdr.eth.src[7:0] : ternary; }\n\
+           actions = { to; NoAction; }\n\
+           const entries = {\n\
+             (0x0800 &&& 0xff00, 0x01 &&& 0x0f) : to(2);\n\
+             (0x0008 &&& 0x000f, _) : to(3);\n\
+             (_, 0x10 &&& 0xf0) : to(4);\n\
+           }\n\
+           default_action = NoAction();\n\
+         }\n\
+         apply { sm.egress_port = 1; by_kind.apply(); }",
+    );
+    let (g, mut sw) = both_targets("const_entries.p4", &text);
+    let out = DownVeth::new("e");
+    let k = load("const_entries", g, &sw, &out);
+    let mut tally = Tally::default();
+    let mut ports = std::collections::BTreeSet::new();
+    let mut rng = Rng(7);
+    for _ in 0..300 {
+        let kind = rng.pick(&[0x0800u16, 0x0801, 0x0808, 0x1808, 0x0000, 0x86dd]);
+        let low = (rng.next() % 40) as u8;
+        let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, low];
+        f.extend_from_slice(&kind.to_be_bytes());
+        f.resize(60, 0);
+        ports.insert(sw.process(&f, 1, 0).unwrap()[0].port);
+        compare(k.object(), &mut sw, &f, 1, &mut tally);
+    }
+    assert_eq!(ports.into_iter().collect::<Vec<_>>(), vec![1, 2, 3, 4], "every entry and the default taken");
+    assert_eq!(tally.forwarded, 600, "{tally:?}");
+}

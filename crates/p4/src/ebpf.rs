@@ -1415,9 +1415,6 @@ impl<'a> Gen<'a> {
                     as usize,
                 None => 1024,
             };
-            if kind == TableKind::Scan && !t.entries.is_empty() {
-                return Err(no(format!("{target}'s const entries")));
-            }
             // A scanned table holds SCAN_MAX entries in the kernel whatever its declared size
             // (1 024 when it declares none): while the control plane has written more, the
             // kernel's write fails and every frame goes up (`p4_config[1]`), decided in userspace.
