@@ -86,7 +86,23 @@ for t in "${targets[@]}"; do
     elif command -v "qemu-$arch-static" >/dev/null; then
       "qemu-$arch-static" "$out" --version
     fi
-    echo "cross: $out: $bytes bytes"
+    # The flash budgets of issue 54 (docs/deploy.md): aarch64's full image within 5 MB
+    # stripped, its minimal within 3 MB and 1.5 MB once xz-compressed (what squashfs costs).
+    packed=$(xz -9e -T1 -c "$out" | wc -c)
+    echo "cross: $out: $bytes bytes ($packed xz)"
+    limit=0 packed_limit=0
+    case "$t/$v" in
+      aarch64-*/full) limit=5000000 ;;
+      aarch64-*/minimal) limit=3000000 packed_limit=1500000 ;;
+    esac
+    if [ "$limit" -gt 0 ] && [ "$bytes" -gt "$limit" ]; then
+      echo "cross: $out is $bytes bytes, over its budget of $limit (docs/deploy.md)" >&2
+      exit 1
+    fi
+    if [ "$packed_limit" -gt 0 ] && [ "$packed" -gt "$packed_limit" ]; then
+      echo "cross: $out is $packed bytes xz-compressed, over its budget of $packed_limit (docs/deploy.md)" >&2
+      exit 1
+    fi
   done
 done
 column -t "$sizes"
