@@ -886,6 +886,9 @@ impl<'a> Gen<'a> {
                 let (err, _) = self.expr(&args[1])?;
                 Ok(format!("if (!({c})) {{ r->sm.f_parser_error = {err}; goto reject; }}\n"))
             }
+            ExprKind::Name(f) if self.v1model && (f == "verify_checksum" || f == "update_checksum") && args.len() == 4 => {
+                self.checksum(f == "verify_checksum", args)
+            }
             ExprKind::Name(a) => {
                 // A direct action call. An out or inout argument is copied into a temporary
                 // the action writes through, and copied back after (P4's copy-in, copy-out,
@@ -999,6 +1002,87 @@ impl<'a> Gen<'a> {
             self.headers.push(at.clone());
         }
         at
+    }
+
+    /// v1model's `verify_checksum` / `update_checksum` with `csum16`: the Internet checksum of
+    /// the listed fields' bits, summed 16 bits at a time where each field's bits fall in the
+    /// stream (the offsets are constants). BMv2 leaves out the fields of a header that is not
+    /// valid, which moves the rest: such a frame goes up (misfit) rather than be summed here.
+    fn checksum(&mut self, verify: bool, args: &[Expr]) -> R<String> {
+        let algo = match &args[3].kind {
+            ExprKind::Member(_, m) => m.text.clone(),
+            _ => String::new(),
+        };
+        if algo != "csum16" {
+            return Err(no(format!("a checksum by HashAlgorithm.{algo}")));
+        }
+        let (cond, _) = self.expr(&args[0])?;
+        let items: Vec<&Expr> = match &args[1].kind {
+            ExprKind::List(items) => items.iter().collect(),
+            _ => vec![&args[1]],
+        };
+        let (mut fields, mut headers) = (Vec::new(), Vec::new());
+        for item in items {
+            self.checksum_fields(item, &mut fields, &mut headers)?;
+        }
+        let mut sum = String::from("\t__u64 sum = 0;\n");
+        let mut bit = 0u32;
+        for (c, w) in &fields {
+            let mut done = 0;
+            while done < *w {
+                let at = (bit + done) % 16;
+                let take = (16 - at).min(w - done);
+                let _ = writeln!(
+                    sum,
+                    "\tsum += ((({c}) >> {}) & {:#x}ULL) << {};",
+                    w - done - take,
+                    ones(take),
+                    16 - at - take
+                );
+                done += take;
+            }
+            bit += w;
+        }
+        sum += "\tfor (int i = 0; i < 3; i++)\n\t\tsum = (sum & 0xffff) + (sum >> 16);\n";
+        let valid = if headers.is_empty() {
+            "1".to_string()
+        } else {
+            headers.iter().map(|h| format!("{h}.valid")).collect::<Vec<_>>().join(" && ")
+        };
+        let act = if verify {
+            let (want, _) = self.expr(&args[2])?;
+            format!("\tif (((~sum) & 0xffff) != (({want}) & 0xffff))\n\t\tr->sm.f_checksum_error = 1;\n")
+        } else {
+            format!("\t{}", self.assign(&args[2], "(~sum) & 0xffff")?)
+        };
+        Ok(format!("if ({cond}) {{\n\tif (!({valid})) {{\n\t\tr->misfit = 1;\n\t}} else {{\n{sum}{act}\t}}\n}}\n"))
+    }
+
+    /// A checksum's data item as (C value, width) fields, and the headers they lie in.
+    fn checksum_fields(&mut self, item: &Expr, fields: &mut Vec<(String, u32)>, headers: &mut Vec<String>) -> R<()> {
+        let (c, ty) = self.expr(item)?;
+        match &ty {
+            Ty::Header(name) => {
+                let Some(Layout::Header(fs)) = self.layout(name).cloned() else { return Err(no("this header")) };
+                for (f, t) in fs {
+                    fields.push((format!("{c}.f_{}", ident(&f)), width_of(&t)));
+                }
+                if !headers.contains(&c) {
+                    headers.push(c);
+                }
+            }
+            Ty::Bit(w) if *w <= 64 => {
+                if let ExprKind::Member(inner, _) = &item.kind {
+                    let (h, hty) = self.expr(inner)?;
+                    if matches!(hty, Ty::Header(_)) && !headers.contains(&h) {
+                        headers.push(h);
+                    }
+                }
+                fields.push((c, *w));
+            }
+            other => return Err(no(format!("a checksum over a {}", p4_type(other)))),
+        }
+        Ok(())
     }
 
     /// Where the headers in a value of type `ty` copied from `from` to `to` lie in the frame,
@@ -2057,7 +2141,10 @@ impl Gen<'_> {
             "vd->parser_error = r->sm.f_parser_error;\n\t\treturn p4_finish(ctx, vd, P4_DROP, P4_PARSER, hook, in);"
         };
         let verify = match checks.first() {
-            Some(b) => format!("p4_ctl_{}(r);\n\tr->exited = 0;\n\t", ident(b)),
+            Some(b) => format!(
+                "p4_ctl_{}(r);\n\tr->exited = 0;\n\tif (r->misfit)\n\t\treturn p4_finish(ctx, vd, P4_UP, P4_MISFIT, hook, in);\n\t",
+                ident(b)
+            ),
             None => String::new(),
         };
         let compute = match checks.get(1) {
