@@ -30,8 +30,8 @@ use crate::proto::p4::v1 as pb;
 use crate::proto::p4::v1::p4_runtime_server::{P4Runtime, P4RuntimeServer};
 use arbitration::Arbiter;
 pub use read::read_entities;
-pub use write::apply_updates;
 use write::batch_status;
+pub use write::{apply_batch, apply_updates, Atomicity};
 
 /// The P4Runtime release whose schema edgeflow is built from (scripts/setup.sh pins the
 /// `p4runtime` package).
@@ -223,10 +223,9 @@ impl P4Runtime for Service {
         if !w.role.is_empty() {
             return Err(Status::unimplemented("roles: edgeflow serves the default role only"));
         }
-        if w.atomicity != pb::write_request::Atomicity::ContinueOnError as i32 {
-            return Err(Status::unimplemented("atomic batches: updates are applied one by one (CONTINUE_ON_ERROR)"));
-        }
-        let results = self.on_switch(move |sw| apply_updates(sw, &w.updates)).await?;
+        let atomicity = Atomicity::try_from(w.atomicity)
+            .map_err(|_| Status::invalid_argument(format!("no atomicity {}", w.atomicity)))?;
+        let results = self.on_switch(move |sw| apply_batch(sw, &w.updates, atomicity)).await?;
         batch_status(results)?;
         Ok(Response::new(pb::WriteResponse {}))
     }

@@ -55,6 +55,34 @@ pub(super) fn cells_wanted<'i>(
     Ok(out)
 }
 
+/// The entries whose direct counter or meter cells a read asks for: of the table named, which
+/// must have one, or of every table that has one (table id 0).
+fn direct_cells<'s, 'i>(
+    sw: &'s Switch,
+    info: &'i Info,
+    want: &pb::TableEntry,
+    direct: impl Fn(&TableInfo) -> Option<u32>,
+    kind: &str,
+) -> Result<Vec<(&'i TableInfo, &'s Entry)>, Status> {
+    if want.table_id != 0 {
+        let t = table(info, want.table_id)?;
+        if direct(t).is_none() {
+            return Err(Status::invalid_argument(format!("{} has no direct {kind}", t.preamble.name)));
+        }
+    }
+    entries_wanted(sw, info, info.tables.iter().filter(|t| direct(t).is_some()), want)
+}
+
+/// What names an entry: its table, match and priority.
+fn entry_key(t: &TableInfo, e: &Entry) -> pb::TableEntry {
+    pb::TableEntry {
+        table_id: t.preamble.id,
+        r#match: fields(t, &e.keys),
+        priority: e.priority as i32,
+        ..Default::default()
+    }
+}
+
 /// The entries one read entity asks for.
 pub(super) fn read(sw: &Switch, info: &Info, entity: &pb::Entity, out: &mut Vec<pb::Entity>) -> Result<(), Status> {
     use pb::entity::Entity as E;
@@ -95,16 +123,20 @@ pub(super) fn read(sw: &Switch, info: &Info, entity: &pb::Entity, out: &mut Vec<
         }
         Some(E::DirectCounterEntry(want)) => {
             let want = want.table_entry.clone().unwrap_or_default();
-            let tables = info.tables.iter().filter(|t| t.direct_counter.is_some());
-            for (t, e) in entries_wanted(sw, info, tables, &want)? {
+            for (t, e) in direct_cells(sw, info, &want, |t| t.direct_counter, "counter")? {
                 out.push(wrap(E::DirectCounterEntry(pb::DirectCounterEntry {
-                    table_entry: Some(pb::TableEntry {
-                        table_id: t.preamble.id,
-                        r#match: fields(t, &e.keys),
-                        priority: e.priority as i32,
-                        ..Default::default()
-                    }),
+                    table_entry: Some(entry_key(t, e)),
                     data: Some(counts((e.packets, e.bytes))),
+                })));
+            }
+        }
+        Some(E::DirectMeterEntry(want)) => {
+            let want = want.table_entry.clone().unwrap_or_default();
+            for (t, e) in direct_cells(sw, info, &want, |t| t.direct_meter, "meter")? {
+                out.push(wrap(E::DirectMeterEntry(pb::DirectMeterEntry {
+                    table_entry: Some(entry_key(t, e)),
+                    config: meter_config(sw.entry_meter(&t.target, &e.keys, e.priority).flatten()),
+                    counter_data: None,
                 })));
             }
         }
