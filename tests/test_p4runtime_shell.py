@@ -1,0 +1,103 @@
+"""P4Runtime with p4runtime-shell, the P4 project's own client (PyPI's `p4runtime-shell`, in a venv
+of its own that scripts/setup.sh makes: it pins an older P4Runtime, protobuf and grpcio than
+finsy's). The shell connects as primary without pushing a pipeline, so it works from the P4Info
+the switch publishes; it inserts routes for the IPv4 router example that real pings then take,
+reads the entries and the program's counter back, and writes batches whose atomicity it asks for.
+On user and on tc: on tc what it writes must reach the program's tables in the kernel, and the
+counters it reads are the kernel's.
+
+Each request goes through the shell's own objects (tests/p4runtime_shell_client.py), in one
+session the test talks to line by line."""
+
+import json
+import subprocess
+
+import pytest
+
+from testbed.switches import edgeflow_on
+from testbed.util import ROOT, free_port
+from tests.test_p4 import p4_config
+from tests.test_p4runtime import DPID, GW_MAC, pings, routed_hosts
+
+SHELL_PYTHON = ROOT / "build" / "tools" / "p4runtime-shell" / "bin" / "python"
+CLIENT = ROOT / "tests" / "p4runtime_shell_client.py"
+
+
+class Shell:
+    """A p4runtime-shell session on the switch at `address`."""
+
+    def __init__(self, address, election_id, role=None):
+        assert SHELL_PYTHON.exists(), f"{SHELL_PYTHON} is missing: scripts/setup.sh installs p4runtime-shell"
+        args = [str(SHELL_PYTHON), str(CLIENT), address, str(DPID), str(election_id)] + ([role] if role else [])
+        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+        connected = self.proc.stdout.readline()
+        assert connected, f"p4runtime-shell did not connect: {self.proc.stderr.read()}"
+        assert json.loads(connected) == {"ok": "connected"}, connected
+
+    def ask(self, op, **request):
+        """The session's answer: what the request returned, or {"error", "errors", "message"}."""
+        self.proc.stdin.write(json.dumps({"op": op, **request}) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        assert line, f"p4runtime-shell ended: {self.proc.stderr.read()}"
+        reply = json.loads(line)
+        return reply["ok"] if "ok" in reply else reply
+
+    def close(self):
+        self.proc.stdin.close()
+        try:
+            assert self.proc.wait(timeout=10) == 0, self.proc.stderr.read()
+        finally:
+            self.proc.kill()
+
+
+def route(prefix, mac, port):
+    return {"table": "RouterIngress.routes", "match": {"hdr.ipv4.dst": prefix}, "action": "RouterIngress.next_hop",
+            "params": {"src": GW_MAC, "dst": mac, "port": str(port), "route": str(port)}}
+
+
+def mac(host):
+    return int(host.mac.replace(":", ""), 16)
+
+
+@pytest.mark.parametrize("datapath", ["user", "tc"])
+def test_p4runtime_shell_fills_the_routes_reads_them_and_the_counter_back(two_hosts, datapath):
+    h1, h2 = routed_hosts(two_hosts)
+    port = free_port()
+    path = p4_config("p4runtime-shell", "ipv4_router.p4", two_hosts.switch_ports, "")
+    sw = edgeflow_on(datapath, two_hosts.hosts, [], extra=["--config", str(path), "--dpid", f"{DPID:x}",
+                                                           "--p4runtime", str(port)],
+                     log_name="p4runtime-shell").start()
+    shell = None
+    try:
+        shell = Shell(f"127.0.0.1:{port}", election_id=1)
+        assert shell.ask("primary") is True
+        assert pings(h1, "10.0.2.2", count=1)[0] == 0, "no route to 10.0.2.0/24 yet"
+        assert shell.ask("insert", entries=[route("10.0.1.0/24", h1.mac, 1), route("10.0.2.0/24", h2.mac, 2)]) is None
+        received, out = pings(h1, "10.0.2.2")
+        assert received == 3, out
+        entries = shell.ask("entries", table="RouterIngress.routes")
+        assert sorted((e[0]["hdr.ipv4.dst"], e[1], e[2]["dst"], e[2]["port"]) for e in entries) == [
+            ("0xa000100/24", "RouterIngress.next_hop", mac(h1), 1),
+            ("0xa000200/24", "RouterIngress.next_hop", mac(h2), 2)], entries
+        # Three echo requests took route 2, three replies route 1.
+        assert [shell.ask("counter", name="RouterIngress.routed", index=i)[0] for i in (1, 2)] == [3, 3]
+
+        # All or nothing: a batch whose second update fails leaves the first one unapplied, and
+        # says which update failed and that the other was rolled back.
+        for atomicity in ("ROLLBACK_ON_ERROR", "DATAPLANE_ATOMIC"):
+            refused = shell.ask("insert", atomicity=atomicity,
+                                entries=[route("10.0.3.0/24", h2.mac, 2), route("10.0.2.0/24", h2.mac, 2)])
+            assert refused["errors"] == [[0, "ABORTED"], [1, "ALREADY_EXISTS"]], refused
+            assert len(shell.ask("entries", table="RouterIngress.routes")) == 2, atomicity
+        # A batch that succeeds is applied whole.
+        assert shell.ask("modify", atomicity="DATAPLANE_ATOMIC",
+                         entries=[route("10.0.2.0/24", h1.mac, 1), route("10.0.1.0/24", h2.mac, 2)]) is None
+        entries = shell.ask("entries", table="RouterIngress.routes")
+        assert sorted((e[0]["hdr.ipv4.dst"], e[2]["port"]) for e in entries) == [
+            ("0xa000100/24", 2), ("0xa000200/24", 1)], entries
+    finally:
+        if shell is not None:
+            shell.close()
+        assert sw.stop() == 0, sw.log()
