@@ -101,3 +101,32 @@ def test_p4runtime_shell_fills_the_routes_reads_them_and_the_counter_back(two_ho
         if shell is not None:
             shell.close()
         assert sw.stop() == 0, sw.log()
+
+
+def test_p4runtime_shell_clients_of_two_roles_are_each_their_roles_primary(two_hosts):
+    """Roles (P4Runtime §5): a controller of role "edge" and one of the default role arbitrate
+    apart, both primary under the same election id, and each writes (a role without a config
+    has full access); a second client of role "edge" with a lower id is that role's backup, whose
+    write is refused. Roles do not depend on the datapath: user only."""
+    port = free_port()
+    path = p4_config("p4runtime-roles", "ipv4_router.p4", two_hosts.switch_ports, "")
+    sw = edgeflow_on("user", two_hosts.hosts, [], extra=["--config", str(path), "--dpid", f"{DPID:x}",
+                                                         "--p4runtime", str(port)],
+                     log_name="p4runtime-roles").start()
+    address, sessions = f"127.0.0.1:{port}", []
+    try:
+        sessions.append(default := Shell(address, election_id=2))
+        sessions.append(edge := Shell(address, election_id=2, role="edge"))
+        assert (default.ask("primary"), edge.ask("primary")) == (True, True)
+        assert edge.ask("insert", entries=[route("10.0.1.0/24", "02:00:00:00:00:01", 1)]) is None
+        assert default.ask("insert", entries=[route("10.0.2.0/24", "02:00:00:00:00:02", 2)]) is None
+        sessions.append(backup := Shell(address, election_id=1, role="edge"))
+        assert backup.ask("primary") is False
+        refused = backup.ask("delete", entries=[route("10.0.1.0/24", "02:00:00:00:00:01", 1)])
+        assert refused["error"] == "PERMISSION_DENIED", refused
+        assert sorted(e[0]["hdr.ipv4.dst"] for e in backup.ask("entries", table="RouterIngress.routes")) == [
+            "0xa000100/24", "0xa000200/24"]
+    finally:
+        for s in sessions:
+            s.close()
+        assert sw.stop() == 0, sw.log()

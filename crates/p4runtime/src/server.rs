@@ -168,22 +168,24 @@ impl Service {
         Ok(())
     }
 
-    /// Whether a write or pipeline request is the primary client's: its election id, and on the
-    /// connection of the primary's stream. P4Runtime names the writer by the election id alone
-    /// and trusts clients to give their own (§5); but every backup is told the primary's id, so
-    /// the id alone would let any of them, or anyone who guessed it, write. Clients send their
-    /// writes on their stream's gRPC channel, which is one connection.
-    fn check_primary(&self, election: Option<pb::Uint128>, peer: Option<SocketAddr>) -> Result<(), Status> {
+    /// Whether a write or pipeline request is the primary client's of the role it names: its
+    /// election id, and on the connection of the primary's stream. P4Runtime names the writer by
+    /// its role and election id alone and trusts clients to give their own (§5); but every
+    /// backup is told the primary's id, so the id alone would let any of them, or anyone who
+    /// guessed it, write. Clients send their writes on their stream's gRPC channel, which is one
+    /// connection.
+    fn check_primary(&self, role: &str, election: Option<pb::Uint128>, peer: Option<SocketAddr>) -> Result<(), Status> {
         let given = election.map(|e| ((e.high as u128) << 64) | e.low as u128);
         let refused = {
             let arbiter = self.shared.arbiter.lock().unwrap();
-            match arbiter.primary() {
-                None => "no client is primary (arbitrate on the stream channel first)",
+            match arbiter.primary(role) {
+                None if role.is_empty() => "no client is primary (arbitrate on the stream channel first)".to_string(),
+                None => format!("no client is primary in role '{role}' (arbitrate for it on the stream channel first)"),
                 Some(p) if p.election != given => {
-                    "not the primary's election id (arbitrate on the stream channel first)"
+                    "not the primary's election id (arbitrate on the stream channel first)".to_string()
                 }
                 Some(p) if p.peer.is_none() || p.peer != peer => {
-                    "the primary's election id, but not on the connection of the primary's stream"
+                    "the primary's election id, but not on the connection of the primary's stream".to_string()
                 }
                 Some(_) => return Ok(()),
             }
@@ -219,10 +221,7 @@ impl P4Runtime for Service {
         let peer = request.remote_addr();
         let w = request.into_inner();
         self.check_device(w.device_id)?;
-        self.check_primary(w.election_id, peer)?;
-        if !w.role.is_empty() {
-            return Err(Status::unimplemented("roles: edgeflow serves the default role only"));
-        }
+        self.check_primary(&w.role, w.election_id, peer)?;
         let atomicity = Atomicity::try_from(w.atomicity)
             .map_err(|_| Status::invalid_argument(format!("no atomicity {}", w.atomicity)))?;
         let results = self.on_switch(move |sw| apply_batch(sw, &w.updates, atomicity)).await?;
@@ -247,7 +246,7 @@ impl P4Runtime for Service {
         let peer = request.remote_addr();
         let r = request.into_inner();
         self.check_device(r.device_id)?;
-        self.check_primary(r.election_id, peer)?;
+        self.check_primary(&r.role, r.election_id, peer)?;
         let config = r.config.unwrap_or_default();
         let name = self.shared.name.clone();
         let ours = self.on_switch(move |sw| crate::p4info::p4info(&sw.info(), &name)).await?;

@@ -1,6 +1,7 @@
 //! Arbitration on the stream channel: the clients, who among them is primary, and the notices
 //! they are owed (P4Runtime §5).
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 use tokio::sync::mpsc;
@@ -12,9 +13,16 @@ use crate::proto::p4::v1 as pb;
 
 pub(super) type Outbound = mpsc::Sender<Result<pb::StreamMessageResponse, Status>>;
 
-/// The clients on the stream channel and who among them is primary.
+/// The clients on the stream channel and who among them is primary, per role.
 ///
-/// The primary is the connected client with the highest election id; when it leaves, the
+/// Each role (P4Runtime §5: a name a client gives when it arbitrates; the default role's is
+/// empty) has its own primary, arbitrated among the clients of that role alone: election ids
+/// are unique within a role, notices go to the role's clients, and a write names its role. No
+/// role scheme is agreed with clients, so a role carries no `config` and has full access to the
+/// pipeline, as P4Runtime says of a role without one; roles let separate controllers each have
+/// a primary, they do not fence them apart.
+///
+/// A role's primary is its connected client with the highest election id; when it leaves, the
 /// connected client with the next highest is primary at once. Here edgeflow departs from
 /// P4Runtime (§5, "Client Arbitration"), whose primary is the client with the highest id the
 /// server has *ever* seen, so that after the primary leaves nobody is until a client bids that
@@ -33,9 +41,9 @@ pub(super) struct Arbiter {
 
 pub(super) struct Client {
     pub(super) id: u64,
-    /// Whether it has sent a MasterArbitrationUpdate: only then is it a controller of the
-    /// device, told of changes.
-    pub(super) arbitrated: bool,
+    /// The role it arbitrated for ("" the default), once it has sent a MasterArbitrationUpdate:
+    /// only then is it a controller of the device, told of changes in its role.
+    pub(super) role: Option<String>,
     pub(super) election: Option<u128>,
     /// The connection the stream came on: the primary's writes must come on it too.
     pub(super) peer: Option<SocketAddr>,
@@ -49,19 +57,33 @@ fn deliver(client: &Client, msg: Result<pb::StreamMessageResponse, Status>) -> b
     client.tx.is_closed() || (client.tx.capacity() > 1 && client.tx.try_send(msg).is_ok())
 }
 
+/// Who is primary in each role, under which id: a change of either is news to the role.
+type Primaries = BTreeMap<String, (u64, Option<u128>)>;
+
 impl Arbiter {
-    pub(super) fn primary(&self) -> Option<&Client> {
-        self.clients.iter().filter(|c| c.election.is_some()).max_by_key(|c| c.election)
+    /// The primary of `role`.
+    pub(super) fn primary(&self, role: &str) -> Option<&Client> {
+        self.clients
+            .iter()
+            .filter(|c| c.role.as_deref() == Some(role) && c.election.is_some())
+            .max_by_key(|c| c.election)
     }
 
-    /// Who is primary under which id: a change of either is news to every client.
-    pub(super) fn primary_key(&self) -> Option<(u64, Option<u128>)> {
-        self.primary().map(|c| (c.id, c.election))
+    fn primaries(&self) -> Primaries {
+        let mut roles: Vec<&str> = self.clients.iter().filter_map(|c| c.role.as_deref()).collect();
+        roles.sort_unstable();
+        roles.dedup();
+        roles.into_iter().filter_map(|r| self.primary(r).map(|p| (r.to_string(), (p.id, p.election)))).collect()
     }
 
-    /// The clients told of a change: those that have arbitrated.
-    pub(super) fn ids(&self) -> Vec<u64> {
-        self.clients.iter().filter(|c| c.arbitrated).map(|c| c.id).collect()
+    /// The clients of every role whose primary differs between `before` and now.
+    fn told_of_change(&self, before: &Primaries) -> Vec<u64> {
+        let now = self.primaries();
+        self.clients
+            .iter()
+            .filter(|c| c.role.as_ref().is_some_and(|r| before.get(r) != now.get(r)))
+            .map(|c| c.id)
+            .collect()
     }
 
     /// A new stream's client, unless [`MAX_STREAMS`] are open.
@@ -71,16 +93,18 @@ impl Arbiter {
         }
         self.next_client += 1;
         let id = self.next_client;
-        self.clients.push(Client { id, arbitrated: false, election: None, peer, tx });
+        self.clients.push(Client { id, role: None, election: None, peer, tx });
         Some(id)
     }
 
-    /// The arbitration notice `client` is owed (P4Runtime §5.4): OK to the primary, ALREADY_EXISTS
-    /// to a backup, NOT_FOUND when there is no primary, with the primary's election id. Backups
-    /// are told it as P4Runtime says (a client takes over by bidding above it); what keeps a
-    /// backup from writing with it is that a write must come on the primary's connection.
+    /// The arbitration notice `client` is owed (P4Runtime §5.4): OK to its role's primary,
+    /// ALREADY_EXISTS to a backup, NOT_FOUND when the role has no primary, with the primary's
+    /// election id. Backups are told it as P4Runtime says (a client takes over by bidding above
+    /// it); what keeps a backup from writing with it is that a write must come on the primary's
+    /// connection.
     fn notice(&self, client: &Client, device_id: u64) -> pb::StreamMessageResponse {
-        let primary = self.primary();
+        let role = client.role.clone().unwrap_or_default();
+        let primary = self.primary(&role);
         let (code, message) = match primary {
             Some(p) if p.id == client.id => (Code::Ok, "primary"),
             Some(_) => (Code::AlreadyExists, "a primary client is connected"),
@@ -88,7 +112,7 @@ impl Arbiter {
         };
         let update = pb::MasterArbitrationUpdate {
             device_id,
-            role: None,
+            role: (!role.is_empty()).then(|| pb::Role { name: role, ..Default::default() }),
             election_id: primary.and_then(|p| p.election).map(uint128),
             status: Some(rpc::Status { code: code as i32, message: message.into(), details: vec![] }),
         };
@@ -96,10 +120,10 @@ impl Arbiter {
     }
 
     /// Sends each client of `to` its notice. A client that has stopped reading is dropped, and
-    /// if that changes the primary, everyone is told.
+    /// if that changes its role's primary, the role's clients are told.
     fn tell(&mut self, device_id: u64, mut to: Vec<u64>) {
         loop {
-            let before = self.primary_key();
+            let before = self.primaries();
             let slow: Vec<u64> = to
                 .iter()
                 .filter_map(|&id| self.clients.iter().find(|c| c.id == id))
@@ -112,10 +136,10 @@ impl Arbiter {
             for id in slow {
                 self.drop_slow(id);
             }
-            if self.primary_key() == before {
+            to = self.told_of_change(&before);
+            if to.is_empty() {
                 return;
             }
-            to = self.ids();
         }
     }
 
@@ -137,36 +161,53 @@ impl Arbiter {
         let msg = pb::StreamMessageResponse { update: Some(pb::stream_message_response::Update::Error(error)) };
         let Some(client) = self.clients.iter().find(|c| c.id == id) else { return };
         if !deliver(client, Ok(msg)) {
-            let before = self.primary_key();
+            let before = self.primaries();
             self.drop_slow(id);
-            if self.primary_key() != before {
-                self.tell(device_id, self.ids());
-            }
+            self.tell(device_id, self.told_of_change(&before));
         }
     }
 
-    /// A client's bid; an error ends its stream ([`Arbiter::end`]).
+    /// A client's bid (§5.3); an error ends its stream ([`Arbiter::end`]).
     pub(super) fn arbitrate(
         &mut self,
         id: u64,
         device_id: u64,
         update: &pb::MasterArbitrationUpdate,
     ) -> Result<(), Status> {
+        let Some(client) = self.clients.iter().find(|c| c.id == id) else { return Ok(()) };
+        let role = update.role.as_ref().map_or("", |r| r.name.as_str());
         if update.device_id != device_id {
-            return Err(Status::not_found(format!("no device {} here (this switch is {device_id})", update.device_id)));
+            let message = format!("no device {} here (this switch is {device_id})", update.device_id);
+            return Err(match client.role {
+                None => Status::not_found(message),
+                Some(_) => Status::failed_precondition(message),
+            });
         }
-        if update.role.as_ref().is_some_and(|r| !r.name.is_empty()) {
-            return Err(Status::unimplemented("roles: edgeflow serves the default role only"));
+        if let Some(was) = client.role.as_deref().filter(|&was| was != role) {
+            return Err(Status::failed_precondition(format!(
+                "this stream's role is '{was}', not '{role}': a client changes role on a new stream"
+            )));
+        }
+        if update.role.as_ref().is_some_and(|r| r.config.is_some()) {
+            return Err(Status::invalid_argument(
+                "role.config: edgeflow agrees no role scheme with clients; a role without one has full access",
+            ));
         }
         let election = update.election_id.map(|e| ((e.high as u128) << 64) | e.low as u128);
-        if election.is_some() && self.clients.iter().any(|c| c.id != id && c.election == election) {
-            return Err(Status::invalid_argument("election id already used by another client"));
+        let taken = |c: &Client| c.id != id && c.role.as_deref() == Some(role) && c.election == election;
+        if election.is_some() && self.clients.iter().any(taken) {
+            return Err(Status::invalid_argument(format!(
+                "election id already used by another client of role '{role}'"
+            )));
         }
-        let before = self.primary_key();
+        let before = self.primaries();
         let Some(client) = self.clients.iter_mut().find(|c| c.id == id) else { return Ok(()) };
-        client.arbitrated = true;
+        client.role = Some(role.to_string());
         client.election = election;
-        let to = if self.primary_key() != before { self.ids() } else { vec![id] };
+        let mut to = self.told_of_change(&before);
+        if !to.contains(&id) {
+            to.push(id);
+        }
         self.tell(device_id, to);
         Ok(())
     }
@@ -181,11 +222,9 @@ impl Arbiter {
     }
 
     pub(super) fn leave(&mut self, id: u64, device_id: u64) {
-        let before = self.primary_key();
+        let before = self.primaries();
         self.clients.retain(|c| c.id != id);
-        if self.primary_key() != before {
-            self.tell(device_id, self.ids());
-        }
+        self.tell(device_id, self.told_of_change(&before));
     }
 }
 
@@ -246,14 +285,14 @@ mod tests {
         // The primary leaves: the next highest is primary under its own id, and everyone hears.
         arbiter.leave(2, 42);
         assert_eq!((told(&mut rx[0]), told(&mut rx[2])), (Some((OK, 10)), Some((BACKUP, 10))));
-        assert_eq!(arbiter.primary().map(|c| (c.id, c.election)), Some((1, Some(10))));
+        assert_eq!(arbiter.primary("").map(|c| (c.id, c.election)), Some((1, Some(10))));
         // The primary bids higher: the backups hear its new id.
         arbiter.arbitrate(1, 42, &bid(12)).unwrap();
         assert_eq!((told(&mut rx[0]), told(&mut rx[2])), (Some((OK, 12)), Some((BACKUP, 12))));
         // Without a client that bid an id, there is no primary.
         arbiter.leave(1, 42);
         assert_eq!(told(&mut rx[2]), Some((NONE, 0)));
-        assert!(arbiter.primary().is_none());
+        assert!(arbiter.primary("").is_none());
     }
 
     #[test]
@@ -279,7 +318,7 @@ mod tests {
             heard = told(&mut rx[1]).or(heard);
         }
         assert_eq!(arbiter.slow_dropped, 1);
-        assert_eq!(arbiter.ids(), [2]);
+        assert_eq!(arbiter.clients.iter().map(|c| c.id).collect::<Vec<_>>(), [2]);
         assert_eq!(heard, Some((OK, 5)), "primary again once the silent client is gone");
         let mut answers = 0;
         let last = loop {
@@ -292,5 +331,53 @@ mod tests {
         assert_eq!((answers, last.code()), (CLIENT_QUEUE - 1, Code::ResourceExhausted));
         assert!(last.message().contains("read its stream"), "{}", last.message());
         assert!(rx[0].try_recv().is_err(), "nothing after the error: its senders are gone");
+    }
+
+    fn bid_in(role: &str, e: u128) -> pb::MasterArbitrationUpdate {
+        pb::MasterArbitrationUpdate { role: Some(pb::Role { name: role.into(), ..Default::default() }), ..bid(e) }
+    }
+
+    /// What a client was last told of its role: (role name, status code, election id).
+    fn told_role(rx: &mut Inbox) -> Option<(String, i32, u128)> {
+        let mut last = None;
+        while let Ok(Ok(msg)) = rx.try_recv() {
+            if let Some(pb::stream_message_response::Update::Arbitration(a)) = msg.update {
+                let e = a.election_id.unwrap_or_default();
+                let role = a.role.map(|r| r.name).unwrap_or_default();
+                last = Some((role, a.status.unwrap().code, ((e.high as u128) << 64) | e.low as u128));
+            }
+        }
+        last
+    }
+
+    #[test]
+    fn each_role_has_its_own_primary_and_election_ids() {
+        let mut arbiter = Arbiter::default();
+        let mut rx = clients(&mut arbiter, 4);
+        arbiter.arbitrate(1, 42, &bid(10)).unwrap();
+        // The same id in another role is another client's to use.
+        arbiter.arbitrate(3, 42, &bid_in("acl", 10)).unwrap();
+        assert_eq!(told_role(&mut rx[0]), Some(("".into(), OK, 10)));
+        assert_eq!(told_role(&mut rx[2]), Some(("acl".into(), OK, 10)), "primary of its role, told its name");
+        assert_eq!(arbiter.arbitrate(4, 42, &bid_in("acl", 10)).unwrap_err().code(), Code::InvalidArgument);
+        // A higher bid in role acl is news to that role only.
+        arbiter.arbitrate(4, 42, &bid_in("acl", 20)).unwrap();
+        assert_eq!(
+            (told_role(&mut rx[2]), told_role(&mut rx[3])),
+            (Some(("acl".into(), BACKUP, 20)), Some(("acl".into(), OK, 20)))
+        );
+        assert_eq!(told_role(&mut rx[0]), None);
+        let primary = |a: &Arbiter, role| a.primary(role).map(|c| c.id);
+        assert_eq!((primary(&arbiter, ""), primary(&arbiter, "acl")), (Some(1), Some(4)));
+        // A live client keeps its role and device; a role.config, which no scheme here reads, is refused.
+        assert_eq!(arbiter.arbitrate(3, 42, &bid_in("other", 30)).unwrap_err().code(), Code::FailedPrecondition);
+        assert_eq!(arbiter.arbitrate(3, 7, &bid_in("acl", 30)).unwrap_err().code(), Code::FailedPrecondition);
+        let mut configured = bid_in("qos", 5);
+        configured.role.as_mut().unwrap().config = Some(prost_types::Any::default());
+        assert_eq!(arbiter.arbitrate(2, 42, &configured).unwrap_err().code(), Code::InvalidArgument);
+        // Role acl's primary leaves: its backup takes over, and the default role hears nothing.
+        arbiter.leave(4, 42);
+        assert_eq!(told_role(&mut rx[2]), Some(("acl".into(), OK, 10)));
+        assert_eq!(told_role(&mut rx[0]), None);
     }
 }
