@@ -18,12 +18,19 @@ NAME], ...], "message": ...}:
   entries                       {"table"}: the table's entries, [[{field: text}, action,
                                 {param: int}], ...], in the order read
   counter                       {"name", "index"}: [packets, bytes]
+  pipeline                      {"action", "source"}: SetForwardingPipelineConfig with the P4
+                                Info the session works from and the program's source as the
+                                device config (VERIFY_AND_COMMIT as the shell's own
+                                set_fwd_pipe_config sends it, from files); COMMIT sends no config
 """
 
 import json
 import sys
+import tempfile
+from pathlib import Path
 
 import grpc
+from google.protobuf import text_format
 from google.rpc import code_pb2, status_pb2
 from p4.v1 import p4runtime_pb2
 
@@ -108,6 +115,25 @@ def counter(name, index):
     return [read.data.packet_count, read.data.byte_count]
 
 
+def pipeline(action, source):
+    if action == "VERIFY_AND_COMMIT":
+        with tempfile.TemporaryDirectory() as tmp:
+            p4info, program = Path(tmp) / "p4info.txt", Path(tmp) / "program.p4"
+            p4info.write_text(text_format.MessageToString(sh.context.p4info))
+            program.write_text(source)
+            sh.client.set_fwd_pipe_config.__wrapped__(sh.client, str(p4info), str(program))
+        return None
+    request = p4runtime_pb2.SetForwardingPipelineConfigRequest(
+        device_id=sh.client.device_id, action=p4runtime_pb2.SetForwardingPipelineConfigRequest.Action.Value(action))
+    request.election_id.high, request.election_id.low = sh.client.election_id
+    if sh.client.role_name is not None:
+        request.role = sh.client.role_name
+    if action != "COMMIT":
+        request.config.p4info.CopyFrom(sh.context.p4info)
+        request.config.p4_device_config = source.encode()
+    sh.client.stub.SetForwardingPipelineConfig(request)
+
+
 def answer(request):
     op = request["op"]
     if op == "primary":
@@ -120,6 +146,8 @@ def answer(request):
         return entries(request["table"])
     if op == "counter":
         return counter(request["name"], request["index"])
+    if op == "pipeline":
+        return pipeline(request["action"], request.get("source", ""))
     raise ValueError(f"no request {op!r}")
 
 

@@ -10,6 +10,7 @@ Each request goes through the shell's own objects (tests/p4runtime_shell_client.
 session the test talks to line by line."""
 
 import json
+import re
 import subprocess
 
 import pytest
@@ -97,6 +98,13 @@ def test_p4runtime_shell_fills_the_routes_reads_them_and_the_counter_back(two_ho
         entries = shell.ask("entries", table="RouterIngress.routes")
         assert sorted((e[0]["hdr.ipv4.dst"], e[2]["port"]) for e in entries) == [
             ("0xa000100/24", 2), ("0xa000200/24", 1)], entries
+
+        if datapath == "tc":
+            # The kernel runs an object built from the program at start: no other program
+            # replaces it there, and the refusal leaves the router routing.
+            refused = shell.ask("pipeline", action="VERIFY_AND_COMMIT", source=ROUTER)
+            assert refused["error"] == "UNIMPLEMENTED" and "kernel" in refused["message"], refused
+            assert shell.ask("entries", table="RouterIngress.routes") == entries
     finally:
         if shell is not None:
             shell.close()
@@ -129,4 +137,70 @@ def test_p4runtime_shell_clients_of_two_roles_are_each_their_roles_primary(two_h
     finally:
         for s in sessions:
             s.close()
+        assert sw.stop() == 0, sw.log()
+
+
+ROUTER = (ROOT / "examples" / "p4" / "ipv4_router.p4").read_text()
+# The router without its TTL decrement (and the checksum update that follows it): the same
+# tables, actions and counter, so the same P4Info, and pings that arrive with ttl=64, not 63.
+KEEPS_TTL = re.sub(r"hdr\.ipv4\.ttl = hdr\.ipv4\.ttl - 1;.*?sum\[31:16\];", "", ROUTER, flags=re.S)
+
+
+def ttls(host, addr):
+    received, out = pings(host, addr, count=1)
+    return set(re.findall(r"ttl=(\d+)", out)) if received else None
+
+
+def test_p4runtime_shell_replaces_the_program_and_a_refused_one_leaves_the_old_running(two_hosts):
+    """SetForwardingPipelineConfig with the P4 program's source as the device config, on user:
+    a source that does not compile, or a P4Info that does not describe it, is refused and the
+    router goes on routing with its entries; VERIFY changes nothing; VERIFY_AND_SAVE then COMMIT
+    and VERIFY_AND_COMMIT put the program that keeps the TTL in place without a restart (its
+    tables start empty); RECONCILE_AND_COMMIT brings the router back with the entries and the
+    counter kept."""
+    assert KEEPS_TTL != ROUTER
+    h1, h2 = routed_hosts(two_hosts)
+    port = free_port()
+    path = p4_config("p4runtime-pipeline", "ipv4_router.p4", two_hosts.switch_ports, "")
+    sw = edgeflow_on("user", two_hosts.hosts, [], extra=["--config", str(path), "--dpid", f"{DPID:x}",
+                                                         "--p4runtime", str(port)],
+                     log_name="p4runtime-pipeline").start()
+    shell = None
+    routes = [route("10.0.1.0/24", h1.mac, 1), route("10.0.2.0/24", h2.mac, 2)]
+    try:
+        shell = Shell(f"127.0.0.1:{port}", election_id=1)
+        assert shell.ask("insert", entries=routes) is None
+        assert ttls(h1, "10.0.2.2") == {"63"}
+
+        broken = shell.ask("pipeline", action="VERIFY_AND_COMMIT", source=ROUTER.replace("apply {", "apply ", 1))
+        assert broken["error"] == "INVALID_ARGUMENT" and "the program" in broken["message"], broken
+        l2 = (ROOT / "examples" / "p4" / "l2_switch.p4").read_text()
+        other = shell.ask("pipeline", action="VERIFY_AND_COMMIT", source=l2)
+        assert other["error"] == "INVALID_ARGUMENT" and "does not describe the program" in other["message"], other
+        assert shell.ask("pipeline", action="VERIFY", source=KEEPS_TTL) is None
+        assert ttls(h1, "10.0.2.2") == {"63"}, "the router runs on, its routes kept"
+
+        # Saved: reads and writes address the saved program, the running one routes on.
+        assert shell.ask("pipeline", action="VERIFY_AND_SAVE", source=KEEPS_TTL) is None
+        assert shell.ask("entries", table="RouterIngress.routes") == []
+        assert shell.ask("insert", entries=routes) is None
+        assert ttls(h1, "10.0.2.2") == {"63"}
+        assert shell.ask("pipeline", action="COMMIT") is None
+        assert ttls(h1, "10.0.2.2") == {"64"}, "the saved program runs, with the routes written to it"
+        assert shell.ask("pipeline", action="COMMIT")["error"] == "NOT_FOUND", "nothing saved any more"
+
+        # Back to the router, the forwarding state kept: routes and the counter.
+        counted = shell.ask("counter", name="RouterIngress.routed", index=2)[0]
+        assert shell.ask("pipeline", action="RECONCILE_AND_COMMIT", source=ROUTER) is None
+        assert ttls(h1, "10.0.2.2") == {"63"}
+        assert shell.ask("counter", name="RouterIngress.routed", index=2)[0] == counted + 1
+
+        # VERIFY_AND_COMMIT, as the shell sends it from files: a fresh program, its tables empty.
+        assert shell.ask("pipeline", action="VERIFY_AND_COMMIT", source=KEEPS_TTL) is None
+        assert shell.ask("entries", table="RouterIngress.routes") == []
+        assert shell.ask("insert", entries=routes) is None
+        assert ttls(h1, "10.0.2.2") == {"64"}
+    finally:
+        if shell is not None:
+            shell.close()
         assert sw.stop() == 0, sw.log()

@@ -12,6 +12,7 @@
 
 mod arbitration;
 mod entity;
+mod pipeline;
 mod read;
 mod write;
 
@@ -70,6 +71,11 @@ pub trait Device: Send + Sync + 'static {
     fn run(&self, job: Job);
     /// Counts what the server refused.
     fn refused(&self, _what: Refusal) {}
+    /// Whether a job may put another program in place of the one running (`*switch = new`):
+    /// where the program runs in the kernel too, its object would go on running the old one.
+    fn replaces_program(&self) -> Result<(), String> {
+        Err("this switch runs the P4 program its configuration names".into())
+    }
 }
 
 /// A warning said at most every 10 s, with how many times it happened since: a client repeating
@@ -95,6 +101,9 @@ struct Shared {
     arbiter: Mutex<Arbiter>,
     /// The cookie the primary last set with the pipeline.
     cookie: Mutex<u64>,
+    /// A program saved (VERIFY_AND_SAVE) and not yet committed, with its cookie: reads and writes
+    /// go to it until COMMIT puts it in place of the running one.
+    saved: Arc<Mutex<Option<(Switch, u64)>>>,
     streams_refused: ThrottledWarning,
     slow_readers: ThrottledWarning,
 }
@@ -136,6 +145,7 @@ impl Service {
                 device,
                 arbiter: Mutex::new(Arbiter::default()),
                 cookie: Mutex::new(0),
+                saved: Arc::new(Mutex::new(None)),
                 streams_refused: ThrottledWarning::default(),
                 slow_readers: ThrottledWarning::default(),
             }),
@@ -155,6 +165,39 @@ impl Service {
             })
         }));
         rx.await.map_err(|_| Status::unavailable("the switch runs no P4 program now"))
+    }
+
+    /// Runs `f` on the program reads and writes address: the one saved for the next COMMIT, or
+    /// else the one running.
+    async fn on_program<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Switch) -> R + Send + 'static,
+    ) -> Result<R, Status> {
+        if let Some((saved, _)) = self.shared.saved.lock().unwrap().as_mut() {
+            return Ok(f(saved));
+        }
+        self.on_switch(f).await
+    }
+
+    /// Puts `new` in place of the running program, the device's multicast groups kept, or with
+    /// `reconcile` all its forwarding state.
+    async fn commit(&self, mut new: Switch, reconcile: bool) -> Result<(), Status> {
+        self.shared.device.replaces_program().map_err(|why| {
+            Status::unimplemented(format!(
+                "replacing the program: {why}; change [p4] program in the configuration and reload"
+            ))
+        })?;
+        self.on_switch(move |sw| {
+            if reconcile {
+                pipeline::carry_state(sw, &mut new)
+                    .map_err(|e| Status::invalid_argument(format!("the forwarding state cannot be kept: {e}")))?;
+            } else {
+                pipeline::carry_groups(sw, &mut new);
+            }
+            *sw = new;
+            Ok(())
+        })
+        .await?
     }
 
     fn check_device(&self, device_id: u64) -> Result<(), Status> {
@@ -223,7 +266,7 @@ impl P4Runtime for Service {
         self.check_primary(&w.role, w.election_id, peer)?;
         let atomicity = Atomicity::try_from(w.atomicity)
             .map_err(|_| Status::invalid_argument(format!("no atomicity {}", w.atomicity)))?;
-        let results = self.on_switch(move |sw| apply_batch(sw, &w.updates, atomicity)).await?;
+        let results = self.on_program(move |sw| apply_batch(sw, &w.updates, atomicity)).await?;
         batch_status(results)?;
         Ok(Response::new(pb::WriteResponse {}))
     }
@@ -233,7 +276,7 @@ impl P4Runtime for Service {
     async fn read(&self, request: Request<pb::ReadRequest>) -> Result<Response<Self::ReadStream>, Status> {
         let r = request.into_inner();
         self.check_device(r.device_id)?;
-        let entities = self.on_switch(move |sw| read_entities(sw, &r.entities)).await??;
+        let entities = self.on_program(move |sw| read_entities(sw, &r.entities)).await??;
         let reply = pb::ReadResponse { entities };
         Ok(Response::new(Box::pin(tokio_stream::iter([Ok(reply)]))))
     }
@@ -246,16 +289,75 @@ impl P4Runtime for Service {
         let r = request.into_inner();
         self.check_device(r.device_id)?;
         self.check_primary(&r.role, r.election_id, peer)?;
-        let config = r.config.unwrap_or_default();
+        use pb::set_forwarding_pipeline_config_request::Action as A;
+        let action = A::try_from(r.action).map_err(|_| Status::invalid_argument(format!("no action {}", r.action)))?;
         let name = self.shared.name.clone();
-        let ours = self.on_switch(move |sw| crate::p4info::p4info(&sw.info(), &name)).await?;
-        if config.p4info.as_ref() != Some(&ours) {
-            return Err(Status::unimplemented(
-                "replacing the program: edgeflow runs the program its configuration names ([p4] program); \
-                 change it there and reload, and push only the P4Info the switch publishes",
+        let p4info = |sw: &Switch| crate::p4info::p4info(&sw.info(), &name);
+        let p4info_on = |name: String| move |sw: &mut Switch| crate::p4info::p4info(&sw.info(), &name);
+        if action == A::Commit {
+            if r.config.is_some() {
+                return Err(Status::invalid_argument("COMMIT puts the saved config in place: it takes none"));
+            }
+            let saved = self.shared.saved.lock().unwrap().take();
+            let (switch, cookie) =
+                saved.ok_or_else(|| Status::not_found("no config saved (VERIFY_AND_SAVE) to commit"))?;
+            let put_back = (switch.snapshot(), cookie);
+            if let Err(refused) = self.commit(switch, false).await {
+                *self.shared.saved.lock().unwrap() = Some(put_back);
+                return Err(refused);
+            }
+            *self.shared.cookie.lock().unwrap() = cookie;
+            return Ok(Response::new(pb::SetForwardingPipelineConfigResponse {}));
+        }
+        if action == A::Unspecified {
+            return Err(Status::invalid_argument(
+                "an action: VERIFY, VERIFY_AND_SAVE, VERIFY_AND_COMMIT, COMMIT or RECONCILE_AND_COMMIT",
             ));
         }
-        *self.shared.cookie.lock().unwrap() = config.cookie.map_or(0, |c| c.cookie);
+        let config = r.config.ok_or_else(|| Status::invalid_argument("no config"))?;
+        let theirs = config.p4info.ok_or_else(|| Status::invalid_argument("the config has no P4Info"))?;
+        let cookie = config.cookie.map_or(0, |c| c.cookie);
+        if config.p4_device_config.is_empty() {
+            // No program: the one in place, which the P4Info must describe; nothing to realize.
+            let ours = self.on_program(p4info_on(name.clone())).await?;
+            pipeline::describes(&theirs, &ours).map_err(|refused| {
+                Status::invalid_argument(format!(
+                    "{}; another program comes as its P4 source in p4_device_config",
+                    refused.message()
+                ))
+            })?;
+            if action != A::Verify {
+                *self.shared.cookie.lock().unwrap() = cookie;
+            }
+            return Ok(Response::new(pb::SetForwardingPipelineConfigResponse {}));
+        }
+        let new = pipeline::build(&config.p4_device_config)?;
+        pipeline::describes(&theirs, &p4info(&new))?;
+        match action {
+            A::Verify => {}
+            A::VerifyAndSave => {
+                self.shared
+                    .device
+                    .replaces_program()
+                    .map_err(|why| Status::unimplemented(format!("saving a program to commit: {why}")))?;
+                *self.shared.saved.lock().unwrap() = Some((new, cookie));
+            }
+            A::VerifyAndCommit | A::ReconcileAndCommit => {
+                let reconcile = action == A::ReconcileAndCommit;
+                if reconcile {
+                    let running = self.on_switch(p4info_on(name.clone())).await?;
+                    pipeline::describes(&p4info(&new), &running).map_err(|_| {
+                        Status::invalid_argument(
+                            "the forwarding state cannot be kept: the program's P4Info is not the running one's",
+                        )
+                    })?;
+                }
+                self.commit(new, reconcile).await?;
+                *self.shared.saved.lock().unwrap() = None;
+                *self.shared.cookie.lock().unwrap() = cookie;
+            }
+            A::Commit | A::Unspecified => unreachable!("answered above"),
+        }
         Ok(Response::new(pb::SetForwardingPipelineConfigResponse {}))
     }
 
@@ -267,8 +369,10 @@ impl P4Runtime for Service {
         let r = request.into_inner();
         self.check_device(r.device_id)?;
         let name = self.shared.name.clone();
-        let p4info = self.on_switch(move |sw| crate::p4info::p4info(&sw.info(), &name)).await?;
-        let cookie = Some(pb::forwarding_pipeline_config::Cookie { cookie: *self.shared.cookie.lock().unwrap() });
+        let p4info = self.on_program(move |sw| crate::p4info::p4info(&sw.info(), &name)).await?;
+        let saved = self.shared.saved.lock().unwrap().as_ref().map(|(_, cookie)| *cookie);
+        let cookie = saved.unwrap_or(*self.shared.cookie.lock().unwrap());
+        let cookie = Some(pb::forwarding_pipeline_config::Cookie { cookie });
         let with_info = matches!(T::try_from(r.response_type), Ok(T::All | T::P4infoAndCookie));
         let config =
             pb::ForwardingPipelineConfig { p4info: with_info.then_some(p4info), p4_device_config: Vec::new(), cookie };
