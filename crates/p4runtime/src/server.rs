@@ -331,7 +331,11 @@ impl P4Runtime for Service {
             }
             return Ok(Response::new(pb::SetForwardingPipelineConfigResponse {}));
         }
-        let new = pipeline::build(&config.p4_device_config)?;
+        // The front end, off the server's thread: the runtime is the OpenFlow agent's too.
+        let source = config.p4_device_config;
+        let new = tokio::task::spawn_blocking(move || pipeline::build(&source))
+            .await
+            .map_err(|e| Status::internal(format!("checking the program: {e}")))??;
         pipeline::describes(&theirs, &p4info(&new))?;
         match action {
             A::Verify => {}
