@@ -4,11 +4,13 @@
 //! The program's state lives on the forwarding thread, so every request becomes one [`Job`]
 //! the switch runs between two frames: a write request's updates all land together, and a read
 //! sees one instant. What P4Runtime has and edgeflow's target does not (action profiles, packet
-//! I/O on the stream, digests, replacing the program) is refused as UNIMPLEMENTED by name.
+//! I/O on the stream, digests, a program replaced where the kernel runs it) is refused as
+//! UNIMPLEMENTED by name.
 //!
-//! One file per concern: arbitration on the stream channel (`arbitration.rs`), P4Runtime's
-//! entities and the target's values (`entity.rs`), writes and their batches (`write.rs`), reads
-//! (`read.rs`). The P4Info message is `p4info.rs`, the value encoding `codec.rs`.
+//! One file per concern: arbitration and roles on the stream channel (`arbitration.rs`),
+//! P4Runtime's entities and the target's values (`entity.rs`), writes and their batches
+//! (`write.rs`), reads (`read.rs`), a program from a pipeline config (`pipeline.rs`). The P4Info
+//! message is `p4info.rs`, the value encoding `codec.rs`.
 
 mod arbitration;
 mod entity;
