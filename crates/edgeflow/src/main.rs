@@ -416,11 +416,8 @@ fn p4runtime_service(s: &Settings, handle: datapath::SwitchHandle) -> p4runtime:
             })));
         }
 
-        fn replaces_program(&self) -> Result<(), String> {
-            match self.1 {
-                true => Ok(()),
-                false => Err("on tc and xdp the program runs in the kernel, built from it at start".into()),
-            }
+        fn kernel_runs_program(&self) -> bool {
+            !self.1
         }
 
         fn refused(&self, what: p4runtime::server::Refusal) {

@@ -73,12 +73,17 @@ pub trait Device: Send + Sync + 'static {
     fn run(&self, job: Job);
     /// Counts what the server refused.
     fn refused(&self, _what: Refusal) {}
-    /// Whether a job may put another program in place of the one running (`*switch = new`):
-    /// where the program runs in the kernel too, its object would go on running the old one.
-    fn replaces_program(&self) -> Result<(), String> {
-        Err("this switch runs the P4 program its configuration names".into())
+    /// Whether the kernel runs the program too (tc, xdp), from an object built from it at start
+    /// and tables the switch writes there key by key after each change. Then another program
+    /// cannot be put in place (the object would go on running the old one), and a batch is not
+    /// atomic to the frames the kernel decides. Unless a device says otherwise, it does.
+    fn kernel_runs_program(&self) -> bool {
+        true
     }
 }
+
+/// Why a request is refused where the kernel runs the program.
+const IN_KERNEL: &str = "on tc and xdp the program runs in the kernel, from an object built from it at start";
 
 /// A warning said at most every 10 s, with how many times it happened since: a client repeating
 /// what is refused must not flood the log.
@@ -184,11 +189,11 @@ impl Service {
     /// Puts `new` in place of the running program, the device's multicast groups kept, or with
     /// `reconcile` all its forwarding state.
     async fn commit(&self, mut new: Switch, reconcile: bool) -> Result<(), Status> {
-        self.shared.device.replaces_program().map_err(|why| {
-            Status::unimplemented(format!(
-                "replacing the program: {why}; change [p4] program in the configuration and reload"
-            ))
-        })?;
+        if self.shared.device.kernel_runs_program() {
+            return Err(Status::unimplemented(format!(
+                "replacing the program: {IN_KERNEL}; change [p4] program in the configuration and reload"
+            )));
+        }
         self.on_switch(move |sw| {
             if reconcile {
                 pipeline::carry_state(sw, &mut new)
@@ -268,6 +273,13 @@ impl P4Runtime for Service {
         self.check_primary(&w.role, w.election_id, peer)?;
         let atomicity = Atomicity::try_from(w.atomicity)
             .map_err(|_| Status::invalid_argument(format!("no atomicity {}", w.atomicity)))?;
+        if atomicity == Atomicity::DataplaneAtomic && self.shared.device.kernel_runs_program() {
+            // P4Runtime §12.2: a batch that cannot be made atomic to the data plane is UNIMPLEMENTED.
+            return Err(Status::unimplemented(format!(
+                "DATAPLANE_ATOMIC: {IN_KERNEL}, and its tables are written there key by key after a batch, \
+                 so its frames may see part of one; ROLLBACK_ON_ERROR applies a batch all or nothing"
+            )));
+        }
         let results = self.on_program(move |sw| apply_batch(sw, &w.updates, atomicity)).await?;
         batch_status(results)?;
         Ok(Response::new(pb::WriteResponse {}))
@@ -342,10 +354,9 @@ impl P4Runtime for Service {
         match action {
             A::Verify => {}
             A::VerifyAndSave => {
-                self.shared
-                    .device
-                    .replaces_program()
-                    .map_err(|why| Status::unimplemented(format!("saving a program to commit: {why}")))?;
+                if self.shared.device.kernel_runs_program() {
+                    return Err(Status::unimplemented(format!("saving a program to commit: {IN_KERNEL}")));
+                }
                 *self.shared.saved.lock().unwrap() = Some((new, cookie));
             }
             A::VerifyAndCommit | A::ReconcileAndCommit => {
