@@ -97,3 +97,52 @@ pub(super) fn carry_groups(old: &Switch, new: &mut Switch) {
         new.set_group(id, old.group(id).unwrap_or(&[]).to_vec());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use p4::run::Match;
+    use tonic::Code;
+
+    const ROUTER: &str = include_str!("../../../../examples/p4/ipv4_router.p4");
+    const L2: &str = include_str!("../../../../examples/p4/l2_switch.p4");
+
+    fn p4info(sw: &Switch) -> P4Info {
+        crate::p4info::p4info(&sw.info(), "test")
+    }
+
+    #[test]
+    fn a_source_is_checked_and_a_p4info_held_to_it() {
+        let router = build(ROUTER.as_bytes()).unwrap();
+        let refused = build(ROUTER.replacen("apply {", "apply ", 1).as_bytes()).err().unwrap();
+        assert_eq!(refused.code(), Code::InvalidArgument);
+        assert!(refused.message().starts_with("the program: p4_device_config.p4:"), "{}", refused.message());
+        assert_eq!(build(&[0xff, 0xfe]).err().map(|s| s.code()), Some(Code::InvalidArgument));
+        let ours = p4info(&router);
+        let mut theirs = P4Info { pkg_info: None, ..ours.clone() };
+        describes(&theirs, &ours).expect("the package information is the client's own");
+        let next_hop = theirs.actions.iter_mut().find(|a| !a.params.is_empty()).unwrap();
+        next_hop.params.pop();
+        let refused = describes(&theirs, &ours).unwrap_err();
+        assert!(refused.message().contains("its actions differ"), "{}", refused.message());
+        let l2 = p4info(&build(L2.as_bytes()).unwrap());
+        assert!(describes(&l2, &ours).unwrap_err().message().contains("tables, actions, counters, direct counters"));
+    }
+
+    #[test]
+    fn reconciling_carries_entries_cells_defaults_and_groups_over() {
+        let mut old = build(ROUTER.as_bytes()).unwrap();
+        let route = vec![Match::Lpm { value: 0x0a00_0200, prefix: 24 }];
+        old.insert("RouterIngress.routes", route.clone(), "next_hop", vec![1, 2, 2, 2], 0).unwrap();
+        old.set_counter("RouterIngress.routed", 2, 3, 300).unwrap();
+        old.set_default_action("RouterIngress.routes", "next_hop", vec![1, 2, 1, 1]).unwrap();
+        old.set_group(1, vec![1, 2]);
+        let mut new = build(ROUTER.as_bytes()).unwrap();
+        carry_state(&old, &mut new).unwrap();
+        let entries = new.entries("RouterIngress.routes").unwrap();
+        assert_eq!((entries.len(), &entries[0].keys, &entries[0].args), (1, &route, &vec![1, 2, 2, 2]));
+        assert_eq!(new.counter("RouterIngress.routed", 2), Some((3, 300)));
+        assert_eq!(new.default_action("RouterIngress.routes"), Some(("next_hop", &[1u128, 2, 1, 1][..])));
+        assert_eq!(new.group(1), Some(&[1u32, 2][..]));
+    }
+}
