@@ -22,6 +22,7 @@ NAME], ...], "message": ...}:
                                 Info the session works from and the program's source as the
                                 device config (VERIFY_AND_COMMIT as the shell's own
                                 set_fwd_pipe_config sends it, from files); COMMIT sends no config
+  device_config                 the device config GetForwardingPipelineConfig hands back (text)
 """
 
 import json
@@ -146,6 +147,11 @@ def answer(request):
         return entries(request["table"])
     if op == "counter":
         return counter(request["name"], request["index"])
+    if op == "device_config":
+        request = p4runtime_pb2.GetForwardingPipelineConfigRequest(
+            device_id=sh.client.device_id,
+            response_type=p4runtime_pb2.GetForwardingPipelineConfigRequest.DEVICE_CONFIG_AND_COOKIE)
+        return sh.client.stub.GetForwardingPipelineConfig(request).config.p4_device_config.decode()
     if op == "pipeline":
         return pipeline(request["action"], request.get("source", ""))
     raise ValueError(f"no request {op!r}")

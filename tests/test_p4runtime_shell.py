@@ -187,7 +187,9 @@ def test_p4runtime_shell_replaces_the_program_and_a_refused_one_leaves_the_old_r
         assert ttls(h1, "10.0.2.2") == {"63"}, "the router runs on, its routes kept"
 
         # Saved: reads and writes address the saved program, the running one routes on.
+        assert shell.ask("device_config") == "", "the configuration's program: no source handed back"
         assert shell.ask("pipeline", action="VERIFY_AND_SAVE", source=KEEPS_TTL) is None
+        assert shell.ask("device_config") == KEEPS_TTL
         assert shell.ask("entries", table="RouterIngress.routes") == []
         assert shell.ask("insert", entries=routes) is None
         assert ttls(h1, "10.0.2.2") == {"63"}
@@ -198,6 +200,7 @@ def test_p4runtime_shell_replaces_the_program_and_a_refused_one_leaves_the_old_r
         # Back to the router, the forwarding state kept: routes and the counter.
         counted = shell.ask("counter", name="RouterIngress.routed", index=2)[0]
         assert shell.ask("pipeline", action="RECONCILE_AND_COMMIT", source=ROUTER) is None
+        assert shell.ask("device_config") == ROUTER
         assert ttls(h1, "10.0.2.2") == {"63"}
         assert shell.ask("counter", name="RouterIngress.routed", index=2)[0] == counted + 1
 

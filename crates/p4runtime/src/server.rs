@@ -101,6 +101,13 @@ impl ThrottledWarning {
     }
 }
 
+/// A program saved for COMMIT, with its pipeline config's cookie and source.
+struct Saved {
+    switch: Switch,
+    cookie: u64,
+    source: Vec<u8>,
+}
+
 struct Shared {
     device_id: u64,
     name: String,
@@ -108,9 +115,11 @@ struct Shared {
     arbiter: Mutex<Arbiter>,
     /// The cookie the primary last set with the pipeline.
     cookie: Mutex<u64>,
-    /// A program saved (VERIFY_AND_SAVE) and not yet committed, with its cookie: reads and writes
-    /// go to it until COMMIT puts it in place of the running one.
-    saved: Arc<Mutex<Option<(Switch, u64)>>>,
+    /// The source of the program a client put in place (empty: the configuration's program).
+    source: Mutex<Vec<u8>>,
+    /// A program saved (VERIFY_AND_SAVE) and not yet committed: reads and writes go to it until
+    /// COMMIT puts it in place of the running one.
+    saved: Arc<Mutex<Option<Saved>>>,
     streams_refused: ThrottledWarning,
     slow_readers: ThrottledWarning,
 }
@@ -152,6 +161,7 @@ impl Service {
                 device,
                 arbiter: Mutex::new(Arbiter::default()),
                 cookie: Mutex::new(0),
+                source: Mutex::new(Vec::new()),
                 saved: Arc::new(Mutex::new(None)),
                 streams_refused: ThrottledWarning::default(),
                 slow_readers: ThrottledWarning::default(),
@@ -180,8 +190,8 @@ impl Service {
         &self,
         f: impl FnOnce(&mut Switch) -> R + Send + 'static,
     ) -> Result<R, Status> {
-        if let Some((saved, _)) = self.shared.saved.lock().unwrap().as_mut() {
-            return Ok(f(saved));
+        if let Some(saved) = self.shared.saved.lock().unwrap().as_mut() {
+            return Ok(f(&mut saved.switch));
         }
         self.on_switch(f).await
     }
@@ -313,14 +323,15 @@ impl P4Runtime for Service {
                 return Err(Status::invalid_argument("COMMIT puts the saved config in place: it takes none"));
             }
             let saved = self.shared.saved.lock().unwrap().take();
-            let (switch, cookie) =
+            let Saved { switch, cookie, source } =
                 saved.ok_or_else(|| Status::not_found("no config saved (VERIFY_AND_SAVE) to commit"))?;
-            let put_back = (switch.snapshot(), cookie);
+            let put_back = Saved { switch: switch.snapshot(), cookie, source: source.clone() };
             if let Err(refused) = self.commit(switch, false).await {
                 *self.shared.saved.lock().unwrap() = Some(put_back);
                 return Err(refused);
             }
             *self.shared.cookie.lock().unwrap() = cookie;
+            *self.shared.source.lock().unwrap() = source;
             return Ok(Response::new(pb::SetForwardingPipelineConfigResponse {}));
         }
         if action == A::Unspecified {
@@ -347,7 +358,7 @@ impl P4Runtime for Service {
         }
         // The front end, off the server's thread: the runtime is the OpenFlow agent's too.
         let source = config.p4_device_config;
-        let new = tokio::task::spawn_blocking(move || pipeline::build(&source))
+        let (new, source) = tokio::task::spawn_blocking(move || pipeline::build(&source).map(|new| (new, source)))
             .await
             .map_err(|e| Status::internal(format!("checking the program: {e}")))??;
         pipeline::describes(&theirs, &p4info(&new))?;
@@ -357,7 +368,7 @@ impl P4Runtime for Service {
                 if self.shared.device.kernel_runs_program() {
                     return Err(Status::unimplemented(format!("saving a program to commit: {IN_KERNEL}")));
                 }
-                *self.shared.saved.lock().unwrap() = Some((new, cookie));
+                *self.shared.saved.lock().unwrap() = Some(Saved { switch: new, cookie, source });
             }
             A::VerifyAndCommit | A::ReconcileAndCommit => {
                 let reconcile = action == A::ReconcileAndCommit;
@@ -372,6 +383,7 @@ impl P4Runtime for Service {
                 self.commit(new, reconcile).await?;
                 *self.shared.saved.lock().unwrap() = None;
                 *self.shared.cookie.lock().unwrap() = cookie;
+                *self.shared.source.lock().unwrap() = source;
             }
             A::Commit | A::Unspecified => unreachable!("answered above"),
         }
@@ -387,12 +399,20 @@ impl P4Runtime for Service {
         self.check_device(r.device_id)?;
         let name = self.shared.name.clone();
         let p4info = self.on_program(move |sw| crate::p4info::p4info(&sw.info(), &name)).await?;
-        let saved = self.shared.saved.lock().unwrap().as_ref().map(|(_, cookie)| *cookie);
-        let cookie = saved.unwrap_or(*self.shared.cookie.lock().unwrap());
+        // The saved program's, if there is one, as reads and writes address it.
+        let (cookie, source) = match self.shared.saved.lock().unwrap().as_ref() {
+            Some(saved) => (saved.cookie, saved.source.clone()),
+            None => (*self.shared.cookie.lock().unwrap(), self.shared.source.lock().unwrap().clone()),
+        };
         let cookie = Some(pb::forwarding_pipeline_config::Cookie { cookie });
-        let with_info = matches!(T::try_from(r.response_type), Ok(T::All | T::P4infoAndCookie));
-        let config =
-            pb::ForwardingPipelineConfig { p4info: with_info.then_some(p4info), p4_device_config: Vec::new(), cookie };
+        let wanted = T::try_from(r.response_type);
+        let with_info = matches!(wanted, Ok(T::All | T::P4infoAndCookie));
+        let with_source = matches!(wanted, Ok(T::All | T::DeviceConfigAndCookie));
+        let config = pb::ForwardingPipelineConfig {
+            p4info: with_info.then_some(p4info),
+            p4_device_config: if with_source { source } else { Vec::new() },
+            cookie,
+        };
         Ok(Response::new(pb::GetForwardingPipelineConfigResponse { config: Some(config) }))
     }
 
