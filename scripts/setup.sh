@@ -88,6 +88,18 @@ if ! cmp -s "$P4RT_REQS" "$P4RT_DIR/requirements.txt"; then
   cp "$P4RT_REQS" "$P4RT_DIR/requirements.txt"
 fi
 
+# p4runtime-shell, the P4 project's own P4Runtime client, for tests/test_p4runtime_shell.py: it pins
+# an older P4Runtime, protobuf and grpcio than finsy's in .venv, so it gets a venv of its own.
+SHELL_DIR=build/tools/p4runtime-shell
+SHELL_REQS=scripts/p4runtime-shell-requirements.txt
+if ! cmp -s "$SHELL_REQS" "$SHELL_DIR/requirements.txt"; then
+  echo "setup: installing p4runtime-shell into $SHELL_DIR"
+  rm -rf "$SHELL_DIR"
+  "$PY" -m venv "$SHELL_DIR"
+  "$SHELL_DIR/bin/pip" install -q --no-deps --require-hashes --only-binary :all: -r "$SHELL_REQS"
+  cp "$SHELL_REQS" "$SHELL_DIR/requirements.txt"
+fi
+
 # Faucet pins its own os-ken (3.1), so it gets a venv of its own.
 if [ ! -x .venv-faucet/bin/faucet ]; then
   echo "setup: installing Faucet into .venv-faucet"

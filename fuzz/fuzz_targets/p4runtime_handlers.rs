@@ -1,7 +1,8 @@
 //! P4Runtime's Write and Read, decoded from any bytes (as gRPC hands them to the service) and
 //! handled against the software target running one of the example programs, in any order: no
 //! panic; a refusal carries a message; and every table entry a read returns names itself, so that
-//! inserting it again is refused as ALREADY_EXISTS (its keys read back are the keys it holds).
+//! inserting it again is refused as ALREADY_EXISTS (its keys read back are the keys it holds);
+//! and a ROLLBACK_ON_ERROR or DATAPLANE_ATOMIC batch that fails leaves the tables as they were.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use p4runtime::proto::p4::v1 as pb;
@@ -27,10 +28,17 @@ fuzz_target!(|data: &[u8]| {
         rest = &rest[(3 + len).min(rest.len())..];
         if kind % 2 == 0 {
             let Ok(w) = pb::WriteRequest::decode(body) else { continue };
-            for r in p4runtime::server::apply_updates(&mut sw, &w.updates) {
+            use p4runtime::server::Atomicity;
+            let atomicity = Atomicity::try_from(w.atomicity).unwrap_or(Atomicity::ContinueOnError);
+            let before = (atomicity != Atomicity::ContinueOnError).then(|| tables(&sw));
+            let results = p4runtime::server::apply_batch(&mut sw, &w.updates, atomicity);
+            for r in &results {
                 if let Err(s) = r {
                     assert!(!s.message().is_empty(), "a refusal without a reason: {s:?}");
                 }
+            }
+            if let Some(before) = before.filter(|_| results.iter().any(Result::is_err)) {
+                assert_eq!(tables(&sw), before, "an atomic batch that failed changed the tables");
             }
         } else {
             let Ok(r) = pb::ReadRequest::decode(body) else { continue };
@@ -41,6 +49,18 @@ fuzz_target!(|data: &[u8]| {
         }
     }
 });
+
+/// Every table's entries and default action, as a control plane reads them.
+fn tables(sw: &p4::run::Switch) -> Vec<(String, Vec<String>, String)> {
+    sw.tables()
+        .into_iter()
+        .map(|t| {
+            let entries = sw.entries(&t).unwrap_or(&[]).iter().map(|e| format!("{e:?}")).collect();
+            let default = format!("{:?}", sw.default_action(&t));
+            (t, entries, default)
+        })
+        .collect()
+}
 
 fn names_itself(sw: &mut p4::run::Switch, entities: Vec<pb::Entity>) {
     for e in entities {

@@ -401,8 +401,9 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
 /// P4Runtime for the switch's P4 program: device id the dpid, the program named after its file.
 #[cfg(feature = "p4runtime")]
 fn p4runtime_service(s: &Settings, handle: datapath::SwitchHandle) -> p4runtime::server::Service {
-    /// The switch's P4 program, reached on the forwarding thread.
-    struct Program(datapath::SwitchHandle);
+    /// The switch's P4 program, reached on the forwarding thread; whether it runs in userspace
+    /// only (no kernel datapath, whose object is built from the program at start).
+    struct Program(datapath::SwitchHandle, bool);
     impl p4runtime::Device for Program {
         fn run(&self, job: p4runtime::Job) {
             self.0.send(Command::WithMode(Box::new(move |mode| {
@@ -413,6 +414,10 @@ fn p4runtime_service(s: &Settings, handle: datapath::SwitchHandle) -> p4runtime:
                     None => Box::new(|| ()),
                 }
             })));
+        }
+
+        fn kernel_runs_program(&self) -> bool {
+            !self.1
         }
 
         fn refused(&self, what: p4runtime::server::Refusal) {
@@ -432,7 +437,7 @@ fn p4runtime_service(s: &Settings, handle: datapath::SwitchHandle) -> p4runtime:
             _ => None,
         })
         .unwrap_or_default();
-    p4runtime::server::Service::new(s.dpid, name, std::sync::Arc::new(Program(handle)))
+    p4runtime::server::Service::new(s.dpid, name, std::sync::Arc::new(Program(handle, s.fastpath.is_none())))
 }
 
 /// The control protocol's request (`forwarding::p4`) for an `edgeflow p4` command: keys and

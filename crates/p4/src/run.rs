@@ -1680,6 +1680,50 @@ impl Switch {
     }
 }
 
+/// What P4Runtime's server needs besides the control-plane API above: a copy of the state that a
+/// batch of updates which fails part-way is undone to, and a direct counter's cells written.
+impl Switch {
+    /// A copy of this switch's state, its code shared: tables (entries, their hits and direct
+    /// meters), counters, registers, accounts, meters and groups. Costs a copy of each.
+    pub fn snapshot(&self) -> Switch {
+        Switch {
+            code: self.code.clone(),
+            tables: self.tables.clone(),
+            counters: self.counters.clone(),
+            registers: self.registers.clone(),
+            accounts: self.accounts.clone(),
+            meters: self
+                .meters
+                .iter()
+                .map(|(name, m)| (name.clone(), Meter { bytes: m.bytes, cells: m.cells.clone() }))
+                .collect(),
+            direct_meters: self.direct_meters.clone(),
+            direct_colours: self.direct_colours.clone(),
+            groups: self.groups.clone(),
+            generation: self.generation,
+            initial: self.initial.clone(),
+        }
+    }
+
+    /// Sets the packets and bytes `table`'s entry with these matches and priority counted (its
+    /// direct counter's cell).
+    pub fn set_entry_counts(
+        &mut self,
+        table: &str,
+        keys: &[Match],
+        priority: i64,
+        packets: u64,
+        bytes: u64,
+    ) -> Result<(), String> {
+        let t = self.tables.get_mut(table).ok_or_else(|| format!("no table '{table}'"))?;
+        let e = t.entries.iter_mut().find(|e| e.keys == keys && e.priority == priority);
+        let e = e.ok_or_else(|| format!("{table} has no such entry"))?;
+        (e.packets, e.bytes) = (packets, bytes);
+        self.generation += 1;
+        Ok(())
+    }
+}
+
 impl<'c> Cx<'c> {
     fn new(block: &'c str, code: &'c Code, data: &'c [u8], length: u64, now: u64) -> Cx<'c> {
         let mut actions = Names::default();

@@ -1,0 +1,199 @@
+"""A p4runtime-shell session, run by build/tools/p4runtime-shell's python (its own venv: the shell
+pins an older P4Runtime and protobuf than finsy's) for tests/test_p4runtime_shell.py.
+
+    python p4runtime_shell_client.py ADDRESS DEVICE_ID ELECTION_ID [ROLE]
+
+It connects as the shell does from its command line, without a pipeline config, so it works
+from the P4Info the switch publishes; then it answers one JSON request per line on stdin with one
+JSON line on stdout, each through the shell's own objects (TableEntry, CounterEntry, ...), so
+that what the switch is sent is what the shell sends. What the shell prints goes to stderr.
+
+Requests ("op"), each answered {"ok": ...} or {"error": CODE NAME, "errors": [[index, CODE
+NAME], ...], "message": ...}:
+  primary                       whether the switch told this client it is primary
+  insert / modify / delete      table entries: {"entries": [{"table", "match": {field: text},
+                                "action", "params": {name: text}, "priority"}]} in one write
+                                request, with "atomicity" (CONTINUE_ON_ERROR by default)
+  set_default                   {"table", "action", "params"}: the default entry modified
+  entries                       {"table"}: the table's entries, [[{field: text}, action,
+                                {param: int}], ...], in the order read
+  counter                       {"name", "index"}: [packets, bytes]
+  pipeline                      {"action", "source"}: SetForwardingPipelineConfig with the P4
+                                Info the session works from and the program's source as the
+                                device config (VERIFY_AND_COMMIT as the shell's own
+                                set_fwd_pipe_config sends it, from files); COMMIT sends no config
+  device_config                 the device config GetForwardingPipelineConfig hands back (text)
+"""
+
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import grpc
+from google.protobuf import text_format
+from google.rpc import code_pb2, status_pb2
+from p4.v1 import p4runtime_pb2
+
+import p4runtime_sh.shell as sh
+from p4runtime_sh.p4runtime import P4RuntimeException, P4RuntimeWriteException
+
+ANSWERS = sys.stdout
+sys.stdout = sys.stderr  # the shell prints what it parses and whom it connected as
+
+
+def code_name(code):
+    return code_pb2._CODE.values_by_number[code].name
+
+
+def table_entry(spec, default=False):
+    entry = sh.TableEntry(spec["table"])(action=spec["action"])
+    for field, value in spec.get("match", {}).items():
+        entry.match[field] = value
+    for param, value in spec.get("params", {}).items():
+        entry.action[param] = value
+    entry.priority = spec.get("priority", 0)
+    entry.is_default = default
+    return entry
+
+
+def write(kind, specs, atomicity="CONTINUE_ON_ERROR"):
+    request = p4runtime_pb2.WriteRequest()
+    request.atomicity = p4runtime_pb2.WriteRequest.Atomicity.Value(atomicity)
+    for spec in specs:
+        update = request.updates.add()
+        update.type = p4runtime_pb2.Update.Type.Value(kind.upper())
+        update.entity.table_entry.CopyFrom(table_entry(spec).msg())
+    # Not the shell's own error parsing: its iterator over the per-update errors never ends when
+    # one of them is OK, which P4Runtime says a failed batch reports for each update that succeeded.
+    sh.client.write.__wrapped__(sh.client, request)
+
+
+def write_errors(error):
+    """The per-update errors (p4.v1.Error) a failed Write carries in its details."""
+    for key, value in error.trailing_metadata() or ():
+        if key == "grpc-status-details-bin":
+            status = status_pb2.Status.FromString(value)
+            errors = []
+            for detail in status.details:
+                one = p4runtime_pb2.Error()
+                detail.Unpack(one)
+                errors.append(code_name(one.canonical_code))
+            return errors
+    return []
+
+
+def field_text(field):
+    kind = field.WhichOneof("field_match_type")
+    value = getattr(field, kind)
+    number = lambda b: int.from_bytes(b, "big")
+    if kind == "lpm":
+        return f"{number(value.value):#x}/{value.prefix_len}"
+    if kind == "ternary":
+        return f"{number(value.value):#x}&&&{number(value.mask):#x}"
+    if kind == "range":
+        return f"{number(value.low):#x}..{number(value.high):#x}"
+    return f"{number(value.value):#x}"
+
+
+def entries(table):
+    info = sh.context.get_table(table)
+    fields = {f.id: f.name for f in info.match_fields}
+    out = []
+    for e in sh.TableEntry(table).read():
+        msg = e.msg()
+        action = sh.context.get_name_from_id(msg.action.action.action_id)
+        params = {sh.context.get_param_name(action, p.param_id): int.from_bytes(p.value, "big")
+                  for p in msg.action.action.params}
+        out.append([{fields[f.field_id]: field_text(f) for f in msg.match}, action, params])
+    return out
+
+
+def counter(name, index):
+    c = sh.CounterEntry(name)
+    c.index = index
+    [read] = list(c.read())
+    return [read.data.packet_count, read.data.byte_count]
+
+
+def pipeline(action, source):
+    if action == "VERIFY_AND_COMMIT":
+        with tempfile.TemporaryDirectory() as tmp:
+            p4info, program = Path(tmp) / "p4info.txt", Path(tmp) / "program.p4"
+            p4info.write_text(text_format.MessageToString(sh.context.p4info))
+            program.write_text(source)
+            sh.client.set_fwd_pipe_config.__wrapped__(sh.client, str(p4info), str(program))
+        return None
+    request = p4runtime_pb2.SetForwardingPipelineConfigRequest(
+        device_id=sh.client.device_id, action=p4runtime_pb2.SetForwardingPipelineConfigRequest.Action.Value(action))
+    request.election_id.high, request.election_id.low = sh.client.election_id
+    if sh.client.role_name is not None:
+        request.role = sh.client.role_name
+    if action != "COMMIT":
+        request.config.p4info.CopyFrom(sh.context.p4info)
+        request.config.p4_device_config = source.encode()
+    sh.client.stub.SetForwardingPipelineConfig(request)
+
+
+def answer(request):
+    op = request["op"]
+    if op == "primary":
+        return sh.client.primary
+    if op in ("insert", "modify", "delete"):
+        return write(op, request["entries"], request.get("atomicity", "CONTINUE_ON_ERROR"))
+    if op == "set_default":
+        return table_entry(request, default=True).modify()
+    if op == "entries":
+        return entries(request["table"])
+    if op == "counter":
+        return counter(request["name"], request["index"])
+    if op == "device_config":
+        request = p4runtime_pb2.GetForwardingPipelineConfigRequest(
+            device_id=sh.client.device_id,
+            response_type=p4runtime_pb2.GetForwardingPipelineConfigRequest.DEVICE_CONFIG_AND_COOKIE)
+        return sh.client.stub.GetForwardingPipelineConfig(request).config.p4_device_config.decode()
+    if op == "pipeline":
+        return pipeline(request["action"], request.get("source", ""))
+    raise ValueError(f"no request {op!r}")
+
+
+def main():
+    address, device_id, election_id = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    role = sys.argv[4] if len(sys.argv) > 4 else None
+    primary = []
+    # The shell says whether it is primary only by printing; the arbitration answer is kept.
+    handshake = sh.P4RuntimeClient.handshake
+
+    def keep_answer(client):
+        get = client.get_stream_packet
+
+        def watched(type_, timeout=1):
+            msg = get(type_, timeout)
+            if type_ == "arbitration" and msg is not None:
+                primary.append(msg.arbitration.status.code == code_pb2.OK)
+            return msg
+        client.get_stream_packet = watched
+        handshake(client)
+    sh.P4RuntimeClient.handshake = keep_answer
+    sh.setup(device_id=device_id, grpc_addr=address, election_id=(election_id >> 64, election_id % 2**64),
+             role_name=role, verbose=False)
+    sh.client.primary = bool(primary and primary[0])
+    print(json.dumps({"ok": "connected"}), file=ANSWERS, flush=True)
+    try:
+        for line in sys.stdin:
+            try:
+                reply = {"ok": answer(json.loads(line))}
+            except P4RuntimeWriteException as e:
+                reply = {"error": "UNKNOWN", "errors": [[i, code_name(err.canonical_code)] for i, err in e.errors],
+                         "message": str(e)}
+            except grpc.RpcError as e:
+                reply = {"error": e.code().name, "errors": list(enumerate(write_errors(e))), "message": e.details()}
+            except P4RuntimeException as e:
+                reply = {"error": e.grpc_error.code().name, "errors": [], "message": e.grpc_error.details()}
+            print(json.dumps(reply), file=ANSWERS, flush=True)
+    finally:
+        sh.teardown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,215 @@
+"""P4Runtime with p4runtime-shell, the P4 project's own client (PyPI's `p4runtime-shell`, in a venv
+of its own that scripts/setup.sh makes: it pins an older P4Runtime, protobuf and grpcio than
+finsy's). The shell connects as primary without pushing a pipeline, so it works from the P4Info
+the switch publishes; it inserts routes for the IPv4 router example that real pings then take,
+reads the entries and the program's counter back, and writes batches whose atomicity it asks for.
+On user and on tc: on tc what it writes must reach the program's tables in the kernel, and the
+counters it reads are the kernel's.
+
+Each request goes through the shell's own objects (tests/p4runtime_shell_client.py), in one
+session the test talks to line by line."""
+
+import json
+import re
+import subprocess
+
+import pytest
+
+from testbed.switches import edgeflow_on
+from testbed.util import ROOT, free_port
+from tests.test_p4 import p4_config
+from tests.test_p4runtime import DPID, GW_MAC, pings, routed_hosts
+
+SHELL_PYTHON = ROOT / "build" / "tools" / "p4runtime-shell" / "bin" / "python"
+CLIENT = ROOT / "tests" / "p4runtime_shell_client.py"
+
+
+class Shell:
+    """A p4runtime-shell session on the switch at `address`."""
+
+    def __init__(self, address, election_id, role=None):
+        assert SHELL_PYTHON.exists(), f"{SHELL_PYTHON} is missing: scripts/setup.sh installs p4runtime-shell"
+        args = [str(SHELL_PYTHON), str(CLIENT), address, str(DPID), str(election_id)] + ([role] if role else [])
+        self.proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+        connected = self.proc.stdout.readline()
+        assert connected, f"p4runtime-shell did not connect: {self.proc.stderr.read()}"
+        assert json.loads(connected) == {"ok": "connected"}, connected
+
+    def ask(self, op, **request):
+        """The session's answer: what the request returned, or {"error", "errors", "message"}."""
+        self.proc.stdin.write(json.dumps({"op": op, **request}) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        assert line, f"p4runtime-shell ended: {self.proc.stderr.read()}"
+        reply = json.loads(line)
+        return reply["ok"] if "ok" in reply else reply
+
+    def close(self):
+        self.proc.stdin.close()
+        try:
+            assert self.proc.wait(timeout=10) == 0, self.proc.stderr.read()
+        finally:
+            self.proc.kill()
+
+
+def route(prefix, mac, port):
+    return {"table": "RouterIngress.routes", "match": {"hdr.ipv4.dst": prefix}, "action": "RouterIngress.next_hop",
+            "params": {"src": GW_MAC, "dst": mac, "port": str(port), "route": str(port)}}
+
+
+def mac(host):
+    return int(host.mac.replace(":", ""), 16)
+
+
+@pytest.mark.parametrize("datapath", ["user", "tc"])
+def test_p4runtime_shell_fills_the_routes_reads_them_and_the_counter_back(two_hosts, datapath):
+    h1, h2 = routed_hosts(two_hosts)
+    port = free_port()
+    path = p4_config("p4runtime-shell", "ipv4_router.p4", two_hosts.switch_ports, "")
+    sw = edgeflow_on(datapath, two_hosts.hosts, [], extra=["--config", str(path), "--dpid", f"{DPID:x}",
+                                                           "--p4runtime", str(port)],
+                     log_name="p4runtime-shell").start()
+    shell = None
+    try:
+        shell = Shell(f"127.0.0.1:{port}", election_id=1)
+        assert shell.ask("primary") is True
+        assert pings(h1, "10.0.2.2", count=1)[0] == 0, "no route to 10.0.2.0/24 yet"
+        assert shell.ask("insert", entries=[route("10.0.1.0/24", h1.mac, 1), route("10.0.2.0/24", h2.mac, 2)]) is None
+        received, out = pings(h1, "10.0.2.2")
+        assert received == 3, out
+        entries = shell.ask("entries", table="RouterIngress.routes")
+        assert sorted((e[0]["hdr.ipv4.dst"], e[1], e[2]["dst"], e[2]["port"]) for e in entries) == [
+            ("0xa000100/24", "RouterIngress.next_hop", mac(h1), 1),
+            ("0xa000200/24", "RouterIngress.next_hop", mac(h2), 2)], entries
+        # Three echo requests took route 2, three replies route 1.
+        assert [shell.ask("counter", name="RouterIngress.routed", index=i)[0] for i in (1, 2)] == [3, 3]
+
+        # All or nothing: a batch whose second update fails leaves the first one unapplied, and
+        # says which update failed and that the other was rolled back. DATAPLANE_ATOMIC, where
+        # no frame may see part of a batch, only where the program runs in userspace: on tc the
+        # kernel's tables are written key by key after a batch.
+        atomic = "DATAPLANE_ATOMIC" if datapath == "user" else "ROLLBACK_ON_ERROR"
+        if datapath == "tc":
+            refused = shell.ask("insert", atomicity="DATAPLANE_ATOMIC", entries=[route("10.0.3.0/24", h2.mac, 2)])
+            assert refused["error"] == "UNIMPLEMENTED" and "key by key" in refused["message"], refused
+        for atomicity in {"ROLLBACK_ON_ERROR", atomic}:
+            refused = shell.ask("insert", atomicity=atomicity,
+                                entries=[route("10.0.3.0/24", h2.mac, 2), route("10.0.2.0/24", h2.mac, 2)])
+            assert refused["errors"] == [[0, "ABORTED"], [1, "ALREADY_EXISTS"]], refused
+            assert len(shell.ask("entries", table="RouterIngress.routes")) == 2, atomicity
+        # A batch that succeeds is applied whole.
+        assert shell.ask("modify", atomicity=atomic,
+                         entries=[route("10.0.2.0/24", h1.mac, 1), route("10.0.1.0/24", h2.mac, 2)]) is None
+        entries = shell.ask("entries", table="RouterIngress.routes")
+        assert sorted((e[0]["hdr.ipv4.dst"], e[2]["port"]) for e in entries) == [
+            ("0xa000100/24", 2), ("0xa000200/24", 1)], entries
+
+        if datapath == "tc":
+            # The kernel runs an object built from the program at start: no other program
+            # replaces it there, and the refusal leaves the router routing.
+            refused = shell.ask("pipeline", action="VERIFY_AND_COMMIT", source=ROUTER)
+            assert refused["error"] == "UNIMPLEMENTED" and "kernel" in refused["message"], refused
+            assert shell.ask("entries", table="RouterIngress.routes") == entries
+    finally:
+        if shell is not None:
+            shell.close()
+        assert sw.stop() == 0, sw.log()
+
+
+def test_p4runtime_shell_clients_of_two_roles_are_each_their_roles_primary(two_hosts):
+    """Roles (P4Runtime §5): a controller of role "edge" and one of the default role arbitrate
+    apart, both primary under the same election id, and each writes (a role without a config
+    has full access); a second client of role "edge" with a lower id is that role's backup, whose
+    write is refused. Roles do not depend on the datapath: user only."""
+    port = free_port()
+    path = p4_config("p4runtime-roles", "ipv4_router.p4", two_hosts.switch_ports, "")
+    sw = edgeflow_on("user", two_hosts.hosts, [], extra=["--config", str(path), "--dpid", f"{DPID:x}",
+                                                         "--p4runtime", str(port)],
+                     log_name="p4runtime-roles").start()
+    address, sessions = f"127.0.0.1:{port}", []
+    try:
+        sessions.append(default := Shell(address, election_id=2))
+        sessions.append(edge := Shell(address, election_id=2, role="edge"))
+        assert (default.ask("primary"), edge.ask("primary")) == (True, True)
+        assert edge.ask("insert", entries=[route("10.0.1.0/24", "02:00:00:00:00:01", 1)]) is None
+        assert default.ask("insert", entries=[route("10.0.2.0/24", "02:00:00:00:00:02", 2)]) is None
+        sessions.append(backup := Shell(address, election_id=1, role="edge"))
+        assert backup.ask("primary") is False
+        refused = backup.ask("delete", entries=[route("10.0.1.0/24", "02:00:00:00:00:01", 1)])
+        assert refused["error"] == "PERMISSION_DENIED", refused
+        assert sorted(e[0]["hdr.ipv4.dst"] for e in backup.ask("entries", table="RouterIngress.routes")) == [
+            "0xa000100/24", "0xa000200/24"]
+    finally:
+        for s in sessions:
+            s.close()
+        assert sw.stop() == 0, sw.log()
+
+
+ROUTER = (ROOT / "examples" / "p4" / "ipv4_router.p4").read_text()
+# The router without its TTL decrement (and the checksum update that follows it): the same
+# tables, actions and counter, so the same P4Info, and pings that arrive with ttl=64, not 63.
+KEEPS_TTL = re.sub(r"hdr\.ipv4\.ttl = hdr\.ipv4\.ttl - 1;.*?sum\[31:16\];", "", ROUTER, flags=re.S)
+
+
+def ttls(host, addr):
+    received, out = pings(host, addr, count=1)
+    return set(re.findall(r"ttl=(\d+)", out)) if received else None
+
+
+def test_p4runtime_shell_replaces_the_program_and_a_refused_one_leaves_the_old_running(two_hosts):
+    """SetForwardingPipelineConfig with the P4 program's source as the device config, on user:
+    a source that does not compile, or a P4Info that does not describe it, is refused and the
+    router goes on routing with its entries; VERIFY changes nothing; VERIFY_AND_SAVE then COMMIT
+    and VERIFY_AND_COMMIT put the program that keeps the TTL in place without a restart (its
+    tables start empty); RECONCILE_AND_COMMIT brings the router back with the entries and the
+    counter kept."""
+    assert KEEPS_TTL != ROUTER
+    h1, h2 = routed_hosts(two_hosts)
+    port = free_port()
+    path = p4_config("p4runtime-pipeline", "ipv4_router.p4", two_hosts.switch_ports, "")
+    sw = edgeflow_on("user", two_hosts.hosts, [], extra=["--config", str(path), "--dpid", f"{DPID:x}",
+                                                         "--p4runtime", str(port)],
+                     log_name="p4runtime-pipeline").start()
+    shell = None
+    routes = [route("10.0.1.0/24", h1.mac, 1), route("10.0.2.0/24", h2.mac, 2)]
+    try:
+        shell = Shell(f"127.0.0.1:{port}", election_id=1)
+        assert shell.ask("insert", entries=routes) is None
+        assert ttls(h1, "10.0.2.2") == {"63"}
+
+        broken = shell.ask("pipeline", action="VERIFY_AND_COMMIT", source=ROUTER.replace("apply {", "apply ", 1))
+        assert broken["error"] == "INVALID_ARGUMENT" and "the program" in broken["message"], broken
+        l2 = (ROOT / "examples" / "p4" / "l2_switch.p4").read_text()
+        other = shell.ask("pipeline", action="VERIFY_AND_COMMIT", source=l2)
+        assert other["error"] == "INVALID_ARGUMENT" and "does not describe the program" in other["message"], other
+        assert shell.ask("pipeline", action="VERIFY", source=KEEPS_TTL) is None
+        assert ttls(h1, "10.0.2.2") == {"63"}, "the router runs on, its routes kept"
+
+        # Saved: reads and writes address the saved program, the running one routes on.
+        assert shell.ask("device_config") == "", "the configuration's program: no source handed back"
+        assert shell.ask("pipeline", action="VERIFY_AND_SAVE", source=KEEPS_TTL) is None
+        assert shell.ask("device_config") == KEEPS_TTL
+        assert shell.ask("entries", table="RouterIngress.routes") == []
+        assert shell.ask("insert", entries=routes) is None
+        assert ttls(h1, "10.0.2.2") == {"63"}
+        assert shell.ask("pipeline", action="COMMIT") is None
+        assert ttls(h1, "10.0.2.2") == {"64"}, "the saved program runs, with the routes written to it"
+        assert shell.ask("pipeline", action="COMMIT")["error"] == "NOT_FOUND", "nothing saved any more"
+
+        # Back to the router, the forwarding state kept: routes and the counter.
+        counted = shell.ask("counter", name="RouterIngress.routed", index=2)[0]
+        assert shell.ask("pipeline", action="RECONCILE_AND_COMMIT", source=ROUTER) is None
+        assert shell.ask("device_config") == ROUTER
+        assert ttls(h1, "10.0.2.2") == {"63"}
+        assert shell.ask("counter", name="RouterIngress.routed", index=2)[0] == counted + 1
+
+        # VERIFY_AND_COMMIT, as the shell sends it from files: a fresh program, its tables empty.
+        assert shell.ask("pipeline", action="VERIFY_AND_COMMIT", source=KEEPS_TTL) is None
+        assert shell.ask("entries", table="RouterIngress.routes") == []
+        assert shell.ask("insert", entries=routes) is None
+        assert ttls(h1, "10.0.2.2") == {"64"}
+    finally:
+        if shell is not None:
+            shell.close()
+        assert sw.stop() == 0, sw.log()
