@@ -1700,6 +1700,12 @@ impl Switch {
             direct_meters: self.direct_meters.clone(),
             direct_colours: self.direct_colours.clone(),
             groups: self.groups.clone(),
+            replica_ids: self.replica_ids.clone(),
+            sessions: self.sessions.clone(),
+            requests: v1model::Requests::default(),
+            random: self.random,
+            sub_blocks: self.sub_blocks.clone(),
+            externs: self.externs.clone(),
             generation: self.generation,
             initial: self.initial.clone(),
         }
