@@ -23,7 +23,7 @@
 //! metadata and the control's variables) in a per-CPU map, not on the 512-byte stack, and
 //! records its verdict in `p4_verdict` (tests read it after BPF_PROG_TEST_RUN).
 //!
-//! About 1 950 lines, one concern: the translation of every construct that fits into C, with the
+//! About 2 450 lines, one concern: the translation of every construct that fits into C, with the
 //! C runtime those translations call (`RUNTIME`) and the entry point beside them. Splitting the
 //! expression, statement and block translators apart would split the one scope stack and the
 //! one set of maps they share, as `check.rs` and `run.rs` would.
