@@ -3,6 +3,8 @@
 //! `edgeflow.p4` says: the parser fills the headers (a frame it rejects is dropped), ingress
 //! picks the egress port or multicast group and the queue, each copy goes through egress, and
 //! the deparser writes the valid headers back before the payload the parser did not read.
+//! v1model's and PSA's architectures drive the same evaluator in `run/v1model.rs` and
+//! `run/psa.rs`, as BMv2's simple_switch and psa_switch run them.
 //!
 //! Tables are filled at run time ([`Switch::insert`]), besides their const entries. Values are
 //! at most 128 bits wide, held in a `u128` and cut to their width after every operation, as P4's
