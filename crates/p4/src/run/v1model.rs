@@ -151,9 +151,13 @@ impl Switch {
         let requests = std::mem::take(&mut self.requests);
 
         if let Some(session) = requests.clone {
-            // A copy of the frame as it arrived, parsed again, with metadata of its own.
-            let copy = self.v1model_parse(frame, port, INGRESS_CLONE, now)?;
-            self.v1model_clone(copy, session, jobs);
+            // A copy of the frame as it arrived, parsed again; then BMv2 resets all metadata
+            // (what the parser wrote, parser_error and checksum_error included).
+            let Copy { hdr, payload, length, .. } = self.v1model_parse(frame, port, INGRESS_CLONE, now)?;
+            let [_, meta, mut sm] = self.initial_values(code.parser_params());
+            set_field(&mut sm, "instance_type", INGRESS_CLONE);
+            set_field(&mut sm, "packet_length", length as u128);
+            self.v1model_clone(Copy { hdr, meta, sm, payload, length }, session, jobs);
         }
         if requests.resubmit {
             jobs.push_back(Job::Ingress { frame: frame.to_vec(), port, instance: RESUBMITTED });
