@@ -139,6 +139,30 @@ def test_ipv4_router_program_routes_between_subnets(two_hosts, datapath):
         assert sw.stop() == 0, sw.log()
 
 
+def test_a_v1model_router_as_the_tutorials_write_it_routes_on_every_datapath(two_hosts, datapath):
+    """A program written for BMv2's v1model, not for edgeflow: its checksums verified and
+    rewritten (the hosts accept ttl=63), on tc and xdp decided in the kernel."""
+    h1, h2 = two_hosts.hosts
+    gw_mac = "02:00:00:00:00:fe"
+    for h, own, gw in ((h1, "10.0.1.2/24", "10.0.1.1"), (h2, "10.0.2.2/24", "10.0.2.1")):
+        h.run("ip", "addr", "flush", "dev", "eth0")
+        h.run("ip", "addr", "add", own, "dev", "eth0")
+        h.run("ip", "route", "add", "default", "via", gw)
+        h.run("ip", "neigh", "replace", gw, "lladdr", gw_mac, "dev", "eth0")
+    body = (entry("RouterIngress.ipv4_lpm", ["10.0.1.0/24"], "ipv4_forward", [h1.mac, 1])
+            + entry("RouterIngress.ipv4_lpm", ["10.0.2.0/24"], "ipv4_forward", [h2.mac, 2]))
+    path = p4_config("v1model-router", "v1model_router.p4", two_hosts.switch_ports, body)
+    sw = edgeflow_on(datapath, two_hosts.hosts, [], extra=["--config", str(path)], log_name="p4-v1model").start()
+    try:
+        r = h1.run("ping", "-n", "-c", "3", "-i", "0.05", "-W", "1", "10.0.2.2", check=False)
+        assert "3 received" in r.stdout, r.stdout + r.stderr + sw.log()
+        assert set(re.findall(r"ttl=(\d+)", r.stdout)) == {"63"}, r.stdout
+        kernel_decided(sw, datapath, 6)
+        assert p4ctl(sw, "counter", "RouterIngress.routed", "2").strip() == "packets=3 bytes=294"
+    finally:
+        assert sw.stop() == 0, sw.log()
+
+
 def test_compile_writes_the_kernel_back_end_and_refuses_what_does_not_fit(tmp_path):
     """`edgeflow p4 compile`: the kernel back end's C, or with -o x.o the object clang built from
     it (an ELF for BPF), without a switch; a program that does not fit is refused with why."""

@@ -10,7 +10,7 @@ fn example(name: &str) -> String {
 
 #[test]
 fn the_example_programs_parse() {
-    for name in ["afdx_switch.p4", "l2_switch.p4", "ipv4_router.p4"] {
+    for name in ["afdx_switch.p4", "l2_switch.p4", "ipv4_router.p4", "v1model_router.p4"] {
         let program = p4::parse(name, &example(name)).unwrap_or_else(|e| panic!("{e}"));
         let main = program.decls.iter().any(|d| matches!(d, Decl::Instance(i) if i.name.text == "main"));
         assert!(main, "{name}: the package instance");
