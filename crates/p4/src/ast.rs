@@ -28,6 +28,8 @@ pub enum Type {
     DontCare,
     /// `string`: only a compile-time constant, as in `log_msg("...")`.
     Str,
+    /// `T[n]`: a header stack, `n` a compile-time number.
+    Stack(Box<Type>, Box<Expr>),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -108,6 +110,18 @@ pub enum Decl {
     },
     Action(Action),
     Instance(Instance),
+    /// `T name<U>(params) { body }`: a function, called with copy-in and copy-out as an
+    /// action is, returning a value of `ret` (or nothing, for `void`).
+    Function(Function),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Function {
+    pub ret: Type,
+    pub name: Name,
+    pub type_params: Vec<Name>,
+    pub params: Vec<Param>,
+    pub body: Vec<Stmt>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -276,6 +290,8 @@ pub enum Stmt {
         value: Expr,
     },
     Return(Pos),
+    /// `return value;`: a function's result.
+    ReturnValue(Expr, Pos),
     Exit(Pos),
     Empty,
 }
@@ -308,6 +324,9 @@ pub enum BinOp {
     AddSat,
     SubSat,
     Mul,
+    /// `/` and `%`: on compile-time numbers only (the checker's rule), as P4-16 defines them.
+    Div,
+    Mod,
 }
 
 #[derive(Clone, Debug, PartialEq)]

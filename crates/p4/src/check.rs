@@ -7,7 +7,7 @@
 //! controls, a stack of scopes. Numbers without a width take the width of what they meet, as in
 //! P4; everything else must agree exactly, or be cast.
 //!
-//! About 1 300 lines, one concern: the language's typing rules for every construct of the subset
+//! About 1 500 lines, one concern: the language's typing rules for every construct of the subset
 //! are one piece, and each rule's error message is written where the rule is. Splitting them
 //! (declarations, statements, expressions) would split the one scope stack they share.
 
@@ -46,6 +46,8 @@ pub enum Ty {
     /// A list expression `{a, b}` given where a generic extern takes any type (the data of
     /// v1model's `hash` and checksums): its elements' types.
     List(Vec<Ty>),
+    /// A header stack `T[n]`: its element type and size.
+    Stack(Box<Ty>, u32),
 }
 
 impl std::fmt::Display for Ty {
@@ -77,6 +79,7 @@ impl std::fmt::Display for Ty {
             Ty::Table(n) => write!(f, "table {n}"),
             Ty::Applied(n) => write!(f, "{n}.apply()"),
             Ty::ActionRun(n) => write!(f, "{n}.apply().action_run"),
+            Ty::Stack(t, n) => write!(f, "{t}[{n}]"),
         }
     }
 }
@@ -106,6 +109,8 @@ pub struct Checked {
     pub blocks: Vec<String>,
     /// Every named type the program and its architecture declare, resolved.
     pub layouts: HashMap<String, Layout>,
+    /// The top-level constants that are numbers, by name: what a stack's size may name.
+    pub numbers: HashMap<String, u128>,
 }
 
 /// A named type, resolved.
@@ -130,6 +135,14 @@ impl Checked {
                 Some(Layout::Alias(t)) => t.clone(),
                 _ => Ty::Extern(n.text.clone(), args.iter().map(|a| self.resolve(a)).collect()),
             },
+            Type::Stack(elem, size) => {
+                let n = match &size.kind {
+                    ExprKind::Int { value, .. } => *value,
+                    ExprKind::Name(n) => self.numbers.get(n).copied().unwrap_or(0),
+                    _ => 0,
+                };
+                Ty::Stack(Box::new(self.resolve(elem)), n as u32)
+            }
             other => builtin(other),
         }
     }
@@ -144,7 +157,7 @@ fn builtin(t: &Type) -> Ty {
         Type::Void => Ty::Void,
         Type::Error => Ty::Error,
         Type::Str => Ty::Str,
-        Type::DontCare | Type::Named(..) => Ty::Var("_".into()),
+        Type::DontCare | Type::Named(..) | Type::Stack(..) => Ty::Var("_".into()),
     }
 }
 
@@ -172,6 +185,7 @@ pub fn check(program: &Program) -> Result<Checked> {
             (name.clone(), layout)
         })
         .collect();
+    checked.numbers = c.globals.iter().filter_map(|(n, v)| Some((n.clone(), v.value?))).collect();
     Ok(checked)
 }
 
@@ -190,6 +204,11 @@ struct Checker<'a> {
     tables: HashMap<String, &'a Table>,
     in_parser: bool,
     in_action: bool,
+    /// The program's own functions, by name.
+    own_functions: HashMap<String, &'a Function>,
+    /// In a function's body: the type it returns, and its name.
+    returns: Option<Ty>,
+    function: Option<&'a str>,
 }
 
 impl<'a> Checker<'a> {
@@ -278,7 +297,32 @@ impl<'a> Checker<'a> {
                 let v = self.instance(i)?;
                 self.global(&i.name, v)
             }
+            Decl::Function(f) => self.function(f),
         }
+    }
+
+    /// A function: its body checked with its parameters in scope, each `return` giving the
+    /// declared type, and, unless it is void, a `return` on every path through it. Declared
+    /// after its body, so that it cannot call itself (P4 has no recursion).
+    fn function(&mut self, f: &'a Function) -> Result<()> {
+        let n = &f.name.text;
+        if self.own_functions.contains_key(n) || self.functions.contains_key(n) || self.actions.contains_key(n) {
+            return err(f.name.pos, format!("a second function or action named '{n}'"));
+        }
+        let ret = self.resolve(&f.ret, &f.type_params)?;
+        self.push_params(&f.params, &f.type_params)?;
+        self.returns = Some(ret.clone());
+        self.function = Some(n);
+        let r = self.stmts(&f.body);
+        self.returns = None;
+        self.function = None;
+        self.scopes.pop();
+        r?;
+        if ret != Ty::Void && !always_returns(&f.body) {
+            return err(f.name.pos, format!("function '{n}' returns {ret}, and a path through it ends without 'return'"));
+        }
+        self.own_functions.insert(n.clone(), f);
+        Ok(())
     }
 
     /// A constant: its type, its value checked against it, and the number it is if it is one.
@@ -333,7 +377,14 @@ impl<'a> Checker<'a> {
             if !header
                 && !matches!(
                     ty,
-                    Ty::Bit(_) | Ty::Int(_) | Ty::Bool | Ty::Error | Ty::Header(_) | Ty::Struct(_) | Ty::Enum(_)
+                    Ty::Bit(_)
+                        | Ty::Int(_)
+                        | Ty::Bool
+                        | Ty::Error
+                        | Ty::Header(_)
+                        | Ty::Struct(_)
+                        | Ty::Enum(_)
+                        | Ty::Stack(..)
                 )
             {
                 return err(f.name.pos, format!("a struct cannot hold {ty} ('{}')", f.name.text));
@@ -392,6 +443,17 @@ impl<'a> Checker<'a> {
                         Ty::BlockType(name.text.clone(), args)
                     }
                     None => return err(name.pos, format!("no type named '{}'", name.text)),
+                }
+            }
+            Type::Stack(elem, size) => {
+                let elem = self.resolve(elem, vars)?;
+                if !matches!(elem, Ty::Header(_)) {
+                    return err(size.pos, format!("a stack holds headers, not {elem}"));
+                }
+                match self.const_value(size) {
+                    Some(n @ 1..=256) => Ty::Stack(Box::new(elem), n as u32),
+                    Some(n) => return err(size.pos, format!("a header stack holds 1 to 256 headers, not {n}")),
+                    None => return err(size.pos, "a header stack's size is a compile-time number"),
                 }
             }
             other => builtin(other),
@@ -746,6 +808,14 @@ impl<'a> Checker<'a> {
                 self.declare_local(name, v)
             }
             Stmt::Return(pos) if self.in_parser => err(*pos, "a parser's states end in a transition, not return"),
+            Stmt::Return(pos) if self.returns.as_ref().is_some_and(|t| *t != Ty::Void) => {
+                err(*pos, format!("this function returns {}: 'return' needs a value", self.returns.as_ref().unwrap()))
+            }
+            Stmt::ReturnValue(value, pos) => match &self.returns {
+                None => err(*pos, "'return' with a value is a function's; actions, controls and parsers return nothing"),
+                Some(Ty::Void) => err(*pos, "a void function's 'return' has no value"),
+                Some(t) => self.expect(value, &t.clone(), "the returned value"),
+            },
             Stmt::Exit(pos) if self.in_parser => err(*pos, "a parser's states end in a transition, not exit"),
             Stmt::Return(_) | Stmt::Exit(_) | Stmt::Empty => Ok(()),
         }
@@ -763,7 +833,7 @@ impl<'a> Checker<'a> {
                 self.lvalue(inner)?;
                 self.expr(e)
             }
-            ExprKind::Slice(inner, ..) => {
+            ExprKind::Slice(inner, ..) | ExprKind::Index(inner, _) => {
                 self.lvalue(inner)?;
                 self.expr(e)
             }
@@ -773,6 +843,20 @@ impl<'a> Checker<'a> {
 
     /// Checks that `e` can be given where `want` is expected (`what` names the place).
     fn expect(&self, e: &Expr, want: &Ty, what: &str) -> Result<()> {
+        if let (ExprKind::List(items), Ty::Struct(n) | Ty::Header(n)) = (&e.kind, want) {
+            // `{a, b}` initialises a struct's or header's fields in order.
+            let (TypeDef::Struct(fields) | TypeDef::Header(fields)) = &self.types[n] else { unreachable!() };
+            if items.len() != fields.len() {
+                return err(e.pos, format!("a list of {} value(s) for {want}'s {} field(s)", items.len(), fields.len()));
+            }
+            for (item, (field, ty)) in items.iter().zip(fields) {
+                self.expect(item, ty, &format!("{what}'s '{field}'"))?;
+            }
+            return Ok(());
+        }
+        if matches!(e.kind, ExprKind::List(_)) && !matches!(want, Ty::Var(_)) {
+            return err(e.pos, format!("a list {{...}} initialises a struct or a header; {what} is {want}"));
+        }
         let got = self.expr(e)?;
         if got == *want {
             return Ok(());
@@ -795,6 +879,24 @@ impl<'a> Checker<'a> {
         match &e.kind {
             ExprKind::Int { value, .. } => Some(*value),
             ExprKind::Name(n) => self.lookup(n).and_then(|v| v.value),
+            ExprKind::Binary(op, a, b) => {
+                let (x, y) = (self.const_value(a)?, self.const_value(b)?);
+                match op {
+                    BinOp::Add => x.checked_add(y),
+                    BinOp::Sub => x.checked_sub(y),
+                    BinOp::Mul => x.checked_mul(y),
+                    BinOp::Div => x.checked_div(y),
+                    BinOp::Mod => x.checked_rem(y),
+                    BinOp::Shl => (y < 128).then(|| x << y).filter(|v| v >> y == x),
+                    BinOp::Shr => (y < 128).then(|| x >> y),
+                    BinOp::BitAnd => Some(x & y),
+                    BinOp::BitOr => Some(x | y),
+                    BinOp::BitXor => Some(x ^ y),
+                    _ => None,
+                }
+                // Only numbers without a width fold: a typed one wraps at its width.
+                .filter(|_| matches!(self.expr(a), Ok(Ty::Number)) && matches!(self.expr(b), Ok(Ty::Number)))
+            }
             _ => None,
         }
     }
@@ -817,15 +919,31 @@ impl<'a> Checker<'a> {
                 match v {
                     Some(v) => Ok(v.ty.clone()),
                     None if self.blocks.contains_key(n) => Ok(Ty::Block(n.clone())),
-                    None if self.find_action(n).is_some() || self.functions.contains_key(n) => {
+                    None if self.find_action(n).is_some()
+                        || self.functions.contains_key(n)
+                        || self.own_functions.contains_key(n) =>
+                    {
                         err(e.pos, format!("'{n}' is called: {n}(...)"))
                     }
                     None => err(e.pos, format!("no '{n}' here")),
                 }
             }
             ExprKind::Member(inner, m) => self.member(inner, m),
-            ExprKind::Index(..) => {
-                err(e.pos, "indexing (header stacks) is outside the subset edgeflow compiles (docs/p4.md)")
+            ExprKind::Index(base, index) => {
+                let ty = self.expr(base)?;
+                let Ty::Stack(elem, size) = ty else {
+                    return err(base.pos, format!("[...] indexes a header stack, and this is {ty}"));
+                };
+                let it = self.expr(index)?;
+                if !matches!(it, Ty::Bit(_) | Ty::Int(_) | Ty::Number) {
+                    return err(index.pos, format!("a stack's index is a number (bit<N>, int<N>), not {it}"));
+                }
+                if let Some(i) = self.const_value(index) {
+                    if i >= size as u128 {
+                        return err(index.pos, format!("index {i} is past the stack's {size} headers"));
+                    }
+                }
+                Ok(*elem)
             }
             ExprKind::Slice(inner, hi, lo) => {
                 let ty = self.expr(inner)?;
@@ -879,7 +997,7 @@ impl<'a> Checker<'a> {
                 }
                 Ok(to)
             }
-            ExprKind::List(_) => err(e.pos, "lists are outside the subset edgeflow compiles here (docs/p4.md)"),
+            ExprKind::List(_) => err(e.pos, "a list {...} initialises a struct or a header, and nothing here says which"),
         }
     }
 
@@ -916,6 +1034,18 @@ impl<'a> Checker<'a> {
                     return err(b.pos, format!("a shift's amount is unsigned, not {tb}"));
                 }
                 Ok(ta)
+            }
+            BinOp::Div | BinOp::Mod => {
+                let t = unify(&ta, &tb).ok_or_else(|| {
+                    Diagnostic::new(pos, format!("the operands of '{sym}' differ: {ta} and {tb} (cast one)"))
+                })?;
+                if !matches!(t, Ty::Bit(_) | Ty::Number) {
+                    return err(pos, format!("'{sym}' divides unsigned numbers (bit<N>, or numbers without a width), not {t}"));
+                }
+                if self.const_value(b) == Some(0) {
+                    return err(b.pos, format!("'{sym}' by zero"));
+                }
+                Ok(t)
             }
             BinOp::Concat => match (&ta, &tb) {
                 (Ty::Bit(x), Ty::Bit(y)) if x + y <= 128 => Ok(Ty::Bit(x + y)),
@@ -963,6 +1093,19 @@ impl<'a> Checker<'a> {
                 TypeDef::Struct(f) => f,
                 _ => unreachable!(),
             },
+            Ty::Stack(elem, _) => {
+                return match m.text.as_str() {
+                    "next" | "last" | "lastIndex" if !self.in_parser => {
+                        err(m.pos, format!("a stack's '{}' is a parser's (P4-16 8.18); index it here", m.text))
+                    }
+                    "next" | "last" => Ok((**elem).clone()),
+                    "lastIndex" | "nextIndex" | "size" => Ok(Ty::Bit(32)),
+                    other => err(
+                        m.pos,
+                        format!("{ty} has no member '{other}' (it has next, last, lastIndex, nextIndex, size)"),
+                    ),
+                }
+            }
             Ty::Applied(_) if m.text == "hit" || m.text == "miss" => return Ok(Ty::Bool),
             Ty::Applied(t) if m.text == "action_run" => return Ok(Ty::ActionRun(t.clone())),
             _ => return err(m.pos, format!("{ty} has no member '{}'", m.text)),
@@ -990,6 +1133,16 @@ impl<'a> Checker<'a> {
                         let params = self.blocks[block].1;
                         self.args(args, params, m.pos, block, &HashMap::new())?;
                         Ok(Ty::Void)
+                    }
+                    (Ty::Stack(..), "push_front" | "pop_front") => {
+                        self.arity(args, 1, m)?;
+                        match self.const_value(&args[0]) {
+                            Some(n) if n >= 1 && matches!(self.expr(&args[0])?, Ty::Number) => {
+                                self.lvalue(obj)?;
+                                Ok(Ty::Void)
+                            }
+                            _ => err(args[0].pos, format!("{}'s count is a positive number without a width", m.text)),
+                        }
                     }
                     (Ty::Header(_), "setValid" | "setInvalid") => {
                         self.arity(args, 0, m)?;
@@ -1034,7 +1187,7 @@ impl<'a> Checker<'a> {
                                 ),
                             );
                         }
-                        if method == "emit" && !matches!(bound.get("T"), Some(Ty::Header(_) | Ty::Struct(_))) {
+                        if method == "emit" && !matches!(bound.get("T"), Some(Ty::Header(_) | Ty::Struct(_) | Ty::Stack(..))) {
                             return err(args[0].pos, "emit writes a header (or a struct of headers)");
                         }
                         let ret = self.resolve(found.ret.as_ref().expect("a method"), &vars)?;
@@ -1051,6 +1204,15 @@ impl<'a> Checker<'a> {
                     self.args(args, &a.params, callee.pos, n, &HashMap::new())?;
                     return Ok(Ty::Void);
                 }
+                if let Some(f) = self.own_functions.get(n) {
+                    let mut bind = HashMap::new();
+                    for (p, t) in f.type_params.iter().zip(targs.iter()) {
+                        bind.insert(p.text.clone(), t.clone());
+                    }
+                    let bound = self.args_with(args, &f.params, callee.pos, n, &mut bind, &f.type_params)?;
+                    let ret = self.resolve(&f.ret, &f.type_params)?;
+                    return Ok(subst(&ret, &bound));
+                }
                 if let Some(f) = self.functions.get(n) {
                     let mut bind = HashMap::new();
                     for (p, t) in f.type_params.iter().zip(targs.iter()) {
@@ -1062,6 +1224,9 @@ impl<'a> Checker<'a> {
                 }
                 if self.blocks.contains_key(n) {
                     return err(pos, format!("'{n}' is a block: only main instantiates blocks"));
+                }
+                if self.function == Some(n.as_str()) {
+                    return err(callee.pos, format!("'{n}' calls itself: P4's functions do not recurse"));
                 }
                 err(callee.pos, format!("no action or function '{n}'"))
             }
@@ -1150,7 +1315,7 @@ impl<'a> Checker<'a> {
         let Type::Named(pkg, _) = &main.ty else { return err(main.name.pos, "main instantiates a package") };
         let mut blocks = Vec::new();
         self.package(program, pkg, &main.args, &mut blocks)?;
-        Ok(Checked { package: pkg.text.clone(), blocks, layouts: HashMap::new() })
+        Ok(Checked { package: pkg.text.clone(), blocks, layouts: HashMap::new(), numbers: HashMap::new() })
     }
 
     /// One package's arguments: blocks of the program (appended to `blocks`, in order), the
@@ -1337,5 +1502,17 @@ fn op_symbol(op: BinOp) -> &'static str {
         BinOp::AddSat => "|+|",
         BinOp::SubSat => "|-|",
         BinOp::Mul => "*",
+        BinOp::Div => "/",
+        BinOp::Mod => "%",
     }
+}
+
+/// Whether every path through `stmts` ends in `return` (or `exit`): a non-void function's rule.
+fn always_returns(stmts: &[Stmt]) -> bool {
+    stmts.iter().any(|s| match s {
+        Stmt::Return(_) | Stmt::ReturnValue(..) | Stmt::Exit(_) => true,
+        Stmt::Block(b) => always_returns(b),
+        Stmt::If { then, otherwise: Some(o), .. } => always_returns(then) && always_returns(o),
+        _ => false,
+    })
 }

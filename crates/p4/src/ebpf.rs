@@ -605,6 +605,7 @@ impl<'a> Gen<'a> {
                 }
                 (format!("(({ca} << {wb}) | {cb})"), Ty::Bit(width_of(&ta) + wb))
             }
+            BinOp::Div | BinOp::Mod => return Err(no("'/' and '%' on values known only at run time")),
             other => return Err(no(format!("the operator {other:?} at 64 bits"))),
         })
     }
@@ -692,6 +693,7 @@ impl<'a> Gen<'a> {
             Stmt::Call(e) => self.call_stmt(e)?,
             Stmt::Exit(_) => format!("r->exited = 1;\n{}", self.exit_label),
             Stmt::Return(_) => "return;\n".into(),
+            Stmt::ReturnValue(..) => return Err(no("a function's 'return' with a value")),
             Stmt::Empty => String::new(),
             Stmt::Const { ty, name, value } | Stmt::Var { ty, name, init: Some(value) } => {
                 let ty = self.checked.resolve(ty);

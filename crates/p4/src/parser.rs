@@ -260,10 +260,41 @@ impl Parser {
             "table" => Err(Diagnostic::new(pos, "a table belongs inside a control")),
             "state" => Err(Diagnostic::new(pos, "a state belongs inside a parser")),
             _ => {
+                // `T name(` or `T name<`: a function; anything else, `Type(args) name;`.
+                let start = self.i;
+                let ty = self.ty()?;
+                if matches!(self.peek(), Tok::Ident(_)) && matches!(self.peek_at(1), Tok::Punct("(") | Tok::Punct("<")) {
+                    return Ok(Decl::Function(self.function_rest(ty)?));
+                }
+                self.i = start;
                 let inst = self.instance()?;
                 Ok(Decl::Instance(inst))
             }
         }
+    }
+
+    /// After a function's return type: `name<T>(params) { body }`.
+    fn function_rest(&mut self, ret: Type) -> Result<Function> {
+        self.take_annotations();
+        let name = self.name("the function's name")?;
+        let type_params = self.type_params()?;
+        let params = self.params()?;
+        if self.is(";") {
+            return self.err("'{' (a function has a body; an extern function is declared with 'extern')");
+        }
+        let body = self.block_stmts()?;
+        Ok(Function { ret, name, type_params, params, body })
+    }
+
+    /// A type, or a header stack of it: `T[n]`.
+    fn ty_or_stack(&mut self) -> Result<Type> {
+        let ty = self.ty()?;
+        if !self.eat("[") {
+            return Ok(ty);
+        }
+        let size = self.expr()?;
+        self.expect("]")?;
+        Ok(Type::Stack(Box::new(ty), Box::new(size)))
     }
 
     /// After `const`: `Type name = value;`.
@@ -282,10 +313,7 @@ impl Parser {
         let mut fields = Vec::new();
         while !self.eat("}") {
             self.annotations()?;
-            let ty = self.ty()?;
-            if self.is("[") {
-                return Err(Diagnostic::new(self.pos(), outside("header stacks (T[n])")));
-            }
+            let ty = self.ty_or_stack()?;
             let name = self.name("a field name")?;
             self.expect(";")?;
             fields.push(Field { ty, name });
@@ -471,7 +499,7 @@ impl Parser {
             return Err(Diagnostic::new(self.pos(), outside("value sets")));
         }
         let start = self.i;
-        let ty = self.ty()?;
+        let ty = self.ty_or_stack()?;
         if self.is("(") {
             self.i = start;
             return Ok(Local::Instance(self.instance()?));
@@ -485,11 +513,7 @@ impl Parser {
     /// `Type(args) name;`
     fn instance(&mut self) -> Result<Instance> {
         let annotations = self.take_annotations();
-        let start = self.pos();
         let ty = self.ty()?;
-        if matches!(self.peek(), Tok::Ident(_)) && self.peek_at(1) == &Tok::Punct("(") {
-            return Err(Diagnostic::new(start, outside("functions (T name(parameters) { ... })")));
-        }
         if !self.is("(") {
             return self.err("'(' (an instance: Type(arguments) name;)");
         }
@@ -743,7 +767,9 @@ impl Parser {
         }
         if self.eat_kw("return") {
             if !self.is(";") {
-                return Err(Diagnostic::new(self.pos(), outside("return values")));
+                let value = self.expr()?;
+                self.expect(";")?;
+                return Ok(Stmt::ReturnValue(value, pos));
             }
             self.expect(";")?;
             return Ok(Stmt::Return(pos));
@@ -872,6 +898,8 @@ impl Parser {
             Tok::Punct("|+|") => (BinOp::AddSat, 10, 1),
             Tok::Punct("|-|") => (BinOp::SubSat, 10, 1),
             Tok::Punct("*") => (BinOp::Mul, 11, 1),
+            Tok::Punct("/") => (BinOp::Div, 11, 1),
+            Tok::Punct("%") => (BinOp::Mod, 11, 1),
             _ => return None,
         };
         Some((op, level, n))
@@ -880,9 +908,6 @@ impl Parser {
     fn binary(&mut self, min: u8) -> Result<Expr> {
         let mut lhs = self.unary()?;
         loop {
-            if self.is("/") || self.is("%") {
-                return Err(Diagnostic::new(self.pos(), outside("division and modulo")));
-            }
             let Some((op, level, n)) = self.binop() else { break };
             if level <= min {
                 break;

@@ -87,6 +87,13 @@ pub enum Value {
         action: String,
     },
     Void,
+    /// A header stack: its headers, and the index `next` names (how many a parser has filled).
+    Stack {
+        next: usize,
+        elems: Vec<Value>,
+    },
+    /// A list expression `{a, b}`, until it meets the struct or header it initialises.
+    List(Vec<Value>),
 }
 
 fn mask(width: u32) -> u128 {
@@ -140,6 +147,8 @@ impl Value {
             (Value::Number(n), Value::Bits { width, signed, .. }) => {
                 Value::Bits { width: *width, signed: *signed, value: n as u128 & mask(*width) }
             }
+            (Value::List(items), Value::Header { fields, .. }) => Value::Header { valid: true, fields: list_into(fields, items) },
+            (Value::List(items), Value::Struct(fields)) => Value::Struct(list_into(fields, items)),
             (v, _) => v,
         }
     }
@@ -260,6 +269,8 @@ pub enum Dropped {
 /// What stops a block's run before its end.
 enum Stop {
     Return,
+    /// A function's `return value;`.
+    Returned(Value),
     Exit,
     Reject(String),
     Unsupported(String),
@@ -509,6 +520,7 @@ impl Switch {
                 }
                 _ => Value::Void,
             },
+            Ty::Stack(elem, n) => Value::Stack { next: 0, elems: vec![self.default_of(elem); *n as usize] },
             _ => Value::Void,
         }
     }
@@ -876,7 +888,7 @@ impl Switch {
             cx.bind(&dp[1..], vec![h]);
             let Decl::Control { apply, .. } = deparser else { unreachable!() };
             match self.block_stmts(&mut cx, apply) {
-                Ok(()) | Err(Stop::Exit) | Err(Stop::Return) => {}
+                Ok(()) | Err(Stop::Exit) | Err(Stop::Return) | Err(Stop::Returned(_)) => {}
                 Err(Stop::Unsupported(w)) => return Err(Dropped::Unsupported(w)),
                 Err(Stop::Reject(_)) => continue,
             }
@@ -930,7 +942,7 @@ impl Switch {
         let [a, b, c]: [Value; 3] = cx.unbind(params).try_into().expect("three");
         (*h, *m, *s) = (a, b, c);
         match result {
-            Ok(()) | Err(Stop::Exit) | Err(Stop::Return) => Ok(()),
+            Ok(()) | Err(Stop::Exit) | Err(Stop::Return) | Err(Stop::Returned(_)) => Ok(()),
             Err(Stop::Unsupported(w)) => Err(Dropped::Unsupported(w)),
             Err(Stop::Reject(_)) => Err(Dropped::Program),
         }
@@ -1068,6 +1080,7 @@ impl Switch {
                 Ok(())
             }
             Stmt::Return(_) => Err(Stop::Return),
+            Stmt::ReturnValue(value, _) => Err(Stop::Returned(self.eval(cx, value)?)),
             Stmt::Exit(_) => Err(Stop::Exit),
             Stmt::Empty => Ok(()),
         }
@@ -1083,15 +1096,12 @@ impl Switch {
             }
             _ => (target, None),
         };
-        let (root, path) = lvalue_path(base);
-        let slot = cx.lookup_mut(&root).ok_or_else(|| Stop::Unsupported(format!("assigning to '{root}'")))?;
-        let mut at = slot;
-        for step in &path {
-            match step {
-                Step::Field(f) => at = at.field_mut(f).ok_or_else(|| Stop::Unsupported(format!("field {f}")))?,
-                Step::Slice(h, l) => slice = Some((*h, *l)),
-            }
+        let (root, mut path) = self.lvalue_steps(cx, base)?;
+        if let Some(Step::Slice(h, l)) = path.last() {
+            slice = Some((*h, *l));
+            path.pop();
         }
+        let at = walk(cx, &root, &path)?;
         match slice {
             None => {
                 let v = v.sized_as(at);
@@ -1114,9 +1124,12 @@ impl Switch {
                 Value::Bits { width: *w, signed: *signed, value: *value & mask(*w) }
             }
             ExprKind::Bool(b) => Value::Bool(*b),
-            ExprKind::Str(_) | ExprKind::DontCare | ExprKind::List(_) | ExprKind::Index(..) => {
-                return Err(Stop::Unsupported("this expression".into()))
+            ExprKind::Str(_) | ExprKind::DontCare => return Err(Stop::Unsupported("this expression".into())),
+            ExprKind::Index(base, index) => {
+                let i = self.eval(cx, index)?.as_u128() as usize;
+                stack_elem(self.eval(cx, base)?, i)?
             }
+            ExprKind::List(items) => Value::List(items.iter().map(|e| self.eval(cx, e)).collect::<Run<_>>()?),
             ExprKind::Name(n) | ExprKind::TopName(n) => match cx.lookup(n) {
                 Some(v) => v.clone(),
                 None => self.global(cx, n)?,
@@ -1131,6 +1144,7 @@ impl Switch {
                     }
                 }
                 match self.eval(cx, inner)? {
+                    stack @ Value::Stack { .. } => stack_member(stack, &m.text)?,
                     Value::Applied { hit, action } => match m.text.as_str() {
                         "hit" => Value::Bool(hit),
                         "miss" => Value::Bool(!hit),
@@ -1231,16 +1245,18 @@ impl Switch {
                 match method {
                     "isValid" => Ok(Value::Bool(matches!(self.eval(cx, obj)?, Value::Header { valid: true, .. }))),
                     "setValid" | "setInvalid" => {
-                        let (root, path) = lvalue_path(obj);
-                        let mut at = cx.lookup_mut(&root).ok_or_else(|| Stop::Unsupported(root.clone()))?;
-                        for step in &path {
-                            if let Step::Field(f) = step {
-                                at = at.field_mut(f).ok_or_else(|| Stop::Unsupported(f.clone()))?;
-                            }
-                        }
+                        let (root, path) = self.lvalue_steps(cx, obj)?;
+                        let at = walk(cx, &root, &path)?;
                         if let Value::Header { valid, .. } = at {
                             *valid = method == "setValid";
                         }
+                        Ok(Value::Void)
+                    }
+                    "push_front" | "pop_front" => {
+                        let n = self.eval(cx, &args[0])?.as_u128() as usize;
+                        let (root, path) = self.lvalue_steps(cx, obj)?;
+                        let at = walk(cx, &root, &path)?;
+                        shift_stack(at, method == "push_front", n);
                         Ok(Value::Void)
                     }
                     other => Err(Stop::Unsupported(format!("the method '{other}'"))),
@@ -1270,6 +1286,9 @@ impl Switch {
                             (false, Value::Error(e)) => Err(Stop::Reject(e)),
                             (false, _) => Err(Stop::Reject("NoMatch".into())),
                         }
+                    }
+                    other if find_function(&code, other).is_some() => {
+                        self.run_function(cx, find_function(&code, other).expect("found"), args)
                     }
                     other => Err(Stop::Unsupported(format!("the function '{other}'"))),
                 }
@@ -1360,15 +1379,21 @@ impl Switch {
     fn packet_method(&mut self, cx: &mut Cx, method: &str, type_args: &[Type], args: &[Expr]) -> Run<Value> {
         match method {
             "extract" => {
-                let (root, path) = lvalue_path(&args[0]);
+                let (root, mut path) = self.lvalue_steps(cx, &args[0])?;
                 let data = cx.data;
                 let mut cursor = cx.cursor;
-                let mut at = cx.lookup_mut(&root).ok_or_else(|| Stop::Unsupported(root.clone()))?;
-                for step in &path {
-                    if let Step::Field(f) = step {
-                        at = at.field_mut(f).ok_or_else(|| Stop::Unsupported(f.clone()))?;
+                // Into `stack.next`: the stack's next header, and `next` moves on past it.
+                let into_next = matches!(path.last(), Some(Step::Field(f)) if f == "next")
+                    && matches!(walk(cx, &root, &path[..path.len() - 1])?, Value::Stack { .. });
+                if into_next {
+                    path.pop();
+                    let Value::Stack { next, elems } = walk(cx, &root, &path)? else { unreachable!() };
+                    if *next >= elems.len() {
+                        return Err(Stop::Reject("StackOutOfBounds".into()));
                     }
+                    path.push(Step::Index(*next));
                 }
+                let at = walk(cx, &root, &path)?;
                 let Value::Header { valid, fields } = at else { return Err(Stop::Unsupported("extract".into())) };
                 let bits: usize = fields
                     .iter()
@@ -1385,6 +1410,12 @@ impl Switch {
                 }
                 *valid = true;
                 cx.cursor = cursor;
+                if into_next {
+                    path.pop();
+                    if let Value::Stack { next, .. } = walk(cx, &root, &path)? {
+                        *next += 1;
+                    }
+                }
                 Ok(Value::Void)
             }
             "emit" => {
@@ -1547,6 +1578,8 @@ impl<'c> Cx<'c> {
 enum Step {
     Field(String),
     Slice(u32, u32),
+    /// A header stack's element, its index evaluated.
+    Index(usize),
 }
 
 /// An assignable expression as a variable and the steps into it.
@@ -1615,6 +1648,9 @@ fn binary(op: BinOp, l: Value, r: Value) -> Value {
             BinOp::BitXor => Value::Number(a ^ b),
             BinOp::Shl => Value::Number(a << b),
             BinOp::Shr => Value::Number(a >> b),
+            // The checker refuses a constant divisor of 0; a run-time one gives 0.
+            BinOp::Div => Value::Number(a.checked_div(*b).unwrap_or(0)),
+            BinOp::Mod => Value::Number(a.checked_rem(*b).unwrap_or(0)),
             _ => Value::Void,
         };
     }
@@ -1647,6 +1683,8 @@ fn binary(op: BinOp, l: Value, r: Value) -> Value {
         // An int<W> shifts in its sign (arithmetic), a bit<W> zeros.
         BinOp::Shr if *signed => bits((s(a) >> b.min(w as u128 - 1)) as u128),
         BinOp::Shr => bits(if b >= w as u128 { 0 } else { a >> b }),
+        BinOp::Div => bits(a.checked_div(b).unwrap_or(0)),
+        BinOp::Mod => bits(a.checked_rem(b).unwrap_or(0)),
         BinOp::Concat => {
             let wb = if let Value::Bits { width, .. } = r { width } else { 0 };
             Value::bits(w + wb, (a << wb) | b)
@@ -1691,6 +1729,7 @@ fn emit(v: &Value, out: &mut Vec<u8>) {
             }
         }
         Value::Struct(fields) => fields.iter().for_each(|(_, f)| emit(f, out)),
+        Value::Stack { elems, .. } => elems.iter().for_each(|e| emit(e, out)),
         _ => {}
     }
 }
@@ -1770,4 +1809,141 @@ impl MeterCell {
 /// program instantiate, and this target does not run yet).
 fn is_block_named(d: &Decl, name: &str) -> bool {
     matches!(d, Decl::Parser { name: n, .. } | Decl::Control { name: n, .. } if n.text == name)
+}
+
+// The language's constructs past the first subset (issue 52, item 3): functions, header stacks
+// and list initialisers, as P4-16 defines them.
+
+impl Switch {
+    /// An assignable expression as a variable and the steps into it, a stack's indices
+    /// evaluated (and a slice's bounds, named constants among them).
+    fn lvalue_steps(&mut self, cx: &mut Cx, e: &Expr) -> Run<(String, Vec<Step>)> {
+        Ok(match &e.kind {
+            ExprKind::Name(n) => (n.clone(), Vec::new()),
+            ExprKind::Member(inner, m) => {
+                let (root, mut path) = self.lvalue_steps(cx, inner)?;
+                path.push(Step::Field(m.text.clone()));
+                (root, path)
+            }
+            ExprKind::Index(inner, index) => {
+                let (root, mut path) = self.lvalue_steps(cx, inner)?;
+                path.push(Step::Index(self.eval(cx, index)?.as_u128() as usize));
+                (root, path)
+            }
+            ExprKind::Slice(inner, hi, lo) => {
+                let (root, mut path) = self.lvalue_steps(cx, inner)?;
+                let (h, l) = (self.eval(cx, hi)?.as_u128() as u32, self.eval(cx, lo)?.as_u128() as u32);
+                path.push(Step::Slice(h, l));
+                (root, path)
+            }
+            _ => return Err(Stop::Unsupported("assigning to this expression".into())),
+        })
+    }
+
+    /// Calls the program's function `f`: arguments copied in (an `out` parameter starts as its
+    /// type's default, a header invalid), the body run with only its parameters and the
+    /// program's constants in scope, `out` and `inout` parameters copied back left to right.
+    fn run_function(&mut self, cx: &mut Cx, f: &Function, args: &[Expr]) -> Run<Value> {
+        let mut scope = Names::default();
+        for (p, a) in f.params.iter().zip(args) {
+            let zero = self.default_of(&self.code.checked.resolve(&p.ty));
+            let v = if p.direction == Some(Direction::Out) { zero } else { self.eval(cx, a)?.sized_as(&zero) };
+            scope.insert(p.name.text.clone(), v);
+        }
+        let callers = std::mem::take(&mut cx.scopes);
+        cx.scopes.push(scope);
+        let ran = self.block_stmts(cx, &f.body);
+        let scope = cx.scopes.pop().expect("the function's scope");
+        cx.scopes = callers;
+        let result = match ran {
+            Ok(()) | Err(Stop::Return) => Value::Void,
+            Err(Stop::Returned(v)) => v.sized_as(&self.default_of(&self.code.checked.resolve(&f.ret))),
+            Err(other) => return Err(other),
+        };
+        for (p, a) in f.params.iter().zip(args) {
+            if matches!(p.direction, Some(Direction::Out) | Some(Direction::InOut)) {
+                self.assign(cx, a, scope[&p.name.text].clone())?;
+            }
+        }
+        Ok(result)
+    }
+}
+
+fn find_function<'c>(code: &'c Code, name: &str) -> Option<&'c Function> {
+    code.program.decls.iter().find_map(|d| match d {
+        Decl::Function(f) if f.name.text == name => Some(f),
+        _ => None,
+    })
+}
+
+/// The value `root` and `path` name, to write. A stack's `next` or `last`, or an index, past
+/// its headers is P4's error.StackOutOfBounds.
+fn walk<'v>(cx: &'v mut Cx<'_>, root: &str, path: &[Step]) -> Run<&'v mut Value> {
+    let out_of_bounds = || Stop::Reject("StackOutOfBounds".into());
+    let mut at = cx.lookup_mut(root).ok_or_else(|| Stop::Unsupported(format!("assigning to '{root}'")))?;
+    for step in path {
+        at = match (step, at) {
+            (Step::Field(f), Value::Stack { next, elems }) => {
+                let i = match f.as_str() {
+                    "next" => *next,
+                    "last" => next.wrapping_sub(1),
+                    _ => usize::MAX,
+                };
+                elems.get_mut(i).ok_or_else(out_of_bounds)?
+            }
+            (Step::Field(f), v) => v.field_mut(f).ok_or_else(|| Stop::Unsupported(format!("field {f}")))?,
+            (Step::Index(i), Value::Stack { elems, .. }) => elems.get_mut(*i).ok_or_else(out_of_bounds)?,
+            (Step::Index(_) | Step::Slice(..), _) => return Err(Stop::Unsupported("this assignment".into())),
+        };
+    }
+    Ok(at)
+}
+
+/// `stack[i]`, read.
+fn stack_elem(stack: Value, i: usize) -> Run<Value> {
+    let Value::Stack { elems, .. } = stack else { return Err(Stop::Unsupported("indexing this value".into())) };
+    elems.get(i).cloned().ok_or_else(|| Stop::Reject("StackOutOfBounds".into()))
+}
+
+/// `stack.next`, `.last`, `.nextIndex`, `.lastIndex` (`nextIndex - 1`, in 32 bits) and `.size`.
+fn stack_member(stack: Value, member: &str) -> Run<Value> {
+    let Value::Stack { next, elems } = stack else { unreachable!("called on stacks") };
+    let out_of_bounds = || Stop::Reject("StackOutOfBounds".into());
+    Ok(match member {
+        "next" => elems.get(next).cloned().ok_or_else(out_of_bounds)?,
+        "last" => next.checked_sub(1).and_then(|i| elems.get(i)).cloned().ok_or_else(out_of_bounds)?,
+        "nextIndex" => Value::bits(32, next as u128),
+        "lastIndex" => Value::bits(32, (next as u128).wrapping_sub(1)),
+        "size" => Value::bits(32, elems.len() as u128),
+        other => return Err(Stop::Unsupported(format!("a stack's '{other}'"))),
+    })
+}
+
+/// `push_front(n)` (`push`) or `pop_front(n)`: the headers move `n` places towards the back
+/// or the front, the `n` places left behind become invalid, and `next` moves with them
+/// (within 0 and the size).
+fn shift_stack(stack: &mut Value, push: bool, n: usize) {
+    let Value::Stack { next, elems } = stack else { return };
+    let size = elems.len();
+    let n = n.min(size);
+    let vacated = if push {
+        elems.rotate_right(n);
+        *next = (*next + n).min(size);
+        0..n
+    } else {
+        elems.rotate_left(n);
+        *next = next.saturating_sub(n);
+        size - n..size
+    };
+    for e in &mut elems[vacated] {
+        if let Value::Header { valid, .. } = e {
+            *valid = false;
+        }
+    }
+}
+
+/// A list's items given to `fields` in order, each sized as its field (a list inside a list
+/// initialises a struct or header inside the struct).
+fn list_into(fields: &[(Name, Value)], items: Vec<Value>) -> Vec<(Name, Value)> {
+    fields.iter().zip(items).map(|((n, like), v)| (n.clone(), v.sized_as(like))).collect()
 }

@@ -83,6 +83,31 @@ fn bad_programs_get_exact_messages() {
         (with_ingress("", "").replace("control I(inout hs_t hdr, inout m_t meta", "control I(inout hs_t hdr, inout hs_t meta"), "c.p4:8:38: 'I' parameter 2 is 'inout struct hs_t'; Ingress expects 'inout M = struct m_t' there"),
         (with_ingress("", "").replace("EdgeflowSwitch(P(), I(), E(), D())", "EdgeflowSwitch(P(), P(), E(), D())"), "c.p4:14:21: EdgeflowSwitch's 'ig' is a control, and 'P' is a parser"),
         (with_ingress("", "").replace("EdgeflowSwitch(P(), I(), E(), D())", "EdgeflowSwitch(P(), I(), E())"), "c.p4:14:1: EdgeflowSwitch takes 4 blocks, not 3"),
+        // Functions (issue 52, item 3).
+        ("bit<8> f(in bit<8> x) { return true; }".into(), "c.p4:2:32: the returned value should be bit<8>, and is bool"),
+        ("bit<8> f(in bit<8> x) { if (x == 1) { return 1; } }".into(), "c.p4:2:8: function 'f' returns bit<8>, and a path through it ends without 'return'"),
+        ("bit<8> f() { return; }".into(), "c.p4:2:14: this function returns bit<8>: 'return' needs a value"),
+        ("void f() { return 1; }".into(), "c.p4:2:12: a void function's 'return' has no value"),
+        ("action a() { return 1; }".into(), "c.p4:2:14: 'return' with a value is a function's; actions, controls and parsers return nothing"),
+        ("bit<8> f() { return f(); }".into(), "c.p4:2:21: 'f' calls itself: P4's functions do not recurse"),
+        ("bit<8> f(out bit<8> x) { x = 1; return x; }\naction a() { bit<8> y = f(1); }".into(), "c.p4:3:27: this cannot be assigned to"),
+        ("bit<8> f(in bit<8> x) { return x; }\naction a() { bit<16> y = f(1); }".into(), "c.p4:3:26: the initial value should be bit<16>, and is bit<8>"),
+        // `/` and `%`.
+        ("action a(int<8> x) { int<8> y = x / 2; }".into(), "c.p4:2:33: '/' divides unsigned numbers (bit<N>, or numbers without a width), not int<8>"),
+        ("const bit<8> c = 10 % 0;".into(), "c.p4:2:23: '%' by zero"),
+        ("const bit<8> c = 600 / 2;".into(), "c.p4:2:18: 300 does not fit in bit<8>"),
+        // Header stacks.
+        ("struct s { bit<8>[2] a; }".into(), "c.p4:2:19: a stack holds headers, not bit<8>"),
+        ("header h { bit<8> a; }\nstruct s { h[0] t; }".into(), "c.p4:3:14: a header stack holds 1 to 256 headers, not 0"),
+        ("header h { bit<8> a; }\nstruct s { h[2] t; }\naction a(inout s x) { x.t[2].a = 1; }".into(), "c.p4:4:27: index 2 is past the stack's 2 headers"),
+        ("header h { bit<8> a; }\nstruct s { h[2] t; }\naction a(inout s x) { x.t.next.a = 1; }".into(), "c.p4:4:27: a stack's 'next' is a parser's (P4-16 8.18); index it here"),
+        ("header h { bit<8> a; }\nstruct s { h[2] t; }\naction a(inout s x) { x.t.push_front(8w1); }".into(), "c.p4:4:38: push_front's count is a positive number without a width"),
+        ("header h { bit<8> a; }\nstruct s { h[2] t; }\naction a(inout s x) { x.t.a = 1; }".into(), "c.p4:4:27: header h[2] has no member 'a' (it has next, last, lastIndex, nextIndex, size)"),
+        ("header h { bit<8> a; }\naction a(inout h x) { x[0].a = 1; }".into(), "c.p4:3:23: [...] indexes a header stack, and this is header h"),
+        // List initialisers.
+        ("header h { bit<8> a; bit<8> b; }\naction a(inout h x) { x = {1}; }".into(), "c.p4:3:27: a list of 1 value(s) for header h's 2 field(s)"),
+        ("header h { bit<8> a; bit<8> b; }\naction a(inout h x) { x = {1, true}; }".into(), "c.p4:3:31: the value's 'b' should be bit<8>, and is bool"),
+        ("action a() { bit<8> x = {1}; }".into(), "c.p4:2:25: a list {...} initialises a struct or a header; the initial value is bit<8>"),
     ];
     let mut wrong = Vec::new();
     for (program, want) in &cases {

@@ -1,0 +1,178 @@
+//! The software target on the language's constructs past the first subset (issue 52, item 3):
+//! functions, header stacks, list initialisers, `/` and `%`. Each test a small EdgeflowSwitch
+//! program, a frame in, and the frame (or the drop) P4-16 defines out.
+
+use p4::run::{Dropped, Switch};
+
+/// A program with `headers` and `meta_t` as `types` declares them, and the four blocks' bodies.
+fn program(types: &str, parser: &str, ingress: &str, deparser: &str) -> Switch {
+    let text = format!(
+        "#include <core.p4>\n#include <edgeflow.p4>\n\
+         header eth_t {{ bit<48> dst; bit<48> src; bit<16> kind; }}\n{types}\n\
+         parser P(packet_in packet, out headers hdr, inout meta_t meta, inout standard_metadata_t sm) {{\n{parser}\n}}\n\
+         control I(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) {{\n{ingress}\n}}\n\
+         control E(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) {{ apply {{ }} }}\n\
+         control D(packet_out packet, in headers hdr) {{ apply {{ {deparser} }} }}\n\
+         EdgeflowSwitch(P(), I(), E(), D()) main;\n"
+    );
+    let (program, checked) = p4::front_end("language.p4", &text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    Switch::new(program, checked).unwrap()
+}
+
+const ETH_ONLY: &str = "struct headers { eth_t eth; }\nstruct meta_t { bit<8> unused; }";
+const PARSE_ETH: &str = "state start { packet.extract(hdr.eth); transition accept; }";
+
+/// An Ethernet frame to 02:00:00:00:00:02 from 02:00:00:00:00:01 of EtherType `kind`, with
+/// `rest` after the header and padding to 60 bytes.
+fn frame(kind: u16, rest: &[u8]) -> Vec<u8> {
+    let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
+    f.extend_from_slice(&kind.to_be_bytes());
+    f.extend_from_slice(rest);
+    f.resize(60.max(f.len()), 0);
+    f
+}
+
+fn kind_of(f: &[u8]) -> u16 {
+    u16::from_be_bytes([f[12], f[13]])
+}
+
+#[test]
+fn a_function_copies_in_copies_out_and_returns_its_value() {
+    // swap_add returns b + a and leaves a in b (inout) and 7 in c (out); an early return skips
+    // the rest, its out parameter still copied back.
+    let mut sw = program(
+        &format!(
+            "{ETH_ONLY}\n\
+             bit<16> swap_add(in bit<16> a, inout bit<16> b, out bit<8> c) {{\n\
+               c = 7;\n\
+               if (a == 0) {{ return 16w0xdead; }}\n\
+               bit<16> old = b;\n\
+               b = a;\n\
+               return old + a;\n\
+             }}\n\
+             bit<16> twice(in bit<16> x) {{ bit<8> ignored; bit<16> y = x; return swap_add(x, y, ignored); }}"
+        ),
+        PARSE_ETH,
+        "apply {\n\
+           bit<16> b = 0x0100;\n\
+           bit<8> c = 0;\n\
+           hdr.eth.kind = swap_add(hdr.eth.kind, b, c);\n\
+           hdr.eth.src[15:0] = b;\n\
+           hdr.eth.src[23:16] = c;\n\
+           hdr.eth.dst[15:0] = twice(16w21);\n\
+           sm.egress_port = 2;\n\
+         }",
+        "packet.emit(hdr.eth);",
+    );
+    let out = sw.process(&frame(0x0005, &[]), 1, 0).unwrap_or_else(|e| panic!("{e:?}"));
+    let f = &out[0].frame;
+    assert_eq!(kind_of(f), 0x0105, "the returned value: old b (0x100) + a");
+    assert_eq!(&f[6..12], &[2, 0, 0, 7, 0x00, 0x05], "c (out) is 7, b (inout) is a");
+    assert_eq!(&f[4..6], &42u16.to_be_bytes(), "a function calling a function");
+
+    let out = sw.process(&frame(0x0000, &[]), 1, 0).unwrap();
+    let f = &out[0].frame;
+    assert_eq!(kind_of(f), 0xdead, "the early return's value");
+    assert_eq!(&f[6..12], &[2, 0, 0, 7, 0x01, 0x00], "c copied out; b untouched after the return");
+}
+
+#[test]
+fn division_and_modulo_give_the_quotient_and_the_remainder() {
+    let mut sw = program(
+        &format!("{ETH_ONLY}\nconst bit<16> ETH_BYTES = 112 / 8;"),
+        PARSE_ETH,
+        "apply {\n\
+           hdr.eth.kind = ((hdr.eth.kind / 10) << 8) | (hdr.eth.kind % 16w10);\n\
+           hdr.eth.src[15:0] = ETH_BYTES;\n\
+           sm.egress_port = (PortId_t) (ETH_BYTES % 4);\n\
+         }",
+        "packet.emit(hdr.eth);",
+    );
+    let out = sw.process(&frame(291, &[]), 1, 0).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(out[0].port, 2, "14 % 4");
+    assert_eq!(kind_of(&out[0].frame), (29 << 8) | 1, "291 / 10 and 291 % 10");
+    assert_eq!(&out[0].frame[10..12], &[0, 14], "112 / 8, folded");
+}
+
+const TAGS: &str = "header tag_t { bit<16> tci; bit<16> kind; }\n\
+                    struct headers { eth_t eth; tag_t[2] tags; }\n\
+                    struct meta_t { bit<32> last; }";
+
+/// A parser loop over 802.1Q-like tags into a stack of two; ingress pops the outer tag of a
+/// frame with two and pushes a new outer tag onto a frame with one.
+fn tag_switch() -> Switch {
+    program(
+        TAGS,
+        "state start { packet.extract(hdr.eth); transition select(hdr.eth.kind) { 0x8100: tag; default: accept; } }\n\
+         state tag {\n\
+           packet.extract(hdr.tags.next);\n\
+           meta.last = hdr.tags.lastIndex;\n\
+           transition select(hdr.tags.last.kind) { 0x8100: tag; default: accept; }\n\
+         }",
+        "apply {\n\
+           if (hdr.tags[1].isValid()) {\n\
+             hdr.tags.pop_front(1);\n\
+           } else {\n\
+             hdr.tags.push_front(1);\n\
+             hdr.tags[0].setValid();\n\
+             hdr.tags[0] = { 9, 0x8100 };\n\
+           }\n\
+           hdr.eth.dst[7:0] = (bit<8>) meta.last;\n\
+           sm.egress_port = (PortId_t) hdr.tags[0].tci;\n\
+         }",
+        "packet.emit(hdr.eth); packet.emit(hdr.tags);",
+    )
+}
+
+#[test]
+fn a_parser_loop_fills_a_header_stack_and_push_and_pop_move_its_headers() {
+    let mut sw = tag_switch();
+    let payload = [0xaa; 8];
+
+    // Two tags: the outer one popped, the inner one now first, its successor invalid.
+    let mut rest = vec![0, 5, 0x81, 0x00, 0, 6, 0x08, 0x00];
+    rest.extend_from_slice(&payload);
+    let out = sw.process(&frame(0x8100, &rest), 1, 0).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(out[0].port, 6, "tags[0] after the pop is the inner tag");
+    let f = &out[0].frame;
+    assert_eq!(f[5], 1, "lastIndex after two extracts");
+    assert_eq!(&f[14..18], &[0, 6, 0x08, 0x00], "one tag left");
+    assert_eq!(&f[18..26], &payload, "the payload follows the headers");
+
+    // One tag: a new outer tag pushed in front of it.
+    let mut rest = vec![0, 5, 0x08, 0x00];
+    rest.extend_from_slice(&payload);
+    let out = sw.process(&frame(0x8100, &rest), 1, 0).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(out[0].port, 9);
+    let f = &out[0].frame;
+    assert_eq!(f[5], 0, "lastIndex after one extract");
+    assert_eq!(&f[14..22], &[0, 9, 0x81, 0x00, 0, 5, 0x08, 0x00], "the pushed tag, then the parsed one");
+    assert_eq!(&f[22..30], &payload);
+}
+
+#[test]
+fn a_parser_extracting_past_a_full_stack_fails_with_stack_out_of_bounds() {
+    let mut sw = tag_switch();
+    let three = [0, 5, 0x81, 0x00, 0, 6, 0x81, 0x00, 0, 7, 0x08, 0x00];
+    assert_eq!(sw.process(&frame(0x8100, &three), 1, 0), Err(Dropped::Parser("StackOutOfBounds".into())));
+}
+
+#[test]
+fn a_list_initialises_a_struct_and_a_header_which_it_makes_valid() {
+    let mut sw = program(
+        &format!("{ETH_ONLY}\nstruct pair_t {{ bit<16> a; bit<16> b; }}"),
+        PARSE_ETH,
+        "apply {\n\
+           pair_t p = { 16w1, 2 };\n\
+           hdr.eth.setInvalid();\n\
+           hdr.eth = { 48w0x020000000009, hdr.eth.src, p.a + p.b };\n\
+           sm.egress_port = 2;\n\
+         }",
+        "packet.emit(hdr.eth);",
+    );
+    let out = sw.process(&frame(0x0800, &[]), 1, 0).unwrap_or_else(|e| panic!("{e:?}"));
+    let f = &out[0].frame;
+    assert_eq!(&f[0..6], &[2, 0, 0, 0, 0, 9]);
+    assert_eq!(&f[6..12], &[2, 0, 0, 0, 0, 1], "a field read in the list");
+    assert_eq!(kind_of(f), 3, "the struct's fields, from its list");
+}
