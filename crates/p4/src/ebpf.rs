@@ -385,6 +385,7 @@ impl<'a> Gen<'a> {
             Ty::Bool | Ty::Error | Ty::Enum(_) => "__u64".into(),
             Ty::Header(n) => format!("struct p4h_{}", ident(n)),
             Ty::Struct(n) => format!("struct p4s_{}", ident(n)),
+            Ty::Stack(elem, n) => return Err(no(format!("the header stack {elem}[{n}]"))),
             other => return Err(no(format!("a value of type {other:?}"))),
         })
     }
@@ -559,6 +560,7 @@ impl<'a> Gen<'a> {
             }
             ExprKind::Binary(op, a, b) => self.binary(*op, a, b)?,
             ExprKind::Call { callee, args, .. } => return self.call_expr(callee, args),
+            ExprKind::List(_) => return Err(no("a list {...} as a struct's or header's value")),
             other => return Err(no(format!("the expression {other:?}"))),
         })
     }
@@ -633,6 +635,11 @@ impl<'a> Gen<'a> {
                     let exit = &self.exit_label;
                     return Ok((format!("({{ {table}(r); if (r->exited) {exit} r->hit; }})"), Ty::Bool));
                 }
+            }
+        }
+        if let ExprKind::Name(f) = &callee.kind {
+            if self.program.decls.iter().any(|d| matches!(d, Decl::Function(x) if x.name.text == *f)) {
+                return Err(no(format!("a call of the function '{f}'")));
             }
         }
         Err(no(format!("the call {callee:?} as a value")))
@@ -749,6 +756,9 @@ impl<'a> Gen<'a> {
                 let (c, _) = self.expr(&args[0])?;
                 let (err, _) = self.expr(&args[1])?;
                 Ok(format!("if (!({c})) {{ r->sm.f_parser_error = {err}; goto reject; }}\n"))
+            }
+            ExprKind::Name(f) if self.program.decls.iter().any(|d| matches!(d, Decl::Function(x) if x.name.text == *f)) => {
+                Err(no(format!("a call of the function '{f}'")))
             }
             ExprKind::Name(a) => {
                 // A direct action call.

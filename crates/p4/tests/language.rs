@@ -176,3 +176,40 @@ fn a_list_initialises_a_struct_and_a_header_which_it_makes_valid() {
     assert_eq!(&f[6..12], &[2, 0, 0, 0, 0, 1], "a field read in the list");
     assert_eq!(kind_of(f), 3, "the struct's fields, from its list");
 }
+
+/// The kernel back end does not compile these constructs yet: it refuses each program by
+/// name, and the program then runs in userspace, on the software target above.
+#[test]
+fn the_kernel_back_end_refuses_each_construct_by_name() {
+    let with = |types: &str, parser: &str, ingress: &str, deparser: &str| {
+        let text = format!(
+            "#include <core.p4>\n#include <edgeflow.p4>\n\
+             header eth_t {{ bit<48> dst; bit<48> src; bit<16> kind; }}\n{types}\n\
+             parser P(packet_in packet, out headers hdr, inout meta_t meta, inout standard_metadata_t sm) {{\n{parser}\n}}\n\
+             control I(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) {{\n{ingress}\n}}\n\
+             control E(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) {{ apply {{ }} }}\n\
+             control D(packet_out packet, in headers hdr) {{ apply {{ {deparser} }} }}\n\
+             EdgeflowSwitch(P(), I(), E(), D()) main;\n"
+        );
+        let (p, c) = p4::front_end("k.p4", &text).unwrap_or_else(|e| panic!("{e}"));
+        p4::ebpf::generate(&p, &c).map(drop).unwrap_err()
+    };
+    let eth = "packet.emit(hdr.eth);";
+    let cases = [
+        (
+            with(
+                &format!("{ETH_ONLY}\nbit<16> f(in bit<16> x) {{ return x; }}"),
+                PARSE_ETH,
+                "apply { hdr.eth.kind = f(hdr.eth.kind); }",
+                eth,
+            ),
+            "a call of the function 'f' does not fit the kernel back end (docs/p4.md); the program runs in userspace",
+        ),
+        (with(ETH_ONLY, PARSE_ETH, "apply { hdr.eth.kind = hdr.eth.kind / 3; }", eth), "'/' and '%' on values known only at run time does not fit the kernel back end (docs/p4.md); the program runs in userspace"),
+        (with(TAGS, PARSE_ETH, "apply { }", "packet.emit(hdr.eth); packet.emit(hdr.tags);"), "the header stack header tag_t[2] does not fit the kernel back end (docs/p4.md); the program runs in userspace"),
+        (with(ETH_ONLY, PARSE_ETH, "apply { hdr.eth = { 1, 2, 3 }; }", eth), "a list {...} as a struct's or header's value does not fit the kernel back end (docs/p4.md); the program runs in userspace"),
+    ];
+    let wrong: Vec<String> =
+        cases.iter().filter(|(got, want)| got != want).map(|(got, want)| format!("got {got:?}\nwant {want:?}")).collect();
+    assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+}
