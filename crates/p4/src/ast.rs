@@ -72,6 +72,11 @@ pub enum Decl {
         name: Name,
         fields: Vec<Field>,
     },
+    /// `header_union`: headers of which at most one is valid at a time.
+    HeaderUnion {
+        name: Name,
+        fields: Vec<Field>,
+    },
     Enum {
         name: Name,
         members: Vec<Name>,

@@ -31,6 +31,8 @@ pub enum Ty {
     Str,
     Header(String),
     Struct(String),
+    /// A header union: headers of which at most one is valid.
+    Union(String),
     Enum(String),
     Extern(String, Vec<Ty>),
     /// A parser, control or package type of the architecture, with its type arguments.
@@ -69,6 +71,7 @@ impl std::fmt::Display for Ty {
             Ty::Str => write!(f, "a string"),
             Ty::Header(n) => write!(f, "header {n}"),
             Ty::Struct(n) => write!(f, "struct {n}"),
+            Ty::Union(n) => write!(f, "header_union {n}"),
             Ty::Enum(n) => write!(f, "enum {n}"),
             Ty::Extern(n, a) | Ty::BlockType(n, a) => write!(f, "{n}{}", args(a)),
             Ty::Var(n) => write!(f, "{n}"),
@@ -87,6 +90,7 @@ impl std::fmt::Display for Ty {
 enum TypeDef<'a> {
     Header(Vec<(String, Ty)>),
     Struct(Vec<(String, Ty)>),
+    Union(Vec<(String, Ty)>),
     Enum(Vec<String>),
     Alias(Ty),
     Extern { type_params: &'a [Name], methods: &'a [Method] },
@@ -118,6 +122,8 @@ pub struct Checked {
 pub enum Layout {
     Header(Vec<(String, Ty)>),
     Struct(Vec<(String, Ty)>),
+    /// A header union's headers.
+    Union(Vec<(String, Ty)>),
     Enum(Vec<String>),
     Alias(Ty),
     /// Externs and block types: what they are is their declaration's.
@@ -131,6 +137,7 @@ impl Checked {
             Type::Named(n, args) => match self.layouts.get(&n.text) {
                 Some(Layout::Header(_)) => Ty::Header(n.text.clone()),
                 Some(Layout::Struct(_)) => Ty::Struct(n.text.clone()),
+                Some(Layout::Union(_)) => Ty::Union(n.text.clone()),
                 Some(Layout::Enum(_)) => Ty::Enum(n.text.clone()),
                 Some(Layout::Alias(t)) => t.clone(),
                 _ => Ty::Extern(n.text.clone(), args.iter().map(|a| self.resolve(a)).collect()),
@@ -178,6 +185,7 @@ pub fn check(program: &Program) -> Result<Checked> {
             let layout = match def {
                 TypeDef::Header(f) => Layout::Header(f.clone()),
                 TypeDef::Struct(f) => Layout::Struct(f.clone()),
+                TypeDef::Union(f) => Layout::Union(f.clone()),
                 TypeDef::Enum(m) => Layout::Enum(m.clone()),
                 TypeDef::Alias(t) => Layout::Alias(t.clone()),
                 _ => Layout::Other,
@@ -237,6 +245,15 @@ impl<'a> Checker<'a> {
             Decl::Struct { name, fields } => {
                 let fields = self.fields(fields, false)?;
                 self.declare_type(name, TypeDef::Struct(fields))
+            }
+            Decl::HeaderUnion { name, fields } => {
+                let members = self.fields(fields, false)?;
+                if let Some(((m, t), at)) =
+                    members.iter().zip(fields_of(fields)).find(|((_, t), _)| !matches!(t, Ty::Header(_)))
+                {
+                    return err(at, format!("a header union holds headers; '{m}' is {t}"));
+                }
+                self.declare_type(name, TypeDef::Union(members))
             }
             Decl::Enum { name, members } => {
                 let members = self.members(members)?;
@@ -385,6 +402,7 @@ impl<'a> Checker<'a> {
                         | Ty::Struct(_)
                         | Ty::Enum(_)
                         | Ty::Stack(..)
+                        | Ty::Union(_)
                 )
             {
                 return err(f.name.pos, format!("a struct cannot hold {ty} ('{}')", f.name.text));
@@ -426,6 +444,10 @@ impl<'a> Checker<'a> {
                         arity(0)?;
                         Ty::Struct(name.text.clone())
                     }
+                    Some(TypeDef::Union(_)) => {
+                        arity(0)?;
+                        Ty::Union(name.text.clone())
+                    }
                     Some(TypeDef::Enum(_)) => {
                         arity(0)?;
                         Ty::Enum(name.text.clone())
@@ -447,8 +469,8 @@ impl<'a> Checker<'a> {
             }
             Type::Stack(elem, size) => {
                 let elem = self.resolve(elem, vars)?;
-                if !matches!(elem, Ty::Header(_)) {
-                    return err(size.pos, format!("a stack holds headers, not {elem}"));
+                if !matches!(elem, Ty::Header(_) | Ty::Union(_)) {
+                    return err(size.pos, format!("a stack holds headers or header unions, not {elem}"));
                 }
                 match self.const_value(size) {
                     Some(n @ 1..=256) => Ty::Stack(Box::new(elem), n as u32),
@@ -1093,6 +1115,10 @@ impl<'a> Checker<'a> {
                 TypeDef::Struct(f) => f,
                 _ => unreachable!(),
             },
+            Ty::Union(n) => match &self.types[n] {
+                TypeDef::Union(f) => f,
+                _ => unreachable!(),
+            },
             Ty::Stack(elem, _) => {
                 return match m.text.as_str() {
                     "next" | "last" | "lastIndex" if !self.in_parser => {
@@ -1125,7 +1151,7 @@ impl<'a> Checker<'a> {
             ExprKind::Member(obj, m) => {
                 let ty = self.expr(obj)?;
                 match (&ty, m.text.as_str()) {
-                    (Ty::Header(_), "isValid") => {
+                    (Ty::Header(_) | Ty::Union(_), "isValid") => {
                         self.arity(args, 0, m)?;
                         Ok(Ty::Bool)
                     }
@@ -1187,7 +1213,7 @@ impl<'a> Checker<'a> {
                                 ),
                             );
                         }
-                        if method == "emit" && !matches!(bound.get("T"), Some(Ty::Header(_) | Ty::Struct(_) | Ty::Stack(..))) {
+                        if method == "emit" && !matches!(bound.get("T"), Some(Ty::Header(_) | Ty::Struct(_) | Ty::Stack(..) | Ty::Union(_))) {
                             return err(args[0].pos, "emit writes a header (or a struct of headers)");
                         }
                         let ret = self.resolve(found.ret.as_ref().expect("a method"), &vars)?;
@@ -1515,4 +1541,9 @@ fn always_returns(stmts: &[Stmt]) -> bool {
         Stmt::If { then, otherwise: Some(o), .. } => always_returns(then) && always_returns(o),
         _ => false,
     })
+}
+
+/// Where each field was declared, for an error about one.
+fn fields_of(fields: &[Field]) -> impl Iterator<Item = Pos> + '_ {
+    fields.iter().map(|f| f.name.pos)
 }

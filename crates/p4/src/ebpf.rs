@@ -386,6 +386,7 @@ impl<'a> Gen<'a> {
             Ty::Header(n) => format!("struct p4h_{}", ident(n)),
             Ty::Struct(n) => format!("struct p4s_{}", ident(n)),
             Ty::Stack(elem, n) => return Err(no(format!("the header stack {elem}[{n}]"))),
+            Ty::Union(n) => return Err(no(format!("the header union {n}"))),
             other => return Err(no(format!("a value of type {other:?}"))),
         })
     }

@@ -253,7 +253,12 @@ impl Parser {
                 self.bump();
                 Ok(Decl::Action(self.action_rest()?))
             }
-            "header_union" => Err(Diagnostic::new(pos, outside("header unions"))),
+            "header_union" => {
+                self.bump();
+                let name = self.name("the header union's name")?;
+                let fields = self.fields()?;
+                Ok(Decl::HeaderUnion { name, fields })
+            }
             "value_set" => Err(Diagnostic::new(pos, outside("value sets"))),
             "type" => Err(Diagnostic::new(pos, outside("new types (type T)"))),
             "abstract" => Err(Diagnostic::new(pos, outside("abstract methods"))),

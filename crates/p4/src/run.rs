@@ -94,6 +94,8 @@ pub enum Value {
     },
     /// A list expression `{a, b}`, until it meets the struct or header it initialises.
     List(Vec<Value>),
+    /// A header union: its headers, at most one of them valid.
+    Union(Vec<(Name, Value)>),
 }
 
 fn mask(width: u32) -> u128 {
@@ -125,14 +127,14 @@ impl Value {
 
     fn fields(&self) -> Option<&Vec<(Name, Value)>> {
         match self {
-            Value::Header { fields, .. } | Value::Struct(fields) => Some(fields),
+            Value::Header { fields, .. } | Value::Struct(fields) | Value::Union(fields) => Some(fields),
             _ => None,
         }
     }
 
     fn fields_mut(&mut self) -> Option<&mut Vec<(Name, Value)>> {
         match self {
-            Value::Header { fields, .. } | Value::Struct(fields) => Some(fields),
+            Value::Header { fields, .. } | Value::Struct(fields) | Value::Union(fields) => Some(fields),
             _ => None,
         }
     }
@@ -521,6 +523,12 @@ impl Switch {
                 _ => Value::Void,
             },
             Ty::Stack(elem, n) => Value::Stack { next: 0, elems: vec![self.default_of(elem); *n as usize] },
+            Ty::Union(n) => match layouts.get(n) {
+                Some(Layout::Union(f)) => {
+                    Value::Union(f.iter().map(|(n, t)| (Name::from(n.as_str()), self.default_of(t))).collect())
+                }
+                _ => Value::Void,
+            },
             _ => Value::Void,
         }
     }
@@ -1114,6 +1122,7 @@ impl Switch {
                 }
             }
         }
+        settle_union(cx, &root, &path);
         Ok(())
     }
 
@@ -1243,13 +1252,14 @@ impl Switch {
                     }
                 }
                 match method {
-                    "isValid" => Ok(Value::Bool(matches!(self.eval(cx, obj)?, Value::Header { valid: true, .. }))),
+                    "isValid" => Ok(Value::Bool(is_valid(&self.eval(cx, obj)?))),
                     "setValid" | "setInvalid" => {
                         let (root, path) = self.lvalue_steps(cx, obj)?;
                         let at = walk(cx, &root, &path)?;
                         if let Value::Header { valid, .. } = at {
                             *valid = method == "setValid";
                         }
+                        settle_union(cx, &root, &path);
                         Ok(Value::Void)
                     }
                     "push_front" | "pop_front" => {
@@ -1410,6 +1420,7 @@ impl Switch {
                 }
                 *valid = true;
                 cx.cursor = cursor;
+                settle_union(cx, &root, &path);
                 if into_next {
                     path.pop();
                     if let Value::Stack { next, .. } = walk(cx, &root, &path)? {
@@ -1730,6 +1741,7 @@ fn emit(v: &Value, out: &mut Vec<u8>) {
         }
         Value::Struct(fields) => fields.iter().for_each(|(_, f)| emit(f, out)),
         Value::Stack { elems, .. } => elems.iter().for_each(|e| emit(e, out)),
+        Value::Union(members) => members.iter().for_each(|(_, m)| emit(m, out)),
         _ => {}
     }
 }
@@ -1946,4 +1958,31 @@ fn shift_stack(stack: &mut Value, push: bool, n: usize) {
 /// initialises a struct or header inside the struct).
 fn list_into(fields: &[(Name, Value)], items: Vec<Value>) -> Vec<(Name, Value)> {
     fields.iter().zip(items).map(|((n, like), v)| (n.clone(), v.sized_as(like))).collect()
+}
+
+/// `isValid()`: a header's validity; a header union's is whether any of its headers is valid.
+fn is_valid(v: &Value) -> bool {
+    match v {
+        Value::Header { valid, .. } => *valid,
+        Value::Union(members) => members.iter().any(|(_, m)| is_valid(m)),
+        _ => false,
+    }
+}
+
+/// After a write to `root` and `path` (an assignment, `setValid`, `extract`): where that is a
+/// header union's member and now valid, the union's other headers become invalid, as P4-16
+/// keeps at most one valid.
+fn settle_union(cx: &mut Cx, root: &str, path: &[Step]) {
+    let Some((Step::Field(member), parent)) = path.split_last() else { return };
+    let Ok(Value::Union(members)) = walk(cx, root, parent) else { return };
+    if !members.iter().any(|(n, m)| **n == **member && is_valid(m)) {
+        return;
+    }
+    for (n, m) in members.iter_mut() {
+        if **n != **member {
+            if let Value::Header { valid, .. } = m {
+                *valid = false;
+            }
+        }
+    }
 }

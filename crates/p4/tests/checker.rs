@@ -97,13 +97,16 @@ fn bad_programs_get_exact_messages() {
         ("const bit<8> c = 10 % 0;".into(), "c.p4:2:23: '%' by zero"),
         ("const bit<8> c = 600 / 2;".into(), "c.p4:2:18: 300 does not fit in bit<8>"),
         // Header stacks.
-        ("struct s { bit<8>[2] a; }".into(), "c.p4:2:19: a stack holds headers, not bit<8>"),
+        ("struct s { bit<8>[2] a; }".into(), "c.p4:2:19: a stack holds headers or header unions, not bit<8>"),
         ("header h { bit<8> a; }\nstruct s { h[0] t; }".into(), "c.p4:3:14: a header stack holds 1 to 256 headers, not 0"),
         ("header h { bit<8> a; }\nstruct s { h[2] t; }\naction a(inout s x) { x.t[2].a = 1; }".into(), "c.p4:4:27: index 2 is past the stack's 2 headers"),
         ("header h { bit<8> a; }\nstruct s { h[2] t; }\naction a(inout s x) { x.t.next.a = 1; }".into(), "c.p4:4:27: a stack's 'next' is a parser's (P4-16 8.18); index it here"),
         ("header h { bit<8> a; }\nstruct s { h[2] t; }\naction a(inout s x) { x.t.push_front(8w1); }".into(), "c.p4:4:38: push_front's count is a positive number without a width"),
         ("header h { bit<8> a; }\nstruct s { h[2] t; }\naction a(inout s x) { x.t.a = 1; }".into(), "c.p4:4:27: header h[2] has no member 'a' (it has next, last, lastIndex, nextIndex, size)"),
         ("header h { bit<8> a; }\naction a(inout h x) { x[0].a = 1; }".into(), "c.p4:3:23: [...] indexes a header stack, and this is header h"),
+        // Header unions.
+        ("header h { bit<8> a; }\nheader_union u { h one; bit<8> two; }".into(), "c.p4:3:32: a header union holds headers; 'two' is bit<8>"),
+        ("header h { bit<8> a; }\nheader_union u { h one; }\naction a(inout u x) { x.setValid(); }".into(), "c.p4:4:25: header_union u has no method 'setValid'"),
         // List initialisers.
         ("header h { bit<8> a; bit<8> b; }\naction a(inout h x) { x = {1}; }".into(), "c.p4:3:27: a list of 1 value(s) for header h's 2 field(s)"),
         ("header h { bit<8> a; bit<8> b; }\naction a(inout h x) { x = {1, true}; }".into(), "c.p4:3:31: the value's 'b' should be bit<8>, and is bool"),

@@ -177,6 +177,36 @@ fn a_list_initialises_a_struct_and_a_header_which_it_makes_valid() {
     assert_eq!(kind_of(f), 3, "the struct's fields, from its list");
 }
 
+#[test]
+fn a_header_union_keeps_at_most_one_header_valid() {
+    // The EtherType picks the union's one-byte or two-byte header; ingress then makes the other
+    // one valid, which invalidates the parsed one, so the frame leaves with the other.
+    let mut sw = program(
+        "header byte_t { bit<8> data; }\nheader short_t { bit<16> data; }\n\
+         header_union u_t { byte_t byte; short_t short; }\n\
+         struct headers { eth_t eth; u_t u; }\nstruct meta_t { bit<8> unused; }",
+        "state start { packet.extract(hdr.eth); transition select(hdr.eth.kind) { 1: one; 2: two; default: accept; } }\n\
+         state one { packet.extract(hdr.u.byte); transition accept; }\n\
+         state two { packet.extract(hdr.u.short); transition accept; }",
+        "apply {\n\
+           if (hdr.u.short.isValid()) { hdr.u.byte.setValid(); hdr.u.byte.data = 0xff; }\n\
+           else if (hdr.u.byte.isValid()) { hdr.u.short = { 0xbeef }; }\n\
+           sm.egress_port = hdr.u.isValid() ? 32w2 : 32w3;\n\
+         }",
+        "packet.emit(hdr);",
+    );
+    let payload = [0xaa; 4];
+    let out = sw.process(&frame(2, &[[0x12, 0x34].as_slice(), &payload].concat()), 1, 0).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(out[0].port, 2);
+    assert_eq!(&out[0].frame[14..19], &[0xff, 0xaa, 0xaa, 0xaa, 0xaa], "the byte header alone, then the payload");
+
+    let out = sw.process(&frame(1, &[[0x12].as_slice(), &payload].concat()), 1, 0).unwrap();
+    assert_eq!(&out[0].frame[14..20], &[0xbe, 0xef, 0xaa, 0xaa, 0xaa, 0xaa], "the short header alone");
+
+    let out = sw.process(&frame(3, &payload), 1, 0).unwrap();
+    assert_eq!((out[0].port, &out[0].frame[14..18]), (3, &payload[..]), "no member valid: the union is not");
+}
+
 /// The kernel back end does not compile these constructs yet: it refuses each program by
 /// name, and the program then runs in userspace, on the software target above.
 #[test]
@@ -208,6 +238,15 @@ fn the_kernel_back_end_refuses_each_construct_by_name() {
         (with(ETH_ONLY, PARSE_ETH, "apply { hdr.eth.kind = hdr.eth.kind / 3; }", eth), "'/' and '%' on values known only at run time does not fit the kernel back end (docs/p4.md); the program runs in userspace"),
         (with(TAGS, PARSE_ETH, "apply { }", "packet.emit(hdr.eth); packet.emit(hdr.tags);"), "the header stack header tag_t[2] does not fit the kernel back end (docs/p4.md); the program runs in userspace"),
         (with(ETH_ONLY, PARSE_ETH, "apply { hdr.eth = { 1, 2, 3 }; }", eth), "a list {...} as a struct's or header's value does not fit the kernel back end (docs/p4.md); the program runs in userspace"),
+        (
+            with(
+                "header b_t { bit<8> d; }\nheader_union u_t { b_t b; }\nstruct headers { eth_t eth; u_t u; }\nstruct meta_t { bit<8> unused; }",
+                PARSE_ETH,
+                "apply { }",
+                eth,
+            ),
+            "the header union u_t does not fit the kernel back end (docs/p4.md); the program runs in userspace",
+        ),
     ];
     let wrong: Vec<String> =
         cases.iter().filter(|(got, want)| got != want).map(|(got, want)| format!("got {got:?}\nwant {want:?}")).collect();
