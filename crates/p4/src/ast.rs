@@ -28,6 +28,8 @@ pub enum Type {
     DontCare,
     /// `string`: only a compile-time constant, as in `log_msg("...")`.
     Str,
+    /// `varbit<N>`: a header field of up to N bits, its length set when it is extracted.
+    Varbit(u32),
     /// `T[n]`: a header stack, `n` a compile-time number.
     Stack(Box<Type>, Box<Expr>),
 }

@@ -50,6 +50,8 @@ pub enum Ty {
     List(Vec<Ty>),
     /// A header stack `T[n]`: its element type and size.
     Stack(Box<Ty>, u32),
+    /// `varbit<N>`: a header field of up to N bits.
+    Varbit(u32),
 }
 
 impl std::fmt::Display for Ty {
@@ -83,6 +85,7 @@ impl std::fmt::Display for Ty {
             Ty::Applied(n) => write!(f, "{n}.apply()"),
             Ty::ActionRun(n) => write!(f, "{n}.apply().action_run"),
             Ty::Stack(t, n) => write!(f, "{t}[{n}]"),
+            Ty::Varbit(n) => write!(f, "varbit<{n}>"),
         }
     }
 }
@@ -164,6 +167,7 @@ fn builtin(t: &Type) -> Ty {
         Type::Void => Ty::Void,
         Type::Error => Ty::Error,
         Type::Str => Ty::Str,
+        Type::Varbit(n) => Ty::Varbit(*n),
         Type::DontCare | Type::Named(..) | Type::Stack(..) => Ty::Var("_".into()),
     }
 }
@@ -388,8 +392,14 @@ impl<'a> Checker<'a> {
         let mut out: Vec<(String, Ty)> = Vec::new();
         for f in fields {
             let ty = self.resolve(&f.ty, &[])?;
-            if header && !matches!(ty, Ty::Bit(_) | Ty::Int(_)) {
-                return err(f.name.pos, format!("a header's fields are bit<N> or int<N>; '{}' is {ty}", f.name.text));
+            if header && !matches!(ty, Ty::Bit(_) | Ty::Int(_) | Ty::Varbit(_)) {
+                return err(
+                    f.name.pos,
+                    format!("a header's fields are bit<N>, int<N> or varbit<N>; '{}' is {ty}", f.name.text),
+                );
+            }
+            if header && matches!(ty, Ty::Varbit(_)) && out.iter().any(|(_, t)| matches!(t, Ty::Varbit(_))) {
+                return err(f.name.pos, format!("a header has at most one varbit field; '{}' is a second", f.name.text));
             }
             if !header
                 && !matches!(
@@ -1026,6 +1036,11 @@ impl<'a> Checker<'a> {
     fn binary(&self, pos: Pos, op: BinOp, a: &Expr, b: &Expr) -> Result<Ty> {
         let (ta, tb) = (self.expr(a)?, self.expr(b)?);
         let sym = op_symbol(op);
+        if let Some(t) = [&ta, &tb].into_iter().find(|t| matches!(t, Ty::Varbit(_))) {
+            if !matches!(op, BinOp::Eq | BinOp::Ne) {
+                return err(pos, format!("'{sym}' does not take {t}: a varbit is assigned, emitted and compared with == and !="));
+            }
+        }
         match op {
             BinOp::And | BinOp::Or => {
                 for (e, t) in [(a, &ta), (b, &tb)] {
@@ -1204,6 +1219,17 @@ impl<'a> Checker<'a> {
                         let vars: Vec<Name> = type_params.iter().chain(found.type_params.iter()).cloned().collect();
                         let bound =
                             self.args_with(args, &found.params, m.pos, &format!("{name}.{method}"), &mut bind, &vars)?;
+                        if method == "extract" && matches!(bound.get("T"), Some(Ty::Header(_))) {
+                            let Some(Ty::Header(h)) = bound.get("T") else { unreachable!() };
+                            let Some(TypeDef::Header(fields)) = self.types.get(h) else { unreachable!() };
+                            let varbit = fields.iter().any(|(_, t)| matches!(t, Ty::Varbit(_)));
+                            if varbit && args.len() == 1 {
+                                return err(args[0].pos, format!("header {h} has a varbit field: extract(hdr, size in bits) gives its size"));
+                            }
+                            if !varbit && args.len() == 2 {
+                                return err(args[1].pos, format!("header {h} has no varbit field for a size to fill"));
+                            }
+                        }
                         if method == "extract" && !matches!(bound.get("T"), Some(Ty::Header(_))) {
                             return err(
                                 args[0].pos,

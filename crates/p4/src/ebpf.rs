@@ -434,6 +434,7 @@ impl<'a> Gen<'a> {
             if header {
                 match t {
                     Ty::Bit(w) if *w <= 64 => {}
+                    Ty::Varbit(n) => return Err(no(format!("the varbit<{n}> field {name}.{f}"))),
                     other => return Err(no(format!("header field {name}.{f} of type {other:?}"))),
                 }
             }

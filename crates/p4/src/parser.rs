@@ -56,6 +56,9 @@ const KEYWORDS: [&str; 38] = [
     "this",
 ];
 
+/// The widest `varbit<N>` the subset takes (a varbit is held as bytes, not in 128 bits).
+pub const VARBIT_MAX: u32 = 4096;
+
 /// Language features the subset leaves out (`what`, in the plural), and how to say so.
 fn outside(what: &str) -> String {
     format!("{what} are outside the subset edgeflow compiles (docs/p4.md)")
@@ -837,7 +840,16 @@ impl Parser {
             "void" => Type::Void,
             "error" => Type::Error,
             "_" => Type::DontCare,
-            "varbit" => return Err(Diagnostic::new(pos, outside("variable-width fields (varbit)"))),
+            "varbit" => {
+                self.expect("<")?;
+                let n = match self.peek() {
+                    Tok::Int { width: None, value } if (1..=VARBIT_MAX as u128).contains(value) => *value as u32,
+                    _ => return Err(Diagnostic::new(self.pos(), format!("a varbit's width is 1 to {VARBIT_MAX} bits"))),
+                };
+                self.bump();
+                self.expect(">")?;
+                Type::Varbit(n)
+            }
             "tuple" => return Err(Diagnostic::new(pos, outside("tuples"))),
             "string" => Type::Str,
             w if KEYWORDS.contains(&w) => {

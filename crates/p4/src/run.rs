@@ -96,6 +96,13 @@ pub enum Value {
     List(Vec<Value>),
     /// A header union: its headers, at most one of them valid.
     Union(Vec<(Name, Value)>),
+    /// A `varbit<max>` field: `len` bits, most significant first, in `bytes` (the bits past
+    /// `len` zero, so that equal values compare equal).
+    Varbit {
+        max: u32,
+        len: u32,
+        bytes: Vec<u8>,
+    },
 }
 
 fn mask(width: u32) -> u128 {
@@ -523,6 +530,7 @@ impl Switch {
                 _ => Value::Void,
             },
             Ty::Stack(elem, n) => Value::Stack { next: 0, elems: vec![self.default_of(elem); *n as usize] },
+            Ty::Varbit(max) => Value::Varbit { max: *max, len: 0, bytes: Vec::new() },
             Ty::Union(n) => match layouts.get(n) {
                 Some(Layout::Union(f)) => {
                     Value::Union(f.iter().map(|(n, t)| (Name::from(n.as_str()), self.default_of(t))).collect())
@@ -1388,6 +1396,7 @@ impl Switch {
 
     fn packet_method(&mut self, cx: &mut Cx, method: &str, type_args: &[Type], args: &[Expr]) -> Run<Value> {
         match method {
+            "extract" if args.len() == 2 => self.extract_sized(cx, &args[0], &args[1]),
             "extract" => {
                 let (root, mut path) = self.lvalue_steps(cx, &args[0])?;
                 let data = cx.data;
@@ -1734,6 +1743,9 @@ fn emit(v: &Value, out: &mut Vec<u8>) {
                         bits.push((value >> i) & 1 == 1);
                     }
                 }
+                if let Value::Varbit { len, bytes, .. } = f {
+                    bits.extend((0..*len as usize).map(|i| bytes[i / 8] >> (7 - i % 8) & 1 == 1));
+                }
             }
             for byte in bits.chunks(8) {
                 out.push(byte.iter().fold(0u8, |b, &x| (b << 1) | x as u8));
@@ -1984,5 +1996,66 @@ fn settle_union(cx: &mut Cx, root: &str, path: &[Step]) {
                 *valid = false;
             }
         }
+    }
+}
+
+impl Switch {
+    /// `extract(hdr, size)`: `hdr`'s fields in order from the frame, its varbit field taking
+    /// `size` bits. More than the varbit holds is error.HeaderTooShort, bits that are not whole
+    /// bytes error.ParserInvalidArgument (BMv2's rule), and a frame too short
+    /// error.PacketTooShort; the header is left as it was on any of them.
+    fn extract_sized(&mut self, cx: &mut Cx, target: &Expr, size: &Expr) -> Run<Value> {
+        let size = self.eval(cx, size)?.as_u128();
+        let (root, mut path) = self.lvalue_steps(cx, target)?;
+        let into_next = matches!(path.last(), Some(Step::Field(f)) if f == "next")
+            && matches!(walk(cx, &root, &path[..path.len() - 1])?, Value::Stack { .. });
+        if into_next {
+            path.pop();
+            let Value::Stack { next, elems } = walk(cx, &root, &path)? else { unreachable!() };
+            if *next >= elems.len() {
+                return Err(Stop::Reject("StackOutOfBounds".into()));
+            }
+            path.push(Step::Index(*next));
+        }
+        let (data, start) = (cx.data, cx.cursor);
+        let at = walk(cx, &root, &path)?;
+        let Value::Header { valid, fields } = at else { return Err(Stop::Unsupported("extract".into())) };
+        let max = fields.iter().find_map(|(_, v)| if let Value::Varbit { max, .. } = v { Some(*max) } else { None });
+        let Some(max) = max else { return Err(Stop::Unsupported("extract with a size into a header without varbit".into())) };
+        if size > max as u128 {
+            return Err(Stop::Reject("HeaderTooShort".into()));
+        }
+        if size % 8 != 0 {
+            return Err(Stop::Reject("ParserInvalidArgument".into()));
+        }
+        let fixed: usize = fields.iter().map(|(_, v)| if let Value::Bits { width, .. } = v { *width as usize } else { 0 }).sum();
+        if start + fixed + size as usize > data.len() * 8 {
+            return Err(Stop::Reject("PacketTooShort".into()));
+        }
+        let mut cursor = start;
+        for (_, v) in fields.iter_mut() {
+            match v {
+                Value::Bits { width, value, .. } => {
+                    *value = read_bits(data, cursor, *width);
+                    cursor += *width as usize;
+                }
+                Value::Varbit { len, bytes, .. } => {
+                    *len = size as u32;
+                    *bytes = (0..size as usize).step_by(8).map(|bit| read_bits(data, cursor + bit, 8) as u8).collect();
+                    cursor += size as usize;
+                }
+                _ => {}
+            }
+        }
+        *valid = true;
+        cx.cursor = cursor;
+        settle_union(cx, &root, &path);
+        if into_next {
+            path.pop();
+            if let Value::Stack { next, .. } = walk(cx, &root, &path)? {
+                *next += 1;
+            }
+        }
+        Ok(Value::Void)
     }
 }

@@ -50,7 +50,7 @@ fn bad_programs_get_exact_messages() {
     let ingress = |locals: &str, apply: &str| with_ingress(locals, apply);
     let cases: Vec<(String, &str)> = vec![
         ("header x { foo_t a; }".into(), "c.p4:2:12: no type named 'foo_t'"),
-        ("header x { bool b; bit<7> c; }".into(), "c.p4:2:17: a header's fields are bit<N> or int<N>; 'b' is bool"),
+        ("header x { bool b; bit<7> c; }".into(), "c.p4:2:17: a header's fields are bit<N>, int<N> or varbit<N>; 'b' is bool"),
         ("header x { bit<7> c; }".into(), "c.p4:2:19: a header is whole bytes; this one's fields add up to 7 bits"),
         ("const bit<8> c = 300;".into(), "c.p4:2:18: 300 does not fit in bit<8>"),
         ("const bit<8> c = 9w300;".into(), "c.p4:2:18: the constant's value should be bit<8>, and is bit<9>"),
@@ -107,6 +107,12 @@ fn bad_programs_get_exact_messages() {
         // Header unions.
         ("header h { bit<8> a; }\nheader_union u { h one; bit<8> two; }".into(), "c.p4:3:32: a header union holds headers; 'two' is bit<8>"),
         ("header h { bit<8> a; }\nheader_union u { h one; }\naction a(inout u x) { x.setValid(); }".into(), "c.p4:4:25: header_union u has no method 'setValid'"),
+        // varbit.
+        ("header h { varbit<8> a; varbit<8> b; }".into(), "c.p4:2:35: a header has at most one varbit field; 'b' is a second"),
+        ("struct s { varbit<8> v; }".into(), "c.p4:2:22: a struct cannot hold varbit<8> ('v')"),
+        ("header h { bit<8> a; varbit<8> v; }\nparser P(packet_in pk, out h x) { state start { pk.extract(x); transition accept; } }".into(), "c.p4:3:60: header h has a varbit field: extract(hdr, size in bits) gives its size"),
+        ("header h { bit<8> a; }\nparser P(packet_in pk, out h x) { state start { pk.extract(x, 8); transition accept; } }".into(), "c.p4:3:63: header h has no varbit field for a size to fill"),
+        ("header h { bit<8> a; varbit<8> v; }\naction a(inout h x) { x.v = x.v + 1; }".into(), "c.p4:3:29: '+' does not take varbit<8>: a varbit is assigned, emitted and compared with == and !="),
         // List initialisers.
         ("header h { bit<8> a; bit<8> b; }\naction a(inout h x) { x = {1}; }".into(), "c.p4:3:27: a list of 1 value(s) for header h's 2 field(s)"),
         ("header h { bit<8> a; bit<8> b; }\naction a(inout h x) { x = {1, true}; }".into(), "c.p4:3:31: the value's 'b' should be bit<8>, and is bool"),

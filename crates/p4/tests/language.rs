@@ -207,6 +207,44 @@ fn a_header_union_keeps_at_most_one_header_valid() {
     assert_eq!((out[0].port, &out[0].frame[14..18]), (3, &payload[..]), "no member valid: the union is not");
 }
 
+/// A header with a varbit field between two fixed ones, its size in bits the EtherType's low
+/// byte (as p4c's test-parserinvalidargument-error program has it).
+fn varbit_switch() -> Switch {
+    program(
+        "header opts_t { bit<8> kind; varbit<32> data; bit<8> tail; }\n\
+         struct headers { eth_t eth; opts_t opts; }\nstruct meta_t { bit<8> unused; }",
+        "state start { packet.extract(hdr.eth); packet.extract(hdr.opts, (bit<32>) hdr.eth.kind[7:0]); transition accept; }",
+        "apply { hdr.opts.kind = 0x55; hdr.opts.tail = 0x77; sm.egress_port = 2; }",
+        "packet.emit(hdr);",
+    )
+}
+
+#[test]
+fn a_varbit_field_takes_the_size_extract_gives_it_and_is_emitted_in_place() {
+    let mut sw = varbit_switch();
+    for bytes in [0usize, 2, 3, 4] {
+        let data: Vec<u8> = (1..=bytes as u8).collect();
+        let rest = [[0x11].as_slice(), &data, &[0x22, 0xaa, 0xaa]].concat();
+        let out = sw.process(&frame((bytes * 8) as u16, &rest), 1, 0).unwrap_or_else(|e| panic!("{bytes}: {e:?}"));
+        let want = [[0x55].as_slice(), &data, &[0x77, 0xaa, 0xaa]].concat();
+        assert_eq!(&out[0].frame[14..14 + want.len()], &want[..], "{bytes} bytes of varbit, the fields around it rewritten");
+        assert_eq!(out[0].frame.len(), 60.max(14 + rest.len()), "{bytes}: nothing lost or added");
+    }
+}
+
+#[test]
+fn a_varbit_size_too_large_not_whole_bytes_or_past_the_frame_fails_the_parser() {
+    let mut sw = varbit_switch();
+    let rejected = |sw: &mut Switch, f: &[u8]| match sw.process(f, 1, 0) {
+        Err(Dropped::Parser(e)) => e,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(rejected(&mut sw, &frame(40, &[0; 8])), "HeaderTooShort", "40 bits into a varbit<32>");
+    assert_eq!(rejected(&mut sw, &frame(4, &[0; 8])), "ParserInvalidArgument", "4 bits");
+    let short = [&frame(32, &[])[..14], &[0x11, 1, 2]].concat();
+    assert_eq!(rejected(&mut sw, &short), "PacketTooShort", "32 bits and the tail, 3 bytes left");
+}
+
 /// The kernel back end does not compile these constructs yet: it refuses each program by
 /// name, and the program then runs in userspace, on the software target above.
 #[test]
@@ -246,6 +284,15 @@ fn the_kernel_back_end_refuses_each_construct_by_name() {
                 eth,
             ),
             "the header union u_t does not fit the kernel back end (docs/p4.md); the program runs in userspace",
+        ),
+        (
+            with(
+                "header o_t { varbit<16> v; }\nstruct headers { eth_t eth; o_t o; }\nstruct meta_t { bit<8> unused; }",
+                PARSE_ETH,
+                "apply { }",
+                eth,
+            ),
+            "the varbit<16> field o_t.v does not fit the kernel back end (docs/p4.md); the program runs in userspace",
         ),
     ];
     let wrong: Vec<String> =
