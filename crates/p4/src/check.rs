@@ -682,21 +682,35 @@ impl<'a> Checker<'a> {
             let Some(a) = self.find_action(&r.name.text) else {
                 return err(r.name.pos, format!("no action '{}'", r.name.text));
             };
-            if !r.args.is_empty() {
+            // The parameters with a direction are bound here, in the list; the rest are the
+            // control plane's data.
+            let bound = a.params.iter().take_while(|p| p.direction.is_some()).count();
+            if let Some(p) = a.params[bound..].iter().find(|p| p.direction.is_some()) {
                 return err(
-                    r.name.pos,
-                    format!("'{}': a table's action list names actions, it does not call them", r.name.text),
+                    p.name.pos,
+                    format!("'{}': parameters with a direction come before those without (the control plane's)", p.name.text),
                 );
             }
-            if let Some(p) = a.params.iter().find(|p| p.direction.is_some()) {
+            if r.args.is_empty() && bound > 0 {
                 return err(
                     r.name.pos,
                     format!(
-                        "'{}' takes '{}' with a direction, which no table entry can give",
-                        a.name.text, p.name.text
+                        "'{}' takes '{}' with a direction, which no table entry can give: bind it here, {}(...)",
+                        a.name.text, a.params[0].name.text, a.name.text
                     ),
                 );
             }
+            if !r.args.is_empty() && r.args.len() != bound {
+                return err(
+                    r.name.pos,
+                    format!(
+                        "'{}': a table's action list binds its {bound} parameter(s) with a direction, here given {}",
+                        r.name.text,
+                        r.args.len()
+                    ),
+                );
+            }
+            self.args(&r.args, &a.params[..bound], r.name.pos, &a.name.text, &HashMap::new())?;
         }
         let listed = |r: &ActionRef| t.actions.iter().any(|x| x.name.text == r.name.text);
         let call = |c: &Self, r: &ActionRef, what: &str| -> Result<()> {
@@ -704,7 +718,10 @@ impl<'a> Checker<'a> {
                 return err(r.name.pos, format!("{what} '{}' is not among the table's actions", r.name.text));
             }
             let a = c.find_action(&r.name.text).expect("listed actions exist");
-            c.args(&r.args, &a.params, r.name.pos, &a.name.text, &HashMap::new())?;
+            // All the arguments, or the data alone after those the action list binds.
+            let bound = a.params.iter().filter(|p| p.direction.is_some()).count();
+            let params = if bound > 0 && r.args.len() == a.params.len() - bound { &a.params[bound..] } else { &a.params[..] };
+            c.args(&r.args, params, r.name.pos, &a.name.text, &HashMap::new())?;
             Ok(())
         };
         if let Some((r, _)) = &t.default_action {

@@ -393,7 +393,8 @@ impl Switch {
         let scratch = self;
         let default = match &t.default_action {
             Some((r, _)) => {
-                (r.name.text.clone(), r.args.iter().map(|a| number(&mut cx, scratch, a)).collect::<Result<_, _>>()?)
+                let data = data_args(&code, block, r);
+                (r.name.text.clone(), data.iter().map(|a| number(&mut cx, scratch, a)).collect::<Result<_, _>>()?)
             }
             None => ("NoAction".to_string(), Vec::new()),
         };
@@ -425,7 +426,8 @@ impl Switch {
                     }
                 });
             }
-            let args = e.action.args.iter().map(|a| number(&mut cx, scratch, a)).collect::<Result<_, _>>()?;
+            let data = data_args(&code, block, &e.action);
+            let args = data.iter().map(|a| number(&mut cx, scratch, a)).collect::<Result<_, _>>()?;
             entries.push(Entry {
                 keys: matches,
                 priority: n - i as i64,
@@ -1389,8 +1391,7 @@ impl Switch {
             .copied()
             .or_else(|| find_action(&code, cx.block, &action))
             .expect("checked");
-        let values = a.params.iter().zip(data.iter().map(|d| Value::Number(*d as i128))).map(|(_, v)| v).collect();
-        self.run_action(cx, a, values, None)?;
+        self.run_table_action(cx, t, a, &data)?;
         Ok(Value::Applied { hit, action })
     }
 
@@ -2058,4 +2059,24 @@ impl Switch {
         }
         Ok(Value::Void)
     }
+}
+
+impl Switch {
+    /// Runs the action a table chose, with `data` from its entry or default: the arguments its
+    /// action list binds (`actions = { a(hdr.x); }`, to the parameters with a direction) come
+    /// first, evaluated now and copied back after, as a direct call's are.
+    fn run_table_action(&mut self, cx: &mut Cx, t: &Table, a: &Action, data: &[u128]) -> Run<Value> {
+        let bound: &[Expr] = t.actions.iter().find(|r| r.name.text == a.name.text).map_or(&[], |r| &r.args);
+        let mut values = bound.iter().map(|e| self.eval(cx, e)).collect::<Run<Vec<_>>>()?;
+        values.extend(data.iter().map(|d| Value::Number(*d as i128)));
+        self.run_action(cx, a, values, Some(bound))
+    }
+}
+
+/// The arguments of a default action or an entry that are the control plane's data: all of
+/// them, or, where they also repeat what the action list binds, those after.
+fn data_args<'e>(code: &Code, block: &str, r: &'e ActionRef) -> &'e [Expr] {
+    let bound = find_action(code, block, &r.name.text).map_or(0, |a| a.params.iter().filter(|p| p.direction.is_some()).count());
+    let all = find_action(code, block, &r.name.text).map_or(0, |a| a.params.len());
+    if r.args.len() == all { &r.args[bound..] } else { &r.args }
 }

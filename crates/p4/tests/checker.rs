@@ -113,6 +113,11 @@ fn bad_programs_get_exact_messages() {
         ("header h { bit<8> a; varbit<8> v; }\nparser P(packet_in pk, out h x) { state start { pk.extract(x); transition accept; } }".into(), "c.p4:3:60: header h has a varbit field: extract(hdr, size in bits) gives its size"),
         ("header h { bit<8> a; }\nparser P(packet_in pk, out h x) { state start { pk.extract(x, 8); transition accept; } }".into(), "c.p4:3:63: header h has no varbit field for a size to fill"),
         ("header h { bit<8> a; varbit<8> v; }\naction a(inout h x) { x.v = x.v + 1; }".into(), "c.p4:3:29: '+' does not take varbit<8>: a varbit is assigned, emitted and compared with == and !="),
+        // Arguments bound in a table's action list.
+        (ingress("action f(inout bit<8> x, bit<8> y) { x = y; }\ntable t { key = { hdr.h.a : exact; } actions = { f; } }", ""), "c.p4:10:50: 'f' takes 'x' with a direction, which no table entry can give: bind it here, f(...)"),
+        (ingress("action f(inout bit<8> x, bit<8> y) { x = y; }\ntable t { key = { hdr.h.a : exact; } actions = { f(hdr.h.a, 1); } }", ""), "c.p4:10:50: 'f': a table's action list binds its 1 parameter(s) with a direction, here given 2"),
+        (ingress("action f(bit<8> y, inout bit<8> x) { x = y; }\ntable t { key = { hdr.h.a : exact; } actions = { f(hdr.h.a); } }", ""), "c.p4:9:33: 'x': parameters with a direction come before those without (the control plane's)"),
+        (ingress("action f(inout bit<8> x, bit<8> y) { x = y; }\ntable t { key = { hdr.h.a : exact; } actions = { f(1); } }", ""), "c.p4:10:52: this cannot be assigned to"),
         // List initialisers.
         ("header h { bit<8> a; bit<8> b; }\naction a(inout h x) { x = {1}; }".into(), "c.p4:3:27: a list of 1 value(s) for header h's 2 field(s)"),
         ("header h { bit<8> a; bit<8> b; }\naction a(inout h x) { x = {1, true}; }".into(), "c.p4:3:31: the value's 'b' should be bit<8>, and is bool"),

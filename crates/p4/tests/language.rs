@@ -2,7 +2,7 @@
 //! functions, header stacks, list initialisers, `/` and `%`. Each test a small EdgeflowSwitch
 //! program, a frame in, and the frame (or the drop) P4-16 defines out.
 
-use p4::run::{Dropped, Switch};
+use p4::run::{Dropped, Match, Switch};
 
 /// A program with `headers` and `meta_t` as `types` declares them, and the four blocks' bodies.
 fn program(types: &str, parser: &str, ingress: &str, deparser: &str) -> Switch {
@@ -243,6 +243,25 @@ fn a_varbit_size_too_large_not_whole_bytes_or_past_the_frame_fails_the_parser() 
     assert_eq!(rejected(&mut sw, &frame(4, &[0; 8])), "ParserInvalidArgument", "4 bits");
     let short = [&frame(32, &[])[..14], &[0x11, 1, 2]].concat();
     assert_eq!(rejected(&mut sw, &short), "PacketTooShort", "32 bits and the tail, 3 bytes left");
+}
+
+#[test]
+fn a_table_action_list_binds_the_parameters_with_a_direction() {
+    // bump's inout parameter is bound to meta.seen in the action list; its data comes from the
+    // entry (the control plane gives only that) or from the default action, written in full.
+    let mut sw = program(
+        "struct headers { eth_t eth; }\nstruct meta_t { bit<16> seen; }",
+        PARSE_ETH,
+        "action bump(inout bit<16> x, bit<16> by) { x = x + by; }\n\
+         table t { key = { hdr.eth.kind : exact; } actions = { bump(meta.seen); } default_action = bump(meta.seen, 1); }\n\
+         apply { meta.seen = 0x100; t.apply(); hdr.eth.kind = meta.seen; sm.egress_port = 2; }",
+        "packet.emit(hdr.eth);",
+    );
+    sw.insert("I.t", vec![Match::Exact(0x0800)], "bump", vec![5], 0).unwrap();
+    let out = sw.process(&frame(0x0800, &[]), 1, 0).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(kind_of(&out[0].frame), 0x105, "the entry's data, added to the bound argument and copied back");
+    let out = sw.process(&frame(0x86dd, &[]), 1, 0).unwrap();
+    assert_eq!(kind_of(&out[0].frame), 0x101, "the default action's data");
 }
 
 /// The kernel back end does not compile these constructs yet: it refuses each program by
