@@ -83,6 +83,12 @@ pub enum Decl {
         name: Name,
         members: Vec<Name>,
     },
+    /// `enum bit<N> name { A = 1, ... }`: a serializable enum, its members values of `ty`.
+    SerEnum {
+        ty: Type,
+        name: Name,
+        members: Vec<(Name, Expr)>,
+    },
     Error {
         members: Vec<Name>,
     },

@@ -91,6 +91,8 @@ impl std::fmt::Display for Ty {
 }
 
 enum TypeDef<'a> {
+    /// A serializable enum: its underlying type, and each member's value.
+    SerEnum(Ty, Vec<(String, u128)>),
     Header(Vec<(String, Ty)>),
     Struct(Vec<(String, Ty)>),
     Union(Vec<(String, Ty)>),
@@ -127,6 +129,8 @@ pub enum Layout {
     Struct(Vec<(String, Ty)>),
     /// A header union's headers.
     Union(Vec<(String, Ty)>),
+    /// A serializable enum (`enum bit<8> E { A = 1 }`): its type, and its members' values.
+    SerEnum(Ty, Vec<(String, u128)>),
     Enum(Vec<String>),
     Alias(Ty),
     /// Externs and block types: what they are is their declaration's.
@@ -142,7 +146,7 @@ impl Checked {
                 Some(Layout::Struct(_)) => Ty::Struct(n.text.clone()),
                 Some(Layout::Union(_)) => Ty::Union(n.text.clone()),
                 Some(Layout::Enum(_)) => Ty::Enum(n.text.clone()),
-                Some(Layout::Alias(t)) => t.clone(),
+                Some(Layout::Alias(t)) | Some(Layout::SerEnum(t, _)) => t.clone(),
                 _ => Ty::Extern(n.text.clone(), args.iter().map(|a| self.resolve(a)).collect()),
             },
             Type::Stack(elem, size) => {
@@ -190,6 +194,7 @@ pub fn check(program: &Program) -> Result<Checked> {
                 TypeDef::Header(f) => Layout::Header(f.clone()),
                 TypeDef::Struct(f) => Layout::Struct(f.clone()),
                 TypeDef::Union(f) => Layout::Union(f.clone()),
+                TypeDef::SerEnum(t, m) => Layout::SerEnum(t.clone(), m.clone()),
                 TypeDef::Enum(m) => Layout::Enum(m.clone()),
                 TypeDef::Alias(t) => Layout::Alias(t.clone()),
                 _ => Layout::Other,
@@ -262,6 +267,24 @@ impl<'a> Checker<'a> {
             Decl::Enum { name, members } => {
                 let members = self.members(members)?;
                 self.declare_type(name, TypeDef::Enum(members))
+            }
+            Decl::SerEnum { ty, name, members } => {
+                let t = self.resolve(ty, &[])?;
+                if !matches!(t, Ty::Bit(_) | Ty::Int(_)) {
+                    return err(name.pos, format!("a serializable enum's type is bit<N> or int<N>, not {t}"));
+                }
+                let mut values: Vec<(String, u128)> = Vec::new();
+                for (m, value) in members {
+                    if values.iter().any(|(n, _)| *n == m.text) {
+                        return err(m.pos, format!("'{}' is declared twice", m.text));
+                    }
+                    self.expect(value, &t, &format!("{}.{}", name.text, m.text))?;
+                    let Some(v) = self.const_value(value) else {
+                        return err(value.pos, format!("{}.{}'s value is a compile-time number", name.text, m.text));
+                    };
+                    values.push((m.text.clone(), v));
+                }
+                self.declare_type(name, TypeDef::SerEnum(t, values))
             }
             Decl::Error { members } => {
                 for m in members {
@@ -462,7 +485,7 @@ impl<'a> Checker<'a> {
                         arity(0)?;
                         Ty::Enum(name.text.clone())
                     }
-                    Some(TypeDef::Alias(t)) => {
+                    Some(TypeDef::Alias(t)) | Some(TypeDef::SerEnum(t, _)) => {
                         arity(0)?;
                         t.clone()
                     }
@@ -511,6 +534,14 @@ impl<'a> Checker<'a> {
             return err(name.pos, format!("'{}' is declared twice here", name.text));
         }
         Ok(())
+    }
+
+    /// The type `e` names, where it is a type's name and no variable's.
+    fn lookup_type(&self, e: &Expr) -> Option<&TypeDef<'a>> {
+        match &e.kind {
+            ExprKind::Name(n) if self.lookup(n).is_none() => self.types.get(n),
+            _ => None,
+        }
     }
 
     fn lookup(&self, name: &str) -> Option<&Var> {
@@ -928,6 +959,10 @@ impl<'a> Checker<'a> {
         match &e.kind {
             ExprKind::Int { value, .. } => Some(*value),
             ExprKind::Name(n) => self.lookup(n).and_then(|v| v.value),
+            ExprKind::Member(base, m) => match (&base.kind, self.lookup_type(base)) {
+                (_, Some(TypeDef::SerEnum(_, members))) => members.iter().find(|(x, _)| *x == m.text).map(|(_, v)| *v),
+                _ => None,
+            },
             ExprKind::Binary(op, a, b) => {
                 let (x, y) = (self.const_value(a)?, self.const_value(b)?);
                 match op {
@@ -1128,6 +1163,13 @@ impl<'a> Checker<'a> {
                 };
             }
             if self.lookup(n).is_none() {
+                if let Some(TypeDef::SerEnum(t, members)) = self.types.get(n) {
+                    return if members.iter().any(|(x, _)| *x == m.text) {
+                        Ok(t.clone())
+                    } else {
+                        err(m.pos, format!("enum {n} has no '{}'", m.text))
+                    };
+                }
                 if let Some(TypeDef::Enum(members)) = self.types.get(n) {
                     return if members.contains(&m.text) {
                         Ok(Ty::Enum(n.clone()))

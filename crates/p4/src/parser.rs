@@ -231,7 +231,20 @@ impl Parser {
             "enum" => {
                 self.bump();
                 if self.is_kw("bit") || self.is_kw("int") {
-                    return Err(Diagnostic::new(pos, outside("enums with an underlying type (enum bit<N>)")));
+                    let ty = self.ty()?;
+                    let name = self.name("the enum's name")?;
+                    self.expect("{")?;
+                    let mut members = Vec::new();
+                    while !self.eat("}") {
+                        self.annotations()?;
+                        let member = self.name("a member name")?;
+                        self.expect("=")?;
+                        members.push((member, self.expr()?));
+                        if !self.eat(",") && !self.is("}") {
+                            return self.err("',' or '}'");
+                        }
+                    }
+                    return Ok(Decl::SerEnum { ty, name, members });
                 }
                 let name = self.name("the enum's name")?;
                 Ok(Decl::Enum { name, members: self.member_list()? })

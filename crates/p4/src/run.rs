@@ -1161,6 +1161,9 @@ impl Switch {
                     if cx.lookup(n).is_none() && matches!(self.code.checked.layouts.get(n), Some(Layout::Enum(_))) {
                         return Ok(Value::Enum(m.text.clone()));
                     }
+                    if let (None, Some(Layout::SerEnum(ty, members))) = (cx.lookup(n), self.code.checked.layouts.get(n)) {
+                        return Ok(ser_enum_member(ty, members, &m.text));
+                    }
                 }
                 match self.eval(cx, inner)? {
                     stack @ Value::Stack { .. } => stack_member(stack, &m.text)?,
@@ -2079,4 +2082,14 @@ fn data_args<'e>(code: &Code, block: &str, r: &'e ActionRef) -> &'e [Expr] {
     let bound = find_action(code, block, &r.name.text).map_or(0, |a| a.params.iter().filter(|p| p.direction.is_some()).count());
     let all = find_action(code, block, &r.name.text).map_or(0, |a| a.params.len());
     if r.args.len() == all { &r.args[bound..] } else { &r.args }
+}
+
+/// A serializable enum's member: its value, of the enum's type.
+fn ser_enum_member(ty: &Ty, members: &[(String, u128)], member: &str) -> Value {
+    let value = members.iter().find(|(n, _)| n == member).map_or(0, |(_, v)| *v);
+    match ty {
+        Ty::Int(w) => Value::Bits { width: *w, signed: true, value: value & mask(*w) },
+        Ty::Bit(w) => Value::bits(*w, value),
+        _ => Value::Number(value as i128),
+    }
 }

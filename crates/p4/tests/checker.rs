@@ -118,6 +118,11 @@ fn bad_programs_get_exact_messages() {
         (ingress("action f(inout bit<8> x, bit<8> y) { x = y; }\ntable t { key = { hdr.h.a : exact; } actions = { f(hdr.h.a, 1); } }", ""), "c.p4:10:50: 'f': a table's action list binds its 1 parameter(s) with a direction, here given 2"),
         (ingress("action f(bit<8> y, inout bit<8> x) { x = y; }\ntable t { key = { hdr.h.a : exact; } actions = { f(hdr.h.a); } }", ""), "c.p4:9:33: 'x': parameters with a direction come before those without (the control plane's)"),
         (ingress("action f(inout bit<8> x, bit<8> y) { x = y; }\ntable t { key = { hdr.h.a : exact; } actions = { f(1); } }", ""), "c.p4:10:52: this cannot be assigned to"),
+        // Serializable enums.
+        ("enum bit<8> E { A = 300 }".into(), "c.p4:2:21: 300 does not fit in bit<8>"),
+        ("enum bit<8> E { A = 1, A = 2 }".into(), "c.p4:2:24: 'A' is declared twice"),
+        ("enum bit<8> E { A = 1 }\naction a() { bit<8> x = E.B; }".into(), "c.p4:3:27: enum E has no 'B'"),
+        ("enum bit<8> E { A = 1 }\naction a() { bit<16> x = E.A; }".into(), "c.p4:3:26: the initial value should be bit<16>, and is bit<8>"),
         // List initialisers.
         ("header h { bit<8> a; bit<8> b; }\naction a(inout h x) { x = {1}; }".into(), "c.p4:3:27: a list of 1 value(s) for header h's 2 field(s)"),
         ("header h { bit<8> a; bit<8> b; }\naction a(inout h x) { x = {1, true}; }".into(), "c.p4:3:31: the value's 'b' should be bit<8>, and is bool"),

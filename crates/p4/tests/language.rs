@@ -264,6 +264,25 @@ fn a_table_action_list_binds_the_parameters_with_a_direction() {
     assert_eq!(kind_of(&out[0].frame), 0x101, "the default action's data");
 }
 
+#[test]
+fn a_serializable_enum_s_members_are_values_of_its_type() {
+    let mut sw = program(
+        &format!("{ETH_ONLY}\nenum bit<16> EtherType {{ IPV4 = 0x0800, IPV6 = 0x86dd }}"),
+        "state start { packet.extract(hdr.eth); transition select(hdr.eth.kind) { EtherType.IPV4: v4; default: accept; } }\n\
+         state v4 { transition accept; }",
+        "apply {\n\
+           EtherType next = EtherType.IPV6;\n\
+           if (hdr.eth.kind == EtherType.IPV4) { hdr.eth.kind = next; sm.egress_port = 2; }\n\
+           else { sm.egress_port = (PortId_t) (EtherType.IPV4 >> 8) - 5; }\n\
+         }",
+        "packet.emit(hdr.eth);",
+    );
+    let out = sw.process(&frame(0x0800, &[]), 1, 0).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!((out[0].port, kind_of(&out[0].frame)), (2, 0x86dd));
+    let out = sw.process(&frame(0x1234, &[]), 1, 0).unwrap();
+    assert_eq!((out[0].port, kind_of(&out[0].frame)), (3, 0x1234), "0x0800 >> 8, less 5");
+}
+
 /// The kernel back end does not compile these constructs yet: it refuses each program by
 /// name, and the program then runs in userspace, on the software target above.
 #[test]
