@@ -28,6 +28,8 @@ pub enum Type {
     DontCare,
     /// `string`: only a compile-time constant, as in `log_msg("...")`.
     Str,
+    /// `tuple<T, U>`: values of these types in order, written as a list `{t, u}`.
+    Tuple(Vec<Type>),
     /// `varbit<N>`: a header field of up to N bits, its length set when it is extracted.
     Varbit(u32),
     /// `T[n]`: a header stack, `n` a compile-time number.

@@ -45,8 +45,8 @@ pub enum Ty {
     /// What `t.apply()` gives: `.hit`, `.miss`, `.action_run`.
     Applied(String),
     ActionRun(String),
-    /// A list expression `{a, b}` given where a generic extern takes any type (the data of
-    /// v1model's `hash` and checksums): its elements' types.
+    /// A tuple, `tuple<T, U>`: also the type of a list expression `{a, b}` given where a
+    /// generic extern takes any type (the data of v1model's `hash` and checksums).
     List(Vec<Ty>),
     /// A header stack `T[n]`: its element type and size.
     Stack(Box<Ty>, u32),
@@ -79,7 +79,7 @@ impl std::fmt::Display for Ty {
             Ty::Var(n) => write!(f, "{n}"),
             Ty::Block(n) => write!(f, "{n}"),
             Ty::List(items) => {
-                write!(f, "a list {{{}}}", items.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "))
+                write!(f, "tuple<{}>", items.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "))
             }
             Ty::Table(n) => write!(f, "table {n}"),
             Ty::Applied(n) => write!(f, "{n}.apply()"),
@@ -149,6 +149,7 @@ impl Checked {
                 Some(Layout::Alias(t)) | Some(Layout::SerEnum(t, _)) => t.clone(),
                 _ => Ty::Extern(n.text.clone(), args.iter().map(|a| self.resolve(a)).collect()),
             },
+            Type::Tuple(items) => Ty::List(items.iter().map(|t| self.resolve(t)).collect()),
             Type::Stack(elem, size) => {
                 let n = match &size.kind {
                     ExprKind::Int { value, .. } => *value,
@@ -172,7 +173,7 @@ fn builtin(t: &Type) -> Ty {
         Type::Error => Ty::Error,
         Type::Str => Ty::Str,
         Type::Varbit(n) => Ty::Varbit(*n),
-        Type::DontCare | Type::Named(..) | Type::Stack(..) => Ty::Var("_".into()),
+        Type::DontCare | Type::Named(..) | Type::Stack(..) | Type::Tuple(_) => Ty::Var("_".into()),
     }
 }
 
@@ -436,6 +437,7 @@ impl<'a> Checker<'a> {
                         | Ty::Enum(_)
                         | Ty::Stack(..)
                         | Ty::Union(_)
+                        | Ty::List(_)
                 )
             {
                 return err(f.name.pos, format!("a struct cannot hold {ty} ('{}')", f.name.text));
@@ -500,6 +502,7 @@ impl<'a> Checker<'a> {
                     None => return err(name.pos, format!("no type named '{}'", name.text)),
                 }
             }
+            Type::Tuple(items) => Ty::List(items.iter().map(|t| self.resolve(t, vars)).collect::<Result<_>>()?),
             Type::Stack(elem, size) => {
                 let elem = self.resolve(elem, vars)?;
                 if !matches!(elem, Ty::Header(_) | Ty::Union(_)) {
@@ -934,6 +937,16 @@ impl<'a> Checker<'a> {
             }
             return Ok(());
         }
+        if let (ExprKind::List(items), Ty::List(tys)) = (&e.kind, want) {
+            // A tuple's value: its elements in order.
+            if items.len() != tys.len() {
+                return err(e.pos, format!("a list of {} value(s) for {want}", items.len()));
+            }
+            for (i, (item, ty)) in items.iter().zip(tys).enumerate() {
+                self.expect(item, ty, &format!("{what}'s element {i}"))?;
+            }
+            return Ok(());
+        }
         if matches!(e.kind, ExprKind::List(_)) && !matches!(want, Ty::Var(_)) {
             return err(e.pos, format!("a list {{...}} initialises a struct or a header; {what} is {want}"));
         }
@@ -1015,6 +1028,13 @@ impl<'a> Checker<'a> {
             ExprKind::Member(inner, m) => self.member(inner, m),
             ExprKind::Index(base, index) => {
                 let ty = self.expr(base)?;
+                if let Ty::List(items) = &ty {
+                    return match self.const_value(index) {
+                        Some(i) if (i as usize) < items.len() => Ok(items[i as usize].clone()),
+                        Some(i) => err(index.pos, format!("index {i} is past {ty}")),
+                        None => err(index.pos, "a tuple's index is a compile-time number"),
+                    };
+                }
                 let Ty::Stack(elem, size) = ty else {
                     return err(base.pos, format!("[...] indexes a header stack, and this is {ty}"));
                 };

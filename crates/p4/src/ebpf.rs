@@ -387,6 +387,7 @@ impl<'a> Gen<'a> {
             Ty::Struct(n) => format!("struct p4s_{}", ident(n)),
             Ty::Stack(elem, n) => return Err(no(format!("the header stack {elem}[{n}]"))),
             Ty::Union(n) => return Err(no(format!("the header union {n}"))),
+            Ty::List(_) => return Err(no(format!("the tuple {ty}"))),
             other => return Err(no(format!("a value of type {other:?}"))),
         })
     }

@@ -863,7 +863,15 @@ impl Parser {
                 self.expect(">")?;
                 Type::Varbit(n)
             }
-            "tuple" => return Err(Diagnostic::new(pos, outside("tuples"))),
+            "tuple" => {
+                self.expect("<")?;
+                let mut items = vec![self.ty()?];
+                while self.eat(",") {
+                    items.push(self.ty()?);
+                }
+                self.expect(">")?;
+                Type::Tuple(items)
+            }
             "string" => Type::Str,
             w if KEYWORDS.contains(&w) => {
                 self.i -= 1;

@@ -158,6 +158,9 @@ impl Value {
             }
             (Value::List(items), Value::Header { fields, .. }) => Value::Header { valid: true, fields: list_into(fields, items) },
             (Value::List(items), Value::Struct(fields)) => Value::Struct(list_into(fields, items)),
+            (Value::List(items), Value::List(likes)) => {
+                Value::List(items.into_iter().zip(likes).map(|(v, like)| v.sized_as(like)).collect())
+            }
             (v, _) => v,
         }
     }
@@ -533,6 +536,7 @@ impl Switch {
             },
             Ty::Stack(elem, n) => Value::Stack { next: 0, elems: vec![self.default_of(elem); *n as usize] },
             Ty::Varbit(max) => Value::Varbit { max: *max, len: 0, bytes: Vec::new() },
+            Ty::List(items) => Value::List(items.iter().map(|t| self.default_of(t)).collect()),
             Ty::Union(n) => match layouts.get(n) {
                 Some(Layout::Union(f)) => {
                     Value::Union(f.iter().map(|(n, t)| (Name::from(n.as_str()), self.default_of(t))).collect())
@@ -1920,7 +1924,9 @@ fn walk<'v>(cx: &'v mut Cx<'_>, root: &str, path: &[Step]) -> Run<&'v mut Value>
                 elems.get_mut(i).ok_or_else(out_of_bounds)?
             }
             (Step::Field(f), v) => v.field_mut(f).ok_or_else(|| Stop::Unsupported(format!("field {f}")))?,
-            (Step::Index(i), Value::Stack { elems, .. }) => elems.get_mut(*i).ok_or_else(out_of_bounds)?,
+            (Step::Index(i), Value::Stack { elems, .. } | Value::List(elems)) => {
+                elems.get_mut(*i).ok_or_else(out_of_bounds)?
+            }
             (Step::Index(_) | Step::Slice(..), _) => return Err(Stop::Unsupported("this assignment".into())),
         };
     }
@@ -1929,7 +1935,10 @@ fn walk<'v>(cx: &'v mut Cx<'_>, root: &str, path: &[Step]) -> Run<&'v mut Value>
 
 /// `stack[i]`, read.
 fn stack_elem(stack: Value, i: usize) -> Run<Value> {
-    let Value::Stack { elems, .. } = stack else { return Err(Stop::Unsupported("indexing this value".into())) };
+    let elems = match stack {
+        Value::Stack { elems, .. } | Value::List(elems) => elems,
+        _ => return Err(Stop::Unsupported("indexing this value".into())),
+    };
     elems.get(i).cloned().ok_or_else(|| Stop::Reject("StackOutOfBounds".into()))
 }
 

@@ -123,6 +123,11 @@ fn bad_programs_get_exact_messages() {
         ("enum bit<8> E { A = 1, A = 2 }".into(), "c.p4:2:24: 'A' is declared twice"),
         ("enum bit<8> E { A = 1 }\naction a() { bit<8> x = E.B; }".into(), "c.p4:3:27: enum E has no 'B'"),
         ("enum bit<8> E { A = 1 }\naction a() { bit<16> x = E.A; }".into(), "c.p4:3:26: the initial value should be bit<16>, and is bit<8>"),
+        // Tuples.
+        ("action a() { tuple<bit<8>, bool> t = { 1 }; }".into(), "c.p4:2:38: a list of 1 value(s) for tuple<bit<8>, bool>"),
+        ("action a() { tuple<bit<8>, bool> t = { 1, 2 }; }".into(), "c.p4:2:43: the initial value's element 1 should be bool, and is a number"),
+        ("action a(bit<8> i) { tuple<bit<8>, bool> t = { 1, true }; bit<8> x = t[i]; }".into(), "c.p4:2:72: a tuple's index is a compile-time number"),
+        ("action a() { tuple<bit<8>, bool> t = { 1, true }; bit<8> x = t[2]; }".into(), "c.p4:2:64: index 2 is past tuple<bit<8>, bool>"),
         // List initialisers.
         ("header h { bit<8> a; bit<8> b; }\naction a(inout h x) { x = {1}; }".into(), "c.p4:3:27: a list of 1 value(s) for header h's 2 field(s)"),
         ("header h { bit<8> a; bit<8> b; }\naction a(inout h x) { x = {1, true}; }".into(), "c.p4:3:31: the value's 'b' should be bit<8>, and is bool"),

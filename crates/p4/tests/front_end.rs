@@ -58,6 +58,7 @@ fn bad_programs_get_exact_messages() {
     let cases: &[(&str, &str)] = &[
         ("header h { bit<8> a }", "p.p4:1:21: expected ';', found '}'"),
         ("header h { bit<0> a; }", "p.p4:1:16: a width between 1 and 128 bits"),
+        ("typedef tuple<bit<8>, > t;", "p.p4:1:23: expected a type, found '>'"),
         ("header h { bit<8> a; varbit<0> o; }", "p.p4:1:29: a varbit's width is 1 to 4096 bits"),
         ("header_union u { h a }", "p.p4:1:22: expected ';', found '}'"),
         ("struct s { h[4 stack; }", "p.p4:1:16: expected ']', found 'stack'"),

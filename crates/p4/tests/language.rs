@@ -283,6 +283,23 @@ fn a_serializable_enum_s_members_are_values_of_its_type() {
     assert_eq!((out[0].port, kind_of(&out[0].frame)), (3, 0x1234), "0x0800 >> 8, less 5");
 }
 
+#[test]
+fn a_tuple_holds_its_elements_in_order_and_indexes_them() {
+    let mut sw = program(
+        &format!("{ETH_ONLY}\ntypedef tuple<bit<16>, bit<8>> pair_t;"),
+        PARSE_ETH,
+        "apply {\n\
+           pair_t t = { hdr.eth.kind, 3 };\n\
+           t[1] = t[1] - 1;\n\
+           hdr.eth.kind = t[0] + 1;\n\
+           sm.egress_port = (PortId_t) t[1];\n\
+         }",
+        "packet.emit(hdr.eth);",
+    );
+    let out = sw.process(&frame(0x0800, &[]), 1, 0).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!((out[0].port, kind_of(&out[0].frame)), (2, 0x0801));
+}
+
 /// The kernel back end does not compile these constructs yet: it refuses each program by
 /// name, and the program then runs in userspace, on the software target above.
 #[test]
@@ -322,6 +339,10 @@ fn the_kernel_back_end_refuses_each_construct_by_name() {
                 eth,
             ),
             "the header union u_t does not fit the kernel back end (docs/p4.md); the program runs in userspace",
+        ),
+        (
+            with(ETH_ONLY, PARSE_ETH, "apply { tuple<bit<8>, bit<8>> t; hdr.eth.kind = (bit<16>) t[0]; }", eth),
+            "the tuple tuple<bit<8>, bit<8>> does not fit the kernel back end (docs/p4.md); the program runs in userspace",
         ),
         (
             with(

@@ -141,6 +141,7 @@ impl Lowering {
             Type::Str => ir::Ty::Opaque("string".into()),
             Type::Stack(..) => return Err(Diagnostic::new(pos, "the mid end has no type for header stacks yet")),
             Type::Varbit(_) => return Err(Diagnostic::new(pos, "the mid end has no type for varbit yet")),
+            Type::Tuple(_) => return Err(Diagnostic::new(pos, "the mid end has no type for tuples yet")),
         })
     }
 
