@@ -28,6 +28,8 @@ pub enum Type {
     DontCare,
     /// `string`: only a compile-time constant, as in `log_msg("...")`.
     Str,
+    /// `int` without a width: an integer of any size, for compile-time constants.
+    Integer,
     /// `tuple<T, U>`: values of these types in order, written as a list `{t, u}`.
     Tuple(Vec<Type>),
     /// `varbit<N>`: a header field of up to N bits, its length set when it is extracted.

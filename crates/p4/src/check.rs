@@ -173,6 +173,7 @@ fn builtin(t: &Type) -> Ty {
         Type::Error => Ty::Error,
         Type::Str => Ty::Str,
         Type::Varbit(n) => Ty::Varbit(*n),
+        Type::Integer => Ty::Number,
         Type::DontCare | Type::Named(..) | Type::Stack(..) | Type::Tuple(_) => Ty::Var("_".into()),
     }
 }
@@ -1410,6 +1411,10 @@ impl<'a> Checker<'a> {
                     }
                 }
                 bind.insert(v.clone(), Ty::List(tys));
+                continue;
+            }
+            if !writes && !matches!(want, Ty::Var(_)) {
+                self.expect(a, &want, &format!("'{what}''s '{}'", p.name.text))?;
                 continue;
             }
             let got = if writes { self.lvalue(a)? } else { self.expr(a)? };

@@ -747,6 +747,10 @@ impl Parser {
         match self.peek() {
             Tok::Ident(s) if ["bit", "int", "bool", "varbit", "tuple"].contains(&s.as_str()) => true,
             Tok::Ident(s) if KEYWORDS.contains(&s.as_str()) => false,
+            // `T[n] name;`: a header stack.
+            Tok::Ident(_) if matches!(self.peek_at(1), Tok::Punct("[")) => {
+                matches!((self.peek_at(3), self.peek_at(4)), (Tok::Punct("]"), Tok::Ident(_)))
+            }
             Tok::Ident(_) => matches!(self.peek_at(1), Tok::Ident(_) | Tok::Punct("<")),
             _ => false,
         }
@@ -807,7 +811,7 @@ impl Parser {
             return Err(Diagnostic::new(pos, "tables and actions are declared before the apply block"));
         }
         if self.starts_declaration() {
-            let ty = self.ty()?;
+            let ty = self.ty_or_stack()?;
             let name = self.name("a name for the variable")?;
             let init = if self.eat("=") { Some(self.expr()?) } else { None };
             self.expect(";")?;
@@ -817,6 +821,21 @@ impl Parser {
         if self.eat("=") {
             let value = self.expr()?;
             self.expect(";")?;
+            return Ok(Stmt::Assign { target, value });
+        }
+        // `a op= b`: `a = a op b`.
+        let compound = if self.shr_assignment() {
+            Some((BinOp::Shr, 1))
+        } else {
+            self.binop().filter(|(_, _, n)| self.compound_assignment(*n)).map(|(op, _, n)| (op, n))
+        };
+        if let Some((op, n)) = compound {
+            for _ in 0..=n {
+                self.bump();
+            }
+            let rhs = self.expr()?;
+            self.expect(";")?;
+            let value = Expr { kind: ExprKind::Binary(op, Box::new(target.clone()), Box::new(rhs)), pos: target.pos };
             return Ok(Stmt::Assign { target, value });
         }
         if !matches!(target.kind, ExprKind::Call { .. }) {
@@ -848,6 +867,7 @@ impl Parser {
         };
         Ok(match word.as_str() {
             "bit" => Type::Bit(width(self, Some(1))?),
+            "int" if !self.is("<") => Type::Integer,
             "int" => Type::Int(width(self, None)?),
             "bool" => Type::Bool,
             "void" => Type::Void,
@@ -947,7 +967,7 @@ impl Parser {
         let mut lhs = self.unary()?;
         loop {
             let Some((op, level, n)) = self.binop() else { break };
-            if level <= min {
+            if level <= min || self.compound_assignment(n) || self.shr_assignment() {
                 break;
             }
             for _ in 0..n {
@@ -958,6 +978,19 @@ impl Parser {
             lhs = Expr { kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)), pos };
         }
         Ok(lhs)
+    }
+
+    /// Whether the operator of `n` tokens here is followed, adjacent, by `=`: `a += b`.
+    fn compound_assignment(&self, n: usize) -> bool {
+        let (Some(last), Some(eq)) = (self.t.get(self.i + n - 1), self.t.get(self.i + n)) else { return false };
+        let Tok::Punct(p) = last.tok else { return false };
+        eq.tok == Tok::Punct("=") && eq.pos == Pos { col: last.pos.col + p.len() as u32, ..last.pos }
+    }
+
+    /// `>>=`, which the lexer reads as `>` and `>=` (`>>` is two `>`, for type arguments).
+    fn shr_assignment(&self) -> bool {
+        let (a, b) = (self.t[self.i].pos, self.t.get(self.i + 1).map(|t| t.pos));
+        self.is(">") && matches!(self.peek_at(1), Tok::Punct(">=")) && b == Some(Pos { col: a.col + 1, ..a })
     }
 
     fn unary(&mut self) -> Result<Expr> {

@@ -312,3 +312,23 @@ fn functions_and_header_stacks_parse() {
         f.body[1]
     );
 }
+
+/// `a op= b` is `a = a op b`; `<=` stays a comparison.
+#[test]
+fn compound_assignment_assigns_the_operation() {
+    use p4::ast::{BinOp, ExprKind};
+    let program = p4::parse("p.p4", "action a() { x += 1; x >>= 2; x |+|= y; z = x <= y; }").unwrap();
+    let Decl::Action(a) = &program.decls[0] else { panic!() };
+    let ops: Vec<BinOp> = a
+        .body
+        .iter()
+        .map(|s| match s {
+            Stmt::Assign { target, value } => match &value.kind {
+                ExprKind::Binary(op, lhs, _) if *op == BinOp::Le || **lhs == *target => *op,
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(ops, [BinOp::Add, BinOp::Shr, BinOp::AddSat, BinOp::Le]);
+}

@@ -300,6 +300,32 @@ fn a_tuple_holds_its_elements_in_order_and_indexes_them() {
     assert_eq!((out[0].port, kind_of(&out[0].frame)), (2, 0x0801));
 }
 
+#[test]
+fn compound_assignment_local_stacks_int_constants_and_list_arguments_run() {
+    let mut sw = program(
+        &format!(
+            "{ETH_ONLY}\nheader tag_t {{ bit<16> tci; }}\nstruct pair_t {{ bit<16> a; bit<16> b; }}\n\
+             const int BASE = 0x100;\n\
+             bit<16> sum(in pair_t p) {{ return p.a + p.b; }}"
+        ),
+        PARSE_ETH,
+        "apply {\n\
+           hdr.eth.kind += BASE;\n\
+           hdr.eth.kind <<= 1;\n\
+           hdr.eth.kind -= 2;\n\
+           tag_t[2] local;\n\
+           local[1].setValid();\n\
+           local[1].tci = sum({ 16w0x30, 4 });\n\
+           hdr.eth.src[15:0] = local[1].tci;\n\
+           sm.egress_port = 2;\n\
+         }",
+        "packet.emit(hdr.eth);",
+    );
+    let out = sw.process(&frame(0x0005, &[]), 1, 0).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(kind_of(&out[0].frame), ((0x0005 + 0x100) << 1) - 2);
+    assert_eq!(&out[0].frame[10..12], &[0, 0x34], "a list given for a struct parameter");
+}
+
 /// The kernel back end does not compile these constructs yet: it refuses each program by
 /// name, and the program then runs in userspace, on the software target above.
 #[test]

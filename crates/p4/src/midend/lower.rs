@@ -142,6 +142,7 @@ impl Lowering {
             Type::Stack(..) => return Err(Diagnostic::new(pos, "the mid end has no type for header stacks yet")),
             Type::Varbit(_) => return Err(Diagnostic::new(pos, "the mid end has no type for varbit yet")),
             Type::Tuple(_) => return Err(Diagnostic::new(pos, "the mid end has no type for tuples yet")),
+            Type::Integer => return Err(Diagnostic::new(pos, "the mid end has no type for int without a width yet")),
         })
     }
 
