@@ -1460,6 +1460,10 @@ impl Switch {
                 Ok(Value::Void)
             }
             "length" => Ok(Value::bits(32, cx.data.len() as u128)),
+            "lookahead" if matches!(type_args.first().map(|t| self.code.checked.resolve(t)), Some(Ty::Header(_))) => {
+                let ty = self.code.checked.resolve(&type_args[0]);
+                lookahead_header(cx, self.default_of(&ty))
+            }
             "lookahead" => {
                 let w = match type_args.first().map(|t| self.code.checked.resolve(t)) {
                     Some(Ty::Bit(w)) => w,
@@ -2101,4 +2105,23 @@ fn ser_enum_member(ty: &Ty, members: &[(String, u128)], member: &str) -> Value {
         Ty::Bit(w) => Value::bits(*w, value),
         _ => Value::Number(value as i128),
     }
+}
+
+/// `lookahead<H>()` of a header: `H` filled from the frame at the cursor and valid, the cursor
+/// left where it was; a frame too short is error.PacketTooShort.
+fn lookahead_header(cx: &Cx, mut header: Value) -> Run<Value> {
+    let Value::Header { valid, fields } = &mut header else { return Err(Stop::Unsupported("lookahead".into())) };
+    let bits: usize = fields.iter().map(|(_, v)| if let Value::Bits { width, .. } = v { *width as usize } else { 0 }).sum();
+    if cx.cursor + bits > cx.data.len() * 8 {
+        return Err(Stop::Reject("PacketTooShort".into()));
+    }
+    let mut at = cx.cursor;
+    for (_, v) in fields.iter_mut() {
+        if let Value::Bits { width, value, .. } = v {
+            *value = read_bits(cx.data, at, *width);
+            at += *width as usize;
+        }
+    }
+    *valid = true;
+    Ok(header)
 }

@@ -326,6 +326,31 @@ fn compound_assignment_local_stacks_int_constants_and_list_arguments_run() {
     assert_eq!(&out[0].frame[10..12], &[0, 0x34], "a list given for a struct parameter");
 }
 
+#[test]
+fn lookahead_of_a_header_reads_it_without_moving_on() {
+    // The first byte after Ethernet says how long the next header is; lookahead reads it as a
+    // header, and extract then reads the same bytes.
+    let mut sw = program(
+        "header len_t { bit<4> unused; bit<4> words; }\nheader opts_t { bit<8> first; varbit<64> rest; }\n\
+         struct headers { eth_t eth; opts_t opts; }\nstruct meta_t { bit<8> unused; }",
+        "state start {\n\
+           packet.extract(hdr.eth);\n\
+           packet.extract(hdr.opts, (bit<32>) packet.lookahead<len_t>().words * 8);\n\
+           transition accept;\n\
+         }",
+        "apply { hdr.eth.kind = (bit<16>) hdr.opts.first; sm.egress_port = 2; }",
+        "packet.emit(hdr);",
+    );
+    let out = sw.process(&frame(0x1234, &[0x03, 0xa1, 0xa2, 0xee]), 1, 0).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(kind_of(&out[0].frame), 0x0003, "the looked-at byte is extracted after");
+    assert_eq!(&out[0].frame[14..18], &[0x03, 0xa1, 0xa2, 0xee], "the header as read, and the payload");
+    // The size came from the looked-at header's low nibble: 9 words are more than varbit<64>.
+    assert_eq!(sw.process(&frame(0x1234, &[0x09, 0xa1]), 1, 0), Err(Dropped::Parser("HeaderTooShort".into())));
+    assert!(sw.process(&frame(0x1234, &[0xf1, 0xa1]), 1, 0).is_ok(), "the high nibble is another field");
+    let short = [&frame(0x1234, &[])[..14]].concat();
+    assert_eq!(sw.process(&short, 1, 0), Err(Dropped::Parser("PacketTooShort".into())));
+}
+
 /// The kernel back end does not compile these constructs yet: it refuses each program by
 /// name, and the program then runs in userspace, on the software target above.
 #[test]
