@@ -19,6 +19,10 @@ extern packet_in {
     /* Fills a header from the frame and marks it valid; a frame too short fails the parser
      * with error.PacketTooShort. */
     void extract<T>(out T hdr);
+    /* Fills a header with a varbit field, that field taking the next sizeInBits bits:
+     * error.HeaderTooShort where they are more than its varbit holds, and
+     * error.ParserInvalidArgument where they are not whole bytes (as BMv2). */
+    void extract<T>(out T hdr, in bit<32> sizeInBits);
     T lookahead<T>();
     void advance(in bit<32> sizeInBits);
     bit<32> length();

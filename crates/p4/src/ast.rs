@@ -28,6 +28,14 @@ pub enum Type {
     DontCare,
     /// `string`: only a compile-time constant, as in `log_msg("...")`.
     Str,
+    /// `int` without a width: an integer of any size, for compile-time constants.
+    Integer,
+    /// `tuple<T, U>`: values of these types in order, written as a list `{t, u}`.
+    Tuple(Vec<Type>),
+    /// `varbit<N>`: a header field of up to N bits, its length set when it is extracted.
+    Varbit(u32),
+    /// `T[n]`: a header stack, `n` a compile-time number.
+    Stack(Box<Type>, Box<Expr>),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,9 +78,20 @@ pub enum Decl {
         name: Name,
         fields: Vec<Field>,
     },
+    /// `header_union`: headers of which at most one is valid at a time.
+    HeaderUnion {
+        name: Name,
+        fields: Vec<Field>,
+    },
     Enum {
         name: Name,
         members: Vec<Name>,
+    },
+    /// `enum bit<N> name { A = 1, ... }`: a serializable enum, its members values of `ty`.
+    SerEnum {
+        ty: Type,
+        name: Name,
+        members: Vec<(Name, Expr)>,
     },
     Error {
         members: Vec<Name>,
@@ -108,6 +127,18 @@ pub enum Decl {
     },
     Action(Action),
     Instance(Instance),
+    /// `T name<U>(params) { body }`: a function, called with copy-in and copy-out as an
+    /// action is, returning a value of `ret` (or nothing, for `void`).
+    Function(Function),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Function {
+    pub ret: Type,
+    pub name: Name,
+    pub type_params: Vec<Name>,
+    pub params: Vec<Param>,
+    pub body: Vec<Stmt>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -276,6 +307,8 @@ pub enum Stmt {
         value: Expr,
     },
     Return(Pos),
+    /// `return value;`: a function's result.
+    ReturnValue(Expr, Pos),
     Exit(Pos),
     Empty,
 }
@@ -308,6 +341,9 @@ pub enum BinOp {
     AddSat,
     SubSat,
     Mul,
+    /// `/` and `%`: on compile-time numbers only (the checker's rule), as P4-16 defines them.
+    Div,
+    Mod,
 }
 
 #[derive(Clone, Debug, PartialEq)]

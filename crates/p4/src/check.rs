@@ -7,7 +7,7 @@
 //! controls, a stack of scopes. Numbers without a width take the width of what they meet, as in
 //! P4; everything else must agree exactly, or be cast.
 //!
-//! About 1 300 lines, one concern: the language's typing rules for every construct of the subset
+//! About 1 500 lines, one concern: the language's typing rules for every construct of the subset
 //! are one piece, and each rule's error message is written where the rule is. Splitting them
 //! (declarations, statements, expressions) would split the one scope stack they share.
 
@@ -31,6 +31,8 @@ pub enum Ty {
     Str,
     Header(String),
     Struct(String),
+    /// A header union: headers of which at most one is valid.
+    Union(String),
     Enum(String),
     Extern(String, Vec<Ty>),
     /// A parser, control or package type of the architecture, with its type arguments.
@@ -43,9 +45,13 @@ pub enum Ty {
     /// What `t.apply()` gives: `.hit`, `.miss`, `.action_run`.
     Applied(String),
     ActionRun(String),
-    /// A list expression `{a, b}` given where a generic extern takes any type (the data of
-    /// v1model's `hash` and checksums): its elements' types.
+    /// A tuple, `tuple<T, U>`: also the type of a list expression `{a, b}` given where a
+    /// generic extern takes any type (the data of v1model's `hash` and checksums).
     List(Vec<Ty>),
+    /// A header stack `T[n]`: its element type and size.
+    Stack(Box<Ty>, u32),
+    /// `varbit<N>`: a header field of up to N bits.
+    Varbit(u32),
 }
 
 impl std::fmt::Display for Ty {
@@ -67,23 +73,29 @@ impl std::fmt::Display for Ty {
             Ty::Str => write!(f, "a string"),
             Ty::Header(n) => write!(f, "header {n}"),
             Ty::Struct(n) => write!(f, "struct {n}"),
+            Ty::Union(n) => write!(f, "header_union {n}"),
             Ty::Enum(n) => write!(f, "enum {n}"),
             Ty::Extern(n, a) | Ty::BlockType(n, a) => write!(f, "{n}{}", args(a)),
             Ty::Var(n) => write!(f, "{n}"),
             Ty::Block(n) => write!(f, "{n}"),
             Ty::List(items) => {
-                write!(f, "a list {{{}}}", items.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "))
+                write!(f, "tuple<{}>", items.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "))
             }
             Ty::Table(n) => write!(f, "table {n}"),
             Ty::Applied(n) => write!(f, "{n}.apply()"),
             Ty::ActionRun(n) => write!(f, "{n}.apply().action_run"),
+            Ty::Stack(t, n) => write!(f, "{t}[{n}]"),
+            Ty::Varbit(n) => write!(f, "varbit<{n}>"),
         }
     }
 }
 
 enum TypeDef<'a> {
+    /// A serializable enum: its underlying type, and each member's value.
+    SerEnum(Ty, Vec<(String, u128)>),
     Header(Vec<(String, Ty)>),
     Struct(Vec<(String, Ty)>),
+    Union(Vec<(String, Ty)>),
     Enum(Vec<String>),
     Alias(Ty),
     Extern { type_params: &'a [Name], methods: &'a [Method] },
@@ -106,6 +118,8 @@ pub struct Checked {
     pub blocks: Vec<String>,
     /// Every named type the program and its architecture declare, resolved.
     pub layouts: HashMap<String, Layout>,
+    /// The top-level constants that are numbers, by name: what a stack's size may name.
+    pub numbers: HashMap<String, u128>,
 }
 
 /// A named type, resolved.
@@ -113,6 +127,10 @@ pub struct Checked {
 pub enum Layout {
     Header(Vec<(String, Ty)>),
     Struct(Vec<(String, Ty)>),
+    /// A header union's headers.
+    Union(Vec<(String, Ty)>),
+    /// A serializable enum (`enum bit<8> E { A = 1 }`): its type, and its members' values.
+    SerEnum(Ty, Vec<(String, u128)>),
     Enum(Vec<String>),
     Alias(Ty),
     /// Externs and block types: what they are is their declaration's.
@@ -126,10 +144,20 @@ impl Checked {
             Type::Named(n, args) => match self.layouts.get(&n.text) {
                 Some(Layout::Header(_)) => Ty::Header(n.text.clone()),
                 Some(Layout::Struct(_)) => Ty::Struct(n.text.clone()),
+                Some(Layout::Union(_)) => Ty::Union(n.text.clone()),
                 Some(Layout::Enum(_)) => Ty::Enum(n.text.clone()),
-                Some(Layout::Alias(t)) => t.clone(),
+                Some(Layout::Alias(t)) | Some(Layout::SerEnum(t, _)) => t.clone(),
                 _ => Ty::Extern(n.text.clone(), args.iter().map(|a| self.resolve(a)).collect()),
             },
+            Type::Tuple(items) => Ty::List(items.iter().map(|t| self.resolve(t)).collect()),
+            Type::Stack(elem, size) => {
+                let n = match &size.kind {
+                    ExprKind::Int { value, .. } => *value,
+                    ExprKind::Name(n) => self.numbers.get(n).copied().unwrap_or(0),
+                    _ => 0,
+                };
+                Ty::Stack(Box::new(self.resolve(elem)), n as u32)
+            }
             other => builtin(other),
         }
     }
@@ -144,7 +172,9 @@ fn builtin(t: &Type) -> Ty {
         Type::Void => Ty::Void,
         Type::Error => Ty::Error,
         Type::Str => Ty::Str,
-        Type::DontCare | Type::Named(..) => Ty::Var("_".into()),
+        Type::Varbit(n) => Ty::Varbit(*n),
+        Type::Integer => Ty::Number,
+        Type::DontCare | Type::Named(..) | Type::Stack(..) | Type::Tuple(_) => Ty::Var("_".into()),
     }
 }
 
@@ -165,6 +195,8 @@ pub fn check(program: &Program) -> Result<Checked> {
             let layout = match def {
                 TypeDef::Header(f) => Layout::Header(f.clone()),
                 TypeDef::Struct(f) => Layout::Struct(f.clone()),
+                TypeDef::Union(f) => Layout::Union(f.clone()),
+                TypeDef::SerEnum(t, m) => Layout::SerEnum(t.clone(), m.clone()),
                 TypeDef::Enum(m) => Layout::Enum(m.clone()),
                 TypeDef::Alias(t) => Layout::Alias(t.clone()),
                 _ => Layout::Other,
@@ -172,6 +204,7 @@ pub fn check(program: &Program) -> Result<Checked> {
             (name.clone(), layout)
         })
         .collect();
+    checked.numbers = c.globals.iter().filter_map(|(n, v)| Some((n.clone(), v.value?))).collect();
     Ok(checked)
 }
 
@@ -190,6 +223,11 @@ struct Checker<'a> {
     tables: HashMap<String, &'a Table>,
     in_parser: bool,
     in_action: bool,
+    /// The program's own functions, by name.
+    own_functions: HashMap<String, &'a Function>,
+    /// In a function's body: the type it returns, and its name.
+    returns: Option<Ty>,
+    function: Option<&'a str>,
 }
 
 impl<'a> Checker<'a> {
@@ -219,9 +257,36 @@ impl<'a> Checker<'a> {
                 let fields = self.fields(fields, false)?;
                 self.declare_type(name, TypeDef::Struct(fields))
             }
+            Decl::HeaderUnion { name, fields } => {
+                let members = self.fields(fields, false)?;
+                if let Some(((m, t), at)) =
+                    members.iter().zip(fields_of(fields)).find(|((_, t), _)| !matches!(t, Ty::Header(_)))
+                {
+                    return err(at, format!("a header union holds headers; '{m}' is {t}"));
+                }
+                self.declare_type(name, TypeDef::Union(members))
+            }
             Decl::Enum { name, members } => {
                 let members = self.members(members)?;
                 self.declare_type(name, TypeDef::Enum(members))
+            }
+            Decl::SerEnum { ty, name, members } => {
+                let t = self.resolve(ty, &[])?;
+                if !matches!(t, Ty::Bit(_) | Ty::Int(_)) {
+                    return err(name.pos, format!("a serializable enum's type is bit<N> or int<N>, not {t}"));
+                }
+                let mut values: Vec<(String, u128)> = Vec::new();
+                for (m, value) in members {
+                    if values.iter().any(|(n, _)| *n == m.text) {
+                        return err(m.pos, format!("'{}' is declared twice", m.text));
+                    }
+                    self.expect(value, &t, &format!("{}.{}", name.text, m.text))?;
+                    let Some(v) = self.const_value(value) else {
+                        return err(value.pos, format!("{}.{}'s value is a compile-time number", name.text, m.text));
+                    };
+                    values.push((m.text.clone(), v));
+                }
+                self.declare_type(name, TypeDef::SerEnum(t, values))
             }
             Decl::Error { members } => {
                 for m in members {
@@ -278,7 +343,32 @@ impl<'a> Checker<'a> {
                 let v = self.instance(i)?;
                 self.global(&i.name, v)
             }
+            Decl::Function(f) => self.function(f),
         }
+    }
+
+    /// A function: its body checked with its parameters in scope, each `return` giving the
+    /// declared type, and, unless it is void, a `return` on every path through it. Declared
+    /// after its body, so that it cannot call itself (P4 has no recursion).
+    fn function(&mut self, f: &'a Function) -> Result<()> {
+        let n = &f.name.text;
+        if self.own_functions.contains_key(n) || self.functions.contains_key(n) || self.actions.contains_key(n) {
+            return err(f.name.pos, format!("a second function or action named '{n}'"));
+        }
+        let ret = self.resolve(&f.ret, &f.type_params)?;
+        self.push_params(&f.params, &f.type_params)?;
+        self.returns = Some(ret.clone());
+        self.function = Some(n);
+        let r = self.stmts(&f.body);
+        self.returns = None;
+        self.function = None;
+        self.scopes.pop();
+        r?;
+        if ret != Ty::Void && !always_returns(&f.body) {
+            return err(f.name.pos, format!("function '{n}' returns {ret}, and a path through it ends without 'return'"));
+        }
+        self.own_functions.insert(n.clone(), f);
+        Ok(())
     }
 
     /// A constant: its type, its value checked against it, and the number it is if it is one.
@@ -327,13 +417,28 @@ impl<'a> Checker<'a> {
         let mut out: Vec<(String, Ty)> = Vec::new();
         for f in fields {
             let ty = self.resolve(&f.ty, &[])?;
-            if header && !matches!(ty, Ty::Bit(_) | Ty::Int(_)) {
-                return err(f.name.pos, format!("a header's fields are bit<N> or int<N>; '{}' is {ty}", f.name.text));
+            if header && !matches!(ty, Ty::Bit(_) | Ty::Int(_) | Ty::Varbit(_)) {
+                return err(
+                    f.name.pos,
+                    format!("a header's fields are bit<N>, int<N> or varbit<N>; '{}' is {ty}", f.name.text),
+                );
+            }
+            if header && matches!(ty, Ty::Varbit(_)) && out.iter().any(|(_, t)| matches!(t, Ty::Varbit(_))) {
+                return err(f.name.pos, format!("a header has at most one varbit field; '{}' is a second", f.name.text));
             }
             if !header
                 && !matches!(
                     ty,
-                    Ty::Bit(_) | Ty::Int(_) | Ty::Bool | Ty::Error | Ty::Header(_) | Ty::Struct(_) | Ty::Enum(_)
+                    Ty::Bit(_)
+                        | Ty::Int(_)
+                        | Ty::Bool
+                        | Ty::Error
+                        | Ty::Header(_)
+                        | Ty::Struct(_)
+                        | Ty::Enum(_)
+                        | Ty::Stack(..)
+                        | Ty::Union(_)
+                        | Ty::List(_)
                 )
             {
                 return err(f.name.pos, format!("a struct cannot hold {ty} ('{}')", f.name.text));
@@ -375,11 +480,15 @@ impl<'a> Checker<'a> {
                         arity(0)?;
                         Ty::Struct(name.text.clone())
                     }
+                    Some(TypeDef::Union(_)) => {
+                        arity(0)?;
+                        Ty::Union(name.text.clone())
+                    }
                     Some(TypeDef::Enum(_)) => {
                         arity(0)?;
                         Ty::Enum(name.text.clone())
                     }
-                    Some(TypeDef::Alias(t)) => {
+                    Some(TypeDef::Alias(t)) | Some(TypeDef::SerEnum(t, _)) => {
                         arity(0)?;
                         t.clone()
                     }
@@ -392,6 +501,18 @@ impl<'a> Checker<'a> {
                         Ty::BlockType(name.text.clone(), args)
                     }
                     None => return err(name.pos, format!("no type named '{}'", name.text)),
+                }
+            }
+            Type::Tuple(items) => Ty::List(items.iter().map(|t| self.resolve(t, vars)).collect::<Result<_>>()?),
+            Type::Stack(elem, size) => {
+                let elem = self.resolve(elem, vars)?;
+                if !matches!(elem, Ty::Header(_) | Ty::Union(_)) {
+                    return err(size.pos, format!("a stack holds headers or header unions, not {elem}"));
+                }
+                match self.const_value(size) {
+                    Some(n @ 1..=256) => Ty::Stack(Box::new(elem), n as u32),
+                    Some(n) => return err(size.pos, format!("a header stack holds 1 to 256 headers, not {n}")),
+                    None => return err(size.pos, "a header stack's size is a compile-time number"),
                 }
             }
             other => builtin(other),
@@ -417,6 +538,14 @@ impl<'a> Checker<'a> {
             return err(name.pos, format!("'{}' is declared twice here", name.text));
         }
         Ok(())
+    }
+
+    /// The type `e` names, where it is a type's name and no variable's.
+    fn lookup_type(&self, e: &Expr) -> Option<&TypeDef<'a>> {
+        match &e.kind {
+            ExprKind::Name(n) if self.lookup(n).is_none() => self.types.get(n),
+            _ => None,
+        }
     }
 
     fn lookup(&self, name: &str) -> Option<&Var> {
@@ -588,21 +717,35 @@ impl<'a> Checker<'a> {
             let Some(a) = self.find_action(&r.name.text) else {
                 return err(r.name.pos, format!("no action '{}'", r.name.text));
             };
-            if !r.args.is_empty() {
+            // The parameters with a direction are bound here, in the list; the rest are the
+            // control plane's data.
+            let bound = a.params.iter().take_while(|p| p.direction.is_some()).count();
+            if let Some(p) = a.params[bound..].iter().find(|p| p.direction.is_some()) {
                 return err(
-                    r.name.pos,
-                    format!("'{}': a table's action list names actions, it does not call them", r.name.text),
+                    p.name.pos,
+                    format!("'{}': parameters with a direction come before those without (the control plane's)", p.name.text),
                 );
             }
-            if let Some(p) = a.params.iter().find(|p| p.direction.is_some()) {
+            if r.args.is_empty() && bound > 0 {
                 return err(
                     r.name.pos,
                     format!(
-                        "'{}' takes '{}' with a direction, which no table entry can give",
-                        a.name.text, p.name.text
+                        "'{}' takes '{}' with a direction, which no table entry can give: bind it here, {}(...)",
+                        a.name.text, a.params[0].name.text, a.name.text
                     ),
                 );
             }
+            if !r.args.is_empty() && r.args.len() != bound {
+                return err(
+                    r.name.pos,
+                    format!(
+                        "'{}': a table's action list binds its {bound} parameter(s) with a direction, here given {}",
+                        r.name.text,
+                        r.args.len()
+                    ),
+                );
+            }
+            self.args(&r.args, &a.params[..bound], r.name.pos, &a.name.text, &HashMap::new())?;
         }
         let listed = |r: &ActionRef| t.actions.iter().any(|x| x.name.text == r.name.text);
         let call = |c: &Self, r: &ActionRef, what: &str| -> Result<()> {
@@ -610,7 +753,10 @@ impl<'a> Checker<'a> {
                 return err(r.name.pos, format!("{what} '{}' is not among the table's actions", r.name.text));
             }
             let a = c.find_action(&r.name.text).expect("listed actions exist");
-            c.args(&r.args, &a.params, r.name.pos, &a.name.text, &HashMap::new())?;
+            // All the arguments, or the data alone after those the action list binds.
+            let bound = a.params.iter().filter(|p| p.direction.is_some()).count();
+            let params = if bound > 0 && r.args.len() == a.params.len() - bound { &a.params[bound..] } else { &a.params[..] };
+            c.args(&r.args, params, r.name.pos, &a.name.text, &HashMap::new())?;
             Ok(())
         };
         if let Some((r, _)) = &t.default_action {
@@ -746,6 +892,14 @@ impl<'a> Checker<'a> {
                 self.declare_local(name, v)
             }
             Stmt::Return(pos) if self.in_parser => err(*pos, "a parser's states end in a transition, not return"),
+            Stmt::Return(pos) if self.returns.as_ref().is_some_and(|t| *t != Ty::Void) => {
+                err(*pos, format!("this function returns {}: 'return' needs a value", self.returns.as_ref().unwrap()))
+            }
+            Stmt::ReturnValue(value, pos) => match &self.returns {
+                None => err(*pos, "'return' with a value is a function's; actions, controls and parsers return nothing"),
+                Some(Ty::Void) => err(*pos, "a void function's 'return' has no value"),
+                Some(t) => self.expect(value, &t.clone(), "the returned value"),
+            },
             Stmt::Exit(pos) if self.in_parser => err(*pos, "a parser's states end in a transition, not exit"),
             Stmt::Return(_) | Stmt::Exit(_) | Stmt::Empty => Ok(()),
         }
@@ -763,7 +917,7 @@ impl<'a> Checker<'a> {
                 self.lvalue(inner)?;
                 self.expr(e)
             }
-            ExprKind::Slice(inner, ..) => {
+            ExprKind::Slice(inner, ..) | ExprKind::Index(inner, _) => {
                 self.lvalue(inner)?;
                 self.expr(e)
             }
@@ -773,6 +927,30 @@ impl<'a> Checker<'a> {
 
     /// Checks that `e` can be given where `want` is expected (`what` names the place).
     fn expect(&self, e: &Expr, want: &Ty, what: &str) -> Result<()> {
+        if let (ExprKind::List(items), Ty::Struct(n) | Ty::Header(n)) = (&e.kind, want) {
+            // `{a, b}` initialises a struct's or header's fields in order.
+            let (TypeDef::Struct(fields) | TypeDef::Header(fields)) = &self.types[n] else { unreachable!() };
+            if items.len() != fields.len() {
+                return err(e.pos, format!("a list of {} value(s) for {want}'s {} field(s)", items.len(), fields.len()));
+            }
+            for (item, (field, ty)) in items.iter().zip(fields) {
+                self.expect(item, ty, &format!("{what}'s '{field}'"))?;
+            }
+            return Ok(());
+        }
+        if let (ExprKind::List(items), Ty::List(tys)) = (&e.kind, want) {
+            // A tuple's value: its elements in order.
+            if items.len() != tys.len() {
+                return err(e.pos, format!("a list of {} value(s) for {want}", items.len()));
+            }
+            for (i, (item, ty)) in items.iter().zip(tys).enumerate() {
+                self.expect(item, ty, &format!("{what}'s element {i}"))?;
+            }
+            return Ok(());
+        }
+        if matches!(e.kind, ExprKind::List(_)) && !matches!(want, Ty::Var(_)) {
+            return err(e.pos, format!("a list {{...}} initialises a struct or a header; {what} is {want}"));
+        }
         let got = self.expr(e)?;
         if got == *want {
             return Ok(());
@@ -795,6 +973,28 @@ impl<'a> Checker<'a> {
         match &e.kind {
             ExprKind::Int { value, .. } => Some(*value),
             ExprKind::Name(n) => self.lookup(n).and_then(|v| v.value),
+            ExprKind::Member(base, m) => match (&base.kind, self.lookup_type(base)) {
+                (_, Some(TypeDef::SerEnum(_, members))) => members.iter().find(|(x, _)| *x == m.text).map(|(_, v)| *v),
+                _ => None,
+            },
+            ExprKind::Binary(op, a, b) => {
+                let (x, y) = (self.const_value(a)?, self.const_value(b)?);
+                match op {
+                    BinOp::Add => x.checked_add(y),
+                    BinOp::Sub => x.checked_sub(y),
+                    BinOp::Mul => x.checked_mul(y),
+                    BinOp::Div => x.checked_div(y),
+                    BinOp::Mod => x.checked_rem(y),
+                    BinOp::Shl => (y < 128).then(|| x << y).filter(|v| v >> y == x),
+                    BinOp::Shr => (y < 128).then(|| x >> y),
+                    BinOp::BitAnd => Some(x & y),
+                    BinOp::BitOr => Some(x | y),
+                    BinOp::BitXor => Some(x ^ y),
+                    _ => None,
+                }
+                // Only numbers without a width fold: a typed one wraps at its width.
+                .filter(|_| matches!(self.expr(a), Ok(Ty::Number)) && matches!(self.expr(b), Ok(Ty::Number)))
+            }
             _ => None,
         }
     }
@@ -817,15 +1017,38 @@ impl<'a> Checker<'a> {
                 match v {
                     Some(v) => Ok(v.ty.clone()),
                     None if self.blocks.contains_key(n) => Ok(Ty::Block(n.clone())),
-                    None if self.find_action(n).is_some() || self.functions.contains_key(n) => {
+                    None if self.find_action(n).is_some()
+                        || self.functions.contains_key(n)
+                        || self.own_functions.contains_key(n) =>
+                    {
                         err(e.pos, format!("'{n}' is called: {n}(...)"))
                     }
                     None => err(e.pos, format!("no '{n}' here")),
                 }
             }
             ExprKind::Member(inner, m) => self.member(inner, m),
-            ExprKind::Index(..) => {
-                err(e.pos, "indexing (header stacks) is outside the subset edgeflow compiles (docs/p4.md)")
+            ExprKind::Index(base, index) => {
+                let ty = self.expr(base)?;
+                if let Ty::List(items) = &ty {
+                    return match self.const_value(index) {
+                        Some(i) if (i as usize) < items.len() => Ok(items[i as usize].clone()),
+                        Some(i) => err(index.pos, format!("index {i} is past {ty}")),
+                        None => err(index.pos, "a tuple's index is a compile-time number"),
+                    };
+                }
+                let Ty::Stack(elem, size) = ty else {
+                    return err(base.pos, format!("[...] indexes a header stack, and this is {ty}"));
+                };
+                let it = self.expr(index)?;
+                if !matches!(it, Ty::Bit(_) | Ty::Int(_) | Ty::Number) {
+                    return err(index.pos, format!("a stack's index is a number (bit<N>, int<N>), not {it}"));
+                }
+                if let Some(i) = self.const_value(index) {
+                    if i >= size as u128 {
+                        return err(index.pos, format!("index {i} is past the stack's {size} headers"));
+                    }
+                }
+                Ok(*elem)
             }
             ExprKind::Slice(inner, hi, lo) => {
                 let ty = self.expr(inner)?;
@@ -879,13 +1102,18 @@ impl<'a> Checker<'a> {
                 }
                 Ok(to)
             }
-            ExprKind::List(_) => err(e.pos, "lists are outside the subset edgeflow compiles here (docs/p4.md)"),
+            ExprKind::List(_) => err(e.pos, "a list {...} initialises a struct or a header, and nothing here says which"),
         }
     }
 
     fn binary(&self, pos: Pos, op: BinOp, a: &Expr, b: &Expr) -> Result<Ty> {
         let (ta, tb) = (self.expr(a)?, self.expr(b)?);
         let sym = op_symbol(op);
+        if let Some(t) = [&ta, &tb].into_iter().find(|t| matches!(t, Ty::Varbit(_))) {
+            if !matches!(op, BinOp::Eq | BinOp::Ne) {
+                return err(pos, format!("'{sym}' does not take {t}: a varbit is assigned, emitted and compared with == and !="));
+            }
+        }
         match op {
             BinOp::And | BinOp::Or => {
                 for (e, t) in [(a, &ta), (b, &tb)] {
@@ -917,6 +1145,18 @@ impl<'a> Checker<'a> {
                 }
                 Ok(ta)
             }
+            BinOp::Div | BinOp::Mod => {
+                let t = unify(&ta, &tb).ok_or_else(|| {
+                    Diagnostic::new(pos, format!("the operands of '{sym}' differ: {ta} and {tb} (cast one)"))
+                })?;
+                if !matches!(t, Ty::Bit(_) | Ty::Number) {
+                    return err(pos, format!("'{sym}' divides unsigned numbers (bit<N>, or numbers without a width), not {t}"));
+                }
+                if self.const_value(b) == Some(0) {
+                    return err(b.pos, format!("'{sym}' by zero"));
+                }
+                Ok(t)
+            }
             BinOp::Concat => match (&ta, &tb) {
                 (Ty::Bit(x), Ty::Bit(y)) if x + y <= 128 => Ok(Ty::Bit(x + y)),
                 _ => err(pos, format!("'++' joins two bit<N> (128 bits at most), not {ta} and {tb}")),
@@ -944,6 +1184,13 @@ impl<'a> Checker<'a> {
                 };
             }
             if self.lookup(n).is_none() {
+                if let Some(TypeDef::SerEnum(t, members)) = self.types.get(n) {
+                    return if members.iter().any(|(x, _)| *x == m.text) {
+                        Ok(t.clone())
+                    } else {
+                        err(m.pos, format!("enum {n} has no '{}'", m.text))
+                    };
+                }
                 if let Some(TypeDef::Enum(members)) = self.types.get(n) {
                     return if members.contains(&m.text) {
                         Ok(Ty::Enum(n.clone()))
@@ -963,6 +1210,23 @@ impl<'a> Checker<'a> {
                 TypeDef::Struct(f) => f,
                 _ => unreachable!(),
             },
+            Ty::Union(n) => match &self.types[n] {
+                TypeDef::Union(f) => f,
+                _ => unreachable!(),
+            },
+            Ty::Stack(elem, _) => {
+                return match m.text.as_str() {
+                    "next" | "last" | "lastIndex" if !self.in_parser => {
+                        err(m.pos, format!("a stack's '{}' is a parser's (P4-16 8.18); index it here", m.text))
+                    }
+                    "next" | "last" => Ok((**elem).clone()),
+                    "lastIndex" | "nextIndex" | "size" => Ok(Ty::Bit(32)),
+                    other => err(
+                        m.pos,
+                        format!("{ty} has no member '{other}' (it has next, last, lastIndex, nextIndex, size)"),
+                    ),
+                }
+            }
             Ty::Applied(_) if m.text == "hit" || m.text == "miss" => return Ok(Ty::Bool),
             Ty::Applied(t) if m.text == "action_run" => return Ok(Ty::ActionRun(t.clone())),
             _ => return err(m.pos, format!("{ty} has no member '{}'", m.text)),
@@ -982,7 +1246,7 @@ impl<'a> Checker<'a> {
             ExprKind::Member(obj, m) => {
                 let ty = self.expr(obj)?;
                 match (&ty, m.text.as_str()) {
-                    (Ty::Header(_), "isValid") => {
+                    (Ty::Header(_) | Ty::Union(_), "isValid") => {
                         self.arity(args, 0, m)?;
                         Ok(Ty::Bool)
                     }
@@ -990,6 +1254,16 @@ impl<'a> Checker<'a> {
                         let params = self.blocks[block].1;
                         self.args(args, params, m.pos, block, &HashMap::new())?;
                         Ok(Ty::Void)
+                    }
+                    (Ty::Stack(..), "push_front" | "pop_front") => {
+                        self.arity(args, 1, m)?;
+                        match self.const_value(&args[0]) {
+                            Some(n) if n >= 1 && matches!(self.expr(&args[0])?, Ty::Number) => {
+                                self.lvalue(obj)?;
+                                Ok(Ty::Void)
+                            }
+                            _ => err(args[0].pos, format!("{}'s count is a positive number without a width", m.text)),
+                        }
                     }
                     (Ty::Header(_), "setValid" | "setInvalid") => {
                         self.arity(args, 0, m)?;
@@ -1025,6 +1299,17 @@ impl<'a> Checker<'a> {
                         let vars: Vec<Name> = type_params.iter().chain(found.type_params.iter()).cloned().collect();
                         let bound =
                             self.args_with(args, &found.params, m.pos, &format!("{name}.{method}"), &mut bind, &vars)?;
+                        if method == "extract" && matches!(bound.get("T"), Some(Ty::Header(_))) {
+                            let Some(Ty::Header(h)) = bound.get("T") else { unreachable!() };
+                            let Some(TypeDef::Header(fields)) = self.types.get(h) else { unreachable!() };
+                            let varbit = fields.iter().any(|(_, t)| matches!(t, Ty::Varbit(_)));
+                            if varbit && args.len() == 1 {
+                                return err(args[0].pos, format!("header {h} has a varbit field: extract(hdr, size in bits) gives its size"));
+                            }
+                            if !varbit && args.len() == 2 {
+                                return err(args[1].pos, format!("header {h} has no varbit field for a size to fill"));
+                            }
+                        }
                         if method == "extract" && !matches!(bound.get("T"), Some(Ty::Header(_))) {
                             return err(
                                 args[0].pos,
@@ -1034,7 +1319,7 @@ impl<'a> Checker<'a> {
                                 ),
                             );
                         }
-                        if method == "emit" && !matches!(bound.get("T"), Some(Ty::Header(_) | Ty::Struct(_))) {
+                        if method == "emit" && !matches!(bound.get("T"), Some(Ty::Header(_) | Ty::Struct(_) | Ty::Stack(..) | Ty::Union(_))) {
                             return err(args[0].pos, "emit writes a header (or a struct of headers)");
                         }
                         let ret = self.resolve(found.ret.as_ref().expect("a method"), &vars)?;
@@ -1051,6 +1336,15 @@ impl<'a> Checker<'a> {
                     self.args(args, &a.params, callee.pos, n, &HashMap::new())?;
                     return Ok(Ty::Void);
                 }
+                if let Some(f) = self.own_functions.get(n) {
+                    let mut bind = HashMap::new();
+                    for (p, t) in f.type_params.iter().zip(targs.iter()) {
+                        bind.insert(p.text.clone(), t.clone());
+                    }
+                    let bound = self.args_with(args, &f.params, callee.pos, n, &mut bind, &f.type_params)?;
+                    let ret = self.resolve(&f.ret, &f.type_params)?;
+                    return Ok(subst(&ret, &bound));
+                }
                 if let Some(f) = self.functions.get(n) {
                     let mut bind = HashMap::new();
                     for (p, t) in f.type_params.iter().zip(targs.iter()) {
@@ -1062,6 +1356,9 @@ impl<'a> Checker<'a> {
                 }
                 if self.blocks.contains_key(n) {
                     return err(pos, format!("'{n}' is a block: only main instantiates blocks"));
+                }
+                if self.function == Some(n.as_str()) {
+                    return err(callee.pos, format!("'{n}' calls itself: P4's functions do not recurse"));
                 }
                 err(callee.pos, format!("no action or function '{n}'"))
             }
@@ -1116,6 +1413,10 @@ impl<'a> Checker<'a> {
                 bind.insert(v.clone(), Ty::List(tys));
                 continue;
             }
+            if !writes && !matches!(want, Ty::Var(_)) {
+                self.expect(a, &want, &format!("'{what}''s '{}'", p.name.text))?;
+                continue;
+            }
             let got = if writes { self.lvalue(a)? } else { self.expr(a)? };
             if let Ty::Var(v) = &want {
                 if got == Ty::Number {
@@ -1150,7 +1451,7 @@ impl<'a> Checker<'a> {
         let Type::Named(pkg, _) = &main.ty else { return err(main.name.pos, "main instantiates a package") };
         let mut blocks = Vec::new();
         self.package(program, pkg, &main.args, &mut blocks)?;
-        Ok(Checked { package: pkg.text.clone(), blocks, layouts: HashMap::new() })
+        Ok(Checked { package: pkg.text.clone(), blocks, layouts: HashMap::new(), numbers: HashMap::new() })
     }
 
     /// One package's arguments: blocks of the program (appended to `blocks`, in order), the
@@ -1337,5 +1638,22 @@ fn op_symbol(op: BinOp) -> &'static str {
         BinOp::AddSat => "|+|",
         BinOp::SubSat => "|-|",
         BinOp::Mul => "*",
+        BinOp::Div => "/",
+        BinOp::Mod => "%",
     }
+}
+
+/// Whether every path through `stmts` ends in `return` (or `exit`): a non-void function's rule.
+fn always_returns(stmts: &[Stmt]) -> bool {
+    stmts.iter().any(|s| match s {
+        Stmt::Return(_) | Stmt::ReturnValue(..) | Stmt::Exit(_) => true,
+        Stmt::Block(b) => always_returns(b),
+        Stmt::If { then, otherwise: Some(o), .. } => always_returns(then) && always_returns(o),
+        _ => false,
+    })
+}
+
+/// Where each field was declared, for an error about one.
+fn fields_of(fields: &[Field]) -> impl Iterator<Item = Pos> + '_ {
+    fields.iter().map(|f| f.name.pos)
 }

@@ -499,6 +499,9 @@ impl<'a> Gen<'a> {
             Ty::Bool | Ty::Error | Ty::Enum(_) => "__u64".into(),
             Ty::Header(n) => format!("struct p4h_{}", ident(n)),
             Ty::Struct(n) => format!("struct p4s_{}", ident(n)),
+            Ty::Stack(elem, n) => return Err(no(format!("the header stack {elem}[{n}]"))),
+            Ty::Union(n) => return Err(no(format!("the header union {n}"))),
+            Ty::List(_) => return Err(no(format!("the tuple {ty}"))),
             other => return Err(no(format!("a value of type {}", p4_type(other)))),
         })
     }
@@ -547,6 +550,7 @@ impl<'a> Gen<'a> {
             if header {
                 match t {
                     Ty::Bit(w) if *w <= 64 => {}
+                    Ty::Varbit(n) => return Err(no(format!("the varbit<{n}> field {name}.{f}"))),
                     other => return Err(no(format!("header field {name}.{f} of type {}", p4_type(other)))),
                 }
             }
@@ -678,6 +682,7 @@ impl<'a> Gen<'a> {
             }
             ExprKind::Binary(op, a, b) => self.binary(*op, a, b)?,
             ExprKind::Call { callee, args, .. } => return self.call_expr(callee, args),
+            ExprKind::List(_) => return Err(no("a list {...} as a struct's or header's value")),
             other => return Err(no(expression_kind(other))),
         })
     }
@@ -724,6 +729,7 @@ impl<'a> Gen<'a> {
                 }
                 (format!("(({ca} << {wb}) | {cb})"), Ty::Bit(width_of(&ta) + wb))
             }
+            BinOp::Div | BinOp::Mod => return Err(no("'/' and '%' on values known only at run time")),
             other => return Err(no(format!("the operator {} at 64 bits", operator(&other)))),
         })
     }
@@ -751,6 +757,11 @@ impl<'a> Gen<'a> {
                     let exit = &self.exit_label;
                     return Ok((format!("({{ {table}(r); if (r->exited) {exit} r->hit; }})"), Ty::Bool));
                 }
+            }
+        }
+        if let ExprKind::Name(f) = &callee.kind {
+            if self.program.decls.iter().any(|d| matches!(d, Decl::Function(x) if x.name.text == *f)) {
+                return Err(no(format!("a call of the function '{f}'")));
             }
         }
         Err(no(format!("the call of {} as a value", callee_text(callee))))
@@ -805,7 +816,7 @@ impl<'a> Gen<'a> {
         self.at = match st {
             Stmt::Assign { target, .. } => Some(target.pos),
             Stmt::Call(e) | Stmt::If { cond: e, .. } => Some(e.pos),
-            Stmt::Switch { pos, .. } | Stmt::Return(pos) | Stmt::Exit(pos) => Some(*pos),
+            Stmt::Switch { pos, .. } | Stmt::Return(pos) | Stmt::Exit(pos) | Stmt::ReturnValue(_, pos) => Some(*pos),
             Stmt::Var { name, .. } | Stmt::Const { name, .. } => Some(name.pos),
             Stmt::Block(_) | Stmt::Empty => self.at,
         };
@@ -826,6 +837,7 @@ impl<'a> Gen<'a> {
             Stmt::Call(e) => self.call_stmt(e)?,
             Stmt::Exit(_) => format!("r->exited = 1;\n{}", self.exit_label),
             Stmt::Return(_) => self.return_stmt.clone(),
+            Stmt::ReturnValue(..) => return Err(no("a function's 'return' with a value")),
             Stmt::Empty => String::new(),
             Stmt::Const { ty, name, value } | Stmt::Var { ty, name, init: Some(value) } => {
                 let ty = self.checked.resolve(ty);
@@ -888,6 +900,9 @@ impl<'a> Gen<'a> {
             }
             ExprKind::Name(f) if self.v1model && (f == "verify_checksum" || f == "update_checksum") && args.len() == 4 => {
                 self.checksum(f == "verify_checksum", args)
+            }
+            ExprKind::Name(f) if self.program.decls.iter().any(|d| matches!(d, Decl::Function(x) if x.name.text == *f)) => {
+                Err(no(format!("a call of the function '{f}'")))
             }
             ExprKind::Name(a) => {
                 // A direct action call. An out or inout argument is copied into a temporary

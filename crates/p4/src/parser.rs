@@ -56,6 +56,9 @@ const KEYWORDS: [&str; 38] = [
     "this",
 ];
 
+/// The widest `varbit<N>` the subset takes (a varbit is held as bytes, not in 128 bits).
+pub const VARBIT_MAX: u32 = 4096;
+
 /// Language features the subset leaves out (`what`, in the plural), and how to say so.
 fn outside(what: &str) -> String {
     format!("{what} are outside the subset edgeflow compiles (docs/p4.md)")
@@ -228,7 +231,20 @@ impl Parser {
             "enum" => {
                 self.bump();
                 if self.is_kw("bit") || self.is_kw("int") {
-                    return Err(Diagnostic::new(pos, outside("enums with an underlying type (enum bit<N>)")));
+                    let ty = self.ty()?;
+                    let name = self.name("the enum's name")?;
+                    self.expect("{")?;
+                    let mut members = Vec::new();
+                    while !self.eat("}") {
+                        self.annotations()?;
+                        let member = self.name("a member name")?;
+                        self.expect("=")?;
+                        members.push((member, self.expr()?));
+                        if !self.eat(",") && !self.is("}") {
+                            return self.err("',' or '}'");
+                        }
+                    }
+                    return Ok(Decl::SerEnum { ty, name, members });
                 }
                 let name = self.name("the enum's name")?;
                 Ok(Decl::Enum { name, members: self.member_list()? })
@@ -253,17 +269,53 @@ impl Parser {
                 self.bump();
                 Ok(Decl::Action(self.action_rest()?))
             }
-            "header_union" => Err(Diagnostic::new(pos, outside("header unions"))),
+            "header_union" => {
+                self.bump();
+                let name = self.name("the header union's name")?;
+                let fields = self.fields()?;
+                Ok(Decl::HeaderUnion { name, fields })
+            }
             "value_set" => Err(Diagnostic::new(pos, outside("value sets"))),
             "type" => Err(Diagnostic::new(pos, outside("new types (type T)"))),
             "abstract" => Err(Diagnostic::new(pos, outside("abstract methods"))),
             "table" => Err(Diagnostic::new(pos, "a table belongs inside a control")),
             "state" => Err(Diagnostic::new(pos, "a state belongs inside a parser")),
             _ => {
+                // `T name(` or `T name<`: a function; anything else, `Type(args) name;`.
+                let start = self.i;
+                let ty = self.ty()?;
+                if matches!(self.peek(), Tok::Ident(_)) && matches!(self.peek_at(1), Tok::Punct("(") | Tok::Punct("<")) {
+                    return Ok(Decl::Function(self.function_rest(ty)?));
+                }
+                self.i = start;
                 let inst = self.instance()?;
                 Ok(Decl::Instance(inst))
             }
         }
+    }
+
+    /// After a function's return type: `name<T>(params) { body }`.
+    fn function_rest(&mut self, ret: Type) -> Result<Function> {
+        self.take_annotations();
+        let name = self.name("the function's name")?;
+        let type_params = self.type_params()?;
+        let params = self.params()?;
+        if self.is(";") {
+            return self.err("'{' (a function has a body; an extern function is declared with 'extern')");
+        }
+        let body = self.block_stmts()?;
+        Ok(Function { ret, name, type_params, params, body })
+    }
+
+    /// A type, or a header stack of it: `T[n]`.
+    fn ty_or_stack(&mut self) -> Result<Type> {
+        let ty = self.ty()?;
+        if !self.eat("[") {
+            return Ok(ty);
+        }
+        let size = self.expr()?;
+        self.expect("]")?;
+        Ok(Type::Stack(Box::new(ty), Box::new(size)))
     }
 
     /// After `const`: `Type name = value;`.
@@ -282,10 +334,7 @@ impl Parser {
         let mut fields = Vec::new();
         while !self.eat("}") {
             self.annotations()?;
-            let ty = self.ty()?;
-            if self.is("[") {
-                return Err(Diagnostic::new(self.pos(), outside("header stacks (T[n])")));
-            }
+            let ty = self.ty_or_stack()?;
             let name = self.name("a field name")?;
             self.expect(";")?;
             fields.push(Field { ty, name });
@@ -471,7 +520,7 @@ impl Parser {
             return Err(Diagnostic::new(self.pos(), outside("value sets")));
         }
         let start = self.i;
-        let ty = self.ty()?;
+        let ty = self.ty_or_stack()?;
         if self.is("(") {
             self.i = start;
             return Ok(Local::Instance(self.instance()?));
@@ -485,11 +534,7 @@ impl Parser {
     /// `Type(args) name;`
     fn instance(&mut self) -> Result<Instance> {
         let annotations = self.take_annotations();
-        let start = self.pos();
         let ty = self.ty()?;
-        if matches!(self.peek(), Tok::Ident(_)) && self.peek_at(1) == &Tok::Punct("(") {
-            return Err(Diagnostic::new(start, outside("functions (T name(parameters) { ... })")));
-        }
         if !self.is("(") {
             return self.err("'(' (an instance: Type(arguments) name;)");
         }
@@ -702,6 +747,10 @@ impl Parser {
         match self.peek() {
             Tok::Ident(s) if ["bit", "int", "bool", "varbit", "tuple"].contains(&s.as_str()) => true,
             Tok::Ident(s) if KEYWORDS.contains(&s.as_str()) => false,
+            // `T[n] name;`: a header stack.
+            Tok::Ident(_) if matches!(self.peek_at(1), Tok::Punct("[")) => {
+                matches!((self.peek_at(3), self.peek_at(4)), (Tok::Punct("]"), Tok::Ident(_)))
+            }
             Tok::Ident(_) => matches!(self.peek_at(1), Tok::Ident(_) | Tok::Punct("<")),
             _ => false,
         }
@@ -743,7 +792,9 @@ impl Parser {
         }
         if self.eat_kw("return") {
             if !self.is(";") {
-                return Err(Diagnostic::new(self.pos(), outside("return values")));
+                let value = self.expr()?;
+                self.expect(";")?;
+                return Ok(Stmt::ReturnValue(value, pos));
             }
             self.expect(";")?;
             return Ok(Stmt::Return(pos));
@@ -760,7 +811,7 @@ impl Parser {
             return Err(Diagnostic::new(pos, "tables and actions are declared before the apply block"));
         }
         if self.starts_declaration() {
-            let ty = self.ty()?;
+            let ty = self.ty_or_stack()?;
             let name = self.name("a name for the variable")?;
             let init = if self.eat("=") { Some(self.expr()?) } else { None };
             self.expect(";")?;
@@ -770,6 +821,21 @@ impl Parser {
         if self.eat("=") {
             let value = self.expr()?;
             self.expect(";")?;
+            return Ok(Stmt::Assign { target, value });
+        }
+        // `a op= b`: `a = a op b`.
+        let compound = if self.shr_assignment() {
+            Some((BinOp::Shr, 1))
+        } else {
+            self.binop().filter(|(_, _, n)| self.compound_assignment(*n)).map(|(op, _, n)| (op, n))
+        };
+        if let Some((op, n)) = compound {
+            for _ in 0..=n {
+                self.bump();
+            }
+            let rhs = self.expr()?;
+            self.expect(";")?;
+            let value = Expr { kind: ExprKind::Binary(op, Box::new(target.clone()), Box::new(rhs)), pos: target.pos };
             return Ok(Stmt::Assign { target, value });
         }
         if !matches!(target.kind, ExprKind::Call { .. }) {
@@ -801,13 +867,31 @@ impl Parser {
         };
         Ok(match word.as_str() {
             "bit" => Type::Bit(width(self, Some(1))?),
+            "int" if !self.is("<") => Type::Integer,
             "int" => Type::Int(width(self, None)?),
             "bool" => Type::Bool,
             "void" => Type::Void,
             "error" => Type::Error,
             "_" => Type::DontCare,
-            "varbit" => return Err(Diagnostic::new(pos, outside("variable-width fields (varbit)"))),
-            "tuple" => return Err(Diagnostic::new(pos, outside("tuples"))),
+            "varbit" => {
+                self.expect("<")?;
+                let n = match self.peek() {
+                    Tok::Int { width: None, value } if (1..=VARBIT_MAX as u128).contains(value) => *value as u32,
+                    _ => return Err(Diagnostic::new(self.pos(), format!("a varbit's width is 1 to {VARBIT_MAX} bits"))),
+                };
+                self.bump();
+                self.expect(">")?;
+                Type::Varbit(n)
+            }
+            "tuple" => {
+                self.expect("<")?;
+                let mut items = vec![self.ty()?];
+                while self.eat(",") {
+                    items.push(self.ty()?);
+                }
+                self.expect(">")?;
+                Type::Tuple(items)
+            }
             "string" => Type::Str,
             w if KEYWORDS.contains(&w) => {
                 self.i -= 1;
@@ -872,6 +956,8 @@ impl Parser {
             Tok::Punct("|+|") => (BinOp::AddSat, 10, 1),
             Tok::Punct("|-|") => (BinOp::SubSat, 10, 1),
             Tok::Punct("*") => (BinOp::Mul, 11, 1),
+            Tok::Punct("/") => (BinOp::Div, 11, 1),
+            Tok::Punct("%") => (BinOp::Mod, 11, 1),
             _ => return None,
         };
         Some((op, level, n))
@@ -880,11 +966,8 @@ impl Parser {
     fn binary(&mut self, min: u8) -> Result<Expr> {
         let mut lhs = self.unary()?;
         loop {
-            if self.is("/") || self.is("%") {
-                return Err(Diagnostic::new(self.pos(), outside("division and modulo")));
-            }
             let Some((op, level, n)) = self.binop() else { break };
-            if level <= min {
+            if level <= min || self.compound_assignment(n) || self.shr_assignment() {
                 break;
             }
             for _ in 0..n {
@@ -895,6 +978,19 @@ impl Parser {
             lhs = Expr { kind: ExprKind::Binary(op, Box::new(lhs), Box::new(rhs)), pos };
         }
         Ok(lhs)
+    }
+
+    /// Whether the operator of `n` tokens here is followed, adjacent, by `=`: `a += b`.
+    fn compound_assignment(&self, n: usize) -> bool {
+        let (Some(last), Some(eq)) = (self.t.get(self.i + n - 1), self.t.get(self.i + n)) else { return false };
+        let Tok::Punct(p) = last.tok else { return false };
+        eq.tok == Tok::Punct("=") && eq.pos == Pos { col: last.pos.col + p.len() as u32, ..last.pos }
+    }
+
+    /// `>>=`, which the lexer reads as `>` and `>=` (`>>` is two `>`, for type arguments).
+    fn shr_assignment(&self) -> bool {
+        let (a, b) = (self.t[self.i].pos, self.t.get(self.i + 1).map(|t| t.pos));
+        self.is(">") && matches!(self.peek_at(1), Tok::Punct(">=")) && b == Some(Pos { col: a.col + 1, ..a })
     }
 
     fn unary(&mut self) -> Result<Expr> {

@@ -93,6 +93,22 @@ pub enum Value {
         action: String,
     },
     Void,
+    /// A header stack: its headers, and the index `next` names (how many a parser has filled).
+    Stack {
+        next: usize,
+        elems: Vec<Value>,
+    },
+    /// A list expression `{a, b}`, until it meets the struct or header it initialises.
+    List(Vec<Value>),
+    /// A header union: its headers, at most one of them valid.
+    Union(Vec<(Name, Value)>),
+    /// A `varbit<max>` field: `len` bits, most significant first, in `bytes` (the bits past
+    /// `len` zero, so that equal values compare equal).
+    Varbit {
+        max: u32,
+        len: u32,
+        bytes: Vec<u8>,
+    },
 }
 
 fn mask(width: u32) -> u128 {
@@ -124,14 +140,14 @@ impl Value {
 
     fn fields(&self) -> Option<&Vec<(Name, Value)>> {
         match self {
-            Value::Header { fields, .. } | Value::Struct(fields) => Some(fields),
+            Value::Header { fields, .. } | Value::Struct(fields) | Value::Union(fields) => Some(fields),
             _ => None,
         }
     }
 
     fn fields_mut(&mut self) -> Option<&mut Vec<(Name, Value)>> {
         match self {
-            Value::Header { fields, .. } | Value::Struct(fields) => Some(fields),
+            Value::Header { fields, .. } | Value::Struct(fields) | Value::Union(fields) => Some(fields),
             _ => None,
         }
     }
@@ -145,6 +161,11 @@ impl Value {
         match (self, like) {
             (Value::Number(n), Value::Bits { width, signed, .. }) => {
                 Value::Bits { width: *width, signed: *signed, value: n as u128 & mask(*width) }
+            }
+            (Value::List(items), Value::Header { fields, .. }) => Value::Header { valid: true, fields: list_into(fields, items) },
+            (Value::List(items), Value::Struct(fields)) => Value::Struct(list_into(fields, items)),
+            (Value::List(items), Value::List(likes)) => {
+                Value::List(items.into_iter().zip(likes).map(|(v, like)| v.sized_as(like)).collect())
             }
             (v, _) => v,
         }
@@ -266,6 +287,8 @@ pub enum Dropped {
 /// What stops a block's run before its end.
 enum Stop {
     Return,
+    /// A function's `return value;`.
+    Returned(Value),
     Exit,
     Reject(String),
     Unsupported(String),
@@ -427,7 +450,8 @@ impl Switch {
         let scratch = self;
         let default = match &t.default_action {
             Some((r, _)) => {
-                (r.name.text.clone(), r.args.iter().map(|a| number(&mut cx, scratch, a)).collect::<Result<_, _>>()?)
+                let data = data_args(&code, block, r);
+                (r.name.text.clone(), data.iter().map(|a| number(&mut cx, scratch, a)).collect::<Result<_, _>>()?)
             }
             None => ("NoAction".to_string(), Vec::new()),
         };
@@ -459,7 +483,8 @@ impl Switch {
                     }
                 });
             }
-            let args = e.action.args.iter().map(|a| number(&mut cx, scratch, a)).collect::<Result<_, _>>()?;
+            let data = data_args(&code, block, &e.action);
+            let args = data.iter().map(|a| number(&mut cx, scratch, a)).collect::<Result<_, _>>()?;
             entries.push(Entry {
                 keys: matches,
                 priority: n - i as i64,
@@ -577,6 +602,15 @@ impl Switch {
             Ty::Struct(n) => match layouts.get(n) {
                 Some(Layout::Struct(f)) => {
                     Value::Struct(f.iter().map(|(n, t)| (Name::from(n.as_str()), self.default_of(t))).collect())
+                }
+                _ => Value::Void,
+            },
+            Ty::Stack(elem, n) => Value::Stack { next: 0, elems: vec![self.default_of(elem); *n as usize] },
+            Ty::Varbit(max) => Value::Varbit { max: *max, len: 0, bytes: Vec::new() },
+            Ty::List(items) => Value::List(items.iter().map(|t| self.default_of(t)).collect()),
+            Ty::Union(n) => match layouts.get(n) {
+                Some(Layout::Union(f)) => {
+                    Value::Union(f.iter().map(|(n, t)| (Name::from(n.as_str()), self.default_of(t))).collect())
                 }
                 _ => Value::Void,
             },
@@ -953,7 +987,7 @@ impl Switch {
             cx.bind(&dp[1..], vec![h]);
             let Decl::Control { apply, .. } = deparser else { unreachable!() };
             match self.block_stmts(&mut cx, apply) {
-                Ok(()) | Err(Stop::Exit) | Err(Stop::Return) => {}
+                Ok(()) | Err(Stop::Exit) | Err(Stop::Return) | Err(Stop::Returned(_)) => {}
                 Err(Stop::Unsupported(w)) => return Err(Dropped::Unsupported(w)),
                 Err(Stop::Reject(_)) => continue,
             }
@@ -1009,7 +1043,7 @@ impl Switch {
             **slot = v;
         }
         match result {
-            Ok(()) | Err(Stop::Exit) | Err(Stop::Return) => Ok(()),
+            Ok(()) | Err(Stop::Exit) | Err(Stop::Return) | Err(Stop::Returned(_)) => Ok(()),
             Err(Stop::Unsupported(w)) => Err(Dropped::Unsupported(w)),
             Err(Stop::Reject(_)) => Err(Dropped::Program),
         }
@@ -1147,6 +1181,7 @@ impl Switch {
                 Ok(())
             }
             Stmt::Return(_) => Err(Stop::Return),
+            Stmt::ReturnValue(value, _) => Err(Stop::Returned(self.eval(cx, value)?)),
             Stmt::Exit(_) => Err(Stop::Exit),
             Stmt::Empty => Ok(()),
         }
@@ -1162,15 +1197,13 @@ impl Switch {
             }
             _ => (target, None),
         };
-        let (root, path) = lvalue_path(base);
-        let slot = cx.lookup_mut(&root).ok_or_else(|| Stop::Unsupported(format!("assigning to '{root}'")))?;
-        let mut at = slot;
+        let (root, mut path) = self.lvalue_steps(cx, base)?;
         // Slices of slices compose, innermost first: `n[7:4][3:0]` is `n[7:4]`.
+        let first_slice = path.iter().position(|s| matches!(s, Step::Slice(..))).unwrap_or(path.len());
         let mut inner: Option<(u32, u32)> = None;
-        for step in &path {
-            match step {
-                Step::Field(f) => at = at.field_mut(f).ok_or_else(|| Stop::Unsupported(format!("field {f}")))?,
-                Step::Slice(h, l) => inner = Some(compose(inner, (*h, *l))),
+        for step in path.drain(first_slice..) {
+            if let Step::Slice(h, l) = step {
+                inner = Some(compose(inner, (h, l)));
             }
         }
         if let Some(within) = inner {
@@ -1179,6 +1212,11 @@ impl Switch {
                 None => within,
             });
         }
+        // A write past a stack's end does nothing (P4-16, 8.18: BMv2 leaves the frame as it is).
+        let at = match walk(cx, &root, &path) {
+            Err(Stop::Reject(e)) if e == "StackOutOfBounds" => return Ok(()),
+            other => other?,
+        };
         match slice {
             None => {
                 let v = v.sized_as(at);
@@ -1191,6 +1229,7 @@ impl Switch {
                 }
             }
         }
+        settle_union(cx, &root, &path);
         Ok(())
     }
 
@@ -1201,9 +1240,12 @@ impl Switch {
                 Value::Bits { width: *w, signed: *signed, value: *value & mask(*w) }
             }
             ExprKind::Bool(b) => Value::Bool(*b),
-            ExprKind::Str(_) | ExprKind::DontCare | ExprKind::List(_) | ExprKind::Index(..) => {
-                return Err(Stop::Unsupported("this expression".into()))
+            ExprKind::Str(_) | ExprKind::DontCare => return Err(Stop::Unsupported("this expression".into())),
+            ExprKind::Index(base, index) => {
+                let i = self.eval(cx, index)?.as_u128() as usize;
+                stack_elem(self.eval(cx, base)?, i)?
             }
+            ExprKind::List(items) => Value::List(items.iter().map(|e| self.eval(cx, e)).collect::<Run<_>>()?),
             ExprKind::Name(n) | ExprKind::TopName(n) => match cx.lookup(n) {
                 Some(v) => v.clone(),
                 None => self.global(cx, n)?,
@@ -1216,8 +1258,12 @@ impl Switch {
                     if cx.lookup(n).is_none() && matches!(self.code.checked.layouts.get(n), Some(Layout::Enum(_))) {
                         return Ok(Value::Enum(m.text.clone()));
                     }
+                    if let (None, Some(Layout::SerEnum(ty, members))) = (cx.lookup(n), self.code.checked.layouts.get(n)) {
+                        return Ok(ser_enum_member(ty, members, &m.text));
+                    }
                 }
                 match self.eval(cx, inner)? {
+                    stack @ Value::Stack { .. } => stack_member(stack, &m.text)?,
                     Value::Applied { hit, action } => match m.text.as_str() {
                         "hit" => Value::Bool(hit),
                         "miss" => Value::Bool(!hit),
@@ -1339,18 +1385,21 @@ impl Switch {
                     }
                 }
                 match method {
-                    "isValid" => Ok(Value::Bool(matches!(self.eval(cx, obj)?, Value::Header { valid: true, .. }))),
+                    "isValid" => Ok(Value::Bool(is_valid(&self.eval(cx, obj)?))),
                     "setValid" | "setInvalid" => {
-                        let (root, path) = lvalue_path(obj);
-                        let mut at = cx.lookup_mut(&root).ok_or_else(|| Stop::Unsupported(root.clone()))?;
-                        for step in &path {
-                            if let Step::Field(f) = step {
-                                at = at.field_mut(f).ok_or_else(|| Stop::Unsupported(f.clone()))?;
-                            }
-                        }
+                        let (root, path) = self.lvalue_steps(cx, obj)?;
+                        let at = walk(cx, &root, &path)?;
                         if let Value::Header { valid, .. } = at {
                             *valid = method == "setValid";
                         }
+                        settle_union(cx, &root, &path);
+                        Ok(Value::Void)
+                    }
+                    "push_front" | "pop_front" => {
+                        let n = self.eval(cx, &args[0])?.as_u128() as usize;
+                        let (root, path) = self.lvalue_steps(cx, obj)?;
+                        let at = walk(cx, &root, &path)?;
+                        shift_stack(at, method == "push_front", n);
                         Ok(Value::Void)
                     }
                     other => Err(Stop::Unsupported(format!("the method '{other}'"))),
@@ -1389,6 +1438,9 @@ impl Switch {
                     }
                     "psa_clone_i2e" | "psa_clone_e2e" | "psa_resubmit" | "psa_normal" | "psa_recirculate" => {
                         self.psa_function(cx, n, args).unwrap_or_else(|| Err(Stop::Unsupported(n.to_string())))
+                    }
+                    other if find_function(&code, other).is_some() => {
+                        self.run_function(cx, find_function(&code, other).expect("found"), args)
                     }
                     other => self.v1model_function(cx, other, args),
                 }
@@ -1538,23 +1590,29 @@ impl Switch {
             .copied()
             .or_else(|| find_action(&code, cx.block, &action))
             .expect("checked");
-        let values = a.params.iter().zip(data.iter().map(|d| Value::Number(*d as i128))).map(|(_, v)| v).collect();
-        self.run_action(cx, a, values, None)?;
+        self.run_table_action(cx, t, a, &data)?;
         Ok(Value::Applied { hit, action })
     }
 
     fn packet_method(&mut self, cx: &mut Cx, method: &str, type_args: &[Type], args: &[Expr]) -> Run<Value> {
         match method {
+            "extract" if args.len() == 2 => self.extract_sized(cx, &args[0], &args[1]),
             "extract" => {
-                let (root, path) = lvalue_path(&args[0]);
+                let (root, mut path) = self.lvalue_steps(cx, &args[0])?;
                 let data = cx.data;
                 let mut cursor = cx.cursor;
-                let mut at = cx.lookup_mut(&root).ok_or_else(|| Stop::Unsupported(root.clone()))?;
-                for step in &path {
-                    if let Step::Field(f) = step {
-                        at = at.field_mut(f).ok_or_else(|| Stop::Unsupported(f.clone()))?;
+                // Into `stack.next`: the stack's next header, and `next` moves on past it.
+                let into_next = matches!(path.last(), Some(Step::Field(f)) if f == "next")
+                    && matches!(walk(cx, &root, &path[..path.len() - 1])?, Value::Stack { .. });
+                if into_next {
+                    path.pop();
+                    let Value::Stack { next, elems } = walk(cx, &root, &path)? else { unreachable!() };
+                    if *next >= elems.len() {
+                        return Err(Stop::Reject("StackOutOfBounds".into()));
                     }
+                    path.push(Step::Index(*next));
                 }
+                let at = walk(cx, &root, &path)?;
                 let Value::Header { valid, fields } = at else { return Err(Stop::Unsupported("extract".into())) };
                 let bits: usize = fields
                     .iter()
@@ -1571,6 +1629,13 @@ impl Switch {
                 }
                 *valid = true;
                 cx.cursor = cursor;
+                settle_union(cx, &root, &path);
+                if into_next {
+                    path.pop();
+                    if let Value::Stack { next, .. } = walk(cx, &root, &path)? {
+                        *next += 1;
+                    }
+                }
                 Ok(Value::Void)
             }
             "emit" => {
@@ -1587,6 +1652,10 @@ impl Switch {
                 Ok(Value::Void)
             }
             "length" => Ok(Value::bits(32, cx.data.len() as u128)),
+            "lookahead" if matches!(type_args.first().map(|t| self.code.checked.resolve(t)), Some(Ty::Header(_))) => {
+                let ty = self.code.checked.resolve(&type_args[0]);
+                lookahead_header(cx, self.default_of(&ty))
+            }
             "lookahead" => {
                 let w = match type_args.first().map(|t| self.code.checked.resolve(t)) {
                     Some(Ty::Bit(w)) => w,
@@ -1793,6 +1862,8 @@ impl<'c> Cx<'c> {
 enum Step {
     Field(String),
     Slice(u32, u32),
+    /// A header stack's element, its index evaluated.
+    Index(usize),
 }
 
 /// An assignable expression as a variable and the steps into it.
@@ -1851,6 +1922,23 @@ fn set_field(v: &mut Value, name: &str, x: u128) {
     }
 }
 
+/// `==` as P4 defines it: two invalid headers are equal whatever their fields, a stack's
+/// elements compare and not how far a parser filled it, members compare member by member.
+fn p4_equal(l: &Value, r: &Value) -> bool {
+    let all = |a: &[(Name, Value)], b: &[(Name, Value)]| {
+        a.len() == b.len() && a.iter().zip(b).all(|((_, x), (_, y))| p4_equal(x, y))
+    };
+    match (l, r) {
+        (Value::Header { valid: false, .. }, Value::Header { valid: false, .. }) => true,
+        (Value::Header { valid: a, fields: f }, Value::Header { valid: b, fields: g }) => a == b && all(f, g),
+        (Value::Struct(f), Value::Struct(g)) | (Value::Union(f), Value::Union(g)) => all(f, g),
+        (Value::Stack { elems: a, .. }, Value::Stack { elems: b, .. }) | (Value::List(a), Value::List(b)) => {
+            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| p4_equal(x, y))
+        }
+        _ => l == r,
+    }
+}
+
 fn binary(op: BinOp, l: Value, r: Value) -> Value {
     let (l, r) = (l.clone().sized_as(&r), r.sized_as(&l));
     if let (Value::Number(a), Value::Number(b)) = (&l, &r) {
@@ -1869,12 +1957,15 @@ fn binary(op: BinOp, l: Value, r: Value) -> Value {
             BinOp::BitXor => Value::Number(a ^ b),
             BinOp::Shl => Value::Number(a << b),
             BinOp::Shr => Value::Number(a >> b),
+            // The checker refuses a constant divisor of 0; a run-time one gives 0.
+            BinOp::Div => Value::Number(a.checked_div(*b).unwrap_or(0)),
+            BinOp::Mod => Value::Number(a.checked_rem(*b).unwrap_or(0)),
             _ => Value::Void,
         };
     }
     match op {
-        BinOp::Eq => return Value::Bool(l == r),
-        BinOp::Ne => return Value::Bool(l != r),
+        BinOp::Eq => return Value::Bool(p4_equal(&l, &r)),
+        BinOp::Ne => return Value::Bool(!p4_equal(&l, &r)),
         _ => {}
     }
     let (Value::Bits { width, signed, value: a }, b) = (&l, r.as_u128()) else { return Value::Void };
@@ -1901,6 +1992,8 @@ fn binary(op: BinOp, l: Value, r: Value) -> Value {
         // An int<W> shifts in its sign (arithmetic), a bit<W> zeros.
         BinOp::Shr if *signed => bits((s(a) >> b.min(w as u128 - 1)) as u128),
         BinOp::Shr => bits(if b >= w as u128 { 0 } else { a >> b }),
+        BinOp::Div => bits(a.checked_div(b).unwrap_or(0)),
+        BinOp::Mod => bits(a.checked_rem(b).unwrap_or(0)),
         BinOp::Concat => {
             let wb = if let Value::Bits { width, .. } = r { width } else { 0 };
             Value::bits(w + wb, (a << wb) | b)
@@ -1939,12 +2032,17 @@ fn emit(v: &Value, out: &mut Vec<u8>) {
                         bits.push((value >> i) & 1 == 1);
                     }
                 }
+                if let Value::Varbit { len, bytes, .. } = f {
+                    bits.extend((0..*len as usize).map(|i| bytes[i / 8] >> (7 - i % 8) & 1 == 1));
+                }
             }
             for byte in bits.chunks(8) {
                 out.push(byte.iter().fold(0u8, |b, &x| (b << 1) | x as u8));
             }
         }
         Value::Struct(fields) => fields.iter().for_each(|(_, f)| emit(f, out)),
+        Value::Stack { elems, .. } => elems.iter().for_each(|e| emit(e, out)),
+        Value::Union(members) => members.iter().for_each(|(_, m)| emit(m, out)),
         _ => {}
     }
 }
@@ -2034,4 +2132,283 @@ impl MeterCell {
 /// program instantiate, and this target does not run yet).
 fn is_block_named(d: &Decl, name: &str) -> bool {
     matches!(d, Decl::Parser { name: n, .. } | Decl::Control { name: n, .. } if n.text == name)
+}
+
+// The language's constructs past the first subset (issue 52, item 3): functions, header stacks
+// and list initialisers, as P4-16 defines them.
+
+impl Switch {
+    /// An assignable expression as a variable and the steps into it, a stack's indices
+    /// evaluated (and a slice's bounds, named constants among them).
+    fn lvalue_steps(&mut self, cx: &mut Cx, e: &Expr) -> Run<(String, Vec<Step>)> {
+        Ok(match &e.kind {
+            ExprKind::Name(n) => (n.clone(), Vec::new()),
+            ExprKind::Member(inner, m) => {
+                let (root, mut path) = self.lvalue_steps(cx, inner)?;
+                path.push(Step::Field(m.text.clone()));
+                (root, path)
+            }
+            ExprKind::Index(inner, index) => {
+                let (root, mut path) = self.lvalue_steps(cx, inner)?;
+                path.push(Step::Index(self.eval(cx, index)?.as_u128() as usize));
+                (root, path)
+            }
+            ExprKind::Slice(inner, hi, lo) => {
+                let (root, mut path) = self.lvalue_steps(cx, inner)?;
+                let (h, l) = (self.eval(cx, hi)?.as_u128() as u32, self.eval(cx, lo)?.as_u128() as u32);
+                path.push(Step::Slice(h, l));
+                (root, path)
+            }
+            _ => return Err(Stop::Unsupported("assigning to this expression".into())),
+        })
+    }
+
+    /// Calls the program's function `f`: arguments copied in (an `out` parameter starts as its
+    /// type's default, a header invalid), the body run with only its parameters and the
+    /// program's constants in scope, `out` and `inout` parameters copied back left to right.
+    fn run_function(&mut self, cx: &mut Cx, f: &Function, args: &[Expr]) -> Run<Value> {
+        let mut scope = Names::default();
+        for (p, a) in f.params.iter().zip(args) {
+            let zero = self.default_of(&self.code.checked.resolve(&p.ty));
+            let v = if p.direction == Some(Direction::Out) { zero } else { self.eval(cx, a)?.sized_as(&zero) };
+            scope.insert(p.name.text.clone(), v);
+        }
+        let callers = std::mem::take(&mut cx.scopes);
+        cx.scopes.push(scope);
+        let ran = self.block_stmts(cx, &f.body);
+        let scope = cx.scopes.pop().expect("the function's scope");
+        cx.scopes = callers;
+        let result = match ran {
+            Ok(()) | Err(Stop::Return) => Value::Void,
+            Err(Stop::Returned(v)) => v.sized_as(&self.default_of(&self.code.checked.resolve(&f.ret))),
+            Err(other) => return Err(other),
+        };
+        for (p, a) in f.params.iter().zip(args) {
+            if matches!(p.direction, Some(Direction::Out) | Some(Direction::InOut)) {
+                self.assign(cx, a, scope[&p.name.text].clone())?;
+            }
+        }
+        Ok(result)
+    }
+}
+
+fn find_function<'c>(code: &'c Code, name: &str) -> Option<&'c Function> {
+    code.program.decls.iter().find_map(|d| match d {
+        Decl::Function(f) if f.name.text == name => Some(f),
+        _ => None,
+    })
+}
+
+/// The value `root` and `path` name, to write. A stack's `next` or `last`, or an index, past
+/// its headers is P4's error.StackOutOfBounds.
+fn walk<'v>(cx: &'v mut Cx<'_>, root: &str, path: &[Step]) -> Run<&'v mut Value> {
+    let out_of_bounds = || Stop::Reject("StackOutOfBounds".into());
+    let mut at = cx.lookup_mut(root).ok_or_else(|| Stop::Unsupported(format!("assigning to '{root}'")))?;
+    for step in path {
+        at = match (step, at) {
+            (Step::Field(f), Value::Stack { next, elems }) => {
+                let i = match f.as_str() {
+                    "next" => *next,
+                    "last" => next.wrapping_sub(1),
+                    _ => usize::MAX,
+                };
+                elems.get_mut(i).ok_or_else(out_of_bounds)?
+            }
+            (Step::Field(f), v) => v.field_mut(f).ok_or_else(|| Stop::Unsupported(format!("field {f}")))?,
+            (Step::Index(i), Value::Stack { elems, .. } | Value::List(elems)) => {
+                elems.get_mut(*i).ok_or_else(out_of_bounds)?
+            }
+            (Step::Index(_) | Step::Slice(..), _) => return Err(Stop::Unsupported("this assignment".into())),
+        };
+    }
+    Ok(at)
+}
+
+/// `stack[i]`, read.
+fn stack_elem(stack: Value, i: usize) -> Run<Value> {
+    let elems = match stack {
+        Value::Stack { elems, .. } | Value::List(elems) => elems,
+        _ => return Err(Stop::Unsupported("indexing this value".into())),
+    };
+    elems.get(i).cloned().ok_or_else(|| Stop::Reject("StackOutOfBounds".into()))
+}
+
+/// `stack.next`, `.last`, `.nextIndex`, `.lastIndex` (`nextIndex - 1`, in 32 bits) and `.size`.
+fn stack_member(stack: Value, member: &str) -> Run<Value> {
+    let Value::Stack { next, elems } = stack else { unreachable!("called on stacks") };
+    let out_of_bounds = || Stop::Reject("StackOutOfBounds".into());
+    Ok(match member {
+        "next" => elems.get(next).cloned().ok_or_else(out_of_bounds)?,
+        "last" => next.checked_sub(1).and_then(|i| elems.get(i)).cloned().ok_or_else(out_of_bounds)?,
+        "nextIndex" => Value::bits(32, next as u128),
+        "lastIndex" => Value::bits(32, (next as u128).wrapping_sub(1)),
+        "size" => Value::bits(32, elems.len() as u128),
+        other => return Err(Stop::Unsupported(format!("a stack's '{other}'"))),
+    })
+}
+
+/// `push_front(n)` (`push`) or `pop_front(n)`: the headers move `n` places towards the back
+/// or the front, the `n` places left behind become invalid, and `next` moves with them
+/// (within 0 and the size).
+fn shift_stack(stack: &mut Value, push: bool, n: usize) {
+    let Value::Stack { next, elems } = stack else { return };
+    let size = elems.len();
+    let n = n.min(size);
+    let vacated = if push {
+        elems.rotate_right(n);
+        *next = (*next + n).min(size);
+        0..n
+    } else {
+        elems.rotate_left(n);
+        *next = next.saturating_sub(n);
+        size - n..size
+    };
+    for e in &mut elems[vacated] {
+        if let Value::Header { valid, .. } = e {
+            *valid = false;
+        }
+    }
+}
+
+/// A list's items given to `fields` in order, each sized as its field (a list inside a list
+/// initialises a struct or header inside the struct).
+fn list_into(fields: &[(Name, Value)], items: Vec<Value>) -> Vec<(Name, Value)> {
+    fields.iter().zip(items).map(|((n, like), v)| (n.clone(), v.sized_as(like))).collect()
+}
+
+/// `isValid()`: a header's validity; a header union's is whether any of its headers is valid.
+fn is_valid(v: &Value) -> bool {
+    match v {
+        Value::Header { valid, .. } => *valid,
+        Value::Union(members) => members.iter().any(|(_, m)| is_valid(m)),
+        _ => false,
+    }
+}
+
+/// After a write to `root` and `path` (an assignment, `setValid`, `extract`): where that is a
+/// header union's member and now valid, the union's other headers become invalid, as P4-16
+/// keeps at most one valid.
+fn settle_union(cx: &mut Cx, root: &str, path: &[Step]) {
+    let Some((Step::Field(member), parent)) = path.split_last() else { return };
+    let Ok(Value::Union(members)) = walk(cx, root, parent) else { return };
+    if !members.iter().any(|(n, m)| **n == **member && is_valid(m)) {
+        return;
+    }
+    for (n, m) in members.iter_mut() {
+        if **n != **member {
+            if let Value::Header { valid, .. } = m {
+                *valid = false;
+            }
+        }
+    }
+}
+
+impl Switch {
+    /// `extract(hdr, size)`: `hdr`'s fields in order from the frame, its varbit field taking
+    /// `size` bits. More than the varbit holds is error.HeaderTooShort, bits that are not whole
+    /// bytes error.ParserInvalidArgument (BMv2's rule), and a frame too short
+    /// error.PacketTooShort; the header is left as it was on any of them.
+    fn extract_sized(&mut self, cx: &mut Cx, target: &Expr, size: &Expr) -> Run<Value> {
+        let size = self.eval(cx, size)?.as_u128();
+        let (root, mut path) = self.lvalue_steps(cx, target)?;
+        let into_next = matches!(path.last(), Some(Step::Field(f)) if f == "next")
+            && matches!(walk(cx, &root, &path[..path.len() - 1])?, Value::Stack { .. });
+        if into_next {
+            path.pop();
+            let Value::Stack { next, elems } = walk(cx, &root, &path)? else { unreachable!() };
+            if *next >= elems.len() {
+                return Err(Stop::Reject("StackOutOfBounds".into()));
+            }
+            path.push(Step::Index(*next));
+        }
+        let (data, start) = (cx.data, cx.cursor);
+        let at = walk(cx, &root, &path)?;
+        let Value::Header { valid, fields } = at else { return Err(Stop::Unsupported("extract".into())) };
+        let max = fields.iter().find_map(|(_, v)| if let Value::Varbit { max, .. } = v { Some(*max) } else { None });
+        let Some(max) = max else { return Err(Stop::Unsupported("extract with a size into a header without varbit".into())) };
+        if size > max as u128 {
+            return Err(Stop::Reject("HeaderTooShort".into()));
+        }
+        if size % 8 != 0 {
+            return Err(Stop::Reject("ParserInvalidArgument".into()));
+        }
+        let fixed: usize = fields.iter().map(|(_, v)| if let Value::Bits { width, .. } = v { *width as usize } else { 0 }).sum();
+        if start + fixed + size as usize > data.len() * 8 {
+            return Err(Stop::Reject("PacketTooShort".into()));
+        }
+        let mut cursor = start;
+        for (_, v) in fields.iter_mut() {
+            match v {
+                Value::Bits { width, value, .. } => {
+                    *value = read_bits(data, cursor, *width);
+                    cursor += *width as usize;
+                }
+                Value::Varbit { len, bytes, .. } => {
+                    *len = size as u32;
+                    *bytes = (0..size as usize).step_by(8).map(|bit| read_bits(data, cursor + bit, 8) as u8).collect();
+                    cursor += size as usize;
+                }
+                _ => {}
+            }
+        }
+        *valid = true;
+        cx.cursor = cursor;
+        settle_union(cx, &root, &path);
+        if into_next {
+            path.pop();
+            if let Value::Stack { next, .. } = walk(cx, &root, &path)? {
+                *next += 1;
+            }
+        }
+        Ok(Value::Void)
+    }
+}
+
+impl Switch {
+    /// Runs the action a table chose, with `data` from its entry or default: the arguments its
+    /// action list binds (`actions = { a(hdr.x); }`, to the parameters with a direction) come
+    /// first, evaluated now and copied back after, as a direct call's are.
+    fn run_table_action(&mut self, cx: &mut Cx, t: &Table, a: &Action, data: &[u128]) -> Run<Value> {
+        let bound: &[Expr] = t.actions.iter().find(|r| r.name.text == a.name.text).map_or(&[], |r| &r.args);
+        let mut values = bound.iter().map(|e| self.eval(cx, e)).collect::<Run<Vec<_>>>()?;
+        values.extend(data.iter().map(|d| Value::Number(*d as i128)));
+        self.run_action(cx, a, values, Some(bound))
+    }
+}
+
+/// The arguments of a default action or an entry that are the control plane's data: all of
+/// them, or, where they also repeat what the action list binds, those after.
+fn data_args<'e>(code: &Code, block: &str, r: &'e ActionRef) -> &'e [Expr] {
+    let bound = find_action(code, block, &r.name.text).map_or(0, |a| a.params.iter().filter(|p| p.direction.is_some()).count());
+    let all = find_action(code, block, &r.name.text).map_or(0, |a| a.params.len());
+    if r.args.len() == all { &r.args[bound..] } else { &r.args }
+}
+
+/// A serializable enum's member: its value, of the enum's type.
+fn ser_enum_member(ty: &Ty, members: &[(String, u128)], member: &str) -> Value {
+    let value = members.iter().find(|(n, _)| n == member).map_or(0, |(_, v)| *v);
+    match ty {
+        Ty::Int(w) => Value::Bits { width: *w, signed: true, value: value & mask(*w) },
+        Ty::Bit(w) => Value::bits(*w, value),
+        _ => Value::Number(value as i128),
+    }
+}
+
+/// `lookahead<H>()` of a header: `H` filled from the frame at the cursor and valid, the cursor
+/// left where it was; a frame too short is error.PacketTooShort.
+fn lookahead_header(cx: &Cx, mut header: Value) -> Run<Value> {
+    let Value::Header { valid, fields } = &mut header else { return Err(Stop::Unsupported("lookahead".into())) };
+    let bits: usize = fields.iter().map(|(_, v)| if let Value::Bits { width, .. } = v { *width as usize } else { 0 }).sum();
+    if cx.cursor + bits > cx.data.len() * 8 {
+        return Err(Stop::Reject("PacketTooShort".into()));
+    }
+    let mut at = cx.cursor;
+    for (_, v) in fields.iter_mut() {
+        if let Value::Bits { width, value, .. } = v {
+            *value = read_bits(cx.data, at, *width);
+            at += *width as usize;
+        }
+    }
+    *valid = true;
+    Ok(header)
 }

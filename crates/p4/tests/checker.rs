@@ -50,7 +50,7 @@ fn bad_programs_get_exact_messages() {
     let ingress = |locals: &str, apply: &str| with_ingress(locals, apply);
     let cases: Vec<(String, &str)> = vec![
         ("header x { foo_t a; }".into(), "c.p4:2:12: no type named 'foo_t'"),
-        ("header x { bool b; bit<7> c; }".into(), "c.p4:2:17: a header's fields are bit<N> or int<N>; 'b' is bool"),
+        ("header x { bool b; bit<7> c; }".into(), "c.p4:2:17: a header's fields are bit<N>, int<N> or varbit<N>; 'b' is bool"),
         ("header x { bit<7> c; }".into(), "c.p4:2:19: a header is whole bytes; this one's fields add up to 7 bits"),
         ("const bit<8> c = 300;".into(), "c.p4:2:18: 300 does not fit in bit<8>"),
         ("const bit<8> c = 9w300;".into(), "c.p4:2:18: the constant's value should be bit<8>, and is bit<9>"),
@@ -83,6 +83,55 @@ fn bad_programs_get_exact_messages() {
         (with_ingress("", "").replace("control I(inout hs_t hdr, inout m_t meta", "control I(inout hs_t hdr, inout hs_t meta"), "c.p4:8:38: 'I' parameter 2 is 'inout struct hs_t'; Ingress expects 'inout M = struct m_t' there"),
         (with_ingress("", "").replace("EdgeflowSwitch(P(), I(), E(), D())", "EdgeflowSwitch(P(), P(), E(), D())"), "c.p4:14:21: EdgeflowSwitch's 'ig' is a control, and 'P' is a parser"),
         (with_ingress("", "").replace("EdgeflowSwitch(P(), I(), E(), D())", "EdgeflowSwitch(P(), I(), E())"), "c.p4:14:1: EdgeflowSwitch takes 4 blocks, not 3"),
+        // Functions (issue 52, item 3).
+        ("bit<8> f(in bit<8> x) { return true; }".into(), "c.p4:2:32: the returned value should be bit<8>, and is bool"),
+        ("bit<8> f(in bit<8> x) { if (x == 1) { return 1; } }".into(), "c.p4:2:8: function 'f' returns bit<8>, and a path through it ends without 'return'"),
+        ("bit<8> f() { return; }".into(), "c.p4:2:14: this function returns bit<8>: 'return' needs a value"),
+        ("void f() { return 1; }".into(), "c.p4:2:12: a void function's 'return' has no value"),
+        ("action a() { return 1; }".into(), "c.p4:2:14: 'return' with a value is a function's; actions, controls and parsers return nothing"),
+        ("bit<8> f() { return f(); }".into(), "c.p4:2:21: 'f' calls itself: P4's functions do not recurse"),
+        ("bit<8> f(out bit<8> x) { x = 1; return x; }\naction a() { bit<8> y = f(1); }".into(), "c.p4:3:27: this cannot be assigned to"),
+        ("bit<8> f(in bit<8> x) { return x; }\naction a() { bit<16> y = f(1); }".into(), "c.p4:3:26: the initial value should be bit<16>, and is bit<8>"),
+        // `/` and `%`.
+        ("action a(int<8> x) { int<8> y = x / 2; }".into(), "c.p4:2:33: '/' divides unsigned numbers (bit<N>, or numbers without a width), not int<8>"),
+        ("const bit<8> c = 10 % 0;".into(), "c.p4:2:23: '%' by zero"),
+        ("const bit<8> c = 600 / 2;".into(), "c.p4:2:18: 300 does not fit in bit<8>"),
+        // Header stacks.
+        ("struct s { bit<8>[2] a; }".into(), "c.p4:2:19: a stack holds headers or header unions, not bit<8>"),
+        ("header h { bit<8> a; }\nstruct s { h[0] t; }".into(), "c.p4:3:14: a header stack holds 1 to 256 headers, not 0"),
+        ("header h { bit<8> a; }\nstruct s { h[2] t; }\naction a(inout s x) { x.t[2].a = 1; }".into(), "c.p4:4:27: index 2 is past the stack's 2 headers"),
+        ("header h { bit<8> a; }\nstruct s { h[2] t; }\naction a(inout s x) { x.t.next.a = 1; }".into(), "c.p4:4:27: a stack's 'next' is a parser's (P4-16 8.18); index it here"),
+        ("header h { bit<8> a; }\nstruct s { h[2] t; }\naction a(inout s x) { x.t.push_front(8w1); }".into(), "c.p4:4:38: push_front's count is a positive number without a width"),
+        ("header h { bit<8> a; }\nstruct s { h[2] t; }\naction a(inout s x) { x.t.a = 1; }".into(), "c.p4:4:27: header h[2] has no member 'a' (it has next, last, lastIndex, nextIndex, size)"),
+        ("header h { bit<8> a; }\naction a(inout h x) { x[0].a = 1; }".into(), "c.p4:3:23: [...] indexes a header stack, and this is header h"),
+        // Header unions.
+        ("header h { bit<8> a; }\nheader_union u { h one; bit<8> two; }".into(), "c.p4:3:32: a header union holds headers; 'two' is bit<8>"),
+        ("header h { bit<8> a; }\nheader_union u { h one; }\naction a(inout u x) { x.setValid(); }".into(), "c.p4:4:25: header_union u has no method 'setValid'"),
+        // varbit.
+        ("header h { varbit<8> a; varbit<8> b; }".into(), "c.p4:2:35: a header has at most one varbit field; 'b' is a second"),
+        ("struct s { varbit<8> v; }".into(), "c.p4:2:22: a struct cannot hold varbit<8> ('v')"),
+        ("header h { bit<8> a; varbit<8> v; }\nparser P(packet_in pk, out h x) { state start { pk.extract(x); transition accept; } }".into(), "c.p4:3:60: header h has a varbit field: extract(hdr, size in bits) gives its size"),
+        ("header h { bit<8> a; }\nparser P(packet_in pk, out h x) { state start { pk.extract(x, 8); transition accept; } }".into(), "c.p4:3:63: header h has no varbit field for a size to fill"),
+        ("header h { bit<8> a; varbit<8> v; }\naction a(inout h x) { x.v = x.v + 1; }".into(), "c.p4:3:29: '+' does not take varbit<8>: a varbit is assigned, emitted and compared with == and !="),
+        // Arguments bound in a table's action list.
+        (ingress("action f(inout bit<8> x, bit<8> y) { x = y; }\ntable t { key = { hdr.h.a : exact; } actions = { f; } }", ""), "c.p4:10:50: 'f' takes 'x' with a direction, which no table entry can give: bind it here, f(...)"),
+        (ingress("action f(inout bit<8> x, bit<8> y) { x = y; }\ntable t { key = { hdr.h.a : exact; } actions = { f(hdr.h.a, 1); } }", ""), "c.p4:10:50: 'f': a table's action list binds its 1 parameter(s) with a direction, here given 2"),
+        (ingress("action f(bit<8> y, inout bit<8> x) { x = y; }\ntable t { key = { hdr.h.a : exact; } actions = { f(hdr.h.a); } }", ""), "c.p4:9:33: 'x': parameters with a direction come before those without (the control plane's)"),
+        (ingress("action f(inout bit<8> x, bit<8> y) { x = y; }\ntable t { key = { hdr.h.a : exact; } actions = { f(1); } }", ""), "c.p4:10:52: this cannot be assigned to"),
+        // Serializable enums.
+        ("enum bit<8> E { A = 300 }".into(), "c.p4:2:21: 300 does not fit in bit<8>"),
+        ("enum bit<8> E { A = 1, A = 2 }".into(), "c.p4:2:24: 'A' is declared twice"),
+        ("enum bit<8> E { A = 1 }\naction a() { bit<8> x = E.B; }".into(), "c.p4:3:27: enum E has no 'B'"),
+        ("enum bit<8> E { A = 1 }\naction a() { bit<16> x = E.A; }".into(), "c.p4:3:26: the initial value should be bit<16>, and is bit<8>"),
+        // Tuples.
+        ("action a() { tuple<bit<8>, bool> t = { 1 }; }".into(), "c.p4:2:38: a list of 1 value(s) for tuple<bit<8>, bool>"),
+        ("action a() { tuple<bit<8>, bool> t = { 1, 2 }; }".into(), "c.p4:2:43: the initial value's element 1 should be bool, and is a number"),
+        ("action a(bit<8> i) { tuple<bit<8>, bool> t = { 1, true }; bit<8> x = t[i]; }".into(), "c.p4:2:72: a tuple's index is a compile-time number"),
+        ("action a() { tuple<bit<8>, bool> t = { 1, true }; bit<8> x = t[2]; }".into(), "c.p4:2:64: index 2 is past tuple<bit<8>, bool>"),
+        // List initialisers.
+        ("header h { bit<8> a; bit<8> b; }\naction a(inout h x) { x = {1}; }".into(), "c.p4:3:27: a list of 1 value(s) for header h's 2 field(s)"),
+        ("header h { bit<8> a; bit<8> b; }\naction a(inout h x) { x = {1, true}; }".into(), "c.p4:3:31: the value's 'b' should be bit<8>, and is bool"),
+        ("action a() { bit<8> x = {1}; }".into(), "c.p4:2:25: a list {...} initialises a struct or a header; the initial value is bit<8>"),
     ];
     let mut wrong = Vec::new();
     for (program, want) in &cases {

@@ -139,6 +139,10 @@ impl Lowering {
             }
             // `string` (v1model's log_msg) is an extern's argument, not a value a program holds.
             Type::Str => ir::Ty::Opaque("string".into()),
+            Type::Stack(..) => return Err(Diagnostic::new(pos, "the mid end has no type for header stacks yet")),
+            Type::Varbit(_) => return Err(Diagnostic::new(pos, "the mid end has no type for varbit yet")),
+            Type::Tuple(_) => return Err(Diagnostic::new(pos, "the mid end has no type for tuples yet")),
+            Type::Integer => return Err(Diagnostic::new(pos, "the mid end has no type for int without a width yet")),
         })
     }
 

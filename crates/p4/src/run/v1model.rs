@@ -118,7 +118,7 @@ impl Switch {
         [hdr, meta, sm] = cx.unbind(params).try_into().expect("three");
         // A frame the parser rejects is not dropped: ingress sees why in parser_error.
         match parsed {
-            Ok(()) | Err(Stop::Exit) | Err(Stop::Return) => {}
+            Ok(()) | Err(Stop::Exit) | Err(Stop::Return) | Err(Stop::Returned(_)) => {}
             Err(Stop::Reject(e)) => {
                 if let Some(v) = sm.field_mut("parser_error") {
                     *v = Value::Error(e);
@@ -263,7 +263,7 @@ impl Switch {
         let mut cx = Cx::new(name, code, payload, length as u64, now);
         cx.bind(params, vec![hdr]);
         match self.block_stmts(&mut cx, apply) {
-            Ok(()) | Err(Stop::Exit) | Err(Stop::Return) | Err(Stop::Reject(_)) => {}
+            Ok(()) | Err(Stop::Exit) | Err(Stop::Return) | Err(Stop::Returned(_)) | Err(Stop::Reject(_)) => {}
             Err(Stop::Unsupported(w)) => return Err(Dropped::Unsupported(w)),
         }
         let mut bytes = cx.out;
@@ -412,9 +412,13 @@ fn push_bits(v: &Value, bits: &mut Vec<bool>) {
     match v {
         Value::Bits { width, value, .. } => (0..*width).rev().for_each(|i| bits.push((value >> i) & 1 == 1)),
         Value::Bool(b) => bits.push(*b),
-        Value::Header { valid: true, fields } | Value::Struct(fields) => {
+        Value::Header { valid: true, fields } | Value::Struct(fields) | Value::Union(fields) => {
             fields.iter().for_each(|(_, f)| push_bits(f, bits))
         }
+        Value::Varbit { len, bytes, .. } => {
+            (0..*len as usize).for_each(|i| bits.push(bytes[i / 8] >> (7 - i % 8) & 1 == 1))
+        }
+        Value::List(items) | Value::Stack { elems: items, .. } => items.iter().for_each(|v| push_bits(v, bits)),
         _ => {}
     }
 }
