@@ -1518,6 +1518,10 @@ impl<'a> Gen<'a> {
             // (1 024 when it declares none): while the control plane has written more, the
             // kernel's write fails and every frame goes up (`p4_config[1]`), decided in userspace.
             let size = if kind == TableKind::Scan { declared.min(SCAN_MAX) } else { declared.max(1) };
+            // `actions = { a(hdr.x); }`: arguments the action list binds are not carried yet.
+            if let Some(a) = t.actions.iter().find(|a| !a.args.is_empty()) {
+                return Err(no(format!("{target}'s action {} with arguments bound in its action list", a.name.text)));
+            }
             let actions: Vec<String> = t.actions.iter().map(|a| a.name.text.clone()).collect();
             let mut max_args = 0;
             for a in &actions {

@@ -1138,8 +1138,18 @@ impl Switch {
     fn stmt(&mut self, cx: &mut Cx, s: &Stmt) -> Run<()> {
         match s {
             Stmt::Assign { target, value } => {
+                let place = self.place(cx, target)?;
+                // `a op= b` (the parser wrote `a = a op b` with `a` itself, at `a`'s place): `a`'s
+                // indices evaluated once, as P4 says, not again for its value.
+                if let ExprKind::Binary(op, lhs, rhs) = &value.kind {
+                    if **lhs == *target && value.pos == target.pos {
+                        let current = self.load(cx, &place)?;
+                        let r = self.eval(cx, rhs)?;
+                        return self.store(cx, place, binary(*op, current, r));
+                    }
+                }
                 let v = self.eval(cx, value)?;
-                self.assign(cx, target, v)
+                self.store(cx, place, v)
             }
             Stmt::Call(e) => self.eval(cx, e).map(drop),
             Stmt::If { cond, then, otherwise } => {
@@ -1188,6 +1198,13 @@ impl Switch {
     }
 
     fn assign(&mut self, cx: &mut Cx, target: &Expr, v: Value) -> Run<()> {
+        let place = self.place(cx, target)?;
+        self.store(cx, place, v)
+    }
+
+    /// Where an assignment writes: the variable, the steps into it (stack indices evaluated
+    /// now: P4 evaluates an assignment's left side before its right), and the slice.
+    fn place(&mut self, cx: &mut Cx, target: &Expr) -> Run<Place> {
         // A slice's bounds are constants, named ones included: evaluated here, where names are
         // known (the path alone took a name for 0 and wrote bit 0).
         let (base, mut slice) = match &target.kind {
@@ -1212,6 +1229,23 @@ impl Switch {
                 None => within,
             });
         }
+        Ok((root, path, slice))
+    }
+
+    /// The value at a place (a read past a stack's end: an invalid header of zeros).
+    fn load(&mut self, cx: &mut Cx, (root, path, slice): &Place) -> Run<Value> {
+        let v = match walk(cx, root, path) {
+            Ok(v) => v.clone(),
+            Err(Stop::Reject(e)) if e == "StackOutOfBounds" => Value::Number(0),
+            Err(e) => return Err(e),
+        };
+        Ok(match slice {
+            Some((h, l)) => Value::bits(h - l + 1, v.as_u128() >> l),
+            None => v,
+        })
+    }
+
+    fn store(&mut self, cx: &mut Cx, (root, path, slice): Place, v: Value) -> Run<()> {
         // A write past a stack's end does nothing (P4-16, 8.18: BMv2 leaves the frame as it is).
         let at = match walk(cx, &root, &path) {
             Err(Stop::Reject(e)) if e == "StackOutOfBounds" => return Ok(()),
@@ -1601,16 +1635,18 @@ impl Switch {
                 let (root, mut path) = self.lvalue_steps(cx, &args[0])?;
                 let data = cx.data;
                 let mut cursor = cx.cursor;
-                // Into `stack.next`: the stack's next header, and `next` moves on past it.
-                let into_next = matches!(path.last(), Some(Step::Field(f)) if f == "next")
-                    && matches!(walk(cx, &root, &path[..path.len() - 1])?, Value::Stack { .. });
-                if into_next {
-                    path.pop();
-                    let Value::Stack { next, elems } = walk(cx, &root, &path)? else { unreachable!() };
+                // Into `stack.next` (or a member of it, a stack of unions' `u.next.byte`): the
+                // stack's next element, and `next` moves on past it.
+                let next_at = path
+                    .iter()
+                    .position(|s| matches!(s, Step::Field(f) if f == "next"))
+                    .filter(|&k| matches!(walk(cx, &root, &path[..k]), Ok(Value::Stack { .. })));
+                if let Some(k) = next_at {
+                    let Value::Stack { next, elems } = walk(cx, &root, &path[..k])? else { unreachable!() };
                     if *next >= elems.len() {
                         return Err(Stop::Reject("StackOutOfBounds".into()));
                     }
-                    path.push(Step::Index(*next));
+                    path[k] = Step::Index(*next);
                 }
                 let at = walk(cx, &root, &path)?;
                 let Value::Header { valid, fields } = at else { return Err(Stop::Unsupported("extract".into())) };
@@ -1630,9 +1666,8 @@ impl Switch {
                 *valid = true;
                 cx.cursor = cursor;
                 settle_union(cx, &root, &path);
-                if into_next {
-                    path.pop();
-                    if let Value::Stack { next, .. } = walk(cx, &root, &path)? {
+                if let Some(k) = next_at {
+                    if let Value::Stack { next, .. } = walk(cx, &root, &path[..k])? {
                         *next += 1;
                     }
                 }
@@ -1858,6 +1893,9 @@ impl<'c> Cx<'c> {
         self.scopes.iter_mut().rev().find_map(|s| s.get_mut(name))
     }
 }
+
+/// An assignment's target: the variable, the steps into it, the bits (high, low) of a slice.
+type Place = (String, Vec<Step>, Option<(u32, u32)>);
 
 enum Step {
     Field(String),
@@ -2230,7 +2268,21 @@ fn stack_elem(stack: Value, i: usize) -> Run<Value> {
         Value::Stack { elems, .. } | Value::List(elems) => elems,
         _ => return Err(Stop::Unsupported("indexing this value".into())),
     };
-    elems.get(i).cloned().ok_or_else(|| Stop::Reject("StackOutOfBounds".into()))
+    // Read past the end: P4 leaves the value undefined; an invalid header of zeros, as BMv2's
+    // frames show it (a control reading one runs on; only a parser's extract fails).
+    elems.get(i).cloned().or_else(|| elems.first().map(zeroed)).ok_or_else(|| Stop::Reject("StackOutOfBounds".into()))
+}
+
+/// `v` with every field zero and every header invalid.
+fn zeroed(v: &Value) -> Value {
+    match v {
+        Value::Bits { width, signed, .. } => Value::Bits { width: *width, signed: *signed, value: 0 },
+        Value::Header { fields, .. } => {
+            Value::Header { valid: false, fields: fields.iter().map(|(n, f)| (n.clone(), zeroed(f))).collect() }
+        }
+        Value::Struct(fields) => Value::Struct(fields.iter().map(|(n, f)| (n.clone(), zeroed(f))).collect()),
+        other => other.clone(),
+    }
 }
 
 /// `stack.next`, `.last`, `.nextIndex`, `.lastIndex` (`nextIndex - 1`, in 32 bits) and `.size`.
