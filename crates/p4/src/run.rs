@@ -502,9 +502,8 @@ impl Switch {
                     matches!(&i.args.get(1).map(|a| &a.kind), Some(ExprKind::Member(_, m)) if m.text == "bytes");
                 self.meters.insert(key, Meter { bytes, cells: vec![MeterCell::default(); n] });
             }
-            other if self.code.program.decls.iter().any(|d| is_block_named(d, other)) => {
-                return Err(format!("{key}: an instance of the program's own {other} (a sub-parser or sub-control) is not run by the software target yet"));
-            }
+            // A sub-parser or sub-control: run where it is applied (`run_sub_block`).
+            other if self.code.program.decls.iter().any(|d| is_block_named(d, other)) => {}
             _ => {}
         }
         Ok(())
@@ -1265,6 +1264,9 @@ impl Switch {
                         if self.tables.contains_key(&key) && method == "apply" {
                             return self.apply(cx, &key);
                         }
+                        if let (Some(sub), "apply") = (sub_block(&code, cx.block, n), method) {
+                            return self.run_sub_block(cx, sub, args);
+                        }
                         return self.extern_method(cx, &key, method, args);
                     }
                 }
@@ -1841,8 +1843,8 @@ impl MeterCell {
     }
 }
 
-/// Whether `d` is the program's own parser or control `name` (which the front end lets a
-/// program instantiate, and this target does not run yet).
+/// Whether `d` is the program's own parser or control `name` (which a program may instantiate
+/// as a sub-parser or sub-control).
 fn is_block_named(d: &Decl, name: &str) -> bool {
     matches!(d, Decl::Parser { name: n, .. } | Decl::Control { name: n, .. } if n.text == name)
 }
@@ -2124,4 +2126,67 @@ fn lookahead_header(cx: &Cx, mut header: Value) -> Run<Value> {
     }
     *valid = true;
     Ok(header)
+}
+
+/// The program's own parser or control that `instance`, declared in `block`, instantiates.
+fn sub_block<'c>(code: &'c Code, block: &str, instance: &str) -> Option<&'c Decl> {
+    let locals = code.program.decls.iter().find_map(|d| match d {
+        Decl::Parser { name, locals, .. } | Decl::Control { name, locals, .. } if name.text == block => Some(locals),
+        _ => None,
+    })?;
+    let ty = locals.iter().find_map(|l| match l {
+        Local::Instance(Instance { ty: Type::Named(t, _), name, .. }) if name.text == instance => Some(&t.text),
+        _ => None,
+    })?;
+    code.program.decls.iter().find(|d| is_block_named(d, ty))
+}
+
+fn is_packet(p: &Param) -> bool {
+    matches!(&p.ty, Type::Named(n, _) if n.text == "packet_in" || n.text == "packet_out")
+}
+
+impl Switch {
+    /// `sub.apply(args)`: the sub-parser or sub-control run on the caller's frame, its
+    /// parameters copied in and, after it (an exit or a reject included), `out` and `inout`
+    /// copied back; a sub-parser moves the caller's cursor, a sub-control's emits add to the
+    /// caller's output. A reject or exit inside goes on to the caller, as P4 defines.
+    fn run_sub_block(&mut self, cx: &mut Cx, sub: &Decl, args: &[Expr]) -> Run<Value> {
+        let (Decl::Parser { name, params, .. } | Decl::Control { name, params, .. }) = sub else { unreachable!() };
+        let pairs: Vec<(&Param, &Expr)> = params.iter().zip(args).filter(|(p, _)| !is_packet(p)).collect();
+        let mut values = Vec::new();
+        for (p, a) in &pairs {
+            let zero = self.default_of(&self.code.checked.resolve(&p.ty));
+            values.push(if p.direction == Some(Direction::Out) { zero } else { self.eval(cx, a)?.sized_as(&zero) });
+        }
+        let code = self.code.clone();
+        let mut inner = Cx::new(&name.text, &code, cx.data, cx.length, cx.now);
+        inner.cursor = cx.cursor;
+        inner.bind(params, values);
+        let ran = match sub {
+            Decl::Parser { locals, states, .. } => self.run_parser(&mut inner, locals, states),
+            Decl::Control { locals, apply, .. } => {
+                inner.scopes.push(Names::default());
+                let declared = locals.iter().try_for_each(|l| self.local(&mut inner, l));
+                let ran = declared.and_then(|()| self.block_stmts(&mut inner, apply));
+                inner.scopes.pop();
+                ran
+            }
+            _ => unreachable!(),
+        };
+        if let Err(Stop::Unsupported(what)) = ran {
+            return Err(Stop::Unsupported(what));
+        }
+        let outs = inner.unbind(params);
+        cx.cursor = inner.cursor;
+        cx.out.extend_from_slice(&inner.out);
+        for ((p, a), v) in pairs.iter().zip(outs) {
+            if matches!(p.direction, Some(Direction::Out) | Some(Direction::InOut)) {
+                self.assign(cx, a, v)?;
+            }
+        }
+        match ran {
+            Ok(()) | Err(Stop::Return) => Ok(Value::Void),
+            Err(other) => Err(other),
+        }
+    }
 }

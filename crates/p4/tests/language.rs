@@ -351,6 +351,57 @@ fn lookahead_of_a_header_reads_it_without_moving_on() {
     assert_eq!(sw.process(&short, 1, 0), Err(Dropped::Parser("PacketTooShort".into())));
 }
 
+/// A program whose parser, ingress and deparser each apply a sub-block of their own.
+const SUB_BLOCKS: &str = r#"
+#include <core.p4>
+#include <edgeflow.p4>
+header eth_t { bit<48> dst; bit<48> src; bit<16> kind; }
+header byte_t { bit<8> data; }
+struct headers { eth_t eth; byte_t b; }
+struct meta_t { bit<8> unused; }
+parser EthParser(packet_in pk, out eth_t e) { state start { pk.extract(e); transition accept; } }
+parser P(packet_in packet, out headers hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    EthParser() eth_parser;
+    state start { eth_parser.apply(packet, hdr.eth); packet.extract(hdr.b); transition accept; }
+}
+control Rewrite(inout eth_t e, in bit<16> to, out PortId_t port) {
+    apply {
+        port = 3;
+        if (to == 0) { exit; }
+        e.kind = to;
+        port = 2;
+    }
+}
+control I(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    Rewrite() rewrite;
+    apply { rewrite.apply(hdr.eth, (bit<16>) hdr.b.data, sm.egress_port); hdr.b.data = 0xee; }
+}
+control E(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }
+control EmitAll(packet_out pk, in headers h) { apply { pk.emit(h.eth); pk.emit(h.b); } }
+control D(packet_out packet, in headers hdr) {
+    EmitAll() emit_all;
+    apply { emit_all.apply(packet, hdr); }
+}
+EdgeflowSwitch(P(), I(), E(), D()) main;
+"#;
+
+#[test]
+fn sub_parsers_and_sub_controls_run_with_copy_in_copy_out_on_the_caller_s_frame() {
+    let (p, c) = p4::front_end("sub.p4", SUB_BLOCKS).unwrap_or_else(|e| panic!("{e}"));
+    let mut sw = Switch::new(p, c).unwrap();
+    // The sub-parser moved the cursor past Ethernet, so the byte after it is the next header;
+    // the sub-control rewrote the EtherType (inout) and chose the port (out); the
+    // sub-deparser's emits are the frame.
+    let out = sw.process(&frame(0x0800, &[0x42, 0xaa]), 1, 0).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(out[0].port, 2);
+    assert_eq!(kind_of(&out[0].frame), 0x0042);
+    assert_eq!(&out[0].frame[14..16], &[0xee, 0xaa], "the byte header, rewritten by the caller after, then the payload");
+    // exit in the sub-control: its out parameter is copied back, and the caller stops too.
+    let out = sw.process(&frame(0x0800, &[0x00, 0xaa]), 1, 0).unwrap();
+    assert_eq!(out[0].port, 3);
+    assert_eq!((kind_of(&out[0].frame), out[0].frame[14]), (0x0800, 0x00), "nothing after the exit ran");
+}
+
 /// The kernel back end does not compile these constructs yet: it refuses each program by
 /// name, and the program then runs in userspace, on the software target above.
 #[test]
