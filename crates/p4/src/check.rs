@@ -98,8 +98,15 @@ enum TypeDef<'a> {
     Union(Vec<(String, Ty)>),
     Enum(Vec<String>),
     Alias(Ty),
-    Extern { type_params: &'a [Name], methods: &'a [Method] },
-    Block { kind: BlockKind, type_params: &'a [Name], params: &'a [Param] },
+    Extern {
+        type_params: &'a [Name],
+        methods: &'a [Method],
+    },
+    Block {
+        kind: BlockKind,
+        type_params: &'a [Name],
+        params: &'a [Param],
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -365,7 +372,10 @@ impl<'a> Checker<'a> {
         self.scopes.pop();
         r?;
         if ret != Ty::Void && !always_returns(&f.body) {
-            return err(f.name.pos, format!("function '{n}' returns {ret}, and a path through it ends without 'return'"));
+            return err(
+                f.name.pos,
+                format!("function '{n}' returns {ret}, and a path through it ends without 'return'"),
+            );
         }
         self.own_functions.insert(n.clone(), f);
         Ok(())
@@ -424,7 +434,10 @@ impl<'a> Checker<'a> {
                 );
             }
             if header && matches!(ty, Ty::Varbit(_)) && out.iter().any(|(_, t)| matches!(t, Ty::Varbit(_))) {
-                return err(f.name.pos, format!("a header has at most one varbit field; '{}' is a second", f.name.text));
+                return err(
+                    f.name.pos,
+                    format!("a header has at most one varbit field; '{}' is a second", f.name.text),
+                );
             }
             if !header
                 && !matches!(
@@ -723,7 +736,10 @@ impl<'a> Checker<'a> {
             if let Some(p) = a.params[bound..].iter().find(|p| p.direction.is_some()) {
                 return err(
                     p.name.pos,
-                    format!("'{}': parameters with a direction come before those without (the control plane's)", p.name.text),
+                    format!(
+                        "'{}': parameters with a direction come before those without (the control plane's)",
+                        p.name.text
+                    ),
                 );
             }
             if r.args.is_empty() && bound > 0 {
@@ -755,7 +771,8 @@ impl<'a> Checker<'a> {
             let a = c.find_action(&r.name.text).expect("listed actions exist");
             // All the arguments, or the data alone after those the action list binds.
             let bound = a.params.iter().filter(|p| p.direction.is_some()).count();
-            let params = if bound > 0 && r.args.len() == a.params.len() - bound { &a.params[bound..] } else { &a.params[..] };
+            let params =
+                if bound > 0 && r.args.len() == a.params.len() - bound { &a.params[bound..] } else { &a.params[..] };
             c.args(&r.args, params, r.name.pos, &a.name.text, &HashMap::new())?;
             Ok(())
         };
@@ -896,7 +913,9 @@ impl<'a> Checker<'a> {
                 err(*pos, format!("this function returns {}: 'return' needs a value", self.returns.as_ref().unwrap()))
             }
             Stmt::ReturnValue(value, pos) => match &self.returns {
-                None => err(*pos, "'return' with a value is a function's; actions, controls and parsers return nothing"),
+                None => {
+                    err(*pos, "'return' with a value is a function's; actions, controls and parsers return nothing")
+                }
                 Some(Ty::Void) => err(*pos, "a void function's 'return' has no value"),
                 Some(t) => self.expect(value, &t.clone(), "the returned value"),
             },
@@ -931,7 +950,10 @@ impl<'a> Checker<'a> {
             // `{a, b}` initialises a struct's or header's fields in order.
             let (TypeDef::Struct(fields) | TypeDef::Header(fields)) = &self.types[n] else { unreachable!() };
             if items.len() != fields.len() {
-                return err(e.pos, format!("a list of {} value(s) for {want}'s {} field(s)", items.len(), fields.len()));
+                return err(
+                    e.pos,
+                    format!("a list of {} value(s) for {want}'s {} field(s)", items.len(), fields.len()),
+                );
             }
             for (item, (field, ty)) in items.iter().zip(fields) {
                 self.expect(item, ty, &format!("{what}'s '{field}'"))?;
@@ -1102,7 +1124,9 @@ impl<'a> Checker<'a> {
                 }
                 Ok(to)
             }
-            ExprKind::List(_) => err(e.pos, "a list {...} initialises a struct or a header, and nothing here says which"),
+            ExprKind::List(_) => {
+                err(e.pos, "a list {...} initialises a struct or a header, and nothing here says which")
+            }
         }
     }
 
@@ -1111,7 +1135,10 @@ impl<'a> Checker<'a> {
         let sym = op_symbol(op);
         if let Some(t) = [&ta, &tb].into_iter().find(|t| matches!(t, Ty::Varbit(_))) {
             if !matches!(op, BinOp::Eq | BinOp::Ne) {
-                return err(pos, format!("'{sym}' does not take {t}: a varbit is assigned, emitted and compared with == and !="));
+                return err(
+                    pos,
+                    format!("'{sym}' does not take {t}: a varbit is assigned, emitted and compared with == and !="),
+                );
             }
         }
         match op {
@@ -1150,7 +1177,10 @@ impl<'a> Checker<'a> {
                     Diagnostic::new(pos, format!("the operands of '{sym}' differ: {ta} and {tb} (cast one)"))
                 })?;
                 if !matches!(t, Ty::Bit(_) | Ty::Number) {
-                    return err(pos, format!("'{sym}' divides unsigned numbers (bit<N>, or numbers without a width), not {t}"));
+                    return err(
+                        pos,
+                        format!("'{sym}' divides unsigned numbers (bit<N>, or numbers without a width), not {t}"),
+                    );
                 }
                 if self.const_value(b) == Some(0) {
                     return err(b.pos, format!("'{sym}' by zero"));
@@ -1304,7 +1334,10 @@ impl<'a> Checker<'a> {
                             let Some(TypeDef::Header(fields)) = self.types.get(h) else { unreachable!() };
                             let varbit = fields.iter().any(|(_, t)| matches!(t, Ty::Varbit(_)));
                             if varbit && args.len() == 1 {
-                                return err(args[0].pos, format!("header {h} has a varbit field: extract(hdr, size in bits) gives its size"));
+                                return err(
+                                    args[0].pos,
+                                    format!("header {h} has a varbit field: extract(hdr, size in bits) gives its size"),
+                                );
                             }
                             if !varbit && args.len() == 2 {
                                 return err(args[1].pos, format!("header {h} has no varbit field for a size to fill"));
@@ -1319,7 +1352,12 @@ impl<'a> Checker<'a> {
                                 ),
                             );
                         }
-                        if method == "emit" && !matches!(bound.get("T"), Some(Ty::Header(_) | Ty::Struct(_) | Ty::Stack(..) | Ty::Union(_))) {
+                        if method == "emit"
+                            && !matches!(
+                                bound.get("T"),
+                                Some(Ty::Header(_) | Ty::Struct(_) | Ty::Stack(..) | Ty::Union(_))
+                            )
+                        {
                             return err(args[0].pos, "emit writes a header (or a struct of headers)");
                         }
                         let ret = self.resolve(found.ret.as_ref().expect("a method"), &vars)?;

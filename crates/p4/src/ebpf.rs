@@ -760,7 +760,9 @@ impl<'a> Gen<'a> {
                 let (err, _) = self.expr(&args[1])?;
                 Ok(format!("if (!({c})) {{ r->sm.f_parser_error = {err}; goto reject; }}\n"))
             }
-            ExprKind::Name(f) if self.program.decls.iter().any(|d| matches!(d, Decl::Function(x) if x.name.text == *f)) => {
+            ExprKind::Name(f)
+                if self.program.decls.iter().any(|d| matches!(d, Decl::Function(x) if x.name.text == *f)) =>
+            {
                 Err(no(format!("a call of the function '{f}'")))
             }
             ExprKind::Name(a) => {

@@ -284,7 +284,8 @@ impl Parser {
                 // `T name(` or `T name<`: a function; anything else, `Type(args) name;`.
                 let start = self.i;
                 let ty = self.ty()?;
-                if matches!(self.peek(), Tok::Ident(_)) && matches!(self.peek_at(1), Tok::Punct("(") | Tok::Punct("<")) {
+                if matches!(self.peek(), Tok::Ident(_)) && matches!(self.peek_at(1), Tok::Punct("(") | Tok::Punct("<"))
+                {
                     return Ok(Decl::Function(self.function_rest(ty)?));
                 }
                 self.i = start;
@@ -877,7 +878,9 @@ impl Parser {
                 self.expect("<")?;
                 let n = match self.peek() {
                     Tok::Int { width: None, value } if (1..=VARBIT_MAX as u128).contains(value) => *value as u32,
-                    _ => return Err(Diagnostic::new(self.pos(), format!("a varbit's width is 1 to {VARBIT_MAX} bits"))),
+                    _ => {
+                        return Err(Diagnostic::new(self.pos(), format!("a varbit's width is 1 to {VARBIT_MAX} bits")))
+                    }
                 };
                 self.bump();
                 self.expect(">")?;
@@ -965,8 +968,7 @@ impl Parser {
 
     fn binary(&mut self, min: u8) -> Result<Expr> {
         let mut lhs = self.unary()?;
-        loop {
-            let Some((op, level, n)) = self.binop() else { break };
+        while let Some((op, level, n)) = self.binop() {
             if level <= min || self.compound_assignment(n) || self.shr_assignment() {
                 break;
             }

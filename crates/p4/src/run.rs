@@ -156,7 +156,9 @@ impl Value {
             (Value::Number(n), Value::Bits { width, signed, .. }) => {
                 Value::Bits { width: *width, signed: *signed, value: n as u128 & mask(*width) }
             }
-            (Value::List(items), Value::Header { fields, .. }) => Value::Header { valid: true, fields: list_into(fields, items) },
+            (Value::List(items), Value::Header { fields, .. }) => {
+                Value::Header { valid: true, fields: list_into(fields, items) }
+            }
             (Value::List(items), Value::Struct(fields)) => Value::Struct(list_into(fields, items)),
             (Value::List(items), Value::List(likes)) => {
                 Value::List(items.into_iter().zip(likes).map(|(v, like)| v.sized_as(like)).collect())
@@ -1164,7 +1166,8 @@ impl Switch {
                     if cx.lookup(n).is_none() && matches!(self.code.checked.layouts.get(n), Some(Layout::Enum(_))) {
                         return Ok(Value::Enum(m.text.clone()));
                     }
-                    if let (None, Some(Layout::SerEnum(ty, members))) = (cx.lookup(n), self.code.checked.layouts.get(n)) {
+                    if let (None, Some(Layout::SerEnum(ty, members))) = (cx.lookup(n), self.code.checked.layouts.get(n))
+                    {
                         return Ok(ser_enum_member(ty, members, &m.text));
                     }
                 }
@@ -2040,14 +2043,17 @@ impl Switch {
         let at = walk(cx, &root, &path)?;
         let Value::Header { valid, fields } = at else { return Err(Stop::Unsupported("extract".into())) };
         let max = fields.iter().find_map(|(_, v)| if let Value::Varbit { max, .. } = v { Some(*max) } else { None });
-        let Some(max) = max else { return Err(Stop::Unsupported("extract with a size into a header without varbit".into())) };
+        let Some(max) = max else {
+            return Err(Stop::Unsupported("extract with a size into a header without varbit".into()));
+        };
         if size > max as u128 {
             return Err(Stop::Reject("HeaderTooShort".into()));
         }
         if size % 8 != 0 {
             return Err(Stop::Reject("ParserInvalidArgument".into()));
         }
-        let fixed: usize = fields.iter().map(|(_, v)| if let Value::Bits { width, .. } = v { *width as usize } else { 0 }).sum();
+        let fixed: usize =
+            fields.iter().map(|(_, v)| if let Value::Bits { width, .. } = v { *width as usize } else { 0 }).sum();
         if start + fixed + size as usize > data.len() * 8 {
             return Err(Stop::Reject("PacketTooShort".into()));
         }
@@ -2094,9 +2100,14 @@ impl Switch {
 /// The arguments of a default action or an entry that are the control plane's data: all of
 /// them, or, where they also repeat what the action list binds, those after.
 fn data_args<'e>(code: &Code, block: &str, r: &'e ActionRef) -> &'e [Expr] {
-    let bound = find_action(code, block, &r.name.text).map_or(0, |a| a.params.iter().filter(|p| p.direction.is_some()).count());
+    let bound =
+        find_action(code, block, &r.name.text).map_or(0, |a| a.params.iter().filter(|p| p.direction.is_some()).count());
     let all = find_action(code, block, &r.name.text).map_or(0, |a| a.params.len());
-    if r.args.len() == all { &r.args[bound..] } else { &r.args }
+    if r.args.len() == all {
+        &r.args[bound..]
+    } else {
+        &r.args
+    }
 }
 
 /// A serializable enum's member: its value, of the enum's type.
@@ -2113,7 +2124,8 @@ fn ser_enum_member(ty: &Ty, members: &[(String, u128)], member: &str) -> Value {
 /// left where it was; a frame too short is error.PacketTooShort.
 fn lookahead_header(cx: &Cx, mut header: Value) -> Run<Value> {
     let Value::Header { valid, fields } = &mut header else { return Err(Stop::Unsupported("lookahead".into())) };
-    let bits: usize = fields.iter().map(|(_, v)| if let Value::Bits { width, .. } = v { *width as usize } else { 0 }).sum();
+    let bits: usize =
+        fields.iter().map(|(_, v)| if let Value::Bits { width, .. } = v { *width as usize } else { 0 }).sum();
     if cx.cursor + bits > cx.data.len() * 8 {
         return Err(Stop::Reject("PacketTooShort".into()));
     }

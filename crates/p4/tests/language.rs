@@ -196,7 +196,8 @@ fn a_header_union_keeps_at_most_one_header_valid() {
         "packet.emit(hdr);",
     );
     let payload = [0xaa; 4];
-    let out = sw.process(&frame(2, &[[0x12, 0x34].as_slice(), &payload].concat()), 1, 0).unwrap_or_else(|e| panic!("{e:?}"));
+    let out =
+        sw.process(&frame(2, &[[0x12, 0x34].as_slice(), &payload].concat()), 1, 0).unwrap_or_else(|e| panic!("{e:?}"));
     assert_eq!(out[0].port, 2);
     assert_eq!(&out[0].frame[14..19], &[0xff, 0xaa, 0xaa, 0xaa, 0xaa], "the byte header alone, then the payload");
 
@@ -227,7 +228,11 @@ fn a_varbit_field_takes_the_size_extract_gives_it_and_is_emitted_in_place() {
         let rest = [[0x11].as_slice(), &data, &[0x22, 0xaa, 0xaa]].concat();
         let out = sw.process(&frame((bytes * 8) as u16, &rest), 1, 0).unwrap_or_else(|e| panic!("{bytes}: {e:?}"));
         let want = [[0x55].as_slice(), &data, &[0x77, 0xaa, 0xaa]].concat();
-        assert_eq!(&out[0].frame[14..14 + want.len()], &want[..], "{bytes} bytes of varbit, the fields around it rewritten");
+        assert_eq!(
+            &out[0].frame[14..14 + want.len()],
+            &want[..],
+            "{bytes} bytes of varbit, the fields around it rewritten"
+        );
         assert_eq!(out[0].frame.len(), 60.max(14 + rest.len()), "{bytes}: nothing lost or added");
     }
 }
@@ -395,7 +400,11 @@ fn sub_parsers_and_sub_controls_run_with_copy_in_copy_out_on_the_caller_s_frame(
     let out = sw.process(&frame(0x0800, &[0x42, 0xaa]), 1, 0).unwrap_or_else(|e| panic!("{e:?}"));
     assert_eq!(out[0].port, 2);
     assert_eq!(kind_of(&out[0].frame), 0x0042);
-    assert_eq!(&out[0].frame[14..16], &[0xee, 0xaa], "the byte header, rewritten by the caller after, then the payload");
+    assert_eq!(
+        &out[0].frame[14..16],
+        &[0xee, 0xaa],
+        "the byte header, rewritten by the caller after, then the payload"
+    );
     // exit in the sub-control: its out parameter is copied back, and the caller stops too.
     let out = sw.process(&frame(0x0800, &[0x00, 0xaa]), 1, 0).unwrap();
     assert_eq!(out[0].port, 3);
@@ -456,7 +465,10 @@ fn the_kernel_back_end_refuses_each_construct_by_name() {
             "the varbit<16> field o_t.v does not fit the kernel back end (docs/p4.md); the program runs in userspace",
         ),
     ];
-    let wrong: Vec<String> =
-        cases.iter().filter(|(got, want)| got != want).map(|(got, want)| format!("got {got:?}\nwant {want:?}")).collect();
+    let wrong: Vec<String> = cases
+        .iter()
+        .filter(|(got, want)| got != want)
+        .map(|(got, want)| format!("got {got:?}\nwant {want:?}"))
+        .collect();
     assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
 }
