@@ -192,6 +192,8 @@ pub struct Table {
     pub default_action: Option<(ActionRef, bool)>,
     pub size: Option<Expr>,
     pub entries: Vec<Entry>,
+    /// Whether the entries are `const` (the control plane cannot change them).
+    pub entries_const: bool,
     /// Other properties (`counters = c`, `meters = m`), by name.
     pub properties: Vec<(Name, Expr)>,
     pub annotations: Vec<Annotation>,
@@ -241,6 +243,9 @@ pub struct Entry {
     pub keys: Vec<Keyset>,
     pub action: ActionRef,
     pub pos: Pos,
+    /// `@priority(n)` after the action: the smaller wins, as BMv2 and p4c order entries; an
+    /// entry without one is ranked by its place in the list (the first is 1).
+    pub priority: Option<u128>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

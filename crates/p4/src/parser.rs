@@ -635,6 +635,7 @@ impl Parser {
             default_action: None,
             size: None,
             entries: Vec::new(),
+            entries_const: false,
             properties: Vec::new(),
             annotations,
         };
@@ -675,17 +676,17 @@ impl Parser {
                     self.expect(";")?;
                 }
                 "entries" => {
-                    if !is_const {
-                        return Err(Diagnostic::new(prop.pos, outside("table entries that are not const")));
-                    }
+                    t.entries_const = is_const;
                     self.expect("{")?;
                     while !self.eat("}") {
                         let pos = self.pos();
                         let keys = self.keysets()?;
                         self.expect(":")?;
                         let action = self.action_ref()?;
+                        self.annotations()?;
+                        let priority = annotation_int(&self.take_annotations(), "priority");
                         self.expect(";")?;
-                        t.entries.push(Entry { keys, action, pos });
+                        t.entries.push(Entry { keys, action, pos, priority });
                     }
                 }
                 _ => {

@@ -435,7 +435,7 @@ impl Switch {
             let args = data.iter().map(|a| number(&mut cx, scratch, a)).collect::<Result<_, _>>()?;
             entries.push(Entry {
                 keys: matches,
-                priority: n - i as i64,
+                priority: entry_priority(e, i, n),
                 action: e.action.name.text.clone(),
                 args,
                 packets: 0,
@@ -459,7 +459,7 @@ impl Switch {
             keys,
             meter,
             actions: t.actions.iter().map(|a| a.name.text.clone()).collect(),
-            fixed: !entries.is_empty(),
+            fixed: !entries.is_empty() && t.entries_const,
             entries,
             default,
             size,
@@ -2201,4 +2201,11 @@ impl Switch {
             Err(other) => Err(other),
         }
     }
+}
+
+/// The rank of the `i`th of a table's `n` entries (the higher wins here): its `@priority`, the
+/// smaller the stronger, or else its place in the list, the first strongest.
+fn entry_priority(e: &crate::ast::Entry, i: usize, n: i64) -> i64 {
+    let p4_priority = e.priority.map_or(i as i64 + 1, |p| p.min(i64::MAX as u128 / 2) as i64);
+    n + 1 - p4_priority
 }

@@ -411,6 +411,34 @@ fn sub_parsers_and_sub_controls_run_with_copy_in_copy_out_on_the_caller_s_frame(
     assert_eq!((kind_of(&out[0].frame), out[0].frame[14]), (0x0800, 0x00), "nothing after the exit ran");
 }
 
+#[test]
+fn entries_that_are_not_const_rank_by_priority_and_the_control_plane_may_add_more() {
+    // The smallest @priority wins (p4c's table-entries-priority program); an entry without one
+    // ranks by its place (here 2).
+    let mut sw = program(
+        ETH_ONLY,
+        PARSE_ETH,
+        "action fwd(PortId_t p) { sm.egress_port = p; }\n\
+         table t {\n\
+           key = { hdr.eth.kind : ternary; }\n\
+           actions = { fwd; }\n\
+           entries = {\n\
+             0x1111 &&& 0xf : fwd(1) @priority(3);\n\
+             0x1181 : fwd(2);\n\
+             0x1181 &&& 0xf00f : fwd(3) @priority(1);\n\
+           }\n\
+         }\n\
+         apply { t.apply(); }",
+        "packet.emit(hdr.eth);",
+    );
+    let port = |sw: &mut Switch, kind: u16| sw.process(&frame(kind, &[]), 1, 0).map(|o| o[0].port);
+    assert_eq!(port(&mut sw, 0x0001), Ok(1), "the first entry alone matches");
+    assert_eq!(port(&mut sw, 0x1001), Ok(3), "the first and the third: priority 1 beats 3");
+    assert_eq!(port(&mut sw, 0x1181), Ok(3), "all three: priority 1 beats 2 and 3");
+    sw.insert("I.t", vec![Match::Ternary { value: 0x2222, mask: 0xffff }], "fwd", vec![4], 0).unwrap();
+    assert_eq!(port(&mut sw, 0x2222), Ok(4), "entries that are not const take the control plane's too");
+}
+
 /// The kernel back end does not compile these constructs yet: it refuses each program by
 /// name, and the program then runs in userspace, on the software target above.
 #[test]
