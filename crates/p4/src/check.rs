@@ -1374,6 +1374,9 @@ impl<'a> Checker<'a> {
                     self.args(args, &a.params, callee.pos, n, &HashMap::new())?;
                     return Ok(Ty::Void);
                 }
+                if n == "static_assert" && (args.len() == 1 || args.len() == 2) {
+                    return self.static_assert(args);
+                }
                 if let Some(f) = self.own_functions.get(n) {
                     let mut bind = HashMap::new();
                     for (p, t) in f.type_params.iter().zip(targs.iter()) {
@@ -1401,6 +1404,48 @@ impl<'a> Checker<'a> {
                 err(callee.pos, format!("no action or function '{n}'"))
             }
             _ => err(pos, "this cannot be called"),
+        }
+    }
+
+    /// `static_assert(check[, message])`: `check` a compile-time bool that holds.
+    fn static_assert(&self, args: &[Expr]) -> Result<Ty> {
+        self.expect(&args[0], &Ty::Bool, "static_assert's condition")?;
+        let message = match args.get(1).map(|m| &m.kind) {
+            Some(ExprKind::Str(s)) => format!(": {s}"),
+            Some(_) => return err(args[1].pos, "static_assert's message is a string"),
+            None => String::new(),
+        };
+        match self.const_bool(&args[0]) {
+            Some(true) => Ok(Ty::Bool),
+            Some(false) => err(args[0].pos, format!("static_assert fails{message}")),
+            None => err(
+                args[0].pos,
+                "static_assert takes a condition known at compile time (numbers, constants, comparisons)",
+            ),
+        }
+    }
+
+    /// A compile-time bool, if `e` is one: literals and comparisons of compile-time numbers,
+    /// joined by `!`, `&&` and `||`.
+    fn const_bool(&self, e: &Expr) -> Option<bool> {
+        match &e.kind {
+            ExprKind::Bool(b) => Some(*b),
+            ExprKind::Unary(UnOp::Not, inner) => self.const_bool(inner).map(|b| !b),
+            ExprKind::Binary(BinOp::And, a, b) => Some(self.const_bool(a)? && self.const_bool(b)?),
+            ExprKind::Binary(BinOp::Or, a, b) => Some(self.const_bool(a)? || self.const_bool(b)?),
+            ExprKind::Binary(op, a, b) => {
+                let (x, y) = (self.const_value(a)?, self.const_value(b)?);
+                match op {
+                    BinOp::Eq => Some(x == y),
+                    BinOp::Ne => Some(x != y),
+                    BinOp::Lt => Some(x < y),
+                    BinOp::Gt => Some(x > y),
+                    BinOp::Le => Some(x <= y),
+                    BinOp::Ge => Some(x >= y),
+                    _ => None,
+                }
+            }
+            _ => None,
         }
     }
 

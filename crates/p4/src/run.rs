@@ -1319,6 +1319,8 @@ impl Switch {
                             (false, _) => Err(Stop::Reject("NoMatch".into())),
                         }
                     }
+                    // The checker proved it: what is left is its value.
+                    "static_assert" => Ok(Value::Bool(true)),
                     other if find_function(&code, other).is_some() => {
                         self.run_function(cx, find_function(&code, other).expect("found"), args)
                     }

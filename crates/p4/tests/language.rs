@@ -439,6 +439,19 @@ fn entries_that_are_not_const_rank_by_priority_and_the_control_plane_may_add_mor
     assert_eq!(port(&mut sw, 0x2222), Ok(4), "entries that are not const take the control plane's too");
 }
 
+#[test]
+fn a_static_assert_that_holds_is_true() {
+    let mut sw = program(
+        &format!(
+            "{ETH_ONLY}\nconst bit<16> W = 16;\nconst bool WIDE = static_assert(W == 16 && !(W < 8), \"16 bits\");"
+        ),
+        PARSE_ETH,
+        "apply { if (WIDE && static_assert(true)) { sm.egress_port = 2; } else { sm.egress_port = 3; } }",
+        "packet.emit(hdr.eth);",
+    );
+    assert_eq!(sw.process(&frame(0x0800, &[]), 1, 0).unwrap()[0].port, 2);
+}
+
 /// The kernel back end does not compile these constructs yet: it refuses each program by
 /// name, and the program then runs in userspace, on the software target above.
 #[test]
