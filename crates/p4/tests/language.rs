@@ -452,6 +452,29 @@ fn a_static_assert_that_holds_is_true() {
     assert_eq!(sw.process(&frame(0x0800, &[]), 1, 0).unwrap()[0].port, 2);
 }
 
+#[test]
+fn a_table_keys_on_a_stack_element_and_on_a_union_member_s_validity() {
+    let mut sw = program(
+        "header tag_t { bit<16> tci; bit<16> kind; }\nheader_union u_t { tag_t tag; }\n\
+         struct headers { eth_t eth; tag_t[2] tags; u_t u; }\nstruct meta_t { bit<8> unused; }",
+        "state start { packet.extract(hdr.eth); packet.extract(hdr.tags.next); transition select(hdr.tags[0].kind) { 1: more; default: accept; } }\n\
+         state more { packet.extract(hdr.u.tag); transition accept; }",
+        "action fwd(PortId_t p) { sm.egress_port = p; }\n\
+         table t { key = { hdr.tags[0].tci : exact; hdr.u.tag.isValid() : exact; } actions = { fwd; } }\n\
+         apply { t.apply(); }",
+        "packet.emit(hdr);",
+    );
+    let info = sw.info();
+    let table = info.tables.iter().find(|t| t.target == "I.t").expect("the table");
+    let names: Vec<&str> = table.keys.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["hdr.tags[0].tci", "hdr.u.tag.isValid()"], "p4c's names for the keys");
+    sw.insert("I.t", vec![Match::Exact(7), Match::Exact(1)], "fwd", vec![2], 0).unwrap();
+    sw.insert("I.t", vec![Match::Exact(7), Match::Exact(0)], "fwd", vec![3], 0).unwrap();
+    let port = |sw: &mut Switch, rest: &[u8]| sw.process(&frame(0x8100, rest), 1, 0).map(|o| o[0].port);
+    assert_eq!(port(&mut sw, &[0, 7, 0, 1, 0, 9, 0, 0]), Ok(2), "tci 7, the union's tag valid");
+    assert_eq!(port(&mut sw, &[0, 7, 0, 0]), Ok(3), "tci 7, no union tag");
+}
+
 /// The kernel back end does not compile these constructs yet: it refuses each program by
 /// name, and the program then runs in userspace, on the software target above.
 #[test]
