@@ -312,6 +312,17 @@ pub enum Stmt {
         value: Expr,
     },
     Return(Pos),
+    /// `for (init; cond; update) body`: `init` and `update` are declarations or assignments,
+    /// comma-separated; no `cond` runs until a `break`.
+    For {
+        init: Vec<Stmt>,
+        cond: Option<Expr>,
+        update: Vec<Stmt>,
+        body: Vec<Stmt>,
+        pos: Pos,
+    },
+    Break(Pos),
+    Continue(Pos),
     /// `return value;`: a function's result.
     ReturnValue(Expr, Pos),
     Exit(Pos),

@@ -232,6 +232,8 @@ struct Checker<'a> {
     in_action: bool,
     /// The program's own functions, by name.
     own_functions: HashMap<String, &'a Function>,
+    /// How many `for` loops enclose the statement being checked (`break` needs one).
+    loops: u32,
     /// In a function's body: the type it returns, and its name.
     returns: Option<Ty>,
     function: Option<&'a str>,
@@ -908,6 +910,28 @@ impl<'a> Checker<'a> {
                 let v = self.constant(ty, value)?;
                 self.declare_local(name, v)
             }
+            Stmt::For { pos, .. } if self.in_parser => err(*pos, "a parser loops through its states, not with 'for'"),
+            Stmt::For { init, cond, update, body, .. } => {
+                self.scopes.push(HashMap::new());
+                let r = (|| {
+                    init.iter().try_for_each(|s| self.stmt(s))?;
+                    if let Some(c) = cond {
+                        self.expect(c, &Ty::Bool, "the loop's condition")?;
+                    }
+                    update.iter().try_for_each(|s| self.stmt(s))?;
+                    self.loops += 1;
+                    let r = self.stmts(body);
+                    self.loops -= 1;
+                    r
+                })();
+                self.scopes.pop();
+                r
+            }
+            Stmt::Break(pos) | Stmt::Continue(pos) if self.loops == 0 => {
+                let word = if matches!(s, Stmt::Break(_)) { "break" } else { "continue" };
+                err(*pos, format!("'{word}' belongs inside a for loop"))
+            }
+            Stmt::Break(_) | Stmt::Continue(_) => Ok(()),
             Stmt::Return(pos) if self.in_parser => err(*pos, "a parser's states end in a transition, not return"),
             Stmt::Return(pos) if self.returns.as_ref().is_some_and(|t| *t != Ty::Void) => {
                 err(*pos, format!("this function returns {}: 'return' needs a value", self.returns.as_ref().unwrap()))

@@ -704,6 +704,7 @@ impl<'a> Gen<'a> {
             Stmt::Exit(_) => format!("r->exited = 1;\n{}", self.exit_label),
             Stmt::Return(_) => "return;\n".into(),
             Stmt::ReturnValue(..) => return Err(no("a function's 'return' with a value")),
+            Stmt::For { .. } | Stmt::Break(_) | Stmt::Continue(_) => return Err(no("a for loop")),
             Stmt::Empty => String::new(),
             Stmt::Const { ty, name, value } | Stmt::Var { ty, name, init: Some(value) } => {
                 let ty = self.checked.resolve(ty);

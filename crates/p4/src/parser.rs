@@ -805,6 +805,35 @@ impl Parser {
             self.expect(";")?;
             return Ok(Stmt::Exit(pos));
         }
+        if self.eat_kw("break") {
+            self.expect(";")?;
+            return Ok(Stmt::Break(pos));
+        }
+        if self.eat_kw("continue") {
+            self.expect(";")?;
+            return Ok(Stmt::Continue(pos));
+        }
+        if self.eat_kw("for") {
+            self.expect("(")?;
+            let mut init = Vec::new();
+            while !self.eat(";") {
+                init.push(self.simple_stmt()?);
+                if !self.eat(",") && !self.is(";") {
+                    return self.err("',' or ';'");
+                }
+            }
+            let cond = if self.is(";") { None } else { Some(self.expr()?) };
+            self.expect(";")?;
+            let mut update = Vec::new();
+            while !self.eat(")") {
+                update.push(self.simple_stmt()?);
+                if !self.eat(",") && !self.is(")") {
+                    return self.err("',' or ')'");
+                }
+            }
+            let body = self.body()?;
+            return Ok(Stmt::For { init, cond, update, body, pos });
+        }
         if self.eat_kw("const") {
             let (ty, name, value) = self.const_rest()?;
             return Ok(Stmt::Const { ty, name, value });
@@ -844,6 +873,39 @@ impl Parser {
             return self.err("'=' or a call (an expression alone does nothing)");
         }
         self.expect(";")?;
+        Ok(Stmt::Call(target))
+    }
+
+    /// A `for`'s initialiser or update: a variable with its value, an assignment (compound too)
+    /// or a call, without the `;`.
+    fn simple_stmt(&mut self) -> Result<Stmt> {
+        if self.starts_declaration() {
+            let ty = self.ty()?;
+            let name = self.name("a name for the variable")?;
+            self.expect("=")?;
+            let init = Some(self.expr()?);
+            return Ok(Stmt::Var { ty, name, init });
+        }
+        let target = self.expr()?;
+        if self.eat("=") {
+            return Ok(Stmt::Assign { target, value: self.expr()? });
+        }
+        let compound = if self.shr_assignment() {
+            Some((BinOp::Shr, 1))
+        } else {
+            self.binop().filter(|(_, _, n)| self.compound_assignment(*n)).map(|(op, _, n)| (op, n))
+        };
+        if let Some((op, n)) = compound {
+            for _ in 0..=n {
+                self.bump();
+            }
+            let rhs = self.expr()?;
+            let value = Expr { kind: ExprKind::Binary(op, Box::new(target.clone()), Box::new(rhs)), pos: target.pos };
+            return Ok(Stmt::Assign { target, value });
+        }
+        if !matches!(target.kind, ExprKind::Call { .. }) {
+            return self.err("'=' or a call");
+        }
         Ok(Stmt::Call(target))
     }
 

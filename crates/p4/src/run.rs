@@ -285,6 +285,9 @@ enum Stop {
     Return,
     /// A function's `return value;`.
     Returned(Value),
+    /// `break` and `continue`, ended by the loop around them.
+    Break,
+    Continue,
     Exit,
     Reject(String),
     Unsupported(String),
@@ -911,7 +914,11 @@ impl Switch {
             cx.bind(&dp[1..], vec![h]);
             let Decl::Control { apply, .. } = deparser else { unreachable!() };
             match self.block_stmts(&mut cx, apply) {
-                Ok(()) | Err(Stop::Exit) | Err(Stop::Return) | Err(Stop::Returned(_)) => {}
+                Ok(())
+                | Err(Stop::Exit)
+                | Err(Stop::Return)
+                | Err(Stop::Returned(_))
+                | Err(Stop::Break | Stop::Continue) => {}
                 Err(Stop::Unsupported(w)) => return Err(Dropped::Unsupported(w)),
                 Err(Stop::Reject(_)) => continue,
             }
@@ -965,7 +972,11 @@ impl Switch {
         let [a, b, c]: [Value; 3] = cx.unbind(params).try_into().expect("three");
         (*h, *m, *s) = (a, b, c);
         match result {
-            Ok(()) | Err(Stop::Exit) | Err(Stop::Return) | Err(Stop::Returned(_)) => Ok(()),
+            Ok(())
+            | Err(Stop::Exit)
+            | Err(Stop::Return)
+            | Err(Stop::Returned(_))
+            | Err(Stop::Break | Stop::Continue) => Ok(()),
             Err(Stop::Unsupported(w)) => Err(Dropped::Unsupported(w)),
             Err(Stop::Reject(_)) => Err(Dropped::Program),
         }
@@ -1104,6 +1115,9 @@ impl Switch {
             }
             Stmt::Return(_) => Err(Stop::Return),
             Stmt::ReturnValue(value, _) => Err(Stop::Returned(self.eval(cx, value)?)),
+            Stmt::For { init, cond, update, body, .. } => self.run_for(cx, init, cond.as_ref(), update, body),
+            Stmt::Break(_) => Err(Stop::Break),
+            Stmt::Continue(_) => Err(Stop::Continue),
             Stmt::Exit(_) => Err(Stop::Exit),
             Stmt::Empty => Ok(()),
         }
@@ -2210,4 +2224,35 @@ impl Switch {
 fn entry_priority(e: &crate::ast::Entry, i: usize, n: i64) -> i64 {
     let p4_priority = e.priority.map_or(i as i64 + 1, |p| p.min(i64::MAX as u128 / 2) as i64);
     n + 1 - p4_priority
+}
+
+/// The most times a `for` loop's body runs for one frame: past it, the frame is dropped as
+/// not run (a loop whose condition a frame keeps true must not hold the switch).
+pub const LOOP_ITERATIONS_MAX: u32 = 1 << 16;
+
+impl Switch {
+    /// `for (init; cond; update) body`, its variables in a scope of their own; `break` ends it,
+    /// `continue` goes on to `update`.
+    fn run_for(&mut self, cx: &mut Cx, init: &[Stmt], cond: Option<&Expr>, update: &[Stmt], body: &[Stmt]) -> Run<()> {
+        cx.scopes.push(Names::default());
+        let ran = (|| {
+            init.iter().try_for_each(|s| self.stmt(cx, s))?;
+            for _ in 0..LOOP_ITERATIONS_MAX {
+                if let Some(c) = cond {
+                    if !self.eval(cx, c)?.as_bool() {
+                        return Ok(());
+                    }
+                }
+                match self.block_stmts(cx, body) {
+                    Ok(()) | Err(Stop::Continue) => {}
+                    Err(Stop::Break) => return Ok(()),
+                    Err(other) => return Err(other),
+                }
+                update.iter().try_for_each(|s| self.stmt(cx, s))?;
+            }
+            Err(Stop::Unsupported(format!("a for loop past {LOOP_ITERATIONS_MAX} iterations")))
+        })();
+        cx.scopes.pop();
+        ran
+    }
 }

@@ -475,6 +475,45 @@ fn a_table_keys_on_a_stack_element_and_on_a_union_member_s_validity() {
     assert_eq!(port(&mut sw, &[0, 7, 0, 0]), Ok(3), "tci 7, no union tag");
 }
 
+#[test]
+fn a_for_loop_runs_with_break_and_continue_and_a_runaway_one_is_stopped() {
+    // Sums 1..=kind, skipping 3 and stopping past 6; then kind * kind by a nested loop.
+    let mut sw = program(
+        &format!("{ETH_ONLY}\nstruct pair_t {{ bit<16> a; bit<16> b; }}"),
+        PARSE_ETH,
+        "action square(inout bit<16> x) {\n\
+           bit<16> n = 0;\n\
+           for (bit<16> i = 0; i < x; i += 1) { for (bit<16> j = 0; j < x; j = j + 1) { n = n + 1; } }\n\
+           x = n;\n\
+         }\n\
+         apply {\n\
+           bit<16> sum = 0;\n\
+           for (bit<16> i = 1; i <= hdr.eth.kind; i = i + 1) {\n\
+             if (i == 3) { continue; }\n\
+             if (i > 6) { break; }\n\
+             sum = sum + i;\n\
+           }\n\
+           hdr.eth.src[15:0] = hdr.eth.kind;\n\
+           square(hdr.eth.src[15:0]);\n\
+           hdr.eth.kind = sum;\n\
+           if (hdr.eth.dst[7:0] == 0xff) { for (;;) { } }\n\
+           sm.egress_port = 2;\n\
+         }",
+        "packet.emit(hdr.eth);",
+    );
+    let out = sw.process(&frame(10, &[]), 1, 0).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(kind_of(&out[0].frame), 1 + 2 + 4 + 5 + 6);
+    assert_eq!(&out[0].frame[10..12], &100u16.to_be_bytes(), "10 * 10 by the nested loops");
+    let out = sw.process(&frame(4, &[]), 1, 0).unwrap();
+    assert_eq!(kind_of(&out[0].frame), 1 + 2 + 4);
+    let mut runaway = frame(4, &[]);
+    runaway[5] = 0xff;
+    assert_eq!(
+        sw.process(&runaway, 1, 0),
+        Err(Dropped::Unsupported(format!("a for loop past {} iterations", p4::run::LOOP_ITERATIONS_MAX)))
+    );
+}
+
 /// The kernel back end does not compile these constructs yet: it refuses each program by
 /// name, and the program then runs in userspace, on the software target above.
 #[test]
