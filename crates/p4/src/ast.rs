@@ -189,6 +189,9 @@ pub struct Table {
     pub name: Name,
     pub keys: Vec<Key>,
     pub actions: Vec<ActionRef>,
+    /// Whether the table has an `actions` property (which may list none: the table then
+    /// runs NoAction, its default).
+    pub has_actions: bool,
     pub default_action: Option<(ActionRef, bool)>,
     pub size: Option<Expr>,
     pub entries: Vec<Entry>,

@@ -725,8 +725,11 @@ impl<'a> Checker<'a> {
             }
             key_tys.push(ty);
         }
-        if t.actions.is_empty() {
-            return err(t.name.pos, format!("table '{}' lists no actions", t.name.text));
+        if !t.has_actions {
+            return err(
+                t.name.pos,
+                format!("table '{}' has no 'actions' property (it may list none: actions = {{}})", t.name.text),
+            );
         }
         for r in &t.actions {
             let Some(a) = self.find_action(&r.name.text) else {

@@ -632,6 +632,7 @@ impl Parser {
             name,
             keys: Vec::new(),
             actions: Vec::new(),
+            has_actions: false,
             default_action: None,
             size: None,
             entries: Vec::new(),
@@ -658,6 +659,7 @@ impl Parser {
                     }
                 }
                 "actions" => {
+                    t.has_actions = true;
                     self.expect("{")?;
                     while !self.eat("}") {
                         self.annotations()?;

@@ -132,6 +132,7 @@ fn bad_programs_get_exact_messages() {
         ("const bit<8> W = 8;\nconst bool b = static_assert(W == 16, \"W is 16 bits\");".into(), "c.p4:3:30: static_assert fails: W is 16 bits"),
         ("action a(bit<8> x) { static_assert(x == 1); }".into(), "c.p4:2:36: static_assert takes a condition known at compile time (numbers, constants, comparisons)"),
         ("const bool b = static_assert(1 == 1, 2);".into(), "c.p4:2:38: static_assert's message is a string"),
+        (ingress("table t { key = { hdr.h.a : exact; } }", ""), "c.p4:9:7: table 't' has no 'actions' property (it may list none: actions = {})"),
         // for loops.
         ("action a() { break; }".into(), "c.p4:2:14: 'break' belongs inside a for loop"),
         ("action a(bit<8> x) { for (bit<8> i = 0; i; i = i + 1) { } }".into(), "c.p4:2:41: the loop's condition should be bool, and is bit<8>"),

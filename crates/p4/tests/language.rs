@@ -514,6 +514,18 @@ fn a_for_loop_runs_with_break_and_continue_and_a_runaway_one_is_stopped() {
     );
 }
 
+#[test]
+fn a_table_that_lists_no_actions_misses_into_no_action() {
+    let mut sw = program(
+        ETH_ONLY,
+        PARSE_ETH,
+        "table t { key = { } actions = { } }\n\
+         apply { sm.egress_port = 3; switch (t.apply().action_run) { default: { sm.egress_port = 2; } } }",
+        "packet.emit(hdr.eth);",
+    );
+    assert_eq!(sw.process(&frame(0x0800, &[]), 1, 0).unwrap()[0].port, 2);
+}
+
 /// The kernel back end does not compile these constructs yet: it refuses each program by
 /// name, and the program then runs in userspace, on the software target above.
 #[test]
