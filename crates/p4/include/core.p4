@@ -36,6 +36,11 @@ extern packet_out {
 /* Fails the parser with `toSignal` unless `check` holds. */
 extern void verify(in bool check, in error toSignal);
 
+/* A condition the compiler proves: a compile-time bool, an error with the message where it
+ * is false; true where it holds (so that it can initialise a constant). The one-argument
+ * form is the same without a message. */
+extern bool static_assert(bool check, string message);
+
 action NoAction() {}
 
 match_kind {

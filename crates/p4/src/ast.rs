@@ -189,9 +189,14 @@ pub struct Table {
     pub name: Name,
     pub keys: Vec<Key>,
     pub actions: Vec<ActionRef>,
+    /// Whether the table has an `actions` property (which may list none: the table then
+    /// runs NoAction, its default).
+    pub has_actions: bool,
     pub default_action: Option<(ActionRef, bool)>,
     pub size: Option<Expr>,
     pub entries: Vec<Entry>,
+    /// Whether the entries are `const` (the control plane cannot change them).
+    pub entries_const: bool,
     /// Other properties (`counters = c`, `meters = m`), by name.
     pub properties: Vec<(Name, Expr)>,
     pub annotations: Vec<Annotation>,
@@ -241,6 +246,9 @@ pub struct Entry {
     pub keys: Vec<Keyset>,
     pub action: ActionRef,
     pub pos: Pos,
+    /// `@priority(n)` after the action: the smaller wins, as BMv2 and p4c order entries; an
+    /// entry without one is ranked by its place in the list (the first is 1).
+    pub priority: Option<u128>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -307,6 +315,17 @@ pub enum Stmt {
         value: Expr,
     },
     Return(Pos),
+    /// `for (init; cond; update) body`: `init` and `update` are declarations or assignments,
+    /// comma-separated; no `cond` runs until a `break`.
+    For {
+        init: Vec<Stmt>,
+        cond: Option<Expr>,
+        update: Vec<Stmt>,
+        body: Vec<Stmt>,
+        pos: Pos,
+    },
+    Break(Pos),
+    Continue(Pos),
     /// `return value;`: a function's result.
     ReturnValue(Expr, Pos),
     Exit(Pos),

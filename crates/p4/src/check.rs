@@ -98,8 +98,15 @@ enum TypeDef<'a> {
     Union(Vec<(String, Ty)>),
     Enum(Vec<String>),
     Alias(Ty),
-    Extern { type_params: &'a [Name], methods: &'a [Method] },
-    Block { kind: BlockKind, type_params: &'a [Name], params: &'a [Param] },
+    Extern {
+        type_params: &'a [Name],
+        methods: &'a [Method],
+    },
+    Block {
+        kind: BlockKind,
+        type_params: &'a [Name],
+        params: &'a [Param],
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -225,6 +232,8 @@ struct Checker<'a> {
     in_action: bool,
     /// The program's own functions, by name.
     own_functions: HashMap<String, &'a Function>,
+    /// How many `for` loops enclose the statement being checked (`break` needs one).
+    loops: u32,
     /// In a function's body: the type it returns, and its name.
     returns: Option<Ty>,
     function: Option<&'a str>,
@@ -365,7 +374,10 @@ impl<'a> Checker<'a> {
         self.scopes.pop();
         r?;
         if ret != Ty::Void && !always_returns(&f.body) {
-            return err(f.name.pos, format!("function '{n}' returns {ret}, and a path through it ends without 'return'"));
+            return err(
+                f.name.pos,
+                format!("function '{n}' returns {ret}, and a path through it ends without 'return'"),
+            );
         }
         self.own_functions.insert(n.clone(), f);
         Ok(())
@@ -424,7 +436,10 @@ impl<'a> Checker<'a> {
                 );
             }
             if header && matches!(ty, Ty::Varbit(_)) && out.iter().any(|(_, t)| matches!(t, Ty::Varbit(_))) {
-                return err(f.name.pos, format!("a header has at most one varbit field; '{}' is a second", f.name.text));
+                return err(
+                    f.name.pos,
+                    format!("a header has at most one varbit field; '{}' is a second", f.name.text),
+                );
             }
             if !header
                 && !matches!(
@@ -710,8 +725,11 @@ impl<'a> Checker<'a> {
             }
             key_tys.push(ty);
         }
-        if t.actions.is_empty() {
-            return err(t.name.pos, format!("table '{}' lists no actions", t.name.text));
+        if !t.has_actions {
+            return err(
+                t.name.pos,
+                format!("table '{}' has no 'actions' property (it may list none: actions = {{}})", t.name.text),
+            );
         }
         for r in &t.actions {
             let Some(a) = self.find_action(&r.name.text) else {
@@ -723,7 +741,10 @@ impl<'a> Checker<'a> {
             if let Some(p) = a.params[bound..].iter().find(|p| p.direction.is_some()) {
                 return err(
                     p.name.pos,
-                    format!("'{}': parameters with a direction come before those without (the control plane's)", p.name.text),
+                    format!(
+                        "'{}': parameters with a direction come before those without (the control plane's)",
+                        p.name.text
+                    ),
                 );
             }
             if r.args.is_empty() && bound > 0 {
@@ -755,7 +776,8 @@ impl<'a> Checker<'a> {
             let a = c.find_action(&r.name.text).expect("listed actions exist");
             // All the arguments, or the data alone after those the action list binds.
             let bound = a.params.iter().filter(|p| p.direction.is_some()).count();
-            let params = if bound > 0 && r.args.len() == a.params.len() - bound { &a.params[bound..] } else { &a.params[..] };
+            let params =
+                if bound > 0 && r.args.len() == a.params.len() - bound { &a.params[bound..] } else { &a.params[..] };
             c.args(&r.args, params, r.name.pos, &a.name.text, &HashMap::new())?;
             Ok(())
         };
@@ -891,12 +913,36 @@ impl<'a> Checker<'a> {
                 let v = self.constant(ty, value)?;
                 self.declare_local(name, v)
             }
+            Stmt::For { pos, .. } if self.in_parser => err(*pos, "a parser loops through its states, not with 'for'"),
+            Stmt::For { init, cond, update, body, .. } => {
+                self.scopes.push(HashMap::new());
+                let r = (|| {
+                    init.iter().try_for_each(|s| self.stmt(s))?;
+                    if let Some(c) = cond {
+                        self.expect(c, &Ty::Bool, "the loop's condition")?;
+                    }
+                    update.iter().try_for_each(|s| self.stmt(s))?;
+                    self.loops += 1;
+                    let r = self.stmts(body);
+                    self.loops -= 1;
+                    r
+                })();
+                self.scopes.pop();
+                r
+            }
+            Stmt::Break(pos) | Stmt::Continue(pos) if self.loops == 0 => {
+                let word = if matches!(s, Stmt::Break(_)) { "break" } else { "continue" };
+                err(*pos, format!("'{word}' belongs inside a for loop"))
+            }
+            Stmt::Break(_) | Stmt::Continue(_) => Ok(()),
             Stmt::Return(pos) if self.in_parser => err(*pos, "a parser's states end in a transition, not return"),
             Stmt::Return(pos) if self.returns.as_ref().is_some_and(|t| *t != Ty::Void) => {
                 err(*pos, format!("this function returns {}: 'return' needs a value", self.returns.as_ref().unwrap()))
             }
             Stmt::ReturnValue(value, pos) => match &self.returns {
-                None => err(*pos, "'return' with a value is a function's; actions, controls and parsers return nothing"),
+                None => {
+                    err(*pos, "'return' with a value is a function's; actions, controls and parsers return nothing")
+                }
                 Some(Ty::Void) => err(*pos, "a void function's 'return' has no value"),
                 Some(t) => self.expect(value, &t.clone(), "the returned value"),
             },
@@ -931,7 +977,10 @@ impl<'a> Checker<'a> {
             // `{a, b}` initialises a struct's or header's fields in order.
             let (TypeDef::Struct(fields) | TypeDef::Header(fields)) = &self.types[n] else { unreachable!() };
             if items.len() != fields.len() {
-                return err(e.pos, format!("a list of {} value(s) for {want}'s {} field(s)", items.len(), fields.len()));
+                return err(
+                    e.pos,
+                    format!("a list of {} value(s) for {want}'s {} field(s)", items.len(), fields.len()),
+                );
             }
             for (item, (field, ty)) in items.iter().zip(fields) {
                 self.expect(item, ty, &format!("{what}'s '{field}'"))?;
@@ -1102,7 +1151,9 @@ impl<'a> Checker<'a> {
                 }
                 Ok(to)
             }
-            ExprKind::List(_) => err(e.pos, "a list {...} initialises a struct or a header, and nothing here says which"),
+            ExprKind::List(_) => {
+                err(e.pos, "a list {...} initialises a struct or a header, and nothing here says which")
+            }
         }
     }
 
@@ -1111,7 +1162,10 @@ impl<'a> Checker<'a> {
         let sym = op_symbol(op);
         if let Some(t) = [&ta, &tb].into_iter().find(|t| matches!(t, Ty::Varbit(_))) {
             if !matches!(op, BinOp::Eq | BinOp::Ne) {
-                return err(pos, format!("'{sym}' does not take {t}: a varbit is assigned, emitted and compared with == and !="));
+                return err(
+                    pos,
+                    format!("'{sym}' does not take {t}: a varbit is assigned, emitted and compared with == and !="),
+                );
             }
         }
         match op {
@@ -1150,7 +1204,10 @@ impl<'a> Checker<'a> {
                     Diagnostic::new(pos, format!("the operands of '{sym}' differ: {ta} and {tb} (cast one)"))
                 })?;
                 if !matches!(t, Ty::Bit(_) | Ty::Number) {
-                    return err(pos, format!("'{sym}' divides unsigned numbers (bit<N>, or numbers without a width), not {t}"));
+                    return err(
+                        pos,
+                        format!("'{sym}' divides unsigned numbers (bit<N>, or numbers without a width), not {t}"),
+                    );
                 }
                 if self.const_value(b) == Some(0) {
                     return err(b.pos, format!("'{sym}' by zero"));
@@ -1304,7 +1361,10 @@ impl<'a> Checker<'a> {
                             let Some(TypeDef::Header(fields)) = self.types.get(h) else { unreachable!() };
                             let varbit = fields.iter().any(|(_, t)| matches!(t, Ty::Varbit(_)));
                             if varbit && args.len() == 1 {
-                                return err(args[0].pos, format!("header {h} has a varbit field: extract(hdr, size in bits) gives its size"));
+                                return err(
+                                    args[0].pos,
+                                    format!("header {h} has a varbit field: extract(hdr, size in bits) gives its size"),
+                                );
                             }
                             if !varbit && args.len() == 2 {
                                 return err(args[1].pos, format!("header {h} has no varbit field for a size to fill"));
@@ -1319,7 +1379,12 @@ impl<'a> Checker<'a> {
                                 ),
                             );
                         }
-                        if method == "emit" && !matches!(bound.get("T"), Some(Ty::Header(_) | Ty::Struct(_) | Ty::Stack(..) | Ty::Union(_))) {
+                        if method == "emit"
+                            && !matches!(
+                                bound.get("T"),
+                                Some(Ty::Header(_) | Ty::Struct(_) | Ty::Stack(..) | Ty::Union(_))
+                            )
+                        {
                             return err(args[0].pos, "emit writes a header (or a struct of headers)");
                         }
                         let ret = self.resolve(found.ret.as_ref().expect("a method"), &vars)?;
@@ -1335,6 +1400,9 @@ impl<'a> Checker<'a> {
                     }
                     self.args(args, &a.params, callee.pos, n, &HashMap::new())?;
                     return Ok(Ty::Void);
+                }
+                if n == "static_assert" && (args.len() == 1 || args.len() == 2) {
+                    return self.static_assert(args);
                 }
                 if let Some(f) = self.own_functions.get(n) {
                     let mut bind = HashMap::new();
@@ -1363,6 +1431,48 @@ impl<'a> Checker<'a> {
                 err(callee.pos, format!("no action or function '{n}'"))
             }
             _ => err(pos, "this cannot be called"),
+        }
+    }
+
+    /// `static_assert(check[, message])`: `check` a compile-time bool that holds.
+    fn static_assert(&self, args: &[Expr]) -> Result<Ty> {
+        self.expect(&args[0], &Ty::Bool, "static_assert's condition")?;
+        let message = match args.get(1).map(|m| &m.kind) {
+            Some(ExprKind::Str(s)) => format!(": {s}"),
+            Some(_) => return err(args[1].pos, "static_assert's message is a string"),
+            None => String::new(),
+        };
+        match self.const_bool(&args[0]) {
+            Some(true) => Ok(Ty::Bool),
+            Some(false) => err(args[0].pos, format!("static_assert fails{message}")),
+            None => err(
+                args[0].pos,
+                "static_assert takes a condition known at compile time (numbers, constants, comparisons)",
+            ),
+        }
+    }
+
+    /// A compile-time bool, if `e` is one: literals and comparisons of compile-time numbers,
+    /// joined by `!`, `&&` and `||`.
+    fn const_bool(&self, e: &Expr) -> Option<bool> {
+        match &e.kind {
+            ExprKind::Bool(b) => Some(*b),
+            ExprKind::Unary(UnOp::Not, inner) => self.const_bool(inner).map(|b| !b),
+            ExprKind::Binary(BinOp::And, a, b) => Some(self.const_bool(a)? && self.const_bool(b)?),
+            ExprKind::Binary(BinOp::Or, a, b) => Some(self.const_bool(a)? || self.const_bool(b)?),
+            ExprKind::Binary(op, a, b) => {
+                let (x, y) = (self.const_value(a)?, self.const_value(b)?);
+                match op {
+                    BinOp::Eq => Some(x == y),
+                    BinOp::Ne => Some(x != y),
+                    BinOp::Lt => Some(x < y),
+                    BinOp::Gt => Some(x > y),
+                    BinOp::Le => Some(x <= y),
+                    BinOp::Ge => Some(x >= y),
+                    _ => None,
+                }
+            }
+            _ => None,
         }
     }
 

@@ -816,7 +816,13 @@ impl<'a> Gen<'a> {
         self.at = match st {
             Stmt::Assign { target, .. } => Some(target.pos),
             Stmt::Call(e) | Stmt::If { cond: e, .. } => Some(e.pos),
-            Stmt::Switch { pos, .. } | Stmt::Return(pos) | Stmt::Exit(pos) | Stmt::ReturnValue(_, pos) => Some(*pos),
+            Stmt::Switch { pos, .. }
+            | Stmt::Return(pos)
+            | Stmt::Exit(pos)
+            | Stmt::ReturnValue(_, pos)
+            | Stmt::For { pos, .. }
+            | Stmt::Break(pos)
+            | Stmt::Continue(pos) => Some(*pos),
             Stmt::Var { name, .. } | Stmt::Const { name, .. } => Some(name.pos),
             Stmt::Block(_) | Stmt::Empty => self.at,
         };
@@ -838,6 +844,7 @@ impl<'a> Gen<'a> {
             Stmt::Exit(_) => format!("r->exited = 1;\n{}", self.exit_label),
             Stmt::Return(_) => self.return_stmt.clone(),
             Stmt::ReturnValue(..) => return Err(no("a function's 'return' with a value")),
+            Stmt::For { .. } | Stmt::Break(_) | Stmt::Continue(_) => return Err(no("a for loop")),
             Stmt::Empty => String::new(),
             Stmt::Const { ty, name, value } | Stmt::Var { ty, name, init: Some(value) } => {
                 let ty = self.checked.resolve(ty);

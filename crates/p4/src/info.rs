@@ -135,8 +135,8 @@ pub fn key_type(program: &Program, checked: &Checked, block: &str, e: &Expr) -> 
         }
         ExprKind::Member(inner, m) => {
             let fields = match key_type(program, checked, block, inner)? {
-                Ty::Header(h) | Ty::Struct(h) => match checked.layouts.get(&h)? {
-                    Layout::Header(f) | Layout::Struct(f) => f.clone(),
+                Ty::Header(h) | Ty::Struct(h) | Ty::Union(h) => match checked.layouts.get(&h)? {
+                    Layout::Header(f) | Layout::Struct(f) | Layout::Union(f) => f.clone(),
                     _ => return None,
                 },
                 _ => return None,
@@ -170,6 +170,11 @@ pub fn key_type(program: &Program, checked: &Checked, block: &str, e: &Expr) -> 
             ExprKind::Member(_, m) if m.text == "isValid" => Some(Ty::Bool),
             _ => None,
         },
+        // A header stack's element, `hdr.tags[0].vid`.
+        ExprKind::Index(inner, _) => match key_type(program, checked, block, inner)? {
+            Ty::Stack(elem, _) => Some(*elem),
+            _ => None,
+        },
         _ => None,
     }
 }
@@ -181,6 +186,7 @@ fn expr_text(e: &Expr) -> String {
         ExprKind::TopName(n) => format!(".{n}"),
         ExprKind::Member(inner, m) => format!("{}.{}", expr_text(inner), m.text),
         ExprKind::Slice(inner, hi, lo) => format!("{}[{}:{}]", expr_text(inner), expr_text(hi), expr_text(lo)),
+        ExprKind::Index(inner, i) => format!("{}[{}]", expr_text(inner), expr_text(i)),
         ExprKind::Int { value, .. } => value.to_string(),
         ExprKind::Call { callee, args, .. } if args.is_empty() => format!("{}()", expr_text(callee)),
         _ => "key".to_string(),
@@ -447,7 +453,7 @@ pub fn info(program: &Program, checked: &Checked) -> Result<Info, String> {
                 action_ids,
                 default_action,
                 size: t.size.as_ref().and_then(|s| const_number(s, &consts)).unwrap_or(1024),
-                is_const: !t.entries.is_empty(),
+                is_const: !t.entries.is_empty() && t.entries_const,
                 direct_counter,
                 direct_meter,
             };

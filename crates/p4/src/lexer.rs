@@ -1,7 +1,8 @@
 //! P4-16 source to tokens, with the preprocessor the subset has: `#include` of the files
 //! edgeflow provides (`<core.p4>`, `<edgeflow.p4>`, `<v1model.p4>`, `<psa.p4>`) and, when the
-//! program was read from a directory, of `"file.p4"` beside it; object-like `#define` and
-//! `#undef`; `#ifdef`/`#ifndef`/`#else`/`#endif`. Every token knows the file, line and column it
+//! program was read from a directory, of `"file.p4"` beside it; `#define` (object-like, and
+//! function-like, expanded once the program is read) and `#undef`;
+//! `#ifdef`/`#ifndef`/`#else`/`#endif`. Every token knows the file, line and column it
 //! came from, so that every error can say where.
 
 use std::collections::HashMap;
@@ -25,6 +26,9 @@ const INCLUDE_ALIASES: [(&str, &str); 1] = [("bmv2/psa.p4", "psa.p4")];
 /// files (numbered after `INCLUDES`), read relative to the program's directory if it has one.
 struct Lexing<'a> {
     defines: HashMap<String, Vec<Tok>>,
+    /// Function-like macros, `#define F(a, b) body`: their parameters and body, expanded
+    /// where `F(...)` is written once the whole program is read (`expand_macros`).
+    macros: HashMap<String, (Vec<String>, Vec<Tok>)>,
     dir: Option<&'a Path>,
     local_files: Vec<PathBuf>,
 }
@@ -79,9 +83,10 @@ pub fn tokenize(file: &str, text: &str) -> Result<Vec<Token>, Diagnostic> {
 /// file it includes, relative to that file). Also returns the local files in the order their
 /// numbers follow `INCLUDES`, for `file_name_in`.
 pub fn tokenize_in(dir: Option<&Path>, text: &str) -> Result<(Vec<Token>, Vec<PathBuf>), Diagnostic> {
-    let mut lexing = Lexing { defines: HashMap::new(), dir, local_files: Vec::new() };
+    let mut lexing = Lexing { defines: HashMap::new(), macros: HashMap::new(), dir, local_files: Vec::new() };
     let mut out = Vec::new();
     lex_file(0, text, &mut lexing, &mut out)?;
+    let mut out = expand_macros(out, &lexing.macros, 0)?;
     let end = out.iter().rev().find(|t| t.pos.file == 0).map_or(Pos { file: 0, line: 1, col: 1 }, |t| t.pos);
     out.push(Token { tok: Tok::Eof, pos: end });
     Ok((out, lexing.local_files))
@@ -321,14 +326,29 @@ fn preprocess(
             Ok(())
         }
         "define" => {
+            let word_end = rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
+            if rest[word_end..].starts_with('(') && word_end > 0 {
+                // `F(a, b) body`: the parameters end at the first ')'.
+                let Some(close) = rest.find(')') else {
+                    return Err(Diagnostic::new(at, "a #define's parameters are not closed"));
+                };
+                let params: Vec<String> = rest[word_end + 1..close]
+                    .split(',')
+                    .map(|p| p.trim().to_string())
+                    .filter(|p| !p.is_empty())
+                    .collect();
+                if params.iter().any(|p| !p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')) {
+                    return Err(Diagnostic::new(at, "a #define's parameters are names (no '...')"));
+                }
+                let mut toks = Vec::new();
+                lex_file(at.file, &rest[close + 1..], lexing, &mut toks).map_err(|d| Diagnostic::new(at, d.message))?;
+                let body = toks.into_iter().map(|t| t.tok).collect();
+                lexing.macros.insert(rest[..word_end].to_string(), (params, body));
+                return Ok(());
+            }
             let (name, value) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
             if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-                let what = if name.contains('(') {
-                    "a #define with parameters (a function-like macro)"
-                } else {
-                    "#define without a name"
-                };
-                return Err(Diagnostic::new(at, format!("{what} is outside the subset edgeflow compiles")));
+                return Err(Diagnostic::new(at, "#define without a name is outside the subset edgeflow compiles"));
             }
             let mut toks = Vec::new();
             lex_file(at.file, value, lexing, &mut toks).map_err(|d| Diagnostic::new(at, d.message))?;
@@ -338,7 +358,7 @@ fn preprocess(
         other => Err(Diagnostic::new(
             at,
             format!(
-                "#{other} is outside the subset edgeflow compiles (only #include, object-like #define, #undef, #ifdef, #ifndef, #else, #endif)"
+                "#{other} is outside the subset edgeflow compiles (only #include, #define, #undef, #ifdef, #ifndef, #else, #endif)"
             ),
         )),
     }
@@ -367,6 +387,81 @@ fn int_literal(lit: &str) -> Result<Tok, String> {
     };
     let value = u128::from_str_radix(body, radix).map_err(|_| format!("'{lit}' is not a number P4 can read"))?;
     Ok(Tok::Int { width, value })
+}
+
+/// Expands function-like macros: `F(x, y)` becomes `F`'s body with its parameters replaced by
+/// the argument tokens (split at the commas outside parentheses), itself expanded again, up
+/// to a depth that stops a macro that expands to itself.
+fn expand_macros(
+    tokens: Vec<Token>,
+    macros: &HashMap<String, (Vec<String>, Vec<Tok>)>,
+    depth: u32,
+) -> Result<Vec<Token>, Diagnostic> {
+    if macros.is_empty() {
+        return Ok(tokens);
+    }
+    let mut out = Vec::with_capacity(tokens.len());
+    let mut i = 0;
+    while i < tokens.len() {
+        let t = &tokens[i];
+        let called = match &t.tok {
+            Tok::Ident(name) if tokens.get(i + 1).is_some_and(|n| n.tok == Tok::Punct("(")) => macros.get(name),
+            _ => None,
+        };
+        let Some((params, body)) = called else {
+            out.push(t.clone());
+            i += 1;
+            continue;
+        };
+        if depth > 16 {
+            return Err(Diagnostic::new(t.pos, "a macro that expands to itself"));
+        }
+        // The arguments: tokens up to the matching ')', split at top-level commas.
+        let mut args: Vec<Vec<Tok>> = vec![Vec::new()];
+        let mut nesting = 0;
+        let mut j = i + 2;
+        loop {
+            let Some(a) = tokens.get(j) else {
+                return Err(Diagnostic::new(t.pos, "a macro's arguments are not closed"));
+            };
+            match a.tok {
+                Tok::Punct("(") => nesting += 1,
+                Tok::Punct(")") if nesting == 0 => break,
+                Tok::Punct(")") => nesting -= 1,
+                Tok::Punct(",") if nesting == 0 => {
+                    args.push(Vec::new());
+                    j += 1;
+                    continue;
+                }
+                Tok::Eof => return Err(Diagnostic::new(t.pos, "a macro's arguments are not closed")),
+                _ => {}
+            }
+            args.last_mut().expect("one").push(a.tok.clone());
+            j += 1;
+        }
+        if params.is_empty() && args.len() == 1 && args[0].is_empty() {
+            args.clear();
+        }
+        if args.len() != params.len() {
+            return Err(Diagnostic::new(
+                t.pos,
+                format!("this macro takes {} argument(s), not {}", params.len(), args.len()),
+            ));
+        }
+        let mut expanded = Vec::new();
+        for b in body {
+            match b {
+                Tok::Ident(p) if params.contains(p) => {
+                    let k = params.iter().position(|x| x == p).expect("a parameter");
+                    expanded.extend(args[k].iter().map(|a| Token { tok: a.clone(), pos: t.pos }));
+                }
+                other => expanded.push(Token { tok: other.clone(), pos: t.pos }),
+            }
+        }
+        out.extend(expand_macros(expanded, macros, depth + 1)?);
+        i = j + 1;
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -403,7 +498,7 @@ mod tests {
         let e = tokenize("t.p4", "\n  #if X").unwrap_err();
         assert_eq!(
             e.to_string_in("t.p4"),
-            "t.p4:2:3: #if is outside the subset edgeflow compiles (only #include, object-like #define, #undef, #ifdef, #ifndef, #else, #endif)"
+            "t.p4:2:3: #if is outside the subset edgeflow compiles (only #include, #define, #undef, #ifdef, #ifndef, #else, #endif)"
         );
         assert!(tokenize("t.p4", "/* open").unwrap_err().message.contains("never ends"));
     }

@@ -284,7 +284,8 @@ impl Parser {
                 // `T name(` or `T name<`: a function; anything else, `Type(args) name;`.
                 let start = self.i;
                 let ty = self.ty()?;
-                if matches!(self.peek(), Tok::Ident(_)) && matches!(self.peek_at(1), Tok::Punct("(") | Tok::Punct("<")) {
+                if matches!(self.peek(), Tok::Ident(_)) && matches!(self.peek_at(1), Tok::Punct("(") | Tok::Punct("<"))
+                {
                     return Ok(Decl::Function(self.function_rest(ty)?));
                 }
                 self.i = start;
@@ -631,9 +632,11 @@ impl Parser {
             name,
             keys: Vec::new(),
             actions: Vec::new(),
+            has_actions: false,
             default_action: None,
             size: None,
             entries: Vec::new(),
+            entries_const: false,
             properties: Vec::new(),
             annotations,
         };
@@ -656,6 +659,7 @@ impl Parser {
                     }
                 }
                 "actions" => {
+                    t.has_actions = true;
                     self.expect("{")?;
                     while !self.eat("}") {
                         self.annotations()?;
@@ -674,17 +678,17 @@ impl Parser {
                     self.expect(";")?;
                 }
                 "entries" => {
-                    if !is_const {
-                        return Err(Diagnostic::new(prop.pos, outside("table entries that are not const")));
-                    }
+                    t.entries_const = is_const;
                     self.expect("{")?;
                     while !self.eat("}") {
                         let pos = self.pos();
                         let keys = self.keysets()?;
                         self.expect(":")?;
                         let action = self.action_ref()?;
+                        self.annotations()?;
+                        let priority = annotation_int(&self.take_annotations(), "priority");
                         self.expect(";")?;
-                        t.entries.push(Entry { keys, action, pos });
+                        t.entries.push(Entry { keys, action, pos, priority });
                     }
                 }
                 _ => {
@@ -803,6 +807,35 @@ impl Parser {
             self.expect(";")?;
             return Ok(Stmt::Exit(pos));
         }
+        if self.eat_kw("break") {
+            self.expect(";")?;
+            return Ok(Stmt::Break(pos));
+        }
+        if self.eat_kw("continue") {
+            self.expect(";")?;
+            return Ok(Stmt::Continue(pos));
+        }
+        if self.eat_kw("for") {
+            self.expect("(")?;
+            let mut init = Vec::new();
+            while !self.eat(";") {
+                init.push(self.simple_stmt()?);
+                if !self.eat(",") && !self.is(";") {
+                    return self.err("',' or ';'");
+                }
+            }
+            let cond = if self.is(";") { None } else { Some(self.expr()?) };
+            self.expect(";")?;
+            let mut update = Vec::new();
+            while !self.eat(")") {
+                update.push(self.simple_stmt()?);
+                if !self.eat(",") && !self.is(")") {
+                    return self.err("',' or ')'");
+                }
+            }
+            let body = self.body()?;
+            return Ok(Stmt::For { init, cond, update, body, pos });
+        }
         if self.eat_kw("const") {
             let (ty, name, value) = self.const_rest()?;
             return Ok(Stmt::Const { ty, name, value });
@@ -845,6 +878,39 @@ impl Parser {
         Ok(Stmt::Call(target))
     }
 
+    /// A `for`'s initialiser or update: a variable with its value, an assignment (compound too)
+    /// or a call, without the `;`.
+    fn simple_stmt(&mut self) -> Result<Stmt> {
+        if self.starts_declaration() {
+            let ty = self.ty()?;
+            let name = self.name("a name for the variable")?;
+            self.expect("=")?;
+            let init = Some(self.expr()?);
+            return Ok(Stmt::Var { ty, name, init });
+        }
+        let target = self.expr()?;
+        if self.eat("=") {
+            return Ok(Stmt::Assign { target, value: self.expr()? });
+        }
+        let compound = if self.shr_assignment() {
+            Some((BinOp::Shr, 1))
+        } else {
+            self.binop().filter(|(_, _, n)| self.compound_assignment(*n)).map(|(op, _, n)| (op, n))
+        };
+        if let Some((op, n)) = compound {
+            for _ in 0..=n {
+                self.bump();
+            }
+            let rhs = self.expr()?;
+            let value = Expr { kind: ExprKind::Binary(op, Box::new(target.clone()), Box::new(rhs)), pos: target.pos };
+            return Ok(Stmt::Assign { target, value });
+        }
+        if !matches!(target.kind, ExprKind::Call { .. }) {
+            return self.err("'=' or a call");
+        }
+        Ok(Stmt::Call(target))
+    }
+
     fn ty(&mut self) -> Result<Type> {
         let pos = self.pos();
         let word = match self.peek() {
@@ -877,7 +943,9 @@ impl Parser {
                 self.expect("<")?;
                 let n = match self.peek() {
                     Tok::Int { width: None, value } if (1..=VARBIT_MAX as u128).contains(value) => *value as u32,
-                    _ => return Err(Diagnostic::new(self.pos(), format!("a varbit's width is 1 to {VARBIT_MAX} bits"))),
+                    _ => {
+                        return Err(Diagnostic::new(self.pos(), format!("a varbit's width is 1 to {VARBIT_MAX} bits")))
+                    }
                 };
                 self.bump();
                 self.expect(">")?;
@@ -965,8 +1033,7 @@ impl Parser {
 
     fn binary(&mut self, min: u8) -> Result<Expr> {
         let mut lhs = self.unary()?;
-        loop {
-            let Some((op, level, n)) = self.binop() else { break };
+        while let Some((op, level, n)) = self.binop() {
             if level <= min || self.compound_assignment(n) || self.shr_assignment() {
                 break;
             }

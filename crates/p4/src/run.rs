@@ -162,7 +162,9 @@ impl Value {
             (Value::Number(n), Value::Bits { width, signed, .. }) => {
                 Value::Bits { width: *width, signed: *signed, value: n as u128 & mask(*width) }
             }
-            (Value::List(items), Value::Header { fields, .. }) => Value::Header { valid: true, fields: list_into(fields, items) },
+            (Value::List(items), Value::Header { fields, .. }) => {
+                Value::Header { valid: true, fields: list_into(fields, items) }
+            }
             (Value::List(items), Value::Struct(fields)) => Value::Struct(list_into(fields, items)),
             (Value::List(items), Value::List(likes)) => {
                 Value::List(items.into_iter().zip(likes).map(|(v, like)| v.sized_as(like)).collect())
@@ -289,6 +291,9 @@ enum Stop {
     Return,
     /// A function's `return value;`.
     Returned(Value),
+    /// `break` and `continue`, ended by the loop around them.
+    Break,
+    Continue,
     Exit,
     Reject(String),
     Unsupported(String),
@@ -487,7 +492,7 @@ impl Switch {
             let args = data.iter().map(|a| number(&mut cx, scratch, a)).collect::<Result<_, _>>()?;
             entries.push(Entry {
                 keys: matches,
-                priority: n - i as i64,
+                priority: entry_priority(e, i, n),
                 action: e.action.name.text.clone(),
                 args,
                 packets: 0,
@@ -511,7 +516,7 @@ impl Switch {
             keys,
             meter,
             actions: t.actions.iter().map(|a| a.name.text.clone()).collect(),
-            fixed: !entries.is_empty(),
+            fixed: !entries.is_empty() && t.entries_const,
             entries,
             default,
             size,
@@ -987,7 +992,11 @@ impl Switch {
             cx.bind(&dp[1..], vec![h]);
             let Decl::Control { apply, .. } = deparser else { unreachable!() };
             match self.block_stmts(&mut cx, apply) {
-                Ok(()) | Err(Stop::Exit) | Err(Stop::Return) | Err(Stop::Returned(_)) => {}
+                Ok(())
+                | Err(Stop::Exit)
+                | Err(Stop::Return)
+                | Err(Stop::Returned(_))
+                | Err(Stop::Break | Stop::Continue) => {}
                 Err(Stop::Unsupported(w)) => return Err(Dropped::Unsupported(w)),
                 Err(Stop::Reject(_)) => continue,
             }
@@ -1043,7 +1052,11 @@ impl Switch {
             **slot = v;
         }
         match result {
-            Ok(()) | Err(Stop::Exit) | Err(Stop::Return) | Err(Stop::Returned(_)) => Ok(()),
+            Ok(())
+            | Err(Stop::Exit)
+            | Err(Stop::Return)
+            | Err(Stop::Returned(_))
+            | Err(Stop::Break | Stop::Continue) => Ok(()),
             Err(Stop::Unsupported(w)) => Err(Dropped::Unsupported(w)),
             Err(Stop::Reject(_)) => Err(Dropped::Program),
         }
@@ -1192,6 +1205,9 @@ impl Switch {
             }
             Stmt::Return(_) => Err(Stop::Return),
             Stmt::ReturnValue(value, _) => Err(Stop::Returned(self.eval(cx, value)?)),
+            Stmt::For { init, cond, update, body, .. } => self.run_for(cx, init, cond.as_ref(), update, body),
+            Stmt::Break(_) => Err(Stop::Break),
+            Stmt::Continue(_) => Err(Stop::Continue),
             Stmt::Exit(_) => Err(Stop::Exit),
             Stmt::Empty => Ok(()),
         }
@@ -1292,7 +1308,8 @@ impl Switch {
                     if cx.lookup(n).is_none() && matches!(self.code.checked.layouts.get(n), Some(Layout::Enum(_))) {
                         return Ok(Value::Enum(m.text.clone()));
                     }
-                    if let (None, Some(Layout::SerEnum(ty, members))) = (cx.lookup(n), self.code.checked.layouts.get(n)) {
+                    if let (None, Some(Layout::SerEnum(ty, members))) = (cx.lookup(n), self.code.checked.layouts.get(n))
+                    {
                         return Ok(ser_enum_member(ty, members, &m.text));
                     }
                 }
@@ -1473,6 +1490,8 @@ impl Switch {
                     "psa_clone_i2e" | "psa_clone_e2e" | "psa_resubmit" | "psa_normal" | "psa_recirculate" => {
                         self.psa_function(cx, n, args).unwrap_or_else(|| Err(Stop::Unsupported(n.to_string())))
                     }
+                    // The checker proved it: what is left is its value.
+                    "static_assert" => Ok(Value::Bool(true)),
                     other if find_function(&code, other).is_some() => {
                         self.run_function(cx, find_function(&code, other).expect("found"), args)
                     }
@@ -2166,8 +2185,8 @@ impl MeterCell {
     }
 }
 
-/// Whether `d` is the program's own parser or control `name` (which the front end lets a
-/// program instantiate, and this target does not run yet).
+/// Whether `d` is the program's own parser or control `name` (which a program may instantiate
+/// as a sub-parser or sub-control).
 fn is_block_named(d: &Decl, name: &str) -> bool {
     matches!(d, Decl::Parser { name: n, .. } | Decl::Control { name: n, .. } if n.text == name)
 }
@@ -2377,14 +2396,17 @@ impl Switch {
         let at = walk(cx, &root, &path)?;
         let Value::Header { valid, fields } = at else { return Err(Stop::Unsupported("extract".into())) };
         let max = fields.iter().find_map(|(_, v)| if let Value::Varbit { max, .. } = v { Some(*max) } else { None });
-        let Some(max) = max else { return Err(Stop::Unsupported("extract with a size into a header without varbit".into())) };
+        let Some(max) = max else {
+            return Err(Stop::Unsupported("extract with a size into a header without varbit".into()));
+        };
         if size > max as u128 {
             return Err(Stop::Reject("HeaderTooShort".into()));
         }
         if size % 8 != 0 {
             return Err(Stop::Reject("ParserInvalidArgument".into()));
         }
-        let fixed: usize = fields.iter().map(|(_, v)| if let Value::Bits { width, .. } = v { *width as usize } else { 0 }).sum();
+        let fixed: usize =
+            fields.iter().map(|(_, v)| if let Value::Bits { width, .. } = v { *width as usize } else { 0 }).sum();
         if start + fixed + size as usize > data.len() * 8 {
             return Err(Stop::Reject("PacketTooShort".into()));
         }
@@ -2431,9 +2453,14 @@ impl Switch {
 /// The arguments of a default action or an entry that are the control plane's data: all of
 /// them, or, where they also repeat what the action list binds, those after.
 fn data_args<'e>(code: &Code, block: &str, r: &'e ActionRef) -> &'e [Expr] {
-    let bound = find_action(code, block, &r.name.text).map_or(0, |a| a.params.iter().filter(|p| p.direction.is_some()).count());
+    let bound =
+        find_action(code, block, &r.name.text).map_or(0, |a| a.params.iter().filter(|p| p.direction.is_some()).count());
     let all = find_action(code, block, &r.name.text).map_or(0, |a| a.params.len());
-    if r.args.len() == all { &r.args[bound..] } else { &r.args }
+    if r.args.len() == all {
+        &r.args[bound..]
+    } else {
+        &r.args
+    }
 }
 
 /// A serializable enum's member: its value, of the enum's type.
@@ -2450,7 +2477,8 @@ fn ser_enum_member(ty: &Ty, members: &[(String, u128)], member: &str) -> Value {
 /// left where it was; a frame too short is error.PacketTooShort.
 fn lookahead_header(cx: &Cx, mut header: Value) -> Run<Value> {
     let Value::Header { valid, fields } = &mut header else { return Err(Stop::Unsupported("lookahead".into())) };
-    let bits: usize = fields.iter().map(|(_, v)| if let Value::Bits { width, .. } = v { *width as usize } else { 0 }).sum();
+    let bits: usize =
+        fields.iter().map(|(_, v)| if let Value::Bits { width, .. } = v { *width as usize } else { 0 }).sum();
     if cx.cursor + bits > cx.data.len() * 8 {
         return Err(Stop::Reject("PacketTooShort".into()));
     }
@@ -2463,4 +2491,42 @@ fn lookahead_header(cx: &Cx, mut header: Value) -> Run<Value> {
     }
     *valid = true;
     Ok(header)
+}
+
+/// The rank of the `i`th of a table's `n` entries (the higher wins here): its `@priority`, the
+/// smaller the stronger, or else its place in the list, the first strongest.
+fn entry_priority(e: &crate::ast::Entry, i: usize, n: i64) -> i64 {
+    let p4_priority = e.priority.map_or(i as i64 + 1, |p| p.min(i64::MAX as u128 / 2) as i64);
+    n + 1 - p4_priority
+}
+
+/// The most times a `for` loop's body runs for one frame: past it, the frame is dropped as
+/// not run (a loop whose condition a frame keeps true must not hold the switch).
+pub const LOOP_ITERATIONS_MAX: u32 = 1 << 16;
+
+impl Switch {
+    /// `for (init; cond; update) body`, its variables in a scope of their own; `break` ends it,
+    /// `continue` goes on to `update`.
+    fn run_for(&mut self, cx: &mut Cx, init: &[Stmt], cond: Option<&Expr>, update: &[Stmt], body: &[Stmt]) -> Run<()> {
+        cx.scopes.push(Names::default());
+        let ran = (|| {
+            init.iter().try_for_each(|s| self.stmt(cx, s))?;
+            for _ in 0..LOOP_ITERATIONS_MAX {
+                if let Some(c) = cond {
+                    if !self.eval(cx, c)?.as_bool() {
+                        return Ok(());
+                    }
+                }
+                match self.block_stmts(cx, body) {
+                    Ok(()) | Err(Stop::Continue) => {}
+                    Err(Stop::Break) => return Ok(()),
+                    Err(other) => return Err(other),
+                }
+                update.iter().try_for_each(|s| self.stmt(cx, s))?;
+            }
+            Err(Stop::Unsupported(format!("a for loop past {LOOP_ITERATIONS_MAX} iterations")))
+        })();
+        cx.scopes.pop();
+        ran
+    }
 }

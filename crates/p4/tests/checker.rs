@@ -128,6 +128,15 @@ fn bad_programs_get_exact_messages() {
         ("action a() { tuple<bit<8>, bool> t = { 1, 2 }; }".into(), "c.p4:2:43: the initial value's element 1 should be bool, and is a number"),
         ("action a(bit<8> i) { tuple<bit<8>, bool> t = { 1, true }; bit<8> x = t[i]; }".into(), "c.p4:2:72: a tuple's index is a compile-time number"),
         ("action a() { tuple<bit<8>, bool> t = { 1, true }; bit<8> x = t[2]; }".into(), "c.p4:2:64: index 2 is past tuple<bit<8>, bool>"),
+        // static_assert.
+        ("const bit<8> W = 8;\nconst bool b = static_assert(W == 16, \"W is 16 bits\");".into(), "c.p4:3:30: static_assert fails: W is 16 bits"),
+        ("action a(bit<8> x) { static_assert(x == 1); }".into(), "c.p4:2:36: static_assert takes a condition known at compile time (numbers, constants, comparisons)"),
+        ("const bool b = static_assert(1 == 1, 2);".into(), "c.p4:2:38: static_assert's message is a string"),
+        (ingress("table t { key = { hdr.h.a : exact; } }", ""), "c.p4:9:7: table 't' has no 'actions' property (it may list none: actions = {})"),
+        // for loops.
+        ("action a() { break; }".into(), "c.p4:2:14: 'break' belongs inside a for loop"),
+        ("action a(bit<8> x) { for (bit<8> i = 0; i; i = i + 1) { } }".into(), "c.p4:2:41: the loop's condition should be bool, and is bit<8>"),
+        ("parser P(packet_in pk) { state start { for (;;) { } transition accept; } }".into(), "c.p4:2:40: a parser loops through its states, not with 'for'"),
         // List initialisers.
         ("header h { bit<8> a; bit<8> b; }\naction a(inout h x) { x = {1}; }".into(), "c.p4:3:27: a list of 1 value(s) for header h's 2 field(s)"),
         ("header h { bit<8> a; bit<8> b; }\naction a(inout h x) { x = {1, true}; }".into(), "c.p4:3:31: the value's 'b' should be bit<8>, and is bool"),

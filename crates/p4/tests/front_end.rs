@@ -69,7 +69,7 @@ fn bad_programs_get_exact_messages() {
         ("control c() { apply { table t {} } }", "p.p4:1:23: tables and actions are declared before the apply block"),
         ("control c() { apply { x; } }", "p.p4:1:24: expected '=' or a call (an expression alone does nothing), found ';'"),
         ("control c() { apply { f(x = 1); } }", "p.p4:1:25: named arguments are outside the subset edgeflow compiles (docs/p4.md)"),
-        ("control c() { table t { entries = { } } apply {} }", "p.p4:1:25: table entries that are not const are outside the subset edgeflow compiles (docs/p4.md)"),
+        ("control c() { table t { entries = { 1 : a() @priority(1) } } apply {} }", "p.p4:1:58: expected ';', found '}'"),
         ("control c() { table t { key = { x : exact } } apply {} }", "p.p4:1:43: expected ';', found '}'"),
         ("parser p() { state s { } }", "p.p4:1:24: expected 'transition' (every state but accept and reject ends in one), found '}'"),
         ("parser p() { state s { transition select(x) { 1: ; } } }", "p.p4:1:50: expected the next state, found ';'"),
@@ -82,7 +82,8 @@ fn bad_programs_get_exact_messages() {
         ("const bit<8> x = 1", "p.p4:1:18: expected ';', found the end of the program"),
         ("bit<8> twice(in bit<8> x);", "p.p4:1:26: expected '{' (a function has a body; an extern function is declared with 'extern'), found ';'"),
         ("#include <tna.p4>", "p.p4:1:1: #include <tna.p4>: only <core.p4>, <edgeflow.p4>, <v1model.p4> and <psa.p4> can be included (the architectures edgeflow declares), and \"file.p4\" beside a program read from a file"),
-        ("#define F(x) x", "p.p4:1:1: a #define with parameters (a function-like macro) is outside the subset edgeflow compiles"),
+        ("#define F(x, y) x\nconst bit<8> c = F(1);", "p.p4:2:18: this macro takes 2 argument(s), not 1"),
+        ("#define F(x) x\nconst bit<8> c = F(1;", "p.p4:2:18: a macro's arguments are not closed"),
         ("\n\n  /* never closed", "p.p4:3:3: a comment that never ends ('/*' without '*/')"),
         ("const bit<8> x = 8w$;", "p.p4:1:18: '8w' is not a number P4 can read"),
     ];
@@ -330,4 +331,16 @@ fn compound_assignment_assigns_the_operation() {
         })
         .collect();
     assert_eq!(ops, [BinOp::Add, BinOp::Shr, BinOp::AddSat, BinOp::Le]);
+}
+
+/// A function-like macro expands where it is called, its arguments split at the commas
+/// outside parentheses, as p4c's preprocessor does.
+#[test]
+fn function_like_macros_expand_with_their_arguments() {
+    use p4::ast::{BinOp, ExprKind};
+    let program = p4::parse("p.p4", "#define ADD(a, b) ((a) + (b))\nconst bit<8> x = ADD(c, d(e, f));").unwrap();
+    let Decl::Const { value, .. } = &program.decls[0] else { panic!() };
+    let ExprKind::Binary(BinOp::Add, l, r) = &value.kind else { panic!("{value:?}") };
+    assert!(matches!(&l.kind, ExprKind::Name(n) if n == "c"), "{l:?}");
+    assert!(matches!(&r.kind, ExprKind::Call { args, .. } if args.len() == 2), "{r:?}");
 }

@@ -196,7 +196,8 @@ fn a_header_union_keeps_at_most_one_header_valid() {
         "packet.emit(hdr);",
     );
     let payload = [0xaa; 4];
-    let out = sw.process(&frame(2, &[[0x12, 0x34].as_slice(), &payload].concat()), 1, 0).unwrap_or_else(|e| panic!("{e:?}"));
+    let out =
+        sw.process(&frame(2, &[[0x12, 0x34].as_slice(), &payload].concat()), 1, 0).unwrap_or_else(|e| panic!("{e:?}"));
     assert_eq!(out[0].port, 2);
     assert_eq!(&out[0].frame[14..19], &[0xff, 0xaa, 0xaa, 0xaa, 0xaa], "the byte header alone, then the payload");
 
@@ -227,7 +228,11 @@ fn a_varbit_field_takes_the_size_extract_gives_it_and_is_emitted_in_place() {
         let rest = [[0x11].as_slice(), &data, &[0x22, 0xaa, 0xaa]].concat();
         let out = sw.process(&frame((bytes * 8) as u16, &rest), 1, 0).unwrap_or_else(|e| panic!("{bytes}: {e:?}"));
         let want = [[0x55].as_slice(), &data, &[0x77, 0xaa, 0xaa]].concat();
-        assert_eq!(&out[0].frame[14..14 + want.len()], &want[..], "{bytes} bytes of varbit, the fields around it rewritten");
+        assert_eq!(
+            &out[0].frame[14..14 + want.len()],
+            &want[..],
+            "{bytes} bytes of varbit, the fields around it rewritten"
+        );
         assert_eq!(out[0].frame.len(), 60.max(14 + rest.len()), "{bytes}: nothing lost or added");
     }
 }
@@ -351,6 +356,176 @@ fn lookahead_of_a_header_reads_it_without_moving_on() {
     assert_eq!(sw.process(&short, 1, 0), Err(Dropped::Parser("PacketTooShort".into())));
 }
 
+/// A program whose parser, ingress and deparser each apply a sub-block of their own.
+const SUB_BLOCKS: &str = r#"
+#include <core.p4>
+#include <edgeflow.p4>
+header eth_t { bit<48> dst; bit<48> src; bit<16> kind; }
+header byte_t { bit<8> data; }
+struct headers { eth_t eth; byte_t b; }
+struct meta_t { bit<8> unused; }
+parser EthParser(packet_in pk, out eth_t e) { state start { pk.extract(e); transition accept; } }
+parser P(packet_in packet, out headers hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    EthParser() eth_parser;
+    state start { eth_parser.apply(packet, hdr.eth); packet.extract(hdr.b); transition accept; }
+}
+control Rewrite(inout eth_t e, in bit<16> to, out PortId_t port) {
+    apply {
+        port = 3;
+        if (to == 0) { exit; }
+        e.kind = to;
+        port = 2;
+    }
+}
+control I(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) {
+    Rewrite() rewrite;
+    apply { rewrite.apply(hdr.eth, (bit<16>) hdr.b.data, sm.egress_port); hdr.b.data = 0xee; }
+}
+control E(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }
+control EmitAll(packet_out pk, in headers h) { apply { pk.emit(h.eth); pk.emit(h.b); } }
+control D(packet_out packet, in headers hdr) {
+    EmitAll() emit_all;
+    apply { emit_all.apply(packet, hdr); }
+}
+EdgeflowSwitch(P(), I(), E(), D()) main;
+"#;
+
+#[test]
+fn sub_parsers_and_sub_controls_run_with_copy_in_copy_out_on_the_caller_s_frame() {
+    let (p, c) = p4::front_end("sub.p4", SUB_BLOCKS).unwrap_or_else(|e| panic!("{e}"));
+    let mut sw = Switch::new(p, c).unwrap();
+    // The sub-parser moved the cursor past Ethernet, so the byte after it is the next header;
+    // the sub-control rewrote the EtherType (inout) and chose the port (out); the
+    // sub-deparser's emits are the frame.
+    let out = sw.process(&frame(0x0800, &[0x42, 0xaa]), 1, 0).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(out[0].port, 2);
+    assert_eq!(kind_of(&out[0].frame), 0x0042);
+    assert_eq!(
+        &out[0].frame[14..16],
+        &[0xee, 0xaa],
+        "the byte header, rewritten by the caller after, then the payload"
+    );
+    // exit in the sub-control: its out parameter is copied back, and the caller stops too.
+    let out = sw.process(&frame(0x0800, &[0x00, 0xaa]), 1, 0).unwrap();
+    assert_eq!(out[0].port, 3);
+    assert_eq!((kind_of(&out[0].frame), out[0].frame[14]), (0x0800, 0x00), "nothing after the exit ran");
+}
+
+#[test]
+fn entries_that_are_not_const_rank_by_priority_and_the_control_plane_may_add_more() {
+    // The smallest @priority wins (p4c's table-entries-priority program); an entry without one
+    // ranks by its place (here 2).
+    let mut sw = program(
+        ETH_ONLY,
+        PARSE_ETH,
+        "action fwd(PortId_t p) { sm.egress_port = p; }\n\
+         table t {\n\
+           key = { hdr.eth.kind : ternary; }\n\
+           actions = { fwd; }\n\
+           entries = {\n\
+             0x1111 &&& 0xf : fwd(1) @priority(3);\n\
+             0x1181 : fwd(2);\n\
+             0x1181 &&& 0xf00f : fwd(3) @priority(1);\n\
+           }\n\
+         }\n\
+         apply { t.apply(); }",
+        "packet.emit(hdr.eth);",
+    );
+    let port = |sw: &mut Switch, kind: u16| sw.process(&frame(kind, &[]), 1, 0).map(|o| o[0].port);
+    assert_eq!(port(&mut sw, 0x0001), Ok(1), "the first entry alone matches");
+    assert_eq!(port(&mut sw, 0x1001), Ok(3), "the first and the third: priority 1 beats 3");
+    assert_eq!(port(&mut sw, 0x1181), Ok(3), "all three: priority 1 beats 2 and 3");
+    sw.insert("I.t", vec![Match::Ternary { value: 0x2222, mask: 0xffff }], "fwd", vec![4], 0).unwrap();
+    assert_eq!(port(&mut sw, 0x2222), Ok(4), "entries that are not const take the control plane's too");
+}
+
+#[test]
+fn a_static_assert_that_holds_is_true() {
+    let mut sw = program(
+        &format!(
+            "{ETH_ONLY}\nconst bit<16> W = 16;\nconst bool WIDE = static_assert(W == 16 && !(W < 8), \"16 bits\");"
+        ),
+        PARSE_ETH,
+        "apply { if (WIDE && static_assert(true)) { sm.egress_port = 2; } else { sm.egress_port = 3; } }",
+        "packet.emit(hdr.eth);",
+    );
+    assert_eq!(sw.process(&frame(0x0800, &[]), 1, 0).unwrap()[0].port, 2);
+}
+
+#[test]
+fn a_table_keys_on_a_stack_element_and_on_a_union_member_s_validity() {
+    let mut sw = program(
+        "header tag_t { bit<16> tci; bit<16> kind; }\nheader_union u_t { tag_t tag; }\n\
+         struct headers { eth_t eth; tag_t[2] tags; u_t u; }\nstruct meta_t { bit<8> unused; }",
+        "state start { packet.extract(hdr.eth); packet.extract(hdr.tags.next); transition select(hdr.tags[0].kind) { 1: more; default: accept; } }\n\
+         state more { packet.extract(hdr.u.tag); transition accept; }",
+        "action fwd(PortId_t p) { sm.egress_port = p; }\n\
+         table t { key = { hdr.tags[0].tci : exact; hdr.u.tag.isValid() : exact; } actions = { fwd; } }\n\
+         apply { t.apply(); }",
+        "packet.emit(hdr);",
+    );
+    let info = sw.info();
+    let table = info.tables.iter().find(|t| t.target == "I.t").expect("the table");
+    let names: Vec<&str> = table.keys.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["hdr.tags[0].tci", "hdr.u.tag.isValid()"], "p4c's names for the keys");
+    sw.insert("I.t", vec![Match::Exact(7), Match::Exact(1)], "fwd", vec![2], 0).unwrap();
+    sw.insert("I.t", vec![Match::Exact(7), Match::Exact(0)], "fwd", vec![3], 0).unwrap();
+    let port = |sw: &mut Switch, rest: &[u8]| sw.process(&frame(0x8100, rest), 1, 0).map(|o| o[0].port);
+    assert_eq!(port(&mut sw, &[0, 7, 0, 1, 0, 9, 0, 0]), Ok(2), "tci 7, the union's tag valid");
+    assert_eq!(port(&mut sw, &[0, 7, 0, 0]), Ok(3), "tci 7, no union tag");
+}
+
+#[test]
+fn a_for_loop_runs_with_break_and_continue_and_a_runaway_one_is_stopped() {
+    // Sums 1..=kind, skipping 3 and stopping past 6; then kind * kind by a nested loop.
+    let mut sw = program(
+        &format!("{ETH_ONLY}\nstruct pair_t {{ bit<16> a; bit<16> b; }}"),
+        PARSE_ETH,
+        "action square(inout bit<16> x) {\n\
+           bit<16> n = 0;\n\
+           for (bit<16> i = 0; i < x; i += 1) { for (bit<16> j = 0; j < x; j = j + 1) { n = n + 1; } }\n\
+           x = n;\n\
+         }\n\
+         apply {\n\
+           bit<16> sum = 0;\n\
+           for (bit<16> i = 1; i <= hdr.eth.kind; i = i + 1) {\n\
+             if (i == 3) { continue; }\n\
+             if (i > 6) { break; }\n\
+             sum = sum + i;\n\
+           }\n\
+           hdr.eth.src[15:0] = hdr.eth.kind;\n\
+           square(hdr.eth.src[15:0]);\n\
+           hdr.eth.kind = sum;\n\
+           if (hdr.eth.dst[7:0] == 0xff) { for (;;) { } }\n\
+           sm.egress_port = 2;\n\
+         }",
+        "packet.emit(hdr.eth);",
+    );
+    let out = sw.process(&frame(10, &[]), 1, 0).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(kind_of(&out[0].frame), 1 + 2 + 4 + 5 + 6);
+    assert_eq!(&out[0].frame[10..12], &100u16.to_be_bytes(), "10 * 10 by the nested loops");
+    let out = sw.process(&frame(4, &[]), 1, 0).unwrap();
+    assert_eq!(kind_of(&out[0].frame), 1 + 2 + 4);
+    let mut runaway = frame(4, &[]);
+    runaway[5] = 0xff;
+    assert_eq!(
+        sw.process(&runaway, 1, 0),
+        Err(Dropped::Unsupported(format!("a for loop past {} iterations", p4::run::LOOP_ITERATIONS_MAX)))
+    );
+}
+
+#[test]
+fn a_table_that_lists_no_actions_misses_into_no_action() {
+    let mut sw = program(
+        ETH_ONLY,
+        PARSE_ETH,
+        "table t { key = { } actions = { } }\n\
+         apply { sm.egress_port = 3; switch (t.apply().action_run) { default: { sm.egress_port = 2; } } }",
+        "packet.emit(hdr.eth);",
+    );
+    assert_eq!(sw.process(&frame(0x0800, &[]), 1, 0).unwrap()[0].port, 2);
+}
+
 /// The kernel back end does not compile these constructs yet: it refuses each program by
 /// name, and the program then runs in userspace, on the software target above.
 #[test]
@@ -405,7 +580,10 @@ fn the_kernel_back_end_refuses_each_construct_by_name() {
             "the varbit<16> field o_t.v does not fit the kernel back end (docs/p4.md); the program runs in userspace",
         ),
     ];
-    let wrong: Vec<String> =
-        cases.iter().filter(|(got, want)| got != want).map(|(got, want)| format!("got {got:?}\nwant {want:?}")).collect();
+    let wrong: Vec<String> = cases
+        .iter()
+        .filter(|(got, want)| got != want)
+        .map(|(got, want)| format!("got {got:?}\nwant {want:?}"))
+        .collect();
     assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
 }

@@ -250,7 +250,7 @@ impl Switch {
         };
         let (Decl::Parser { params, .. } | Decl::Control { params, .. }) = block else { unreachable!("checked") };
         let error = match result {
-            Ok(()) | Err(Stop::Exit) | Err(Stop::Return) | Err(Stop::Returned(_)) => None,
+            Ok(()) | Err(Stop::Exit) | Err(Stop::Return) | Err(Stop::Returned(_) | Stop::Break | Stop::Continue) => None,
             Err(Stop::Reject(e)) => Some(e),
             Err(Stop::Unsupported(what)) => return Err(Dropped::Unsupported(what)),
         };

@@ -118,7 +118,7 @@ impl Switch {
         [hdr, meta, sm] = cx.unbind(params).try_into().expect("three");
         // A frame the parser rejects is not dropped: ingress sees why in parser_error.
         match parsed {
-            Ok(()) | Err(Stop::Exit) | Err(Stop::Return) | Err(Stop::Returned(_)) => {}
+            Ok(()) | Err(Stop::Exit) | Err(Stop::Return) | Err(Stop::Returned(_) | Stop::Break | Stop::Continue) => {}
             Err(Stop::Reject(e)) => {
                 if let Some(v) = sm.field_mut("parser_error") {
                     *v = Value::Error(e);
@@ -263,7 +263,7 @@ impl Switch {
         let mut cx = Cx::new(name, code, payload, length as u64, now);
         cx.bind(params, vec![hdr]);
         match self.block_stmts(&mut cx, apply) {
-            Ok(()) | Err(Stop::Exit) | Err(Stop::Return) | Err(Stop::Returned(_)) | Err(Stop::Reject(_)) => {}
+            Ok(()) | Err(Stop::Exit) | Err(Stop::Return) | Err(Stop::Returned(_) | Stop::Break | Stop::Continue) | Err(Stop::Reject(_)) => {}
             Err(Stop::Unsupported(w)) => return Err(Dropped::Unsupported(w)),
         }
         let mut bytes = cx.out;
