@@ -15,17 +15,10 @@ use std::path::PathBuf;
 
 use datapath::fastpath::p4_test_run::TestRun;
 use p4::ebpf::verdict::{DROP, FORWARD};
-use p4::stf::{self, Command, Verdict};
+use p4::stf::{self, corpus_dir, Command, Verdict};
 
 /// How many of the corpus's 230 programs the kernel back end compiles and passes today.
 const PASSING_FLOOR: usize = 56;
-
-fn corpus_dir() -> PathBuf {
-    match std::env::var_os("P4C_STF_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/p4c-stf"),
-    }
-}
 
 #[test]
 fn the_corpus_passes_on_the_kernel_back_end_as_on_the_software_target() {

@@ -1727,7 +1727,8 @@ fn width(t: &Ty) -> Option<u32> {
     }
 }
 
-fn op_symbol(op: BinOp) -> &'static str {
+/// An operator as P4 writes it (also for the kernel back end's refusals).
+pub(crate) fn op_symbol(op: BinOp) -> &'static str {
     match op {
         BinOp::Or => "||",
         BinOp::And => "&&",

@@ -409,49 +409,6 @@ fn constant(e: &Expr, locals: &[Local], decls: &[Decl]) -> Option<u128> {
     }
 }
 
-/// A type as P4 writes it, for messages.
-fn p4_type(ty: &Ty) -> String {
-    match ty {
-        Ty::Bit(w) => format!("bit<{w}>"),
-        Ty::Int(w) => format!("int<{w}>"),
-        Ty::Number => "an integer without a width".into(),
-        Ty::Bool => "bool".into(),
-        Ty::Error => "error".into(),
-        Ty::Str => "string".into(),
-        Ty::Header(n) | Ty::Struct(n) | Ty::Enum(n) | Ty::Block(n) | Ty::Table(n) => n.clone(),
-        Ty::Extern(n, _) | Ty::BlockType(n, _) => n.clone(),
-        Ty::Var(n) => n.clone(),
-        _ => "this type".into(),
-    }
-}
-
-/// An operator as P4 writes it.
-fn operator(op: &BinOp) -> &'static str {
-    match op {
-        BinOp::Or => "||",
-        BinOp::And => "&&",
-        BinOp::Eq => "==",
-        BinOp::Ne => "!=",
-        BinOp::Lt => "<",
-        BinOp::Gt => ">",
-        BinOp::Le => "<=",
-        BinOp::Ge => ">=",
-        BinOp::BitOr => "|",
-        BinOp::BitXor => "^",
-        BinOp::BitAnd => "&",
-        BinOp::Shl => "<<",
-        BinOp::Shr => ">>",
-        BinOp::Concat => "++",
-        BinOp::Add => "+",
-        BinOp::Sub => "-",
-        BinOp::AddSat => "|+|",
-        BinOp::SubSat => "|-|",
-        BinOp::Mul => "*",
-        #[allow(unreachable_patterns)]
-        _ => "this operator",
-    }
-}
-
 /// What an expression is, as P4 names it.
 fn expression_kind(e: &ExprKind) -> String {
     match e {
@@ -502,7 +459,7 @@ impl<'a> Gen<'a> {
             Ty::Stack(elem, n) => return Err(no(format!("the header stack {elem}[{n}]"))),
             Ty::Union(n) => return Err(no(format!("the header union {n}"))),
             Ty::List(_) => return Err(no(format!("the tuple {ty}"))),
-            other => return Err(no(format!("a value of type {}", p4_type(other)))),
+            other => return Err(no(format!("a value of type {other}"))),
         })
     }
 
@@ -551,7 +508,7 @@ impl<'a> Gen<'a> {
                 match t {
                     Ty::Bit(w) if *w <= 64 => {}
                     Ty::Varbit(n) => return Err(no(format!("the varbit<{n}> field {name}.{f}"))),
-                    other => return Err(no(format!("header field {name}.{f} of type {}", p4_type(other)))),
+                    other => return Err(no(format!("header field {name}.{f} of type {other}"))),
                 }
             }
             let _ = writeln!(s, "\t{} f_{};", self.c_type(t)?, ident(f));
@@ -645,7 +602,7 @@ impl<'a> Gen<'a> {
                         Some(Layout::Header(f) | Layout::Struct(f)) => f.clone(),
                         _ => return Err(no(format!("member {}", m.text))),
                     },
-                    _ => return Err(no(format!("member {} of {}", m.text, p4_type(&ty)))),
+                    _ => return Err(no(format!("member {} of {}", m.text, ty))),
                 };
                 let fty = fields.iter().find(|(f, _)| *f == m.text).map(|(_, t)| t.clone());
                 let fty = fty.ok_or_else(|| no(format!("member {}", m.text)))?;
@@ -730,7 +687,7 @@ impl<'a> Gen<'a> {
                 (format!("(({ca} << {wb}) | {cb})"), Ty::Bit(width_of(&ta) + wb))
             }
             BinOp::Div | BinOp::Mod => return Err(no("'/' and '%' on values known only at run time")),
-            other => return Err(no(format!("the operator {} at 64 bits", operator(&other)))),
+            other => return Err(no(format!("the operator {} at 64 bits", crate::check::op_symbol(other)))),
         })
     }
 
@@ -1102,7 +1059,7 @@ impl<'a> Gen<'a> {
                 }
                 fields.push((c, *w));
             }
-            other => return Err(no(format!("a checksum over a {}", p4_type(other)))),
+            other => return Err(no(format!("a checksum over {other}"))),
         }
         Ok(())
     }
@@ -1143,7 +1100,7 @@ impl<'a> Gen<'a> {
             }
             return Ok(s);
         }
-        let Ty::Header(name) = &ty else { return Err(no(format!("{method} of a {}", p4_type(&ty)))) };
+        let Ty::Header(name) = &ty else { return Err(no(format!("{method} of {ty}"))) };
         let Some(Layout::Header(fields)) = self.layout(name) else { return Err(no("this header")) };
         let bits: u32 = fields.iter().map(|(_, t)| width_of(t)).sum();
         let bytes = bits / 8;
@@ -1476,7 +1433,7 @@ impl<'a> Gen<'a> {
                     continue;
                 }
                 if !matches!(ty, Ty::Bit(_) | Ty::Bool | Ty::Error | Ty::Enum(_)) {
-                    return Err(no(format!("action {}'s parameter {} of type {}", a.name.text, p.name.text, p4_type(&ty))));
+                    return Err(no(format!("action {}'s parameter {} of type {}", a.name.text, p.name.text, ty)));
                 }
                 sig += &format!(", __u64 {c}");
                 self.bind(&p.name.text, c, ty);

@@ -150,6 +150,16 @@ pub enum Command {
     Wait,
 }
 
+/// Where p4c's STF corpus is read in place (never copied into the project): `P4C_STF_DIR`, else
+/// `shared/p4c-stf` beside the repository.
+pub fn corpus_dir() -> std::path::PathBuf {
+    match std::env::var_os("P4C_STF_DIR") {
+        Some(dir) => std::path::PathBuf::from(dir),
+        // crates/p4 -> the repository -> the directory that holds it and `shared/`
+        None => std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/p4c-stf"),
+    }
+}
+
 /// Reads a script; an error names `file` and the line.
 pub fn parse(file: &str, text: &str) -> Result<Script, String> {
     let mut script = Script::default();

@@ -6,16 +6,10 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use p4::stf::corpus_dir;
+
 /// How many of the corpus's programs pass the front end today; raise it as the subset grows.
 const PASSING_FLOOR: usize = 219;
-
-fn corpus_dir() -> PathBuf {
-    match std::env::var_os("P4C_STF_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        // crates/p4 -> the repository -> the directory that holds it and `shared/`
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/p4c-stf"),
-    }
-}
 
 /// The first error's kind: the message with names, numbers and positions cut, so that one
 /// missing construct counts once however many programs and places show it.

@@ -7,17 +7,10 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use p4::stf::{self, Verdict};
+use p4::stf::{self, corpus_dir, Verdict};
 
 /// How many of the corpus's 230 programs pass on the software target today.
 const PASSING_FLOOR: usize = 215;
-
-fn corpus_dir() -> PathBuf {
-    match std::env::var_os("P4C_STF_DIR") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/p4c-stf"),
-    }
-}
 
 #[test]
 fn the_corpus_passes_on_the_software_target_and_nothing_runs_wrong() {
