@@ -11,7 +11,7 @@
 //! unsigned arithmetic wraps. Not run yet, and refused when a frame reaches them: keys of type
 //! error or enum.
 //!
-//! About 2 000 lines, one concern: the semantics of every construct the checker accepts, on
+//! About 2 500 lines, one concern: the semantics of every construct the checker accepts, on
 //! values, in one evaluator; the control plane's side (entries, groups, counters) is the
 //! `Switch` API at the top. The externs' state machines are the part to move out if it grows.
 
