@@ -921,13 +921,7 @@ impl Switch {
         }
         let code = self.code.clone();
         let blocks = &code.checked.blocks;
-        let block = |name: &str| {
-            code.program
-                .decls
-                .iter()
-                .find(|d| matches!(d, Decl::Parser { name: n, .. } | Decl::Control { name: n, .. } if n.text == name))
-                .expect("checked")
-        };
+        let block = |name: &str| code.block(name);
         let params = |d: &Decl| match d {
             Decl::Parser { params, .. } | Decl::Control { params, .. } => params.clone(),
             _ => unreachable!(),
@@ -1521,7 +1515,6 @@ impl Switch {
         let code = self.code.clone();
         let d = code.block(ty);
         let (Decl::Parser { params, .. } | Decl::Control { params, .. }) = d else { unreachable!("checked") };
-        let is_packet = |p: &Param| matches!(&p.ty, Type::Named(n, _) if n.text == "packet_in" || n.text == "packet_out");
         let mut values = Vec::new();
         for (p, a) in params.iter().zip(args) {
             if is_packet(p) {
@@ -1875,13 +1868,13 @@ impl<'c> Cx<'c> {
     fn bind(&mut self, params: &[Param], values: Vec<Value>) {
         let mut scope = Names::default();
         for p in params {
-            if matches!(&p.ty, Type::Named(n, _) if n.text == "packet_in" || n.text == "packet_out") {
+            if is_packet(p) {
                 self.packet = Some(p.name.text.clone());
             }
         }
         let named: Vec<&Param> = params
             .iter()
-            .filter(|p| !matches!(&p.ty, Type::Named(n, _) if n.text == "packet_in" || n.text == "packet_out"))
+            .filter(|p| !is_packet(p))
             .collect();
         for (p, v) in named.into_iter().zip(values) {
             scope.insert(p.name.text.clone(), v);
@@ -1893,7 +1886,7 @@ impl<'c> Cx<'c> {
         let mut scope = self.scopes.drain(..).next().unwrap_or_default();
         params
             .iter()
-            .filter(|p| !matches!(&p.ty, Type::Named(n, _) if n.text == "packet_in" || n.text == "packet_out"))
+            .filter(|p| !is_packet(p))
             .map(|p| scope.remove(&p.name.text).unwrap_or(Value::Void))
             .collect()
     }
@@ -1915,6 +1908,11 @@ impl<'c> Cx<'c> {
 
 /// An assignment's target: the variable, the steps into it, the bits (high, low) of a slice.
 type Place = (String, Vec<Step>, Option<(u32, u32)>);
+
+/// A block's `packet_in` or `packet_out` parameter (the frame, not a value it is given).
+fn is_packet(p: &Param) -> bool {
+    matches!(&p.ty, Type::Named(n, _) if n.text == "packet_in" || n.text == "packet_out")
+}
 
 enum Step {
     Field(String),

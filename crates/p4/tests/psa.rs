@@ -3,17 +3,9 @@
 //! the replica's instance, the packet path egress sees, clones, resubmission, recirculation,
 //! and PSA's own externs (InternetChecksum, Hash, Register's read that returns the cell).
 
-use p4::stf::{self, Verdict};
+mod common;
 
-fn run(program: &str, script: &str) -> stf::Outcome {
-    let mut switch = stf::load("inline.p4", program).unwrap_or_else(|e| panic!("{e}"));
-    let script = stf::parse("inline.stf", script).unwrap_or_else(|e| panic!("{e}"));
-    stf::run(&script, &mut switch, &mut stf::Software::default())
-}
-
-fn assert_pass(outcome: stf::Outcome) {
-    assert_eq!(outcome.verdict, Verdict::Pass, "{}", outcome.render());
-}
+use common::{assert_pass, run};
 
 /// Ingress acts on the EtherType's low byte: 1 unicast to the port in the high byte's low
 /// nibble, 2 multicast group 7, 3 clone to session 5 and unicast, 4 resubmit once, 5 out by

@@ -4,17 +4,9 @@
 //! the drop port, a parser error that reaches ingress, checksums verified and updated, hashes,
 //! resubmission and recirculation.
 
-use p4::stf::{self, Verdict};
+mod common;
 
-fn run(program: &str, script: &str) -> stf::Outcome {
-    let mut switch = stf::load("inline.p4", program).unwrap_or_else(|e| panic!("{e}"));
-    let script = stf::parse("inline.stf", script).unwrap_or_else(|e| panic!("{e}"));
-    stf::run(&script, &mut switch, &mut stf::Software::default())
-}
-
-fn assert_pass(outcome: stf::Outcome) {
-    assert_eq!(outcome.verdict, Verdict::Pass, "{}", outcome.render());
-}
+use common::{assert_pass, run};
 
 /// Ethernet, then a header the program writes what it saw into: the instance type, the
 /// replication id, the parser error (1 if any), the checksum error.

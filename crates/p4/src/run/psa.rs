@@ -250,7 +250,9 @@ impl Switch {
         };
         let (Decl::Parser { params, .. } | Decl::Control { params, .. }) = block else { unreachable!("checked") };
         let error = match result {
-            Ok(()) | Err(Stop::Exit) | Err(Stop::Return) | Err(Stop::Returned(_) | Stop::Break | Stop::Continue) => None,
+            Ok(()) | Err(Stop::Exit) | Err(Stop::Return) | Err(Stop::Returned(_) | Stop::Break | Stop::Continue) => {
+                None
+            }
             Err(Stop::Reject(e)) => Some(e),
             Err(Stop::Unsupported(what)) => return Err(Dropped::Unsupported(what)),
         };
@@ -367,10 +369,6 @@ struct Stage {
     cursor: usize,
     /// Bytes the deparser wrote.
     out: Vec<u8>,
-}
-
-fn is_packet(p: &Param) -> bool {
-    matches!(&p.ty, Type::Named(n, _) if n.text == "packet_in" || n.text == "packet_out")
 }
 
 fn arity(block: &str) -> Dropped {

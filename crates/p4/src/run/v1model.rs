@@ -181,11 +181,9 @@ impl Switch {
 
     /// One copy per member of multicast group `group`, each with its replication id.
     fn v1model_replicate(&self, copy: &Copy, group: u16, jobs: &mut VecDeque<Job>) {
-        let ports = self.groups.get(&group).cloned().unwrap_or_default();
-        let rids = self.replica_ids.get(&group).cloned().unwrap_or_default();
-        for (i, port) in ports.into_iter().enumerate() {
+        for (port, rid) in self.replicas(group) {
             let mut sm = copy.sm.clone();
-            set_field(&mut sm, "egress_rid", rids.get(i).copied().unwrap_or(0) as u128);
+            set_field(&mut sm, "egress_rid", rid as u128);
             let c = Copy {
                 hdr: copy.hdr.clone(),
                 meta: copy.meta.clone(),
@@ -263,7 +261,11 @@ impl Switch {
         let mut cx = Cx::new(name, code, payload, length as u64, now);
         cx.bind(params, vec![hdr]);
         match self.block_stmts(&mut cx, apply) {
-            Ok(()) | Err(Stop::Exit) | Err(Stop::Return) | Err(Stop::Returned(_) | Stop::Break | Stop::Continue) | Err(Stop::Reject(_)) => {}
+            Ok(())
+            | Err(Stop::Exit)
+            | Err(Stop::Return)
+            | Err(Stop::Returned(_) | Stop::Break | Stop::Continue)
+            | Err(Stop::Reject(_)) => {}
             Err(Stop::Unsupported(w)) => return Err(Dropped::Unsupported(w)),
         }
         let mut bytes = cx.out;

@@ -2,6 +2,9 @@
 //! through `Target`), and judged: each expectation against the frames that left its port, each
 //! read, and the verdict. Names resolve through P4Info as p4c's runner resolves them (see
 //! `stf.rs`); the switch's control-plane API is the only way in.
+//!
+//! Just over 600 lines, one concern: the run of one script, command by command, and its
+//! judgement; the reading of scripts is `stf.rs`'s.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
