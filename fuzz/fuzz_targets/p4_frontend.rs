@@ -1,5 +1,5 @@
 //! The P4 front end on any text: lexer, parser and type checker (`p4::front_end`), then the
-//! software target built from what they accept (`p4::run::Switch::new`) and its P4Info. Never a
+//! software target built from what they accept (`p4::backends::software::Switch::new`) and its P4Info. Never a
 //! panic; a refusal names the file and a line:column.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
@@ -9,7 +9,7 @@ fuzz_target!(|data: &[u8]| {
     match p4::front_end("fuzz.p4", text) {
         Ok((program, checked)) => {
             // Refused only as a program of another architecture, or one whose tables it cannot hold.
-            let Ok(sw) = p4::run::Switch::new(program, checked) else { return };
+            let Ok(sw) = p4::backends::software::Switch::new(program, checked) else { return };
             let info = sw.info();
             for t in sw.tables() {
                 assert!(sw.entries(&t).is_some(), "table {t} listed but absent");

@@ -17,10 +17,11 @@ const PROGRAMS: [&str; 3] = [
 fuzz_target!(|data: &[u8]| {
     let Some((&which, mut rest)) = data.split_first() else { return };
     // Checked once per program (the front end costs more than the rest of a run).
-    static CHECKED: std::sync::OnceLock<Vec<(p4::ast::Program, p4::check::Checked)>> = std::sync::OnceLock::new();
+    static CHECKED: std::sync::OnceLock<Vec<(p4::frontend::ast::Program, p4::frontend::check::Checked)>> =
+        std::sync::OnceLock::new();
     let checked = CHECKED.get_or_init(|| PROGRAMS.iter().map(|p| p4::front_end("example.p4", p).unwrap()).collect());
     let (program, checked) = checked[which as usize % PROGRAMS.len()].clone();
-    let mut sw = p4::run::Switch::new(program, checked).unwrap();
+    let mut sw = p4::backends::software::Switch::new(program, checked).unwrap();
     // Records: a kind byte (even: a write, odd: a read), a 2-byte length, that many bytes.
     while rest.len() >= 3 {
         let (kind, len) = (rest[0], u16::from_be_bytes([rest[1], rest[2]]) as usize);
@@ -51,7 +52,7 @@ fuzz_target!(|data: &[u8]| {
 });
 
 /// Every table's entries and default action, as a control plane reads them.
-fn tables(sw: &p4::run::Switch) -> Vec<(String, Vec<String>, String)> {
+fn tables(sw: &p4::backends::software::Switch) -> Vec<(String, Vec<String>, String)> {
     sw.tables()
         .into_iter()
         .map(|t| {
@@ -62,7 +63,7 @@ fn tables(sw: &p4::run::Switch) -> Vec<(String, Vec<String>, String)> {
         .collect()
 }
 
-fn names_itself(sw: &mut p4::run::Switch, entities: Vec<pb::Entity>) {
+fn names_itself(sw: &mut p4::backends::software::Switch, entities: Vec<pb::Entity>) {
     for e in entities {
         let Some(pb::entity::Entity::TableEntry(t)) = &e.entity else { continue };
         if t.is_default_action {

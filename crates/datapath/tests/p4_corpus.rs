@@ -14,7 +14,7 @@
 use std::path::PathBuf;
 
 use datapath::fastpath::p4_test_run::TestRun;
-use p4::ebpf::verdict::{DROP, FORWARD};
+use p4::backends::ebpf::verdict::{DROP, FORWARD};
 use p4::stf::{self, corpus_dir, Command, Verdict};
 
 /// How many of the corpus's 230 programs the kernel back end compiles and passes today.
@@ -45,7 +45,7 @@ fn the_corpus_passes_on_the_kernel_back_end_as_on_the_software_target() {
             continue;
         };
         let (ast, checked) = switch.program();
-        let Ok(generated) = p4::ebpf::generate(ast, checked) else {
+        let Ok(generated) = p4::backends::ebpf::generate(ast, checked) else {
             refused += 1;
             continue;
         };
@@ -92,7 +92,7 @@ fn the_corpus_passes_on_the_kernel_back_end_as_on_the_software_target() {
 fn differential(
     name: &str,
     script: &stf::Script,
-    switch: &mut p4::run::Switch,
+    switch: &mut p4::backends::software::Switch,
     kernel: &mut TestRun,
 ) -> (usize, Vec<String>) {
     let sent: Vec<(u32, Vec<u8>)> = script

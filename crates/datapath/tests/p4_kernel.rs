@@ -1,5 +1,5 @@
 //! The P4 kernel back end against the software target (issue 36, item 2): each example program
-//! is generated as BPF C (`p4::ebpf`), compiled by clang, loaded, and its maps filled with the
+//! is generated as BPF C (`p4::backends::ebpf`), compiled by clang, loaded, and its maps filled with the
 //! same entries and groups as the software target's; then crafted and random frames go through
 //! both (`Switch::process` and BPF_PROG_TEST_RUN of the TC program), and the verdicts (dropped
 //! and why, or the ports and queue), the bytes that leave and the counters must agree. Needs root
@@ -17,13 +17,13 @@ use datapath::fastpath::p4::P4Kernel;
 // What the kernel decided for one frame, and the frame as it left.
 use datapath::fastpath::p4_test_run::{read_verdict, Verdict as KernelVerdict};
 use ebpf::{Map, Object};
-use p4::ebpf::{generate, Generated};
-use p4::run::{Dropped, Match, Switch};
+use p4::backends::ebpf::{generate, Generated};
+use p4::backends::software::{Dropped, Match, Switch};
 use packet::craft::udp4;
 
 const INGRESS_IFINDEX: u32 = 1;
 
-fn example(name: &str) -> (p4::ast::Program, p4::check::Checked) {
+fn example(name: &str) -> (p4::frontend::ast::Program, p4::frontend::check::Checked) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/p4").join(name);
     let text = std::fs::read_to_string(&path).unwrap();
     p4::front_end(name, &text).unwrap_or_else(|e| panic!("{e}"))
@@ -128,8 +128,14 @@ fn compare(obj: &Object, sw: &mut Switch, frame: &[u8], port: u32, tally: &mut T
     }
 }
 
-fn agree(k: &KernelVerdict, soft: &Result<Vec<p4::run::Output>, Dropped>, hook: Hook, frame: &[u8], tally: &mut Tally) {
-    use p4::ebpf::verdict::{DROP, MISFIT, NO_PORT, PARSER, PROGRAM};
+fn agree(
+    k: &KernelVerdict,
+    soft: &Result<Vec<p4::backends::software::Output>, Dropped>,
+    hook: Hook,
+    frame: &[u8],
+    tally: &mut Tally,
+) {
+    use p4::backends::ebpf::verdict::{DROP, MISFIT, NO_PORT, PARSER, PROGRAM};
     // XDP sends a frame once: copies to several ports are broadcast into the group's DEVMAP.
     if hook == Hook::Xdp && matches!(soft, Ok(o) if o.len() > 1) {
         tally.broadcast += 1;
@@ -471,12 +477,12 @@ fn meters_colour_in_the_kernel_as_in_software() {
 /// headers past the bytes the kernel copies (they were dropped as PacketTooShort).
 #[test]
 fn what_the_kernel_cannot_carry_goes_up_counted() {
-    use p4::ebpf::verdict::{MISFIT, UP};
+    use p4::backends::ebpf::verdict::{MISFIT, UP};
     if !may_load_and_pin() {
         return;
     }
     let up_misfits = |obj: &Object| -> u64 {
-        let slot = p4::ebpf::stats_slot(UP, MISFIT);
+        let slot = p4::backends::ebpf::stats_slot(UP, MISFIT);
         map(obj, "p4_stats")
             .lookup_percpu(&slot.to_ne_bytes())
             .unwrap()
@@ -489,7 +495,7 @@ fn what_the_kernel_cannot_carry_goes_up_counted() {
     let (program, checked) = example("l2_switch.p4");
     let g = generate(&program, &checked).unwrap_or_else(|e| panic!("{e}"));
     let mut sw = Switch::new(program, checked).unwrap();
-    let wide: Vec<u32> = (1..=p4::ebpf::GROUP_MAX as u32 + 1).collect();
+    let wide: Vec<u32> = (1..=p4::backends::ebpf::GROUP_MAX as u32 + 1).collect();
     sw.set_group(1, wide.clone());
     let out = DownVeth::new("g");
     let mut k = load("wide_group", g, &sw, &out);
@@ -588,7 +594,7 @@ fn hit_and_miss_decide_in_the_kernel_as_in_software() {
 /// frame is decided in the kernel as in software, a `setValid()` of a header already there included.
 #[test]
 fn headers_made_valid_or_invalid_decide_in_the_kernel_or_go_up() {
-    use p4::ebpf::verdict::{MISFIT, UP};
+    use p4::backends::ebpf::verdict::{MISFIT, UP};
     if !may_load_and_pin() {
         return;
     }
@@ -917,7 +923,7 @@ fn sub_parsers_and_sub_controls_run_in_the_kernel_as_in_software() {
 /// frame goes up; back under, the kernel decides again (the back end refused such tables).
 #[test]
 fn a_scanned_table_past_the_kernels_256_entries_sends_frames_up_until_it_fits_again() {
-    use p4::ebpf::verdict::{FORWARD, MISFIT, UP};
+    use p4::backends::ebpf::verdict::{FORWARD, MISFIT, UP};
     if !may_load_and_pin() {
         return;
     }

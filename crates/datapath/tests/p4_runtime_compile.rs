@@ -45,16 +45,16 @@ fn foreseeable(tmpdir: &Path, name: &str) -> PathBuf {
     tmpdir.join(format!("edgeflow-bpf-{}-{name}", std::process::id()))
 }
 
-fn example(name: &str) -> p4::run::Switch {
+fn example(name: &str) -> p4::backends::software::Switch {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/p4").join(name);
     let (program, checked) =
         p4::front_end(name, &std::fs::read_to_string(&path).unwrap()).unwrap_or_else(|e| panic!("{e}"));
-    p4::run::Switch::new(program, checked).unwrap()
+    p4::backends::software::Switch::new(program, checked).unwrap()
 }
 
-fn generated(program: &p4::run::Switch) -> p4::ebpf::Generated {
+fn generated(program: &p4::backends::software::Switch) -> p4::backends::ebpf::Generated {
     let (ast, checked) = program.program();
-    p4::ebpf::generate(ast, checked).unwrap_or_else(|e| panic!("{e}"))
+    p4::backends::ebpf::generate(ast, checked).unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]

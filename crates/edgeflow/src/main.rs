@@ -470,7 +470,7 @@ fn p4_request(cmd: &edgeflow::cli::P4Cmd) -> Result<String, String> {
 fn p4_compile(program: &std::path::Path, output: Option<&std::path::Path>) -> Result<(), String> {
     let text = std::fs::read_to_string(program).map_err(|e| format!("{}: {e}", program.display()))?;
     let (p, c) = p4::front_end_at(program, &text)?;
-    let generated = p4::ebpf::generate_in(&program.display().to_string(), &p, &c)?;
+    let generated = p4::backends::ebpf::generate_in(&program.display().to_string(), &p, &c)?;
     let Some(out) = output else {
         print!("{}", generated.c);
         return Ok(());

@@ -48,7 +48,7 @@ pub fn run(program: &Path, script: &Path, target: &str) -> Result<Outcome, Strin
         return Ok(p4::stf::run(&script, &mut switch, &mut p4::stf::Software::default()));
     }
     let (ast, checked) = switch.program();
-    if let Err(e) = p4::ebpf::generate_in(&program.display().to_string(), ast, checked) {
+    if let Err(e) = p4::backends::ebpf::generate_in(&program.display().to_string(), ast, checked) {
         return Ok(Outcome::refused(format!("kernel back end: {}", e.lines().next().unwrap_or(""))));
     }
     // SAFETY: geteuid has no preconditions.

@@ -25,11 +25,11 @@ pub struct ToKernel<'a> {
     /// Virtual links to filter, police and forward. The kernel decides the links it takes, and
     /// the mode the frames of the others.
     pub links: Option<&'a dyn LinkOffload>,
-    /// A P4 program with its tables, groups and externs' cells (`p4::run::Switch::generation`
+    /// A P4 program with its tables, groups and externs' cells (`p4::backends::software::Switch::generation`
     /// moves on every change to them). The datapath compiles the program for the kernel where it
-    /// fits (`p4::ebpf`), and the kernel then decides every frame it can.
+    /// fits (`p4::backends::ebpf`), and the kernel then decides every frame it can.
     #[cfg(feature = "p4")]
-    pub p4: Option<&'a ::p4::run::Switch>,
+    pub p4: Option<&'a ::p4::backends::software::Switch>,
     /// `p4`'s kernel object compiled elsewhere, loaded in place of compiling the program here
     /// (checked to be its object first).
     #[cfg(feature = "p4")]

@@ -4,13 +4,13 @@
 //! the program chose (`standard_metadata.priority`), which the port's scheduler serves.
 //!
 //! On tc and xdp the mode hands the kernel the program itself ([`ToKernel::p4`]): the datapath
-//! compiles it where it fits (`p4::ebpf`), mirrors the tables, and the frames the kernel cannot
+//! compiles it where it fits (`p4::backends::ebpf`), mirrors the tables, and the frames the kernel cannot
 //! decide come up here. What the kernel counted comes back through [`FromKernel::P4Counts`].
 
 use std::collections::BTreeMap;
 
-pub use ::p4::run::Match;
-use ::p4::run::{Dropped, Switch};
+pub use ::p4::backends::software::Match;
+use ::p4::backends::software::{Dropped, Switch};
 use packet::{FlowKey, Packet};
 
 use crate::kernel::{FromKernel, ToKernel};

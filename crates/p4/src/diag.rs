@@ -1,6 +1,6 @@
 //! Where something is in a program, and what is wrong there.
 
-/// A place in the source: file number (0 is the program, then `lexer::INCLUDES` from 1, then the
+/// A place in the source: file number (0 is the program, then `arch::INCLUDES` from 1, then the
 /// program's own included files, see `lexer::file_name_in`), line and column, both from 1.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Pos {
@@ -23,7 +23,7 @@ impl Diagnostic {
 
     /// `file:line:column: message`, the program being called `program`.
     pub fn to_string_in(&self, program: &str) -> String {
-        let file = crate::lexer::file_name(program, self.pos.file);
+        let file = crate::frontend::lexer::file_name(program, self.pos.file);
         format!("{file}:{}:{}: {}", self.pos.line, self.pos.col, self.message)
     }
 }

@@ -12,9 +12,9 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use crate::ast::{annotation_int, annotation_str, Annotation, Decl, Expr, ExprKind, Local, Program, Type};
-use crate::ast::{BinOp, UnOp};
-use crate::check::{Checked, Layout, Ty};
+use crate::frontend::ast::{annotation_int, annotation_str, Annotation, Decl, Expr, ExprKind, Local, Program, Type};
+use crate::frontend::ast::{BinOp, UnOp};
+use crate::frontend::check::{Checked, Layout, Ty};
 
 /// P4Runtime's id prefixes (`p4.config.v1.P4Ids.Prefix`).
 pub const ACTION: u8 = 0x01;
@@ -165,7 +165,9 @@ pub fn key_type(program: &Program, checked: &Checked, block: &str, e: &Expr) -> 
             BinOp::Shl | BinOp::Shr => key_type(program, checked, block, a),
             _ => key_type(program, checked, block, a).or_else(|| key_type(program, checked, block, b)),
         },
-        ExprKind::Cond(_, a, b) => key_type(program, checked, block, a).or_else(|| key_type(program, checked, block, b)),
+        ExprKind::Cond(_, a, b) => {
+            key_type(program, checked, block, a).or_else(|| key_type(program, checked, block, b))
+        }
         ExprKind::Call { callee, .. } => match &callee.kind {
             ExprKind::Member(_, m) if m.text == "isValid" => Some(Ty::Bool),
             _ => None,
@@ -346,23 +348,24 @@ pub fn info(program: &Program, checked: &Checked) -> Result<Info, String> {
         })
         .flat_map(|t| t.actions.iter().map(|a| a.name.text.as_str()))
         .collect();
-    let mut add_action = |info: &mut Info, scope: Option<&str>, a: &crate::ast::Action| -> Result<(), String> {
-        let name = qualified(scope, &a.name.text, &a.annotations);
-        let mut params = Vec::new();
-        for p in a.params.iter().filter(|p| p.direction.is_none()) {
-            params.push(Param {
-                id: params.len() as u32 + 1,
-                name: annotation_str(&p.annotations, "name").unwrap_or(&p.name.text).to_string(),
-                bitwidth: width(&checked.resolve(&p.ty)),
+    let mut add_action =
+        |info: &mut Info, scope: Option<&str>, a: &crate::frontend::ast::Action| -> Result<(), String> {
+            let name = qualified(scope, &a.name.text, &a.annotations);
+            let mut params = Vec::new();
+            for p in a.params.iter().filter(|p| p.direction.is_none()) {
+                params.push(Param {
+                    id: params.len() as u32 + 1,
+                    name: annotation_str(&p.annotations, "name").unwrap_or(&p.name.text).to_string(),
+                    bitwidth: width(&checked.resolve(&p.ty)),
+                });
+            }
+            info.actions.push(ActionInfo {
+                preamble: preamble(&mut ids, ACTION, name, &a.annotations)?,
+                target: a.name.text.clone(),
+                params,
             });
-        }
-        info.actions.push(ActionInfo {
-            preamble: preamble(&mut ids, ACTION, name, &a.annotations)?,
-            target: a.name.text.clone(),
-            params,
-        });
-        Ok(())
-    };
+            Ok(())
+        };
     for d in &program.decls {
         match d {
             Decl::Action(a) if used.contains(a.name.text.as_str()) => add_action(&mut info, None, a)?,

@@ -1,7 +1,7 @@
 //! The checker against bad programs: each gets one message, at the place it is about. Every
 //! program starts with `#include <edgeflow.p4>` on line 1, so its own text starts on line 2.
 
-fn check(body: &str) -> Result<p4::check::Checked, String> {
+fn check(body: &str) -> Result<p4::frontend::check::Checked, String> {
     let text = format!("#include <edgeflow.p4>\n{body}");
     p4::front_end("c.p4", &text).map(|(_, c)| c)
 }

@@ -1,11 +1,11 @@
-//! The kernel back end's generator (`p4::ebpf`): what fits becomes C with the maps a control plane
+//! The kernel back end's generator (`p4::backends::ebpf`): what fits becomes C with the maps a control plane
 //! fills, and what does not is refused by name (the program then runs in userspace). The C itself
 //! is compiled, loaded and run against the software target in `datapath/tests/p4_kernel.rs`.
 
-use p4::ebpf::{generate, table_key, table_value, TableKind};
-use p4::run::Match;
+use p4::backends::ebpf::{generate, table_key, table_value, TableKind};
+use p4::backends::software::Match;
 
-fn example(name: &str) -> Result<p4::ebpf::Generated, String> {
+fn example(name: &str) -> Result<p4::backends::ebpf::Generated, String> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/p4").join(name);
     let text = std::fs::read_to_string(&path).unwrap();
     let (p, c) = p4::front_end(name, &text).unwrap_or_else(|e| panic!("{e}"));
@@ -84,10 +84,10 @@ EdgeflowSwitch(P(), I(), E(), D()) main;
     let (p, c) = p4::front_end("wide.p4", &wide).unwrap_or_else(|e| panic!("{e}"));
     assert!(generate(&p, &c).unwrap_err().starts_with("header field h_t.y of type bit<72> does not fit"));
     // With the program's file: where, in P4's words.
-    let e = p4::ebpf::generate_in("wide.p4", &p, &c).unwrap_err();
+    let e = p4::backends::ebpf::generate_in("wide.p4", &p, &c).unwrap_err();
     assert!(e.starts_with("wide.p4:") && e.contains(": header field h_t.y of type bit<72> does not fit"), "{e}");
     let (p, c) = p4::front_end("wide_register.p4", &wide_register).unwrap();
-    let e = p4::ebpf::generate_in("wide_register.p4", &p, &c).unwrap_err();
+    let e = p4::backends::ebpf::generate_in("wide_register.p4", &p, &c).unwrap_err();
     let line = wide_register.lines().position(|l| l.contains("register<bit<72>>(4) r;")).unwrap() + 1;
     assert!(e.starts_with(&format!("wide_register.p4:{line}:")), "{e}");
 }

@@ -1,7 +1,7 @@
 //! The front end against whole programs: the examples edgeflow ships parse, and bad programs get
 //! the exact message, at the exact place, that a user reads.
 
-use p4::ast::{Decl, Local, Stmt, Transition};
+use p4::frontend::ast::{Decl, Local, Stmt, Transition};
 
 fn example(name: &str) -> String {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/p4").join(name);
@@ -35,7 +35,7 @@ fn the_example_programs_parse() {
     assert_eq!(table.name.text, "tbl_forward_virtual_link");
     assert_eq!(table.keys.iter().map(|k| k.match_kind.text.as_str()).collect::<Vec<_>>(), ["exact", "exact"]);
     assert!(
-        matches!(&table.size, Some(e) if matches!(e.kind, p4::ast::ExprKind::Int { value: 4096, .. })),
+        matches!(&table.size, Some(e) if matches!(e.kind, p4::frontend::ast::ExprKind::Int { value: 4096, .. })),
         "#define substituted"
     );
     assert!(ingress.1.iter().any(|s| matches!(s, Stmt::Switch { .. })));
@@ -100,7 +100,7 @@ fn bad_programs_get_exact_messages() {
 
 #[test]
 fn operators_bind_as_p4_says() {
-    use p4::ast::{BinOp, ExprKind};
+    use p4::frontend::ast::{BinOp, ExprKind};
     let program = p4::parse("p.p4", "const bit<8> x = a | b & c << 1 + 2 * d >> e;").unwrap();
     let Decl::Const { value, .. } = &program.decls[0] else { panic!() };
     // a | (b & ((c << (1 + (2 * d))) >> e))
@@ -132,9 +132,11 @@ fn operators_bind_as_p4_says() {
             other => panic!("{other:?}"),
         })
         .collect();
-    assert!(matches!(values[0], ExprKind::Cast(p4::ast::Type::Bit(16), e) if matches!(e.kind, ExprKind::Slice(..))));
-    assert!(matches!(values[1], ExprKind::Call { type_args, .. } if type_args == &[p4::ast::Type::Bit(16)]));
-    assert!(matches!(values[2], ExprKind::Cast(p4::ast::Type::Named(..), _)));
+    assert!(
+        matches!(values[0], ExprKind::Cast(p4::frontend::ast::Type::Bit(16), e) if matches!(e.kind, ExprKind::Slice(..)))
+    );
+    assert!(matches!(values[1], ExprKind::Call { type_args, .. } if type_args == &[p4::frontend::ast::Type::Bit(16)]));
+    assert!(matches!(values[2], ExprKind::Cast(p4::frontend::ast::Type::Named(..), _)));
     assert!(matches!(values[3], ExprKind::Binary(BinOp::Lt, _, _)));
     assert!(
         matches!(values[4], ExprKind::Binary(BinOp::Ge, l, _) if matches!(l.kind, ExprKind::Binary(BinOp::Shr, _, _)))
@@ -272,10 +274,10 @@ control D(packet_out pkt, in headers hdr) { apply { pkt.emit(hdr.ethernet); } }
 EdgeflowSwitch(P(), I(), E(), D()) main;
 "#;
     let (parsed, checked) = p4::front_end("s.p4", program).unwrap_or_else(|e| panic!("{e}"));
-    if let Err(e) = p4::ebpf::generate(&parsed, &checked) {
+    if let Err(e) = p4::backends::ebpf::generate(&parsed, &checked) {
         panic!("the kernel back end refused a sub-control: {e}");
     }
-    let mut sw = p4::run::Switch::new(parsed, checked).unwrap_or_else(|e| panic!("{e}"));
+    let mut sw = p4::backends::software::Switch::new(parsed, checked).unwrap_or_else(|e| panic!("{e}"));
     let mut frame = vec![0u8; 14];
     frame[12..14].copy_from_slice(&[0x08, 0x00]);
     let out = sw.process(&frame, 1, 0).expect("forwarded");
@@ -288,7 +290,7 @@ EdgeflowSwitch(P(), I(), E(), D()) main;
 /// software target read (issue 52, item 3).
 #[test]
 fn functions_and_header_stacks_parse() {
-    use p4::ast::{Direction, ExprKind, Type};
+    use p4::frontend::ast::{Direction, ExprKind, Type};
     let program = p4::parse(
         "p.p4",
         "header tag_t { bit<16> vid; }\n\
@@ -316,7 +318,7 @@ fn functions_and_header_stacks_parse() {
 /// `a op= b` is `a = a op b`; `<=` stays a comparison.
 #[test]
 fn compound_assignment_assigns_the_operation() {
-    use p4::ast::{BinOp, ExprKind};
+    use p4::frontend::ast::{BinOp, ExprKind};
     let program = p4::parse("p.p4", "action a() { x += 1; x >>= 2; x |+|= y; z = x <= y; }").unwrap();
     let Decl::Action(a) = &program.decls[0] else { panic!() };
     let ops: Vec<BinOp> = a
@@ -337,7 +339,7 @@ fn compound_assignment_assigns_the_operation() {
 /// outside parentheses, as p4c's preprocessor does.
 #[test]
 fn function_like_macros_expand_with_their_arguments() {
-    use p4::ast::{BinOp, ExprKind};
+    use p4::frontend::ast::{BinOp, ExprKind};
     let program = p4::parse("p.p4", "#define ADD(a, b) ((a) + (b))\nconst bit<8> x = ADD(c, d(e, f));").unwrap();
     let Decl::Const { value, .. } = &program.decls[0] else { panic!() };
     let ExprKind::Binary(BinOp::Add, l, r) = &value.kind else { panic!("{value:?}") };

@@ -2,7 +2,7 @@
 //! functions, header stacks, list initialisers, `/` and `%`. Each test a small EdgeflowSwitch
 //! program, a frame in, and the frame (or the drop) P4-16 defines out.
 
-use p4::run::{Dropped, Match, Switch};
+use p4::backends::software::{Dropped, Match, Switch};
 
 /// A program with `headers` and `meta_t` as `types` declares them, and the four blocks' bodies.
 fn program(types: &str, parser: &str, ingress: &str, deparser: &str) -> Switch {
@@ -510,7 +510,10 @@ fn a_for_loop_runs_with_break_and_continue_and_a_runaway_one_is_stopped() {
     runaway[5] = 0xff;
     assert_eq!(
         sw.process(&runaway, 1, 0),
-        Err(Dropped::Unsupported(format!("a for loop past {} iterations", p4::run::LOOP_ITERATIONS_MAX)))
+        Err(Dropped::Unsupported(format!(
+            "a for loop past {} iterations",
+            p4::backends::software::LOOP_ITERATIONS_MAX
+        )))
     );
 }
 
@@ -541,7 +544,7 @@ fn the_kernel_back_end_refuses_each_construct_by_name() {
              EdgeflowSwitch(P(), I(), E(), D()) main;\n"
         );
         let (p, c) = p4::front_end("k.p4", &text).unwrap_or_else(|e| panic!("{e}"));
-        p4::ebpf::generate(&p, &c).map(drop).unwrap_err()
+        p4::backends::ebpf::generate(&p, &c).map(drop).unwrap_err()
     };
     let eth = "packet.emit(hdr.eth);";
     let cases = [

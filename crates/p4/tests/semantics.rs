@@ -2,7 +2,7 @@
 //! each test a program that leans on one of them, run on a frame, with the result P4 defines.
 //! The kernel's halves are in `datapath/tests/p4_kernel.rs`.
 
-use p4::run::Switch;
+use p4::backends::software::Switch;
 
 /// `ingress` (a control body's locals and apply) around an Ethernet parser whose `start` state
 /// is `parser_body`, with `extra` declarations at the top.

@@ -1,7 +1,7 @@
 //! The software target runs the example programs on crafted frames: forwarding, flooding,
 //! rewriting, dropping, counting and policing as each program says.
 
-use p4::run::{Dropped, Match, Switch};
+use p4::backends::software::{Dropped, Match, Switch};
 use packet::craft::{checksums_ok, udp4};
 
 const H1: [u8; 6] = [2, 0, 0, 0, 0, 1];

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use p4::run::Match;
+use p4::backends::software::Match;
 use p4::stf::{self, Command, CounterCell, CounterCheck, Expected, KeyText, Number, Verdict};
 
 fn repo(path: &str) -> PathBuf {
@@ -222,7 +222,7 @@ fn the_router_meets_its_script_prefixes_written_both_ways() {
     assert_eq!(outcome.checks.len(), 5, "{}", outcome.render());
 }
 
-fn run_inline(program: &str, script: &str) -> (stf::Outcome, p4::run::Switch) {
+fn run_inline(program: &str, script: &str) -> (stf::Outcome, p4::backends::software::Switch) {
     let mut switch = stf::load("inline.p4", program).unwrap_or_else(|e| panic!("{e}"));
     let script = stf::parse("inline.stf", script).unwrap_or_else(|e| panic!("{e}"));
     (stf::run(&script, &mut switch, &mut stf::Software::default()), switch)

@@ -1,4 +1,4 @@
-//! A P4 program in the kernel (issue 36, item 2): the object `p4::ebpf` generates for it,
+//! A P4 program in the kernel (issue 36, item 2): the object `p4::backends::ebpf` generates for it,
 //! compiled by clang when the switch starts, and its maps kept in step with the software
 //! target's tables, groups and registers. Its `p4_tc` / `p4_xdp` programs take the ports in place
 //! of the megaflow programs (the fast path's own object still gives the switch its port and
@@ -17,9 +17,9 @@ mod imp {
     use std::io;
 
     use forwarding::P4Counts;
-    use p4::ebpf::verdict::{DROP, FORWARD, MISFIT, NONE, NO_PORT, PARSER, PROGRAM, STATS, UP};
-    use p4::ebpf::{self as gen, stats_slot, Generated, TableKind};
-    use p4::run::Switch as Program;
+    use p4::backends::ebpf::verdict::{DROP, FORWARD, MISFIT, NONE, NO_PORT, PARSER, PROGRAM, STATS, UP};
+    use p4::backends::ebpf::{self as gen, stats_slot, Generated, TableKind};
+    use p4::backends::software::Switch as Program;
 
     use crate::ebpf::{Map, Object};
 
@@ -80,7 +80,7 @@ mod imp {
         s
     }
 
-    /// Whether `elf` was compiled from `gen`'s C: the fingerprint `p4::ebpf` put in it.
+    /// Whether `elf` was compiled from `gen`'s C: the fingerprint `p4::backends::ebpf` put in it.
     pub fn check_fingerprint(gen: &Generated, elf: &[u8]) -> io::Result<()> {
         let again = "compile it again from this program with this edgeflow (edgeflow p4 compile PROGRAM -o OBJECT)";
         let Some(section) = crate::ebpf::section(elf, gen::FINGERPRINT_SECTION)? else {
@@ -210,7 +210,7 @@ mod imp {
 
         /// The ports the kernel may send on (port → interface; the others' frames go up), and
         /// under XDP the groups' broadcast sets: each group of several ports, all of them in
-        /// `egress`, gets one of `p4::ebpf::FANOUTS` DEVMAPs (groups of the same interfaces share
+        /// `egress`, gets one of `p4::backends::ebpf::FANOUTS` DEVMAPs (groups of the same interfaces share
         /// one); the others go up.
         pub fn set_egress(&mut self, program: &Program, egress: &BTreeMap<u32, u32>, xdp: bool) -> io::Result<()> {
             if self.egress_at == Some(program.generation()) && self.egress == *egress {
@@ -383,7 +383,7 @@ mod imp {
         }
 
         /// Meter cells whose rates the control plane set: their rates, and full buckets (as
-        /// `p4::run::Switch::set_meter` starts them). A table's direct meter cells follow their
+        /// `p4::backends::software::Switch::set_meter` starts them). A table's direct meter cells follow their
         /// entries: one that kept its place or moved keeps its buckets, one that came or whose
         /// rates changed starts full.
         fn write_meters(&mut self, program: &Program) -> io::Result<()> {

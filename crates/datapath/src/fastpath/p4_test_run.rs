@@ -12,8 +12,8 @@
 use std::collections::BTreeMap;
 use std::io;
 
-use p4::ebpf::verdict::{DROP, FORWARD, MISFIT};
-use p4::run::Switch;
+use p4::backends::ebpf::verdict::{DROP, FORWARD, MISFIT};
+use p4::backends::software::Switch;
 use p4::stf::{Sent, Target};
 
 use super::p4::P4Kernel;
@@ -31,7 +31,7 @@ const PORTS: u32 = 256;
 /// What the kernel decided for one frame (`struct p4_verdict`), and the frame as it left.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Verdict {
-    /// `p4::ebpf::verdict`'s DROP, FORWARD or UP, and the reason.
+    /// `p4::backends::ebpf::verdict`'s DROP, FORWARD or UP, and the reason.
     pub kind: u32,
     pub reason: u32,
     pub queue: u32,
@@ -59,7 +59,7 @@ fn verdict(cell: &[u8], data: Vec<u8>, frame_len: usize) -> io::Result<Verdict> 
     if cell.len() < 96 || word(20) as usize != frame_len {
         return Err(io::Error::other("p4_verdict on this CPU is not this frame's (the run moved CPU?)"));
     }
-    let n = (word(3) as usize).min(p4::ebpf::GROUP_MAX);
+    let n = (word(3) as usize).min(p4::backends::ebpf::GROUP_MAX);
     Ok(Verdict {
         kind: word(0),
         reason: word(1),

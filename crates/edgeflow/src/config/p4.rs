@@ -189,7 +189,7 @@ fn kernel_object(cx: &Ctx, object: &Spanned<String>, cfg: &Config) -> Result<Vec
     let path = Path::new(cx.path).parent().unwrap_or(Path::new(".")).join(object.get_ref());
     let elf = std::fs::read(&path).map_err(|e| cx.at(object, format!("{}: {e}", path.display())))?;
     let (program, checked) = p4::front_end(&cfg.file, &cfg.source)?;
-    let generated = p4::ebpf::generate_in(&cfg.file, &program, &checked).map_err(|e| {
+    let generated = p4::backends::ebpf::generate_in(&cfg.file, &program, &checked).map_err(|e| {
         cx.at(
             object,
             format!("{}: the program does not fit the kernel back end ({e}): no object runs it", path.display()),
@@ -260,7 +260,7 @@ mod tests {
         // A kernel object made elsewhere: only the program's own, as this edgeflow generates it.
         let router = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/p4/ipv4_router.p4");
         let (p, c) = p4::front_end("ipv4_router.p4", &std::fs::read_to_string(router).unwrap()).unwrap();
-        let generated = p4::ebpf::generate(&p, &c).unwrap();
+        let generated = p4::backends::ebpf::generate(&p, &c).unwrap();
         std::fs::write(dir.join("router.o"), datapath::ebpf::clang::compile("router", &generated.c).unwrap()).unwrap();
         std::fs::write(dir.join("fastpath.o"), datapath::ebpf::objects::FASTPATH).unwrap();
         let with_object = |o: &str| {
@@ -269,7 +269,7 @@ mod tests {
         let e = with_object("router.o").unwrap_err();
         let (l2_program, l2_checked) =
             p4::front_end("l2.p4", &std::fs::read_to_string(dir.join("l2.p4")).unwrap()).unwrap();
-        let l2 = p4::ebpf::generate(&l2_program, &l2_checked).unwrap().fingerprint;
+        let l2 = p4::backends::ebpf::generate(&l2_program, &l2_checked).unwrap().fingerprint;
         assert_eq!(
             e,
             format!(

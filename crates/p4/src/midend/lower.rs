@@ -6,21 +6,21 @@
 use std::collections::HashMap;
 
 use super::ir;
-use crate::ast::{BinOp, Decl, Expr, ExprKind, Local, Type, UnOp};
-use crate::check::Checked;
 use crate::diag::{Diagnostic, Pos};
+use crate::frontend::ast::{BinOp, Decl, Expr, ExprKind, Local, Type, UnOp};
+use crate::frontend::check::Checked;
 
 type Result<T> = std::result::Result<T, Diagnostic>;
 
 /// Lowers a program the checker accepted; errors name the program as `program`.
-pub fn lower(program: &crate::ast::Program, checked: &Checked) -> std::result::Result<ir::Program, String> {
+pub fn lower(program: &crate::frontend::ast::Program, checked: &Checked) -> std::result::Result<ir::Program, String> {
     lower_file("program", program, checked)
 }
 
 /// As `lower`, errors naming the program's file as `file`.
 pub fn lower_file(
     file: &str,
-    program: &crate::ast::Program,
+    program: &crate::frontend::ast::Program,
     checked: &Checked,
 ) -> std::result::Result<ir::Program, String> {
     Lowering::default().program(program, checked).map_err(|d| d.to_string_in(file))
@@ -66,7 +66,7 @@ fn signed(value: u128, width: u32) -> i128 {
 }
 
 impl Lowering {
-    fn program(mut self, program: &crate::ast::Program, checked: &Checked) -> Result<ir::Program> {
+    fn program(mut self, program: &crate::frontend::ast::Program, checked: &Checked) -> Result<ir::Program> {
         self.out.package = checked.package.clone();
         self.out.blocks = checked.blocks.clone();
         // Types first: a header's field may name a type declared after it only through a
@@ -156,7 +156,7 @@ impl Lowering {
         }
     }
 
-    fn instance(&mut self, block: &str, instance: &crate::ast::Instance) -> Result<()> {
+    fn instance(&mut self, block: &str, instance: &crate::frontend::ast::Instance) -> Result<()> {
         let ty = match &instance.ty {
             Type::Named(n, _) => n.text.clone(),
             _ => return Err(Diagnostic::new(instance.name.pos, "an instance of a type that is not named")),

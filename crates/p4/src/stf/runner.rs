@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 use super::{all_ones, Command, CounterCell, CounterCheck, Expected, KeyText, Script};
+use crate::backends::software::{Dropped, Match, Switch};
 use crate::info::{ActionInfo, ExternInfo, Info, TableInfo};
-use crate::run::{Dropped, Match, Switch};
 
 /// Where the script's port numbers meet the program's: the one place that maps them. Today
 /// they are the same numbers, as p4c's runner gives BMv2 the script's ports. What a port means
@@ -414,7 +414,8 @@ impl Run<'_> {
                 Ok(())
             }
             Command::MirroringAddMc { session, group } => (|| {
-                let group = u16::try_from(*group).map_err(|_| format!("group {group}: the switch numbers groups to 65535"))?;
+                let group =
+                    u16::try_from(*group).map_err(|_| format!("group {group}: the switch numbers groups to 65535"))?;
                 let mut s = self.switch.clone_session(*session).cloned().unwrap_or_default();
                 s.group = Some(group);
                 self.switch.set_clone_session(*session, s);

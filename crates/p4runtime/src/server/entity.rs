@@ -1,8 +1,8 @@
 //! P4Runtime's entities and the software target's values, both ways: an entry's matches, its
 //! action and data, meter rates, cell indexes (P4Runtime §9).
 
+use p4::backends::software::Match;
 use p4::info::{ExternInfo, Info, TableInfo};
-use p4::run::Match;
 use tonic::Status;
 
 use crate::codec::{decode, encode};

@@ -2,7 +2,7 @@
 //! config, checked into a switch of its own, the client's P4Info held to it, and the forwarding
 //! state carried over where a program keeps the same tables.
 
-use p4::run::Switch;
+use p4::backends::software::Switch;
 use tonic::Status;
 
 use crate::proto::p4::config::v1::P4Info;
@@ -101,7 +101,7 @@ pub(super) fn carry_groups(old: &Switch, new: &mut Switch) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use p4::run::Match;
+    use p4::backends::software::Match;
     use tonic::Code;
 
     const ROUTER: &str = include_str!("../../../../examples/p4/ipv4_router.p4");

@@ -1,7 +1,7 @@
 //! Read requests: the entities a read asks for, wildcards expanded (P4Runtime §11).
 
+use p4::backends::software::{Entry, Switch};
 use p4::info::{ExternInfo, Info, TableInfo};
-use p4::run::{Entry, Switch};
 use tonic::Status;
 
 use super::entity::*;

@@ -3,8 +3,8 @@
 
 use std::cmp::Ordering;
 
+use p4::backends::software::Switch;
 use p4::info::Info;
-use p4::run::Switch;
 use prost::Message;
 use tonic::{Code, Status};
 
@@ -92,7 +92,7 @@ pub(super) fn update(sw: &mut Switch, info: &Info, u: &pb::Update) -> Result<(),
     }
 }
 
-fn has_entry(sw: &Switch, table: &str, keys: &[p4::run::Match], priority: i64) -> bool {
+fn has_entry(sw: &Switch, table: &str, keys: &[p4::backends::software::Match], priority: i64) -> bool {
     sw.entries(table).is_some_and(|es| es.iter().any(|x| x.keys == keys && x.priority == priority))
 }
 
@@ -375,8 +375,8 @@ EdgeflowSwitch(P(), I(), E(), D()) main;
     }
 
     fn ports(sw: &Switch) -> Vec<(u128, u128)> {
-        let keys = |e: &p4::run::Entry| match e.keys[0] {
-            p4::run::Match::Exact(v) => v,
+        let keys = |e: &p4::backends::software::Entry| match e.keys[0] {
+            p4::backends::software::Match::Exact(v) => v,
             _ => unreachable!(),
         };
         sw.entries("I.t").unwrap().iter().map(|e| (keys(e), e.args[0])).collect()

@@ -7,9 +7,9 @@
 //! About 1 200 lines, one concern: one function per production of the grammar, each with the
 //! messages for what may go wrong there, in the order the P4-16 grammar lists them.
 
-use crate::ast::*;
 use crate::diag::{Diagnostic, Pos};
-use crate::lexer::{Tok, Token};
+use crate::frontend::ast::*;
+use crate::frontend::lexer::{Tok, Token};
 
 type Result<T> = std::result::Result<T, Diagnostic>;
 

@@ -8,19 +8,8 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
+use crate::arch::{INCLUDES, INCLUDE_ALIASES};
 use crate::diag::{Diagnostic, Pos};
-
-/// The files a program may include, built in: a target's compiler ships its architecture.
-pub const INCLUDES: [(&str, &str); 4] = [
-    ("core.p4", include_str!("../include/core.p4")),
-    ("edgeflow.p4", include_str!("../include/edgeflow.p4")),
-    ("v1model.p4", include_str!("../include/v1model.p4")),
-    ("psa.p4", include_str!("../include/psa.p4")),
-];
-
-/// Other spellings of the built-in files that programs written for p4c use: BMv2's PSA lives
-/// in p4c's `bmv2/` include folder.
-const INCLUDE_ALIASES: [(&str, &str); 1] = [("bmv2/psa.p4", "psa.p4")];
 
 /// The state of one tokenization: the macros defined so far and the program's own included
 /// files (numbered after `INCLUDES`), read relative to the program's directory if it has one.

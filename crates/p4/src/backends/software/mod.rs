@@ -3,8 +3,8 @@
 //! `edgeflow.p4` says: the parser fills the headers (a frame it rejects is dropped), ingress
 //! picks the egress port or multicast group and the queue, each copy goes through egress, and
 //! the deparser writes the valid headers back before the payload the parser did not read.
-//! v1model's and PSA's architectures drive the same evaluator in `run/v1model.rs` and
-//! `run/psa.rs`, as BMv2's simple_switch and psa_switch run them.
+//! v1model's and PSA's architectures drive the same evaluator in `v1model.rs` and
+//! `psa.rs`, as BMv2's simple_switch and psa_switch run them.
 //!
 //! Tables are filled at run time ([`Switch::insert`]), besides their const entries. Values are
 //! at most 128 bits wide, held in a `u128` and cut to their width after every operation, as P4's
@@ -19,8 +19,9 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
-use crate::ast::*;
-use crate::check::{Checked, Layout, Ty};
+use crate::arch::Architecture;
+use crate::frontend::ast::*;
+use crate::frontend::check::{Checked, Layout, Ty};
 
 mod psa;
 mod v1model;
@@ -378,11 +379,11 @@ struct Cx<'c> {
 impl Switch {
     /// The software target for a program the checker accepted, with empty tables.
     pub fn new(program: Program, checked: Checked) -> Result<Switch, String> {
-        match (checked.package.as_str(), checked.blocks.len()) {
-            ("EdgeflowSwitch", 4) | ("V1Switch", 6) | ("PSA_Switch", 6) => {}
-            (other, _) => {
-                return Err(format!("the software target runs EdgeflowSwitch, V1Switch and PSA_Switch programs, not {other}"))
-            }
+        if Architecture::of(&checked).is_none() {
+            let other = &checked.package;
+            return Err(format!(
+                "the software target runs EdgeflowSwitch, V1Switch and PSA_Switch programs, not {other}"
+            ));
         }
         let info = Arc::new(crate::info::info(&program, &checked)?);
         let mut sw = Switch {
@@ -550,9 +551,7 @@ impl Switch {
             self.psa_instance(&key, kind, &args);
             return Ok(());
         }
-        let counts_bytes = |arg: Option<&Expr>| {
-            matches!(arg.map(|a| &a.kind), Some(ExprKind::Member(_, m)) if m.text.eq_ignore_ascii_case("bytes"))
-        };
+        let counts_bytes = |arg: Option<&Expr>| matches!(arg.map(|a| &a.kind), Some(ExprKind::Member(_, m)) if m.text.eq_ignore_ascii_case("bytes"));
         match kind {
             "counter" => {
                 let n = size(self);
@@ -1357,7 +1356,11 @@ impl Switch {
                 // bit<3>); the other arm is read only where reading it changes nothing.
                 let pure = matches!(
                     other.kind,
-                    ExprKind::Int { .. } | ExprKind::Name(_) | ExprKind::Member(..) | ExprKind::Slice(..) | ExprKind::Cast(..)
+                    ExprKind::Int { .. }
+                        | ExprKind::Name(_)
+                        | ExprKind::Member(..)
+                        | ExprKind::Slice(..)
+                        | ExprKind::Cast(..)
                 );
                 match v {
                     Value::Number(_) if pure => {
@@ -1872,10 +1875,7 @@ impl<'c> Cx<'c> {
                 self.packet = Some(p.name.text.clone());
             }
         }
-        let named: Vec<&Param> = params
-            .iter()
-            .filter(|p| !is_packet(p))
-            .collect();
+        let named: Vec<&Param> = params.iter().filter(|p| !is_packet(p)).collect();
         for (p, v) in named.into_iter().zip(values) {
             scope.insert(p.name.text.clone(), v);
         }
@@ -1884,11 +1884,7 @@ impl<'c> Cx<'c> {
 
     fn unbind(&mut self, params: &[Param]) -> Vec<Value> {
         let mut scope = self.scopes.drain(..).next().unwrap_or_default();
-        params
-            .iter()
-            .filter(|p| !is_packet(p))
-            .map(|p| scope.remove(&p.name.text).unwrap_or(Value::Void))
-            .collect()
+        params.iter().filter(|p| !is_packet(p)).map(|p| scope.remove(&p.name.text).unwrap_or(Value::Void)).collect()
     }
 
     fn declare(&mut self, name: &str, v: Value) {
@@ -2104,12 +2100,14 @@ fn emit(v: &Value, out: &mut Vec<u8>) {
 
 /// A colour as PSA's `PSA_MeterColor_t` names it.
 fn psa_colour(colour: u8) -> Value {
-    Value::Enum(match colour {
-        GREEN => "GREEN",
-        YELLOW => "YELLOW",
-        _ => "RED",
-    }
-    .into())
+    Value::Enum(
+        match colour {
+            GREEN => "GREEN",
+            YELLOW => "YELLOW",
+            _ => "RED",
+        }
+        .into(),
+    )
 }
 
 /// Meter colours, as `execute_meter` writes them.
@@ -2129,7 +2127,7 @@ const BUCKET_OFFSET: u64 = 1 << 62;
 /// Takes `cost` unit·ns from the token bucket whose one word is `word` (see `BUCKET_OFFSET`),
 /// filling at `rate` unit·ns per ns up to `cap`, at `now` (ns); false, the word unchanged,
 /// where it holds less. The kernel back end does exactly this, the word taken by
-/// compare-and-swap (`p4_bucket_take` in `ebpf.rs`), so that both targets colour alike.
+/// compare-and-swap (`p4_bucket_take` in `backends/ebpf/runtime.h`), so that both targets colour alike.
 pub fn take(word: &mut u64, now: u64, rate: u64, cap: u64, cost: u64) -> bool {
     let since_empty = (now.wrapping_add(BUCKET_OFFSET).wrapping_sub(*word) as i64).max(0) as u64;
     let tokens = if since_empty > cap / rate { cap } else { (since_empty * rate).min(cap) };
@@ -2158,7 +2156,9 @@ impl MeterCell {
     /// A cell with these rates (`what` names it in the error), its buckets full.
     fn new(what: &str, [cir, cburst, pir, pburst]: [u64; 4]) -> Result<MeterCell, String> {
         if pir < cir || cir == 0 || pburst == 0 || cburst == 0 {
-            return Err(format!("{what}: the peak rate is at least the committed one, and both rates and bursts above 0"));
+            return Err(format!(
+                "{what}: the peak rate is at least the committed one, and both rates and bursts above 0"
+            ));
         }
         if pir > METER_RATE_MAX || cburst.max(pburst) > METER_BURST_MAX {
             return Err(format!(
@@ -2493,7 +2493,7 @@ fn lookahead_header(cx: &Cx, mut header: Value) -> Run<Value> {
 
 /// The rank of the `i`th of a table's `n` entries (the higher wins here): its `@priority`, the
 /// smaller the stronger, or else its place in the list, the first strongest.
-fn entry_priority(e: &crate::ast::Entry, i: usize, n: i64) -> i64 {
+fn entry_priority(e: &crate::frontend::ast::Entry, i: usize, n: i64) -> i64 {
     let p4_priority = e.priority.map_or(i as i64 + 1, |p| p.min(i64::MAX as u128 / 2) as i64);
     n + 1 - p4_priority
 }

@@ -17,7 +17,7 @@
 //! the frame goes: one that would not is sent up). Multicast copies leave unchanged by egress.
 //! AFDX accounts run as the fast path's do, shared by every CPU without a lock, and so do meters:
 //! each of a cell's two buckets is one word taken by compare-and-swap, with the software target's
-//! arithmetic (`p4::run::take`).
+//! arithmetic (`p4::backends::software::take`).
 //!
 //! The generated program keeps its state (a copy of the frame's first 256 bytes, the headers,
 //! metadata and the control's variables) in a per-CPU map, not on the 512-byte stack, and
@@ -26,14 +26,18 @@
 //! About 2 450 lines, one concern: the translation of every construct that fits into C, with the
 //! C runtime those translations call (`RUNTIME`) and the entry point beside them. Splitting the
 //! expression, statement and block translators apart would split the one scope stack and the
-//! one set of maps they share, as `check.rs` and `run.rs` would.
+//! one set of maps they share, as `frontend/check.rs` and `software/mod.rs` would. The C runtime
+//! the translations call is `runtime.h` beside this file.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
-use crate::ast::{BinOp, Decl, Direction, Expr, ExprKind, Keyset, Local, Program, Stmt, Transition, Type, UnOp};
+use crate::arch::Architecture;
 use crate::diag::Pos;
-use crate::check::{Checked, Layout, Ty};
+use crate::frontend::ast::{
+    BinOp, Decl, Direction, Expr, ExprKind, Keyset, Local, Program, Stmt, Transition, Type, UnOp,
+};
+use crate::frontend::check::{Checked, Layout, Ty};
 
 /// How much of the frame the parser and deparser see.
 pub const BUF: usize = 256;
@@ -130,7 +134,7 @@ fn fingerprint(c: &str) -> String {
 }
 
 /// A meter's cells in the kernel: their rates (`meter_rates`), which the control plane writes,
-/// and their two bucket words (committed, peak: `p4::run::take`), which the kernel's frames
+/// and their two bucket words (committed, peak: `p4::backends::software::take`), which the kernel's frames
 /// change; a zeroed word is a full bucket. A table's direct meter has a cell per entry index.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KernelMeter {
@@ -162,8 +166,8 @@ pub fn table_value(t: &KernelTable, action: &str, index: u32, args: &[u128], max
 }
 
 /// The key bytes of an exact or LPM table entry (`Scan` tables take [`scan_entry`]).
-pub fn table_key(t: &KernelTable, keys: &[crate::run::Match]) -> Option<Vec<u8>> {
-    use crate::run::Match;
+pub fn table_key(t: &KernelTable, keys: &[crate::backends::software::Match]) -> Option<Vec<u8>> {
+    use crate::backends::software::Match;
     match t.kind {
         TableKind::Exact => {
             let mut k = Vec::new();
@@ -195,8 +199,8 @@ pub fn table_key(t: &KernelTable, keys: &[crate::run::Match]) -> Option<Vec<u8>>
 
 /// A scanned table's entry: present, priority, then per key (value, mask, low, high), then the
 /// value of [`table_value`].
-pub fn scan_entry(t: &KernelTable, keys: &[crate::run::Match], priority: i64, value: &[u8]) -> Vec<u8> {
-    use crate::run::Match;
+pub fn scan_entry(t: &KernelTable, keys: &[crate::backends::software::Match], priority: i64, value: &[u8]) -> Vec<u8> {
+    use crate::backends::software::Match;
     let mut e = Vec::new();
     e.extend_from_slice(&1u64.to_ne_bytes());
     e.extend_from_slice(&priority.to_ne_bytes());
@@ -298,7 +302,7 @@ pub fn generate(program: &Program, checked: &Checked) -> R<Generated> {
 pub fn generate_in(file: &str, program: &Program, checked: &Checked) -> R<Generated> {
     generate_at(program, checked).map_err(|(at, e)| match at {
         Some(pos) => {
-            let name = match crate::lexer::file_name(file, pos.file) {
+            let name = match crate::frontend::lexer::file_name(file, pos.file) {
                 "?" => format!("{file} (an included file)"),
                 n => n.to_string(),
             };
@@ -313,9 +317,9 @@ fn generate_at(program: &Program, checked: &Checked) -> Result<Generated, (Optio
         Decl::Instance(i) if i.name.text == "main" => Some(i.name.pos),
         _ => None,
     });
-    let v1model = match (checked.package.as_str(), checked.blocks.len()) {
-        ("EdgeflowSwitch", 4) => false,
-        ("V1Switch", 6) => true,
+    let v1model = match Architecture::of(checked) {
+        Some(Architecture::Edgeflow) => false,
+        Some(Architecture::V1Model) => true,
         _ => return Err((main, no(format!("package {}", checked.package)))),
     };
     let errors: Vec<String> = program
@@ -384,7 +388,9 @@ fn constant(e: &Expr, locals: &[Local], decls: &[Decl]) -> Option<u128> {
         ExprKind::Cast(_, inner) => constant(inner, locals, decls),
         ExprKind::Name(n) | ExprKind::TopName(n) => {
             let local = locals.iter().find_map(|l| match l {
-                Local::Const { name, value, .. } if name.text == *n && matches!(e.kind, ExprKind::Name(_)) => Some(value),
+                Local::Const { name, value, .. } if name.text == *n && matches!(e.kind, ExprKind::Name(_)) => {
+                    Some(value)
+                }
                 _ => None,
             });
             let global = || {
@@ -687,7 +693,7 @@ impl<'a> Gen<'a> {
                 (format!("(({ca} << {wb}) | {cb})"), Ty::Bit(width_of(&ta) + wb))
             }
             BinOp::Div | BinOp::Mod => return Err(no("'/' and '%' on values known only at run time")),
-            other => return Err(no(format!("the operator {} at 64 bits", crate::check::op_symbol(other)))),
+            other => return Err(no(format!("the operator {} at 64 bits", crate::frontend::check::op_symbol(other)))),
         })
     }
 
@@ -862,10 +868,14 @@ impl<'a> Gen<'a> {
                 let (err, _) = self.expr(&args[1])?;
                 Ok(format!("if (!({c})) {{ r->sm.f_parser_error = {err}; goto reject; }}\n"))
             }
-            ExprKind::Name(f) if self.v1model && (f == "verify_checksum" || f == "update_checksum") && args.len() == 4 => {
+            ExprKind::Name(f)
+                if self.v1model && (f == "verify_checksum" || f == "update_checksum") && args.len() == 4 =>
+            {
                 self.checksum(f == "verify_checksum", args)
             }
-            ExprKind::Name(f) if self.program.decls.iter().any(|d| matches!(d, Decl::Function(x) if x.name.text == *f)) => {
+            ExprKind::Name(f)
+                if self.program.decls.iter().any(|d| matches!(d, Decl::Function(x) if x.name.text == *f)) =>
+            {
                 Err(no(format!("a call of the function '{f}'")))
             }
             ExprKind::Name(a) => {
@@ -1076,7 +1086,9 @@ impl<'a> Gen<'a> {
                 let Some(Layout::Struct(fields)) = self.layout(name).cloned() else { return String::new() };
                 fields
                     .iter()
-                    .map(|(f, t)| self.place_copies(&format!("{to}.f_{}", ident(f)), &format!("{from}.f_{}", ident(f)), t))
+                    .map(|(f, t)| {
+                        self.place_copies(&format!("{to}.f_{}", ident(f)), &format!("{from}.f_{}", ident(f)), t)
+                    })
                     .collect()
             }
             _ => String::new(),
@@ -1093,7 +1105,10 @@ impl<'a> Gen<'a> {
             let mut s = String::new();
             for (f, _) in fields {
                 let member = Expr {
-                    kind: ExprKind::Member(Box::new(h.clone()), crate::ast::Name { text: f.clone(), pos: h.pos }),
+                    kind: ExprKind::Member(
+                        Box::new(h.clone()),
+                        crate::frontend::ast::Name { text: f.clone(), pos: h.pos },
+                    ),
                     pos: h.pos,
                 };
                 s += &self.packet_call(method, &member)?;
@@ -1155,7 +1170,7 @@ impl<'a> Gen<'a> {
         let (Decl::Parser { params, .. } | Decl::Control { params, .. }) = decl else { unreachable!() };
         self.temps += 1;
         let n = self.temps;
-        let is_packet = |p: &crate::ast::Param| matches!(&p.ty, Type::Named(t, _) if t.text == "packet_in" || t.text == "packet_out");
+        let is_packet = |p: &crate::frontend::ast::Param| matches!(&p.ty, Type::Named(t, _) if t.text == "packet_in" || t.text == "packet_out");
         // Arguments are read and written back in the caller's scope.
         let (mut before, mut after, mut bindings) = (String::new(), String::new(), Vec::new());
         for (p, a) in params.iter().zip(args) {
@@ -1227,7 +1242,9 @@ impl<'a> Gen<'a> {
     /// A block's variables and constants bound again (to the run members `locals` declared),
     /// for a sub-parser inlined at a second place.
     fn rebind_locals(&mut self, block: &str) -> R<()> {
-        let (Decl::Parser { locals, .. } | Decl::Control { locals, .. }) = self.block_decl(block) else { unreachable!() };
+        let (Decl::Parser { locals, .. } | Decl::Control { locals, .. }) = self.block_decl(block) else {
+            unreachable!()
+        };
         for l in locals {
             match l {
                 Local::Var { ty, name, .. } => {
@@ -1394,7 +1411,7 @@ impl<'a> Gen<'a> {
     }
 
     fn actions(&mut self, block: Option<&str>) -> R<()> {
-        let actions: Vec<&crate::ast::Action> = match block {
+        let actions: Vec<&crate::frontend::ast::Action> = match block {
             Some(b) => match self.block_decl(b) {
                 Decl::Control { locals, .. } => locals
                     .iter()
@@ -1518,7 +1535,7 @@ impl<'a> Gen<'a> {
     }
 
     fn action_params(&self, block: &str, a: &str) -> usize {
-        let find = |x: &crate::ast::Action| x.params.iter().filter(|p| p.direction.is_none()).count();
+        let find = |x: &crate::frontend::ast::Action| x.params.iter().filter(|p| p.direction.is_none()).count();
         for d in &self.program.decls {
             match d {
                 Decl::Control { name, locals, .. } if name.text == block => {
@@ -1552,248 +1569,8 @@ fn width_of(ty: &Ty) -> u32 {
 /// compiled where the repository may not be.
 const RUNTIME: &str = concat!(
     "#include <linux/bpf.h>\n#include <linux/pkt_cls.h>\n#include <bpf/bpf_helpers.h>\n#include <bpf/bpf_endian.h>\n",
-    include_str!("../../../bpf/maps.h"),
-    r#"
-enum p4_hook { P4_TC, P4_XDP };
-
-/* The VLAN tag a device took out of the frame into metadata (Linux 6.8+, in a copy of the program
- * bound to the device; -EOPNOTSUPP otherwise). */
-extern int bpf_xdp_metadata_rx_vlan_tag(const struct xdp_md *ctx, __be16 *vlan_proto,
-					__u16 *vlan_tci) __ksym __weak;
-enum p4_kind { P4_DROP, P4_FORWARD, P4_UP };
-enum p4_reason { P4_NONE, P4_PARSER, P4_PROGRAM, P4_NO_PORT, P4_MISFIT };
-
-struct p4_cells {
-	__u64 packets;
-	__u64 bytes;
-};
-
-struct p4_verdict {
-	__u32 kind;
-	__u32 reason;
-	__u32 queue;
-	__u32 n;
-	__u32 ports[P4_GROUP_MAX];
-	__u32 len;
-	__u32 parser_error;
-	__u64 timestamp;
-};
-
-struct p4_group {
-	__u32 n;
-	__u32 ports[P4_GROUP_MAX];
-};
-
-/* An interface's switch port, and the VLAN id its frames carry up the upcall link (TC). */
-struct p4_port {
-	__u32 port;
-	__u32 tag;
-};
-
-/* What the kernel decided, per switch port: frames in (decided here, not sent up), frames out. */
-struct p4_port_counts {
-	__u64 rx_packets;
-	__u64 rx_bytes;
-	__u64 tx_packets;
-	__u64 tx_bytes;
-};
-
-struct p4_value {
-	__u32 action;
-	__u32 index;
-	__u64 args[P4_MAX_ARGS];
-};
-
-EF_MAP(p4_verdict, BPF_MAP_TYPE_PERCPU_ARRAY, 4, sizeof(struct p4_verdict), 1);
-EF_MAP(p4_groups, BPF_MAP_TYPE_HASH, 4, sizeof(struct p4_group), 256);
-EF_MAP(p4_ifindex, BPF_MAP_TYPE_HASH, 4, 4, 256);
-EF_MAP(p4_ports, BPF_MAP_TYPE_HASH, 4, sizeof(struct p4_port), 256);
-/* [P4_CFG_UPCALL]: the upcall link's ifindex (TC; 0: frames go up into the stack). [P4_CFG_ALL_UP]:
- * not 0 while the tables here are not the control plane's (a write failed): every frame goes up. */
-EF_MAP(p4_config, BPF_MAP_TYPE_ARRAY, 4, 8, 4);
-/* Per verdict (kind × reason): frames. */
-EF_MAP(p4_stats, BPF_MAP_TYPE_PERCPU_ARRAY, 4, 8, 16);
-EF_MAP(p4_port_counts, BPF_MAP_TYPE_PERCPU_HASH, 4, sizeof(struct p4_port_counts), 256);
-/* XDP sends a frame once: a group's copies are broadcast into a DEVMAP holding its interfaces,
- * one of P4_FANOUTS, which `p4_group_fanout` names (its number + 1) for each group that has one. */
-EF_MAP(p4_group_fanout, BPF_MAP_TYPE_HASH, 4, 4, 256);
-#define P4_FANOUT(n) EF_MAP(p4_fanout_##n, BPF_MAP_TYPE_DEVMAP, 4, 4, P4_GROUP_MAX)
-P4_FANOUT(0);
-P4_FANOUT(1);
-P4_FANOUT(2);
-P4_FANOUT(3);
-P4_FANOUT(4);
-P4_FANOUT(5);
-P4_FANOUT(6);
-P4_FANOUT(7);
-#define P4_CFG_UPCALL 0
-#define P4_CFG_ALL_UP 1
-EF_MAP(p4_defaults, BPF_MAP_TYPE_ARRAY, 4, sizeof(struct p4_value), P4_TABLES);
-
-/* `w` bits at bit `bit` of the header that starts at byte `off` of the frame's copy, in network
- * order. `bit` and `w` are constants where it is inlined, so the loops fold away. */
-/* After each field a parser extracts: without it clang schedules the byte loads of every field
- * of a header together, and a header of six 64-bit fields spills past the 512-byte stack. */
-#define p4_field_read() asm volatile("" ::: "memory")
-
-static __always_inline __u64 p4_get(const __u8 *buf, __u32 off, __u32 bit, __u32 w)
-{
-	__u32 first = bit / 8, n = (bit % 8 + w + 7) / 8;
-	__u64 v = 0;
-#pragma unroll
-	for (__u32 i = 0; i < 8; i++)
-		if (i < n)
-			v = (v << 8) | buf[(off + first + i) & (P4_BUF - 1)];
-	v >>= n * 8 - bit % 8 - w;
-	return w >= 64 ? v : v & ((1ULL << w) - 1);
-}
-
-static __always_inline void p4_set(__u8 *buf, __u32 off, __u32 bit, __u32 w, __u64 v)
-{
-	__u32 first = bit / 8, n = (bit % 8 + w + 7) / 8, shift = n * 8 - bit % 8 - w;
-	__u64 mask = (w >= 64 ? ~0ULL : ((1ULL << w) - 1)) << shift;
-	__u64 old = 0;
-#pragma unroll
-	for (__u32 i = 0; i < 8; i++)
-		if (i < n)
-			old = (old << 8) | buf[(off + first + i) & (P4_BUF - 1)];
-	old = (old & ~mask) | ((v << shift) & mask);
-#pragma unroll
-	for (__u32 i = 0; i < 8; i++)
-		if (i < n)
-			buf[(off + first + i) & (P4_BUF - 1)] = old >> (8 * (n - 1 - i));
-}
-
-/* A length the helpers take: masked where the verifier sees it, after the compiler is done
- * (the buffer has room for twice the copy, so the mask never cuts a length). */
-static __always_inline void p4_bound(__u64 *n)
-{
-	__u64 v = *n;
-	asm volatile("%[v] &= 511" : [v] "+r"(v));
-	*n = v;
-}
-
-/* An AFDX account (the afdx_account extern, frame-based): a frame conforms if the credit covers
- * smax bytes per BAG; the credit grows by smax bytes per BAG up to smax x (BAG + jitter). As the
- * fast path's own accounts (bpf/fp_afdx.h), shared by every CPU without a lock: the account is
- * the one word `empty`, the credit being min(cap, now x smax - empty) in byte x ns, and taking a
- * frame's cost is one compare-and-swap. 0 is a full account. */
-static __always_inline __u64 p4_conforms(void *map, __u64 cells, __u64 index, __u64 bag_us, __u64 jitter_us,
-					 __u64 smax, __u64 now_ns)
-{
-	__u32 k = index;
-	__u64 *empty;
-	if (index >= cells)
-		return 0;
-	empty = bpf_map_lookup_elem(map, &k);
-	if (!empty)
-		return 0;
-	__u64 bag = bag_us * 1000, cap = smax * (bag + jitter_us * 1000), cost = smax * bag, now = now_ns * smax;
-	for (int i = 0; i < 4; i++) {
-		__u64 old = *empty;
-		__s64 diff = (__s64)(now - old);
-		__u64 credit = diff < -(1LL << 62) ? cap : diff < 0 ? 0 : (__u64)diff > cap ? cap : (__u64)diff;
-		if (credit < cost)
-			return 0;
-		if (__sync_val_compare_and_swap(empty, old, now - credit + cost) == old)
-			return 1;
-	}
-	return 0;
-}
-
-/* A meter cell: its rates as the control plane set them (zeros: not set, everything green), and
- * its two token buckets, one word each, taken by compare-and-swap as the accounts are. A word
- * holds the instant its bucket was (or would have been) empty, plus P4_BUCKET_OFFSET, so that a
- * zeroed word is a full bucket; tokens are unit x ns, a rate adding `rate` per ns. The software
- * target does the same arithmetic (`p4::run::take`). */
-struct p4_meter_rates {
-	__u64 cir;
-	__u64 cburst;
-	__u64 pir;
-	__u64 pburst;
-};
-
-struct p4_meter_words {
-	__u64 committed;
-	__u64 peak;
-};
-
-#define P4_NS 1000000000ULL
-#define P4_BUCKET_OFFSET (1ULL << 62)
-
-static __always_inline int p4_bucket_take(__u64 *word, __u64 now, __u64 rate, __u64 cap, __u64 cost)
-{
-	for (int i = 0; i < 4; i++) {
-		__u64 old = *word;
-		__s64 since = (__s64)(now + P4_BUCKET_OFFSET - old);
-		__u64 since_empty = since < 0 ? 0 : (__u64)since;
-		__u64 tokens = since_empty > cap / rate ? cap : since_empty * rate;
-		if (tokens > cap)
-			tokens = cap;
-		if (tokens < cost)
-			return 0;
-		if (__sync_val_compare_and_swap(word, old, now + P4_BUCKET_OFFSET - (tokens - cost) / rate) == old)
-			return 1;
-	}
-	return 0;
-}
-
-/* RFC 2698, colour-blind: 2 (red) where the peak bucket lacks the units, 1 (yellow) where the
- * committed one does, else 0 (green). */
-static __always_inline __u64 p4_meter(void *rates_map, void *words_map, __u64 cells, __u64 index, __u64 units,
-				      __u64 now)
-{
-	__u32 k = index;
-	struct p4_meter_rates *m;
-	struct p4_meter_words *w;
-	if (index >= cells)
-		return 0;
-	m = bpf_map_lookup_elem(rates_map, &k);
-	w = bpf_map_lookup_elem(words_map, &k);
-	if (!m || !w || !m->cir || !m->pir)
-		return 0;
-	__u64 cost = units * P4_NS;
-	if (!p4_bucket_take(&w->peak, now, m->pir, m->pburst * P4_NS, cost))
-		return 2;
-	if (!p4_bucket_take(&w->committed, now, m->cir, m->cburst * P4_NS, cost))
-		return 1;
-	return 0;
-}
-
-static __always_inline void p4_count(void *map, __u64 index, __u64 cells, __u64 len)
-{
-	__u32 k = index;
-	struct p4_cells *c;
-	if (index >= cells)
-		return;
-	c = bpf_map_lookup_elem(map, &k);
-	if (c) {
-		c->packets += 1;
-		c->bytes += len;
-	}
-}
-
-static __always_inline __u64 p4_reg_read(void *map, __u64 index, __u64 cells)
-{
-	__u32 k = index;
-	__u64 *v;
-	if (index >= cells)
-		return 0;
-	v = bpf_map_lookup_elem(map, &k);
-	return v ? *v : 0;
-}
-
-static __always_inline void p4_reg_write(void *map, __u64 index, __u64 cells, __u64 value)
-{
-	__u32 k = index;
-	__u64 *v;
-	if (index >= cells)
-		return;
-	v = bpf_map_lookup_elem(map, &k);
-	if (v)
-		*v = value;
-}
-"#
+    include_str!("../../../../../bpf/maps.h"),
+    include_str!("runtime.h"),
 );
 
 impl Gen<'_> {
@@ -1984,7 +1761,7 @@ impl Gen<'_> {
     /// A parser's states as labelled C, each ending in a goto: `prefix` names them, `accept`
     /// is where accepting goes (the parser's end, or back into the state that applied a
     /// sub-parser). Loops would need a bound the verifier can see: refused for now.
-    fn states(&mut self, states: &[crate::ast::State], prefix: &str, accept: &str) -> R<String> {
+    fn states(&mut self, states: &[crate::frontend::ast::State], prefix: &str, accept: &str) -> R<String> {
         let mut order = Vec::new();
         let next_of = |t: &Transition| -> Vec<String> {
             match t {
@@ -1994,7 +1771,7 @@ impl Gen<'_> {
         };
         fn visit(
             at: &str,
-            states: &[crate::ast::State],
+            states: &[crate::frontend::ast::State],
             next_of: &dyn Fn(&Transition) -> Vec<String>,
             path: &mut Vec<String>,
             order: &mut Vec<String>,
@@ -2090,7 +1867,9 @@ impl Gen<'_> {
         let body = self.stmts(apply)?;
         let f = if deparser { "p4_deparse".to_string() } else { format!("p4_ctl_{}", ident(block)) };
         let start = if deparser { "\tr->emitted = 0;\n" } else { "" };
-        Ok(format!("static __always_inline void {f}(struct p4_run *r)\n{{\n{start}{inits}{body}{end}:\n\treturn;\n}}\n\n"))
+        Ok(format!(
+            "static __always_inline void {f}(struct p4_run *r)\n{{\n{start}{inits}{body}{end}:\n\treturn;\n}}\n\n"
+        ))
     }
 
     /// The block's variables given a value where declared (`bit<8> x = 1;`): set each time
@@ -2140,7 +1919,8 @@ impl Gen<'_> {
         } else {
             "if (!r->sm.f_egress_port)\n\t\t\treturn p4_finish(ctx, vd, P4_DROP, P4_NO_PORT, hook, in);\n\t\tsingle.n = 1;\n\t\tsingle.ports[0] = r->sm.f_egress_port;"
         };
-        let egress_start = if v1 { "r->sm.f_egress_spec = 0;\n\t\tr->sm.f_instance_type = grp ? 5 : 0;\n\t\t" } else { "" };
+        let egress_start =
+            if v1 { "r->sm.f_egress_spec = 0;\n\t\tr->sm.f_instance_type = grp ? 5 : 0;\n\t\t" } else { "" };
         let egress_drop = if v1 { "r->sm.f_egress_spec == 511" } else { "r->sm.f_drop" };
         let _ = write!(
             self.funcs,
@@ -2407,7 +2187,7 @@ char LICENSE[] SEC("license") = "GPL";
             self.run_members
         );
         let head = format!(
-            "/* Generated by edgeflow from a P4 program (crates/p4/src/ebpf.rs): do not edit. */\n\
+            "/* Generated by edgeflow from a P4 program (crates/p4/src/backends/ebpf): do not edit. */\n\
              #define P4_BUF {BUF}\n#define P4_GROUP_MAX {GROUP_MAX}\n#define P4_MAX_ARGS {}\n#define P4_TABLES {}\n",
             self.max_args.max(1),
             self.tables.len().max(1)

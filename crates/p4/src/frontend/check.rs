@@ -13,8 +13,8 @@
 
 use std::collections::HashMap;
 
-use crate::ast::*;
 use crate::diag::{Diagnostic, Pos};
+use crate::frontend::ast::*;
 
 type Result<T> = std::result::Result<T, Diagnostic>;
 

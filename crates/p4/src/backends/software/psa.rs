@@ -36,7 +36,7 @@ enum Job {
 
 impl Switch {
     pub(super) fn is_psa(&self) -> bool {
-        self.code.checked.package == "PSA_Switch"
+        Architecture::of(&self.code.checked) == Some(Architecture::Psa)
     }
 
     pub(super) fn process_psa(&mut self, frame: &[u8], port: u32, now: u64) -> Result<Vec<Output>, Dropped> {

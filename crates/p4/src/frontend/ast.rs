@@ -215,20 +215,20 @@ pub struct Key {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Annotation {
     pub name: Name,
-    pub args: Vec<crate::lexer::Tok>,
+    pub args: Vec<crate::frontend::lexer::Tok>,
 }
 
 /// The string of an `@name("...")`, or the number of an `@id(n)`, among `annotations`.
 pub fn annotation_str<'a>(annotations: &'a [Annotation], name: &str) -> Option<&'a str> {
     annotations.iter().find(|a| a.name.text == name).and_then(|a| match a.args.as_slice() {
-        [crate::lexer::Tok::Str(s)] => Some(s.as_str()),
+        [crate::frontend::lexer::Tok::Str(s)] => Some(s.as_str()),
         _ => None,
     })
 }
 
 pub fn annotation_int(annotations: &[Annotation], name: &str) -> Option<u128> {
     annotations.iter().find(|a| a.name.text == name).and_then(|a| match a.args.as_slice() {
-        [crate::lexer::Tok::Int { value, .. }] => Some(*value),
+        [crate::frontend::lexer::Tok::Int { value, .. }] => Some(*value),
         _ => None,
     })
 }

@@ -66,7 +66,7 @@ enum Job {
 
 impl Switch {
     pub(super) fn is_v1model(&self) -> bool {
-        self.code.checked.package == "V1Switch"
+        Architecture::of(&self.code.checked) == Some(Architecture::V1Model)
     }
 
     /// A frame through a V1Switch program: the copies that leave, in the order BMv2's queues

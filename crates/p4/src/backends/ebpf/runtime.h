@@ -1,0 +1,242 @@
+/* The C runtime every program the kernel back end generates shares (see mod.rs, RUNTIME):
+ * the maps the edgeflow loader reads, bit access into the frame's copy, counters, registers
+ * and meters. Pasted after bpf/maps.h, so it is compiled where the repository may not be. */
+enum p4_hook { P4_TC, P4_XDP };
+
+/* The VLAN tag a device took out of the frame into metadata (Linux 6.8+, in a copy of the program
+ * bound to the device; -EOPNOTSUPP otherwise). */
+extern int bpf_xdp_metadata_rx_vlan_tag(const struct xdp_md *ctx, __be16 *vlan_proto,
+					__u16 *vlan_tci) __ksym __weak;
+enum p4_kind { P4_DROP, P4_FORWARD, P4_UP };
+enum p4_reason { P4_NONE, P4_PARSER, P4_PROGRAM, P4_NO_PORT, P4_MISFIT };
+
+struct p4_cells {
+	__u64 packets;
+	__u64 bytes;
+};
+
+struct p4_verdict {
+	__u32 kind;
+	__u32 reason;
+	__u32 queue;
+	__u32 n;
+	__u32 ports[P4_GROUP_MAX];
+	__u32 len;
+	__u32 parser_error;
+	__u64 timestamp;
+};
+
+struct p4_group {
+	__u32 n;
+	__u32 ports[P4_GROUP_MAX];
+};
+
+/* An interface's switch port, and the VLAN id its frames carry up the upcall link (TC). */
+struct p4_port {
+	__u32 port;
+	__u32 tag;
+};
+
+/* What the kernel decided, per switch port: frames in (decided here, not sent up), frames out. */
+struct p4_port_counts {
+	__u64 rx_packets;
+	__u64 rx_bytes;
+	__u64 tx_packets;
+	__u64 tx_bytes;
+};
+
+struct p4_value {
+	__u32 action;
+	__u32 index;
+	__u64 args[P4_MAX_ARGS];
+};
+
+EF_MAP(p4_verdict, BPF_MAP_TYPE_PERCPU_ARRAY, 4, sizeof(struct p4_verdict), 1);
+EF_MAP(p4_groups, BPF_MAP_TYPE_HASH, 4, sizeof(struct p4_group), 256);
+EF_MAP(p4_ifindex, BPF_MAP_TYPE_HASH, 4, 4, 256);
+EF_MAP(p4_ports, BPF_MAP_TYPE_HASH, 4, sizeof(struct p4_port), 256);
+/* [P4_CFG_UPCALL]: the upcall link's ifindex (TC; 0: frames go up into the stack). [P4_CFG_ALL_UP]:
+ * not 0 while the tables here are not the control plane's (a write failed): every frame goes up. */
+EF_MAP(p4_config, BPF_MAP_TYPE_ARRAY, 4, 8, 4);
+/* Per verdict (kind × reason): frames. */
+EF_MAP(p4_stats, BPF_MAP_TYPE_PERCPU_ARRAY, 4, 8, 16);
+EF_MAP(p4_port_counts, BPF_MAP_TYPE_PERCPU_HASH, 4, sizeof(struct p4_port_counts), 256);
+/* XDP sends a frame once: a group's copies are broadcast into a DEVMAP holding its interfaces,
+ * one of P4_FANOUTS, which `p4_group_fanout` names (its number + 1) for each group that has one. */
+EF_MAP(p4_group_fanout, BPF_MAP_TYPE_HASH, 4, 4, 256);
+#define P4_FANOUT(n) EF_MAP(p4_fanout_##n, BPF_MAP_TYPE_DEVMAP, 4, 4, P4_GROUP_MAX)
+P4_FANOUT(0);
+P4_FANOUT(1);
+P4_FANOUT(2);
+P4_FANOUT(3);
+P4_FANOUT(4);
+P4_FANOUT(5);
+P4_FANOUT(6);
+P4_FANOUT(7);
+#define P4_CFG_UPCALL 0
+#define P4_CFG_ALL_UP 1
+EF_MAP(p4_defaults, BPF_MAP_TYPE_ARRAY, 4, sizeof(struct p4_value), P4_TABLES);
+
+/* `w` bits at bit `bit` of the header that starts at byte `off` of the frame's copy, in network
+ * order. `bit` and `w` are constants where it is inlined, so the loops fold away. */
+/* After each field a parser extracts: without it clang schedules the byte loads of every field
+ * of a header together, and a header of six 64-bit fields spills past the 512-byte stack. */
+#define p4_field_read() asm volatile("" ::: "memory")
+
+static __always_inline __u64 p4_get(const __u8 *buf, __u32 off, __u32 bit, __u32 w)
+{
+	__u32 first = bit / 8, n = (bit % 8 + w + 7) / 8;
+	__u64 v = 0;
+#pragma unroll
+	for (__u32 i = 0; i < 8; i++)
+		if (i < n)
+			v = (v << 8) | buf[(off + first + i) & (P4_BUF - 1)];
+	v >>= n * 8 - bit % 8 - w;
+	return w >= 64 ? v : v & ((1ULL << w) - 1);
+}
+
+static __always_inline void p4_set(__u8 *buf, __u32 off, __u32 bit, __u32 w, __u64 v)
+{
+	__u32 first = bit / 8, n = (bit % 8 + w + 7) / 8, shift = n * 8 - bit % 8 - w;
+	__u64 mask = (w >= 64 ? ~0ULL : ((1ULL << w) - 1)) << shift;
+	__u64 old = 0;
+#pragma unroll
+	for (__u32 i = 0; i < 8; i++)
+		if (i < n)
+			old = (old << 8) | buf[(off + first + i) & (P4_BUF - 1)];
+	old = (old & ~mask) | ((v << shift) & mask);
+#pragma unroll
+	for (__u32 i = 0; i < 8; i++)
+		if (i < n)
+			buf[(off + first + i) & (P4_BUF - 1)] = old >> (8 * (n - 1 - i));
+}
+
+/* A length the helpers take: masked where the verifier sees it, after the compiler is done
+ * (the buffer has room for twice the copy, so the mask never cuts a length). */
+static __always_inline void p4_bound(__u64 *n)
+{
+	__u64 v = *n;
+	asm volatile("%[v] &= 511" : [v] "+r"(v));
+	*n = v;
+}
+
+/* An AFDX account (the afdx_account extern, frame-based): a frame conforms if the credit covers
+ * smax bytes per BAG; the credit grows by smax bytes per BAG up to smax x (BAG + jitter). As the
+ * fast path's own accounts (bpf/fp_afdx.h), shared by every CPU without a lock: the account is
+ * the one word `empty`, the credit being min(cap, now x smax - empty) in byte x ns, and taking a
+ * frame's cost is one compare-and-swap. 0 is a full account. */
+static __always_inline __u64 p4_conforms(void *map, __u64 cells, __u64 index, __u64 bag_us, __u64 jitter_us,
+					 __u64 smax, __u64 now_ns)
+{
+	__u32 k = index;
+	__u64 *empty;
+	if (index >= cells)
+		return 0;
+	empty = bpf_map_lookup_elem(map, &k);
+	if (!empty)
+		return 0;
+	__u64 bag = bag_us * 1000, cap = smax * (bag + jitter_us * 1000), cost = smax * bag, now = now_ns * smax;
+	for (int i = 0; i < 4; i++) {
+		__u64 old = *empty;
+		__s64 diff = (__s64)(now - old);
+		__u64 credit = diff < -(1LL << 62) ? cap : diff < 0 ? 0 : (__u64)diff > cap ? cap : (__u64)diff;
+		if (credit < cost)
+			return 0;
+		if (__sync_val_compare_and_swap(empty, old, now - credit + cost) == old)
+			return 1;
+	}
+	return 0;
+}
+
+/* A meter cell: its rates as the control plane set them (zeros: not set, everything green), and
+ * its two token buckets, one word each, taken by compare-and-swap as the accounts are. A word
+ * holds the instant its bucket was (or would have been) empty, plus P4_BUCKET_OFFSET, so that a
+ * zeroed word is a full bucket; tokens are unit x ns, a rate adding `rate` per ns. The software
+ * target does the same arithmetic (`p4::run::take`). */
+struct p4_meter_rates {
+	__u64 cir;
+	__u64 cburst;
+	__u64 pir;
+	__u64 pburst;
+};
+
+struct p4_meter_words {
+	__u64 committed;
+	__u64 peak;
+};
+
+#define P4_NS 1000000000ULL
+#define P4_BUCKET_OFFSET (1ULL << 62)
+
+static __always_inline int p4_bucket_take(__u64 *word, __u64 now, __u64 rate, __u64 cap, __u64 cost)
+{
+	for (int i = 0; i < 4; i++) {
+		__u64 old = *word;
+		__s64 since = (__s64)(now + P4_BUCKET_OFFSET - old);
+		__u64 since_empty = since < 0 ? 0 : (__u64)since;
+		__u64 tokens = since_empty > cap / rate ? cap : since_empty * rate;
+		if (tokens > cap)
+			tokens = cap;
+		if (tokens < cost)
+			return 0;
+		if (__sync_val_compare_and_swap(word, old, now + P4_BUCKET_OFFSET - (tokens - cost) / rate) == old)
+			return 1;
+	}
+	return 0;
+}
+
+/* RFC 2698, colour-blind: 2 (red) where the peak bucket lacks the units, 1 (yellow) where the
+ * committed one does, else 0 (green). */
+static __always_inline __u64 p4_meter(void *rates_map, void *words_map, __u64 cells, __u64 index, __u64 units,
+				      __u64 now)
+{
+	__u32 k = index;
+	struct p4_meter_rates *m;
+	struct p4_meter_words *w;
+	if (index >= cells)
+		return 0;
+	m = bpf_map_lookup_elem(rates_map, &k);
+	w = bpf_map_lookup_elem(words_map, &k);
+	if (!m || !w || !m->cir || !m->pir)
+		return 0;
+	__u64 cost = units * P4_NS;
+	if (!p4_bucket_take(&w->peak, now, m->pir, m->pburst * P4_NS, cost))
+		return 2;
+	if (!p4_bucket_take(&w->committed, now, m->cir, m->cburst * P4_NS, cost))
+		return 1;
+	return 0;
+}
+
+static __always_inline void p4_count(void *map, __u64 index, __u64 cells, __u64 len)
+{
+	__u32 k = index;
+	struct p4_cells *c;
+	if (index >= cells)
+		return;
+	c = bpf_map_lookup_elem(map, &k);
+	if (c) {
+		c->packets += 1;
+		c->bytes += len;
+	}
+}
+
+static __always_inline __u64 p4_reg_read(void *map, __u64 index, __u64 cells)
+{
+	__u32 k = index;
+	__u64 *v;
+	if (index >= cells)
+		return 0;
+	v = bpf_map_lookup_elem(map, &k);
+	return v ? *v : 0;
+}
+
+static __always_inline void p4_reg_write(void *map, __u64 index, __u64 cells, __u64 value)
+{
+	__u32 k = index;
+	__u64 *v;
+	if (index >= cells)
+		return;
+	v = bpf_map_lookup_elem(map, &k);
+	if (v)
+		*v = value;
+}

@@ -1,0 +1,6 @@
+//! The two back ends, one semantics: `software` runs a checked program on frames in
+//! userspace (the reference), `ebpf` prints what fits the kernel as BPF C for TC and XDP; the
+//! differential tests (`datapath/tests/p4_corpus.rs`) hold the second to the first.
+
+pub mod ebpf;
+pub mod software;
