@@ -550,12 +550,12 @@ fn the_kernel_back_end_refuses_each_construct_by_name() {
     let cases = [
         (
             with(
-                &format!("{ETH_ONLY}\nbit<16> f(in bit<16> x) {{ return x; }}"),
+                &format!("{ETH_ONLY}\nT f<T>(in T x) {{ return x; }}"),
                 PARSE_ETH,
                 "apply { hdr.eth.kind = f(hdr.eth.kind); }",
                 eth,
             ),
-            "a call of the function 'f' does not fit the kernel back end (docs/p4.md); the program runs in userspace",
+            "the generic function 'f' does not fit the kernel back end (docs/p4.md); the program runs in userspace",
         ),
         (with(ETH_ONLY, PARSE_ETH, "apply { hdr.eth.kind = hdr.eth.kind / 3; }", eth), "'/' and '%' on values known only at run time does not fit the kernel back end (docs/p4.md); the program runs in userspace"),
         (with(TAGS, PARSE_ETH, "apply { }", "packet.emit(hdr.eth); packet.emit(hdr.tags);"), "the header stack header tag_t[2] does not fit the kernel back end (docs/p4.md); the program runs in userspace"),

@@ -276,6 +276,9 @@ struct Gen<'a> {
     /// What a `return` statement becomes: the function's return, or the end of an inlined
     /// sub-control.
     return_stmt: String,
+    /// Where a function's `return e` puts its value (the run member inlined calls read), and
+    /// its type; none outside functions.
+    returns: Option<(String, Ty)>,
     /// Instances of the program's own parsers and controls (`Block.instance` → its type), and
     /// the types already inlined (each at one place: its tables and actions are generated there).
     sub_blocks: HashMap<String, String>,
@@ -350,6 +353,7 @@ fn generate_at(program: &Program, checked: &Checked) -> Result<Generated, (Optio
         run_members: String::new(),
         exit_label: String::new(),
         return_stmt: "return;\n".into(),
+        returns: None,
         sub_blocks: HashMap::new(),
         inlined: std::collections::HashSet::new(),
         deferred_states: String::new(),
@@ -681,10 +685,12 @@ impl<'a> Gen<'a> {
             BinOp::Add => (format!("(({ca} + {cb}) & {m:#x}ULL)"), ty),
             BinOp::Sub => (format!("(({ca} - {cb}) & {m:#x}ULL)"), ty),
             BinOp::Mul => (format!("(({ca} * {cb}) & {m:#x}ULL)"), ty),
-            BinOp::Shl => (format!("({cb} >= {w} ? 0ULL : (({ca} << {cb}) & {m:#x}ULL))"), ta),
-            BinOp::Shr => (format!("({cb} >= {w} ? 0ULL : ({ca} >> {cb}))"), ta),
-            BinOp::AddSat if w < 64 => (format!("({ca} + {cb} > {m:#x}ULL ? {m:#x}ULL : {ca} + {cb})"), ty),
-            BinOp::SubSat => (format!("({ca} > {cb} ? {ca} - {cb} : 0ULL)"), ty),
+            // Through the runtime's functions, which read each operand once: an operand may be
+            // an inlined function call, whose body must run once.
+            BinOp::Shl => (format!("p4_shl({ca}, {cb}, {w}, {m:#x}ULL)"), ta),
+            BinOp::Shr => (format!("p4_shr({ca}, {cb}, {w})"), ta),
+            BinOp::AddSat if w < 64 => (format!("p4_add_sat({ca}, {cb}, {m:#x}ULL)"), ty),
+            BinOp::SubSat => (format!("p4_sub_sat({ca}, {cb})"), ty),
             BinOp::Concat => {
                 let wb = width_of(&tb);
                 if width_of(&ta) + wb > 64 {
@@ -723,8 +729,8 @@ impl<'a> Gen<'a> {
             }
         }
         if let ExprKind::Name(f) = &callee.kind {
-            if self.program.decls.iter().any(|d| matches!(d, Decl::Function(x) if x.name.text == *f)) {
-                return Err(no(format!("a call of the function '{f}'")));
+            if let Some(function) = self.function(f) {
+                return self.inline_function(function, args);
             }
         }
         Err(no(format!("the call of {} as a value", callee_text(callee))))
@@ -759,10 +765,75 @@ impl<'a> Gen<'a> {
             return Ok(format!("{c} = ({c} & ~({m:#x}ULL << {l})) | ((({value}) & {m:#x}ULL) << {l});\n"));
         }
         let (c, ty) = self.expr(target)?;
+        Ok(self.assign_c(&c, &ty, value))
+    }
+
+    /// C that assigns `value` to the C lvalue `c` of type `ty`, masked to its width.
+    fn assign_c(&self, c: &str, ty: &Ty, value: &str) -> String {
         match ty {
-            Ty::Header(_) | Ty::Struct(_) => Ok(format!("{c} = {value};\n")),
-            _ => Ok(format!("{c} = ({value}) & {:#x}ULL;\n", ones(width_of(&ty)))),
+            Ty::Header(_) | Ty::Struct(_) => format!("{c} = {value};\n"),
+            _ => format!("{c} = ({value}) & {:#x}ULL;\n", ones(width_of(ty))),
         }
+    }
+
+    /// The program's function `name`.
+    fn function(&self, name: &str) -> Option<&'a crate::frontend::ast::Function> {
+        self.program.decls.iter().find_map(|d| match d {
+            Decl::Function(f) if f.name.text == name => Some(f),
+            _ => None,
+        })
+    }
+
+    /// A call of a function, inlined as one C expression (a statement expression): arguments
+    /// copied in, in order, to run members, the body with its own scope (a function sees its
+    /// parameters and the program's constants only), `return` a jump to the end, then the
+    /// out and inout arguments copied back, in order, and the returned value.
+    fn inline_function(&mut self, f: &'a crate::frontend::ast::Function, args: &[Expr]) -> R<(String, Ty)> {
+        if !f.type_params.is_empty() {
+            return Err(no(format!("the generic function '{}'", f.name.text)));
+        }
+        self.temps += 1;
+        let n = self.temps;
+        let (mut before, mut after, mut bindings) = (String::new(), String::new(), Vec::new());
+        for (p, a) in f.params.iter().zip(args) {
+            let pty = self.checked.resolve(&p.ty);
+            let member = format!("fn{n}_{}", ident(&p.name.text));
+            let _ = writeln!(self.run_members, "\t{} {member};", self.c_type(&pty)?);
+            let c = format!("r->{member}");
+            if !matches!(p.direction, Some(Direction::Out)) {
+                let (v, _) = self.expr(a)?;
+                before += &self.assign_c(&c, &pty, &v);
+                before += &self.place_copies(&c, &v, &pty);
+            }
+            if matches!(p.direction, Some(Direction::Out | Direction::InOut)) {
+                after += &self.assign(a, &c)?;
+                let (v, _) = self.expr(a)?;
+                after += &self.place_copies(&v, &c, &pty);
+            }
+            bindings.push((p.name.text.clone(), c, pty));
+        }
+        let ret = self.checked.resolve(&f.ret);
+        let result = match ret {
+            Ty::Void => None,
+            _ => {
+                let member = format!("fn{n}_result");
+                let _ = writeln!(self.run_members, "\t{} {member};", self.c_type(&ret)?);
+                Some((format!("r->{member}"), ret.clone()))
+            }
+        };
+        let scopes = std::mem::replace(&mut self.scopes, vec![HashMap::new()]);
+        for (name, c, t) in bindings {
+            self.bind(&name, c, t);
+        }
+        let return_stmt = std::mem::replace(&mut self.return_stmt, format!("goto fn{n}_end;\n"));
+        let returns = std::mem::replace(&mut self.returns, result.clone());
+        let body = self.stmts(&f.body);
+        self.scopes = scopes;
+        self.return_stmt = return_stmt;
+        self.returns = returns;
+        let body = body?;
+        let value = result.map_or("0".to_string(), |(c, _)| c);
+        Ok((format!("({{\n{before}{body}fn{n}_end:;\n{after}{value};\n}})"), ret))
     }
 
     fn stmts(&mut self, stmts: &[Stmt]) -> R<String> {
@@ -806,7 +877,12 @@ impl<'a> Gen<'a> {
             Stmt::Call(e) => self.call_stmt(e)?,
             Stmt::Exit(_) => format!("r->exited = 1;\n{}", self.exit_label),
             Stmt::Return(_) => self.return_stmt.clone(),
-            Stmt::ReturnValue(..) => return Err(no("a function's 'return' with a value")),
+            Stmt::ReturnValue(e, _) => {
+                let Some((result, ty)) = self.returns.clone() else { return Err(no("a 'return' with a value")) };
+                let (v, _) = self.expr(e)?;
+                let copies = self.place_copies(&result, &v, &ty);
+                format!("{}{copies}{}", self.assign_c(&result, &ty, &v), self.return_stmt)
+            }
             Stmt::For { .. } | Stmt::Break(_) | Stmt::Continue(_) => return Err(no("a for loop")),
             Stmt::Empty => String::new(),
             Stmt::Const { ty, name, value } | Stmt::Var { ty, name, init: Some(value) } => {
@@ -873,10 +949,9 @@ impl<'a> Gen<'a> {
             {
                 self.checksum(f == "verify_checksum", args)
             }
-            ExprKind::Name(f)
-                if self.program.decls.iter().any(|d| matches!(d, Decl::Function(x) if x.name.text == *f)) =>
-            {
-                Err(no(format!("a call of the function '{f}'")))
+            ExprKind::Name(f) if self.function(f).is_some() => {
+                let (c, _) = self.inline_function(self.function(f).unwrap(), args)?;
+                Ok(format!("{c};\n"))
             }
             ExprKind::Name(a) => {
                 // A direct action call. An out or inout argument is copied into a temporary

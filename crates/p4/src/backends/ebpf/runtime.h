@@ -3,6 +3,28 @@
  * and meters. Pasted after bpf/maps.h, so it is compiled where the repository may not be. */
 enum p4_hook { P4_TC, P4_XDP };
 
+/* P4's shifts (an amount past the width gives 0, where C's is undefined) and saturating
+ * arithmetic on unsigned values; each operand is read once. */
+static __always_inline __u64 p4_shl(__u64 a, __u64 n, __u32 width, __u64 mask)
+{
+	return n >= width ? 0 : (a << n) & mask;
+}
+
+static __always_inline __u64 p4_shr(__u64 a, __u64 n, __u32 width)
+{
+	return n >= width ? 0 : a >> n;
+}
+
+static __always_inline __u64 p4_add_sat(__u64 a, __u64 b, __u64 max)
+{
+	return a + b > max ? max : a + b;
+}
+
+static __always_inline __u64 p4_sub_sat(__u64 a, __u64 b)
+{
+	return a > b ? a - b : 0;
+}
+
 /* The VLAN tag a device took out of the frame into metadata (Linux 6.8+, in a copy of the program
  * bound to the device; -EOPNOTSUPP otherwise). */
 extern int bpf_xdp_metadata_rx_vlan_tag(const struct xdp_md *ctx, __be16 *vlan_proto,
