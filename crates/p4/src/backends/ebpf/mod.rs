@@ -654,6 +654,37 @@ impl<'a> Gen<'a> {
         })
     }
 
+    /// An expression where a value of type `ty` is wanted: a list `{a, b, c}` becomes that
+    /// struct or header (a header so made is valid), field by field in declaration order; any
+    /// other expression is `expr`'s.
+    fn expr_as(&mut self, e: &Expr, ty: &Ty) -> R<(String, Ty)> {
+        let ExprKind::List(items) = &e.kind else { return self.expr(e) };
+        let (fields, header, c_ty) = match ty {
+            Ty::Header(n) | Ty::Struct(n) => match self.layout(n) {
+                Some(Layout::Header(f)) => (f.clone(), true, self.c_type(ty)?),
+                Some(Layout::Struct(f)) => (f.clone(), false, self.c_type(ty)?),
+                _ => return self.expr(e),
+            },
+            _ => return self.expr(e),
+        };
+        if fields.len() != items.len() {
+            return Err(no(format!("a list of {} values as a {ty}", items.len())));
+        }
+        let mut c = format!("(({c_ty}){{ ");
+        if header {
+            c += ".valid = 1, ";
+        }
+        for ((f, fty), item) in fields.iter().zip(items) {
+            let (v, _) = self.expr_as(item, fty)?;
+            let v = match fty {
+                Ty::Header(_) | Ty::Struct(_) => v,
+                _ => format!("({v}) & {:#x}ULL", ones(width_of(fty))),
+            };
+            let _ = write!(c, ".f_{} = {v}, ", ident(f));
+        }
+        Ok((c + "})", ty.clone()))
+    }
+
     fn binary(&mut self, op: BinOp, a: &Expr, b: &Expr) -> R<(String, Ty)> {
         let (mut ca, ta) = self.expr(a)?;
         let (mut cb, tb) = self.expr(b)?;
@@ -669,6 +700,15 @@ impl<'a> Gen<'a> {
             if tb == Ty::Number && !matches!(op, BinOp::Shl | BinOp::Shr) {
                 cb = format!("(({cb}) & {m:#x}ULL)");
             }
+        }
+        if let (BinOp::Eq | BinOp::Ne, Ty::Header(_) | Ty::Struct(_)) = (op, &ta) {
+            // Each side once, into a temporary; then member by member.
+            self.temps += 1;
+            let (x, y) = (format!("t_{}a", self.temps), format!("t_{}b", self.temps));
+            let c_ty = self.c_type(&ta)?;
+            let same = self.equal_c(&x, &y, &ta)?;
+            let not = if op == BinOp::Ne { "!" } else { "" };
+            return Ok((format!("({{ {c_ty} {x} = {ca}; {c_ty} {y} = {cb}; {not}({same}); }})"), Ty::Bool));
         }
         Ok(match op {
             BinOp::Or => (format!("({ca} || {cb})"), Ty::Bool),
@@ -701,6 +741,25 @@ impl<'a> Gen<'a> {
             BinOp::Div | BinOp::Mod => return Err(no("'/' and '%' on values known only at run time")),
             other => return Err(no(format!("the operator {} at 64 bits", crate::frontend::check::op_symbol(other)))),
         })
+    }
+
+    /// C that is true when the values `a` and `b` (C lvalues) of type `ty` are equal as P4
+    /// says: headers both invalid, or both valid with equal fields; structs member by member.
+    fn equal_c(&self, a: &str, b: &str, ty: &Ty) -> R<String> {
+        let (fields, header) = match ty {
+            Ty::Header(n) | Ty::Struct(n) => match self.layout(n) {
+                Some(Layout::Header(f)) => (f.clone(), true),
+                Some(Layout::Struct(f)) => (f.clone(), false),
+                _ => return Err(no(format!("'==' on {ty}"))),
+            },
+            _ => return Ok(format!("{a} == {b}")),
+        };
+        let mut same = if header { format!("{a}.valid && {b}.valid") } else { "1".to_string() };
+        for (f, fty) in &fields {
+            let f = ident(f);
+            same += &format!(" && ({})", self.equal_c(&format!("{a}.f_{f}"), &format!("{b}.f_{f}"), fty)?);
+        }
+        Ok(if header { format!("(!{a}.valid && !{b}.valid) || ({same})") } else { same })
     }
 
     /// A call used as a value: `h.isValid()`.
@@ -801,7 +860,7 @@ impl<'a> Gen<'a> {
             let _ = writeln!(self.run_members, "\t{} {member};", self.c_type(&pty)?);
             let c = format!("r->{member}");
             if !matches!(p.direction, Some(Direction::Out)) {
-                let (v, _) = self.expr(a)?;
+                let (v, _) = self.expr_as(a, &pty)?;
                 before += &self.assign_c(&c, &pty, &v);
                 before += &self.place_copies(&c, &v, &pty);
             }
@@ -861,6 +920,16 @@ impl<'a> Gen<'a> {
             Stmt::Block(_) | Stmt::Empty => self.at,
         };
         Ok(match st {
+            Stmt::Assign { target, value } if matches!(value.kind, ExprKind::List(_)) => {
+                let (c, ty) = self.expr(target)?;
+                let (v, _) = self.expr_as(value, &ty)?;
+                // A header made valid here, as by setValid: one not valid before has no place in the frame.
+                let place = match ty {
+                    Ty::Header(_) => format!("if (!{c}.valid) {{ {} = 0xffffffff; }}\n", self.header_place(&c)),
+                    _ => String::new(),
+                };
+                format!("{place}{}", self.assign(target, &v)?)
+            }
             Stmt::Assign { target, value } => {
                 let (v, _) = self.expr(value)?;
                 self.assign(target, &v)?
@@ -879,7 +948,7 @@ impl<'a> Gen<'a> {
             Stmt::Return(_) => self.return_stmt.clone(),
             Stmt::ReturnValue(e, _) => {
                 let Some((result, ty)) = self.returns.clone() else { return Err(no("a 'return' with a value")) };
-                let (v, _) = self.expr(e)?;
+                let (v, _) = self.expr_as(e, &ty)?;
                 let copies = self.place_copies(&result, &v, &ty);
                 format!("{}{copies}{}", self.assign_c(&result, &ty, &v), self.return_stmt)
             }
@@ -887,9 +956,12 @@ impl<'a> Gen<'a> {
             Stmt::Empty => String::new(),
             Stmt::Const { ty, name, value } | Stmt::Var { ty, name, init: Some(value) } => {
                 let ty = self.checked.resolve(ty);
-                let (v, _) = self.expr(value)?;
+                let (v, _) = self.expr_as(value, &ty)?;
                 let c = format!("v_{}", ident(&name.text));
-                let decl = format!("{} {c} = ({v}) & {:#x}ULL;\n", self.c_type(&ty)?, ones(width_of(&ty)));
+                let decl = match ty {
+                    Ty::Header(_) | Ty::Struct(_) => format!("{} {c} = {v};\n", self.c_type(&ty)?),
+                    _ => format!("{} {c} = ({v}) & {:#x}ULL;\n", self.c_type(&ty)?, ones(width_of(&ty))),
+                };
                 self.bind(&name.text, c, ty);
                 decl
             }
@@ -1956,8 +2028,8 @@ impl Gen<'_> {
         };
         let mut s = String::new();
         for l in locals {
-            if let Local::Var { name, init: Some(value), .. } = l {
-                let (v, _) = self.expr(value)?;
+            if let Local::Var { name, init: Some(value), ty } = l {
+                let (v, _) = self.expr_as(value, &self.checked.resolve(ty))?;
                 let target = Expr { kind: ExprKind::Name(name.text.clone()), pos: name.pos };
                 s += &format!("\t{}", self.assign(&target, &v)?);
             }
