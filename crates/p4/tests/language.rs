@@ -559,7 +559,15 @@ fn the_kernel_back_end_refuses_each_construct_by_name() {
         ),
         (with(ETH_ONLY, PARSE_ETH, "apply { hdr.eth.kind = hdr.eth.kind / 3; }", eth), "'/' and '%' on values known only at run time does not fit the kernel back end (docs/p4.md); the program runs in userspace"),
         (with(TAGS, PARSE_ETH, "apply { }", "packet.emit(hdr.eth); packet.emit(hdr.tags);"), "the header stack header tag_t[2] does not fit the kernel back end (docs/p4.md); the program runs in userspace"),
-        (with(ETH_ONLY, PARSE_ETH, "apply { hdr.eth = { 1, 2, 3 }; }", eth), "a list {...} as a struct's or header's value does not fit the kernel back end (docs/p4.md); the program runs in userspace"),
+        (
+            with(
+                ETH_ONLY,
+                "state start { packet.advance(8); packet.extract(hdr.eth); transition accept; }",
+                "apply { }",
+                eth,
+            ),
+            "packet.advance() does not fit the kernel back end (docs/p4.md); the program runs in userspace",
+        ),
         (
             with(
                 "header b_t { bit<8> d; }\nheader_union u_t { b_t b; }\nstruct headers { eth_t eth; u_t u; }\nstruct meta_t { bit<8> unused; }",
