@@ -99,7 +99,13 @@ for t in "${targets[@]}"; do
     # The standard library from source; static, as the tier-2 musl targets are by default.
     std_flags=(-Z build-std=std,panic_abort)
     export "CARGO_TARGET_${env_t}_RUSTFLAGS=-C target-feature=+crt-static -L native=$sysroot/lib"
-    export "CFLAGS_${t//-/_}=-isystem $sysroot/include" "CXXFLAGS_${t//-/_}=-isystem $sysroot/include"
+    # C (ring's) for the Rust target's CPU and float ABI: clang's MIPS default (FPXX) does not
+    # link with Rust's soft-float objects.
+    case $t in
+      mips*) target_cflags="-march=mips32r2 -msoft-float" ;;
+      i586*) target_cflags="-march=pentium" ;;
+    esac
+    export "CFLAGS_${t//-/_}=$target_cflags -isystem $sysroot/include" "CXXFLAGS_${t//-/_}=$target_cflags -isystem $sysroot/include"
   fi
   for v in "${variants[@]}"; do
     features=()
