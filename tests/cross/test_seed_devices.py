@@ -116,3 +116,13 @@ def test_the_openwrt_sample_config_is_one_the_image_accepts(device, variant, tmp
     config.write_text(rendered.stdout)
     r = subprocess.run(program + ["check-config", str(config)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+def test_the_full_i586_image_refuses_tls_naming_the_feature(two_hosts):
+    """ring, rustls' cryptography, requires SSE2: the i586 full image is built without `tls`, and
+    a `tls:` controller is refused at start with the feature's name (docs/deploy.md)."""
+    ports = [a for p in two_hosts.switch_ports for a in ("--port", p)]
+    r = subprocess.run(image(DEVICES[0], "full") + ["run", *ports, "--controller", "tls:127.0.0.1:6653",
+                                                   "--private-key", "k", "--certificate", "c", "--ca-cert", "ca"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "cargo feature `tls`" in r.stderr, r.stderr
