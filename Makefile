@@ -80,9 +80,13 @@ msrv: setup-build
 	rustup toolchain list | grep -q "^$$v-" || rustup toolchain install --profile minimal "$$v"; \
 	echo "msrv: rust $$v"; $(CARGO) +$$v check --workspace --all-targets --locked
 
-# What the tests run under qemu-user: the minimal aarch64 image.
-cross-test: setup-build
-	scripts/cross.sh aarch64-unknown-linux-musl minimal
+# The images of the seeds' devices (i586, big- and little-endian MIPS; full and minimal) built,
+# then run under qemu-user on their devices' CPUs (tests/cross). `make test` builds and runs the
+# minimal aarch64 image itself (tests/test_arm.py); building these six takes longer than it has.
+CROSS_TEST_TARGETS := i586-unknown-linux-musl mips-unknown-linux-musl mipsel-unknown-linux-musl
+cross-test: setup build
+	for t in $(CROSS_TEST_TARGETS); do scripts/cross.sh $$t || exit 1; done
+	EDGEFLOW_CROSS=1 $(PYTEST) tests/cross -v --durations=0
 
 # The footprint table of docs/deploy.md: each image's size and idle resident memory.
 footprint: setup cross

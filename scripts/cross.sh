@@ -13,15 +13,33 @@
 # the target (it needs no sysroot), rust-lld links against Rust's own musl, and the eBPF objects
 # are built in the target's byte order by crates/ebpf/build.rs. Adding a target is a line in
 # TARGETS, and a CC/linker pair below if clang cannot build for it.
+#
+# i586 and MIPS (the Geode LX, OpenWrt's routers) have no standard library from rustup that builds
+# the workspace, so the pinned nightly compiles one (`-Z build-std`, from its rust-src), with LLVM's
+# libunwind from the same source, against a musl that scripts/musl-sysroot.sh builds from Debian's
+# source.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 
-TARGETS=(aarch64-unknown-linux-musl armv7-unknown-linux-musleabihf x86_64-unknown-linux-musl)
+TARGETS=(aarch64-unknown-linux-musl armv7-unknown-linux-musleabihf x86_64-unknown-linux-musl
+         i586-unknown-linux-musl mips-unknown-linux-musl mipsel-unknown-linux-musl)
+# The toolchain that builds the standard library of the targets below from source: pinned, and the
+# fuzzers' (scripts/fuzz.sh), so that a nightly's regression cannot change a router's image.
+NIGHTLY=nightly-2026-05-19
+# i586 is a tier-2 target, but rustup serves its standard library here for 1.87 only, which no
+# longer builds the workspace; MIPS is tier 3, with none at all.
+build_std() {
+  case $1 in i586-unknown-linux-musl | mips-unknown-linux-musl | mipsel-unknown-linux-musl) return 0 ;; esac
+  return 1
+}
 targets=("${1:-all}")
 [ "${targets[0]}" = all ] && targets=("${TARGETS[@]}")
 variants=(full minimal)
 [ -n "${2:-}" ] && variants=("$2")
+
+# LLVM's libunwind, from the nightly's rust-src: scripts/musl-sysroot.sh builds it for the target.
+libunwind_src() { echo "$(rustc "+$NIGHTLY" --print sysroot)/lib/rustlib/src/rust/src/llvm-project/libunwind"; }
 
 msrv=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
 
@@ -29,6 +47,15 @@ msrv=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
 # MSRV (a mirror may serve a target for some releases only; the MSRV builds the workspace too).
 toolchain_for() {
   local t=$1 tc
+  if build_std "$t"; then
+    if ! rustup toolchain list | grep -q "^$NIGHTLY"; then
+      rustup toolchain install --profile minimal "$NIGHTLY" >/dev/null 2>&1 || return 1
+    fi
+    rustup "+$NIGHTLY" component list --installed 2>/dev/null | grep -qx rust-src ||
+      rustup "+$NIGHTLY" component add rust-src >/dev/null 2>&1 || return 1
+    echo "$NIGHTLY"
+    return
+  fi
   for tc in "" "$msrv"; do
     if rustup ${tc:++$tc} target list --installed 2>/dev/null | grep -qx "$t"; then
       echo "${tc:-default}"
@@ -49,6 +76,7 @@ if [ "${1:-}" = prepare ]; then
   shift
   for t in "${@:-${TARGETS[@]}}"; do
     toolchain_for "$t" >/dev/null || { echo "cross: no Rust standard library for $t from rustup (tried the default toolchain and $msrv)" >&2; exit 1; }
+    if build_std "$t"; then scripts/musl-sysroot.sh "$t" "$(libunwind_src)" >/dev/null; fi
   done
   exit 0
 fi
@@ -65,11 +93,29 @@ for t in "${targets[@]}"; do
   export "CC_${t//-/_}=clang-14" "AR_${t//-/_}=llvm-ar-14" "CARGO_TARGET_${env_t}_LINKER=rust-lld"
   plus=()
   [ "$tc" != default ] && plus=("+$tc")
+  std_flags=()
+  if build_std "$t"; then
+    sysroot=$(scripts/musl-sysroot.sh "$t" "$(libunwind_src)")
+    # The standard library from source; static, as the tier-2 musl targets are by default.
+    std_flags=(-Z build-std=std,panic_abort)
+    export "CARGO_TARGET_${env_t}_RUSTFLAGS=-C target-feature=+crt-static -L native=$sysroot/lib"
+    # C (ring's) for the Rust target's CPU and float ABI: clang's MIPS default (FPXX) does not
+    # link with Rust's soft-float objects.
+    case $t in
+      mips*) target_cflags="-march=mips32r2 -msoft-float" ;;
+      i586*) target_cflags="-march=pentium" ;;
+    esac
+    export "CFLAGS_${t//-/_}=$target_cflags -isystem $sysroot/include" "CXXFLAGS_${t//-/_}=$target_cflags -isystem $sysroot/include"
+  fi
   for v in "${variants[@]}"; do
     features=()
     [ "$v" = minimal ] && features=(--no-default-features)
+    # ring, which the `tls` feature's rustls uses, requires SSE2, which the Geode LX (i586) lacks:
+    # its full image is every other feature (docs/deploy.md).
+    [ "$v" = full ] && [ "$t" = i586-unknown-linux-musl ] &&
+      features=(--no-default-features --features fastpath,afdx,less,streams,p4,p4runtime)
     echo "cross: $t $v (toolchain ${tc})"
-    cargo "${plus[@]}" build --locked --profile embedded --target "$t" -p edgeflow "${features[@]}"
+    cargo "${plus[@]}" build --locked --profile embedded --target "$t" -p edgeflow "${std_flags[@]}" "${features[@]}"
     mkdir -p "build/cross/$t"
     out="build/cross/$t/edgeflow"
     [ "$v" = minimal ] && out="$out-minimal"
@@ -80,11 +126,18 @@ for t in "${targets[@]}"; do
     mv "$sizes.new" "$sizes"
     # It starts on its architecture (qemu-user where this machine is another).
     arch=${t%%-*}
-    case $arch in armv7) arch=arm ;; esac
+    # On the device's own CPU model where qemu has it: a Pentium has no SSE (the Geode LX has
+    # none), a 24Kc no FPU (the ath79 routers'), so an instruction they lack ends the run.
+    cpu=()
+    case $arch in
+      armv7) arch=arm ;;
+      i586) arch=i386 cpu=(-cpu pentium) ;;
+      mips | mipsel) cpu=(-cpu 24Kc) ;;
+    esac
     if [ "$arch" = "$(uname -m)" ]; then
       "$out" --version
     elif command -v "qemu-$arch-static" >/dev/null; then
-      "qemu-$arch-static" "$out" --version
+      "qemu-$arch-static" "${cpu[@]}" "$out" --version
     fi
     # The flash budgets of issue 54 (docs/deploy.md): aarch64's full image within 5 MB
     # stripped, its minimal within 3 MB and 1.5 MB once xz-compressed (what squashfs costs).

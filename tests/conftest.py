@@ -13,6 +13,8 @@ from testbed.switches import EDGEFLOW_BIN  # noqa: E402
 collect_ignore = [] if os.environ.get("EDGEFLOW_BENCH") == "1" else ["bench"]
 # tests/init boots a Debian root under systemd (`make test-init`, after its setup step).
 collect_ignore += [] if os.environ.get("EDGEFLOW_INIT") == "1" else ["init"]
+# tests/cross runs the i586 and MIPS images, which `make cross-test` builds first (too long for make test).
+collect_ignore += [] if os.environ.get("EDGEFLOW_CROSS") == "1" else ["cross"]
 
 
 NEEDS_ROOT = ("this test builds network namespaces and loads BPF programs: run `make test` as root, or set "

@@ -307,7 +307,7 @@ def test_openwrt_uci_config_renders_to_a_config_the_switch_accepts(tmp_path):
     toml.write_text(rendered)
     effective = json.loads(subprocess.run([EDGEFLOW_BIN, "check-config", "--json", str(toml)], capture_output=True,
                                           text=True, check=True).stdout)
-    assert effective["datapath"] == "tc" and effective["mode"] == "openflow" and effective["fail_mode"] == "secure"
+    assert effective["datapath"] == "user" and effective["mode"] == "openflow" and effective["fail_mode"] == "secure"
     assert effective["controllers"] == ["tcp:192.168.1.10:6653"]
     assert effective["listen"] == ["ptcp:6634:127.0.0.1"] and effective["metrics"] == "127.0.0.1:9108"
     assert [(p["name"], p["number"]) for p in effective["port"]] == [("lan1", 1), ("lan2", 2), ("lan3", 3)]
@@ -315,7 +315,7 @@ def test_openwrt_uci_config_renders_to_a_config_the_switch_accepts(tmp_path):
     assert effective["keep_fastpath"] is True, "procd's respawn keeps the kernel fast path forwarding"
 
     bad = tmp_path / "edgeflow"
-    bad.write_text((openwrt / "edgeflow.config").read_text().replace("option datapath 'tc'", "option datapath 'dpdk'"))
+    bad.write_text((openwrt / "edgeflow.config").read_text().replace("option datapath 'user'", "option datapath 'dpdk'"))
     line = next(i for i, l in enumerate(bad.read_text().splitlines(), 1) if "'dpdk'" in l)
     r = subprocess.run([EDGEFLOW_BIN, "uci", str(bad)], capture_output=True, text=True)
     assert r.returncode == 2 and r.stderr.startswith(f"edgeflow: {bad}:{line}: "), r.stderr

@@ -17,11 +17,11 @@ mod tls_files;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use datapath::{ChannelCounters, Command, Event, PacketInLimit, SwitchHandle};
+use datapath::{AtomicU64, ChannelCounters, Command, Event, PacketInLimit, SwitchHandle};
 use ofp::message::{role, AsyncConfig, Message, SwitchFeatures};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
 use tracing::{info, warn};

@@ -9,17 +9,19 @@
 //! kernel fast path (`fastpath`) holds the mode's decisions in BPF maps, loaded by the `ebpf` crate.
 
 pub mod attach;
+mod counter;
 pub mod egress;
 pub mod fastpath;
 pub mod schedule;
 pub mod switch;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 // Port I/O and the eBPF loader are crates of their own; these keep the paths the switch uses.
 pub use ebpf::objects as bpf_objects;
 pub use netio::{afpacket, netlink, sys, tap, vnet, PortHalves, PortRx, PortTx, RingConfig, RxFrame, TxError};
+pub use counter::AtomicU64;
 pub use switch::{DropCounts, Switch, SwitchConfig, SwitchHandle};
 pub use ebpf;
 
