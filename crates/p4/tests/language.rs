@@ -583,12 +583,12 @@ fn the_kernel_back_end_refuses_each_construct_by_name() {
         ),
         (
             with(
-                "header o_t { varbit<16> v; }\nstruct headers { eth_t eth; o_t o; }\nstruct meta_t { bit<8> unused; }",
+                "header o_t { varbit<16> v; bit<8> after; }\nstruct headers { eth_t eth; o_t o; }\nstruct meta_t { bit<8> unused; }",
                 PARSE_ETH,
                 "apply { }",
                 eth,
             ),
-            "the varbit<16> field o_t.v does not fit the kernel back end (docs/p4.md); the program runs in userspace",
+            "the varbit<16> field o_t.v before the header's end does not fit the kernel back end (docs/p4.md); the program runs in userspace",
         ),
     ];
     let wrong: Vec<String> = cases

@@ -513,11 +513,18 @@ impl<'a> Gen<'a> {
         if header {
             s += "\t__u64 valid;\n";
         }
-        for (f, t) in &fields {
+        let fixed_bits: u32 = fields.iter().map(|(_, t)| if let Ty::Bit(w) = t { *w } else { 0 }).sum();
+        for (i, (f, t)) in fields.iter().enumerate() {
             if header {
                 match t {
                     Ty::Bit(w) if *w <= 64 => {}
-                    Ty::Varbit(n) => return Err(no(format!("the varbit<{n}> field {name}.{f}"))),
+                    // Its bits stay in the frame (the deparser writes in place): the header
+                    // keeps their length only, so the varbit must end the header and start on a byte.
+                    Ty::Varbit(_) if i + 1 == fields.len() && fixed_bits % 8 == 0 => {
+                        let _ = writeln!(s, "\t__u64 f_{}; /* its length in bits */", ident(f));
+                        continue;
+                    }
+                    Ty::Varbit(n) => return Err(no(format!("the varbit<{n}> field {name}.{f} before the header's end"))),
                     other => return Err(no(format!("header field {name}.{f} of type {other}"))),
                 }
             }
@@ -616,6 +623,9 @@ impl<'a> Gen<'a> {
                 };
                 let fty = fields.iter().find(|(f, _)| *f == m.text).map(|(_, t)| t.clone());
                 let fty = fty.ok_or_else(|| no(format!("member {}", m.text)))?;
+                if let Ty::Varbit(n) = fty {
+                    return Err(no(format!("the value of the varbit<{n}> field {}", m.text)));
+                }
                 (format!("{c}.f_{}", ident(&m.text)), fty)
             }
             ExprKind::Slice(inner, hi, lo) => {
@@ -667,7 +677,7 @@ impl<'a> Gen<'a> {
             },
             _ => return self.expr(e),
         };
-        if fields.len() != items.len() {
+        if fields.len() != items.len() || fields.iter().any(|(_, t)| matches!(t, Ty::Varbit(_))) {
             return Err(no(format!("a list of {} values as a {ty}", items.len())));
         }
         let mut c = format!("(({c_ty}){{ ");
@@ -756,6 +766,9 @@ impl<'a> Gen<'a> {
         };
         let mut same = if header { format!("{a}.valid && {b}.valid") } else { "1".to_string() };
         for (f, fty) in &fields {
+            if let Ty::Varbit(n) = fty {
+                return Err(no(format!("'==' on a header with a varbit<{n}> field")));
+            }
             let f = ident(f);
             same += &format!(" && ({})", self.equal_c(&format!("{a}.f_{f}"), &format!("{b}.f_{f}"), fty)?);
         }
@@ -1106,7 +1119,7 @@ impl<'a> Gen<'a> {
                         };
                     }
                     if method == "extract" || method == "emit" {
-                        return self.packet_call(method, &args[0]);
+                        return self.packet_call(method, &args[0], args.get(1));
                     }
                 }
                 if (method == "setValid" || method == "setInvalid") && args.is_empty() {
@@ -1201,6 +1214,9 @@ impl<'a> Gen<'a> {
             Ty::Header(name) => {
                 let Some(Layout::Header(fs)) = self.layout(name).cloned() else { return Err(no("this header")) };
                 for (f, t) in fs {
+                    if let Ty::Varbit(n) = t {
+                        return Err(no(format!("a checksum over the varbit<{n}> field {name}.{f}")));
+                    }
                     fields.push((format!("{c}.f_{}", ident(&f)), width_of(&t)));
                 }
                 if !headers.contains(&c) {
@@ -1243,7 +1259,7 @@ impl<'a> Gen<'a> {
     }
 
     /// `packet.extract(h)` in the parser, `packet.emit(h)` in the deparser: at the header's place.
-    fn packet_call(&mut self, method: &str, h: &Expr) -> R<String> {
+    fn packet_call(&mut self, method: &str, h: &Expr, size: Option<&Expr>) -> R<String> {
         let (c, ty) = self.expr(h)?;
         // `packet.emit(hdr)` of a struct: each of its headers (and structs) in declaration order,
         // as P4 defines the emit of a struct.
@@ -1258,18 +1274,40 @@ impl<'a> Gen<'a> {
                     ),
                     pos: h.pos,
                 };
-                s += &self.packet_call(method, &member)?;
+                s += &self.packet_call(method, &member, None)?;
             }
             return Ok(s);
         }
         let Ty::Header(name) = &ty else { return Err(no(format!("{method} of {ty}"))) };
         let Some(Layout::Header(fields)) = self.layout(name) else { return Err(no("this header")) };
-        let bits: u32 = fields.iter().map(|(_, t)| width_of(t)).sum();
-        let bytes = bits / 8;
+        let varbit = fields.iter().find_map(|(f, t)| if let Ty::Varbit(max) = t { Some((f.clone(), *max)) } else { None });
+        let bits: u32 = fields.iter().map(|(_, t)| if let Ty::Varbit(_) = t { 0 } else { width_of(t) }).sum();
+        // A varbit's bytes follow the fixed fields: their count is known as the frame goes.
+        let bytes = match &varbit {
+            Some((f, _)) => format!("({} + {c}.f_{} / 8)", bits / 8, ident(f)),
+            None => (bits / 8).to_string(),
+        };
         let at = self.header_place(&c);
         let mut s = String::new();
         let mut bit = 0u32;
         if method == "extract" {
+            match (&varbit, size) {
+                (Some((f, max)), Some(size)) => {
+                    // The software target's order of errors: past the maximum, not whole bytes.
+                    let (v, _) = self.expr(size)?;
+                    let _ = writeln!(
+                        s,
+                        "{c}.f_{f} = {v};\nif ({c}.f_{f} > {max}) {{ r->sm.f_parser_error = {}; goto reject; }}\n\
+                         if ({c}.f_{f} % 8) {{ r->sm.f_parser_error = {}; goto reject; }}",
+                        self.error_index("HeaderTooShort"),
+                        self.error_index("ParserInvalidArgument"),
+                        f = ident(f),
+                    );
+                }
+                (None, None) => {}
+                (Some(_), None) => return Err(no(format!("extract of the varbit header {name} without a size"))),
+                (None, Some(_)) => return Err(no(format!("extract with a size of {name}, which has no varbit"))),
+            }
             let _ = writeln!(
                 s,
                 // Past the bytes copied in, a frame longer than them is not too short: the
@@ -1280,6 +1318,9 @@ impl<'a> Gen<'a> {
             );
             let _ = writeln!(s, "{at} = r->off;");
             for (f, t) in fields {
+                if let Ty::Varbit(_) = t {
+                    continue;
+                }
                 let w = width_of(t);
                 if (bit % 8 + w).div_ceil(8) > 8 {
                     return Err(no(format!("{name}.{f}: a field over nine bytes")));
@@ -1292,6 +1333,9 @@ impl<'a> Gen<'a> {
             // In place: the header goes back where it was read, and only there.
             let _ = writeln!(s, "if ({c}.valid) {{\nif ({at} != r->emitted) {{ r->misfit = 1; }}");
             for (f, t) in fields {
+                if let Ty::Varbit(_) = t {
+                    continue;
+                }
                 let w = width_of(t);
                 let _ = writeln!(s, "p4_set(r->buf, r->emitted, {bit}, {w}, {c}.f_{});", ident(f));
                 bit += w;
