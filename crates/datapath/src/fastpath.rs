@@ -37,7 +37,7 @@ use tracing::{debug, info, warn};
 use crate::attach::{self, Attachment};
 use crate::caps;
 use crate::ebpf::{Map, Object, Program};
-use crate::sys;
+use crate::{netlink, sys};
 
 pub const MAX_MASKS: usize = 16;
 const MASK_END: u32 = u32::MAX;
@@ -414,6 +414,8 @@ pub struct FastPath {
     via_tc: BTreeMap<u32, redirect::FallbackPort>,
     /// When the ports' redirect state was last read (the fast path's clock).
     redirects_checked_at: u64,
+    /// Before Linux 6.3: each XDP port's (ifindex, transmit drops) at the last look.
+    tx_dropped_seen: BTreeMap<u32, (u32, u64)>,
 }
 
 /// The programs on one port's interface, attached while this lives.
@@ -542,6 +544,7 @@ impl FastPath {
             fallback_allowed: false,
             via_tc: BTreeMap::new(),
             redirects_checked_at: 0,
+            tx_dropped_seen: BTreeMap::new(),
         }
     }
 
@@ -651,6 +654,7 @@ impl FastPath {
     /// forgotten. Entries that send to it must go too: the caller flushes.
     pub fn detach_port(&mut self, no: u32) {
         self.via_tc.remove(&no);
+        self.tx_dropped_seen.remove(&no);
         if let Some(old) = self.attached.remove(&no) {
             self.forget_interface(old.ifindex);
             self.tag_port.retain(|_, p| *p != no);
@@ -933,10 +937,17 @@ impl FastPath {
         let verdict = match redirect::native_redirect(&name, ifindex) {
             Ok(Some(v)) => v,
             Ok(None) => {
-                if self.redirects_checked_at == 0 {
-                    warn!(port = %name, "this kernel cannot say whether the port takes native XDP redirects (Linux < 6.3): frames into a veth whose peer runs neither an XDP program nor GRO are dropped by the kernel");
+                let Ok(now) = netlink::tx_dropped(ifindex) else { return false };
+                let seen = self.tx_dropped_seen.insert(no, (ifindex, now)).filter(|s| s.0 == ifindex).map(|s| s.1);
+                if seen.is_none() {
+                    info!(port = %name, "this kernel cannot say whether the port takes native XDP redirects (Linux < 6.3): its transmit drops are watched instead");
                 }
-                return false;
+                if self.via_tc.get(&no).is_some_and(|p| p.now && p.ifindex == ifindex)
+                    || !redirect::transmit_drops_grew(seen, now)
+                {
+                    return false;
+                }
+                Err(redirect::NoNativeRedirect::TransmitDropsGrew)
             }
             Err(e) => {
                 debug!(port = %name, "cannot read the port's XDP features: {e}");

@@ -28,6 +28,9 @@ pub enum NoNativeRedirect {
     VethPeerWithoutNapi,
     /// Another driver that says it takes no redirected frames (no `ndo_xdp_xmit`, or not now).
     DriverTakesNoRedirects,
+    /// Before Linux 6.3, which cannot say: the port's transmit drops grew, as a veth's do when it
+    /// refuses redirected frames.
+    TransmitDropsGrew,
 }
 
 impl NoNativeRedirect {
@@ -36,6 +39,7 @@ impl NoNativeRedirect {
         match self {
             NoNativeRedirect::VethPeerWithoutNapi => "veth_peer_without_napi",
             NoNativeRedirect::DriverTakesNoRedirects => "driver_takes_no_redirects",
+            NoNativeRedirect::TransmitDropsGrew => "transmit_drops_grew",
         }
     }
 
@@ -46,6 +50,9 @@ impl NoNativeRedirect {
                 "its veth peer runs no XDP program and has GRO off, so the kernel drops native XDP redirects into it"
             }
             NoNativeRedirect::DriverTakesNoRedirects => "its driver takes no native XDP redirects (no ndo_xdp_xmit)",
+            NoNativeRedirect::TransmitDropsGrew => {
+                "its transmit drops grew, as a veth's do when its peer takes no XDP redirects (this kernel, before Linux 6.3, cannot say more)"
+            }
         }
     }
 }
@@ -55,6 +62,15 @@ impl NoNativeRedirect {
 pub fn native_redirect(name: &str, ifindex: u32) -> io::Result<Option<Result<(), NoNativeRedirect>>> {
     let Some(features) = netlink::xdp_features(ifindex)? else { return Ok(None) };
     Ok(Some(verdict(features, sys::driver(name).as_deref())))
+}
+
+/// Where the kernel cannot say (before Linux 6.3), the failures tell: a veth that refuses a
+/// redirected frame counts it as a transmit drop. `seen` is the count at the last look (None at
+/// the first); growth since is taken for refused redirects, and the port goes through TC from
+/// then on. Other transmit drops (a peer that was down) would send it there too: slower, never
+/// lost.
+pub fn transmit_drops_grew(seen: Option<u64>, now: u64) -> bool {
+    seen.is_some_and(|before| now > before)
 }
 
 fn verdict(features: u64, driver: Option<&str>) -> Result<(), NoNativeRedirect> {
@@ -129,5 +145,12 @@ mod tests {
         assert_eq!(verdict(basic_redirect_sg, Some("veth")), Err(NoNativeRedirect::VethPeerWithoutNapi));
         assert_eq!(verdict(0, Some("e1000")), Err(NoNativeRedirect::DriverTakesNoRedirects));
         assert_eq!(verdict(0, None), Err(NoNativeRedirect::DriverTakesNoRedirects));
+    }
+
+    #[test]
+    fn before_linux_6_3_transmit_drops_that_grow_tell_and_the_first_look_only_counts() {
+        assert!(!transmit_drops_grew(None, 40), "drops from before the switch came say nothing");
+        assert!(!transmit_drops_grew(Some(40), 40));
+        assert!(transmit_drops_grew(Some(40), 41));
     }
 }
