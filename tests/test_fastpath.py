@@ -404,12 +404,13 @@ import socket, sys
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
 s.bind(("0.0.0.0", 7000))
-s.settimeout(float(sys.argv[1]))
+s.settimeout(10)  # for the first: the sender may take a while to start (an emulated guest)
 print("ready", file=sys.stderr, flush=True)
 seen = set()
 try:
     while True:
         seen.add(int.from_bytes(s.recv(64)[:4], "big"))
+        s.settimeout(float(sys.argv[1]))
 except socket.timeout:
     pass
 print(" ".join(map(str, sorted(seen))))
@@ -429,11 +430,15 @@ def test_xdp_delivers_into_a_veth_whose_peer_takes_no_redirects():
     a container as it comes) is dropped by the kernel, and nothing says so: a stream through an
     xdp switch lost every frame after the first, which userspace forwarded. The switch reads each
     port's XDP features, sends such a port's frames through TC instead, warns naming the port
-    and why, and counts them in its stats and metrics; nothing is lost."""
+    and why, and counts them in its stats and metrics; nothing is lost. Before Linux 6.3 (the
+    guest kernel of `make test-kernels`) there are no XDP features to read: the port's transmit
+    drops tell, so a first burst is lost in part, and the stream after it loses nothing."""
     from urllib.request import urlopen
 
     from testbed.util import free_port
 
+    old_kernel = kernel_version() < (6, 3)
+    reason = "transmit_drops_grew" if old_kernel else "veth_peer_without_napi"
     netns.cleanup()
     with netns.Topology("n") as topo:
         h1, h2 = topo.add_host(), topo.add_host()
@@ -448,6 +453,10 @@ def test_xdp_delivers_into_a_veth_whose_peer_takes_no_redirects():
             sw.ofctl("del-flows")
             sw.ofctl("add-flow", "priority=10,in_port=1,actions=output:2")
             sw.ofctl("add-flow", "priority=10,in_port=2,actions=output:1")
+            if old_kernel:
+                h1.run("python3", "-c", UDP_SEND, h2.addr, "50")
+                wait_for(lambda: any(p["name"] == ports[1] for p in sw.stats()["fast_path"]["xdp_fallback"]),
+                         timeout=10, what="the switch to see the port's transmit drops grow")
             receiver = h2.popen("python3", "-c", UDP_RECEIVE, "1.0")
             assert receiver.stderr.readline().strip() == "ready"
             sent = 500
@@ -459,13 +468,15 @@ def test_xdp_delivers_into_a_veth_whose_peer_takes_no_redirects():
             log = sw.log()
             body = urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=10).read().decode()
         totals = sw.fastpath_totals()
-    for port in ports:
-        assert re.search(rf"WARN .*GRO off.*through TC.* port={port} reason=\"veth_peer_without_napi\"", log), log
-        assert fallback[port]["reason"] == "veth_peer_without_napi" and fallback[port]["now"], fallback
+    # Frames went from h1 to h2 only (h2's ARP reply through userspace): before 6.3, only h2's port
+    # showed its drops.
+    for port in ports[1:] if old_kernel else ports:
+        assert re.search(rf"WARN .*through TC.* port={port} reason=\"{reason}\"", log), log
+        assert fallback[port]["reason"] == reason and fallback[port]["now"], fallback
     # The stream went through the kernel (all but its first frames), to h2 by way of TC.
     h2_port = ports[1]
     assert fallback[h2_port]["frames"] >= sent - 10, fallback
     assert totals["hits"] >= sent - 10 and totals["via_tc"] >= fallback[h2_port]["frames"], totals
     sample = re.search(rf'^edgeflow_fastpath_xdp_fallback_frames_total\{{[^}}]*name="{h2_port}"[^}}]*'
-                       rf'reason="veth_peer_without_napi"[^}}]*\}} (\d+)$', body, re.M)
+                       rf'reason="{reason}"[^}}]*\}} (\d+)$', body, re.M)
     assert sample and int(sample.group(1)) >= sent - 10, body

@@ -983,6 +983,13 @@ impl FastPath {
         if self.xdp_fallback_link.is_some() || !self.fallback_allowed {
             return;
         }
+        // GRO on is what makes the link's far end run NAPI, and take redirected frames, from
+        // Linux 5.13; before, only an XDP program of its own would.
+        if crate::ebpf::kernel_release().is_some_and(|r| r < (5, 13)) {
+            self.fallback_allowed = false;
+            warn!("the XDP fallback link needs Linux 5.13 or later (a veth running NAPI with GRO on)");
+            return;
+        }
         // Unique among this process's fast paths (the kernel tests load several at once), and
         // within IFNAMSIZ with the peer's "p".
         static MADE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);

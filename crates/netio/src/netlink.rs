@@ -388,16 +388,25 @@ pub fn xdp_features(ifindex: u32) -> io::Result<Option<u64>> {
     const NETDEV_CMD_DEV_GET: u8 = 1;
     const NETDEV_A_DEV_IFINDEX: u16 = 1;
     const NETDEV_A_DEV_XDP_FEATURES: u16 = 3;
-    let mut ask = Vec::new();
-    attr(&mut ask, CTRL_ATTR_FAMILY_NAME, b"netdev\0");
-    let family = match genl(GENL_ID_CTRL, CTRL_CMD_GETFAMILY, &ask) {
-        Ok(reply) => match find_attr(&reply, CTRL_ATTR_FAMILY_ID) {
-            Some(id) if id.len() >= 2 => u16::from_ne_bytes([id[0], id[1]]),
-            _ => return Ok(None),
-        },
-        Err(e) if e.raw_os_error() == Some(libc::ENOENT) => return Ok(None),
-        Err(e) => return Err(e),
+    // The family's id, asked once: the switch asks every port's features every second. The
+    // family is built in (net/core), so its id does not change while the kernel runs.
+    static FAMILY: std::sync::OnceLock<Option<u16>> = std::sync::OnceLock::new();
+    let family = match FAMILY.get() {
+        Some(f) => *f,
+        None => {
+            let mut ask = Vec::new();
+            attr(&mut ask, CTRL_ATTR_FAMILY_NAME, b"netdev\0");
+            let found = match genl(GENL_ID_CTRL, CTRL_CMD_GETFAMILY, &ask) {
+                Ok(reply) => find_attr(&reply, CTRL_ATTR_FAMILY_ID)
+                    .filter(|id| id.len() >= 2)
+                    .map(|id| u16::from_ne_bytes([id[0], id[1]])),
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
+                Err(e) => return Err(e),
+            };
+            *FAMILY.get_or_init(|| found)
+        }
     };
+    let Some(family) = family else { return Ok(None) };
     let mut ask = Vec::new();
     attr(&mut ask, NETDEV_A_DEV_IFINDEX, &ifindex.to_ne_bytes());
     let reply = genl(family, NETDEV_CMD_DEV_GET, &ask)?;
