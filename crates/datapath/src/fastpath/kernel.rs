@@ -1,6 +1,6 @@
 //! The fast-path programs run on crafted frames through BPF_PROG_TEST_RUN, with entries installed
 //! as the switch installs them: kernel behaviour tested without namespaces or interfaces.
-//! Over 600 lines, one concern: each test drives one program feature (flows, actions, meters,
+//! Over 1 000 lines, one concern: each test drives one program feature (flows, actions, meters,
 //! AFDX links, LESS labels, a kept fast path taken over) on both hooks, against what userspace
 //! does with the same frame.
 
