@@ -74,6 +74,19 @@ int ef_xdp(struct xdp_md *ctx)
 	return fastpath(ctx, HOOK_XDP);
 }
 
+/* At the far end of the XDP fallback link (OUT_VIA_TC in fastpath.h): the frame, an skb now, goes
+ * on to the switch port the XDP program named. Only the switch's XDP program sends into the link;
+ * anything else, or a port that is not the switch's, is dropped. */
+SEC("tc")
+int ef_tc_xdp_fallback(struct __sk_buff *skb)
+{
+	const struct xdp_fallback_meta *m = (const void *)(long)skb->data_meta;
+	if ((const void *)(m + 1) > (const void *)(long)skb->data || m->magic != XDP_FALLBACK_MAGIC ||
+	    !port_info(m->ifindex))
+		return TC_ACT_SHOT;
+	return bpf_redirect(m->ifindex, 0);
+}
+
 /* AFDX: attached instead of the two above when the switch runs in AFDX mode. */
 static __always_inline int afdx(void *ctx, const enum hook hook)
 {

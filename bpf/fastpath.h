@@ -84,7 +84,7 @@ struct mask_slot {
 };
 
 enum ef_op {
-	OP_OUTPUT = 1,		/* a32: ifindex */
+	OP_OUTPUT = 1,		/* a32: ifindex; a8: OUT_VIA_TC (XDP) */
 	OP_SET_ETH_DST = 2,	/* mac */
 	OP_SET_ETH_SRC = 3,
 	OP_PUSH_VLAN = 4,	/* a16: TPID */
@@ -141,7 +141,8 @@ enum ef_config {
 	CFG_AFDX_CONSTANT = 3,		/* AFDX: the destination MACs' 32-bit constant field */
 	CFG_AFDX_NETWORK = 4,		/* AFDX: the switch's network's interface id (1 A, 2 B); 0 either */
 	CFG_HASH_SEED = 5,		/* seeds the megaflow key hash (fp_lookup.h), so no outsider can make keys collide */
-	CFG_MAX = 6,
+	CFG_XDP_FALLBACK_IFINDEX = 6,	/* XDP: the link frames for a port without native redirect go by (below) */
+	CFG_MAX = 7,
 };
 
 enum ef_counter {
@@ -160,7 +161,20 @@ enum ef_counter {
 	CNT_LESS_REROUTED = 12,
 	CNT_AFDX_UP = 13,	/* AFDX frames of no VL the kernel holds, sent up (fp_afdx.h) */
 	CNT_LESS_SPENT = 14,	/* LESS frames dropped at a down port with no reroute budget left */
+	CNT_XDP_FALLBACK = 15,	/* XDP frames sent to their port through TC (below) */
 	CNT_MAX = 16,
+};
+
+/* XDP into a port the kernel cannot redirect to natively (a veth whose peer runs no NAPI: no XDP
+ * program, GRO off; a driver without ndo_xdp_xmit) is refused and the frame dropped, silently.
+ * Userspace marks such outputs OUT_VIA_TC (in the action's a8); the XDP program then puts the port
+ * into the frame's metadata and redirects it into the fallback link, a veth pair whose far end
+ * runs NAPI, where ef_tc_xdp_fallback sends it on to the port as an skb, which any device takes. */
+#define OUT_VIA_TC 1
+#define XDP_FALLBACK_MAGIC 0xef5dfb01
+struct xdp_fallback_meta {
+	__u32 magic;
+	__u32 ifindex;
 };
 
 /* ---- LESS label switching (fp_less.h) ---- */

@@ -60,9 +60,11 @@ static __always_inline int execute(void *ctx, const enum hook hook, struct scrat
 		struct action *a = &e->act[i];
 		switch (a->op) {
 		case OP_OUTPUT: {
-			int r = ctx_output(ctx, hook, a->a32, i + 1 == n);
+			int r = ctx_output(ctx, hook, a->a32, i + 1 == n, a->a8 == OUT_VIA_TC);
 			if (r >= 0)
 				return r;
+			if (r == -2)
+				goto fail;
 			break;
 		}
 		case OP_SET_ETH_DST:

@@ -352,9 +352,30 @@ static __always_inline int ctx_unhide_tag(void *ctx, const enum hook hook, struc
 	return ctx_push_tag(ctx, hook, s, bpf_ntohs(proto), tci);
 }
 
-/* Sends the frame to `ifindex`. A copy if more actions follow (TC only): -1 then, or a verdict. */
-static __always_inline int ctx_output(void *ctx, const enum hook hook, __u32 ifindex, int last)
+/* XDP: sends the frame to `ifindex` through the fallback link and TC (OUT_VIA_TC in fastpath.h),
+ * the port in the frame's metadata: a verdict, or -1 when the frame cannot go that way. */
+static __always_inline int xdp_output_via_tc(void *ctx, __u32 ifindex)
 {
+	__u32 link = config(CFG_XDP_FALLBACK_IFINDEX);
+	if (!link || bpf_xdp_adjust_meta(XDP(ctx), -(int)sizeof(struct xdp_fallback_meta)))
+		return -1;
+	struct xdp_fallback_meta *m = (void *)(long)XDP(ctx)->data_meta;
+	if ((void *)(m + 1) > (void *)(long)XDP(ctx)->data)
+		return -1;
+	m->magic = XDP_FALLBACK_MAGIC;
+	m->ifindex = ifindex;
+	count(CNT_XDP_FALLBACK);
+	return bpf_redirect(link, 0);
+}
+
+/* Sends the frame to `ifindex` (`via_tc`: XDP, through TC). A copy if more actions follow (TC
+ * only): -1 then, or a verdict; -2 when the frame could not go. */
+static __always_inline int ctx_output(void *ctx, const enum hook hook, __u32 ifindex, int last, int via_tc)
+{
+	if (hook == HOOK_XDP && via_tc) {
+		int r = xdp_output_via_tc(ctx, ifindex);
+		return r < 0 ? -2 : r;
+	}
 	if (last || hook == HOOK_XDP)
 		return bpf_redirect(ifindex, 0);
 	if (bpf_clone_redirect(SKB(ctx), ifindex, 0) < 0)

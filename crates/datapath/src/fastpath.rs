@@ -13,13 +13,14 @@
 //! one over (`Programs::P4`, `fastpath/p4.rs`); this file then gives it the ports and the
 //! upcall link.
 //!
-//! About 1 250 lines, one concern: the kernel's half of the cache as userspace sees it — the action
+//! About 1 450 lines, one concern: the kernel's half of the cache as userspace sees it — the action
 //! encoder, the map layouts (checked in `fastpath/layout.rs`), entry book-keeping (install, retire
 //! one by one, flush), meters, counter harvesting, and each port's attachment (found detached,
 //! attached again, or detached when the port leaves; how it attaches is `attach.rs`). Tests of the
 //! programs themselves are in `fastpath/kernel.rs`; labels, AFDX links, reading the maps back
 //! for `dump-flows --kernel` (`fastpath/dump.rs`), keeping it all for the next run
-//! (`fastpath/keep.rs`) and making room in a full map (`fastpath/room.rs`) have files of their
+//! (`fastpath/keep.rs`), making room in a full map (`fastpath/room.rs`) and XDP's way round
+//! ports the kernel cannot redirect to natively (`fastpath/redirect.rs`) have files of their
 //! own. The encoder is the next piece to move out (to `fastpath/encode.rs`) if it grows.
 
 pub use forwarding::actions_outputs;
@@ -37,7 +38,7 @@ use tracing::{debug, info, warn};
 use crate::attach::{self, Attachment};
 use crate::caps;
 use crate::ebpf::{Map, Object, Program};
-use crate::sys;
+use crate::{netlink, sys};
 
 pub const MAX_MASKS: usize = 16;
 const MASK_END: u32 = u32::MAX;
@@ -100,10 +101,19 @@ const CFG_LESS_MAX_LABELS: u32 = 2;
 const CFG_AFDX_CONSTANT: u32 = 3;
 const CFG_AFDX_NETWORK: u32 = 4;
 const CFG_HASH_SEED: u32 = 5;
+/// XDP: the fallback link's ifindex (`fastpath/redirect.rs`).
+const CFG_XDP_FALLBACK_IFINDEX: u32 = 6;
+/// XDP frames sent to their port through the fallback link and TC.
+const CNT_XDP_FALLBACK: usize = 15;
+/// An output action's a8: XDP sends it through the fallback link and TC, not natively.
+const OUT_VIA_TC: u8 = 1;
 /// AFDX frames of no link the kernel holds, sent up.
 const CNT_AFDX_UP: usize = 13;
 /// LESS frames dropped at a down port with no reroute budget left.
 const CNT_LESS_SPENT: usize = 14;
+/// How often XDP ports are asked again whether they take native redirects (a host may turn its
+/// GRO off, or detach its XDP program, at any time).
+const REDIRECT_CHECK_NS: u64 = 1_000_000_000;
 /// The upcall link's MTU: a veth's largest.
 const UPCALL_MTU: u32 = 65535;
 
@@ -310,6 +320,8 @@ struct Installed {
     /// When a harvest last found it hit (or it went in): the longest idle go first when the map
     /// is full (`room.rs`).
     last_hit: u64,
+    /// XDP: its output goes through the fallback link and TC (`fastpath/redirect.rs`).
+    via_tc: bool,
 }
 
 /// Per-port packet and byte counts the fast path added since the last harvest.
@@ -331,6 +343,8 @@ pub struct Harvest {
     pub queues: BTreeMap<(u32, u8), (u64, u64)>,
     /// Meter id → (packets, bytes, dropped packets, dropped bytes).
     pub meters: BTreeMap<u32, (u64, u64, u64, u64)>,
+    /// XDP: port → frames sent to it through the fallback link and TC.
+    pub via_tc: BTreeMap<u32, u64>,
 }
 
 pub struct FastPath {
@@ -391,6 +405,18 @@ pub struct FastPath {
     kept: Option<keep::Kept>,
     /// What the last run left forwarding in the kernel, until released.
     inherited: Option<keep::Inherited>,
+    /// XDP: the link frames for ports without native redirect go by (`fastpath/redirect.rs`),
+    /// made when the first such port is found.
+    xdp_fallback_link: Option<redirect::FallbackLink>,
+    /// Whether this fast path may make one: not where it keeps its kernel state for the next run,
+    /// which would find the link gone.
+    fallback_allowed: bool,
+    /// XDP: the ports sent to through it, by OpenFlow port number.
+    via_tc: BTreeMap<u32, redirect::FallbackPort>,
+    /// When the ports' redirect state was last read (the fast path's clock).
+    redirects_checked_at: u64,
+    /// Before Linux 6.3: each XDP port's (ifindex, transmit drops) at the last look.
+    tx_dropped_seen: BTreeMap<u32, (u32, u64)>,
 }
 
 /// The programs on one port's interface, attached while this lives.
@@ -430,6 +456,8 @@ impl FastPath {
         let ours = format!("ef-up{}", std::process::id() % 10_000_000);
         let peer = format!("{ours}p");
         fp.start_fresh(Some((ours, peer)))?;
+        // The megaflow program has the way round a port without native redirect; AFDX's does not.
+        fp.fallback_allowed = programs == Programs::Flows;
         Ok(fp)
     }
 
@@ -513,6 +541,11 @@ impl FastPath {
             p4: None,
             kept: None,
             inherited: None,
+            xdp_fallback_link: None,
+            fallback_allowed: false,
+            via_tc: BTreeMap::new(),
+            redirects_checked_at: 0,
+            tx_dropped_seen: BTreeMap::new(),
         }
     }
 
@@ -589,6 +622,7 @@ impl FastPath {
         };
         self.attached.insert(no, Attached { name: name.to_string(), ifindex, tag, link, _bound: bound });
         self.write_kept_record();
+        self.check_redirect(no);
         Ok(())
     }
 
@@ -620,6 +654,8 @@ impl FastPath {
     /// Port `no` leaves the switch: its programs are detached and what they knew of it
     /// forgotten. Entries that send to it must go too: the caller flushes.
     pub fn detach_port(&mut self, no: u32) {
+        self.via_tc.remove(&no);
+        self.tx_dropped_seen.remove(&no);
         if let Some(old) = self.attached.remove(&no) {
             self.forget_interface(old.ifindex);
             self.tag_port.retain(|_, p| *p != no);
@@ -753,10 +789,11 @@ impl FastPath {
         outputs: &[(u32, u8)],
         cx: &mut EncodeContext<'_>,
     ) -> bool {
-        let Some(encoded) = encode(actions, cx) else {
+        let Some(mut encoded) = encode(actions, cx) else {
             self.refuse(source, room::Refusal::Unfit);
             return false;
         };
+        let via_tc = self.mark_outputs_via_tc(&mut encoded);
         // A port rewrite is encoded for the transport protocol of this frame (which checksum it
         // fixes; `encode`): the entry covers that protocol only, whatever the translation
         // consulted. A frame of another one misses and goes up.
@@ -841,6 +878,7 @@ impl FastPath {
                 bytes: 0,
                 generation: self.generation,
                 last_hit: self.clock,
+                via_tc,
             },
         );
         if let Some(old) = replaced.filter(|old| old.generation == self.generation) {
@@ -861,6 +899,114 @@ impl FastPath {
         }
         self.installed += 1;
         true
+    }
+
+    /// XDP: marks `encoded`'s output OUT_VIA_TC when its port takes no native redirect; whether
+    /// it did.
+    fn mark_outputs_via_tc(&self, encoded: &mut [BpfAction]) -> bool {
+        let mut marked = false;
+        if self.xdp_fallback_link.is_none() {
+            return false;
+        }
+        for a in encoded.iter_mut().filter(|a| a.op == op::OUTPUT) {
+            if self.via_tc.values().any(|p| p.now && p.ifindex == a.a32) {
+                a.a8 = OUT_VIA_TC;
+                marked = true;
+            }
+        }
+        marked
+    }
+
+    /// Adds a harvest's frames sent through the fallback link to the ports' totals.
+    fn count_via_tc(&mut self, h: &Harvest) {
+        for (no, frames) in &h.via_tc {
+            if let Some(p) = self.via_tc.get_mut(no) {
+                p.frames += frames;
+            }
+        }
+    }
+
+    /// XDP: reads whether port `no` takes native redirects and, where it does not, sends its
+    /// frames through the fallback link from now on (and back when it does again), saying so.
+    /// Whether that changed.
+    fn check_redirect(&mut self, no: u32) -> bool {
+        if self.mode != Mode::Xdp {
+            return false;
+        }
+        let Some(a) = self.attached.get(&no) else { return false };
+        let (name, ifindex) = (a.name.clone(), a.ifindex);
+        let verdict = match redirect::native_redirect(&name, ifindex) {
+            Ok(Some(v)) => v,
+            Ok(None) => {
+                let Ok(now) = netlink::tx_dropped(ifindex) else { return false };
+                let seen = self.tx_dropped_seen.insert(no, (ifindex, now)).filter(|s| s.0 == ifindex).map(|s| s.1);
+                if seen.is_none() {
+                    info!(port = %name, "this kernel cannot say whether the port takes native XDP redirects (Linux < 6.3): its transmit drops are watched instead");
+                }
+                if self.via_tc.get(&no).is_some_and(|p| p.now && p.ifindex == ifindex)
+                    || !redirect::transmit_drops_grew(seen, now)
+                {
+                    return false;
+                }
+                Err(redirect::NoNativeRedirect::TransmitDropsGrew)
+            }
+            Err(e) => {
+                debug!(port = %name, "cannot read the port's XDP features: {e}");
+                return false;
+            }
+        };
+        let before = self.via_tc.get(&no).filter(|p| p.now).map(|p| (p.ifindex, p.why));
+        match verdict {
+            Err(why) if before != Some((ifindex, why)) => {
+                self.open_fallback_link();
+                if self.xdp_fallback_link.is_some() {
+                    warn!(port = %name, reason = why.label(), "{}: its frames go through TC instead (slower)", why.why());
+                } else {
+                    warn!(port = %name, reason = why.label(), "{}, and frames the kernel forwards to it are dropped: no fallback link (the AFDX and P4 programs have none, a fast path kept for the next run neither, or it could not be made)", why.why());
+                }
+                let frames = self.via_tc.get(&no).map_or(0, |p| p.frames);
+                self.via_tc.insert(no, redirect::FallbackPort { name, ifindex, why, now: true, frames });
+                self.xdp_fallback_link.is_some()
+            }
+            Ok(()) if before.is_some() => {
+                info!(port = %name, "the port takes native XDP redirects again");
+                if let Some(p) = self.via_tc.get_mut(&no) {
+                    p.now = false;
+                }
+                self.xdp_fallback_link.is_some()
+            }
+            _ => false,
+        }
+    }
+
+    /// XDP: makes the fallback link, once, where this fast path may.
+    fn open_fallback_link(&mut self) {
+        if self.xdp_fallback_link.is_some() || !self.fallback_allowed {
+            return;
+        }
+        // GRO on is what makes the link's far end run NAPI, and take redirected frames, from
+        // Linux 5.13; before, only an XDP program of its own would.
+        if crate::ebpf::kernel_release().is_some_and(|r| r < (5, 13)) {
+            self.fallback_allowed = false;
+            warn!("the XDP fallback link needs Linux 5.13 or later (a veth running NAPI with GRO on)");
+            return;
+        }
+        // Unique among this process's fast paths (the kernel tests load several at once), and
+        // within IFNAMSIZ with the peer's "p".
+        static MADE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed) & 0xff;
+        let ours = format!("ef-fb{:x}", (std::process::id() & 0x3f_ffff) << 8 | n);
+        match redirect::FallbackLink::create(&self.obj, &ours, &format!("{ours}p"))
+            .and_then(|link| self.set_config(CFG_XDP_FALLBACK_IFINDEX, link.ifindex as u64).map(|_| link))
+        {
+            Ok(link) => self.xdp_fallback_link = Some(link),
+            Err(e) => warn!(link = %ours, "XDP fallback link: {e}"),
+        }
+    }
+
+    /// XDP: the ports whose frames go, or went, through the fallback link and TC.
+    pub fn xdp_fallback_ports(&self) -> impl Iterator<Item = (u32, &redirect::FallbackPort)> {
+        self.via_tc.iter().map(|(&no, p)| (no, p))
     }
 
     /// Deletes the copies of the cache entries, and the kernel slots of the meters, the pipeline
@@ -892,6 +1038,7 @@ impl FastPath {
                 let _ = map.update(&slot.to_ne_bytes(), &[0u8; METER_BYTES]);
             }
         }
+        self.count_via_tc(&h);
         h
     }
 
@@ -979,6 +1126,16 @@ impl FastPath {
                         h.meters.insert(*id, (delta[0], delta[1], delta[2], delta[3]));
                     }
                 }
+            }
+        }
+        self.count_via_tc(&h);
+        if self.clock.saturating_sub(self.redirects_checked_at) >= REDIRECT_CHECK_NS {
+            self.redirects_checked_at = self.clock;
+            let ports: Vec<u32> = self.attached.keys().copied().collect();
+            if ports.into_iter().fold(false, |changed, no| self.check_redirect(no) | changed) {
+                // Entries were encoded for the ports as they were: the next frame of each goes
+                // up and comes back encoded for the ports as they are.
+                self.flush();
             }
         }
         h
@@ -1099,6 +1256,12 @@ impl FastPath {
         ]
     }
 
+    /// XDP: frames the kernel sent into the fallback link for ports without native redirect,
+    /// since start (all CPUs).
+    pub fn xdp_via_tc_frames(&self) -> u64 {
+        self.all_counters()[CNT_XDP_FALLBACK]
+    }
+
     pub fn len(&self) -> usize {
         self.entries.values().filter(|i| i.generation == self.generation).count()
     }
@@ -1167,6 +1330,9 @@ fn credit_hits(
     rx.rx_packets += dp;
     rx.rx_bytes += db;
     for &(port, queue) in &inst.outputs {
+        if inst.via_tc {
+            *h.via_tc.entry(port).or_default() += dp;
+        }
         let tx = h.ports.entry(port).or_default();
         tx.tx_packets += dp;
         tx.tx_bytes += db;
@@ -1268,4 +1434,5 @@ pub mod links;
 pub mod p4;
 #[cfg(feature = "p4")]
 pub mod p4_test_run;
+pub mod redirect;
 mod room;

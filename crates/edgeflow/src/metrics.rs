@@ -234,6 +234,18 @@ pub fn render(r: &Value, version: &str) -> String {
                 n,
             );
         }
+        for p in f.get("xdp_fallback").and_then(|a| a.as_array()).into_iter().flatten() {
+            e.counter(
+                "edgeflow_fastpath_xdp_fallback_frames_total",
+                "Frames XDP sent to a port through TC, as the kernel cannot redirect to it natively, by port and reason.",
+                &[
+                    ("port", p["port"].to_string()),
+                    ("name", p["name"].as_str().unwrap_or("").to_string()),
+                    ("reason", p["reason"].as_str().unwrap_or("").to_string()),
+                ],
+                &p["frames"],
+            );
+        }
         for (section, what) in [("labels", "LESS label"), ("links", "AFDX link")] {
             for (key, n) in f[section].as_object().into_iter().flatten() {
                 let name = format!("edgeflow_fastpath_{section}_{}", metric_name(key));
@@ -464,7 +476,9 @@ mod tests {
                               {"name": "vl 10", "counters": {"frames_in": 7, "policed": 1}}],
             "fast_path": {"hits": 100, "misses": 2, "upcalls": 2, "slow": 0, "entries": 3, "installed": 3,
                           "refused": 0, "retired": 0, "evicted": 0, "retried": 0, "drops": {"bad_frame": 1},
-                          "labels": {}, "links": {"held": 1, "decided": 50, "kept_for_priority": 0}},
+                          "labels": {}, "links": {"held": 1, "decided": 50, "kept_for_priority": 0},
+                          "xdp_fallback": [{"port": 2, "name": "veth2", "reason": "veth_peer_without_napi",
+                                            "now": true, "frames": 40}]},
             "drops": {"no_action": 4},
             "channel": {"sessions": 3, "sessions_ended": 1, "malformed": 0, "fail_open": false},
             "reloads": {"applied": 2, "refused": 1, "last": {"result": "refused", "message": "tables changed"}},
@@ -529,6 +543,7 @@ mod tests {
             "edgeflow_fastpath_hits_total 100",
             "edgeflow_fastpath_entries 3",
             "edgeflow_fastpath_dropped_total{reason=\"bad_frame\"} 1",
+            "edgeflow_fastpath_xdp_fallback_frames_total{port=\"2\",name=\"veth2\",reason=\"veth_peer_without_napi\"} 40",
             "edgeflow_fastpath_links_held 1",
             "edgeflow_fastpath_links_decided_total 50",
             "edgeflow_dropped_total{reason=\"no_action\"} 4",

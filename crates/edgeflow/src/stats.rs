@@ -263,6 +263,17 @@ pub fn render(r: &Value) -> String {
             let rows = attached.iter().map(|a| vec![n(&a["port"]), n(&a["kind"]), n(&a["link_id"])]).collect();
             out += &table(&["port", "attached as", "link id"], rows);
         }
+        if let Some(ports) = fp.get("xdp_fallback").and_then(|a| a.as_array()).filter(|a| !a.is_empty()) {
+            out += "\nXDP ports the kernel cannot redirect to natively (their frames go through TC)\n";
+            let rows = ports
+                .iter()
+                .map(|p| {
+                    let now = if p["now"].as_bool() == Some(false) { "no (again native)" } else { "yes" };
+                    vec![n(&p["port"]), n(&p["name"]), n(&p["reason"]), now.to_string(), n(&p["frames"])]
+                })
+                .collect();
+            out += &table(&["port", "interface", "reason", "through TC now", "frames"], rows);
+        }
         if let Some(drops) = fp.get("drops").and_then(|d| d.as_object()) {
             out += "\nkernel drops by reason\n";
             out += &table(&["reason", "frames"], drops.iter().map(|(k, v)| vec![k.clone(), n(v)]).collect());

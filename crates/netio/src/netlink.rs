@@ -317,3 +317,139 @@ impl Drop for XdpAttachment {
 }
 
 const RTM_SETLINK: u16 = 19;
+
+/// Sends one netlink request on a fresh socket of `protocol` and returns the first reply's
+/// payload (after the netlink header), or the error the kernel answered with.
+fn query(protocol: i32, msg_type: u16, body: &[u8]) -> io::Result<Vec<u8>> {
+    // SAFETY: plain socket call.
+    let fd = cvt(unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW | libc::SOCK_CLOEXEC, protocol) })?;
+    // SAFETY: fd was just returned by socket().
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let len = 16 + body.len();
+    let mut msg = Vec::with_capacity(len);
+    msg.extend_from_slice(&(len as u32).to_ne_bytes());
+    msg.extend_from_slice(&msg_type.to_ne_bytes());
+    msg.extend_from_slice(&(libc::NLM_F_REQUEST as u16).to_ne_bytes());
+    msg.extend_from_slice(&1u32.to_ne_bytes());
+    msg.extend_from_slice(&0u32.to_ne_bytes());
+    msg.extend_from_slice(body);
+    // SAFETY: sending a live buffer.
+    cvt(unsafe { libc::send(fd.as_raw_fd(), msg.as_ptr() as *const libc::c_void, msg.len(), 0) } as i32)?;
+    let mut buf = vec![0u8; 8192];
+    // SAFETY: reading into a live buffer.
+    let n = cvt(unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr() as *mut libc::c_void, buf.len(), 0) } as i32)?
+        as usize;
+    let reply_len = if n >= 16 { u32::from_ne_bytes(buf[0..4].try_into().unwrap()) as usize } else { 0 };
+    if reply_len < 16 || reply_len > n {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, "short netlink reply"));
+    }
+    if u16::from_ne_bytes(buf[4..6].try_into().unwrap()) == libc::NLMSG_ERROR as u16 {
+        let err = i32::from_ne_bytes(buf[16..20].try_into().unwrap());
+        return Err(io::Error::from_raw_os_error(if err == 0 { libc::EPROTO } else { -err }));
+    }
+    Ok(buf[16..reply_len].to_vec())
+}
+
+/// The attribute `typ` among netlink attributes `attrs`.
+fn find_attr(mut attrs: &[u8], typ: u16) -> Option<&[u8]> {
+    while attrs.len() >= 4 {
+        let alen = u16::from_ne_bytes(attrs[0..2].try_into().unwrap()) as usize;
+        let atype = u16::from_ne_bytes(attrs[2..4].try_into().unwrap()) & 0x3fff;
+        if alen < 4 || alen > attrs.len() {
+            return None;
+        }
+        if atype == typ {
+            return Some(&attrs[4..alen]);
+        }
+        attrs = &attrs[alen.next_multiple_of(4).min(attrs.len())..];
+    }
+    None
+}
+
+/// A generic netlink request: `struct genlmsghdr` (command, version 1) and the attributes.
+fn genl(family: u16, cmd: u8, attrs: &[u8]) -> io::Result<Vec<u8>> {
+    let mut body = vec![cmd, 1, 0, 0];
+    body.extend_from_slice(attrs);
+    query(libc::NETLINK_GENERIC, family, &body).map(|r| r.get(4..).unwrap_or_default().to_vec())
+}
+
+/// `NETDEV_XDP_ACT_NDO_XMIT`: the device takes frames other devices' XDP programs redirect to it.
+pub const XDP_ACT_NDO_XMIT: u64 = 1 << 2;
+
+/// The XDP features the kernel says interface `ifindex` has (`NETDEV_A_DEV_XDP_FEATURES` of the
+/// `netdev` generic netlink family), or None where the kernel has no such family (before Linux
+/// 6.3). For a veth, `XDP_ACT_NDO_XMIT` follows its peer: set while the peer runs an XDP program
+/// or has GRO on, which is when a redirect into the veth arrives.
+pub fn xdp_features(ifindex: u32) -> io::Result<Option<u64>> {
+    const GENL_ID_CTRL: u16 = 0x10;
+    const CTRL_CMD_GETFAMILY: u8 = 3;
+    const CTRL_ATTR_FAMILY_ID: u16 = 1;
+    const CTRL_ATTR_FAMILY_NAME: u16 = 2;
+    const NETDEV_CMD_DEV_GET: u8 = 1;
+    const NETDEV_A_DEV_IFINDEX: u16 = 1;
+    const NETDEV_A_DEV_XDP_FEATURES: u16 = 3;
+    // The family's id, asked once: the switch asks every port's features every second. The
+    // family is built in (net/core), so its id does not change while the kernel runs.
+    static FAMILY: std::sync::OnceLock<Option<u16>> = std::sync::OnceLock::new();
+    let family = match FAMILY.get() {
+        Some(f) => *f,
+        None => {
+            let mut ask = Vec::new();
+            attr(&mut ask, CTRL_ATTR_FAMILY_NAME, b"netdev\0");
+            let found = match genl(GENL_ID_CTRL, CTRL_CMD_GETFAMILY, &ask) {
+                Ok(reply) => find_attr(&reply, CTRL_ATTR_FAMILY_ID)
+                    .filter(|id| id.len() >= 2)
+                    .map(|id| u16::from_ne_bytes([id[0], id[1]])),
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => None,
+                Err(e) => return Err(e),
+            };
+            *FAMILY.get_or_init(|| found)
+        }
+    };
+    let Some(family) = family else { return Ok(None) };
+    let mut ask = Vec::new();
+    attr(&mut ask, NETDEV_A_DEV_IFINDEX, &ifindex.to_ne_bytes());
+    let reply = genl(family, NETDEV_CMD_DEV_GET, &ask)?;
+    Ok(find_attr(&reply, NETDEV_A_DEV_XDP_FEATURES)
+        .filter(|v| v.len() == 8)
+        .map(|v| u64::from_ne_bytes(v.try_into().unwrap())))
+}
+
+/// Frames interface `ifindex` dropped on transmit since it was made (`tx_dropped` of its 64-bit
+/// link statistics). Before Linux 6.3 a veth counts there the XDP frames redirected into it that
+/// it could not take.
+pub fn tx_dropped(ifindex: u32) -> io::Result<u64> {
+    const RTM_GETLINK: u16 = 18;
+    const IFLA_STATS64: u16 = 23;
+    /// `struct rtnl_link_stats64`: rx and tx packets, bytes, errors, then rx_dropped, tx_dropped.
+    const TX_DROPPED_AT: usize = 7 * 8;
+    let reply = query(libc::NETLINK_ROUTE, RTM_GETLINK, &ifinfomsg(ifindex as i32))?;
+    let stats = reply.get(16..).and_then(|attrs| find_attr(attrs, IFLA_STATS64));
+    match stats.and_then(|s| s.get(TX_DROPPED_AT..TX_DROPPED_AT + 8)) {
+        Some(v) => Ok(u64::from_ne_bytes(v.try_into().unwrap())),
+        None => Err(io::Error::new(io::ErrorKind::InvalidData, "no 64-bit link statistics")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Loopback's XDP features and statistics, read as the redirect fallback reads a port's: a
+    /// reply misread would come back as an error or no features at all.
+    #[test]
+    fn loopback_answers_for_its_xdp_features_and_transmit_drops() {
+        let lo = crate::sys::ifindex("lo").unwrap();
+        assert!(tx_dropped(lo).is_ok(), "{:?}", tx_dropped(lo));
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap();
+        let mut v = release.split(|c: char| !c.is_ascii_digit()).filter_map(|x| x.parse::<u32>().ok());
+        let (major, minor) = (v.next().unwrap(), v.next().unwrap());
+        let features = xdp_features(lo).unwrap();
+        if (major, minor) >= (6, 3) {
+            // Loopback takes no redirects; it has no XDP of its own either.
+            assert_eq!(features.map(|f| f & XDP_ACT_NDO_XMIT), Some(0), "{features:?}");
+        } else {
+            assert_eq!(features, None);
+        }
+    }
+}

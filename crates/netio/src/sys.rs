@@ -169,6 +169,14 @@ fn ethtool<T>(name: &str, data: &mut T) -> io::Result<()> {
     cvt(unsafe { libc::ioctl(s.as_raw_fd(), libc::SIOCETHTOOL as _, &mut req) }).map(|_| ())
 }
 
+/// Turns generic receive offload on or off (`ethtool -K NAME gro on|off`). On a veth, GRO on
+/// is also what makes it run NAPI, and so take frames an XDP program redirects into its peer.
+pub fn set_gro(name: &str, on: bool) -> io::Result<()> {
+    const ETHTOOL_SGRO: u32 = 0x2c;
+    let mut v = [ETHTOOL_SGRO, on as u32];
+    ethtool(name, &mut v)
+}
+
 /// Link speed in Mbit/s as the driver reports it, if it knows one.
 pub fn speed_mbps(name: &str) -> Option<u32> {
     let mut cmd = EthtoolCmd { cmd: ETHTOOL_GSET, ..Default::default() };

@@ -1,6 +1,6 @@
 //! The fast-path programs run on crafted frames through BPF_PROG_TEST_RUN, with entries installed
 //! as the switch installs them: kernel behaviour tested without namespaces or interfaces.
-//! Over 600 lines, one concern: each test drives one program feature (flows, actions, meters,
+//! Over 1 000 lines, one concern: each test drives one program feature (flows, actions, meters,
 //! AFDX links, LESS labels, a kept fast path taken over) on both hooks, against what userspace
 //! does with the same frame.
 
@@ -1049,4 +1049,36 @@ fn a_kept_fast_path_is_taken_over_and_its_entries_released_at_once() {
     assert_eq!(xdp(&third, &to_h2).0, XDP_PASS);
     drop(third);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// XDP to a port the kernel cannot redirect to natively (`fastpath/redirect.rs`): its output is
+/// marked, and the hit is sent into the fallback link and counted; without the link to go to, the
+/// frame is dropped as `action_failed`, never silently. The far end's TC program sends nowhere a
+/// frame that carries no port in its metadata (a test run gives it none).
+#[test]
+fn a_hit_for_a_port_without_native_redirect_goes_by_the_fallback_link_and_counts() {
+    let Some(mut fp) = fast_path() else { return };
+    if ebpf::kernel_release().is_some_and(|v| v < (5, 13)) {
+        eprintln!("XDP fallback link: none before Linux 5.13 (GRO does not make a veth run NAPI)");
+        return;
+    }
+    let why = redirect::NoNativeRedirect::VethPeerWithoutNapi;
+    fp.via_tc.insert(1, redirect::FallbackPort { name: "lo".into(), ifindex: LO, why, now: true, frames: 0 });
+    fp.open_fallback_link();
+    let link = fp.xdp_fallback_link.as_ref().expect("the fallback link is made").ifindex;
+    let f = frame(H2, 64);
+    install(&mut fp, &f, &[Field::EthDst], &[DpAction::Output(1)]);
+    assert_eq!(xdp(&fp, &f).0, XDP_REDIRECT);
+    assert_eq!(fp.xdp_via_tc_frames(), 1);
+    let h = fp.harvest(1);
+    assert_eq!(h.via_tc.get(&1), Some(&1), "counted for port 1 from the entry's hits");
+    assert_eq!(fp.xdp_fallback_ports().map(|(no, p)| (no, p.frames)).collect::<Vec<_>>(), [(1, 1)]);
+
+    fp.set_config(CFG_XDP_FALLBACK_IFINDEX, 0).unwrap();
+    assert_eq!(xdp(&fp, &f).0, XDP_DROP, "no link to go to");
+    assert_eq!(fp.drops()[3], ("action_failed", 1));
+    fp.set_config(CFG_XDP_FALLBACK_IFINDEX, link as u64).unwrap();
+
+    let far_end = fp.obj.program("ef_tc_xdp_fallback").unwrap();
+    assert_eq!(far_end.run_once(&f, &crate::ebpf::sk_buff(LO, 0)).unwrap().0, TC_ACT_SHOT);
 }

@@ -170,6 +170,7 @@ impl Switch {
                 refused = fast.refused,
                 retired = fast.retired,
                 link_frames = fast.link_counters()[1].1,
+                via_tc = fast.xdp_via_tc_frames(),
                 "fast path totals"
             );
         }

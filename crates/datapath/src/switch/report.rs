@@ -167,7 +167,12 @@ impl Switch {
             });
             #[cfg(not(feature = "p4"))]
             let p4: Option<Value> = None;
-            json!({"hits": hits, "misses": misses, "upcalls": upcalls, "slow": slow,
+            // XDP ports the kernel cannot redirect to natively: their frames go through TC.
+            let xdp_fallback: Vec<Value> = f
+                .xdp_fallback_ports()
+                .map(|(no, p)| json!({"port": no, "name": p.name, "reason": p.why.label(), "now": p.now, "frames": p.frames}))
+                .collect();
+            json!({"hits": hits, "misses": misses, "upcalls": upcalls, "slow": slow, "xdp_fallback": xdp_fallback,
                    "entries": f.len(), "installed": f.installed, "refused": f.refused, "retired": f.retired, "evicted": f.evicted, "retried": f.retried, "drops": drops,
                    "reattached": f.reattached, "attachments": f.attachments().into_iter().map(|(no, kind, id)| json!({"port": no, "kind": kind, "link_id": id})).collect::<Vec<_>>(),
                    "labels": labels, "links": links, "p4": p4,
