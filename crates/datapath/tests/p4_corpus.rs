@@ -34,49 +34,29 @@ fn the_corpus_passes_on_the_kernel_back_end_as_on_the_software_target() {
     let mut scripts: Vec<PathBuf> =
         entries.map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "stf")).collect();
     scripts.sort();
+    // Two halves on two threads: most of the time is clang and the verifier, one program at a time.
+    let (first, second) = scripts.split_at(scripts.len() / 2);
+    let tallies = std::thread::scope(|s| {
+        let a = s.spawn(|| first.iter().map(|p| run_program(p)).collect::<Vec<_>>());
+        let b = s.spawn(|| second.iter().map(|p| run_program(p)).collect::<Vec<_>>());
+        [a.join().unwrap(), b.join().unwrap()]
+    });
     let (mut passed, mut up, mut failed, mut refused) = (0, 0, Vec::new(), 0);
     let (mut compared, mut differed) = (0, Vec::new());
-    for script_path in &scripts {
-        let name = script_path.file_stem().unwrap().to_string_lossy().into_owned();
-        let program_path = script_path.with_extension("p4");
-        let text = std::fs::read_to_string(&program_path).unwrap_or_default();
-        let script = stf::parse(&script_path.display().to_string(), &std::fs::read_to_string(script_path).unwrap())
-            .unwrap_or_else(|e| panic!("{e}"));
-        let Ok(mut switch) = stf::load(&program_path.display().to_string(), &text) else {
-            refused += 1;
-            continue;
-        };
-        let (ast, checked) = switch.program();
-        let Ok(generated) = p4::backends::ebpf::generate(ast, checked) else {
-            refused += 1;
-            continue;
-        };
-        let stateless = generated.registers.is_empty() && generated.meters.is_empty() && generated.accounts.is_empty();
-        // C that clang refuses is the back end's bug; entries the kernel cannot hold, a refusal.
-        let mut kernel = match TestRun::build(&switch) {
-            Ok(k) => k,
-            Err(e) if e.to_string().contains("clang") => panic!("{name}: the generated C: {e}"),
-            Err(e) => {
-                println!("REFUSED {name}: {e}");
-                refused += 1;
-                continue;
-            }
-        };
-        let outcome = stf::run(&script, &mut switch, &mut kernel);
-        match &outcome.verdict {
-            Verdict::Pass => {
-                passed += 1;
-                up += !outcome.up.is_empty() as usize;
-                if stateless {
-                    let (decided, differences) = differential(&name, &script, &mut switch, &mut kernel);
-                    compared += decided;
-                    differed.extend(differences);
+    for program in tallies.into_iter().flatten() {
+        match program {
+            ProgramRun::Refused(why) => {
+                if let Some(why) = why {
+                    println!("{why}");
                 }
-            }
-            Verdict::Fail => failed.push(format!("{name}:\n{}", outcome.render())),
-            Verdict::Refused(why) => {
-                println!("REFUSED {name}: {why}");
                 refused += 1;
+            }
+            ProgramRun::Failed(f) => failed.push(f),
+            ProgramRun::Passed { sent_up, decided, differences } => {
+                passed += 1;
+                up += sent_up as usize;
+                compared += decided;
+                differed.extend(differences);
             }
         }
     }
@@ -87,6 +67,51 @@ fn the_corpus_passes_on_the_kernel_back_end_as_on_the_software_target() {
     assert!(compared >= 10_000, "only {compared} mutated frames were decided in the kernel");
     assert!(failed.is_empty(), "{} program(s) the kernel took gave other frames:\n{}", failed.len(), failed.join("\n"));
     assert!(passed >= PASSING_FLOOR, "{passed} pass, fewer than the floor {PASSING_FLOOR}");
+}
+
+/// What one corpus program did on the kernel back end.
+enum ProgramRun {
+    /// Not compiled, not loaded, or the script stopped: why, when worth printing.
+    Refused(Option<String>),
+    Failed(String),
+    Passed {
+        sent_up: bool,
+        decided: usize,
+        differences: Vec<String>,
+    },
+}
+
+/// One corpus program through its script on the kernel, then (stateless ones) the differential.
+fn run_program(script_path: &std::path::Path) -> ProgramRun {
+    let name = script_path.file_stem().unwrap().to_string_lossy().into_owned();
+    let program_path = script_path.with_extension("p4");
+    let text = std::fs::read_to_string(&program_path).unwrap_or_default();
+    let script = stf::parse(&script_path.display().to_string(), &std::fs::read_to_string(script_path).unwrap())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let Ok(mut switch) = stf::load(&program_path.display().to_string(), &text) else {
+        return ProgramRun::Refused(None);
+    };
+    let (ast, checked) = switch.program();
+    let Ok(generated) = p4::backends::ebpf::generate(ast, checked) else {
+        return ProgramRun::Refused(None);
+    };
+    let stateless = generated.registers.is_empty() && generated.meters.is_empty() && generated.accounts.is_empty();
+    // C that clang refuses is the back end's bug; entries the kernel cannot hold, a refusal.
+    let mut kernel = match TestRun::build(&switch) {
+        Ok(k) => k,
+        Err(e) if e.to_string().contains("clang") => panic!("{name}: the generated C: {e}"),
+        Err(e) => return ProgramRun::Refused(Some(format!("REFUSED {name}: {e}"))),
+    };
+    let outcome = stf::run(&script, &mut switch, &mut kernel);
+    match &outcome.verdict {
+        Verdict::Pass => {
+            let (decided, differences) =
+                if stateless { differential(&name, &script, &mut switch, &mut kernel) } else { (0, Vec::new()) };
+            ProgramRun::Passed { sent_up: !outcome.up.is_empty(), decided, differences }
+        }
+        Verdict::Fail => ProgramRun::Failed(format!("{name}:\n{}", outcome.render())),
+        Verdict::Refused(why) => ProgramRun::Refused(Some(format!("REFUSED {name}: {why}"))),
+    }
 }
 
 /// Frames mutated from the script's, through both targets: how many the kernel decided, and
