@@ -460,7 +460,9 @@ impl<'a> Gen<'a> {
     /// The C type for a P4 type, declaring structs as needed.
     fn c_type(&self, ty: &Ty) -> R<String> {
         Ok(match ty {
-            Ty::Bit(w) if *w <= 64 => "__u64".into(),
+            // int<W> as its two's-complement bits, as the software target holds it; the
+            // operators that see the sign (comparisons, >>, |+|, |-|, widening) sign-extend.
+            Ty::Bit(w) | Ty::Int(w) if *w <= 64 => "__u64".into(),
             Ty::Bit(w) => return Err(no(format!("bit<{w}>"))),
             Ty::Int(w) => return Err(no(format!("int<{w}>"))),
             Ty::Bool | Ty::Error | Ty::Enum(_) => "__u64".into(),
@@ -517,7 +519,7 @@ impl<'a> Gen<'a> {
         for (i, (f, t)) in fields.iter().enumerate() {
             if header {
                 match t {
-                    Ty::Bit(w) if *w <= 64 => {}
+                    Ty::Bit(w) | Ty::Int(w) if *w <= 64 => {}
                     // Its bits stay in the frame (the deparser writes in place): the header
                     // keeps their length only, so the varbit must end the header and start on a byte.
                     Ty::Varbit(_) if i + 1 == fields.len() && fixed_bits % 8 == 0 => {
@@ -572,6 +574,9 @@ impl<'a> Gen<'a> {
     fn expr(&mut self, e: &Expr) -> R<(String, Ty)> {
         Ok(match &e.kind {
             ExprKind::Int { width: Some((w, false)), value } => (format!("{value}ULL"), Ty::Bit(*w)),
+            ExprKind::Int { width: Some((w, true)), value } if *w <= 64 => {
+                (format!("{}ULL", *value & ones(*w) as u128), Ty::Int(*w))
+            }
             ExprKind::Int { width: Some((w, true)), .. } => return Err(no(format!("int<{w}> literals"))),
             ExprKind::Int { width: None, value } => {
                 if *value > u64::MAX as u128 {
@@ -639,8 +644,12 @@ impl<'a> Gen<'a> {
             }
             ExprKind::Cast(t, inner) => {
                 let to = self.checked.resolve(t);
-                let (c, _) = self.expr(inner)?;
-                (format!("({c} & {:#x}ULL)", ones(width_of(&to))), to)
+                let (c, from) = self.expr(inner)?;
+                match (&to, &from) {
+                    // Widening a signed value extends its sign (int<8> -1 is int<16> -1).
+                    (Ty::Int(w), Ty::Int(f)) if w > f => (format!("(p4_sext({c}, {f}) & {:#x}ULL)", ones(*w)), to),
+                    _ => (format!("({c} & {:#x}ULL)", ones(width_of(&to))), to),
+                }
             }
             ExprKind::Unary(op, inner) => {
                 let (c, ty) = self.expr(inner)?;
@@ -703,7 +712,7 @@ impl<'a> Gen<'a> {
         let m = ones(w);
         // A number without a width takes the other side's (P4's rule): `-1` met by a bit<16> is
         // 0xffff, as in the software target, not C's 64-bit all-ones. A shift's amount keeps its own.
-        if let Ty::Bit(_) = ty {
+        if let Ty::Bit(_) | Ty::Int(_) = ty {
             if ta == Ty::Number {
                 ca = format!("(({ca}) & {m:#x}ULL)");
             }
@@ -719,6 +728,21 @@ impl<'a> Gen<'a> {
             let same = self.equal_c(&x, &y, &ta)?;
             let not = if op == BinOp::Ne { "!" } else { "" };
             return Ok((format!("({{ {c_ty} {x} = {ca}; {c_ty} {y} = {cb}; {not}({same}); }})"), Ty::Bool));
+        }
+        if let Ty::Int(_) = ty {
+            match op {
+                BinOp::Lt | BinOp::Gt | BinOp::Le | BinOp::Ge => {
+                    let sym = crate::frontend::check::op_symbol(op);
+                    return Ok((format!("(p4_sext({ca}, {w}) {sym} p4_sext({cb}, {w}))"), Ty::Bool));
+                }
+                BinOp::Shr => return Ok((format!("p4_sar({ca}, {cb}, {w})"), ta)),
+                BinOp::AddSat | BinOp::SubSat if w < 64 => {
+                    let f = if op == BinOp::AddSat { "p4_add_sat_signed" } else { "p4_sub_sat_signed" };
+                    return Ok((format!("{f}({ca}, {cb}, {w})"), ty));
+                }
+                BinOp::AddSat | BinOp::SubSat => return Err(no("saturating arithmetic on int<64>")),
+                _ => {}
+            }
         }
         Ok(match op {
             BinOp::Or => (format!("({ca} || {cb})"), Ty::Bool),
@@ -1640,7 +1664,7 @@ impl<'a> Gen<'a> {
                     self.bind(&p.name.text, format!("(*{c})"), ty);
                     continue;
                 }
-                if !matches!(ty, Ty::Bit(_) | Ty::Bool | Ty::Error | Ty::Enum(_)) {
+                if !matches!(ty, Ty::Bit(_) | Ty::Int(_) | Ty::Bool | Ty::Error | Ty::Enum(_)) {
                     return Err(no(format!("action {}'s parameter {} of type {}", a.name.text, p.name.text, ty)));
                 }
                 sig += &format!(", __u64 {c}");

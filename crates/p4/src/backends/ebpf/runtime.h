@@ -25,6 +25,34 @@ static __always_inline __u64 p4_sub_sat(__u64 a, __u64 b)
 	return a > b ? a - b : 0;
 }
 
+/* int<W>, held as its W bits: the value with its sign, and the signed operators. */
+static __always_inline __s64 p4_sext(__u64 v, __u32 width)
+{
+	return width >= 64 ? (__s64)v : ((__s64)(v << (64 - width))) >> (64 - width);
+}
+
+static __always_inline __u64 p4_bits(__s64 v, __u32 width)
+{
+	return width >= 64 ? (__u64)v : (__u64)v & ((1ULL << width) - 1);
+}
+
+static __always_inline __u64 p4_sar(__u64 a, __u64 n, __u32 width)
+{
+	return p4_bits(p4_sext(a, width) >> (n > width - 1 ? width - 1 : n), width);
+}
+
+static __always_inline __u64 p4_add_sat_signed(__u64 a, __u64 b, __u32 width)
+{
+	__s64 sum = p4_sext(a, width) + p4_sext(b, width), hi = (1LL << (width - 1)) - 1, lo = -hi - 1;
+	return p4_bits(sum > hi ? hi : sum < lo ? lo : sum, width);
+}
+
+static __always_inline __u64 p4_sub_sat_signed(__u64 a, __u64 b, __u32 width)
+{
+	__s64 diff = p4_sext(a, width) - p4_sext(b, width), hi = (1LL << (width - 1)) - 1, lo = -hi - 1;
+	return p4_bits(diff > hi ? hi : diff < lo ? lo : diff, width);
+}
+
 /* The VLAN tag a device took out of the frame into metadata (Linux 6.8+, in a copy of the program
  * bound to the device; -EOPNOTSUPP otherwise). */
 extern int bpf_xdp_metadata_rx_vlan_tag(const struct xdp_md *ctx, __be16 *vlan_proto,
