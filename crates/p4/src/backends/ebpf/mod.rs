@@ -469,7 +469,7 @@ impl<'a> Gen<'a> {
             Ty::Header(n) => format!("struct p4h_{}", ident(n)),
             Ty::Struct(n) => format!("struct p4s_{}", ident(n)),
             Ty::Stack(elem, n) => return Err(no(format!("the header stack {elem}[{n}]"))),
-            Ty::Union(n) => return Err(no(format!("the header union {n}"))),
+            Ty::Union(n) => format!("struct p4u_{}", ident(n)),
             Ty::List(_) => return Err(no(format!("the tuple {ty}"))),
             other => return Err(no(format!("a value of type {other}"))),
         })
@@ -483,7 +483,9 @@ impl<'a> Gen<'a> {
             .decls
             .iter()
             .filter_map(|d| match d {
-                Decl::Header { name, .. } | Decl::Struct { name, .. } => Some((name.text.clone(), name.pos)),
+                Decl::Header { name, .. } | Decl::Struct { name, .. } | Decl::HeaderUnion { name, .. } => {
+                    Some((name.text.clone(), name.pos))
+                }
                 _ => None,
             })
             .collect();
@@ -501,16 +503,25 @@ impl<'a> Gen<'a> {
         let (fields, header) = match self.layout(name) {
             Some(Layout::Header(f)) => (f.clone(), true),
             Some(Layout::Struct(f)) => (f.clone(), false),
+            // A header union: its headers side by side, at most one of them valid (`union_settled`).
+            Some(Layout::Union(f)) => (f.clone(), false),
             _ => return Ok(()),
         };
+        let union = matches!(self.layout(name), Some(Layout::Union(_)));
         for (_, t) in &fields {
-            if let Ty::Header(n) | Ty::Struct(n) = t {
+            if let Ty::Header(n) | Ty::Struct(n) | Ty::Union(n) = t {
                 self.declare(n, done)?;
             }
         }
         let mut s = format!(
             "{} {{\n",
-            if header { format!("struct p4h_{}", ident(name)) } else { format!("struct p4s_{}", ident(name)) }
+            if header {
+                format!("struct p4h_{}", ident(name))
+            } else if union {
+                format!("struct p4u_{}", ident(name))
+            } else {
+                format!("struct p4s_{}", ident(name))
+            }
         );
         if header {
             s += "\t__u64 valid;\n";
@@ -620,8 +631,8 @@ impl<'a> Gen<'a> {
                 }
                 let (c, ty) = self.expr(inner)?;
                 let fields = match &ty {
-                    Ty::Header(h) | Ty::Struct(h) => match self.layout(h) {
-                        Some(Layout::Header(f) | Layout::Struct(f)) => f.clone(),
+                    Ty::Header(h) | Ty::Struct(h) | Ty::Union(h) => match self.layout(h) {
+                        Some(Layout::Header(f) | Layout::Struct(f) | Layout::Union(f)) => f.clone(),
                         _ => return Err(no(format!("member {}", m.text))),
                     },
                     _ => return Err(no(format!("member {} of {}", m.text, ty))),
@@ -799,11 +810,33 @@ impl<'a> Gen<'a> {
         Ok(if header { format!("(!{a}.valid && !{b}.valid) || ({same})") } else { same })
     }
 
+    /// After `target` (a header) was written, made valid or extracted: when it is a member of a
+    /// header union and now valid, its siblings become invalid (a union holds one header), as
+    /// the software target settles it.
+    fn union_settled(&mut self, target: &Expr) -> R<String> {
+        let ExprKind::Member(parent, member) = &target.kind else { return Ok(String::new()) };
+        let (p, ty) = self.expr(parent)?;
+        let Ty::Union(u) = ty else { return Ok(String::new()) };
+        let Some(Layout::Union(members)) = self.layout(&u).cloned() else { return Ok(String::new()) };
+        let others: String = members
+            .iter()
+            .filter(|(m, _)| *m != member.text)
+            .map(|(m, _)| format!("{p}.f_{}.valid = 0; ", ident(m)))
+            .collect();
+        Ok(format!("if ({p}.f_{}.valid) {{ {others}}}\n", ident(&member.text)))
+    }
+
     /// A call used as a value: `h.isValid()`.
     fn call_expr(&mut self, callee: &Expr, args: &[Expr]) -> R<(String, Ty)> {
         if let ExprKind::Member(obj, m) = &callee.kind {
             if m.text == "isValid" && args.is_empty() {
-                let (c, _) = self.expr(obj)?;
+                let (c, ty) = self.expr(obj)?;
+                // A union is valid when one of its headers is.
+                if let Ty::Union(u) = &ty {
+                    let Some(Layout::Union(members)) = self.layout(u) else { return Err(no(format!("union {u}"))) };
+                    let any: Vec<String> = members.iter().map(|(m, _)| format!("{c}.f_{}.valid", ident(m))).collect();
+                    return Ok((format!("({})", any.join(" || ")), Ty::Bool));
+                }
                 return Ok((format!("{c}.valid"), Ty::Bool));
             }
             if let (ExprKind::Name(o), "conforms", [i, bag, jitter, smax]) = (&obj.kind, m.text.as_str(), args) {
@@ -965,11 +998,11 @@ impl<'a> Gen<'a> {
                     Ty::Header(_) => format!("if (!{c}.valid) {{ {} = 0xffffffff; }}\n", self.header_place(&c)),
                     _ => String::new(),
                 };
-                format!("{place}{}", self.assign(target, &v)?)
+                format!("{place}{}{}", self.assign(target, &v)?, self.union_settled(target)?)
             }
             Stmt::Assign { target, value } => {
                 let (v, _) = self.expr(value)?;
-                self.assign(target, &v)?
+                format!("{}{}", self.assign(target, &v)?, self.union_settled(target)?)
             }
             Stmt::If { cond, then, otherwise } => {
                 let (c, _) = self.expr(cond)?;
@@ -1153,8 +1186,9 @@ impl<'a> Gen<'a> {
                         // A header made valid here was not read from the frame and has no place
                         // in it: no place the deparser's in-place check accepts, so such a frame
                         // goes up. One made invalid leaves a gap the check sees too.
+                        let settled = self.union_settled(obj)?;
                         return Ok(if method == "setValid" {
-                            format!("if (!{c}.valid) {{ {at} = 0xffffffff; }}\n{c}.valid = 1;\n")
+                            format!("if (!{c}.valid) {{ {at} = 0xffffffff; }}\n{c}.valid = 1;\n{settled}")
                         } else {
                             format!("{c}.valid = 0;\n")
                         });
@@ -1269,8 +1303,10 @@ impl<'a> Gen<'a> {
                 let (to, from) = (self.header_place(to), self.header_place(from));
                 format!("{to} = {from};\n")
             }
-            Ty::Struct(name) => {
-                let Some(Layout::Struct(fields)) = self.layout(name).cloned() else { return String::new() };
+            Ty::Struct(name) | Ty::Union(name) => {
+                let Some(Layout::Struct(fields) | Layout::Union(fields)) = self.layout(name).cloned() else {
+                    return String::new();
+                };
                 fields
                     .iter()
                     .map(|(f, t)| {
@@ -1287,8 +1323,10 @@ impl<'a> Gen<'a> {
         let (c, ty) = self.expr(h)?;
         // `packet.emit(hdr)` of a struct: each of its headers (and structs) in declaration order,
         // as P4 defines the emit of a struct.
-        if let (Ty::Struct(name), "emit") = (&ty, method) {
-            let Some(Layout::Struct(fields)) = self.layout(name) else { return Err(no("this struct")) };
+        if let (Ty::Struct(name) | Ty::Union(name), "emit") = (&ty, method) {
+            let Some(Layout::Struct(fields) | Layout::Union(fields)) = self.layout(name) else {
+                return Err(no("this struct"));
+            };
             let mut s = String::new();
             for (f, _) in fields {
                 let member = Expr {
@@ -1353,6 +1391,7 @@ impl<'a> Gen<'a> {
                 bit += w;
             }
             let _ = writeln!(s, "{c}.valid = 1;\nr->off += {bytes};");
+            s += &self.union_settled(h)?;
         } else {
             // In place: the header goes back where it was read, and only there.
             let _ = writeln!(s, "if ({c}.valid) {{\nif ({at} != r->emitted) {{ r->misfit = 1; }}");
