@@ -289,6 +289,9 @@ struct Gen<'a> {
     funcs: String,
     /// Each table's key expressions, as C in its control's scope.
     table_keys: Vec<Vec<String>>,
+    /// Each table's actions' arguments bound in its action list (`actions = { a(hdr.x); }`),
+    /// as C in its control's scope: copy-in before the call, the call's arguments, copy-out.
+    table_bound_args: Vec<Vec<Option<(String, String, String)>>>,
     /// How many call-site temporaries have been named (copy-in, copy-out of action arguments).
     temps: usize,
     /// The statement or declaration being generated: where a refusal points.
@@ -359,6 +362,7 @@ fn generate_at(program: &Program, checked: &Checked) -> Result<Generated, (Optio
         deferred_states: String::new(),
         funcs: String::new(),
         table_keys: Vec::new(),
+        table_bound_args: Vec::new(),
         temps: 0,
         at: main,
         v1model,
@@ -611,6 +615,12 @@ impl<'a> Gen<'a> {
                 if let ExprKind::Name(n) = &inner.kind {
                     if n == "error" {
                         return Ok((self.error_index(&m.text).to_string(), Ty::Error));
+                    }
+                    // A serializable enum's member is its value (`enum bit<16> E { A = 3 }`).
+                    if let (None, Some(Layout::SerEnum(_, members))) = (self.lookup(n), self.layout(n)) {
+                        if let Some((_, v)) = members.iter().find(|(x, _)| *x == m.text) {
+                            return Ok((format!("{v}ULL"), Ty::Enum(n.clone())));
+                        }
                     }
                     if self.lookup(n).is_none() && self.layout(n).is_some() {
                         let i = self.enum_index(n, &m.text).ok_or_else(|| no(format!("{n}.{}", m.text)))?;
@@ -1177,6 +1187,17 @@ impl<'a> Gen<'a> {
                     }
                     if method == "extract" || method == "emit" {
                         return self.packet_call(method, &args[0], args.get(1));
+                    }
+                    // The parser's cursor is in bytes here: an advance by bits that are not
+                    // whole bytes goes up, as does a frame longer than the bytes copied in.
+                    if method == "advance" && self.lookup(o).is_some_and(|v| v.c == "packet") {
+                        let (n, _) = self.expr(&args[0])?;
+                        return Ok(format!(
+                            "{{ __u64 bits = {n};\nif (bits % 8) {{ r->misfit = 1; goto reject; }}\n\
+                             if (r->off + bits / 8 > r->len) {{ r->misfit = r->len < r->sm.f_packet_length; \
+                             r->sm.f_parser_error = {}; goto reject; }}\nr->off += bits / 8; }}\n",
+                            self.error_index("PacketTooShort")
+                        ));
                     }
                 }
                 if (method == "setValid" || method == "setInvalid") && args.is_empty() {
@@ -1753,9 +1774,29 @@ impl<'a> Gen<'a> {
             // (1 024 when it declares none): while the control plane has written more, the
             // kernel's write fails and every frame goes up (`p4_config[1]`), decided in userspace.
             let size = if kind == TableKind::Scan { declared.min(SCAN_MAX) } else { declared.max(1) };
-            // `actions = { a(hdr.x); }`: arguments the action list binds are not carried yet.
-            if let Some(a) = t.actions.iter().find(|a| !a.args.is_empty()) {
-                return Err(no(format!("{target}'s action {} with arguments bound in its action list", a.name.text)));
+            // `actions = { a(hdr.x); }`: the arguments the action list binds (its first,
+            // directed parameters), copied in and out around the call as a direct call's are.
+            let mut bound_args = Vec::new();
+            for a in &t.actions {
+                if a.args.is_empty() {
+                    bound_args.push(None);
+                    continue;
+                }
+                let directions = self.action_param_directions(&a.name.text);
+                let (mut before, mut call, mut after) = (String::new(), String::new(), String::new());
+                for (i, x) in a.args.iter().enumerate() {
+                    let (c, ty) = self.expr(x)?;
+                    if !matches!(directions.get(i), Some(Some(Direction::Out | Direction::InOut))) {
+                        call += &format!(", {c}");
+                        continue;
+                    }
+                    self.temps += 1;
+                    let tmp = format!("t_{}", self.temps);
+                    let _ = writeln!(before, "\t\t{} {tmp} = {c};", self.c_type(&ty)?);
+                    call += &format!(", &{tmp}");
+                    after += &format!("\t\t{}", self.assign(x, &tmp)?);
+                }
+                bound_args.push(Some((before, call, after)));
             }
             let actions: Vec<String> = t.actions.iter().map(|a| a.name.text.clone()).collect();
             let mut max_args = 0;
@@ -1784,6 +1825,7 @@ impl<'a> Gen<'a> {
             let kt = KernelTable { target: target.clone(), number, map, hits_map, kind, keys, actions, size, meter };
             self.tables.push(kt);
             self.table_keys.push(key_c);
+            self.table_bound_args.push(bound_args);
         }
         Ok(())
     }
@@ -2001,11 +2043,13 @@ impl Gen<'_> {
             t.hits_map, t.size
         );
         s += "\tr->action_run = v->action;\n\tswitch (v->action) {\n";
+        let bound_args = self.table_bound_args[i].clone();
         for (j, a) in t.actions.iter().enumerate() {
             let f = self.action_fn(a)?;
             let n = self.action_params(&self.block, a);
             let args: String = (0..n).map(|k| format!(", v->args[{k}]")).collect();
-            let _ = writeln!(s, "\tcase {}:\n\t\t{f}(r{args});\n\t\tbreak;", j + 1);
+            let (before, bound, after) = bound_args[j].clone().unwrap_or_default();
+            let _ = writeln!(s, "\tcase {}: {{\n{before}\t\t{f}(r{bound}{args});\n{after}\t\tbreak;\n\t}}", j + 1);
         }
         s += "\t}\n}\n\n";
         self.funcs += &s;
