@@ -41,6 +41,8 @@ use crate::frontend::check::{Checked, Layout, Ty};
 
 /// How much of the frame the parser and deparser see.
 pub const BUF: usize = 256;
+/// The most bytes of data a v1model `hash` takes in the kernel.
+const HASH_BYTES_MAX: u32 = 64;
 /// The most entries a scanned (ternary, range, several-LPM) table holds in the kernel.
 pub const SCAN_MAX: usize = 256;
 /// The most ports a multicast group sends to in the kernel.
@@ -184,6 +186,16 @@ pub fn table_key(t: &KernelTable, keys: &[crate::backends::software::Match]) -> 
                 [Match::Lpm { value, prefix }] => (*value, *prefix),
                 [Match::Exact(v)] => (*v, width),
                 [Match::Any] => (0, 0),
+                // `value &&& mask` in an LPM table's entries: a prefix when the mask is one.
+                [Match::Ternary { value, mask }] => {
+                    let full = (1u128 << width) - 1;
+                    let prefix = (mask & full).count_ones();
+                    let as_prefix = if prefix == 0 { 0 } else { full & !((1u128 << (width - prefix)) - 1) };
+                    if mask & full != as_prefix {
+                        return None;
+                    }
+                    (*value & as_prefix, prefix)
+                }
                 _ => return None,
             };
             // The trie compares from the first byte's top bit: a key of a width that is not whole
@@ -1101,6 +1113,7 @@ impl<'a> Gen<'a> {
             {
                 self.checksum(f == "verify_checksum", args)
             }
+            ExprKind::Name(f) if self.v1model && f == "hash" && args.len() == 5 => self.hash(args),
             ExprKind::Name(f) if self.function(f).is_some() => {
                 let (c, _) = self.inline_function(self.function(f).unwrap(), args)?;
                 Ok(format!("{c};\n"))
@@ -1284,6 +1297,54 @@ impl<'a> Gen<'a> {
             format!("\t{}", self.assign(&args[2], "(~sum) & 0xffff")?)
         };
         Ok(format!("if ({cond}) {{\n\tif (!({valid})) {{\n\t\tr->misfit = 1;\n\t}} else {{\n{sum}{act}\t}}\n}}\n"))
+    }
+
+    /// v1model's `hash(result, algo, base, data, max)`: `base + hash(data) % max` (`base +
+    /// hash(data)` when max is 0), as BMv2 computes it over the data's bits packed into bytes.
+    /// BMv2 leaves out the fields of a header that is not valid, which moves the rest: such a
+    /// frame goes up (misfit), as for checksums.
+    fn hash(&mut self, args: &[Expr]) -> R<String> {
+        let algo = match &args[1].kind {
+            ExprKind::Member(_, m) => m.text.clone(),
+            _ => String::new(),
+        };
+        let items: Vec<&Expr> = match &args[3].kind {
+            ExprKind::List(items) => items.iter().collect(),
+            _ => vec![&args[3]],
+        };
+        let (mut fields, mut headers) = (Vec::new(), Vec::new());
+        for item in items {
+            self.checksum_fields(item, &mut fields, &mut headers)?;
+        }
+        let bits: u32 = fields.iter().map(|(_, w)| w).sum();
+        let bytes = bits.div_ceil(8);
+        if bytes > HASH_BYTES_MAX {
+            return Err(no(format!("a hash over {bytes} bytes")));
+        }
+        let sum = match algo.as_str() {
+            "crc16" => format!("p4_crc(r->hash_buf, {bytes}, 0xa001, 0, 0)"),
+            "crc32" => format!("p4_crc(r->hash_buf, {bytes}, 0xedb88320, 0xffffffff, 0xffffffff)"),
+            "csum16" => format!("p4_csum16(r->hash_buf, {bytes})"),
+            _ => return Err(no(format!("a hash by HashAlgorithm.{algo}"))),
+        };
+        if !self.run_members.contains("hash_buf[") {
+            let _ = writeln!(self.run_members, "\t__u8 hash_buf[P4_BUF];");
+        }
+        let mut pack = format!("\tfor (int i = 0; i < {bytes}; i++)\n\t\tr->hash_buf[i] = 0;\n");
+        let mut bit = 0;
+        for (c, w) in &fields {
+            let _ = writeln!(pack, "\tp4_set(r->hash_buf, 0, {bit}, {w}, {c});");
+            bit += w;
+        }
+        let (base, _) = self.expr(&args[2])?;
+        let (max, _) = self.expr(&args[4])?;
+        let result = format!("({{ __u64 h = {sum}, base = {base}, max = {max}; max ? base + h % max : base + h; }})");
+        let valid = if headers.is_empty() {
+            "1".to_string()
+        } else {
+            headers.iter().map(|h| format!("{h}.valid")).collect::<Vec<_>>().join(" && ")
+        };
+        Ok(format!("if (!({valid})) {{\n\tr->misfit = 1;\n}} else {{\n{pack}\t{}}}\n", self.assign(&args[0], &result)?))
     }
 
     /// A checksum's data item as (C value, width) fields, and the headers they lie in.

@@ -25,6 +25,35 @@ static __always_inline __u64 p4_sub_sat(__u64 a, __u64 b)
 	return a > b ? a - b : 0;
 }
 
+/* v1model's hashes over the data packed into `d` (n <= 64 bytes), as BMv2 computes them: a CRC
+ * least significant bit first (crc16 is CRC-16/ARC, crc32 CRC-32), and csum16 the Internet
+ * checksum of the 16-bit words, an odd last byte padded with zero. */
+static __always_inline __u64 p4_crc(const __u8 *d, __u32 n, __u32 poly, __u32 init, __u32 xor_out)
+{
+	__u32 crc = init;
+	for (__u32 i = 0; i < 64; i++) {
+		if (i >= n)
+			break;
+		crc ^= d[i];
+		for (int b = 0; b < 8; b++)
+			crc = (crc & 1) ? (crc >> 1) ^ poly : crc >> 1;
+	}
+	return crc ^ xor_out;
+}
+
+static __always_inline __u64 p4_csum16(const __u8 *d, __u32 n)
+{
+	__u32 sum = 0;
+	for (__u32 i = 0; i < 64; i += 2) {
+		if (i >= n)
+			break;
+		sum += ((__u32)d[i] << 8) | (i + 1 < n ? d[i + 1] : 0);
+	}
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return ~sum & 0xffff;
+}
+
 /* int<W>, held as its W bits: the value with its sign, and the signed operators. */
 static __always_inline __s64 p4_sext(__u64 v, __u32 width)
 {
