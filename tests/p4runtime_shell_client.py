@@ -23,6 +23,14 @@ NAME], ...], "message": ...}:
                                 device config (VERIFY_AND_COMMIT as the shell's own
                                 set_fwd_pipe_config sends it, from files); COMMIT sends no config
   device_config                 the device config GetForwardingPipelineConfig hands back (text)
+  packet_in                     {"timeout"}: the next PacketIn on the stream, {"payload": hex,
+                                "metadata": {name: int}}, or None
+  packet_out                    {"payload": hex, "metadata": {name: text}}: sh.PacketOut sent
+  digest_entry                  {"digest", "max_timeout_ns", "max_list_size", "ack_timeout_ns"}:
+                                sh.DigestEntry inserted
+  digest_list                   {"timeout"}: the next DigestList, {"digest", "list_id", "data":
+                                [[int, ...], ...]}, or None
+  digest_ack                    {"digest", "list_id"}: a DigestListAck on the stream
 """
 
 import json
@@ -135,6 +143,43 @@ def pipeline(action, source):
     sh.client.stub.SetForwardingPipelineConfig(request)
 
 
+def packet_in(timeout):
+    msg = sh.client.get_stream_packet("packet", timeout=timeout)
+    if msg is None:
+        return None
+    names = {m.id: m.name for m in sh.context.get_obj(sh.P4Type.controller_packet_metadata, "packet_in").metadata}
+    return {"payload": msg.packet.payload.hex(),
+            "metadata": {names[m.metadata_id]: int.from_bytes(m.value, "big") for m in msg.packet.metadata}}
+
+
+def packet_out(payload, metadata):
+    sh.PacketOut(payload=bytes.fromhex(payload), **metadata).send()
+
+
+def digest_entry(request):
+    entry = sh.DigestEntry(request["digest"])
+    entry.max_timeout_ns = request["max_timeout_ns"]
+    entry.max_list_size = request["max_list_size"]
+    entry.ack_timeout_ns = request["ack_timeout_ns"]
+    entry.insert()
+
+
+def digest_list(timeout):
+    msg = sh.client.get_stream_packet("digest", timeout=timeout)
+    if msg is None:
+        return None
+    number = lambda b: int.from_bytes(b, "big")
+    return {"digest": sh.context.get_name_from_id(msg.digest.digest_id), "list_id": msg.digest.list_id,
+            "data": [[number(m.bitstring) for m in d.struct.members] for d in msg.digest.data]}
+
+
+def digest_ack(name, list_id):
+    ack = p4runtime_pb2.StreamMessageRequest()
+    ack.digest_ack.digest_id = sh.context.get_obj_id(sh.P4Type.digest, name)
+    ack.digest_ack.list_id = list_id
+    sh.client.stream_out_q.put(ack)
+
+
 def answer(request):
     op = request["op"]
     if op == "primary":
@@ -154,6 +199,16 @@ def answer(request):
         return sh.client.stub.GetForwardingPipelineConfig(request).config.p4_device_config.decode()
     if op == "pipeline":
         return pipeline(request["action"], request.get("source", ""))
+    if op == "packet_in":
+        return packet_in(request["timeout"])
+    if op == "packet_out":
+        return packet_out(request["payload"], request.get("metadata", {}))
+    if op == "digest_entry":
+        return digest_entry(request)
+    if op == "digest_list":
+        return digest_list(request["timeout"])
+    if op == "digest_ack":
+        return digest_ack(request["digest"], request["list_id"])
     raise ValueError(f"no request {op!r}")
 
 

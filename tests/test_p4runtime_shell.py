@@ -16,6 +16,7 @@ import subprocess
 import pytest
 
 from testbed.switches import edgeflow_on
+from testbed.traffic import blast, udp_frame
 from testbed.util import ROOT, free_port
 from tests.test_p4 import p4_config
 from tests.test_p4runtime import DPID, GW_MAC, pings, routed_hosts
@@ -210,6 +211,83 @@ def test_p4runtime_shell_replaces_the_program_and_a_refused_one_leaves_the_old_r
         assert shell.ask("insert", entries=routes) is None
         assert ttls(h1, "10.0.2.2") == {"64"}
     finally:
+        if shell is not None:
+            shell.close()
+        assert sw.stop() == 0, sw.log()
+
+
+LEARNING = "v1model_learning_switch.p4"
+CPU_PORT = 255  # the program's CPU_PORT, and [p4] cpu_port
+
+# Waits for the first frame from `src` on eth0 and prints it in hex ("ready" once it listens).
+CATCH = """
+import socket, sys
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3)); s.bind(("eth0", 0)); s.settimeout(5)
+print("ready", flush=True)
+src = bytes.fromhex(sys.argv[1])
+while True:
+    f = s.recv(4096)
+    if f[6:12] == src:
+        print(f.hex(), flush=True)
+        break
+"""
+
+
+@pytest.mark.parametrize("datapath", ["user", "tc"])
+def test_p4runtime_shell_receives_packet_ins_and_digests_and_sends_packet_outs(two_hosts, datapath):
+    """The stream channel's packets and digests (P4Runtime §16, §17) with the learning switch:
+    a frame to an unknown MAC reaches the shell as a packet-in whose metadata names the port it
+    came in on; each unknown source MAC is a digest, in a list the shell acks, no second list
+    being sent before that ack; and a packet-out leaves on the port its metadata names. On tc
+    the kernel sends these frames up (a digest, the CPU port it has no interface for)."""
+    h1, h2 = two_hosts.hosts
+    port = free_port()
+    path = p4_config("p4runtime-packet-io", LEARNING, two_hosts.switch_ports, f"cpu_port = {CPU_PORT}\n")
+    sw = edgeflow_on(datapath, two_hosts.hosts, [], extra=["--config", str(path), "--dpid", f"{DPID:x}",
+                                                           "--p4runtime", str(port)],
+                     log_name=f"p4runtime-packet-io-{datapath}").start()
+    shell, catches = None, []
+    try:
+        shell = Shell(f"127.0.0.1:{port}", election_id=1)
+        assert shell.ask("digest_entry", digest="learn_t", max_timeout_ns=0, max_list_size=1,
+                         ack_timeout_ns=10 ** 10) is None
+        to_nobody = udp_frame(h1.mac, "02:00:00:00:00:99", "10.0.0.1", "10.0.0.99")
+        blast(h1, to_nobody, 1, 1)
+        assert shell.ask("packet_in", timeout=5) == {"payload": to_nobody.hex(),
+                                                    "metadata": {"ingress_port": 1, "pad": 0}}
+        first = shell.ask("digest_list", timeout=5)
+        assert first is not None and (first["digest"], first["data"]) == ("learn_t", [[mac(h1), 1]]), first
+
+        # Not acked: h2's digest waits, while its packet-in comes at once.
+        blast(h2, udp_frame(h2.mac, "02:00:00:00:00:99", "10.0.0.2", "10.0.0.99"), 1, 1)
+        assert shell.ask("packet_in", timeout=5)["metadata"]["ingress_port"] == 2
+        assert shell.ask("digest_list", timeout=0.3) is None, "a second list before the first's ack"
+        assert shell.ask("digest_ack", digest="learn_t", list_id=first["list_id"]) is None
+        second = shell.ask("digest_list", timeout=5)
+        assert second is not None and second["data"] == [[mac(h2), 2]], second
+        assert second["list_id"] != first["list_id"]
+        assert shell.ask("digest_ack", digest="learn_t", list_id=second["list_id"]) is None
+
+        # A known destination: forwarded where the program runs (on tc, in the kernel, which
+        # sends a frame up for its digest), and the new source still a digest.
+        assert shell.ask("insert", entries=[{"table": "LearnIngress.dmac", "match": {"hdr.ethernet.dst": h2.mac},
+                                             "action": "LearnIngress.forward", "params": {"port": "2"}}]) is None
+        forwarded = udp_frame("02:00:00:00:00:55", h2.mac, "10.0.0.55", "10.0.0.2")
+        catches.append(catch := h2.popen("python3", "-c", CATCH, "020000000055"))
+        assert catch.stdout.readline().strip() == "ready", catch.stderr.read()
+        blast(h1, forwarded, 1, 1)
+        assert catch.stdout.readline().strip() == forwarded.hex(), catch.stderr.read()
+        third = shell.ask("digest_list", timeout=5)
+        assert third is not None and third["data"] == [[0x020000000055, 1]], third
+
+        catches.append(catch := h2.popen("python3", "-c", CATCH, "020000000077"))
+        assert catch.stdout.readline().strip() == "ready", catch.stderr.read()
+        sent = udp_frame("02:00:00:00:00:77", h2.mac, "10.0.0.77", "10.0.0.2")
+        assert shell.ask("packet_out", payload=sent.hex(), metadata={"egress_port": "2"}) is None
+        assert catch.stdout.readline().strip() == sent.hex(), catch.stderr.read()
+    finally:
+        for c in catches:
+            c.kill()
         if shell is not None:
             shell.close()
         assert sw.stop() == 0, sw.log()

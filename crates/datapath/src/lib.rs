@@ -143,6 +143,10 @@ pub struct ChannelCounters {
     pub p4runtime_streams_refused: AtomicU64,
     pub p4runtime_writes_refused: AtomicU64,
     pub p4runtime_slow_readers_dropped: AtomicU64,
+    /// P4Runtime: packet-ins no primary took (none, or its stream full), digests no
+    /// DigestEntry asked for or that found their queue full.
+    pub p4runtime_packet_ins_dropped: AtomicU64,
+    pub p4runtime_digests_dropped: AtomicU64,
 }
 
 impl ChannelCounters {
@@ -188,6 +192,8 @@ impl ChannelCounters {
             ("p4runtime_streams_refused", get(&self.p4runtime_streams_refused)),
             ("p4runtime_writes_refused", get(&self.p4runtime_writes_refused)),
             ("p4runtime_slow_readers_dropped", get(&self.p4runtime_slow_readers_dropped)),
+            ("p4runtime_packet_ins_dropped", get(&self.p4runtime_packet_ins_dropped)),
+            ("p4runtime_digests_dropped", get(&self.p4runtime_digests_dropped)),
         ]
     }
 }

@@ -403,17 +403,50 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
 fn p4runtime_service(s: &Settings, handle: datapath::SwitchHandle) -> p4runtime::server::Service {
     /// The switch's P4 program, reached on the forwarding thread; whether it runs in userspace
     /// only (no kernel datapath, whose object is built from the program at start).
-    struct Program(datapath::SwitchHandle, bool);
-    impl p4runtime::Device for Program {
-        fn run(&self, job: p4runtime::Job) {
+    struct Program(datapath::SwitchHandle, bool, bool);
+    impl Program {
+        /// Runs `job` on the P4 mode between two frames (not at all if the switch runs none).
+        fn on_mode(&self, job: impl FnOnce(&mut forwarding::p4::P4Mode) -> datapath::Deliver + Send + 'static) {
             self.0.send(Command::WithMode(Box::new(move |mode| {
                 let p4 = mode.as_any_mut().and_then(|m| m.downcast_mut::<forwarding::p4::P4Mode>());
                 match p4 {
-                    Some(p4) => job(p4.switch_mut()),
-                    // Dropped unrun: the request fails as UNAVAILABLE.
+                    Some(p4) => job(p4),
                     None => Box::new(|| ()),
                 }
             })));
+        }
+    }
+    impl p4runtime::Device for Program {
+        fn run(&self, job: p4runtime::Job) {
+            // Dropped unrun without a P4 mode: the request fails as UNAVAILABLE.
+            self.on_mode(move |p4| job(p4.switch_mut()));
+        }
+
+        fn to_controller(&self, mut to: p4runtime::server::ToServer) {
+            use forwarding::p4::ToController;
+            use p4runtime::server::FromSwitch;
+            self.on_mode(move |p4| {
+                p4.set_controller(Some(Box::new(move |what| {
+                    to(match what {
+                        ToController::PacketIn(info, frame) => FromSwitch::PacketIn(info, frame),
+                        ToController::Digest(info, d) => FromSwitch::Digest(info, d),
+                    })
+                })));
+                Box::new(|| ())
+            });
+        }
+
+        fn has_cpu_port(&self) -> bool {
+            self.2
+        }
+
+        fn packet_out(&self, frame: Vec<u8>) {
+            self.on_mode(move |p4| {
+                if let Err(e) = p4.packet_out(frame) {
+                    tracing::debug!("P4Runtime packet-out dropped: {e}");
+                }
+                Box::new(|| ())
+            });
         }
 
         fn kernel_runs_program(&self) -> bool {
@@ -427,17 +460,20 @@ fn p4runtime_service(s: &Settings, handle: datapath::SwitchHandle) -> p4runtime:
                 Refusal::Stream => &c.p4runtime_streams_refused,
                 Refusal::Write => &c.p4runtime_writes_refused,
                 Refusal::SlowReader => &c.p4runtime_slow_readers_dropped,
+                Refusal::PacketIn => &c.p4runtime_packet_ins_dropped,
+                Refusal::Digest => &c.p4runtime_digests_dropped,
             });
         }
     }
-    let name = std::iter::once(&s.mode)
-        .chain(s.port_modes.iter().map(|(m, _)| m))
-        .find_map(|m| match m {
-            ModeSetting::P4(c) => std::path::Path::new(&c.file).file_stem().map(|f| f.to_string_lossy().into_owned()),
-            _ => None,
-        })
+    let p4 = std::iter::once(&s.mode).chain(s.port_modes.iter().map(|(m, _)| m)).find_map(|m| match m {
+        ModeSetting::P4(c) => Some(c),
+        _ => None,
+    });
+    let name = p4
+        .and_then(|c| std::path::Path::new(&c.file).file_stem().map(|f| f.to_string_lossy().into_owned()))
         .unwrap_or_default();
-    p4runtime::server::Service::new(s.dpid, name, std::sync::Arc::new(Program(handle, s.fastpath.is_none())))
+    let cpu_port = p4.is_some_and(|c| c.cpu_port.is_some());
+    p4runtime::server::Service::new(s.dpid, name, std::sync::Arc::new(Program(handle, s.fastpath.is_none(), cpu_port)))
 }
 
 /// The control protocol's request (`forwarding::p4`) for an `edgeflow p4` command: keys and

@@ -7,10 +7,13 @@
 //! compiles it where it fits (`p4::backends::ebpf`), mirrors the tables, and the frames the kernel cannot
 //! decide come up here. What the kernel counted comes back through [`FromKernel::P4Counts`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
+pub use ::p4::backends::software::Digest;
 pub use ::p4::backends::software::Match;
 use ::p4::backends::software::{Dropped, Switch};
+use ::p4::info::Info;
 use packet::{FlowKey, Packet};
 
 use crate::kernel::{FromKernel, ToKernel};
@@ -43,7 +46,26 @@ pub struct Config {
     /// The kernel back end's object compiled elsewhere (`[p4] object`, from `edgeflow p4 compile
     /// -o`), which the datapath loads instead of compiling the program: a device needs no clang.
     pub object: Option<Vec<u8>>,
+    /// The port number that is the control plane (`[p4] cpu_port`, BMv2's `--cpu-port`): a copy
+    /// the program sends there goes to the P4Runtime controllers as a packet-in, and a
+    /// packet-out enters the program on it. No switch port has it.
+    pub cpu_port: Option<u32>,
 }
+
+/// What the program sends the control plane, with the program's control-plane view (P4Info's
+/// source) as of when it was sent: the program may be replaced while it waits.
+pub enum ToController {
+    /// A copy sent to the CPU port, as the deparser wrote it (the packet_in header first).
+    PacketIn(Arc<Info>, Vec<u8>),
+    Digest(Arc<Info>, Digest),
+}
+
+/// Where [`ToController`] goes (P4Runtime's server); called on the forwarding thread, so it
+/// must not block.
+pub type ControllerSink = Box<dyn FnMut(ToController) + Send>;
+
+/// Packet-outs that may wait for the forwarding thread: more are refused.
+pub const PACKET_OUT_QUEUE: usize = 256;
 
 /// Why a configuration cannot run.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -67,12 +89,69 @@ pub struct P4Mode {
     dropped: BTreeMap<&'static str, u64>,
     /// [`Config::object`].
     object: Option<Vec<u8>>,
+    cpu_port: Option<u32>,
+    controller: Option<ControllerSink>,
+    /// Packet-outs waiting to enter the program on the CPU port (run at the next tick).
+    packet_outs: VecDeque<Vec<u8>>,
+    packet_ins: u64,
+    digests: u64,
+    packet_outs_run: u64,
 }
 
 impl P4Mode {
     /// The program's state: tables, externs, groups (P4Runtime's way in).
     pub fn switch_mut(&mut self) -> &mut Switch {
         &mut self.switch
+    }
+
+    /// Sends packet-ins and digests to `sink` from now on (none: they are dropped).
+    pub fn set_controller(&mut self, sink: Option<ControllerSink>) {
+        self.controller = sink;
+    }
+
+    /// A packet-out: `frame` (its packet_out header first) enters the program on the CPU port
+    /// at the next tick, its copies sent as any frame's. Refused without a CPU port, or with
+    /// [`PACKET_OUT_QUEUE`] waiting.
+    pub fn packet_out(&mut self, frame: Vec<u8>) -> Result<(), String> {
+        if self.cpu_port.is_none() {
+            return Err("the switch has no CPU port ([p4] cpu_port in its configuration)".into());
+        }
+        if self.packet_outs.len() >= PACKET_OUT_QUEUE {
+            return Err(format!("{PACKET_OUT_QUEUE} packet-outs wait already"));
+        }
+        self.packet_outs.push_back(frame);
+        Ok(())
+    }
+
+    /// Runs `frame`, arrived on `in_port`, through the program: its copies for the CPU port go
+    /// to the controller, the others to `send`; its digests to the controller.
+    fn run(
+        &mut self,
+        frame: &[u8],
+        in_port: u32,
+        now: Nanos,
+        mut send: impl FnMut(&mut Self, ::p4::backends::software::Output),
+    ) -> Result<(), Dropped> {
+        let result = self.switch.process(frame, in_port, now);
+        let digests = self.switch.take_digests();
+        if let Some(sink) = self.controller.as_mut() {
+            let info = self.switch.info();
+            for d in digests {
+                self.digests += 1;
+                sink(ToController::Digest(info.clone(), d));
+            }
+        }
+        for c in result? {
+            if Some(c.port) == self.cpu_port {
+                if let Some(sink) = self.controller.as_mut() {
+                    self.packet_ins += 1;
+                    sink(ToController::PacketIn(self.switch.info(), c.frame));
+                }
+                continue;
+            }
+            send(self, c);
+        }
+        Ok(())
     }
 
     pub fn new(cfg: &Config) -> Result<P4Mode, ConfigError> {
@@ -100,7 +179,33 @@ impl P4Mode {
             kernel_frames: 0,
             dropped: BTreeMap::new(),
             object: cfg.object.clone(),
+            cpu_port: cfg.cpu_port,
+            controller: None,
+            packet_outs: VecDeque::new(),
+            packet_ins: 0,
+            digests: 0,
+            packet_outs_run: 0,
         })
+    }
+}
+
+impl P4Mode {
+    fn transmit(&mut self, c: ::p4::backends::software::Output, offload: packet::Offload, out: &mut dyn Output) {
+        let layout = packet::parse(&c.frame, 0).map(|(_, l)| l).unwrap_or_default();
+        self.copy.load(&c.frame, offload, layout);
+        self.copies += 1;
+        out.transmit(Egress { port: c.port, queue: Some(c.queue as u32) }, &self.copy);
+    }
+
+    fn count_drop(&mut self, why: Dropped) -> DropReason {
+        let (name, reason) = match why {
+            Dropped::Parser(_) => ("parser_rejected", DropReason::Filtered),
+            Dropped::Program => ("program_dropped", DropReason::NoAction),
+            Dropped::NoPort => ("no_egress_port", DropReason::NoAction),
+            Dropped::Unsupported(_) => ("unsupported", DropReason::NoAction),
+        };
+        *self.dropped.entry(name).or_default() += 1;
+        reason
     }
 }
 
@@ -113,28 +218,30 @@ impl Mode for P4Mode {
 
     fn receive(&mut self, pkt: &mut Packet, key: &FlowKey, now: Nanos, out: &mut dyn Output) -> Verdict {
         self.frames += 1;
-        match self.switch.process(pkt.data(), key.in_port(), now) {
-            Ok(copies) => {
-                for c in copies {
-                    let layout = packet::parse(&c.frame, 0).map(|(_, l)| l).unwrap_or_default();
-                    // The receive offloads (a partial checksum, GSO) still describe a copy of the
-                    // same length: its headers kept their places.
-                    let offload = if c.frame.len() == pkt.len() { pkt.offload } else { Default::default() };
-                    self.copy.load(&c.frame, offload, layout);
-                    self.copies += 1;
-                    out.transmit(Egress { port: c.port, queue: Some(c.queue as u32) }, &self.copy);
-                }
-                Verdict { dropped: None, entry: None }
-            }
-            Err(why) => {
-                let (name, reason) = match why {
-                    Dropped::Parser(_) => ("parser_rejected", DropReason::Filtered),
-                    Dropped::Program => ("program_dropped", DropReason::NoAction),
-                    Dropped::NoPort => ("no_egress_port", DropReason::NoAction),
-                    Dropped::Unsupported(_) => ("unsupported", DropReason::NoAction),
-                };
-                *self.dropped.entry(name).or_default() += 1;
-                Verdict { dropped: Some(reason), entry: None }
+        let (len, offload) = (pkt.len(), pkt.offload);
+        let ran = self.run(pkt.data(), key.in_port(), now, |mode, c| {
+            // The receive offloads (a partial checksum, GSO) still describe a copy of the same
+            // length: its headers kept their places.
+            let offload = if c.frame.len() == len { offload } else { Default::default() };
+            mode.transmit(c, offload, out);
+        });
+        match ran {
+            Ok(()) => Verdict { dropped: None, entry: None },
+            Err(why) => Verdict { dropped: Some(self.count_drop(why)), entry: None },
+        }
+    }
+
+    fn next_deadline(&self) -> Option<Nanos> {
+        (!self.packet_outs.is_empty()).then_some(0)
+    }
+
+    /// Runs the packet-outs waiting: each enters the program on the CPU port.
+    fn tick(&mut self, now: Nanos, out: &mut dyn Output) {
+        let Some(cpu_port) = self.cpu_port else { return };
+        while let Some(frame) = self.packet_outs.pop_front() {
+            self.packet_outs_run += 1;
+            if let Err(why) = self.run(&frame, cpu_port, now, |mode, c| mode.transmit(c, Default::default(), out)) {
+                self.count_drop(why);
             }
         }
     }
@@ -183,6 +290,11 @@ impl Mode for P4Mode {
     fn counters(&self) -> Vec<CounterGroup> {
         let mut counters =
             vec![("frames", self.frames), ("copies", self.copies), ("kernel_frames", self.kernel_frames)];
+        counters.extend([
+            ("packet_ins", self.packet_ins),
+            ("packet_outs", self.packet_outs_run),
+            ("digests", self.digests),
+        ]);
         for name in ["parser_rejected", "program_dropped", "no_egress_port", "unsupported"] {
             counters.push((name, self.dropped.get(name).copied().unwrap_or(0)));
         }
@@ -351,6 +463,7 @@ mod tests {
             groups: vec![(1, vec![2, 3]), (2, vec![1])],
             meters: vec![],
             object: None,
+            cpu_port: None,
         };
         let mut p4 = P4Mode::new(&cfg).unwrap();
 

@@ -24,6 +24,8 @@ pub const DIRECT_COUNTER: u8 = 0x13;
 pub const METER: u8 = 0x14;
 pub const DIRECT_METER: u8 = 0x15;
 pub const REGISTER: u8 = 0x16;
+pub const DIGEST: u8 = 0x17;
+pub const CONTROLLER_HEADER: u8 = 0x04;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Preamble {
@@ -97,8 +99,40 @@ pub struct ExternInfo {
     pub bitwidth: u32,
 }
 
+/// A header annotated `@controller_header("packet_in")` or `("packet_out")`: its fields are a
+/// packet-in's or packet-out's metadata, in order, ids from 1 (P4Info's
+/// `controller_packet_metadata`, named by the annotation's argument as p4c names it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ControllerHeader {
+    pub preamble: Preamble,
+    pub metadata: Vec<Param>,
+}
+
+impl ControllerHeader {
+    /// Its length on the wire, in whole bytes (a header's fields add up to whole bytes).
+    pub fn bytes(&self) -> usize {
+        (self.metadata.iter().map(|m| m.bitwidth as usize).sum::<usize>()).div_ceil(8)
+    }
+}
+
+/// What a program sends the control plane with v1model's `digest<T>(receiver, data)` (named by
+/// `T`, as p4c names it) or a PSA `Digest<T>` instance (named as instances are): the members of
+/// `T`, each a bitstring.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DigestInfo {
+    pub preamble: Preamble,
+    /// Its name in the software target (`software::Digest::name`): `T` for v1model,
+    /// `Block.instance` for PSA.
+    pub target: String,
+    /// `T`, the struct P4Info's type information describes.
+    pub type_name: String,
+    pub members: Vec<Param>,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Info {
+    pub controller_headers: Vec<ControllerHeader>,
+    pub digests: Vec<DigestInfo>,
     pub tables: Vec<TableInfo>,
     pub actions: Vec<ActionInfo>,
     pub counters: Vec<ExternInfo>,
@@ -117,6 +151,71 @@ impl Info {
     }
     pub fn action_named(&self, target: &str) -> Option<&ActionInfo> {
         self.actions.iter().find(|a| a.target == target)
+    }
+    /// The `@controller_header` of that name (`packet_in`, `packet_out`).
+    pub fn controller_header(&self, name: &str) -> Option<&ControllerHeader> {
+        self.controller_headers.iter().find(|c| c.preamble.name == name)
+    }
+    pub fn digest(&self, id: u32) -> Option<&DigestInfo> {
+        self.digests.iter().find(|d| d.preamble.id == id)
+    }
+    pub fn digest_named(&self, target: &str) -> Option<&DigestInfo> {
+        self.digests.iter().find(|d| d.target == target)
+    }
+}
+
+/// The fields of a header or struct `name`, each a bitstring of its width.
+fn members(checked: &Checked, name: &str) -> Vec<Param> {
+    match checked.layouts.get(name) {
+        Some(Layout::Header(fields) | Layout::Struct(fields)) => fields
+            .iter()
+            .enumerate()
+            .map(|(i, (n, t))| Param { id: i as u32 + 1, name: n.clone(), bitwidth: width(t) })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The type name a v1model `digest` call's data has: its type argument, or the type of a field
+/// of the block's parameters (`meta.learn`).
+pub fn digest_type(
+    program: &Program,
+    checked: &Checked,
+    block: &str,
+    type_args: &[Type],
+    data: &Expr,
+) -> Option<String> {
+    let ty = match type_args.first() {
+        Some(t) => checked.resolve(t),
+        None => key_type(program, checked, block, data)?,
+    };
+    match ty {
+        Ty::Struct(n) | Ty::Header(n) => Some(n),
+        _ => None,
+    }
+}
+
+/// Every `digest(...)` call in `stmts`: (its type arguments, its data).
+fn digest_calls<'p>(stmts: &'p [crate::frontend::ast::Stmt], found: &mut Vec<(&'p [Type], &'p Expr)>) {
+    use crate::frontend::ast::Stmt;
+    for s in stmts {
+        match s {
+            Stmt::Call(Expr { kind: ExprKind::Call { callee, type_args, args }, .. })
+                if matches!(&callee.kind, ExprKind::Name(n) if n == "digest") && args.len() == 2 =>
+            {
+                found.push((type_args, &args[1]))
+            }
+            Stmt::If { then, otherwise, .. } => {
+                digest_calls(then, found);
+                digest_calls(otherwise.as_deref().unwrap_or(&[]), found);
+            }
+            Stmt::Block(b) => digest_calls(b, found),
+            Stmt::Switch { cases, .. } => {
+                cases.iter().for_each(|(_, b)| digest_calls(b.as_deref().unwrap_or(&[]), found))
+            }
+            Stmt::For { body, .. } => digest_calls(body, found),
+            _ => {}
+        }
     }
 }
 
@@ -468,6 +567,53 @@ pub fn info(program: &Program, checked: &Checked) -> Result<Info, String> {
             info.tables.push(table);
         }
     }
+    for (kind, header) in &program.controller_headers {
+        if info.controller_header(kind).is_some() {
+            return Err(format!("@controller_header(\"{kind}\") is on two headers"));
+        }
+        let preamble = preamble(&mut ids, CONTROLLER_HEADER, kind.clone(), &[])?;
+        info.controller_headers.push(ControllerHeader { preamble, metadata: members(checked, header) });
+    }
+    for d in &program.decls {
+        let Decl::Control { name: block, locals, apply, .. } = d else { continue };
+        let mut calls = Vec::new();
+        for l in locals {
+            if let Local::Action(a) = l {
+                digest_calls(&a.body, &mut calls);
+            }
+        }
+        digest_calls(apply, &mut calls);
+        for (type_args, data) in calls {
+            let Some(ty) = digest_type(program, checked, &block.text, type_args, data) else { continue };
+            if info.digest_named(&ty).is_none() {
+                let preamble = preamble(&mut ids, DIGEST, ty.clone(), &[])?;
+                info.digests.push(DigestInfo {
+                    preamble,
+                    members: members(checked, &ty),
+                    type_name: ty.clone(),
+                    target: ty,
+                });
+            }
+        }
+        // PSA: a `Digest<T>` instance.
+        for l in locals {
+            let Local::Instance(i) = l else { continue };
+            let Type::Named(ty, targs) = &i.ty else { continue };
+            let Some(Ty::Struct(t) | Ty::Header(t)) = targs.first().map(|t| checked.resolve(t)) else { continue };
+            if ty.text != "Digest" {
+                continue;
+            }
+            let name = qualified(Some(&scope(program, checked, &block.text)), &i.name.text, &i.annotations);
+            let preamble = preamble(&mut ids, DIGEST, name, &i.annotations)?;
+            info.digests.push(DigestInfo {
+                preamble,
+                members: members(checked, &t),
+                type_name: t,
+                target: format!("{}.{}", block.text, i.name.text),
+            });
+        }
+    }
+    set_aliases(&mut info.digests, |d| &mut d.preamble);
     set_aliases(&mut info.tables, |t| &mut t.preamble);
     set_aliases(&mut info.actions, |a| &mut a.preamble);
     for list in

@@ -136,3 +136,36 @@ fn an_id_annotation_is_honoured_and_a_wrong_one_refused() {
         INGRESS.replace("action drop()", "@id(7) action drop()").replace("action forward(", "@id(7) action forward(");
     assert_eq!(info_of(&twice).unwrap_err(), "I.forward: @id(0x7) is taken");
 }
+
+/// The learning switch of `examples/p4`: its `@controller_header` headers are P4Runtime's packet
+/// metadata (fields in order, ids from 1), its `digest(1, meta.learn)` a digest named by the
+/// data's type; the software target keeps each digest a frame sends, with the data as the call
+/// made it, and sends a frame for the CPU port with its packet_in header in front.
+#[test]
+fn controller_headers_and_digests_are_published_and_digests_kept_per_frame() {
+    let source = include_str!("../../../examples/p4/v1model_learning_switch.p4");
+    let (p, c) = p4::front_end("learn.p4", source).unwrap();
+    let i = info(&p, &c).unwrap();
+    let fields = |name: &str| {
+        let h = i.controller_header(name).unwrap_or_else(|| panic!("no {name}"));
+        assert_eq!(h.preamble.id >> 24, p4::info::CONTROLLER_HEADER as u32);
+        h.metadata.iter().map(|m| (m.id, m.name.clone(), m.bitwidth)).collect::<Vec<_>>()
+    };
+    assert_eq!(fields("packet_in"), [(1, "ingress_port".into(), 9), (2, "pad".into(), 7)]);
+    assert_eq!(fields("packet_out"), [(1, "egress_port".into(), 9), (2, "pad".into(), 7)]);
+    let [d] = i.digests.as_slice() else { panic!("{:?}", i.digests) };
+    assert_eq!((d.preamble.name.as_str(), d.preamble.id >> 24), ("learn_t", p4::info::DIGEST as u32));
+    assert_eq!(d.members.iter().map(|m| (m.name.as_str(), m.bitwidth)).collect::<Vec<_>>(), [("src", 48), ("port", 9)]);
+
+    let mut sw = p4::backends::software::Switch::new(p, c).unwrap();
+    let frame = [[0x02, 0, 0, 0, 0, 0x99], [0x02, 0, 0, 0, 0, 0x01]].concat();
+    let frame = [frame, vec![0x08, 0x00, 0xaa]].concat();
+    let out = sw.process(&frame, 3, 0).unwrap();
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].port, 255, "an unknown destination goes to the CPU port");
+    assert_eq!(out[0].frame, [&[0x01, 0x80][..], &frame].concat(), "packet_in: ingress_port 3, then the frame");
+    let digests = sw.take_digests();
+    assert_eq!(digests.len(), 1);
+    assert_eq!((digests[0].name.as_str(), digests[0].data.as_slice()), ("learn_t", &[0x02_0000_0000_01u128, 3][..]));
+    assert!(sw.take_digests().is_empty(), "taken once");
+}

@@ -1,7 +1,7 @@
 //! The P4Info message for a checked program, from the front end's control-plane view of it
 //! (`p4::info`).
 
-use p4::info::{ExternInfo, Info, Preamble, Unit};
+use p4::info::{DigestInfo, ExternInfo, Info, Preamble, Unit};
 
 use crate::proto::p4::config::v1 as cfg;
 
@@ -49,9 +49,58 @@ fn match_type(kind: &str) -> cfg::match_field::Match {
     Match::MatchType(t as i32)
 }
 
+/// A digest's type: the struct P4Info's type information names, its members bitstrings.
+fn digest_type(d: &DigestInfo) -> (Option<cfg::P4DataTypeSpec>, cfg::P4StructTypeSpec) {
+    use cfg::p4_data_type_spec::TypeSpec as D;
+    let named = cfg::P4NamedType { name: d.type_name.clone() };
+    let members = d
+        .members
+        .iter()
+        .map(|m| cfg::p4_struct_type_spec::Member { name: m.name.clone(), type_spec: bits(m.bitwidth) })
+        .collect();
+    (
+        Some(cfg::P4DataTypeSpec { type_spec: Some(D::Struct(named)) }),
+        cfg::P4StructTypeSpec { members, ..Default::default() },
+    )
+}
+
 /// P4Info for `info`; `arch` names the architecture (`edgeflow`).
 pub fn p4info(info: &Info, name: &str) -> cfg::P4Info {
+    let digest_types: Vec<_> = info.digests.iter().map(digest_type).collect();
+    let type_info = (!info.digests.is_empty()).then(|| cfg::P4TypeInfo {
+        structs: info
+            .digests
+            .iter()
+            .zip(&digest_types)
+            .map(|(d, (_, spec))| (d.type_name.clone(), spec.clone()))
+            .collect(),
+        ..Default::default()
+    });
     cfg::P4Info {
+        controller_packet_metadata: info
+            .controller_headers
+            .iter()
+            .map(|c| cfg::ControllerPacketMetadata {
+                preamble: preamble(&c.preamble),
+                metadata: c
+                    .metadata
+                    .iter()
+                    .map(|m| cfg::controller_packet_metadata::Metadata {
+                        id: m.id,
+                        name: m.name.clone(),
+                        bitwidth: m.bitwidth as i32,
+                        ..Default::default()
+                    })
+                    .collect(),
+            })
+            .collect(),
+        digests: info
+            .digests
+            .iter()
+            .zip(digest_types)
+            .map(|(d, (type_spec, _))| cfg::Digest { preamble: preamble(&d.preamble), type_spec })
+            .collect(),
+        type_info,
         pkg_info: Some(cfg::PkgInfo { name: name.to_string(), arch: "edgeflow".into(), ..Default::default() }),
         tables: info
             .tables

@@ -3,17 +3,18 @@
 //!
 //! The program's state lives on the forwarding thread, so every request becomes one [`Job`]
 //! the switch runs between two frames: a write request's updates all land together, and a read
-//! sees one instant. What P4Runtime has and edgeflow's target does not (action profiles, packet
-//! I/O on the stream, digests, a program replaced where the kernel runs it) is refused as
-//! UNIMPLEMENTED by name.
+//! sees one instant. What P4Runtime has and edgeflow's target does not (action profiles, a
+//! program replaced where the kernel runs it) is refused as UNIMPLEMENTED by name.
 //!
 //! One file per concern: arbitration and roles on the stream channel (`arbitration.rs`),
 //! P4Runtime's entities and the target's values (`entity.rs`), writes and their batches
-//! (`write.rs`), reads (`read.rs`), a program from a pipeline config (`pipeline.rs`). The P4Info
+//! (`write.rs`), reads (`read.rs`), a program from a pipeline config (`pipeline.rs`), packets
+//! and digests on the stream channel (`packet_io.rs`). The P4Info
 //! message is `p4info.rs`, the value encoding `codec.rs`.
 
 mod arbitration;
 mod entity;
+mod packet_io;
 mod pipeline;
 mod read;
 mod write;
@@ -23,8 +24,9 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use p4::backends::software::Switch;
-use tokio::sync::{mpsc, oneshot};
+use p4::backends::software::{Digest, Switch};
+use p4::info::Info;
+use tokio::sync::{mpsc, oneshot, Notify};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -55,6 +57,20 @@ pub type Job = Box<dyn FnOnce(&mut Switch) -> Deliver + Send>;
 /// kernel too, where the program runs there).
 pub type Deliver = Box<dyn FnOnce() + Send>;
 
+/// What the program sends the control plane, with its control-plane view when it sent it.
+pub enum FromSwitch {
+    /// A copy the program sent to the CPU port.
+    PacketIn(Arc<Info>, Vec<u8>),
+    Digest(Arc<Info>, Digest),
+}
+
+/// Where the switch hands [`FromSwitch`] to the server, on the forwarding thread: it never
+/// blocks, and what does not fit the server's queue is dropped (and counted).
+pub type ToServer = Box<dyn FnMut(FromSwitch) + Send>;
+
+/// Packet-ins and digests that may wait between the forwarding thread and the server.
+const FROM_SWITCH_QUEUE: usize = 1024;
+
 /// What the server turned away, for the switch to count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
@@ -64,6 +80,11 @@ pub enum Refusal {
     Write,
     /// A client dropped for not reading its stream.
     SlowReader,
+    /// A packet-in no primary could take (none connected, or its stream full), or one that did
+    /// not fit the server's queue.
+    PacketIn,
+    /// A digest that no DigestEntry asked for, or that did not fit a queue.
+    Digest,
 }
 
 /// The switch a P4Runtime server serves.
@@ -80,6 +101,15 @@ pub trait Device: Send + Sync + 'static {
     fn kernel_runs_program(&self) -> bool {
         true
     }
+    /// Hands the switch where packet-ins and digests go from now on; a switch without a CPU
+    /// port sends only digests.
+    fn to_controller(&self, _to: ToServer) {}
+    /// Whether the program has a CPU port (packet-ins and packet-outs).
+    fn has_cpu_port(&self) -> bool {
+        false
+    }
+    /// A packet-out: `frame` enters the program on the CPU port.
+    fn packet_out(&self, _frame: Vec<u8>) {}
 }
 
 /// Why a request is refused where the kernel runs the program.
@@ -122,6 +152,13 @@ struct Shared {
     saved: Arc<Mutex<Option<Saved>>>,
     streams_refused: ThrottledWarning,
     slow_readers: ThrottledWarning,
+    /// The digests clients configured and their lists; `digest_woken` when an ack or a new
+    /// configuration may let a list go.
+    digests: Mutex<packet_io::Digests>,
+    digest_woken: Notify,
+    /// The running program's control-plane view, for packet-outs and digest entries (none until
+    /// asked for, and again after the program is replaced).
+    running_info: Mutex<Option<Arc<Info>>>,
 }
 
 impl Shared {
@@ -165,6 +202,9 @@ impl Service {
                 saved: Arc::new(Mutex::new(None)),
                 streams_refused: ThrottledWarning::default(),
                 slow_readers: ThrottledWarning::default(),
+                digests: Mutex::new(packet_io::Digests::default()),
+                digest_woken: Notify::new(),
+                running_info: Mutex::new(None),
             }),
         }
     }
@@ -182,6 +222,31 @@ impl Service {
             })
         }));
         rx.await.map_err(|_| Status::unavailable("the switch runs no P4 program now"))
+    }
+
+    /// The running program's control-plane view.
+    async fn running_info(&self) -> Result<Arc<Info>, Status> {
+        if let Some(info) = self.shared.running_info.lock().unwrap().clone() {
+            return Ok(info);
+        }
+        let info = self.on_switch(|sw| sw.info()).await?;
+        *self.shared.running_info.lock().unwrap() = Some(info.clone());
+        Ok(info)
+    }
+
+    /// A packet-out from client `id` (§16.2): only a primary's, on a switch with a CPU port.
+    async fn packet_out(&self, id: u64, out: pb::PacketOut) -> Result<(), Status> {
+        if !self.shared.arbiter.lock().unwrap().is_primary(id) {
+            return Err(Status::permission_denied("packet-out: only a primary client sends packets"));
+        }
+        if !self.shared.device.has_cpu_port() {
+            return Err(Status::failed_precondition(
+                "packet-out: the switch has no CPU port ([p4] cpu_port in its configuration)",
+            ));
+        }
+        let frame = packet_io::packet_out(&*self.running_info().await?, &out)?;
+        self.shared.device.packet_out(frame);
+        Ok(())
     }
 
     /// Runs `f` on the program reads and writes address: the one saved for the next COMMIT, or
@@ -212,9 +277,14 @@ impl Service {
                 pipeline::carry_groups(sw, &mut new);
             }
             *sw = new;
-            Ok(())
+            Ok::<(), Status>(())
         })
-        .await?
+        .await??;
+        *self.shared.running_info.lock().unwrap() = None;
+        if !reconcile {
+            self.shared.digests.lock().unwrap().clear();
+        }
+        Ok(())
     }
 
     fn check_device(&self, device_id: u64) -> Result<(), Status> {
@@ -259,6 +329,17 @@ impl Service {
 pub async fn serve(addr: SocketAddr, service: Service) -> Result<(), String> {
     let listener =
         tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("P4Runtime cannot listen on {addr}: {e}"))?;
+    let (tx, rx) = mpsc::channel(FROM_SWITCH_QUEUE);
+    let device = service.shared.device.clone();
+    service.shared.device.to_controller(Box::new(move |what| {
+        if let Err(e) = tx.try_send(what) {
+            device.refused(match e.into_inner() {
+                FromSwitch::PacketIn(..) => Refusal::PacketIn,
+                FromSwitch::Digest(..) => Refusal::Digest,
+            });
+        }
+    }));
+    tokio::spawn(to_controllers(service.shared.clone(), rx));
     let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
     tokio::spawn(async move {
         let served = tonic::transport::Server::builder()
@@ -270,6 +351,47 @@ pub async fn serve(addr: SocketAddr, service: Service) -> Result<(), String> {
         }
     });
     Ok(())
+}
+
+/// Sends the program's packet-ins to the primaries as they come, and its digests as their
+/// DigestEntries say, until the switch stops.
+async fn to_controllers(shared: Arc<Shared>, mut from_switch: mpsc::Receiver<FromSwitch>) {
+    use pb::stream_message_response::Update;
+    let send = |update: Update| {
+        let msg = pb::StreamMessageResponse { update: Some(update) };
+        shared.arbiter.lock().unwrap().to_primaries(&msg)
+    };
+    loop {
+        let due = shared.digests.lock().unwrap().next_due();
+        let sleep = async {
+            match due {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            what = from_switch.recv() => match what {
+                None => return,
+                Some(FromSwitch::PacketIn(info, frame)) => {
+                    let reached = packet_io::packet_in(&info, frame).map_or(0, |p| send(Update::Packet(p)));
+                    if reached == 0 {
+                        shared.device.refused(Refusal::PacketIn);
+                    }
+                }
+                Some(FromSwitch::Digest(info, d)) => {
+                    if !shared.digests.lock().unwrap().add(&info, &d.name, d.data, Instant::now()) {
+                        shared.device.refused(Refusal::Digest);
+                    }
+                }
+            },
+            () = sleep => {}
+            () = shared.digest_woken.notified() => {}
+        }
+        let lists = shared.digests.lock().unwrap().due(Instant::now());
+        for list in lists {
+            send(Update::Digest(list));
+        }
+    }
 }
 
 type Stream<T> = Pin<Box<dyn tokio_stream::Stream<Item = Result<T, Status>> + Send>>;
@@ -290,7 +412,59 @@ impl P4Runtime for Service {
                  so its frames may see part of one; ROLLBACK_ON_ERROR applies a batch all or nothing"
             )));
         }
-        let results = self.on_program(move |sw| apply_batch(sw, &w.updates, atomicity)).await?;
+        let is_digest = |u: &pb::Update| {
+            matches!(u.entity.as_ref().and_then(|e| e.entity.as_ref()), Some(pb::entity::Entity::DigestEntry(_)))
+        };
+        let digest_updates = w.updates.iter().filter(|u| is_digest(u)).count();
+        if digest_updates == 0 {
+            let results = self.on_program(move |sw| apply_batch(sw, &w.updates, atomicity)).await?;
+            return batch_status(results).map(|()| Response::new(pb::WriteResponse {}));
+        }
+        if digest_updates != w.updates.len() && atomicity != Atomicity::ContinueOnError {
+            return Err(Status::unimplemented(
+                "a batch of digest entries and other entities is applied with CONTINUE_ON_ERROR only: \
+                 the digests' configuration is the server's, the rest the program's",
+            ));
+        }
+        // Digest entries configure the server, which sends the lists: checked and applied here,
+        // the rest on the program; the answers in the updates' order.
+        let info = self.running_info().await?;
+        let mut digest_results = {
+            let mut digests = self.shared.digests.lock().unwrap();
+            let mut tried = Vec::new();
+            let mut configured = digests.clone();
+            for u in w.updates.iter().filter(|u| is_digest(u)) {
+                let Some(pb::entity::Entity::DigestEntry(e)) = u.entity.as_ref().and_then(|e| e.entity.as_ref()) else {
+                    unreachable!("filtered")
+                };
+                let kind = pb::update::Type::try_from(u.r#type).unwrap_or(pb::update::Type::Unspecified);
+                tried.push(configured.update(&info, kind, e));
+            }
+            let failed = tried.iter().position(Result::is_err);
+            match (failed, atomicity) {
+                // All or nothing: the configuration stays as it was.
+                (Some(at), a) if a != Atomicity::ContinueOnError => {
+                    let cause = tried.swap_remove(at).unwrap_err();
+                    tried = write::all_or_nothing(cause, at, w.updates.len());
+                }
+                _ => *digests = configured,
+            }
+            tried.into_iter()
+        };
+        self.shared.digest_woken.notify_one();
+        let rest: Vec<pb::Update> = w.updates.iter().filter(|u| !is_digest(u)).cloned().collect();
+        let mut rest_results = if rest.is_empty() {
+            Vec::new()
+        } else {
+            self.on_program(move |sw| apply_batch(sw, &rest, atomicity)).await?
+        }
+        .into_iter();
+        let results = w
+            .updates
+            .iter()
+            .map(|u| if is_digest(u) { digest_results.next() } else { rest_results.next() })
+            .map(Option::unwrap)
+            .collect();
         batch_status(results)?;
         Ok(Response::new(pb::WriteResponse {}))
     }
@@ -300,6 +474,23 @@ impl P4Runtime for Service {
     async fn read(&self, request: Request<pb::ReadRequest>) -> Result<Response<Self::ReadStream>, Status> {
         let r = request.into_inner();
         self.check_device(r.device_id)?;
+        let digest = |e: &pb::Entity| matches!(e.entity, Some(pb::entity::Entity::DigestEntry(_)));
+        if !r.entities.is_empty() && r.entities.iter().all(digest) {
+            // The digests' configuration is the server's: all of it, or the digests named.
+            let configured = self.shared.digests.lock().unwrap().entries();
+            let entities = configured
+                .into_iter()
+                .filter(|c| {
+                    r.entities.iter().any(|e| match &e.entity {
+                        Some(pb::entity::Entity::DigestEntry(d)) => d.digest_id == 0 || d.digest_id == c.digest_id,
+                        _ => false,
+                    })
+                })
+                .map(|c| pb::Entity { entity: Some(pb::entity::Entity::DigestEntry(c)) })
+                .collect();
+            let reply = pb::ReadResponse { entities };
+            return Ok(Response::new(Box::pin(tokio_stream::iter([Ok(reply)]))));
+        }
         let entities = self.on_program(move |sw| read_entities(sw, &r.entities)).await??;
         let reply = pb::ReadResponse { entities };
         Ok(Response::new(Box::pin(tokio_stream::iter([Ok(reply)]))))
@@ -437,8 +628,23 @@ impl P4Runtime for Service {
             )));
         };
         let device_id = shared.device_id;
+        let service = self.clone();
         tokio::spawn(async move {
             while let Ok(Some(msg)) = inbound.message().await {
+                let msg = match msg.update {
+                    Some(Update::Packet(out)) => {
+                        if let Err(refused) = service.packet_out(id, out).await {
+                            shared.arbiter(|a| a.stream_error(id, device_id, refused));
+                        }
+                        continue;
+                    }
+                    Some(Update::DigestAck(ack)) => {
+                        shared.digests.lock().unwrap().ack(&ack);
+                        shared.digest_woken.notify_one();
+                        continue;
+                    }
+                    _ => msg,
+                };
                 let ended = shared.arbiter(|a| {
                     if !a.clients.iter().any(|c| c.id == id) {
                         return true; // dropped for not reading
@@ -448,12 +654,6 @@ impl P4Runtime for Service {
                             Ok(()) => return false,
                             Err(status) => a.end(id, device_id, status),
                         },
-                        Some(Update::Packet(_)) => a.stream_error(
-                            id,
-                            device_id,
-                            Status::unimplemented("packet-out: edgeflow's P4 target has no CPU port"),
-                        ),
-                        Some(Update::DigestAck(_)) => a.stream_error(id, device_id, Status::unimplemented("digests")),
                         _ => {}
                     }
                     !a.clients.iter().any(|c| c.id == id)

@@ -19,6 +19,10 @@ pub struct P4Section {
     /// OBJECT`): tc and xdp load it instead of compiling the program, so a device needs no
     /// clang. Relative to the configuration file's directory, as `program` is.
     pub object: Option<Spanned<String>>,
+    /// The port number that is the control plane, as BMv2's `--cpu-port` (docs/p4.md,
+    /// P4Runtime): a copy the program sends there is a packet-in, a packet-out arrives on it.
+    /// No switch port may have it.
+    pub cpu_port: Option<Spanned<u32>>,
     #[serde(default, rename = "entry")]
     pub entries: Vec<P4Entry>,
     #[serde(default, rename = "group")]
@@ -169,7 +173,11 @@ pub(super) fn p4(
         .iter()
         .map(|m| (m.name.get_ref().clone(), m.index, [m.cir, m.cburst, m.pir, m.pburst]))
         .collect();
-    let mut cfg = Config { file: path.display().to_string(), source, entries, groups, meters, object: None };
+    let cpu_port = section.cpu_port.as_ref().map(|p| *p.get_ref());
+    if let Some(p) = section.cpu_port.as_ref().filter(|p| ports.iter().any(|(no, _)| no == p.get_ref())) {
+        return Err(cx.at(p, format!("cpu_port {}: a switch port has that number", p.get_ref())));
+    }
+    let mut cfg = Config { file: path.display().to_string(), source, entries, groups, meters, object: None, cpu_port };
     match forwarding::p4::P4Mode::new(&cfg) {
         Ok(_) => {
             if let Some(object) = &section.object {

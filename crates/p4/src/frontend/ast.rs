@@ -6,6 +6,10 @@ use crate::diag::Pos;
 #[derive(Clone, Debug, PartialEq)]
 pub struct Program {
     pub decls: Vec<Decl>,
+    /// Headers annotated `@controller_header("packet_in")` (or `"packet_out"`): (the
+    /// annotation's argument, the header's name). P4Runtime carries their fields as a packet-in's
+    /// or packet-out's metadata (P4Info's `controller_packet_metadata`).
+    pub controller_headers: Vec<(String, String)>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -65,7 +65,7 @@ fn outside(what: &str) -> String {
 }
 
 pub fn parse(tokens: Vec<Token>) -> Result<Program> {
-    let mut p = Parser { t: tokens, i: 0, annotated: Vec::new() };
+    let mut p = Parser { t: tokens, i: 0, annotated: Vec::new(), controller_headers: Vec::new() };
     let mut decls = Vec::new();
     while p.peek() != &Tok::Eof {
         // an empty declaration, as after `struct E { };`: the grammar allows it, it says nothing
@@ -74,7 +74,7 @@ pub fn parse(tokens: Vec<Token>) -> Result<Program> {
         }
         decls.push(p.declaration()?);
     }
-    Ok(Program { decls })
+    Ok(Program { decls, controller_headers: p.controller_headers })
 }
 
 struct Parser {
@@ -82,6 +82,8 @@ struct Parser {
     i: usize,
     /// The annotations just read, for the declaration they precede.
     annotated: Vec<Annotation>,
+    /// [`Program::controller_headers`], as they are read.
+    controller_headers: Vec<(String, String)>,
 }
 
 impl Parser {
@@ -224,7 +226,11 @@ impl Parser {
             }
             "header" | "struct" => {
                 self.bump();
+                let annotations = self.take_annotations();
                 let name = self.name(&format!("the {word}'s name"))?;
+                if let Some(kind) = annotation_str(&annotations, "controller_header").filter(|_| word == "header") {
+                    self.controller_headers.push((kind.to_string(), name.text.clone()));
+                }
                 let fields = self.fields()?;
                 Ok(if word == "header" { Decl::Header { name, fields } } else { Decl::Struct { name, fields } })
             }

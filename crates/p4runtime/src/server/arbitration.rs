@@ -151,6 +151,27 @@ impl Arbiter {
         self.slow_dropped += 1;
     }
 
+    /// Queues `msg` (a packet-in or a digest list) for each role's primary (P4Runtime §16.1:
+    /// backups get none), where at least half the client's queue is free: past that the message
+    /// is dropped, not the client, so that arbitration notices keep their places. How many
+    /// primaries it reached.
+    pub(super) fn to_primaries(&self, msg: &pb::StreamMessageResponse) -> usize {
+        let mut reached = 0;
+        for (role, _) in self.primaries() {
+            let Some(p) = self.primary(&role) else { continue };
+            if p.tx.capacity() > CLIENT_QUEUE / 2 && p.tx.try_send(Ok(msg.clone())).is_ok() {
+                reached += 1;
+            }
+        }
+        reached
+    }
+
+    /// Whether client `id` is its role's primary.
+    pub(super) fn is_primary(&self, id: u64) -> bool {
+        let Some(client) = self.clients.iter().find(|c| c.id == id) else { return false };
+        client.role.as_deref().and_then(|r| self.primary(r)).is_some_and(|p| p.id == id)
+    }
+
     /// A stream error for client `id` (its stream goes on).
     pub(super) fn stream_error(&mut self, id: u64, device_id: u64, status: Status) {
         let error = pb::StreamError {

@@ -36,6 +36,8 @@ pub(super) fn describes(theirs: &P4Info, ours: &P4Info) -> Result<(), Status> {
         ("meters", theirs.meters != ours.meters),
         ("direct meters", theirs.direct_meters != ours.direct_meters),
         ("registers", theirs.registers != ours.registers),
+        ("controller packet metadata", theirs.controller_packet_metadata != ours.controller_packet_metadata),
+        ("digests", theirs.digests != ours.digests || theirs.type_info != ours.type_info),
     ];
     let which: Vec<&str> = differs.iter().filter(|d| d.1).map(|d| d.0).collect();
     Err(Status::invalid_argument(format!(

@@ -248,18 +248,23 @@ pub fn apply_batch(sw: &mut Switch, updates: &[pb::Update], atomicity: Atomicity
     for (at, u) in updates.iter().enumerate() {
         if let Err(failed) = update(sw, &info, u) {
             *sw = before;
-            return (0..updates.len())
-                .map(|i| {
-                    Err(match i.cmp(&at) {
-                        Ordering::Less => Status::aborted(format!("rolled back: update {at} of the batch failed")),
-                        Ordering::Equal => failed.clone(),
-                        Ordering::Greater => Status::aborted(format!("not tried: update {at} of the batch failed")),
-                    })
-                })
-                .collect();
+            return all_or_nothing(failed, at, updates.len());
         }
     }
     vec![Ok(()); updates.len()]
+}
+
+/// The answers to a batch of `len` updates undone because update `at` failed.
+pub(super) fn all_or_nothing(failed: Status, at: usize, len: usize) -> Vec<Result<(), Status>> {
+    (0..len)
+        .map(|i| {
+            Err(match i.cmp(&at) {
+                Ordering::Less => Status::aborted(format!("rolled back: update {at} of the batch failed")),
+                Ordering::Equal => failed.clone(),
+                Ordering::Greater => Status::aborted(format!("not tried: update {at} of the batch failed")),
+            })
+        })
+        .collect()
 }
 
 /// A write's outcome as P4Runtime reports a batch (§12.3): OK, or UNKNOWN with one p4.v1.Error

@@ -1103,6 +1103,8 @@ impl<'a> Gen<'a> {
                 Ok("r->sm.f_egress_spec = 511;\nr->sm.f_mcast_grp = 0;\n".into())
             }
             ExprKind::Name(f) if f == "mark_to_drop" => Ok("r->sm.f_drop = 1;\n".into()),
+            // The control plane hears of a digest from userspace only: the frame goes up.
+            ExprKind::Name(f) if f == "digest" && self.v1model => Ok("r->misfit = 1;\n".into()),
             ExprKind::Name(f) if f == "verify" => {
                 let (c, _) = self.expr(&args[0])?;
                 let (err, _) = self.expr(&args[1])?;
@@ -2386,6 +2388,10 @@ static __always_inline int p4_main(void *ctx, const enum p4_hook hook)
 	}}
 	{verify}p4_ctl_{ig}(r);
 	r->exited = 0;
+	/* A digest (or anything else ingress met that the kernel cannot finish) goes up now,
+	 * before a drop could lose it: userspace runs the frame again and sends the digest. */
+	if (r->misfit)
+		return p4_finish(ctx, vd, P4_UP, P4_MISFIT, hook, in);
 	if ({ingress_drop})
 		return p4_finish(ctx, vd, P4_DROP, P4_PROGRAM, hook, in);
 	struct p4_group single = {{}};

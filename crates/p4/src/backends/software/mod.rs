@@ -360,6 +360,19 @@ pub struct Switch {
     generation: u64,
     /// The headers, metadata and standard metadata every frame starts from, made once.
     initial: Option<[Value; 3]>,
+    /// What the frames run since the last [`Switch::take_digests`] sent the control plane.
+    digests: Vec<Digest>,
+}
+
+/// Digests kept until [`Switch::take_digests`]: more are dropped.
+pub const DIGESTS_KEPT: usize = 1024;
+
+/// One digest a frame sent (v1model's `digest<T>(receiver, data)`, PSA's `Digest.pack(data)`):
+/// whose (`info::DigestInfo::target`) and the data's members, in order.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Digest {
+    pub name: String,
+    pub data: Vec<u128>,
 }
 
 /// One block's run: its variables, the frame, and where it is.
@@ -404,6 +417,7 @@ impl Switch {
             externs: Names::default(),
             generation: 0,
             initial: None,
+            digests: Vec::new(),
         };
         let code = sw.code.clone();
         for d in &code.program.decls {
@@ -908,6 +922,25 @@ impl Switch {
     /// Packets and bytes each entry of `table` matched, in insertion order.
     pub fn entry_counts(&self, table: &str) -> Option<Vec<(u64, u64)>> {
         Some(self.tables.get(table)?.entries.iter().map(|e| (e.packets, e.bytes)).collect())
+    }
+
+    /// The digests the frames run since the last call sent, oldest first. Whoever runs frames
+    /// takes them after each, or drops them: they are kept until taken.
+    pub fn take_digests(&mut self) -> Vec<Digest> {
+        std::mem::take(&mut self.digests)
+    }
+
+    /// Records a digest of `data` (a struct's or header's members, each a number), unless
+    /// [`DIGESTS_KEPT`] wait untaken (a caller that never takes them grows nothing).
+    fn record_digest(&mut self, name: String, data: &Value) {
+        if self.digests.len() >= DIGESTS_KEPT {
+            return;
+        }
+        let data = match data {
+            Value::Struct(fields) | Value::Header { fields, .. } => fields.iter().map(|(_, v)| v.as_u128()).collect(),
+            other => vec![other.as_u128()],
+        };
+        self.digests.push(Digest { name, data });
     }
 
     /// Runs `frame`, arrived on `port` at `now` (ns), through the program.
@@ -1489,6 +1522,7 @@ impl Switch {
                     }
                     // The checker proved it: what is left is its value.
                     "static_assert" => Ok(Value::Bool(true)),
+                    "digest" => self.v1model_digest(cx, type_args, args),
                     other if find_function(&code, other).is_some() => {
                         self.run_function(cx, find_function(&code, other).expect("found"), args)
                     }
@@ -1829,6 +1863,7 @@ impl Switch {
             externs: self.externs.clone(),
             generation: self.generation,
             initial: self.initial.clone(),
+            digests: Vec::new(),
         }
     }
 

@@ -331,8 +331,11 @@ impl Switch {
                 let span = hi.saturating_sub(lo).saturating_add(1).max(1);
                 return Ok(Value::Number((lo + self.next_random() as u128 % span) as i128));
             }
-            // Digests reach no control plane from the software target yet.
-            (Extern::Digest, "pack") => return Ok(Value::Void),
+            (Extern::Digest, "pack") => {
+                let data = self.eval(cx, &args[0])?;
+                self.record_digest(key.to_string(), &data);
+                return Ok(Value::Void);
+            }
             (_, other) => return Err(Stop::Unsupported(format!("{key}.{other}"))),
         };
         self.externs.insert(key.to_string(), updated);

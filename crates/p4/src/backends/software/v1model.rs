@@ -361,9 +361,22 @@ impl Switch {
                     return Err(Stop::Reject("AssertionFailed".into()));
                 }
             }
-            // Digests reach no control plane from the software target yet; a log has no reader here.
-            "digest" | "log_msg" => {}
+            // A log has no reader here.
+            "log_msg" => {}
             other => return Err(Stop::Unsupported(format!("the function '{other}'"))),
+        }
+        Ok(Value::Void)
+    }
+
+    /// `digest<T>(receiver, data)`: `data` as the call made it, kept for the control plane
+    /// ([`Switch::take_digests`]) under `T`'s name. The receiver is BMv2's learn-list id, which
+    /// P4Runtime does not use. Data of a type P4Info cannot name (a list without a type
+    /// argument) is not kept.
+    pub(super) fn v1model_digest(&mut self, cx: &mut Cx, type_args: &[Type], args: &[Expr]) -> Run<Value> {
+        let code = self.code.clone();
+        let data = self.eval(cx, &args[1])?;
+        if let Some(name) = crate::info::digest_type(&code.program, &code.checked, cx.block, type_args, &args[1]) {
+            self.record_digest(name, &data);
         }
         Ok(Value::Void)
     }
