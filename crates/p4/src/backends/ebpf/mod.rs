@@ -1126,21 +1126,8 @@ impl<'a> Gen<'a> {
                 // the action writes through, and copied back after (P4's copy-in, copy-out,
                 // also when the action exits).
                 let f = self.action_fn(a)?;
-                let params = self.action_param_directions(a);
-                let (mut before, mut call, mut after) = (String::new(), format!("{f}(r"), String::new());
-                for (i, x) in args.iter().enumerate() {
-                    let (c, ty) = self.expr(x)?;
-                    if !matches!(params.get(i), Some(Some(Direction::Out | Direction::InOut))) {
-                        call += &format!(", {c}");
-                        continue;
-                    }
-                    self.temps += 1;
-                    let t = format!("t_{}", self.temps);
-                    let _ = writeln!(before, "{} {t} = {c};", self.c_type(&ty)?);
-                    call += &format!(", &{t}");
-                    after += &self.assign(x, &t)?;
-                }
-                Ok(format!("{{\n{before}{call});\n{after}}}\nif (r->exited) {}", self.exit_label))
+                let (before, call, after) = self.action_arguments(a, args)?;
+                Ok(format!("{{\n{before}{f}(r{call});\n{after}}}\nif (r->exited) {}", self.exit_label))
             }
             ExprKind::Member(obj, m) => {
                 let method = m.text.as_str();
@@ -1601,6 +1588,28 @@ impl<'a> Gen<'a> {
         Ok(())
     }
 
+    /// The arguments of a call of action `a` (a direct call, or those its table's action list
+    /// binds) as C: the copy-in before the call, the call's arguments after `r`, the copy-out
+    /// after it. An out or inout argument is copied into a temporary the action writes through,
+    /// and copied back after (P4's copy-in, copy-out, also when the action exits).
+    fn action_arguments(&mut self, a: &str, args: &[Expr]) -> R<(String, String, String)> {
+        let directions = self.action_param_directions(a);
+        let (mut before, mut call, mut after) = (String::new(), String::new(), String::new());
+        for (i, x) in args.iter().enumerate() {
+            let (c, ty) = self.expr(x)?;
+            if !matches!(directions.get(i), Some(Some(Direction::Out | Direction::InOut))) {
+                call += &format!(", {c}");
+                continue;
+            }
+            self.temps += 1;
+            let t = format!("t_{}", self.temps);
+            let _ = writeln!(before, "{} {t} = {c};", self.c_type(&ty)?);
+            call += &format!(", &{t}");
+            after += &self.assign(x, &t)?;
+        }
+        Ok((before, call, after))
+    }
+
     /// Each parameter's direction, of the action `a` names here (the block's, else top-level).
     fn action_param_directions(&self, a: &str) -> Vec<Option<Direction>> {
         let local = self.program.decls.iter().find_map(|d| match d {
@@ -1846,21 +1855,7 @@ impl<'a> Gen<'a> {
                     bound_args.push(None);
                     continue;
                 }
-                let directions = self.action_param_directions(&a.name.text);
-                let (mut before, mut call, mut after) = (String::new(), String::new(), String::new());
-                for (i, x) in a.args.iter().enumerate() {
-                    let (c, ty) = self.expr(x)?;
-                    if !matches!(directions.get(i), Some(Some(Direction::Out | Direction::InOut))) {
-                        call += &format!(", {c}");
-                        continue;
-                    }
-                    self.temps += 1;
-                    let tmp = format!("t_{}", self.temps);
-                    let _ = writeln!(before, "\t\t{} {tmp} = {c};", self.c_type(&ty)?);
-                    call += &format!(", &{tmp}");
-                    after += &format!("\t\t{}", self.assign(x, &tmp)?);
-                }
-                bound_args.push(Some((before, call, after)));
+                bound_args.push(Some(self.action_arguments(&a.name.text, &a.args)?));
             }
             let actions: Vec<String> = t.actions.iter().map(|a| a.name.text.clone()).collect();
             let mut max_args = 0;
