@@ -9,6 +9,9 @@
 //! `".x"` from the top level); `@id(n)` fixes an id. Other ids are a hash of the name under the
 //! kind's prefix byte (P4Runtime's `P4Ids`), so they stay put while the program changes
 //! elsewhere.
+//!
+//! About 630 lines, one concern: the naming and numbering of what P4Info shows, kind by kind,
+//! which share one id scheme and one name resolution.
 
 use std::collections::{BTreeSet, HashMap};
 
