@@ -566,11 +566,12 @@ class TestSixSwitches:
               f"(lost {missing}); TCP bytes a second {per_second}; addresses "
               f"{ {n: c['addresses'] for n, c in every.items()} }")
         assert "error" not in report and len(per_second) >= 4 and per_second[-1] > 0, report.get("error", per_second)
-        assert max(replies) == 40 and len(replies) >= 25, replies
+        assert len(replies) >= 25, replies
         # Some are lost while the addresses move (R stopped at ping 15: here 16-19 go); the last
         # second's, 1.5 s after it, came back: the pings carried on. One or two of those may drop
         # beside the TCP stream that fills the userspace datapath's rings on a busy minute (CI
-        # lost one of 31-40 once, with 36 of 40 answered), as a ping beside a full link does.
+        # lost one of 31-40 once, with 36 of 40 answered; once it was the 40th), as a ping beside
+        # a full link does.
         assert len([s for s in range(31, 41) if s not in replies]) <= 2, missing
         assert all(c["addresses"] >= 1 for c in every.values()), every
 
