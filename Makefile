@@ -80,10 +80,11 @@ msrv: setup-build
 	rustup toolchain list | grep -q "^$$v-" || rustup toolchain install --profile minimal "$$v"; \
 	echo "msrv: rust $$v"; $(CARGO) +$$v check --workspace --all-targets --locked
 
-# The images of the seeds' devices (i586, big- and little-endian MIPS; full and minimal) built,
-# then run under qemu-user on their devices' CPUs (tests/cross). `make test` builds and runs the
-# minimal aarch64 image itself (tests/test_arm.py); building these six takes longer than it has.
-CROSS_TEST_TARGETS := i586-unknown-linux-musl mips-unknown-linux-musl mipsel-unknown-linux-musl
+# The images built from source with the pinned nightly (i586, big- and little-endian MIPS, armv7;
+# full and minimal), then run under qemu-user on their devices' CPUs (tests/cross). `make test`
+# builds and runs the minimal aarch64 image itself (tests/test_arm.py); building these eight takes
+# longer than it has.
+CROSS_TEST_TARGETS := i586-unknown-linux-musl mips-unknown-linux-musl mipsel-unknown-linux-musl armv7-unknown-linux-musleabihf
 cross-test: setup build
 	for t in $(CROSS_TEST_TARGETS); do scripts/cross.sh $$t || exit 1; done
 	EDGEFLOW_CROSS=1 $(PYTEST) tests/cross -v --durations=0

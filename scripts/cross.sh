@@ -14,10 +14,10 @@
 # are built in the target's byte order by crates/ebpf/build.rs. Adding a target is a line in
 # TARGETS, and a CC/linker pair below if clang cannot build for it.
 #
-# i586 and MIPS (the Geode LX, OpenWrt's routers) have no standard library from rustup that builds
-# the workspace, so the pinned nightly compiles one (`-Z build-std`, from its rust-src), with LLVM's
-# libunwind from the same source, against a musl that scripts/musl-sysroot.sh builds from Debian's
-# source.
+# armv7, i586 and MIPS (the gateways, the Geode LX, OpenWrt's routers) have no standard library from
+# rustup that builds the workspace, so the pinned nightly compiles one (`-Z build-std`, from its
+# rust-src), with LLVM's libunwind from the same source, against a musl that scripts/musl-sysroot.sh
+# builds from Debian's source.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
@@ -27,10 +27,13 @@ TARGETS=(aarch64-unknown-linux-musl armv7-unknown-linux-musleabihf x86_64-unknow
 # The toolchain that builds the standard library of the targets below from source: pinned, and the
 # fuzzers' (scripts/fuzz.sh), so that a nightly's regression cannot change a router's image.
 NIGHTLY=nightly-2026-05-19
-# i586 is a tier-2 target, but rustup serves its standard library here for 1.87 only, which no
-# longer builds the workspace; MIPS is tier 3, with none at all.
+# armv7 and i586 are tier-2 targets, but the rustup mirror here serves their musl standard library
+# for old releases only (armv7's for 1.87 and 1.88), which the workspace outgrows (docs/deploy.md);
+# MIPS is tier 3, with none at all.
 build_std() {
-  case $1 in i586-unknown-linux-musl | mips-unknown-linux-musl | mipsel-unknown-linux-musl) return 0 ;; esac
+  case $1 in
+    armv7-unknown-linux-musleabihf | i586-unknown-linux-musl | mips-unknown-linux-musl | mipsel-unknown-linux-musl) return 0 ;;
+  esac
   return 1
 }
 targets=("${1:-all}")
@@ -41,10 +44,8 @@ variants=(full minimal)
 # LLVM's libunwind, from the nightly's rust-src: scripts/musl-sysroot.sh builds it for the target.
 libunwind_src() { echo "$(rustc "+$NIGHTLY" --print sysroot)/lib/rustlib/src/rust/src/llvm-project/libunwind"; }
 
-msrv=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' Cargo.toml)
-
-# The toolchain that has the target's standard library: the default one, or else the declared
-# MSRV (a mirror may serve a target for some releases only; the MSRV builds the workspace too).
+# The toolchain that has the target's standard library: the pinned nightly for those built from
+# source, else the default one (setup adds aarch64's; this adds the others).
 toolchain_for() {
   local t=$1 tc
   if build_std "$t"; then
@@ -56,26 +57,17 @@ toolchain_for() {
     echo "$NIGHTLY"
     return
   fi
-  for tc in "" "$msrv"; do
-    if rustup ${tc:++$tc} target list --installed 2>/dev/null | grep -qx "$t"; then
-      echo "${tc:-default}"
-      return
-    fi
-    if [ -n "$tc" ] && ! rustup toolchain list | grep -q "^$tc"; then
-      rustup toolchain install --profile minimal "$tc" >/dev/null 2>&1 || continue
-    fi
-    if rustup ${tc:++$tc} target add "$t" >/dev/null 2>&1; then
-      echo "${tc:-default}"
-      return
-    fi
-  done
+  if rustup target list --installed 2>/dev/null | grep -qx "$t" || rustup target add "$t" >/dev/null 2>&1; then
+    echo default
+    return
+  fi
   return 1
 }
 
 if [ "${1:-}" = prepare ]; then
   shift
   for t in "${@:-${TARGETS[@]}}"; do
-    toolchain_for "$t" >/dev/null || { echo "cross: no Rust standard library for $t from rustup (tried the default toolchain and $msrv)" >&2; exit 1; }
+    toolchain_for "$t" >/dev/null || { echo "cross: no Rust standard library for $t: rustup serves none for the default toolchain, or the pinned $NIGHTLY and its rust-src did not install" >&2; exit 1; }
     if build_std "$t"; then scripts/musl-sysroot.sh "$t" "$(libunwind_src)" >/dev/null; fi
   done
   exit 0
@@ -86,7 +78,7 @@ sizes=build/cross/sizes.tsv
 [ -f "$sizes" ] || printf 'target\tvariant\tbytes\ttoolchain\n' >"$sizes"
 for t in "${targets[@]}"; do
   if ! tc=$(toolchain_for "$t"); then
-    echo "cross: no Rust standard library for $t from rustup (tried the default toolchain and $msrv)" >&2
+    echo "cross: no Rust standard library for $t: rustup serves none for the default toolchain, or the pinned $NIGHTLY and its rust-src did not install" >&2
     exit 1
   fi
   env_t=$(echo "$t" | tr 'a-z-' 'A-Z_')
@@ -103,6 +95,7 @@ for t in "${targets[@]}"; do
     # link with Rust's soft-float objects.
     case $t in
       mips*) target_cflags="-march=mips32r2 -msoft-float" ;;
+      armv7*) target_cflags="-march=armv7-a -mfpu=vfpv3-d16 -mfloat-abi=hard" ;;
       i586*) target_cflags="-march=pentium" ;;
     esac
     export "CFLAGS_${t//-/_}=$target_cflags -isystem $sysroot/include" "CXXFLAGS_${t//-/_}=$target_cflags -isystem $sysroot/include"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The C runtime for a Rust target whose standard library scripts/cross.sh builds from source (i586,
-# MIPS): rustup's rust-std carries a target's musl (libc.a, the crt objects) and libunwind.a, and
+# The C runtime for a Rust target whose standard library scripts/cross.sh builds from source (armv7,
+# i586, MIPS): rustup's rust-std carries a target's musl (libc.a, the crt objects) and libunwind.a, and
 # these targets have no rust-std here. So: Debian 12's musl source (1.2.3, `apt-get source` through
 # a private source list, leaving this machine's apt configuration alone) and LLVM's libunwind from
 # the pinned nightly's rust-src (the unwinder Rust's own musl targets link), both compiled by
@@ -12,8 +12,10 @@ cd "$(dirname "$0")/.."
 target=$1
 libunwind_src=$2
 # The Rust targets' own CPUs (rustc --print target-spec-json): a Pentium (no SSE: the Geode LX),
-# MIPS32r2 with soft float (OpenWrt's MIPS routers have no FPU).
+# MIPS32r2 with soft float (OpenWrt's MIPS routers have no FPU), ARMv7-A with hard float on
+# VFPv3-D16 and no NEON (`+v7,+vfp3d16,+thumb2,-neon`: what every Cortex-A has).
 case $target in
+  armv7-unknown-linux-musleabihf) cflags="--target=armv7-linux-musleabihf -march=armv7-a -mfpu=vfpv3-d16 -mfloat-abi=hard" ;;
   i586-unknown-linux-musl) cflags="--target=i586-linux-musl -march=pentium" ;;
   mips-unknown-linux-musl) cflags="--target=mips-linux-musl -march=mips32r2 -msoft-float" ;;
   mipsel-unknown-linux-musl) cflags="--target=mipsel-linux-musl -march=mips32r2 -msoft-float" ;;

@@ -1,8 +1,8 @@
 """The images for the seeds' own devices, each under qemu-user on this machine's kernel, on the CPU
 the device has: i586 on a Pentium (no SSE or SSE2, as the Geode LX of seed 004's gateway), big- and
-little-endian MIPS on a 24Kc (MIPS32r2 without an FPU, as the ath79 routers). `make cross-test`
-builds them (`scripts/cross.sh`) and runs these tests (EDGEFLOW_CROSS=1): building six images
-with fat LTO takes longer than `make test` can give. An image that is missing fails, naming the
+little-endian MIPS on a 24Kc (MIPS32r2 without an FPU, as the ath79 routers), armv7 on a
+Cortex-A7. `make cross-test` builds them (`scripts/cross.sh`) and runs these tests
+(EDGEFLOW_CROSS=1): building eight images with fat LTO takes longer than `make test` can give. An image that is missing fails, naming the
 command that builds it."""
 
 import contextlib
@@ -21,6 +21,9 @@ DEVICES = [
     ("i586-unknown-linux-musl", "qemu-i386-static", "pentium", "Intel 80386"),
     ("mips-unknown-linux-musl", "qemu-mips-static", "24Kc", "MSB executable, MIPS, MIPS32 rel2"),
     ("mipsel-unknown-linux-musl", "qemu-mipsel-static", "24Kc", "LSB executable, MIPS, MIPS32 rel2"),
+    # Built from source like the three above (scripts/cross.sh); a Cortex-A7, as in OpenWrt's
+    # ipq40xx routers and the Allwinner boards.
+    ("armv7-unknown-linux-musleabihf", "qemu-arm-static", "cortex-a7", "ARM, EABI5"),
 ]
 IMAGES = [pytest.param(d, v, id=f"{d[0].split('-')[0]}-{v}") for d in DEVICES for v in ("full", "minimal")]
 

@@ -102,7 +102,7 @@ pub fn end_process_on_panic(journal: bool) {
              supervisor to restart it\n",
             thread.name().unwrap_or("unnamed"),
             info.location().map_or_else(String::new, |l| format!(" at {l}")),
-            info.payload_as_str().unwrap_or("(a panic without a message)"),
+            panic_message(info.payload()),
         );
         for line in std::backtrace::Backtrace::force_capture().to_string().lines() {
             report.push_str(&format!("{prefix}  {line}\n"));
@@ -113,9 +113,31 @@ pub fn end_process_on_panic(journal: bool) {
     }));
 }
 
+/// What `panic!` said: its payload is a `&'static str` or a `String` (`PanicHookInfo::
+/// payload_as_str` is this, but only from Rust 1.91: the declared MSRV is older, Cargo.toml).
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&'static str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(a panic without a message)")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_panics_message_is_its_text_whether_literal_or_formatted() {
+        let literal = std::panic::catch_unwind(|| panic!("a literal")).unwrap_err();
+        assert_eq!(panic_message(literal.as_ref()), "a literal");
+        // A value known only at run time: a constant one is formatted into a `&'static str`.
+        let port = std::hint::black_box(3);
+        let formatted = std::panic::catch_unwind(|| panic!("port {port}")).unwrap_err();
+        assert_eq!(panic_message(formatted.as_ref()), "port 3");
+        let other = std::panic::catch_unwind(|| std::panic::panic_any(7u8)).unwrap_err();
+        assert_eq!(panic_message(other.as_ref()), "(a panic without a message)");
+    }
 
     #[test]
     fn a_notification_arrives_as_one_datagram_on_a_path_or_an_abstract_socket() {
