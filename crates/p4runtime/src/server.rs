@@ -650,12 +650,11 @@ impl P4Runtime for Service {
                     if !a.clients.iter().any(|c| c.id == id) {
                         return true; // dropped for not reading
                     }
-                    match msg.update {
-                        Some(Update::Arbitration(u)) => match a.arbitrate(id, device_id, &u) {
+                    if let Some(Update::Arbitration(u)) = msg.update {
+                        match a.arbitrate(id, device_id, &u) {
                             Ok(()) => return false,
                             Err(status) => a.end(id, device_id, status),
-                        },
-                        _ => {}
+                        }
                     }
                     !a.clients.iter().any(|c| c.id == id)
                 });

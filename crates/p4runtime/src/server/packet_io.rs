@@ -17,7 +17,7 @@ use crate::proto::p4::v1 as pb;
 /// what follows the header.
 pub(super) fn packet_in(info: &Info, frame: Vec<u8>) -> Option<pb::PacketIn> {
     let Some(header) = info.controller_header("packet_in") else {
-        return Some(pb::PacketIn { payload: frame, ..Default::default() });
+        return Some(pb::PacketIn { payload: frame, metadata: Vec::new() });
     };
     let len = header.bytes();
     if frame.len() < len {
@@ -36,7 +36,7 @@ pub(super) fn packet_in(info: &Info, frame: Vec<u8>) -> Option<pb::PacketIn> {
             pb::PacketMetadata { metadata_id: m.id, value: encode(value) }
         })
         .collect();
-    Some(pb::PacketIn { payload: frame[len..].to_vec(), metadata, ..Default::default() })
+    Some(pb::PacketIn { payload: frame[len..].to_vec(), metadata })
 }
 
 /// The frame a PacketOut puts on the CPU port: its `packet_out` header, each metadata field at
