@@ -28,18 +28,58 @@ use packet::{FlowKey, KEY_WORDS};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct RuleId(pub u32);
 
+/// A rule's key is its own, masked; its mask is its subtable's (a million rules do not keep a
+/// million copies of a few masks).
 struct Rule<T> {
     key: FlowKey,
-    mask: FlowKey,
     priority: u32,
-    subtable: usize,
+    subtable: u32,
     data: T,
 }
 
-struct Bucket {
-    key: FlowKey,
-    /// Rules with this masked key, highest priority first.
-    rules: Vec<(u32, RuleId)>,
+/// The rules of one masked key, highest priority first. The key itself is the first rule's: a
+/// bucket is small, and a hash table of a million of them keeps its slack in small slots.
+enum Bucket {
+    /// The common case: a key with one rule, without an allocation.
+    One((u32, RuleId)),
+    Many(Box<Vec<(u32, RuleId)>>),
+}
+
+impl Bucket {
+    fn rules(&self) -> &[(u32, RuleId)] {
+        match self {
+            Bucket::One(rule) => std::slice::from_ref(rule),
+            Bucket::Many(v) => v,
+        }
+    }
+
+    /// The rule whose key is the bucket's.
+    fn first(&self) -> RuleId {
+        self.rules()[0].1
+    }
+
+    fn insert(&mut self, priority: u32, id: RuleId) {
+        if let Bucket::One(only) = *self {
+            *self = Bucket::Many(Box::new(vec![only]));
+        }
+        let Bucket::Many(all) = self else { unreachable!("made a list above") };
+        let pos = all.iter().position(|&(p, _)| p < priority).unwrap_or(all.len());
+        all.insert(pos, (priority, id));
+    }
+
+    /// Removes `id`; whether any rule is left.
+    fn remove(&mut self, id: RuleId) -> bool {
+        match self {
+            Bucket::One((_, only)) => *only != id,
+            Bucket::Many(v) => {
+                v.retain(|&(_, r)| r != id);
+                if let [rule] = v[..] {
+                    *self = Bucket::One(rule);
+                }
+                !self.rules().is_empty()
+            }
+        }
+    }
 }
 
 struct Subtable {
@@ -198,6 +238,11 @@ fn words_equal(a: &FlowKey, b: &FlowKey, words: &[u8]) -> bool {
     words.iter().all(|&w| a.word(w as usize) == b.word(w as usize))
 }
 
+/// A live rule's key (buckets and subtables name rules, the classifier owns them).
+fn key_of<T>(rules: &[Option<Rule<T>>], id: RuleId) -> &FlowKey {
+    &rules[id.0 as usize].as_ref().expect("a subtable names only live rules").key
+}
+
 impl Subtable {
     fn new(mask: FlowKey) -> Subtable {
         Subtable {
@@ -218,7 +263,7 @@ impl Subtable {
     /// Projects the subtable's rules under `mask` unless that is done, or not worth it: the
     /// subtable is small, or the mask is the subtable's own (its buckets answer) or empty (every
     /// rule is a candidate: the request touches them all).
-    fn project(&mut self, mask: &FlowKey, clock: u64) {
+    fn project<T>(&mut self, rules: &[Option<Rule<T>>], mask: &FlowKey, clock: u64) {
         if self.n_rules < PROJECT_FROM || *mask == self.mask || mask.is_zero() {
             return;
         }
@@ -232,8 +277,9 @@ impl Subtable {
         }
         let mut p = Projection::new(mask, clock);
         for b in self.buckets.iter() {
-            for &(_, id) in &b.rules {
-                p.add(&b.key, id);
+            let key = key_of(rules, b.first());
+            for &(_, id) in b.rules() {
+                p.add(key, id);
             }
         }
         self.projections.push(p);
@@ -241,9 +287,9 @@ impl Subtable {
 
     /// Rules whose key under `mask` (which this subtable's covers) is `masked`, and perhaps others:
     /// the caller compares.
-    fn candidates<'a>(&'a self, mask: &FlowKey, masked: &FlowKey) -> Candidates<'a> {
+    fn candidates<'a, T>(&'a self, rules: &[Option<Rule<T>>], mask: &FlowKey, masked: &FlowKey) -> Candidates<'a> {
         if *mask == self.mask {
-            Candidates::Bucket(self.find(masked).map_or(&[][..], |b| &b.rules[..]))
+            Candidates::Bucket(self.find(rules, masked).map_or(&[][..], |b| b.rules()))
         } else if let Some(p) = self.projection(mask) {
             Candidates::Projected(p.candidates(masked).collect())
         } else {
@@ -251,18 +297,19 @@ impl Subtable {
         }
     }
 
-    fn find(&self, masked: &FlowKey) -> Option<&Bucket> {
+    fn find<T>(&self, rules: &[Option<Rule<T>>], masked: &FlowKey) -> Option<&Bucket> {
         let h = hash_words(masked, &self.words);
-        self.buckets.find(h, |b| words_equal(&b.key, masked, &self.words))
+        self.buckets.find(h, |b| words_equal(key_of(rules, b.first()), masked, &self.words))
     }
 
     /// Probes with an unmasked key: masks word by word while hashing, without building a copy.
-    fn probe(&self, key: &FlowKey) -> Option<&Bucket> {
+    fn probe<T>(&self, rules: &[Option<Rule<T>>], key: &FlowKey) -> Option<&Bucket> {
         let h = finish(
             self.words.iter().fold(hash_seed(), |h, &w| mix(h, key.word(w as usize) & self.mask.word(w as usize))),
         );
         self.buckets.find(h, |b| {
-            self.words.iter().all(|&w| b.key.word(w as usize) == key.word(w as usize) & self.mask.word(w as usize))
+            let mine = key_of(rules, b.first());
+            self.words.iter().all(|&w| mine.word(w as usize) == key.word(w as usize) & self.mask.word(w as usize))
         })
     }
 }
@@ -287,7 +334,7 @@ impl Candidates<'_> {
         match self {
             Candidates::Bucket(rules) => rules.iter().all(|&(_, id)| f(id)),
             Candidates::Projected(ids) => ids.iter().all(|&id| f(id)),
-            Candidates::All(st) => st.buckets.iter().all(|b| b.rules.iter().all(|&(_, id)| f(id))),
+            Candidates::All(st) => st.buckets.iter().all(|b| b.rules().iter().all(|&(_, id)| f(id))),
         };
     }
 }
@@ -356,17 +403,16 @@ impl<T> Classifier<T> {
                 RuleId(self.rules.len() as u32 - 1)
             }
         };
-        self.rules[id.0 as usize] = Some(Rule { key, mask: *mask, priority, subtable: st_idx, data });
+        self.rules[id.0 as usize] = Some(Rule { key, priority, subtable: st_idx as u32, data });
+        let rules = &self.rules;
         let st = &mut self.subtables[st_idx];
         let h = hash_words(&key, &st.words);
-        let words = st.words.clone();
-        match st.buckets.find_mut(h, |b| words_equal(&b.key, &key, &words)) {
-            Some(b) => {
-                let pos = b.rules.iter().position(|&(p, _)| p < priority).unwrap_or(b.rules.len());
-                b.rules.insert(pos, (priority, id));
-            }
+        let words = &st.words;
+        match st.buckets.find_mut(h, |b| words_equal(key_of(rules, b.first()), &key, words)) {
+            Some(b) => b.insert(priority, id),
             None => {
-                st.buckets.insert_unique(h, Bucket { key, rules: vec![(priority, id)] }, |b| hash_words(&b.key, &words));
+                st.buckets
+                    .insert_unique(h, Bucket::One((priority, id)), |b| hash_words(key_of(rules, b.first()), words));
             }
         }
         for p in &mut st.projections {
@@ -381,20 +427,25 @@ impl<T> Classifier<T> {
     }
 
     pub fn remove(&mut self, id: RuleId) -> Option<T> {
-        let rule = self.rules.get_mut(id.0 as usize)?.take()?;
-        self.free.push(id.0);
-        self.len -= 1;
-        let st = &mut self.subtables[rule.subtable];
-        let h = hash_words(&rule.key, &st.words);
-        let words = st.words.clone();
-        if let Ok(entry) = st.buckets.find_entry(h, |b| words_equal(&b.key, &rule.key, &words)) {
-            let (bucket, slot) = entry.remove();
-            let mut bucket = bucket;
-            bucket.rules.retain(|&(_, r)| r != id);
-            if !bucket.rules.is_empty() {
-                slot.into_table().insert_unique(h, bucket, |b| hash_words(&b.key, &words));
+        let (key, subtable) = {
+            let r = self.rules.get(id.0 as usize)?.as_ref()?;
+            (r.key, r.subtable as usize)
+        };
+        // Out of its bucket first: the bucket's key is read through its first rule, this one
+        // perhaps, which must still be there.
+        let rules = &self.rules;
+        let st = &mut self.subtables[subtable];
+        let h = hash_words(&key, &st.words);
+        let words = &st.words;
+        if let Ok(mut entry) = st.buckets.find_entry(h, |b| words_equal(key_of(rules, b.first()), &key, words)) {
+            if !entry.get_mut().remove(id) {
+                entry.remove();
             }
         }
+        let rule = self.rules[id.0 as usize].take().expect("looked up above");
+        self.free.push(id.0);
+        self.len -= 1;
+        let st = &mut self.subtables[subtable];
         for p in &mut st.projections {
             p.remove(&rule.key, id);
         }
@@ -435,9 +486,9 @@ impl<T> Classifier<T> {
                 }
             }
             consulted.union_with(&st.mask);
-            if let Some(b) = st.probe(key) {
+            if let Some(b) = st.probe(&self.rules, key) {
                 // A bucket holds one rule per priority, highest first.
-                let (p, id) = b.rules[0];
+                let (p, id) = b.rules()[0];
                 if best.is_none_or(|(bp, bid)| p > bp || (p == bp && id < bid)) {
                     best = Some((p, id));
                 }
@@ -450,8 +501,8 @@ impl<T> Classifier<T> {
     pub fn find_exact(&self, key: &FlowKey, mask: &FlowKey, priority: u32) -> Option<RuleId> {
         let st = self.subtables.iter().find(|s| s.mask == *mask && s.n_rules > 0)?;
         let masked = key.masked(mask);
-        let b = st.find(&masked)?;
-        b.rules.iter().find(|&&(p, _)| p == priority).map(|&(_, id)| id)
+        let b = st.find(&self.rules, &masked)?;
+        b.rules().iter().find(|&&(p, _)| p == priority).map(|&(_, id)| id)
     }
 
     pub fn get(&self, id: RuleId) -> Option<&T> {
@@ -464,7 +515,7 @@ impl<T> Classifier<T> {
 
     /// Key (masked), mask and priority of a rule.
     pub fn rule_match(&self, id: RuleId) -> Option<(&FlowKey, &FlowKey, u32)> {
-        self.rules.get(id.0 as usize)?.as_ref().map(|r| (&r.key, &r.mask, r.priority))
+        self.rules.get(id.0 as usize)?.as_ref().map(|r| (&r.key, &self.subtables[r.subtable as usize].mask, r.priority))
     }
 
     pub fn iter(&self) -> impl Iterator<Item = (RuleId, &T)> {
@@ -494,7 +545,7 @@ impl<T> Classifier<T> {
         let masked = key.masked(mask);
         let mut out = Vec::new();
         for st in self.subtables.iter().filter(|st| st.n_rules > 0 && st.mask.covers(mask)) {
-            let candidates = st.candidates(mask, &masked);
+            let candidates = st.candidates(&self.rules, mask, &masked);
             let exact = candidates.exact();
             candidates.for_each(|id| {
                 self.compared();
@@ -514,7 +565,7 @@ impl<T> Classifier<T> {
         self.clock += 1;
         let clock = self.clock;
         for st in self.subtables.iter_mut().filter(|st| st.mask.covers(mask)) {
-            st.project(mask, clock);
+            st.project(&self.rules, mask, clock);
         }
     }
 
@@ -529,7 +580,7 @@ impl<T> Classifier<T> {
                 return true;
             }
             let want = key.masked(&both);
-            let candidates = st.candidates(&both, &want);
+            let candidates = st.candidates(&self.rules, &both, &want);
             let mut found = false;
             candidates.for_each(|id| {
                 self.compared();
@@ -548,7 +599,7 @@ impl<T> Classifier<T> {
         let clock = self.clock;
         for st in self.subtables.iter_mut().filter(|st| st.priorities.contains_key(&priority)) {
             let both = st.mask.masked(mask);
-            st.project(&both, clock);
+            st.project(&self.rules, &both, clock);
         }
     }
 }

@@ -1,7 +1,10 @@
 //! Flow entries, their compiled instructions, and the checks a flow-mod must pass (spec §6.4, §7.4.4).
 
+use std::sync::Arc;
+
 use ofp::action::{Action, Instruction};
-use ofp::error::{BadAction, BadInstruction, ErrorCode, MeterModFailed};
+use ofp::buf::Reader;
+use ofp::error::{BadAction, BadInstruction, BadMatch, ErrorCode, MeterModFailed};
 use ofp::oxm::{Field, Match, OFPVID_PRESENT};
 use ofp::port::*;
 
@@ -19,17 +22,48 @@ pub struct Program {
     pub goto: Option<u8>,
 }
 
+/// A flow's instructions as the controller gave them and as compiled. Flows with the same ones
+/// share one: a million flows name a few action lists (see `Pipeline::share_actions`).
+#[derive(Debug, PartialEq, Eq)]
+pub struct FlowActions {
+    pub instructions: Vec<Instruction>,
+    pub program: Program,
+}
+
+/// A flow's match as its `ofp_match` on the wire: some 24 bytes, where `Match` takes 64 a field.
+/// Decoded for the few requests that return it (flow stats, flow-removed); lookups use the
+/// classifier's key and mask.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredMatch(Box<[u8]>);
+
+impl StoredMatch {
+    pub fn new(m: &Match) -> StoredMatch {
+        let mut out = Vec::with_capacity(m.unpadded_len() + 7);
+        m.encode(&mut out);
+        StoredMatch(out.into_boxed_slice())
+    }
+
+    pub fn to_match(&self) -> Match {
+        Match::decode(&mut Reader::new(&self.0, ErrorCode::BadMatch(BadMatch::BadLen)))
+            .expect("a stored match was encoded from a valid one")
+    }
+
+    /// No field: the match of every packet.
+    pub fn is_empty(&self) -> bool {
+        self.0.len() <= 8
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct FlowEntry {
     pub table_id: u8,
     pub priority: u16,
-    pub match_: Match,
+    pub match_: StoredMatch,
     pub cookie: u64,
     pub idle_timeout: u16,
     pub hard_timeout: u16,
     pub flags: u16,
-    pub instructions: Vec<Instruction>,
-    pub program: Program,
+    pub actions: Arc<FlowActions>,
     pub packet_count: u64,
     pub byte_count: u64,
     pub created: Nanos,
@@ -39,7 +73,7 @@ pub struct FlowEntry {
 impl FlowEntry {
     /// A table-miss entry: priority 0 and no match field (spec §5.4). Its packet-ins say NO_MATCH.
     pub fn is_table_miss(&self) -> bool {
-        self.priority == 0 && self.match_.fields.is_empty()
+        self.priority == 0 && self.match_.is_empty()
     }
 
     /// Whether the entry outputs to `port` (in apply or write actions), for out_port filters.
@@ -60,7 +94,7 @@ impl FlowEntry {
     }
 
     fn actions(&self) -> impl Iterator<Item = &Action> {
-        self.program.apply.iter().chain(self.program.write.iter())
+        self.actions.program.apply.iter().chain(self.actions.program.write.iter())
     }
 
     pub fn duration(&self, now: Nanos) -> (u32, u32) {

@@ -165,6 +165,11 @@ impl FlowTable {
         self.flows.iter().map(|(_, f)| f)
     }
 
+    /// The distinct masks among the table's flows: what a lookup's cost follows.
+    pub fn n_masks(&self) -> usize {
+        self.flows.n_subtables()
+    }
+
     fn new(max_entries: u32) -> Self {
         FlowTable {
             flows: Classifier::new(),
@@ -201,6 +206,8 @@ pub struct Pipeline {
     fail_open: bool,
     /// No flow, learned address or cache entry can expire before this (see [`Pipeline::next_deadline`]).
     next_expiry: Nanos,
+    /// The action lists of the last few flows added or modified, for the next to share.
+    recent_actions: Vec<std::sync::Arc<flow::FlowActions>>,
 }
 
 
@@ -259,6 +266,7 @@ impl Pipeline {
             changed_meters: Vec::new(),
             fail_open: false,
             next_expiry: Nanos::MAX,
+            recent_actions: Vec::new(),
         }
     }
 

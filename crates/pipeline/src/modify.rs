@@ -1,13 +1,15 @@
 //! Changing what the pipeline holds: flow-mod (spec §6.4), group-mod, meter-mod, table features,
 //! expiry — and `Pipeline::remove_flow`, the one way a flow leaves its table, which names why.
 
+use std::sync::Arc;
+
 use ofp::error::{ErrorCode, FlowModFailed};
 use ofp::message::{flow_mod_command as cmd, flow_mod_flags, flow_removed_reason, FlowMod, FlowRemoved, OFPTT_ALL};
 use ofp::{Action, GroupMod, MeterMod};
 use packet::FlowKey;
 
 use crate::classifier::RuleId;
-use crate::flow::{compile, FlowEntry, Limits, Nanos};
+use crate::flow::{compile, FlowActions, FlowEntry, Limits, Nanos, StoredMatch};
 use crate::group::GroupChange;
 use crate::meter::MeterChange;
 use crate::revalidate::Change;
@@ -57,7 +59,7 @@ fn removed(f: &FlowEntry, reason: u8, now: Nanos) -> FlowRemoved {
         hard_timeout: f.hard_timeout,
         packet_count: f.packet_count,
         byte_count: f.byte_count,
-        match_: f.match_.clone(),
+        match_: f.match_.to_match(),
     }
 }
 
@@ -72,7 +74,7 @@ impl Pipeline {
         (f.flags & flow_mod_flags::SEND_FLOW_REM != 0).then(|| removed(&f, reason, now))
     }
 
-    fn limits_ok(&self, fm: &FlowMod) -> Result<flow::Program, ErrorCode> {
+    fn limits_ok(&mut self, fm: &FlowMod) -> Result<Arc<FlowActions>, ErrorCode> {
         let table = &self.tables[fm.table_id as usize];
         if let Some(spec) = &table.spec {
             spec.check(&fm.match_, &fm.instructions, fm.priority == 0 && fm.match_.fields.is_empty())?;
@@ -84,7 +86,23 @@ impl Pipeline {
         if program.goto.is_some_and(|t| !self.tables[t as usize].enabled) {
             return Err(ErrorCode::BadInstruction(ofp::error::BadInstruction::BadTableId));
         }
-        Ok(program)
+        Ok(self.share_actions(FlowActions { instructions: fm.instructions.clone(), program }))
+    }
+
+    /// One copy of an action list for the flows that have it. A controller installs flows of a
+    /// kind together (a million flows out of a few ports): the last few lists are remembered,
+    /// and a list seen among them is shared (a compare of a few, not a hash of every list ever).
+    fn share_actions(&mut self, actions: FlowActions) -> Arc<FlowActions> {
+        const RECENT: usize = 8;
+        if let Some(same) = self.recent_actions.iter().find(|a| ***a == actions) {
+            return same.clone();
+        }
+        let shared = Arc::new(actions);
+        if self.recent_actions.len() == RECENT {
+            self.recent_actions.remove(0);
+        }
+        self.recent_actions.push(shared.clone());
+        shared
     }
 
     /// A table-features request with a body: the listed tables take the given features (and lose
@@ -149,7 +167,7 @@ impl Pipeline {
         let priority = fm.priority as u32;
         let removed_msgs = match fm.command {
             cmd::ADD => {
-                let program = self.limits_ok(fm)?;
+                let actions = self.limits_ok(fm)?;
                 let table = &mut self.tables[fm.table_id as usize];
                 let existing = table.flows.find_exact(&key, &mask, priority);
                 if fm.flags & flow_mod_flags::CHECK_OVERLAP != 0 && existing.is_none() && {
@@ -180,13 +198,12 @@ impl Pipeline {
                 let entry = FlowEntry {
                     table_id: fm.table_id,
                     priority: fm.priority,
-                    match_: fm.match_.clone(),
+                    match_: StoredMatch::new(&fm.match_),
                     cookie: fm.cookie,
                     idle_timeout: fm.idle_timeout,
                     hard_timeout: fm.hard_timeout,
                     flags: fm.flags,
-                    instructions: fm.instructions.clone(),
-                    program,
+                    actions,
                     packet_count: packets,
                     byte_count: bytes,
                     created: now,
@@ -202,7 +219,7 @@ impl Pipeline {
                 evicted
             }
             cmd::MODIFY | cmd::MODIFY_STRICT => {
-                let program = self.limits_ok(fm)?;
+                let actions = self.limits_ok(fm)?;
                 let strict = fm.command == cmd::MODIFY_STRICT;
                 let targets = Self::targets(&mut self.tables[fm.table_id as usize], fm, &key, &mask, strict);
                 for &id in &targets {
@@ -212,8 +229,7 @@ impl Pipeline {
                 for id in targets {
                     let f = table.flows.get_mut(id).unwrap();
                     self.users.remove(fm.table_id, id, f);
-                    f.instructions = fm.instructions.clone();
-                    f.program = program.clone();
+                    f.actions = actions.clone();
                     if fm.flags & flow_mod_flags::RESET_COUNTS != 0 {
                         f.packet_count = 0;
                         f.byte_count = 0;

@@ -118,8 +118,8 @@ impl Pipeline {
                     cookie: f.cookie,
                     packet_count: f.packet_count,
                     byte_count: f.byte_count,
-                    match_: f.match_.clone(),
-                    instructions: f.instructions.clone(),
+                    match_: f.match_.to_match(),
+                    instructions: f.actions.instructions.clone(),
                 });
             }
         }
@@ -165,7 +165,7 @@ impl Pipeline {
                 let flow_count = self
                     .tables
                     .iter()
-                    .map(|t| t.flows.iter().filter(|(_, f)| f.program.meter == Some(id)).count() as u32)
+                    .map(|t| t.flows.iter().filter(|(_, f)| f.actions.program.meter == Some(id)).count() as u32)
                     .sum();
                 let d = now.saturating_sub(m.created);
                 MeterStats {

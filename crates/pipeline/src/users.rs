@@ -30,7 +30,7 @@ impl Users {
         for g in f.groups() {
             self.groups.entry(g).or_default().insert((table, id));
         }
-        if let Some(m) = f.program.meter {
+        if let Some(m) = f.actions.program.meter {
             self.meters.entry(m).or_default().insert((table, id));
         }
     }
@@ -40,7 +40,7 @@ impl Users {
         for g in f.groups() {
             forget(&mut self.groups, g, (table, id));
         }
-        if let Some(m) = f.program.meter {
+        if let Some(m) = f.actions.program.meter {
             forget(&mut self.meters, m, (table, id));
         }
     }

@@ -185,16 +185,17 @@ impl<'p> Xlate<'p> {
             }
             let Some(table) = self.p.tables.get(table_id as usize) else { return };
             let hit = table.flows.lookup(&self.key, &mut self.t.consulted).map(|(id, f)| {
-                (id, f.priority, f.program.clone(), Origin { table_id, cookie: f.cookie, table_miss: f.is_table_miss() })
+                (id, f.priority, f.actions.clone(), Origin { table_id, cookie: f.cookie, table_miss: f.is_table_miss() })
             });
             let winner = hit.as_ref().map(|&(id, priority, ..)| (priority, id));
             self.t.reads.lookups.push(Lookup { table: table_id, key: self.key, winner });
             self.t.credits.tables.push((table_id, hit.is_some()));
-            let Some((id, _, program, origin)) = hit else {
+            let Some((id, _, actions, origin)) = hit else {
                 // No match and no table-miss entry: the packet is dropped (spec §5.4).
                 return;
             };
             self.t.credits.flows.push((table_id, id));
+            let program = &actions.program;
             if let Some(m) = program.meter {
                 if !self.meter(m) {
                     return;

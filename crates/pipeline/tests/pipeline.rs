@@ -345,7 +345,7 @@ fn table_full_refuses_or_evicts_lowest_priority_least_recently_used() {
     send(&mut p, 1, &udp(H1, H2, 9), 5_000); // in_port=1 is now the more recently used of the two
     add(&mut p, 0, 9, Match::new().with(Field::InPort, 3), vec![]).unwrap();
     let left: Vec<(u16, String)> =
-        p.tables()[0].flows().map(|f| (f.priority, format!("{:?}", f.match_.fields))).collect();
+        p.tables()[0].flows().map(|f| (f.priority, format!("{:?}", f.match_.to_match().fields))).collect();
     assert_eq!(left.len(), 3);
     assert!(left.iter().any(|(prio, _)| *prio == 0), "the table-miss flow is never evicted");
     assert!(left.iter().any(|(_, m)| m.contains("value: 1,")), "the recently used flow stays: {left:?}");

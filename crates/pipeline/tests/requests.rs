@@ -68,7 +68,7 @@ fn flows(p: &Pipeline) -> Vec<(u8, u16, u128)> {
         .iter()
         .flat_map(|t| t.flows())
         .filter(|f| !f.is_table_miss())
-        .map(|f| (f.table_id, f.priority, f.match_.fields.iter().find(|x| x.field == Field::UdpDst).unwrap().value))
+        .map(|f| (f.table_id, f.priority, f.match_.to_match().fields.iter().find(|x| x.field == Field::UdpDst).unwrap().value))
         .collect();
     out.sort();
     out
@@ -95,7 +95,7 @@ fn eviction_takes_what_a_walk_would() {
         let table = &p.tables()[0];
         let expected = (table.len() as u32 >= limit).then(|| {
             let victim = table.flows().filter(|f| !f.is_table_miss()).min_by_key(|f| (f.priority, f.last_used)).unwrap();
-            (victim.priority, victim.match_.clone())
+            (victim.priority, victim.match_.to_match())
         });
         let before = flows(&p);
         add(&mut p, 0, 1 + rng.below(3) as u16, udp_to(port), vec![Instruction::ApplyActions(vec![Action::output(2)])], now);
