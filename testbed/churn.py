@@ -37,6 +37,49 @@ def flow_mod(command, udp_src, udp_dst, out_port, priority=100, xid=0):
     return struct.pack("!BBHI", OFP_VERSION, FLOW_MOD, 8 + len(body), xid) + body
 
 
+def prefix_flow_mod(net, mask, out_port, priority, xid=0):
+    """`ip,nw_dst=<net>/<mask> actions=output:<out_port>` in table 0 (ADD)."""
+    fields = _oxm(5, 0x0800, 2) + struct.pack("!HBBII", 0x8000, 12 << 1 | 1, 8, net, mask)
+    match = struct.pack("!HH", 1, 4 + len(fields)) + fields
+    match += b"\0" * (-len(match) % 8)
+    output = struct.pack("!HHIH6x", 0, 16, out_port, 0xFFFF)
+    apply = struct.pack("!HH4x", 4, 8 + len(output)) + output
+    body = struct.pack("!QQBBHHHIIIH2x", 0, 0, 0, ADD, 0, 0, priority, NO_BUFFER, OFPP_ANY, OFPG_ANY, 0)
+    body += match + apply
+    return struct.pack("!BBHI", OFP_VERSION, FLOW_MOD, 8 + len(body), xid) + body
+
+
+def encode_flows(shape, n, out_port, sport=9000, first_dport=10000, priority=100):
+    """`n` ADD flow-mods of one shape, as bytes to send at once (encoded before any timing starts):
+    `exact`, flow i from UDP port `sport` + i / 65536 to `first_dport` + i mod 65536 (what
+    `edgeflow-loadgen send --udp-flows` sends); `prefix`, IPv4 destination prefixes of lengths 16
+    to 32 at priority = length, 17 to a group whose top 16 bits are its number (the same flows as
+    crates/pipeline/examples/scale.rs installs)."""
+    out = bytearray()
+    if shape == "exact":
+        template = flow_mod(ADD, 0, 0, out_port, priority)
+        at = template.index(_oxm(15, 0, 2)) + 4
+        for i in range(n):
+            m = bytearray(template)
+            m[at:at + 2] = ((sport + (i >> 16)) & 0xFFFF).to_bytes(2, "big")
+            m[at + 6:at + 8] = ((first_dport + i) & 0xFFFF).to_bytes(2, "big")
+            out += m
+    elif shape == "prefix":
+        template = bytearray(prefix_flow_mod(0, 0, out_port, 0))
+        at = template.index(struct.pack("!HBB", 0x8000, 12 << 1 | 1, 8)) + 4
+        prio = template.index(struct.pack("!IIIH", NO_BUFFER, OFPP_ANY, OFPG_ANY, 0)) - 2
+        for i in range(n):
+            length, group = 16 + i % 17, i // 17
+            base = (group << 16 | ((group * 2654435761) & 0xFFFFFFFF) >> 16) & 0xFFFFFFFF
+            mask = (0xFFFFFFFF << (32 - length)) & 0xFFFFFFFF
+            template[at:at + 8] = struct.pack("!II", base & mask, mask)
+            template[prio:prio + 2] = length.to_bytes(2, "big")
+            out += template
+    else:
+        raise ValueError(f"churn: no flow shape {shape!r}")
+    return bytes(out)
+
+
 class Churner:
     """One OpenFlow connection to a switch's passive listener (`tcp:HOST:PORT` or `unix:PATH`)."""
 
@@ -99,18 +142,7 @@ class Churner:
         """`n` flows, all to `out_port`, as `edgeflow-loadgen send --udp-flows` sends them: flow i
         from UDP port `sport` + i / 65536 to `first_dport` + i mod 65536; returns once the switch
         has them all."""
-        template = flow_mod(ADD, 0, 0, out_port, priority)
-        at = template.index(_oxm(15, 0, 2)) + 4
-        batch = bytearray()
-        for i in range(n):
-            m = bytearray(template)
-            m[at:at + 2] = ((sport + (i >> 16)) & 0xFFFF).to_bytes(2, "big")
-            m[at + 6:at + 8] = ((first_dport + i) & 0xFFFF).to_bytes(2, "big")
-            batch += m
-            if len(batch) > 1 << 16:
-                self.send(bytes(batch))
-                batch.clear()
-        self.send(bytes(batch))
+        self.send(encode_flows("exact", n, out_port, sport, first_dport, priority))
         self.barrier()
 
     def churn(self, rate, seconds, sport, first_dport, n_ports, out_port, priority=100, stop=None, strict=True):

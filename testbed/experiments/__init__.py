@@ -4,7 +4,7 @@ Each experiment module has `run(out, quick, switches)`, which writes `<name>.md`
 `<name>.png` under `out` and returns its tables.
 """
 
-from . import afdx, churn, fastpath, framerate, gateway, latency, less, p4, tsn, zodiac, zynq
+from . import afdx, churn, fastpath, framerate, gateway, latency, less, p4, scale, tsn, zodiac, zynq
 
 EXPERIMENTS = {
     "zodiac": zodiac,
@@ -18,4 +18,5 @@ EXPERIMENTS = {
     "less": less,
     "churn": churn,
     "p4": p4,
+    "scale": scale,
 }

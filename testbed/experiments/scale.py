@@ -1,0 +1,152 @@
+"""Flows at scale (issue 56): 10 000, 100 000 and 1 000 000 flows of two shapes installed in one
+table over one OpenFlow connection, on every datapath and on Open vSwitch's userspace datapath in
+the same run. Per row: the switch's resident memory over its idle self, per flow; the install rate
+(flow-mods sent at once, up to the reply to a barrier after the last); and, for edgeflow's pipeline
+alone (crates/pipeline/examples/scale.rs, no I/O), its heap bytes per flow and the time a lookup
+takes that misses the megaflow cache: a full walk of the classifier, which should follow the number
+of masks and not the number of flows."""
+
+import json
+import subprocess
+import time
+
+from .. import netns
+from ..churn import Churner, encode_flows
+from ..switches import DEFAULT_SWITCHES
+from ..util import ROOT
+from .common import Table, median, plot, progress, switch_under_test
+
+#: Switches that take flows from a controller.
+KINDS = ("edgeflow", "edgeflow-tc", "edgeflow-xdp", "ovs-netdev")
+SHAPES = ("exact", "prefix")
+SCALE_EXAMPLE = ROOT / "target" / "release" / "examples" / "scale"
+
+
+def rss_bytes(pid):
+    """A process's resident set, from /proc (VmRSS)."""
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"scale: no VmRSS for {pid}")
+
+
+def settled_rss(pid, seconds=0.5):
+    """The resident set once it has stopped growing (an install's last allocations, a revalidator's
+    pass), polled for up to ten seconds."""
+    last, deadline = rss_bytes(pid), time.monotonic() + 10
+    while time.monotonic() < deadline:
+        time.sleep(seconds)
+        now = rss_bytes(pid)
+        if abs(now - last) < 64 * 1024:
+            return now
+        last = now
+    return last
+
+
+def pipeline_alone(shape, n_flows, lookups=100_000):
+    """crates/pipeline/examples/scale.rs's figures for one shape and count."""
+    r = subprocess.run([str(SCALE_EXAMPLE), shape, str(n_flows), str(lookups)], capture_output=True, text=True,
+                       timeout=600)
+    if r.returncode != 0:
+        raise RuntimeError(f"scale: {SCALE_EXAMPLE.name} {shape} {n_flows}: {r.stderr.strip()}")
+    return json.loads(r.stdout)
+
+
+def ensure_example():
+    r = subprocess.run(["cargo", "build", "--release", "--locked", "-p", "pipeline", "--example", "scale"],
+                       cwd=ROOT, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"scale: building the pipeline's scale example: {r.stderr[-2000:]}")
+
+
+def install(sw, data, n_flows):
+    """Sends `data` (n_flows flow-mods) at once and waits for the barrier after it: the rate."""
+    with Churner(sw.target, timeout=60) as ctl:
+        t0 = time.monotonic()
+        ctl.send(data)
+        ctl.barrier(timeout=600)
+        took = time.monotonic() - t0
+        if ctl.errors:
+            raise RuntimeError(f"scale: {sw.name} refused {ctl.errors} of the {n_flows} flows")
+    return n_flows / took
+
+
+def run(out, quick=False, switches=DEFAULT_SWITCHES):
+    kinds = [k for k in switches if k in KINDS]
+    counts = (10_000,) if quick else (10_000, 100_000, 1_000_000)
+    shapes = SHAPES[:1] if quick else SHAPES
+    samples = 1 if quick else 3
+    ensure_example()
+    table = Table("scale", "Memory per flow, install rate and lookup cost from 10 000 to 1 000 000 flows",
+                  ["switch", "shape", "flows", "rss_mb", "bytes_per_flow", "install_per_s", "install_ratio",
+                   "masks", "heap_bytes_per_flow", "lookup_ns"],
+                  note=("One table, one OpenFlow connection (the switch's passive listener), every flow-mod encoded "
+                        "before the clock starts and sent at once; install_per_s up to the reply to a barrier after "
+                        "the last. rss_mb: the switch process's resident set with the flows in; bytes_per_flow: that "
+                        "over the same switch's idle resident set, per flow (kernel memory, e.g. the fast path's maps, "
+                        "is not in it; Open vSwitch: ovs-vswitchd). install_ratio: over Open vSwitch's in the same "
+                        "run. Shapes: `exact`, UDP source and destination port (one mask, a reactive controller's "
+                        "microflows); `prefix`, IPv4 destination /16 to /32 at priority = length (17 masks, a "
+                        "routing table). masks, heap_bytes_per_flow and lookup_ns are edgeflow's pipeline alone "
+                        "(crates/pipeline/examples/scale.rs: heap counted by its allocator; a lookup is a "
+                        "translation that misses the megaflow cache and walks the classifier), so they are the "
+                        f"same for its three datapaths. Medians of {samples} run(s), each on a freshly started "
+                        "switch. Targets (issue 56): <= 512 bytes per flow at 1 000 000 flows, installs >= 2 x Open "
+                        "vSwitch on every datapath, lookup_ns flat in the flow count."))
+    alone = {}
+    for shape in shapes:
+        for n in counts:
+            runs = [pipeline_alone(shape, n) for _ in range(samples)]
+            alone[shape, n] = {k: median([r[k] for r in runs]) for k in ("masks", "heap_bytes_per_flow", "lookup_ns")}
+            progress(f"scale: pipeline {shape} {n}: {alone[shape, n]}")
+    netns.cleanup()
+    measured = {}
+    with netns.Topology("sc") as topo:
+        topo.add_host(), topo.add_host()
+        for shape in shapes:
+            for n in counts:
+                data = encode_flows(shape, n, 2)
+                for kind in kinds:
+                    rates, rss, per_flow = [], [], []
+                    for _ in range(samples):
+                        with switch_under_test(kind, topo.hosts, topo.switch_ports) as (sw, _):
+                            pid = sw.cpu_pids()[0]
+                            sw.ofctl("del-flows")
+                            idle = settled_rss(pid)
+                            rates.append(install(sw, data, n))
+                            full = settled_rss(pid)
+                            rss.append(full)
+                            per_flow.append((full - idle) / n)
+                    measured[kind, shape, n] = median(rates)
+                    row = dict(switch=kind, shape=shape, flows=n, rss_mb=round(median(rss) / 2**20, 1),
+                               bytes_per_flow=round(median(per_flow)), install_per_s=round(median(rates)))
+                    if kind.startswith("edgeflow"):
+                        row.update(alone[shape, n])
+                    table.add(**row)
+                    progress(f"scale: {kind} {shape} {n}: {row}")
+    for r in table.rows:
+        peer = measured.get(("ovs-netdev", r["shape"], r["flows"]))
+        if peer and r["switch"] != "ovs-netdev":
+            r["install_ratio"] = round(r["install_per_s"] / peer, 2)
+    table.write(out)
+
+    def draw(plt):
+        fig = plt.gcf()
+        fig.set_size_inches(10, 4)
+        left, right = fig.subplots(1, 2)
+        for shape, style in zip(shapes, ("-o", "--s")):
+            xs = [n for n in counts]
+            left.plot(xs, [alone[shape, n]["lookup_ns"] for n in xs], style, label=f"{shape}")
+            for kind in kinds:
+                right.plot(xs, [next((r["bytes_per_flow"] for r in table.rows if r["switch"] == kind
+                                      and r["shape"] == shape and r["flows"] == n), None) for n in xs], style,
+                           label=f"{kind} {shape}")
+        left.set_xscale("log")
+        left.set_title("pipeline lookup, ns (cache miss)")
+        left.legend(fontsize=7)
+        right.set_xscale("log")
+        right.axhline(512, color="k", linestyle=":", label="target 512")
+        right.set_title("resident bytes per flow")
+        right.legend(fontsize=6)
+    plot(out / "scale.png", draw)
+    return [table]
