@@ -266,13 +266,16 @@ def test_afdx_program_forwards_multicast_and_polices_a_babbler(datapath):
                 tap.kill()
             counters = kernel_decided(sw, datapath, 1000)
             policed = p4ctl(sw, "counter", "AfdxIngress.policed", "1")
+            # Where a lost frame went, if one is: the ports' drop counters (rings and sends).
+            ports = [{k: p[k] for k in ("name", "rx_packets", "rx_dropped", "tx_packets", "tx_dropped")}
+                     for p in sw.stats()["ports"]]
         finally:
             assert sw.stop() == 0, sw.log()
     sent = report["sent"]["30"]
     assert sent >= 1000
     for got in (got2, got3):
         r = got["vls"][30]
-        assert r["delivered"] == sent and r["lost"] == 0, (sent, r)
+        assert r["delivered"] == sent and r["lost"] == 0, (sent, r, ports)
     times = [t for _, t, _ in afdx.read_log(log)[12]]
     bounds = lambda ts: afdx.contract_admits(ts, 200, 16, 200, jitter_us=500)
     # Enough had to be policed for the check to mean something (a sender that falls behind on a
@@ -329,13 +332,16 @@ def test_afdx_program_queue_choice_is_served_by_the_ports_scheduler():
                 got = rx.result([high, low])
             finally:
                 rx.kill()
-            counters = {c["name"]: c["counters"] for c in sw.stats()["mode_counters"]}["p4"]
+            stats = sw.stats()
+            counters = {c["name"]: c["counters"] for c in stats["mode_counters"]}["p4"]
+            ports = [{k: p[k] for k in ("name", "rx_packets", "rx_dropped", "tx_packets", "tx_dropped")}
+                     for p in stats["ports"]]
             log = sw.log()
         finally:
             assert sw.stop() == 0, sw.log()
     sent_high, sent_low = high["sent"]["40"], low["sent"]["41"]
     assert sent_high >= 1000 and sent_low >= 1000, (high, low)
-    assert got["vls"][40]["delivered"] == sent_high and got["vls"][40]["lost"] == 0, got["vls"][40]
+    assert got["vls"][40]["delivered"] == sent_high and got["vls"][40]["lost"] == 0, (got["vls"][40], ports)
     # 16 Mbit/s less the high link's 12.3 (1538 bytes on the wire a millisecond) would leave 30 %;
     # the pacer, sleeping on this VM's timers, loses some of the link (10 % got through here).
     low_share = got["vls"][41]["delivered"] / sent_low
