@@ -112,44 +112,57 @@ pub struct Limits<'a> {
 
 /// Orders and checks a flow's instructions.
 pub fn compile(table_id: u8, instructions: &[Instruction], limits: &Limits<'_>) -> Result<Program, ErrorCode> {
-    let mut p = Program::default();
-    let mut seen = Vec::new();
-    for inst in instructions {
+    check(table_id, instructions, limits)?;
+    Ok(order(instructions))
+}
+
+/// The checks of [`compile`] alone: a flow-mod whose instructions an installed flow already has
+/// shares that flow's program and builds none. Returns the table the flow goes to, if any.
+pub fn check(table_id: u8, instructions: &[Instruction], limits: &Limits<'_>) -> Result<Option<u8>, ErrorCode> {
+    let mut goto = None;
+    for (i, inst) in instructions.iter().enumerate() {
         let t = inst.type_code();
-        if seen.contains(&t) {
+        if instructions[..i].iter().any(|other| other.type_code() == t) {
             return Err(ErrorCode::BadInstruction(BadInstruction::UnsupInst));
         }
-        seen.push(t);
         match inst {
             Instruction::GotoTable(t) => {
                 if *t <= table_id || *t >= limits.n_tables {
                     return Err(ErrorCode::BadInstruction(BadInstruction::BadTableId));
                 }
-                p.goto = Some(*t);
+                goto = Some(*t);
             }
-            Instruction::WriteMetadata { metadata, mask } => p.write_metadata = Some((*metadata, *mask)),
-            Instruction::WriteActions(a) => {
-                validate_actions(a, false, limits)?;
-                // An action set holds one action per type (set-field: per field); later ones win.
-                p.write = a.clone();
-            }
-            Instruction::ApplyActions(a) => {
-                validate_actions(a, false, limits)?;
-                p.apply = a.clone();
-            }
-            Instruction::ClearActions => p.clear = true,
+            Instruction::WriteActions(a) | Instruction::ApplyActions(a) => validate_actions(a, false, limits)?,
             Instruction::Meter(m) => {
                 if !(limits.meter_exists)(*m) {
                     return Err(ErrorCode::MeterModFailed(MeterModFailed::UnknownMeter));
                 }
-                p.meter = Some(*m);
             }
+            Instruction::WriteMetadata { .. } | Instruction::ClearActions => {}
             Instruction::Experimenter { .. } => {
                 return Err(ErrorCode::BadInstruction(BadInstruction::BadExperimenter));
             }
         }
     }
-    Ok(p)
+    Ok(goto)
+}
+
+/// Checked instructions in the order the spec runs them.
+pub fn order(instructions: &[Instruction]) -> Program {
+    let mut p = Program::default();
+    for inst in instructions {
+        match inst {
+            Instruction::GotoTable(t) => p.goto = Some(*t),
+            Instruction::WriteMetadata { metadata, mask } => p.write_metadata = Some((*metadata, *mask)),
+            // An action set holds one action per type (set-field: per field); later ones win.
+            Instruction::WriteActions(a) => p.write = a.clone(),
+            Instruction::ApplyActions(a) => p.apply = a.clone(),
+            Instruction::ClearActions => p.clear = true,
+            Instruction::Meter(m) => p.meter = Some(*m),
+            Instruction::Experimenter { .. } => {}
+        }
+    }
+    p
 }
 
 /// Fields a set-field action may write. Not the pipeline's own (in_port, metadata) and not the

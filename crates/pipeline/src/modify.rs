@@ -3,13 +3,14 @@
 
 use std::sync::Arc;
 
+use ofp::action::Instruction;
 use ofp::error::{ErrorCode, FlowModFailed};
 use ofp::message::{flow_mod_command as cmd, flow_mod_flags, flow_removed_reason, FlowMod, FlowRemoved, OFPTT_ALL};
 use ofp::{Action, GroupMod, MeterMod};
 use packet::FlowKey;
 
 use crate::classifier::RuleId;
-use crate::flow::{compile, FlowActions, FlowEntry, Limits, Nanos, StoredMatch};
+use crate::flow::{check, order, FlowActions, FlowEntry, Limits, Nanos, StoredMatch};
 use crate::group::GroupChange;
 use crate::meter::MeterChange;
 use crate::revalidate::Change;
@@ -82,22 +83,23 @@ impl Pipeline {
         let groups = |g: u32| self.groups.exists(g);
         let meters = |m: u32| self.meters.exists(m);
         let limits = Limits { n_tables: self.n_tables(), group_exists: &groups, meter_exists: &meters };
-        let program = compile(fm.table_id, &fm.instructions, &limits)?;
-        if program.goto.is_some_and(|t| !self.tables[t as usize].enabled) {
+        let goto = check(fm.table_id, &fm.instructions, &limits)?;
+        if goto.is_some_and(|t| !self.tables[t as usize].enabled) {
             return Err(ErrorCode::BadInstruction(ofp::error::BadInstruction::BadTableId));
         }
-        Ok(self.share_actions(FlowActions { instructions: fm.instructions.clone(), program }))
+        Ok(self.share_actions(&fm.instructions))
     }
 
     /// One copy of an action list for the flows that have it. A controller installs flows of a
     /// kind together (a million flows out of a few ports): the last few lists are remembered,
-    /// and a list seen among them is shared (a compare of a few, not a hash of every list ever).
-    fn share_actions(&mut self, actions: FlowActions) -> Arc<FlowActions> {
+    /// and a list seen among them is shared (a compare of a few, not a hash of every list ever),
+    /// neither copied nor ordered again.
+    fn share_actions(&mut self, instructions: &[Instruction]) -> Arc<FlowActions> {
         const RECENT: usize = 8;
-        if let Some(same) = self.recent_actions.iter().find(|a| ***a == actions) {
+        if let Some(same) = self.recent_actions.iter().find(|a| a.instructions == instructions) {
             return same.clone();
         }
-        let shared = Arc::new(actions);
+        let shared = Arc::new(FlowActions { instructions: instructions.to_vec(), program: order(instructions) });
         if self.recent_actions.len() == RECENT {
             self.recent_actions.remove(0);
         }

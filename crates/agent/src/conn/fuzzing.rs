@@ -21,7 +21,7 @@ pub enum Read {
 /// slave if `slave`: each whole message, in order, until a broken header or the stream's end
 /// (a message cut short by the end is not read).
 pub fn read_stream(stream: &[u8], cut: usize, slave: bool) -> Vec<Read> {
-    let mut framer = Framer { rd: Pieces { rest: stream, cut: cut.max(1) }, buf: Vec::new() };
+    let mut framer = Framer::new(Pieces { rest: stream, cut: cut.max(1) });
     let mut out = Vec::new();
     loop {
         match ready(framer.next()) {

@@ -222,7 +222,6 @@ impl Switch {
 
     /// Executes queued commands, within the turn's budget; false on shutdown.
     fn run_commands(&mut self) -> bool {
-        self.bell.pending.store(false, Ordering::Release);
         let started = self.now();
         let mut done = 0;
         loop {
@@ -232,7 +231,15 @@ impl Switch {
                 return true;
             }
             done += 1;
-            match self.commands.try_recv() {
+            let mut next = self.commands.try_recv();
+            if matches!(next, Err(TryRecvError::Empty)) {
+                // The flag comes down only on an empty queue, and the queue is read once more
+                // after: a command sent while it was still up rang no bell (SwitchHandle::send),
+                // and the swap makes that command visible here.
+                self.bell.pending.swap(false, Ordering::AcqRel);
+                next = self.commands.try_recv();
+            }
+            match next {
                 Ok(Command::OpenFlow { xid, msg, head, reply }) => {
                     self.openflow(xid, msg, &head, &reply);
                     self.sync_fast();
