@@ -89,8 +89,9 @@ pub const PANIC_STATUS: i32 = 101;
 /// profile keeps unwinding because the tests run in it.
 ///
 /// The report goes to stderr directly, not through the log filter (which an operator may have
-/// turned off): the thread, where, the message, and a backtrace, since the journal is all that
-/// a crash in the field leaves; at the journal's critical priority when stderr is the journal.
+/// turned off): the thread, where, the message, and a backtrace (none from a device image, which
+/// keeps neither symbols nor an index to its unwind tables), since the journal is all that a crash
+/// in the field leaves; at the journal's critical priority when stderr is the journal.
 /// Then `_exit`: nothing in the process is to be trusted now, and `exit` would flush what other
 /// threads may hold locked.
 pub fn end_process_on_panic(journal: bool) {
@@ -104,8 +105,15 @@ pub fn end_process_on_panic(journal: bool) {
             info.location().map_or_else(String::new, |l| format!(" at {l}")),
             panic_message(info.payload()),
         );
-        for line in std::backtrace::Backtrace::force_capture().to_string().lines() {
-            report.push_str(&format!("{prefix}  {line}\n"));
+        let backtrace = std::backtrace::Backtrace::force_capture();
+        if backtrace.status() == std::backtrace::BacktraceStatus::Captured {
+            for line in backtrace.to_string().lines() {
+                report.push_str(&format!("{prefix}  {line}\n"));
+            }
+        } else {
+            // A device image is linked without the unwind tables' index (scripts/cross.sh): being
+            // stripped, its backtrace could name no frame anyway.
+            report.push_str(&format!("{prefix}  (no backtrace in a device image, docs/deploy.md)\n"));
         }
         let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), report.as_bytes());
         // SAFETY: _exit ends the process; it touches no memory of it.
