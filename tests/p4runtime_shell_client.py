@@ -35,6 +35,10 @@ NAME], ...], "message": ...}:
                                 instance], ...]}: sh.MulticastGroupEntry written
   groups                        {"id"}: sh.MulticastGroupEntry read (0: every group), [[id,
                                 [[port, instance], ...]], ...]
+  session                       {"kind", "id", "replicas", "cos", "packet_length_bytes"}:
+                                sh.CloneSessionEntry written
+  sessions                      {"id"}: sh.CloneSessionEntry read (0: every session), [[id,
+                                [[port, instance], ...], cos, packet_length_bytes], ...]
 """
 
 import json
@@ -196,6 +200,20 @@ def groups(group_id):
             for g in sh.MulticastGroupEntry(group_id).read()]
 
 
+def session(request):
+    entry = sh.CloneSessionEntry(request["id"])
+    for port, instance in request.get("replicas", []):
+        entry.add(port, instance)
+    entry.cos = request.get("cos", 0)
+    entry.packet_length_bytes = request.get("packet_length_bytes", 0)
+    getattr(entry, request["kind"])()
+
+
+def sessions(session_id):
+    return [[s.session_id, [[r.egress_port, r.instance] for r in s.replicas], s.cos, s.packet_length_bytes]
+            for s in sh.CloneSessionEntry(session_id).read()]
+
+
 def answer(request):
     op = request["op"]
     if op == "primary":
@@ -229,6 +247,10 @@ def answer(request):
         return group(request["kind"], request["id"], request.get("replicas", []))
     if op == "groups":
         return groups(request.get("id", 0))
+    if op == "session":
+        return session(request)
+    if op == "sessions":
+        return sessions(request.get("id", 0))
     raise ValueError(f"no request {op!r}")
 
 

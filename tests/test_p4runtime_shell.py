@@ -4,7 +4,8 @@ finsy's). The shell connects as primary without pushing a pipeline, so it works 
 the switch publishes; it inserts routes for the IPv4 router example that real pings then take,
 reads the entries and the program's counter back, and writes batches whose atomicity it asks for.
 On user and on tc: on tc what it writes must reach the program's tables in the kernel, and the
-counters it reads are the kernel's.
+counters it reads are the kernel's. It also writes the replication engine: a multicast group a
+flooding program sends to (on tc, the kernel's copy of the groups follows) and a clone session.
 
 Each request goes through the shell's own objects (tests/p4runtime_shell_client.py), in one
 session the test talks to line by line."""
@@ -317,8 +318,8 @@ control FloodDeparser(packet_out packet, in headers_t hdr) { apply { packet.emit
 V1Switch(FloodParser(), FloodVerify(), FloodIngress(), FloodEgress(), FloodCompute(), FloodDeparser()) main;
 """
 
-# Prints the last address byte (the tag) of each frame from `src` that eth0 receives, and
-# "quiet" after each half second without one.
+# Prints the last address byte (the tag) and the length of each frame from `src` that eth0
+# receives, and "quiet" after each half second without one.
 CATCH_TAGS = """
 import socket, sys
 s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3)); s.bind(("eth0", 0)); s.settimeout(0.5)
@@ -331,21 +332,26 @@ while True:
         print("quiet", flush=True)
         continue
     if f[6:12] == src and len(f) > 33:
-        print(f[33], flush=True)
+        print(f[33], len(f), flush=True)
 """
 TAGGED_SRC = "02:00:00:00:00:77"
 
 
-def next_tag(catch):
-    """The tag of the next frame the host received from TAGGED_SRC, within 5 s (the "quiet"
-    lines printed while the test did other things read at once)."""
+def next_frame(catch):
+    """The tag and length of the next frame the host received from TAGGED_SRC, within 5 s (the
+    "quiet" lines printed while the test did other things read at once)."""
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
         line = catch.stdout.readline().strip()
         assert line, catch.stderr.read()
         if line != "quiet":
-            return int(line)
-    return None
+            tag, length = line.split()
+            return int(tag), int(length)
+    return None, None
+
+
+def next_tag(catch):
+    return next_frame(catch)[0]
 
 
 def quiet(catch):
@@ -417,6 +423,53 @@ def test_p4runtime_shell_writes_a_multicast_group_that_the_program_floods_to(thr
             assert sw.stats()["fast_path"]["p4"]["sent_up_misfit"] >= 1, sw.stats()["fast_path"]["p4"]
         else:
             kernel_decided(sw, datapath, 0)
+    finally:
+        for c in catches:
+            c.kill()
+        if shell is not None:
+            shell.close()
+        assert sw.stop() == 0, sw.log()
+
+
+def test_p4runtime_shell_writes_a_clone_session_that_clone_sends_to(three_hosts):
+    """A clone session written with p4runtime-shell: the flooding program that also clones each
+    frame to session 5 (`clone(CloneType.I2E, 5)`) sends h1's frames to group 1's h2, and a copy
+    to the session's h3, cut to its packet_length_bytes, only while the session is there. User
+    only: a program that calls clone does not fit the kernel, so on tc it runs in userspace too."""
+    h1, h2, h3 = three_hosts.hosts
+    datapath = "user"
+    program = run_dir("p4") / "flood_clone_v1model.p4"
+    program.write_text(FLOOD.replace("apply { standard_metadata.mcast_grp = 1; }",
+                                     "apply { standard_metadata.mcast_grp = 1; clone(CloneType.I2E, 32w5); }"))
+    port = free_port()
+    path = p4_config(f"p4runtime-clone-{datapath}", str(program), three_hosts.switch_ports,
+                     "[[p4.group]]\nid = 1\nports = [2]\n")
+    sw = edgeflow_on(datapath, three_hosts.hosts, [], extra=["--config", str(path), "--dpid", f"{DPID:x}",
+                                                             "--p4runtime", str(port)],
+                     log_name=f"p4runtime-clone-{datapath}").start()
+    shell, catches = None, []
+    try:
+        shell = Shell(f"127.0.0.1:{port}", election_id=1)
+        for h in (h2, h3):
+            catches.append(catch := h.popen("python3", "-c", CATCH_TAGS, TAGGED_SRC.replace(":", "")))
+            assert catch.stdout.readline().strip() == "ready", catch.stderr.read()
+        at2, at3 = catches
+        frame = lambda tag: udp_frame(TAGGED_SRC, "ff:ff:ff:ff:ff:ff", "10.0.0.1", f"10.0.0.{tag}")
+        full = len(frame(0))
+
+        blast(h1, frame(20), 1, 1)  # no session 5: no clone
+        assert next_frame(at2) == (20, full)
+        assert shell.ask("session", kind="insert", id=5, replicas=[[3, 0]], cos=2, packet_length_bytes=40) is None
+        assert shell.ask("sessions", id=0) == [[5, [[3, 0]], 2, 40]]
+        refused = shell.ask("session", kind="insert", id=5, replicas=[[3, 0]], cos=8)
+        assert refused["errors"] == [[0, "ALREADY_EXISTS"]], refused
+        blast(h1, frame(21), 1, 1)
+        assert next_frame(at2) == (21, full)
+        assert next_frame(at3) == (21, 40), "tag 20 was not cloned, 21 was, cut to 40 bytes"
+        assert shell.ask("session", kind="delete", id=5) is None
+        blast(h1, frame(22), 1, 1)
+        assert next_frame(at2) == (22, full)
+        assert quiet(at3), "no clone once the session is deleted"
     finally:
         for c in catches:
             c.kill()
