@@ -31,6 +31,14 @@ NAME], ...], "message": ...}:
   digest_list                   {"timeout"}: the next DigestList, {"digest", "list_id", "data":
                                 [[int, ...], ...]}, or None
   digest_ack                    {"digest", "list_id"}: a DigestListAck on the stream
+  group                         {"kind": insert/modify/delete, "id", "replicas": [[port,
+                                instance], ...]}: sh.MulticastGroupEntry written
+  groups                        {"id"}: sh.MulticastGroupEntry read (0: every group), [[id,
+                                [[port, instance], ...]], ...]
+  session                       {"kind", "id", "replicas", "cos", "packet_length_bytes"}:
+                                sh.CloneSessionEntry written
+  sessions                      {"id"}: sh.CloneSessionEntry read (0: every session), [[id,
+                                [[port, instance], ...], cos, packet_length_bytes], ...]
 """
 
 import json
@@ -180,6 +188,32 @@ def digest_ack(name, list_id):
     sh.client.stream_out_q.put(ack)
 
 
+def group(kind, group_id, replicas):
+    entry = sh.MulticastGroupEntry(group_id)
+    for port, instance in replicas:
+        entry.add(port, instance)
+    getattr(entry, kind)()
+
+
+def groups(group_id):
+    return [[g.group_id, [[r.egress_port, r.instance] for r in g.replicas]]
+            for g in sh.MulticastGroupEntry(group_id).read()]
+
+
+def session(request):
+    entry = sh.CloneSessionEntry(request["id"])
+    for port, instance in request.get("replicas", []):
+        entry.add(port, instance)
+    entry.cos = request.get("cos", 0)
+    entry.packet_length_bytes = request.get("packet_length_bytes", 0)
+    getattr(entry, request["kind"])()
+
+
+def sessions(session_id):
+    return [[s.session_id, [[r.egress_port, r.instance] for r in s.replicas], s.cos, s.packet_length_bytes]
+            for s in sh.CloneSessionEntry(session_id).read()]
+
+
 def answer(request):
     op = request["op"]
     if op == "primary":
@@ -209,6 +243,14 @@ def answer(request):
         return digest_list(request["timeout"])
     if op == "digest_ack":
         return digest_ack(request["digest"], request["list_id"])
+    if op == "group":
+        return group(request["kind"], request["id"], request.get("replicas", []))
+    if op == "groups":
+        return groups(request.get("id", 0))
+    if op == "session":
+        return session(request)
+    if op == "sessions":
+        return sessions(request.get("id", 0))
     raise ValueError(f"no request {op!r}")
 
 

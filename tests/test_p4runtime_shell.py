@@ -4,7 +4,8 @@ finsy's). The shell connects as primary without pushing a pipeline, so it works 
 the switch publishes; it inserts routes for the IPv4 router example that real pings then take,
 reads the entries and the program's counter back, and writes batches whose atomicity it asks for.
 On user and on tc: on tc what it writes must reach the program's tables in the kernel, and the
-counters it reads are the kernel's.
+counters it reads are the kernel's. It also writes the replication engine: a multicast group a
+flooding program sends to (on tc, the kernel's copy of the groups follows) and a clone session.
 
 Each request goes through the shell's own objects (tests/p4runtime_shell_client.py), in one
 session the test talks to line by line."""
@@ -12,13 +13,14 @@ session the test talks to line by line."""
 import json
 import re
 import subprocess
+import time
 
 import pytest
 
 from testbed.switches import edgeflow_on
 from testbed.traffic import blast, udp_frame
-from testbed.util import ROOT, free_port
-from tests.test_p4 import p4_config
+from testbed.util import ROOT, free_port, run_dir
+from tests.test_p4 import kernel_decided, p4_config
 from tests.test_p4runtime import DPID, GW_MAC, pings, routed_hosts
 
 SHELL_PYTHON = ROOT / "build" / "tools" / "p4runtime-shell" / "bin" / "python"
@@ -285,6 +287,189 @@ def test_p4runtime_shell_receives_packet_ins_and_digests_and_sends_packet_outs(t
         sent = udp_frame("02:00:00:00:00:77", h2.mac, "10.0.0.77", "10.0.0.2")
         assert shell.ask("packet_out", payload=sent.hex(), metadata={"egress_port": "2"}) is None
         assert catch.stdout.readline().strip() == sent.hex(), catch.stderr.read()
+    finally:
+        for c in catches:
+            c.kill()
+        if shell is not None:
+            shell.close()
+        assert sw.stop() == 0, sw.log()
+
+
+# A v1model program that floods every frame to multicast group 1: which hosts get it is the
+# replication engine's alone.
+FLOOD = """#include <core.p4>
+#include <v1model.p4>
+header ethernet_t { bit<48> dst; bit<48> src; bit<16> ether_type; }
+struct headers_t { ethernet_t ethernet; }
+struct metadata_t { }
+parser FloodParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
+                   inout standard_metadata_t standard_metadata) {
+    state start { packet.extract(hdr.ethernet); transition accept; }
+}
+control FloodVerify(inout headers_t hdr, inout metadata_t meta) { apply { } }
+control FloodIngress(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t standard_metadata) {
+    apply { standard_metadata.mcast_grp = 1; }
+}
+control FloodEgress(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t standard_metadata) {
+    apply { }
+}
+control FloodCompute(inout headers_t hdr, inout metadata_t meta) { apply { } }
+control FloodDeparser(packet_out packet, in headers_t hdr) { apply { packet.emit(hdr.ethernet); } }
+V1Switch(FloodParser(), FloodVerify(), FloodIngress(), FloodEgress(), FloodCompute(), FloodDeparser()) main;
+"""
+
+# Prints the last address byte (the tag) and the length of each frame from `src` that eth0
+# receives, and "quiet" after each half second without one.
+CATCH_TAGS = """
+import socket, sys
+s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(3)); s.bind(("eth0", 0)); s.settimeout(0.5)
+print("ready", flush=True)
+src = bytes.fromhex(sys.argv[1])
+while True:
+    try:
+        f = s.recv(4096)
+    except socket.timeout:
+        print("quiet", flush=True)
+        continue
+    if f[6:12] == src and len(f) > 33:
+        print(f[33], len(f), flush=True)
+"""
+TAGGED_SRC = "02:00:00:00:00:77"
+
+
+def next_frame(catch):
+    """The tag and length of the next frame the host received from TAGGED_SRC, within 5 s (the
+    "quiet" lines printed while the test did other things read at once)."""
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        line = catch.stdout.readline().strip()
+        assert line, catch.stderr.read()
+        if line != "quiet":
+            tag, length = line.split()
+            return int(tag), int(length)
+    return None, None
+
+
+def next_tag(catch):
+    return next_frame(catch)[0]
+
+
+def quiet(catch):
+    """Whether the host received nothing more before half a second passed without a frame."""
+    return catch.stdout.readline().strip() == "quiet"
+
+
+@pytest.mark.parametrize("datapath", ["user", "tc"])
+def test_p4runtime_shell_writes_a_multicast_group_that_the_program_floods_to(three_hosts, datapath):
+    """The replication engine written with p4runtime-shell (P4Runtime §9.5): a program that
+    floods to group 1 sends h1's frames nowhere until the shell inserts the group, then to
+    exactly its members' hosts; a MODIFY changes them, a DELETE sends the frames nowhere again,
+    and reads give back what was written. Each frame is tagged; a host's catcher sees frames in
+    order, so its next tag being a later one means the ones between never arrived. On tc the
+    kernel's replication engine follows the writes (it decides the frames), and a group of more
+    copies than its verdict holds (16) goes up and userspace sends every copy, none cut."""
+    h1, h2, h3 = three_hosts.hosts
+    program = run_dir("p4") / "flood_v1model.p4"
+    program.write_text(FLOOD)
+    port = free_port()
+    path = p4_config(f"p4runtime-groups-{datapath}", str(program), three_hosts.switch_ports, "")
+    sw = edgeflow_on(datapath, three_hosts.hosts, [], extra=["--config", str(path), "--dpid", f"{DPID:x}",
+                                                             "--p4runtime", str(port)],
+                     log_name=f"p4runtime-groups-{datapath}").start()
+    shell, catches = None, []
+    try:
+        shell = Shell(f"127.0.0.1:{port}", election_id=1)
+        for h in (h2, h3):
+            catches.append(catch := h.popen("python3", "-c", CATCH_TAGS, TAGGED_SRC.replace(":", "")))
+            assert catch.stdout.readline().strip() == "ready", catch.stderr.read()
+        at2, at3 = catches
+
+        def send(tag):
+            blast(h1, udp_frame(TAGGED_SRC, "ff:ff:ff:ff:ff:ff", "10.0.0.1", f"10.0.0.{tag}"), 1, 1)
+
+        send(10)  # no group 1 yet
+        assert shell.ask("groups", id=0) == []
+        assert shell.ask("group", kind="insert", id=1, replicas=[[2, 0], [3, 0]]) is None
+        refused = shell.ask("group", kind="insert", id=1, replicas=[[2, 0]])
+        assert refused["error"] == "UNKNOWN" and refused["errors"] == [[0, "ALREADY_EXISTS"]], refused
+        assert shell.ask("groups", id=0) == [[1, [[2, 0], [3, 0]]]]
+        send(11)
+        assert (next_tag(at2), next_tag(at3)) == (11, 11), "tag 10 went nowhere, 11 to both members"
+
+        assert shell.ask("group", kind="modify", id=1, replicas=[[3, 0]]) is None
+        assert shell.ask("groups", id=1) == [[1, [[3, 0]]]]
+        send(12)
+        assert next_tag(at3) == 12
+        assert shell.ask("group", kind="delete", id=1) is None
+        assert shell.ask("groups", id=0) == []
+        refused = shell.ask("group", kind="delete", id=1)
+        assert refused["errors"] == [[0, "NOT_FOUND"]], refused
+        send(13)
+        if datapath == "tc":
+            kernel_decided(sw, datapath, 4)  # 10 to 13
+            sent_up = sw.stats()["fast_path"]["p4"]
+            assert (sent_up["sent_up_misfit"], sent_up["sent_up_no_kernel_port"]) == (0, 0), \
+                f"the kernel decided every frame by the groups written: {sent_up}"
+
+        # 17 copies to h2 (one per instance) and one to h3: more than the kernel's verdict
+        # holds, so on tc the frame goes up and userspace sends them all.
+        many = [[2, i] for i in range(17)] + [[3, 0]]
+        assert shell.ask("group", kind="insert", id=1, replicas=many) is None
+        send(14)
+        assert [next_tag(at2) for _ in range(17)] == [14] * 17, "12 and 13 never reached h2"
+        assert next_tag(at3) == 14, "13 never reached h3"
+        assert quiet(at2) and quiet(at3), "no copy more"
+        if datapath == "tc":
+            assert sw.stats()["fast_path"]["p4"]["sent_up_misfit"] >= 1, sw.stats()["fast_path"]["p4"]
+        else:
+            kernel_decided(sw, datapath, 0)
+    finally:
+        for c in catches:
+            c.kill()
+        if shell is not None:
+            shell.close()
+        assert sw.stop() == 0, sw.log()
+
+
+def test_p4runtime_shell_writes_a_clone_session_that_clone_sends_to(three_hosts):
+    """A clone session written with p4runtime-shell: the flooding program that also clones each
+    frame to session 5 (`clone(CloneType.I2E, 5)`) sends h1's frames to group 1's h2, and a copy
+    to the session's h3, cut to its packet_length_bytes, only while the session is there. User
+    only: a program that calls clone does not fit the kernel, so on tc it runs in userspace too."""
+    h1, h2, h3 = three_hosts.hosts
+    datapath = "user"
+    program = run_dir("p4") / "flood_clone_v1model.p4"
+    program.write_text(FLOOD.replace("apply { standard_metadata.mcast_grp = 1; }",
+                                     "apply { standard_metadata.mcast_grp = 1; clone(CloneType.I2E, 32w5); }"))
+    port = free_port()
+    path = p4_config(f"p4runtime-clone-{datapath}", str(program), three_hosts.switch_ports,
+                     "[[p4.group]]\nid = 1\nports = [2]\n")
+    sw = edgeflow_on(datapath, three_hosts.hosts, [], extra=["--config", str(path), "--dpid", f"{DPID:x}",
+                                                             "--p4runtime", str(port)],
+                     log_name=f"p4runtime-clone-{datapath}").start()
+    shell, catches = None, []
+    try:
+        shell = Shell(f"127.0.0.1:{port}", election_id=1)
+        for h in (h2, h3):
+            catches.append(catch := h.popen("python3", "-c", CATCH_TAGS, TAGGED_SRC.replace(":", "")))
+            assert catch.stdout.readline().strip() == "ready", catch.stderr.read()
+        at2, at3 = catches
+        frame = lambda tag: udp_frame(TAGGED_SRC, "ff:ff:ff:ff:ff:ff", "10.0.0.1", f"10.0.0.{tag}")
+        full = len(frame(0))
+
+        blast(h1, frame(20), 1, 1)  # no session 5: no clone
+        assert next_frame(at2) == (20, full)
+        assert shell.ask("session", kind="insert", id=5, replicas=[[3, 0]], cos=2, packet_length_bytes=40) is None
+        assert shell.ask("sessions", id=0) == [[5, [[3, 0]], 2, 40]]
+        refused = shell.ask("session", kind="insert", id=5, replicas=[[3, 0]], cos=8)
+        assert refused["errors"] == [[0, "ALREADY_EXISTS"]], refused
+        blast(h1, frame(21), 1, 1)
+        assert next_frame(at2) == (21, full)
+        assert next_frame(at3) == (21, 40), "tag 20 was not cloned, 21 was, cut to 40 bytes"
+        assert shell.ask("session", kind="delete", id=5) is None
+        blast(h1, frame(22), 1, 1)
+        assert next_frame(at2) == (22, full)
+        assert quiet(at3), "no clone once the session is deleted"
     finally:
         for c in catches:
             c.kill()

@@ -8,15 +8,16 @@
 //!
 //! One file per concern: arbitration and roles on the stream channel (`arbitration.rs`),
 //! P4Runtime's entities and the target's values (`entity.rs`), writes and their batches
-//! (`write.rs`), reads (`read.rs`), a program from a pipeline config (`pipeline.rs`), packets
-//! and digests on the stream channel (`packet_io.rs`). The P4Info
-//! message is `p4info.rs`, the value encoding `codec.rs`. This file, about 680 lines, is the
+//! (`write.rs`), reads (`read.rs`), multicast groups and clone sessions (`pre.rs`), a program
+//! from a pipeline config (`pipeline.rs`), packets and digests on the stream channel
+//! (`packet_io.rs`). The P4Info message is `p4info.rs`, the value encoding `codec.rs`. This file, about 680 lines, is the
 //! service's one dispatch: each RPC's checks and the job it hands the switch.
 
 mod arbitration;
 mod entity;
 mod packet_io;
 mod pipeline;
+mod pre;
 mod read;
 mod write;
 

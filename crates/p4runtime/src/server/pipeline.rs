@@ -92,11 +92,14 @@ pub(super) fn carry_state(old: &Switch, new: &mut Switch) -> Result<(), String> 
     Ok(())
 }
 
-/// The multicast groups: the device's, from its configuration, not the program's; a new program
-/// keeps them.
+/// The replication engine: multicast groups and clone sessions are the device's (its
+/// configuration's and what clients wrote), not the program's; a new program keeps them.
 pub(super) fn carry_groups(old: &Switch, new: &mut Switch) {
     for id in old.group_ids() {
-        new.set_group(id, old.group(id).unwrap_or(&[]).to_vec());
+        new.set_replicas(id, old.group_replicas(id).unwrap_or_default());
+    }
+    for id in old.clone_session_ids() {
+        new.set_clone_session(id, old.clone_session(id).cloned().unwrap_or_default());
     }
 }
 

@@ -169,6 +169,7 @@ pub(super) fn read(sw: &Switch, info: &Info, entity: &pb::Entity, out: &mut Vec<
                 })));
             }
         }
+        Some(E::PacketReplicationEngineEntry(want)) => super::pre::read(sw, want, out)?,
         Some(other) => return Err(Status::unimplemented(format!("reading {} entities", entity_kind(other)))),
         None => return Err(Status::invalid_argument("a read of no entity")),
     }

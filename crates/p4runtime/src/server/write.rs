@@ -24,6 +24,7 @@ pub(super) fn update(sw: &mut Switch, info: &Info, u: &pb::Update) -> Result<(),
     match entity {
         Some(E::TableEntry(e)) if e.is_default_action => default_entry(sw, info, kind, e),
         Some(E::TableEntry(e)) => table_entry(sw, info, kind, e),
+        Some(E::PacketReplicationEngineEntry(p)) => super::pre::update(sw, kind, p),
         Some(E::CounterEntry(c)) if kind == U::Modify => {
             let x = instance(&info.counters, c.counter_id, "counter")?;
             let data = c.data.unwrap_or_default();

@@ -729,9 +729,10 @@ impl Switch {
             .or_else(|| self.registers.get(name).map(Vec::len))
     }
 
-    /// Sets multicast group `id` to send a copy to each of `ports`.
+    /// Sets multicast group `id` to send a copy to each of `ports` (replication id 0).
     pub fn set_group(&mut self, id: u16, ports: Vec<u32>) {
         self.groups.insert(id, ports);
+        self.replica_ids.remove(&id);
         self.generation += 1;
     }
 

@@ -30,8 +30,21 @@ pub(super) enum Extern {
 }
 
 enum Job {
-    Ingress { frame: Vec<u8>, port: u32, path: &'static str },
-    Egress { frame: Vec<u8>, port: u32, path: &'static str, instance: u16, class: u128, bridged: Option<Value> },
+    Ingress {
+        frame: Vec<u8>,
+        port: u32,
+        path: &'static str,
+    },
+    Egress {
+        frame: Vec<u8>,
+        port: u32,
+        path: &'static str,
+        instance: u16,
+        class: u128,
+        bridged: Option<Value>,
+        /// Where a clone session cuts this copy as it leaves.
+        cut: Option<usize>,
+    },
 }
 
 impl Switch {
@@ -54,8 +67,11 @@ impl Switch {
                     }
                     self.psa_ingress(&frame, port, path, now, &mut jobs)?;
                 }
-                Job::Egress { frame, port, path, instance, class, bridged } => {
-                    if let Some(o) = self.psa_egress(&frame, port, path, instance, class, bridged, now, &mut jobs)? {
+                Job::Egress { frame, port, path, instance, class, bridged, cut } => {
+                    if let Some(mut o) =
+                        self.psa_egress(&frame, port, path, instance, class, bridged, now, &mut jobs)?
+                    {
+                        o.frame.truncate(cut.unwrap_or(usize::MAX));
                         out.push(o);
                     }
                 }
@@ -123,12 +139,28 @@ impl Switch {
         if group != 0 {
             for (port, rid) in self.replicas(group) {
                 let (frame, bridged) = (bytes.clone(), bridged.clone());
-                jobs.push_back(Job::Egress { frame, port, path: "NORMAL_MULTICAST", instance: rid, class, bridged });
+                jobs.push_back(Job::Egress {
+                    frame,
+                    port,
+                    path: "NORMAL_MULTICAST",
+                    instance: rid,
+                    class,
+                    bridged,
+                    cut: None,
+                });
             }
             return Ok(());
         }
         let port = field(&ostd, "egress_port") as u32;
-        jobs.push_back(Job::Egress { frame: bytes, port, path: "NORMAL_UNICAST", instance: 0, class, bridged });
+        jobs.push_back(Job::Egress {
+            frame: bytes,
+            port,
+            path: "NORMAL_UNICAST",
+            instance: 0,
+            class,
+            bridged,
+            cut: None,
+        });
         Ok(())
     }
 
@@ -196,14 +228,14 @@ impl Switch {
 
     fn psa_clone(&self, frame: Vec<u8>, session: u32, path: &'static str, jobs: &mut VecDeque<Job>) {
         let Some(s) = self.sessions.get(&session) else { return };
-        if let Some(group) = s.group {
-            for (port, rid) in self.replicas(group) {
-                let frame = frame.clone();
-                jobs.push_back(Job::Egress { frame, port, path, instance: rid, class: 0, bridged: None });
-            }
+        let (class, cut) = (s.class_of_service as u128, s.truncate);
+        let group = s.group.map(|g| self.replicas(g)).unwrap_or_default();
+        for &(port, rid) in group.iter().chain(&s.replicas) {
+            let frame = frame.clone();
+            jobs.push_back(Job::Egress { frame, port, path, instance: rid, class, bridged: None, cut });
         }
         if let Some(port) = s.port {
-            jobs.push_back(Job::Egress { frame, port, path, instance: 0, class: 0, bridged: None });
+            jobs.push_back(Job::Egress { frame, port, path, instance: 0, class, bridged: None, cut });
         }
     }
 

@@ -30,11 +30,20 @@ const RESUBMITTED: u128 = 6;
 /// before the rest are dropped: a program that always recirculates stops here.
 const RETURNS: usize = 16;
 
-/// A clone session, as the control plane configures it (`mirroring_add`, `mirroring_add_mc`).
+/// A clone session, as the control plane configures it: BMv2's `mirroring_add` (a port) and
+/// `mirroring_add_mc` (a multicast group's members), or P4Runtime's CloneSessionEntry (its own
+/// replicas, a class of service, a length to cut the clones to).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Session {
     pub port: Option<u32>,
     pub group: Option<u16>,
+    /// A clone to each (port, replication id), in order, besides `port`'s and `group`'s.
+    pub replicas: Vec<(u32, u16)>,
+    /// The clones' class of service: v1model's `priority` (their queue), PSA's
+    /// `class_of_service`.
+    pub class_of_service: u8,
+    /// The clones cut to at most this many bytes as they leave (after the deparser).
+    pub truncate: Option<usize>,
 }
 
 /// What a block asked of the switch with an extern call, besides the standard metadata: BMv2
@@ -50,6 +59,7 @@ pub(super) struct Requests {
 
 /// A frame between ingress and the wire: its headers and metadata, and the payload the parser
 /// did not read.
+#[derive(Clone)]
 struct Copy {
     hdr: Value,
     meta: Value,
@@ -57,6 +67,8 @@ struct Copy {
     payload: Vec<u8>,
     /// The frame as it arrived (its length is `packet_length`).
     length: usize,
+    /// Where a clone session cuts this copy as it leaves.
+    cut: Option<usize>,
 }
 
 enum Job {
@@ -132,7 +144,7 @@ impl Switch {
         if std::mem::take(&mut self.requests).checksum_error {
             set_field(&mut sm, "checksum_error", 1);
         }
-        Ok(Copy { hdr, meta, sm, payload, length: frame.len() })
+        Ok(Copy { hdr, meta, sm, payload, length: frame.len(), cut: None })
     }
 
     fn v1model_ingress(
@@ -145,7 +157,7 @@ impl Switch {
     ) -> Result<(), Dropped> {
         let code = self.code.clone();
         let blocks = &code.checked.blocks;
-        let Copy { mut hdr, mut meta, mut sm, payload, length } = self.v1model_parse(frame, port, instance, now)?;
+        let Copy { mut hdr, mut meta, mut sm, payload, length, .. } = self.v1model_parse(frame, port, instance, now)?;
         self.requests = Requests::default();
         self.run_block(&code, &blocks[2], &payload, length, now, &mut [&mut hdr, &mut meta, &mut sm])?;
         let requests = std::mem::take(&mut self.requests);
@@ -157,7 +169,7 @@ impl Switch {
             let [_, meta, mut sm] = self.initial_values(code.parser_params());
             set_field(&mut sm, "instance_type", INGRESS_CLONE);
             set_field(&mut sm, "packet_length", length as u128);
-            self.v1model_clone(Copy { hdr, meta, sm, payload, length }, session, jobs);
+            self.v1model_clone(Copy { hdr, meta, sm, payload, length, cut: None }, session, jobs);
         }
         if requests.resubmit {
             jobs.push_back(Job::Ingress { frame: frame.to_vec(), port, instance: RESUBMITTED });
@@ -166,7 +178,7 @@ impl Switch {
         let group = field(&sm, "mcast_grp") as u16;
         if group != 0 {
             set_field(&mut sm, "instance_type", REPLICA);
-            let copy = Copy { hdr, meta, sm, payload, length };
+            let copy = Copy { hdr, meta, sm, payload, length, cut: None };
             self.v1model_replicate(&copy, group, jobs);
             return Ok(());
         }
@@ -175,31 +187,32 @@ impl Switch {
             return Ok(());
         }
         set_field(&mut sm, "instance_type", NORMAL);
-        jobs.push_back(Job::Egress { copy: Copy { hdr, meta, sm, payload, length }, port: egress as u32 });
+        jobs.push_back(Job::Egress { copy: Copy { hdr, meta, sm, payload, length, cut: None }, port: egress as u32 });
         Ok(())
     }
 
     /// One copy per member of multicast group `group`, each with its replication id.
     fn v1model_replicate(&self, copy: &Copy, group: u16, jobs: &mut VecDeque<Job>) {
         for (port, rid) in self.replicas(group) {
-            let mut sm = copy.sm.clone();
-            set_field(&mut sm, "egress_rid", rid as u128);
-            let c = Copy {
-                hdr: copy.hdr.clone(),
-                meta: copy.meta.clone(),
-                sm,
-                payload: copy.payload.clone(),
-                length: copy.length,
-            };
+            let mut c = copy.clone();
+            set_field(&mut c.sm, "egress_rid", rid as u128);
             jobs.push_back(Job::Egress { copy: c, port });
         }
     }
 
-    /// A clone to clone session `session`'s port and group; none if the session is not set.
-    fn v1model_clone(&self, copy: Copy, session: u32, jobs: &mut VecDeque<Job>) {
+    /// A clone to clone session `session`'s port, group and replicas; none if the session is
+    /// not set.
+    fn v1model_clone(&self, mut copy: Copy, session: u32, jobs: &mut VecDeque<Job>) {
         let Some(s) = self.sessions.get(&session) else { return };
+        copy.cut = s.truncate;
+        set_field(&mut copy.sm, "priority", s.class_of_service as u128);
         if let Some(group) = s.group {
             self.v1model_replicate(&copy, group, jobs);
+        }
+        for &(port, rid) in &s.replicas {
+            let mut c = copy.clone();
+            set_field(&mut c.sm, "egress_rid", rid as u128);
+            jobs.push_back(Job::Egress { copy: c, port });
         }
         if let Some(port) = s.port {
             jobs.push_back(Job::Egress { copy, port });
@@ -215,7 +228,7 @@ impl Switch {
     ) -> Result<Option<Output>, Dropped> {
         let code = self.code.clone();
         let blocks = &code.checked.blocks;
-        let Copy { mut hdr, mut meta, mut sm, payload, length } = copy;
+        let Copy { mut hdr, mut meta, mut sm, payload, length, cut } = copy;
         set_field(&mut sm, "egress_port", port as u128);
         set_field(&mut sm, "egress_spec", 0);
         set_field(&mut sm, "packet_length", length as u128);
@@ -229,7 +242,8 @@ impl Switch {
             let [_, fresh_meta, mut fresh_sm] = self.initial_values(code.parser_params());
             set_field(&mut fresh_sm, "instance_type", EGRESS_CLONE);
             set_field(&mut fresh_sm, "packet_length", length as u128);
-            let c = Copy { hdr: hdr.clone(), meta: fresh_meta, sm: fresh_sm, payload: payload.clone(), length };
+            let c =
+                Copy { hdr: hdr.clone(), meta: fresh_meta, sm: fresh_sm, payload: payload.clone(), length, cut: None };
             self.v1model_clone(c, session, jobs);
         }
         if field(&sm, "egress_spec") == DROP_PORT {
@@ -241,7 +255,7 @@ impl Switch {
             jobs.push_back(Job::Ingress { frame: bytes, port: 0, instance: RECIRCULATED });
             return Ok(None);
         }
-        if let Some(n) = requests.truncate {
+        if let Some(n) = requests.truncate.into_iter().chain(cut).min() {
             bytes.truncate(n);
         }
         Ok(Some(Output { port, queue: field(&sm, "priority") as u8, frame: bytes }))
@@ -294,6 +308,34 @@ impl Switch {
 
     pub fn clone_session(&self, id: u32) -> Option<&Session> {
         self.sessions.get(&id)
+    }
+
+    /// Removes clone session `id`; whether it was set.
+    pub fn delete_clone_session(&mut self, id: u32) -> bool {
+        let was = self.sessions.remove(&id).is_some();
+        self.generation += was as u64;
+        was
+    }
+
+    /// The clone sessions' ids, in order.
+    pub fn clone_session_ids(&self) -> Vec<u32> {
+        let mut ids: Vec<u32> = self.sessions.keys().copied().collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Multicast group `id`'s (port, replication id) pairs, in order; none if it is not set.
+    pub fn group_replicas(&self, id: u16) -> Option<Vec<(u32, u16)>> {
+        self.groups.contains_key(&id).then(|| self.replicas(id))
+    }
+
+    /// Removes multicast group `id`; whether it was set. Its frames then go nowhere, as a
+    /// group never set sends them.
+    pub fn delete_group(&mut self, id: u16) -> bool {
+        let was = self.groups.remove(&id).is_some();
+        self.replica_ids.remove(&id);
+        self.generation += was as u64;
+        was
     }
 
     /// Sets multicast group `id` to send a copy to each (port, replication id) of `replicas`,
