@@ -22,12 +22,8 @@ def _oxm(field, value, width):
     return struct.pack("!HBB", 0x8000, field << 1, width) + value.to_bytes(width, "big")
 
 
-def flow_mod(command, udp_src, udp_dst, out_port, priority=100, xid=0):
-    """`udp,tp_src=<udp_src>,tp_dst=<udp_dst> actions=output:<out_port>` in table 0 (without
-    `tp_dst` when `udp_dst` is None)."""
-    fields = _oxm(5, 0x0800, 2) + _oxm(10, 17, 1) + _oxm(15, udp_src, 2)
-    if udp_dst is not None:
-        fields += _oxm(16, udp_dst, 2)
+def _flow_mod(command, fields, out_port, priority, xid):
+    """A FLOW_MOD in table 0 of OXM `fields` (encoded) with `actions=output:<out_port>`."""
     match = struct.pack("!HH", 1, 4 + len(fields)) + fields
     match += b"\0" * (-len(match) % 8)
     output = struct.pack("!HHIH6x", 0, 16, out_port, 0xFFFF)
@@ -37,16 +33,19 @@ def flow_mod(command, udp_src, udp_dst, out_port, priority=100, xid=0):
     return struct.pack("!BBHI", OFP_VERSION, FLOW_MOD, 8 + len(body), xid) + body
 
 
+def flow_mod(command, udp_src, udp_dst, out_port, priority=100, xid=0):
+    """`udp,tp_src=<udp_src>,tp_dst=<udp_dst> actions=output:<out_port>` in table 0 (without
+    `tp_dst` when `udp_dst` is None)."""
+    fields = _oxm(5, 0x0800, 2) + _oxm(10, 17, 1) + _oxm(15, udp_src, 2)
+    if udp_dst is not None:
+        fields += _oxm(16, udp_dst, 2)
+    return _flow_mod(command, fields, out_port, priority, xid)
+
+
 def prefix_flow_mod(net, mask, out_port, priority, xid=0):
     """`ip,nw_dst=<net>/<mask> actions=output:<out_port>` in table 0 (ADD)."""
     fields = _oxm(5, 0x0800, 2) + struct.pack("!HBBII", 0x8000, 12 << 1 | 1, 8, net, mask)
-    match = struct.pack("!HH", 1, 4 + len(fields)) + fields
-    match += b"\0" * (-len(match) % 8)
-    output = struct.pack("!HHIH6x", 0, 16, out_port, 0xFFFF)
-    apply = struct.pack("!HH4x", 4, 8 + len(output)) + output
-    body = struct.pack("!QQBBHHHIIIH2x", 0, 0, 0, ADD, 0, 0, priority, NO_BUFFER, OFPP_ANY, OFPG_ANY, 0)
-    body += match + apply
-    return struct.pack("!BBHI", OFP_VERSION, FLOW_MOD, 8 + len(body), xid) + body
+    return _flow_mod(ADD, fields, out_port, priority, xid)
 
 
 def encode_flows(shape, n, out_port, sport=9000, first_dport=10000, priority=100):
