@@ -38,7 +38,8 @@ pub struct StoredMatch(Box<[u8]>);
 
 impl StoredMatch {
     pub fn new(m: &Match) -> StoredMatch {
-        let mut out = Vec::with_capacity(m.unpadded_len() + 7);
+        // Exactly the padded length: a boxed slice of a longer Vec would be a second allocation.
+        let mut out = Vec::with_capacity(m.unpadded_len().next_multiple_of(8));
         m.encode(&mut out);
         StoredMatch(out.into_boxed_slice())
     }
