@@ -2283,18 +2283,27 @@ impl Gen<'_> {
             return Err(no("push_front or pop_front by a count that is not a constant"));
         };
         let (n, m) = (n as usize, (m as usize).min(n as usize));
+        // The headers rotate, as the software target's do: a place left behind holds the
+        // fields of one pushed (or popped) off the other end, made invalid.
+        let ec = self.c_type(&elem)?;
         let mut s = String::new();
         let moved = |g: &mut Self, to: usize, from: usize| {
             let (to, from) = (format!("{c}.e[{to}]"), format!("{c}.e[{from}]"));
             format!("{to} = {from};\n{}", g.place_copies(&to, &from, &elem))
         };
-        if push {
-            for k in (m..n).rev() {
-                s += &moved(self, k, k - m);
-            }
-        } else {
-            for k in 0..n - m {
-                s += &moved(self, k, k + m);
+        for _ in 0..m {
+            if push {
+                let _ = writeln!(s, "{{ {ec} spun = {c}.e[{}];", n - 1);
+                for k in (1..n).rev() {
+                    s += &moved(self, k, k - 1);
+                }
+                let _ = writeln!(s, "{c}.e[0] = spun; }}");
+            } else {
+                let _ = writeln!(s, "{{ {ec} spun = {c}.e[0];");
+                for k in 0..n - 1 {
+                    s += &moved(self, k, k + 1);
+                }
+                let _ = writeln!(s, "{c}.e[{}] = spun; }}", n - 1);
             }
         }
         let vacated = if push { 0..m } else { n - m..n };
