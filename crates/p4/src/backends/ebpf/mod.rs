@@ -9,10 +9,11 @@
 //! be read. p4c's eBPF back ends make the same choice.
 //!
 //! What fits (the rest is refused by name, and the program then runs in userspace): values of at
-//! most 64 bits, `bit<W>` and `int<W>`; a parser without loops over at most 256 bytes of
-//! headers; tables whose keys are exact (a hash), a single LPM key (an LPM trie), or any others
-//! in a table of at most 256 entries (scanned in the software target's order: longest prefix,
-//! then priority, then the earliest); actions, functions and sub-blocks inlined or called with
+//! most 64 bits, `bit<W>` and `int<W>`; a parser over at most 256 bytes of headers, its loops
+//! unrolled; header stacks (run-time indices as a switch over the headers); tables whose keys
+//! are exact (a hash), a single LPM key (an LPM trie), or any others in a table of at most 256
+//! entries (scanned in the software target's order: longest prefix, then priority, then the
+//! earliest); actions, functions and sub-blocks inlined or called with
 //! explicit copies; header unions; varbit fields that end their header; v1model's checksums and
 //! hashes; a deparser that writes back in place the headers the parser read (checked as the
 //! frame goes: one that would not is sent up). Multicast copies leave unchanged by egress.
@@ -24,7 +25,7 @@
 //! metadata and the control's variables) in a per-CPU map, not on the 512-byte stack, and
 //! records its verdict in `p4_verdict` (tests read it after BPF_PROG_TEST_RUN).
 //!
-//! About 2 570 lines, one concern: the translation of every construct that fits into C, with the
+//! About 3 060 lines, one concern: the translation of every construct that fits into C, with the
 //! entry point beside it. Splitting the
 //! expression, statement and block translators apart would split the one scope stack and the
 //! one set of maps they share, as `frontend/check.rs` and `software/mod.rs` would. The C runtime
