@@ -1062,7 +1062,9 @@ fn v1model_checksums_are_verified_and_updated_in_the_kernel_as_in_software() {
 
 /// A program whose parser loops, filling a stack of three tags through `next` until a tag's
 /// `last` bit (or the stack is full: `StackOutOfBounds`), and whose ingress reads and writes the
-/// stack's headers at indices known only when a frame runs (the kernel back end refused stacks).
+/// stack's headers at indices known only when a frame runs (the kernel back end refused stacks);
+/// an action's copy-out takes its index after the action, which moves it, as the software
+/// target does.
 const TAG_STACK: &str = "#include <core.p4>\n#include <edgeflow.p4>\n\
     header eth_t { bit<48> dst; bit<48> src; bit<16> kind; }\n\
     header tag_t { bit<7> value; bit<1> last; }\n\
@@ -1071,12 +1073,14 @@ const TAG_STACK: &str = "#include <core.p4>\n#include <edgeflow.p4>\n\
       state start { packet.extract(hdr.eth); transition select(hdr.eth.kind) { 0x88b5: tag; default: accept; } }\n\
       state tag { packet.extract(hdr.tags.next); transition select(hdr.tags.last.last) { 0: tag; default: accept; } } }\n\
     control I(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) {\n\
+      action bump(inout bit<7> v) { v = 0x33; hdr.eth.dst[1:0] = hdr.eth.dst[1:0] + 1; }\n\
       apply {\n\
         sm.egress_port = (PortId_t)hdr.tags.nextIndex + 1;\n\
         hdr.eth.src[7:0] = (bit<8>)hdr.tags[hdr.eth.dst[1:0]].value;\n\
         hdr.eth.src[15:8] = hdr.tags[hdr.eth.dst[1:0]].isValid() ? 8w1 : 8w0;\n\
         hdr.tags[hdr.eth.dst[9:8]].value = 0x55;\n\
         hdr.tags[hdr.eth.dst[17:16]].value |= 0x10;\n\
+        bump(hdr.tags[hdr.eth.dst[1:0]].value);\n\
       } }\n\
     control E(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }\n\
     control D(packet_out packet, in headers hdr) { apply { packet.emit(hdr); } }\n\

@@ -2181,13 +2181,18 @@ impl Gen<'_> {
     fn expand_stmt(&mut self, st: &Stmt) -> R<Option<String>> {
         let lvalues: Vec<&Expr> = match st {
             Stmt::Assign { target, .. } => vec![target],
-            Stmt::Call(Expr { kind: ExprKind::Call { callee, args, .. }, .. }) => {
-                let obj = match &callee.kind {
-                    ExprKind::Member(obj, _) => Some(&**obj),
-                    _ => None,
-                };
-                obj.into_iter().chain(args).collect()
-            }
+            // The header a method names (`s[i].setValid()`, `extract(s.next)`). An action's,
+            // function's or sub-block's argument is not expanded here: its copy-in is a value and
+            // its copy-out an assignment, each taking the index when it runs, as the software
+            // target does (after the body, for the copy-out).
+            Stmt::Call(Expr { kind: ExprKind::Call { callee, args, .. }, .. }) => match &callee.kind {
+                ExprKind::Member(obj, m) => match m.text.as_str() {
+                    "setValid" | "setInvalid" | "push_front" | "pop_front" => vec![&**obj],
+                    "extract" | "emit" => args.first().into_iter().collect(),
+                    _ => return Ok(None),
+                },
+                _ => return Ok(None),
+            },
             _ => return Ok(None),
         };
         for lv in lvalues {
