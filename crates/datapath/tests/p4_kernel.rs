@@ -1059,3 +1059,106 @@ fn v1model_checksums_are_verified_and_updated_in_the_kernel_as_in_software() {
     }
     assert!(tally.forwarded > 600, "{tally:?}");
 }
+
+/// A program whose parser loops, filling a stack of three tags through `next` until a tag's
+/// `last` bit (or the stack is full: `StackOutOfBounds`), and whose ingress reads and writes the
+/// stack's headers at indices known only when a frame runs (the kernel back end refused stacks);
+/// an action's copy-out takes its index after the action, which moves it, as the software
+/// target does.
+const TAG_STACK: &str = "#include <core.p4>\n#include <edgeflow.p4>\n\
+    header eth_t { bit<48> dst; bit<48> src; bit<16> kind; }\n\
+    header tag_t { bit<7> value; bit<1> last; }\n\
+    struct headers { eth_t eth; tag_t[3] tags; }\nstruct meta_t { bit<8> unused; }\n\
+    parser P(packet_in packet, out headers hdr, inout meta_t meta, inout standard_metadata_t sm) {\n\
+      state start { packet.extract(hdr.eth); transition select(hdr.eth.kind) { 0x88b5: tag; default: accept; } }\n\
+      state tag { packet.extract(hdr.tags.next); transition select(hdr.tags.last.last) { 0: tag; default: accept; } } }\n\
+    control I(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) {\n\
+      action bump(inout bit<7> v) { v = 0x33; hdr.eth.dst[1:0] = hdr.eth.dst[1:0] + 1; }\n\
+      apply {\n\
+        sm.egress_port = (PortId_t)hdr.tags.nextIndex + 1;\n\
+        hdr.eth.src[7:0] = (bit<8>)hdr.tags[hdr.eth.dst[1:0]].value;\n\
+        hdr.eth.src[15:8] = hdr.tags[hdr.eth.dst[1:0]].isValid() ? 8w1 : 8w0;\n\
+        hdr.tags[hdr.eth.dst[9:8]].value = 0x55;\n\
+        hdr.tags[hdr.eth.dst[17:16]].value |= 0x10;\n\
+        bump(hdr.tags[hdr.eth.dst[1:0]].value);\n\
+      } }\n\
+    control E(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }\n\
+    control D(packet_out packet, in headers hdr) { apply { packet.emit(hdr); } }\n\
+    EdgeflowSwitch(P(), I(), E(), D()) main;\n";
+
+/// A frame of `tags` (value, last bit) after an Ethernet header whose destination's last three
+/// bytes pick the indices ingress reads and writes.
+fn tagged_frame(tags: &[(u8, u8)], indices: [u8; 3]) -> Vec<u8> {
+    let mut f = vec![2, 0, 0, indices[2], indices[1], indices[0], 2, 0, 0, 0, 0, 1, 0x88, 0xb5];
+    f.extend(tags.iter().map(|(value, last)| value << 1 | last));
+    f.resize(60, 0xfe);
+    f
+}
+
+#[test]
+fn a_parser_loop_fills_a_header_stack_and_run_time_indices_reach_it_in_the_kernel_as_in_software() {
+    if !may_load_and_pin() {
+        return;
+    }
+    let (g, mut sw) = both_targets("tag_stack.p4", TAG_STACK);
+    let out = DownVeth::new("k");
+    let k = load("tag_stack", g, &sw, &out);
+    // The software target first: two tags go to port 3 (nextIndex 2), the value read at index 1
+    // is the second tag's, index 0 was written 0x55 and index 1 or-ed with 0x10.
+    let two = tagged_frame(&[(3, 0), (9, 1)], [1, 0, 1]);
+    let o = sw.process(&two, 1, 0).unwrap();
+    assert_eq!((o[0].port, o[0].frame[11], o[0].frame[10]), (3, 9, 1), "the software target");
+    assert_eq!((o[0].frame[14], o[0].frame[15]), (0x55 << 1, (9 | 0x10) << 1 | 1), "the software target");
+    // A fourth tag with its last bit clear overflows the stack.
+    let four = tagged_frame(&[(1, 0), (2, 0), (3, 0), (4, 1)], [0, 0, 0]);
+    assert!(matches!(sw.process(&four, 1, 0), Err(Dropped::Parser(e)) if e == "StackOutOfBounds"));
+    let mut tally = Tally::default();
+    let mut rng = Rng(0x5eed_57ac);
+    for n in 0..400 {
+        // One to four tags, the last bit on the last (or none: the frame's fill ends the loop,
+        // 0xfe has its last bit clear, so a full stack overflows), indices 0 to 3 (3 is past the end).
+        let count = 1 + rng.next() % 4;
+        let mut tags: Vec<(u8, u8)> = (0..count).map(|_| ((rng.next() % 128) as u8, 0)).collect();
+        if n % 5 != 0 {
+            tags.last_mut().unwrap().1 = 1;
+        }
+        let indices = [rng.pick(&[0, 1, 2, 3]), rng.pick(&[0, 1, 2, 3]), rng.pick(&[0, 1, 2, 3])];
+        compare(k.object(), &mut sw, &tagged_frame(&tags, indices), 1, &mut tally);
+    }
+    let plain = udp4([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2], [10, 0, 0, 1], [10, 0, 0, 2], 1, 2, 60);
+    compare(k.object(), &mut sw, &plain, 1, &mut tally);
+    assert!(tally.forwarded > 400 && tally.parser > 200, "{tally:?}");
+}
+
+/// `push_front`, `==` of whole stacks and a stack copied into a variable, in a control.
+#[test]
+fn stack_copies_comparisons_and_push_front_decide_in_the_kernel_as_in_software() {
+    if !may_load_and_pin() {
+        return;
+    }
+    let text = TAG_STACK.replace(
+        "apply {\nsm.egress_port",
+        "apply {\n\
+           tag_t[3] before = hdr.tags;\n\
+           if (hdr.tags.nextIndex < 3) { hdr.tags.push_front(1); }\n\
+           hdr.eth.dst[47:40] = before == hdr.tags ? 8w1 : 8w2;\n\
+           hdr.eth.dst[39:32] = hdr.tags[0].isValid() ? 8w1 : 8w2;\n\
+           hdr.eth.dst[31:24] = (bit<8>)hdr.tags.nextIndex;\n\
+           sm.egress_port",
+    );
+    let (g, mut sw) = both_targets("tag_push.p4", &text);
+    let out = DownVeth::new("q");
+    let k = load("tag_push", g, &sw, &out);
+    // One tag pushed one place on: the copy differs, index 0 is invalid, nextIndex is 2, and
+    // the frame leaves unchanged in its tags (the invalid header is not emitted).
+    let one = tagged_frame(&[(3, 1)], [3, 3, 3]);
+    let o = sw.process(&one, 1, 0).unwrap();
+    assert_eq!(&o[0].frame[..3], &[2, 2, 2], "the software target");
+    let mut tally = Tally::default();
+    for tags in [&[(3, 1)][..], &[(1, 0), (5, 1)], &[(1, 0), (2, 0), (7, 1)]] {
+        for indices in [[0, 1, 2], [3, 3, 3], [2, 0, 1]] {
+            compare(k.object(), &mut sw, &tagged_frame(tags, indices), 1, &mut tally);
+        }
+    }
+    assert_eq!(tally.forwarded, 18, "{tally:?}");
+}

@@ -558,7 +558,6 @@ fn the_kernel_back_end_refuses_each_construct_by_name() {
             "the generic function 'f' does not fit the kernel back end (docs/p4.md); the program runs in userspace",
         ),
         (with(ETH_ONLY, PARSE_ETH, "apply { hdr.eth.kind = hdr.eth.kind / 3; }", eth), "'/' and '%' on values known only at run time does not fit the kernel back end (docs/p4.md); the program runs in userspace"),
-        (with(TAGS, PARSE_ETH, "apply { }", "packet.emit(hdr.eth); packet.emit(hdr.tags);"), "the header stack header tag_t[2] does not fit the kernel back end (docs/p4.md); the program runs in userspace"),
         (
             with(
                 ETH_ONLY,
@@ -567,15 +566,6 @@ fn the_kernel_back_end_refuses_each_construct_by_name() {
                 eth,
             ),
             "a for loop does not fit the kernel back end (docs/p4.md); the program runs in userspace",
-        ),
-        (
-            with(
-                "header b_t { bit<8> d; }\nheader_union u_t { b_t b; }\nstruct headers { eth_t eth; u_t[2] u; }\nstruct meta_t { bit<8> unused; }",
-                PARSE_ETH,
-                "apply { }",
-                eth,
-            ),
-            "the header stack header_union u_t[2] does not fit the kernel back end (docs/p4.md); the program runs in userspace",
         ),
         (
             with(ETH_ONLY, PARSE_ETH, "apply { tuple<bit<8>, bit<8>> t; hdr.eth.kind = (bit<16>) t[0]; }", eth),

@@ -9,10 +9,11 @@
 //! be read. p4c's eBPF back ends make the same choice.
 //!
 //! What fits (the rest is refused by name, and the program then runs in userspace): values of at
-//! most 64 bits, `bit<W>` and `int<W>`; a parser without loops over at most 256 bytes of
-//! headers; tables whose keys are exact (a hash), a single LPM key (an LPM trie), or any others
-//! in a table of at most 256 entries (scanned in the software target's order: longest prefix,
-//! then priority, then the earliest); actions, functions and sub-blocks inlined or called with
+//! most 64 bits, `bit<W>` and `int<W>`; a parser over at most 256 bytes of headers, its loops
+//! unrolled; header stacks (run-time indices as a switch over the headers); tables whose keys
+//! are exact (a hash), a single LPM key (an LPM trie), or any others in a table of at most 256
+//! entries (scanned in the software target's order: longest prefix, then priority, then the
+//! earliest); actions, functions and sub-blocks inlined or called with
 //! explicit copies; header unions; varbit fields that end their header; v1model's checksums and
 //! hashes; a deparser that writes back in place the headers the parser read (checked as the
 //! frame goes: one that would not is sent up). Multicast copies leave unchanged by egress.
@@ -24,7 +25,7 @@
 //! metadata and the control's variables) in a per-CPU map, not on the 512-byte stack, and
 //! records its verdict in `p4_verdict` (tests read it after BPF_PROG_TEST_RUN).
 //!
-//! About 2 570 lines, one concern: the translation of every construct that fits into C, with the
+//! About 3 060 lines, one concern: the translation of every construct that fits into C, with the
 //! entry point beside it. Splitting the
 //! expression, statement and block translators apart would split the one scope stack and the
 //! one set of maps they share, as `frontend/check.rs` and `software/mod.rs` would. The C runtime
@@ -309,6 +310,14 @@ struct Gen<'a> {
     temps: usize,
     /// The statement or declaration being generated: where a refusal points.
     at: Option<Pos>,
+    /// Generating the parser's states (or a sub-parser's): an index past a stack rejects the
+    /// frame there with `StackOutOfBounds`, where a control's sends the frame up.
+    in_parser: bool,
+    /// Header stacks' C structs (`struct p4k_...`), by name, and those not yet placed in the
+    /// output (before the first struct that holds one, or before the run struct): `c_type`
+    /// meets a stack's type where it cannot write the output.
+    stack_types: std::cell::RefCell<std::collections::BTreeSet<String>>,
+    stack_defs: std::cell::RefCell<String>,
 }
 
 /// C for the checked program `program`, or why it does not fit.
@@ -378,6 +387,9 @@ fn generate_at(program: &Program, checked: &Checked) -> Result<Generated, (Optio
         table_bound_args: Vec::new(),
         temps: 0,
         at: main,
+        in_parser: false,
+        stack_types: Default::default(),
+        stack_defs: Default::default(),
         v1model,
     };
     if let Err(e) = g.generate() {
@@ -485,7 +497,19 @@ impl<'a> Gen<'a> {
             Ty::Bool | Ty::Error | Ty::Enum(_) => "__u64".into(),
             Ty::Header(n) => format!("struct p4h_{}", ident(n)),
             Ty::Struct(n) => format!("struct p4s_{}", ident(n)),
-            Ty::Stack(elem, n) => return Err(no(format!("the header stack {elem}[{n}]"))),
+            // Its headers in an array, and how many a parser has filled (`nextIndex`).
+            Ty::Stack(elem, n) => {
+                let e = match &**elem {
+                    Ty::Header(_) | Ty::Union(_) => self.c_type(elem)?,
+                    other => return Err(no(format!("a stack of {other}"))),
+                };
+                let name = format!("p4k_{}_{n}", ident(&elem.to_string()));
+                if self.stack_types.borrow_mut().insert(name.clone()) {
+                    let _ =
+                        writeln!(self.stack_defs.borrow_mut(), "struct {name} {{\n\t{e} e[{n}];\n\t__u64 next;\n}};");
+                }
+                format!("struct {name}")
+            }
             Ty::Union(n) => format!("struct p4u_{}", ident(n)),
             Ty::List(_) => return Err(no(format!("the tuple {ty}"))),
             other => return Err(no(format!("a value of type {other}"))),
@@ -526,6 +550,10 @@ impl<'a> Gen<'a> {
         };
         let union = matches!(self.layout(name), Some(Layout::Union(_)));
         for (_, t) in &fields {
+            let t = match t {
+                Ty::Stack(elem, _) => &**elem,
+                t => t,
+            };
             if let Ty::Header(n) | Ty::Struct(n) | Ty::Union(n) = t {
                 self.declare(n, done)?;
             }
@@ -554,7 +582,9 @@ impl<'a> Gen<'a> {
                         let _ = writeln!(s, "\t__u64 f_{}; /* its length in bits */", ident(f));
                         continue;
                     }
-                    Ty::Varbit(n) => return Err(no(format!("the varbit<{n}> field {name}.{f} before the header's end"))),
+                    Ty::Varbit(n) => {
+                        return Err(no(format!("the varbit<{n}> field {name}.{f} before the header's end")))
+                    }
                     other => return Err(no(format!("header field {name}.{f} of type {other}"))),
                 }
             }
@@ -568,6 +598,8 @@ impl<'a> Gen<'a> {
             s += "\t__u64 f_timestamp;\n";
         }
         s += "};\n";
+        let stacks = std::mem::take(&mut *self.stack_defs.borrow_mut());
+        self.out += &stacks;
         self.out += &s;
         Ok(())
     }
@@ -600,7 +632,21 @@ impl<'a> Gen<'a> {
 
     /// An expression's C and type. Numbers without a width come out as `Ty::Number`.
     fn expr(&mut self, e: &Expr) -> R<(String, Ty)> {
+        let on_path = match &e.kind {
+            ExprKind::Member(..) | ExprKind::Index(..) | ExprKind::Slice(..) => true,
+            ExprKind::Call { callee, .. } => matches!(&callee.kind, ExprKind::Member(_, m) if m.text == "isValid"),
+            _ => false,
+        };
+        if on_path {
+            if let Some(v) = self.runtime_value(e)? {
+                return Ok(v);
+            }
+        }
         Ok(match &e.kind {
+            ExprKind::Index(base, idx) => {
+                let k = self.index_constant(idx).ok_or_else(|| no("an index ([...]) here"))?;
+                return self.stack_element(base, k);
+            }
             ExprKind::Int { width: Some((w, false)), value } => (format!("{value}ULL"), Ty::Bit(*w)),
             ExprKind::Int { width: Some((w, true)), value } if *w <= 64 => {
                 (format!("{}ULL", *value & ones(*w) as u128), Ty::Int(*w))
@@ -653,6 +699,14 @@ impl<'a> Gen<'a> {
                     }
                 }
                 let (c, ty) = self.expr(inner)?;
+                if let Ty::Stack(_, n) = ty {
+                    return match m.text.as_str() {
+                        "nextIndex" => Ok((format!("({c}.next & 0xffffffffULL)"), Ty::Bit(32))),
+                        "lastIndex" => Ok((format!("(({c}.next - 1) & 0xffffffffULL)"), Ty::Bit(32))),
+                        "size" => Ok((format!("{n}ULL"), Ty::Bit(32))),
+                        other => Err(no(format!("a stack's '{other}' here"))),
+                    };
+                }
                 let fields = match &ty {
                     Ty::Header(h) | Ty::Struct(h) | Ty::Union(h) => match self.layout(h) {
                         Some(Layout::Header(f) | Layout::Struct(f) | Layout::Union(f)) => f.clone(),
@@ -754,7 +808,7 @@ impl<'a> Gen<'a> {
                 cb = format!("(({cb}) & {m:#x}ULL)");
             }
         }
-        if let (BinOp::Eq | BinOp::Ne, Ty::Header(_) | Ty::Struct(_)) = (op, &ta) {
+        if let (BinOp::Eq | BinOp::Ne, Ty::Header(_) | Ty::Struct(_) | Ty::Union(_) | Ty::Stack(..)) = (op, &ta) {
             // Each side once, into a temporary; then member by member.
             self.temps += 1;
             let (x, y) = (format!("t_{}a", self.temps), format!("t_{}b", self.temps));
@@ -814,6 +868,23 @@ impl<'a> Gen<'a> {
     /// C that is true when the values `a` and `b` (C lvalues) of type `ty` are equal as P4
     /// says: headers both invalid, or both valid with equal fields; structs member by member.
     fn equal_c(&self, a: &str, b: &str, ty: &Ty) -> R<String> {
+        // A stack's headers compare (not how far a parser filled it); a union's headers do.
+        if let Ty::Stack(elem, n) = ty {
+            let mut same = Vec::new();
+            for k in 0..*n {
+                same.push(format!("({})", self.equal_c(&format!("{a}.e[{k}]"), &format!("{b}.e[{k}]"), elem)?));
+            }
+            return Ok(same.join(" && "));
+        }
+        if let Ty::Union(u) = ty {
+            let Some(Layout::Union(members)) = self.layout(u) else { return Err(no(format!("'==' on {ty}"))) };
+            let mut same = Vec::new();
+            for (m, mty) in members {
+                let m = ident(m);
+                same.push(format!("({})", self.equal_c(&format!("{a}.f_{m}"), &format!("{b}.f_{m}"), mty)?));
+            }
+            return Ok(same.join(" && "));
+        }
         let (fields, header) = match ty {
             Ty::Header(n) | Ty::Struct(n) => match self.layout(n) {
                 Some(Layout::Header(f)) => (f.clone(), true),
@@ -899,6 +970,14 @@ impl<'a> Gen<'a> {
 
     /// C that assigns `value` (already C) to the lvalue `target`, masked to its width.
     fn assign(&mut self, target: &Expr, value: &str) -> R<String> {
+        if self.past_end(target)?.is_some() {
+            return Ok(String::new());
+        }
+        // A copy-out to a stack's header at an index known only now (`f(s[i].x)`).
+        if let Some(at) = self.runtime_index(target)? {
+            let node: *const Expr = at.node;
+            return self.index_switch(&at, &mut |g, element| g.assign(&substitute(target, node, element), value));
+        }
         if let ExprKind::Slice(inner, hi, lo) = &target.kind {
             let bounds = |hi: &Expr, lo: &Expr| match (&hi.kind, &lo.kind) {
                 (ExprKind::Int { value: h, .. }, ExprKind::Int { value: l, .. }) => Ok((*h as u32, *l as u32)),
@@ -923,7 +1002,7 @@ impl<'a> Gen<'a> {
     /// C that assigns `value` to the C lvalue `c` of type `ty`, masked to its width.
     fn assign_c(&self, c: &str, ty: &Ty, value: &str) -> String {
         match ty {
-            Ty::Header(_) | Ty::Struct(_) => format!("{c} = {value};\n"),
+            Ty::Header(_) | Ty::Struct(_) | Ty::Stack(..) => format!("{c} = {value};\n"),
             _ => format!("{c} = ({value}) & {:#x}ULL;\n", ones(width_of(ty))),
         }
     }
@@ -1012,6 +1091,17 @@ impl<'a> Gen<'a> {
             Stmt::Var { name, .. } | Stmt::Const { name, .. } => Some(name.pos),
             Stmt::Block(_) | Stmt::Empty => self.at,
         };
+        if let Some(s) = self.expand_stmt(st)? {
+            return Ok(s);
+        }
+        // A write past a stack's end changes nothing; its value is still computed (a call in it runs).
+        if let Stmt::Assign { target, value } = st {
+            if self.past_end(target)?.is_some() {
+                let (_, ty) = self.expr(target)?;
+                let (v, _) = self.expr_as(value, &ty)?;
+                return Ok(format!("(void)({v});\n"));
+            }
+        }
         Ok(match st {
             Stmt::Assign { target, value } if matches!(value.kind, ExprKind::List(_)) => {
                 let (c, ty) = self.expr(target)?;
@@ -1052,7 +1142,7 @@ impl<'a> Gen<'a> {
                 let (v, _) = self.expr_as(value, &ty)?;
                 let c = format!("v_{}", ident(&name.text));
                 let decl = match ty {
-                    Ty::Header(_) | Ty::Struct(_) => format!("{} {c} = {v};\n", self.c_type(&ty)?),
+                    Ty::Header(_) | Ty::Struct(_) | Ty::Stack(..) => format!("{} {c} = {v};\n", self.c_type(&ty)?),
                     _ => format!("{} {c} = ({v}) & {:#x}ULL;\n", self.c_type(&ty)?, ones(width_of(&ty))),
                 };
                 self.bind(&name.text, c, ty);
@@ -1203,7 +1293,13 @@ impl<'a> Gen<'a> {
                         ));
                     }
                 }
+                if method == "push_front" || method == "pop_front" {
+                    return self.shift_stack(obj, method == "push_front", &args[0]);
+                }
                 if (method == "setValid" || method == "setInvalid") && args.is_empty() {
+                    if self.past_end(obj)?.is_some() {
+                        return Ok(self.out_of_bounds());
+                    }
                     let (c, ty) = self.expr(obj)?;
                     if matches!(ty, Ty::Header(_)) {
                         let at = self.header_place(&c);
@@ -1370,7 +1466,14 @@ impl<'a> Gen<'a> {
     /// Where the headers in a value of type `ty` copied from `from` to `to` lie in the frame,
     /// copied with them (a header extracted by a sub-parser is emitted at its place).
     fn place_copies(&mut self, to: &str, from: &str, ty: &Ty) -> String {
+        // A header past a stack's end (a compound literal) has no place.
+        if to.contains("){0}") || from.contains("){0}") || to.starts_with("({") || from.starts_with("({") {
+            return String::new();
+        }
         match ty {
+            Ty::Stack(elem, n) => {
+                (0..*n).map(|k| self.place_copies(&format!("{to}.e[{k}]"), &format!("{from}.e[{k}]"), elem)).collect()
+            }
             Ty::Header(_) => {
                 let (to, from) = (self.header_place(to), self.header_place(from));
                 format!("{to} = {from};\n")
@@ -1392,7 +1495,29 @@ impl<'a> Gen<'a> {
 
     /// `packet.extract(h)` in the parser, `packet.emit(h)` in the deparser: at the header's place.
     fn packet_call(&mut self, method: &str, h: &Expr, size: Option<&Expr>) -> R<String> {
+        match self.past_end(h)? {
+            // An extract past the end, or the emit of `next` past it, is the error; the emit of
+            // an index past it emits an invalid header: nothing.
+            Some(next) if method == "extract" || next => return Ok(self.out_of_bounds()),
+            Some(_) => return Ok(String::new()),
+            None => {}
+        }
         let (c, ty) = self.expr(h)?;
+        // `packet.emit(stack)`: its valid headers in order.
+        if let (Ty::Stack(_, n), "emit") = (&ty, method) {
+            let mut s = String::new();
+            for k in 0..*n as u128 {
+                let element = Expr {
+                    kind: ExprKind::Index(
+                        Box::new(h.clone()),
+                        Box::new(Expr { kind: ExprKind::Int { width: None, value: k }, pos: h.pos }),
+                    ),
+                    pos: h.pos,
+                };
+                s += &self.packet_call(method, &element, None)?;
+            }
+            return Ok(s);
+        }
         // `packet.emit(hdr)` of a struct: each of its headers (and structs) in declaration order,
         // as P4 defines the emit of a struct.
         if let (Ty::Struct(name) | Ty::Union(name), "emit") = (&ty, method) {
@@ -1414,7 +1539,8 @@ impl<'a> Gen<'a> {
         }
         let Ty::Header(name) = &ty else { return Err(no(format!("{method} of {ty}"))) };
         let Some(Layout::Header(fields)) = self.layout(name) else { return Err(no("this header")) };
-        let varbit = fields.iter().find_map(|(f, t)| if let Ty::Varbit(max) = t { Some((f.clone(), *max)) } else { None });
+        let varbit =
+            fields.iter().find_map(|(f, t)| if let Ty::Varbit(max) = t { Some((f.clone(), *max)) } else { None });
         let bits: u32 = fields.iter().map(|(_, t)| if let Ty::Varbit(_) = t { 0 } else { width_of(t) }).sum();
         // A varbit's bytes follow the fixed fields: their count is known as the frame goes.
         let bytes = match &varbit {
@@ -1536,7 +1662,10 @@ impl<'a> Gen<'a> {
             let inits = self.local_inits(ty)?;
             match decl {
                 Decl::Parser { states, .. } => {
-                    let code = self.states(states, &format!("sb{n}_st_"), &format!("sb{n}_end"))?;
+                    let in_parser = std::mem::replace(&mut self.in_parser, true);
+                    let code = self.states(states, &format!("sb{n}_st_"), &format!("sb{n}_end"));
+                    self.in_parser = in_parser;
+                    let code = code?;
                     self.deferred_states += &code;
                     Ok(format!("{inits}goto sb{n}_st_start;\n"))
                 }
@@ -1910,6 +2039,305 @@ impl<'a> Gen<'a> {
     }
 }
 
+/// What stands for a stack's `next` or `last` past its headers once its index is a constant
+/// (`s[u128::MAX]`): read, it is P4's error.StackOutOfBounds, where an index past the headers
+/// reads an invalid header of zeros (as the software target has them).
+const NEXT_PAST_END: u128 = u128::MAX;
+
+/// `e` with the node at `node` (found in `e` by address) replaced by `with`.
+fn substitute(e: &Expr, node: *const Expr, with: &Expr) -> Expr {
+    if std::ptr::eq(e, node) {
+        return with.clone();
+    }
+    let sub = |x: &Expr| Box::new(substitute(x, node, with));
+    let kind = match &e.kind {
+        ExprKind::Member(inner, m) => ExprKind::Member(sub(inner), m.clone()),
+        ExprKind::Index(base, i) => ExprKind::Index(sub(base), sub(i)),
+        ExprKind::Slice(inner, h, l) => ExprKind::Slice(sub(inner), h.clone(), l.clone()),
+        ExprKind::Call { callee, type_args, args } => ExprKind::Call {
+            callee: sub(callee),
+            type_args: type_args.clone(),
+            args: args.iter().map(|a| substitute(a, node, with)).collect(),
+        },
+        ExprKind::Unary(op, x) => ExprKind::Unary(*op, sub(x)),
+        ExprKind::Binary(op, a, b) => ExprKind::Binary(*op, sub(a), sub(b)),
+        ExprKind::Cond(c, a, b) => ExprKind::Cond(sub(c), sub(a), sub(b)),
+        ExprKind::Cast(t, x) => ExprKind::Cast(t.clone(), sub(x)),
+        ExprKind::List(items) => ExprKind::List(items.iter().map(|a| substitute(a, node, with)).collect()),
+        other => other.clone(),
+    };
+    Expr { kind, pos: e.pos }
+}
+
+/// Where an lvalue (or `x.isValid()`) indexes a header stack by a value known only when a frame
+/// runs: the node (`s[i]`, `s.next`, `s.last`), the stack, and the index (none for `next` and
+/// `last`, with whether it is `last`).
+struct RuntimeIndex<'e> {
+    node: &'e Expr,
+    stack: &'e Expr,
+    index: Option<&'e Expr>,
+    last: bool,
+}
+
+// Header stacks (issue 52, items 3 and 5). A stack is a C array of its headers and its
+// `nextIndex`; an index known only when a frame runs becomes a switch over the stack's headers,
+// each case the same code with a constant index (the verifier wants bounded accesses), and a
+// default case for an index past the end: reads of an invalid header of zeros, writes that
+// change nothing, as the software target has them.
+impl Gen<'_> {
+    /// An index that is a constant: a number, or arithmetic on the program's constants (not a
+    /// name in scope, which may shadow one).
+    fn index_constant(&self, idx: &Expr) -> Option<u128> {
+        fn names_in_scope(g: &Gen, e: &Expr) -> bool {
+            match &e.kind {
+                ExprKind::Name(n) => g.lookup(n).is_some(),
+                ExprKind::Cast(_, x) => names_in_scope(g, x),
+                ExprKind::Binary(_, a, b) => names_in_scope(g, a) || names_in_scope(g, b),
+                _ => false,
+            }
+        }
+        if names_in_scope(self, idx) {
+            return None;
+        }
+        constant(idx, &[], &self.program.decls)
+    }
+
+    /// The first index known only at run time on `e`'s path (its members, indices and slices
+    /// down to the variable; `e.isValid()`'s object), if any.
+    fn runtime_index<'e>(&mut self, e: &'e Expr) -> R<Option<RuntimeIndex<'e>>> {
+        match &e.kind {
+            ExprKind::Call { callee, args, .. } if args.is_empty() => match &callee.kind {
+                ExprKind::Member(obj, m) if m.text == "isValid" => self.runtime_index(obj),
+                _ => Ok(None),
+            },
+            ExprKind::Member(inner, m) => {
+                if m.text == "next" || m.text == "last" {
+                    let (_, ty) = self.expr(inner)?;
+                    if let Ty::Stack(..) = ty {
+                        return Ok(Some(RuntimeIndex { node: e, stack: inner, index: None, last: m.text == "last" }));
+                    }
+                }
+                self.runtime_index(inner)
+            }
+            ExprKind::Index(base, idx) => {
+                if self.index_constant(idx).is_none() {
+                    return Ok(Some(RuntimeIndex { node: e, stack: base, index: Some(idx), last: false }));
+                }
+                self.runtime_index(base)
+            }
+            ExprKind::Slice(inner, ..) => self.runtime_index(inner),
+            _ => Ok(None),
+        }
+    }
+
+    /// A switch over the stack's headers on the run-time index `at`: `case_c` gives each case's
+    /// code from the node's replacement (`stack[k]`), then the default's (past the end).
+    fn index_switch(&mut self, at: &RuntimeIndex, case_c: &mut dyn FnMut(&mut Self, &Expr) -> R<String>) -> R<String> {
+        let (stack_c, ty) = self.expr(at.stack)?;
+        let Ty::Stack(_, n) = ty else { return Err(no("an index of this value")) };
+        let index_c = match (at.index, at.last) {
+            (Some(i), _) => self.expr(i)?.0,
+            (None, false) => format!("{stack_c}.next"),
+            (None, true) => format!("({stack_c}.next - 1)"),
+        };
+        self.temps += 1;
+        let ix = format!("ix{}", self.temps);
+        let element = |k: u128| Expr {
+            kind: ExprKind::Index(
+                Box::new(at.stack.clone()),
+                Box::new(Expr { kind: ExprKind::Int { width: None, value: k }, pos: at.node.pos }),
+            ),
+            pos: at.node.pos,
+        };
+        let mut s = format!("{{ __u64 {ix} = {index_c};\nswitch ({ix}) {{\n");
+        for k in 0..n as u128 {
+            let _ = write!(s, "case {k}: {{\n{}}}\nbreak;\n", case_c(self, &element(k))?);
+        }
+        let past = if at.index.is_some() { n as u128 } else { NEXT_PAST_END };
+        let _ = write!(s, "default: {{\n{}}}\n}}\n}}\n", case_c(self, &element(past))?);
+        Ok(s)
+    }
+
+    /// The value of `e` (a member, index, slice or `isValid()` of a stack's header) when an
+    /// index on its path is known only at run time: the switch's cases each give it.
+    fn runtime_value(&mut self, e: &Expr) -> R<Option<(String, Ty)>> {
+        let Some(at) = self.runtime_index(e)? else { return Ok(None) };
+        self.temps += 1;
+        let result = format!("rv{}", self.temps);
+        let mut ty = None;
+        let node: *const Expr = at.node;
+        let switch = self.index_switch(&at, &mut |g, element| {
+            let (v, t) = g.expr(&substitute(e, node, element))?;
+            ty.get_or_insert(t);
+            Ok(format!("{result} = {v};\n"))
+        })?;
+        let ty = ty.expect("a stack has a header");
+        Ok(Some((format!("({{ {} {result} = {{0}};\n{switch}{result}; }})", self.c_type(&ty)?), ty)))
+    }
+
+    /// A statement that writes through (or extracts into, validates, passes as an argument) a
+    /// stack's header at an index known only at run time: the statement once per header, in a
+    /// switch. `extract(s.next)` then moves `next` on.
+    fn expand_stmt(&mut self, st: &Stmt) -> R<Option<String>> {
+        let lvalues: Vec<&Expr> = match st {
+            Stmt::Assign { target, .. } => vec![target],
+            // The header a method names (`s[i].setValid()`, `extract(s.next)`). An action's,
+            // function's or sub-block's argument is not expanded here: its copy-in is a value and
+            // its copy-out an assignment, each taking the index when it runs, as the software
+            // target does (after the body, for the copy-out).
+            Stmt::Call(Expr { kind: ExprKind::Call { callee, args, .. }, .. }) => match &callee.kind {
+                ExprKind::Member(obj, m) => match m.text.as_str() {
+                    "setValid" | "setInvalid" | "push_front" | "pop_front" => vec![&**obj],
+                    "extract" | "emit" => args.first().into_iter().collect(),
+                    _ => return Ok(None),
+                },
+                _ => return Ok(None),
+            },
+            _ => return Ok(None),
+        };
+        for lv in lvalues {
+            let Some(at) = self.runtime_index(lv)? else { continue };
+            let moves_next = match st {
+                Stmt::Call(Expr { kind: ExprKind::Call { callee, args, .. }, .. }) => {
+                    matches!(&callee.kind, ExprKind::Member(_, m) if m.text == "extract")
+                        && std::ptr::eq(lv, &args[0])
+                        && at.index.is_none()
+                        && !at.last
+                }
+                _ => false,
+            };
+            let node: *const Expr = at.node;
+            let mut s = self.index_switch(&at, &mut |g, element| {
+                let st = match st {
+                    Stmt::Assign { target, value } => {
+                        let target = substitute(target, node, element);
+                        // `a op= b` (the parser wrote `a = a op b`, `a` at its own place): `a`'s
+                        // index is evaluated once, for the value too, as the software target has it.
+                        let value = match &value.kind {
+                            ExprKind::Binary(op, lhs, rhs) if **lhs == *lv && value.pos == lv.pos => Expr {
+                                kind: ExprKind::Binary(*op, Box::new(target.clone()), rhs.clone()),
+                                pos: value.pos,
+                            },
+                            _ => value.clone(),
+                        };
+                        Stmt::Assign { target, value }
+                    }
+                    Stmt::Call(e) => Stmt::Call(substitute(e, node, element)),
+                    _ => unreachable!("only assignments and calls"),
+                };
+                g.stmt(&st)
+            })?;
+            if moves_next {
+                let (stack_c, _) = self.expr(at.stack)?;
+                let _ = writeln!(s, "{stack_c}.next += 1;");
+            }
+            return Ok(Some(s));
+        }
+        Ok(None)
+    }
+
+    /// Whether the lvalue `e` names a header past its stack's end (a constant index the
+    /// switch's default case gave it): `Some(true)` when that was `next` or `last`.
+    fn past_end(&mut self, e: &Expr) -> R<Option<bool>> {
+        match &e.kind {
+            ExprKind::Member(inner, _) | ExprKind::Slice(inner, ..) => self.past_end(inner),
+            ExprKind::Index(base, idx) => {
+                if let (ExprKind::Int { value, .. }, (_, Ty::Stack(_, n))) = (&idx.kind, self.expr(base)?) {
+                    if *value >= n as u128 {
+                        return Ok(Some(*value == NEXT_PAST_END));
+                    }
+                }
+                self.past_end(base)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// What P4's error.StackOutOfBounds does where it is met: a parser rejects the frame with
+    /// it; a control (setValid of a header past the end) sends the frame up, for the software
+    /// target to decide.
+    fn out_of_bounds(&self) -> String {
+        if self.in_parser {
+            format!("r->sm.f_parser_error = {}; goto reject;\n", self.error_index("StackOutOfBounds"))
+        } else {
+            format!("r->misfit = 1; r->exited = 1; {}", self.exit_label)
+        }
+    }
+
+    /// `stack[k]` for a constant `k`: past the end, an invalid header of zeros that a write
+    /// leaves unchanged (a compound literal), or for `next` and `last` the parser's error.
+    fn stack_element(&mut self, base: &Expr, k: u128) -> R<(String, Ty)> {
+        let (c, ty) = self.expr(base)?;
+        let Ty::Stack(elem, n) = ty else { return Err(no("an index ([...]) of this value")) };
+        let ec = self.c_type(&elem)?;
+        Ok(if k == NEXT_PAST_END {
+            (format!("({{ {}({ec}){{0}}; }})", self.out_of_bounds()), *elem)
+        } else if k >= n as u128 {
+            (format!("(({ec}){{0}})"), *elem)
+        } else {
+            (format!("{c}.e[{k}]"), *elem)
+        })
+    }
+
+    /// `stack.push_front(count)` or `pop_front(count)`: the headers (and where each lies in the
+    /// frame) move `count` places, the places left behind become invalid, `next` moves with them
+    /// within 0 and the size, as the software target's `shift_stack`.
+    fn shift_stack(&mut self, obj: &Expr, push: bool, count: &Expr) -> R<String> {
+        let (c, ty) = self.expr(obj)?;
+        let Ty::Stack(elem, n) = ty else { return Err(no("push_front or pop_front of this value")) };
+        let Some(m) = constant(count, &[], &self.program.decls) else {
+            return Err(no("push_front or pop_front by a count that is not a constant"));
+        };
+        let (n, m) = (n as usize, (m as usize).min(n as usize));
+        // The headers rotate, as the software target's do: a place left behind holds the
+        // fields of one pushed (or popped) off the other end, made invalid.
+        let ec = self.c_type(&elem)?;
+        let mut s = String::new();
+        let moved = |g: &mut Self, to: usize, from: usize| {
+            let (to, from) = (format!("{c}.e[{to}]"), format!("{c}.e[{from}]"));
+            format!("{to} = {from};\n{}", g.place_copies(&to, &from, &elem))
+        };
+        for _ in 0..m {
+            if push {
+                let _ = writeln!(s, "{{ {ec} spun = {c}.e[{}];", n - 1);
+                for k in (1..n).rev() {
+                    s += &moved(self, k, k - 1);
+                }
+                let _ = writeln!(s, "{c}.e[0] = spun; }}");
+            } else {
+                let _ = writeln!(s, "{{ {ec} spun = {c}.e[0];");
+                for k in 0..n - 1 {
+                    s += &moved(self, k, k + 1);
+                }
+                let _ = writeln!(s, "{c}.e[{}] = spun; }}", n - 1);
+            }
+        }
+        let vacated = if push { 0..m } else { n - m..n };
+        for k in vacated {
+            s += &self.invalidate(&format!("{c}.e[{k}]"), &elem);
+        }
+        if push {
+            let _ = writeln!(s, "{c}.next = {c}.next + {m} > {n} ? {n} : {c}.next + {m};");
+        } else {
+            let _ = writeln!(s, "{c}.next = {c}.next > {m} ? {c}.next - {m} : 0;");
+        }
+        Ok(s)
+    }
+
+    /// C that makes the header (or each header of the union) `c` invalid.
+    fn invalidate(&self, c: &str, ty: &Ty) -> String {
+        match ty {
+            Ty::Union(u) => match self.layout(u) {
+                Some(Layout::Union(members)) => {
+                    members.iter().map(|(m, _)| format!("{c}.f_{}.valid = 0;\n", ident(m))).collect()
+                }
+                _ => String::new(),
+            },
+            _ => format!("{c}.valid = 0;\n"),
+        }
+    }
+}
+
 fn width_of(ty: &Ty) -> u32 {
     match ty {
         Ty::Bit(w) | Ty::Int(w) => *w,
@@ -1980,7 +2408,7 @@ impl Gen<'_> {
         fn root(e: &Expr) -> Option<&str> {
             match &e.kind {
                 ExprKind::Name(n) => Some(n),
-                ExprKind::Member(i, _) | ExprKind::Slice(i, _, _) => root(i),
+                ExprKind::Member(i, _) | ExprKind::Slice(i, _, _) | ExprKind::Index(i, _) => root(i),
                 _ => None,
             }
         }
@@ -1991,7 +2419,7 @@ impl Gen<'_> {
                 Stmt::Block(b) => writes(b, hdr),
                 Stmt::Switch { cases, .. } => cases.iter().any(|(_, b)| b.as_ref().is_some_and(|b| writes(b, hdr))),
                 Stmt::Call(e) => matches!(&e.kind, ExprKind::Call { callee, .. }
-                    if matches!(&callee.kind, ExprKind::Member(_, m) if m.text == "setValid" || m.text == "setInvalid")),
+                    if matches!(&callee.kind, ExprKind::Member(_, m) if matches!(m.text.as_str(), "setValid" | "setInvalid" | "push_front" | "pop_front"))),
                 _ => false,
             })
         }
@@ -2117,100 +2545,159 @@ impl Gen<'_> {
 
     /// A parser's states as labelled C, each ending in a goto: `prefix` names them, `accept`
     /// is where accepting goes (the parser's end, or back into the state that applied a
-    /// sub-parser). Loops would need a bound the verifier can see: refused for now.
+    /// sub-parser). A parser that loops (a stack filled through `next`) is unrolled, since the
+    /// verifier wants a bound it can see: the states are generated once per pass, a transition
+    /// back along a loop goes on to the next pass, and past the last pass the frame goes up.
+    /// There are as many passes as the largest stack has headers, plus one: a loop that fills a
+    /// stack meets `StackOutOfBounds` in the last.
     fn states(&mut self, states: &[crate::frontend::ast::State], prefix: &str, accept: &str) -> R<String> {
         let mut order = Vec::new();
+        let mut back_edges = Vec::new();
         let next_of = |t: &Transition| -> Vec<String> {
             match t {
                 Transition::Goto(n) => vec![n.text.clone()],
                 Transition::Select { cases, .. } => cases.iter().map(|c| c.next.text.clone()).collect(),
             }
         };
+        // Depth first from start: a transition to a state on the path is a loop's way back.
         fn visit(
             at: &str,
             states: &[crate::frontend::ast::State],
             next_of: &dyn Fn(&Transition) -> Vec<String>,
             path: &mut Vec<String>,
             order: &mut Vec<String>,
-        ) -> R<()> {
+            back_edges: &mut Vec<(String, String)>,
+        ) {
             if at == "accept" || at == "reject" || order.iter().any(|o| o == at) {
-                return Ok(());
-            }
-            if path.iter().any(|p| p == at) {
-                return Err(no(format!("the parser loop through state {at}")));
+                return;
             }
             path.push(at.to_string());
             if let Some(s) = states.iter().find(|s| s.name.text == at) {
                 for n in next_of(&s.transition) {
-                    visit(&n, states, next_of, path, order)?;
+                    if path.contains(&n) {
+                        back_edges.push((at.to_string(), n));
+                    } else {
+                        visit(&n, states, next_of, path, order, back_edges);
+                    }
                 }
             }
             path.pop();
             order.push(at.to_string());
-            Ok(())
         }
-        visit("start", states, &next_of, &mut Vec::new(), &mut order)?;
+        visit("start", states, &next_of, &mut Vec::new(), &mut order, &mut back_edges);
+        let passes = if back_edges.is_empty() { 1 } else { self.largest_stack() + 1 };
+        // The passes after the first hold the states a loop reaches, not the rest (a state
+        // before the loop applying a sub-parser would copy its parameters once per pass).
+        let mut in_loops: Vec<String> = back_edges.iter().map(|(_, to)| to.clone()).collect();
+        let mut i = 0;
+        while i < in_loops.len() {
+            if let Some(st) = states.iter().find(|s| s.name.text == in_loops[i]) {
+                for n in next_of(&st.transition) {
+                    if n != "accept" && n != "reject" && !in_loops.contains(&n) {
+                        in_loops.push(n);
+                    }
+                }
+            }
+            i += 1;
+        }
+        // A P4 name does not start with a digit: the later passes' labels are apart.
+        let label = |state: &str, pass: usize| match pass {
+            0 => format!("{prefix}{}", ident(state)),
+            p => format!("{prefix}{p}_{}", ident(state)),
+        };
         let no_match = self.error_index("NoMatch");
         let mut s = String::new();
-        for st in states {
-            if !order.contains(&st.name.text) {
-                continue;
-            }
-            self.at = Some(st.name.pos);
-            // Each state a C block of its own: states may declare variables of one name.
-            let _ = writeln!(s, "{prefix}{}: {{", ident(&st.name.text));
-            s += &self.stmts(&st.body)?;
-            let target = |n: &str| match n {
-                "accept" => accept.to_string(),
-                "reject" => "reject".to_string(),
-                n => format!("{prefix}{}", ident(n)),
-            };
-            match &st.transition {
-                Transition::Goto(n) => {
-                    let _ = writeln!(s, "\tgoto {};", target(&n.text));
+        for pass in 0..passes {
+            for st in states {
+                if !order.contains(&st.name.text) || (pass > 0 && !in_loops.contains(&st.name.text)) {
+                    continue;
                 }
-                Transition::Select { exprs, cases } => {
-                    let mut ks = Vec::new();
-                    for e in exprs {
-                        ks.push(self.expr(e)?.0);
-                    }
-                    for c in cases {
-                        let keys: Vec<&Keyset> = if c.keys.len() == 1 && ks.len() > 1 {
-                            vec![&c.keys[0]; ks.len()]
+                self.at = Some(st.name.pos);
+                // Each state a C block of its own: states may declare variables of one name.
+                let _ = writeln!(s, "{}: {{", label(&st.name.text, pass));
+                s += &self.stmts(&st.body)?;
+                let target = |n: &str| match n {
+                    "accept" => accept.to_string(),
+                    "reject" => "reject".to_string(),
+                    n if back_edges.iter().any(|(a, b)| *a == st.name.text && b == n) => {
+                        if pass + 1 < passes {
+                            label(n, pass + 1)
                         } else {
-                            c.keys.iter().collect()
-                        };
-                        let mut conds = Vec::new();
-                        for (k, key) in ks.iter().zip(keys) {
-                            match key {
-                                Keyset::Default | Keyset::DontCare => {}
-                                Keyset::Value(v) => conds.push(format!("{k} == {}", self.expr(v)?.0)),
-                                Keyset::Mask(v, m) => {
-                                    let (v, m) = (self.expr(v)?.0, self.expr(m)?.0);
-                                    conds.push(format!("({k} & {m}) == ({v} & {m})"));
-                                }
-                                Keyset::Range(a, b) => {
-                                    let (a, b) = (self.expr(a)?.0, self.expr(b)?.0);
-                                    conds.push(format!("{k} >= {a} && {k} <= {b}"));
+                            format!("{prefix}loop_up")
+                        }
+                    }
+                    n => label(n, pass),
+                };
+                match &st.transition {
+                    Transition::Goto(n) => {
+                        let _ = writeln!(s, "\tgoto {};", target(&n.text));
+                    }
+                    Transition::Select { exprs, cases } => {
+                        let mut ks = Vec::new();
+                        for e in exprs {
+                            ks.push(self.expr(e)?.0);
+                        }
+                        for c in cases {
+                            let keys: Vec<&Keyset> = if c.keys.len() == 1 && ks.len() > 1 {
+                                vec![&c.keys[0]; ks.len()]
+                            } else {
+                                c.keys.iter().collect()
+                            };
+                            let mut conds = Vec::new();
+                            for (k, key) in ks.iter().zip(keys) {
+                                match key {
+                                    Keyset::Default | Keyset::DontCare => {}
+                                    Keyset::Value(v) => conds.push(format!("{k} == {}", self.expr(v)?.0)),
+                                    Keyset::Mask(v, m) => {
+                                        let (v, m) = (self.expr(v)?.0, self.expr(m)?.0);
+                                        conds.push(format!("({k} & {m}) == ({v} & {m})"));
+                                    }
+                                    Keyset::Range(a, b) => {
+                                        let (a, b) = (self.expr(a)?.0, self.expr(b)?.0);
+                                        conds.push(format!("{k} >= {a} && {k} <= {b}"));
+                                    }
                                 }
                             }
+                            let cond = if conds.is_empty() { "1".to_string() } else { conds.join(" && ") };
+                            let _ = writeln!(s, "\tif ({cond})\n\t\tgoto {};", target(&c.next.text));
                         }
-                        let cond = if conds.is_empty() { "1".to_string() } else { conds.join(" && ") };
-                        let _ = writeln!(s, "\tif ({cond})\n\t\tgoto {};", target(&c.next.text));
+                        let _ = writeln!(s, "\tr->sm.f_parser_error = {no_match};\n\tgoto reject;");
                     }
-                    let _ = writeln!(s, "\tr->sm.f_parser_error = {no_match};\n\tgoto reject;");
                 }
+                s += "}\n";
             }
-            s += "}\n";
+        }
+        if !back_edges.is_empty() {
+            // Past the last pass: the software target decides (it stops at 65 536 states).
+            let _ = writeln!(s, "{prefix}loop_up:\n\tr->misfit = 1;\n\tgoto reject;");
         }
         Ok(s)
     }
 
+    /// The most headers a stack of the program holds (1 without stacks).
+    fn largest_stack(&self) -> usize {
+        let mut largest = 1;
+        for layout in self.checked.layouts.values() {
+            if let Layout::Struct(fields) | Layout::Header(fields) | Layout::Union(fields) = layout {
+                for (_, t) in fields {
+                    if let Ty::Stack(_, n) = t {
+                        largest = largest.max(*n as usize);
+                    }
+                }
+            }
+        }
+        largest
+    }
+
     fn parser(&mut self, block: &str) -> R<String> {
         let Decl::Parser { states, .. } = self.block_decl(block) else { unreachable!() };
-        let inits = self.local_inits(block)?;
+        self.in_parser = true;
+        let inits = self.local_inits(block);
+        let code = inits.and_then(|inits| Ok((inits, self.states(states, "st_", "st_accept")?)));
+        self.in_parser = false;
+        let (inits, code) = code?;
         let mut s = format!("static __always_inline int p4_parse(struct p4_run *r)\n{{\n{inits}\tgoto st_start;\n");
-        s += &self.states(states, "st_", "st_accept")?;
+        s += &code;
         s += &std::mem::take(&mut self.deferred_states);
         s += "st_accept:\n\treturn 0;\nreject:\n\treturn -1;\n}\n\n";
         Ok(s)
@@ -2427,6 +2914,10 @@ static __always_inline int p4_main(void *ctx, const enum p4_hook hook)
 		r->sm.f_egress_port = group->ports[c];
 		{egress_start}r->exited = 0;
 		p4_ctl_{eg}(r);
+		/* What egress met that the kernel cannot finish (a header past a stack's end made
+		 * valid) goes up, before a drop could decide it. */
+		if (r->misfit)
+			return p4_finish(ctx, vd, P4_UP, P4_MISFIT, hook, in);
 		if ({egress_drop}) {{
 			/* In the scratch map, not a variable: the verifier then keeps no state per value. */
 			if (group->ports[c] != in->port)
@@ -2553,7 +3044,8 @@ char LICENSE[] SEC("license") = "GPL";
             self.max_args.max(1),
             self.tables.len().max(1)
         );
-        let types_and_maps = std::mem::take(&mut self.out);
+        let mut types_and_maps = std::mem::take(&mut self.out);
+        types_and_maps += &std::mem::take(&mut *self.stack_defs.borrow_mut());
         let funcs = std::mem::take(&mut self.funcs);
         self.out = format!("{head}{RUNTIME}\n{types_and_maps}\n{run}\n{funcs}");
     }
