@@ -53,6 +53,11 @@ def pipeline_alone(shape, n_flows, lookups=100_000):
 
 
 def ensure_example():
+    """`make build` builds the example (as `make bench` and `make test` do first); a run from a
+    checkout without it builds it here. Not each time: beside make test's background build,
+    cargo's lock made it wait a minute."""
+    if SCALE_EXAMPLE.exists():
+        return
     r = subprocess.run(["cargo", "build", "--release", "--locked", "-p", "pipeline", "--example", "scale"],
                        cwd=ROOT, capture_output=True, text=True)
     if r.returncode != 0:
