@@ -128,7 +128,7 @@ fn main() {
     let mut hits = 0u64;
     let start = Instant::now();
     for (frame, (key, layout)) in frames.iter().zip(&parsed) {
-        let pkt = Packet::new(frame, Offload::default(), layout.clone());
+        let pkt = Packet::new(frame, Offload::default(), *layout);
         let t = p.translate(&pkt, key, 1);
         hits += t.credits.tables.iter().filter(|(_, matched)| *matched).count() as u64;
     }
