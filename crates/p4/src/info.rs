@@ -134,6 +134,8 @@ pub struct DigestInfo {
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Info {
+    /// The architecture `main` instantiates (None: a package no back end runs).
+    pub architecture: Option<crate::arch::Architecture>,
     pub controller_headers: Vec<ControllerHeader>,
     pub digests: Vec<DigestInfo>,
     pub tables: Vec<TableInfo>,
@@ -425,7 +427,7 @@ fn unit_of(e: Option<&Expr>) -> Unit {
 
 /// The control plane's view of a program the checker accepted.
 pub fn info(program: &Program, checked: &Checked) -> Result<Info, String> {
-    let mut info = Info::default();
+    let mut info = Info { architecture: crate::arch::Architecture::of(checked), ..Info::default() };
     let mut ids = Ids::default();
     let consts: HashMap<&str, &Expr> = program
         .decls

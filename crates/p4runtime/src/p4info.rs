@@ -101,7 +101,11 @@ pub fn p4info(info: &Info, name: &str) -> cfg::P4Info {
             .map(|(d, (type_spec, _))| cfg::Digest { preamble: preamble(&d.preamble), type_spec })
             .collect(),
         type_info,
-        pkg_info: Some(cfg::PkgInfo { name: name.to_string(), arch: "edgeflow".into(), ..Default::default() }),
+        pkg_info: Some(cfg::PkgInfo {
+            name: name.to_string(),
+            arch: info.architecture.map_or("edgeflow", |a| a.name()).into(),
+            ..Default::default()
+        }),
         tables: info
             .tables
             .iter()

@@ -43,4 +43,13 @@ impl Architecture {
             _ => None,
         }
     }
+
+    /// Its name in a P4Info's `pkg_info.arch`, as p4c writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Architecture::Edgeflow => "edgeflow",
+            Architecture::V1Model => "v1model",
+            Architecture::Psa => "psa",
+        }
+    }
 }

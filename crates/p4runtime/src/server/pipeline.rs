@@ -135,6 +135,13 @@ mod tests {
     }
 
     #[test]
+    fn the_p4info_names_the_architecture_the_program_is_written_for() {
+        let arch = |src: &str| p4info(&build(src.as_bytes()).unwrap()).pkg_info.unwrap().arch;
+        assert_eq!(arch(ROUTER), "edgeflow");
+        assert_eq!(arch(include_str!("../../../../examples/p4/v1model_router.p4")), "v1model");
+    }
+
+    #[test]
     fn reconciling_carries_entries_cells_defaults_and_groups_over() {
         let mut old = build(ROUTER.as_bytes()).unwrap();
         let route = vec![Match::Lpm { value: 0x0a00_0200, prefix: 24 }];
