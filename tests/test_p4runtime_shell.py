@@ -11,6 +11,7 @@ Each request goes through the shell's own objects (tests/p4runtime_shell_client.
 session the test talks to line by line."""
 
 import json
+from contextlib import contextmanager
 import re
 import subprocess
 import time
@@ -359,6 +360,34 @@ def quiet(catch):
     return catch.stdout.readline().strip() == "quiet"
 
 
+@contextmanager
+def shell_on_a_program(three_hosts, datapath, name, source, body=""):
+    """`source` (a P4 program) on a switch of `datapath` between the three hosts, with a P4Runtime
+    port, p4runtime-shell connected as primary, and h2's and h3's tag catchers ready: yields
+    (switch, shell, h2's catcher, h3's). All of it goes at the end, the switch checked to stop
+    cleanly."""
+    program = run_dir("p4") / f"{name}.p4"
+    program.write_text(source)
+    port = free_port()
+    path = p4_config(f"p4runtime-{name}-{datapath}", str(program), three_hosts.switch_ports, body)
+    sw = edgeflow_on(datapath, three_hosts.hosts, [], extra=["--config", str(path), "--dpid", f"{DPID:x}",
+                                                             "--p4runtime", str(port)],
+                     log_name=f"p4runtime-{name}-{datapath}").start()
+    shell, catches = None, []
+    try:
+        shell = Shell(f"127.0.0.1:{port}", election_id=1)
+        for h in three_hosts.hosts[1:]:
+            catches.append(catch := h.popen("python3", "-c", CATCH_TAGS, TAGGED_SRC.replace(":", "")))
+            assert catch.stdout.readline().strip() == "ready", catch.stderr.read()
+        yield (sw, shell, *catches)
+    finally:
+        for c in catches:
+            c.kill()
+        if shell is not None:
+            shell.close()
+        assert sw.stop() == 0, sw.log()
+
+
 @pytest.mark.parametrize("datapath", ["user", "tc"])
 def test_p4runtime_shell_writes_a_multicast_group_that_the_program_floods_to(three_hosts, datapath):
     """The replication engine written with p4runtime-shell (P4Runtime §9.5): a program that
@@ -368,21 +397,8 @@ def test_p4runtime_shell_writes_a_multicast_group_that_the_program_floods_to(thr
     order, so its next tag being a later one means the ones between never arrived. On tc the
     kernel's replication engine follows the writes (it decides the frames), and a group of more
     copies than its verdict holds (16) goes up and userspace sends every copy, none cut."""
-    h1, h2, h3 = three_hosts.hosts
-    program = run_dir("p4") / "flood_v1model.p4"
-    program.write_text(FLOOD)
-    port = free_port()
-    path = p4_config(f"p4runtime-groups-{datapath}", str(program), three_hosts.switch_ports, "")
-    sw = edgeflow_on(datapath, three_hosts.hosts, [], extra=["--config", str(path), "--dpid", f"{DPID:x}",
-                                                             "--p4runtime", str(port)],
-                     log_name=f"p4runtime-groups-{datapath}").start()
-    shell, catches = None, []
-    try:
-        shell = Shell(f"127.0.0.1:{port}", election_id=1)
-        for h in (h2, h3):
-            catches.append(catch := h.popen("python3", "-c", CATCH_TAGS, TAGGED_SRC.replace(":", "")))
-            assert catch.stdout.readline().strip() == "ready", catch.stderr.read()
-        at2, at3 = catches
+    h1 = three_hosts.hosts[0]
+    with shell_on_a_program(three_hosts, datapath, "flood", FLOOD) as (sw, shell, at2, at3):
 
         def send(tag):
             blast(h1, udp_frame(TAGGED_SRC, "ff:ff:ff:ff:ff:ff", "10.0.0.1", f"10.0.0.{tag}"), 1, 1)
@@ -423,12 +439,6 @@ def test_p4runtime_shell_writes_a_multicast_group_that_the_program_floods_to(thr
             assert sw.stats()["fast_path"]["p4"]["sent_up_misfit"] >= 1, sw.stats()["fast_path"]["p4"]
         else:
             kernel_decided(sw, datapath, 0)
-    finally:
-        for c in catches:
-            c.kill()
-        if shell is not None:
-            shell.close()
-        assert sw.stop() == 0, sw.log()
 
 
 def test_p4runtime_shell_writes_a_clone_session_that_clone_sends_to(three_hosts):
@@ -436,24 +446,11 @@ def test_p4runtime_shell_writes_a_clone_session_that_clone_sends_to(three_hosts)
     frame to session 5 (`clone(CloneType.I2E, 5)`) sends h1's frames to group 1's h2, and a copy
     to the session's h3, cut to its packet_length_bytes, only while the session is there. User
     only: a program that calls clone does not fit the kernel, so on tc it runs in userspace too."""
-    h1, h2, h3 = three_hosts.hosts
-    datapath = "user"
-    program = run_dir("p4") / "flood_clone_v1model.p4"
-    program.write_text(FLOOD.replace("apply { standard_metadata.mcast_grp = 1; }",
-                                     "apply { standard_metadata.mcast_grp = 1; clone(CloneType.I2E, 32w5); }"))
-    port = free_port()
-    path = p4_config(f"p4runtime-clone-{datapath}", str(program), three_hosts.switch_ports,
-                     "[[p4.group]]\nid = 1\nports = [2]\n")
-    sw = edgeflow_on(datapath, three_hosts.hosts, [], extra=["--config", str(path), "--dpid", f"{DPID:x}",
-                                                             "--p4runtime", str(port)],
-                     log_name=f"p4runtime-clone-{datapath}").start()
-    shell, catches = None, []
-    try:
-        shell = Shell(f"127.0.0.1:{port}", election_id=1)
-        for h in (h2, h3):
-            catches.append(catch := h.popen("python3", "-c", CATCH_TAGS, TAGGED_SRC.replace(":", "")))
-            assert catch.stdout.readline().strip() == "ready", catch.stderr.read()
-        at2, at3 = catches
+    h1 = three_hosts.hosts[0]
+    source = FLOOD.replace("apply { standard_metadata.mcast_grp = 1; }",
+                           "apply { standard_metadata.mcast_grp = 1; clone(CloneType.I2E, 32w5); }")
+    with shell_on_a_program(three_hosts, "user", "flood_clone", source,
+                            "[[p4.group]]\nid = 1\nports = [2]\n") as (_, shell, at2, at3):
         frame = lambda tag: udp_frame(TAGGED_SRC, "ff:ff:ff:ff:ff:ff", "10.0.0.1", f"10.0.0.{tag}")
         full = len(frame(0))
 
@@ -470,9 +467,3 @@ def test_p4runtime_shell_writes_a_clone_session_that_clone_sends_to(three_hosts)
         blast(h1, frame(22), 1, 1)
         assert next_frame(at2) == (22, full)
         assert quiet(at3), "no clone once the session is deleted"
-    finally:
-        for c in catches:
-            c.kill()
-        if shell is not None:
-            shell.close()
-        assert sw.stop() == 0, sw.log()
