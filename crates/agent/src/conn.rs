@@ -308,9 +308,7 @@ impl<R: AsyncRead + Unpin> Framer<R> {
         if !self.fill(len).await? {
             return Ok(None);
         }
-        let msg = self.unread()[..len].to_vec();
-        self.start += len;
-        Ok(Some(Frame::Message(msg)))
+        Ok(self.next_buffered().map(Frame::Message))
     }
 }
 
