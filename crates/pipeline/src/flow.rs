@@ -111,14 +111,9 @@ pub struct Limits<'a> {
     pub meter_exists: &'a dyn Fn(u32) -> bool,
 }
 
-/// Orders and checks a flow's instructions.
-pub fn compile(table_id: u8, instructions: &[Instruction], limits: &Limits<'_>) -> Result<Program, ErrorCode> {
-    check(table_id, instructions, limits)?;
-    Ok(order(instructions))
-}
-
-/// The checks of [`compile`] alone: a flow-mod whose instructions an installed flow already has
-/// shares that flow's program and builds none. Returns the table the flow goes to, if any.
+/// Checks a flow's instructions, apart from [`order`]: a flow-mod whose
+/// instructions an installed flow already has shares that flow's program and builds none.
+/// Returns the table the flow goes to, if any.
 pub fn check(table_id: u8, instructions: &[Instruction], limits: &Limits<'_>) -> Result<Option<u8>, ErrorCode> {
     let mut goto = None;
     for (i, inst) in instructions.iter().enumerate() {
