@@ -159,6 +159,10 @@ pub enum P4Cmd {
         #[arg(long, short = 'o')]
         output: Option<std::path::PathBuf>,
     },
+    /// Print PROGRAM as the mid end lowers it (docs/p4.md, "Mid end"): its types, constants and
+    /// instances, then every action, table and block as typed statements (`add.u16`,
+    /// `sext.s16`, `65535:u16`), the one reading of the program the back ends are to share.
+    Ir { program: std::path::PathBuf },
 }
 
 #[cfg(feature = "afdx")]

@@ -1,6 +1,6 @@
 //! `edgeflow`: an OpenFlow 1.3 switch for Linux edge devices.
 //!
-//! About 600 lines, one concern: the binary's commands, each dispatched here to the library
+//! About 680 lines, one concern: the binary's commands, each dispatched here to the library
 //! or the running switch, and `run`, which wires the switch, its agent and its servers together.
 
 mod logging;
@@ -153,6 +153,23 @@ fn main() -> ExitCode {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("edgeflow p4 compile: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        #[cfg(feature = "p4")]
+        Cmd::P4 { command: edgeflow::cli::P4Cmd::Ir { program }, .. } => {
+            let lowered = std::fs::read_to_string(&program)
+                .map_err(|e| format!("{}: {e}", program.display()))
+                .and_then(|text| p4::front_end_at(&program, &text))
+                .and_then(|(p, c)| p4::midend::lower::lower_file(&program.display().to_string(), &p, &c));
+            match lowered {
+                Ok(ir) => {
+                    print!("{ir}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("edgeflow p4 ir: {e}");
                     ExitCode::FAILURE
                 }
             }
@@ -496,7 +513,7 @@ fn p4_request(cmd: &edgeflow::cli::P4Cmd) -> Result<String, String> {
             format!("insert {table} {action} {priority} {} -- {}", keys(k)?, data.join(" "))
         }
         P4Cmd::Delete { table, keys: k, priority } => format!("delete {table} - {priority} {}", keys(k)?),
-        P4Cmd::Compile { .. } | P4Cmd::Stf { .. } => return Err("this command runs here, not on a switch".into()),
+        P4Cmd::Compile { .. } | P4Cmd::Stf { .. } | P4Cmd::Ir { .. } => return Err("this command runs here, not on a switch".into()),
     })
 }
 

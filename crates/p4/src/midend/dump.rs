@@ -157,7 +157,8 @@ impl Dump<'_> {
                 if let Some(r) = action_run {
                     into.push(format!("action_run -> {}", name(r)));
                 }
-                writeln!(out, "{pad}apply {} {}", self.p.tables[*table].name, into.join(", "))
+                let into = if into.is_empty() { String::new() } else { format!(" {}", into.join(", ")) };
+                writeln!(out, "{pad}apply {}{into}", self.p.tables[*table].name)
             }
             Stmt::CallAction(a) => writeln!(out, "{pad}call {}", self.p.actions[*a].name),
             Stmt::CallFunction(i) => writeln!(out, "{pad}call {}", self.p.functions[*i].name),
