@@ -513,7 +513,9 @@ fn p4_request(cmd: &edgeflow::cli::P4Cmd) -> Result<String, String> {
             format!("insert {table} {action} {priority} {} -- {}", keys(k)?, data.join(" "))
         }
         P4Cmd::Delete { table, keys: k, priority } => format!("delete {table} - {priority} {}", keys(k)?),
-        P4Cmd::Compile { .. } | P4Cmd::Stf { .. } | P4Cmd::Ir { .. } => return Err("this command runs here, not on a switch".into()),
+        P4Cmd::Compile { .. } | P4Cmd::Stf { .. } | P4Cmd::Ir { .. } => {
+            return Err("this command runs here, not on a switch".into())
+        }
     })
 }
 
