@@ -396,15 +396,19 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
     let metrics_addr = s.metrics;
     let metrics_switch = handle.clone();
     #[cfg(feature = "p4runtime")]
-    let p4runtime = s.p4runtime.map(|addr| (addr, p4runtime_service(&s, handle.clone())));
+    let p4runtime = match s.p4runtime {
+        Some(addr) => Some((addr, p4runtime_service(&s, handle.clone()), p4runtime_tls(&s)?)),
+        None => None,
+    };
     let result = local.block_on(&rt, async move {
         if let Some(addr) = metrics_addr {
             metrics::serve(addr, metrics_switch).await?;
         }
         #[cfg(feature = "p4runtime")]
-        if let Some((addr, service)) = p4runtime {
-            p4runtime::serve(addr, service).await?;
-            info!(%addr, "P4Runtime listening");
+        if let Some((addr, service, tls)) = p4runtime {
+            let secure = tls.is_some();
+            p4runtime::serve(addr, service, tls).await?;
+            info!(%addr, tls = secure, "P4Runtime listening");
         }
         agent::run(agent_cfg, handle_for_agent, events, updates, ready, stopping).await
     });
@@ -413,6 +417,20 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
     let _ = std::fs::remove_file(&mgmt);
     info!("stopped");
     result
+}
+
+/// P4Runtime's TLS, where its address is `tls:`: the OpenFlow channel's certificate and rules.
+#[cfg(feature = "p4runtime")]
+fn p4runtime_tls(s: &Settings) -> Result<Option<p4runtime::tls::Tls>, String> {
+    if !s.p4runtime_tls {
+        return Ok(None);
+    }
+    let files = s.tls.as_ref().ok_or("P4Runtime over TLS needs the switch's certificate")?;
+    let config = agent::tls::server_config(files).map_err(|e| format!("P4Runtime TLS: {e}"))?;
+    #[cfg(feature = "tls")]
+    return Ok(Some(p4runtime::tls::Tls::new(&config)));
+    #[cfg(not(feature = "tls"))]
+    match *config {}
 }
 
 /// P4Runtime for the switch's P4 program: device id the dpid, the program named after its file.
