@@ -142,8 +142,10 @@ class RawClient:
     """One StreamChannel on its own connection. gRPC shares a connection between channels of one
     process that have the same arguments; a local subchannel pool gives this one its own."""
 
-    def __init__(self, address, stream=True):
-        self.channel = grpc.aio.insecure_channel(address, options=[("grpc.use_local_subchannel_pool", 1)])
+    def __init__(self, address, stream=True, credentials=None):
+        options = [("grpc.use_local_subchannel_pool", 1)]
+        self.channel = (grpc.aio.insecure_channel(address, options=options) if credentials is None
+                        else grpc.aio.secure_channel(address, credentials, options=options))
         self.stub = p4r_grpc.P4RuntimeStub(self.channel)
         self.stream = self.stub.StreamChannel() if stream else None
 
@@ -338,3 +340,52 @@ def test_streams_past_the_limit_are_refused_and_counted(two_hosts):
                 await c.close()
 
     run_clients(sw, scenario)
+
+
+def test_p4runtime_over_tls_serves_only_clients_its_ca_signed(two_hosts, tmp_path):
+    """`--p4runtime tls:PORT` serves with the switch's certificate and asks each client for one:
+    a controller whose certificate the switch's CA signed reads the P4Info, becomes primary and
+    writes a route it reads back, all over TLS (its writes are let in by its stream's
+    connection, which the server must still see through TLS); a client with another CA's
+    certificate, one with none and one speaking plaintext get nothing, and the switch's log says
+    why."""
+    from tests.test_tls import pki, switch_tls, logged
+    keys, _ = pki(tmp_path)
+    port = free_port()
+    path = p4_config("p4runtime-tls", "ipv4_router.p4", two_hosts.switch_ports, "")
+    sw = edgeflow_on("user", two_hosts.hosts, [], extra=["--config", str(path), "--dpid", f"{DPID:x}", "--p4runtime",
+                                                         f"tls:{port}", *switch_tls(keys)],
+                     log_name="p4runtime-tls").start()
+    address = f"127.0.0.1:{port}"
+    ca = keys["ca"].read_bytes()
+
+    def signed_by(name):
+        key, cert = keys[name]
+        return grpc.ssl_channel_credentials(root_certificates=ca, private_key=key.read_bytes(),
+                                            certificate_chain=cert.read_bytes())
+
+    async def refused(credentials):
+        client = RawClient(address, stream=False, credentials=credentials)
+        try:
+            await asyncio.wait_for(client.schema(), timeout=10)
+        except grpc.aio.AioRpcError as e:
+            return e.code()
+        finally:
+            await client.close()
+        return "served"
+
+    async def scenario():
+        controller = RawClient(address, credentials=signed_by("ctl"))
+        try:
+            schema = await controller.schema()
+            assert await controller.bid(7) == (OK, 7)
+            assert await controller.insert(7, route("10.0.2.0/24", "02:00:00:00:00:02", 2), schema) == OK
+            assert await controller.routes(schema) == ["0xa000200/24"]
+        finally:
+            await controller.close()
+        assert await refused(signed_by("stranger")) == grpc.StatusCode.UNAVAILABLE
+        assert await refused(grpc.ssl_channel_credentials(root_certificates=ca)) == grpc.StatusCode.UNAVAILABLE
+        assert await refused(None) == grpc.StatusCode.UNAVAILABLE
+
+    run_clients(sw, scenario)
+    assert logged(sw, "TLS handshake refused"), sw.log()

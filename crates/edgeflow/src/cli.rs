@@ -159,6 +159,10 @@ pub enum P4Cmd {
         #[arg(long, short = 'o')]
         output: Option<std::path::PathBuf>,
     },
+    /// Print PROGRAM as the mid end lowers it (docs/p4.md, "Mid end"): its types, constants and
+    /// instances, then every action, table and block as typed statements (`add.u16`,
+    /// `sext.s16`, `65535:u16`), the one reading of the program the back ends are to share.
+    Ir { program: std::path::PathBuf },
 }
 
 #[cfg(feature = "afdx")]
@@ -289,8 +293,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "[ADDR:]PORT")]
     pub metrics: Option<String>,
     /// Serve P4Runtime (gRPC) on ADDR:PORT for the P4 program's tables (mode p4; P4Runtime's
-    /// port is 9559): PORT alone is loopback only. Off by default.
-    #[arg(long, value_name = "[ADDR:]PORT")]
+    /// port is 9559): PORT alone is loopback only; `tls:` before it serves TLS with the switch's
+    /// --private-key and --certificate, and takes only clients whose certificate --ca-cert signed
+    /// (and --peer-name or --peer-cert-sha256 allow). Off by default.
+    #[arg(long, value_name = "[tls:][ADDR:]PORT")]
     pub p4runtime: Option<String>,
     /// Log filter, e.g. info, debug, agent=debug (default: $RUST_LOG or info).
     #[arg(long, value_name = "FILTER")]

@@ -1,6 +1,6 @@
 //! `edgeflow`: an OpenFlow 1.3 switch for Linux edge devices.
 //!
-//! About 600 lines, one concern: the binary's commands, each dispatched here to the library
+//! About 680 lines, one concern: the binary's commands, each dispatched here to the library
 //! or the running switch, and `run`, which wires the switch, its agent and its servers together.
 
 mod logging;
@@ -153,6 +153,23 @@ fn main() -> ExitCode {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("edgeflow p4 compile: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        #[cfg(feature = "p4")]
+        Cmd::P4 { command: edgeflow::cli::P4Cmd::Ir { program }, .. } => {
+            let lowered = std::fs::read_to_string(&program)
+                .map_err(|e| format!("{}: {e}", program.display()))
+                .and_then(|text| p4::front_end_at(&program, &text))
+                .and_then(|(p, c)| p4::midend::lower::lower_file(&program.display().to_string(), &p, &c));
+            match lowered {
+                Ok(ir) => {
+                    print!("{ir}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("edgeflow p4 ir: {e}");
                     ExitCode::FAILURE
                 }
             }
@@ -379,15 +396,19 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
     let metrics_addr = s.metrics;
     let metrics_switch = handle.clone();
     #[cfg(feature = "p4runtime")]
-    let p4runtime = s.p4runtime.map(|addr| (addr, p4runtime_service(&s, handle.clone())));
+    let p4runtime = match s.p4runtime {
+        Some(addr) => Some((addr, p4runtime_service(&s, handle.clone()), p4runtime_tls(&s)?)),
+        None => None,
+    };
     let result = local.block_on(&rt, async move {
         if let Some(addr) = metrics_addr {
             metrics::serve(addr, metrics_switch).await?;
         }
         #[cfg(feature = "p4runtime")]
-        if let Some((addr, service)) = p4runtime {
-            p4runtime::serve(addr, service).await?;
-            info!(%addr, "P4Runtime listening");
+        if let Some((addr, service, tls)) = p4runtime {
+            let secure = tls.is_some();
+            p4runtime::serve(addr, service, tls).await?;
+            info!(%addr, tls = secure, "P4Runtime listening");
         }
         agent::run(agent_cfg, handle_for_agent, events, updates, ready, stopping).await
     });
@@ -396,6 +417,20 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
     let _ = std::fs::remove_file(&mgmt);
     info!("stopped");
     result
+}
+
+/// P4Runtime's TLS, where its address is `tls:`: the OpenFlow channel's certificate and rules.
+#[cfg(feature = "p4runtime")]
+fn p4runtime_tls(s: &Settings) -> Result<Option<p4runtime::tls::Tls>, String> {
+    if !s.p4runtime_tls {
+        return Ok(None);
+    }
+    let files = s.tls.as_ref().ok_or("P4Runtime over TLS needs the switch's certificate")?;
+    let config = agent::tls::server_config(files).map_err(|e| format!("P4Runtime TLS: {e}"))?;
+    #[cfg(feature = "tls")]
+    return Ok(Some(p4runtime::tls::Tls::new(&config)));
+    #[cfg(not(feature = "tls"))]
+    match *config {}
 }
 
 /// P4Runtime for the switch's P4 program: device id the dpid, the program named after its file.
@@ -496,7 +531,9 @@ fn p4_request(cmd: &edgeflow::cli::P4Cmd) -> Result<String, String> {
             format!("insert {table} {action} {priority} {} -- {}", keys(k)?, data.join(" "))
         }
         P4Cmd::Delete { table, keys: k, priority } => format!("delete {table} - {priority} {}", keys(k)?),
-        P4Cmd::Compile { .. } | P4Cmd::Stf { .. } => return Err("this command runs here, not on a switch".into()),
+        P4Cmd::Compile { .. } | P4Cmd::Stf { .. } | P4Cmd::Ir { .. } => {
+            return Err("this command runs here, not on a switch".into())
+        }
     })
 }
 

@@ -25,5 +25,6 @@ pub mod proto {
 pub mod codec;
 pub mod p4info;
 pub mod server;
+pub mod tls;
 
 pub use server::{serve, Device, Job};

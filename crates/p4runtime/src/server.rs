@@ -328,7 +328,8 @@ impl Service {
 
 /// Serves P4Runtime on `addr` from now on: the address is bound before this returns, so that a
 /// switch that cannot serve says so at start.
-pub async fn serve(addr: SocketAddr, service: Service) -> Result<(), String> {
+/// With `tls`, only clients that pass its handshake are served (`crate::tls`).
+pub async fn serve(addr: SocketAddr, service: Service, tls: Option<crate::tls::Tls>) -> Result<(), String> {
     let listener =
         tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("P4Runtime cannot listen on {addr}: {e}"))?;
     let (tx, rx) = mpsc::channel(FROM_SWITCH_QUEUE);
@@ -342,12 +343,15 @@ pub async fn serve(addr: SocketAddr, service: Service) -> Result<(), String> {
         }
     }));
     tokio::spawn(to_controllers(service.shared.clone(), rx));
-    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
     tokio::spawn(async move {
-        let served = tonic::transport::Server::builder()
-            .add_service(P4RuntimeServer::new(service))
-            .serve_with_incoming(incoming)
-            .await;
+        let server = tonic::transport::Server::builder().add_service(P4RuntimeServer::new(service));
+        let served = match tls {
+            None => server.serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)).await,
+            #[cfg(feature = "tls")]
+            Some(tls) => server.serve_with_incoming(crate::tls::incoming(listener, tls)).await,
+            #[cfg(not(feature = "tls"))]
+            Some(never) => match never {},
+        };
         if let Err(e) = served {
             tracing::warn!("P4Runtime server stopped: {e}");
         }

@@ -246,6 +246,9 @@ pub struct Settings {
     pub metrics: Option<std::net::SocketAddr>,
     /// Where P4Runtime listens (a P4 program's control plane, docs/p4.md); none by default.
     pub p4runtime: Option<std::net::SocketAddr>,
+    /// Whether P4Runtime is served over TLS (`tls:ADDR:PORT`), with the switch's own
+    /// certificate and its clients' certificates checked as the OpenFlow channel checks them.
+    pub p4runtime_tls: bool,
 }
 
 /// (port number, interface name), in the order configured.
@@ -366,16 +369,28 @@ pub fn parse_metrics(s: &str) -> Result<std::net::SocketAddr, String> {
     listen_address("metrics", s)
 }
 
-/// P4Runtime's address, where there is a P4 program for it to serve.
-fn p4runtime_address(s: &str, runs_p4: bool) -> Result<std::net::SocketAddr, String> {
+/// P4Runtime's address, where there is a P4 program for it to serve, and whether it is `tls:`.
+fn p4runtime_address(s: &str, runs_p4: bool, tls: Option<&TlsFiles>) -> Result<(std::net::SocketAddr, bool), String> {
+    let (s, secure) = match s.strip_prefix("tls:") {
+        Some(rest) => (rest, true),
+        None => (s, false),
+    };
     let addr = listen_address("p4runtime", s)?;
+    if secure && tls.is_none() {
+        return Err(format!(
+            "tls:{s} serves with the switch's certificate: give --private-key, --certificate and --ca-cert (or [tls])"
+        ));
+    }
+    if secure && !cfg!(feature = "tls") {
+        return Err("this edgeflow was built without TLS (cargo feature `tls`)".into());
+    }
     if !cfg!(feature = "p4runtime") {
         return Err("this edgeflow was built without P4Runtime (cargo feature `p4runtime`)".into());
     }
     if !runs_p4 {
         return Err("P4Runtime serves a P4 program's tables: it needs mode = \"p4\"".into());
     }
-    Ok(addr)
+    Ok((addr, secure))
 }
 
 /// A server's address: `PORT` alone is loopback, as for the metrics endpoint (who writes a
@@ -771,9 +786,13 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
     #[cfg(not(feature = "p4"))]
     let runs_p4 = false;
     let p4runtime = match (&flags.p4runtime, &file.p4runtime) {
-        (Some(a), _) => Some(p4runtime_address(a, runs_p4).map_err(|e| format!("--p4runtime: {e}"))?),
-        (None, Some(a)) => Some(p4runtime_address(a.get_ref(), runs_p4).map_err(|e| cx.at(a, e))?),
+        (Some(a), _) => Some(p4runtime_address(a, runs_p4, tls.as_ref()).map_err(|e| format!("--p4runtime: {e}"))?),
+        (None, Some(a)) => Some(p4runtime_address(a.get_ref(), runs_p4, tls.as_ref()).map_err(|e| cx.at(a, e))?),
         (None, None) => None,
+    };
+    let (p4runtime, p4runtime_tls) = match p4runtime {
+        Some((addr, secure)) => (Some(addr), secure),
+        None => (None, false),
     };
     Ok(Settings {
         dpid,
@@ -816,6 +835,7 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
             (None, None) => None,
         },
         p4runtime,
+        p4runtime_tls,
         cpu: match &file.egress_cpu {
             None => None,
             Some(c) => {

@@ -261,6 +261,12 @@ mod tests {
         assert_eq!(s.p4runtime, Some("127.0.0.1:9559".parse().unwrap()));
         let e = config_with("mode = \"p4\"\np4runtime = \"nine\"\n", good).unwrap_err();
         assert_eq!(e, format!("{sw}:2: p4runtime 'nine': expected PORT or ADDR:PORT (IPv6 as [ADDR]:PORT)"));
+        // `tls:` serves with the switch's certificate, which it must have.
+        let e = config_with("mode = \"p4\"\np4runtime = \"tls:9559\"\n", good).unwrap_err();
+        assert!(e.starts_with(&format!("{sw}:2: tls:9559 serves with the switch's certificate")), "{e}");
+        let tls = "[tls]\nprivate_key = \"k\"\ncertificate = \"c\"\nca_cert = \"ca\"\n";
+        let s = config_with(&format!("mode = \"p4\"\np4runtime = \"tls:0.0.0.0:9559\"\n{tls}"), good).unwrap();
+        assert_eq!((s.p4runtime, s.p4runtime_tls), (Some("0.0.0.0:9559".parse().unwrap()), true));
         let e = config_with("mode = \"learning\"\np4runtime = \"[::1]:9559\"\n", "").unwrap_err();
         assert_eq!(e, format!("{sw}:2: P4Runtime serves a P4 program's tables: it needs mode = \"p4\""));
         let e = config("").unwrap_err();

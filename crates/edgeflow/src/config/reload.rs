@@ -25,7 +25,7 @@ fn fixed(a: &Settings, b: &Settings) -> Vec<&'static str> {
     check("egress_timing", a.timing == b.timing);
     check("egress_cpu", a.cpu == b.cpu);
     check("metrics", a.metrics == b.metrics);
-    check("p4runtime", a.p4runtime == b.p4runtime);
+    check("p4runtime", a.p4runtime == b.p4runtime && a.p4runtime_tls == b.p4runtime_tls);
     check("[[table]]", a.table_limits == b.table_limits);
     check("packet_in_rate", a.packet_in_rate == b.packet_in_rate);
     check("[[port]] mode", a.port_modes == b.port_modes);

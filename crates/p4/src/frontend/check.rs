@@ -127,6 +127,14 @@ pub struct Checked {
     pub layouts: HashMap<String, Layout>,
     /// The top-level constants that are numbers, by name: what a stack's size may name.
     pub numbers: HashMap<String, u128>,
+    /// Every expression's type as the checker found it, by the expression's address in the
+    /// tree `check` was given (the tree is neither moved nor cloned between checker and mid
+    /// end: a `Vec`'s or `Box`'s contents stay where they are when the tree moves). Read with
+    /// `type_of`.
+    types: HashMap<usize, Ty>,
+    /// A number without a width given where a type was expected (`x = 5`, an argument): the
+    /// type it takes there, which is the one the mid end needs.
+    contextual: HashMap<usize, Ty>,
 }
 
 /// A named type, resolved.
@@ -145,6 +153,14 @@ pub enum Layout {
 }
 
 impl Checked {
+    /// The type of `e`, an expression of the tree `check` was given: a number without a width
+    /// has the type it met where one was expected; `None` for what the checker never typed (a
+    /// table's action name, a clone of the tree).
+    pub fn type_of(&self, e: &Expr) -> Option<&Ty> {
+        let at = e as *const Expr as usize;
+        self.contextual.get(&at).or_else(|| self.types.get(&at))
+    }
+
     /// The checker's type for `t` (which the checker accepted), type parameters left as they are.
     pub fn resolve(&self, t: &Type) -> Ty {
         match t {
@@ -212,6 +228,8 @@ pub fn check(program: &Program) -> Result<Checked> {
         })
         .collect();
     checked.numbers = c.globals.iter().filter_map(|(n, v)| Some((n.clone(), v.value?))).collect();
+    checked.types = c.types_seen.into_inner();
+    checked.contextual = c.contextual.into_inner();
     Ok(checked)
 }
 
@@ -237,6 +255,9 @@ struct Checker<'a> {
     /// In a function's body: the type it returns, and its name.
     returns: Option<Ty>,
     function: Option<&'a str>,
+    /// What `Checked::types` and `Checked::contextual` hand the mid end.
+    types_seen: std::cell::RefCell<HashMap<usize, Ty>>,
+    contextual: std::cell::RefCell<HashMap<usize, Ty>>,
 }
 
 impl<'a> Checker<'a> {
@@ -953,6 +974,12 @@ impl<'a> Checker<'a> {
 
     /// The type of something assigned to, or an error saying why it cannot be.
     fn lvalue(&self, e: &Expr) -> Result<Ty> {
+        let ty = self.lvalue_uncached(e)?;
+        self.types_seen.borrow_mut().insert(e as *const Expr as usize, ty.clone());
+        Ok(ty)
+    }
+
+    fn lvalue_uncached(&self, e: &Expr) -> Result<Ty> {
         match &e.kind {
             ExprKind::Name(n) => match self.lookup(n) {
                 Some(v) if v.writable => Ok(v.ty.clone()),
@@ -1011,6 +1038,7 @@ impl<'a> Checker<'a> {
                         return err(e.pos, format!("{v} does not fit in {want}"));
                     }
                 }
+                self.contextual.borrow_mut().insert(e as *const Expr as usize, want.clone());
                 return Ok(());
             }
         }
@@ -1049,6 +1077,12 @@ impl<'a> Checker<'a> {
     }
 
     fn expr(&self, e: &Expr) -> Result<Ty> {
+        let ty = self.expr_uncached(e)?;
+        self.types_seen.borrow_mut().insert(e as *const Expr as usize, ty.clone());
+        Ok(ty)
+    }
+
+    fn expr_uncached(&self, e: &Expr) -> Result<Ty> {
         match &e.kind {
             ExprKind::Int { width: None, .. } => Ok(Ty::Number),
             ExprKind::Int { width: Some((w, signed)), value } => {
@@ -1561,7 +1595,13 @@ impl<'a> Checker<'a> {
         let Type::Named(pkg, _) = &main.ty else { return err(main.name.pos, "main instantiates a package") };
         let mut blocks = Vec::new();
         self.package(program, pkg, &main.args, &mut blocks)?;
-        Ok(Checked { package: pkg.text.clone(), blocks, layouts: HashMap::new(), numbers: HashMap::new() })
+        Ok(Checked {
+            package: pkg.text.clone(),
+            blocks,
+            layouts: HashMap::new(),
+            numbers: HashMap::new(),
+            ..Checked::default()
+        })
     }
 
     /// One package's arguments: blocks of the program (appended to `blocks`, in order), the

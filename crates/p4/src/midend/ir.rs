@@ -15,16 +15,31 @@ pub enum Ty {
     Header(usize),
     Struct(usize),
     Enum(usize),
+    /// A header union: aggregate `i`, whose fields are headers of which at most one is valid.
+    Union(usize),
+    /// A header stack: `n` elements of a header type, and the index of the next one to fill.
+    Stack(Box<Ty>, u32),
+    /// `varbit<N>`: up to N bits, its length set when extracted.
+    Varbit(u32),
+    /// A tuple, or the value of a list `{a, b}` given to a generic extern.
+    Tuple(Vec<Ty>),
     /// What the mid end passes on by name (externs, block types): the back ends own their meaning.
     Opaque(String),
 }
 
-/// A header or struct type: its fields in order, each resolved.
+/// A header, struct or header union type: its fields in order, each resolved.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Aggregate {
     pub name: String,
-    pub is_header: bool,
+    pub kind: AggregateKind,
     pub fields: Vec<(String, Ty)>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AggregateKind {
+    Header,
+    Struct,
+    Union,
 }
 
 /// An enum: member `i` is the number `i`, so a `select` on it compares numbers.
@@ -69,6 +84,352 @@ pub struct Instance {
     pub at: String,
 }
 
+/// A variable: a block's parameter or local, an action's or function's parameter or local, or a
+/// temporary the mid end made. Numbered program-wide: P4 does not recurse, so each has one place.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Variable {
+    /// Its P4 name, qualified by where it lives (`MyIngress.set_port.port`).
+    pub name: String,
+    pub ty: Ty,
+}
+
+/// A step from a variable into its value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    /// Field `i` of a header, struct, union or tuple.
+    Field(usize),
+    /// An element of a stack, at an index of type `u32` (past the end: the back end's rule).
+    Elem(Box<Expr>),
+    /// A parser's `stack.next`: the element at the stack's next index.
+    Next,
+    /// A parser's `stack.last`: the element before the next index.
+    Last,
+    /// A stack's next index (`nextIndex`), a `u32`.
+    NextIndex,
+}
+
+/// Where a value is kept: a variable and the steps into it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Place {
+    pub var: usize,
+    pub steps: Vec<Step>,
+    /// The type of what the place holds.
+    pub ty: Ty,
+}
+
+/// An operation on two values of one type (`ty` of the `Binary`); signed or not by that type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinaryOp {
+    Add,
+    Sub,
+    Mul,
+    /// `|+|` and `|-|`: saturating, at the type's bounds (signed for `int<W>`).
+    AddSat,
+    SubSat,
+    And,
+    Or,
+    Xor,
+    /// Left shift; the amount is any unsigned value, past the width gives 0.
+    Shl,
+    /// Right shift: arithmetic on `int<W>`, logical on `bit<W>`.
+    Shr,
+    /// Division and remainder, unsigned (P4 allows them on constants and `bit<W>`).
+    Div,
+    Mod,
+    Eq,
+    Ne,
+    /// Comparisons, signed on `int<W>`.
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+/// A conversion between scalar types, spelled out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cast {
+    /// To a narrower type: the low bits.
+    Truncate,
+    /// To a wider type from `bit<W>`.
+    ZeroExtend,
+    /// To a wider type from `int<W>`.
+    SignExtend,
+    /// Between `bit<W>` and `int<W>` of one width: the same bits.
+    Reinterpret,
+    /// `bool` to `bit<1>` and back.
+    FromBool,
+    ToBool,
+}
+
+/// An expression, typed: every operation with its width and signedness, constants folded.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Expr {
+    /// A constant of a bits, integer, enum or error type (enum members and errors numbered).
+    Const {
+        value: u128,
+        ty: Ty,
+    },
+    Bool(bool),
+    /// A string, as extern arguments take it (`log_msg`).
+    Str(String),
+    Read(Place),
+    /// `h.isValid()` of a header or union.
+    IsValid(Place),
+    Not(Box<Expr>),
+    /// `~` and unary `-`, on `ty`.
+    Complement(Box<Expr>, Ty),
+    Negate(Box<Expr>, Ty),
+    /// Operands of type `ty`; comparisons give `bool`. Shifts' amounts keep their own type.
+    Binary {
+        op: BinaryOp,
+        ty: Ty,
+        left: Box<Expr>,
+        right: Box<Expr>,
+    },
+    /// `&&` and `||`: the right side only when it decides.
+    And(Box<Expr>, Box<Expr>),
+    Or(Box<Expr>, Box<Expr>),
+    /// `==` of headers, structs, unions or stacks: every field (a header's validity too).
+    Equal {
+        ty: Ty,
+        left: Box<Expr>,
+        right: Box<Expr>,
+    },
+    /// `a ++ b`: `a` in the high bits; `ty` the result's.
+    Concat {
+        ty: Ty,
+        left: Box<Expr>,
+        right: Box<Expr>,
+    },
+    /// Bits `hi` down to `lo` of a `bit<W>` or `int<W>`; a `bit<hi-lo+1>`.
+    Slice {
+        value: Box<Expr>,
+        hi: u32,
+        lo: u32,
+    },
+    Cast {
+        cast: Cast,
+        to: Ty,
+        value: Box<Expr>,
+    },
+    Cond {
+        ty: Ty,
+        cond: Box<Expr>,
+        then: Box<Expr>,
+        otherwise: Box<Expr>,
+    },
+    /// `{a, b}` as a header's (which it makes valid), struct's or tuple's value.
+    Aggregate {
+        ty: Ty,
+        items: Vec<Expr>,
+    },
+}
+
+/// An argument of an extern's method or function, by the parameter's direction.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CallArg {
+    In(Expr),
+    Out(Place),
+    InOut(Place),
+    /// `_` for an `out` parameter: the value is not kept.
+    Discard,
+}
+
+/// What an extern call calls.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Callee {
+    /// A method of an extern instance (`Program::instances`' name) or of a block parameter of an
+    /// extern type (`packet_in`, `packet_out`, PSA's metadata externs): a place of an opaque type.
+    Method { object: ExternRef, method: String },
+    /// An extern function (`mark_to_drop`, `hash`, `verify_checksum`).
+    Function(String),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ExternRef {
+    /// An instance, by its name in `Program::instances`.
+    Instance(String),
+    /// A parameter or local holding an extern (`packet_in pk`).
+    Var(usize),
+}
+
+/// A statement. Calls of actions, functions and sub-blocks are preceded by explicit copies into
+/// the callee's parameter variables and followed by copies out of them.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Stmt {
+    /// A scalar or an aggregate: an aggregate copies every field (and validity).
+    Assign {
+        place: Place,
+        value: Expr,
+    },
+    /// A variable's first value where P4 gives none: zero bits, false, headers invalid.
+    Init(Place),
+    SetValid {
+        header: Place,
+        valid: bool,
+    },
+    /// `push_front(n)` and `pop_front(n)` on a stack.
+    PushFront {
+        stack: Place,
+        count: u32,
+    },
+    PopFront {
+        stack: Place,
+        count: u32,
+    },
+    If {
+        cond: Expr,
+        then: Vec<Stmt>,
+        otherwise: Vec<Stmt>,
+    },
+    /// Applies table `table`; `hit` (a bool variable) and `action_run` (a `u32` variable that
+    /// gets the action's number in `Program::actions`) when the program reads them.
+    Apply {
+        table: usize,
+        hit: Option<usize>,
+        action_run: Option<usize>,
+    },
+    /// Runs action `action`, its parameters already copied in.
+    CallAction(usize),
+    /// Runs function `function`, its parameters copied in; its result (if any) in its
+    /// `result` variable.
+    CallFunction(usize),
+    /// Applies the parser or control `block` (`Program::blocks_code`), its parameters copied in.
+    ApplyBlock(usize),
+    /// An extern's method or function; `result` receives what it returns.
+    Extern {
+        callee: Callee,
+        type_args: Vec<Ty>,
+        args: Vec<CallArg>,
+        result: Option<Place>,
+    },
+    /// `for`: `init` once, then while `cond` holds, `body` then `update` (`continue` goes to
+    /// `update`).
+    Loop {
+        cond: Option<Expr>,
+        body: Vec<Stmt>,
+        update: Vec<Stmt>,
+    },
+    Break,
+    Continue,
+    /// Leaves the action or function (a control's apply: the control).
+    Return,
+    /// Leaves every control up to the architecture.
+    Exit,
+}
+
+/// A table key: what it reads, how it matches, and the control plane's name for it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TableKey {
+    pub value: Expr,
+    pub match_kind: String,
+    pub name: String,
+}
+
+/// An action as a table lists it, its directional parameters bound to these arguments.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TableAction {
+    pub action: usize,
+    pub bound: Vec<CallArg>,
+}
+
+/// One keyset of a `select` case or a table entry, as constants of the key's type.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Keyset {
+    /// `default` or `_`.
+    Any,
+    Value(u128),
+    Mask(u128, u128),
+    Range(u128, u128),
+    /// A `value_set` instance, by name.
+    ValueSet(String),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct TableEntry {
+    pub keys: Vec<Keyset>,
+    pub action: usize,
+    /// The action's data, constants.
+    pub args: Vec<Expr>,
+    /// The smaller wins.
+    pub priority: i64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Table {
+    /// Qualified by its control instance (`MyIngress.fwd`).
+    pub name: String,
+    pub keys: Vec<TableKey>,
+    pub actions: Vec<TableAction>,
+    /// The default action and its data; whether the control plane may change it.
+    pub default_action: (usize, Vec<Expr>),
+    pub default_const: bool,
+    pub entries: Vec<TableEntry>,
+    pub entries_const: bool,
+    pub size: Option<u128>,
+    /// `counters = c`, `meters = m`, `implementation = p`: the property and the instance's name.
+    pub properties: Vec<(String, String)>,
+}
+
+/// An action: its parameters with their directions (those with one first, then the control
+/// plane's data, which have none).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Action {
+    pub name: String,
+    pub params: Vec<(usize, Option<crate::frontend::ast::Direction>)>,
+    /// How many of `params` have a direction (the rest are data).
+    pub bound: usize,
+    pub body: Vec<Stmt>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Function {
+    pub name: String,
+    pub params: Vec<usize>,
+    pub result: Option<usize>,
+    pub body: Vec<Stmt>,
+}
+
+/// A `select` case's target, or a state's plain transition.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Next {
+    Accept,
+    Reject,
+    State(usize),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Transition {
+    Goto(Next),
+    Select { keys: Vec<Expr>, cases: Vec<(Vec<Keyset>, Next)> },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct State {
+    pub name: String,
+    pub body: Vec<Stmt>,
+    pub transition: Transition,
+}
+
+/// A parser or control instance: the package's blocks, then the sub-blocks they instantiate.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Block {
+    /// Its instance path (`MyIngress`, `MyIngress.acl`).
+    pub name: String,
+    /// Its parameters' variables, with the direction each has (`None`: none).
+    pub params: Vec<(usize, Option<crate::frontend::ast::Direction>)>,
+    /// What its locals start as, run before the states or `apply`.
+    pub init: Vec<Stmt>,
+    pub body: BlockBody,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum BlockBody {
+    /// States in declaration order; `start` is the one named so.
+    Parser(Vec<State>),
+    Control(Vec<Stmt>),
+}
+
 /// The lowered program.
 #[derive(Default, Clone, Debug, PartialEq)]
 pub struct Program {
@@ -82,6 +443,12 @@ pub struct Program {
     pub errors: Vec<String>,
     pub constants: Vec<Constant>,
     pub instances: Vec<Instance>,
+    pub variables: Vec<Variable>,
+    pub actions: Vec<Action>,
+    pub functions: Vec<Function>,
+    pub tables: Vec<Table>,
+    /// The package's blocks in its order (`blocks`), then every sub-block instance.
+    pub blocks_code: Vec<Block>,
 }
 
 impl fmt::Display for Ty {
@@ -94,6 +461,13 @@ impl fmt::Display for Ty {
             Ty::Header(i) => write!(f, "header#{i}"),
             Ty::Struct(i) => write!(f, "struct#{i}"),
             Ty::Enum(i) => write!(f, "enum#{i}"),
+            Ty::Union(i) => write!(f, "union#{i}"),
+            Ty::Stack(t, n) => write!(f, "{t}[{n}]"),
+            Ty::Varbit(w) => write!(f, "varbit{w}"),
+            Ty::Tuple(items) => {
+                let items: Vec<String> = items.iter().map(|t| t.to_string()).collect();
+                write!(f, "({})", items.join(", "))
+            }
             Ty::Opaque(n) => write!(f, "{n}"),
         }
     }
@@ -115,7 +489,11 @@ impl fmt::Display for Program {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "package {}({})", self.package, self.blocks.join(", "))?;
         for (i, a) in self.aggregates.iter().enumerate() {
-            let kind = if a.is_header { "header" } else { "struct" };
+            let kind = match a.kind {
+                AggregateKind::Header => "header",
+                AggregateKind::Struct => "struct",
+                AggregateKind::Union => "union",
+            };
             let fields: Vec<String> = a.fields.iter().map(|(n, t)| format!("{n}: {t}")).collect();
             writeln!(f, "{kind}#{i} {} {{ {} }}", a.name, fields.join(", "))?;
         }
@@ -132,6 +510,6 @@ impl fmt::Display for Program {
             let args: Vec<String> = i.args.iter().map(|a| a.to_string()).collect();
             writeln!(f, "instance {} = {}({}) @{}", i.name, i.ty, args.join(", "), i.at)?;
         }
-        Ok(())
+        super::dump::code(self, f)
     }
 }

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use super::ir;
+use super::{code, ir};
 use crate::diag::{Diagnostic, Pos};
 use crate::frontend::ast::{BinOp, Decl, Expr, ExprKind, Local, Type, UnOp};
 use crate::frontend::check::Checked;
@@ -34,6 +34,8 @@ struct Lowering {
     /// Top-level constants by name: their type and folded value.
     constants: HashMap<String, (ir::Ty, u128)>,
     typedefs: HashMap<String, ir::Ty>,
+    /// Top-level constants of type `int` (no width): their value.
+    numbers: HashMap<String, u128>,
 }
 
 /// A folded value: a number with its type (`None` for a number without a width), or a bool.
@@ -77,14 +79,18 @@ impl Lowering {
                     let t = self.ty(ty, name.pos)?;
                     self.typedefs.insert(name.text.clone(), t);
                 }
-                Decl::Header { name, fields } | Decl::Struct { name, fields } => {
-                    let is_header = matches!(decl, Decl::Header { .. });
+                Decl::Header { name, fields } | Decl::Struct { name, fields } | Decl::HeaderUnion { name, fields } => {
+                    let kind = match decl {
+                        Decl::Header { .. } => ir::AggregateKind::Header,
+                        Decl::Struct { .. } => ir::AggregateKind::Struct,
+                        _ => ir::AggregateKind::Union,
+                    };
                     let fields = fields
                         .iter()
                         .map(|f| Ok((f.name.text.clone(), self.ty(&f.ty, f.name.pos)?)))
                         .collect::<Result<Vec<_>>>()?;
                     self.aggregate_index.insert(name.text.clone(), self.out.aggregates.len());
-                    self.out.aggregates.push(ir::Aggregate { name: name.text.clone(), is_header, fields });
+                    self.out.aggregates.push(ir::Aggregate { name: name.text.clone(), kind, fields });
                 }
                 Decl::Enum { name, members } => {
                     self.enum_index.insert(name.text.clone(), self.out.enums.len());
@@ -92,6 +98,11 @@ impl Lowering {
                     self.out.enums.push(ir::Enumeration { name: name.text.clone(), members });
                 }
                 Decl::Error { members } => self.out.errors.extend(members.iter().map(|m| m.text.clone())),
+                Decl::Const { ty: Type::Integer, name, value } => {
+                    if let Folded::Number(v, _) = self.fold(value)? {
+                        self.numbers.insert(name.text.clone(), v);
+                    }
+                }
                 Decl::Const { ty, name, value } => {
                     let t = self.ty(ty, name.pos)?;
                     let folded = self.fold(value)?;
@@ -107,10 +118,22 @@ impl Lowering {
                         }
                     }
                 }
+                Decl::SerEnum { ty, name, .. } => {
+                    let t = self.ty(ty, name.pos)?;
+                    self.typedefs.insert(name.text.clone(), t);
+                }
                 _ => {}
             }
         }
-        Ok(self.out)
+        let declared = code::Declared {
+            aggregate_index: &self.aggregate_index,
+            enum_index: &self.enum_index,
+            constants: &self.constants,
+            numbers: &self.numbers,
+        };
+        let mut code = code::Code::new(program, checked, declared, self.out);
+        code.blocks()?;
+        Ok(code.out)
     }
 
     fn ty(&self, ty: &Type, pos: Pos) -> Result<ir::Ty> {
@@ -123,10 +146,10 @@ impl Lowering {
                 if let Some(t) = self.typedefs.get(&n.text) {
                     t.clone()
                 } else if let Some(&i) = self.aggregate_index.get(&n.text) {
-                    if self.out.aggregates[i].is_header {
-                        ir::Ty::Header(i)
-                    } else {
-                        ir::Ty::Struct(i)
+                    match self.out.aggregates[i].kind {
+                        ir::AggregateKind::Header => ir::Ty::Header(i),
+                        ir::AggregateKind::Struct => ir::Ty::Struct(i),
+                        ir::AggregateKind::Union => ir::Ty::Union(i),
                     }
                 } else if let Some(&i) = self.enum_index.get(&n.text) {
                     ir::Ty::Enum(i)
@@ -139,9 +162,15 @@ impl Lowering {
             }
             // `string` (v1model's log_msg) is an extern's argument, not a value a program holds.
             Type::Str => ir::Ty::Opaque("string".into()),
-            Type::Stack(..) => return Err(Diagnostic::new(pos, "the mid end has no type for header stacks yet")),
-            Type::Varbit(_) => return Err(Diagnostic::new(pos, "the mid end has no type for varbit yet")),
-            Type::Tuple(_) => return Err(Diagnostic::new(pos, "the mid end has no type for tuples yet")),
+            Type::Stack(elem, size) => {
+                let n = match self.fold(size)? {
+                    Folded::Number(n, _) => n as u32,
+                    _ => return Err(Diagnostic::new(pos, "a stack's size is a number")),
+                };
+                ir::Ty::Stack(Box::new(self.ty(elem, pos)?), n)
+            }
+            Type::Varbit(w) => ir::Ty::Varbit(*w),
+            Type::Tuple(items) => ir::Ty::Tuple(items.iter().map(|t| self.ty(t, pos)).collect::<Result<_>>()?),
             Type::Integer => return Err(Diagnostic::new(pos, "the mid end has no type for int without a width yet")),
         })
     }

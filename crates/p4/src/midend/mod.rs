@@ -1,7 +1,12 @@
 //! The mid end: between the checker and the back ends, one lowered program (the IR) that both
-//! the software target and the eBPF printer will read, so they cannot each read the syntax tree
-//! their own way (issue 52). This session lowers the program's top level; block bodies follow.
+//! the software target and the eBPF printer are to read, so they cannot each read the syntax tree
+//! their own way (issue 52). `lower` resolves the top level (types, enums, errors, constants,
+//! instances); `code` lowers every parser and control instance, action, function and table
+//! into typed statements with explicit copies; `dump` prints it for tests and readers
+//! (`edgeflow p4 ir FILE.p4`). The back ends do not read it yet.
 
+pub mod code;
+mod dump;
 pub mod ir;
 pub mod lower;
 
