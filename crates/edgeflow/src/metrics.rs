@@ -1,5 +1,5 @@
-//! `--metrics [ADDR:]PORT`: the switch's report (what `edgeflow stats --json` prints) in
-//! Prometheus's text exposition format, on `GET /metrics`.
+//! ~720 lines, one concern: `--metrics [ADDR:]PORT`, the switch's report (what
+//! `edgeflow stats --json` prints) in Prometheus's text exposition format, on `GET /metrics`.
 //!
 //! One source for both: every value here is a field of the report, renamed to Prometheus's
 //! conventions (an `edgeflow_` prefix, `_total` on counters, bytes and seconds as base units,
