@@ -1,4 +1,4 @@
-//! ~720 lines, one concern: `--metrics [ADDR:]PORT`, the switch's report (what
+//! ~750 lines, one concern: `--metrics [ADDR:]PORT`, the switch's report (what
 //! `edgeflow stats --json` prints) in Prometheus's text exposition format, on `GET /metrics`.
 //!
 //! One source for both: every value here is a field of the report, renamed to Prometheus's
@@ -27,7 +27,14 @@ use families::*;
 /// the report gives them in.
 #[derive(Default)]
 struct Exposition {
-    samples: HashMap<&'static str, String>,
+    families: HashMap<&'static str, Samples>,
+}
+
+/// A family's samples: each label set once, in the order first given.
+#[derive(Default)]
+struct Samples {
+    series: Vec<(String, f64)>,
+    by_labels: HashMap<String, usize>,
 }
 
 /// A label value, escaped as the format wants (backslash, quote, newline).
@@ -37,11 +44,12 @@ fn escape(v: &str) -> String {
 
 impl Exposition {
     /// One sample of `family`, with a value for each of its labels, in its order. An empty
-    /// value leaves the label out (Prometheus reads an empty label as an absent one).
+    /// value leaves the label out (Prometheus reads an empty label as an absent one). A label
+    /// set given again adds to the first: modes that share a switch (`[[port]] mode`) each report
+    /// their groups, and two parts of one kind (learning beside OpenFlow: two megaflow caches)
+    /// are the switch's sum, where two samples of one series would be an invalid exposition.
     fn sample(&mut self, family: &'static Family, values: &[&str], value: f64) {
         assert_eq!(values.len(), family.labels().len(), "{}: label values {values:?}", family.name());
-        let out = self.samples.entry(family.name()).or_default();
-        *out += family.name();
         let inner: Vec<String> = family
             .labels()
             .iter()
@@ -49,10 +57,15 @@ impl Exposition {
             .filter(|(_, v)| !v.is_empty())
             .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
             .collect();
-        if !inner.is_empty() {
-            let _ = write!(out, "{{{}}}", inner.join(","));
+        let labels = if inner.is_empty() { String::new() } else { format!("{{{}}}", inner.join(",")) };
+        let samples = self.families.entry(family.name()).or_default();
+        match samples.by_labels.get(&labels) {
+            Some(&i) => samples.series[i].1 += value,
+            None => {
+                samples.by_labels.insert(labels.clone(), samples.series.len());
+                samples.series.push((labels, value));
+            }
         }
-        let _ = writeln!(out, " {value}");
     }
 
     /// A sample from a report value: a number, or a boolean as 1 or 0; nothing for a null.
@@ -69,9 +82,12 @@ impl Exposition {
     fn finish(mut self) -> String {
         let mut out = String::new();
         for family in families::ALL {
-            if let Some(samples) = self.samples.remove(family.name()) {
+            if let Some(samples) = self.families.remove(family.name()) {
                 let (name, kind) = (family.name(), family.kind().name());
-                let _ = write!(out, "# HELP {name} {}\n# TYPE {name} {kind}\n{samples}", family.help());
+                let _ = writeln!(out, "# HELP {name} {}\n# TYPE {name} {kind}", family.help());
+                for (labels, value) in samples.series {
+                    let _ = writeln!(out, "{name}{labels} {value}");
+                }
             }
         }
         out
@@ -623,6 +639,24 @@ mod tests {
         for reason in ["unknown_vl", "bad_destination", "policed", "oversize"] {
             assert!(!written.iter().any(|f| f.contains(reason)), "a family named for {reason}: {written:?}");
         }
+    }
+
+    /// Two parts of one kind sharing a switch (learning beside OpenFlow) report a megaflow cache
+    /// and a MAC table each: one series each, the switch's sum, not two samples of one series
+    /// (which Prometheus refuses).
+    #[test]
+    fn parts_of_one_kind_add_up_to_one_series() {
+        let cache = |n: u64| json!({"name": "megaflow cache", "counters": {"entries": n, "evicted": 1}});
+        let macs = |n: u64| json!({"name": "mac table", "counters": {"addresses": n, "evicted_table_full": 0}});
+        let r = json!({"mode": "partitioned", "mode_counters": [cache(3), macs(2), cache(4), macs(5)]});
+        let text = render(&r, "0.1.0");
+        let samples = |prefix: &str| text.lines().filter(|l| l.starts_with(prefix)).collect::<Vec<_>>();
+        assert_eq!(samples("edgeflow_megaflow_cache_entries "), ["edgeflow_megaflow_cache_entries 7"], "{text}");
+        assert_eq!(
+            samples("edgeflow_megaflow_cache_removed_total{"),
+            ["edgeflow_megaflow_cache_removed_total{reason=\"evicted\"} 2"]
+        );
+        assert_eq!(samples("edgeflow_mac_table_addresses "), ["edgeflow_mac_table_addresses 7"]);
     }
 
     /// Every counter each mode reports, read from the modes themselves (built from configurations
