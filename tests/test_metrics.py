@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from testbed.switches import Edgeflow
+from testbed.switches import EDGEFLOW_BIN, Edgeflow
 from testbed.util import ROOT, free_port, run_dir, wait_for
 
 PROMETHEUS = ROOT / "build/tools/prometheus/usr/bin"
@@ -73,6 +73,129 @@ class Prometheus:
 
 SAMPLE = re.compile(r'^([a-z_0-9]+)(?:\{(.*)\})? (\S+)$')
 
+# Where the report's mode counters, kernel figures and channel events are exported (the table
+# of docs/metrics.md, written out again here so that the scrape is held to the documented names):
+# (group kind, key) -> (family, labels). `id` stands for the group's id (a VL's, a meter's).
+AFDX_VL_DROPS = {"bad_source", "wrong_port", "undersize", "oversize", "policed", "wrong_network", "bad_ethertype",
+                 "bad_ip"}
+LESS_DROPS = {"truncated", "too_many_labels", "port_zero", "bad_ttl", "not_ip", "unknown_port", "no_route",
+              "budget_spent", "no_host", "multicast", "not_less"}
+
+
+def mode_series(group, key):
+    """(family, labels) of a mode counter of the report's group `group`."""
+    kind, _, id_ = group.partition(" ")
+    fixed = {
+        ("megaflow cache", "entries"): ("edgeflow_megaflow_cache_entries", {}),
+        ("megaflow cache", "flushes"): ("edgeflow_megaflow_cache_flushes_total", {}),
+        ("mac table", "addresses"): ("edgeflow_mac_table_addresses", {}),
+        ("switch", "not_stream"): ("edgeflow_tsn_dropped_frames_total", {"reason": key}),
+        ("labels", "backtracked"): ("edgeflow_less_rerouted_frames_total", {"case": key}),
+        ("labels", "hellos_sent"): ("edgeflow_less_hellos_sent_total", {}),
+        ("labels", "protocol_in"): ("edgeflow_less_protocol_received_frames_total", {}),
+        ("labels", "protocol_bad"): ("edgeflow_less_protocol_refused_frames_total", {"reason": "bad"}),
+        ("labels", "protocol_on_edge_port"): ("edgeflow_less_protocol_refused_frames_total", {"reason": "edge_port"}),
+        ("labels", "hosts_over_port_limit"): ("edgeflow_less_over_limit_total", {"limit": "hosts_per_port"}),
+        ("labels", "host_queries_over_limit"): ("edgeflow_less_over_limit_total", {"limit": "host_queries"}),
+        ("labels", "query_origins_over_limit"): ("edgeflow_less_over_limit_total", {"limit": "query_origins"}),
+        ("labels", "arp_replies"): ("edgeflow_less_neighbour_replies_total", {"protocol": "arp"}),
+        ("labels", "nd_replies"): ("edgeflow_less_neighbour_replies_total", {"protocol": "nd"}),
+        ("fabric", "neighbours_silenced"): ("edgeflow_less_neighbours_silenced_total", {}),
+        ("fabric", "announcement_frames"): ("edgeflow_less_announcement_frames", {}),
+        ("vl", "frames_in"): ("edgeflow_afdx_vl_received_frames_total", {"vl": id_}),
+        ("vl", "bytes_in"): ("edgeflow_afdx_vl_received_bytes_total", {"vl": id_}),
+        ("vl", "frames_out"): ("edgeflow_afdx_vl_sent_frames_total", {"vl": id_}),
+        ("meter", "packets_in"): ("edgeflow_meter_packets_total", {"meter": id_}),
+        ("meter", "bytes_in"): ("edgeflow_meter_bytes_total", {"meter": id_}),
+        ("meter", "band_packets"): ("edgeflow_meter_band_packets_total", {"meter": id_}),
+        ("meter", "band_bytes"): ("edgeflow_meter_band_bytes_total", {"meter": id_}),
+        ("group", "packets"): ("edgeflow_group_packets_total", {"group": id_}),
+        ("group", "bytes"): ("edgeflow_group_bytes_total", {"group": id_}),
+    }
+    if (group, key) in fixed:
+        return fixed[group, key]
+    if (kind, key) in fixed and id_:
+        return fixed[kind, key]
+    if group == "megaflow cache" and key in ("retired", "expired", "evicted"):
+        return "edgeflow_megaflow_cache_removed_total", {"reason": key}
+    if group == "mac table" and key.startswith("evicted_"):
+        return "edgeflow_mac_table_evicted_total", {"reason": key.removeprefix("evicted_")}
+    if group == "switch" and key in ("bad_destination", "unknown_vl"):
+        return "edgeflow_afdx_dropped_frames_total", {"reason": key}
+    if kind == "vl" and key in AFDX_VL_DROPS:
+        return "edgeflow_afdx_dropped_frames_total", {"vl": id_, "reason": key}
+    if group == "labels" and key in ("shifted", "popped", "delivered", "pushed", "local"):
+        return "edgeflow_less_forwarded_frames_total", {"action": key}
+    if group == "labels" and key.startswith("rerouted_"):
+        return "edgeflow_less_rerouted_frames_total", {"case": key.removeprefix("rerouted_")}
+    if group == "labels" and key in LESS_DROPS:
+        return "edgeflow_less_dropped_frames_total", {"reason": key}
+    if group == "fabric" and key in ("addresses", "root", "neighbours", "hosts"):
+        return f"edgeflow_less_{key}", {}
+    raise AssertionError(f"no family for {group!r} {key!r}: the test's table or docs/metrics.md is behind")
+
+
+def fastpath_series(section, key):
+    if section == "labels":
+        if key == "ports_marked_down":
+            return "edgeflow_fastpath_ports_marked_down_total", {}
+        return "edgeflow_fastpath_less_frames_total", {"action": key}
+    return {"held": ("edgeflow_fastpath_afdx_links", {}),
+            "kept_for_priority": ("edgeflow_fastpath_afdx_links_kept_for_priority", {}),
+            "decided": ("edgeflow_fastpath_afdx_frames_total", {}),
+            "up": ("edgeflow_fastpath_afdx_sent_up_frames_total", {})}[key]
+
+
+CHANNEL = {
+    "fail_open_entered": ("edgeflow_fail_open_entered_total", {}),
+    "sessions": ("edgeflow_openflow_sessions_started_total", {}),
+    "sessions_ended": ("edgeflow_openflow_sessions_ended_total", {}),
+    "connections_refused": ("edgeflow_openflow_connections_refused_total", {"reason": "too_many_connections"}),
+    "handshakes_refused": ("edgeflow_openflow_connections_refused_total", {"reason": "too_many_handshakes"}),
+    "handshakes_failed": ("edgeflow_openflow_handshakes_failed_total", {}),
+    "requests_too_big": ("edgeflow_openflow_messages_refused_total", {"reason": "too_big"}),
+    "malformed": ("edgeflow_openflow_messages_refused_total", {"reason": "malformed"}),
+    "packet_ins_limited": ("edgeflow_openflow_packet_ins_limited_total", {}),
+    "async_dropped": ("edgeflow_openflow_async_messages_dropped_total", {}),
+    "slow_readers_dropped": ("edgeflow_openflow_slow_readers_closed_total", {}),
+    "p4runtime_slow_readers_dropped": ("edgeflow_p4runtime_slow_readers_closed_total", {}),
+}
+
+
+def channel_series(key):
+    if key in CHANNEL:
+        return CHANNEL[key]
+    assert key.startswith("p4runtime_"), key
+    return f"edgeflow_{key}_total", {}
+
+
+def registry():
+    """{family: (type, label names)} as `edgeflow metrics-families` prints the registry."""
+    out = subprocess.run([EDGEFLOW_BIN, "metrics-families"], capture_output=True, text=True, check=True).stdout
+    families = {}
+    for line in out.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        families[cells[0].strip("`")] = (cells[1], set(re.findall(r"`(\w+)`", cells[2])))
+    return families
+
+
+def check_families(body, families):
+    """An exposition's families: each typed once, with all its samples under that TYPE line, each
+    in the registry with its type, and each sample's labels among the family's own."""
+    typed = []
+    for line in body.splitlines():
+        if line.startswith("# TYPE "):
+            _, _, name, kind = line.split(" ")
+            assert name not in typed, f"{name} typed twice"
+            assert families.get(name, (None,))[0] == kind, (name, kind, families.get(name))
+            typed.append(name)
+        elif line and not line.startswith("#"):
+            name, labels, _ = SAMPLE.match(line).groups()
+            assert typed and typed[-1] == name, f"{line!r} is not under its family's TYPE line ({typed[-1:]})"
+            names = set(re.findall(r'(\w+)="', labels or ""))
+            assert names <= families[name][1], (line, families[name][1])
+    return typed
+
 
 def exposition(body):
     """{(name, frozenset(labels)): value} of an exposition's samples."""
@@ -89,8 +212,10 @@ def test_prometheus_scrapes_what_stats_reports(two_hosts, tmp_path):
     fail mode), meters and groups; an AFDX switch with a virtual link in use; a LESS root with a
     host. What the switch exposes for the controller session and fail-open is read while the
     controller is there, and scraped once it has been gone long enough for the switch to learn on
-    its own; every AFDX and LESS counter group and the kernel's link and label figures, and every
-    channel counter, are scraped and held to the reports."""
+    its own; every counter group of the three modes, the kernel's link and label figures, and every
+    channel counter, are scraped under their documented families (docs/metrics.md) and held to the
+    reports. AFDX drop reasons come as labels of one family, and each exposition types each family
+    once, with only the families and labels `edgeflow metrics-families` lists."""
     from testbed.afdx import LOADGEN_BIN, VL, config_text
     from testbed.ofpeer import Controller
     from testbed.switches import start_all, stop_all
@@ -189,9 +314,9 @@ def test_prometheus_scrapes_what_stats_reports(two_hosts, tmp_path):
         def group(r, name, key):
             return next(g["counters"][key] for g in r["mode_counters"] if g["name"] == name)
 
-        assert between("edgeflow", "edgeflow_mode_packets_in_total", {"meter": "1"},
+        assert between("edgeflow", "edgeflow_meter_packets_total", {"meter": "1"},
                        lambda r: group(r, "meter 1", "packets_in")) >= 5
-        assert between("edgeflow", "edgeflow_mode_packets_total", {"group": "5"},
+        assert between("edgeflow", "edgeflow_group_packets_total", {"group": "5"},
                        lambda r: group(r, "group 5", "packets")) >= 5
         for reason in before["edgeflow"]["drops"]:
             between("edgeflow", "edgeflow_dropped_total", {"reason": reason}, lambda r: r["drops"][reason])
@@ -206,32 +331,42 @@ def test_prometheus_scrapes_what_stats_reports(two_hosts, tmp_path):
                        lambda r: r["channel"]["sessions"] - r["channel"]["sessions_ended"] - 1) == 0
         for key in before["edgeflow"]["channel"]:
             if key != "fail_open":
-                between("edgeflow", f"edgeflow_channel_{key}_total", {}, lambda r: r["channel"][key])
-        assert scraped["edgeflow"]["edgeflow_channel_fail_open_entered_total", frozenset()] == 1
+                between("edgeflow", *channel_series(key), lambda r: r["channel"][key])
+        assert scraped["edgeflow"]["edgeflow_fail_open_entered_total", frozenset()] == 1
 
-        # AFDX and LESS: every counter of every group of the mode's, and the kernel's figures
-        # for the AFDX links and LESS labels it decides (tc).
-        # Levels are gauges, named without _total (metrics.rs's LEVELS).
-        levels = {"entries", "addresses", "root", "neighbours", "hosts", "parts", "held", "kept_for_priority"}
-        for job in ("afdx", "less"):
+        # Every counter of every group of each mode's (OpenFlow's megaflow cache, MAC table,
+        # meter and group; AFDX; LESS) and the kernel's figures for the AFDX links and LESS
+        # labels it decides (tc), each under its documented family.
+        for job in metrics:
             for g in before[job]["mode_counters"]:
-                kind, _, id_ = g["name"].partition(" ")
-                labels = {kind: id_} if kind in ("vl", "meter", "group", "stream") and id_ else {"set": g["name"]}
                 for key in g["counters"]:
-                    series = f"edgeflow_mode_{key}" + ("" if key in levels else "_total")
-                    between(job, series, labels, lambda r: group(r, g["name"], key))
-            section = {"afdx": "links", "less": "labels"}[job]
+                    between(job, *mode_series(g["name"], key), lambda r: group(r, g["name"], key))
+            info = [dict(k[1]) for k in scraped[job] if k[0] == "edgeflow_build_info"]
+            assert [(i["mode"], i["datapath"]) for i in info] == [(job if job != "edgeflow" else "openflow", "tc")], info
+        for job, section in (("afdx", "links"), ("less", "labels")):
             assert before[job]["fast_path"][section], (job, before[job]["fast_path"])
             for key in before[job]["fast_path"][section]:
-                series = f"edgeflow_fastpath_{section}_{key}" + ("" if key in levels else "_total")
-                between(job, series, {}, lambda r: r["fast_path"][section][key])
-            info = [dict(k[1]) for k in scraped[job] if k[0] == "edgeflow_build_info"]
-            assert [(i["mode"], i["datapath"]) for i in info] == [(job, "tc")], info
-        assert between("afdx", "edgeflow_mode_frames_out_total", {"vl": "10"},
+                between(job, *fastpath_series(section, key), lambda r: r["fast_path"][section][key])
+        assert between("afdx", "edgeflow_afdx_vl_sent_frames_total", {"vl": "10"},
                        lambda r: group(r, "vl 10", "frames_out")) == vl_sent
-        assert between("afdx", "edgeflow_fastpath_links_decided_total", {},
+        assert between("afdx", "edgeflow_fastpath_afdx_frames_total", {},
                        lambda r: r["fast_path"]["links"]["decided"]) == vl_sent
-        assert between("less", "edgeflow_mode_hosts", {"set": "fabric"}, lambda r: group(r, "fabric", "hosts")) == 1
+        assert between("less", "edgeflow_less_hosts", {}, lambda r: group(r, "fabric", "hosts")) == 1
+
+        # AFDX drop reasons are labels of one family: the switch's (no VL) and each VL's, every
+        # one the report has, and no family of the scrape is named after one.
+        afdx_drops = {dict(labels).get("reason"): dict(labels).get("vl")
+                      for name, labels in scraped["afdx"] if name == "edgeflow_afdx_dropped_frames_total"}
+        assert afdx_drops == {**{r: "10" for r in AFDX_VL_DROPS}, "bad_destination": None, "unknown_vl": None}, \
+            afdx_drops
+        assert not [name for name, _ in scraped["afdx"] if any(r in name for r in AFDX_VL_DROPS | {"unknown_vl"})]
+
+        # Each exposition: every family typed once, its samples under it, each family and its
+        # labels the registry's (so that one name never mixes vl= and meter= series).
+        families = registry()
+        for job, port in metrics.items():
+            typed = check_families(get(f"http://127.0.0.1:{port}/metrics"), families)
+            assert "edgeflow_build_info" in typed and "process_open_fds" in typed, typed
 
         info = [dict(k[1]) for k in scraped["edgeflow"] if k[0] == "edgeflow_build_info"]
         assert [i["datapath"] for i in info] == ["tc"], info

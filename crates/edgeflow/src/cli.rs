@@ -83,6 +83,9 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Print every metric family `--metrics` can export (name, type, labels, help), as the
+    /// Markdown table of docs/metrics.md. A family not listed here is never exported.
+    MetricsFamilies,
     /// Stop a running switch (as SIGTERM does: a kernel fast path it keeps goes on forwarding,
     /// see `--keep-fastpath`). With --clean, also remove what it kept in the kernel (programs,
     /// maps, the upcall interface), after it stopped or if it is not running at all: then

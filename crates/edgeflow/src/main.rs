@@ -196,6 +196,10 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Cmd::MetricsFamilies => {
+            print!("{}", metrics::markdown_table());
+            ExitCode::SUCCESS
+        }
         Cmd::Stop { target, clean } => match running::stop(target.as_deref(), clean) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
