@@ -94,8 +94,11 @@ class Edgeflow:
         return self
 
     def ready(self):
-        """Waits until the launched switch listens."""
-        wait_for(lambda: self.proc.poll() is not None or port_open(self.mgmt_port), what="edgeflow to listen")
+        """Waits until the launched switch listens, or exits. A minute: the wait ends as soon as
+        either happens, and loading the fast path's programs (the verifier's pass) inside an
+        emulated guest on a busy machine took over the old 10 s."""
+        wait_for(lambda: self.proc.poll() is not None or port_open(self.mgmt_port), timeout=60,
+                 what="edgeflow to listen")
         if self.proc.poll() is not None:
             raise RuntimeError(f"edgeflow exited with {self.proc.returncode}: {self.log()}")
         return self
