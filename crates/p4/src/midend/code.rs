@@ -58,6 +58,8 @@ pub(super) struct Code<'a> {
     path: String,
     /// In a function: its result variable.
     result: Option<usize>,
+    /// How many variables have each name.
+    names: HashMap<String, usize>,
 }
 
 impl<'a> Code<'a> {
@@ -73,6 +75,7 @@ impl<'a> Code<'a> {
             function_instances: HashMap::new(),
             path: String::new(),
             result: None,
+            names: HashMap::new(),
         }
     }
 
@@ -243,7 +246,12 @@ impl<'a> Code<'a> {
         self.scopes.last_mut().expect("a scope").insert(name.to_string(), b);
     }
 
+    /// A new variable; a name already taken (a second `i` of a second loop) gets `$2`, `$3`, so
+    /// that names in the dump and in generated code tell variables apart.
     fn variable(&mut self, name: String, ty: IrTy) -> usize {
+        let seen = self.names.entry(name.clone()).or_insert(0);
+        *seen += 1;
+        let name = if *seen == 1 { name } else { format!("{name}${seen}") };
         self.out.variables.push(ir::Variable { name, ty });
         self.out.variables.len() - 1
     }
@@ -1094,8 +1102,11 @@ impl<'a> Code<'a> {
         }
         let bound = a.params.iter().take_while(|p| p.direction.is_some()).count();
         let index = self.out.actions.len();
-        self.out.actions.push(ir::Action { name, params, bound, body: Vec::new() });
+        self.out.actions.push(ir::Action { name: name.clone(), params, bound, body: Vec::new() });
+        // Its locals are the action's: named under it.
+        let saved_path = std::mem::replace(&mut self.path, name);
         let body = self.stmts(&a.body);
+        self.path = saved_path;
         self.scopes.pop();
         self.out.actions[index].body = body?;
         Ok(index)
