@@ -215,7 +215,7 @@ impl<'a> Code<'a> {
                     }
                     Ok(IrExpr::Const { value, ty }) => ir::Arg::Number { value, width: width(&ty) },
                     Ok(IrExpr::Bool(b)) => ir::Arg::Bool(b),
-                    _ => ir::Arg::Other(format!("{a:?}").chars().take(40).collect()),
+                    _ => ir::Arg::Other(text(a)),
                 })
             })
             .collect::<Result<Vec<_>>>()?;
