@@ -414,6 +414,13 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
         assert_eq!(one(&mut sw, Insert, entry(&info, "I.ecmp", vec![1], A::ActionProfileGroupId(1))), Ok(()));
         assert_eq!(one(&mut sw, Delete, group(&info, 1, &[])), Err(Code::FailedPrecondition), "an entry uses it");
         assert_eq!(one(&mut sw, Delete, group(&info, 9, &[])), Err(Code::NotFound));
+        // A program reconciled in (RECONCILE_AND_COMMIT) keeps the members, groups and entries.
+        let mut fresh = switch();
+        super::super::pipeline::carry_state(&sw, &mut fresh).unwrap();
+        for e in [E::ActionProfileMember(Default::default()), E::ActionProfileGroup(Default::default())] {
+            assert_eq!(read(&fresh, e.clone()), read(&sw, e));
+        }
+        assert_eq!(read(&fresh, E::TableEntry(Default::default())), read(&sw, E::TableEntry(Default::default())));
         let p4info = crate::p4info::p4info(&info, "ecmp");
         let paths = p4info.action_profiles.iter().find(|p| p.preamble.as_ref().unwrap().name == "I.paths").unwrap();
         assert_eq!((paths.with_selector, paths.size, paths.max_group_size), (true, 16, 4));
