@@ -469,6 +469,13 @@ pub fn implementation_of(t: &crate::frontend::ast::Table) -> Option<&Expr> {
         .map(|(_, e)| e)
 }
 
+/// The annotations on a table's `implementation` or `psa_implementation` property.
+pub fn implementation_annotations(t: &crate::frontend::ast::Table) -> &[Annotation] {
+    let found =
+        t.property_annotations.iter().find(|(p, _)| matches!(p.as_str(), "implementation" | "psa_implementation"));
+    found.map_or(&[], |(_, a)| a.as_slice())
+}
+
 /// The control plane's view of a program the checker accepted.
 pub fn info(program: &Program, checked: &Checked) -> Result<Info, String> {
     let mut info = Info { architecture: crate::arch::Architecture::of(checked), ..Info::default() };
@@ -641,18 +648,22 @@ pub fn info(program: &Program, checked: &Checked) -> Result<Info, String> {
                             .find(|p| p.target == local || p.target == top)
                             .map(|p| p.preamble.id)
                     }
-                    // Constructed in place: a profile of the table's own, named after it.
+                    // Constructed in place: a profile of the table's own, named after it, or as
+                    // `@name` on the property says (as p4c does, from the top level).
                     ExprKind::Call { callee, args, .. } => {
                         let ExprKind::Name(ty) = &callee.kind else { continue };
                         let Some(with_selector) = profile_kind(ty) else { continue };
                         let size_arg = if with_selector { 1 } else { 0 };
+                        let annotations = implementation_annotations(t);
+                        let own = annotation_str(annotations, "name").map(|n| n.trim_start_matches('.').to_string());
+                        let own = own.unwrap_or_else(|| name.clone());
                         info.action_profiles.push(ProfileInfo {
-                            preamble: preamble(&mut ids, ACTION_PROFILE, name.clone(), &[])?,
+                            preamble: preamble(&mut ids, ACTION_PROFILE, own, annotations)?,
                             target: target.clone(),
                             table_ids: Vec::new(),
                             with_selector,
                             size: args.get(size_arg).and_then(|a| const_number(a, &consts)).unwrap_or(0),
-                            max_group_size: 0,
+                            max_group_size: annotation_int(annotations, "max_group_size").unwrap_or(0) as u32,
                         });
                         info.action_profiles.last().map(|p| p.preamble.id)
                     }

@@ -244,3 +244,24 @@ fn the_checker_takes_selectors_only_where_a_table_has_one_and_the_kernel_refuses
     assert!(e.starts_with("ecmp.p4:16:"), "{e}");
     assert!(e.contains("action profile or selector (implementation = ...) does not fit the kernel back end"), "{e}");
 }
+
+#[test]
+fn annotations_on_the_property_name_and_bound_a_profile_made_in_place_as_p4c_reads_them() {
+    let text = ECMP
+        .replace("@max_group_size(4) action_selector(HashAlgorithm.crc16, 32w64, 32w16) paths;", "")
+        .replace(
+        "implementation = paths;",
+        "@name(\"ecmp_paths\") @max_group_size(2) implementation = action_selector(HashAlgorithm.crc16, 32w64, 32w16);",
+    );
+    let mut sw = switch(&text);
+    let info = sw.info();
+    let ecmp = info.tables.iter().find(|t| t.preamble.name == "I.ecmp").unwrap();
+    let p = info.action_profile(ecmp.implementation.unwrap()).unwrap();
+    assert_eq!((p.preamble.name.as_str(), p.with_selector, p.size, p.max_group_size), ("ecmp_paths", true, 64, 2));
+    for m in 1..=3 {
+        sw.set_member("I.ecmp", m, "to", vec![m as u128], true).unwrap();
+    }
+    let three = sw.set_profile_group("I.ecmp", 1, vec![(1, 1), (2, 1), (3, 1)], 0, true);
+    assert!(matches!(three, Err(ProfileError::Full(_))), "{three:?}");
+    sw.set_profile_group("I.ecmp", 1, vec![(1, 1), (2, 1)], 0, true).unwrap();
+}

@@ -166,7 +166,7 @@ impl Switch {
                     return Err(format!("{table}: an implementation that is not a profile"));
                 };
                 let profile = self
-                    .new_profile(block, ty, args, &[])
+                    .new_profile(block, ty, args, crate::info::implementation_annotations(t))
                     .ok_or_else(|| format!("{table}: '{ty}' is not an action profile or selector"))?;
                 self.profiles.insert(table.clone(), profile);
                 table.clone()
