@@ -39,6 +39,15 @@ NAME], ...], "message": ...}:
                                 sh.CloneSessionEntry written
   sessions                      {"id"}: sh.CloneSessionEntry read (0: every session), [[id,
                                 [[port, instance], ...], cos, packet_length_bytes], ...]
+  member                        {"kind", "profile", "id", "action", "params"}:
+                                sh.ActionProfileMember written
+  members                       {"profile"}: its members read, [[id, action, {param: int}], ...]
+  profile_group                 {"kind", "profile", "id", "members": [[member, weight], ...]}:
+                                sh.ActionProfileGroup written
+  profile_groups                {"profile"}: its groups read, [[id, [[member, weight], ...]], ...]
+  indirect                      {"kind", "table", "match", "member" or "group"}: a table entry
+                                naming an action profile member or group (sh.TableEntry's
+                                member_id, group_id)
 """
 
 import json
@@ -214,6 +223,47 @@ def sessions(session_id):
             for s in sh.CloneSessionEntry(session_id).read()]
 
 
+def member(request):
+    entry = sh.ActionProfileMember(request["profile"])(member_id=request["id"], action=request.get("action", ""))
+    for param, value in request.get("params", {}).items():
+        entry.action[param] = value
+    getattr(entry, request["kind"])()
+
+
+def members(profile):
+    out = []
+    for m in sh.ActionProfileMember(profile).read():
+        msg = m.msg()
+        action = sh.context.get_name_from_id(msg.action.action_id)
+        params = {sh.context.get_param_name(action, p.param_id): int.from_bytes(p.value, "big")
+                  for p in msg.action.params}
+        out.append([msg.member_id, action, params])
+    return out
+
+
+def profile_group(request):
+    entry = sh.ActionProfileGroup(request["profile"])(group_id=request["id"])
+    for member_id, weight in request.get("members", []):
+        entry.add(member_id, weight=weight)
+    getattr(entry, request["kind"])()
+
+
+def profile_groups(profile):
+    return [[g.msg().group_id, [[m.member_id, m.weight] for m in g.msg().members]]
+            for g in sh.ActionProfileGroup(profile).read()]
+
+
+def indirect(request):
+    entry = sh.TableEntry(request["table"])
+    for field, value in request.get("match", {}).items():
+        entry.match[field] = value
+    if "member" in request:
+        entry.member_id = request["member"]
+    else:
+        entry.group_id = request["group"]
+    getattr(entry, request["kind"])()
+
+
 def answer(request):
     op = request["op"]
     if op == "primary":
@@ -251,6 +301,16 @@ def answer(request):
         return session(request)
     if op == "sessions":
         return sessions(request.get("id", 0))
+    if op == "member":
+        return member(request)
+    if op == "members":
+        return members(request["profile"])
+    if op == "profile_group":
+        return profile_group(request)
+    if op == "profile_groups":
+        return profile_groups(request["profile"])
+    if op == "indirect":
+        return indirect(request)
     raise ValueError(f"no request {op!r}")
 
 

@@ -5,7 +5,8 @@ the switch publishes; it inserts routes for the IPv4 router example that real pi
 reads the entries and the program's counter back, and writes batches whose atomicity it asks for.
 On user and on tc: on tc what it writes must reach the program's tables in the kernel, and the
 counters it reads are the kernel's. It also writes the replication engine: a multicast group a
-flooding program sends to (on tc, the kernel's copy of the groups follows) and a clone session.
+flooding program sends to (on tc, the kernel's copy of the groups follows) and a clone session;
+and an action selector's members and group, over which a v1model ECMP program spreads flows.
 
 Each request goes through the shell's own objects (tests/p4runtime_shell_client.py), in one
 session the test talks to line by line."""
@@ -467,3 +468,100 @@ def test_p4runtime_shell_writes_a_clone_session_that_clone_sends_to(three_hosts)
         blast(h1, frame(22), 1, 1)
         assert next_frame(at2) == (22, full)
         assert quiet(at3), "no clone once the session is deleted"
+
+
+# A v1model ECMP program: frames from 10.0.0.1 take a member of the group the control plane
+# names, picked by a CRC-16 of the IPv4 destination; frames from other sources take the member
+# their entry names.
+ECMP = """#include <core.p4>
+#include <v1model.p4>
+header ethernet_t { bit<48> dst; bit<48> src; bit<16> ether_type; }
+header ipv4_t {
+    bit<8> version_ihl; bit<8> tos; bit<16> length; bit<16> id; bit<16> fragment;
+    bit<8> ttl; bit<8> protocol; bit<16> checksum; bit<32> src; bit<32> dst;
+}
+struct headers_t { ethernet_t ethernet; ipv4_t ipv4; }
+struct metadata_t { }
+parser EcmpParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
+                  inout standard_metadata_t standard_metadata) {
+    state start { packet.extract(hdr.ethernet); packet.extract(hdr.ipv4); transition accept; }
+}
+control EcmpVerify(inout headers_t hdr, inout metadata_t meta) { apply { } }
+control EcmpIngress(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t standard_metadata) {
+    action to(bit<9> port) { standard_metadata.egress_spec = port; }
+    action drop() { mark_to_drop(standard_metadata); }
+    action_selector(HashAlgorithm.crc16, 32w16, 32w16) paths;
+    table ecmp {
+        key = { hdr.ipv4.src : exact; hdr.ipv4.dst : selector; }
+        actions = { to; drop; }
+        default_action = drop();
+        implementation = paths;
+    }
+    apply { ecmp.apply(); }
+}
+control EcmpEgress(inout headers_t hdr, inout metadata_t meta, inout standard_metadata_t standard_metadata) {
+    apply { }
+}
+control EcmpCompute(inout headers_t hdr, inout metadata_t meta) { apply { } }
+control EcmpDeparser(packet_out packet, in headers_t hdr) {
+    apply { packet.emit(hdr.ethernet); packet.emit(hdr.ipv4); }
+}
+V1Switch(EcmpParser(), EcmpVerify(), EcmpIngress(), EcmpEgress(), EcmpCompute(), EcmpDeparser()) main;
+"""
+
+
+def send_in_order(host, frames):
+    """Sends `frames` from `host` raw, one after the other, from one process."""
+    script = ("import socket\n"
+              "s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW); s.bind(('eth0', 0))\n"
+              f"for f in {[f.hex() for f in frames]!r}: s.send(bytes.fromhex(f))\n")
+    host.run("python3", "-c", script, timeout=30)
+
+
+def tags_before(catch, marker):
+    """The tags a host received before `marker`, in order (frames reach a host in order)."""
+    tags = []
+    while (tag := next_tag(catch)) != marker:
+        assert tag is not None, f"marker {marker} never came; before it: {tags}"
+        tags.append(tag)
+    return tags
+
+
+def test_p4runtime_shell_writes_an_action_selectors_members_and_group_that_spread_flows(three_hosts):
+    """Action profiles with p4runtime-shell (P4Runtime §9.2): an ECMP program's selector gets two
+    members (to h2's port, to h3's) and a group of both, and the entry for h1's source names the
+    group; h1's 24 flows (one per IPv4 destination, each frame tagged with it) then spread over
+    both hosts, each flow to exactly one, and sent again each goes where it went. Entries from
+    two other sources name one member each: their frames mark the end of each round at each
+    host. Reads give back what was written, and deleting a member the group holds is refused
+    with FAILED_PRECONDITION. User only: the kernel back end refuses action selectors, so on tc
+    the program runs in userspace too."""
+    h1 = three_hosts.hosts[0]
+    with shell_on_a_program(three_hosts, "user", "ecmp", ECMP) as (_, shell, at2, at3):
+        profile, table = "EcmpIngress.paths", "EcmpIngress.ecmp"
+        for member, port in [(1, 2), (2, 3)]:
+            assert shell.ask("member", kind="insert", profile=profile, id=member, action="EcmpIngress.to",
+                             params={"port": str(port)}) is None
+        assert shell.ask("profile_group", kind="insert", profile=profile, id=7, members=[[1, 1], [2, 1]]) is None
+        assert shell.ask("indirect", kind="insert", table=table, match={"hdr.ipv4.src": "10.0.0.1"}, group=7) is None
+        for src, member in [("10.0.0.98", 1), ("10.0.0.99", 2)]:
+            assert shell.ask("indirect", kind="insert", table=table, match={"hdr.ipv4.src": src},
+                             member=member) is None
+        assert shell.ask("members", profile=profile) == [[1, "EcmpIngress.to", {"port": 2}],
+                                                         [2, "EcmpIngress.to", {"port": 3}]]
+        assert shell.ask("profile_groups", profile=profile) == [[7, [[1, 1], [2, 1]]]]
+        refused = shell.ask("member", kind="delete", profile=profile, id=1, action="EcmpIngress.to",
+                            params={"port": "2"})
+        assert refused["error"] == "FAILED_PRECONDITION" or refused["errors"] == [[0, "FAILED_PRECONDITION"]], refused
+
+        flows = range(10, 34)
+        frame = lambda src, tag: udp_frame(TAGGED_SRC, "ff:ff:ff:ff:ff:ff", src, f"10.0.1.{tag}")
+        rounds = []
+        for _ in range(2):
+            send_in_order(h1, [frame("10.0.0.1", t) for t in flows] + [frame("10.0.0.98", 200),
+                                                                     frame("10.0.0.99", 201)])
+            rounds.append((tags_before(at2, 200), tags_before(at3, 201)))
+        (to2, to3), again = rounds
+        assert sorted(to2 + to3) == list(flows), f"each flow to exactly one member: h2 {to2}, h3 {to3}"
+        assert to2 and to3, f"both members take some of the {len(flows)} flows: h2 {to2}, h3 {to3}"
+        assert again == (to2, to3), "a flow goes where it went before"

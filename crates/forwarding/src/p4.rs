@@ -350,11 +350,14 @@ fn control(switch: &mut Switch, request: &str) -> Result<String, String> {
                 .map(|e| {
                     let keys: Vec<String> = e.keys.iter().map(match_text).collect();
                     let args: Vec<String> = e.args.iter().map(|a| format!("{a:x}")).collect();
+                    // An entry of a table with an action profile names a member or group.
+                    let action = match &e.indirect {
+                        Some(to) => format!("{to:?}"),
+                        None => format!("{}({})", e.action, args.join(", ")),
+                    };
                     format!(
-                        "{} {}({}) priority={} packets={} bytes={}",
+                        "{} {action} priority={} packets={} bytes={}",
                         keys.join(" "),
-                        e.action,
-                        args.join(", "),
                         e.priority,
                         e.packets,
                         e.bytes

@@ -10,7 +10,7 @@
 //! kind's prefix byte (P4Runtime's `P4Ids`), so they stay put while the program changes
 //! elsewhere.
 //!
-//! About 630 lines, one concern: the naming and numbering of what P4Info shows, kind by kind,
+//! About 740 lines, one concern: the naming and numbering of what P4Info shows, kind by kind,
 //! which share one id scheme and one name resolution.
 
 use std::collections::{BTreeSet, HashMap};
@@ -28,6 +28,7 @@ pub const METER: u8 = 0x14;
 pub const DIRECT_METER: u8 = 0x15;
 pub const REGISTER: u8 = 0x16;
 pub const DIGEST: u8 = 0x17;
+pub const ACTION_PROFILE: u8 = 0x11;
 pub const CONTROLLER_HEADER: u8 = 0x04;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -62,6 +63,27 @@ pub struct TableInfo {
     pub is_const: bool,
     pub direct_counter: Option<u32>,
     pub direct_meter: Option<u32>,
+    /// Its action profile or selector (`implementation = ...`): its entries then hold members
+    /// or groups of it, not actions. Its `selector` keys are not among `keys`: they are hashed
+    /// to pick a group's member, not matched.
+    pub implementation: Option<u32>,
+}
+
+/// An action profile (v1model's `action_profile`, PSA's `ActionProfile`) or selector
+/// (`action_selector`, `ActionSelector`): members (an action and its data) that tables' entries
+/// share, and for a selector groups of members.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProfileInfo {
+    pub preamble: Preamble,
+    /// Its name in the software target: `Block.instance`, `.instance` at the top level, or for
+    /// one constructed in a table's property the table's (`Block.table`).
+    pub target: String,
+    pub table_ids: Vec<u32>,
+    pub with_selector: bool,
+    /// How many members it holds.
+    pub size: u64,
+    /// `@max_group_size(n)` on the instance; 0 when it says none (any group up to `size`).
+    pub max_group_size: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -145,6 +167,7 @@ pub struct Info {
     pub meters: Vec<ExternInfo>,
     pub direct_meters: Vec<ExternInfo>,
     pub registers: Vec<ExternInfo>,
+    pub action_profiles: Vec<ProfileInfo>,
 }
 
 impl Info {
@@ -166,6 +189,9 @@ impl Info {
     }
     pub fn digest_named(&self, target: &str) -> Option<&DigestInfo> {
         self.digests.iter().find(|d| d.target == target)
+    }
+    pub fn action_profile(&self, id: u32) -> Option<&ProfileInfo> {
+        self.action_profiles.iter().find(|p| p.preamble.id == id)
     }
 }
 
@@ -425,6 +451,31 @@ fn unit_of(e: Option<&Expr>) -> Unit {
     }
 }
 
+/// Whether an extern type is an action selector (`Some(true)`), a plain action profile
+/// (`Some(false)`), or neither.
+pub fn profile_kind(extern_type: &str) -> Option<bool> {
+    match extern_type {
+        "action_profile" | "ActionProfile" => Some(false),
+        "action_selector" | "ActionSelector" => Some(true),
+        _ => None,
+    }
+}
+
+/// A table's `implementation` (v1model) or `psa_implementation` (PSA) property.
+pub fn implementation_of(t: &crate::frontend::ast::Table) -> Option<&Expr> {
+    t.properties
+        .iter()
+        .find(|(p, _)| matches!(p.text.as_str(), "implementation" | "psa_implementation"))
+        .map(|(_, e)| e)
+}
+
+/// The annotations on a table's `implementation` or `psa_implementation` property.
+pub fn implementation_annotations(t: &crate::frontend::ast::Table) -> &[Annotation] {
+    let found =
+        t.property_annotations.iter().find(|(p, _)| matches!(p.as_str(), "implementation" | "psa_implementation"));
+    found.map_or(&[], |(_, a)| a.as_slice())
+}
+
 /// The control plane's view of a program the checker accepted.
 pub fn info(program: &Program, checked: &Checked) -> Result<Info, String> {
     let mut info = Info { architecture: crate::arch::Architecture::of(checked), ..Info::default() };
@@ -483,6 +534,38 @@ pub fn info(program: &Program, checked: &Checked) -> Result<Info, String> {
             _ => {}
         }
     }
+    // Action profiles and selectors declared as instances, at the top level or in a control.
+    for d in &program.decls {
+        let (block, instances): (Option<&str>, Vec<&crate::frontend::ast::Instance>) = match d {
+            Decl::Instance(i) => (None, vec![i]),
+            Decl::Control { name, locals, .. } => (
+                Some(&name.text),
+                locals
+                    .iter()
+                    .filter_map(|l| match l {
+                        Local::Instance(i) => Some(i),
+                        _ => None,
+                    })
+                    .collect(),
+            ),
+            _ => continue,
+        };
+        for i in instances {
+            let Type::Named(ty, _) = &i.ty else { continue };
+            let Some(with_selector) = profile_kind(&ty.text) else { continue };
+            let scope = block.map(|b| scope(program, checked, b));
+            let name = qualified(scope.as_deref(), &i.name.text, &i.annotations);
+            let size_arg = if with_selector { 1 } else { 0 };
+            info.action_profiles.push(ProfileInfo {
+                preamble: preamble(&mut ids, ACTION_PROFILE, name, &i.annotations)?,
+                target: format!("{}.{}", block.unwrap_or(""), i.name.text),
+                table_ids: Vec::new(),
+                with_selector,
+                size: i.args.get(size_arg).and_then(|a| const_number(a, &consts)).unwrap_or(0),
+                max_group_size: annotation_int(&i.annotations, "max_group_size").unwrap_or(0) as u32,
+            });
+        }
+    }
     for d in &program.decls {
         let (block, locals) = match d {
             Decl::Control { name, locals, .. } | Decl::Parser { name, locals, .. } => (&name.text, locals),
@@ -530,7 +613,7 @@ pub fn info(program: &Program, checked: &Checked) -> Result<Info, String> {
             let Local::Table(t) = l else { continue };
             let name = qualified(Some(&scope(program, checked, &block.text)), &t.name.text, &t.annotations);
             let mut keys = Vec::new();
-            for k in &t.keys {
+            for k in t.keys.iter().filter(|k| k.match_kind.text != "selector") {
                 let ty = key_type(program, checked, &block.text, &k.expr);
                 keys.push(KeyField {
                     id: keys.len() as u32 + 1,
@@ -553,6 +636,40 @@ pub fn info(program: &Program, checked: &Checked) -> Result<Info, String> {
             };
             let direct_counter = direct("counters", &info.direct_counters);
             let direct_meter = direct("meters", &info.direct_meters);
+            let target = format!("{}.{}", block.text, t.name.text);
+            let implementation = match implementation_of(t) {
+                None => None,
+                Some(e) => match &e.kind {
+                    ExprKind::Name(n) => {
+                        let local = format!("{}.{n}", block.text);
+                        let top = format!(".{n}");
+                        info.action_profiles
+                            .iter()
+                            .find(|p| p.target == local || p.target == top)
+                            .map(|p| p.preamble.id)
+                    }
+                    // Constructed in place: a profile of the table's own, named after it, or as
+                    // `@name` on the property says (as p4c does, from the top level).
+                    ExprKind::Call { callee, args, .. } => {
+                        let ExprKind::Name(ty) = &callee.kind else { continue };
+                        let Some(with_selector) = profile_kind(ty) else { continue };
+                        let size_arg = if with_selector { 1 } else { 0 };
+                        let annotations = implementation_annotations(t);
+                        let own = annotation_str(annotations, "name").map(|n| n.trim_start_matches('.').to_string());
+                        let own = own.unwrap_or_else(|| name.clone());
+                        info.action_profiles.push(ProfileInfo {
+                            preamble: preamble(&mut ids, ACTION_PROFILE, own, annotations)?,
+                            target: target.clone(),
+                            table_ids: Vec::new(),
+                            with_selector,
+                            size: args.get(size_arg).and_then(|a| const_number(a, &consts)).unwrap_or(0),
+                            max_group_size: annotation_int(annotations, "max_group_size").unwrap_or(0) as u32,
+                        });
+                        info.action_profiles.last().map(|p| p.preamble.id)
+                    }
+                    _ => None,
+                },
+            };
             let table = TableInfo {
                 preamble: preamble(&mut ids, TABLE, name, &t.annotations)?,
                 target: format!("{}.{}", block.text, t.name.text),
@@ -563,7 +680,11 @@ pub fn info(program: &Program, checked: &Checked) -> Result<Info, String> {
                 is_const: !t.entries.is_empty() && t.entries_const,
                 direct_counter,
                 direct_meter,
+                implementation,
             };
+            if let Some(p) = info.action_profiles.iter_mut().find(|p| Some(p.preamble.id) == implementation) {
+                p.table_ids.push(table.preamble.id);
+            }
             for (list, id) in [(&mut info.direct_counters, direct_counter), (&mut info.direct_meters, direct_meter)] {
                 if let Some(x) = list.iter_mut().find(|x| Some(x.preamble.id) == id) {
                     x.table = Some(table.preamble.id);
@@ -619,6 +740,7 @@ pub fn info(program: &Program, checked: &Checked) -> Result<Info, String> {
         }
     }
     set_aliases(&mut info.digests, |d| &mut d.preamble);
+    set_aliases(&mut info.action_profiles, |p| &mut p.preamble);
     set_aliases(&mut info.tables, |t| &mut t.preamble);
     set_aliases(&mut info.actions, |a| &mut a.preamble);
     for list in

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use p4::stf::corpus_dir;
 
 /// How many of the corpus's programs pass the front end today; raise it as the subset grows.
-const PASSING_FLOOR: usize = 219;
+const PASSING_FLOOR: usize = 220;
 
 /// The first error's kind: the message with names, numbers and positions cut, so that one
 /// missing construct counts once however many programs and places show it.

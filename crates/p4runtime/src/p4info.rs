@@ -125,6 +125,7 @@ pub fn p4info(info: &Info, name: &str) -> cfg::P4Info {
                 action_refs: t.action_ids.iter().map(|&id| cfg::ActionRef { id, ..Default::default() }).collect(),
                 const_default_action_id: t.default_action.filter(|(_, fixed)| *fixed).map_or(0, |(id, _)| id),
                 direct_resource_ids: t.direct_counter.iter().chain(&t.direct_meter).copied().collect(),
+                implementation_id: t.implementation.unwrap_or(0),
                 size: t.size as i64,
                 is_const_table: t.is_const,
                 has_initial_entries: t.is_const,
@@ -193,6 +194,22 @@ pub fn p4info(info: &Info, name: &str) -> cfg::P4Info {
                 preamble: preamble(&r.preamble),
                 type_spec: bits(r.bitwidth),
                 size: r.size as i32,
+                ..Default::default()
+            })
+            .collect(),
+        action_profiles: info
+            .action_profiles
+            .iter()
+            .map(|p| cfg::ActionProfile {
+                preamble: preamble(&p.preamble),
+                table_ids: p.table_ids.clone(),
+                with_selector: p.with_selector,
+                size: p.size as i64,
+                max_group_size: p.max_group_size as i32,
+                // As p4c: a selector's @max_group_size bounds the sum of its members' weights.
+                selector_size_semantics: (p.with_selector && p.max_group_size > 0).then_some(
+                    cfg::action_profile::SelectorSizeSemantics::SumOfWeights(cfg::action_profile::SumOfWeights {}),
+                ),
                 ..Default::default()
             })
             .collect(),

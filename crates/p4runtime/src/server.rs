@@ -3,12 +3,13 @@
 //!
 //! The program's state lives on the forwarding thread, so every request becomes one [`Job`]
 //! the switch runs between two frames: a write request's updates all land together, and a read
-//! sees one instant. What P4Runtime has and edgeflow's target does not (action profiles, a
-//! program replaced where the kernel runs it) is refused as UNIMPLEMENTED by name.
+//! sees one instant. What P4Runtime has and edgeflow's target does not (a program replaced
+//! where the kernel runs it) is refused as UNIMPLEMENTED by name.
 //!
 //! One file per concern: arbitration and roles on the stream channel (`arbitration.rs`),
 //! P4Runtime's entities and the target's values (`entity.rs`), writes and their batches
-//! (`write.rs`), reads (`read.rs`), multicast groups and clone sessions (`pre.rs`), a program
+//! (`write.rs`), reads (`read.rs`), multicast groups and clone sessions (`pre.rs`), action
+//! profile members and groups and the entries that name them (`profile.rs`), a program
 //! from a pipeline config (`pipeline.rs`), packets and digests on the stream channel
 //! (`packet_io.rs`). The P4Info message is `p4info.rs`, the value encoding `codec.rs`. This file, about 680 lines, is the
 //! service's one dispatch: each RPC's checks and the job it hands the switch.
@@ -18,6 +19,7 @@ mod entity;
 mod packet_io;
 mod pipeline;
 mod pre;
+mod profile;
 mod read;
 mod write;
 

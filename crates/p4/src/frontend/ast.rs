@@ -203,6 +203,9 @@ pub struct Table {
     pub entries_const: bool,
     /// Other properties (`counters = c`, `meters = m`), by name.
     pub properties: Vec<(Name, Expr)>,
+    /// The annotations written before a property of `properties`, by its name where it has
+    /// any (`@name("ap") @max_group_size(8) implementation = action_selector(...)`).
+    pub property_annotations: Vec<(String, Vec<Annotation>)>,
     pub annotations: Vec<Annotation>,
 }
 

@@ -7,7 +7,7 @@
 //! controls, a stack of scopes. Numbers without a width take the width of what they meet, as in
 //! P4; everything else must agree exactly, or be cast.
 //!
-//! About 1 750 lines, one concern: the language's typing rules for every construct of the subset
+//! About 1 830 lines, one concern: the language's typing rules for every construct of the subset
 //! are one piece, and each rule's error message is written where the rule is. Splitting them
 //! (declarations, statements, expressions) would split the one scope stack they share.
 
@@ -814,12 +814,17 @@ impl<'a> Checker<'a> {
                 return err(size.pos, "a table's size is a number");
             }
         }
+        let mut selector = false;
         for (prop, value) in &t.properties {
+            if matches!(prop.text.as_str(), "implementation" | "psa_implementation") {
+                selector = self.implementation(value)?;
+                continue;
+            }
             let ty = self.expr(value)?;
             let fits = match prop.text.as_str() {
                 "counters" => matches!(&ty, Ty::Extern(n, _) if n == "direct_counter"),
                 "meters" => matches!(&ty, Ty::Extern(n, _) if n == "direct_meter"),
-                other => return err(prop.pos, format!("no table property '{other}' (there are key, actions, default_action, size, entries, counters and meters)")),
+                other => return err(prop.pos, format!("no table property '{other}' (there are key, actions, default_action, size, entries, counters, meters, implementation and psa_implementation)")),
             };
             if !fits {
                 return err(
@@ -832,7 +837,60 @@ impl<'a> Checker<'a> {
                 );
             }
         }
+        if let Some(k) = t.keys.iter().find(|k| k.match_kind.text == "selector") {
+            if !selector {
+                return err(
+                    k.match_kind.pos,
+                    format!("a 'selector' key picks among a group's members: table '{}' has no action selector (implementation = ...)", t.name.text),
+                );
+            }
+        }
+        if !t.entries.is_empty() && t.properties.iter().any(|(p, _)| p.text.ends_with("implementation")) {
+            return err(t.name.pos, format!("table '{}': entries of a table with an action profile are the control plane's (members and groups), not the program's", t.name.text));
+        }
         Ok(())
+    }
+
+    /// A table's `implementation` (v1model) or `psa_implementation` (PSA): an action profile or
+    /// selector instance by name, or constructed in place (`action_profile(128)`). Whether it
+    /// is a selector.
+    fn implementation(&self, value: &Expr) -> Result<bool> {
+        let extern_name = match &value.kind {
+            ExprKind::Call { callee, type_args, args } if type_args.is_empty() => {
+                let ExprKind::Name(n) = &callee.kind else {
+                    return err(value.pos, "an implementation is an action profile or selector");
+                };
+                let instance = Instance {
+                    ty: Type::Named(Name { text: n.clone(), pos: callee.pos }, Vec::new()),
+                    args: args.clone(),
+                    name: Name { text: n.clone(), pos: value.pos },
+                    annotations: Vec::new(),
+                };
+                match self.instance(&instance)?.ty {
+                    Ty::Extern(name, _) => name,
+                    other => {
+                        return err(
+                            value.pos,
+                            format!("an implementation is an action profile or selector; this is {other}"),
+                        )
+                    }
+                }
+            }
+            _ => match self.expr(value)? {
+                Ty::Extern(name, _) => name,
+                other => {
+                    return err(
+                        value.pos,
+                        format!("an implementation is an action profile or selector; this is {other}"),
+                    )
+                }
+            },
+        };
+        match extern_name.as_str() {
+            "action_profile" | "ActionProfile" => Ok(false),
+            "action_selector" | "ActionSelector" => Ok(true),
+            other => err(value.pos, format!("an implementation is an action profile or selector; this is {other}")),
+        }
     }
 
     /// `Type(args) name;`: an extern instance, its constructor's arguments checked, or an

@@ -644,6 +644,7 @@ impl Parser {
             entries: Vec::new(),
             entries_const: false,
             properties: Vec::new(),
+            property_annotations: Vec::new(),
             annotations,
         };
         while !self.eat("}") {
@@ -698,8 +699,12 @@ impl Parser {
                     }
                 }
                 _ => {
+                    let annotations = self.take_annotations();
                     let value = self.expr()?;
                     self.expect(";")?;
+                    if !annotations.is_empty() {
+                        t.property_annotations.push((prop.text.clone(), annotations));
+                    }
                     t.properties.push((prop, value));
                 }
             }

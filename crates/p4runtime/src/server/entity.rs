@@ -115,12 +115,23 @@ pub(super) fn action(info: &Info, t: &TableInfo, a: Option<&pb::TableAction>) ->
     use pb::table_action::Type;
     let a = match a.and_then(|a| a.r#type.as_ref()) {
         Some(Type::Action(a)) => a,
-        Some(_) => return Err(Status::unimplemented("action profiles: edgeflow's tables take actions only")),
+        Some(_) => {
+            return Err(Status::invalid_argument(format!(
+                "{} has no action profile: its entries take an action, not a member, group or action set",
+                t.preamble.name
+            )))
+        }
         None => return Err(Status::invalid_argument(format!("{}: an entry needs an action", t.preamble.name))),
     };
     if !t.action_ids.contains(&a.action_id) {
         return Err(Status::invalid_argument(format!("{} has no action {:#x}", t.preamble.name, a.action_id)));
     }
+    action_data(info, a)
+}
+
+/// The target's action name and data for an action, whatever table it is for (an action
+/// profile's member: the target checks it against the profile's tables).
+pub(super) fn action_data(info: &Info, a: &pb::Action) -> Result<(String, Vec<u128>), Status> {
     let info = info.action(a.action_id).ok_or_else(|| Status::not_found(format!("no action {:#x}", a.action_id)))?;
     let mut args = Vec::new();
     for p in &info.params {
@@ -150,6 +161,14 @@ pub(super) fn action_message(info: &Info, t: &TableInfo, name: &str, args: &[u12
     Some(pb::TableAction {
         r#type: Some(pb::table_action::Type::Action(pb::Action { action_id: a.preamble.id, params })),
     })
+}
+
+/// An action profile member's action as P4Runtime writes it.
+pub(super) fn action_of(info: &Info, name: &str, args: &[u128]) -> Option<pb::Action> {
+    let a = info.action_named(name)?;
+    let params =
+        a.params.iter().zip(args).map(|(p, &v)| pb::action::Param { param_id: p.id, value: encode(v) }).collect();
+    Some(pb::Action { action_id: a.preamble.id, params })
 }
 
 pub(super) fn rates(c: &pb::MeterConfig) -> Result<[u64; 4], Status> {
@@ -219,6 +238,7 @@ mod tests {
             is_const: false,
             direct_counter: None,
             direct_meter: None,
+            implementation: None,
         }
     }
 

@@ -36,6 +36,7 @@ pub(super) fn describes(theirs: &P4Info, ours: &P4Info) -> Result<(), Status> {
         ("meters", theirs.meters != ours.meters),
         ("direct meters", theirs.direct_meters != ours.direct_meters),
         ("registers", theirs.registers != ours.registers),
+        ("action profiles", theirs.action_profiles != ours.action_profiles),
         ("controller packet metadata", theirs.controller_packet_metadata != ours.controller_packet_metadata),
         ("digests", theirs.digests != ours.digests || theirs.type_info != ours.type_info),
     ];
@@ -48,14 +49,28 @@ pub(super) fn describes(theirs: &P4Info, ours: &P4Info) -> Result<(), Status> {
 }
 
 /// `old`'s forwarding state put into `new`, a program with the same P4Info (RECONCILE_AND_COMMIT):
-/// entries with their hits and direct meters, default actions, counter, meter and register cells,
-/// and the multicast groups.
+/// action profile members and groups, entries with their hits and direct meters, default actions,
+/// counter, meter and register cells, and the multicast groups.
 pub(super) fn carry_state(old: &Switch, new: &mut Switch) -> Result<(), String> {
     let info = old.info();
+    // Members and groups first: entries name them.
+    for p in &info.action_profiles {
+        let Some(profile) = old.profile(&p.target) else { continue };
+        for (&id, m) in &profile.members {
+            new.set_member(&p.target, id, &m.action, m.args.clone(), true).map_err(|e| e.to_string())?;
+        }
+        for (&id, g) in &profile.groups {
+            new.set_profile_group(&p.target, id, g.members.clone(), g.max_size, true).map_err(|e| e.to_string())?;
+        }
+    }
     for t in &info.tables {
         for e in old.entries(&t.target).unwrap_or(&[]) {
-            if !t.is_const {
-                new.insert(&t.target, e.keys.clone(), &e.action, e.args.clone(), e.priority)?;
+            match &e.indirect {
+                _ if t.is_const => {}
+                Some(to) => {
+                    new.insert_indirect(&t.target, e.keys.clone(), to.clone(), e.priority).map_err(|e| e.to_string())?
+                }
+                None => new.insert(&t.target, e.keys.clone(), &e.action, e.args.clone(), e.priority)?,
             }
             if t.direct_counter.is_some() {
                 new.set_entry_counts(&t.target, &e.keys, e.priority, e.packets, e.bytes)?;
@@ -65,7 +80,9 @@ pub(super) fn carry_state(old: &Switch, new: &mut Switch) -> Result<(), String> 
             }
         }
         if let Some((action, args)) = old.default_action(&t.target) {
-            if !matches!(t.default_action, Some((_, true))) {
+            // Only one a client changed: a table without a default_action runs NoAction, which
+            // its action list need not name (so set_default_action would refuse it).
+            if !matches!(t.default_action, Some((_, true))) && new.default_action(&t.target) != Some((action, args)) {
                 new.set_default_action(&t.target, action, args.to_vec())?;
             }
         }

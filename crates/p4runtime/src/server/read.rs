@@ -112,7 +112,10 @@ pub(super) fn read(sw: &Switch, info: &Info, entity: &pb::Entity, out: &mut Vec<
                 out.push(wrap(E::TableEntry(pb::TableEntry {
                     table_id: t.preamble.id,
                     r#match: fields(t, &e.keys),
-                    action: action_message(info, t, &e.action, &e.args),
+                    action: match &e.indirect {
+                        Some(to) => Some(super::profile::indirect_message(info, to)),
+                        None => action_message(info, t, &e.action, &e.args),
+                    },
                     priority: e.priority as i32,
                     counter_data: t.direct_counter.map(|_| counts((e.packets, e.bytes))),
                     meter_config: meter_config(meter),
@@ -170,6 +173,8 @@ pub(super) fn read(sw: &Switch, info: &Info, entity: &pb::Entity, out: &mut Vec<
             }
         }
         Some(E::PacketReplicationEngineEntry(want)) => super::pre::read(sw, want, out)?,
+        Some(E::ActionProfileMember(want)) => super::profile::read_members(sw, info, want, out)?,
+        Some(E::ActionProfileGroup(want)) => super::profile::read_groups(sw, info, want, out)?,
         Some(other) => return Err(Status::unimplemented(format!("reading {} entities", entity_kind(other)))),
         None => return Err(Status::invalid_argument("a read of no entity")),
     }

@@ -25,6 +25,8 @@ pub(super) fn update(sw: &mut Switch, info: &Info, u: &pb::Update) -> Result<(),
         Some(E::TableEntry(e)) if e.is_default_action => default_entry(sw, info, kind, e),
         Some(E::TableEntry(e)) => table_entry(sw, info, kind, e),
         Some(E::PacketReplicationEngineEntry(p)) => super::pre::update(sw, kind, p),
+        Some(E::ActionProfileMember(m)) => super::profile::member(sw, info, kind, m),
+        Some(E::ActionProfileGroup(g)) => super::profile::group(sw, info, kind, g),
         Some(E::CounterEntry(c)) if kind == U::Modify => {
             let x = instance(&info.counters, c.counter_id, "counter")?;
             let data = c.data.unwrap_or_default();
@@ -184,7 +186,12 @@ fn table_entry(sw: &mut Switch, info: &Info, kind: pb::update::Type, e: &pb::Tab
                 return Err(Status::resource_exhausted(format!("{} is full ({} entries)", t.preamble.name, t.size)));
             }
             no_idle_timeout(t, e)?;
-            let (name, args) = action(info, t, e.action.as_ref())?;
+            // A table with an action profile: its entry names a member or group, or carries a
+            // one-shot action set; else an action.
+            let what = match t.implementation {
+                Some(_) => Err(super::profile::indirect(info, t, e.action.as_ref())?),
+                None => Ok(action(info, t, e.action.as_ref())?),
+            };
             // Everything checked before the entry changes, so that a refused update changes nothing.
             let meter = match &e.meter_config {
                 Some(_) if t.direct_meter.is_none() => {
@@ -203,8 +210,11 @@ fn table_entry(sw: &mut Switch, info: &Info, kind: pb::update::Type, e: &pb::Tab
             let before = sw
                 .entries(&t.target)
                 .and_then(|es| es.iter().find(|x| x.keys == keys && x.priority == priority))
-                .map(|x| (x.action.clone(), x.args.clone()));
-            sw.insert(&t.target, keys.clone(), &name, args, priority).map_err(invalid)?;
+                .map(|x| (x.action.clone(), x.args.clone(), x.indirect.clone()));
+            match what {
+                Ok((name, args)) => sw.insert(&t.target, keys.clone(), &name, args, priority).map_err(invalid)?,
+                Err(to) => sw.insert_indirect(&t.target, keys.clone(), to, priority).map_err(super::profile::status)?,
+            }
             let cells = meter
                 .map_or(Ok(()), |r| sw.set_entry_meter(&t.target, &keys, priority, r))
                 .and_then(|()| counts.map_or(Ok(()), |[p, b]| sw.set_entry_counts(&t.target, &keys, priority, p, b)));
@@ -212,7 +222,10 @@ fn table_entry(sw: &mut Switch, info: &Info, kind: pb::update::Type, e: &pb::Tab
                 // A meter's rates the target refuses (a peak below the committed rate): the entry
                 // goes back to what it was.
                 match before {
-                    Some((action, args)) => sw.insert(&t.target, keys, &action, args, priority),
+                    Some((_, _, Some(to))) => {
+                        sw.insert_indirect(&t.target, keys, to, priority).map_err(|e| e.to_string())
+                    }
+                    Some((action, args, None)) => sw.insert(&t.target, keys, &action, args, priority),
                     None => sw.delete(&t.target, &keys, priority),
                 }
                 .map_err(Status::internal)?;

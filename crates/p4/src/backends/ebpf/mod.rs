@@ -1946,6 +1946,9 @@ impl<'a> Gen<'a> {
             let Local::Table(t) = l else { continue };
             self.at = Some(t.name.pos);
             let target = format!("{block}.{}", t.name.text);
+            if crate::info::implementation_of(t).is_some() {
+                return Err(no(format!("{target}'s action profile or selector (implementation = ...)")));
+            }
             let number = self.tables.len() as u32;
             let mut keys = Vec::new();
             let mut key_c = Vec::new();

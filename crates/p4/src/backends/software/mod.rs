@@ -11,9 +11,10 @@
 //! unsigned arithmetic wraps. Not run yet, and refused when a frame reaches them: keys of type
 //! error or enum.
 //!
-//! About 2 500 lines, one concern: the semantics of every construct the checker accepts, on
+//! About 2 640 lines, one concern: the semantics of every construct the checker accepts, on
 //! values, in one evaluator; the control plane's side (entries, groups, counters) is the
-//! `Switch` API at the top. The externs' state machines are the part to move out if it grows.
+//! `Switch` API at the top, action profiles' members and groups in `profile.rs`. The externs'
+//! state machines are the part to move out if it grows.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -23,8 +24,10 @@ use crate::arch::Architecture;
 use crate::frontend::ast::*;
 use crate::frontend::check::{Checked, Layout, Ty};
 
+mod profile;
 mod psa;
 mod v1model;
+pub use profile::{Group, Indirect, Member, Profile, ProfileError};
 pub use v1model::Session;
 
 /// A map keyed by the program's own names (tables, externs, variables, actions), hashed by
@@ -212,12 +215,19 @@ pub struct Entry {
     pub bytes: u64,
     /// Its cell of the table's direct meter (`meters = ...`).
     meter: MeterCell,
+    /// In a table with an action profile: the member, group or action set it runs (`action`
+    /// and `args` are then empty).
+    pub indirect: Option<Indirect>,
 }
 
 #[derive(Clone, Debug)]
 struct TableState {
-    /// (width, match kind) per key.
+    /// (width, match kind) per key, its `selector` keys left out (they are hashed, not matched).
     keys: Vec<(u32, String)>,
+    /// Where the `selector` keys are among the program's keys.
+    selector_keys: Vec<usize>,
+    /// The action profile or selector its entries refer into (`implementation = ...`).
+    profile: Option<String>,
     actions: Vec<String>,
     entries: Vec<Entry>,
     default: (String, Vec<u128>),
@@ -355,6 +365,9 @@ pub struct Switch {
     sub_blocks: Names<String, String>,
     /// PSA's extern instances that have no cells (hashes, checksums, ...).
     externs: Names<String, psa::Extern>,
+    /// Action profiles and selectors, by instance (`Block.name`, `.name` at the top level, or
+    /// the table's name for one constructed in its property).
+    profiles: Names<String, Profile>,
     /// Moves on every change a control plane makes (entries, defaults, groups, counter,
     /// register and meter cells), so that a copy elsewhere (the kernel's) knows to follow.
     generation: u64,
@@ -415,6 +428,7 @@ impl Switch {
             random: 0x9e37_79b9_7f4a_7c15,
             sub_blocks: Names::default(),
             externs: Names::default(),
+            profiles: Names::default(),
             generation: 0,
             initial: None,
             digests: Vec::new(),
@@ -451,7 +465,12 @@ impl Switch {
         let code = self.code.clone();
         let mut cx = Cx::new(block, &code, &[], 0, 0);
         let mut keys = Vec::new();
-        for k in &t.keys {
+        let mut selector_keys = Vec::new();
+        for (i, k) in t.keys.iter().enumerate() {
+            if k.match_kind.text == "selector" {
+                selector_keys.push(i);
+                continue;
+            }
             let width = match crate::info::key_type(&code.program, &code.checked, block, &k.expr) {
                 Some(Ty::Bit(w) | Ty::Int(w)) => w,
                 Some(Ty::Bool) => 1,
@@ -513,6 +532,7 @@ impl Switch {
                 packets: 0,
                 bytes: 0,
                 meter: MeterCell::default(),
+                indirect: None,
             });
         }
         let size = match &t.size {
@@ -527,8 +547,14 @@ impl Switch {
             let bytes = scratch.direct_meters.get(&key).copied().unwrap_or(false);
             (key, bytes)
         });
+        let profile = match crate::info::implementation_of(t) {
+            None => None,
+            Some(e) => Some(scratch.table_profile_of(block, t, e)?),
+        };
         let mut state = TableState {
             keys,
+            selector_keys,
+            profile,
             meter,
             actions: t.actions.iter().map(|a| a.name.text.clone()).collect(),
             fixed: !entries.is_empty() && t.entries_const,
@@ -563,6 +589,10 @@ impl Switch {
             let mut cx = Cx::new(block, &code, &[], 0, 0);
             let args = i.args.iter().map(|a| self.eval(&mut cx, a).unwrap_or(Value::Void)).collect::<Vec<_>>();
             self.psa_instance(&key, kind, &args);
+            return Ok(());
+        }
+        if let Some(profile) = self.new_profile(block, kind, &i.args, &i.annotations) {
+            self.profiles.insert(key, profile);
             return Ok(());
         }
         let counts_bytes = |arg: Option<&Expr>| matches!(arg.map(|a| &a.kind), Some(ExprKind::Member(_, m)) if m.text.eq_ignore_ascii_case("bytes"));
@@ -753,27 +783,11 @@ impl Switch {
         args: Vec<u128>,
         priority: i64,
     ) -> Result<(), String> {
+        self.check_keys(table, &keys)?;
         let code = self.code.clone();
         let t = self.tables.get_mut(table).ok_or_else(|| format!("no table '{table}'"))?;
-        if t.fixed {
-            return Err(format!("{table}: its entries are the program's (const entries)"));
-        }
-        if keys.len() != t.keys.len() {
-            return Err(format!("{table} matches {} field(s), not {}", t.keys.len(), keys.len()));
-        }
-        for (m, (width, kind)) in keys.iter().zip(&t.keys) {
-            let fits = |v: u128| v & !mask(*width) == 0;
-            let ok = match (m, kind.as_str()) {
-                (Match::Exact(v), _) => fits(*v),
-                (Match::Lpm { value, prefix }, "lpm") => fits(*value) && *prefix <= *width,
-                (Match::Ternary { value, mask }, "ternary") => fits(*value) && fits(*mask),
-                (Match::Any, "ternary" | "lpm") => true,
-                (Match::Range { low, high }, _) => fits(*low) && fits(*high),
-                _ => false,
-            };
-            if !ok {
-                return Err(format!("{table}: {m:?} does not fit a {width}-bit {kind} key"));
-            }
+        if let Some(profile) = &t.profile {
+            return Err(format!("{table}'s entries are members or groups of {profile}, not actions"));
         }
         if !t.actions.iter().any(|a| a == action) {
             return Err(format!("{table} has no action '{action}' (it has {})", t.actions.join(", ")));
@@ -801,9 +815,38 @@ impl Switch {
             packets: 0,
             bytes: 0,
             meter: MeterCell::default(),
+            indirect: None,
         });
         t.index_entry(t.entries.len() - 1);
         self.generation += 1;
+        Ok(())
+    }
+
+    /// Whether `keys` are matches an entry of `table` may have: one per key (its selector keys
+    /// aside), each fitting its key's width and match kind; and whether the control plane may
+    /// change its entries.
+    fn check_keys(&self, table: &str, keys: &[Match]) -> Result<(), String> {
+        let t = self.tables.get(table).ok_or_else(|| format!("no table '{table}'"))?;
+        if t.fixed {
+            return Err(format!("{table}: its entries are the program's (const entries)"));
+        }
+        if keys.len() != t.keys.len() {
+            return Err(format!("{table} matches {} field(s), not {}", t.keys.len(), keys.len()));
+        }
+        for (m, (width, kind)) in keys.iter().zip(&t.keys) {
+            let fits = |v: u128| v & !mask(*width) == 0;
+            let ok = match (m, kind.as_str()) {
+                (Match::Exact(v), _) => fits(*v),
+                (Match::Lpm { value, prefix }, "lpm") => fits(*value) && *prefix <= *width,
+                (Match::Ternary { value, mask }, "ternary") => fits(*value) && fits(*mask),
+                (Match::Any, "ternary" | "lpm") => true,
+                (Match::Range { low, high }, _) => fits(*low) && fits(*high),
+                _ => false,
+            };
+            if !ok {
+                return Err(format!("{table}: {m:?} does not fit a {width}-bit {kind} key"));
+            }
+        }
         Ok(())
     }
 
@@ -1635,7 +1678,14 @@ impl Switch {
             _ => None,
         });
         let t = t.expect("checked");
-        let keys = t.keys.iter().map(|k| self.eval(cx, &k.expr).map(|v| v.as_u128())).collect::<Run<Vec<_>>>()?;
+        let values = t.keys.iter().map(|k| self.eval(cx, &k.expr)).collect::<Run<Vec<_>>>()?;
+        let selector_keys = &self.tables[table].selector_keys;
+        let keys: Vec<u128> = if selector_keys.is_empty() {
+            values.iter().map(Value::as_u128).collect()
+        } else {
+            let matched = values.iter().enumerate().filter(|(i, _)| !selector_keys.contains(i));
+            matched.map(|(_, v)| v.as_u128()).collect()
+        };
         let state = self.tables.get_mut(table).expect("built");
         let widths: Vec<u32> = state.keys.iter().map(|(w, _)| *w).collect();
         let lpm_len =
@@ -1659,7 +1709,28 @@ impl Switch {
                     let units = if *bytes { cx.length } else { 1 };
                     self.direct_colours.insert(key.clone(), e.meter.mark(units, cx.now));
                 }
-                (true, e.action.clone(), e.args.clone())
+                match (&e.indirect, &state.profile) {
+                    (Some(to), Some(profile)) => {
+                        let (to, profile) = (to.clone(), profile.clone());
+                        let mut bits = Vec::new();
+                        for &i in &self.tables[table].selector_keys {
+                            v1model::push_bits(&values[i], &mut bits);
+                        }
+                        let bytes: Vec<u8> = bits
+                            .chunks(8)
+                            .map(|b| b.iter().enumerate().fold(0u8, |byte, (i, &x)| byte | ((x as u8) << (7 - i))))
+                            .collect();
+                        match self.resolve(&profile, &to, &bytes) {
+                            Some((action, args)) => (true, action, args),
+                            // An empty group: a miss.
+                            None => {
+                                let state = &self.tables[table];
+                                (false, state.default.0.clone(), state.default.1.clone())
+                            }
+                        }
+                    }
+                    _ => (true, e.action.clone(), e.args.clone()),
+                }
             }
             None => {
                 if let Some((key, _)) = &state.meter {
@@ -1862,6 +1933,7 @@ impl Switch {
             random: self.random,
             sub_blocks: self.sub_blocks.clone(),
             externs: self.externs.clone(),
+            profiles: self.profiles.clone(),
             generation: self.generation,
             initial: self.initial.clone(),
             digests: Vec::new(),

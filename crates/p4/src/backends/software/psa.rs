@@ -422,7 +422,7 @@ fn flag(s: &Value, name: &str) -> bool {
 }
 
 /// PSA's algorithm names as v1model's (the hash functions are the same).
-fn psa_algorithm(name: &str) -> &'static str {
+pub(super) fn psa_algorithm(name: &str) -> &'static str {
     match name {
         "IDENTITY" => "identity",
         "CRC32" | "CRC32_CUSTOM" => "crc32",

@@ -465,7 +465,7 @@ impl Switch {
 }
 
 /// A value's bits, most significant first: bits, a valid header's fields, a struct's members.
-fn push_bits(v: &Value, bits: &mut Vec<bool>) {
+pub(super) fn push_bits(v: &Value, bits: &mut Vec<bool>) {
     match v {
         Value::Bits { width, value, .. } => (0..*width).rev().for_each(|i| bits.push((value >> i) & 1 == 1)),
         Value::Bool(b) => bits.push(*b),
