@@ -83,7 +83,7 @@ fn signed_constants_fold_with_their_signedness() {
 
 /// How many of p4c's corpus programs that pass the front end the mid end lowers whole (blocks,
 /// actions, tables): raise it as the lowering grows; it never falls.
-const CORPUS_LOWERED_FLOOR: usize = 219;
+const CORPUS_LOWERED_FLOOR: usize = 220;
 
 #[test]
 fn the_corpus_lowers_at_least_as_far_as_before() {
