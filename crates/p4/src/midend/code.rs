@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 
 use super::ir::{self, BinaryOp, CallArg, Expr as IrExpr, Place, Stmt as IrStmt, Ty as IrTy};
+use super::lower::{mask, signed};
 use crate::diag::{Diagnostic, Pos};
 use crate::frontend::ast::*;
 use crate::frontend::check::{Checked, Layout, Ty};
@@ -1529,14 +1530,6 @@ pub(super) fn var_place(var: usize, ty: IrTy) -> Place {
     Place { var, steps: Vec::new(), ty }
 }
 
-fn mask(width: u32) -> u128 {
-    if width >= 128 {
-        u128::MAX
-    } else {
-        (1u128 << width) - 1
-    }
-}
-
 fn width(t: &IrTy) -> Option<u32> {
     match t {
         IrTy::Bit(w) | IrTy::Int(w) => Some(*w),
@@ -1550,19 +1543,6 @@ fn constant(v: u128, ty: IrTy) -> IrExpr {
         IrTy::Bool => IrExpr::Bool(v != 0),
         IrTy::Bit(w) | IrTy::Int(w) => IrExpr::Const { value: v & mask(w), ty },
         _ => IrExpr::Const { value: v, ty },
-    }
-}
-
-/// Reads `value` of `width` bits as two's complement.
-fn signed(value: u128, width: u32) -> i128 {
-    if width == 0 || width >= 128 {
-        return value as i128;
-    }
-    let v = value & mask(width);
-    if v >> (width - 1) & 1 == 1 {
-        v as i128 - (1i128 << width)
-    } else {
-        v as i128
     }
 }
 

@@ -46,7 +46,7 @@ enum Folded {
     Member(usize, usize),
 }
 
-fn mask(width: u32) -> u128 {
+pub(super) fn mask(width: u32) -> u128 {
     if width >= 128 {
         u128::MAX
     } else {
@@ -55,7 +55,7 @@ fn mask(width: u32) -> u128 {
 }
 
 /// Reads `value` of `width` bits as two's complement.
-fn signed(value: u128, width: u32) -> i128 {
+pub(super) fn signed(value: u128, width: u32) -> i128 {
     if width == 0 || width >= 128 {
         return value as i128;
     }
