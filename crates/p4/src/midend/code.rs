@@ -158,19 +158,7 @@ impl<'a> Code<'a> {
     fn local(&mut self, local: &'a Local, init: &mut Vec<IrStmt>) -> Result<()> {
         match local {
             Local::Const { ty, name, value } => self.constant(ty, name, value),
-            Local::Var { ty, name, init: value } => {
-                let t = self.ast_ty(ty, name.pos)?;
-                let v = self.variable(format!("{}.{}", self.path, name.text), t.clone());
-                match value {
-                    Some(e) => {
-                        let value = self.value(e, Some(&t), init)?;
-                        init.push(IrStmt::Assign { place: var_place(v, t), value });
-                    }
-                    None => init.push(IrStmt::Init(var_place(v, t))),
-                }
-                self.declare(&name.text, Binding::Var(v));
-                Ok(())
-            }
+            Local::Var { ty, name, init: value } => self.var(ty, name, value.as_ref(), init),
             Local::Action(a) => {
                 let index = self.action(a, format!("{}.{}", self.path, a.name.text))?;
                 self.declare(&a.name.text, Binding::Action(index));
@@ -196,6 +184,22 @@ impl<'a> Code<'a> {
                 Ok(())
             }
         }
+    }
+
+    /// `T name [= init];`: a variable under this block's or action's name, given its first value
+    /// (P4's, `Init`, when none is written) in `out`.
+    fn var(&mut self, ty: &Type, name: &Name, init: Option<&'a Expr>, out: &mut Vec<IrStmt>) -> Result<()> {
+        let t = self.ast_ty(ty, name.pos)?;
+        let v = self.variable(format!("{}.{}", self.path, name.text), t.clone());
+        match init {
+            Some(e) => {
+                let value = self.value(e, Some(&t), out)?;
+                out.push(IrStmt::Assign { place: var_place(v, t), value });
+            }
+            None => out.push(IrStmt::Init(var_place(v, t))),
+        }
+        self.declare(&name.text, Binding::Var(v));
+        Ok(())
     }
 
     /// An extern instance under its qualified name; a second instance of the same control makes
@@ -1335,19 +1339,7 @@ impl<'a> Code<'a> {
                 Ok(())
             }
             Stmt::Switch { expr, cases, pos } => self.switch(expr, cases, *pos, out),
-            Stmt::Var { ty, name, init } => {
-                let t = self.ast_ty(ty, name.pos)?;
-                let v = self.variable(format!("{}.{}", self.path, name.text), t.clone());
-                match init {
-                    Some(e) => {
-                        let value = self.value(e, Some(&t), out)?;
-                        out.push(IrStmt::Assign { place: var_place(v, t), value });
-                    }
-                    None => out.push(IrStmt::Init(var_place(v, t))),
-                }
-                self.declare(&name.text, Binding::Var(v));
-                Ok(())
-            }
+            Stmt::Var { ty, name, init } => self.var(ty, name, init.as_ref(), out),
             Stmt::Const { ty, name, value } => self.constant(ty, name, value),
             Stmt::Return(_) => {
                 out.push(IrStmt::Return);
