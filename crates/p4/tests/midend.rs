@@ -206,15 +206,92 @@ fn a_table_key_keeps_its_width_and_match_kind() {
 }
 
 /// A call's arguments are copied in before it and out after it, through the callee's own
-/// variables: `inout` both ways, `out` from its first value.
+/// variables: `inout` both ways; an action's `out` starts with the argument's value, as the
+/// software target has always given it. The copies out belong to the call: they run when the
+/// action exits too (P4-16 12.5.1; gauntlet_exit_combination_3 expects it).
 #[test]
 fn an_action_call_copies_in_and_out() {
-    let body = "    action twice(inout bit<12> v, out bit<12> w) { w = v; v = v + v; }
+    let body = "    action twice(inout bit<12> v, out bit<12> w) { w = v; v = v + v; exit; }
     apply { twice(meta.vid, meta.vid); }";
     let out = dump(&program("", body).replace("    apply { }\n", ""));
     let code = block_of(&out, "I");
-    let expected = "    I.twice.v = I.meta.vid\n    init I.twice.w\n    call I.twice\n    I.meta.vid = I.twice.v\n    I.meta.vid = I.twice.w\n";
+    let expected = "    I.twice.v = I.meta.vid\n    I.twice.w = I.meta.vid\n    call I.twice, then {\n      I.meta.vid = I.twice.v\n      I.meta.vid = I.twice.w\n    }\n";
     assert!(code.contains(expected), "{code}");
+}
+
+/// The program of the review of the mid end: each line one case where the IR once read
+/// differently from P4 (left to right, once each) or from the software target.
+fn evaluation_order() -> String {
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/programs/evaluation_order.p4"),
+    )
+    .unwrap();
+    let out = dump(&text);
+    block_of(&out, "I").to_string()
+}
+
+/// `add(1, add(2, 3))`: the inner call runs before the outer call's parameters are set (it
+/// used to overwrite `add.a`, giving 7).
+#[test]
+fn a_call_in_an_argument_does_not_overwrite_the_outer_parameters() {
+    let code = evaluation_order();
+    let expected = "    add.a = 2:u8\n    add.b = 3:u8\n    call add<>\n    I.$tmp13 = add.$result\n    add.a = 1:u8\n    add.b = I.$tmp13\n    call add<>\n";
+    assert!(code.contains(expected), "{code}");
+}
+
+/// `t + inc(t)` is 10 + 11: the left operand is read before the right one's call.
+#[test]
+fn an_operand_is_read_before_a_later_operands_call() {
+    let code = evaluation_order();
+    assert!(code.contains("    I.$tmp18 = I.t\n    inc.v = I.t\n    call inc<>"), "{code}");
+    assert!(code.contains("I.hdr.s[0:u32].b = add.u8(I.$tmp18, I.$tmp15)"), "{code}");
+}
+
+/// `hdr.s[i].a = inc(i)` writes s[0]: the left side's index is taken before the right side's
+/// call changes `i`.
+#[test]
+fn the_left_sides_index_is_taken_before_the_right_sides_calls() {
+    let code = evaluation_order();
+    assert!(code.contains("    I.$tmp21 = zext.u32(I.i)\n    inc.v = I.i\n"), "{code}");
+    assert!(code.contains("I.hdr.s[I.$tmp21].a = I.$tmp20"), "{code}");
+}
+
+/// `hdr.s[inc(j)].b += 1` calls `inc` once (the parser writes it `a = a + 1` with `a` cloned);
+/// the same written out by hand calls it twice, left side first.
+#[test]
+fn a_compound_assignment_evaluates_its_target_once() {
+    let code = evaluation_order();
+    assert!(
+        code.contains("    I.hdr.s[zext.u32(I.$tmp26)].b = add.u8(I.hdr.s[zext.u32(I.$tmp26)].b, 1:u8)\n"),
+        "{code}"
+    );
+    assert!(code.contains("    I.hdr.s[I.$tmp25].b = add.u8(I.hdr.s[zext.u32(I.$tmp24)].b, 1:u8)\n"), "{code}");
+}
+
+/// An `inout` argument with a call in its index: the call runs once, and the copy out goes to
+/// the element the copy in read.
+#[test]
+fn an_inout_argument_is_evaluated_once() {
+    let code = evaluation_order();
+    let expected = "    I.$tmp28 = zext.u32(I.$tmp27)\n    I.a.x = I.hdr.s[I.$tmp28].a\n    call I.a, then {\n      I.hdr.s[I.$tmp28].a = I.a.x\n    }\n";
+    assert!(code.contains(expected), "{code}");
+    assert_eq!(code.matches("inc.v = I.meta.b").count(), 1, "{code}");
+}
+
+/// A slice of a slice is written into the field: bits 5:4 of `type` (it went to a temporary).
+#[test]
+fn a_slice_of_a_slice_is_written_through() {
+    let code = evaluation_order();
+    // 0xffcf keeps the rest; 3 << 4 = 0x30.
+    assert!(code.contains("I.hdr.eth.type = or.u16(and.u16(I.hdr.eth.type, 65487:u16), 48:u16)"), "{code}");
+}
+
+/// `N > 2` of a `const int` folds to a bool (the mid end refused it).
+#[test]
+fn numbers_without_a_width_compare_at_compile_time() {
+    let out =
+        dump(&program("const int N = 4;", "    apply { if (N > 2) { meta.vid = 1; } }").replace("    apply { }\n", ""));
+    assert!(block_of(&out, "I").contains("if true {"), "{out}");
 }
 
 /// A table applied under `&&` runs only when the left side holds.

@@ -3,7 +3,8 @@
 //! an instance; every operation typed from the checker's record (`Checked::type_of`), numbers
 //! without a width given the type they meet; calls of actions, functions and sub-blocks turned
 //! into explicit copies around the call; table applies and extern calls inside expressions
-//! hoisted into statements before them (and under `&&`, `||` and `?:` only where they decide).
+//! hoisted into statements before them (and under `&&`, `||` and `?:` only where they decide),
+//! in P4's order: left to right, each argument and assignment target evaluated once.
 //! Each control and parser instance is lowered on its own, so two instances of one control have
 //! their own tables, instances and actions, as P4 gives them.
 //!
@@ -654,13 +655,7 @@ impl<'a> Code<'a> {
                     IrTy::Stack(elem, _) => {
                         let i = self.value(index, Some(&IrTy::Bit(32)), pre)?;
                         let from = self.value_ty(index, &IrTy::Bit(32))?;
-                        let mut i = fold(cast(i, &from, &IrTy::Bit(32)));
-                        if !pre.is_empty() && !matches!(i, IrExpr::Const { .. }) {
-                            // The index is computed once, before what follows could change it.
-                            let t = self.temporary(IrTy::Bit(32));
-                            pre.push(IrStmt::Assign { place: var_place(t, IrTy::Bit(32)), value: i });
-                            i = IrExpr::Read(var_place(t, IrTy::Bit(32)));
-                        }
+                        let i = fold(cast(i, &from, &IrTy::Bit(32)));
                         p.steps.push(ir::Step::Elem(Box::new(i)));
                         p.ty = *elem;
                         Ok(p)
@@ -703,27 +698,64 @@ impl<'a> Code<'a> {
             return Ok(read);
         }
         let (ta, tb) = (self.type_of(a)?, self.type_of(b)?);
+        if let (None, None, Some(x), Some(y)) = (&ta, &tb, self.number(a), self.number(b)) {
+            // A comparison of numbers without a width (`N > 2`): a compile-time bool.
+            let decided = match op {
+                BinOp::Eq => Some(x == y),
+                BinOp::Ne => Some(x != y),
+                BinOp::Lt => Some(x < y),
+                BinOp::Gt => Some(x > y),
+                BinOp::Le => Some(x <= y),
+                BinOp::Ge => Some(x >= y),
+                _ => None,
+            };
+            if let Some(b) = decided {
+                return Ok(IrExpr::Bool(b));
+            }
+        }
+        let want = match op {
+            BinOp::Concat => None,
+            BinOp::Shl | BinOp::Shr => ta.clone(),
+            _ => ta.clone().or(tb),
+        };
+        let left = self.value(a, want.as_ref(), pre)?;
+        self.binary_rest(e, op, left, ta.or(want), b, pre)
+    }
+
+    /// `left op b`, `left` lowered already (its type `ta`): `b` is lowered after it, and `left`
+    /// kept in a temporary if `b`'s calls could change what it reads.
+    fn binary_rest(
+        &mut self,
+        e: &Expr,
+        op: BinOp,
+        left: IrExpr,
+        ta: Option<IrTy>,
+        b: &'a Expr,
+        pre: &mut Vec<IrStmt>,
+    ) -> Result<IrExpr> {
+        let mark = pre.len();
+        let tb = self.type_of(b)?;
         if matches!(op, BinOp::Shl | BinOp::Shr) {
-            let ty = ta.ok_or_else(|| Diagnostic::new(a.pos, "a shifted number needs a width"))?;
-            let left = self.value(a, Some(&ty), pre)?;
+            let ty = ta.ok_or_else(|| Diagnostic::new(e.pos, "a shifted number needs a width"))?;
             let amount_ty = tb.unwrap_or(IrTy::Bit(32));
             let right = match self.number(b) {
                 Some(v) if v >= 0 => constant(v.min(u32::MAX as i128) as u128, IrTy::Bit(32)),
                 _ => self.value(b, Some(&amount_ty), pre)?,
             };
+            let left = self.keep_before(left, mark, pre);
             let op = if op == BinOp::Shl { BinaryOp::Shl } else { BinaryOp::Shr };
             return Ok(fold(IrExpr::Binary { op, ty, left: Box::new(left), right: Box::new(right) }));
         }
         if op == BinOp::Concat {
-            let left = self.value(a, None, pre)?;
             let right = self.value(b, None, pre)?;
+            let left = self.keep_before(left, mark, pre);
             let ty = self.type_of(e)?.ok_or_else(|| Diagnostic::new(e.pos, "'++' of numbers"))?;
             return Ok(fold(IrExpr::Concat { ty, left: Box::new(left), right: Box::new(right) }));
         }
         // The operands' type: the one with a width, which a number without one takes.
         let ty = ta.or(tb).ok_or_else(|| Diagnostic::new(e.pos, "an operation on numbers without a width"))?;
-        let left = self.value(a, Some(&ty), pre)?;
         let right = self.value(b, Some(&ty), pre)?;
+        let left = self.keep_before(left, mark, pre);
         let aggregate = matches!(
             ty,
             IrTy::Header(_) | IrTy::Struct(_) | IrTy::Union(_) | IrTy::Stack(..) | IrTy::Varbit(_) | IrTy::Tuple(_)
@@ -798,8 +830,9 @@ impl<'a> Code<'a> {
                         let ExprKind::Name(n) = &obj.kind else { unreachable!("a block instance by name") };
                         let b = match self.lookup(n) {
                             Some(Binding::Block(b)) => b,
-                            // `Type.apply(...)`: the type applied directly, an instance of its
-                            // own at this place, made once.
+                            // `Type.apply(...)`: the type applied directly. One instance in this
+                            // control, shared by its direct applies, as the software target and
+                            // P4Info have it (P4 would make one per place).
                             _ => {
                                 let decl = self
                                     .block_decl(n)
@@ -812,9 +845,8 @@ impl<'a> Code<'a> {
                             }
                         };
                         let params = self.out.blocks_code[b].params.clone();
-                        let calls = self.copies(&params, args, pre)?;
-                        pre.push(IrStmt::ApplyBlock(b));
-                        pre.extend(calls);
+                        let after = self.copies(&params, args, false, pre)?;
+                        pre.push(IrStmt::ApplyBlock { block: b, after });
                         return Ok(());
                     }
                     _ => {}
@@ -845,9 +877,8 @@ impl<'a> Code<'a> {
                 }
                 if let Some(action) = self.action_named(n)? {
                     let params = self.out.actions[action].params.clone();
-                    let copies = self.copies(&params, args, pre)?;
-                    pre.push(IrStmt::CallAction(action));
-                    pre.extend(copies);
+                    let after = self.copies(&params, args, true, pre)?;
+                    pre.push(IrStmt::CallAction { action, after });
                     return Ok(());
                 }
                 if let Some(f) = self.own_function(n) {
@@ -858,9 +889,8 @@ impl<'a> Code<'a> {
                         .zip(&f.params)
                         .map(|(v, p)| (*v, p.direction))
                         .collect();
-                    let copies = self.copies(&params, args, pre)?;
-                    pre.push(IrStmt::CallFunction(index));
-                    pre.extend(copies);
+                    let after = self.copies(&params, args, false, pre)?;
+                    pre.push(IrStmt::CallFunction { function: index, after });
                     if let (Some(place), Some(r)) = (result, self.out.functions[index].result) {
                         let ty = self.out.variables[r].ty.clone();
                         pre.push(IrStmt::Assign { place, value: IrExpr::Read(var_place(r, ty)) });
@@ -878,60 +908,81 @@ impl<'a> Code<'a> {
         }
     }
 
-    /// Copies in before a call (into `pre`) and the copies out after it (returned): `in` and
-    /// parameters without a direction get the argument's value, `out` starts as P4 leaves it
-    /// (Init), `inout` both ways; a place the copy-out writes is computed once, before the call.
+    /// Copies in before a call (into `pre`) and the copies out after it (returned). Arguments
+    /// are evaluated left to right, once each: a place written back is computed before the call
+    /// (its indices kept), a value read before a later argument's call is kept as it was then,
+    /// and only then are the parameters set, so that a call in an argument (`f(1, f(2, 3))`)
+    /// cannot overwrite the parameters of the call it is an argument of. `in` and parameters
+    /// without a direction get the argument's value, `inout` both ways; `out` starts as P4
+    /// leaves it (Init) in a function or a block, and, in an action, with the argument's value
+    /// (what the software target has always done).
     fn copies(
         &mut self,
         params: &[(usize, Option<Direction>)],
         args: &'a [Expr],
+        out_gets_value: bool,
         pre: &mut Vec<IrStmt>,
     ) -> Result<Vec<IrStmt>> {
-        let mut after = Vec::new();
+        let mut ins: Vec<(usize, IrExpr, usize)> = Vec::new();
+        let mut inits = Vec::new();
+        let mut outs: Vec<(usize, Target)> = Vec::new();
         for ((v, dir), arg) in params.iter().zip(args) {
             let ty = self.out.variables[*v].ty.clone();
-            let param = var_place(*v, ty.clone());
             match dir {
-                Some(Direction::Out) => {
-                    pre.push(IrStmt::Init(param.clone()));
-                    if !matches!(arg.kind, ExprKind::DontCare) {
-                        self.copy_out(arg, param, pre, &mut after)?;
+                Some(Direction::Out) if matches!(arg.kind, ExprKind::DontCare) => inits.push(*v),
+                Some(Direction::Out | Direction::InOut) => {
+                    let t = self.target(arg, true, pre)?;
+                    if dir == &Some(Direction::InOut) || out_gets_value {
+                        ins.push((*v, t.read(), pre.len()));
+                    } else {
+                        inits.push(*v);
                     }
-                }
-                Some(Direction::InOut) => {
-                    let value = self.value(arg, Some(&ty), pre)?;
-                    pre.push(IrStmt::Assign { place: param.clone(), value });
-                    self.copy_out(arg, param, pre, &mut after)?;
+                    outs.push((*v, t));
                 }
                 _ => {
-                    if matches!(ty, IrTy::Opaque(_)) {
-                        // An extern handed on (packet_in, a counter): the callee's parameter
-                        // stands for the caller's.
-                        let value = self.value(arg, None, pre)?;
-                        pre.push(IrStmt::Assign { place: param, value });
-                        continue;
-                    }
-                    let value = self.value(arg, Some(&ty), pre)?;
-                    pre.push(IrStmt::Assign { place: param, value });
+                    // An extern handed on (packet_in, a counter) stands for the caller's.
+                    let want = if matches!(ty, IrTy::Opaque(_)) { None } else { Some(ty) };
+                    let value = self.value(arg, want.as_ref(), pre)?;
+                    ins.push((*v, value, pre.len()));
                 }
             }
         }
-        Ok(after)
-    }
-
-    /// After a call, `arg = param`: a place computed now (before the call), or a slice written
-    /// as `assign` writes one.
-    fn copy_out(&mut self, arg: &'a Expr, param: Place, pre: &mut Vec<IrStmt>, after: &mut Vec<IrStmt>) -> Result<()> {
-        if matches!(arg.kind, ExprKind::Slice(..)) {
-            return self.assign(arg, IrExpr::Read(param), after);
+        for i in (0..ins.len()).rev() {
+            let (_, value, mark) = &ins[i];
+            let kept = self.keep_before(value.clone(), *mark, pre);
+            ins[i].1 = kept;
         }
-        let place = self.place(arg, pre)?;
-        after.push(IrStmt::Assign { place, value: IrExpr::Read(param) });
-        Ok(())
+        for (v, value, _) in ins {
+            let ty = self.out.variables[v].ty.clone();
+            pre.push(IrStmt::Assign { place: var_place(v, ty), value });
+        }
+        for v in inits {
+            let ty = self.out.variables[v].ty.clone();
+            pre.push(IrStmt::Init(var_place(v, ty)));
+        }
+        Ok(outs
+            .into_iter()
+            .map(|(v, t)| {
+                let ty = self.out.variables[v].ty.clone();
+                t.write(IrExpr::Read(var_place(v, ty)))
+            })
+            .collect())
     }
 
-    /// An extern's arguments; what is written to a slice goes through a temporary, copied after
-    /// the call (the second list).
+    /// `value`, read at `mark` in `pre`: when statements after `mark` (a later operand's or
+    /// argument's calls) could change what it reads, it is kept in a temporary there.
+    fn keep_before(&mut self, value: IrExpr, mark: usize, pre: &mut Vec<IrStmt>) -> IrExpr {
+        if pre.len() <= mark || matches!(value, IrExpr::Const { .. } | IrExpr::Bool(_) | IrExpr::Str(_)) {
+            return value;
+        }
+        let ty = self.expr_ty(&value);
+        let t = self.temporary(ty.clone());
+        pre.insert(mark, IrStmt::Assign { place: var_place(t, ty.clone()), value });
+        IrExpr::Read(var_place(t, ty))
+    }
+
+    /// An extern's arguments, evaluated left to right as `copies` evaluates them; what is
+    /// written to a slice goes through a temporary, copied after the call (the second list).
     fn extern_args(
         &mut self,
         params: &[Param],
@@ -940,28 +991,39 @@ impl<'a> Code<'a> {
     ) -> Result<(Vec<CallArg>, Vec<IrStmt>)> {
         let mut after = Vec::new();
         let mut out = Vec::new();
+        let mut marks = Vec::new();
         for (p, a) in params.iter().zip(args) {
             out.push(match p.direction {
                 Some(Direction::Out) if matches!(a.kind, ExprKind::DontCare) => CallArg::Discard,
-                Some(Direction::Out | Direction::InOut) if matches!(a.kind, ExprKind::Slice(..)) => {
-                    let ty = self.type_of(a)?.expect("a slice has a width");
-                    let t = var_place(self.temporary(ty.clone()), ty);
-                    let value = self.value(a, None, pre)?;
-                    pre.push(IrStmt::Assign { place: t.clone(), value });
-                    self.assign(a, IrExpr::Read(t.clone()), &mut after)?;
-                    if p.direction == Some(Direction::Out) {
-                        CallArg::Out(t)
+                Some(Direction::Out | Direction::InOut) => {
+                    let t = self.target(a, true, pre)?;
+                    let through = if t.bits.is_some() {
+                        let ty = t.ty();
+                        let temp = var_place(self.temporary(ty.clone()), ty);
+                        pre.push(IrStmt::Assign { place: temp.clone(), value: t.read() });
+                        after.push(t.write(IrExpr::Read(temp.clone())));
+                        temp
                     } else {
-                        CallArg::InOut(t)
+                        t.place
+                    };
+                    if p.direction == Some(Direction::Out) {
+                        CallArg::Out(through)
+                    } else {
+                        CallArg::InOut(through)
                     }
                 }
-                Some(Direction::Out) => CallArg::Out(self.place(a, pre)?),
-                Some(Direction::InOut) => CallArg::InOut(self.place(a, pre)?),
                 _ => {
                     let want = self.param_ty(&p.ty);
                     CallArg::In(self.value(a, want.as_ref(), pre)?)
                 }
             });
+            marks.push(pre.len());
+        }
+        for i in (0..out.len()).rev() {
+            if let CallArg::In(value) = &out[i] {
+                let kept = self.keep_before(value.clone(), marks[i], pre);
+                out[i] = CallArg::In(kept);
+            }
         }
         Ok((out, after))
     }
@@ -1264,40 +1326,39 @@ impl<'a> Code<'a> {
         }
     }
 
-    /// `target = value`, `value` already lowered. A slice is written as
-    /// `x = (x & ~m) | ((value as x's type) << l & m)`.
-    fn assign(&mut self, target: &'a Expr, value: IrExpr, out: &mut Vec<IrStmt>) -> Result<()> {
-        let ExprKind::Slice(inner, hi, lo) = &target.kind else {
-            let place = self.place(target, out)?;
-            out.push(IrStmt::Assign { place, value });
-            return Ok(());
-        };
-        let place = self.place(inner, out)?;
-        let (hi, lo) = self.bounds(hi, lo)?;
-        let ty = place.ty.clone();
-        let w = width(&ty).unwrap_or(0);
-        let widened = fold(cast(value, &IrTy::Bit(hi - lo + 1), &ty));
-        let m = (mask(hi - lo + 1) << lo) & mask(w);
-        let cleared = IrExpr::Binary {
-            op: BinaryOp::And,
-            ty: ty.clone(),
-            left: Box::new(IrExpr::Read(place.clone())),
-            right: Box::new(constant(!m, ty.clone())),
-        };
-        let moved = fold(IrExpr::Binary {
-            op: BinaryOp::And,
-            ty: ty.clone(),
-            left: Box::new(fold(IrExpr::Binary {
-                op: BinaryOp::Shl,
-                ty: ty.clone(),
-                left: Box::new(widened),
-                right: Box::new(constant(lo as u128, IrTy::Bit(32))),
-            })),
-            right: Box::new(constant(m, ty.clone())),
-        });
-        let value = IrExpr::Binary { op: BinaryOp::Or, ty, left: Box::new(cleared), right: Box::new(moved) };
-        out.push(IrStmt::Assign { place, value });
-        Ok(())
+    /// `e` as somewhere to write: its place, and the bits of it a slice (or a slice of a
+    /// slice) names. With `freeze`, the place's indices are computed now, into temporaries, so
+    /// that a write after a call goes where the place was when it was evaluated.
+    fn target(&mut self, e: &'a Expr, freeze: bool, pre: &mut Vec<IrStmt>) -> Result<Target> {
+        if let ExprKind::Slice(inner, hi, lo) = &e.kind {
+            let (hi, lo) = self.bounds(hi, lo)?;
+            let mut t = self.target(inner, freeze, pre)?;
+            t.bits = Some(match t.bits {
+                None => (hi, lo),
+                Some((_, base)) => (base + hi, base + lo),
+            });
+            return Ok(t);
+        }
+        let mut place = self.place(e, pre)?;
+        if freeze {
+            self.freeze_at(&mut place, pre.len(), pre);
+        }
+        Ok(Target { place, bits: None })
+    }
+
+    /// The place's indices that are not constants, computed at `mark` in `pre`.
+    fn freeze_at(&mut self, place: &mut Place, mark: usize, pre: &mut Vec<IrStmt>) {
+        let mut at = mark;
+        for step in &mut place.steps {
+            if let ir::Step::Elem(index) = step {
+                if !matches!(**index, IrExpr::Const { .. }) {
+                    let t = self.temporary(IrTy::Bit(32));
+                    pre.insert(at, IrStmt::Assign { place: var_place(t, IrTy::Bit(32)), value: (**index).clone() });
+                    at += 1;
+                    **index = IrExpr::Read(var_place(t, IrTy::Bit(32)));
+                }
+            }
+        }
     }
 
     // ---- statements ----
@@ -1313,9 +1374,27 @@ impl<'a> Code<'a> {
     fn stmt(&mut self, s: &'a Stmt, out: &mut Vec<IrStmt>) -> Result<()> {
         match s {
             Stmt::Assign { target, value } => {
-                let want = self.type_of(target)?;
-                let value = self.value(value, want.as_ref(), out)?;
-                self.assign(target, value, out)
+                // P4 evaluates the left side first; a call on the right that changes what an
+                // index reads must not move the write.
+                let mut t = self.target(target, false, out)?;
+                let mark = out.len();
+                let value = match &value.kind {
+                    // `a op= b`, which the parser wrote as `a = a op b` with `a` cloned (same
+                    // place in the source): `a` is evaluated once.
+                    ExprKind::Binary(op, l, r) if **l == *target && !matches!(op, BinOp::And | BinOp::Or) => {
+                        let ty = t.ty();
+                        self.binary_rest(value, *op, t.read(), Some(ty), r, out)?
+                    }
+                    _ => {
+                        let want = self.type_of(target)?;
+                        self.value(value, want.as_ref(), out)?
+                    }
+                };
+                if out.len() > mark {
+                    self.freeze_at(&mut t.place, mark, out);
+                }
+                out.push(t.write(value));
+                Ok(())
             }
             Stmt::Call(e) => {
                 let ExprKind::Call { callee, type_args, args } = &e.kind else {
@@ -1501,6 +1580,62 @@ impl<'a> Code<'a> {
             out.push(lowered?);
         }
         Ok(out)
+    }
+}
+
+/// Where an assignment or a copy-out writes: a place, and the bits of it a slice names.
+struct Target {
+    place: Place,
+    bits: Option<(u32, u32)>,
+}
+
+impl Target {
+    fn ty(&self) -> IrTy {
+        match self.bits {
+            Some((hi, lo)) => IrTy::Bit(hi - lo + 1),
+            None => self.place.ty.clone(),
+        }
+    }
+
+    fn read(&self) -> IrExpr {
+        match self.bits {
+            Some((hi, lo)) => IrExpr::Slice { value: Box::new(IrExpr::Read(self.place.clone())), hi, lo },
+            None => IrExpr::Read(self.place.clone()),
+        }
+    }
+
+    /// `target = value`; a slice as `x = (x & ~m) | ((value as x's type) << l & m)`.
+    fn write(&self, value: IrExpr) -> IrStmt {
+        let place = self.place.clone();
+        let Some((hi, lo)) = self.bits else { return IrStmt::Assign { place, value } };
+        let ty = place.ty.clone();
+        let w = width(&ty).unwrap_or(0);
+        let widened = fold(cast(value, &IrTy::Bit(hi - lo + 1), &ty));
+        let m = (mask(hi - lo + 1) << lo) & mask(w);
+        let cleared = IrExpr::Binary {
+            op: BinaryOp::And,
+            ty: ty.clone(),
+            left: Box::new(IrExpr::Read(place.clone())),
+            right: Box::new(constant(!m, ty.clone())),
+        };
+        let shifted = if lo == 0 {
+            widened
+        } else {
+            fold(IrExpr::Binary {
+                op: BinaryOp::Shl,
+                ty: ty.clone(),
+                left: Box::new(widened),
+                right: Box::new(constant(lo as u128, IrTy::Bit(32))),
+            })
+        };
+        let moved = fold(IrExpr::Binary {
+            op: BinaryOp::And,
+            ty: ty.clone(),
+            left: Box::new(shifted),
+            right: Box::new(constant(m, ty.clone())),
+        });
+        let value = IrExpr::Binary { op: BinaryOp::Or, ty, left: Box::new(cleared), right: Box::new(moved) };
+        IrStmt::Assign { place, value }
     }
 }
 

@@ -160,9 +160,15 @@ impl Dump<'_> {
                 let into = if into.is_empty() { String::new() } else { format!(" {}", into.join(", ")) };
                 writeln!(out, "{pad}apply {}{into}", self.p.tables[*table].name)
             }
-            Stmt::CallAction(a) => writeln!(out, "{pad}call {}", self.p.actions[*a].name),
-            Stmt::CallFunction(i) => writeln!(out, "{pad}call {}", self.p.functions[*i].name),
-            Stmt::ApplyBlock(b) => writeln!(out, "{pad}apply {}", self.p.blocks_code[*b].name),
+            Stmt::CallAction { action, after } => {
+                self.call(out, &pad, "call", &self.p.actions[*action].name, after, depth)
+            }
+            Stmt::CallFunction { function, after } => {
+                self.call(out, &pad, "call", &self.p.functions[*function].name, after, depth)
+            }
+            Stmt::ApplyBlock { block, after } => {
+                self.call(out, &pad, "apply", &self.p.blocks_code[*block].name, after, depth)
+            }
             Stmt::Extern { callee, type_args, args, result } => {
                 let callee = match callee {
                     Callee::Method { object: ExternRef::Instance(i), method } => format!("{i}.{method}"),
@@ -191,6 +197,16 @@ impl Dump<'_> {
             Stmt::Return => writeln!(out, "{pad}return"),
             Stmt::Exit => writeln!(out, "{pad}exit"),
         };
+    }
+
+    /// A call, and the copies out that follow it (`call f, then {...}`).
+    fn call(&self, out: &mut String, pad: &str, verb: &str, name: &str, after: &[Stmt], depth: usize) -> fmt::Result {
+        if after.is_empty() {
+            return writeln!(out, "{pad}{verb} {name}");
+        }
+        let _ = writeln!(out, "{pad}{verb} {name}, then {{");
+        self.stmts(out, after, depth + 1);
+        writeln!(out, "{pad}}}")
     }
 
     fn arg(&self, a: &CallArg) -> String {

@@ -289,13 +289,24 @@ pub enum Stmt {
         hit: Option<usize>,
         action_run: Option<usize>,
     },
-    /// Runs action `action`, its parameters already copied in.
-    CallAction(usize),
-    /// Runs function `function`, its parameters copied in; its result (if any) in its
-    /// `result` variable.
-    CallFunction(usize),
-    /// Applies the parser or control `block` (`Program::blocks_code`), its parameters copied in.
-    ApplyBlock(usize),
+    /// Runs action `action`, its parameters already copied in; `after` copies them out, and
+    /// runs when the action returns and when it exits (the exit then goes on), as P4 copies out.
+    CallAction {
+        action: usize,
+        after: Vec<Stmt>,
+    },
+    /// Runs function `function`, its parameters copied in; `after` copies them out; its result
+    /// (if any) is in its `result` variable.
+    CallFunction {
+        function: usize,
+        after: Vec<Stmt>,
+    },
+    /// Applies the parser or control `block` (`Program::blocks_code`), its parameters copied in;
+    /// `after` as for an action.
+    ApplyBlock {
+        block: usize,
+        after: Vec<Stmt>,
+    },
     /// An extern's method or function; `result` receives what it returns.
     Extern {
         callee: Callee,
