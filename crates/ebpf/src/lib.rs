@@ -73,6 +73,13 @@ const BPF_PSEUDO_KFUNC_CALL: u8 = 2;
 /// VLAN tag the NIC took out of the frame).
 const BPF_F_XDP_DEV_BOUND_ONLY: u32 = 1 << 6;
 const EOPNOTSUPP: i32 = 95;
+/// Programs are loaded with these flags on this target. On MIPS, a kernel without efficient
+/// unaligned access, the verifier holds every packet load and store to its natural alignment,
+/// counted from 2 bytes before the frame (NET_IP_ALIGN): the fast path's word-wide copies of the
+/// frame's head, and its loads at offsets known only at run time, are refused there. With
+/// `BPF_F_ANY_ALIGNMENT` (root only) it leaves them be; the CPU traps on an unaligned word and the
+/// kernel emulates the access (arch/mips/kernel/unaligned.c), slower but correct.
+const ALIGNMENT_FLAGS: u32 = if cfg!(any(target_arch = "mips", target_arch = "mips64")) { 1 << 1 } else { 0 };
 const BPF_MAP_TYPE_HASH: u32 = 1;
 /// A hash map whose elements the kernel allocates as they are added, not all at its creation.
 const BPF_F_NO_PREALLOC: u32 = 1 << 0;
@@ -787,7 +794,7 @@ fn load_program(
     let attempt = |log: &mut Vec<u8>, level: u32| {
         let (flags, ifindex) = dev_bound.map_or((0, 0), |i| (BPF_F_XDP_DEV_BOUND_ONLY, i));
         let mut a = Attr::new()
-            .u32(44, flags)
+            .u32(44, flags | ALIGNMENT_FLAGS)
             .u32(64, ifindex)
             .u32(0, ptype)
             .u32(4, (insns.len() / 8) as u32)
