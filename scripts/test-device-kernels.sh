@@ -35,11 +35,12 @@ guest_init() {
 /bin/busybox --install -s /bin
 mount -t devtmpfs devtmpfs /dev; mount -t proc proc /proc; mount -t sysfs sysfs /sys; mount -t bpf bpf /sys/fs/bpf; mount -t tmpfs tmpfs /tmp
 mkdir -p /run && mount -t tmpfs tmpfs /run
-echo "guest-kernel $(uname -r) $(uname -m)"
+echo; echo "guest-kernel $(uname -r) $(uname -m)" # after a newline: the BIOS leaves its last line open
 ip link set lo up
+# Before the tests: one makes a veth pair (the XDP fallback link).
+for m in veth sch_ingress cls_bpf; do [ -f /$m.ko ] && insmod /$m.ko; done
 [ "$TESTS" = yes ] &&
   /datapath-tests --color never --test-threads 1 fastpath::kernel:: 2>&1 | grep -E -A4 "^test .*FAILED|test result|panicked"
-for m in veth sch_ingress cls_bpf; do [ -f /$m.ko ] && insmod /$m.ko; done
 # Two hosts, each a network namespace held open by a sleeping process, on the ports' peers.
 i=0
 for port in ef-a0 ef-b0; do
