@@ -214,14 +214,14 @@ always {
     "K_IPV6_DST" => off::IPV6_DST,
 }
 with_afdx {
-    "AC_BAD_SOURCE" => 5 + forwarding::afdx::VlDrop::BadSource,
-    "AC_WRONG_PORT" => 5 + forwarding::afdx::VlDrop::WrongPort,
-    "AC_UNDERSIZE" => 5 + forwarding::afdx::VlDrop::Undersize,
-    "AC_OVERSIZE" => 5 + forwarding::afdx::VlDrop::Oversize,
-    "AC_POLICED" => 5 + forwarding::afdx::VlDrop::Policed,
-    "AC_WRONG_NETWORK" => 5 + forwarding::afdx::VlDrop::WrongNetwork,
-    "AC_BAD_ETHERTYPE" => 5 + forwarding::afdx::VlDrop::BadEthertype,
-    "AC_BAD_IP" => 5 + forwarding::afdx::VlDrop::BadIp,
+    "AC_BAD_SOURCE" => 5 + forwarding::afdx::VlDrop::BadSource as u64,
+    "AC_WRONG_PORT" => 5 + forwarding::afdx::VlDrop::WrongPort as u64,
+    "AC_UNDERSIZE" => 5 + forwarding::afdx::VlDrop::Undersize as u64,
+    "AC_OVERSIZE" => 5 + forwarding::afdx::VlDrop::Oversize as u64,
+    "AC_POLICED" => 5 + forwarding::afdx::VlDrop::Policed as u64,
+    "AC_WRONG_NETWORK" => 5 + forwarding::afdx::VlDrop::WrongNetwork as u64,
+    "AC_BAD_ETHERTYPE" => 5 + forwarding::afdx::VlDrop::BadEthertype as u64,
+    "AC_BAD_IP" => 5 + forwarding::afdx::VlDrop::BadIp as u64,
 }
 }
 
