@@ -142,10 +142,11 @@ boot() {
   (cd "$initrd" && find . | cpio -o -H newc --quiet | gzip -1) >"$dir/initramfs.cpio.gz"
 
   echo "test-device-kernels: Linux ${kernel#linux-image-} on ${qemu[0]} (TCG, emulated)"
-  # No network device: the guest's ports are veths (and the PC's would boot iPXE first).
+  # No network device: the guest's ports are veths (and the PC's would boot iPXE first). A kernel
+  # that panics restarts after 5 s, which -no-reboot makes the end of qemu: its oops is printed.
   out=$(timeout 1800 "${qemu[@]}" -m "$mem" -nographic -no-reboot -net none \
     -kernel "$dir"/root/boot/vmlinuz-* -initrd "$dir/initramfs.cpio.gz" \
-    -append "console=$console rdinit=/init quiet" 2>&1 | tr -d '\r' | sed -E 's/\x1b(\[[0-9;?]*[a-zA-Z]|c)//g' || true)
+    -append "console=$console rdinit=/init quiet panic=5" 2>&1 | tr -d '\r' | sed -E 's/\x1b(\[[0-9;?]*[a-zA-Z]|c)//g' || true)
   printf '%s\n' "$out" >"build/kernels/$arch.log"
   printf '%s\n' "$out" | grep -aE '^(guest-kernel|test result|run |kernel: |guest-done)|panicked|FAILED|Oops'
   grep -q guest-done <<<"$out" || {
