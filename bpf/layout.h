@@ -3,7 +3,8 @@
  * build time, as the eBPF programs lay the structures out and as the C of the target being built
  * for would (a u64 is 4-byte aligned on i386, 8 on armv7 and MIPS o32), refuses to build when they
  * differ, and hands the values to userspace, where crates/datapath/src/fastpath/layout.rs holds its
- * own constants to them at compile time. Not a program: it only includes what it names. */
+ * own constants to them at compile time. The entries have no separator: P brings its own. Not a
+ * program: it only includes what it names. */
 #ifndef EDGEFLOW_LAYOUT_H
 #define EDGEFLOW_LAYOUT_H
 #include <stddef.h>
