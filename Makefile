@@ -4,7 +4,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 PYTEST := .venv/bin/python -m pytest
 
-.PHONY: all setup setup-build build install uninstall msrv cross cross-test footprint test-arm-kernel demo test test-unit test-integration test-kernels test-init test-p4c package bench bench-quick fuzz soak clean
+.PHONY: all setup setup-build build install uninstall msrv cross cross-test footprint test-device-kernels test-arm-kernel demo test test-unit test-integration test-kernels test-init test-p4c package bench bench-quick fuzz soak clean
 
 all: build
 
@@ -132,11 +132,16 @@ test-kernels: setup build
 	scripts/test-kernels.sh prepare
 	scripts/test-kernels.sh
 
-# Debian 12's arm64 and armhf kernels under qemu-system-aarch64/-arm (emulated): the fast path's
-# kernel tests verified and run by a real ARM kernel, the images switching a ping there, and their
-# idle memory (ARM_ARCHES="arm64 armhf").
+# Debian 12's kernels for the devices under qemu-system (emulated): arm64, armhf (armmp), i386 (686)
+# and mipsel (4kc-malta), each running its `make cross` images: a ping switched by the userspace
+# datapath and by the kernel fast path at TC and XDP, the frames the kernel decided, idle memory,
+# and the fast path's kernel tests (arm64; KERNEL_TESTS=all on every one). scripts/test-device-kernels.sh
+# (KERNEL_ARCHES="i386 mipsel" for some). test-arm-kernel is its ARM half.
+test-device-kernels: setup-build
+	scripts/test-device-kernels.sh
+
 test-arm-kernel: setup-build
-	scripts/test-arm-kernel.sh
+	KERNEL_ARCHES="$${ARM_ARCHES:-arm64 armhf}" scripts/test-device-kernels.sh
 
 # Debian packages (amd64 from the native build; arm64 and armhf from make cross's static images)
 # in build/packages: scripts/package.sh.

@@ -8,6 +8,10 @@
 #   scripts/cross.sh prepare [TARGET...]      only fetch the targets' standard libraries (setup
 #                                             does for the image the tests run, so that building it
 #                                             beside them fetches nothing)
+#   scripts/cross.sh tests TARGET             only build the datapath's tests for TARGET (release
+#                                             profile, with unwinding) and print the test program's
+#                                             path: the fast path's kernel tests for another
+#                                             architecture's kernel (scripts/test-device-kernels.sh)
 #
 # Nothing but rustup's standard library for the target is needed: clang-14 compiles ring's C for
 # the target (it needs no sysroot), rust-lld links against Rust's own musl, and the eBPF objects
@@ -73,10 +77,12 @@ if [ "${1:-}" = prepare ]; then
   exit 0
 fi
 
-mkdir -p build/cross
-sizes=build/cross/sizes.tsv
-[ -f "$sizes" ] || printf 'target\tvariant\tbytes\ttoolchain\n' >"$sizes"
-for t in "${targets[@]}"; do
+# target_env TARGET [tests]: the toolchain ($tc, and $plus to name it to cargo), the build-std flags
+# ($std_flags) and the C compiler, linker and flags for TARGET, exported for cargo. With `tests`:
+# for a test program, which unwinds (its standard library built with panic_unwind, and the unwind
+# tables' index kept, which libunwind finds them by).
+target_env() {
+  local t=$1 purpose=${2:-image} sysroot target_cflags env_t
   if ! tc=$(toolchain_for "$t"); then
     echo "cross: no Rust standard library for $t: rustup serves none for the default toolchain, or the pinned $NIGHTLY and its rust-src did not install" >&2
     exit 1
@@ -90,11 +96,13 @@ for t in "${targets[@]}"; do
   # which in a stripped image names no frame ("<unknown>" on each line). Not in the profile: a
   # profile cannot pass the linker a flag.
   rustflags="-C link-arg=--no-eh-frame-hdr"
+  [ "$purpose" = tests ] && rustflags=""
   std_flags=()
   if build_std "$t"; then
     sysroot=$(scripts/musl-sysroot.sh "$t" "$(libunwind_src)")
     # The standard library from source; static, as the tier-2 musl targets are by default.
     std_flags=(-Z build-std=std,panic_abort)
+    [ "$purpose" = tests ] && std_flags=(-Z build-std=std,panic_unwind,test)
     rustflags="$rustflags -C target-feature=+crt-static -L native=$sysroot/lib"
     # C (ring's) for the Rust target's CPU and float ABI: clang's MIPS default (FPXX) does not
     # link with Rust's soft-float objects.
@@ -106,6 +114,25 @@ for t in "${targets[@]}"; do
     export "CFLAGS_${t//-/_}=$target_cflags -isystem $sysroot/include" "CXXFLAGS_${t//-/_}=$target_cflags -isystem $sysroot/include"
   fi
   export "CARGO_TARGET_${env_t}_RUSTFLAGS=$rustflags"
+}
+
+if [ "${1:-}" = tests ]; then
+  t=${2:?scripts/cross.sh tests TARGET}
+  target_env "$t" tests
+  cargo "${plus[@]}" test --release --locked --target "$t" -p datapath --lib --no-run "${std_flags[@]}" \
+    --message-format=json | python3 -c 'import json, sys
+for line in sys.stdin:
+    m = json.loads(line)
+    if m.get("reason") == "compiler-artifact" and m.get("executable"):
+        print(m["executable"])'
+  exit 0
+fi
+
+mkdir -p build/cross
+sizes=build/cross/sizes.tsv
+[ -f "$sizes" ] || printf 'target\tvariant\tbytes\ttoolchain\n' >"$sizes"
+for t in "${targets[@]}"; do
+  target_env "$t"
   for v in "${variants[@]}"; do
     features=()
     [ "$v" = minimal ] && features=(--no-default-features)

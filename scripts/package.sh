@@ -96,11 +96,9 @@ ipk() {
   mkdir -p "$work/data/usr/bin" "$work/data/etc/init.d" "$work/data/etc/config" "$work/control"
   install -m755 "$bin" "$work/data/usr/bin/edgeflow"
   install -m755 packaging/openwrt/edgeflow.init "$work/data/etc/init.d/edgeflow"
-  local datapath=user
-  # The sample says user, which every image runs; a 64-bit one runs the kernel fast path, which a
-  # 32-bit image refuses for now (docs/deploy.md).
-  if file -b "$bin" | grep -q "ELF 64-bit"; then datapath=tc; fi
-  sed "s/^\toption datapath 'user'/\toption datapath '$datapath'/" packaging/openwrt/edgeflow.config \
+  # The sample says user, which every image runs; the packaged images are full ones, with the
+  # kernel fast path, which 64- and 32-bit kernels alike run (docs/deploy.md).
+  sed "s/^\toption datapath 'user'/\toption datapath 'tc'/" packaging/openwrt/edgeflow.config \
     > "$work/data/etc/config/edgeflow"
   chmod 644 "$work/data/etc/config/edgeflow"
   local size; size=$(du -sb "$work/data" | cut -f1)

@@ -65,4 +65,4 @@ def test_the_ipk_is_what_opkg_reads(tmp_path):
         script.write_bytes(control.extractfile(name).read())
         subprocess.run(["sh", "-n", str(script)], check=True)
     uci = data.extractfile("./etc/config/edgeflow").read().decode()
-    assert "option datapath 'tc'" in uci, "a 64-bit image runs the kernel fast path"
+    assert "option datapath 'tc'" in uci, "a full image runs the kernel fast path"

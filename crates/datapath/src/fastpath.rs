@@ -1428,7 +1428,8 @@ mod dump;
 mod kernel;
 pub mod keep;
 pub mod labels;
-#[cfg(test)]
+// Compile-time checks of the shared layout (and its test).
+#[cfg(any(test, feature = "fastpath"))]
 mod layout;
 pub mod links;
 pub mod p4;

@@ -6,7 +6,7 @@
 //! declares kfuncs it can live without as weak and checks their result.
 //!
 //! Reading the ELF (either byte order) is `elf.rs`; pinning maps and links is `pin.rs`. This file,
-//! ~905 lines and its tests ~210, is one concern read top to bottom: maps (batched reads of an
+//! ~930 lines and its tests ~210, is one concern read top to bottom: maps (batched reads of an
 //! array's cells among them), relocations, load
 //! (optional programs an older kernel may refuse; maps reused from a pin directory; device-bound
 //! copies with the headroom a kernel bug makes them need; RLIMIT_MEMLOCK raised on kernels that
@@ -73,6 +73,30 @@ const BPF_PSEUDO_KFUNC_CALL: u8 = 2;
 /// VLAN tag the NIC took out of the frame).
 const BPF_F_XDP_DEV_BOUND_ONLY: u32 = 1 << 6;
 const EOPNOTSUPP: i32 = 95;
+/// Programs are loaded with these flags on this target. On MIPS, a kernel without efficient
+/// unaligned access, the verifier holds every packet load and store to its natural alignment,
+/// counted from 2 bytes before the frame (NET_IP_ALIGN): the fast path's word-wide copies of the
+/// frame's head, and its loads at offsets known only at run time, are refused there. With
+/// `BPF_F_ANY_ALIGNMENT` (root only) it leaves them be; the CPU traps on an unaligned word and the
+/// kernel emulates the access (arch/mips/kernel/unaligned.c), slower but correct.
+const ALIGNMENT_FLAGS: u32 = if cfg!(any(target_arch = "mips", target_arch = "mips64")) { 1 << 1 } else { 0 };
+const BPF_MAP_TYPE_HASH: u32 = 1;
+/// A hash map whose elements the kernel allocates as they are added, not all at its creation.
+const BPF_F_NO_PREALLOC: u32 = 1 << 0;
+
+/// The flags a map of the object is created with here: the object's, except that a 32-bit build
+/// preallocates its hash maps. A 32-bit kernel (6.1's `bpf_mem_alloc`) puts a one-pointer free-list
+/// node in front of each element it allocates on demand, so every element, and the 64-bit counters
+/// the programs add to atomically in it, sits 4 bytes off an 8-byte boundary; ARM's 64-bit
+/// exclusive load (`ldrexd`, the interpreter's `atomic64_add`) faults there and oopses the kernel.
+/// A preallocated map's elements are 8-byte aligned on every kernel. Only a 32-bit program runs on
+/// a 32-bit kernel; one on a 64-bit kernel preallocates too, which costs memory, not correctness.
+fn creation_flags(map_type: u32, flags: u32) -> u32 {
+    match cfg!(target_pointer_width = "32") && map_type == BPF_MAP_TYPE_HASH {
+        true => flags & !BPF_F_NO_PREALLOC,
+        false => flags,
+    }
+}
 
 /// `union bpf_attr`, as bytes we fill field by field (its layout is per command).
 struct Attr([u8; 128]);
@@ -619,7 +643,8 @@ impl Object {
         let mut obj = Object::default();
         for def in &parsed.maps {
             let max_entries = sizes.iter().find(|(n, _)| *n == def.name).map_or(def.max_entries, |&(_, n)| n);
-            let create = || Map::create(&def.name, def.typ, def.key_size, def.value_size, max_entries, def.flags);
+            let flags = creation_flags(def.typ, def.flags);
+            let create = || Map::create(&def.name, def.typ, def.key_size, def.value_size, max_entries, flags);
             let map = match pins.map(|dir| dir.join(&def.name)) {
                 None => create()?,
                 Some(path) => match Map::from_pinned(&path) {
@@ -769,7 +794,7 @@ fn load_program(
     let attempt = |log: &mut Vec<u8>, level: u32| {
         let (flags, ifindex) = dev_bound.map_or((0, 0), |i| (BPF_F_XDP_DEV_BOUND_ONLY, i));
         let mut a = Attr::new()
-            .u32(44, flags)
+            .u32(44, flags | ALIGNMENT_FLAGS)
             .u32(64, ifindex)
             .u32(0, ptype)
             .u32(4, (insns.len() / 8) as u32)

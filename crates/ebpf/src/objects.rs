@@ -26,3 +26,11 @@ pub const FASTPATH: &[u8] = object!("fastpath.o");
 /// The fast path in the byte order this target does not use, for the loader's tests.
 #[doc(hidden)]
 pub const FASTPATH_OTHER_ORDER: &[u8] = object!("fastpath.other-order.o");
+
+/// Every structure size, field offset and constant the fast path shares with userspace
+/// (`bpf/layout.h`), as the programs lay them out: (name, value). The build script refuses to
+/// build when the target's own C would lay any of them out differently.
+#[cfg(feature = "objects")]
+pub const LAYOUT: &[(&str, u64)] = include!(concat!(env!("OUT_DIR"), "/layout.rs"));
+#[cfg(not(feature = "objects"))]
+pub const LAYOUT: &[(&str, u64)] = &[];

@@ -441,16 +441,6 @@ fn parse_datapath(s: &str) -> Result<Option<datapath::fastpath::Mode>, String> {
         "tc" | "xdp" if !datapath::bpf_objects::BUILT => {
             Err(format!("datapath '{s}': this edgeflow was built without the kernel fast path (cargo feature `fastpath`)"))
         }
-        // Debian's 32-bit ARM kernel (6.1 armmp) oopses in its BPF interpreter running the fast
-        // path (a 64-bit exclusive load faults). Not a layout disagreement (userspace writes every
-        // shared structure at explicit offsets): a 32-bit kernel places the megaflow hash map's
-        // elements (no preallocation: bpf_mem_alloc) 4 bytes off an 8-byte boundary, where ARM's
-        // `ldrexd` for the entry counters' atomic adds faults. Refused until a 32-bit kernel has
-        // run it (docs/deploy.md).
-        "tc" | "xdp" if cfg!(target_pointer_width = "32") => Err(format!(
-            "datapath '{s}': the kernel fast path is not supported on 32-bit targets yet (a 32-bit ARM kernel \
-             oopses running it): use 'user'"
-        )),
         "tc" => Ok(Some(datapath::fastpath::Mode::Tc)),
         "xdp" => Ok(Some(datapath::fastpath::Mode::Xdp)),
         _ => Err(format!("datapath '{s}': expected 'user', 'tc' or 'xdp'")),
