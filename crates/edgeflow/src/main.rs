@@ -1,6 +1,6 @@
 //! `edgeflow`: an OpenFlow 1.3 switch for Linux edge devices.
 //!
-//! About 680 lines, one concern: the binary's commands, each dispatched here to the library
+//! About 700 lines, one concern: the binary's commands, each dispatched here to the library
 //! or the running switch, and `run`, which wires the switch, its agent and its servers together.
 
 mod logging;
