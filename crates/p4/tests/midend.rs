@@ -305,3 +305,18 @@ fn a_table_under_and_is_applied_only_when_the_left_side_holds() {
     assert!(code.contains("= valid(I.hdr.eth)\n    if I.$tmp"), "{code}");
     assert!(code.contains("      apply I.t hit -> "), "{code}");
 }
+
+/// A loop condition that calls something calls it on every pass: the calls and a `break` open
+/// the body (the mid end refused it).
+#[test]
+fn a_loop_condition_that_calls_runs_its_calls_each_pass() {
+    let top = "bit<8> inc(inout bit<8> v) { v = v + 1; return v; }";
+    let body = "    action count() { for (bit<8> i = 0; inc(meta.b) < 4; i = i + 1) { meta.vid = 1; } }\n    apply { count(); }";
+    let text = program(top, body)
+        .replace("    apply { }\n", "")
+        .replace("struct m_t { bit<12> vid; }", "struct m_t { bit<12> vid; bit<8> b; }");
+    let out = dump(&text);
+    assert!(out.contains("  while true {\n    inc.v = I.meta.b\n    call inc<>, then {"), "{out}");
+    assert!(out.contains("    if not(lt.u8(I.count.$tmp"), "{out}");
+    assert!(out.contains(") {\n      break\n    }\n    I.meta.vid = 1:u12\n  } then {"), "{out}");
+}

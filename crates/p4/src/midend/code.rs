@@ -1436,28 +1436,35 @@ impl<'a> Code<'a> {
                 out.push(IrStmt::Exit);
                 Ok(())
             }
-            Stmt::For { init, cond, update, body, pos } => {
+            Stmt::For { init, cond, update, body, .. } => {
                 self.scopes.push(HashMap::new());
                 let r = (|| {
                     for s in init {
                         self.stmt(s, out)?;
                     }
+                    let mut pre = Vec::new();
                     let cond = match cond {
-                        Some(c) => {
-                            let mut pre = Vec::new();
-                            let c = self.value(c, Some(&IrTy::Bool), &mut pre)?;
-                            if !pre.is_empty() {
-                                return Err(Diagnostic::new(*pos, "a loop condition that calls something"));
-                            }
-                            Some(c)
-                        }
+                        Some(c) => Some(self.value(c, Some(&IrTy::Bool), &mut pre)?),
                         None => None,
                     };
                     let mut upd = Vec::new();
                     for s in update {
                         self.stmt(s, &mut upd)?;
                     }
-                    let body = self.stmts(body)?;
+                    let mut body = self.stmts(body)?;
+                    if !pre.is_empty() {
+                        // A condition that calls something runs its calls on every pass: it
+                        // becomes the body's first statements and a `break`.
+                        let cond = cond.expect("statements come from a condition");
+                        pre.push(IrStmt::If {
+                            cond: IrExpr::Not(Box::new(cond)),
+                            then: vec![IrStmt::Break],
+                            otherwise: Vec::new(),
+                        });
+                        pre.append(&mut body);
+                        out.push(IrStmt::Loop { cond: None, body: pre, update: upd });
+                        return Ok(());
+                    }
                     out.push(IrStmt::Loop { cond, body, update: upd });
                     Ok(())
                 })();

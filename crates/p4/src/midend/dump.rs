@@ -15,22 +15,15 @@ pub fn code(p: &Program, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let params: Vec<String> = a
             .params
             .iter()
-            .map(|(v, dir)| {
-                let dir = match dir {
-                    Some(crate::frontend::ast::Direction::In) => "in ",
-                    Some(crate::frontend::ast::Direction::Out) => "out ",
-                    Some(crate::frontend::ast::Direction::InOut) => "inout ",
-                    None => "",
-                };
-                format!("{dir}{}: {}", p.variables[*v].name, p.variables[*v].ty)
-            })
+            .map(|(v, dir)| format!("{}{}: {}", direction(dir), p.variables[*v].name, p.variables[*v].ty))
             .collect();
         let _ = writeln!(out, "action#{i} {}({}) {{", a.name, params.join(", "));
         d.stmts(&mut out, &a.body, 1);
         out.push_str("}\n");
     }
+    let typed = |v: &usize| format!("{}: {}", p.variables[*v].name, p.variables[*v].ty);
     for (i, func) in p.functions.iter().enumerate() {
-        let params: Vec<String> = func.params.iter().map(|v| p.variables[*v].name.clone()).collect();
+        let params: Vec<String> = func.params.iter().map(typed).collect();
         let _ = writeln!(out, "function#{i} {}({}) {{", func.name, params.join(", "));
         d.stmts(&mut out, &func.body, 1);
         out.push_str("}\n");
@@ -70,7 +63,7 @@ pub fn code(p: &Program, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         }
     }
     for b in &p.blocks_code {
-        let params: Vec<String> = b.params.iter().map(|(v, _)| p.variables[*v].name.clone()).collect();
+        let params: Vec<String> = b.params.iter().map(|(v, dir)| format!("{}{}", direction(dir), typed(v))).collect();
         let _ = writeln!(out, "block {}({}) {{", b.name, params.join(", "));
         d.stmts(&mut out, &b.init, 1);
         match &b.body {
@@ -108,6 +101,15 @@ pub fn code(p: &Program, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         out.push_str("}\n");
     }
     f.write_str(&out)
+}
+
+fn direction(d: &Option<crate::frontend::ast::Direction>) -> &'static str {
+    match d {
+        Some(crate::frontend::ast::Direction::In) => "in ",
+        Some(crate::frontend::ast::Direction::Out) => "out ",
+        Some(crate::frontend::ast::Direction::InOut) => "inout ",
+        None => "",
+    }
 }
 
 fn keyset(k: &Keyset) -> String {
