@@ -144,7 +144,11 @@ def test_malformed_stacks_are_dropped_and_counted_per_reason():
 
 def test_labelled_frames_from_the_xdp_sender_cross_the_xdp_fast_path_at_full_speed():
     """loadgen's XDP sender writes labels (its probe moves behind them) and keeps them right frame
-    after frame although the switch pops them in the pages it hands back; every frame crosses."""
+    after frame although the switch pops them in the pages it hands back: the switch's kernel
+    delivers every frame it is sent (a wrong label is not delivered). The receiving host's
+    socket may drop a few at the sender's full speed (1 217 of 3.66 million once, at 3.6 Mpps on
+    an idle machine): that is the receiver's limit, not the switch's, so the receiver is held
+    only to in-order delivery of nearly all of them."""
     netns.cleanup()
     fabric = single("lq", 2)
     with fabric, less_switches(fabric, root=None, datapath="xdp", tag="less-xdp-send") as sws:
@@ -152,9 +156,10 @@ def test_labelled_frames_from_the_xdp_sender_cross_the_xdp_fast_path_at_full_spe
         loadgen.prepare_xdp_sender(h1)
         sent, got = less.stream(h1, h2, 128, 0, 1.0, "2", engine="xdp")
         print(f"XDP sender through the XDP LESS switch: {sent['sent']} sent, {got['received']} received")
-        # Enough frames that the labels stayed right frame after frame (1-2.5 million a second here).
-        assert sent["sent"] > 20_000 and got["received"] == sent["sent"], (sent, got)
-        assert counters(sws["s"])["kernel"]["delivered"] == sent["sent"]
+        # Enough frames that the labels stayed right frame after frame (1-3.6 million a second here).
+        assert sent["sent"] > 20_000, sent
+        assert counters(sws["s"])["kernel"]["delivered"] == sent["sent"], (sent, counters(sws["s"]))
+        assert got["received"] >= 0.99 * sent["sent"] and got["reordered"] == 0, (sent, got)
 
 
 def test_a_port_without_carrier_is_counted_as_no_route():
