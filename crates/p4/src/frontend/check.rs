@@ -1552,18 +1552,7 @@ impl<'a> Checker<'a> {
             ExprKind::Unary(UnOp::Not, inner) => self.const_bool(inner).map(|b| !b),
             ExprKind::Binary(BinOp::And, a, b) => Some(self.const_bool(a)? && self.const_bool(b)?),
             ExprKind::Binary(BinOp::Or, a, b) => Some(self.const_bool(a)? || self.const_bool(b)?),
-            ExprKind::Binary(op, a, b) => {
-                let (x, y) = (self.const_value(a)?, self.const_value(b)?);
-                match op {
-                    BinOp::Eq => Some(x == y),
-                    BinOp::Ne => Some(x != y),
-                    BinOp::Lt => Some(x < y),
-                    BinOp::Gt => Some(x > y),
-                    BinOp::Le => Some(x <= y),
-                    BinOp::Ge => Some(x >= y),
-                    _ => None,
-                }
-            }
+            ExprKind::Binary(op, a, b) => compare(*op, self.const_value(a)?, self.const_value(b)?),
             _ => None,
         }
     }
@@ -1805,6 +1794,19 @@ fn subst(t: &Ty, bind: &HashMap<String, Ty>) -> Ty {
         Ty::Extern(n, a) => Ty::Extern(n.clone(), a.iter().map(|x| subst(x, bind)).collect()),
         Ty::BlockType(n, a) => Ty::BlockType(n.clone(), a.iter().map(|x| subst(x, bind)).collect()),
         other => other.clone(),
+    }
+}
+
+/// `x op y` where `op` compares (`==` ... `>=`); `None` for any other operator.
+pub(crate) fn compare<T: PartialOrd>(op: BinOp, x: T, y: T) -> Option<bool> {
+    match op {
+        BinOp::Eq => Some(x == y),
+        BinOp::Ne => Some(x != y),
+        BinOp::Lt => Some(x < y),
+        BinOp::Gt => Some(x > y),
+        BinOp::Le => Some(x <= y),
+        BinOp::Ge => Some(x >= y),
+        _ => None,
     }
 }
 

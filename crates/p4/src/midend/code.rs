@@ -700,16 +700,7 @@ impl<'a> Code<'a> {
         let (ta, tb) = (self.type_of(a)?, self.type_of(b)?);
         if let (None, None, Some(x), Some(y)) = (&ta, &tb, self.number(a), self.number(b)) {
             // A comparison of numbers without a width (`N > 2`): a compile-time bool.
-            let decided = match op {
-                BinOp::Eq => Some(x == y),
-                BinOp::Ne => Some(x != y),
-                BinOp::Lt => Some(x < y),
-                BinOp::Gt => Some(x > y),
-                BinOp::Le => Some(x <= y),
-                BinOp::Ge => Some(x >= y),
-                _ => None,
-            };
-            if let Some(b) = decided {
+            if let Some(b) = crate::frontend::check::compare(op, x, y) {
                 return Ok(IrExpr::Bool(b));
             }
         }
