@@ -1,7 +1,8 @@
 //! Messages: the header, every OpenFlow 1.3 message type, and whole-message encode/decode.
 //!
-//! Long because it is the one table of every message type, its encoding and its decoding; the
-//! larger families (multipart, actions, matches, groups and meters) have files of their own.
+//! About 980 lines, long because it is the one table of every message type, its encoding and
+//! its decoding; the larger families (multipart, actions, matches, groups and meters) have files
+//! of their own.
 
 use crate::action::{decode_actions, decode_instructions, encode_actions, encode_instructions, Action, Instruction};
 use crate::buf::{Reader, Writer};

@@ -1,7 +1,7 @@
 //! Multipart requests and replies (spec §7.3.5).
 //!
-//! Long because the spec has twenty request and reply bodies; each is a short encode/decode pair
-//! and they share one dispatch, so they stay in one file.
+//! About 810 lines, long because the spec has twenty request and reply bodies; each is a short
+//! encode/decode pair and they share one dispatch, so they stay in one file.
 
 use crate::action::{decode_instructions, encode_instructions, Instruction};
 use crate::buf::{Reader, Writer};
