@@ -416,10 +416,6 @@ impl<'a> Code<'a> {
                 match b {
                     Some(Binding::Var(v)) => Ok(IrExpr::Read(var_place(v, self.out.variables[v].ty.clone()))),
                     Some(Binding::Const(c)) => Ok(c),
-                    Some(Binding::Number(v)) => match want {
-                        Some(t) => Ok(constant(v as u128, t.clone())),
-                        None => Err(Diagnostic::new(e.pos, format!("'{n}' is a number without a width here"))),
-                    },
                     _ => Err(Diagnostic::new(e.pos, format!("'{n}' is not a value the mid end knows"))),
                 }
             }
@@ -804,7 +800,9 @@ impl<'a> Code<'a> {
                     }
                     Some(Ty::Stack(..)) if m.text == "push_front" || m.text == "pop_front" => {
                         let stack = self.place(obj, pre)?;
-                        let count = self.number(&args[0]).unwrap_or(1) as u32;
+                        let count = self.number(&args[0]).ok_or_else(|| {
+                            Diagnostic::new(args[0].pos, format!("{}'s count is a number without a width", m.text))
+                        })? as u32;
                         pre.push(if m.text == "push_front" {
                             IrStmt::PushFront { stack, count }
                         } else {
@@ -966,7 +964,7 @@ impl<'a> Code<'a> {
         if pre.len() <= mark || matches!(value, IrExpr::Const { .. } | IrExpr::Bool(_) | IrExpr::Str(_)) {
             return value;
         }
-        let ty = self.expr_ty(&value);
+        let ty = expr_ty(&value);
         let t = self.temporary(ty.clone());
         pre.insert(mark, IrStmt::Assign { place: var_place(t, ty.clone()), value });
         IrExpr::Read(var_place(t, ty))
@@ -1184,7 +1182,7 @@ impl<'a> Code<'a> {
             let key_name = annotation_str(&k.annotations, "name").map(str::to_string).unwrap_or_else(|| text(&k.expr));
             keys.push(ir::TableKey { value, match_kind: k.match_kind.text.clone(), name: key_name });
         }
-        let key_tys: Vec<IrTy> = keys.iter().map(|k| self.expr_ty(&k.value)).collect();
+        let key_tys: Vec<IrTy> = keys.iter().map(|k| expr_ty(&k.value)).collect();
         let mut actions = Vec::new();
         for r in &t.actions {
             let action = self
@@ -1277,10 +1275,6 @@ impl<'a> Code<'a> {
             return Err(Diagnostic::new(r.name.pos, "an action's data that calls something"));
         }
         Ok((action, args))
-    }
-
-    fn expr_ty(&self, e: &IrExpr) -> IrTy {
-        expr_ty(e, &self.out.variables)
     }
 
     /// A select case's or an entry's keysets, as constants of the keys' types.
@@ -1564,7 +1558,7 @@ impl<'a> Code<'a> {
                         for e in exprs {
                             keys.push(self.value(e, None, &mut body)?);
                         }
-                        let tys: Vec<IrTy> = keys.iter().map(|k| self.expr_ty(k)).collect();
+                        let tys: Vec<IrTy> = keys.iter().map(expr_ty).collect();
                         let cases = cases
                             .iter()
                             .map(|c| Ok((self.keysets(&c.keys, &tys)?, next(&c.next))))
@@ -1698,8 +1692,7 @@ fn cast(v: IrExpr, from: &IrTy, to: &IrTy) -> IrExpr {
 }
 
 /// The type of a lowered expression.
-pub fn expr_ty(e: &IrExpr, variables: &[ir::Variable]) -> IrTy {
-    let _ = variables;
+fn expr_ty(e: &IrExpr) -> IrTy {
     match e {
         IrExpr::Const { ty, .. } => ty.clone(),
         IrExpr::Bool(_) | IrExpr::IsValid(_) | IrExpr::Not(_) | IrExpr::And(..) | IrExpr::Or(..) => IrTy::Bool,
