@@ -112,13 +112,19 @@ ipk() {
     echo "Architecture: $arch"
     echo "Installed-Size: $size"
     echo "Description: programmable switch for Linux edge devices (OpenFlow 1.3, AFDX, TSN, LESS, P4)"
+    # The user the UCI config runs the switch as (option user): opkg's default_postinst adds it
+    # and its group, with free ids, as OpenWrt's build does for a package's USERID.
+    echo "Require-User: edgeflow:edgeflow"
   } > "$work/control/control"
   echo /etc/config/edgeflow > "$work/control/conffiles"
-  # As OpenWrt's default_postinst does for a procd service: enable it on the device, not in an
-  # image being built (IPKG_INSTROOT set).
-  printf '%s\n' '#!/bin/sh' '[ -n "$IPKG_INSTROOT" ] || /etc/init.d/edgeflow enable' 'exit 0' > "$work/control/postinst"
-  printf '%s\n' '#!/bin/sh' '[ -n "$IPKG_INSTROOT" ] || { /etc/init.d/edgeflow stop; /etc/init.d/edgeflow disable; }' \
-    'exit 0' > "$work/control/prerm"
+  # The scripts OpenWrt's build writes for every package: base-files' default_postinst adds the
+  # Require-User users and enables the procd service (not in an image being built, IPKG_INSTROOT
+  # set); default_prerm stops and disables it.
+  local step
+  for step in postinst prerm; do
+    printf '%s\n' '#!/bin/sh' '[ "${IPKG_NO_SCRIPT}" = "1" ] && exit 0' '[ -s ${IPKG_INSTROOT}/lib/functions.sh ] || exit 0' \
+      '. ${IPKG_INSTROOT}/lib/functions.sh' "default_$step \$0 \$@" > "$work/control/$step"
+  done
   chmod 755 "$work/control/postinst" "$work/control/prerm"
   echo "2.0" > "$work/debian-binary"
   tar -C "$work/control" --owner=0 --group=0 --numeric-owner -czf "$work/control.tar.gz" .

@@ -64,5 +64,9 @@ def test_the_ipk_is_what_opkg_reads(tmp_path):
         script = tmp_path / name[2:]
         script.write_bytes(control.extractfile(name).read())
         subprocess.run(["sh", "-n", str(script)], check=True)
+        # base-files' own steps: for postinst, the Require-User users and the service enabled.
+        assert f"default_{name[2:]} $0 $@" in script.read_text(), script.read_text()
     uci = data.extractfile("./etc/config/edgeflow").read().decode()
     assert "option datapath 'tc'" in uci, "a full image runs the kernel fast path"
+    # The switch runs as the user the package makes opkg add (`--user`, not root).
+    assert fields["Require-User"] == "edgeflow:edgeflow" and "option user 'edgeflow'" in uci, (fields, uci)

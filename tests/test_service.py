@@ -296,6 +296,71 @@ def test_under_a_service_manager(two_hosts):
         shutil.rmtree(tmp_path, ignore_errors=True)
 
 
+#: linux/capability.h's numbers of the capabilities the unit names.
+CAPABILITY_BITS = {"net_admin": 12, "net_raw": 13, "sys_admin": 21, "sys_nice": 23, "perfmon": 38, "bpf": 39}
+
+
+def test_a_switch_started_as_root_runs_as_its_user_with_only_the_units_capabilities(two_hosts):
+    """procd starts every service as root, and grants capabilities only through ujail: `--user`
+    has the switch become that user itself before it opens anything, keeping the capabilities
+    the systemd unit grants (the same four, for the tc fast path), in every thread, with no way
+    to gain more. It then forwards through the kernel as the unit's switch does."""
+    tmp_path = Path(tempfile.mkdtemp(prefix="ef-user-"))
+    os.chmod(tmp_path, 0o755)
+    h1, h2 = two_hosts.hosts
+    nobody = pwd.getpwnam("nobody")
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    shutil.chown(runtime, "nobody", "nogroup")
+    bpf_dir = Path(f"/sys/fs/bpf/ef-user-{os.getpid()}")
+    bpf_dir.mkdir()
+    shutil.chown(bpf_dir, "nobody", "nogroup")
+    env = {**os.environ, "RUNTIME_DIRECTORY": str(runtime), "EDGEFLOW_BPF_DIR": str(bpf_dir)}
+    args = [x for p in two_hosts.switch_ports for x in ("--port", p)]
+    mgmt = runtime / "00000000000000e6.mgmt"
+    proc = subprocess.Popen([EDGEFLOW_BIN, "run", *args, "--datapath", "tc", "--dpid", "e6", "--keep-fastpath",
+                             "--user", "nobody"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    def stats():
+        r = subprocess.run([EDGEFLOW_BIN, "stats", "--json", "e6"], env=env, capture_output=True, text=True, timeout=10)
+        return r.returncode == 0 and json.loads(r.stdout)
+
+    try:
+        # Up once its management socket answers: its threads are running by then.
+        wait_for(lambda: proc.poll() is not None or stats(), timeout=20, what="the switch to answer")
+        assert proc.poll() is None, proc.stdout.read()
+        want = sum(1 << CAPABILITY_BITS[c] for c in unit_capabilities())
+        tasks = list(Path(f"/proc/{proc.pid}/task").iterdir())
+        assert len(tasks) > 1, "the switch's threads are each looked at"
+        for task in tasks:
+            status = dict(l.split(":", 1) for l in (task / "status").read_text().splitlines())
+            ids = {k: status[k].split() for k in ("Uid", "Gid", "Groups")}
+            assert ids == {"Uid": [str(nobody.pw_uid)] * 4, "Gid": [str(nobody.pw_gid)] * 4,
+                           "Groups": [str(nobody.pw_gid)]}, (task, ids)
+            caps = {k: int(status[k], 16) for k in ("CapEff", "CapPrm", "CapBnd", "CapInh", "CapAmb")}
+            assert caps == {"CapEff": want, "CapPrm": want, "CapBnd": want, "CapInh": 0, "CapAmb": 0}, (task, caps)
+            assert status["NoNewPrivs"].strip() == "1", task
+        for flow in ("priority=10,in_port=1,actions=output:2", "priority=10,in_port=2,actions=output:1"):
+            sh("ovs-ofctl", "-O", "OpenFlow13", "add-flow", f"unix:{mgmt}", flow)
+        assert h1.ping(h2.addr, count=3, interval=0.1)[0] == 3
+        report = stats()
+        assert report["datapath"] == "tc" and report["fast_path"]["hits"] > 0, report["fast_path"]
+        proc.terminate()
+        out, _ = proc.communicate(timeout=10)
+        assert proc.returncode == 0, out
+        assert f"running as user=nobody uid={nobody.pw_uid}" in out and "CAP_BPF" in out, out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        subprocess.run([EDGEFLOW_BIN, "stop", "--clean", "e6"], env=env, capture_output=True, timeout=10)
+        shutil.rmtree(bpf_dir, ignore_errors=True)
+        shutil.rmtree(tmp_path, ignore_errors=True)
+    # A user that does not exist is refused at start, by name.
+    bad = subprocess.run([EDGEFLOW_BIN, "run", "--port", "lo", "--user", "ef-no-such-user"], capture_output=True,
+                         text=True, timeout=10)
+    assert bad.returncode == 2 and "--user ef-no-such-user: no such user" in bad.stdout + bad.stderr, bad
+
+
 def test_openwrt_uci_config_renders_to_a_config_the_switch_accepts(tmp_path):
     """The shipped /etc/config/edgeflow through `edgeflow uci`, as the procd script renders it,
     then `check-config --json` on the result; a bad value is refused at its UCI line."""

@@ -304,6 +304,12 @@ pub struct RunArgs {
     /// Log filter, e.g. info, debug, agent=debug (default: $RUST_LOG or info).
     #[arg(long, value_name = "FILTER")]
     pub log: Option<String>,
+    /// Started as root, run as USER from the start, keeping only the capabilities the
+    /// configuration needs (NET_RAW and NET_ADMIN; BPF and PERFMON for the fast path, SYS_ADMIN
+    /// before Linux 5.8; SYS_NICE for egress_timing fifo): what procd, which starts services as
+    /// root, cannot grant (docs/security.md). Under systemd the unit's User= does it.
+    #[arg(long, value_name = "USER")]
+    pub user: Option<String>,
 }
 
 impl RunArgs {

@@ -5,6 +5,7 @@
 
 mod logging;
 mod metrics;
+mod privileges;
 mod running;
 mod service;
 mod stats;
@@ -252,6 +253,19 @@ fn main() -> ExitCode {
                      for the test that a panic ends the process; never set it for a service"
                 );
                 datapath::switch::arm_test_panic();
+            }
+            if let Some(user) = &args.user {
+                let needs = privileges::Needs {
+                    fast_path: settings.fastpath.is_some(),
+                    realtime: settings.timing == datapath::switch::Timing::Fifo,
+                };
+                match privileges::become_user(user, needs) {
+                    Ok(kept) => info!("running as {kept}"),
+                    Err(e) => {
+                        error!("{e}");
+                        return ExitCode::from(2);
+                    }
+                }
             }
             match run(settings, move || load(&args)) {
                 Ok(()) => ExitCode::SUCCESS,

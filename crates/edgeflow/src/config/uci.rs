@@ -41,7 +41,7 @@ const SWITCH: &[(&str, &str, Kind)] = &[
 ];
 const SWITCH_LISTS: &[(&str, &str)] = &[("controller", "controllers"), ("listen", "listen")];
 /// Keys the init script reads and the switch does not.
-const SERVICE_ONLY: &[&str] = &["enabled", "log", "include"];
+const SERVICE_ONLY: &[&str] = &["enabled", "log", "include", "user"];
 const PORT: &[(&str, &str, Kind)] = &[
     ("name", "name", Kind::Text),
     ("number", "number", Kind::Integer),
