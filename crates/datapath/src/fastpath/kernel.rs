@@ -1082,3 +1082,46 @@ fn a_hit_for_a_port_without_native_redirect_goes_by_the_fallback_link_and_counts
     let far_end = fp.obj.program("ef_tc_xdp_fallback").unwrap();
     assert_eq!(far_end.run_once(&f, &crate::ebpf::sk_buff(LO, 0)).unwrap().0, TC_ACT_SHOT);
 }
+
+/// What a frame costs each stage of the XDP program, by differences of the kernel's own timing
+/// (BPF_PROG_TEST_RUN with repeat; the fastest of several batches): not a test of behaviour,
+/// a measurement for docs/fastpath.md. `cargo test --release -p datapath hit_cost -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn hit_cost_by_stage() {
+    let Some(mut fp) = fast_path() else { return };
+    let (_, xdp_name) = fp.programs.names();
+    let ns = |fp: &FastPath, frame: &[u8], want: u32| {
+        let prog = fp.programs_obj().program(xdp_name).unwrap();
+        (0..7)
+            .map(|_| {
+                let (verdict, ns) = prog.test_run(frame, 200_000, LO, false).unwrap();
+                assert_eq!(verdict, want);
+                ns
+            })
+            .min()
+            .unwrap()
+    };
+    let to = |n: u8| frame([2, 0, 0, 0, 1, n], 64);
+    let mut rows = vec![("miss, no mask", ns(&fp, &to(1), XDP_PASS))];
+    install(&mut fp, &to(2), &[Field::EthDst], &[DpAction::Output(1)]);
+    rows.push(("miss, one mask", ns(&fp, &to(1), XDP_PASS)));
+    rows.push(("hit, first mask, output", ns(&fp, &to(2), XDP_REDIRECT)));
+    let rewrite = [
+        DpAction::SetField(Field::EthSrc, 0x0200_0000_0099),
+        DpAction::SetField(Field::Ipv4Dst, u32::from_be_bytes([10, 0, 0, 12]) as u128),
+        DpAction::Output(1),
+    ];
+    install(&mut fp, &to(3), &[Field::EthDst], &rewrite);
+    rows.push(("hit, first mask, MAC and IPv4 rewrite, output", ns(&fp, &to(3), XDP_REDIRECT)));
+    // Three more masks, busiest first: an entry under the fourth is found on the fourth probe.
+    let more = [vec![Field::EthDst, Field::EthSrc], vec![Field::EthDst, Field::Ipv4Src], vec![Field::EthDst, Field::UdpDst]];
+    for (i, fields) in more.iter().enumerate() {
+        install(&mut fp, &to(10 + i as u8), fields, &[DpAction::Output(1)]);
+    }
+    rows.push(("hit, fourth mask, output", ns(&fp, &to(12), XDP_REDIRECT)));
+    rows.push(("miss, four masks", ns(&fp, &to(1), XDP_PASS)));
+    for (what, ns) in rows {
+        println!("{ns:>5} ns  {what}");
+    }
+}
