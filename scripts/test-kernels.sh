@@ -147,10 +147,16 @@ else
 fi
 # A failure shows the logs of the switches the guest's tests ran (they are in the guest's overlay,
 # gone with it), not only the assertion.
-script="mount -t bpf bpf /sys/fs/bpf 2>/dev/null; echo guest-kernel \$(uname -r); touch /tmp/guest-start;
+# Under TCG everything in the guest runs many times slower (Python, scapy and os-ken take tens of
+# seconds to start): the testbed's waits and the tests' time limits stretch four times
+# (testbed/util.py, TIMEOUT_SCALE). They are bounds on how long a failure takes to be called, not
+# claims of speed; the kernel's behaviour is what the guest tests.
+scale=1
+[ "$(cat "$VERDICT")" = kvm ] || scale=4
+script="export EDGEFLOW_TIMEOUT_SCALE=\${EDGEFLOW_TIMEOUT_SCALE:-$scale}; mount -t bpf bpf /sys/fs/bpf 2>/dev/null; echo guest-kernel \$(uname -r); touch /tmp/guest-start;
   { $unit --color never fastpath:: && $differential_cmd &&
-  .venv/bin/python -m pytest $forwarding -q -s --color=no -p no:cacheprovider &&
-  { [ -z \"$more\" ] || .venv/bin/python -m pytest $more -q -s --color=no -p no:cacheprovider; } && echo guest-tests-passed; } ||
+  .venv/bin/python -m pytest $forwarding -q -s --tb=short --color=no -p no:cacheprovider &&
+  { [ -z \"$more\" ] || .venv/bin/python -m pytest $more -q -s --tb=short --color=no -p no:cacheprovider; } && echo guest-tests-passed; } ||
   find build/run -name '*.log' -newer /tmp/guest-start | while read -r f; do echo \"== guest log \$f\"; tail -n 25 \"\$f\"; done;
   sleep 2"
 
@@ -181,8 +187,13 @@ for suite in $KERNELS; do
   if grep -aq guest-tests-passed <<<"$out"; then
     echo "guest-tests-passed"
   else
-    # What failed and why: the guest's own last lines (an assertion, a panic), the kernel's left out.
-    echo "test-kernels: $suite failed; the guest's last lines:"
+    # What failed and why: pytest's failure reports (each assertion with its values), a Rust
+    # test's panic, then the guest's own last lines (the switches' logs); the kernel's left out.
+    echo "test-kernels: $suite failed; the failures as the guest reported them:"
+    printf '%s\n' "$out" | grep -av '^\[ *[0-9]' |
+      awk '/^=+ FAILURES =+/ {show = 1} /^=+ short test summary/ {show = 0} /panicked at|^---- .* stdout ----/ {print; next} show' |
+      grep -av '^ *$' | head -n 200
+    echo "test-kernels: $suite: the guest's last lines:"
     printf '%s\n' "$out" | grep -av '^\[ *[0-9]' | tail -n 80
     failed+=("$suite")
   fi

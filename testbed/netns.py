@@ -9,11 +9,15 @@ import re
 import subprocess
 from dataclasses import dataclass, field
 
+from .util import TIMEOUT_SCALE
+
 PREFIX = "ef"
 
 
 def sh(*cmd, check=True, timeout=60, input=None):
     """Runs a command, returning its CompletedProcess (text mode)."""
+    if timeout is not None:
+        timeout *= TIMEOUT_SCALE
     return subprocess.run(cmd, check=check, timeout=timeout, capture_output=True, text=True, input=input)
 
 

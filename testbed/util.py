@@ -8,6 +8,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 VENV = Path(os.environ.get("EDGEFLOW_VENV", ROOT / ".venv"))
 RUN_DIR = Path(os.environ.get("EDGEFLOW_RUN_DIR", ROOT / "build" / "run"))
+#: How much longer every wait may take than on the machine the tests were written on: 1, but
+#: more inside an emulated guest (`scripts/test-kernels.sh` under TCG), where starting Python,
+#: scapy or os-ken takes many times as long. Waits and timeouts are upper bounds, never what a
+#: test claims as a speed, so this loosens no claim but how long a failure takes to be called.
+TIMEOUT_SCALE = float(os.environ.get("EDGEFLOW_TIMEOUT_SCALE", "1"))
 
 
 def kernel_version():
@@ -23,6 +28,7 @@ def free_port():
 
 
 def wait_for(predicate, timeout=10.0, interval=0.05, what="condition"):
+    timeout *= TIMEOUT_SCALE
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         v = predicate()

@@ -8,6 +8,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from testbed import background, netns  # noqa: E402
 from testbed.switches import EDGEFLOW_BIN  # noqa: E402
+from testbed.util import TIMEOUT_SCALE  # noqa: E402
 
 # tests/bench runs every experiment (~10 minutes): `make bench-quick` asks for it by name.
 collect_ignore = [] if os.environ.get("EDGEFLOW_BENCH") == "1" else ["bench"]
@@ -38,6 +39,15 @@ def background_jobs(item):
 def pytest_collection_modifyitems(config, items):
     # The tests that collect a background job wait for it: last, so that it had the run's length.
     items.sort(key=lambda item: bool(background_jobs(item)))
+    # A test's own time limit stretches as its waits do (testbed.util.TIMEOUT_SCALE: an emulated
+    # guest); the marker put first is the one pytest-timeout reads.
+    if TIMEOUT_SCALE != 1:
+        default = float(config.getini("timeout") or 0)
+        for item in items:
+            limit = item.get_closest_marker("timeout")
+            seconds = limit.args[0] if limit and limit.args else default
+            if seconds:
+                item.add_marker(pytest.mark.timeout(seconds * TIMEOUT_SCALE), append=False)
     # Without root, the tests that need none run first; the first one that needs root stops the
     # run with the reason (a run that skipped everything must not read as a pass), unless the
     # caller asked for the skip by name.
