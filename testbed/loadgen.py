@@ -14,7 +14,7 @@ import time
 from contextlib import contextmanager
 
 from .netns import sh
-from .util import ROOT
+from .util import ROOT, TIMEOUT_SCALE
 
 LOADGEN_BIN = os.environ.get("EDGEFLOW_LOADGEN", str(ROOT / "target" / "release" / "edgeflow-loadgen"))
 READY = "edgeflow-loadgen: ready"
@@ -23,8 +23,12 @@ READY = "edgeflow-loadgen: ready"
 def start_receiver(popen, *args, timeout=20):
     """Starts `edgeflow-loadgen ARGS` (recv or es-recv) with `popen` (a Host's or an end system's),
     told to end when its standard input closes; returns the process once it is ready."""
-    proc = popen(*args, "--end-on-stdin", stdin=subprocess.PIPE)
+    # Frames still on their way when the senders are done get 0.1 s (the receiver's default) to
+    # arrive, more in an emulated guest, where the switch takes that long over one.
+    settle = ["--settle", str(0.1 * TIMEOUT_SCALE)] if TIMEOUT_SCALE != 1 else []
+    proc = popen(*args, "--end-on-stdin", *settle, stdin=subprocess.PIPE)
     said = []
+    timeout *= TIMEOUT_SCALE
     deadline = time.monotonic() + timeout
     while True:
         left = deadline - time.monotonic()

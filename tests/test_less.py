@@ -34,7 +34,7 @@ from testbed.less import counters, less_switches, stacks
 from testbed.switches import EDGEFLOW_BIN, Edgeflow
 from testbed.topology import Fabric, chain, single
 from testbed.traffic import iperf3_tcp
-from testbed.util import run_dir, wait_for
+from testbed.util import TIMEOUT_SCALE, run_dir, wait_for
 
 
 def sniffer(iface):
@@ -622,7 +622,8 @@ def test_less_and_a_learning_bridge_share_a_switch(datapath):
             assert h3.ping(h4.addr, count=10, interval=0.05)[0] == 10
             # The protocol's HELLOs reach LESS's ports only (counted where the hosts receive: the
             # switch's sends bypass the taps on its side).
-            dumps = {h.name: h.popen("timeout", "1.5", "tcpdump", "-enli", "eth0", "ether proto 0x88b5")
+            dumps = {h.name: h.popen("timeout", str(1.5 * TIMEOUT_SCALE), "tcpdump", "-enli", "eth0",
+                                     "ether proto 0x88b5")
                      for h in (h1, h3)}
             # Meanwhile (each waits for nothing to come back), neither part reaches the other:
             # host 3's ARP stays in the bridge, and LESS asks only its own edge ports for an
