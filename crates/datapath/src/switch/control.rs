@@ -17,8 +17,11 @@ use crate::Replier;
 const ALL_QUEUES: u32 = 0xffff_ffff;
 
 impl Switch {
-    pub(super) fn openflow(&mut self, xid: u32, msg: Message, head: &[u8], reply: &Replier) {
-        let now = self.now();
+    /// Runs one request at `now` (the caller's clock reading: one a command).
+    pub(super) fn openflow(&mut self, xid: u32, msg: Message, head: &[u8], reply: &Replier, now: u64) {
+        // Only a request the mode sent frames for (packet-out, a flow-mod naming a buffer) has
+        // anything for the ports; the rest do not pay a pass over every port.
+        let mut transmitted = true;
         let send = |m: Message| reply(m.encode(xid));
         let error = |code: ErrorCode| reply(Message::Error(ErrorMsg::reply_to(code, head)).encode(xid));
         let answer = match msg {
@@ -36,10 +39,14 @@ impl Switch {
                 self.harvest_fast_within(now, self.stats_age());
                 match self.multipart(&req.body) {
                     Some(body) => body.map(|b| Some(Reply::Multipart(b))),
-                    None => self.ask_mode(Message::MultipartRequest(req), now),
+                    None => self.ask_mode(Message::MultipartRequest(req), now).0,
                 }
             }
-            other => self.ask_mode(other, now),
+            other => {
+                let (answer, went) = self.ask_mode(other, now);
+                transmitted = went;
+                answer
+            }
         };
         match answer {
             Ok(Some(Reply::Message(m))) => send(m),
@@ -49,10 +56,13 @@ impl Switch {
             Ok(None) => {}
             Err(code) => error(code),
         }
-        self.flush_all();
+        if transmitted {
+            self.flush_all();
+        }
     }
 
-    fn ask_mode(&mut self, msg: Message, now: u64) -> Result<Option<Reply>, ErrorCode> {
+    /// The mode's answer, and whether it sent frames to any port.
+    fn ask_mode(&mut self, msg: Message, now: u64) -> (Result<Option<Reply>, ErrorCode>, bool) {
         let mut out = Transmit {
             ports: &mut self.ports,
             events: &mut *self.events,
@@ -61,8 +71,9 @@ impl Switch {
             now,
         };
         let answer = self.mode.openflow(msg, now, &mut out);
+        let went = !self.sent.is_empty();
         self.sent.clear();
-        answer
+        (answer, went)
     }
 
     /// Whether controllers see port `no`: on a switch shared by modes, only the OpenFlow part's.
