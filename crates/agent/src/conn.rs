@@ -345,6 +345,8 @@ struct Session {
     /// The bytes of the parts gathered so far.
     partial_bytes: usize,
     echo_outstanding: bool,
+    /// The action lists of the connection's last few flow-mods, which the next share.
+    action_lists: datapath::ActionLists,
 }
 
 /// Runs one connection from hello to close; false if it never got as far as the peer's hello
@@ -466,7 +468,14 @@ async fn handshake_and_session<S: AsyncRead + AsyncWrite + Unpin + 'static>(
     }
     let id = hub.borrow_mut().register(tx.clone(), primary);
     let probe = hub.borrow().cfg.probe_interval;
-    let mut session = Session { id, tx: tx.clone(), partial: None, partial_bytes: 0, echo_outstanding: false };
+    let mut session = Session {
+        id,
+        tx: tx.clone(),
+        partial: None,
+        partial_bytes: 0,
+        echo_outstanding: false,
+        action_lists: Default::default(),
+    };
     let mut last_rx = Instant::now();
     // While the output is over its limit, the peer's requests wait unread; this is when the
     // writer last made progress then.
@@ -670,6 +679,13 @@ fn dispatch(hub: &HubRef, s: &mut Session, bytes: Vec<u8>) {
                 return;
             }
             forward(hub, s, xid, Message::MultipartRequest(req), &bytes);
+        }
+        Message::FlowMod(fm) => {
+            // Checked, keyed and compiled here, on this thread: the forwarding thread, which
+            // every connection's flow-mods pass through, does only what needs its tables.
+            let fm = Box::new(datapath::PreparedFlowMod::new(fm, &mut s.action_lists));
+            let head = bytes[..bytes.len().min(64)].to_vec();
+            hub.borrow().switch.send(Command::FlowMod { xid, fm, head, reply: s.tx.replier() });
         }
         m => forward(hub, s, xid, m, &bytes),
     }

@@ -79,6 +79,15 @@ pub enum Command {
         head: Vec<u8>,
         reply: Replier,
     },
+    /// A flow-mod from a controller whose pure part (its match checked and keyed, its
+    /// instructions compiled and shared) the connection's thread did: as an `OpenFlow` command
+    /// with the flow-mod it was made from, in the same order, for less of this thread's time.
+    FlowMod {
+        xid: u32,
+        fm: Box<forwarding::PreparedFlowMod>,
+        head: Vec<u8>,
+        reply: Replier,
+    },
     /// A reply the agent composed itself (echo, features, role…), queued behind the connection's
     /// earlier requests so that replies leave in request order (what a barrier promises).
     Reply {
@@ -200,5 +209,7 @@ impl ChannelCounters {
 
 /// Asynchronous messages from the forwarding thread, for the controllers.
 pub use forwarding::Event;
+/// What a connection's thread needs to prepare flow-mods ([`Command::FlowMod`]).
+pub use forwarding::{ActionLists, PreparedFlowMod};
 /// The packet-in token bucket, which the agent applies per controller too.
 pub use forwarding::openflow::PacketInLimit;

@@ -23,7 +23,7 @@ pub struct Program {
 }
 
 /// A flow's instructions as the controller gave them and as compiled. Flows with the same ones
-/// share one: a million flows name a few action lists (see `Pipeline::share_actions`).
+/// share one: a million flows name a few action lists (see `prepare::ActionLists`).
 #[derive(Debug, PartialEq, Eq)]
 pub struct FlowActions {
     pub instructions: Vec<Instruction>,

@@ -249,7 +249,10 @@ impl Switch {
                 self.bell.pending.swap(false, Ordering::AcqRel);
                 next = self.commands.try_recv();
             }
-            let flow_mod = matches!(&next, Ok(Command::OpenFlow { msg: ofp::Message::FlowMod(_), .. }));
+            let flow_mod = matches!(
+                &next,
+                Ok(Command::FlowMod { .. } | Command::OpenFlow { msg: ofp::Message::FlowMod(_), .. })
+            );
             if unsynced && !flow_mod {
                 self.sync_fast();
                 unsynced = false;
@@ -262,6 +265,10 @@ impl Switch {
                     } else {
                         self.sync_fast();
                     }
+                }
+                Ok(Command::FlowMod { xid, fm, head, reply }) => {
+                    self.flow_mod(xid, *fm, &head, &reply, now);
+                    unsynced = true;
                 }
                 Ok(Command::Reply { bytes, reply }) => reply(bytes),
                 Ok(Command::FailOpen(on)) => {
