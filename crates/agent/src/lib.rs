@@ -113,12 +113,14 @@ struct InFlight {
     settled: tokio::sync::Notify,
 }
 
-struct InFlightRequest(Arc<InFlight>);
+/// Requests counted in flight (one, or a run of flow-mods sent as one command) until dropped.
+struct InFlightRequest(Arc<InFlight>, usize);
 
 impl Drop for InFlightRequest {
     fn drop(&mut self) {
-        let left = self.0.count.fetch_sub(1, Ordering::AcqRel) - 1;
-        if left == 0 || left == MAX_IN_FLIGHT / 2 {
+        let before = self.0.count.fetch_sub(self.1, Ordering::AcqRel);
+        let left = before - self.1;
+        if left == 0 || (before > MAX_IN_FLIGHT / 2 && left <= MAX_IN_FLIGHT / 2) {
             self.0.settled.notify_one();
         }
     }
@@ -142,7 +144,19 @@ impl Outbox {
     /// flight until the thread is done with it (and drops the callback).
     pub(crate) fn replier(&self) -> datapath::Replier {
         self.in_flight.count.fetch_add(1, Ordering::AcqRel);
-        let request = InFlightRequest(self.in_flight.clone());
+        self.replier_for(1)
+    }
+
+    /// Counts one more request in flight before its command is made (a flow-mod waiting to go
+    /// with the next ones): the limit applies to it as it is read.
+    pub(crate) fn count_request(&self) {
+        self.in_flight.count.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The reply callback of `n` requests counted already ([`Outbox::count_request`]), sent
+    /// as one command: they stay in flight until the thread is done with all of them.
+    pub(crate) fn replier_for(&self, n: usize) -> datapath::Replier {
+        let request = InFlightRequest(self.in_flight.clone(), n);
         let tx = self.clone();
         Arc::new(move |bytes| {
             let _counted_until_dropped = &request;

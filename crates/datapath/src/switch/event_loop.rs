@@ -251,7 +251,7 @@ impl Switch {
             }
             let flow_mod = matches!(
                 &next,
-                Ok(Command::FlowMod { .. } | Command::OpenFlow { msg: ofp::Message::FlowMod(_), .. })
+                Ok(Command::FlowMods { .. } | Command::OpenFlow { msg: ofp::Message::FlowMod(_), .. })
             );
             if unsynced && !flow_mod {
                 self.sync_fast();
@@ -266,8 +266,11 @@ impl Switch {
                         self.sync_fast();
                     }
                 }
-                Ok(Command::FlowMod { xid, fm, head, reply }) => {
-                    self.flow_mod(xid, *fm, &head, &reply, now);
+                Ok(Command::FlowMods { mods, reply }) => {
+                    for m in mods {
+                        let head = m.head;
+                        self.flow_mod(m.xid, m.fm, &head[..m.head_len as usize], &reply, now);
+                    }
                     unsynced = true;
                 }
                 Ok(Command::Reply { bytes, reply }) => reply(bytes),
