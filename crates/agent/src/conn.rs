@@ -636,7 +636,7 @@ fn dispatch(hub: &HubRef, s: &mut Session, bytes: Vec<u8>) {
         if let Ok((_, Message::FlowMod(fm))) = Message::decode(&bytes) {
             // Checked, keyed and compiled here, on this thread: the forwarding thread, which
             // every connection's flow-mods pass through, does only what needs its tables.
-            let fm = datapath::PreparedFlowMod::new(fm, &mut s.action_lists);
+            let fm = datapath::PreparedFlowMod::from_message(fm, &bytes, &mut s.action_lists);
             s.tx.count_request();
             s.flow_mods.push(datapath::QueuedFlowMod::new(xid, fm, &bytes));
             if s.flow_mods.len() == FLOW_MOD_RUN {

@@ -567,4 +567,24 @@ mod tests {
         assert!(settles(&out), "none left: told, for a multipart request to go");
         assert_eq!(out.queued(), 100, "what was queued stays counted until written");
     }
+
+    #[test]
+    fn a_run_of_flow_mods_is_in_flight_one_by_one_and_answered_together() {
+        let (out, _rx) = Outbox::new(1 << 20);
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        let settles = |out: &Outbox| {
+            runtime.block_on(async { tokio::time::timeout(Duration::from_millis(50), out.settled()).await.is_ok() })
+        };
+        let others: Vec<_> = (0..MAX_IN_FLIGHT - 40).map(|_| out.replier()).collect();
+        (0..40).for_each(|_| out.count_request());
+        assert_eq!(out.in_flight(), MAX_IN_FLIGHT, "each flow-mod counts as it is read, before its command goes");
+        let run = out.replier_for(40);
+        assert_eq!(out.in_flight(), MAX_IN_FLIGHT, "and once");
+        drop(run);
+        // From 64 to 24 at once: past half the maximum without stopping on it, and told all the same.
+        assert_eq!(out.in_flight(), MAX_IN_FLIGHT - 40);
+        assert!(settles(&out), "the run answered: told, to read again");
+        drop(others);
+        assert!(settles(&out), "none left: told");
+    }
 }

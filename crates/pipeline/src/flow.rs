@@ -44,6 +44,18 @@ impl StoredMatch {
         StoredMatch(out.into_boxed_slice())
     }
 
+    /// The stored form of a match read from `wire` (an `ofp_match` with its padding, and perhaps
+    /// more after it) that decoded without error: the same bytes [`StoredMatch::new`] would encode
+    /// from the decoded match, as decoding takes only basic-class fields of their width's length,
+    /// which is what encoding writes back; only the padding, which decoding skips, is zeroed
+    /// here. `None` if `wire` is shorter than the match says.
+    pub fn from_wire(wire: &[u8]) -> Option<StoredMatch> {
+        let len = u16::from_be_bytes([*wire.get(2)?, *wire.get(3)?]) as usize;
+        let mut out: Box<[u8]> = wire.get(..len.next_multiple_of(8))?.into();
+        out[len..].fill(0);
+        Some(StoredMatch(out))
+    }
+
     pub fn to_match(&self) -> Match {
         Match::decode(&mut Reader::new(&self.0, ErrorCode::BadMatch(BadMatch::BadLen)))
             .expect("a stored match was encoded from a valid one")

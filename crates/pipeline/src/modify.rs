@@ -9,7 +9,7 @@ use ofp::{Action, GroupMod, MeterMod};
 use packet::FlowKey;
 
 use crate::classifier::RuleId;
-use crate::flow::{check, FlowActions, FlowEntry, Limits, Nanos};
+use crate::flow::{check, FlowActions, FlowEntry, Limits, Nanos, StoredMatch};
 use crate::group::GroupChange;
 use crate::meter::MeterChange;
 use crate::prepare::{Parts, PreparedFlowMod};
@@ -136,7 +136,7 @@ impl Pipeline {
     /// Applies a flow-mod (spec §6.4). Returns the flow-removed messages owed for deleted flows.
     pub fn flow_mod(&mut self, fm: &FlowMod, now: Nanos) -> Result<Vec<FlowRemoved>, ErrorCode> {
         let lists = &mut self.recent_actions;
-        let parts = Parts::of(fm, || lists.share_copy(&fm.instructions));
+        let parts = Parts::of(fm, || lists.share_copy(&fm.instructions), || StoredMatch::new(&fm.match_));
         self.apply_flow_mod(fm, parts, now)
     }
 

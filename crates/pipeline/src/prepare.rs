@@ -39,12 +39,17 @@ pub(crate) struct Parts {
 }
 
 impl Parts {
-    /// `fm`'s parts, its instructions given as `actions` (when the command reads them).
-    pub(crate) fn of(fm: &FlowMod, actions: impl FnOnce() -> Arc<FlowActions>) -> Parts {
+    /// `fm`'s parts, its instructions given as `actions` (when the command reads them) and its
+    /// match's stored form as `stored` (when it is an add's).
+    pub(crate) fn of(
+        fm: &FlowMod,
+        actions: impl FnOnce() -> Arc<FlowActions>,
+        stored: impl FnOnce() -> StoredMatch,
+    ) -> Parts {
         let valid = fm.match_.validate();
         let (key, mask) = if valid.is_ok() { match_to_key(&fm.match_) } else { Default::default() };
         let adding = fm.command == cmd::ADD;
-        let stored = (adding && valid.is_ok()).then(|| StoredMatch::new(&fm.match_));
+        let stored = (adding && valid.is_ok()).then(stored);
         Parts { valid, key, mask, stored, actions: reads_actions(fm.command).then(actions) }
     }
 
@@ -57,7 +62,22 @@ impl PreparedFlowMod {
     /// Prepares `fm`, sharing its action list with the recent flow-mods' in `lists`.
     pub fn new(mut fm: FlowMod, lists: &mut ActionLists) -> PreparedFlowMod {
         let instructions = if reads_actions(fm.command) { std::mem::take(&mut fm.instructions) } else { Vec::new() };
-        let parts = Parts::of(&fm, || lists.share(instructions));
+        let parts = Parts::of(&fm, || lists.share(instructions), || StoredMatch::new(&fm.match_));
+        PreparedFlowMod { fm, parts }
+    }
+
+    /// As [`PreparedFlowMod::new`], `message` being the bytes `fm` was decoded from: its match's
+    /// stored form is copied from them (see [`StoredMatch::from_wire`]) rather than encoded again.
+    pub fn from_message(mut fm: FlowMod, message: &[u8], lists: &mut ActionLists) -> PreparedFlowMod {
+        /// Where a flow-mod's `ofp_match` starts: after its header and 40 bytes of fixed fields.
+        const MATCH_AT: usize = 48;
+        let instructions = if reads_actions(fm.command) { std::mem::take(&mut fm.instructions) } else { Vec::new() };
+        let stored = || {
+            let copied = message.get(MATCH_AT..).and_then(StoredMatch::from_wire);
+            debug_assert!(copied.as_ref().is_none_or(|c| *c == StoredMatch::new(&fm.match_)), "{fm:?}");
+            copied.unwrap_or_else(|| StoredMatch::new(&fm.match_))
+        };
+        let parts = Parts::of(&fm, || lists.share(instructions), stored);
         PreparedFlowMod { fm, parts }
     }
 

@@ -8,6 +8,8 @@ use ofp::group_meter::{group_command, group_type, Bucket, OFPG_ANY};
 use ofp::message::{flow_mod_command as cmd, flow_mod_flags, FlowMod, GroupMod};
 use ofp::oxm::{Field, Match};
 use ofp::port::OFPP_ANY;
+use ofp::Message;
+use pipeline::flow::StoredMatch;
 use pipeline::{ActionLists, Pipeline, PortView, PreparedFlowMod};
 
 /// xorshift64*: a repeatable stream.
@@ -126,7 +128,13 @@ fn a_prepared_flow_mod_does_what_the_flow_mod_does() {
         }
         let fm = random_flow_mod(&mut r);
         let want = direct.flow_mod(&fm, i);
-        let got = prepared.prepared_flow_mod(PreparedFlowMod::new(fm.clone(), &mut lists), i);
+        // As a switch's connection prepares it (from the bytes it came in), or from the message alone.
+        let p = if i % 2 == 0 {
+            PreparedFlowMod::from_message(fm.clone(), &Message::FlowMod(fm.clone()).encode(i as u32), &mut lists)
+        } else {
+            PreparedFlowMod::new(fm.clone(), &mut lists)
+        };
+        let got = prepared.prepared_flow_mod(p, i);
         assert_eq!(got, want, "flow-mod {i}: {fm:?}");
         refused += want.is_err() as u32;
         removed += want.map_or(0, |r| r.len());
@@ -144,5 +152,21 @@ fn a_prepared_flow_mod_is_the_flow_mod_it_was_made_from() {
     for _ in 0..200 {
         let fm = random_flow_mod(&mut r);
         assert_eq!(PreparedFlowMod::new(fm.clone(), &mut lists).into_flow_mod(), fm);
+    }
+}
+
+#[test]
+fn a_match_stored_from_the_wire_is_the_match_encoded_whatever_its_padding_held() {
+    let mut r = Rng(11);
+    for _ in 0..500 {
+        let m = random_match(&mut r);
+        let mut wire = Vec::new();
+        m.encode(&mut wire);
+        let len = u16::from_be_bytes([wire[2], wire[3]]) as usize;
+        // A peer's padding need not be zero, and a flow-mod's instructions follow the match.
+        wire[len..].fill(0xa5);
+        wire.extend_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(StoredMatch::from_wire(&wire), Some(StoredMatch::new(&m)), "{m:?}");
+        assert_eq!(StoredMatch::from_wire(&wire[..len - 1]), None, "shorter than it says");
     }
 }
