@@ -153,10 +153,10 @@ def available_apps():
 
 
 @contextmanager
-def switch_under_test(kind, hosts, ports, app="none", app_env=None, edgeflow_args=()):
+def switch_under_test(kind, hosts, ports, app="none", app_env=None, edgeflow_args=(), controllers=()):
     """Starts `app`'s controller (if any) and a `kind` switch on `ports` (an edgeflow one with
-    `edgeflow_args` too), applies the host settings the switch needs, waits until it forwards, and
-    yields (switch, settings)."""
+    `edgeflow_args` too; `controllers`: targets of controllers already running, besides), applies
+    the host settings the switch needs, waits until it forwards, and yields (switch, settings)."""
     cls = SWITCHES[kind]
     settings = {"switch": kind, "app": app}
     for h in hosts:
@@ -167,7 +167,7 @@ def switch_under_test(kind, hosts, ports, app="none", app_env=None, edgeflow_arg
             h.set_offload(**{k: v})
         settings[f"hosts_{k}"] = v
     with ExitStack() as stack:
-        controllers = []
+        controllers = list(controllers)
         module = APPS[app]
         if module == "faucet":
             ctl = stack.enter_context(Faucet(faucet_config(len(ports)), log_name=f"faucet-{kind}"))

@@ -12,6 +12,8 @@ import time
 
 from .. import netns
 from ..churn import Churner, encode_flows
+from ..loadgen import LOADGEN_BIN, finish_receiver, receiving
+from ..reactive import Reactive
 from ..switches import DEFAULT_SWITCHES
 from ..util import ROOT
 from .common import Table, median, plot, progress, switch_under_test
@@ -20,6 +22,12 @@ from .common import Table, median, plot, progress, switch_under_test
 KINDS = ("edgeflow", "edgeflow-tc", "edgeflow-xdp", "ovs-netdev")
 SHAPES = ("exact", "prefix")
 SCALE_EXAMPLE = ROOT / "target" / "release" / "examples" / "scale"
+#: Switches whose new-flow setup rate is measured (through `testbed/reactive.py`), on the exact
+#: shape's rows: edgeflow's userspace datapath (the tc and xdp ones set flows up in the same
+#: thread) and Open vSwitch's.
+SETUP_KINDS = ("edgeflow", "ovs-netdev")
+#: New flows offered per setup measurement, and how fast: more than either switch sets up.
+SETUP_FLOWS, SETUP_OFFERED = 20_000, 100_000
 
 
 def rss_bytes(pid):
@@ -76,6 +84,26 @@ def install(sw, data, n_flows):
     return n_flows / took
 
 
+def setup_rate(sw, ctl, hosts, n=SETUP_FLOWS):
+    """New flows set up a second: `n` one-frame UDP flows no installed flow matches (source port
+    7000), offered faster than the switch sets them up; each goes table miss -> packet-in ->
+    `ctl`'s flow-mod and packet-out -> out to the other host. The rate is the frames that arrived
+    there over the time from the first packet-in to the last answer."""
+    sw.ofctl("add-flow", "priority=0,actions=CONTROLLER:65535")
+    ctl.setups, ctl.first, ctl.last = 0, None, None
+    sender, receiver = hosts
+    with receiving(receiver.popen, LOADGEN_BIN, "recv", "--iface", "eth0", "--engine", "socket", "--duration",
+                   "60") as recv:
+        s = sender.run(LOADGEN_BIN, "send", "--iface", "eth0", "--dst-mac", receiver.mac, "--src-ip", sender.addr,
+                       "--dst-ip", receiver.addr, "--size", "64", "--rate", str(SETUP_OFFERED), "--count", str(n),
+                       "--udp-flows", str(n), "--sport", "7000", "--dport", "20000", "--engine", "socket",
+                       timeout=120)
+        got = finish_receiver(recv, [s.stdout])
+    if not ctl.setups or ctl.last <= ctl.first:
+        raise RuntimeError(f"scale: {sw.name} set up no flow through the controller")
+    return min(got["received"], ctl.setups) / (ctl.last - ctl.first)
+
+
 def run(out, quick=False, switches=DEFAULT_SWITCHES):
     kinds = [k for k in switches if k in KINDS]
     counts = (10_000,) if quick else (10_000, 100_000, 1_000_000)
@@ -84,7 +112,7 @@ def run(out, quick=False, switches=DEFAULT_SWITCHES):
     ensure_example()
     table = Table("scale", "Memory per flow, install rate and lookup cost from 10 000 to 1 000 000 flows",
                   ["switch", "shape", "flows", "rss_mb", "bytes_per_flow", "install_per_s", "install_ratio",
-                   "masks", "heap_bytes_per_flow", "lookup_ns"],
+                   "setup_per_s", "setup_ratio", "masks", "heap_bytes_per_flow", "lookup_ns"],
                   note=("One table, one OpenFlow connection (the switch's passive listener), every flow-mod encoded "
                         "before the clock starts and sent at once; install_per_s up to the reply to a barrier after "
                         "the last. rss_mb: the switch process's resident set with the flows in; bytes_per_flow: that "
@@ -97,7 +125,12 @@ def run(out, quick=False, switches=DEFAULT_SWITCHES):
                         "translation that misses the megaflow cache and walks the classifier), so they are the "
                         f"same for its three datapaths. Medians of {samples} run(s), each on a freshly started "
                         "switch. Targets (issue 56): <= 512 bytes per flow at 1 000 000 flows, installs >= 2 x Open "
-                        "vSwitch on every datapath, lookup_ns flat in the flow count."))
+                        "vSwitch on every datapath, lookup_ns flat in the flow count. setup_per_s (exact rows below a million, "
+                        "edgeflow's userspace datapath and Open vSwitch, with the row's flows installed): new one-frame UDP flows set up a "
+                        "second, table miss -> packet-in -> a reactive controller's flow-mod and packet-out "
+                        "(testbed/reactive.py, the same bytes to both; edgeflow with --packet-in-rate 0) -> out to "
+                        f"the other host, {SETUP_FLOWS} offered at {SETUP_OFFERED}/s; setup_ratio over Open vSwitch's "
+                        "(target >= 2)."))
     alone = {}
     for shape in shapes:
         for n in counts:
@@ -112,9 +145,14 @@ def run(out, quick=False, switches=DEFAULT_SWITCHES):
             for n in counts:
                 data = encode_flows(shape, n, 2)
                 for kind in kinds:
-                    rates, rss, per_flow = [], [], []
+                    rates, rss, per_flow, setups = [], [], [], []
+                    # At a million the table (edgeflow's default capacity) has no room for the
+                    # table-miss flow the setup needs.
+                    setup = kind in SETUP_KINDS and shape == "exact" and n < 1_000_000
                     for _ in range(samples):
-                        with switch_under_test(kind, topo.hosts, topo.switch_ports) as (sw, _):
+                        with Reactive() as ctl, switch_under_test(
+                                kind, topo.hosts, topo.switch_ports, controllers=[ctl.target] if setup else (),
+                                edgeflow_args=("--packet-in-rate", "0") if setup else ()) as (sw, _):
                             pid = sw.cpu_pids()[0]
                             sw.ofctl("del-flows")
                             idle = settled_rss(pid)
@@ -122,9 +160,13 @@ def run(out, quick=False, switches=DEFAULT_SWITCHES):
                             full = settled_rss(pid)
                             rss.append(full)
                             per_flow.append((full - idle) / n)
+                            if setup:
+                                setups.append(setup_rate(sw, ctl, topo.hosts))
                     measured[kind, shape, n] = median(rates)
                     row = dict(switch=kind, shape=shape, flows=n, rss_mb=round(median(rss) / 2**20, 1),
                                bytes_per_flow=round(median(per_flow)), install_per_s=round(median(rates)))
+                    if setups:
+                        row["setup_per_s"] = round(median(setups))
                     if kind.startswith("edgeflow"):
                         row.update(alone[shape, n])
                     table.add(**row)
@@ -133,6 +175,10 @@ def run(out, quick=False, switches=DEFAULT_SWITCHES):
         peer = measured.get(("ovs-netdev", r["shape"], r["flows"]))
         if peer and r["switch"] != "ovs-netdev":
             r["install_ratio"] = round(r["install_per_s"] / peer, 2)
+        peer_setup = next((p.get("setup_per_s") for p in table.rows if p["switch"] == "ovs-netdev"
+                           and p["shape"] == r["shape"] and p["flows"] == r["flows"]), None)
+        if peer_setup and r.get("setup_per_s") and r["switch"] != "ovs-netdev":
+            r["setup_ratio"] = round(r["setup_per_s"] / peer_setup, 2)
     table.write(out)
 
     def draw(plt):

@@ -345,6 +345,25 @@ struct Session {
     /// The bytes of the parts gathered so far.
     partial_bytes: usize,
     echo_outstanding: bool,
+    /// The action lists of the connection's last few flow-mods, which the next share.
+    action_lists: datapath::ActionLists,
+    /// Flow-mods read in a row, not sent yet: they go to the forwarding thread as one command,
+    /// before anything else the connection sends it, and when no more are read at once.
+    flow_mods: Vec<datapath::QueuedFlowMod>,
+}
+
+/// Flow-mods sent to the forwarding thread as one command at most: half the requests a
+/// connection may have in flight, so that one run is executed while the next is read.
+const FLOW_MOD_RUN: usize = MAX_IN_FLIGHT / 2;
+
+/// Sends the flow-mods read so far, if any.
+fn send_flow_mods(hub: &HubRef, s: &mut Session) {
+    if s.flow_mods.is_empty() {
+        return;
+    }
+    let mods = std::mem::replace(&mut s.flow_mods, Vec::with_capacity(FLOW_MOD_RUN));
+    let reply = s.tx.replier_for(mods.len());
+    hub.borrow().switch.send(Command::FlowMods { mods, reply });
 }
 
 /// Runs one connection from hello to close; false if it never got as far as the peer's hello
@@ -466,7 +485,15 @@ async fn handshake_and_session<S: AsyncRead + AsyncWrite + Unpin + 'static>(
     }
     let id = hub.borrow_mut().register(tx.clone(), primary);
     let probe = hub.borrow().cfg.probe_interval;
-    let mut session = Session { id, tx: tx.clone(), partial: None, partial_bytes: 0, echo_outstanding: false };
+    let mut session = Session {
+        id,
+        tx: tx.clone(),
+        partial: None,
+        partial_bytes: 0,
+        echo_outstanding: false,
+        action_lists: Default::default(),
+        flow_mods: Vec::new(),
+    };
     let mut last_rx = Instant::now();
     // While the output is over its limit, the peer's requests wait unread; this is when the
     // writer last made progress then.
@@ -507,6 +534,7 @@ async fn handshake_and_session<S: AsyncRead + AsyncWrite + Unpin + 'static>(
                             next = framer.next_buffered();
                         }
                     }
+                    send_flow_mods(hub, &mut session);
                 }
                 Ok(Some(Frame::Broken(head))) => {
                     warn!(%peer, "message with length below 8: closing");
@@ -546,6 +574,8 @@ async fn handshake_and_session<S: AsyncRead + AsyncWrite + Unpin + 'static>(
             }
         }
     }
+    // Flow-mods read before a close take effect, as they would have one by one.
+    send_flow_mods(hub, &mut session);
     let last_primary_gone = hub.borrow_mut().unregister(id);
     if last_primary_gone {
         arm_fail_open(hub);
@@ -601,6 +631,22 @@ fn barred_to_slaves(bytes: &[u8]) -> bool {
 
 fn dispatch(hub: &HubRef, s: &mut Session, bytes: Vec<u8>) {
     let xid = Header::peek(&bytes).map_or(0, |h| h.xid);
+    let flow_mod = Header::peek(&bytes).is_some_and(|h| h.msg_type == ofp::message::msg_type::FLOW_MOD);
+    if flow_mod && !(barred_to_slaves(&bytes) && hub.borrow().role(s.id) == role::SLAVE) {
+        if let Ok((_, Message::FlowMod(fm))) = Message::decode(&bytes) {
+            // Checked, keyed and compiled here, on this thread: the forwarding thread, which
+            // every connection's flow-mods pass through, does only what needs its tables.
+            let fm = datapath::PreparedFlowMod::from_message(fm, &bytes, &mut s.action_lists);
+            s.tx.count_request();
+            s.flow_mods.push(datapath::QueuedFlowMod::new(xid, fm, &bytes));
+            if s.flow_mods.len() == FLOW_MOD_RUN {
+                send_flow_mods(hub, s);
+            }
+            return;
+        }
+    }
+    // Anything else goes behind the flow-mods before it (a refused flow-mod's error too).
+    send_flow_mods(hub, s);
     // Replies composed here still go through the forwarding thread's queue, behind this
     // connection's earlier requests: replies leave in request order.
     let in_order = |raw: Vec<u8>| hub.borrow().switch.send(Command::Reply { bytes: raw, reply: s.tx.replier() });

@@ -113,12 +113,14 @@ struct InFlight {
     settled: tokio::sync::Notify,
 }
 
-struct InFlightRequest(Arc<InFlight>);
+/// Requests counted in flight (one, or a run of flow-mods sent as one command) until dropped.
+struct InFlightRequest(Arc<InFlight>, usize);
 
 impl Drop for InFlightRequest {
     fn drop(&mut self) {
-        let left = self.0.count.fetch_sub(1, Ordering::AcqRel) - 1;
-        if left == 0 || left == MAX_IN_FLIGHT / 2 {
+        let before = self.0.count.fetch_sub(self.1, Ordering::AcqRel);
+        let left = before - self.1;
+        if left == 0 || (before > MAX_IN_FLIGHT / 2 && left <= MAX_IN_FLIGHT / 2) {
             self.0.settled.notify_one();
         }
     }
@@ -142,7 +144,19 @@ impl Outbox {
     /// flight until the thread is done with it (and drops the callback).
     pub(crate) fn replier(&self) -> datapath::Replier {
         self.in_flight.count.fetch_add(1, Ordering::AcqRel);
-        let request = InFlightRequest(self.in_flight.clone());
+        self.replier_for(1)
+    }
+
+    /// Counts one more request in flight before its command is made (a flow-mod waiting to go
+    /// with the next ones): the limit applies to it as it is read.
+    pub(crate) fn count_request(&self) {
+        self.in_flight.count.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The reply callback of `n` requests counted already ([`Outbox::count_request`]), sent
+    /// as one command: they stay in flight until the thread is done with all of them.
+    pub(crate) fn replier_for(&self, n: usize) -> datapath::Replier {
+        let request = InFlightRequest(self.in_flight.clone(), n);
         let tx = self.clone();
         Arc::new(move |bytes| {
             let _counted_until_dropped = &request;
@@ -552,5 +566,25 @@ mod tests {
         assert_eq!(out.in_flight(), 0);
         assert!(settles(&out), "none left: told, for a multipart request to go");
         assert_eq!(out.queued(), 100, "what was queued stays counted until written");
+    }
+
+    #[test]
+    fn a_run_of_flow_mods_is_in_flight_one_by_one_and_answered_together() {
+        let (out, _rx) = Outbox::new(1 << 20);
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        let settles = |out: &Outbox| {
+            runtime.block_on(async { tokio::time::timeout(Duration::from_millis(50), out.settled()).await.is_ok() })
+        };
+        let others: Vec<_> = (0..MAX_IN_FLIGHT - 40).map(|_| out.replier()).collect();
+        (0..40).for_each(|_| out.count_request());
+        assert_eq!(out.in_flight(), MAX_IN_FLIGHT, "each flow-mod counts as it is read, before its command goes");
+        let run = out.replier_for(40);
+        assert_eq!(out.in_flight(), MAX_IN_FLIGHT, "and once");
+        drop(run);
+        // From 64 to 24 at once: past half the maximum without stopping on it, and told all the same.
+        assert_eq!(out.in_flight(), MAX_IN_FLIGHT - 40);
+        assert!(settles(&out), "the run answered: told, to read again");
+        drop(others);
+        assert!(settles(&out), "none left: told");
     }
 }

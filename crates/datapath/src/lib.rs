@@ -69,6 +69,29 @@ pub type ModeJob = Box<dyn FnOnce(&mut dyn forwarding::Mode) -> Deliver + Send>;
 /// A job's answer, delivered when its effects are (see [`ModeJob`]).
 pub type Deliver = Box<dyn FnOnce() + Send>;
 
+/// One flow-mod of a [`Command::FlowMods`].
+pub struct QueuedFlowMod {
+    pub xid: u32,
+    pub fm: PreparedFlowMod,
+    /// The message's first bytes (up to 64), which an error reply echoes: kept inline, as a
+    /// flow-mod's error is rare and its allocation would not be.
+    head: [u8; 64],
+    head_len: u8,
+}
+
+impl QueuedFlowMod {
+    pub fn new(xid: u32, fm: PreparedFlowMod, message: &[u8]) -> QueuedFlowMod {
+        let mut head = [0; 64];
+        let n = message.len().min(64);
+        head[..n].copy_from_slice(&message[..n]);
+        QueuedFlowMod { xid, fm, head, head_len: n as u8 }
+    }
+
+    pub fn head(&self) -> &[u8] {
+        &self.head[..self.head_len as usize]
+    }
+}
+
 /// Requests to the forwarding thread.
 pub enum Command {
     /// An OpenFlow request from a controller, executed in arrival order. `head` holds the first
@@ -77,6 +100,14 @@ pub enum Command {
         xid: u32,
         msg: ofp::Message,
         head: Vec<u8>,
+        reply: Replier,
+    },
+    /// Flow-mods one connection sent in a row, each with its pure part (its match checked and
+    /// keyed, its instructions compiled and shared) done by the connection's thread: as that
+    /// many `OpenFlow` commands with the flow-mods they were made from, in the same order, for
+    /// less of this thread's time. `reply` counts for all of them (see `agent`'s in-flight limit).
+    FlowMods {
+        mods: Vec<QueuedFlowMod>,
         reply: Replier,
     },
     /// A reply the agent composed itself (echo, features, role…), queued behind the connection's
@@ -200,5 +231,7 @@ impl ChannelCounters {
 
 /// Asynchronous messages from the forwarding thread, for the controllers.
 pub use forwarding::Event;
+/// What a connection's thread needs to prepare flow-mods ([`Command::FlowMod`]).
+pub use forwarding::{ActionLists, PreparedFlowMod};
 /// The packet-in token bucket, which the agent applies per controller too.
 pub use forwarding::openflow::PacketInLimit;

@@ -31,7 +31,7 @@ use ofp::error::{BadRequest, ErrorCode};
 use packet::{FlowKey, Packet};
 pub use pipeline::classifier::RuleId as EntryId;
 pub use pipeline::exec::{Credits, DpAction};
-pub use pipeline::{Nanos, PortView, Retired};
+pub use pipeline::{ActionLists, Nanos, PortView, PreparedFlowMod, Retired};
 
 pub use kernel::{
     FlowOffload, FromKernel, KernelAccount, KernelEntry, KernelLabels, KernelLink, KernelLinks, KernelStack,
@@ -236,6 +236,17 @@ pub trait Mode: Send {
     /// switch without tables: see [`not_programmable`].
     fn openflow(&mut self, msg: ofp::Message, _now: Nanos, _out: &mut dyn Output) -> Result<Option<Reply>, ErrorCode> {
         not_programmable(msg)
+    }
+
+    /// A flow-mod whose pure part the connection's thread did ([`PreparedFlowMod`]); a mode
+    /// without a pipeline to take it that way takes it as the flow-mod it was.
+    fn prepared_flow_mod(
+        &mut self,
+        fm: PreparedFlowMod,
+        now: Nanos,
+        out: &mut dyn Output,
+    ) -> Result<Option<Reply>, ErrorCode> {
+        self.openflow(ofp::Message::FlowMod(fm.into_flow_mod()), now, out)
     }
 
     /// Its flow tables (those in use), for `edgeflow stats`; none for a mode without tables.

@@ -194,6 +194,21 @@ impl OpenFlowMode {
         Bridge { out, buffers, limit, now, sent: 0, limited: 0 }
     }
 
+    /// After a flow-mod: the flow-removed messages it owes, then the packet it names, if any.
+    fn flow_mod_done(
+        &mut self,
+        done: Result<Vec<ofp::FlowRemoved>, ErrorCode>,
+        buffer_id: u32,
+        now: Nanos,
+        out: &mut dyn Output,
+    ) -> Result<Option<Reply>, ErrorCode> {
+        done?.into_iter().for_each(|r| out.event(Event::FlowRemoved(r)));
+        if buffer_id != NO_BUFFER {
+            self.run_buffer(buffer_id, now, out)?;
+        }
+        Ok(None)
+    }
+
     /// Sends a buffered packet through the tables (flow-mod with a buffer_id).
     fn run_buffer(&mut self, buffer_id: u32, now: Nanos, out: &mut dyn Output) -> Result<(), ErrorCode> {
         let (in_port, frame) = self.buffers.take(buffer_id).ok_or(ErrorCode::BadRequest(BadRequest::BufferUnknown))?;
@@ -309,16 +324,25 @@ impl Mode for OpenFlowMode {
         }
     }
 
+    fn prepared_flow_mod(
+        &mut self,
+        fm: crate::PreparedFlowMod,
+        now: Nanos,
+        out: &mut dyn Output,
+    ) -> Result<Option<Reply>, ErrorCode> {
+        let buffer_id = fm.fm.buffer_id;
+        let done = self.pipeline.prepared_flow_mod(fm, now);
+        self.flow_mod_done(done, buffer_id, now, out)
+    }
+
     fn openflow(&mut self, msg: Message, now: Nanos, out: &mut dyn Output) -> Result<Option<Reply>, ErrorCode> {
         let removed = |out: &mut dyn Output, list: Vec<ofp::FlowRemoved>| {
             list.into_iter().for_each(|r| out.event(Event::FlowRemoved(r)));
         };
         match msg {
             Message::FlowMod(fm) => {
-                removed(out, self.pipeline.flow_mod(&fm, now)?);
-                if fm.buffer_id != NO_BUFFER {
-                    self.run_buffer(fm.buffer_id, now, out)?;
-                }
+                let done = self.pipeline.flow_mod(&fm, now);
+                return self.flow_mod_done(done, fm.buffer_id, now, out);
             }
             Message::GroupMod(gm) => removed(out, self.pipeline.group_mod(&gm, now)?),
             Message::MeterMod(mm) => removed(out, self.pipeline.meter_mod(&mm, now)?),

@@ -159,6 +159,18 @@ impl Mode for Partitioned {
         }
     }
 
+    fn prepared_flow_mod(
+        &mut self,
+        fm: crate::PreparedFlowMod,
+        now: Nanos,
+        out: &mut dyn Output,
+    ) -> Result<Option<Reply>, ErrorCode> {
+        match self.programmable {
+            Some(part) => self.fenced(part, out, |mode, fence| mode.prepared_flow_mod(fm, now, fence)),
+            None => not_programmable(ofp::Message::FlowMod(fm.into_flow_mod())),
+        }
+    }
+
     fn is_programmable(&self) -> bool {
         self.programmable.is_some()
     }

@@ -420,11 +420,16 @@ impl<T> Classifier<T> {
         for p in &mut st.projections {
             p.add(&key, id);
         }
+        // The probe order changes only when a subtable joins it or its best rule improves: a
+        // million inserts into one subtable sort nothing.
+        let reorder = st.n_rules == 0 || priority > st.max_priority;
         st.n_rules += 1;
         *st.priorities.entry(priority).or_default() += 1;
         st.max_priority = st.max_priority.max(priority);
         self.len += 1;
-        self.reorder();
+        if reorder {
+            self.reorder();
+        }
         id
     }
 
@@ -461,8 +466,11 @@ impl<T> Classifier<T> {
                 e.remove();
             }
         }
+        let was = st.max_priority;
         st.max_priority = st.priorities.last_key_value().map_or(0, |(&p, _)| p);
-        self.reorder();
+        if st.n_rules == 0 || st.max_priority != was {
+            self.reorder();
+        }
         Some(rule.data)
     }
 

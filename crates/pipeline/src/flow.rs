@@ -23,7 +23,7 @@ pub struct Program {
 }
 
 /// A flow's instructions as the controller gave them and as compiled. Flows with the same ones
-/// share one: a million flows name a few action lists (see `Pipeline::share_actions`).
+/// share one: a million flows name a few action lists (see `prepare::ActionLists`).
 #[derive(Debug, PartialEq, Eq)]
 pub struct FlowActions {
     pub instructions: Vec<Instruction>,
@@ -42,6 +42,18 @@ impl StoredMatch {
         let mut out = Vec::with_capacity(m.unpadded_len().next_multiple_of(8));
         m.encode(&mut out);
         StoredMatch(out.into_boxed_slice())
+    }
+
+    /// The stored form of a match read from `wire` (an `ofp_match` with its padding, and perhaps
+    /// more after it) that decoded without error: the same bytes [`StoredMatch::new`] would encode
+    /// from the decoded match, as decoding takes only basic-class fields of their width's length,
+    /// which is what encoding writes back; only the padding, which decoding skips, is zeroed
+    /// here. `None` if `wire` is shorter than the match says.
+    pub fn from_wire(wire: &[u8]) -> Option<StoredMatch> {
+        let len = u16::from_be_bytes([*wire.get(2)?, *wire.get(3)?]) as usize;
+        let mut out: Box<[u8]> = wire.get(..len.next_multiple_of(8))?.into();
+        out[len..].fill(0);
+        Some(StoredMatch(out))
     }
 
     pub fn to_match(&self) -> Match {

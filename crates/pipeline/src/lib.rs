@@ -11,6 +11,7 @@ pub mod group;
 pub mod meter;
 pub mod normal;
 mod modify;
+pub mod prepare;
 pub mod revalidate;
 mod stats;
 mod users;
@@ -30,6 +31,7 @@ use classifier::{Classifier, RuleId};
 use exec::{execute, Credits, Sink, Stop};
 pub use flow::Nanos;
 pub use modify::Removal;
+pub use prepare::{ActionLists, PreparedFlowMod};
 use flow::FlowEntry;
 use group::GroupTable;
 use meter::MeterTable;
@@ -207,7 +209,7 @@ pub struct Pipeline {
     /// No flow, learned address or cache entry can expire before this (see [`Pipeline::next_deadline`]).
     next_expiry: Nanos,
     /// The action lists of the last few flows added or modified, for the next to share.
-    recent_actions: Vec<std::sync::Arc<flow::FlowActions>>,
+    recent_actions: prepare::ActionLists,
 }
 
 
@@ -266,7 +268,7 @@ impl Pipeline {
             changed_meters: Vec::new(),
             fail_open: false,
             next_expiry: Nanos::MAX,
-            recent_actions: Vec::new(),
+            recent_actions: Default::default(),
         }
     }
 

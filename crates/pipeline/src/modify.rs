@@ -3,18 +3,18 @@
 
 use std::sync::Arc;
 
-use ofp::action::Instruction;
 use ofp::error::{ErrorCode, FlowModFailed};
 use ofp::message::{flow_mod_command as cmd, flow_mod_flags, flow_removed_reason, FlowMod, FlowRemoved, OFPTT_ALL};
 use ofp::{Action, GroupMod, MeterMod};
 use packet::FlowKey;
 
 use crate::classifier::RuleId;
-use crate::flow::{check, order, FlowActions, FlowEntry, Limits, Nanos, StoredMatch};
+use crate::flow::{check, FlowActions, FlowEntry, Limits, Nanos, StoredMatch};
 use crate::group::GroupChange;
 use crate::meter::MeterChange;
+use crate::prepare::{Parts, PreparedFlowMod};
 use crate::revalidate::Change;
-use crate::{cache, features, flow, match_to_key, normal, FlowTable, Pipeline, DEFAULT_MAX_FLOWS};
+use crate::{cache, features, flow, normal, FlowTable, Pipeline, DEFAULT_MAX_FLOWS};
 
 /// Why a flow left its table: the one list every removal path names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,36 +75,22 @@ impl Pipeline {
         (f.flags & flow_mod_flags::SEND_FLOW_REM != 0).then(|| removed(&f, reason, now))
     }
 
-    fn limits_ok(&mut self, fm: &FlowMod) -> Result<Arc<FlowActions>, ErrorCode> {
+    /// The checks of an add's or modify's instructions that read the switch (groups, meters,
+    /// tables); their compiled list, shared.
+    fn limits_ok(&self, fm: &FlowMod, parts: &Parts) -> Result<Arc<FlowActions>, ErrorCode> {
+        let instructions = parts.instructions();
         let table = &self.tables[fm.table_id as usize];
         if let Some(spec) = &table.spec {
-            spec.check(&fm.match_, &fm.instructions, fm.priority == 0 && fm.match_.fields.is_empty())?;
+            spec.check(&fm.match_, instructions, fm.priority == 0 && fm.match_.fields.is_empty())?;
         }
         let groups = |g: u32| self.groups.exists(g);
         let meters = |m: u32| self.meters.exists(m);
         let limits = Limits { n_tables: self.n_tables(), group_exists: &groups, meter_exists: &meters };
-        let goto = check(fm.table_id, &fm.instructions, &limits)?;
+        let goto = check(fm.table_id, instructions, &limits)?;
         if goto.is_some_and(|t| !self.tables[t as usize].enabled) {
             return Err(ErrorCode::BadInstruction(ofp::error::BadInstruction::BadTableId));
         }
-        Ok(self.share_actions(&fm.instructions))
-    }
-
-    /// One copy of an action list for the flows that have it. A controller installs flows of a
-    /// kind together (a million flows out of a few ports): the last few lists are remembered,
-    /// and a list seen among them is shared (a compare of a few, not a hash of every list ever),
-    /// neither copied nor ordered again.
-    fn share_actions(&mut self, instructions: &[Instruction]) -> Arc<FlowActions> {
-        const RECENT: usize = 8;
-        if let Some(same) = self.recent_actions.iter().find(|a| a.instructions == instructions) {
-            return same.clone();
-        }
-        let shared = Arc::new(FlowActions { instructions: instructions.to_vec(), program: order(instructions) });
-        if self.recent_actions.len() == RECENT {
-            self.recent_actions.remove(0);
-        }
-        self.recent_actions.push(shared.clone());
-        shared
+        Ok(parts.actions.clone().expect("an add's or modify's parts hold its actions"))
     }
 
     /// A table-features request with a body: the listed tables take the given features (and lose
@@ -149,6 +135,18 @@ impl Pipeline {
 
     /// Applies a flow-mod (spec §6.4). Returns the flow-removed messages owed for deleted flows.
     pub fn flow_mod(&mut self, fm: &FlowMod, now: Nanos) -> Result<Vec<FlowRemoved>, ErrorCode> {
+        let lists = &mut self.recent_actions;
+        let parts = Parts::of(fm, || lists.share_copy(&fm.instructions), || StoredMatch::new(&fm.match_));
+        self.apply_flow_mod(fm, parts, now)
+    }
+
+    /// Applies a flow-mod whose pure part was done already (see `prepare.rs`): as
+    /// [`Pipeline::flow_mod`] would the flow-mod it was made from.
+    pub fn prepared_flow_mod(&mut self, p: PreparedFlowMod, now: Nanos) -> Result<Vec<FlowRemoved>, ErrorCode> {
+        self.apply_flow_mod(&p.fm, p.parts, now)
+    }
+
+    fn apply_flow_mod(&mut self, fm: &FlowMod, parts: Parts, now: Nanos) -> Result<Vec<FlowRemoved>, ErrorCode> {
         let fail = |c| Err(ErrorCode::FlowModFailed(c));
         if fm.flags & !flow_mod_flags::ALL != 0 {
             return fail(FlowModFailed::BadFlags);
@@ -164,12 +162,12 @@ impl Pipeline {
         {
             return fail(FlowModFailed::BadTableId);
         }
-        fm.match_.validate()?;
-        let (key, mask) = match_to_key(&fm.match_);
+        parts.valid?;
+        let (key, mask) = (parts.key, parts.mask);
         let priority = fm.priority as u32;
         let removed_msgs = match fm.command {
             cmd::ADD => {
-                let actions = self.limits_ok(fm)?;
+                let actions = self.limits_ok(fm, &parts)?;
                 let table = &mut self.tables[fm.table_id as usize];
                 let existing = table.flows.find_exact(&key, &mask, priority);
                 if fm.flags & flow_mod_flags::CHECK_OVERLAP != 0 && existing.is_none() && {
@@ -200,7 +198,7 @@ impl Pipeline {
                 let entry = FlowEntry {
                     table_id: fm.table_id,
                     priority: fm.priority,
-                    match_: StoredMatch::new(&fm.match_),
+                    match_: parts.stored.expect("an add with a valid match has its stored form"),
                     cookie: fm.cookie,
                     idle_timeout: fm.idle_timeout,
                     hard_timeout: fm.hard_timeout,
@@ -221,7 +219,7 @@ impl Pipeline {
                 evicted
             }
             cmd::MODIFY | cmd::MODIFY_STRICT => {
-                let actions = self.limits_ok(fm)?;
+                let actions = self.limits_ok(fm, &parts)?;
                 let strict = fm.command == cmd::MODIFY_STRICT;
                 let targets = Self::targets(&mut self.tables[fm.table_id as usize], fm, &key, &mask, strict);
                 for &id in &targets {

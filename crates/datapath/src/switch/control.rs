@@ -1,7 +1,7 @@
 //! OpenFlow requests: the ones about ports, queues and the switch itself are answered here; the
 //! rest (flows, groups, meters, tables, packet-out, switch config) go to the forwarding mode.
 
-use forwarding::Reply;
+use forwarding::{Mode, PreparedFlowMod, Reply};
 use ofp::error::{BadRequest, ErrorCode, QueueOpFailed};
 use ofp::message::*;
 use ofp::multipart::*;
@@ -17,10 +17,11 @@ use crate::Replier;
 const ALL_QUEUES: u32 = 0xffff_ffff;
 
 impl Switch {
-    pub(super) fn openflow(&mut self, xid: u32, msg: Message, head: &[u8], reply: &Replier) {
-        let now = self.now();
-        let send = |m: Message| reply(m.encode(xid));
-        let error = |code: ErrorCode| reply(Message::Error(ErrorMsg::reply_to(code, head)).encode(xid));
+    /// Runs one request at `now` (the caller's clock reading: one a command).
+    pub(super) fn openflow(&mut self, xid: u32, msg: Message, head: &[u8], reply: &Replier, now: u64) {
+        // Only a request the mode sent frames for (packet-out, a flow-mod naming a buffer) has
+        // anything for the ports; the rest do not pay a pass over every port.
+        let mut transmitted = true;
         let answer = match msg {
             Message::FeaturesRequest => Ok(Some(Reply::Message(Message::FeaturesReply(self.features())))),
             Message::BarrierRequest => {
@@ -36,11 +37,36 @@ impl Switch {
                 self.harvest_fast_within(now, self.stats_age());
                 match self.multipart(&req.body) {
                     Some(body) => body.map(|b| Some(Reply::Multipart(b))),
-                    None => self.ask_mode(Message::MultipartRequest(req), now),
+                    None => {
+                        self.ask_mode(now, |mode, now, out| mode.openflow(Message::MultipartRequest(req), now, out)).0
+                    }
                 }
             }
-            other => self.ask_mode(other, now),
+            other => {
+                let (answer, went) = self.ask_mode(now, |mode, now, out| mode.openflow(other, now, out));
+                transmitted = went;
+                answer
+            }
         };
+        self.answer(xid, answer, head, reply);
+        if transmitted {
+            self.flush_all();
+        }
+    }
+
+    /// Runs a prepared flow-mod at `now`, as [`Switch::openflow`] the flow-mod it was made from.
+    pub(super) fn flow_mod(&mut self, xid: u32, fm: PreparedFlowMod, head: &[u8], reply: &Replier, now: u64) {
+        let (answer, transmitted) = self.ask_mode(now, |mode, now, out| mode.prepared_flow_mod(fm, now, out));
+        self.answer(xid, answer, head, reply);
+        if transmitted {
+            self.flush_all();
+        }
+    }
+
+    /// Sends a request's answer: its reply, or the error it met.
+    fn answer(&self, xid: u32, answer: Result<Option<Reply>, ErrorCode>, head: &[u8], reply: &Replier) {
+        let send = |m: Message| reply(m.encode(xid));
+        let error = |code: ErrorCode| reply(Message::Error(ErrorMsg::reply_to(code, head)).encode(xid));
         match answer {
             Ok(Some(Reply::Message(m))) => send(m),
             Ok(Some(Reply::Multipart(body))) => {
@@ -49,10 +75,14 @@ impl Switch {
             Ok(None) => {}
             Err(code) => error(code),
         }
-        self.flush_all();
     }
 
-    fn ask_mode(&mut self, msg: Message, now: u64) -> Result<Option<Reply>, ErrorCode> {
+    /// The mode's answer, and whether it sent frames to any port.
+    fn ask_mode(
+        &mut self,
+        now: u64,
+        ask: impl FnOnce(&mut dyn Mode, u64, &mut Transmit) -> Result<Option<Reply>, ErrorCode>,
+    ) -> (Result<Option<Reply>, ErrorCode>, bool) {
         let mut out = Transmit {
             ports: &mut self.ports,
             events: &mut *self.events,
@@ -60,9 +90,10 @@ impl Switch {
             sent: &mut self.sent,
             now,
         };
-        let answer = self.mode.openflow(msg, now, &mut out);
+        let answer = ask(&mut *self.mode, now, &mut out);
+        let went = !self.sent.is_empty();
         self.sent.clear();
-        answer
+        (answer, went)
     }
 
     /// Whether controllers see port `no`: on a switch shared by modes, only the OpenFlow part's.
