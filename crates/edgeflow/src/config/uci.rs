@@ -25,6 +25,7 @@ enum Kind {
 const SWITCH: &[(&str, &str, Kind)] = &[
     ("dpid", "dpid", Kind::Text),
     ("datapath", "datapath", Kind::Text),
+    ("io", "io", Kind::Text),
     ("mode", "mode", Kind::Text),
     ("fail_mode", "fail_mode", Kind::Text),
     ("tables", "tables", Kind::Integer),
