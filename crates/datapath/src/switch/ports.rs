@@ -142,6 +142,13 @@ impl SwitchPort {
         let cfg = netio::afxdp::XskConfig::from_ring(ring);
         let (rx, tx, mode) = netio::afxdp::open(name, cfg)
             .map_err(|e| crate::privilege_hint(e, &[crate::caps::NET_RAW, crate::caps::NET_ADMIN, crate::caps::BPF]))?;
+        if let Some(queues) = sys::rx_queues(name).filter(|&q| q > 1) {
+            warn!(
+                port = name,
+                queues,
+                "AF_XDP takes queue 0 only: frames arriving on the others are dropped (`ethtool -L {name} combined 1`)"
+            );
+        }
         if !mode.native {
             warn!(port = name, "the driver has no native XDP: AF_XDP on generic XDP, no faster than AF_PACKET");
         }

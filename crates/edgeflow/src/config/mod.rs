@@ -963,6 +963,22 @@ number = 7
     }
 
     #[test]
+    fn io_is_chosen_per_switch_and_per_port_and_only_for_the_userspace_datapath() {
+        use datapath::PortIo::{AfPacket, AfXdp};
+        let s = from_str("[[port]]\nname = \"a\"\n").unwrap();
+        assert_eq!((s.io, s.port_io), (AfPacket, vec![]));
+        let s = from_str("io = \"af_xdp\"\n[[port]]\nname = \"a\"\n[[port]]\nname = \"b\"\nio = \"af_packet\"\n").unwrap();
+        assert_eq!((s.io, s.port_io), (AfXdp, vec![(2, AfPacket)]));
+        let e = from_str("io = \"af_xpd\"\n[[port]]\nname = \"a\"\n").unwrap_err();
+        assert!(e.starts_with("sw.toml:1:") && e.contains("expected 'af_packet' or 'af_xdp'"), "{e}");
+        let e = from_str("datapath = \"xdp\"\n[[port]]\nname = \"a\"\nio = \"af_xdp\"\n").unwrap_err();
+        assert!(e.contains("io af_xdp with datapath xdp") && e.contains("datapath user"), "{e}");
+        let flags = Flags { io: Some("af_xdp".into()), datapath: Some("tc".into()), ..Default::default() };
+        let e = settings(None, &Flags { ports: vec!["a".into()], ..flags }).unwrap_err();
+        assert!(e.contains("io af_xdp with datapath tc"), "{e}");
+    }
+
+    #[test]
     fn errors_name_the_line() {
         let e = from_str("dpid = \"1\"\n\ncontrollers = [\"udp:1.2.3.4\"]\n[[port]]\nname = \"a\"\n").unwrap_err();
         assert!(e.starts_with("sw.toml:3:"), "{e}");
