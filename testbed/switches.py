@@ -39,7 +39,9 @@ class Edgeflow:
         self.fail_mode = fail_mode
         self.extra = list(extra)
         self.datapath = None if datapath in (None, "user") else datapath
-        self.io = io
+        # EDGEFLOW_IO=af_xdp runs every userspace-datapath switch of a test run on AF_XDP ports
+        # (hosts set for it by edgeflow_on; those a test starts itself keep their offloads).
+        self.io = io or (os.environ.get("EDGEFLOW_IO") if self.datapath is None else None)
         self.mode = mode
         self.portmap = list(portmap)
         self.mgmt_port = free_port()
@@ -420,9 +422,12 @@ DEFAULT_SWITCHES = ("edgeflow", "edgeflow-tc", "edgeflow-xdp", "ovs-netdev", "li
 def edgeflow_on(datapath, hosts, ports, **kw):
     """An edgeflow switch with `datapath` ("user", "tc" or "xdp") on `ports`, the hosts set the
     way that datapath needs them."""
+    setting = datapath or "user"
+    if setting == "user" and os.environ.get("EDGEFLOW_IO") == "af_xdp":
+        setting = "af_xdp"
     for h in hosts:
-        if Edgeflow.HOST_SETTINGS[datapath or "user"]:
-            h.set_offload(**Edgeflow.HOST_SETTINGS[datapath or "user"])
+        if Edgeflow.HOST_SETTINGS[setting]:
+            h.set_offload(**Edgeflow.HOST_SETTINGS[setting])
     kw["log_name"] = f"{kw.get('log_name', 'edgeflow')}-{datapath or 'user'}"
     return Edgeflow(ports, datapath=datapath, **kw)
 

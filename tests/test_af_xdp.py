@@ -16,7 +16,7 @@ def test_openflow_on_af_xdp_ports_forwards_ping_and_a_udp_stream(two_hosts):
     h1, h2 = two_hosts.hosts
     for h in (h1, h2):
         h.set_offload(tx="off")
-    with Edgeflow(two_hosts.switch_ports, extra=["--io", "af_xdp"], log_name="afxdp") as sw:
+    with Edgeflow(two_hosts.switch_ports, io="af_xdp", log_name="afxdp") as sw:
         sw.ofctl("del-flows")
         sw.ofctl("add-flow", "priority=10,in_port=1,actions=output:2")
         sw.ofctl("add-flow", "priority=10,in_port=2,actions=output:1")

@@ -14,9 +14,11 @@
 //! such support (veth has none) the socket is made again in copy mode, where the kernel copies
 //! each frame once between its buffer and the UMEM. What the port does without, against
 //! `afpacket`: no virtio-net header, so no segmentation offload either way (a GSO super-frame
-//! sent to it is refused and counted; a checksum left to offload is finished here), no receive
-//! timestamps, and a VLAN tag the sender put in metadata is not seen (attaching XDP to a veth
-//! turns GSO off at its peer, so a switch of AF_XDP veth ports receives no super-frames).
+//! sent to it is refused and counted; a checksum left to offload is finished here; attaching XDP
+//! to a veth turns GSO off at its peer, so a switch of AF_XDP veth ports receives no
+//! super-frames). What AF_PACKET's ring header says of a frame, the program says in front of it:
+//! when it arrived and the VLAN tag the device kept in metadata (through a copy of the program
+//! bound to the device, where the kernel has the kfunc).
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -55,6 +57,11 @@ const XDP_HEADROOM: usize = 256;
 /// Frames a `sendto` makes the kernel send in copy mode at most (its TX_BATCH_SIZE); a flush kicks
 /// as often as the queued frames need.
 const KERNEL_TX_BATCH: u32 = 32;
+/// The stamp `bpf/afxdp.c` puts in the metadata in front of each frame (`struct afxdp_stamp`):
+/// magic, arrival in CLOCK_MONOTONIC ns, the VLAN tag the device kept in metadata (TPID in
+/// network order, TCI) and whether there was one.
+const STAMP_MAGIC: u64 = 0x6166_7864_7074_7331;
+const STAMP_LEN: usize = 24;
 
 /// `struct xdp_umem_reg` as Linux ≥ 6.8 has it (`tx_metadata_len` last, 0: none); older kernels
 /// read the same 32 bytes as their version with `flags` and padding.
@@ -445,7 +452,16 @@ pub fn open(name: &str, cfg: XskConfig) -> io::Result<(AfXdpRx, AfXdpTx, XskMode
     // Loading the object raises RLIMIT_MEMLOCK, which the UMEM is charged against too.
     let object = ebpf::Object::load(ebpf::objects::AFXDP)?;
     let sockets = object.map("afxdp_sockets")?;
-    let prog = object.program("afxdp_to_socket")?;
+    // A copy bound to the device reads the VLAN tag it kept in metadata; the shared copy, where
+    // that cannot be had, sees tagged frames as untagged.
+    let bound = match object.missing_kfuncs.is_empty() {
+        true => object.load_dev_bound("afxdp_to_socket", index).ok(),
+        false => None,
+    };
+    let prog = match &bound {
+        Some(p) => p,
+        None => object.program("afxdp_to_socket")?,
+    };
     let mut bound = match setup(index, cfg, chunk, XDP_ZEROCOPY | XDP_USE_NEED_WAKEUP) {
         Ok(b) => b,
         // The driver has no zero-copy (EOPNOTSUPP, or EINVAL from older kernels): a new socket
@@ -499,6 +515,8 @@ impl PortRx for AfXdpRx {
         let room = self.fill.room(n);
         debug_assert_eq!(room, n);
         let base = self.rx.local;
+        // Stamps are CLOCK_MONOTONIC (all XDP can read); frames are stamped CLOCK_REALTIME.
+        let realtime_offset = crate::sys::realtime_ns().wrapping_sub(crate::sys::monotonic_ns());
         for i in 0..n {
             // SAFETY: a descriptor the kernel published (below the producer index read with
             // acquire in available()): addr, len, options.
@@ -508,10 +526,29 @@ impl PortRx for AfXdpRx {
             };
             let offset = addr as usize;
             if offset + len <= self.shared.umem_len {
+                let (mut tstamp_ns, mut vlan) = (0, None);
+                if offset % self.shared.chunk >= STAMP_LEN {
+                    // SAFETY: the stamp lies in the chunk's headroom, in front of the frame; the
+                    // chunk is ours. The magic is cleared, so that a frame the program could not
+                    // stamp is not taken for one with this frame's time.
+                    unsafe {
+                        let stamp = self.shared.umem.add(offset - STAMP_LEN);
+                        if ptr::read_unaligned(stamp as *const u64) == STAMP_MAGIC {
+                            let mono = ptr::read_unaligned(stamp.add(8) as *const u64);
+                            tstamp_ns = mono.wrapping_add(realtime_offset);
+                            if ptr::read_unaligned(stamp.add(20) as *const u32) != 0 {
+                                let tpid = u16::from_be(ptr::read_unaligned(stamp.add(16) as *const u16));
+                                let tci = ptr::read_unaligned(stamp.add(18) as *const u16);
+                                vlan = Some((tpid, tci));
+                            }
+                            ptr::write_unaligned(stamp as *mut u64, 0);
+                        }
+                    }
+                }
                 // SAFETY: the chunk is ours until it goes back on the fill ring below, and lies
                 // inside the UMEM (checked).
                 let data = unsafe { std::slice::from_raw_parts(self.shared.umem.add(offset), len) };
-                f(RxFrame { data, offload: Default::default(), vlan: None, tstamp_ns: 0 });
+                f(RxFrame { data, offload: Default::default(), vlan, tstamp_ns });
             }
             // The kernel hands back the address of the frame within the chunk; the fill ring
             // wants the chunk's start.
