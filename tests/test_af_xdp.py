@@ -4,6 +4,7 @@ veth, which has no zero-copy)."""
 
 import subprocess
 
+from testbed import netns
 from testbed.switches import EDGEFLOW_BIN, Edgeflow
 from testbed.traffic import iperf3_udp
 
@@ -39,3 +40,22 @@ def test_af_xdp_with_a_kernel_fast_path_is_refused_with_the_reason(two_hosts):
         r = subprocess.run([EDGEFLOW_BIN, "run", "--port", two_hosts.switch_ports[0], "--io", "af_xdp",
                             "--datapath", datapath], capture_output=True, text=True, timeout=20)
         assert r.returncode != 0 and "need the userspace datapath (datapath user)" in r.stderr, r.stderr
+
+
+def test_a_vlan_tag_the_sender_kept_in_metadata_is_matched(two_hosts):
+    """A veth sender's stack hands its VLAN tag over in metadata, not in the frame, and XDP sees
+    the frame untagged unless it asks the driver: the port's program does (a copy bound to the
+    device), so flows on the tag match and the tag leaves with the frame."""
+    h1, h2 = two_hosts.hosts
+    for h in (h1, h2):
+        h.set_offload(tx="off")
+        netns.tag_interface(h.name, "eth0", 10)
+    with Edgeflow(two_hosts.switch_ports, io="af_xdp", log_name="afxdp-vlan") as sw:
+        sw.ofctl("del-flows")
+        for f in ["priority=20,in_port=1,dl_vlan=10,actions=output:2",
+                  "priority=20,in_port=2,dl_vlan=10,actions=output:1",
+                  "priority=10,actions=drop"]:
+            sw.ofctl("add-flow", f)
+        assert h1.ping(h2.addr, count=3, interval=0.05)[0] == 3
+        drop = next(f for f in sw.flows() if "actions=drop" in f)
+        assert "n_packets=0" in drop, drop
