@@ -1,3 +1,5 @@
+//! (About 690 lines, one concern: an AF_XDP port, its socket, UMEM, rings and XDP program.)
+//!
 //! A port on a Linux interface through an AF_XDP socket: the interface's XDP hook hands every
 //! frame it receives to the socket (`bpf/afxdp.c` redirects into an XSKMAP), and the socket sends
 //! from memory it shares with the kernel, with no sk_buff on the receive side and no AF_PACKET
