@@ -15,8 +15,9 @@ EDGEFLOW_BIN = os.environ.get("EDGEFLOW_BIN", str(ROOT / "target" / "release" / 
 
 class Edgeflow:
     """The edgeflow daemon on a set of interfaces, with a management listener for ovs-ofctl. One
-    class for every datapath and mode: `datapath` is "user" (or None), "tc" or "xdp"; `mode` and
-    `portmap` pick a forwarding mode other than OpenFlow. It is ready when its OpenFlow listener
+    class for every datapath and mode: `datapath` is "user" (or None), "tc" or "xdp"; `io`
+    "af_xdp" moves the userspace datapath's frames through AF_XDP sockets; `mode` and `portmap`
+    pick a forwarding mode other than OpenFlow. It is ready when its OpenFlow listener
     accepts connections."""
 
     supports_controllers = True
@@ -24,10 +25,12 @@ class Edgeflow:
     #: What the hosts must be set to for each datapath (none: offloads stay on). XDP on veth
     #: carries no checksum offload and no GSO, and a frame redirected into a veth arrives only if
     #: the peer runs NAPI: the hosts turn transmit offload off and GRO on.
-    HOST_SETTINGS = {"user": {}, "tc": {}, "xdp": {"tx": "off", "gro": "on"}}
+    HOST_SETTINGS = {"user": {}, "tc": {}, "xdp": {"tx": "off", "gro": "on"},
+                     # What an AF_XDP port receives comes through XDP too: no checksum offload.
+                     "af_xdp": {"tx": "off"}}
 
     def __init__(self, ports, controllers=(), fail_mode=None, extra=(), log_name="edgeflow", datapath=None,
-                 mode=None, portmap=(), program=None):
+                 mode=None, portmap=(), program=None, io=None):
         #: The command that is the switch: this machine's build, or another's (a cross-built
         #: binary behind qemu-user, say).
         self.program = list(program or [EDGEFLOW_BIN])
@@ -36,6 +39,9 @@ class Edgeflow:
         self.fail_mode = fail_mode
         self.extra = list(extra)
         self.datapath = None if datapath in (None, "user") else datapath
+        # EDGEFLOW_IO=af_xdp runs every userspace-datapath switch of a test run on AF_XDP ports
+        # (hosts set for it by edgeflow_on; those a test starts itself keep their offloads).
+        self.io = io or (os.environ.get("EDGEFLOW_IO") if self.datapath is None else None)
         self.mode = mode
         self.portmap = list(portmap)
         self.mgmt_port = free_port()
@@ -53,6 +59,8 @@ class Edgeflow:
             cmd += ["--fail-mode", self.fail_mode]
         if self.datapath:
             cmd += ["--datapath", self.datapath]
+        if self.io:
+            cmd += ["--io", self.io]
         if self.mode:
             cmd += ["--mode", self.mode]
         for a, b in self.portmap:
@@ -61,11 +69,13 @@ class Edgeflow:
 
     @property
     def name(self):
+        if self.io == "af_xdp":
+            return "edgeflow-afxdp"
         return f"edgeflow-{self.datapath}" if self.datapath else "edgeflow"
 
     @property
     def host_settings(self):
-        return self.HOST_SETTINGS[self.datapath or "user"]
+        return self.HOST_SETTINGS[self.io if self.io == "af_xdp" else self.datapath or "user"]
 
     def stats(self):
         """The running switch's report (`edgeflow stats --json`)."""
@@ -390,7 +400,8 @@ class Variant:
     def __init__(self, cls, **fixed):
         self.cls, self.fixed = cls, fixed
         self.supports_controllers = cls.supports_controllers
-        self.host_settings = cls.HOST_SETTINGS[fixed.get("datapath") or "user"]
+        setting = "af_xdp" if fixed.get("io") == "af_xdp" else fixed.get("datapath") or "user"
+        self.host_settings = cls.HOST_SETTINGS[setting]
 
     def __call__(self, ports, **kw):
         return self.cls(ports, **{**self.fixed, **kw})
@@ -400,6 +411,8 @@ SWITCHES = {
     "edgeflow": Variant(Edgeflow, datapath="user"),
     "edgeflow-tc": Variant(Edgeflow, datapath="tc"),
     "edgeflow-xdp": Variant(Edgeflow, datapath="xdp"),
+    # The userspace datapath on AF_XDP sockets instead of AF_PACKET rings (not in the defaults yet).
+    "edgeflow-afxdp": Variant(Edgeflow, datapath="user", io="af_xdp"),
     "linux-bridge": LinuxBridge,
     "ovs-netdev": OvsNetdev,
 }
@@ -409,9 +422,12 @@ DEFAULT_SWITCHES = ("edgeflow", "edgeflow-tc", "edgeflow-xdp", "ovs-netdev", "li
 def edgeflow_on(datapath, hosts, ports, **kw):
     """An edgeflow switch with `datapath` ("user", "tc" or "xdp") on `ports`, the hosts set the
     way that datapath needs them."""
+    setting = datapath or "user"
+    if setting == "user" and os.environ.get("EDGEFLOW_IO") == "af_xdp":
+        setting = "af_xdp"
     for h in hosts:
-        if Edgeflow.HOST_SETTINGS[datapath or "user"]:
-            h.set_offload(**Edgeflow.HOST_SETTINGS[datapath or "user"])
+        if Edgeflow.HOST_SETTINGS[setting]:
+            h.set_offload(**Edgeflow.HOST_SETTINGS[setting])
     kw["log_name"] = f"{kw.get('log_name', 'edgeflow')}-{datapath or 'user'}"
     return Edgeflow(ports, datapath=datapath, **kw)
 

@@ -22,7 +22,7 @@ use std::sync::Arc;
 pub use ebpf::objects as bpf_objects;
 pub use netio::{afpacket, netlink, sys, tap, vnet, PortHalves, PortRx, PortTx, RingConfig, RxFrame, TxError};
 pub use counter::AtomicU64;
-pub use switch::{DropCounts, Switch, SwitchConfig, SwitchHandle};
+pub use switch::{DropCounts, PortIo, Switch, SwitchConfig, SwitchHandle};
 pub use ebpf;
 
 /// Capabilities a step may need, by their bit in the kernel's capability sets.

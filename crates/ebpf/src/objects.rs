@@ -20,6 +20,9 @@ pub const BUILT: bool = cfg!(feature = "objects");
 /// The load generator's XDP sender (`bpf/loadgen.c`).
 pub const LOADGEN: &[u8] = object!("loadgen.o");
 
+/// The AF_XDP port's redirect into its sockets (`bpf/afxdp.c`).
+pub const AFXDP: &[u8] = object!("afxdp.o");
+
 /// The kernel fast path (`bpf/fastpath.c`).
 pub const FASTPATH: &[u8] = object!("fastpath.o");
 

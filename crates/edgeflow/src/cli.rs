@@ -221,6 +221,11 @@ pub struct RunArgs {
     /// TCP) or xdp (kernel fast path at XDP: best for small frames).
     #[arg(long, value_name = "KIND")]
     pub datapath: Option<String>,
+    /// How ports move their frames in userspace: af_packet (memory-mapped AF_PACKET rings, the
+    /// default) or af_xdp (AF_XDP sockets fed by an XDP program on each port, zero-copy where the
+    /// driver has it; only with --datapath user). `[[port]] io` sets one port's.
+    #[arg(long, value_name = "KIND")]
+    pub io: Option<String>,
     /// How many translations the kernel fast path holds at most (tc, xdp; default 16384). Each
     /// costs about half a kilobyte of kernel memory while it exists; the rest stay in userspace.
     #[arg(long, value_name = "N")]
@@ -325,6 +330,7 @@ impl RunArgs {
             probe_interval: self.probe_interval,
             fail_open_delay: self.fail_open_delay,
             datapath: self.datapath.clone(),
+            io: self.io.clone(),
             fastpath_entries: self.fastpath_entries,
             keep_fastpath: self.keep_fastpath,
             kernel_compat: self.kernel_compat.clone(),

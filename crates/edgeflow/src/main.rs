@@ -332,6 +332,8 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
         ports: s.ports.clone(),
         local_port: s.local_port.clone(),
         ring: s.ring_frames.map(RingConfig::with_frames),
+        io: s.io,
+        port_io: s.port_io.clone(),
         dp_desc: format!("edgeflow dpid {:016x}", s.dpid),
         fastpath: s.fastpath,
         fastpath_entries: s.fastpath_entries,

@@ -1,9 +1,11 @@
 //! Port I/O on Linux, below any switching: AF_PACKET sockets with mmap rings (`afpacket`), or
-//! plain ones where AF_PACKET's options are refused (`plain`), tap
+//! plain ones where AF_PACKET's options are refused (`plain`), AF_XDP sockets fed by an XDP
+//! program (`afxdp`), tap
 //! devices (`tap`), link events over netlink (`netlink`), virtio-net headers (`vnet`) and thin
 //! wrappers over the system calls they need (`sys`). The switch and the load generator both use it.
 
 pub mod afpacket;
+pub mod afxdp;
 pub mod netlink;
 pub mod plain;
 pub mod sys;

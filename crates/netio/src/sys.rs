@@ -185,6 +185,18 @@ pub fn speed_mbps(name: &str) -> Option<u32> {
     (speed != 0 && speed != u32::MAX && speed != 0xffff).then_some(speed)
 }
 
+/// Receive queues the interface uses (`ethtool -l`: its receive-only and combined channels),
+/// where the driver says.
+pub fn rx_queues(name: &str) -> Option<u32> {
+    const ETHTOOL_GCHANNELS: u32 = 0x3c;
+    // struct ethtool_channels: cmd, max_rx, max_tx, max_other, max_combined, rx_count,
+    // tx_count, other_count, combined_count.
+    let mut ch = [0u32; 9];
+    ch[0] = ETHTOOL_GCHANNELS;
+    ethtool(name, &mut ch).ok()?;
+    Some(ch[5] + ch[8]).filter(|&n| n > 0)
+}
+
 /// The interface's driver ("veth", "virtio_net"...), as `ethtool -i` names it.
 pub fn driver(name: &str) -> Option<String> {
     let mut info = EthtoolDrvinfo {

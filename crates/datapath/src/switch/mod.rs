@@ -35,6 +35,7 @@ use crate::sys::EventFd;
 use crate::tap;
 use crate::{ChannelCounters, Command, Event, PortRx};
 use ports::{PortGuard, SwitchPort};
+pub use ports::PortIo;
 
 pub use forwarding::openflow::N_BUFFERS;
 pub use report::{
@@ -53,6 +54,11 @@ pub struct SwitchConfig {
     pub local_port: Option<String>,
     /// Every port's rings; `None`: each port's sized for its link ([`RingConfig::for_link`]).
     pub ring: Option<RingConfig>,
+    /// How ports move their frames (`--io`, `io`): AF_PACKET or AF_XDP. AF_XDP only with the
+    /// userspace datapath: the xdp fast path and an AF_XDP port both want the port's XDP hook.
+    pub io: PortIo,
+    /// Ports that move theirs otherwise (`[[port]] io`).
+    pub port_io: Vec<(u32, PortIo)>,
     pub dp_desc: String,
     /// The kernel fast path to mirror the mode's decisions into (`None`: userspace only).
     pub fastpath: Option<crate::fastpath::Mode>,
@@ -69,6 +75,18 @@ pub struct SwitchConfig {
     /// Whether a controller gives the mode its state (flows) after a restart: the entries a kept
     /// fast path inherited then forward until its first barrier.
     pub awaits_controller: bool,
+}
+
+/// Why AF_XDP ports and the kernel fast path do not go together (yet).
+pub const AF_XDP_NEEDS_USER: &str = "AF_XDP ports (io af_xdp) need the userspace datapath (datapath user): the \
+     xdp fast path and an AF_XDP port both want the port's XDP hook, and under the tc one frames \
+     redirected to the socket would never reach TC";
+
+impl SwitchConfig {
+    /// How port `no` moves its frames.
+    pub fn io_of(&self, no: u32) -> PortIo {
+        self.port_io.iter().find(|(n, _)| *n == no).map_or(self.io, |&(_, io)| io)
+    }
 }
 
 /// How the forwarding thread meets a scheduled port's deadlines.
@@ -336,6 +354,9 @@ impl Switch {
         mut mode: Box<dyn Mode>,
         events: Box<dyn FnMut(Event) + Send>,
     ) -> std::io::Result<(Switch, SwitchHandle)> {
+        if cfg.fastpath.is_some() && cfg.ports.iter().any(|(no, _)| cfg.io_of(*no) == PortIo::AfXdp) {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, AF_XDP_NEEDS_USER));
+        }
         let (tx, rx) = mpsc::channel();
         // Listen for link changes before reading each port's state, so that none falls in between.
         let links = LinkMonitor::open().map_err(|e| warn!("no link monitoring: {e}")).ok();
@@ -368,7 +389,7 @@ impl Switch {
         }
         let tc_fast_path = cfg.fastpath == Some(FastMode::Tc);
         for (no, name) in &cfg.ports {
-            let port = SwitchPort::open(*no, name, cfg.ring, &guard, tc_fast_path)
+            let port = SwitchPort::open(*no, name, cfg.ring, &guard, tc_fast_path, cfg.io_of(*no))
                 .map_err(|e| std::io::Error::new(e.kind(), format!("port {no} ({name}): {e}")))?;
             ports.insert(*no, port);
         }

@@ -45,7 +45,8 @@ pub(super) struct SwitchPort {
     pub guard: Option<crate::attach::Attachment>,
     pub ifindex: u32,
     /// How its frames move: "af_packet rings", "af_packet plain" (the fallback where AF_PACKET's
-    /// own socket options are refused, as under qemu-user) or "tap".
+    /// own socket options are refused, as under qemu-user), "af_xdp copy", "af_xdp zero-copy",
+    /// "af_xdp copy generic" (XDP on sk_buffs, where the driver has no native XDP) or "tap".
     pub io: &'static str,
     /// Receive slots in its ring (0: no ring).
     pub ring_frames: u32,
@@ -105,8 +106,12 @@ impl SwitchPort {
         ring: Option<RingConfig>,
         guard: &PortGuard,
         tc_fast_path: bool,
+        kind: PortIo,
     ) -> io::Result<SwitchPort> {
         let ring = ring.unwrap_or_else(|| RingConfig::for_link(sys::speed_mbps(name)));
+        if kind == PortIo::AfXdp {
+            return Self::open_af_xdp(no, name, ring, guard);
+        }
         let mut ring_frames = ring.rx_frames;
         let (rx, tx, io): (Box<dyn PortRx>, Box<dyn PortTx>, _) = match afpacket::open(name, ring) {
             Ok((rx, tx)) => (Box::new(rx), Box::new(tx), "af_packet rings"),
@@ -128,6 +133,28 @@ impl SwitchPort {
         if tc_fast_path {
             port.rx = None;
         }
+        Ok(port)
+    }
+
+    /// A port on an AF_XDP socket, its redirect program on the interface's XDP hook. The guard
+    /// stays at TC: frames the program passes on (a queue with no socket) go no further.
+    fn open_af_xdp(no: u32, name: &str, ring: RingConfig, guard: &PortGuard) -> io::Result<SwitchPort> {
+        let cfg = netio::afxdp::XskConfig::from_ring(ring);
+        let (rx, tx, mode) = netio::afxdp::open(name, cfg)
+            .map_err(|e| crate::privilege_hint(e, &[crate::caps::NET_RAW, crate::caps::NET_ADMIN, crate::caps::BPF]))?;
+        if let Some(queues) = sys::rx_queues(name).filter(|&q| q > 1) {
+            warn!(
+                port = name,
+                queues,
+                "AF_XDP takes queue 0 only: frames arriving on the others are dropped (`ethtool -L {name} combined 1`)"
+            );
+        }
+        if !mode.native {
+            warn!(port = name, "the driver has no native XDP: AF_XDP on generic XDP, no faster than AF_PACKET");
+        }
+        info!(port = name, io = mode.describe(), rx_frames = cfg.rx_frames, tx_frames = cfg.tx_frames, "AF_XDP port");
+        let mut port = SwitchPort::new(no, name, Box::new(rx), Box::new(tx), guard.attach(name), mode.describe());
+        port.ring_frames = cfg.rx_frames;
         Ok(port)
     }
 
@@ -177,6 +204,27 @@ impl SwitchPort {
             duration_sec: d.as_secs() as u32,
             duration_nsec: d.subsec_nanos(),
             ..Default::default()
+        }
+    }
+}
+
+/// The kind of socket a port moves its frames through (`--io`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PortIo {
+    /// AF_PACKET with memory-mapped rings (or plain sockets where those are refused).
+    #[default]
+    AfPacket,
+    /// AF_XDP, fed by an XDP program on the port: the userspace datapath's fast socket.
+    AfXdp,
+}
+
+impl std::str::FromStr for PortIo {
+    type Err = String;
+    fn from_str(s: &str) -> Result<PortIo, String> {
+        match s {
+            "af_packet" => Ok(PortIo::AfPacket),
+            "af_xdp" => Ok(PortIo::AfXdp),
+            _ => Err(format!("io '{s}': expected 'af_packet' or 'af_xdp'")),
         }
     }
 }
@@ -340,7 +388,7 @@ impl Switch {
         if port.tx.is_none() {
             // A configured interface (re)appeared.
             let tc = self.fast.as_ref().is_some_and(|f| f.mode == crate::fastpath::Mode::Tc);
-            match SwitchPort::open(no, &ev.name, self.cfg.ring, &self.guard, tc) {
+            match SwitchPort::open(no, &ev.name, self.cfg.ring, &self.guard, tc, self.cfg.io_of(no)) {
                 Ok(reopened) => {
                     let counters = port.counters;
                     *port = reopened;

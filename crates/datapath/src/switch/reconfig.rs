@@ -53,7 +53,7 @@ impl Switch {
         let tc = self.fast.as_ref().is_some_and(|f| f.mode == FastMode::Tc);
         let mut opened = Vec::new();
         for (no, name) in &joining {
-            let port = SwitchPort::open(*no, name, self.cfg.ring, &self.guard, tc)
+            let port = SwitchPort::open(*no, name, self.cfg.ring, &self.guard, tc, self.cfg.io_of(*no))
                 .map_err(|e| format!("port {no} ({name}): {e}"))?;
             opened.push((*no, name.clone(), port));
         }

@@ -66,6 +66,8 @@ pub struct File {
     /// Seconds standalone mode waits with no controller before learning on its own.
     pub fail_open_delay: Option<Spanned<u64>>,
     pub datapath: Option<Spanned<String>>,
+    /// How the ports move their frames: "af_packet" (default) or "af_xdp".
+    pub io: Option<Spanned<String>>,
     /// How many translations the kernel fast path holds at most.
     pub fastpath_entries: Option<Spanned<u32>>,
     /// Keep the kernel fast path forwarding across a stop, for the next run to take over.
@@ -179,6 +181,8 @@ pub struct PortEntry {
     pub gates: Option<GatesEntry>,
     /// This port's forwarding mode, when it is not the switch's (`mode` at the top).
     pub mode: Option<Spanned<String>>,
+    /// How this port moves its frames, when not as the switch's `io` says.
+    pub io: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -225,6 +229,9 @@ pub struct Settings {
     pub controller_packet_in_rate: u32,
     pub table_limits: Vec<(u8, u32, bool)>,
     pub fastpath: Option<datapath::fastpath::Mode>,
+    /// How the ports move their frames (`io`), and the ports that do otherwise (`[[port]] io`).
+    pub io: datapath::PortIo,
+    pub port_io: Vec<(u32, datapath::PortIo)>,
     /// The kernel fast path's capacity in translations.
     pub fastpath_entries: u32,
     /// The kernel fast path (tc, xdp) forwards on while the daemon is stopped, and the next run
@@ -270,6 +277,7 @@ pub struct Flags {
     pub probe_interval: Option<u64>,
     pub fail_open_delay: Option<u64>,
     pub datapath: Option<String>,
+    pub io: Option<String>,
     pub fastpath_entries: Option<u32>,
     pub keep_fastpath: bool,
     pub kernel_compat: Option<String>,
@@ -503,6 +511,7 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
 
     let mut ports: Vec<(u32, String)> = Vec::new();
     let mut egress = Vec::new();
+    let mut port_io = Vec::new();
     let mut next = 1u32;
     for p in &file.ports {
         let number = match &p.number {
@@ -522,6 +531,9 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
         next = next.max(number + 1);
         if let Some(e) = port_egress(&cx, p)? {
             egress.push((number, e));
+        }
+        if let Some(io) = &p.io {
+            port_io.push((number, io.get_ref().parse().map_err(|e| cx.at(io, e))?));
         }
     }
     for name in &flags.ports {
@@ -560,6 +572,15 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
         (None, Some(d)) => parse_datapath(d.get_ref()).map_err(|e| cx.at(d, e))?,
         _ => None,
     };
+    let io: datapath::PortIo = match (&flags.io, &file.io) {
+        (Some(i), _) => i.parse().map_err(|e| format!("--io: {e}"))?,
+        (None, Some(i)) => i.get_ref().parse().map_err(|e| cx.at(i, e))?,
+        (None, None) => datapath::PortIo::AfPacket,
+    };
+    let any_af_xdp = io == datapath::PortIo::AfXdp || port_io.iter().any(|(_, i)| *i == datapath::PortIo::AfXdp);
+    if fastpath.is_some() && any_af_xdp {
+        return Err(format!("io af_xdp with datapath {}: {}", datapath::fastpath::datapath_name(fastpath), datapath::switch::AF_XDP_NEEDS_USER));
+    }
     let legacy_attach = match (&flags.kernel_compat, &file.kernel_compat) {
         (Some(k), _) => parse_kernel_compat(k).map_err(|e| format!("--kernel-compat: {e}"))?,
         (None, Some(k)) => parse_kernel_compat(k.get_ref()).map_err(|e| cx.at(k, e))?,
@@ -804,6 +825,8 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
         controller_packet_in_rate,
         table_limits,
         fastpath,
+        io,
+        port_io,
         fastpath_entries,
         keep_fastpath: flags.keep_fastpath || file.keep_fastpath.unwrap_or(false),
         legacy_attach,
@@ -937,6 +960,22 @@ number = 7
     fn a_toml_error_without_words_is_named_by_its_character() {
         let e = from_str("[[port]]\n# a\u{1}b\nname = \"a\"\n").unwrap_err();
         assert_eq!(e, r#"sw.toml:2: not TOML at column 4: '\u{1}' cannot stand there"#);
+    }
+
+    #[test]
+    fn io_is_chosen_per_switch_and_per_port_and_only_for_the_userspace_datapath() {
+        use datapath::PortIo::{AfPacket, AfXdp};
+        let s = from_str("[[port]]\nname = \"a\"\n").unwrap();
+        assert_eq!((s.io, s.port_io), (AfPacket, vec![]));
+        let s = from_str("io = \"af_xdp\"\n[[port]]\nname = \"a\"\n[[port]]\nname = \"b\"\nio = \"af_packet\"\n").unwrap();
+        assert_eq!((s.io, s.port_io), (AfXdp, vec![(2, AfPacket)]));
+        let e = from_str("io = \"af_xpd\"\n[[port]]\nname = \"a\"\n").unwrap_err();
+        assert!(e.starts_with("sw.toml:1:") && e.contains("expected 'af_packet' or 'af_xdp'"), "{e}");
+        let e = from_str("datapath = \"xdp\"\n[[port]]\nname = \"a\"\nio = \"af_xdp\"\n").unwrap_err();
+        assert!(e.contains("io af_xdp with datapath xdp") && e.contains("datapath user"), "{e}");
+        let flags = Flags { io: Some("af_xdp".into()), datapath: Some("tc".into()), ..Default::default() };
+        let e = settings(None, &Flags { ports: vec!["a".into()], ..flags }).unwrap_err();
+        assert!(e.contains("io af_xdp with datapath tc"), "{e}");
     }
 
     #[test]
