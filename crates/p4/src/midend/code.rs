@@ -105,8 +105,13 @@ impl<'a> Code<'a> {
         let saved_bind = std::mem::take(&mut self.bind);
         let saved_result = self.result.take();
         let index = self.out.blocks_code.len();
+        let declared = match decl {
+            Decl::Parser { name, .. } | Decl::Control { name, .. } => name.text.clone(),
+            _ => String::new(),
+        };
         self.out.blocks_code.push(ir::Block {
             name: path.clone(),
+            declared,
             params: Vec::new(),
             init: Vec::new(),
             body: ir::BlockBody::Control(Vec::new()),

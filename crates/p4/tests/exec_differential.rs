@@ -1,0 +1,134 @@
+//! The compiled software target (the mid end's IR run as closures, `backends/software/exec.rs`)
+//! against the syntax-tree evaluator it replaces, on p4c's STF corpus: for every program the
+//! compiler takes, the script's frames and frames mutated from them (bytes changed, frames
+//! cut) give the same copies out (port, queue, bytes), the same drops and the same table hit
+//! counts on both. The clock is the frame's number, so that meters and AFDX accounts see the
+//! same times. `--nocapture` prints what the compiler does not take yet, by kind.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use p4::backends::software::{Dropped, Output, Switch};
+use p4::stf::{self, corpus_dir, Sent, Target};
+
+/// How many corpus programs run compiled today: it can only go up.
+const COMPILED_FLOOR: usize = 150;
+
+/// Records each frame sent and what the switch did with it, at a clock of its own.
+#[derive(Default)]
+struct Recorder {
+    sent: Vec<(Vec<u8>, u32, Result<Vec<Output>, Dropped>)>,
+}
+
+impl Target for Recorder {
+    fn send(&mut self, switch: &mut Switch, frame: &[u8], port: u32) -> Sent {
+        let now = (self.sent.len() as u64 + 1) * 1_000_000;
+        let result = switch.process(frame, port, now);
+        self.sent.push((frame.to_vec(), port, result.clone()));
+        match result {
+            Ok(outputs) => Sent::Out(outputs.into_iter().map(|o| (o.port, o.frame)).collect()),
+            Err(Dropped::Unsupported(what)) => Sent::Unsupported(what),
+            Err(_) => Sent::Out(Vec::new()),
+        }
+    }
+}
+
+/// Frames made from `frame`: each of its first 64 bytes changed three ways, and the frame cut
+/// at a few lengths.
+fn mutations(frame: &[u8]) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for i in 0..frame.len().min(64) {
+        for x in [0x00u8, 0xff, frame[i] ^ 0x01] {
+            if frame[i] != x {
+                let mut f = frame.to_vec();
+                f[i] = x;
+                out.push(f);
+            }
+        }
+    }
+    for cut in [0, 1, 13, 14, 20, 33, 34, 41, 54] {
+        if cut < frame.len() {
+            out.push(frame[..cut].to_vec());
+        }
+    }
+    out
+}
+
+fn counts(sw: &Switch) -> Vec<(String, Vec<(u64, u64)>)> {
+    sw.tables().into_iter().map(|t| (t.clone(), sw.entry_counts(&t).unwrap_or_default())).collect()
+}
+
+#[test]
+fn the_compiled_target_gives_the_evaluators_frames_on_the_corpus() {
+    let dir = corpus_dir();
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        panic!("{}: the p4c STF corpus is not there (set P4C_STF_DIR)", dir.display());
+    };
+    let mut scripts: Vec<PathBuf> =
+        entries.map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "stf")).collect();
+    scripts.sort();
+    let mut compiled = Vec::new();
+    let mut differ = Vec::new();
+    let mut frames = 0usize;
+    let mut refusals: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for script_path in &scripts {
+        let name = script_path.file_stem().unwrap().to_string_lossy().into_owned();
+        let program_path = script_path.with_extension("p4");
+        let script_text = std::fs::read_to_string(script_path).unwrap();
+        let program_text = std::fs::read_to_string(&program_path).unwrap_or_default();
+        let script = stf::parse(&script_path.display().to_string(), &script_text).unwrap();
+        let file = program_path.display().to_string();
+        let (Ok(mut fast), Ok(mut reference)) = (stf::load(&file, &program_text), stf::load(&file, &program_text))
+        else {
+            continue;
+        };
+        if let Err(why) = fast.compiled() {
+            let kind = why.chars().take(60).collect::<String>();
+            refusals.entry(kind).or_default().push(name);
+            continue;
+        }
+        reference.use_evaluator();
+        let (mut a, mut b) = (Recorder::default(), Recorder::default());
+        let fast_outcome = stf::run(&script, &mut fast, &mut a);
+        let reference_outcome = stf::run(&script, &mut reference, &mut b);
+        compiled.push(name.clone());
+        let mut problems = Vec::new();
+        if fast_outcome.render() != reference_outcome.render() {
+            problems.push(format!(
+                "the script's outcome:\n--- compiled\n{}\n--- evaluator\n{}",
+                fast_outcome.render(),
+                reference_outcome.render()
+            ));
+        }
+        for ((fa, pa, ra), (_, _, rb)) in a.sent.iter().zip(&b.sent) {
+            frames += 1;
+            if ra != rb {
+                problems.push(format!("frame {fa:02x?} on port {pa}: compiled {ra:?}, evaluator {rb:?}"));
+            }
+        }
+        let mut now = 1u64 << 40;
+        'mutated: for (frame, port, _) in &a.sent {
+            for f in mutations(frame) {
+                now += 1_000_000;
+                frames += 1;
+                let (ra, rb) = (fast.process(&f, *port, now), reference.process(&f, *port, now));
+                if ra != rb {
+                    problems.push(format!("mutated frame {f:02x?} on port {port}: compiled {ra:?}, evaluator {rb:?}"));
+                    break 'mutated;
+                }
+            }
+        }
+        if counts(&fast) != counts(&reference) {
+            problems.push(format!("table hit counts: compiled {:?}, evaluator {:?}", counts(&fast), counts(&reference)));
+        }
+        if !problems.is_empty() {
+            differ.push(format!("{name}:\n  {}", problems.join("\n  ")));
+        }
+    }
+    println!("{} programs compiled, {frames} frames compared; not compiled yet, by kind:", compiled.len());
+    for (why, names) in &refusals {
+        println!("{:4}  {why}   (e.g. {})", names.len(), names[0]);
+    }
+    assert!(differ.is_empty(), "{} program(s) differ:\n{}", differ.len(), differ.join("\n"));
+    assert!(compiled.len() >= COMPILED_FLOOR, "{} compiled, fewer than the floor {COMPILED_FLOOR}", compiled.len());
+}
