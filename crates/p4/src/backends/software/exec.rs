@@ -887,7 +887,9 @@ impl<'s> Compiler<'s> {
                             return f;
                         }
                     }
-                    Flow::Unsupported("a for loop past its iterations")
+                    // The evaluator's words (LOOP_ITERATIONS_MAX is 1 << 16).
+                    const _: () = assert!(LOOP_ITERATIONS_MAX == 65536);
+                    Flow::Unsupported("a for loop past 65536 iterations")
                 })
             }
             Stmt::Break => Box::new(|_: &mut M| Flow::Break),
