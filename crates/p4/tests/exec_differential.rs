@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use p4::backends::software::{Dropped, Output, Switch};
+use p4::backends::software::{Digest, Dropped, Output, Switch};
 use p4::stf::{self, corpus_dir, Sent, Target};
 
 /// How many corpus programs run compiled today: it can only go up.
@@ -18,6 +18,7 @@ const COMPILED_FLOOR: usize = 150;
 #[derive(Default)]
 struct Recorder {
     sent: Vec<(Vec<u8>, u32, Result<Vec<Output>, Dropped>)>,
+    digests: Vec<Vec<Digest>>,
 }
 
 impl Target for Recorder {
@@ -25,6 +26,7 @@ impl Target for Recorder {
         let now = (self.sent.len() as u64 + 1) * 1_000_000;
         let result = switch.process(frame, port, now);
         self.sent.push((frame.to_vec(), port, result.clone()));
+        self.digests.push(switch.take_digests());
         match result {
             Ok(outputs) => Sent::Out(outputs.into_iter().map(|o| (o.port, o.frame)).collect()),
             Err(Dropped::Unsupported(what)) => Sent::Unsupported(what),
@@ -106,14 +108,18 @@ fn the_compiled_target_gives_the_evaluators_frames_on_the_corpus() {
                 problems.push(format!("frame {fa:02x?} on port {pa}: compiled {ra:?}, evaluator {rb:?}"));
             }
         }
+        if a.digests != b.digests {
+            problems.push(format!("digests: compiled {:?}, evaluator {:?}", a.digests, b.digests));
+        }
         let mut now = 1u64 << 40;
         'mutated: for (frame, port, _) in &a.sent {
             for f in mutations(frame) {
                 now += 1_000_000;
                 frames += 1;
                 let (ra, rb) = (fast.process(&f, *port, now), reference.process(&f, *port, now));
-                if ra != rb {
-                    problems.push(format!("mutated frame {f:02x?} on port {port}: compiled {ra:?}, evaluator {rb:?}"));
+                let (da, db) = (fast.take_digests(), reference.take_digests());
+                if ra != rb || da != db {
+                    problems.push(format!("mutated frame {f:02x?} on port {port}: compiled {ra:?} {da:?}, evaluator {rb:?} {db:?}"));
                     break 'mutated;
                 }
             }
@@ -131,4 +137,24 @@ fn the_compiled_target_gives_the_evaluators_frames_on_the_corpus() {
     }
     assert!(differ.is_empty(), "{} program(s) differ:\n{}", differ.len(), differ.join("\n"));
     assert!(compiled.len() >= COMPILED_FLOOR, "{} compiled, fewer than the floor {COMPILED_FLOOR}", compiled.len());
+}
+
+/// The programs edgeflow ships run compiled (the AFDX switch is the speed measure, issue 53).
+#[test]
+fn the_examples_run_compiled() {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/p4");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "p4") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap();
+        let switch = stf::load(&path.display().to_string(), &text).unwrap_or_else(|e| panic!("{e}"));
+        if let Err(why) = switch.compiled() {
+            panic!("{}: not compiled: {why}", path.display());
+        }
+        seen += 1;
+    }
+    assert!(seen >= 5, "{seen} examples");
 }

@@ -47,6 +47,10 @@ pub(super) struct M<'a> {
     pub now: u64,
     /// A table's key values, reused.
     pub keys: Vec<u128>,
+    /// The bytes a checksum or hash covers, reused.
+    pub bytes: Vec<u8>,
+    /// A `verify_checksum` found a checksum that does not hold (v1model's checksum_error).
+    pub checksum_error: bool,
 }
 
 pub(super) type E = Box<dyn Fn(&mut M<'_>) -> u128 + Send + Sync>;
@@ -1070,7 +1074,110 @@ impl<'s> Compiler<'s> {
                     let (c, e) = (self.scalar(c)?, self.scalar(e)?);
                     Ok(Box::new(move |m: &mut M| if c(m) != 0 { Flow::Next } else { Flow::Reject(e(m) as u32) }))
                 }
-                "static_assert" => Ok(Box::new(|_: &mut M| Flow::Next)),
+                "static_assert" | "log_msg" => Ok(Box::new(|_: &mut M| Flow::Next)),
+                "verify_checksum" | "verify_checksum_with_payload" | "update_checksum"
+                | "update_checksum_with_payload"
+                    if self.v1model =>
+                {
+                    let payload = f.ends_with("_with_payload");
+                    let (Some(CallArg::In(c)), Some(CallArg::In(data)), Some(sum), Some(CallArg::In(algo))) =
+                        (args.first(), args.get(1), args.get(2), args.get(3))
+                    else {
+                        return Err(f.clone());
+                    };
+                    let (c, data, algo) = (self.scalar(c)?, self.serialized(data)?, self.algorithm(algo)?);
+                    match sum {
+                        CallArg::In(want) => {
+                            let width = Self::width(&self.ty_of(want));
+                            let want = self.scalar(want)?;
+                            Ok(Box::new(move |m: &mut M| {
+                                if c(m) != 0 {
+                                    let h = digest_of(&data, algo, payload, m);
+                                    if h & mask(width) != want(m) {
+                                        m.checksum_error = true;
+                                    }
+                                }
+                                Flow::Next
+                            }))
+                        }
+                        CallArg::InOut(p) | CallArg::Out(p) => {
+                            let km = mask(Self::width(&p.ty));
+                            let (at, _, _) = self.place(p)?;
+                            Ok(Box::new(move |m: &mut M| {
+                                if c(m) != 0 {
+                                    let h = digest_of(&data, algo, payload, m);
+                                    if let Some(a) = at(m) {
+                                        m.slots[a] = h & km;
+                                    }
+                                }
+                                Flow::Next
+                            }))
+                        }
+                        CallArg::Discard => Err(f.clone()),
+                    }
+                }
+                "hash" if self.v1model => {
+                    let (Some(CallArg::Out(p)), Some(CallArg::In(algo)), Some(CallArg::In(base)), Some(CallArg::In(data)), Some(CallArg::In(max))) =
+                        (args.first(), args.get(1), args.get(2), args.get(3), args.get(4))
+                    else {
+                        return Err("hash".into());
+                    };
+                    let km = mask(Self::width(&p.ty));
+                    let (at, _, _) = self.place(p)?;
+                    let (algo, base, data, max) = (self.algorithm(algo)?, self.scalar(base)?, self.serialized(data)?, self.scalar(max)?);
+                    Ok(Box::new(move |m: &mut M| {
+                        let b = base(m);
+                        let h = if algo == super::v1model::Algorithm::Random {
+                            m.sw.next_random() as u128
+                        } else {
+                            digest_of(&data, algo, false, m)
+                        };
+                        let mx = max(m);
+                        let v = if mx == 0 { b.wrapping_add(h) } else { b.wrapping_add(h % mx) };
+                        if let Some(a) = at(m) {
+                            m.slots[a] = v & km;
+                        }
+                        Flow::Next
+                    }))
+                }
+                "digest" if self.v1model => {
+                    // Kept for the control plane under the data's type's name, each member a
+                    // number (a member that is not bits counts 0, as the evaluator keeps it).
+                    let Some(CallArg::In(Expr::Read(p))) = args.get(1) else { return Err("digest of what is not a variable's".into()) };
+                    let ty = type_args.first().unwrap_or(&p.ty);
+                    let (Ty::Struct(i) | Ty::Header(i)) = ty else { return Err("digest of what is not a struct".into()) };
+                    let name = self.ir.aggregates[*i].name.clone();
+                    let (at, shape, _) = self.place(p)?;
+                    let n = self.ir.aggregates[*i].fields.len();
+                    let fields: Vec<(usize, bool)> =
+                        (0..n).map(|k| (shape.field_at(k), matches!(shape.field(k), Shape::Scalar))).collect();
+                    Ok(Box::new(move |m: &mut M| {
+                        if m.sw.digests.len() >= super::DIGESTS_KEPT {
+                            return Flow::Next;
+                        }
+                        let Some(a) = at(m) else { return Flow::Next };
+                        let data = fields.iter().map(|&(off, scalar)| if scalar { m.slots[a + off] } else { 0 }).collect();
+                        m.sw.digests.push(super::Digest { name: name.clone(), data });
+                        Flow::Next
+                    }))
+                }
+                "random" if self.v1model => {
+                    let (Some(CallArg::Out(p)), Some(CallArg::In(lo)), Some(CallArg::In(hi))) = (args.first(), args.get(1), args.get(2)) else {
+                        return Err("random".into());
+                    };
+                    let km = mask(Self::width(&p.ty));
+                    let (at, _, _) = self.place(p)?;
+                    let (lo, hi) = (self.scalar(lo)?, self.scalar(hi)?);
+                    Ok(Box::new(move |m: &mut M| {
+                        let (lo, hi) = (lo(m), hi(m));
+                        let span = hi.saturating_sub(lo).saturating_add(1);
+                        let v = lo + (m.sw.next_random() as u128) % span.max(1);
+                        if let Some(a) = at(m) {
+                            m.slots[a] = v & km;
+                        }
+                        Flow::Next
+                    }))
+                }
                 other => Err(format!("the function {other}")),
             },
             Callee::Method { object: ExternRef::Instance(name), method } => {
@@ -1211,6 +1318,55 @@ impl<'s> Compiler<'s> {
         Ok(())
     }
 
+    /// A `HashAlgorithm` argument, a constant member.
+    fn algorithm(&self, e: &Expr) -> R<super::v1model::Algorithm> {
+        let Expr::Const { value, ty: Ty::Enum(i) } = e else { return Err("a hash algorithm that is not a constant".into()) };
+        let name = self.ir.enums[*i].members.get(*value as usize).ok_or("a hash algorithm")?;
+        Ok(super::v1model::Algorithm::named(name))
+    }
+
+    /// What a checksum or hash covers, as the evaluator's `serialize` reads it: each item's
+    /// bits in order, a field of a header that is not valid left out, a header only if valid.
+    fn serialized(&self, e: &Expr) -> R<Vec<Piece>> {
+        let items: Vec<&Expr> = match e {
+            Expr::Aggregate { items, .. } => items.iter().collect(),
+            other => vec![other],
+        };
+        let mut out = Vec::new();
+        for item in items {
+            match item {
+                Expr::Read(p) if !matches!(self.shape(&p.ty)?, Shape::Scalar) => {
+                    let (at, shape, _) = self.place(p)?;
+                    let widths = self.widths_of(&p.ty)?;
+                    if widths.iter().any(|w| *w == 0) && !matches!(shape, Shape::Header(_)) {
+                        return Err("a checksum over a struct of headers".into());
+                    }
+                    out.push(Piece::Aggregate { at, shape, widths });
+                }
+                _ => {
+                    let ty = self.ty_of(item);
+                    let width = match ty {
+                        Ty::Bit(w) | Ty::Int(w) => w,
+                        Ty::Bool => 1,
+                        _ => return Err("a checksum over what is not bits".into()),
+                    };
+                    // A field of a header: left out while the header is not valid.
+                    let guard = match item {
+                        Expr::Read(p) if matches!(p.steps.last(), Some(Step::Field(_))) => {
+                            let mut parent = p.clone();
+                            parent.steps.pop();
+                            let (at, shape, _) = self.place(&parent)?;
+                            matches!(shape, Shape::Header(_)).then_some(at)
+                        }
+                        _ => None,
+                    };
+                    out.push(Piece::Scalar { value: self.scalar(item)?, width, guard });
+                }
+            }
+        }
+        Ok(out)
+    }
+
     fn extract(&self, arg: &CallArg) -> R<S> {
         let CallArg::Out(p) = arg else { return Err("extract".into()) };
         let Ty::Header(h) = &p.ty else { return Err("extract of what is not a header".into()) };
@@ -1260,6 +1416,83 @@ impl<'s> Compiler<'s> {
             Flow::Next
         }))
     }
+}
+
+/// A part of what a checksum or hash covers.
+enum Piece {
+    Scalar { value: E, width: u32, guard: Option<P> },
+    /// A header (its fields, if valid).
+    Aggregate { at: P, shape: Shape, widths: Vec<u32> },
+}
+
+/// Bits packed most significant first into bytes, the last byte's rest zero.
+struct BitWriter {
+    acc: u64,
+    n: u32,
+}
+
+impl BitWriter {
+    fn push(&mut self, out: &mut Vec<u8>, value: u128, width: u32) {
+        let mut left = width;
+        while left > 0 {
+            let take = left.min(32);
+            let part = ((value >> (left - take)) & mask(take)) as u64;
+            self.acc = (self.acc << take) | part;
+            self.n += take;
+            left -= take;
+            while self.n >= 8 {
+                out.push((self.acc >> (self.n - 8)) as u8);
+                self.n -= 8;
+                self.acc &= (1u64 << self.n) - 1;
+            }
+        }
+    }
+
+    fn finish(&mut self, out: &mut Vec<u8>) {
+        if self.n > 0 {
+            out.push((self.acc << (8 - self.n)) as u8);
+        }
+    }
+}
+
+/// The hash `algo` of `pieces` (and the payload, where asked).
+fn digest_of(pieces: &[Piece], algo: super::v1model::Algorithm, payload: bool, m: &mut M) -> u128 {
+    let mut out = std::mem::take(&mut m.bytes);
+    out.clear();
+    let mut w = BitWriter { acc: 0, n: 0 };
+    for p in pieces {
+        match p {
+            Piece::Scalar { value, width, guard } => {
+                if let Some(g) = guard {
+                    if g(m).is_some_and(|a| m.slots[a] == 0) {
+                        continue;
+                    }
+                }
+                let v = value(m);
+                w.push(&mut out, v, *width);
+            }
+            Piece::Aggregate { at, shape, widths } => {
+                let Some(a) = at(m) else { continue };
+                if let Shape::Header(_) = shape {
+                    if m.slots[a] == 0 {
+                        continue;
+                    }
+                }
+                for (k, width) in widths.iter().enumerate() {
+                    if *width > 0 {
+                        w.push(&mut out, m.slots[a + k], *width);
+                    }
+                }
+            }
+        }
+    }
+    w.finish(&mut out);
+    if payload {
+        out.extend_from_slice(m.data);
+    }
+    let h = algo.hash(&out);
+    m.bytes = out;
+    h
 }
 
 fn args_ty(a: &CallArg) -> Ty {

@@ -31,6 +31,8 @@ pub(super) enum Arch {
 }
 
 pub(super) struct Edgeflow {
+    /// The package's blocks' numbers among the IR's blocks.
+    blocks: [usize; 4],
     /// The parser's headers, metadata and standard metadata; ingress's; egress's; the
     /// deparser's headers.
     parser: [usize; 3],
@@ -49,6 +51,7 @@ pub(super) struct Edgeflow {
 }
 
 pub(super) struct V1Model {
+    blocks: [usize; 6],
     parser: [usize; 3],
     verify: [usize; 2],
     ingress: [usize; 3],
@@ -60,6 +63,7 @@ pub(super) struct V1Model {
     p_instance_type: F,
     p_ingress_timestamp: F,
     p_parser_error: F,
+    p_checksum_error: F,
     i_mcast_grp: F,
     i_egress_spec: F,
     i_instance_type: F,
@@ -94,8 +98,14 @@ pub(super) fn compile(sw: &Switch) -> Result<Arc<Program>, String> {
         return Err("PSA is not compiled yet".into());
     }
     let c = Compiler::new(sw, &ir, v1model)?;
+    // The package's blocks in its order (sub-blocks may sit between them in `blocks_code`).
+    let numbers: Vec<usize> = ir
+        .blocks
+        .iter()
+        .map(|n| ir.blocks_code.iter().position(|b| &b.name == n).ok_or_else(|| format!("the block {n}")))
+        .collect::<Result<_, _>>()?;
     let params = |b: usize| -> Result<Vec<usize>, String> {
-        let block = ir.blocks_code.get(b).ok_or("the package's blocks")?;
+        let block = numbers.get(b).and_then(|&b| ir.blocks_code.get(b)).ok_or("the package's blocks")?;
         // Leave out the packet_in and packet_out parameters.
         Ok(block
             .params
@@ -126,6 +136,7 @@ pub(super) fn compile(sw: &Switch) -> Result<Arc<Program>, String> {
     let arch = if v1model {
         let (parser, ingress, egress) = (three(0)?, three(2)?, three(3)?);
         Arch::V1Model(V1Model {
+            blocks: numbers.clone().try_into().map_err(|_| "V1Switch's six blocks")?,
             parser,
             verify: two(1)?,
             ingress,
@@ -137,6 +148,7 @@ pub(super) fn compile(sw: &Switch) -> Result<Arc<Program>, String> {
             p_instance_type: field(parser[2], "instance_type")?,
             p_ingress_timestamp: field(parser[2], "ingress_global_timestamp")?,
             p_parser_error: field(parser[2], "parser_error")?,
+            p_checksum_error: field(parser[2], "checksum_error")?,
             i_mcast_grp: field(ingress[2], "mcast_grp")?,
             i_egress_spec: field(ingress[2], "egress_spec")?,
             i_instance_type: field(ingress[2], "instance_type")?,
@@ -151,6 +163,7 @@ pub(super) fn compile(sw: &Switch) -> Result<Arc<Program>, String> {
     } else {
         let (parser, ingress, egress) = (three(0)?, three(1)?, three(2)?);
         Arch::Edgeflow(Edgeflow {
+            blocks: numbers.clone().try_into().map_err(|_| "EdgeflowSwitch's four blocks")?,
             parser,
             ingress,
             egress,
@@ -211,6 +224,7 @@ impl Switch {
         slots.clear();
         slots.resize(program.code.slots, 0);
         let keys = std::mem::take(&mut self.exec_keys);
+        let bytes = std::mem::take(&mut self.exec_bytes);
         let mut m = M {
             prog: &program.code,
             slots,
@@ -221,14 +235,17 @@ impl Switch {
             length: frame.len() as u64,
             now,
             keys,
+            bytes,
+            checksum_error: false,
         };
         let result = match &program.arch {
             Arch::Edgeflow(a) => edgeflow(a, &mut m, frame, port, now),
             Arch::V1Model(a) => v1model(a, &mut m, frame, port, now),
         };
-        let (slots, keys) = (std::mem::take(&mut m.slots), std::mem::take(&mut m.keys));
+        let (slots, keys, bytes) = (std::mem::take(&mut m.slots), std::mem::take(&mut m.keys), std::mem::take(&mut m.bytes));
         self.exec_slots = slots;
         self.exec_keys = keys;
+        self.exec_bytes = bytes;
         result
     }
 }
@@ -237,7 +254,7 @@ fn edgeflow<'f>(a: &Edgeflow, m: &mut M<'f>, frame: &'f [u8], port: u32, now: u6
     set(m, a.p_ingress_port, port as u128);
     set(m, a.p_packet_length, frame.len() as u128);
     set(m, a.p_timestamp, now as u128);
-    match exec::run_block(0, m) {
+    match exec::run_block(a.blocks[0], m) {
         Flow::Next => {}
         Flow::Reject(e) => return Err(Dropped::Parser(m.prog.errors.get(e as usize).cloned().unwrap_or_default())),
         Flow::Unsupported(what) => return Err(Dropped::Unsupported(what.to_string())),
@@ -247,7 +264,7 @@ fn edgeflow<'f>(a: &Edgeflow, m: &mut M<'f>, frame: &'f [u8], port: u32, now: u6
     for k in 0..3 {
         copy(m, a.parser[k], a.ingress[k]);
     }
-    control(exec::run_block(1, m))?;
+    control(exec::run_block(a.blocks[1], m))?;
     if m.slots[a.i_drop.0] != 0 {
         return Err(Dropped::Program);
     }
@@ -269,13 +286,13 @@ fn edgeflow<'f>(a: &Edgeflow, m: &mut M<'f>, frame: &'f [u8], port: u32, now: u6
             copy(m, a.ingress[k], a.egress[k]);
         }
         set(m, a.e_egress_port, p as u128);
-        control(exec::run_block(2, m))?;
+        control(exec::run_block(a.blocks[2], m))?;
         if m.slots[a.e_drop.0] != 0 {
             continue;
         }
         copy(m, a.egress[0], a.deparser_hdr);
         m.out.clear();
-        match exec::run_block(3, m) {
+        match exec::run_block(a.blocks[3], m) {
             Flow::Unsupported(what) => return Err(Dropped::Unsupported(what.to_string())),
             Flow::Reject(_) => continue,
             _ => {}
@@ -298,7 +315,7 @@ fn v1model<'f>(a: &V1Model, m: &mut M<'f>, frame: &'f [u8], port: u32, now: u64)
     set(m, a.p_instance_type, 0);
     set(m, a.p_ingress_timestamp, (now / 1000) as u128);
     // A frame the parser rejects goes on to ingress, which sees why in parser_error.
-    match exec::run_block(0, m) {
+    match exec::run_block(a.blocks[0], m) {
         Flow::Reject(e) => m.slots[a.p_parser_error.0] = e as u128,
         Flow::Unsupported(what) => return Err(Dropped::Unsupported(what.to_string())),
         _ => {}
@@ -308,11 +325,15 @@ fn v1model<'f>(a: &V1Model, m: &mut M<'f>, frame: &'f [u8], port: u32, now: u64)
     m.data = payload;
     copy(m, a.parser[0], a.verify[0]);
     copy(m, a.parser[1], a.verify[1]);
-    control(exec::run_block(1, m))?;
+    m.checksum_error = false;
+    control(exec::run_block(a.blocks[1], m))?;
+    if m.checksum_error {
+        set(m, a.p_checksum_error, 1);
+    }
     copy(m, a.verify[0], a.ingress[0]);
     copy(m, a.verify[1], a.ingress[1]);
     copy(m, a.parser[2], a.ingress[2]);
-    control(exec::run_block(2, m))?;
+    control(exec::run_block(a.blocks[2], m))?;
     let group = m.slots[a.i_mcast_grp.0] as u16;
     let mut out = Vec::new();
     if group != 0 {
@@ -355,16 +376,16 @@ fn v1model_egress(
     set(m, a.e_packet_length, length as u128);
     set(m, a.e_egress_timestamp, (now / 1000) as u128);
     let _ = a.e_instance_type;
-    control(exec::run_block(3, m))?;
+    control(exec::run_block(a.blocks[3], m))?;
     if m.slots[a.e_egress_spec.0] == V1_DROP_PORT {
         return Ok(());
     }
     copy(m, a.egress[0], a.compute[0]);
     copy(m, a.egress[1], a.compute[1]);
-    control(exec::run_block(4, m))?;
+    control(exec::run_block(a.blocks[4], m))?;
     copy(m, a.compute[0], a.deparser_hdr);
     m.out.clear();
-    if let Flow::Unsupported(what) = exec::run_block(5, m) {
+    if let Flow::Unsupported(what) = exec::run_block(a.blocks[5], m) {
         return Err(Dropped::Unsupported(what.to_string()));
     }
     let mut bytes = Vec::with_capacity(m.out.len() + payload.len());

@@ -408,6 +408,7 @@ pub struct Switch {
     /// The compiled program's slots and table keys, kept between frames so as not to allocate.
     exec_slots: Vec<u128>,
     exec_keys: Vec<u128>,
+    exec_bytes: Vec<u8>,
 }
 
 /// Digests kept until [`Switch::take_digests`]: more are dropped.
@@ -468,6 +469,7 @@ impl Switch {
             compiled: Err(String::new()),
             exec_slots: Vec::new(),
             exec_keys: Vec::new(),
+            exec_bytes: Vec::new(),
         };
         let code = sw.code.clone();
         for d in &code.program.decls {
@@ -1993,6 +1995,7 @@ impl Switch {
             compiled: self.compiled.clone(),
             exec_slots: Vec::new(),
             exec_keys: Vec::new(),
+            exec_bytes: Vec::new(),
         }
     }
 
