@@ -174,6 +174,8 @@ pub struct Compiled {
     pub(super) slots: usize,
     pub(super) base: Vec<usize>,
     pub(super) shapes: Vec<Shape>,
+    /// Each variable's number of slots.
+    pub(super) sizes: Vec<usize>,
     pub(super) blocks: Vec<Block>,
     pub(super) actions: Vec<Vec<S>>,
     pub(super) functions: Vec<Vec<S>>,
@@ -331,6 +333,7 @@ impl<'s> Compiler<'s> {
             error_too_short: self.error("PacketTooShort"),
             error_out_of_bounds: self.error("StackOutOfBounds"),
             error_timeout: self.error("ParserTimeout"),
+            sizes: self.shapes.iter().map(Shape::size).collect(),
             base: std::mem::take(&mut self.base),
             shapes: std::mem::take(&mut self.shapes),
             blocks,
@@ -1032,13 +1035,17 @@ impl<'s> Compiler<'s> {
                         let CallArg::In(Expr::Read(p)) = &args[0] else { return Err("emit of what is not a variable's".into()) };
                         let (at, shape, _) = self.place(p)?;
                         let widths = self.widths_of(&p.ty)?;
-                        let shape = Arc::new(shape);
-                        let widths = Arc::new(widths);
+                        // Each header's place in the value and its fields' widths, found once.
+                        let mut headers = Vec::new();
+                        plan_emit(&shape, &widths, 0, &mut headers);
                         Ok(Box::new(move |m: &mut M| {
                             if let Some(a) = at(m) {
-                                let mut out = std::mem::take(&mut m.out);
-                                emit(&shape, &widths, &m.slots, a, &mut out);
-                                m.out = out;
+                                for (off, widths) in &headers {
+                                    let h = a + off;
+                                    if m.slots[h] != 0 {
+                                        emit_header(&m.slots[h + 1..h + 1 + widths.len()], widths, &mut m.out);
+                                    }
+                                }
                             }
                             Flow::Next
                         }))
@@ -1669,59 +1676,68 @@ fn equal(shape: &Shape, slots: &[u128], a: usize, b: usize) -> bool {
     }
 }
 
-/// Appends the valid headers of a value (in the order they sit) to `out`, each header's
-/// bits packed into bytes (a header whose bits end mid-byte ends with what is left).
-fn emit(shape: &Shape, widths: &[u32], slots: &[u128], at: usize, out: &mut Vec<u8>) {
-    emit_at(shape, widths, slots, at, 0, out);
-}
-
-/// `w` indexes `widths` as `at` indexes the slots; returns how many slots it covered.
-fn emit_at(shape: &Shape, widths: &[u32], slots: &[u128], at: usize, w: usize, out: &mut Vec<u8>) -> usize {
+/// The headers of a value of `shape` in the order they are emitted: each one's place (from
+/// `at`) and its fields' widths (0 for what is not emitted: bools, errors, enums).
+fn plan_emit(shape: &Shape, widths: &[u32], at: usize, out: &mut Vec<(usize, Vec<u32>)>) -> usize {
     match shape {
         Shape::Header(_) => {
             let size = shape.size();
-            if slots[at] != 0 {
-                let mut acc: u128 = 0;
-                let mut n: u32 = 0;
-                for k in 1..size {
-                    let width = widths[w + k];
-                    let v = slots[at + k];
-                    let mut left = width;
-                    while left > 0 {
-                        let take = left.min(64);
-                        let part = (v >> (left - take)) & mask(take);
-                        acc = (acc << take) | part;
-                        n += take;
-                        left -= take;
-                        while n >= 8 {
-                            out.push((acc >> (n - 8)) as u8);
-                            n -= 8;
-                            acc &= mask(n);
-                        }
-                    }
-                }
-                if n > 0 {
-                    out.push(acc as u8);
-                }
-            }
+            out.push((at, widths[at + 1..at + size].to_vec()));
             size
         }
         Shape::Struct(fields) | Shape::Union(fields) => {
             let mut off = 0;
             for f in fields {
-                off += emit_at(f, widths, slots, at + off, w + off, out);
+                off += plan_emit(f, widths, at + off, out);
             }
             off
         }
         Shape::Stack(e, n) => {
             let size = e.size();
             for i in 0..*n {
-                emit_at(e, widths, slots, at + 1 + i * size, w + 1 + i * size, out);
+                plan_emit(e, widths, at + 1 + i * size, out);
             }
             1 + size * n
         }
         Shape::Scalar => 1,
         Shape::Nothing => 0,
+    }
+}
+
+/// A valid header's fields, packed into bytes most significant first (a header whose bits
+/// end mid-byte ends with what is left, as the evaluator writes it).
+#[inline]
+fn emit_header(fields: &[u128], widths: &[u32], out: &mut Vec<u8>) {
+    let mut acc: u128 = 0;
+    let mut n: u32 = 0;
+    for (&v, &width) in fields.iter().zip(widths) {
+        if width == 0 {
+            continue;
+        }
+        if width <= 64 {
+            acc = (acc << width) | v;
+            n += width;
+        } else {
+            // Wide fields in two halves, so that the accumulator never holds more than 64+7 bits.
+            let hi = width - 64;
+            acc = (acc << hi) | (v >> 64);
+            n += hi;
+            while n >= 8 {
+                out.push((acc >> (n - 8)) as u8);
+                n -= 8;
+                acc &= mask(n);
+            }
+            acc = (acc << 64) | (v & mask(64));
+            n += 64;
+        }
+        while n >= 8 {
+            out.push((acc >> (n - 8)) as u8);
+            n -= 8;
+        }
+        acc &= mask(n);
+    }
+    if n > 0 {
+        out.push(acc as u8);
     }
 }
 

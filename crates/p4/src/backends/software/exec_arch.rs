@@ -195,7 +195,7 @@ fn base_of(c: &Compiler, ir: &ir::Program, var: usize) -> Result<usize, String> 
 #[inline]
 fn copy(m: &mut M, from: usize, to: usize) {
     let prog = m.prog;
-    let (a, b, n) = (prog.base[from], prog.base[to], prog.shapes[from].size());
+    let (a, b, n) = (prog.base[from], prog.base[to], prog.sizes[from]);
     m.slots.copy_within(a..a + n, b);
 }
 
