@@ -69,9 +69,14 @@ pub(super) enum Shape {
     Union(Vec<Shape>),
     /// The next index, then the elements.
     Stack(Box<Shape>, usize),
+    /// `varbit<max>`: its length in bits, then one slot per byte (those past the length zero).
+    Varbit(u32),
     /// What has no value here (an extern, a packet).
     Nothing,
 }
+
+/// In a list of widths (`widths_of`): the slot of a varbit's length, its bytes after it.
+const VARBIT: u32 = u32::MAX;
 
 impl Shape {
     pub fn size(&self) -> usize {
@@ -80,6 +85,7 @@ impl Shape {
             Shape::Header(f) => 1 + f.iter().map(Shape::size).sum::<usize>(),
             Shape::Struct(f) | Shape::Union(f) => f.iter().map(Shape::size).sum(),
             Shape::Stack(e, n) => 1 + e.size() * n,
+            Shape::Varbit(max) => 1 + max.div_ceil(8) as usize,
             Shape::Nothing => 0,
         }
     }
@@ -288,7 +294,7 @@ impl<'s> Compiler<'s> {
             Ty::Stack(e, n) => Shape::Stack(Box::new(self.shape(e)?), *n as usize),
             Ty::Tuple(items) => Shape::Struct(items.iter().map(|t| self.shape(t)).collect::<R<Vec<_>>>()?),
             Ty::Opaque(_) => Shape::Nothing,
-            Ty::Varbit(_) => return Err("varbit".into()),
+            Ty::Varbit(max) => Shape::Varbit(*max),
         })
     }
 
@@ -998,6 +1004,7 @@ impl<'s> Compiler<'s> {
                 let Ty::Opaque(kind) = &self.ir.variables[*v].ty else { return Err(format!("a method {method}")) };
                 match (kind.as_str(), method.as_str()) {
                     ("packet_in", "extract") if args.len() == 1 => self.extract(&args[0]),
+                    ("packet_in", "extract") => self.extract_sized(&args[0], &args[1]),
                     ("packet_in", "advance") => {
                         let CallArg::In(n) = &args[0] else { return Err("advance".into()) };
                         let n = self.scalar(n)?;
@@ -1320,7 +1327,10 @@ impl<'s> Compiler<'s> {
                 }
             }
             Ty::Opaque(_) => {}
-            Ty::Varbit(_) => return Err("varbit".into()),
+            Ty::Varbit(max) => {
+                out.push(VARBIT);
+                out.extend(std::iter::repeat_n(0, max.div_ceil(8) as usize));
+            }
         }
         Ok(())
     }
@@ -1342,6 +1352,15 @@ impl<'s> Compiler<'s> {
         let mut out = Vec::new();
         for item in items {
             match item {
+                Expr::Read(p) if matches!(p.ty, Ty::Varbit(_)) => {
+                    let mut parent = p.clone();
+                    parent.steps.pop();
+                    let guard = match self.place(&parent)? {
+                        (at, Shape::Header(_), _) => Some(at),
+                        _ => None,
+                    };
+                    out.push(Piece::Varbit { at: self.place(p)?.0, guard });
+                }
                 Expr::Read(p) if !matches!(self.shape(&p.ty)?, Shape::Scalar) => {
                     let (at, shape, _) = self.place(p)?;
                     let widths = self.widths_of(&p.ty)?;
@@ -1372,6 +1391,68 @@ impl<'s> Compiler<'s> {
             }
         }
         Ok(out)
+    }
+
+    /// `extract(h, size)`: a header with a varbit field, `size` bits of it.
+    fn extract_sized(&self, arg: &CallArg, size: &CallArg) -> R<S> {
+        let (CallArg::Out(p), CallArg::In(size)) = (arg, size) else { return Err("extract".into()) };
+        let Ty::Header(h) = &p.ty else { return Err("extract of what is not a header".into()) };
+        if p.steps.iter().any(|s| matches!(s, Step::Next | Step::Last)) {
+            return Err("extract with a size into a stack's next".into());
+        }
+        // Each field: its width, or the varbit's maximum (`VARBIT` marks it) and slots.
+        let mut fields = Vec::new();
+        let mut max = None;
+        for (_, t) in &self.ir.aggregates[*h].fields {
+            match t {
+                Ty::Bit(w) | Ty::Int(w) => fields.push((*w, 1)),
+                Ty::Varbit(x) => {
+                    max = Some(*x);
+                    fields.push((VARBIT, 1 + x.div_ceil(8) as usize));
+                }
+                _ => return Err("extract of a header with fields that are not bits".into()),
+            }
+        }
+        let max = max.ok_or("extract with a size into a header without varbit")? as u128;
+        let fixed: usize = fields.iter().filter(|(w, _)| *w != VARBIT).map(|(w, _)| *w as usize).sum();
+        let size = self.scalar(size)?;
+        let (too_long, not_bytes) = (self.error("HeaderTooShort"), self.error("ParserInvalidArgument"));
+        let (at, _, union) = self.place(p)?;
+        let settle = union.map(|(u, i)| self.settler(&u, i, p)).transpose()?;
+        Ok(Box::new(move |m: &mut M| {
+            let n = size(m);
+            let Some(a) = at(m) else { return Flow::Reject(m.prog.error_out_of_bounds) };
+            if n > max {
+                return Flow::Reject(too_long);
+            }
+            if n % 8 != 0 {
+                return Flow::Reject(not_bytes);
+            }
+            if m.cursor + fixed + n as usize > m.data.len() * 8 {
+                return Flow::Reject(m.prog.error_too_short);
+            }
+            let mut cursor = m.cursor;
+            let mut slot = a + 1;
+            for &(w, slots) in &fields {
+                if w == VARBIT {
+                    m.slots[slot] = n;
+                    for b in 0..slots - 1 {
+                        m.slots[slot + 1 + b] = if (b as u128) < n / 8 { read_field(m.data, cursor + 8 * b, 8) } else { 0 };
+                    }
+                    cursor += n as usize;
+                } else {
+                    m.slots[slot] = read_field(m.data, cursor, w);
+                    cursor += w as usize;
+                }
+                slot += slots;
+            }
+            m.slots[a] = 1;
+            m.cursor = cursor;
+            if let Some(settle) = &settle {
+                settle(m);
+            }
+            Flow::Next
+        }))
     }
 
     fn extract(&self, arg: &CallArg) -> R<S> {
@@ -1428,6 +1509,8 @@ impl<'s> Compiler<'s> {
 /// A part of what a checksum or hash covers.
 enum Piece {
     Scalar { value: E, width: u32, guard: Option<P> },
+    /// A varbit's bytes (left out while its header is not valid).
+    Varbit { at: P, guard: Option<P> },
     /// A header (its fields, if valid).
     Aggregate { at: P, shape: Shape, widths: Vec<u32> },
 }
@@ -1478,6 +1561,17 @@ fn digest_of(pieces: &[Piece], algo: super::v1model::Algorithm, payload: bool, m
                 let v = value(m);
                 w.push(&mut out, v, *width);
             }
+            Piece::Varbit { at, guard } => {
+                if let Some(g) = guard {
+                    if g(m).is_some_and(|a| m.slots[a] == 0) {
+                        continue;
+                    }
+                }
+                let Some(a) = at(m) else { continue };
+                for b in 0..(m.slots[a] / 8) as usize {
+                    w.push(&mut out, m.slots[a + 1 + b], 8);
+                }
+            }
             Piece::Aggregate { at, shape, widths } => {
                 let Some(a) = at(m) else { continue };
                 if let Shape::Header(_) = shape {
@@ -1486,7 +1580,11 @@ fn digest_of(pieces: &[Piece], algo: super::v1model::Algorithm, payload: bool, m
                     }
                 }
                 for (k, width) in widths.iter().enumerate() {
-                    if *width > 0 {
+                    if *width == VARBIT {
+                        for b in 0..(m.slots[a + k] / 8) as usize {
+                            w.push(&mut out, m.slots[a + k + 1 + b], 8);
+                        }
+                    } else if *width > 0 {
                         w.push(&mut out, m.slots[a + k], *width);
                     }
                 }
@@ -1672,6 +1770,10 @@ fn equal(shape: &Shape, slots: &[u128], a: usize, b: usize) -> bool {
             })
         }
         Shape::Stack(e, n) => (0..*n).all(|i| equal(e, slots, a + 1 + i * e.size(), b + 1 + i * e.size())),
+        Shape::Varbit(_) => {
+            let n = shape.size();
+            slots[a..a + n] == slots[b..b + n]
+        }
         Shape::Nothing => true,
     }
 }
@@ -1700,6 +1802,7 @@ fn plan_emit(shape: &Shape, widths: &[u32], at: usize, out: &mut Vec<(usize, Vec
             1 + size * n
         }
         Shape::Scalar => 1,
+        Shape::Varbit(_) => shape.size(),
         Shape::Nothing => 0,
     }
 }
@@ -1708,36 +1811,23 @@ fn plan_emit(shape: &Shape, widths: &[u32], at: usize, out: &mut Vec<(usize, Vec
 /// end mid-byte ends with what is left, as the evaluator writes it).
 #[inline]
 fn emit_header(fields: &[u128], widths: &[u32], out: &mut Vec<u8>) {
-    let mut acc: u128 = 0;
-    let mut n: u32 = 0;
-    for (&v, &width) in fields.iter().zip(widths) {
-        if width == 0 {
-            continue;
-        }
-        if width <= 64 {
-            acc = (acc << width) | v;
-            n += width;
-        } else {
-            // Wide fields in two halves, so that the accumulator never holds more than 64+7 bits.
-            let hi = width - 64;
-            acc = (acc << hi) | (v >> 64);
-            n += hi;
-            while n >= 8 {
-                out.push((acc >> (n - 8)) as u8);
-                n -= 8;
-                acc &= mask(n);
+    let mut w = BitWriter { acc: 0, n: 0 };
+    let mut k = 0;
+    while k < fields.len() {
+        let width = widths[k];
+        if width == VARBIT {
+            let bytes = (fields[k] / 8) as usize;
+            for b in &fields[k + 1..k + 1 + bytes] {
+                w.push(out, *b, 8);
             }
-            acc = (acc << 64) | (v & mask(64));
-            n += 64;
+        } else if width > 0 {
+            w.push(out, fields[k], width);
         }
-        while n >= 8 {
-            out.push((acc >> (n - 8)) as u8);
-            n -= 8;
-        }
-        acc &= mask(n);
+        k += 1;
     }
-    if n > 0 {
-        out.push(acc as u8);
+    // A header whose bits end mid-byte ends with what is left, as the evaluator writes it.
+    if w.n > 0 {
+        out.push(w.acc as u8);
     }
 }
 
