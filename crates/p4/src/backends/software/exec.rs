@@ -1017,6 +1017,33 @@ impl<'s> Compiler<'s> {
                             Flow::Next
                         }))
                     }
+                    ("packet_in", "lookahead") if matches!(type_args.first(), Some(Ty::Header(_))) => {
+                        // A header's worth of bits, not moving on: a valid header of them.
+                        let Some(Ty::Header(h)) = type_args.first() else { unreachable!() };
+                        let Some(place) = result else { return Ok(Box::new(|_: &mut M| Flow::Next)) };
+                        let mut widths = Vec::new();
+                        for (_, t) in &self.ir.aggregates[*h].fields {
+                            match t {
+                                Ty::Bit(w) | Ty::Int(w) => widths.push(*w),
+                                _ => return Err("lookahead of a header with fields that are not bits".into()),
+                            }
+                        }
+                        let bits: usize = widths.iter().map(|w| *w as usize).sum();
+                        let (at, _, _) = self.place(place)?;
+                        Ok(Box::new(move |m: &mut M| {
+                            if m.cursor + bits > m.data.len() * 8 {
+                                return Flow::Reject(m.prog.error_too_short);
+                            }
+                            let Some(a) = at(m) else { return Flow::Next };
+                            let mut cursor = m.cursor;
+                            for (k, w) in widths.iter().enumerate() {
+                                m.slots[a + 1 + k] = read_field(m.data, cursor, *w);
+                                cursor += *w as usize;
+                            }
+                            m.slots[a] = 1;
+                            Flow::Next
+                        }))
+                    }
                     ("packet_in", "lookahead") => {
                         let Some(Ty::Bit(w)) = type_args.first() else { return Err("lookahead of what is not bits".into()) };
                         let Some(place) = result else { return Ok(Box::new(|_: &mut M| Flow::Next)) };
