@@ -119,13 +119,19 @@ fn the_compiled_target_gives_the_evaluators_frames_on_the_corpus() {
                 let (ra, rb) = (fast.process(&f, *port, now), reference.process(&f, *port, now));
                 let (da, db) = (fast.take_digests(), reference.take_digests());
                 if ra != rb || da != db {
-                    problems.push(format!("mutated frame {f:02x?} on port {port}: compiled {ra:?} {da:?}, evaluator {rb:?} {db:?}"));
+                    problems.push(format!(
+                        "mutated frame {f:02x?} on port {port}: compiled {ra:?} {da:?}, evaluator {rb:?} {db:?}"
+                    ));
                     break 'mutated;
                 }
             }
         }
         if counts(&fast) != counts(&reference) {
-            problems.push(format!("table hit counts: compiled {:?}, evaluator {:?}", counts(&fast), counts(&reference)));
+            problems.push(format!(
+                "table hit counts: compiled {:?}, evaluator {:?}",
+                counts(&fast),
+                counts(&reference)
+            ));
         }
         if !problems.is_empty() {
             differ.push(format!("{name}:\n  {}", problems.join("\n  ")));

@@ -107,16 +107,15 @@ pub(super) fn compile(sw: &Switch) -> Result<Arc<Program>, String> {
     let params = |b: usize| -> Result<Vec<usize>, String> {
         let block = numbers.get(b).and_then(|&b| ir.blocks_code.get(b)).ok_or("the package's blocks")?;
         // Leave out the packet_in and packet_out parameters.
-        Ok(block
-            .params
-            .iter()
-            .map(|(v, _)| *v)
-            .filter(|v| !matches!(ir.variables[*v].ty, ir::Ty::Opaque(_)))
-            .collect())
+        Ok(block.params.iter().map(|(v, _)| *v).filter(|v| !matches!(ir.variables[*v].ty, ir::Ty::Opaque(_))).collect())
     };
     let field = |var: usize, name: &str| -> Result<F, String> {
         let ir::Ty::Struct(i) = &ir.variables[var].ty else { return Err("standard metadata".into()) };
-        let k = ir.aggregates[*i].fields.iter().position(|(f, _)| f == name).ok_or_else(|| format!("standard_metadata.{name}"))?;
+        let k = ir.aggregates[*i]
+            .fields
+            .iter()
+            .position(|(f, _)| f == name)
+            .ok_or_else(|| format!("standard_metadata.{name}"))?;
         let shape = c.shape(&ir.variables[var].ty)?;
         let width = match &ir.aggregates[*i].fields[k].1 {
             ir::Ty::Bit(w) | ir::Ty::Int(w) => *w,
@@ -132,7 +131,8 @@ pub(super) fn compile(sw: &Switch) -> Result<Arc<Program>, String> {
         let p = params(b)?;
         p.try_into().map_err(|_| "a block's parameters".to_string())
     };
-    let one = |b: usize| -> Result<usize, String> { params(b)?.first().copied().ok_or_else(|| "the deparser".to_string()) };
+    let one =
+        |b: usize| -> Result<usize, String> { params(b)?.first().copied().ok_or_else(|| "the deparser".to_string()) };
     let arch = if v1model {
         let (parser, ingress, egress) = (three(0)?, three(2)?, three(3)?);
         Arch::V1Model(V1Model {
@@ -242,7 +242,8 @@ impl Switch {
             Arch::Edgeflow(a) => edgeflow(a, &mut m, frame, port, now),
             Arch::V1Model(a) => v1model(a, &mut m, frame, port, now),
         };
-        let (slots, keys, bytes) = (std::mem::take(&mut m.slots), std::mem::take(&mut m.keys), std::mem::take(&mut m.bytes));
+        let (slots, keys, bytes) =
+            (std::mem::take(&mut m.slots), std::mem::take(&mut m.keys), std::mem::take(&mut m.bytes));
         self.exec_slots = slots;
         self.exec_keys = keys;
         self.exec_bytes = bytes;

@@ -583,7 +583,10 @@ impl Switch {
                 keys: matches,
                 priority: entry_priority(e, i, n),
                 action: e.action.name.text.clone(),
-                action_at: action_at(&t.actions.iter().map(|a| a.name.text.clone()).collect::<Vec<_>>(), &e.action.name.text),
+                action_at: action_at(
+                    &t.actions.iter().map(|a| a.name.text.clone()).collect::<Vec<_>>(),
+                    &e.action.name.text,
+                ),
                 args,
                 packets: 0,
                 bytes: 0,
