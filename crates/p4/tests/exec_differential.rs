@@ -195,3 +195,31 @@ fn an_inout_argument_goes_back_to_the_element_its_index_named_at_the_call() {
     let out = evaluator.process(&frame, 1, 0).unwrap();
     assert_eq!((out[0].frame[14], out[0].frame[15]), (0x0a, 0x33), "the evaluator wrote tags[1]");
 }
+
+/// Two more of the mid end review's open questions, settled by a run: `(bit<32>)` of an
+/// `int<8>` sign-extends (p4c and BMv2 widen in the source's signedness first), and a shift by
+/// an amount past the width gives 0 (P4-16 8.5), on the compiled target as the IR says. The
+/// evaluator zero-extended, and cut the amount 256 to the operand's 8 bits (a shift by 0).
+#[test]
+fn a_signed_cast_widens_by_its_sign_and_a_shift_past_the_width_gives_zero() {
+    let text = "#include <core.p4>\n#include <edgeflow.p4>\n\
+        header h_t { bit<8> a; bit<32> b; bit<8> c; }\n\
+        struct headers { h_t h; }\nstruct meta_t { bit<8> unused; }\n\
+        parser P(packet_in packet, out headers hdr, inout meta_t meta, inout standard_metadata_t sm) {\n\
+          state start { packet.extract(hdr.h); transition accept; } }\n\
+        control I(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) {\n\
+          apply { sm.egress_port = 2; int<8> x = (int<8>)hdr.h.a; hdr.h.b = (bit<32>)x; hdr.h.c = hdr.h.c << 256; } }\n\
+        control E(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }\n\
+        control D(packet_out packet, in headers hdr) { apply { packet.emit(hdr); } }\n\
+        EdgeflowSwitch(P(), I(), E(), D()) main;\n";
+    let mut frame = vec![0xf0, 0, 0, 0, 0, 0x81];
+    frame.resize(20, 0);
+    let mut compiled = stf::load("casts.p4", text).unwrap();
+    assert_eq!(compiled.compiled(), Ok(()));
+    let out = compiled.process(&frame, 1, 0).unwrap();
+    assert_eq!(&out[0].frame[..6], &[0xf0, 0xff, 0xff, 0xff, 0xf0, 0x00]);
+    let mut evaluator = stf::load("casts.p4", text).unwrap();
+    evaluator.use_evaluator();
+    let out = evaluator.process(&frame, 1, 0).unwrap();
+    assert_eq!(&out[0].frame[..6], &[0xf0, 0, 0, 0, 0xf0, 0x81], "the evaluator's answers");
+}
