@@ -14,10 +14,13 @@ use p4::stf::{self, corpus_dir, Sent, Target};
 /// How many corpus programs run compiled today: it can only go up.
 const COMPILED_FLOOR: usize = 150;
 
+/// A frame sent, its port, and what the switch did with it.
+type Sent1 = (Vec<u8>, u32, Result<Vec<Output>, Dropped>);
+
 /// Records each frame sent and what the switch did with it, at a clock of its own.
 #[derive(Default)]
 struct Recorder {
-    sent: Vec<(Vec<u8>, u32, Result<Vec<Output>, Dropped>)>,
+    sent: Vec<Sent1>,
     digests: Vec<Vec<Digest>>,
 }
 

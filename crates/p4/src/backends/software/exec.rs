@@ -59,6 +59,11 @@ pub(super) type E = Box<dyn Fn(&mut M<'_>) -> u128 + Send + Sync>;
 pub(super) type S = Box<dyn Fn(&mut M<'_>) -> Flow + Send + Sync>;
 /// Where a place starts among the slots, now (`None`: past a stack's end).
 type P = Arc<dyn Fn(&mut M<'_>) -> Option<usize> + Send + Sync>;
+/// What runs after a write, for its side effects only.
+type After = Box<dyn Fn(&mut M<'_>) + Send + Sync>;
+/// A place compiled: where it starts, its shape, and (for a union's member) the union's place
+/// and the member's index.
+type Placed = (P, Shape, Option<(P, usize)>);
 
 /// The slots a value of a type takes, and where each part is.
 #[derive(Clone, Debug)]
@@ -387,7 +392,7 @@ impl<'s> Compiler<'s> {
 
     /// A place's start and shape; whether it is the member of a union (its union's place and
     /// its index there), for keeping one member valid.
-    fn place(&self, p: &Place) -> R<(P, Shape, Option<(P, usize)>)> {
+    fn place(&self, p: &Place) -> R<Placed> {
         let mut shape = self.shapes[p.var].clone();
         let start = self.base[p.var];
         let mut fixed: Option<usize> = Some(start);
@@ -770,7 +775,7 @@ impl<'s> Compiler<'s> {
 
     /// After a write to member `i` of the union at `u`: if that member is now valid, the
     /// others are not (P4-16 keeps at most one valid).
-    fn settler(&self, u: &P, i: usize, place: &Place) -> R<Box<dyn Fn(&mut M) + Send + Sync>> {
+    fn settler(&self, u: &P, i: usize, place: &Place) -> R<After> {
         let mut union_place = place.clone();
         union_place.steps.pop();
         let shape = match self.place(&union_place)?.1 {

@@ -26,8 +26,8 @@ fn set(m: &mut M, f: F, v: u128) {
 /// The architecture's blocks, by their parameters' variables, and the standard metadata's
 /// fields the switch reads and writes (their slots).
 pub(super) enum Arch {
-    Edgeflow(Edgeflow),
-    V1Model(V1Model),
+    Edgeflow(Box<Edgeflow>),
+    V1Model(Box<V1Model>),
 }
 
 pub(super) struct Edgeflow {
@@ -135,7 +135,7 @@ pub(super) fn compile(sw: &Switch) -> Result<Arc<Program>, String> {
         |b: usize| -> Result<usize, String> { params(b)?.first().copied().ok_or_else(|| "the deparser".to_string()) };
     let arch = if v1model {
         let (parser, ingress, egress) = (three(0)?, three(2)?, three(3)?);
-        Arch::V1Model(V1Model {
+        Arch::V1Model(Box::new(V1Model {
             blocks: numbers.clone().try_into().map_err(|_| "V1Switch's six blocks")?,
             parser,
             verify: two(1)?,
@@ -159,10 +159,10 @@ pub(super) fn compile(sw: &Switch) -> Result<Arc<Program>, String> {
             e_egress_rid: field(egress[2], "egress_rid")?,
             e_instance_type: field(egress[2], "instance_type")?,
             e_priority: field(egress[2], "priority")?,
-        })
+        }))
     } else {
         let (parser, ingress, egress) = (three(0)?, three(1)?, three(2)?);
-        Arch::Edgeflow(Edgeflow {
+        Arch::Edgeflow(Box::new(Edgeflow {
             blocks: numbers.clone().try_into().map_err(|_| "EdgeflowSwitch's four blocks")?,
             parser,
             ingress,
@@ -177,7 +177,7 @@ pub(super) fn compile(sw: &Switch) -> Result<Arc<Program>, String> {
             e_egress_port: field(egress[2], "egress_port")?,
             e_drop: field(egress[2], "drop")?,
             e_priority: field(egress[2], "priority")?,
-        })
+        }))
     };
     let code = c.finish()?;
     Ok(Arc::new(Program { code, arch }))

@@ -432,7 +432,7 @@ impl Compiler<'_> {
                 Expr::Read(p) if !matches!(self.shape(&p.ty)?, Shape::Scalar) => {
                     let (at, shape, _) = self.place(p)?;
                     let widths = self.widths_of(&p.ty)?;
-                    if widths.iter().any(|w| *w == 0) && !matches!(shape, Shape::Header(_)) {
+                    if widths.contains(&0) && !matches!(shape, Shape::Header(_)) {
                         return Err("a checksum over a struct of headers".into());
                     }
                     out.push(Piece::Aggregate { at, shape, widths });
