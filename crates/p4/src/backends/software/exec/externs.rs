@@ -465,8 +465,17 @@ impl Compiler<'_> {
     fn extract_sized(&self, arg: &CallArg, size: &CallArg) -> R<S> {
         let (CallArg::Out(p), CallArg::In(size)) = (arg, size) else { return Err("extract".into()) };
         let Ty::Header(h) = &p.ty else { return Err("extract of what is not a header".into()) };
-        if p.steps.iter().any(|s| matches!(s, Step::Next | Step::Last)) {
-            return Err("extract with a size into a stack's next".into());
+        // Into `stack.next`: the stack's next element, which then moves on.
+        let next_of = match p.steps.last() {
+            Some(Step::Next) => {
+                let mut stack = p.clone();
+                stack.steps.pop();
+                Some(self.place(&stack)?.0)
+            }
+            _ => None,
+        };
+        if p.steps[..p.steps.len().saturating_sub(1)].iter().any(|s| matches!(s, Step::Next | Step::Last)) {
+            return Err("extract with a size into a member of a stack's next".into());
         }
         // Each field: its width, or the varbit's maximum (`VARBIT` marks it) and slots.
         let mut fields = Vec::new();
@@ -519,6 +528,11 @@ impl Compiler<'_> {
             m.cursor = cursor;
             if let Some(settle) = &settle {
                 settle(m);
+            }
+            if let Some(stack) = &next_of {
+                if let Some(s) = stack(m) {
+                    m.slots[s] += 1;
+                }
             }
             Flow::Next
         }))
