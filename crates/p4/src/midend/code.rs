@@ -105,8 +105,13 @@ impl<'a> Code<'a> {
         let saved_bind = std::mem::take(&mut self.bind);
         let saved_result = self.result.take();
         let index = self.out.blocks_code.len();
+        let declared = match decl {
+            Decl::Parser { name, .. } | Decl::Control { name, .. } => name.text.clone(),
+            _ => String::new(),
+        };
         self.out.blocks_code.push(ir::Block {
             name: path.clone(),
+            declared,
             params: Vec::new(),
             init: Vec::new(),
             body: ir::BlockBody::Control(Vec::new()),
@@ -492,12 +497,19 @@ impl<'a> Code<'a> {
                     IrTy::Tuple(t) => t.clone(),
                     other => self.fields(other).iter().map(|(_, t)| t.clone()).collect(),
                 };
-                let items = items
-                    .iter()
-                    .zip(item_tys.iter())
-                    .map(|(i, t)| self.value(i, Some(t), pre))
-                    .collect::<Result<Vec<_>>>()?;
-                Ok(IrExpr::Aggregate { ty, items })
+                // Left to right: an item read before a later item's calls is kept as it was
+                // then (`{h.a, set(h.a)}` gives the old `h.a` first, as BMv2 does).
+                let mut lowered = Vec::new();
+                let mut marks = Vec::new();
+                for (i, t) in items.iter().zip(item_tys.iter()) {
+                    lowered.push(self.value(i, Some(t), pre)?);
+                    marks.push(pre.len());
+                }
+                for k in (0..lowered.len()).rev() {
+                    let item = std::mem::replace(&mut lowered[k], IrExpr::Bool(false));
+                    lowered[k] = self.keep_before(item, marks[k], pre);
+                }
+                Ok(IrExpr::Aggregate { ty, items: lowered })
             }
             ExprKind::DontCare => Err(Diagnostic::new(e.pos, "'_' is not a value")),
         }

@@ -427,6 +427,9 @@ pub struct State {
 pub struct Block {
     /// Its instance path (`MyIngress`, `MyIngress.acl`).
     pub name: String,
+    /// The parser or control it is an instance of (`Acl`): what the software target's
+    /// control-plane names (P4Info's) are qualified by.
+    pub declared: String,
     /// Its parameters' variables, with the direction each has (`None`: none).
     pub params: Vec<(usize, Option<crate::frontend::ast::Direction>)>,
     /// What its locals start as, run before the states or `apply`.

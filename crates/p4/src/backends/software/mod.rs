@@ -11,7 +11,12 @@
 //! unsigned arithmetic wraps. Not run yet, and refused when a frame reaches them: keys of type
 //! error or enum.
 //!
-//! About 2 640 lines, one concern: the semantics of every construct the checker accepts, on
+//! Frames run on the mid end's IR compiled into closures (`exec.rs`, `exec_arch.rs`) wherever
+//! the program compiles; the evaluator below runs the rest (PSA, v1model's multi-pass externs,
+//! action profiles, direct meters) and is the reference `tests/exec_differential.rs` holds the
+//! compiled program to. It is to be removed once those compile.
+//!
+//! About 2 700 lines, one concern: the semantics of every construct the checker accepts, on
 //! values, in one evaluator; the control plane's side (entries, groups, counters) is the
 //! `Switch` API at the top, action profiles' members and groups in `profile.rs`. The externs'
 //! state machines are the part to move out if it grows.
@@ -24,9 +29,13 @@ use crate::arch::Architecture;
 use crate::frontend::ast::*;
 use crate::frontend::check::{Checked, Layout, Ty};
 
+mod exec;
+mod exec_arch;
+mod keyed;
 mod profile;
 mod psa;
 mod v1model;
+use keyed::Keyed;
 pub use profile::{Group, Indirect, Member, Profile, ProfileError};
 pub use v1model::Session;
 
@@ -113,6 +122,24 @@ pub enum Value {
         len: u32,
         bytes: Vec<u8>,
     },
+}
+
+/// AFDX's `conforms`: frame-based, each conforming frame spends one BAG's worth of credit; the
+/// credit grows by smax bytes per BAG up to what the jitter allows, in byte·ns so that nothing
+/// is divided (`bag` and `jitter` in ns).
+fn afdx_conforms(credit: &mut u128, at: &mut u64, now: u64, bag: u128, jitter: u128, smax: u128) -> bool {
+    let cap = smax * (bag + jitter);
+    let grown = if *credit == u128::MAX { cap } else { (*credit + (now.saturating_sub(*at)) as u128 * smax).min(cap) };
+    *at = now;
+    let need = smax * bag;
+    let ok = grown >= need;
+    *credit = if ok { grown - need } else { grown };
+    ok
+}
+
+/// Where `action` is in a table's `actions` (`usize::MAX` where it is not).
+fn action_at(actions: &[String], action: &str) -> usize {
+    actions.iter().position(|a| a == action).unwrap_or(usize::MAX)
 }
 
 fn mask(width: u32) -> u128 {
@@ -218,6 +245,9 @@ pub struct Entry {
     /// In a table with an action profile: the member, group or action set it runs (`action`
     /// and `args` are then empty).
     pub indirect: Option<Indirect>,
+    /// `action`'s place in its table's list of actions (`usize::MAX` for none), which the
+    /// compiled program runs without comparing names.
+    action_at: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -231,6 +261,8 @@ struct TableState {
     actions: Vec<String>,
     entries: Vec<Entry>,
     default: (String, Vec<u128>),
+    /// The default action's place in `actions`, as `Entry::action_at`.
+    default_at: usize,
     size: usize,
     /// Entries from the program (`const entries`): the control plane cannot change them.
     fixed: bool,
@@ -342,12 +374,12 @@ impl Code {
 /// change (tables, counters, registers, accounts, multicast groups).
 pub struct Switch {
     code: Arc<Code>,
-    tables: Names<String, TableState>,
-    counters: Names<String, Vec<(u64, u64)>>,
-    registers: Names<String, Vec<Value>>,
+    tables: Keyed<TableState>,
+    counters: Keyed<Vec<(u64, u64)>>,
+    registers: Keyed<Vec<Value>>,
     /// Per AFDX account: (credit in byte·ns, when it was last brought up to date).
-    accounts: Names<String, Vec<(u128, u64)>>,
-    meters: Names<String, Meter>,
+    accounts: Keyed<Vec<(u128, u64)>>,
+    meters: Keyed<Meter>,
     /// Direct meters, by instance: whether each counts bytes, and the colour its table's last
     /// lookup gave (what `read` returns).
     direct_meters: Names<String, bool>,
@@ -375,6 +407,13 @@ pub struct Switch {
     initial: Option<[Value; 3]>,
     /// What the frames run since the last [`Switch::take_digests`] sent the control plane.
     digests: Vec<Digest>,
+    /// The program compiled from the mid end's IR (`exec.rs`), which runs the frames; or why
+    /// it is not, and the evaluator below runs them.
+    compiled: Result<Arc<exec_arch::Program>, String>,
+    /// The compiled program's slots and table keys, kept between frames so as not to allocate.
+    exec_slots: Vec<u128>,
+    exec_keys: Vec<u128>,
+    exec_bytes: Vec<u8>,
 }
 
 /// Digests kept until [`Switch::take_digests`]: more are dropped.
@@ -414,11 +453,11 @@ impl Switch {
         let info = Arc::new(crate::info::info(&program, &checked)?);
         let mut sw = Switch {
             code: Arc::new(Code { program, checked, info }),
-            tables: Names::default(),
-            counters: Names::default(),
-            registers: Names::default(),
-            accounts: Names::default(),
-            meters: Names::default(),
+            tables: Keyed::default(),
+            counters: Keyed::default(),
+            registers: Keyed::default(),
+            accounts: Keyed::default(),
+            meters: Keyed::default(),
             direct_meters: Names::default(),
             direct_colours: Names::default(),
             groups: HashMap::new(),
@@ -432,6 +471,10 @@ impl Switch {
             generation: 0,
             initial: None,
             digests: Vec::new(),
+            compiled: Err(String::new()),
+            exec_slots: Vec::new(),
+            exec_keys: Vec::new(),
+            exec_bytes: Vec::new(),
         };
         let code = sw.code.clone();
         for d in &code.program.decls {
@@ -458,7 +501,24 @@ impl Switch {
                 }
             }
         }
+        sw.compiled = if std::env::var_os("EDGEFLOW_P4_EVALUATOR").is_some() {
+            Err("EDGEFLOW_P4_EVALUATOR is set".into())
+        } else {
+            exec_arch::compile(&sw)
+        };
         Ok(sw)
+    }
+
+    /// Whether the frames run on the program compiled from the IR (`Ok`), or on the syntax-tree
+    /// evaluator, and why (what in the program is not compiled yet).
+    pub fn compiled(&self) -> Result<(), &str> {
+        self.compiled.as_ref().map(|_| ()).map_err(String::as_str)
+    }
+
+    /// Runs the frames on the syntax-tree evaluator from now on: the reference the compiled
+    /// program is held to (`tests/exec_differential.rs`). To be removed with the evaluator.
+    pub fn use_evaluator(&mut self) {
+        self.compiled = Err("the evaluator was asked for".into());
     }
 
     fn table_state(&mut self, block: &str, t: &Table) -> Result<TableState, String> {
@@ -528,6 +588,10 @@ impl Switch {
                 keys: matches,
                 priority: entry_priority(e, i, n),
                 action: e.action.name.text.clone(),
+                action_at: action_at(
+                    &t.actions.iter().map(|a| a.name.text.clone()).collect::<Vec<_>>(),
+                    &e.action.name.text,
+                ),
                 args,
                 packets: 0,
                 bytes: 0,
@@ -551,12 +615,14 @@ impl Switch {
             None => None,
             Some(e) => Some(scratch.table_profile_of(block, t, e)?),
         };
+        let actions: Vec<String> = t.actions.iter().map(|a| a.name.text.clone()).collect();
         let mut state = TableState {
             keys,
             selector_keys,
             profile,
             meter,
-            actions: t.actions.iter().map(|a| a.name.text.clone()).collect(),
+            default_at: action_at(&actions, &default.0),
+            actions,
             fixed: !entries.is_empty() && t.entries_const,
             entries,
             default,
@@ -701,6 +767,7 @@ impl Switch {
         if args.len() != data {
             return Err(format!("{action} takes {data} argument(s), not {}", args.len()));
         }
+        t.default_at = action_at(&t.actions, action);
         t.default = (action.to_string(), args);
         self.generation += 1;
         Ok(())
@@ -800,6 +867,7 @@ impl Switch {
         }
         if let Some(old) = t.entries.iter_mut().find(|e| e.keys == keys && e.priority == priority) {
             old.action = action.to_string();
+            old.action_at = action_at(&t.actions, action);
             old.args = args;
             self.generation += 1;
             return Ok(());
@@ -811,6 +879,7 @@ impl Switch {
             keys,
             priority,
             action: action.to_string(),
+            action_at: action_at(&t.actions, action),
             args,
             packets: 0,
             bytes: 0,
@@ -989,6 +1058,10 @@ impl Switch {
 
     /// Runs `frame`, arrived on `port` at `now` (ns), through the program.
     pub fn process(&mut self, frame: &[u8], port: u32, now: u64) -> Result<Vec<Output>, Dropped> {
+        if let Ok(program) = &self.compiled {
+            let program = program.clone();
+            return self.process_compiled(&program, frame, port, now);
+        }
         if self.is_v1model() {
             return self.process_v1model(frame, port, now);
         }
@@ -1868,17 +1941,7 @@ impl Switch {
             let i = values[0].as_u128() as usize;
             let (bag, jitter, smax) = (values[1].as_u128() * 1000, values[2].as_u128() * 1000, values[3].as_u128());
             let Some((credit, at)) = cells.get_mut(i) else { return Ok(Value::Bool(false)) };
-            let cap = smax * (bag + jitter);
-            let grown = if *credit == u128::MAX {
-                cap
-            } else {
-                (*credit + (cx.now.saturating_sub(*at)) as u128 * smax).min(cap)
-            };
-            *at = cx.now;
-            let need = smax * bag;
-            let ok = grown >= need;
-            *credit = if ok { grown - need } else { grown };
-            return Ok(Value::Bool(ok));
+            return Ok(Value::Bool(afdx_conforms(credit, at, cx.now, bag, jitter, smax)));
         }
         if let Some(meter) = self.meters.get_mut(key) {
             // execute_meter(index, out colour): RFC 2698's two-rate three-colour marker, colour
@@ -1937,6 +2000,10 @@ impl Switch {
             generation: self.generation,
             initial: self.initial.clone(),
             digests: Vec::new(),
+            compiled: self.compiled.clone(),
+            exec_slots: Vec::new(),
+            exec_keys: Vec::new(),
+            exec_bytes: Vec::new(),
         }
     }
 

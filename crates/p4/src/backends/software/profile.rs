@@ -396,6 +396,7 @@ impl Switch {
             keys,
             priority,
             action: String::new(),
+            action_at: usize::MAX,
             args: Vec::new(),
             packets: 0,
             bytes: 0,

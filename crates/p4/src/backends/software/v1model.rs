@@ -480,17 +480,51 @@ pub(super) fn push_bits(v: &Value, bits: &mut Vec<bool>) {
     }
 }
 
-/// v1model's `HashAlgorithm` over `data`, as BMv2 computes each (its `_custom` forms with their
-/// default parameters, the same as the plain ones).
-pub(super) fn hash(algo: &str, data: &[u8]) -> u128 {
-    match algo {
-        "crc16" | "crc16_custom" => crc_reflected(data, 0xa001, 0, 0) as u128,
-        "crc32" | "crc32_custom" => crc_reflected(data, 0xedb8_8320, 0xffff_ffff, 0xffff_ffff) as u128,
-        "csum16" => ones_complement(data) as u128,
-        "xor16" => data.chunks(2).fold(0u16, |x, w| x ^ u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)])) as u128,
-        "identity" => data.iter().take(8).fold(0u128, |v, &b| (v << 8) | b as u128),
-        _ => 0,
+/// v1model's `HashAlgorithm`s, resolved from a member's name once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Algorithm {
+    Crc16,
+    Crc32,
+    Csum16,
+    Xor16,
+    Identity,
+    Random,
+    /// One the software target does not compute: 0.
+    Other,
+}
+
+impl Algorithm {
+    pub(super) fn named(algo: &str) -> Algorithm {
+        match algo {
+            "crc16" | "crc16_custom" => Algorithm::Crc16,
+            "crc32" | "crc32_custom" => Algorithm::Crc32,
+            "csum16" => Algorithm::Csum16,
+            "xor16" => Algorithm::Xor16,
+            "identity" => Algorithm::Identity,
+            "random" => Algorithm::Random,
+            _ => Algorithm::Other,
+        }
     }
+
+    /// The algorithm over `data`, as BMv2 computes each (its `_custom` forms with their
+    /// default parameters, the same as the plain ones).
+    pub(super) fn hash(self, data: &[u8]) -> u128 {
+        match self {
+            Algorithm::Crc16 => crc_reflected(data, 0xa001, 0, 0) as u128,
+            Algorithm::Crc32 => crc_reflected(data, 0xedb8_8320, 0xffff_ffff, 0xffff_ffff) as u128,
+            Algorithm::Csum16 => ones_complement(data) as u128,
+            Algorithm::Xor16 => {
+                data.chunks(2).fold(0u16, |x, w| x ^ u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)])) as u128
+            }
+            Algorithm::Identity => data.iter().take(8).fold(0u128, |v, &b| (v << 8) | b as u128),
+            Algorithm::Random | Algorithm::Other => 0,
+        }
+    }
+}
+
+/// v1model's `HashAlgorithm` named `algo` over `data`.
+pub(super) fn hash(algo: &str, data: &[u8]) -> u128 {
+    Algorithm::named(algo).hash(data)
 }
 
 /// A CRC computed least significant bit first (reflected input and output), with `poly`

@@ -1,0 +1,397 @@
+//! The architectures on the compiled program (`exec.rs`): what the switch does between the
+//! blocks, as `process` (edgeflow.p4) and `v1model.rs` do it on the evaluator's values, here on
+//! slots — each block's parameters are IR variables of their own, so a block's results are
+//! copied (a few slots) into the next block's parameters. The standard metadata's fields are
+//! found by name once, when the program is compiled.
+//!
+//! v1model runs here without what asks the switch for more than one pass (clone, resubmit,
+//! recirculate, digest, truncate) and without its checksum externs: those are refused when
+//! the program is compiled (the evaluator runs such programs). PSA is not compiled yet.
+
+use std::sync::Arc;
+
+use super::exec::{self, Compiled, Compiler, Flow, M};
+use super::{Dropped, Output, Switch};
+use crate::arch::Architecture;
+use crate::midend::ir;
+
+/// A standard metadata field: its slot, and the mask of its width.
+type F = (usize, u128);
+
+#[inline]
+fn set(m: &mut M, f: F, v: u128) {
+    m.slots[f.0] = v & f.1;
+}
+
+/// The architecture's blocks, by their parameters' variables, and the standard metadata's
+/// fields the switch reads and writes (their slots).
+pub(super) enum Arch {
+    Edgeflow(Box<Edgeflow>),
+    V1Model(Box<V1Model>),
+}
+
+pub(super) struct Edgeflow {
+    /// The package's blocks' numbers among the IR's blocks.
+    blocks: [usize; 4],
+    /// The parser's headers, metadata and standard metadata; ingress's; egress's; the
+    /// deparser's headers.
+    parser: [usize; 3],
+    ingress: [usize; 3],
+    egress: [usize; 3],
+    deparser_hdr: usize,
+    p_ingress_port: F,
+    p_packet_length: F,
+    p_timestamp: F,
+    i_drop: F,
+    i_mcast_grp: F,
+    i_egress_port: F,
+    e_egress_port: F,
+    e_drop: F,
+    e_priority: F,
+}
+
+pub(super) struct V1Model {
+    blocks: [usize; 6],
+    parser: [usize; 3],
+    verify: [usize; 2],
+    ingress: [usize; 3],
+    egress: [usize; 3],
+    compute: [usize; 2],
+    deparser_hdr: usize,
+    p_ingress_port: F,
+    p_packet_length: F,
+    p_instance_type: F,
+    p_ingress_timestamp: F,
+    p_parser_error: F,
+    p_checksum_error: F,
+    i_mcast_grp: F,
+    i_egress_spec: F,
+    i_instance_type: F,
+    e_egress_port: F,
+    e_egress_spec: F,
+    e_packet_length: F,
+    e_egress_timestamp: F,
+    e_egress_rid: F,
+    e_instance_type: F,
+    e_priority: F,
+}
+
+/// The program compiled with its architecture's driver.
+pub struct Program {
+    pub(super) code: Compiled,
+    pub(super) arch: Arch,
+}
+
+impl std::fmt::Debug for Program {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.code)
+    }
+}
+
+/// Compiles the switch's program, or says what in it is not compiled yet.
+pub(super) fn compile(sw: &Switch) -> Result<Arc<Program>, String> {
+    let (ast, checked) = sw.program();
+    let ir = crate::midend::lower(ast, checked)?;
+    let arch = Architecture::of(checked);
+    let v1model = arch == Some(Architecture::V1Model);
+    if !matches!(arch, Some(Architecture::Edgeflow | Architecture::V1Model)) {
+        return Err("PSA is not compiled yet".into());
+    }
+    let c = Compiler::new(sw, &ir, v1model)?;
+    // The package's blocks in its order (sub-blocks may sit between them in `blocks_code`).
+    let numbers: Vec<usize> = ir
+        .blocks
+        .iter()
+        .map(|n| ir.blocks_code.iter().position(|b| &b.name == n).ok_or_else(|| format!("the block {n}")))
+        .collect::<Result<_, _>>()?;
+    let params = |b: usize| -> Result<Vec<usize>, String> {
+        let block = numbers.get(b).and_then(|&b| ir.blocks_code.get(b)).ok_or("the package's blocks")?;
+        // Leave out the packet_in and packet_out parameters.
+        Ok(block.params.iter().map(|(v, _)| *v).filter(|v| !matches!(ir.variables[*v].ty, ir::Ty::Opaque(_))).collect())
+    };
+    let field = |var: usize, name: &str| -> Result<F, String> {
+        let ir::Ty::Struct(i) = &ir.variables[var].ty else { return Err("standard metadata".into()) };
+        let k = ir.aggregates[*i]
+            .fields
+            .iter()
+            .position(|(f, _)| f == name)
+            .ok_or_else(|| format!("standard_metadata.{name}"))?;
+        let shape = c.shape(&ir.variables[var].ty)?;
+        let width = match &ir.aggregates[*i].fields[k].1 {
+            ir::Ty::Bit(w) | ir::Ty::Int(w) => *w,
+            _ => 32,
+        };
+        Ok((base_of(&c, &ir, var)? + shape.field_at(k), super::mask(width)))
+    };
+    let three = |b: usize| -> Result<[usize; 3], String> {
+        let p = params(b)?;
+        p.try_into().map_err(|_| "a block's parameters".to_string())
+    };
+    let two = |b: usize| -> Result<[usize; 2], String> {
+        let p = params(b)?;
+        p.try_into().map_err(|_| "a block's parameters".to_string())
+    };
+    let one =
+        |b: usize| -> Result<usize, String> { params(b)?.first().copied().ok_or_else(|| "the deparser".to_string()) };
+    let arch = if v1model {
+        let (parser, ingress, egress) = (three(0)?, three(2)?, three(3)?);
+        Arch::V1Model(Box::new(V1Model {
+            blocks: numbers.clone().try_into().map_err(|_| "V1Switch's six blocks")?,
+            parser,
+            verify: two(1)?,
+            ingress,
+            egress,
+            compute: two(4)?,
+            deparser_hdr: one(5)?,
+            p_ingress_port: field(parser[2], "ingress_port")?,
+            p_packet_length: field(parser[2], "packet_length")?,
+            p_instance_type: field(parser[2], "instance_type")?,
+            p_ingress_timestamp: field(parser[2], "ingress_global_timestamp")?,
+            p_parser_error: field(parser[2], "parser_error")?,
+            p_checksum_error: field(parser[2], "checksum_error")?,
+            i_mcast_grp: field(ingress[2], "mcast_grp")?,
+            i_egress_spec: field(ingress[2], "egress_spec")?,
+            i_instance_type: field(ingress[2], "instance_type")?,
+            e_egress_port: field(egress[2], "egress_port")?,
+            e_egress_spec: field(egress[2], "egress_spec")?,
+            e_packet_length: field(egress[2], "packet_length")?,
+            e_egress_timestamp: field(egress[2], "egress_global_timestamp")?,
+            e_egress_rid: field(egress[2], "egress_rid")?,
+            e_instance_type: field(egress[2], "instance_type")?,
+            e_priority: field(egress[2], "priority")?,
+        }))
+    } else {
+        let (parser, ingress, egress) = (three(0)?, three(1)?, three(2)?);
+        Arch::Edgeflow(Box::new(Edgeflow {
+            blocks: numbers.clone().try_into().map_err(|_| "EdgeflowSwitch's four blocks")?,
+            parser,
+            ingress,
+            egress,
+            deparser_hdr: one(3)?,
+            p_ingress_port: field(parser[2], "ingress_port")?,
+            p_packet_length: field(parser[2], "packet_length")?,
+            p_timestamp: field(parser[2], "timestamp")?,
+            i_drop: field(ingress[2], "drop")?,
+            i_mcast_grp: field(ingress[2], "mcast_grp")?,
+            i_egress_port: field(ingress[2], "egress_port")?,
+            e_egress_port: field(egress[2], "egress_port")?,
+            e_drop: field(egress[2], "drop")?,
+            e_priority: field(egress[2], "priority")?,
+        }))
+    };
+    let code = c.finish()?;
+    Ok(Arc::new(Program { code, arch }))
+}
+
+fn base_of(c: &Compiler, ir: &ir::Program, var: usize) -> Result<usize, String> {
+    let mut at = 0;
+    for v in &ir.variables[..var] {
+        at += c.shape(&v.ty)?.size();
+    }
+    Ok(at)
+}
+
+/// Copies variable `from`'s slots into variable `to` (of the same type).
+#[inline]
+fn copy(m: &mut M, from: usize, to: usize) {
+    let prog = m.prog;
+    let (a, b, n) = (prog.base[from], prog.base[to], prog.sizes[from]);
+    m.slots.copy_within(a..a + n, b);
+}
+
+/// How a control's run ends for the switch: on (its end, a return, an exit) or the frame's end.
+fn control(f: Flow) -> Result<(), Dropped> {
+    match f {
+        Flow::Unsupported(what) => Err(Dropped::Unsupported(what.to_string())),
+        Flow::Reject(_) => Err(Dropped::Program),
+        _ => Ok(()),
+    }
+}
+
+const V1_DROP_PORT: u128 = super::v1model::DROP_PORT;
+const V1_REPLICA: u128 = 5;
+
+impl Switch {
+    /// Runs `frame` on the compiled program.
+    pub(super) fn process_compiled(
+        &mut self,
+        program: &Program,
+        frame: &[u8],
+        port: u32,
+        now: u64,
+    ) -> Result<Vec<Output>, Dropped> {
+        let mut slots = std::mem::take(&mut self.exec_slots);
+        slots.clear();
+        slots.resize(program.code.slots, 0);
+        let keys = std::mem::take(&mut self.exec_keys);
+        let bytes = std::mem::take(&mut self.exec_bytes);
+        let mut m = M {
+            prog: &program.code,
+            slots,
+            sw: self,
+            data: frame,
+            cursor: 0,
+            out: Vec::new(),
+            length: frame.len() as u64,
+            now,
+            keys,
+            bytes,
+            checksum_error: false,
+        };
+        let result = match &program.arch {
+            Arch::Edgeflow(a) => edgeflow(a, &mut m, frame, port, now),
+            Arch::V1Model(a) => v1model(a, &mut m, frame, port, now),
+        };
+        let (slots, keys, bytes) =
+            (std::mem::take(&mut m.slots), std::mem::take(&mut m.keys), std::mem::take(&mut m.bytes));
+        self.exec_slots = slots;
+        self.exec_keys = keys;
+        self.exec_bytes = bytes;
+        result
+    }
+}
+
+fn edgeflow<'f>(a: &Edgeflow, m: &mut M<'f>, frame: &'f [u8], port: u32, now: u64) -> Result<Vec<Output>, Dropped> {
+    set(m, a.p_ingress_port, port as u128);
+    set(m, a.p_packet_length, frame.len() as u128);
+    set(m, a.p_timestamp, now as u128);
+    match exec::run_block(a.blocks[0], m) {
+        Flow::Next => {}
+        Flow::Reject(e) => return Err(Dropped::Parser(m.prog.errors.get(e as usize).cloned().unwrap_or_default())),
+        Flow::Unsupported(what) => return Err(Dropped::Unsupported(what.to_string())),
+        _ => return Err(Dropped::Parser("NoError".into())),
+    }
+    let payload_at = (m.cursor / 8).min(frame.len());
+    for k in 0..3 {
+        copy(m, a.parser[k], a.ingress[k]);
+    }
+    control(exec::run_block(a.blocks[1], m))?;
+    if m.slots[a.i_drop.0] != 0 {
+        return Err(Dropped::Program);
+    }
+    let group = m.slots[a.i_mcast_grp.0] as u16;
+    let copies = match group {
+        0 => match m.slots[a.i_egress_port.0] as u32 {
+            0 => return Err(Dropped::NoPort),
+            _ => 1,
+        },
+        g => m.sw.groups.get(&g).map_or(0, Vec::len),
+    };
+    let mut out = Vec::new();
+    for i in 0..copies {
+        let p = match group {
+            0 => m.slots[a.i_egress_port.0] as u32,
+            g => m.sw.groups[&g][i],
+        };
+        for k in 0..3 {
+            copy(m, a.ingress[k], a.egress[k]);
+        }
+        set(m, a.e_egress_port, p as u128);
+        control(exec::run_block(a.blocks[2], m))?;
+        if m.slots[a.e_drop.0] != 0 {
+            continue;
+        }
+        copy(m, a.egress[0], a.deparser_hdr);
+        m.out.clear();
+        match exec::run_block(a.blocks[3], m) {
+            Flow::Unsupported(what) => return Err(Dropped::Unsupported(what.to_string())),
+            Flow::Reject(_) => continue,
+            _ => {}
+        }
+        let mut bytes = Vec::with_capacity(m.out.len() + frame.len() - payload_at);
+        bytes.extend_from_slice(&m.out);
+        bytes.extend_from_slice(&frame[payload_at..]);
+        out.push(Output { port: p, queue: m.slots[a.e_priority.0] as u8, frame: bytes });
+    }
+    let _ = now;
+    if out.is_empty() {
+        return Err(Dropped::Program);
+    }
+    Ok(out)
+}
+
+fn v1model<'f>(a: &V1Model, m: &mut M<'f>, frame: &'f [u8], port: u32, now: u64) -> Result<Vec<Output>, Dropped> {
+    set(m, a.p_ingress_port, port as u128);
+    set(m, a.p_packet_length, frame.len() as u128);
+    set(m, a.p_instance_type, 0);
+    set(m, a.p_ingress_timestamp, (now / 1000) as u128);
+    // A frame the parser rejects goes on to ingress, which sees why in parser_error.
+    match exec::run_block(a.blocks[0], m) {
+        Flow::Reject(e) => m.slots[a.p_parser_error.0] = e as u128,
+        Flow::Unsupported(what) => return Err(Dropped::Unsupported(what.to_string())),
+        _ => {}
+    }
+    let payload_at = (m.cursor / 8).min(frame.len());
+    let payload = &frame[payload_at..];
+    m.data = payload;
+    copy(m, a.parser[0], a.verify[0]);
+    copy(m, a.parser[1], a.verify[1]);
+    m.checksum_error = false;
+    control(exec::run_block(a.blocks[1], m))?;
+    if m.checksum_error {
+        set(m, a.p_checksum_error, 1);
+    }
+    copy(m, a.verify[0], a.ingress[0]);
+    copy(m, a.verify[1], a.ingress[1]);
+    copy(m, a.parser[2], a.ingress[2]);
+    control(exec::run_block(a.blocks[2], m))?;
+    let group = m.slots[a.i_mcast_grp.0] as u16;
+    let mut out = Vec::new();
+    if group != 0 {
+        set(m, a.i_instance_type, V1_REPLICA);
+        for (p, rid) in m.sw.replicas(group) {
+            v1model_egress(a, m, p, Some(rid), payload, frame.len(), now, &mut out)?;
+        }
+    } else {
+        let spec = m.slots[a.i_egress_spec.0];
+        if spec != V1_DROP_PORT {
+            set(m, a.i_instance_type, 0);
+            v1model_egress(a, m, spec as u32, None, payload, frame.len(), now, &mut out)?;
+        }
+    }
+    if out.is_empty() {
+        return Err(Dropped::Program);
+    }
+    Ok(out)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn v1model_egress(
+    a: &V1Model,
+    m: &mut M,
+    port: u32,
+    rid: Option<u16>,
+    payload: &[u8],
+    length: usize,
+    now: u64,
+    out: &mut Vec<Output>,
+) -> Result<(), Dropped> {
+    for k in 0..3 {
+        copy(m, a.ingress[k], a.egress[k]);
+    }
+    if let Some(rid) = rid {
+        set(m, a.e_egress_rid, rid as u128);
+    }
+    set(m, a.e_egress_port, port as u128);
+    set(m, a.e_egress_spec, 0);
+    set(m, a.e_packet_length, length as u128);
+    set(m, a.e_egress_timestamp, (now / 1000) as u128);
+    let _ = a.e_instance_type;
+    control(exec::run_block(a.blocks[3], m))?;
+    if m.slots[a.e_egress_spec.0] == V1_DROP_PORT {
+        return Ok(());
+    }
+    copy(m, a.egress[0], a.compute[0]);
+    copy(m, a.egress[1], a.compute[1]);
+    control(exec::run_block(a.blocks[4], m))?;
+    copy(m, a.compute[0], a.deparser_hdr);
+    m.out.clear();
+    if let Flow::Unsupported(what) = exec::run_block(a.blocks[5], m) {
+        return Err(Dropped::Unsupported(what.to_string()));
+    }
+    let mut bytes = Vec::with_capacity(m.out.len() + payload.len());
+    bytes.extend_from_slice(&m.out);
+    bytes.extend_from_slice(payload);
+    out.push(Output { port, queue: m.slots[a.e_priority.0] as u8, frame: bytes });
+    Ok(())
+}
