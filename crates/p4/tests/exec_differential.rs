@@ -226,3 +226,41 @@ fn a_signed_cast_widens_by_its_sign_and_a_shift_past_the_width_gives_zero() {
     let out = evaluator.process(&frame, 1, 0).unwrap();
     assert_eq!(&out[0].frame[..6], &[0xf0, 0, 0, 0, 0xf0, 0x81], "the evaluator's answers");
 }
+
+/// `|+|` and `|-|` at 128 bits saturate on both paths: the sum of two int<128> or bit<128>
+/// values does not fit an i128 or u128, and was computed as if it did (a panic in a debug
+/// build, a wrapped result in a release build).
+#[test]
+fn saturating_arithmetic_at_128_bits_saturates() {
+    let text = "#include <core.p4>\n#include <edgeflow.p4>\n\
+        header h_t { bit<128> a; bit<128> b; bit<128> c; }\n\
+        struct headers { h_t h; }\nstruct meta_t { bit<8> unused; }\n\
+        parser P(packet_in packet, out headers hdr, inout meta_t meta, inout standard_metadata_t sm) {\n\
+          state start { packet.extract(hdr.h); transition accept; } }\n\
+        control I(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) {\n\
+          apply { sm.egress_port = 2; int<128> x = (int<128>)hdr.h.a;\n\
+                  hdr.h.a = (bit<128>)(x |+| 1); hdr.h.b = (bit<128>)(-x |-| 2); hdr.h.c = hdr.h.c |+| hdr.h.c; } }\n\
+        control E(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }\n\
+        control D(packet_out packet, in headers hdr) { apply { packet.emit(hdr); } }\n\
+        EdgeflowSwitch(P(), I(), E(), D()) main;\n";
+    // a = the largest int<128>, c = the largest bit<128> but one.
+    let mut frame = vec![0x7f];
+    frame.extend([0xff; 15]);
+    frame.extend([0; 16]);
+    frame.extend([0xff; 15]);
+    frame.push(0xfe);
+    let (max, min) = (i128::MAX as u128, i128::MIN as u128);
+    let mut want = max.to_be_bytes().to_vec();
+    want.extend(min.to_be_bytes());
+    want.extend(u128::MAX.to_be_bytes());
+    for evaluator in [false, true] {
+        let mut sw = stf::load("saturate.p4", text).unwrap();
+        if evaluator {
+            sw.use_evaluator();
+        } else {
+            assert_eq!(sw.compiled(), Ok(()));
+        }
+        let out = sw.process(&frame, 1, 0).unwrap();
+        assert_eq!(&out[0].frame[..48], &want[..], "evaluator: {evaluator}");
+    }
+}

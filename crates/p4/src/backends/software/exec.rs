@@ -627,11 +627,13 @@ impl<'s> Compiler<'s> {
             (BinaryOp::Sub, _) => op!(|a, b| a.wrapping_sub(b) & k),
             (BinaryOp::Mul, _) => op!(|a, b| a.wrapping_mul(b) & k),
             (BinaryOp::AddSat | BinaryOp::SubSat, true) => {
-                let (lo, hi) = (-(1i128 << (w - 1)), (1i128 << (w - 1)) - 1);
+                // Written so that int<128> neither overflows nor wraps.
+                let lo = -1i128 << (w - 1);
+                let hi = !lo;
                 let add = op == BinaryOp::AddSat;
                 op!(|a, b| {
                     let (x, y) = (signed_value(a, w), signed_value(b, w));
-                    let v = if add { x + y } else { x - y };
+                    let v = if add { x.saturating_add(y) } else { x.saturating_sub(y) };
                     v.clamp(lo, hi) as u128 & k
                 })
             }

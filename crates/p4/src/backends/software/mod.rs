@@ -2204,12 +2204,13 @@ fn binary(op: BinOp, l: Value, r: Value) -> Value {
         BinOp::Sub => bits(a.wrapping_sub(b)),
         BinOp::Mul => bits(a.wrapping_mul(b)),
         // int<W> saturates at its own bounds, two's complement.
+        // Written so that int<128> and bit<128> neither overflow nor wrap.
         BinOp::AddSat | BinOp::SubSat if *signed => {
-            let (lo, hi) = (-(1i128 << (w - 1)), (1i128 << (w - 1)) - 1);
-            let sum = if op == BinOp::AddSat { s(a) + s(b) } else { s(a) - s(b) };
-            bits(sum.clamp(lo, hi) as u128)
+            let lo = -1i128 << (w - 1);
+            let sum = if op == BinOp::AddSat { s(a).saturating_add(s(b)) } else { s(a).saturating_sub(s(b)) };
+            bits(sum.clamp(lo, !lo) as u128)
         }
-        BinOp::AddSat => bits(if a + b > m { m } else { a + b }),
+        BinOp::AddSat => bits(a.checked_add(b).filter(|v| *v <= m).unwrap_or(m)),
         BinOp::SubSat => bits(a.saturating_sub(b)),
         BinOp::BitAnd => bits(a & b),
         BinOp::BitOr => bits(a | b),
