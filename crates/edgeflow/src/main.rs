@@ -603,7 +603,18 @@ fn make_mode(setting: &ModeSetting, s: &Settings, native: bool) -> Result<Box<dy
         ModeSetting::Streams(streams) => Box::new(forwarding::streams::StreamsMode::new(streams)),
         // The configuration has compiled the program and checked its entries.
         #[cfg(feature = "p4")]
-        ModeSetting::P4(cfg) => Box::new(forwarding::p4::P4Mode::new(cfg).map_err(|e| format!("{e:?}"))?),
+        ModeSetting::P4(cfg) => {
+            let mode = forwarding::p4::P4Mode::new(cfg).map_err(|e| format!("{e:?}"))?;
+            // A program the compiled target does not take yet runs on the evaluator, an order of
+            // magnitude slower: a user deciding where to run it must hear why.
+            match mode.compiled() {
+                Ok(()) => info!("P4 program compiled for the software target"),
+                Err(why) => tracing::warn!(
+                    "P4 program runs on the software target's evaluator, many times slower than compiled: {why}"
+                ),
+            }
+            Box::new(mode)
+        }
     })
 }
 
