@@ -134,7 +134,9 @@ sizes=build/cross/sizes.tsv
 for t in "${targets[@]}"; do
   target_env "$t"
   for v in "${variants[@]}"; do
-    features=()
+    # A full image is every feature a switch uses, not the P4 developer's tools (`p4-tools`:
+    # `p4 stf`, `p4 ir`), which a router's flash has no room for.
+    features=(--no-default-features --features tls,fastpath,afdx,less,streams,p4,p4runtime)
     [ "$v" = minimal ] && features=(--no-default-features)
     # ring, which the `tls` feature's rustls uses, requires SSE2, which the Geode LX (i586) lacks:
     # its full image is every other feature (docs/deploy.md).

@@ -153,6 +153,7 @@ pub enum P4Cmd {
     /// groups and frames, each expectation's result printed, then PASS, FAIL or REFUSED and why;
     /// exit status 0 only on PASS. `--target user` (the default) runs the software target,
     /// `--target kernel` the kernel back end through BPF_PROG_TEST_RUN (root and clang).
+    #[cfg(feature = "p4-tools")]
     Stf { program: std::path::PathBuf, script: std::path::PathBuf },
     /// Generate PROGRAM's kernel back end (BPF C for TC and XDP, docs/p4.md) without a switch:
     /// to OUTPUT, or standard output; an OUTPUT ending in .o is compiled by clang for this
@@ -165,6 +166,7 @@ pub enum P4Cmd {
     /// Print PROGRAM as the mid end lowers it (docs/p4.md, "Mid end"): its types, constants and
     /// instances, then every action, table and block as typed statements (`add.u16`,
     /// `sext.s16`, `65535:u16`), the one reading of the program the back ends are to share.
+    #[cfg(feature = "p4-tools")]
     Ir { program: std::path::PathBuf },
 }
 

@@ -6,5 +6,5 @@
 pub mod cli;
 pub mod config;
 pub mod http;
-#[cfg(feature = "p4")]
+#[cfg(feature = "p4-tools")]
 pub mod p4_stf;

@@ -144,7 +144,7 @@ fn main() -> ExitCode {
                 }
             }
         }
-        #[cfg(feature = "p4")]
+        #[cfg(feature = "p4-tools")]
         Cmd::P4 { target, command: edgeflow::cli::P4Cmd::Stf { program, script } } => {
             edgeflow::p4_stf::main(&program, &script, target.as_deref())
         }
@@ -158,7 +158,7 @@ fn main() -> ExitCode {
                 }
             }
         }
-        #[cfg(feature = "p4")]
+        #[cfg(feature = "p4-tools")]
         Cmd::P4 { command: edgeflow::cli::P4Cmd::Ir { program }, .. } => {
             let lowered = std::fs::read_to_string(&program)
                 .map_err(|e| format!("{}: {e}", program.display()))
@@ -551,9 +551,9 @@ fn p4_request(cmd: &edgeflow::cli::P4Cmd) -> Result<String, String> {
             format!("insert {table} {action} {priority} {} -- {}", keys(k)?, data.join(" "))
         }
         P4Cmd::Delete { table, keys: k, priority } => format!("delete {table} - {priority} {}", keys(k)?),
-        P4Cmd::Compile { .. } | P4Cmd::Stf { .. } | P4Cmd::Ir { .. } => {
-            return Err("this command runs here, not on a switch".into())
-        }
+        P4Cmd::Compile { .. } => return Err("this command runs here, not on a switch".into()),
+        #[cfg(feature = "p4-tools")]
+        P4Cmd::Stf { .. } | P4Cmd::Ir { .. } => return Err("this command runs here, not on a switch".into()),
     })
 }
 

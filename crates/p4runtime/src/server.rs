@@ -346,11 +346,14 @@ pub async fn serve(addr: SocketAddr, service: Service, tls: Option<crate::tls::T
     }));
     tokio::spawn(to_controllers(service.shared.clone(), rx));
     tokio::spawn(async move {
-        let server = tonic::transport::Server::builder().add_service(P4RuntimeServer::new(service));
+        // One service, served without tonic's router: the router is axum, and P4Runtime's one
+        // service answers every other path UNIMPLEMENTED itself (the device image's budget).
+        let service = P4RuntimeServer::new(service);
+        let server = tonic::transport::Server::builder();
         let served = match tls {
-            None => server.serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)).await,
+            None => server.serve_with_incoming(service, tokio_stream::wrappers::TcpListenerStream::new(listener)).await,
             #[cfg(feature = "tls")]
-            Some(tls) => server.serve_with_incoming(crate::tls::incoming(listener, tls)).await,
+            Some(tls) => server.serve_with_incoming(service, crate::tls::incoming(listener, tls)).await,
             #[cfg(not(feature = "tls"))]
             Some(never) => match never {},
         };
