@@ -4,9 +4,10 @@
 //! copied (a few slots) into the next block's parameters. The standard metadata's fields are
 //! found by name once, when the program is compiled.
 //!
-//! v1model runs here without what asks the switch for more than one pass (clone, resubmit,
-//! recirculate, digest, truncate) and without its checksum externs: those are refused when
-//! the program is compiled (the evaluator runs such programs). PSA is not compiled yet.
+//! v1model runs here with its checksums, hash, random and digest, but without what asks the
+//! switch for more than one pass (clone, resubmit, recirculate, truncate): those are refused
+//! when the program is compiled, and the evaluator runs such programs (the switch says so at
+//! start). PSA is not compiled yet.
 
 use std::sync::Arc;
 
