@@ -25,7 +25,8 @@ def test_fast_path_tests_pass_inside_debian_12s_kernel():
     assert "guest-kernel 6.1." in stdout
     # Every test under datapath's fastpath module (`fastpath::`, the filter the guest runs).
     sources = [ROOT / "crates/datapath/src/fastpath.rs", *(ROOT / "crates/datapath/src/fastpath").glob("*.rs")]
-    tests = sum(p.read_text().count("#[test]") for p in sources)
+    # (A measurement marked #[ignore], hit_cost_by_stage, is not a test the guest runs.)
+    tests = sum(p.read_text().count("#[test]") - p.read_text().count("#[ignore]") for p in sources)
     assert f"{tests} passed; 0 failed" in stdout, f"every fast-path kernel test ran inside ({tests})"
     assert "tc: attached as ['tc clsact']" in stdout, "6.1 has no TCX: the fallback was taken"
     assert "guest-tests-passed" in stdout

@@ -317,7 +317,7 @@ config port 'wan'
             refused("config edgeflow\n\toption colour 'red'\n"),
             "edgeflow:2: 'colour' is not a edgeflow setting here (known: dpid, datapath, io, mode, fail_mode, tables, \
              probe_interval, fail_open_delay, packet_in_rate, fastpath_entries, kernel_compat, ring_frames, local_port, metrics, \
-             egress_timing, keep_fastpath, controller, listen, enabled, log, include); others go in the TOML file 'option include' names"
+             egress_timing, keep_fastpath, controller, listen, enabled, log, include, user); others go in the TOML file 'option include' names"
         );
         assert_eq!(
             refused("config port\n\toption number 'one'\n"),
