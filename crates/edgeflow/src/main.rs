@@ -255,9 +255,15 @@ fn main() -> ExitCode {
                 datapath::switch::arm_test_panic();
             }
             if let Some(user) = &args.user {
+                // AF_XDP ports load and attach an XDP program of their own: the fast path's
+                // capabilities.
+                let af_xdp = std::iter::once(settings.io)
+                    .chain(settings.port_io.iter().map(|(_, io)| *io))
+                    .any(|io| io == datapath::PortIo::AfXdp);
                 let needs = privileges::Needs {
-                    fast_path: settings.fastpath.is_some(),
+                    fast_path: settings.fastpath.is_some() || af_xdp,
                     realtime: settings.timing == datapath::switch::Timing::Fifo,
+                    pinned_memory: af_xdp,
                 };
                 match privileges::become_user(user, needs) {
                     Ok(kept) => info!("running as {kept}"),

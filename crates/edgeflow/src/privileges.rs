@@ -13,6 +13,7 @@ use std::ffi::CString;
 // The capability numbers of linux/capability.h.
 const CAP_NET_ADMIN: u32 = 12;
 const CAP_NET_RAW: u32 = 13;
+const CAP_IPC_LOCK: u32 = 14;
 const CAP_SYS_ADMIN: u32 = 21;
 const CAP_SYS_NICE: u32 = 23;
 const CAP_PERFMON: u32 = 38;
@@ -21,11 +22,14 @@ const CAP_BPF: u32 = 39;
 /// What the switch must keep, named for the log and the error messages.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Needs {
-    /// The kernel fast path (tc, xdp): loading programs and maps, and the pointer arithmetic on
-    /// packet data that the verifier refuses to CAP_BPF alone.
+    /// The kernel fast path (tc, xdp) or AF_XDP ports: loading programs and maps, and the pointer
+    /// arithmetic on packet data that the verifier refuses to CAP_BPF alone.
     pub fast_path: bool,
     /// `egress_timing = "fifo"`: SCHED_FIFO for the egress thread.
     pub realtime: bool,
+    /// AF_XDP ports: their frame memory (UMEM) is pinned, and charged to RLIMIT_MEMLOCK unless
+    /// the process holds CAP_IPC_LOCK (the limit may not be raisable: it was not here).
+    pub pinned_memory: bool,
 }
 
 /// The capabilities `needs` comes to on this kernel: CAP_BPF and CAP_PERFMON came with Linux 5.8;
@@ -41,6 +45,9 @@ pub fn capabilities(needs: Needs, last_cap: u32) -> Vec<(u32, &'static str)> {
     }
     if needs.realtime {
         caps.push((CAP_SYS_NICE, "CAP_SYS_NICE"));
+    }
+    if needs.pinned_memory {
+        caps.push((CAP_IPC_LOCK, "CAP_IPC_LOCK"));
     }
     caps.sort_unstable();
     caps
@@ -161,11 +168,13 @@ mod tests {
     fn the_fast_path_takes_bpf_and_perfmon_or_sys_admin_before_5_8() {
         let names = |needs, last| capabilities(needs, last).into_iter().map(|(_, n)| n).collect::<Vec<_>>();
         assert_eq!(names(Needs::default(), 40), ["CAP_NET_ADMIN", "CAP_NET_RAW"]);
-        let tc = Needs { fast_path: true, realtime: false };
+        let tc = Needs { fast_path: true, ..Needs::default() };
         assert_eq!(names(tc, 40), ["CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_PERFMON", "CAP_BPF"]);
         // Linux 5.4 (OpenWrt 21.02) ends at CAP_AUDIT_READ, 37.
         assert_eq!(names(tc, 37), ["CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_SYS_ADMIN"]);
-        let fifo = Needs { fast_path: false, realtime: true };
+        let fifo = Needs { realtime: true, ..Needs::default() };
         assert_eq!(names(fifo, 40), ["CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_SYS_NICE"]);
+        let af_xdp = Needs { fast_path: true, pinned_memory: true, ..Needs::default() };
+        assert_eq!(names(af_xdp, 40), ["CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_IPC_LOCK", "CAP_PERFMON", "CAP_BPF"]);
     }
 }
