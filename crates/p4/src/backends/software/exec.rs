@@ -60,7 +60,7 @@ pub(super) type S = Box<dyn Fn(&mut M<'_>) -> Flow + Send + Sync>;
 /// Where a place starts among the slots, now (`None`: past a stack's end).
 type P = Arc<dyn Fn(&mut M<'_>) -> Option<usize> + Send + Sync>;
 /// What runs after a write, for its side effects only.
-type After = Box<dyn Fn(&mut M<'_>) + Send + Sync>;
+pub(super) type After = Box<dyn Fn(&mut M<'_>) + Send + Sync>;
 /// A place compiled: where it starts, its shape, and (for a union's member) the union's place
 /// and the member's index.
 type Placed = (P, Shape, Option<(P, usize)>);

@@ -5,7 +5,7 @@
 //!
 //! About 760 lines, one concern: what each extern call does to the slots and the switch.
 
-use super::{mask, read_field, Compiler, Flow, Shape, E, M, P, R, S, VARBIT};
+use super::{mask, read_field, After, Compiler, Flow, Shape, E, M, P, R, S, VARBIT};
 use crate::backends::software::{v1model, Digest, Value, DIGESTS_KEPT, GREEN};
 use crate::midend::ir::{self, CallArg, Callee, Expr, ExternRef, Place, Step, Ty};
 
@@ -465,18 +465,7 @@ impl Compiler<'_> {
     fn extract_sized(&self, arg: &CallArg, size: &CallArg) -> R<S> {
         let (CallArg::Out(p), CallArg::In(size)) = (arg, size) else { return Err("extract".into()) };
         let Ty::Header(h) = &p.ty else { return Err("extract of what is not a header".into()) };
-        // Into `stack.next`: the stack's next element, which then moves on.
-        let next_of = match p.steps.last() {
-            Some(Step::Next) => {
-                let mut stack = p.clone();
-                stack.steps.pop();
-                Some(self.place(&stack)?.0)
-            }
-            _ => None,
-        };
-        if p.steps[..p.steps.len().saturating_sub(1)].iter().any(|s| matches!(s, Step::Next | Step::Last)) {
-            return Err("extract with a size into a member of a stack's next".into());
-        }
+        let next_of = self.extract_next_of(p, "extract with a size into a member of a stack's next")?;
         // Each field: its width, or the varbit's maximum (`VARBIT` marks it) and slots.
         let mut fields = Vec::new();
         let mut max = None;
@@ -524,18 +513,26 @@ impl Compiler<'_> {
                 }
                 slot += slots;
             }
-            m.slots[a] = 1;
-            m.cursor = cursor;
-            if let Some(settle) = &settle {
-                settle(m);
-            }
-            if let Some(stack) = &next_of {
-                if let Some(s) = stack(m) {
-                    m.slots[s] += 1;
-                }
-            }
+            extracted(m, a, cursor, &settle, &next_of);
             Flow::Next
         }))
+    }
+
+    /// Into `stack.next`: the stack's place, whose next element then moves on; an extract into
+    /// a member of a `next` deeper in the place is refused with `refusal`.
+    fn extract_next_of(&self, p: &Place, refusal: &str) -> R<Option<P>> {
+        let next_of = match p.steps.last() {
+            Some(Step::Next) => {
+                let mut stack = p.clone();
+                stack.steps.pop();
+                Some(self.place(&stack)?.0)
+            }
+            _ => None,
+        };
+        if p.steps[..p.steps.len().saturating_sub(1)].iter().any(|s| matches!(s, Step::Next | Step::Last)) {
+            return Err(refusal.into());
+        }
+        Ok(next_of)
     }
 
     fn extract(&self, arg: &CallArg) -> R<S> {
@@ -550,18 +547,7 @@ impl Compiler<'_> {
             }
         }
         let bits: usize = widths.iter().map(|w| *w as usize).sum();
-        // Into `stack.next`: the stack's next element, which then moves on.
-        let next_of = match p.steps.last() {
-            Some(Step::Next) => {
-                let mut stack = p.clone();
-                stack.steps.pop();
-                Some(self.place(&stack)?.0)
-            }
-            _ => None,
-        };
-        if p.steps[..p.steps.len().saturating_sub(1)].iter().any(|s| matches!(s, Step::Next | Step::Last)) {
-            return Err("extract into a member of a stack's next".into());
-        }
+        let next_of = self.extract_next_of(p, "extract into a member of a stack's next")?;
         let (at, _, union) = self.place(p)?;
         let settle = union.map(|(u, i)| self.settler(&u, i, p)).transpose()?;
         Ok(Box::new(move |m: &mut M| {
@@ -574,16 +560,7 @@ impl Compiler<'_> {
                 m.slots[a + 1 + k] = read_field(m.data, cursor, *w);
                 cursor += *w as usize;
             }
-            m.slots[a] = 1;
-            m.cursor = cursor;
-            if let Some(settle) = &settle {
-                settle(m);
-            }
-            if let Some(stack) = &next_of {
-                if let Some(s) = stack(m) {
-                    m.slots[s] += 1;
-                }
-            }
+            extracted(m, a, cursor, &settle, &next_of);
             Flow::Next
         }))
     }
@@ -751,5 +728,20 @@ fn emit_header(fields: &[u128], widths: &[u32], out: &mut Vec<u8>) {
     // A header whose bits end mid-byte ends with what is left, as the evaluator writes it.
     if w.n > 0 {
         out.push(w.acc as u8);
+    }
+}
+
+/// What every extract does once a header's fields are read up to `cursor`: the header valid at
+/// `a`, the parser moved on, a union's other members made invalid, a stack's next moved on.
+fn extracted(m: &mut M<'_>, a: usize, cursor: usize, settle: &Option<After>, next_of: &Option<P>) {
+    m.slots[a] = 1;
+    m.cursor = cursor;
+    if let Some(settle) = settle {
+        settle(m);
+    }
+    if let Some(stack) = next_of {
+        if let Some(s) = stack(m) {
+            m.slots[s] += 1;
+        }
     }
 }
