@@ -149,7 +149,8 @@ package: build cross
 	scripts/package.sh
 
 # The systemd unit under a real systemd as PID 1: a Debian 12 root (made once, by debootstrap)
-# booted with systemd-nspawn, edgeflow installed in it: scripts/test-init.sh.
+# booted with systemd-nspawn, edgeflow installed in it; and the .ipk under OpenWrt's procd, ubus
+# and logd, built from OpenWrt's sources over that root: scripts/test-init.sh.
 test-init: setup build
 	scripts/test-init.sh prepare
 	scripts/test-init.sh
