@@ -28,6 +28,8 @@ SCALE_EXAMPLE = ROOT / "target" / "release" / "examples" / "scale"
 SETUP_KINDS = ("edgeflow", "ovs-netdev")
 #: New flows offered per setup measurement, and how fast: more than either switch sets up.
 SETUP_FLOWS, SETUP_OFFERED = 20_000, 100_000
+#: New source addresses offered to a learning switch (at most 65 535: the sender counts two bytes).
+LEARN_FLOWS = 60_000
 
 
 def rss_bytes(pid):
@@ -104,6 +106,29 @@ def setup_rate(sw, ctl, hosts, n=SETUP_FLOWS):
     return min(got["received"], ctl.setups) / (ctl.last - ctl.first)
 
 
+def learning_setup_rate(hosts, n=None):
+    """New flows a learning switch sets up a second, no controller: `n` one-frame flows to the
+    receiver (whose address the warm-up taught) from `n` new source addresses, offered faster
+    than the switch sets them up. Each is a flow neither switch has seen: edgeflow learns the
+    address and installs its translation, Open vSwitch's NORMAL upcalls it to ovs-vswitchd for
+    MAC learning and a megaflow (its megaflows match the source address). The rate is what
+    arrived over the time from the first frame's arrival to the last's; and whether the sender
+    (a socket sender at full speed) offered less than the switch could take: then it is the
+    switch's lower bound."""
+    n = n or LEARN_FLOWS
+    sender, receiver = hosts
+    with receiving(receiver.popen, LOADGEN_BIN, "recv", "--iface", "eth0", "--engine", "socket", "--duration",
+                   "60") as recv:
+        s = sender.run(LOADGEN_BIN, "send", "--iface", "eth0", "--dst-mac", receiver.mac, "--src-ip", sender.addr,
+                       "--dst-ip", receiver.addr, "--size", "64", "--rate", "0", "--count", str(n),
+                       "--src-spread", str(n), "--engine", "socket", timeout=120)
+        got = finish_receiver(recv, [s.stdout])
+    sent = json.loads(s.stdout)
+    if got["received"] < 2 or got["duration_s"] <= 0:
+        raise RuntimeError(f"scale: {got['received']} of {n} learning-switch flows arrived")
+    return (got["received"] - 1) / got["duration_s"], got["received"] >= 0.99 * sent["sent"]
+
+
 def run(out, quick=False, switches=DEFAULT_SWITCHES):
     kinds = [k for k in switches if k in KINDS]
     counts = (10_000,) if quick else (10_000, 100_000, 1_000_000)
@@ -130,7 +155,11 @@ def run(out, quick=False, switches=DEFAULT_SWITCHES):
                         "second, table miss -> packet-in -> a reactive controller's flow-mod and packet-out "
                         "(testbed/reactive.py, the same bytes to both; edgeflow with --packet-in-rate 0) -> out to "
                         f"the other host, {SETUP_FLOWS} offered at {SETUP_OFFERED}/s; setup_ratio over Open vSwitch's "
-                        "(target >= 2)."))
+                        "(target >= 2). Rows of shape `learning` (not in the quick form): each switch as a MAC-learning "
+                        "switch, no controller and no flows (edgeflow's learning mode, Open vSwitch standalone, NORMAL), "
+                        f"{LEARN_FLOWS} one-frame flows from as many new source addresses to a learned one, sent as fast as "
+                        "a socket sender goes; setup_per_s what arrived a second, setup_ratio over Open vSwitch's; "
+                        "`(sender-bound)` when every frame arrived (the switch took all it was offered: a lower bound)."))
     alone = {}
     for shape in shapes:
         for n in counts:
@@ -171,12 +200,27 @@ def run(out, quick=False, switches=DEFAULT_SWITCHES):
                         row.update(alone[shape, n])
                     table.add(**row)
                     progress(f"scale: {kind} {shape} {n}: {row}")
+        # Through the learning mode: each switch as a MAC-learning switch (edgeflow's learning
+        # mode, Open vSwitch's NORMAL in standalone), no flows installed; not in the quick form.
+        for kind in [k for k in SETUP_KINDS if k in kinds and not quick]:
+            setups, bounded = [], False
+            for _ in range(samples):
+                args = ("--mode", "learning") if kind.startswith("edgeflow") else ()
+                with switch_under_test(kind, topo.hosts, topo.switch_ports, edgeflow_args=args):
+                    rate, all_arrived = learning_setup_rate(topo.hosts)
+                    setups.append(rate)
+                    bounded |= all_arrived
+            # Every frame arrived: the sender, not the switch, set the rate (a lower bound).
+            row = table.add(switch=kind, shape="learning" + (" (sender-bound)" if bounded else ""),
+                            flows=LEARN_FLOWS, setup_per_s=round(median(setups)))
+            progress(f"scale: {kind} learning: {row}")
     for r in table.rows:
         peer = measured.get(("ovs-netdev", r["shape"], r["flows"]))
         if peer and r["switch"] != "ovs-netdev":
             r["install_ratio"] = round(r["install_per_s"] / peer, 2)
+        shape = r["shape"].split(" (")[0]
         peer_setup = next((p.get("setup_per_s") for p in table.rows if p["switch"] == "ovs-netdev"
-                           and p["shape"] == r["shape"] and p["flows"] == r["flows"]), None)
+                           and p["shape"].split(" (")[0] == shape and p["flows"] == r["flows"]), None)
         if peer_setup and r.get("setup_per_s") and r["switch"] != "ovs-netdev":
             r["setup_ratio"] = round(r["setup_per_s"] / peer_setup, 2)
     table.write(out)

@@ -172,6 +172,11 @@ struct SendArgs {
     /// per frame: as many AFDX virtual links, say, or as many learned addresses.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
     dst_spread: u16,
+    /// Count the source MAC's last two bytes through this many values from the sender's, one per
+    /// frame: as many hosts behind the port, each a new address to a learning switch (the socket
+    /// engine only).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    src_spread: u16,
     /// Send this many UDP flows, one frame each in turn, for a switch to tell apart (a flow table
     /// of one entry per flow, say): flow i has destination port --dport + i mod 65 536 and source
     /// port --sport + i / 65 536 (both wrapping).
@@ -300,11 +305,15 @@ fn send(a: SendArgs) -> Result<(), String> {
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1) };
     end::stop_on_signals()?;
     if use_xdp {
+        if a.src_spread > 1 {
+            return Err("--src-spread: the socket engine only (--engine socket, or a --rate)".into());
+        }
         return send_xdp(&a, &template, stack.len(), rate_hint);
     }
     let ring = RingConfig { rx_frames: 64, tx_frames: 4096, frame_size: 2048 };
     let (_rx, mut tx) = afpacket::open(&a.iface, ring).map_err(|e| format!("{}: {e}", a.iface))?;
     let base_dst = u16::from_be_bytes([template[4], template[5]]);
+    let base_src = u16::from_be_bytes([template[10], template[11]]);
     // The UDP ports (no label stack: --udp-flows refuses one). The probe carries no UDP
     // checksum, so the ports change alone.
     const SPORT_AT: usize = frame::PROBE_AT - 8;
@@ -368,6 +377,10 @@ fn send(a: SendArgs) -> Result<(), String> {
                 if a.dst_spread > 1 {
                     let v = base_dst.wrapping_add((s % a.dst_spread as u32) as u16);
                     template[4..6].copy_from_slice(&v.to_be_bytes());
+                }
+                if a.src_spread > 1 {
+                    let v = base_src.wrapping_add((s % a.src_spread as u32) as u16);
+                    template[10..12].copy_from_slice(&v.to_be_bytes());
                 }
                 if a.udp_flows > 1 {
                     let i = s % a.udp_flows;
