@@ -1,6 +1,7 @@
 """The load generator against a plain veth pair (no switch): its accounting must be exact."""
 
 import json
+import subprocess
 import math
 
 import pytest
@@ -112,3 +113,29 @@ def test_xdp_sender_paces_frame_by_frame_at_a_set_rate(veth_pair, tmp_path):
     # the socket receiver's wake-up as much as the sender's: a loaded machine puts ms there, where
     # a frame queued behind a burst would wait tens of ms.)
     assert got["latency_us"]["p50"] < 100 and got["latency_us"]["p99"] < 5000, got["latency_us"]
+
+
+def test_src_spread_counts_the_source_address_frame_by_frame(veth_pair):
+    """`--src-spread N` (a learning switch's new flows, testbed/experiments/scale.py): frame i comes
+    from the sender's address with its last two bytes counted on by i mod N."""
+    a, b = veth_pair
+    capture = b.popen("tcpdump", "-i", "eth0", "-nn", "-e", "-l", "-c", "10", "udp", stderr=subprocess.PIPE)
+    try:
+        # tcpdump says "listening on" once its socket is open: nothing sent before that is missed.
+        assert any("listening on" in capture.stderr.readline() for _ in range(3))
+        sent = json.loads(a.run(loadgen.LOADGEN_BIN, "send", "--iface", "eth0", "--dst-mac", b.mac, "--src-ip",
+                                "10.9.0.1", "--dst-ip", "10.9.0.2", "--rate", "1000", "--count", "10",
+                                "--src-spread", "4", "--engine", "socket").stdout)
+        out, _ = capture.communicate(timeout=20)
+    finally:
+        if capture.poll() is None:
+            capture.kill()
+    assert sent["sent"] == 10
+    base = int(a.mac.replace(":", ""), 16)
+    want = [f"{(base & ~0xffff) | ((base + i % 4) & 0xffff):012x}" for i in range(10)]
+    got = [line.split()[1].replace(":", "") for line in out.splitlines()]
+    assert got == want, (got, want)
+    # The XDP engine cannot, and says so.
+    refused = a.run(loadgen.LOADGEN_BIN, "send", "--iface", "eth0", "--dst-mac", b.mac, "--count", "1",
+                    "--src-spread", "4", "--engine", "xdp", check=False)
+    assert refused.returncode != 0 and "--src-spread" in refused.stderr
