@@ -10,13 +10,13 @@ import json
 import subprocess
 import time
 
-from .. import netns
+from .. import netns, roles
 from ..churn import Churner, encode_flows
 from ..loadgen import LOADGEN_BIN, finish_receiver, receiving
 from ..reactive import Reactive
 from ..switches import DEFAULT_SWITCHES
 from ..util import ROOT
-from .common import Table, median, plot, progress, switch_under_test
+from .common import SWITCHES, Table, median, plot, progress, switch_under_test
 
 #: Switches that take flows from a controller.
 KINDS = ("edgeflow", "edgeflow-tc", "edgeflow-xdp", "ovs-netdev")
@@ -224,6 +224,10 @@ def run(out, quick=False, switches=DEFAULT_SWITCHES):
         if peer_setup and r.get("setup_per_s") and r["switch"] != "ovs-netdev":
             r["setup_ratio"] = round(r["setup_per_s"] / peer_setup, 2)
     table.write(out)
+    tables = [table]
+    if not quick:
+        tables.append(roles_table(kinds, counts, samples))
+        tables[-1].write(out)
 
     def draw(plt):
         fig = plt.gcf()
@@ -244,4 +248,37 @@ def run(out, quick=False, switches=DEFAULT_SWITCHES):
         right.set_title("resident bytes per flow")
         right.legend(fontsize=6)
     plot(out / "scale.png", draw)
-    return [table]
+    return tables
+
+
+def roles_table(kinds, counts, samples):
+    """Issue 56 item 4: the flows of each row installed by a master with an equal and a slave
+    beside it, a role change and the asynchronous configuration checked at that scale
+    (testbed/roles.py; every count exact, or the run fails)."""
+    table = Table("scale_roles", "Three controllers (master, equal, slave) over 100 000 and 1 000 000 flows",
+                  ["switch", "flows", "install_per_s", "takeover_ms", "delete_per_s", "removed_master",
+                   "removed_equal", "removed_slave"],
+                  note=("testbed/roles.py: the switch connects to three controllers. A is master, B equal, C slave; B "
+                        "turns flow-removed messages off (OFPT_SET_ASYNC). A installs the row's flows (exact shape, each "
+                        "with OFPFF_SEND_FLOW_REM) up to a barrier: install_per_s. C's flow-mod is refused (IS_SLAVE). C "
+                        "asks for master with a newer generation: takeover_ms, the time to its role reply; A is then "
+                        "refused a flow-mod (IS_SLAVE) and a request with its older generation (STALE). C deletes "
+                        "every flow: delete_per_s up to C's last flow-removed message; removed_*: the flow-removed "
+                        "messages each got (master C all, equal B none as it asked, slave A none by default). "
+                        f"Medians of {samples} run(s) of the times; the counts are checked exactly in every run."))
+    with netns.Topology("rl") as topo:
+        topo.add_host(), topo.add_host()
+        for n in [c for c in counts if c >= 100_000]:
+            for kind in kinds:
+                runs = []
+                for _ in range(samples):
+                    with roles.Controllers() as ctls:
+                        extra = ["--dpid", "0xe7"] if kind.startswith("edgeflow") else []
+                        with SWITCHES[kind](topo.switch_ports, controllers=ctls.targets, extra=extra,
+                                            log_name=f"roles-{kind}"):
+                            runs.append(roles.run(ctls.accept(), n))
+                row = {k: median([r[k] for r in runs]) for k in ("install_per_s", "takeover_ms", "delete_per_s")}
+                row.update({k: runs[0][k] for k in ("removed_master", "removed_equal", "removed_slave")})
+                table.add(switch=kind, flows=n, **row)
+                progress(f"scale: roles {kind} {n}: {row}")
+    return table
