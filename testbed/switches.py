@@ -30,7 +30,7 @@ class Edgeflow:
                      "af_xdp": {"tx": "off"}}
 
     def __init__(self, ports, controllers=(), fail_mode=None, extra=(), log_name="edgeflow", datapath=None,
-                 mode=None, portmap=(), program=None, io=None):
+                 mode=None, portmap=(), program=None, io=None, poll=None):
         #: The command that is the switch: this machine's build, or another's (a cross-built
         #: binary behind qemu-user, say).
         self.program = list(program or [EDGEFLOW_BIN])
@@ -43,6 +43,7 @@ class Edgeflow:
         # (hosts set for it by edgeflow_on; those a test starts itself keep their offloads).
         self.io = io or (os.environ.get("EDGEFLOW_IO") if self.datapath is None else None)
         self.mode = mode
+        self.poll = poll
         self.portmap = list(portmap)
         self.mgmt_port = free_port()
         self.log_path = run_dir("logs") / f"{log_name}.log"
@@ -61,6 +62,8 @@ class Edgeflow:
             cmd += ["--datapath", self.datapath]
         if self.io:
             cmd += ["--io", self.io]
+        if self.poll:
+            cmd += ["--poll", self.poll]
         if self.mode:
             cmd += ["--mode", self.mode]
         for a, b in self.portmap:
@@ -70,7 +73,9 @@ class Edgeflow:
     @property
     def name(self):
         if self.io == "af_xdp":
-            return "edgeflow-afxdp"
+            return "edgeflow-afxdp" + ("-busy" if self.poll == "busy" else "")
+        if self.poll == "busy":
+            return "edgeflow-busy"
         return f"edgeflow-{self.datapath}" if self.datapath else "edgeflow"
 
     @property
@@ -413,6 +418,9 @@ SWITCHES = {
     "edgeflow-xdp": Variant(Edgeflow, datapath="xdp"),
     # The userspace datapath on AF_XDP sockets instead of AF_PACKET rings (not in the defaults yet).
     "edgeflow-afxdp": Variant(Edgeflow, datapath="user", io="af_xdp"),
+    # The userspace datapath busy-polling its rings (--poll busy: a core kept busy; not a default).
+    "edgeflow-busy": Variant(Edgeflow, datapath="user", poll="busy"),
+    "edgeflow-afxdp-busy": Variant(Edgeflow, datapath="user", io="af_xdp", poll="busy"),
     "linux-bridge": LinuxBridge,
     "ovs-netdev": OvsNetdev,
 }

@@ -228,6 +228,11 @@ pub struct RunArgs {
     /// driver has it; only with --datapath user). `[[port]] io` sets one port's.
     #[arg(long, value_name = "KIND")]
     pub io: Option<String>,
+    /// How the forwarding thread waits for frames: wait (sleeps until a port has some, the
+    /// default) or busy (never sleeps: a frame waits for no wake-up, and a core stays busy; pin it
+    /// with egress_cpu). For the userspace datapath's latency.
+    #[arg(long, value_name = "HOW")]
+    pub poll: Option<String>,
     /// How many translations the kernel fast path holds at most (tc, xdp; default 16384). Each
     /// costs about half a kilobyte of kernel memory while it exists; the rest stay in userspace.
     #[arg(long, value_name = "N")]
@@ -333,6 +338,7 @@ impl RunArgs {
             fail_open_delay: self.fail_open_delay,
             datapath: self.datapath.clone(),
             io: self.io.clone(),
+            poll: self.poll.clone(),
             fastpath_entries: self.fastpath_entries,
             keep_fastpath: self.keep_fastpath,
             kernel_compat: self.kernel_compat.clone(),

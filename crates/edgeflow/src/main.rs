@@ -345,6 +345,7 @@ fn run(mut s: Settings, reload: impl Fn() -> Result<Settings, String> + 'static)
         fastpath_entries: s.fastpath_entries,
         egress: s.egress.clone(),
         timing: s.timing,
+        poll: s.poll,
         cpu: s.cpu,
         keep_fastpath: s.keep_fastpath,
         awaits_controller: openflow_anywhere && !s.controllers.is_empty(),

@@ -46,7 +46,7 @@ impl Switch {
         let housekeeping = if self.fast.is_some() { FAST_PATH_HARVEST } else { GUARD_CHECK };
         let mut next_harvest = housekeeping;
         let (mut limit_reported, mut limit_reported_at) = (0, 0);
-        info!(ports = self.ports.len(), mode = self.mode.name(), "forwarding");
+        info!(ports = self.ports.len(), mode = self.mode.name(), poll = self.cfg.poll.name(), "forwarding");
         self.precise_timers();
         if let Some(cpu) = self.cfg.cpu {
             // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET stays inside it for cpu below
@@ -101,8 +101,10 @@ impl Switch {
             if self.cfg.timing == super::Timing::Busy && scheduled.saturating_sub(now) < BUSY_WINDOW {
                 timeout = Some(Duration::ZERO);
             }
+            // Busy polling: the rings are asked again at once (poll(2) still runs, with no wait,
+            // for the doorbell, the links and sockets that are not rings).
             // Commands left over the last turn's budget (their doorbell already rung and drained).
-            if self.commands_pending() {
+            if self.cfg.poll == super::Poll::Busy || self.commands_pending() {
                 timeout = Some(Duration::ZERO);
             }
             if let Err(e) = sys::poll_until(&fds, timeout, &mut ready) {

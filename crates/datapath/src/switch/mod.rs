@@ -68,6 +68,8 @@ pub struct SwitchConfig {
     pub egress: Vec<(u32, crate::egress::PortEgress)>,
     /// How the forwarding thread waits for a scheduled frame's time.
     pub timing: Timing,
+    /// How the forwarding thread waits for frames.
+    pub poll: Poll,
     /// The CPU to pin the forwarding thread to (with busy timing: a core of its own).
     pub cpu: Option<usize>,
     /// Keep the kernel fast path forwarding when the daemon stops, for the next run to take over.
@@ -86,6 +88,39 @@ impl SwitchConfig {
     /// How port `no` moves its frames.
     pub fn io_of(&self, no: u32) -> PortIo {
         self.port_io.iter().find(|(n, _)| *n == no).map_or(self.io, |&(_, io)| io)
+    }
+}
+
+/// How the forwarding thread waits for frames (`--poll`, `poll`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Poll {
+    /// Sleeps in poll(2) until a port has frames: a frame waits for the thread to wake, ~15 µs
+    /// here (a veth's softirq, the wake-up, the scheduler), and an idle switch costs nothing.
+    #[default]
+    Wait,
+    /// Never sleeps: the thread asks every ring again as soon as it is done, so a frame waits only
+    /// for the turn in progress. A core stays busy for it (`egress_cpu` pins it to one).
+    Busy,
+}
+
+impl std::str::FromStr for Poll {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "wait" => Ok(Poll::Wait),
+            "busy" => Ok(Poll::Busy),
+            other => Err(format!("'{other}': expected wait or busy")),
+        }
+    }
+}
+
+impl Poll {
+    pub fn name(self) -> &'static str {
+        match self {
+            Poll::Wait => "wait",
+            Poll::Busy => "busy",
+        }
     }
 }
 

@@ -22,6 +22,7 @@ pub fn effective(s: &Settings, src: &str) -> Value {
         "tables": s.n_tables,
         "datapath": datapath::fastpath::datapath_name(s.fastpath),
         "io": match s.io { datapath::PortIo::AfPacket => "af_packet", datapath::PortIo::AfXdp => "af_xdp" },
+        "poll": s.poll.name(),
         "fastpath_entries": s.fastpath_entries,
         "keep_fastpath": s.keep_fastpath,
         "kernel_compat": if s.legacy_attach { "legacy" } else { "auto" },

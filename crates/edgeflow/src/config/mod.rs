@@ -68,6 +68,8 @@ pub struct File {
     pub datapath: Option<Spanned<String>>,
     /// How the ports move their frames: "af_packet" (default) or "af_xdp".
     pub io: Option<Spanned<String>>,
+    /// How the forwarding thread waits for frames: "wait" (default) or "busy".
+    pub poll: Option<Spanned<String>>,
     /// How many translations the kernel fast path holds at most.
     pub fastpath_entries: Option<Spanned<u32>>,
     /// Keep the kernel fast path forwarding across a stop, for the next run to take over.
@@ -232,6 +234,8 @@ pub struct Settings {
     /// How the ports move their frames (`io`), and the ports that do otherwise (`[[port]] io`).
     pub io: datapath::PortIo,
     pub port_io: Vec<(u32, datapath::PortIo)>,
+    /// How the forwarding thread waits for frames (`poll`).
+    pub poll: datapath::switch::Poll,
     /// The kernel fast path's capacity in translations.
     pub fastpath_entries: u32,
     /// The kernel fast path (tc, xdp) forwards on while the daemon is stopped, and the next run
@@ -278,6 +282,7 @@ pub struct Flags {
     pub fail_open_delay: Option<u64>,
     pub datapath: Option<String>,
     pub io: Option<String>,
+    pub poll: Option<String>,
     pub fastpath_entries: Option<u32>,
     pub keep_fastpath: bool,
     pub kernel_compat: Option<String>,
@@ -581,6 +586,11 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
     if fastpath.is_some() && any_af_xdp {
         return Err(format!("io af_xdp with datapath {}: {}", datapath::fastpath::datapath_name(fastpath), datapath::switch::AF_XDP_NEEDS_USER));
     }
+    let poll: datapath::switch::Poll = match (&flags.poll, &file.poll) {
+        (Some(p), _) => p.parse().map_err(|e| format!("--poll {e}"))?,
+        (None, Some(p)) => p.get_ref().parse().map_err(|e: String| cx.at(p, format!("poll {e}")))?,
+        (None, None) => datapath::switch::Poll::Wait,
+    };
     let legacy_attach = match (&flags.kernel_compat, &file.kernel_compat) {
         (Some(k), _) => parse_kernel_compat(k).map_err(|e| format!("--kernel-compat: {e}"))?,
         (None, Some(k)) => parse_kernel_compat(k.get_ref()).map_err(|e| cx.at(k, e))?,
@@ -827,6 +837,7 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
         fastpath,
         io,
         port_io,
+        poll,
         fastpath_entries,
         keep_fastpath: flags.keep_fastpath || file.keep_fastpath.unwrap_or(false),
         legacy_attach,

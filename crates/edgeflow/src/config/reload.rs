@@ -23,6 +23,7 @@ fn fixed(a: &Settings, b: &Settings) -> Vec<&'static str> {
     check("kernel_compat", a.legacy_attach == b.legacy_attach);
     check("ring_frames", a.ring_frames == b.ring_frames);
     check("io", a.io == b.io && a.port_io == b.port_io);
+    check("poll", a.poll == b.poll);
     check("egress_timing", a.timing == b.timing);
     check("egress_cpu", a.cpu == b.cpu);
     check("metrics", a.metrics == b.metrics);

@@ -26,6 +26,7 @@ const SWITCH: &[(&str, &str, Kind)] = &[
     ("dpid", "dpid", Kind::Text),
     ("datapath", "datapath", Kind::Text),
     ("io", "io", Kind::Text),
+    ("poll", "poll", Kind::Text),
     ("mode", "mode", Kind::Text),
     ("fail_mode", "fail_mode", Kind::Text),
     ("tables", "tables", Kind::Integer),
@@ -315,7 +316,7 @@ config port 'wan'
         let refused = |src: &str| to_toml(src, "edgeflow", |_| Err("none".into())).unwrap_err();
         assert_eq!(
             refused("config edgeflow\n\toption colour 'red'\n"),
-            "edgeflow:2: 'colour' is not a edgeflow setting here (known: dpid, datapath, io, mode, fail_mode, tables, \
+            "edgeflow:2: 'colour' is not a edgeflow setting here (known: dpid, datapath, io, poll, mode, fail_mode, tables, \
              probe_interval, fail_open_delay, packet_in_rate, fastpath_entries, kernel_compat, ring_frames, local_port, metrics, \
              egress_timing, keep_fastpath, controller, listen, enabled, log, include, user); others go in the TOML file 'option include' names"
         );
