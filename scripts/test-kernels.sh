@@ -163,8 +163,14 @@ script="export EDGEFLOW_TIMEOUT_SCALE=\${EDGEFLOW_TIMEOUT_SCALE:-$scale}; mount 
 # The guest's last line once never reached the host (every test passed, the end marker was lost
 # as the guest powered off under emulation): the console is given time to drain first.
 # The guest writes the testbed's logs under build/ through an overlay; the host's stay as they were.
+# The script reaches the guest as a file it reads through the host's root, not on the kernel's
+# command line (virtme's --exec): the full run's grew past what an x86 command line holds (2 KiB),
+# and the guest then died at its first instructions ("PANIC: early exception 0x06") and sat
+# halted, a run that never ended.
+mkdir -p build
+printf '%s\n' "$script" > build/guest-tests.sh
 boot() {
-  vng -v -r "$vmlinuz" --cpus 2 --memory 2G --cwd "$PWD" --overlay-rwdir "$PWD" "$@" --exec "$script" 2>&1 |
+  vng -v -r "$vmlinuz" --cpus 2 --memory 2G --cwd "$PWD" --overlay-rwdir "$PWD" "$@" --exec "sh build/guest-tests.sh" 2>&1 |
     tr -d '\r' || true
 }
 failed=()
