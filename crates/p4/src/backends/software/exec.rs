@@ -1095,22 +1095,7 @@ fn apply_table(table: usize, m: &mut M) -> (bool, usize, Option<usize>) {
     }
     let length = m.length;
     let state = m.sw.tables.at_mut(t.state);
-    let best = match &state.index {
-        Some(index) => index.get(keys.as_slice()).copied(),
-        None => {
-            let lpm_len = |e: &super::Entry| {
-                e.keys.iter().map(|k| if let super::Match::Lpm { prefix, .. } = k { *prefix } else { 0 }).sum::<u32>()
-            };
-            let widths = &state.keys;
-            state
-                .entries
-                .iter()
-                .enumerate()
-                .filter(|(_, e)| e.keys.iter().zip(keys.iter()).zip(widths).all(|((mt, k), (w, _))| mt.matches(*k, *w)))
-                .max_by_key(|(i, e)| (lpm_len(e), e.priority, std::cmp::Reverse(*i)))
-                .map(|(i, _)| i)
-        }
-    };
+    let best = state.lookup(&keys);
     m.keys = keys;
     let (hit, at) = match best {
         Some(i) => {

@@ -29,6 +29,7 @@ use crate::arch::Architecture;
 use crate::frontend::ast::*;
 use crate::frontend::check::{Checked, Layout, Ty};
 
+mod classifier;
 mod exec;
 mod exec_arch;
 mod keyed;
@@ -268,42 +269,39 @@ struct TableState {
     fixed: bool,
     /// Its direct meter (`meters = dm`): the instance, and whether it counts bytes.
     meter: Option<(String, bool)>,
-    /// For a table whose entries all match exact values: the entry each key picks, so that a
-    /// lookup is one probe rather than a scan of every entry (the AFDX switch's table holds
-    /// thousands). None where a scan is needed.
-    index: Option<HashMap<Vec<u128>, usize>>,
+    /// Its entries by tuple space (one hash per set of masks): the compiled target's lookup,
+    /// and the evaluator's where every key is exact (the AFDX switch's table holds thousands).
+    classifier: classifier::Classifier,
+    /// The keys' widths, as the classifier reads them.
+    widths: Vec<u32>,
 }
 
 impl TableState {
-    /// The exact values of `e`'s matches, where every one is exact.
-    fn exact_key(e: &Entry) -> Option<Vec<u128>> {
-        e.keys.iter().map(|m| if let Match::Exact(v) = m { Some(*v) } else { None }).collect()
-    }
-
-    /// Entry `i` joins the index: it wins its key where none holds it or it outranks the one that
-    /// does (a higher priority; among equals the earlier stays, as the scan picks).
+    /// Entry `i` joins the classifier.
     fn index_entry(&mut self, i: usize) {
-        let Some(index) = self.index.as_mut() else { return };
-        let Some(key) = TableState::exact_key(&self.entries[i]) else {
-            self.index = None;
-            return;
-        };
-        let priority = self.entries[i].priority;
-        match index.get(&key) {
-            Some(&j) if self.entries[j].priority >= priority => {}
-            _ => {
-                index.insert(key, i);
-            }
-        }
+        self.classifier.insert(&self.entries, &self.widths, i);
     }
 
-    /// The index built afresh (after entries moved), or none where a table needs its scan.
+    /// The classifier built afresh (after entries moved).
     fn reindex(&mut self) {
-        let exact = !self.keys.is_empty() && self.keys.iter().all(|(_, kind)| kind == "exact");
-        self.index = exact.then(HashMap::new);
-        for i in 0..self.entries.len() {
-            self.index_entry(i);
-        }
+        self.widths = self.keys.iter().map(|(w, _)| *w).collect();
+        self.classifier = classifier::Classifier::of(&self.entries, &self.widths);
+    }
+
+    /// Whether every key matches exactly, so that the evaluator may use the classifier too.
+    fn all_exact(&self) -> bool {
+        !self.keys.is_empty() && self.keys.iter().all(|(_, kind)| kind == "exact")
+    }
+
+    /// The entry `key` finds: the classifier's answer.
+    fn lookup(&self, key: &[u128]) -> Option<usize> {
+        self.classifier.lookup(&self.entries, &self.widths, key)
+    }
+
+    /// The entry `key` finds by testing every entry, as the evaluator does: the reference the
+    /// compiled target's classifier is compared with (tests/exec_differential.rs).
+    fn scan(&self, key: &[u128]) -> Option<usize> {
+        classifier::scan(&self.entries, &self.widths, key)
     }
 }
 
@@ -627,7 +625,8 @@ impl Switch {
             entries,
             default,
             size,
-            index: None,
+            classifier: classifier::Classifier::new(),
+            widths: Vec::new(),
         };
         state.reindex();
         Ok(state)
@@ -1760,19 +1759,7 @@ impl Switch {
             matched.map(|(_, v)| v.as_u128()).collect()
         };
         let state = self.tables.get_mut(table).expect("built");
-        let widths: Vec<u32> = state.keys.iter().map(|(w, _)| *w).collect();
-        let lpm_len =
-            |e: &Entry| e.keys.iter().map(|m| if let Match::Lpm { prefix, .. } = m { *prefix } else { 0 }).sum::<u32>();
-        let best = match &state.index {
-            Some(index) => index.get(&keys).copied(),
-            None => state
-                .entries
-                .iter()
-                .enumerate()
-                .filter(|(_, e)| e.keys.iter().zip(&keys).zip(&widths).all(|((m, k), w)| m.matches(*k, *w)))
-                .max_by_key(|(i, e)| (lpm_len(e), e.priority, std::cmp::Reverse(*i)))
-                .map(|(i, _)| i),
-        };
+        let best = if state.all_exact() { state.lookup(&keys) } else { state.scan(&keys) };
         let (hit, action, data) = match best {
             Some(i) => {
                 let e = &mut state.entries[i];
