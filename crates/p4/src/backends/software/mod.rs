@@ -816,6 +816,29 @@ impl Switch {
         Ok(())
     }
 
+    /// Every indirect counter's, register's, meter's and AFDX account's cells, by kind and name,
+    /// as numbers: what two targets that ran the same frames at the same times must agree on
+    /// (tests/exec_differential.rs compares the compiled target's with the evaluator's).
+    pub fn stateful_cells(&self) -> Vec<(String, Vec<u128>)> {
+        let mut out = Vec::new();
+        for (name, cells) in self.counters.iter() {
+            let numbers = cells.iter().flat_map(|&(packets, bytes)| [packets as u128, bytes as u128]);
+            out.push((format!("counter {name}"), numbers.collect()));
+        }
+        for (name, cells) in self.registers.iter() {
+            out.push((format!("register {name}"), cells.iter().map(Value::as_u128).collect()));
+        }
+        for (name, meter) in self.meters.iter() {
+            let numbers = meter.cells.iter().flat_map(|c| c.words.map(u128::from));
+            out.push((format!("meter {name}"), numbers.collect()));
+        }
+        for (name, cells) in self.accounts.iter() {
+            let numbers = cells.iter().flat_map(|&(credit, when)| [credit, when as u128]);
+            out.push((format!("account {name}"), numbers.collect()));
+        }
+        out
+    }
+
     /// The number of cells of an indirect counter, meter or register.
     pub fn cells(&self, name: &str) -> Option<usize> {
         self.counters
