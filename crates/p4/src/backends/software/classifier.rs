@@ -52,8 +52,8 @@ pub(super) fn scan(entries: &[Entry], widths: &[u32], key: &[u128]) -> Option<us
     hits.max_by_key(|(i, e)| rank(e, *i)).map(|(i, _)| i)
 }
 
-/// The buckets of a group are found by a keyed hash of the masked key computed once per probe;
-/// the map itself need not hash that hash again.
+/// The buckets of a group are found by a hash of the masked key computed once per probe (its
+/// fingerprint); the map itself need not hash that hash again.
 #[derive(Clone, Copy, Default)]
 struct AlreadyHashed(u64);
 
@@ -83,8 +83,12 @@ struct Tuple {
 /// list: the table rebuilds it when entries move (a delete).
 #[derive(Clone, Debug)]
 pub(super) struct Classifier {
-    /// Keyed: a frame chooses the keys, and must not choose which collide.
-    hasher: RandomState,
+    /// The fingerprints' seed, this table's own. A frame chooses the keys it probes with but not
+    /// the buckets: those hold the control plane's entries, each tested in full, so a key whose
+    /// fingerprint collides costs a probe of one bucket and no more. A fast hash (the scheme of
+    /// rustc's FxHash, then MurmurHash3's finalizer to spread it over the bits the map uses)
+    /// serves, where SipHash was a tenth of the router's time a frame.
+    seed: u64,
     tuples: Vec<Tuple>,
     /// The groups' numbers, best rank first: the order of probing.
     order: Vec<usize>,
@@ -94,7 +98,8 @@ pub(super) struct Classifier {
 
 impl Classifier {
     pub fn new() -> Classifier {
-        Classifier { hasher: RandomState::new(), tuples: Vec::new(), order: Vec::new(), by_masks: HashMap::new() }
+        let seed = RandomState::new().hash_one(0u8);
+        Classifier { seed, tuples: Vec::new(), order: Vec::new(), by_masks: HashMap::new() }
     }
 
     /// A classifier of these entries.
@@ -106,12 +111,18 @@ impl Classifier {
         c
     }
 
-    fn fingerprint<'a>(&self, values: impl Iterator<Item = u128>) -> u64 {
-        let mut h = self.hasher.build_hasher();
+    fn fingerprint(&self, values: impl Iterator<Item = u128>) -> u64 {
+        const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+        let mut h = self.seed;
         for v in values {
-            h.write_u128(v);
+            h = (h.rotate_left(5) ^ v as u64).wrapping_mul(K);
+            h = (h.rotate_left(5) ^ (v >> 64) as u64).wrapping_mul(K);
         }
-        h.finish()
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        h ^= h >> 33;
+        h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        h ^ (h >> 33)
     }
 
     /// Entry `place` of `entries` joins.

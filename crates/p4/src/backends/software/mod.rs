@@ -412,6 +412,8 @@ pub struct Switch {
     exec_slots: Vec<u128>,
     exec_keys: Vec<u128>,
     exec_bytes: Vec<u8>,
+    /// The deparser's bytes, kept so that a frame does not grow a new buffer.
+    exec_out: Vec<u8>,
 }
 
 /// Digests kept until [`Switch::take_digests`]: more are dropped.
@@ -473,6 +475,7 @@ impl Switch {
             exec_slots: Vec::new(),
             exec_keys: Vec::new(),
             exec_bytes: Vec::new(),
+            exec_out: Vec::new(),
         };
         let code = sw.code.clone();
         for d in &code.program.decls {
@@ -2014,6 +2017,7 @@ impl Switch {
             exec_slots: Vec::new(),
             exec_keys: Vec::new(),
             exec_bytes: Vec::new(),
+            exec_out: Vec::new(),
         }
     }
 
