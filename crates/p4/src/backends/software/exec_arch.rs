@@ -239,6 +239,7 @@ impl Switch {
             keys,
             bytes,
             checksum_error: false,
+            past_stack: false,
         };
         let result = match &program.arch {
             Arch::Edgeflow(a) => edgeflow(a, &mut m, frame, port, now),
