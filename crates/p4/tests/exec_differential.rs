@@ -384,3 +384,39 @@ fn a_parser_reading_last_of_an_empty_stack_rejects() {
         );
     }
 }
+
+/// P4-16 8.22: `setValid()` or `setInvalid()` on a stack element whose index is out of range
+/// "must not change any state": the frame goes on as it was. The compiled target did so; the
+/// evaluator dropped the frame (error.StackOutOfBounds).
+#[test]
+fn set_valid_past_a_stacks_end_changes_nothing() {
+    let text = "#include <core.p4>\n#include <edgeflow.p4>\n\
+        header eth_t { bit<48> dst; bit<48> src; bit<16> kind; }\n\
+        header tag_t { bit<8> value; }\n\
+        struct headers { eth_t eth; tag_t[2] tags; }\nstruct meta_t { bit<8> unused; }\n\
+        parser P(packet_in packet, out headers hdr, inout meta_t meta, inout standard_metadata_t sm) {\n\
+          state start { packet.extract(hdr.eth); transition accept; } }\n\
+        control I(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) {\n\
+          apply { sm.egress_port = 2; hdr.tags[hdr.eth.dst[1:0]].setValid(); hdr.tags[hdr.eth.dst[1:0]].value = 7; } }\n\
+        control E(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }\n\
+        control D(packet_out packet, in headers hdr) { apply { packet.emit(hdr); } }\n\
+        EdgeflowSwitch(P(), I(), E(), D()) main;\n";
+    // Index 3 of a stack of 2, then index 1.
+    let mut past = vec![2, 0, 0, 0, 0, 3, 2, 0, 0, 0, 0, 1, 0x88, 0xb5];
+    past.resize(60, 0);
+    let mut within = past.clone();
+    within[5] = 1;
+    for evaluator in [false, true] {
+        let mut sw = stf::load("set_valid.p4", text).unwrap();
+        if evaluator {
+            sw.use_evaluator();
+        } else {
+            assert_eq!(sw.compiled(), Ok(()));
+        }
+        let out = sw.process(&past, 1, 0).unwrap_or_else(|e| panic!("evaluator: {evaluator}: {e:?}"));
+        assert_eq!(out[0].frame, past, "evaluator: {evaluator}");
+        let out = sw.process(&within, 1, 0).unwrap();
+        // tags[1] made valid and written: emitted after the Ethernet header.
+        assert_eq!((out[0].frame.len(), out[0].frame[14]), (61, 7), "evaluator: {evaluator}");
+    }
+}

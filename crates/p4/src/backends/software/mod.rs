@@ -1611,7 +1611,12 @@ impl Switch {
                     "isValid" => Ok(Value::Bool(is_valid(&self.eval(cx, obj)?))),
                     "setValid" | "setInvalid" => {
                         let (root, path) = self.lvalue_steps(cx, obj)?;
-                        let at = walk(cx, &root, &path)?;
+                        // On an element past a stack's end it changes nothing (P4-16 8.22), as
+                        // a write there does (`store`).
+                        let at = match walk(cx, &root, &path) {
+                            Err(Stop::Reject(e)) if e == "StackOutOfBounds" => return Ok(Value::Void),
+                            other => other?,
+                        };
                         if let Value::Header { valid, .. } = at {
                             *valid = method == "setValid";
                         }
