@@ -439,8 +439,8 @@ def test_churn_leaves_untouched_flows_alone(results):
 #: bit where bpf/fp_afdx.h reads three in place: 1.3-1.4x native's time on tc and 2.1-2.4x on xdp
 #: in three quick runs here. Native's own time on xdp is some 100-120 ns out of a chain of 300, so
 #: ±10 % on the bare veth's ~190 ns moves it by ±20 %: 4x leaves that room. A P4 frame decided in
-#: userspace costs several times a kernel one (the `user` rows); one that fell back there would also drop frames,
-#: and fail on its rate.
+#: userspace costs several times a kernel one (the `user` rows); one that fell back there would
+#: also drop frames, and fail on its rate.
 P4_COST_TIMES = 4
 
 
