@@ -3,8 +3,13 @@ Here the paper's program (examples/p4/afdx_switch.p4) runs on edgeflow's P4 targ
 edgeflow's native AFDX mode, on each datapath: userspace (the software target), tc and xdp (the
 kernel back end, the program compiled to BPF). Two tables: the frame rate of 64-byte frames at
 the generator's full speed (`p4`), and what each adds to a frame's latency against a direct
-veth (`p4-processing`), beside the latencies the paper publishes for its P4 switches."""
+veth (`p4-processing`), beside the latencies the paper publishes for its P4 switches. A third
+(`p4-v1model`) holds two v1model programs written as BMv2's users write them, an IPv4 router and
+an L2 switch, against edgeflow's OpenFlow pipeline with flows that forward the same frames the
+same way, on the userspace datapath."""
 
+import ipaddress
+import random
 import time
 
 from .. import afdx, loadgen, netns
@@ -12,9 +17,19 @@ from ..afdx import VL
 from ..switches import Edgeflow
 from ..util import ROOT, run_dir
 from .afdx import PUBLISHED
-from .common import Table, bare_chain, chain_columns, direct_pair, median, paired_latency, plot, progress
+from .common import (Table, bare_chain, bottleneck_of, chain_columns, direct_pair, median, paired_latency, plot,
+                     progress)
 
 PROGRAM = ROOT / "examples" / "p4" / "afdx_switch.p4"
+V1MODEL_ROUTER = ROOT / "examples" / "p4" / "v1model_router.p4"
+V1MODEL_L2 = ROOT / "examples" / "p4" / "v1model_l2_switch.p4"
+#: The router's routes: the receiver's /24 among routes of every length from /8 to /32 elsewhere,
+#: so that a lookup passes longer prefixes before its own (the program's table holds 1 024).
+ROUTES = 1000
+#: The L2 switch's addresses, frames sent to each in turn (`--dst-spread`).
+L2_MACS = 4000
+ROUTER_MAC = "02:00:00:00:00:fe"
+FIRST_L2_MAC = "02:00:00:01:00:00"
 DATAPATHS = ("user", "tc", "xdp")
 #: The frame-rate links: each admits 1 000 frames/s (BAG 1 ms, 1 s of jitter), so a frame sent to
 #: each in turn is never policed, and the table is as large as a real network's.
@@ -135,6 +150,108 @@ def frame_rate(seconds, rounds):
     return table
 
 
+def routes(receiver_ip, n):
+    """(prefix, length) pairs: the receiver's /24 and n-1 random others of /8 to /32 outside 10/8,
+    the same every run."""
+    r = random.Random(53)
+    own = ipaddress.ip_network(f"{receiver_ip}/24", strict=False)
+    found = {(int(own.network_address), 24)}
+    while len(found) < n:
+        length = r.randint(8, 32)
+        first = r.choice([o for o in range(11, 224) if o != 127])
+        addr = (first << 24 | r.getrandbits(24)) & ~((1 << (32 - length)) - 1) & 0xFFFFFFFF
+        found.add((addr, length))
+    return sorted(found, key=lambda p: (-p[1], p[0]))
+
+
+def v1model_configs(receiver, sender_mac):
+    """{("router"|"l2", "p4"|"openflow"): config path or flow file}: each program's entries and
+    the OpenFlow flows that forward alike. Router: an LPM route per prefix (OpenFlow: a flow of
+    the prefix's length as priority), each rewriting the MACs and lowering the TTL; routes not the
+    receiver's lead back out of port 1. L2: an exact entry per address to port 2 (OpenFlow: a
+    `dl_dst` flow), and a flood for the rest (P4: multicast group 1)."""
+    out = {}
+    head = 'mode = "p4"\n'
+    text, flows = head + f'[p4]\nprogram = "{V1MODEL_ROUTER}"\n', []
+    own = int(ipaddress.ip_address(receiver.addr)) >> 8 << 8
+    for addr, length in routes(receiver.addr, ROUTES):
+        port, mac = (2, receiver.mac) if (addr, length) == (own, 24) else (1, sender_mac)
+        prefix = f"{ipaddress.ip_address(addr)}/{length}"
+        text += (f'[[p4.entry]]\ntable = "RouterIngress.ipv4_lpm"\nmatch = ["{prefix}"]\n'
+                 f'action = "ipv4_forward"\nargs = ["{mac}", {port}]\n')
+        flows.append(f"priority={length},ip,nw_dst={prefix},actions=mod_dl_src:{ROUTER_MAC},mod_dl_dst:{mac},"
+                     f"dec_ttl,output:{port}")
+    out[("router", "p4")], out[("router", "openflow")] = text, "\n".join(flows) + "\n"
+    text = head + f'[p4]\nprogram = "{V1MODEL_L2}"\n[[p4.group]]\nid = 1\nports = [1, 2]\n'
+    flows = ["priority=0,actions=FLOOD"]
+    first = int(FIRST_L2_MAC.replace(":", ""), 16)
+    for i in range(L2_MACS):
+        mac = ":".join(f"{first + i:012x}"[k:k + 2] for k in range(0, 12, 2))
+        text += f'[[p4.entry]]\ntable = "L2Ingress.dmac"\nmatch = ["{mac}"]\naction = "forward"\nargs = [2]\n'
+        flows.append(f"priority=10,dl_dst={mac},actions=output:2")
+    out[("l2", "p4")], out[("l2", "openflow")] = text, "\n".join(flows) + "\n"
+    paths = {}
+    for (program, kind), body in out.items():
+        paths[(program, kind)] = run_dir("p4") / f"v1model-{program}-{kind}.{'toml' if kind == 'p4' else 'flows'}"
+        paths[(program, kind)].write_text(body)
+    return paths
+
+
+def v1model_rate(seconds, rounds):
+    """64-byte frames at the generator's full speed through each v1model program and through
+    the OpenFlow pipeline's equivalent flows, alternately, `rounds` times; medians. Userspace
+    datapath: the software target against the OpenFlow userspace pipeline."""
+    table = Table("p4-v1model", "v1model programs against the OpenFlow pipeline's same forwarding: frame rate (64 B)",
+                  ["program", "datapath", "switch", "runs", "offered_pps", "received_pps", "loss_pct", "bottleneck",
+                   "ratio_to_openflow"],
+                  note=f"edgeflow-loadgen XDP sender at full speed, {rounds} runs of {seconds:g} s per switch, "
+                       "alternating; medians. XDP receiver. `router`: examples/p4/v1model_router.p4 with "
+                       f"{ROUTES} LPM routes of /8 to /32 (the frames' destination under a /24, routes of every "
+                       "longer length beside it), each frame's MACs rewritten, TTL lowered and checksum rewritten; "
+                       "`openflow`: one flow per route, its prefix length as priority, mod_dl_src, mod_dl_dst, "
+                       f"dec_ttl, output. `l2`: examples/p4/v1model_l2_switch.p4 with {L2_MACS} addresses, the "
+                       "frames sent to each in turn; `openflow`: a dl_dst flow per address over a flood.")
+    netns.cleanup()
+    with netns.Topology("pv") as topo:
+        h1, h2 = topo.add_host(), topo.add_host()
+        loadgen.prepare_xdp_sender(h1)
+        set_hosts(topo.hosts, "user")
+        paths = v1model_configs(h2, h1.mac)
+        sends = {"router": dict(dst_mac=ROUTER_MAC, extra_send=[]),
+                 "l2": dict(dst_mac=FIRST_L2_MAC, extra_send=["--dst-spread", str(L2_MACS)])}
+        for program, send in sends.items():
+            got = {"openflow": [], "p4": []}
+            for i in range(rounds):
+                for kind in got:
+                    progress(f"p4: v1model {program}, {kind} on user, run {i + 1} of {rounds}")
+                    name = f"p4-v1model-{program}-{kind}"
+                    if kind == "openflow":
+                        sw = Edgeflow(topo.switch_ports, fail_mode="secure", log_name=name)
+                    else:
+                        sw = switch("user", topo.switch_ports, paths[(program, kind)], name)
+                    with sw:
+                        if kind == "openflow":
+                            sw.ofctl("add-flows", str(paths[(program, kind)]))
+                        time.sleep(0.3)
+                        sent, recv = loadgen.run(h1, h2, size=64, rate=0, duration=seconds, send_engine="xdp",
+                                                 **send)
+                    loss = 100.0 * (1 - recv["received"] / max(sent["sent"], 1))
+                    got[kind].append((sent["achieved_pps"], recv["pps"], loss))
+            for kind, runs in got.items():
+                if any(r[1] <= 0 for r in runs):
+                    raise RuntimeError(f"p4 v1model: {program} on {kind} delivered nothing in a run")
+            rows = {}
+            for kind, runs in got.items():
+                loss = median([r[2] for r in runs])
+                rows[kind] = table.add(program=program, datapath="user", switch=kind, runs=rounds,
+                                       offered_pps=median([r[0] for r in runs]),
+                                       received_pps=median([r[1] for r in runs]), loss_pct=round(loss, 3),
+                                       bottleneck=bottleneck_of(loss))
+            for row in rows.values():
+                row["ratio_to_openflow"] = round(row["received_pps"] / rows["openflow"]["received_pps"], 3)
+    return table
+
+
 def processing(sizes, seconds, rounds):
     """What each switch adds to a frame's latency, as `afdx-processing` measures it: loadgen
     frames at 2 000/s (XDP sender, socket receiver), each run through the switch paired with one
@@ -181,12 +298,13 @@ def processing(sizes, seconds, rounds):
 def run(out, quick, switches):
     del switches  # the comparison is edgeflow's two ways of running AFDX, not a switch list
     rate = frame_rate(0.5 if quick else 2.0, 3 if quick else 5)
+    v1model = v1model_rate(0.5 if quick else 2.0, 3 if quick else 5)
     proc = processing([64, 1518], 0.6 if quick else 1.5, 1 if quick else 3)
     published = Table("p4-published", "The paper's Table I: AFDX processing latency (µs)", ["switch", "latency_us"],
                       note="As published (seed paper, Table I); not measured here.")
     for name, lat in PUBLISHED:
         published.add(switch=name, latency_us=lat)
-    for t in (rate, proc, published):
+    for t in (rate, v1model, proc, published):
         t.write(out)
 
     def draw(plt):
@@ -209,4 +327,4 @@ def run(out, quick, switches):
         right.legend(fontsize=7)
         fig.suptitle("AFDX: the paper's P4 program on edgeflow against its AFDX mode")
     plot(out / "p4.png", draw)
-    return [rate, proc, published]
+    return [rate, v1model, proc, published]

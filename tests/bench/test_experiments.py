@@ -75,7 +75,7 @@ def ratio_claim(what, row, base, k, rate="received_pps", ns="switch_ns_per_frame
     elif own_rate(row, limited):
         assert float(row[rate]) > k * float(base[rate]), (what, row, base)
         not_claimed(f"{what}: the reference dropped nothing of its offer, so above {k} of it proves nothing")
-    elif all(x[ns] not in ("", None) and float(x[ns]) > 0 for x in (row, base)):
+    elif all(x.get(ns) not in ("", None) and float(x[ns]) > 0 for x in (row, base)):
         print(f"\n{what}: own time per frame {float(row[ns]):.0f} ns against {float(base[ns]):.0f}")
         assert float(base[ns]) > k * float(row[ns]), (what, row, base)
     else:
@@ -439,8 +439,8 @@ def test_churn_leaves_untouched_flows_alone(results):
 #: bit where bpf/fp_afdx.h reads three in place: 1.3-1.4x native's time on tc and 2.1-2.4x on xdp
 #: in three quick runs here. Native's own time on xdp is some 100-120 ns out of a chain of 300, so
 #: ±10 % on the bare veth's ~190 ns moves it by ±20 %: 4x leaves that room. A P4 frame decided in
-#: userspace costs some 200x (the `user` rows); one that fell back there would also drop frames,
-#: and fail on its rate.
+#: userspace costs several times a kernel one (the `user` rows); one that fell back there would
+#: also drop frames, and fail on its rate.
 P4_COST_TIMES = 4
 
 
@@ -463,3 +463,25 @@ def test_p4_runs_the_papers_program_in_the_kernel(results):
                     1 / P4_COST_TIMES)
     proc = {(x["datapath"], x["switch"], x["size"]) for x in rows(results, "p4-processing")}
     assert proc == {(d, s, z) for d in ("user", "tc", "xdp") for s in ("afdx", "p4") for z in ("64", "1518")}, proc
+
+
+#: Issue 53's measure for the software target (the P4 program compiled to closures, its tables
+#: looked up by tuple space): at least half the rate of the same forwarding written by hand.
+#: Quick runs here gave 0.8-0.9 of native AFDX, 0.77 of the OpenFlow router, 1.2 of its L2.
+P4_USER_AT_LEAST = 0.5
+
+
+@uses("p4")
+def test_p4_in_userspace_forwards_at_half_the_hand_written_rate_or_better(results):
+    """On the userspace datapath, where the software target runs the program: the paper's AFDX
+    program against the native AFDX mode, and a v1model IPv4 router (1 000 LPM routes) and L2
+    switch (4 000 addresses) against the OpenFlow pipeline with flows that forward alike, each at
+    P4_USER_AT_LEAST of the other's rate or more (ratios of one run, medians of its rounds)."""
+    rate = {(x["datapath"], x["switch"]): x for x in rows(results, "p4")}
+    ratio_claim(f"p4 on user: the AFDX program at {P4_USER_AT_LEAST} of native AFDX", rate[("user", "p4")],
+                rate[("user", "afdx")], P4_USER_AT_LEAST)
+    v1 = {(x["program"], x["switch"]): x for x in rows(results, "p4-v1model")}
+    assert set(v1) == {(p, s) for p in ("router", "l2") for s in ("openflow", "p4")}, v1
+    for program in ("router", "l2"):
+        ratio_claim(f"p4 on user: the v1model {program} at {P4_USER_AT_LEAST} of the OpenFlow pipeline's",
+                    v1[(program, "p4")], v1[(program, "openflow")], P4_USER_AT_LEAST)

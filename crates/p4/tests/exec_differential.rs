@@ -1,14 +1,14 @@
 //! The compiled software target (the mid end's IR run as closures, `backends/software/exec.rs`)
 //! against the syntax-tree evaluator it replaces, on p4c's STF corpus: for every program the
 //! compiler takes, the script's frames and frames mutated from them (bytes changed, frames
-//! cut) give the same copies out (port, queue, bytes), the same drops and the same table hit
-//! counts on both. The clock is the frame's number, so that meters and AFDX accounts see the
+//! cut) give the same copies out (port, queue, bytes), the same drops, the same table hit
+//! counts and the same counters, registers, meters and accounts on both. The clock is the frame's number, so that meters and AFDX accounts see the
 //! same times. `--nocapture` prints what the compiler does not take yet, by kind.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use p4::backends::software::{Digest, Dropped, Output, Switch};
+use p4::backends::software::{Digest, Dropped, Match, Output, Switch};
 use p4::stf::{self, corpus_dir, Sent, Target};
 
 /// How many corpus programs run compiled today: it can only go up.
@@ -136,6 +136,13 @@ fn the_compiled_target_gives_the_evaluators_frames_on_the_corpus() {
                 counts(&reference)
             ));
         }
+        if fast.stateful_cells() != reference.stateful_cells() {
+            problems.push(format!(
+                "counters, registers, meters and accounts: compiled {:?}, evaluator {:?}",
+                fast.stateful_cells(),
+                reference.stateful_cells()
+            ));
+        }
         if !problems.is_empty() {
             differ.push(format!("{name}:\n  {}", problems.join("\n  ")));
         }
@@ -166,6 +173,82 @@ fn the_examples_run_compiled() {
         seen += 1;
     }
     assert!(seen >= 5, "{seen} examples");
+}
+
+/// Runs `frames` (and frames mutated from them), a `gap` of ns apart, through the example
+/// `program` set up by `fill`, compiled and on the evaluator: the same copies out and drops,
+/// and at the end the same table hits, counters, registers, meters and accounts. Returns the
+/// compiled switch's cells, for the caller to see that something counted.
+fn example_agrees(program: &str, fill: impl Fn(&mut Switch), frames: &[Vec<u8>], gap: u64) -> Vec<(String, Vec<u128>)> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/p4").join(program);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let mut fast = stf::load(program, &text).unwrap();
+    assert_eq!(fast.compiled(), Ok(()), "{program}");
+    let mut reference = stf::load(program, &text).unwrap();
+    reference.use_evaluator();
+    fill(&mut fast);
+    fill(&mut reference);
+    let mut now = 0;
+    for frame in frames {
+        for f in std::iter::once(frame.clone()).chain(mutations(frame)) {
+            now += gap;
+            let (a, b) = (fast.process(&f, 1, now), reference.process(&f, 1, now));
+            assert_eq!(a, b, "{program}: frame {f:02x?}");
+        }
+    }
+    assert_eq!(counts(&fast), counts(&reference), "{program}: table hits");
+    assert_eq!(fast.stateful_cells(), reference.stateful_cells(), "{program}: counters, registers, accounts");
+    fast.stateful_cells()
+}
+
+/// The corpus runs almost no counter, register or meter compiled (two programs' registers):
+/// the examples' counters and AFDX accounts, driven here, are where a wrong count shows.
+#[test]
+fn the_examples_count_and_police_as_the_evaluator_does() {
+    // The v1model router: routes of three lengths, frames to each and to none, TTLs 64 and 1.
+    let routes = [(0x0a00_0000u128, 8u32, 3u128), (0x0a00_0200, 24, 2), (0x0a00_0202, 32, 4)];
+    let fill = |sw: &mut Switch| {
+        for (value, prefix, port) in routes {
+            let keys = vec![Match::Lpm { value, prefix }];
+            sw.insert("RouterIngress.ipv4_lpm", keys, "ipv4_forward", vec![0x0200_0000_0000 + port, port], 0).unwrap();
+        }
+    };
+    let mut frames = Vec::new();
+    for (dst, ttl) in
+        [(0x0a00_0202u32, 64u8), (0x0a00_0203, 64), (0x0a01_0101, 64), (0x0b00_0001, 64), (0x0a00_0202, 1)]
+    {
+        let mut f = vec![2, 0, 0, 0, 0, 0xfe, 2, 0, 0, 0, 0, 1, 0x08, 0x00];
+        let mut ip = vec![0x45, 0, 0, 46, 0, 0, 0, 0, ttl, 17, 0, 0, 10, 0, 1, 2];
+        ip.extend(dst.to_be_bytes());
+        let sum: u32 = ip.chunks(2).map(|w| u32::from(u16::from_be_bytes([w[0], w[1]]))).sum();
+        let folded = (sum & 0xffff) + (sum >> 16);
+        ip[10..12].copy_from_slice(&(!((folded & 0xffff) + (folded >> 16)) as u16).to_be_bytes());
+        f.extend(ip);
+        f.resize(60, 0);
+        frames.push(f);
+    }
+    let cells = example_agrees("v1model_router.p4", fill, &frames, 1_000);
+    let routed = &cells.iter().find(|(n, _)| n.contains("routed")).unwrap().1;
+    assert!(routed[4] > 0 && routed[6] > 0 && routed[8] > 0, "each route counted: {routed:?}");
+
+    // The AFDX switch: four links (BAG 1 ms), frames 100 µs apart, so that most are policed.
+    let fill = |sw: &mut Switch| {
+        sw.set_group(1, vec![2, 3]);
+        for vl in 0..4u128 {
+            let keys = vec![Match::Exact(1), Match::Exact(vl)];
+            let args = vec![1, 7, vl, 1000, 0, 64, 1518];
+            sw.insert("AfdxIngress.tbl_forward_virtual_link", keys, "forward", args, 0).unwrap();
+        }
+    };
+    let mut frames = Vec::new();
+    for i in 0..12u16 {
+        let mut f = vec![3, 0, 0, 0, 0, (i % 4) as u8, 2, 0, 0, 0, 1, 0x20, 0x08, 0x00, 0x45];
+        f.resize(100, 0);
+        frames.push(f);
+    }
+    let cells = example_agrees("afdx_switch.p4", fill, &frames, 100_000);
+    let policed = &cells.iter().find(|(n, _)| n.contains("policed")).unwrap().1;
+    assert!(policed.iter().step_by(2).sum::<u128>() > 0, "nothing policed: {policed:?}");
 }
 
 /// Where the compiled target and the evaluator part, and the IR is right: an `inout` argument
@@ -262,5 +345,78 @@ fn saturating_arithmetic_at_128_bits_saturates() {
         }
         let out = sw.process(&frame, 1, 0).unwrap();
         assert_eq!(&out[0].frame[..48], &want[..], "evaluator: {evaluator}");
+    }
+}
+
+/// P4-16 8.18: in a parser, `hs.last` with `nextIndex` 0 (and `hs.next` with the stack full)
+/// sends the parser to reject with error.StackOutOfBounds. The evaluator did; the compiled
+/// target read 0 and went on.
+#[test]
+fn a_parser_reading_last_of_an_empty_stack_rejects() {
+    let text = "#include <core.p4>\n#include <edgeflow.p4>\n\
+        header eth_t { bit<48> dst; bit<48> src; bit<16> kind; }\n\
+        header tag_t { bit<8> value; }\n\
+        struct headers { eth_t eth; tag_t[2] tags; }\nstruct meta_t { bit<8> unused; }\n\
+        parser P(packet_in packet, out headers hdr, inout meta_t meta, inout standard_metadata_t sm) {\n\
+          state start { packet.extract(hdr.eth); transition select(hdr.eth.kind) { 0x88b5: one; default: none; } }\n\
+          state one { packet.extract(hdr.tags.next); transition none; }\n\
+          state none { transition select(hdr.tags.last.value) { 0: accept; default: accept; } } }\n\
+        control I(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { sm.egress_port = 2; } }\n\
+        control E(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }\n\
+        control D(packet_out packet, in headers hdr) { apply { packet.emit(hdr); } }\n\
+        EdgeflowSwitch(P(), I(), E(), D()) main;\n";
+    let mut with_tag = vec![2, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 1, 0x88, 0xb5, 0x0a];
+    with_tag.resize(60, 0);
+    let mut without = with_tag.clone();
+    without[13] = 0xb6;
+    for evaluator in [false, true] {
+        let mut sw = stf::load("last.p4", text).unwrap();
+        if evaluator {
+            sw.use_evaluator();
+        } else {
+            assert_eq!(sw.compiled(), Ok(()));
+        }
+        assert_eq!(sw.process(&with_tag, 1, 0).map(|o| o.len()), Ok(1), "evaluator: {evaluator}");
+        assert_eq!(
+            sw.process(&without, 1, 0),
+            Err(Dropped::Parser("StackOutOfBounds".into())),
+            "evaluator: {evaluator}"
+        );
+    }
+}
+
+/// P4-16 8.22: `setValid()` or `setInvalid()` on a stack element whose index is out of range
+/// "must not change any state": the frame goes on as it was. The compiled target did so; the
+/// evaluator dropped the frame (error.StackOutOfBounds).
+#[test]
+fn set_valid_past_a_stacks_end_changes_nothing() {
+    let text = "#include <core.p4>\n#include <edgeflow.p4>\n\
+        header eth_t { bit<48> dst; bit<48> src; bit<16> kind; }\n\
+        header tag_t { bit<8> value; }\n\
+        struct headers { eth_t eth; tag_t[2] tags; }\nstruct meta_t { bit<8> unused; }\n\
+        parser P(packet_in packet, out headers hdr, inout meta_t meta, inout standard_metadata_t sm) {\n\
+          state start { packet.extract(hdr.eth); transition accept; } }\n\
+        control I(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) {\n\
+          apply { sm.egress_port = 2; hdr.tags[hdr.eth.dst[1:0]].setValid(); hdr.tags[hdr.eth.dst[1:0]].value = 7; } }\n\
+        control E(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }\n\
+        control D(packet_out packet, in headers hdr) { apply { packet.emit(hdr); } }\n\
+        EdgeflowSwitch(P(), I(), E(), D()) main;\n";
+    // Index 3 of a stack of 2, then index 1.
+    let mut past = vec![2, 0, 0, 0, 0, 3, 2, 0, 0, 0, 0, 1, 0x88, 0xb5];
+    past.resize(60, 0);
+    let mut within = past.clone();
+    within[5] = 1;
+    for evaluator in [false, true] {
+        let mut sw = stf::load("set_valid.p4", text).unwrap();
+        if evaluator {
+            sw.use_evaluator();
+        } else {
+            assert_eq!(sw.compiled(), Ok(()));
+        }
+        let out = sw.process(&past, 1, 0).unwrap_or_else(|e| panic!("evaluator: {evaluator}: {e:?}"));
+        assert_eq!(out[0].frame, past, "evaluator: {evaluator}");
+        let out = sw.process(&within, 1, 0).unwrap();
+        // tags[1] made valid and written: emitted after the Ethernet header.
+        assert_eq!((out[0].frame.len(), out[0].frame[14]), (61, 7), "evaluator: {evaluator}");
     }
 }

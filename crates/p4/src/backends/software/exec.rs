@@ -53,6 +53,9 @@ pub(super) struct M<'a> {
     pub bytes: Vec<u8>,
     /// A `verify_checksum` found a checksum that does not hold (v1model's checksum_error).
     pub checksum_error: bool,
+    /// A read of a stack's `last` or `next` found no such element: in a parser, the parser
+    /// rejects with error.StackOutOfBounds (P4-16 8.18) after the statement or select.
+    pub past_stack: bool,
 }
 
 pub(super) type E = Box<dyn Fn(&mut M<'_>) -> u128 + Send + Sync>;
@@ -208,6 +211,22 @@ impl std::fmt::Debug for Compiled {
 pub(super) fn run(body: &[S], m: &mut M) -> Flow {
     for s in body {
         let f = s(m);
+        if f != Flow::Next {
+            return f;
+        }
+    }
+    Flow::Next
+}
+
+/// A parser state's statements, as `run` runs them; a statement that read a stack's `last` or
+/// `next` past its elements ends the parser in reject.
+fn run_state(body: &[S], m: &mut M) -> Flow {
+    for s in body {
+        let f = s(m);
+        if m.past_stack {
+            m.past_stack = false;
+            return Flow::Reject(m.prog.error_out_of_bounds);
+        }
         if f != Flow::Next {
             return f;
         }
@@ -520,8 +539,19 @@ impl<'s> Compiler<'s> {
                 if !matches!(self.shape(&p.ty)?, Shape::Scalar) {
                     return Err("an aggregate read as a scalar".into());
                 }
+                let through_last_or_next = p.steps.iter().any(|s| matches!(s, Step::Last | Step::Next));
                 match self.fixed(p) {
                     Some(at) => Box::new(move |m: &mut M| m.slots[at]),
+                    None if through_last_or_next => {
+                        let (at, _, _) = self.place(p)?;
+                        Box::new(move |m: &mut M| match at(m) {
+                            Some(a) => m.slots[a],
+                            None => {
+                                m.past_stack = true;
+                                0
+                            }
+                        })
+                    }
                     None => {
                         let (at, _, _) = self.place(p)?;
                         Box::new(move |m: &mut M| at(m).map_or(0, |a| m.slots[a]))
@@ -1043,7 +1073,7 @@ pub(super) fn run_block(b: usize, m: &mut M) -> Flow {
             let mut at = *start;
             for _ in 0..256 {
                 let s = &states[at];
-                let f = run(&s.body, m);
+                let f = run_state(&s.body, m);
                 if f != Flow::Next {
                     return f;
                 }
@@ -1060,6 +1090,10 @@ pub(super) fn run_block(b: usize, m: &mut M) -> Flow {
                         };
                         for (k, e) in keys.iter().enumerate() {
                             values[k] = e(m);
+                        }
+                        if m.past_stack {
+                            m.past_stack = false;
+                            return Flow::Reject(prog.error_out_of_bounds);
                         }
                         let found = cases.iter().find(|(sets, _)| {
                             (sets.len() == 1 && matches!(sets[0], Key::Any))
@@ -1095,22 +1129,7 @@ fn apply_table(table: usize, m: &mut M) -> (bool, usize, Option<usize>) {
     }
     let length = m.length;
     let state = m.sw.tables.at_mut(t.state);
-    let best = match &state.index {
-        Some(index) => index.get(keys.as_slice()).copied(),
-        None => {
-            let lpm_len = |e: &super::Entry| {
-                e.keys.iter().map(|k| if let super::Match::Lpm { prefix, .. } = k { *prefix } else { 0 }).sum::<u32>()
-            };
-            let widths = &state.keys;
-            state
-                .entries
-                .iter()
-                .enumerate()
-                .filter(|(_, e)| e.keys.iter().zip(keys.iter()).zip(widths).all(|((mt, k), (w, _))| mt.matches(*k, *w)))
-                .max_by_key(|(i, e)| (lpm_len(e), e.priority, std::cmp::Reverse(*i)))
-                .map(|(i, _)| i)
-        }
-    };
+    let best = state.lookup(&keys);
     m.keys = keys;
     let (hit, at) = match best {
         Some(i) => {

@@ -226,28 +226,35 @@ impl Switch {
         slots.resize(program.code.slots, 0);
         let keys = std::mem::take(&mut self.exec_keys);
         let bytes = std::mem::take(&mut self.exec_bytes);
+        let deparsed = std::mem::take(&mut self.exec_out);
         let mut m = M {
             prog: &program.code,
             slots,
             sw: self,
             data: frame,
             cursor: 0,
-            out: Vec::new(),
+            out: deparsed,
             length: frame.len() as u64,
             now,
             keys,
             bytes,
             checksum_error: false,
+            past_stack: false,
         };
         let result = match &program.arch {
             Arch::Edgeflow(a) => edgeflow(a, &mut m, frame, port, now),
             Arch::V1Model(a) => v1model(a, &mut m, frame, port, now),
         };
-        let (slots, keys, bytes) =
-            (std::mem::take(&mut m.slots), std::mem::take(&mut m.keys), std::mem::take(&mut m.bytes));
+        let (slots, keys, bytes, deparsed) = (
+            std::mem::take(&mut m.slots),
+            std::mem::take(&mut m.keys),
+            std::mem::take(&mut m.bytes),
+            std::mem::take(&mut m.out),
+        );
         self.exec_slots = slots;
         self.exec_keys = keys;
         self.exec_bytes = bytes;
+        self.exec_out = deparsed;
         result
     }
 }

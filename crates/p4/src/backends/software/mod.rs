@@ -29,6 +29,7 @@ use crate::arch::Architecture;
 use crate::frontend::ast::*;
 use crate::frontend::check::{Checked, Layout, Ty};
 
+mod classifier;
 mod exec;
 mod exec_arch;
 mod keyed;
@@ -268,42 +269,39 @@ struct TableState {
     fixed: bool,
     /// Its direct meter (`meters = dm`): the instance, and whether it counts bytes.
     meter: Option<(String, bool)>,
-    /// For a table whose entries all match exact values: the entry each key picks, so that a
-    /// lookup is one probe rather than a scan of every entry (the AFDX switch's table holds
-    /// thousands). None where a scan is needed.
-    index: Option<HashMap<Vec<u128>, usize>>,
+    /// Its entries by tuple space (one hash per set of masks): the compiled target's lookup,
+    /// and the evaluator's where every key is exact (the AFDX switch's table holds thousands).
+    classifier: classifier::Classifier,
+    /// The keys' widths, as the classifier reads them.
+    widths: Vec<u32>,
 }
 
 impl TableState {
-    /// The exact values of `e`'s matches, where every one is exact.
-    fn exact_key(e: &Entry) -> Option<Vec<u128>> {
-        e.keys.iter().map(|m| if let Match::Exact(v) = m { Some(*v) } else { None }).collect()
-    }
-
-    /// Entry `i` joins the index: it wins its key where none holds it or it outranks the one that
-    /// does (a higher priority; among equals the earlier stays, as the scan picks).
+    /// Entry `i` joins the classifier.
     fn index_entry(&mut self, i: usize) {
-        let Some(index) = self.index.as_mut() else { return };
-        let Some(key) = TableState::exact_key(&self.entries[i]) else {
-            self.index = None;
-            return;
-        };
-        let priority = self.entries[i].priority;
-        match index.get(&key) {
-            Some(&j) if self.entries[j].priority >= priority => {}
-            _ => {
-                index.insert(key, i);
-            }
-        }
+        self.classifier.insert(&self.entries, &self.widths, i);
     }
 
-    /// The index built afresh (after entries moved), or none where a table needs its scan.
+    /// The classifier built afresh (after entries moved).
     fn reindex(&mut self) {
-        let exact = !self.keys.is_empty() && self.keys.iter().all(|(_, kind)| kind == "exact");
-        self.index = exact.then(HashMap::new);
-        for i in 0..self.entries.len() {
-            self.index_entry(i);
-        }
+        self.widths = self.keys.iter().map(|(w, _)| *w).collect();
+        self.classifier = classifier::Classifier::of(&self.entries, &self.widths);
+    }
+
+    /// Whether every key matches exactly, so that the evaluator may use the classifier too.
+    fn all_exact(&self) -> bool {
+        !self.keys.is_empty() && self.keys.iter().all(|(_, kind)| kind == "exact")
+    }
+
+    /// The entry `key` finds: the classifier's answer.
+    fn lookup(&self, key: &[u128]) -> Option<usize> {
+        self.classifier.lookup(&self.entries, &self.widths, key)
+    }
+
+    /// The entry `key` finds by testing every entry, as the evaluator does: the reference the
+    /// compiled target's classifier is compared with (tests/exec_differential.rs).
+    fn scan(&self, key: &[u128]) -> Option<usize> {
+        classifier::scan(&self.entries, &self.widths, key)
     }
 }
 
@@ -414,6 +412,8 @@ pub struct Switch {
     exec_slots: Vec<u128>,
     exec_keys: Vec<u128>,
     exec_bytes: Vec<u8>,
+    /// The deparser's bytes, kept so that a frame does not grow a new buffer.
+    exec_out: Vec<u8>,
 }
 
 /// Digests kept until [`Switch::take_digests`]: more are dropped.
@@ -475,6 +475,7 @@ impl Switch {
             exec_slots: Vec::new(),
             exec_keys: Vec::new(),
             exec_bytes: Vec::new(),
+            exec_out: Vec::new(),
         };
         let code = sw.code.clone();
         for d in &code.program.decls {
@@ -627,7 +628,8 @@ impl Switch {
             entries,
             default,
             size,
-            index: None,
+            classifier: classifier::Classifier::new(),
+            widths: Vec::new(),
         };
         state.reindex();
         Ok(state)
@@ -815,6 +817,29 @@ impl Switch {
         };
         self.generation += 1;
         Ok(())
+    }
+
+    /// Every indirect counter's, register's, meter's and AFDX account's cells, by kind and name,
+    /// as numbers: what two targets that ran the same frames at the same times must agree on
+    /// (tests/exec_differential.rs compares the compiled target's with the evaluator's).
+    pub fn stateful_cells(&self) -> Vec<(String, Vec<u128>)> {
+        let mut out = Vec::new();
+        for (name, cells) in self.counters.iter() {
+            let numbers = cells.iter().flat_map(|&(packets, bytes)| [packets as u128, bytes as u128]);
+            out.push((format!("counter {name}"), numbers.collect()));
+        }
+        for (name, cells) in self.registers.iter() {
+            out.push((format!("register {name}"), cells.iter().map(Value::as_u128).collect()));
+        }
+        for (name, meter) in self.meters.iter() {
+            let numbers = meter.cells.iter().flat_map(|c| c.words.map(u128::from));
+            out.push((format!("meter {name}"), numbers.collect()));
+        }
+        for (name, cells) in self.accounts.iter() {
+            let numbers = cells.iter().flat_map(|&(credit, when)| [credit, when as u128]);
+            out.push((format!("account {name}"), numbers.collect()));
+        }
+        out
     }
 
     /// The number of cells of an indirect counter, meter or register.
@@ -1586,7 +1611,12 @@ impl Switch {
                     "isValid" => Ok(Value::Bool(is_valid(&self.eval(cx, obj)?))),
                     "setValid" | "setInvalid" => {
                         let (root, path) = self.lvalue_steps(cx, obj)?;
-                        let at = walk(cx, &root, &path)?;
+                        // On an element past a stack's end it changes nothing (P4-16 8.22), as
+                        // a write there does (`store`).
+                        let at = match walk(cx, &root, &path) {
+                            Err(Stop::Reject(e)) if e == "StackOutOfBounds" => return Ok(Value::Void),
+                            other => other?,
+                        };
                         if let Value::Header { valid, .. } = at {
                             *valid = method == "setValid";
                         }
@@ -1760,19 +1790,7 @@ impl Switch {
             matched.map(|(_, v)| v.as_u128()).collect()
         };
         let state = self.tables.get_mut(table).expect("built");
-        let widths: Vec<u32> = state.keys.iter().map(|(w, _)| *w).collect();
-        let lpm_len =
-            |e: &Entry| e.keys.iter().map(|m| if let Match::Lpm { prefix, .. } = m { *prefix } else { 0 }).sum::<u32>();
-        let best = match &state.index {
-            Some(index) => index.get(&keys).copied(),
-            None => state
-                .entries
-                .iter()
-                .enumerate()
-                .filter(|(_, e)| e.keys.iter().zip(&keys).zip(&widths).all(|((m, k), w)| m.matches(*k, *w)))
-                .max_by_key(|(i, e)| (lpm_len(e), e.priority, std::cmp::Reverse(*i)))
-                .map(|(i, _)| i),
-        };
+        let best = if state.all_exact() { state.lookup(&keys) } else { state.scan(&keys) };
         let (hit, action, data) = match best {
             Some(i) => {
                 let e = &mut state.entries[i];
@@ -2004,6 +2022,7 @@ impl Switch {
             exec_slots: Vec::new(),
             exec_keys: Vec::new(),
             exec_bytes: Vec::new(),
+            exec_out: Vec::new(),
         }
     }
 

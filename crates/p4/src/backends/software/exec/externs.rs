@@ -444,6 +444,18 @@ impl Compiler<'_> {
                         Ty::Bool => 1,
                         _ => return Err("a checksum over what is not bits".into()),
                     };
+                    if let Expr::Read(p) = item {
+                        if let Some(at) = self.fixed(p) {
+                            let mut parent = p.clone();
+                            let field = matches!(parent.steps.pop(), Some(Step::Field(_)));
+                            let header = match (field, self.fixed(&parent)) {
+                                (true, Some(h)) => matches!(self.place(&parent)?.1, Shape::Header(_)).then_some(h),
+                                _ => None,
+                            };
+                            out.push(Piece::Slot { at, width, header });
+                            continue;
+                        }
+                    }
                     // A field of a header: left out while the header is not valid.
                     let guard = match item {
                         Expr::Read(p) if matches!(p.steps.last(), Some(Step::Field(_))) => {
@@ -568,6 +580,14 @@ impl Compiler<'_> {
 
 /// A part of what a checksum or hash covers.
 enum Piece {
+    /// A value at a fixed slot (a header's field, most often): read in place rather than by
+    /// a closure, the checksums of the IPv4 header being a fifth of a router's time.
+    Slot {
+        at: usize,
+        width: u32,
+        /// Its header's validity slot, where it is a header's field.
+        header: Option<usize>,
+    },
     Scalar {
         value: E,
         width: u32,
@@ -594,6 +614,11 @@ struct BitWriter {
 
 impl BitWriter {
     fn push(&mut self, out: &mut Vec<u8>, value: u128, width: u32) {
+        // Whole bytes onto a byte boundary (most fields of most headers): copied as they are.
+        if self.n == 0 && width % 8 == 0 && width <= 128 {
+            out.extend_from_slice(&value.to_be_bytes()[16 - (width / 8) as usize..]);
+            return;
+        }
         let mut left = width;
         while left > 0 {
             let take = left.min(32);
@@ -623,6 +648,12 @@ fn digest_of(pieces: &[Piece], algo: v1model::Algorithm, payload: bool, m: &mut 
     let mut w = BitWriter { acc: 0, n: 0 };
     for p in pieces {
         match p {
+            Piece::Slot { at, width, header } => {
+                if header.is_some_and(|h| m.slots[h] == 0) {
+                    continue;
+                }
+                w.push(&mut out, m.slots[*at], *width);
+            }
             Piece::Scalar { value, width, guard } => {
                 if let Some(g) = guard {
                     if g(m).is_some_and(|a| m.slots[a] == 0) {
