@@ -345,7 +345,10 @@ def test_legacy_attach_forwards_and_counts_like_links(datapath):
             hits = report["fast_path"]["hits"]
             print(f"\nlegacy attach ({datapath}): {sorted(kinds)}, TCP {bps / 1e9:.2f} Gbit/s, {hits} kernel hits")
             assert hits >= 10, report["fast_path"]
-            assert bps > 0.1e9, bps  # TCP gets through; a floor an emulated guest kernel passes too
+            # TCP gets through: a second of it carries megabits on any machine, an emulated guest
+            # kernel on a loaded host included (62 Mbit/s seen there, under the 100 this floor once
+            # was); a path that mangles segments carries next to nothing.
+            assert bps > 1e6, bps
         for port in ports:
             assert "bpf" not in sh("tc", "filter", "show", "dev", port, "ingress").stdout
             assert "prog/xdp" not in sh("ip", "-d", "link", "show", port).stdout
