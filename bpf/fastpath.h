@@ -116,7 +116,8 @@ struct action {
  * frame reads one half-written). */
 struct entry {
 	__u64 generation;
-	__u32 n_actions;
+	__u16 n_actions;
+	__u16 decrements;	/* its OP_DEC_TTLs, counted when it is installed (needs_userspace) */
 	__u32 mask_id;		/* the mask slot it is under */
 	struct flow_key key;	/* the masked key this entry is for */
 	struct action act[MAX_ACTIONS];

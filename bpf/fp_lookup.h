@@ -24,11 +24,13 @@ static __always_inline struct entry *probe(struct scratch *s, const struct mask_
 		struct entry *e = bpf_map_lookup_elem(&ef_flows, &idx);
 		if (!e || e->generation != gen || e->mask_id != mask_id)
 			continue;
-		/* Words the mask drops are zero on both sides. */
+		/* Words the mask drops are zero on both sides: only those it keeps are compared. */
+		__u32 words = m->words;
 		__u64 diff = 0;
 #pragma unroll
 		for (int w = 0; w < KEY_WORDS; w++)
-			diff |= (s->key.w[w] & m->m.w[w]) ^ e->key.w[w];
+			if (words & (1U << w))
+				diff |= (s->key.w[w] & m->m.w[w]) ^ e->key.w[w];
 		if (!diff) {
 			*at = idx;
 			return e;

@@ -32,6 +32,8 @@
 	OFF(entry, generation) \
 	OFF(entry, n_actions) \
 	OFF(entry, mask_id) \
+	OFF(entry, decrements) \
+	FSZ(entry, decrements) \
 	OFF(entry, key) \
 	OFF(entry, act) \
 	SZ(flow_hits) \

@@ -47,6 +47,7 @@ const ACTION_BYTES: usize = 16;
 /// `struct entry` (`bpf/fastpath.h`): generation, n_actions, mask slot, the masked key, the
 /// actions; where its fields sit.
 const ENTRY_N_ACTIONS_AT: usize = 8;
+const ENTRY_DECREMENTS_AT: usize = 10;
 const ENTRY_MASK_AT: usize = 12;
 const ENTRY_KEY_AT: usize = 16;
 const ENTRY_ACTIONS_AT: usize = ENTRY_KEY_AT + KEY_BYTES;
@@ -941,7 +942,11 @@ impl FastPath {
         };
         let mut v = vec![0u8; ENTRY_BYTES];
         v[0..8].copy_from_slice(&self.generation.to_ne_bytes());
-        v[ENTRY_N_ACTIONS_AT..ENTRY_N_ACTIONS_AT + 4].copy_from_slice(&(encoded.len() as u32).to_ne_bytes());
+        v[ENTRY_N_ACTIONS_AT..ENTRY_N_ACTIONS_AT + 2].copy_from_slice(&(encoded.len() as u16).to_ne_bytes());
+        // Counted once here, not on every hit: the kernel sends a frame these would take to TTL
+        // 0 up.
+        let decrements = encoded.iter().filter(|a| a.op == op::DEC_TTL).count() as u16;
+        v[ENTRY_DECREMENTS_AT..ENTRY_DECREMENTS_AT + 2].copy_from_slice(&decrements.to_ne_bytes());
         v[ENTRY_MASK_AT..ENTRY_MASK_AT + 4].copy_from_slice(&(slot as u32).to_ne_bytes());
         v[ENTRY_KEY_AT..ENTRY_ACTIONS_AT].copy_from_slice(&masked.0);
         for (i, a) in encoded.iter().enumerate() {

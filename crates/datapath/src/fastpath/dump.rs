@@ -91,7 +91,7 @@ impl FastPath {
             let (packets, bytes) = read_hits(&self.obj, index);
             let mut key = FlowKey::default();
             key.0.copy_from_slice(&v[ENTRY_KEY_AT..ENTRY_KEY_AT + KEY_BYTES]);
-            let n = (u32_at(&v, ENTRY_N_ACTIONS_AT) as usize).min(MAX_ACTIONS);
+            let n = (u16_at(&v, ENTRY_N_ACTIONS_AT) as usize).min(MAX_ACTIONS);
             let actions: Vec<String> = (0..n)
                 .map(|i| {
                     let at = ENTRY_ACTIONS_AT + i * ACTION_BYTES;
