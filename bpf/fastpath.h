@@ -62,8 +62,10 @@ struct flow_key {
 /* A megaflow is found without a helper call: array lookups are inlined by the verifier, a hash
  * table's are not (each call cost ~15 ns on a kernel that guards every return). Entries sit at
  * dense indices of ef_flows; ef_flow_slots, an open-addressed table of FLOW_SLOT_SPREAD times as
- * many slots (a power of two), holds where: the slot at (hash + p) & CFG_FLOW_SLOT_MASK, p below
- * FLOW_PROBES, is (tag << 32) | (index + 1), the tag being the hash's top 32 bits; 0 ends the
+ * many slots (2^b), holds where: the slot at (home + p) mod 2^b, p below FLOW_PROBES, is
+ * (tag << 32) | (index + 1). The home slot is the top b bits of hash * HASH_MUL (the hash's own
+ * low bits change little when a kept word's high bytes do: UDP ports all had one home), the
+ * tag the hash's top 32 bits; 0 ends the
  * probe (nothing was placed beyond it), and a slot whose entry left keeps a nonzero tag with index
  * 0 until the slot after it is empty. The hash is that of the frame's key under one mask; a slot
  * only points the way: the entry is confirmed by its generation, its mask slot and the masked key
@@ -152,7 +154,7 @@ enum ef_config {
 	CFG_AFDX_NETWORK = 4,		/* AFDX: the switch's network's interface id (1 A, 2 B); 0 either */
 	CFG_HASH_SEED = 5,		/* seeds the megaflow key hash (fp_lookup.h), so no outsider can make keys collide */
 	CFG_XDP_FALLBACK_IFINDEX = 6,	/* XDP: the link frames for a port without native redirect go by (below) */
-	CFG_FLOW_SLOT_MASK = 7,		/* ef_flow_slots' size less one (a power of two) */
+	CFG_FLOW_SLOT_SHIFT = 7,	/* 64 - b, ef_flow_slots holding 2^b slots */
 	CFG_MAX = 8,
 };
 

@@ -9,11 +9,12 @@
 /* The live entry for s->key under mask slot `mask_id` (mask `m`) whose key hashes to `h`, if any;
  * its index in *at. */
 static __always_inline struct entry *probe(struct scratch *s, const struct mask_slot *m, __u32 mask_id,
-					   __u64 h, __u64 gen, __u32 slot_mask, __u32 *at)
+					   __u64 h, __u64 gen, __u64 shift, __u32 *at)
 {
 	__u32 tag = h >> 32;
+	__u32 home = (h * HASH_MUL) >> shift, slot_mask = ~0ULL >> shift;
 	for (__u32 p = 0; p < FLOW_PROBES; p++) {
-		__u32 pos = ((__u32)h + p) & slot_mask;
+		__u32 pos = (home + p) & slot_mask;
 		__u64 *slot = bpf_map_lookup_elem(&ef_flow_slots, &pos);
 		if (!slot || !*slot)
 			break;
@@ -44,7 +45,7 @@ static __always_inline struct entry *lookup(struct scratch *s, __u32 *at)
 {
 	__u64 gen = config(CFG_GENERATION);
 	__u64 seed = config(CFG_HASH_SEED);
-	__u32 slot_mask = config(CFG_FLOW_SLOT_MASK);
+	__u64 shift = config(CFG_FLOW_SLOT_SHIFT);
 	__u32 i;
 	for (i = 0; i < MAX_MASKS; i++) {
 		__u32 pos = i;
@@ -64,7 +65,7 @@ static __always_inline struct entry *lookup(struct scratch *s, __u32 *at)
 				h ^= h >> 32;
 			}
 		}
-		struct entry *e = probe(s, m, idx, h, gen, slot_mask, at);
+		struct entry *e = probe(s, m, idx, h, gen, shift, at);
 		if (e)
 			return e;
 	}

@@ -41,7 +41,7 @@
 	OFF(flow_hits, bytes) \
 	P("FLOW_PROBES", FLOW_PROBES) \
 	P("FLOW_SLOT_SPREAD", FLOW_SLOT_SPREAD) \
-	P("CFG_FLOW_SLOT_MASK", CFG_FLOW_SLOT_MASK) \
+	P("CFG_FLOW_SLOT_SHIFT", CFG_FLOW_SLOT_SHIFT) \
 	SZ(mask_slot) \
 	OFF(mask_slot, generation) \
 	OFF(mask_slot, words) \

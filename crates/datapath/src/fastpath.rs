@@ -105,8 +105,8 @@ const CFG_AFDX_NETWORK: u32 = 4;
 const CFG_HASH_SEED: u32 = 5;
 /// XDP: the fallback link's ifindex (`fastpath/redirect.rs`).
 const CFG_XDP_FALLBACK_IFINDEX: u32 = 6;
-/// `ef_flow_slots`' size less one (`fastpath/table.rs`).
-const CFG_FLOW_SLOT_MASK: u32 = 7;
+/// 64 less the bits of `ef_flow_slots`' size (`fastpath/table.rs`).
+const CFG_FLOW_SLOT_SHIFT: u32 = 7;
 /// XDP frames sent to their port through the fallback link and TC.
 const CNT_XDP_FALLBACK: usize = 15;
 /// An output action's a8: XDP sends it through the fallback link and TC, not natively.
@@ -588,7 +588,7 @@ impl FastPath {
         self.set_config(CFG_GENERATION, self.generation)?;
         self.hash_seed = std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), self.generation);
         self.set_config(CFG_HASH_SEED, self.hash_seed)?;
-        self.set_config(CFG_FLOW_SLOT_MASK, self.table.slot_mask())?;
+        self.set_config(CFG_FLOW_SLOT_SHIFT, self.table.slot_shift())?;
         for pos in 0..MAX_MASKS as u32 {
             self.obj.map("ef_mask_order").map_err(obj_err)?.update(&pos.to_ne_bytes(), &MASK_END.to_ne_bytes())?;
         }

@@ -1071,7 +1071,7 @@ fn keys_sharing_a_home_slot_each_find_their_own_and_a_full_window_goes_up() {
     mask.set(Field::EthDst, u128::MAX);
     let home = |f: &[u8]| {
         let masked = packet::parse(f, 1).unwrap().0.masked(&mask);
-        key_hash(&masked, live_words(&mask), fp.hash_seed) as u32 & fp.table.slot_mask() as u32
+        fp.table.home(key_hash(&masked, live_words(&mask), fp.hash_seed))
     };
     let mut by_home: HashMap<u32, Vec<Vec<u8>>> = HashMap::new();
     let crowd = (0..4096u16)

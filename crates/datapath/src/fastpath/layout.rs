@@ -86,7 +86,7 @@ always {
     "flow_hits.bytes" => 8,
     "FLOW_PROBES" => table::FLOW_PROBES,
     "FLOW_SLOT_SPREAD" => table::FLOW_SLOT_SPREAD,
-    "CFG_FLOW_SLOT_MASK" => CFG_FLOW_SLOT_MASK,
+    "CFG_FLOW_SLOT_SHIFT" => CFG_FLOW_SLOT_SHIFT,
     "sizeof mask_slot" => (16 + KEY_BYTES),
     "mask_slot.generation" => 0,
     "mask_slot.words" => 8,

@@ -12,6 +12,8 @@
 
 use std::collections::VecDeque;
 
+use super::HASH_MUL;
+
 /// `FLOW_PROBES` in `bpf/fastpath.h`: the slots a lookup tries from a hash's home slot.
 pub const FLOW_PROBES: u32 = 8;
 /// `FLOW_SLOT_SPREAD`: slots per entry the switch may hold (rounded up to a power of two), so that
@@ -73,15 +75,21 @@ impl FlowTable {
         }
     }
 
-    /// `ef_flow_slots`' size less one: the kernel's `CFG_FLOW_SLOT_MASK`.
-    pub fn slot_mask(&self) -> u64 {
-        self.slots.len() as u64 - 1
+    /// 64 less the bits of `ef_flow_slots`' size: the kernel's `CFG_FLOW_SLOT_SHIFT`.
+    pub fn slot_shift(&self) -> u64 {
+        64 - self.slots.len().trailing_zeros() as u64
+    }
+
+    /// The first slot a lookup of `hash` tries: the top bits of `hash * HASH_MUL`, which every bit
+    /// of the hash moves (its own low bits do not change when only a kept word's high bytes do).
+    pub fn home(&self, hash: u64) -> u32 {
+        (hash.wrapping_mul(HASH_MUL) >> self.slot_shift()) as u32
     }
 
     /// The slots a lookup of `hash` tries, in order.
     fn window(&self, hash: u64) -> impl Iterator<Item = usize> {
-        let mask = self.slot_mask() as u32;
-        (0..FLOW_PROBES).map(move |p| ((hash as u32).wrapping_add(p) & mask) as usize)
+        let (home, mask) = (self.home(hash), self.slots.len() as u32 - 1);
+        (0..FLOW_PROBES).map(move |p| (home.wrapping_add(p) & mask) as usize)
     }
 
     /// The first slot of `hash`'s window a new entry may take (empty, or its entry gone), if any.
@@ -124,7 +132,7 @@ impl FlowTable {
     /// followed by an empty one becomes empty (a lookup stops there), and so, going back, does
     /// each tombstone before it; else it becomes a tombstone.
     pub fn release_slot(&mut self, slot: u32) -> Vec<(u32, u64)> {
-        let mask = self.slot_mask() as usize;
+        let mask = self.slots.len() - 1;
         let mut writes = Vec::new();
         let mut at = slot as usize;
         self.slots[at] = TOMBSTONE;
@@ -223,23 +231,26 @@ mod tests {
         assert_eq!(index_count(1), 2);
     }
 
+    /// A hash whose home slot is `home`.
+    fn homed_at(t: &FlowTable, home: u32) -> u64 {
+        (1u64 << 32..).find(|&h| t.home(h) == home).unwrap()
+    }
+
     /// Keys whose home slot is one take the slots after it in turn; the window's ninth is
     /// refused; a slot let go of before a taken one stays a tombstone (the lookup must go on past
     /// it), and the tail of a chain empties back to its last taken slot.
     #[test]
     fn a_window_fills_in_order_and_empties_from_its_tail() {
         let mut t = FlowTable::new(64);
-        let home = 5u64 | 7 << 32;
-        let mut placed = Vec::new();
+        let home = homed_at(&t, 5);
         for i in 0..FLOW_PROBES {
             let s = t.free_slot(home).expect("room in the window");
             assert_eq!(s, 5 + i);
             let index = t.take_index(0).unwrap();
             t.point(s, home, index);
-            placed.push(s);
         }
         assert_eq!(t.free_slot(home), None, "the window is full");
-        assert_eq!(t.free_slot(home + 8), Some(13), "the next window is not");
+        assert_eq!(t.free_slot(homed_at(&t, 13)), Some(13), "the next window is not");
         assert_eq!(t.release_slot(7), vec![(7, TOMBSTONE)]);
         assert_eq!(t.free_slot(home), Some(7), "a tombstone is taken again");
         assert_eq!(t.release_slot(12), vec![(12, 0)], "the last of the chain empties");
@@ -248,6 +259,27 @@ mod tests {
         assert_eq!(t.release_slot(10), vec![(10, 0)]);
         assert_eq!(t.release_slot(9), vec![(9, 0), (8, 0), (7, 0)], "and back through the tombstones");
         assert_eq!(t.slots()[5..13], [slot_value(home, 0), slot_value(home, 1), 0, 0, 0, 0, 0, 0]);
+    }
+
+    /// Keys that differ only in a kept word's high bytes (UDP destination ports: the top 16 bits
+    /// of the word that holds them) spread over the slots: the hash's own low bits hardly move
+    /// for them, and slots taken from those put 48 ports in one window.
+    #[test]
+    fn keys_differing_in_high_bytes_spread_over_the_slots() {
+        let t = FlowTable::new(32);
+        let mut mask = packet::FlowKey::default();
+        mask.set(ofp::oxm::Field::UdpDst, u128::MAX);
+        let words = super::super::live_words(&mask);
+        let mut homes: Vec<u32> = (5000..5048u128)
+            .map(|port| {
+                let mut key = packet::FlowKey::default();
+                key.set(ofp::oxm::Field::UdpDst, port);
+                t.home(super::super::key_hash(&key.masked(&mask), words, 0x1234_5678_9abc_def0))
+            })
+            .collect();
+        homes.sort();
+        homes.dedup();
+        assert!(homes.len() > 30, "48 ports in {} of 128 home slots", homes.len());
     }
 
     /// A released index comes back only after its quarantine and a harvest, and starts its
