@@ -370,6 +370,9 @@ pub struct FastPath {
     table: table::FlowTable,
     /// The most translations the kernel holds (`fastpath_entries`).
     capacity: u32,
+    /// When this was made: an index's quarantine is timed from here, in real time (the switch's
+    /// clock moves only at harvests).
+    started: std::time::Instant,
     /// The pipeline's cache entry → the key of its copy here (current generation only).
     by_source: HashMap<RuleId, Vec<u8>>,
     /// Entries of the current generation under each mask slot: a slot no entry uses is freed.
@@ -549,6 +552,7 @@ impl FastPath {
             entries: HashMap::new(),
             table: table::FlowTable::new(entries),
             capacity: entries,
+            started: std::time::Instant::now(),
             by_source: HashMap::new(),
             mask_users: [0; MAX_MASKS],
             meters: BTreeMap::new(),
@@ -774,6 +778,11 @@ impl FastPath {
         megaflows(&self.obj)
     }
 
+    /// Nanoseconds since this was made, as an index's quarantine counts them.
+    fn since_start(&self) -> u64 {
+        self.started.elapsed().as_nanos() as u64
+    }
+
     /// Writes one slot of `ef_flow_slots`. Should it fail, a lookup misses (or finds an entry
     /// that still confirms itself): nothing can match wrongly.
     fn write_slot(&self, slot: u32, value: u64) {
@@ -810,7 +819,7 @@ impl FastPath {
             self.table.saw(index, counts);
             counts
         });
-        self.table.cool(index, self.clock);
+        self.table.cool(index, self.since_start());
         counts
     }
 
@@ -921,7 +930,7 @@ impl FastPath {
             self.refuse(source, room::Refusal::NoRoom { at: self.clock });
             return false;
         }
-        let Some(index) = self.table.take_index(self.clock) else {
+        let Some(index) = self.table.take_index(self.since_start()) else {
             debug!("fast path: every entry index taken or in quarantine");
             self.refuse(source, room::Refusal::NoRoom { at: self.clock });
             return false;
@@ -971,7 +980,7 @@ impl FastPath {
                 credit_hits(old, packets, bytes, &mut self.carried, &mut self.mask_hits, &mut self.no_output_drops, &k);
                 self.table.saw(old_index, (packets, bytes));
             }
-            self.table.cool(old_index, self.clock);
+            self.table.cool(old_index, self.since_start());
         }
         if self.refusals.remove(&source).is_some() {
             self.retried += 1;

@@ -531,7 +531,7 @@ impl FastPath {
             for (s, v) in self.table.release_slot(slot) {
                 self.write_slot(s, v);
             }
-            self.table.cool(index, self.clock);
+            self.table.cool(index, self.since_start());
         }
         Some(inherited.entries)
     }

@@ -22,9 +22,9 @@ pub const FLOW_SLOT_SPREAD: u32 = 4;
 /// A slot whose entry left while a slot after it was still taken: a lookup goes on past it, and
 /// an install may take it. Its index part is 0: it leads nowhere.
 const TOMBSTONE: u64 = 1 << 32;
-/// How long an index waits, once no slot leads to it, before it takes another entry: far longer
-/// than a program runs (a microsecond), so no frame that read the old slot is still reading the
-/// entry when it is rewritten.
+/// How long an index waits, once no slot leads to it, before it takes another entry (in real
+/// time, and with a harvest since): far longer than a program runs (a microsecond), so no frame
+/// that read the old slot is still reading the entry when it is rewritten.
 pub const QUARANTINE_NS: u64 = 1_000_000;
 
 /// The kernel's slots for a switch of `entries` translations.
