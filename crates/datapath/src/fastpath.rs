@@ -13,13 +13,14 @@
 //! one over (`Programs::P4`, `fastpath/p4.rs`); this file then gives it the ports and the
 //! upcall link.
 //!
-//! About 1 450 lines, one concern: the kernel's half of the cache as userspace sees it — the action
+//! About 1 600 lines, one concern: the kernel's half of the cache as userspace sees it — the action
 //! encoder, the map layouts (checked in `fastpath/layout.rs`), entry book-keeping (install, retire
 //! one by one, flush), meters, counter harvesting, and each port's attachment (found detached,
 //! attached again, or detached when the port leaves; how it attaches is `attach.rs`). Tests of the
 //! programs themselves are in `fastpath/kernel.rs`; labels, AFDX links, reading the maps back
 //! for `dump-flows --kernel` (`fastpath/dump.rs`), keeping it all for the next run
-//! (`fastpath/keep.rs`), making room in a full map (`fastpath/room.rs`) and XDP's way round
+//! (`fastpath/keep.rs`), making room in a full map (`fastpath/room.rs`), where entries go in the
+//! kernel's arrays (`fastpath/table.rs`) and XDP's way round
 //! ports the kernel cannot redirect to natively (`fastpath/redirect.rs`) have files of their
 //! own. The encoder is the next piece to move out (to `fastpath/encode.rs`) if it grows.
 

@@ -10,6 +10,9 @@
 //! the kept links in one step each (`BPF_LINK_UPDATE`); the entries the last run installed go on
 //! forwarding, beside the new run's own, until the mode has its state again (OpenFlow: the
 //! controller's first barrier), when they are all released at once.
+//!
+//! About 620 lines, one concern: the kept state — its record, finding and cleaning it, and a
+//! run's taking over of what the last one left (masks, slots, meters, links) and its release.
 
 use std::io;
 use std::path::{Path, PathBuf};
