@@ -61,15 +61,15 @@ struct flow_key {
 
 /* A megaflow is found without a helper call: array lookups are inlined by the verifier, a hash
  * table's are not (each call cost ~15 ns on a kernel that guards every return). Entries sit at
- * dense indices of ef_flows; ef_flow_slots, an open-addressed table of FLOW_SLOT_SPREAD times as
- * many slots (2^b), holds where: the slot at (home + p) mod 2^b, p below FLOW_PROBES, is
+ * dense indices of ef_megaflows; ef_flow_slots, an open-addressed table of FLOW_SLOT_SPREAD
+ * times as many slots (2^b), holds where: the slot at (home + p) mod 2^b, p below FLOW_PROBES, is
  * (tag << 32) | (index + 1). The home slot is the top b bits of hash * HASH_MUL (the hash's own
- * low bits change little when a kept word's high bytes do: UDP ports all had one home), the
- * tag the hash's top 32 bits; 0 ends the
- * probe (nothing was placed beyond it), and a slot whose entry left keeps a nonzero tag with index
- * 0 until the slot after it is empty. The hash is that of the frame's key under one mask; a slot
- * only points the way: the entry is confirmed by its generation, its mask slot and the masked key
- * it holds, so a slot read while userspace rewrites it can only turn a hit into a miss. */
+ * low bits change little when a kept word's high bytes do: UDP ports all had one home), the tag
+ * the hash's top 32 bits; 0 ends the probe (nothing was placed beyond it), and a slot whose entry
+ * left keeps a nonzero tag with index 0 until the slot after it is empty. The hash is that of the
+ * frame's key under one mask; a slot only points the way: the entry is confirmed by its
+ * generation, its mask slot and the masked key it holds, so a slot read while userspace rewrites
+ * it can only turn a hit into a miss. */
 #define FLOW_PROBES 8
 #define FLOW_SLOT_SPREAD 4
 #define FLOW_SLOTS (FLOW_SLOT_SPREAD * MAX_ENTRIES)

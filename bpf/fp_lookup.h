@@ -22,7 +22,7 @@ static __always_inline struct entry *probe(struct scratch *s, const struct mask_
 		if ((__u32)(v >> 32) != tag || !(__u32)v)
 			continue;
 		__u32 idx = (__u32)v - 1;
-		struct entry *e = bpf_map_lookup_elem(&ef_flows, &idx);
+		struct entry *e = bpf_map_lookup_elem(&ef_megaflows, &idx);
 		if (!e || e->generation != gen || e->mask_id != mask_id)
 			continue;
 		/* Words the mask drops are zero on both sides: only those it keeps are compared. */

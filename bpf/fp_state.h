@@ -33,7 +33,7 @@ struct ef_map_def SEC("maps") ef_masks = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), si
 struct ef_map_def SEC("maps") ef_mask_order = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(__u32), MAX_MASKS, 0 };
 /* Megaflows at dense indices, their hits per CPU at the same index, and the slots that say where
  * (fastpath.h). Userspace sizes all three to the switch's capacity when it loads the object. */
-struct ef_map_def SEC("maps") ef_flows = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(struct entry), MAX_ENTRIES, 0 };
+struct ef_map_def SEC("maps") ef_megaflows = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(struct entry), MAX_ENTRIES, 0 };
 struct ef_map_def SEC("maps") ef_flow_hits = { BPF_MAP_TYPE_PERCPU_ARRAY, sizeof(__u32), sizeof(struct flow_hits), MAX_ENTRIES, 0 };
 struct ef_map_def SEC("maps") ef_flow_slots = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(__u64), FLOW_SLOTS, 0 };
 /* ifindex -> (OpenFlow port number << 16) | upcall tag: every port in ef_ports, and in

@@ -313,7 +313,7 @@ pub fn encode(actions: &[DpAction], cx: &mut EncodeContext<'_>) -> Option<Vec<Bp
 struct Installed {
     /// The pipeline's cache entry this one copies.
     source: RuleId,
-    /// Where the kernel holds it: its index in `ef_flows` (and `ef_flow_hits`), and the slot of
+    /// Where the kernel holds it: its index in `ef_megaflows` (and `ef_flow_hits`), and the slot of
     /// `ef_flow_slots` that leads there.
     index: u32,
     slot: u32,
@@ -450,13 +450,13 @@ struct Attached {
 }
 
 fn megaflows(obj: &Object) -> &Map {
-    obj.map("ef_flows").expect("the fast path object has ef_flows")
+    obj.map("ef_megaflows").expect("the fast path object has ef_megaflows")
 }
 
 /// The kernel's megaflow maps, sized for `entries` translations (`fastpath/table.rs`).
 fn flow_map_sizes(entries: u32) -> [(&'static str, u32); 3] {
     let indices = table::index_count(entries);
-    [("ef_flows", indices), ("ef_flow_hits", indices), ("ef_flow_slots", table::slot_count(entries))]
+    [("ef_megaflows", indices), ("ef_flow_hits", indices), ("ef_flow_slots", table::slot_count(entries))]
 }
 
 /// How userspace keys an entry: its mask slot and key hash.

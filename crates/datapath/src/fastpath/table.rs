@@ -1,5 +1,5 @@
 //! Where the kernel finds a megaflow (`bpf/fastpath.h`, `bpf/fp_lookup.h`): entries at dense
-//! indices of the array `ef_flows`, and an open-addressed table of slots, `ef_flow_slots`, that
+//! indices of the array `ef_megaflows`, and an open-addressed table of slots, `ef_flow_slots`, that
 //! says at which. This is userspace's copy of the slots and the book-keeping of the indices; the
 //! kernel maps are written by the caller, in the order this hands out.
 //!
