@@ -45,7 +45,8 @@ static __always_inline int fastpath(void *ctx, const enum hook hook)
 	}
 	if (parse(s, pi >> 16, meta, tag_tci) < 0)
 		return ctx_up(ctx, hook, pi);
-	struct entry *e = lookup(s);
+	__u32 at = 0;
+	struct entry *e = lookup(s, &at);
 	if (!e) {
 		count(CNT_MISS);
 		return ctx_up(ctx, hook, pi);
@@ -55,8 +56,11 @@ static __always_inline int fastpath(void *ctx, const enum hook hook)
 		return ctx_up(ctx, hook, pi);
 	}
 	count(CNT_HIT);
-	__sync_fetch_and_add(&e->packets, 1);
-	__sync_fetch_and_add(&e->bytes, ctx_wire_len(ctx, hook, s));
+	struct flow_hits *hits = bpf_map_lookup_elem(&ef_flow_hits, &at);
+	if (hits) {
+		hits->packets++;
+		hits->bytes += ctx_wire_len(ctx, hook, s);
+	}
 	if (ctx_unhide_tag(ctx, hook, s, tag_proto, tag_tci) < 0)
 		return ctx_drop(hook, CNT_ACTION_FAILED);
 	return execute(ctx, hook, s, e);

@@ -59,16 +59,20 @@ struct flow_key {
 	__u64 w[KEY_WORDS];
 };
 
-/* A megaflow is found by its mask's slot and a 64-bit hash of the frame's key under that mask, not
- * by the 136-byte masked key itself: the kernel's hash table then hashes and compares 16 bytes
- * instead of 144, which was most of a hit's cost. The entry holds the masked key, and a hit is
- * confirmed by comparing the words the mask keeps; userspace never installs two keys with one hash
- * under one mask (the second stays in userspace), so a confirmed hit is the only possible one. */
-struct mf_key {
-	__u32 mask_id;
-	__u32 pad;
-	__u64 hash;
-};
+/* A megaflow is found without a helper call: array lookups are inlined by the verifier, a hash
+ * table's are not (each call cost ~15 ns on a kernel that guards every return). Entries sit at
+ * dense indices of ef_megaflows; ef_flow_slots, an open-addressed table of FLOW_SLOT_SPREAD
+ * times as many slots (2^b), holds where: the slot at (home + p) mod 2^b, p below FLOW_PROBES, is
+ * (tag << 32) | (index + 1). The home slot is the top b bits of hash * HASH_MUL (the hash's own
+ * low bits change little when a kept word's high bytes do: UDP ports all had one home), the tag
+ * the hash's top 32 bits; 0 ends the probe (nothing was placed beyond it), and a slot whose entry
+ * left keeps a nonzero tag with index 0 until the slot after it is empty. The hash is that of the
+ * frame's key under one mask; a slot only points the way: the entry is confirmed by its
+ * generation, its mask slot and the masked key it holds, so a slot read while userspace rewrites
+ * it can only turn a hit into a miss. */
+#define FLOW_PROBES 8
+#define FLOW_SLOT_SPREAD 4
+#define FLOW_SLOTS (FLOW_SLOT_SPREAD * MAX_ENTRIES)
 
 /* The multiplier of the key hash (crates/datapath/src/fastpath.rs `key_hash` computes the same):
  * for each word the mask keeps, in order, h = (h ^ word) * HASH_MUL, then h ^= h >> 32. */
@@ -109,16 +113,24 @@ struct action {
 	__u8 pad[2];
 };
 
-/* An entry's packets and bytes count fast-path hits; userspace adds their growth to the OpenFlow
- * flows the entry stands for. */
+/* A megaflow: live while its generation is the current one (userspace writes an entry only at an
+ * index no slot leads to, and reuses an index only a harvest after its slot let go of it, so no
+ * frame reads one half-written). */
 struct entry {
 	__u64 generation;
-	__u64 packets;
-	__u64 bytes;
-	__u32 n_actions;
-	__u32 flags;
+	__u16 n_actions;
+	__u16 decrements;	/* its OP_DEC_TTLs, counted when it is installed (needs_userspace) */
+	__u32 mask_id;		/* the mask slot it is under */
 	struct flow_key key;	/* the masked key this entry is for */
 	struct action act[MAX_ACTIONS];
+};
+
+/* An entry's hits, per CPU at its index (no atomic add on a hit): userspace adds their growth to
+ * the OpenFlow flows the entry stands for. Cumulative over the index's entries: each starts from
+ * what the last harvest read. */
+struct flow_hits {
+	__u64 packets;
+	__u64 bytes;
 };
 
 /* A drop-band token bucket (milli-units, like crates/pipeline/src/meter.rs). */
@@ -142,7 +154,8 @@ enum ef_config {
 	CFG_AFDX_NETWORK = 4,		/* AFDX: the switch's network's interface id (1 A, 2 B); 0 either */
 	CFG_HASH_SEED = 5,		/* seeds the megaflow key hash (fp_lookup.h), so no outsider can make keys collide */
 	CFG_XDP_FALLBACK_IFINDEX = 6,	/* XDP: the link frames for a port without native redirect go by (below) */
-	CFG_MAX = 7,
+	CFG_FLOW_SLOT_SHIFT = 7,	/* 64 - b, ef_flow_slots holding 2^b slots */
+	CFG_MAX = 8,
 };
 
 enum ef_counter {

@@ -9,12 +9,7 @@
 /* Conditions the fast path leaves to userspace although the entry matched. */
 static __always_inline int needs_userspace(struct entry *e, struct scratch *s)
 {
-	__u32 n = e->n_actions, decrements = 0;
-	for (__u32 i = 0; i < MAX_ACTIONS; i++) {
-		if (i >= n)
-			break;
-		decrements += e->act[i].op == OP_DEC_TTL;
-	}
+	__u32 decrements = e->decrements;
 	if (!decrements || (s->eth_type != 0x0800 && s->eth_type != 0x86dd))
 		return 0;
 	/* A TTL that one of the decrements would take to 0 may be reported to the controller

@@ -1,14 +1,51 @@
 /* Finding a frame's megaflow: each live mask in the order userspace keeps, a 64-bit hash of the
- * masked key (seeded by userspace at start), confirmed against the key the entry holds. */
+ * masked key (seeded by userspace at start), its slots probed in ef_flow_slots, and the entry a
+ * slot names confirmed against the masked key it holds (fastpath.h). No helper call: array
+ * lookups are inlined. */
 #ifndef EDGEFLOW_FP_LOOKUP_H
 #define EDGEFLOW_FP_LOOKUP_H
 #include "fp_state.h"
 
-/* The entry for s->key, if a live one exists. */
-static __always_inline struct entry *lookup(struct scratch *s)
+/* The live entry for s->key under mask slot `mask_id` (mask `m`) whose key hashes to `h`, if any;
+ * its index in *at. */
+static __always_inline struct entry *probe(struct scratch *s, const struct mask_slot *m, __u32 mask_id,
+					   __u64 h, __u64 gen, __u64 shift, __u32 *at)
+{
+	__u32 tag = h >> 32;
+	__u32 home = (h * HASH_MUL) >> shift, slot_mask = ~0ULL >> shift;
+	for (__u32 p = 0; p < FLOW_PROBES; p++) {
+		__u32 pos = (home + p) & slot_mask;
+		__u64 *slot = bpf_map_lookup_elem(&ef_flow_slots, &pos);
+		if (!slot || !*slot)
+			break;
+		__u64 v = *slot;
+		if ((__u32)(v >> 32) != tag || !(__u32)v)
+			continue;
+		__u32 idx = (__u32)v - 1;
+		struct entry *e = bpf_map_lookup_elem(&ef_megaflows, &idx);
+		if (!e || e->generation != gen || e->mask_id != mask_id)
+			continue;
+		/* Words the mask drops are zero on both sides: only those it keeps are compared. */
+		__u32 words = m->words;
+		__u64 diff = 0;
+#pragma unroll
+		for (int w = 0; w < KEY_WORDS; w++)
+			if (words & (1U << w))
+				diff |= (s->key.w[w] & m->m.w[w]) ^ e->key.w[w];
+		if (!diff) {
+			*at = idx;
+			return e;
+		}
+	}
+	return 0;
+}
+
+/* The entry for s->key, if a live one exists; its index in *at. */
+static __always_inline struct entry *lookup(struct scratch *s, __u32 *at)
 {
 	__u64 gen = config(CFG_GENERATION);
 	__u64 seed = config(CFG_HASH_SEED);
+	__u64 shift = config(CFG_FLOW_SLOT_SHIFT);
 	__u32 i;
 	for (i = 0; i < MAX_MASKS; i++) {
 		__u32 pos = i;
@@ -28,18 +65,8 @@ static __always_inline struct entry *lookup(struct scratch *s)
 				h ^= h >> 32;
 			}
 		}
-		s->mk.mask_id = idx;
-		s->mk.pad = 0;
-		s->mk.hash = h;
-		struct entry *e = bpf_map_lookup_elem(&ef_megaflows, &s->mk);
-		if (!e || e->generation != gen)
-			continue;
-		/* Words the mask drops are zero on both sides. */
-		__u64 diff = 0;
-#pragma unroll
-		for (int w = 0; w < KEY_WORDS; w++)
-			diff |= (s->key.w[w] & m->m.w[w]) ^ e->key.w[w];
-		if (!diff)
+		struct entry *e = probe(s, m, idx, h, gen, shift, at);
+		if (e)
 			return e;
 	}
 	return 0;

@@ -12,7 +12,6 @@
 struct scratch {
 	__u8 buf[PARSE_BYTES];
 	struct flow_key key;
-	struct mf_key mk;
 	/* What parsing found, for the actions. */
 	__u32 len;
 	__u32 l3;
@@ -32,7 +31,11 @@ struct ef_map_def SEC("maps") ef_masks = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), si
 /* The order to try mask slots in, busiest first (userspace keeps it sorted by recent hits), ended
  * by MASK_END: most frames find their entry on the first probe. */
 struct ef_map_def SEC("maps") ef_mask_order = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(__u32), MAX_MASKS, 0 };
-struct ef_map_def SEC("maps") ef_megaflows = { BPF_MAP_TYPE_HASH, sizeof(struct mf_key), sizeof(struct entry), MAX_ENTRIES, BPF_F_NO_PREALLOC_ };
+/* Megaflows at dense indices, their hits per CPU at the same index, and the slots that say where
+ * (fastpath.h). Userspace sizes all three to the switch's capacity when it loads the object. */
+struct ef_map_def SEC("maps") ef_megaflows = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(struct entry), MAX_ENTRIES, 0 };
+struct ef_map_def SEC("maps") ef_flow_hits = { BPF_MAP_TYPE_PERCPU_ARRAY, sizeof(__u32), sizeof(struct flow_hits), MAX_ENTRIES, 0 };
+struct ef_map_def SEC("maps") ef_flow_slots = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(__u64), FLOW_SLOTS, 0 };
 /* ifindex -> (OpenFlow port number << 16) | upcall tag: every port in ef_ports, and in
  * ef_port_slots[ifindex % PORT_SLOTS] unless another port took that slot first. */
 struct ef_map_def SEC("maps") ef_ports = { BPF_MAP_TYPE_HASH, sizeof(__u32), sizeof(__u64), MAX_PORTS, 0 };

@@ -25,19 +25,23 @@
 	FSZ(action, a32) \
 	FSZ(action, mac) \
 	FSZ(entry, n_actions) \
-	FSZ(mf_key, mask_id) \
+	FSZ(entry, mask_id) \
 	FSZ(mask_slot, words) \
 	FSZ(port_slot, ifindex) \
 	SZ(entry) \
 	OFF(entry, generation) \
-	OFF(entry, packets) \
-	OFF(entry, bytes) \
 	OFF(entry, n_actions) \
+	OFF(entry, mask_id) \
+	OFF(entry, decrements) \
+	FSZ(entry, decrements) \
 	OFF(entry, key) \
 	OFF(entry, act) \
-	SZ(mf_key) \
-	OFF(mf_key, mask_id) \
-	OFF(mf_key, hash) \
+	SZ(flow_hits) \
+	OFF(flow_hits, packets) \
+	OFF(flow_hits, bytes) \
+	P("FLOW_PROBES", FLOW_PROBES) \
+	P("FLOW_SLOT_SPREAD", FLOW_SLOT_SPREAD) \
+	P("CFG_FLOW_SLOT_SHIFT", CFG_FLOW_SLOT_SHIFT) \
 	SZ(mask_slot) \
 	OFF(mask_slot, generation) \
 	OFF(mask_slot, words) \

@@ -13,13 +13,14 @@
 //! one over (`Programs::P4`, `fastpath/p4.rs`); this file then gives it the ports and the
 //! upcall link.
 //!
-//! About 1 450 lines, one concern: the kernel's half of the cache as userspace sees it — the action
+//! About 1 600 lines, one concern: the kernel's half of the cache as userspace sees it — the action
 //! encoder, the map layouts (checked in `fastpath/layout.rs`), entry book-keeping (install, retire
 //! one by one, flush), meters, counter harvesting, and each port's attachment (found detached,
 //! attached again, or detached when the port leaves; how it attaches is `attach.rs`). Tests of the
 //! programs themselves are in `fastpath/kernel.rs`; labels, AFDX links, reading the maps back
 //! for `dump-flows --kernel` (`fastpath/dump.rs`), keeping it all for the next run
-//! (`fastpath/keep.rs`), making room in a full map (`fastpath/room.rs`) and XDP's way round
+//! (`fastpath/keep.rs`), making room in a full map (`fastpath/room.rs`), where entries go in the
+//! kernel's arrays (`fastpath/table.rs`) and XDP's way round
 //! ports the kernel cannot redirect to natively (`fastpath/redirect.rs`) have files of their
 //! own. The encoder is the next piece to move out (to `fastpath/encode.rs`) if it grows.
 
@@ -44,16 +45,18 @@ pub const MAX_MASKS: usize = 16;
 const MASK_END: u32 = u32::MAX;
 pub const MAX_ACTIONS: usize = 16;
 const ACTION_BYTES: usize = 16;
-/// `struct entry`: generation, packets, bytes, n_actions, flags, the masked key, the actions.
-/// `struct entry` (`bpf/fastpath.h`): where its fields sit.
-const ENTRY_PACKETS_AT: usize = 8;
-const ENTRY_BYTES_AT: usize = 16;
-const ENTRY_N_ACTIONS_AT: usize = 24;
-const ENTRY_KEY_AT: usize = 32;
+/// `struct entry` (`bpf/fastpath.h`): generation, n_actions, mask slot, the masked key, the
+/// actions; where its fields sit.
+const ENTRY_N_ACTIONS_AT: usize = 8;
+const ENTRY_DECREMENTS_AT: usize = 10;
+const ENTRY_MASK_AT: usize = 12;
+const ENTRY_KEY_AT: usize = 16;
 const ENTRY_ACTIONS_AT: usize = ENTRY_KEY_AT + KEY_BYTES;
 const ENTRY_BYTES: usize = ENTRY_ACTIONS_AT + MAX_ACTIONS * ACTION_BYTES;
-/// `struct mf_key`: mask slot, padding, key hash.
-const MF_KEY_BYTES: usize = 16;
+/// `struct flow_hits`: an entry's packets and bytes, per CPU.
+const FLOW_HITS_BYTES: usize = 16;
+/// How userspace keys its entries: mask slot, padding, key hash.
+const ENTRY_ID_BYTES: usize = 16;
 /// `HASH_MUL` in `bpf/fastpath.h`.
 const HASH_MUL: u64 = 0x9e37_79b9_7f4a_7c15;
 const METER_BYTES: usize = 9 * 8;
@@ -103,6 +106,8 @@ const CFG_AFDX_NETWORK: u32 = 4;
 const CFG_HASH_SEED: u32 = 5;
 /// XDP: the fallback link's ifindex (`fastpath/redirect.rs`).
 const CFG_XDP_FALLBACK_IFINDEX: u32 = 6;
+/// 64 less the bits of `ef_flow_slots`' size (`fastpath/table.rs`).
+const CFG_FLOW_SLOT_SHIFT: u32 = 7;
 /// XDP frames sent to their port through the fallback link and TC.
 const CNT_XDP_FALLBACK: usize = 15;
 /// An output action's a8: XDP sends it through the fallback link and TC, not natively.
@@ -308,6 +313,10 @@ pub fn encode(actions: &[DpAction], cx: &mut EncodeContext<'_>) -> Option<Vec<Bp
 struct Installed {
     /// The pipeline's cache entry this one copies.
     source: RuleId,
+    /// Where the kernel holds it: its index in `ef_megaflows` (and `ef_flow_hits`), and the slot of
+    /// `ef_flow_slots` that leads there.
+    index: u32,
+    slot: u32,
     /// The masked key: two keys with one hash under one mask cannot both be in the kernel.
     key: FlowKey,
     credits: Credits,
@@ -356,7 +365,15 @@ pub struct FastPath {
     /// slots in, as last written to `ef_mask_order`.
     mask_hits: [u64; MAX_MASKS],
     mask_order: Vec<u32>,
+    /// By (mask slot, key hash), as `entry_id` writes it.
     entries: HashMap<Vec<u8>, Installed>,
+    /// The kernel's slots and entry indices (`fastpath/table.rs`).
+    table: table::FlowTable,
+    /// The most translations the kernel holds (`fastpath_entries`).
+    capacity: u32,
+    /// When this was made: an index's quarantine is timed from here, in real time (the switch's
+    /// clock moves only at harvests).
+    started: std::time::Instant,
     /// The pipeline's cache entry → the key of its copy here (current generation only).
     by_source: HashMap<RuleId, Vec<u8>>,
     /// Entries of the current generation under each mask slot: a slot no entry uses is freed.
@@ -375,6 +392,9 @@ pub struct FastPath {
     pub upcall: Option<(String, String)>,
     pub installed: u64,
     pub refused: u64,
+    /// Of those refused, translations whose slots were all taken (`FLOW_PROBES` from their home
+    /// slot): they stay in userspace, offered again after the next harvest.
+    pub crowded: u64,
     /// Entries deleted one by one because the pipeline retired theirs.
     pub retired: u64,
     /// Entries deleted, idle, to make room for new ones; translations installed on a later offer
@@ -433,6 +453,21 @@ fn megaflows(obj: &Object) -> &Map {
     obj.map("ef_megaflows").expect("the fast path object has ef_megaflows")
 }
 
+/// The kernel's megaflow maps, sized for `entries` translations (`fastpath/table.rs`).
+fn flow_map_sizes(entries: u32) -> [(&'static str, u32); 3] {
+    let indices = table::index_count(entries);
+    [("ef_megaflows", indices), ("ef_flow_hits", indices), ("ef_flow_slots", table::slot_count(entries))]
+}
+
+/// How userspace keys an entry: its mask slot and key hash.
+fn entry_id(slot: usize, hash: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(ENTRY_ID_BYTES);
+    k.extend_from_slice(&(slot as u32).to_ne_bytes());
+    k.extend_from_slice(&[0; 4]);
+    k.extend_from_slice(&hash.to_ne_bytes());
+    k
+}
+
 fn obj_err(e: io::Error) -> io::Error {
     let e = crate::privilege_hint(e, &[caps::BPF, caps::PERFMON, caps::NET_ADMIN]);
     io::Error::new(e.kind(), format!("fast path: {e}"))
@@ -452,7 +487,7 @@ impl FastPath {
     /// compare-and-exchange, Linux 5.12).
     pub fn load(mode: Mode, programs: Programs, entries: u32) -> io::Result<FastPath> {
         let obj = FastPath::load_object(programs, entries, None)?;
-        let mut fp = FastPath::with_object(mode, programs, obj);
+        let mut fp = FastPath::with_object(mode, programs, obj, entries);
         let ours = format!("ef-up{}", std::process::id() % 10_000_000);
         let peer = format!("{ours}p");
         fp.start_fresh(Some((ours, peer)))?;
@@ -465,7 +500,7 @@ impl FastPath {
     /// object gives the ports and the upcall link their bookkeeping (and holds nothing more).
     pub fn load_p4(mode: Mode, program: p4::P4Kernel) -> io::Result<FastPath> {
         let obj = FastPath::load_object(Programs::P4, 1, None)?;
-        let mut fp = FastPath::with_object(mode, Programs::P4, obj);
+        let mut fp = FastPath::with_object(mode, Programs::P4, obj, 1);
         fp.p4 = Some(program);
         let ours = format!("ef-up{}", std::process::id() % 10_000_000);
         let peer = format!("{ours}p");
@@ -495,7 +530,7 @@ impl FastPath {
             Programs::Links => vec![flows.0, flows.1],
             Programs::P4 => vec![flows.0, flows.1, links.0, links.1],
         };
-        let sizes = [("ef_megaflows", entries)];
+        let sizes = flow_map_sizes(entries);
         let obj = match pins {
             None => Object::load_with(crate::bpf_objects::FASTPATH, &sizes, &optional),
             Some(dir) => Object::load_pinned(crate::bpf_objects::FASTPATH, &sizes, &optional, dir),
@@ -507,7 +542,7 @@ impl FastPath {
         Ok(obj)
     }
 
-    fn with_object(mode: Mode, programs: Programs, obj: Object) -> FastPath {
+    fn with_object(mode: Mode, programs: Programs, obj: Object, entries: u32) -> FastPath {
         FastPath {
             mode,
             obj,
@@ -516,6 +551,9 @@ impl FastPath {
             mask_hits: [0; MAX_MASKS],
             mask_order: Vec::new(),
             entries: HashMap::new(),
+            table: table::FlowTable::new(entries),
+            capacity: entries,
+            started: std::time::Instant::now(),
             by_source: HashMap::new(),
             mask_users: [0; MAX_MASKS],
             meters: BTreeMap::new(),
@@ -526,6 +564,7 @@ impl FastPath {
             upcall: None,
             installed: 0,
             refused: 0,
+            crowded: 0,
             retired: 0,
             evicted: 0,
             retried: 0,
@@ -554,6 +593,7 @@ impl FastPath {
         self.set_config(CFG_GENERATION, self.generation)?;
         self.hash_seed = std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), self.generation);
         self.set_config(CFG_HASH_SEED, self.hash_seed)?;
+        self.set_config(CFG_FLOW_SLOT_SHIFT, self.table.slot_shift())?;
         for pos in 0..MAX_MASKS as u32 {
             self.obj.map("ef_mask_order").map_err(obj_err)?.update(&pos.to_ne_bytes(), &MASK_END.to_ne_bytes())?;
         }
@@ -739,6 +779,51 @@ impl FastPath {
         megaflows(&self.obj)
     }
 
+    /// Nanoseconds since this was made, as an index's quarantine counts them.
+    fn since_start(&self) -> u64 {
+        self.started.elapsed().as_nanos() as u64
+    }
+
+    /// Writes one slot of `ef_flow_slots`. Should it fail, a lookup misses (or finds an entry
+    /// that still confirms itself): nothing can match wrongly.
+    fn write_slot(&self, slot: u32, value: u64) {
+        let written = self.obj.map("ef_flow_slots").and_then(|m| m.update(&slot.to_ne_bytes(), &value.to_ne_bytes()));
+        if let Err(e) = written {
+            warn!("fast path slot {slot}: {e}");
+        }
+    }
+
+    /// The slot a new entry hashing to `hash` may take; when every one of its window is taken and
+    /// some are held by entries of an older generation, those are let go of first.
+    fn free_slot(&mut self, hash: u64) -> Option<u32> {
+        if let Some(s) = self.table.free_slot(hash) {
+            return Some(s);
+        }
+        if self.entries.values().any(|i| i.generation != self.generation) {
+            self.sweep();
+        }
+        self.table.free_slot(hash)
+    }
+
+    /// Takes entry `k` out of the kernel: its slot leads nowhere, and a live one's generation is
+    /// cleared, so that a frame that read the slot just before finds nothing either; its index
+    /// waits out its quarantine. Returns a live one's hit counters, read after (the caller
+    /// credits their growth).
+    fn take_out(&mut self, k: &[u8]) -> Option<(u64, u64)> {
+        let (slot, index, live) = self.entries.get(k).map(|i| (i.slot, i.index, i.generation == self.generation))?;
+        for (s, v) in self.table.release_slot(slot) {
+            self.write_slot(s, v);
+        }
+        let counts = live.then(|| {
+            kill_entry(&self.obj, index);
+            let counts = read_hits(&self.obj, index);
+            self.table.saw(index, counts);
+            counts
+        });
+        self.table.cool(index, self.since_start());
+        counts
+    }
+
     /// Runs the flow program at `hook` once on `frame` as if it arrived on interface `ifindex`
     /// (BPF_PROG_TEST_RUN): nothing is sent; the verdict and the frame as the program left it
     /// come back. How the kernel tests and the differential fuzzer hold it to userspace.
@@ -834,48 +919,87 @@ impl FastPath {
             },
         };
         let masked = key.masked(mask);
-        let mut k = Vec::with_capacity(MF_KEY_BYTES);
-        k.extend_from_slice(&(slot as u32).to_ne_bytes());
-        k.extend_from_slice(&[0; 4]);
-        k.extend_from_slice(&key_hash(&masked, words, self.hash_seed).to_ne_bytes());
-        if let Some(other) = self.entries.get(&k) {
-            if other.generation == self.generation && other.key != masked {
-                debug!("fast path: two keys with one hash under mask {slot}; the second stays in userspace");
-                self.refuse(source, room::Refusal::NoRoom { at: self.clock });
-                return false;
-            }
-        }
-        if !self.entries.contains_key(&k) && !self.has_room() {
+        let hash = key_hash(&masked, words, self.hash_seed);
+        let k = entry_id(slot, hash);
+        let before = self.entries.get(&k).map(|o| (o.generation == self.generation, o.key == masked));
+        if before == Some((true, false)) {
+            debug!("fast path: two keys with one hash under mask {slot}; the second stays in userspace");
             self.refuse(source, room::Refusal::NoRoom { at: self.clock });
             return false;
         }
+        if before.is_none() && !self.has_room() {
+            self.refuse(source, room::Refusal::NoRoom { at: self.clock });
+            return false;
+        }
+        let Some(index) = self.table.take_index(self.since_start()) else {
+            debug!("fast path: every entry index taken or in quarantine");
+            self.refuse(source, room::Refusal::NoRoom { at: self.clock });
+            return false;
+        };
+        // An entry under this id already (one of an older generation, or a copy made again) hands
+        // its slot to the new one.
+        let at = match self.entries.get(&k) {
+            Some(old) => Some(old.slot),
+            None => self.free_slot(hash),
+        };
+        let Some(at) = at else {
+            self.table.give_back(index);
+            self.crowded += 1;
+            let probes = table::FLOW_PROBES;
+            debug!("fast path: all {probes} slots from this key's home slot taken; it stays in userspace");
+            self.refuse(source, room::Refusal::NoRoom { at: self.clock });
+            return false;
+        };
         let mut v = vec![0u8; ENTRY_BYTES];
         v[0..8].copy_from_slice(&self.generation.to_ne_bytes());
-        v[ENTRY_N_ACTIONS_AT..ENTRY_N_ACTIONS_AT + 4].copy_from_slice(&(encoded.len() as u32).to_ne_bytes());
+        v[ENTRY_N_ACTIONS_AT..ENTRY_N_ACTIONS_AT + 2].copy_from_slice(&(encoded.len() as u16).to_ne_bytes());
+        // Counted once here, not on every hit: the kernel sends a frame these would take to TTL
+        // 0 up.
+        let decrements = encoded.iter().filter(|a| a.op == op::DEC_TTL).count() as u16;
+        v[ENTRY_DECREMENTS_AT..ENTRY_DECREMENTS_AT + 2].copy_from_slice(&decrements.to_ne_bytes());
+        v[ENTRY_MASK_AT..ENTRY_MASK_AT + 4].copy_from_slice(&(slot as u32).to_ne_bytes());
         v[ENTRY_KEY_AT..ENTRY_ACTIONS_AT].copy_from_slice(&masked.0);
         for (i, a) in encoded.iter().enumerate() {
             let at = ENTRY_ACTIONS_AT + i * ACTION_BYTES;
             v[at..at + ACTION_BYTES].copy_from_slice(&a.bytes());
         }
-        if let Err(e) = self.megaflows().update(&k, &v) {
+        // The entry first, at an index no slot leads to; then the slot that leads there.
+        if let Err(e) = self.megaflows().update(&index.to_ne_bytes(), &v) {
             debug!("fast path entry: {e}");
+            self.table.give_back(index);
             self.refuse(source, room::Refusal::NoRoom { at: self.clock });
             return false;
+        }
+        let value = self.table.point(at, hash, index);
+        self.write_slot(at, value);
+        if let Some(old) = self.entries.get_mut(&k) {
+            let old_index = old.index;
+            if old.generation == self.generation {
+                // Its last hits go with it, into the next harvest.
+                kill_entry(&self.obj, old_index);
+                let (packets, bytes) = read_hits(&self.obj, old_index);
+                credit_hits(old, packets, bytes, &mut self.carried, &mut self.mask_hits, &mut self.no_output_drops, &k);
+                self.table.saw(old_index, (packets, bytes));
+            }
+            self.table.cool(old_index, self.since_start());
         }
         if self.refusals.remove(&source).is_some() {
             self.retried += 1;
         }
+        let (packets, bytes) = self.table.seen(index);
         let outputs = outputs.to_vec();
         let replaced = self.entries.insert(
             k.clone(),
             Installed {
                 source,
+                index,
+                slot: at,
                 key: masked,
                 credits: credits.clone(),
                 in_port: key.in_port(),
                 outputs,
-                packets: 0,
-                bytes: 0,
+                packets,
+                bytes,
                 generation: self.generation,
                 last_hit: self.clock,
                 via_tc,
@@ -893,7 +1017,7 @@ impl FastPath {
             // first, so this is only a guard against a copy that would outlive its entry.
             if before != k {
                 debug!("fast path: entry {source:?} installed again before its copy was retired");
-                let _ = megaflows(&self.obj).delete(&before);
+                self.take_out(&before);
                 self.forget_entry(&before);
             }
         }
@@ -1016,9 +1140,8 @@ impl FastPath {
         for id in &retired.entries {
             self.refusals.remove(id);
             let Some(k) = self.by_source.remove(id) else { continue };
-            if let Some(inst) = self.entries.get_mut(&k) {
-                if let Ok(Some(v)) = megaflows(&self.obj).take(&k) {
-                    let (packets, bytes) = entry_counts(&v);
+            if let Some((packets, bytes)) = self.take_out(&k) {
+                if let Some(inst) = self.entries.get_mut(&k) {
                     credit_hits(inst, packets, bytes, &mut h, &mut self.mask_hits, &mut self.no_output_drops, &k);
                 }
             }
@@ -1086,35 +1209,29 @@ impl FastPath {
     pub fn harvest(&mut self, now: u64) -> Harvest {
         self.clock = self.clock.max(now);
         let mut h = std::mem::take(&mut self.carried);
-        let map = megaflows(&self.obj);
-        // The whole map in a few batched calls: a lookup per entry took the forwarding thread
-        // ~18 ms for 15 000 entries at each harvest (every 100 ms, and for every stats request),
-        // long enough for a stream through userspace to overflow its ring.
-        let (keys, values) = match map.entries() {
-            Ok(kv) => kv,
+        // Every index's counters in a few batched calls: a lookup per entry took the forwarding
+        // thread ~18 ms for 15 000 entries at each harvest (every 100 ms, and for every stats
+        // request), long enough for a stream through userspace to overflow its ring.
+        let high_water = self.table.high_water();
+        let cells = match self.obj.map("ef_flow_hits").and_then(|m| m.lookup_cells(high_water, true)) {
+            Ok(c) => c,
             Err(e) => {
-                warn!("fast path: cannot read the kernel's entries back: {e}");
+                warn!("fast path: cannot read the kernel's hit counters back: {e}");
                 return h;
             }
         };
-        let (ks, vs) = (map.key_size as usize, map.value_size as usize);
-        let in_kernel: HashMap<&[u8], &[u8]> = keys.chunks(ks).zip(values.chunks(vs)).collect();
-        let mut gone = Vec::new();
+        let counts: Vec<(u64, u64)> = match high_water {
+            0 => Vec::new(),
+            n => cells.chunks_exact(cells.len() / n as usize).map(sum_hits).collect(),
+        };
         for (k, inst) in self.entries.iter_mut() {
-            match in_kernel.get(k.as_slice()) {
-                Some(v) => {
-                    let (packets, bytes) = entry_counts(v);
-                    if packets != inst.packets {
-                        inst.last_hit = self.clock;
-                    }
-                    credit_hits(inst, packets, bytes, &mut h, &mut self.mask_hits, &mut self.no_output_drops, k);
-                }
-                None => gone.push(k.clone()),
+            let Some(&(packets, bytes)) = counts.get(inst.index as usize) else { continue };
+            if packets != inst.packets {
+                inst.last_hit = self.clock;
             }
+            credit_hits(inst, packets, bytes, &mut h, &mut self.mask_hits, &mut self.no_output_drops, k);
         }
-        for k in gone {
-            self.forget_entry(&k);
-        }
+        self.table.harvested(&counts);
         self.rank_masks();
         if let Ok(meters) = self.obj.map("ef_meters") {
             for (id, (slot, seen)) in self.meters.iter_mut() {
@@ -1209,15 +1326,12 @@ impl FastPath {
         self.meters.clear();
     }
 
-    /// Deletes entries of earlier generations from the kernel map.
+    /// Lets go of the slots and indices of entries of earlier generations.
     pub fn sweep(&mut self) {
         let dead: Vec<Vec<u8>> =
             self.entries.iter().filter(|(_, i)| i.generation != self.generation).map(|(k, _)| k.clone()).collect();
-        let map = megaflows(&self.obj);
-        for k in &dead {
-            let _ = map.delete(k);
-        }
         for k in dead {
+            self.take_out(&k);
             self.entries.remove(&k);
         }
     }
@@ -1287,10 +1401,38 @@ impl Drop for FastPath {
     }
 }
 
-/// A `struct entry`'s hit counters: packets, bytes.
-fn entry_counts(v: &[u8]) -> (u64, u64) {
-    let at = |o: usize| u64::from_ne_bytes(v[o..o + 8].try_into().unwrap());
-    (at(ENTRY_PACKETS_AT), at(ENTRY_BYTES_AT))
+/// A `struct flow_hits` summed over CPUs (`per_cpu`: one per possible CPU, each padded to 8
+/// bytes, as [`Map::lookup_cells`] reads them): packets, bytes.
+fn sum_hits(per_cpu: &[u8]) -> (u64, u64) {
+    per_cpu.chunks_exact(FLOW_HITS_BYTES).fold((0, 0), |(p, b), c| {
+        let at = |o: usize| u64::from_ne_bytes(c[o..o + 8].try_into().unwrap());
+        (p.wrapping_add(at(0)), b.wrapping_add(at(8)))
+    })
+}
+
+/// The hit counters at `index` of `ef_flow_hits`, over all CPUs.
+fn read_hits(obj: &Object, index: u32) -> (u64, u64) {
+    match obj.map("ef_flow_hits").and_then(|m| m.lookup_percpu(&index.to_ne_bytes())) {
+        Ok(per_cpu) => sum_hits(&per_cpu.concat()),
+        Err(e) => {
+            warn!("fast path: cannot read entry {index}'s hits: {e}");
+            (0, 0)
+        }
+    }
+}
+
+/// Clears the generation of the entry at `index`, the rest as it was: the kernel reads the word
+/// as either value, and the rest unchanged either way, so no frame finds it from now on and none
+/// reads it half-written.
+fn kill_entry(obj: &Object, index: u32) {
+    let map = megaflows(obj);
+    let key = index.to_ne_bytes();
+    if let Ok(Some(mut v)) = map.lookup(&key) {
+        v[0..8].fill(0);
+        if let Err(e) = map.update(&key, &v) {
+            warn!("fast path: entry {index} not cleared: {e}");
+        }
+    }
 }
 
 /// A `struct meter`'s counters: packets, bytes, dropped packets, dropped bytes.
@@ -1437,3 +1579,4 @@ pub mod p4;
 pub mod p4_test_run;
 pub mod redirect;
 mod room;
+mod table;

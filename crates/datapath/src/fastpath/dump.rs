@@ -13,8 +13,8 @@ use super::links::{
     sum_over_cpus, AC_MAX, AFDX_LINK_IN_PORT_AT, AFDX_LINK_N_OUT_AT, AFDX_LINK_SMAX_AT, AFDX_LINK_SMIN_AT, AFDX_MAX_OUT,
 };
 use super::{
-    labels, op, FastPath, ACTION_BYTES, CFG_GENERATION, ENTRY_ACTIONS_AT, ENTRY_BYTES_AT, ENTRY_KEY_AT,
-    ENTRY_N_ACTIONS_AT, ENTRY_PACKETS_AT, MAX_ACTIONS, MAX_MASKS,
+    labels, op, read_hits, table, FastPath, ACTION_BYTES, CFG_GENERATION, ENTRY_ACTIONS_AT, ENTRY_KEY_AT,
+    ENTRY_MASK_AT, ENTRY_N_ACTIONS_AT, MAX_ACTIONS, MAX_MASKS,
 };
 
 fn u16_at(b: &[u8], at: usize) -> u16 {
@@ -82,12 +82,16 @@ impl FastPath {
         }
         let mut flows = Vec::new();
         let map = self.megaflows();
-        for k in map.keys().unwrap_or_default() {
-            let Ok(Some(v)) = map.lookup(&k) else { continue };
-            let slot = u32_at(&k, 0);
+        // The entries the kernel's slots lead to (`fastpath/table.rs`).
+        let slots =
+            self.obj.map("ef_flow_slots").and_then(|m| m.lookup_cells(m.max_entries, false)).unwrap_or_default();
+        for index in slots.chunks_exact(8).filter_map(|c| table::slot_index(u64_at(c, 0))) {
+            let Ok(Some(v)) = map.lookup(&index.to_ne_bytes()) else { continue };
+            let slot = u32_at(&v, ENTRY_MASK_AT);
+            let (packets, bytes) = read_hits(&self.obj, index);
             let mut key = FlowKey::default();
             key.0.copy_from_slice(&v[ENTRY_KEY_AT..ENTRY_KEY_AT + KEY_BYTES]);
-            let n = (u32_at(&v, ENTRY_N_ACTIONS_AT) as usize).min(MAX_ACTIONS);
+            let n = (u16_at(&v, ENTRY_N_ACTIONS_AT) as usize).min(MAX_ACTIONS);
             let actions: Vec<String> = (0..n)
                 .map(|i| {
                     let at = ENTRY_ACTIONS_AT + i * ACTION_BYTES;
@@ -98,8 +102,8 @@ impl FastPath {
             flows.push(json!({
                 "match": masks.get(&slot).map_or_else(|| format!("mask slot {slot} (empty)"), |m| packet::key::match_text(&key, m)),
                 "actions": if actions.is_empty() { "drop".to_string() } else { actions.join(",") },
-                "packets": u64_at(&v, ENTRY_PACKETS_AT),
-                "bytes": u64_at(&v, ENTRY_BYTES_AT),
+                "packets": packets,
+                "bytes": bytes,
                 "mask_slot": slot,
                 // An entry of an older generation is dead: the program treats it as a miss.
                 "live": Some(entry_generation) == generation,

@@ -10,6 +10,9 @@
 //! the kept links in one step each (`BPF_LINK_UPDATE`); the entries the last run installed go on
 //! forwarding, beside the new run's own, until the mode has its state again (OpenFlow: the
 //! controller's first barrier), when they are all released at once.
+//!
+//! About 620 lines, one concern: the kept state — its record, finding and cleaning it, and a
+//! run's taking over of what the last one left (masks, slots, meters, links) and its release.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -18,8 +21,8 @@ use packet::{FlowKey, KEY_BYTES};
 use tracing::info;
 
 use super::{
-    megaflows, obj_err, FastPath, Mode, Programs, CFG_GENERATION, CFG_HASH_SEED, CFG_UPCALL_IFINDEX, MASK_END, MAX_MASKS, MAX_METERS,
-    METER_BYTES,
+    megaflows, obj_err, sum_hits, table, FastPath, Mode, Programs, CFG_GENERATION, CFG_HASH_SEED, CFG_UPCALL_IFINDEX,
+    ENTRY_BYTES, MASK_END, MAX_MASKS, MAX_METERS, METER_BYTES,
 };
 use crate::ebpf::Map;
 use crate::sys;
@@ -29,7 +32,7 @@ use crate::sys;
 /// record carries it, and a run whose layout hashes otherwise starts cold rather than misreading
 /// what an older one kept: no version number that a change could forget to bump. (A map whose type
 /// or size changes is not reused anyway.)
-pub const LAYOUT_FINGERPRINT: u64 = 0x7067_7ae0_84ac_a7b2;
+pub const LAYOUT_FINGERPRINT: u64 = 0xb62d_2a91_7c59_75ca;
 /// Where kept state lives, one directory per datapath id, unless `EDGEFLOW_BPF_DIR` says
 /// otherwise (the systemd unit binds this directory into the service's runtime directory, as an
 /// unprivileged user cannot reach into the 0700 /sys/fs/bpf systemd mounts).
@@ -302,6 +305,8 @@ pub(super) struct Inherited {
     pub masks: [bool; MAX_MASKS],
     pub meters: Vec<u32>,
     pub entries: usize,
+    /// Their slots and indices (`fastpath/table.rs`).
+    pub placed: Vec<(u32, u32)>,
 }
 
 impl FastPath {
@@ -369,7 +374,7 @@ impl FastPath {
                 load()?
             }
         };
-        let mut fp = FastPath::with_object(mode, programs, obj);
+        let mut fp = FastPath::with_object(mode, programs, obj, entries);
         match found.filter(|_| unfit.is_none()) {
             Some(record) => {
                 fp.adopt()?;
@@ -430,12 +435,34 @@ impl FastPath {
                 inherited.meters.push(slot);
             }
         }
-        let map = megaflows(&self.obj);
-        for k in map.keys()? {
-            if word(map.lookup(&k)?) == Some(self.generation) {
-                inherited.entries += 1;
-            }
+        // The slots that lead to an entry of its generation stay, and those indices are taken;
+        // the rest is let go of.
+        let slot_map = self.obj.map("ef_flow_slots").map_err(obj_err)?;
+        let slots: Vec<u64> = slot_map
+            .lookup_cells(slot_map.max_entries, false)?
+            .chunks_exact(8)
+            .map(|c| u64::from_ne_bytes(c.try_into().unwrap()))
+            .collect();
+        let flows = megaflows(&self.obj);
+        let bodies = flows.lookup_cells(flows.max_entries, false)?;
+        let hits = self.obj.map("ef_flow_hits").map_err(obj_err)?;
+        let cells = hits.lookup_cells(hits.max_entries, true)?;
+        let per_index = (cells.len() / hits.max_entries.max(1) as usize).max(1);
+        let counts = cells.chunks_exact(per_index).map(sum_hits).collect();
+        let generation = self.generation;
+        let live = |index: u32| {
+            let at = index as usize * ENTRY_BYTES;
+            bodies.get(at..at + 8).map(|w| u64::from_ne_bytes(w.try_into().unwrap())) == Some(generation)
+        };
+        let (flow_table, writes) = table::FlowTable::adopted(self.capacity, slots, live, counts);
+        self.table = flow_table;
+        for (s, v) in writes {
+            self.write_slot(s, v);
         }
+        inherited.placed = (0..self.table.slots().len() as u32)
+            .filter_map(|s| table::slot_index(self.table.slots()[s as usize]).map(|i| (s, i)))
+            .collect();
+        inherited.entries = inherited.placed.len();
         match self.programs {
             Programs::Links => self.adopt_links()?,
             Programs::Flows => self.adopt_labels()?,
@@ -473,9 +500,9 @@ impl FastPath {
     /// A flush while the last run's entries still forward: only this run's own go, one by one,
     /// and their masks and meters with them; the generation stays, and so do the last run's.
     pub(super) fn flush_own(&mut self) {
-        let map = megaflows(&self.obj);
-        for k in self.entries.keys() {
-            let _ = map.delete(k);
+        let own: Vec<Vec<u8>> = self.entries.keys().cloned().collect();
+        for k in own {
+            self.take_out(&k);
         }
         self.entries.clear();
         self.by_source.clear();
@@ -502,12 +529,12 @@ impl FastPath {
             }
         }
         self.flush();
-        // Unreachable now; their room in the map is freed here (this run's own by `sweep`).
-        let map = megaflows(&self.obj);
-        if let Ok(keys) = map.keys() {
-            for k in keys.iter().filter(|k| !self.entries.contains_key(*k)) {
-                let _ = map.delete(k);
+        // Unreachable now; their slots and indices are let go of here (this run's own by `sweep`).
+        for (slot, index) in inherited.placed {
+            for (s, v) in self.table.release_slot(slot) {
+                self.write_slot(s, v);
             }
+            self.table.cool(index, self.since_start());
         }
         Some(inherited.entries)
     }
@@ -528,7 +555,7 @@ impl FastPath {
             layout: LAYOUT_FINGERPRINT,
             datapath: self.mode.name().to_string(),
             programs: format!("{:?}", self.programs).to_lowercase(),
-            entries: megaflows(&self.obj).max_entries,
+            entries: self.capacity,
             upcall: self.upcall.as_ref().and_then(|(ours, _)| sys::ifindex(ours).ok().map(|i| (ours.clone(), i))),
             ports: self
                 .attached

@@ -1038,7 +1038,9 @@ fn a_kept_fast_path_is_taken_over_and_its_entries_released_at_once() {
         assert_eq!(xdp(&second, f).0, XDP_PASS, "released: every entry goes at once");
     }
     second.sweep();
-    assert!(second.megaflows().keys().unwrap().is_empty(), "and its room in the map with it");
+    let slots = second.obj.map("ef_flow_slots").unwrap();
+    let cells = slots.lookup_cells(slots.max_entries, false).unwrap();
+    assert!(cells.iter().all(|&b| b == 0), "and their slots with them");
     install(&mut second, &to_h2, &[Field::EthDst], &[DpAction::Output(1)]);
     second.write_kept_record();
     drop(second);
@@ -1049,6 +1051,78 @@ fn a_kept_fast_path_is_taken_over_and_its_entries_released_at_once() {
     assert_eq!(xdp(&third, &to_h2).0, XDP_PASS);
     drop(third);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Megaflows whose keys share a home slot (`fastpath/table.rs`) take the slots after it, and each
+/// frame finds its own entry there, past the others and past a slot whose entry was retired; a
+/// key whose window is full stays in userspace (its frames go up), counted, and takes a slot
+/// once one is free. Each entry's hits are counted as its own.
+#[test]
+fn keys_sharing_a_home_slot_each_find_their_own_and_a_full_window_goes_up() {
+    if !ebpf::test_may_load_programs("the kernel fast-path tests") {
+        return;
+    }
+    // A small table (64 slots), so that keys sharing a home slot are quick to find.
+    let mut fp = FastPath::open(Mode::Xdp, &[], Programs::Flows, 16).expect("the fast-path object loads");
+    fp.register_port(1, LO, 1).unwrap();
+    let to = |n: u16| frame([2, 0, 0, 0, (n >> 8) as u8, n as u8], 64);
+    let mut mask = FlowKey::default();
+    mask.set(Field::InPort, u32::MAX as u128);
+    mask.set(Field::EthDst, u128::MAX);
+    let home = |f: &[u8]| {
+        let masked = packet::parse(f, 1).unwrap().0.masked(&mask);
+        fp.table.home(key_hash(&masked, live_words(&mask), fp.hash_seed))
+    };
+    let mut by_home: HashMap<u32, Vec<Vec<u8>>> = HashMap::new();
+    let crowd = (0..4096u16)
+        .map(to)
+        .find_map(|f| {
+            let same = by_home.entry(home(&f)).or_default();
+            same.push(f);
+            (same.len() > table::FLOW_PROBES as usize).then(|| same.clone())
+        })
+        .expect("keys sharing a home slot");
+    // Each entry rewrites the source MAC to its own: which one a frame hit shows.
+    let marked = |i: usize| [DpAction::SetField(Field::EthSrc, 0x0200_0000_9900 + i as u128), DpAction::Output(1)];
+    let ids: Vec<RuleId> =
+        crowd[..8].iter().enumerate().map(|(i, f)| install(&mut fp, f, &[Field::EthDst], &marked(i))).collect();
+    let (key, _) = packet::parse(&crowd[8], 1).unwrap();
+    let no_ports = |_: u32| Some(LO);
+    let mut no_meters = |_| None;
+    let mut cx = EncodeContext { mode: Mode::Xdp, ifindex: &no_ports, meter_slot: &mut no_meters, ip_proto: 17 };
+    let last = RuleId(1000);
+    let install_last = |fp: &mut FastPath, cx: &mut EncodeContext<'_>| {
+        fp.install(last, &key, &mask, &marked(8), &Credits::default(), &[(1, 1)], cx)
+    };
+    assert!(!install_last(&mut fp, &mut cx), "the window is full");
+    assert_eq!((fp.crowded, fp.refused), (1, 1), "counted");
+    let hits_for = |fp: &FastPath, i: usize| {
+        let (verdict, out) = xdp(fp, &crowd[i]);
+        (verdict, (verdict == XDP_REDIRECT).then(|| out[11]))
+    };
+    for i in 0..8 {
+        for _ in 0..=i {
+            assert_eq!(hits_for(&fp, i), (XDP_REDIRECT, Some(i as u8)), "key {i} finds its own entry");
+        }
+    }
+    let misses = fp.counters()[1];
+    assert_eq!(hits_for(&fp, 8), (XDP_PASS, None), "the crowded key goes up");
+    assert_eq!(fp.counters()[1], misses + 1);
+    let mut counted: Vec<(RuleId, u64)> = fp.harvest(1).flows.iter().map(|f| (f.0, f.2)).collect();
+    counted.sort();
+    assert_eq!(counted, ids.iter().enumerate().map(|(i, &id)| (id, i as u64 + 1)).collect::<Vec<_>>());
+
+    // One in the middle of the run retired: the keys after it are still found past its slot.
+    fp.retire(&Retired { entries: vec![ids[3]], meters: vec![] });
+    assert_eq!(hits_for(&fp, 3), (XDP_PASS, None));
+    for i in [0, 2, 4, 7] {
+        assert_eq!(hits_for(&fp, i), (XDP_REDIRECT, Some(i as u8)), "key {i} past the retired one's slot");
+    }
+    // The crowded key, offered again, takes the free slot.
+    assert!(install_last(&mut fp, &mut cx));
+    assert_eq!(hits_for(&fp, 8), (XDP_REDIRECT, Some(8)));
+    let counted: Vec<(RuleId, u64)> = fp.harvest(2).flows.iter().map(|f| (f.0, f.2)).filter(|f| f.0 == last).collect();
+    assert_eq!(counted, vec![(last, 1)], "its hits its own, from zero");
 }
 
 /// XDP to a port the kernel cannot redirect to natively (`fastpath/redirect.rs`): its output is
@@ -1103,7 +1177,11 @@ fn hit_cost_by_stage() {
             .unwrap()
     };
     let to = |n: u8| frame([2, 0, 0, 0, 1, n], 64);
-    let mut rows = vec![("miss, no mask", ns(&fp, &to(1), XDP_PASS))];
+    // The harness alone: r0 = XDP_PASS; exit.
+    let empty = [0xb7, 0, 0, 0, XDP_PASS as u8, 0, 0, 0, 0x95, 0, 0, 0, 0, 0, 0, 0];
+    let empty = ebpf::Program::from_instructions("empty", ebpf::prog_type::XDP, &empty).unwrap();
+    let floor = (0..7).map(|_| empty.test_run(&to(1), 200_000, LO, false).unwrap().1).min().unwrap();
+    let mut rows = vec![("an empty program", floor), ("miss, no mask", ns(&fp, &to(1), XDP_PASS))];
     install(&mut fp, &to(2), &[Field::EthDst], &[DpAction::Output(1)]);
     rows.push(("miss, one mask", ns(&fp, &to(1), XDP_PASS)));
     rows.push(("hit, first mask, output", ns(&fp, &to(2), XDP_REDIRECT)));

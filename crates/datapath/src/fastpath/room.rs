@@ -8,7 +8,7 @@
 
 use pipeline::classifier::RuleId;
 
-use super::{credit_hits, entry_counts, megaflows, FastPath};
+use super::{credit_hits, FastPath};
 
 /// An entry the kernel has not hit for this long may be evicted to make room for a new one.
 /// Ten harvests: long enough that an entry in use is never taken for an idle one.
@@ -43,7 +43,7 @@ impl FastPath {
     /// entry not noted is offered on its next hit, which costs an encoding, not a syscall.
     pub(super) fn refuse(&mut self, source: RuleId, why: Refusal) {
         self.refused += 1;
-        if self.refusals.len() < 2 * megaflows(&self.obj).max_entries as usize || self.refusals.contains_key(&source) {
+        if self.refusals.len() < 2 * self.capacity as usize || self.refusals.contains_key(&source) {
             self.refusals.insert(source, why);
         }
     }
@@ -53,7 +53,7 @@ impl FastPath {
     /// first, up to an eighth of the map at once (one scan pays for many installs). Scans at
     /// most once between two harvests.
     pub(super) fn has_room(&mut self) -> bool {
-        let capacity = megaflows(&self.obj).max_entries as usize;
+        let capacity = self.capacity as usize;
         if self.entries.len() < capacity {
             return true;
         }
@@ -79,10 +79,9 @@ impl FastPath {
         }
         idle.select_nth_unstable(n - 1);
         for (_, k) in idle.drain(..n) {
-            if let Some(inst) = self.entries.get_mut(&k) {
-                // Hits since the last harvest are not lost: the next harvest carries them.
-                if let Ok(Some(v)) = megaflows(&self.obj).take(&k) {
-                    let (packets, bytes) = entry_counts(&v);
+            // Hits since the last harvest are not lost: the next harvest carries them.
+            if let Some((packets, bytes)) = self.take_out(&k) {
+                if let Some(inst) = self.entries.get_mut(&k) {
                     credit_hits(inst, packets, bytes, &mut self.carried, &mut self.mask_hits, &mut self.no_output_drops, &k);
                 }
             }

@@ -170,6 +170,7 @@ impl Switch {
                 entries = fast.len(),
                 installed = fast.installed,
                 refused = fast.refused,
+                crowded = fast.crowded,
                 retired = fast.retired,
                 link_frames = fast.link_counters()[1].1,
                 via_tc = fast.xdp_via_tc_frames(),
