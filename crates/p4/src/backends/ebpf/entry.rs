@@ -109,7 +109,7 @@ static __always_inline int p4_main(void *ctx, const enum p4_hook hook)
 	if (!r || !vd)
 		return hook == P4_TC ? TC_ACT_OK : XDP_PASS;
 	for (__u32 i = 0; i < __builtin_offsetof(struct p4_run, buf) / 8; i++)
-		((__u64 *)r)[i] = 0;
+		((volatile __u64 *)r)[i] = 0;
 	vd->kind = P4_UP;
 	vd->reason = P4_NONE;
 	vd->n = 0;
@@ -183,17 +183,17 @@ static __always_inline int p4_main(void *ctx, const enum p4_hook hook)
 	}}
 	/* Egress per copy, on the metadata as ingress left it (the headers stay: see above). */
 	for (__u32 i = 0; i < sizeof(r->sm) / 8; i++)
-		((__u64 *)&r->saved_sm)[i] = ((__u64 *)&r->sm)[i];
+		((volatile __u64 *)&r->saved_sm)[i] = ((__u64 *)&r->sm)[i];
 	for (__u32 i = 0; i < sizeof(r->meta) / 8; i++)
-		((__u64 *)&r->saved_meta)[i] = ((__u64 *)&r->meta)[i];
+		((volatile __u64 *)&r->saved_meta)[i] = ((__u64 *)&r->meta)[i];
 	__u32 copies = 0, queue = 0;
 	for (__u32 c = 0; c < P4_GROUP_MAX; c++) {{
 		if (c >= group->n)
 			break;
 		for (__u32 i = 0; i < sizeof(r->sm) / 8; i++)
-			((__u64 *)&r->sm)[i] = ((__u64 *)&r->saved_sm)[i];
+			((volatile __u64 *)&r->sm)[i] = ((__u64 *)&r->saved_sm)[i];
 		for (__u32 i = 0; i < sizeof(r->meta) / 8; i++)
-			((__u64 *)&r->meta)[i] = ((__u64 *)&r->saved_meta)[i];
+			((volatile __u64 *)&r->meta)[i] = ((__u64 *)&r->saved_meta)[i];
 		r->sm.f_egress_port = group->ports[c];
 		{egress_start}r->exited = 0;
 		p4_ctl_{eg}(r);

@@ -214,7 +214,7 @@ impl Printer<'_> {
             (Kept::DirectMeter(c), "read", [CallArg::Out(p)]) => self.store(p, &c),
             (Kept::Register(map, cells), "read", [CallArg::Out(p), CallArg::In(i)]) => {
                 if width(&p.ty) > 64 || !scalar(&p.ty) {
-                    return Err(no(format!("register {key} of {}", self.p4_type(&p.ty))));
+                    return Err(no(format!("register {key} of {} bits", width(&p.ty))));
                 }
                 let i = self.expr(i)?;
                 self.store(p, &format!("p4_reg_read(&{map}, {i}, {cells})"))
@@ -222,7 +222,7 @@ impl Printer<'_> {
             (Kept::Register(map, cells), "write", [CallArg::In(i), CallArg::In(v)]) => {
                 let ty = crate::midend::code::expr_ty(v);
                 if width(&ty) > 64 || !scalar(&ty) {
-                    return Err(no(format!("register {key} of {}", self.p4_type(&ty))));
+                    return Err(no(format!("register {key} of {} bits", width(&ty))));
                 }
                 let (i, v) = (self.expr(i)?, self.expr(v)?);
                 Ok(format!("p4_reg_write(&{map}, {i}, {cells}, {v});\n"))

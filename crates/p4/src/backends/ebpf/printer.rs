@@ -214,6 +214,7 @@ impl<'a> Printer<'a> {
                 }
                 format!("struct {name}")
             }
+            Ty::Tuple(_) => return Err(no(format!("the tuple {}", self.p4_type(ty)))),
             other => return Err(no(format!("a value of type {}", self.p4_type(other)))),
         })
     }

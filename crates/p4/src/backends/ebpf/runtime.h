@@ -199,17 +199,18 @@ static __always_inline void p4_bound(__u64 *n)
 	*n = v;
 }
 
-/* An aggregate (its members are all 8-byte words) zeroed or copied word by word: clang calls
- * memset and memcpy for a large one, which BPF has not. */
+/* An aggregate (its members are all 8-byte words) zeroed or copied word by word, through a
+ * volatile pointer: clang turns a plain loop (or assignment) of a large one into memset or
+ * memcpy, which BPF has not. */
 #define p4_zero(p)                                                  \
 	do {                                                        \
 		for (__u32 p4_i = 0; p4_i < sizeof(*(p)) / 8; p4_i++) \
-			((__u64 *)(p))[p4_i] = 0;                   \
+			((volatile __u64 *)(p))[p4_i] = 0;          \
 	} while (0)
-#define p4_copy(d, s)                                                       \
-	do {                                                                \
-		for (__u32 p4_i = 0; p4_i < sizeof(*(d)) / 8; p4_i++)         \
-			((__u64 *)(d))[p4_i] = ((const __u64 *)(s))[p4_i]; \
+#define p4_copy(d, s)                                                               \
+	do {                                                                        \
+		for (__u32 p4_i = 0; p4_i < sizeof(*(d)) / 8; p4_i++)                 \
+			((volatile __u64 *)(d))[p4_i] = ((const __u64 *)(s))[p4_i]; \
 	} while (0)
 
 /* A stack's index known only when a frame runs, once the caller found it below the stack's

@@ -280,9 +280,9 @@ impl Printer<'_> {
             return Ok(());
         }
         let saved = (std::mem::replace(&mut self.context, context), self.at);
-        let printed = body(self);
+        // A refusal keeps the place it was found at.
+        let printed = body(self)?;
         (self.context, self.at) = saved;
-        let printed = printed?;
         let (ret, tail) = match context {
             Context::Control => ("void", String::new()),
             Context::Parser => ("int", String::new()),
