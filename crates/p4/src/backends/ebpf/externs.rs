@@ -344,8 +344,13 @@ impl Printer<'_> {
             other => return Err(no(format!("packet_in.lookahead<{}>()", self.p4_type(other)))),
         };
         let bits: u32 = widths.iter().sum();
-        if widths.iter().any(|w| *w > 57) && ty != &Ty::Bit(64) || bits % 8 != 0 && !matches!(ty, Ty::Bit(_)) {
-            return Err(no(format!("packet_in.lookahead<{}>()", self.p4_type(ty))));
+        // Each field read as `extract` reads it: at most eight bytes from the one it starts in.
+        let mut at = 0;
+        for w in &widths {
+            if (at % 8 + w).div_ceil(8) > 8 {
+                return Err(no(format!("packet_in.lookahead<{}>()", self.p4_type(ty))));
+            }
+            at += w;
         }
         let mut s = format!(
             "if (r->off * 8 + {bits} > r->len * 8) {{ r->misfit = r->len < r->sm.f_packet_length; \

@@ -258,7 +258,7 @@ impl<'a> Printer<'a> {
                     Ty::Bool => {}
                     // Its bits stay in the frame (the deparser writes in place): the header
                     // keeps their length only, so the varbit must end the header and start on a byte.
-                    Ty::Varbit(_) if k + 1 == a.fields.len() && fixed_bits % 8 == 0 => {
+                    Ty::Varbit(_) if k + 1 == a.fields.len() && fixed_bits.is_multiple_of(8) => {
                         let _ = writeln!(s, "\t__u64 f_{}; /* its length in bits */", ident(f));
                         continue;
                     }
