@@ -176,12 +176,14 @@ def test_compile_writes_the_kernel_back_end_and_refuses_what_does_not_fit(tmp_pa
     elf = obj.read_bytes()
     assert elf[:4] == b"\x7fELF" and int.from_bytes(elf[18:20], "little") == 247, "an eBPF object (EM_BPF)"
     wide = tmp_path / "wide.p4"
+    # Refused where the register is used (one the program declares and never uses is not in the kernel).
     wide.write_text((EXAMPLES / "l2_switch.p4").read_text().replace(
         "direct_counter(CounterType.packets_and_bytes) dmac_hits;",
-        "direct_counter(CounterType.packets_and_bytes) dmac_hits;\n    register<bit<72>>(4) wide;"))
+        "direct_counter(CounterType.packets_and_bytes) dmac_hits;\n    register<bit<72>>(4) wide;").replace(
+        "        dmac.apply();\n    }", "        dmac.apply();\n        wide.write(0, 72w1);\n    }"))
     r = subprocess.run([EDGEFLOW_BIN, "p4", "compile", str(wide)], capture_output=True, text=True, timeout=30)
     assert r.returncode == 1 and r.stderr.strip() == (
-        f"edgeflow p4 compile: {wide}:51:26: register L2Ingress.wide of 72 bits does not fit the kernel back end (docs/p4.md); "
+        f"edgeflow p4 compile: {wide}:91:9: register L2Ingress.wide of 72 bits does not fit the kernel back end (docs/p4.md); "
         "the program runs in userspace"), r.stderr
 
 

@@ -60,7 +60,19 @@ pub fn run(program: &Path, script: &Path, target: &str) -> Result<Outcome, Strin
     }
     let mut kernel = match datapath::fastpath::p4_test_run::TestRun::build(&switch) {
         Ok(k) => k,
-        Err(e) => return Ok(Outcome::refused(e.to_string().lines().next().unwrap_or("").to_string())),
+        Err(e) => return Ok(Outcome::refused(load_failure(&e.to_string()))),
     };
     Ok(p4::stf::run(&script, &mut switch, &mut kernel))
+}
+
+/// Why the kernel did not take the program, on one line: the error, and when the verifier
+/// refused it, the verifier's reason (the last line before its closing statistics).
+fn load_failure(e: &str) -> String {
+    let lines: Vec<&str> = e.lines().filter(|l| !l.trim().is_empty()).collect();
+    let first = lines.first().copied().unwrap_or("");
+    let end = lines.iter().rposition(|l| l.starts_with("processed ")).unwrap_or(lines.len());
+    match lines[..end].last() {
+        Some(why) if end > 1 => format!("{first}: the verifier: {}", why.trim()),
+        _ => first.to_string(),
+    }
 }

@@ -233,10 +233,11 @@ fn the_checker_takes_selectors_only_where_a_table_has_one_and_the_kernel_refuses
     let counter = ECMP.replace("implementation = paths;", "implementation = 5;");
     let e = p4::front_end("ecmp.p4", &counter).unwrap_err();
     assert!(e.contains("an implementation is an action profile or selector"), "{e}");
-    // Refused by name and line: a selector instance, and a profile constructed in a table.
+    // Refused by name and line, at the table that has it: a selector instance, and a profile
+    // constructed in a table.
     let (p, c) = p4::front_end("ecmp.p4", ECMP).unwrap();
     let e = p4::backends::ebpf::generate_in("ecmp.p4", &p, &c).unwrap_err();
-    assert!(e.starts_with("ecmp.p4:15:") && e.contains("the action_selector extern (I.paths) does not fit"), "{e}");
+    assert!(e.starts_with("ecmp.p4:16:") && e.contains("I.ecmp's action profile or selector"), "{e}");
     let inline = ECMP.replace("@max_group_size(4) action_selector(HashAlgorithm.crc16, 32w64, 32w16) paths;", "");
     let inline = inline.replace("= paths;", "= action_selector(HashAlgorithm.crc16, 32w64, 32w16);");
     let (p, c) = p4::front_end("ecmp.p4", &inline).unwrap_or_else(|e| panic!("{e}"));

@@ -530,7 +530,8 @@ fn a_table_that_lists_no_actions_misses_into_no_action() {
 }
 
 /// The kernel back end does not compile these constructs yet: it refuses each program by
-/// name, and the program then runs in userspace, on the software target above.
+/// name, and the program then runs in userspace, on the software target above. (Generic
+/// functions and `/` it compiles since it prints the mid end's IR.)
 #[test]
 fn the_kernel_back_end_refuses_each_construct_by_name() {
     let with = |types: &str, parser: &str, ingress: &str, deparser: &str| {
@@ -544,7 +545,7 @@ fn the_kernel_back_end_refuses_each_construct_by_name() {
              EdgeflowSwitch(P(), I(), E(), D()) main;\n"
         );
         let (p, c) = p4::front_end("k.p4", &text).unwrap_or_else(|e| panic!("{e}"));
-        p4::backends::ebpf::generate(&p, &c).map(drop).unwrap_err()
+        p4::backends::ebpf::generate(&p, &c).map(drop).err().unwrap_or_else(|| "compiled".to_string())
     };
     let eth = "packet.emit(hdr.eth);";
     let cases = [
@@ -555,9 +556,11 @@ fn the_kernel_back_end_refuses_each_construct_by_name() {
                 "apply { hdr.eth.kind = f(hdr.eth.kind); }",
                 eth,
             ),
-            "the generic function 'f' does not fit the kernel back end (docs/p4.md); the program runs in userspace",
+            // The mid end makes an instance of a generic function per use, which the kernel prints.
+            "compiled",
         ),
-        (with(ETH_ONLY, PARSE_ETH, "apply { hdr.eth.kind = hdr.eth.kind / 3; }", eth), "'/' and '%' on values known only at run time does not fit the kernel back end (docs/p4.md); the program runs in userspace"),
+        // By zero, 0, as the software target has it.
+        (with(ETH_ONLY, PARSE_ETH, "apply { hdr.eth.kind = hdr.eth.kind / 3; }", eth), "compiled"),
         (
             with(
                 ETH_ONLY,

@@ -105,9 +105,9 @@ impl<'a> Code<'a> {
         let saved_bind = std::mem::take(&mut self.bind);
         let saved_result = self.result.take();
         let index = self.out.blocks_code.len();
-        let declared = match decl {
-            Decl::Parser { name, .. } | Decl::Control { name, .. } => name.text.clone(),
-            _ => String::new(),
+        let (declared, pos) = match decl {
+            Decl::Parser { name, .. } | Decl::Control { name, .. } => (name.text.clone(), name.pos),
+            _ => (String::new(), Pos::default()),
         };
         self.out.blocks_code.push(ir::Block {
             name: path.clone(),
@@ -115,6 +115,7 @@ impl<'a> Code<'a> {
             params: Vec::new(),
             init: Vec::new(),
             body: ir::BlockBody::Control(Vec::new()),
+            pos,
         });
         let lowered = self.block_inner(decl, &path);
         self.scopes = saved_scopes;
@@ -868,6 +869,7 @@ impl<'a> Code<'a> {
                     type_args,
                     args,
                     result,
+                    at: pos,
                 });
                 pre.extend(after);
                 Ok(())
@@ -901,7 +903,7 @@ impl<'a> Code<'a> {
                 let params = self.extern_function_params(n, args.len())?;
                 let (args, after) = self.extern_args(&params, args, pre)?;
                 let type_args = type_args.iter().map(|t| self.ast_ty(t, pos)).collect::<Result<_>>()?;
-                pre.push(IrStmt::Extern { callee: ir::Callee::Function(n.clone()), type_args, args, result });
+                pre.push(IrStmt::Extern { callee: ir::Callee::Function(n.clone()), type_args, args, result, at: pos });
                 pre.extend(after);
                 Ok(())
             }
@@ -1128,7 +1130,13 @@ impl<'a> Code<'a> {
         };
         self.result = result;
         let index = self.out.functions.len();
-        self.out.functions.push(ir::Function { name: key.to_string(), params, result, body: Vec::new() });
+        self.out.functions.push(ir::Function {
+            name: key.to_string(),
+            params,
+            result,
+            body: Vec::new(),
+            pos: f.name.pos,
+        });
         self.function_instances.insert(key.to_string(), index);
         let body = self.stmts(&f.body)?;
         self.out.functions[index].body = body;
@@ -1170,7 +1178,7 @@ impl<'a> Code<'a> {
         }
         let bound = a.params.iter().take_while(|p| p.direction.is_some()).count();
         let index = self.out.actions.len();
-        self.out.actions.push(ir::Action { name: name.clone(), params, bound, body: Vec::new() });
+        self.out.actions.push(ir::Action { name: name.clone(), params, bound, body: Vec::new(), pos: a.name.pos });
         // Its locals are the action's: named under it.
         let saved_path = std::mem::replace(&mut self.path, name);
         let body = self.stmts(&a.body);
@@ -1265,6 +1273,7 @@ impl<'a> Code<'a> {
             entries_const: t.entries_const,
             size,
             properties,
+            pos: t.name.pos,
         });
         Ok(self.out.tables.len() - 1)
     }
@@ -1578,7 +1587,7 @@ impl<'a> Code<'a> {
                         ir::Transition::Select { keys, cases }
                     }
                 };
-                Ok(ir::State { name: s.name.text.clone(), body, transition })
+                Ok(ir::State { name: s.name.text.clone(), body, transition, pos: s.name.pos })
             })();
             self.scopes.pop();
             out.push(lowered?);
@@ -1704,7 +1713,7 @@ fn cast(v: IrExpr, from: &IrTy, to: &IrTy) -> IrExpr {
 }
 
 /// The type of a lowered expression.
-fn expr_ty(e: &IrExpr) -> IrTy {
+pub(crate) fn expr_ty(e: &IrExpr) -> IrTy {
     match e {
         IrExpr::Const { ty, .. } => ty.clone(),
         IrExpr::Bool(_) | IrExpr::IsValid(_) | IrExpr::Not(_) | IrExpr::And(..) | IrExpr::Or(..) => IrTy::Bool,

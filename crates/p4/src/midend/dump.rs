@@ -171,7 +171,7 @@ impl Dump<'_> {
             Stmt::ApplyBlock { block, after } => {
                 self.call(out, &pad, "apply", &self.p.blocks_code[*block].name, after, depth)
             }
-            Stmt::Extern { callee, type_args, args, result } => {
+            Stmt::Extern { callee, type_args, args, result, .. } => {
                 let callee = match callee {
                     Callee::Method { object: ExternRef::Instance(i), method } => format!("{i}.{method}"),
                     Callee::Method { object: ExternRef::Var(v), method } => format!("{}.{method}", name(v)),

@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use crate::diag::Pos;
+
 /// A value's type with nothing left to look up.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Ty {
@@ -307,12 +309,14 @@ pub enum Stmt {
         block: usize,
         after: Vec<Stmt>,
     },
-    /// An extern's method or function; `result` receives what it returns.
+    /// An extern's method or function; `result` receives what it returns. `at` is where the
+    /// call is written, for a back end that refuses it.
     Extern {
         callee: Callee,
         type_args: Vec<Ty>,
         args: Vec<CallArg>,
         result: Option<Place>,
+        at: Pos,
     },
     /// `for`: `init` once, then while `cond` holds, `body` then `update` (`continue` goes to
     /// `update`).
@@ -380,6 +384,8 @@ pub struct Table {
     pub size: Option<u128>,
     /// `counters = c`, `meters = m`, `implementation = p`: the property and the instance's name.
     pub properties: Vec<(String, String)>,
+    /// Where it is declared (a back end's refusal names it).
+    pub pos: Pos,
 }
 
 /// An action: its parameters with their directions (those with one first, then the control
@@ -391,6 +397,7 @@ pub struct Action {
     /// How many of `params` have a direction (the rest are data).
     pub bound: usize,
     pub body: Vec<Stmt>,
+    pub pos: Pos,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -399,6 +406,7 @@ pub struct Function {
     pub params: Vec<usize>,
     pub result: Option<usize>,
     pub body: Vec<Stmt>,
+    pub pos: Pos,
 }
 
 /// A `select` case's target, or a state's plain transition.
@@ -420,6 +428,7 @@ pub struct State {
     pub name: String,
     pub body: Vec<Stmt>,
     pub transition: Transition,
+    pub pos: Pos,
 }
 
 /// A parser or control instance: the package's blocks, then the sub-blocks they instantiate.
@@ -435,6 +444,8 @@ pub struct Block {
     /// What its locals start as, run before the states or `apply`.
     pub init: Vec<Stmt>,
     pub body: BlockBody,
+    /// Where its parser or control is declared.
+    pub pos: Pos,
 }
 
 #[derive(Clone, Debug, PartialEq)]

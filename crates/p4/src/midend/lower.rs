@@ -112,11 +112,29 @@ impl Lowering {
                 }
                 Decl::Instance(instance) => self.instance("", instance)?,
                 Decl::Parser { name, locals, .. } | Decl::Control { name, locals, .. } => {
+                    // The block's own constants size its instances too (`register(HALF)` with
+                    // `const bit<32> HALF = CELLS - 16;` in the control), seen only here.
+                    let (constants, numbers) = (self.constants.clone(), self.numbers.clone());
                     for local in locals {
-                        if let Local::Instance(instance) = local {
-                            self.instance(&name.text, instance)?;
+                        match local {
+                            Local::Instance(instance) => self.instance(&name.text, instance)?,
+                            Local::Const { ty: Type::Integer, name, value } => {
+                                if let Ok(Folded::Number(v, _)) = self.fold(value) {
+                                    self.numbers.insert(name.text.clone(), v);
+                                }
+                            }
+                            Local::Const { ty, name, value } => {
+                                let t = self.ty(ty, name.pos)?;
+                                if let Ok(folded) = self.fold(value) {
+                                    if let Ok(v) = self.fit(folded, &t, value.pos, &name.text) {
+                                        self.constants.insert(name.text.clone(), (t, v));
+                                    }
+                                }
+                            }
+                            _ => {}
                         }
                     }
+                    (self.constants, self.numbers) = (constants, numbers);
                 }
                 Decl::SerEnum { ty, name, .. } => {
                     let t = self.ty(ty, name.pos)?;

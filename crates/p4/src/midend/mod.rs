@@ -3,7 +3,8 @@
 //! their own way (issue 52). `lower` resolves the top level (types, enums, errors, constants,
 //! instances); `code` lowers every parser and control instance, action, function and table
 //! into typed statements with explicit copies; `dump` prints it for tests and readers
-//! (`edgeflow p4 ir FILE.p4`). The back ends do not read it yet.
+//! (`edgeflow p4 ir FILE.p4`). The software target executes it; the kernel back end prints it
+//! as C.
 
 pub mod code;
 mod dump;

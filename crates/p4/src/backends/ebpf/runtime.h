@@ -199,6 +199,30 @@ static __always_inline void p4_bound(__u64 *n)
 	*n = v;
 }
 
+/* An aggregate (its members are all 8-byte words) zeroed or copied word by word, through a
+ * volatile pointer: clang turns a plain loop (or assignment) of a large one into memset or
+ * memcpy, which BPF has not. */
+#define p4_zero(p)                                                  \
+	do {                                                        \
+		for (__u32 p4_i = 0; p4_i < sizeof(*(p)) / 8; p4_i++) \
+			((volatile __u64 *)(p))[p4_i] = 0;          \
+	} while (0)
+#define p4_copy(d, s)                                                               \
+	do {                                                                        \
+		for (__u32 p4_i = 0; p4_i < sizeof(*(d)) / 8; p4_i++)                 \
+			((volatile __u64 *)(d))[p4_i] = ((const __u64 *)(s))[p4_i]; \
+	} while (0)
+
+/* A stack's index known only when a frame runs, once the caller found it below the stack's
+ * size: an opaque copy, so that the compiler computes the element's address only there (the
+ * verifier refuses an address computed from an index not yet bounded), and masked where the
+ * verifier sees it. */
+static __always_inline __u64 p4_index(__u64 i, __u64 mask)
+{
+	asm volatile("" : "+r"(i));
+	return i & mask;
+}
+
 /* An AFDX account (the afdx_account extern, frame-based): a frame conforms if the credit covers
  * smax bytes per BAG; the credit grows by smax bytes per BAG up to smax x (BAG + jitter). As the
  * fast path's own accounts (bpf/fp_afdx.h), shared by every CPU without a lock: the account is

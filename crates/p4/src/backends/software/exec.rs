@@ -925,7 +925,9 @@ impl<'s> Compiler<'s> {
                     finish_call(flow, &after, m)
                 })
             }
-            Stmt::Extern { callee, type_args, args, result } => self.call(callee, type_args, args, result.as_ref())?,
+            Stmt::Extern { callee, type_args, args, result, .. } => {
+                self.call(callee, type_args, args, result.as_ref())?
+            }
             Stmt::Loop { cond, body, update } => {
                 let cond = cond.as_ref().map(|c| self.scalar(c)).transpose()?;
                 let (body, update) = (self.stmts(body)?, self.stmts(update)?);
