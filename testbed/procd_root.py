@@ -13,10 +13,9 @@ set`), it forks, respawns, signals and logs the switch, and logd keeps the log l
 
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
-from .systemd_root import CAPABILITIES, TEMPLATE, BootedRoot
+from .systemd_root import TEMPLATE, BootedRoot
 from .util import ROOT
 
 #: What scripts/openwrt-userland.sh builds (build/tools is kept across runs).
@@ -74,23 +73,10 @@ class ProcdRoot(BootedRoot):
         return self
 
     def boot(self, timeout=60):
-        log = open(self.log_path, "wb")
-        # As systemd_root's boot, with a stub init as PID 1 (--as-pid2) and procd under it.
-        self.nspawn = subprocess.Popen(
-            ["systemd-nspawn", "-q", "-D", str(self.root), "--as-pid2", "--register=no", "--keep-unit",
-             f"--machine={self.name}", f"--network-namespace-path=/run/netns/{self.netns}",
-             f"--capability={CAPABILITIES}", "--system-call-filter=bpf perf_event_open", "--bind=/sys/fs/bpf",
-             "/sbin/openwrt-start"],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.nspawn.poll() is not None:
-                raise RuntimeError(f"systemd-nspawn ended ({self.nspawn.returncode}): {self.console()[-2000:]}")
-            self.leader = self.leader or self._find_leader()
-            if self.leader and self.run("ubus", "-t", "1", "list", "service", check=False).returncode == 0:
-                return self
-            time.sleep(0.2)
-        raise TimeoutError(f"procd was not on ubus in {timeout} s: {self.console()[-2000:]}")
+        # A stub init as PID 1 (--as-pid2), the start script and then procd under it.
+        return self.start(["--as-pid2", "/sbin/openwrt-start"],
+                          lambda: self.run("ubus", "-t", "1", "list", "service", check=False).returncode == 0,
+                          timeout, "have procd on ubus")
 
     def _find_leader(self):
         """procd as this VM sees it: a process named procd descended from this nspawn."""

@@ -74,27 +74,34 @@ class BootedRoot:
         target.write_text(text)
 
     def boot(self, timeout=60):
+        def booted():
+            state = self.run("systemctl", "is-system-running", check=False).stdout.strip()
+            return state in ("running", "degraded")
+        return self.start(["-b"], booted, timeout, "finish booting")
+
+    def start(self, how, ready, timeout, what):
+        """Starts the container with nspawn's arguments `how` (its init: `-b`, or a command) and
+        waits until `ready()` says so, with a process of the container found to run it in."""
         log = open(self.log_path, "wb")
         # --keep-unit and --register=no: no systemd on this VM's side to make a scope or register
         # the machine with. /sys/fs/bpf is bound in, where the unit pins its fast path. nspawn's
         # own seccomp filter refuses bpf(2) to everything the container's systemd starts (EPERM,
         # whatever the capabilities) unless it is allowed by name.
         self.nspawn = subprocess.Popen(
-            ["systemd-nspawn", "-q", "-D", str(self.root), "-b", "--register=no", "--keep-unit",
+            ["systemd-nspawn", "-q", "-D", str(self.root), "--register=no", "--keep-unit",
              f"--machine={self.name}", f"--network-namespace-path=/run/netns/{self.netns}",
-             f"--capability={CAPABILITIES}", "--system-call-filter=bpf perf_event_open", "--bind=/sys/fs/bpf"],
+             f"--capability={CAPABILITIES}", "--system-call-filter=bpf perf_event_open", "--bind=/sys/fs/bpf",
+             *how],
             stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.nspawn.poll() is not None:
                 raise RuntimeError(f"systemd-nspawn ended ({self.nspawn.returncode}): {self.console()[-2000:]}")
             self.leader = self.leader or self._find_leader()
-            if self.leader:
-                state = self.run("systemctl", "is-system-running", check=False).stdout.strip()
-                if state in ("running", "degraded"):
-                    return self
+            if self.leader and ready():
+                return self
             time.sleep(0.3)
-        raise TimeoutError(f"the container did not finish booting in {timeout} s: {self.console()[-2000:]}")
+        raise TimeoutError(f"the container did not {what} in {timeout} s: {self.console()[-2000:]}")
 
     def _find_leader(self):
         """The container's PID 1 as this VM sees it: systemd, a child of nspawn."""
