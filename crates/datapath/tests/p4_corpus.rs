@@ -19,6 +19,10 @@ use p4::stf::{self, corpus_dir, Command, Verdict};
 
 /// How many of the corpus's 230 programs the kernel back end compiles and passes today.
 const PASSING_FLOOR: usize = 178;
+/// `EDGEFLOW_P4_CORPUS_EVERY=2` (what `make test` sets, tests/test_crates.py) runs every second
+/// program in name order, and holds the passes to this floor: clang and the verifier take most of a
+/// minute over the whole corpus, which `make test-p4c` and a plain `cargo test` still run.
+const PASSING_FLOOR_HALF: usize = 85;
 /// How many mutated frames the differential sends through one program, at most.
 const MUTATIONS_PER_PROGRAM: usize = 2_400;
 
@@ -34,6 +38,10 @@ fn the_corpus_passes_on_the_kernel_back_end_as_on_the_software_target() {
     let mut scripts: Vec<PathBuf> =
         entries.map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "stf")).collect();
     scripts.sort();
+    let every = std::env::var("EDGEFLOW_P4_CORPUS_EVERY").ok().and_then(|v| v.parse::<usize>().ok()).unwrap_or(1);
+    assert!(every == 1 || every == 2, "EDGEFLOW_P4_CORPUS_EVERY: 1 (the whole corpus) or 2 (every second program)");
+    scripts = scripts.into_iter().step_by(every).collect();
+    let floor = if every == 2 { PASSING_FLOOR_HALF } else { PASSING_FLOOR };
     // Two halves on two threads: most of the time is clang and the verifier, one program at a time.
     let (first, second) = scripts.split_at(scripts.len() / 2);
     let tallies = std::thread::scope(|s| {
@@ -64,9 +72,9 @@ fn the_corpus_passes_on_the_kernel_back_end_as_on_the_software_target() {
     println!("differential: {compared} mutated frames decided by the kernel, {} differed", differed.len());
     differed.truncate(20);
     assert!(differed.is_empty(), "the kernel and the software target differ:\n{}", differed.join("\n"));
-    assert!(compared >= 10_000, "only {compared} mutated frames were decided in the kernel");
+    assert!(compared >= 10_000 / every, "only {compared} mutated frames were decided in the kernel");
     assert!(failed.is_empty(), "{} program(s) the kernel took gave other frames:\n{}", failed.len(), failed.join("\n"));
-    assert!(passed >= PASSING_FLOOR, "{passed} pass, fewer than the floor {PASSING_FLOOR}");
+    assert!(passed >= floor, "{passed} pass, fewer than the floor {floor}");
 }
 
 /// What one corpus program did on the kernel back end.
