@@ -346,7 +346,7 @@ mod tests {
 
     #[test]
     fn two_lpm_keys_answer_as_the_scan() {
-        let mut r = Random(0x5eed_0f_2_1f5);
+        let mut r = Random(0x5eed_0f21_f5a7);
         let widths = [32, 16];
         let mut entries = Vec::new();
         for _ in 0..3000 {

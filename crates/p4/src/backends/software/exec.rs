@@ -62,6 +62,8 @@ pub(super) type E = Box<dyn Fn(&mut M<'_>) -> u128 + Send + Sync>;
 pub(super) type S = Box<dyn Fn(&mut M<'_>) -> Flow + Send + Sync>;
 /// Where a place starts among the slots, now (`None`: past a stack's end).
 type P = Arc<dyn Fn(&mut M<'_>) -> Option<usize> + Send + Sync>;
+/// Whether a statement's or select's reads through `last` or `next` are within their stacks.
+type Within = Box<dyn Fn(&mut M<'_>) -> bool + Send + Sync>;
 /// What runs after a write, for its side effects only.
 pub(super) type After = Box<dyn Fn(&mut M<'_>) + Send + Sync>;
 /// A place compiled: where it starts, its shape, and (for a union's member) the union's place
@@ -138,7 +140,7 @@ enum Transition {
     Goto(Target),
     /// The check that its keys' reads through `last` or `next` are within their stacks (else
     /// the parser rejects), the keys, the cases.
-    Select(Option<Box<dyn Fn(&mut M) -> bool + Send + Sync>>, Vec<E>, Vec<(Vec<Key>, Target)>),
+    Select(Option<Within>, Vec<E>, Vec<(Vec<Key>, Target)>),
 }
 
 #[derive(Clone, Copy)]
@@ -893,7 +895,7 @@ impl<'s> Compiler<'s> {
 
     /// Whether every one of these places (each read through `last` or `next`) is within its
     /// stack now.
-    fn within_stacks(&self, reads: &[Place]) -> R<Box<dyn Fn(&mut M) -> bool + Send + Sync>> {
+    fn within_stacks(&self, reads: &[Place]) -> R<Within> {
         let places = reads.iter().map(|p| Ok(self.place(p)?.0)).collect::<R<Vec<P>>>()?;
         Ok(Box::new(move |m: &mut M| places.iter().all(|at| at(m).is_some())))
     }

@@ -2765,7 +2765,7 @@ EdgeflowSwitch(P(), I(), E(), D()) main;
         let placed = |sw: &Switch| sw.tables["I.routes"].classifier.placements;
         assert_eq!(placed(&sw), 1000);
         for m in routes.iter().step_by(3) {
-            sw.delete("I.routes", &[m.clone()], 0).unwrap();
+            sw.delete("I.routes", std::slice::from_ref(m), 0).unwrap();
         }
         assert_eq!(placed(&sw), 1000, "a delete placed entries again");
         // And what is left is found as the scan finds it.
