@@ -385,6 +385,74 @@ fn a_parser_reading_last_of_an_empty_stack_rejects() {
     }
 }
 
+/// `hs.last.isValid()` on an empty stack is a read past the end too (P4-16 8.18): the compiled
+/// target answered false and accepted, the evaluator rejected.
+#[test]
+fn a_parser_asking_whether_last_of_an_empty_stack_is_valid_rejects() {
+    let text = "#include <core.p4>\n#include <edgeflow.p4>\n\
+        header eth_t { bit<48> dst; bit<48> src; bit<16> kind; }\n\
+        header tag_t { bit<8> value; }\n\
+        struct headers { eth_t eth; tag_t[2] tags; }\nstruct meta_t { bit<8> unused; }\n\
+        parser P(packet_in packet, out headers hdr, inout meta_t meta, inout standard_metadata_t sm) {\n\
+          state start { packet.extract(hdr.eth); transition select(hdr.eth.kind) { 0x88b5: one; default: none; } }\n\
+          state one { packet.extract(hdr.tags.next); transition none; }\n\
+          state none { transition select(hdr.tags.last.isValid()) { true: accept; default: accept; } } }\n\
+        control I(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { sm.egress_port = 2; } }\n\
+        control E(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }\n\
+        control D(packet_out packet, in headers hdr) { apply { packet.emit(hdr); } }\n\
+        EdgeflowSwitch(P(), I(), E(), D()) main;\n";
+    let mut with_tag = vec![2, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 1, 0x88, 0xb5, 0x0a];
+    with_tag.resize(60, 0);
+    let mut without = with_tag.clone();
+    without[13] = 0xb6;
+    for evaluator in [false, true] {
+        let mut sw = stf::load("last_valid.p4", text).unwrap();
+        if evaluator {
+            sw.use_evaluator();
+        } else {
+            assert_eq!(sw.compiled(), Ok(()));
+        }
+        assert_eq!(sw.process(&with_tag, 1, 0).map(|o| o.len()), Ok(1), "evaluator: {evaluator}");
+        assert_eq!(
+            sw.process(&without, 1, 0),
+            Err(Dropped::Parser("StackOutOfBounds".into())),
+            "evaluator: {evaluator}"
+        );
+    }
+}
+
+/// A statement reading past a stack's end rejects before it runs (P4-16 8.18), so it writes
+/// nothing: v1model goes on to ingress after a parser error, and the frame goes out with its
+/// type as it came. The compiled target wrote 0 first, then rejected.
+#[test]
+fn a_parser_statement_reading_past_a_stacks_end_writes_nothing() {
+    let text = "#include <core.p4>\n#include <v1model.p4>\n\
+        header eth_t { bit<48> dst; bit<48> src; bit<16> kind; }\n\
+        header tag_t { bit<8> value; }\n\
+        struct headers { eth_t eth; tag_t[2] tags; }\nstruct meta_t { bit<8> unused; }\n\
+        parser P(packet_in packet, out headers hdr, inout meta_t meta, inout standard_metadata_t sm) {\n\
+          state start { packet.extract(hdr.eth); hdr.eth.kind = (bit<16>)hdr.tags.last.value; transition accept; } }\n\
+        control V(inout headers hdr, inout meta_t meta) { apply { } }\n\
+        control I(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { sm.egress_spec = 2; } }\n\
+        control E(inout headers hdr, inout meta_t meta, inout standard_metadata_t sm) { apply { } }\n\
+        control C(inout headers hdr, inout meta_t meta) { apply { } }\n\
+        control D(packet_out packet, in headers hdr) { apply { packet.emit(hdr); } }\n\
+        V1Switch(P(), V(), I(), E(), C(), D()) main;\n";
+    let mut frame = vec![2, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 1, 0x88, 0xb6];
+    frame.resize(60, 0);
+    for evaluator in [false, true] {
+        let mut sw = stf::load("last_write.p4", text).unwrap();
+        if evaluator {
+            sw.use_evaluator();
+        } else {
+            assert_eq!(sw.compiled(), Ok(()));
+        }
+        let out = sw.process(&frame, 1, 0).unwrap_or_else(|e| panic!("evaluator {evaluator}: {e:?}"));
+        assert_eq!(out.len(), 1, "evaluator: {evaluator}");
+        assert_eq!(out[0].frame[12..14], [0x88, 0xb6], "evaluator: {evaluator}");
+    }
+}
+
 /// P4-16 8.22: `setValid()` or `setInvalid()` on a stack element whose index is out of range
 /// "must not change any state": the frame goes on as it was. The compiled target did so; the
 /// evaluator dropped the frame (error.StackOutOfBounds).

@@ -62,6 +62,8 @@ pub(super) type E = Box<dyn Fn(&mut M<'_>) -> u128 + Send + Sync>;
 pub(super) type S = Box<dyn Fn(&mut M<'_>) -> Flow + Send + Sync>;
 /// Where a place starts among the slots, now (`None`: past a stack's end).
 type P = Arc<dyn Fn(&mut M<'_>) -> Option<usize> + Send + Sync>;
+/// Whether a statement's or select's reads through `last` or `next` are within their stacks.
+type Within = Box<dyn Fn(&mut M<'_>) -> bool + Send + Sync>;
 /// What runs after a write, for its side effects only.
 pub(super) type After = Box<dyn Fn(&mut M<'_>) + Send + Sync>;
 /// A place compiled: where it starts, its shape, and (for a union's member) the union's place
@@ -136,7 +138,9 @@ pub(super) struct State {
 
 enum Transition {
     Goto(Target),
-    Select(Vec<E>, Vec<(Vec<Key>, Target)>),
+    /// The check that its keys' reads through `last` or `next` are within their stacks (else
+    /// the parser rejects), the keys, the cases.
+    Select(Option<Within>, Vec<E>, Vec<(Vec<Key>, Target)>),
 }
 
 #[derive(Clone, Copy)]
@@ -232,6 +236,34 @@ fn run_state(body: &[S], m: &mut M) -> Flow {
         }
     }
     Flow::Next
+}
+
+/// The places `e` reads through a stack's `last` or `next` (a value or a validity), into `out`.
+fn reads_past_a_stack(e: &Expr, out: &mut Vec<Place>) {
+    match e {
+        Expr::Read(p) | Expr::IsValid(p) => {
+            if p.steps.iter().any(|s| matches!(s, Step::Last | Step::Next)) {
+                out.push(p.clone());
+            }
+            for s in &p.steps {
+                if let Step::Elem(i) = s {
+                    reads_past_a_stack(i, out);
+                }
+            }
+        }
+        Expr::Const { .. } | Expr::Bool(_) | Expr::Str(_) => {}
+        Expr::Not(x) | Expr::Complement(x, _) | Expr::Negate(x, _) => reads_past_a_stack(x, out),
+        Expr::Slice { value, .. } | Expr::Cast { value, .. } => reads_past_a_stack(value, out),
+        Expr::Binary { left, right, .. } | Expr::Equal { left, right, .. } | Expr::Concat { left, right, .. } => {
+            reads_past_a_stack(left, out);
+            reads_past_a_stack(right, out);
+        }
+        // Only what is read for sure: the right of `&&` and `||` and a condition's branches may
+        // not be, and a read there past the end is left to `M::past_stack` (checked after).
+        Expr::And(left, _) | Expr::Or(left, _) => reads_past_a_stack(left, out),
+        Expr::Cond { cond, .. } => reads_past_a_stack(cond, out),
+        Expr::Aggregate { items, .. } => items.iter().for_each(|i| reads_past_a_stack(i, out)),
+    }
 }
 
 fn sign_extend(v: u128, from: u32, to: u32) -> u128 {
@@ -385,6 +417,9 @@ impl<'s> Compiler<'s> {
         Ok(match t {
             ir::Transition::Goto(n) => Transition::Goto(target(n)),
             ir::Transition::Select { keys, cases } => {
+                let mut reads = Vec::new();
+                keys.iter().for_each(|k| reads_past_a_stack(k, &mut reads));
+                let within = if reads.is_empty() { None } else { Some(self.within_stacks(&reads)?) };
                 let keys = keys.iter().map(|k| self.scalar(k)).collect::<R<Vec<_>>>()?;
                 let mut out = Vec::new();
                 for (sets, n) in cases {
@@ -402,7 +437,7 @@ impl<'s> Compiler<'s> {
                         .collect::<R<Vec<_>>>()?;
                     out.push((sets, target(n)));
                 }
-                Transition::Select(keys, out)
+                Transition::Select(within, keys, out)
             }
         })
     }
@@ -833,7 +868,39 @@ impl<'s> Compiler<'s> {
         }))
     }
 
+    /// A statement, after the check that what it reads through a stack's `last` or `next`
+    /// (the checker allows them in parsers only) is within the stack: else the parser rejects
+    /// before the statement runs, having written nothing (P4-16 8.18).
     fn stmt(&self, s: &Stmt) -> R<S> {
+        let mut reads = Vec::new();
+        match s {
+            Stmt::Assign { value, .. } => reads_past_a_stack(value, &mut reads),
+            Stmt::If { cond, .. } => reads_past_a_stack(cond, &mut reads),
+            Stmt::Extern { args, .. } => {
+                for a in args {
+                    if let CallArg::In(e) = a {
+                        reads_past_a_stack(e, &mut reads);
+                    }
+                }
+            }
+            _ => {}
+        }
+        let run = self.unchecked_stmt(s)?;
+        if reads.is_empty() {
+            return Ok(run);
+        }
+        let within = self.within_stacks(&reads)?;
+        Ok(Box::new(move |m: &mut M| if within(m) { run(m) } else { Flow::Reject(m.prog.error_out_of_bounds) }))
+    }
+
+    /// Whether every one of these places (each read through `last` or `next`) is within its
+    /// stack now.
+    fn within_stacks(&self, reads: &[Place]) -> R<Within> {
+        let places = reads.iter().map(|p| Ok(self.place(p)?.0)).collect::<R<Vec<P>>>()?;
+        Ok(Box::new(move |m: &mut M| places.iter().all(|at| at(m).is_some())))
+    }
+
+    fn unchecked_stmt(&self, s: &Stmt) -> R<S> {
         Ok(match s {
             Stmt::Assign { place, value } => self.assign(place, value)?,
             Stmt::Init(place) => {
@@ -1081,7 +1148,10 @@ pub(super) fn run_block(b: usize, m: &mut M) -> Flow {
                 }
                 let next = match &s.transition {
                     Transition::Goto(t) => *t,
-                    Transition::Select(keys, cases) => {
+                    Transition::Select(within, keys, cases) => {
+                        if within.as_ref().is_some_and(|within| !within(m)) {
+                            return Flow::Reject(prog.error_out_of_bounds);
+                        }
                         let mut values = [0u128; 8];
                         let mut spill = Vec::new();
                         let values: &mut [u128] = if keys.len() <= 8 {

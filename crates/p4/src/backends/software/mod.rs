@@ -282,7 +282,7 @@ impl TableState {
         self.classifier.insert(&self.entries, &self.widths, i);
     }
 
-    /// The classifier built afresh (after entries moved).
+    /// The classifier built afresh (from the program's entries).
     fn reindex(&mut self) {
         self.widths = self.keys.iter().map(|(w, _)| *w).collect();
         self.classifier = classifier::Classifier::of(&self.entries, &self.widths);
@@ -994,12 +994,11 @@ impl Switch {
         if t.fixed {
             return Err(format!("{table}: its entries are the program's (const entries)"));
         }
-        let before = t.entries.len();
-        t.entries.retain(|e| !(e.keys == keys && e.priority == priority));
-        if t.entries.len() == before {
-            return Err(format!("{table} has no such entry"));
-        }
-        t.reindex();
+        // One entry at most has these matches and priority (an insert of the same replaces it).
+        let place = t.entries.iter().position(|e| e.keys == keys && e.priority == priority);
+        let place = place.ok_or_else(|| format!("{table} has no such entry"))?;
+        t.classifier.remove(&t.entries[place], &t.widths, place);
+        t.entries.remove(place);
         self.generation += 1;
         Ok(())
     }
@@ -2721,5 +2720,61 @@ impl Switch {
         })();
         cx.scopes.pop();
         ran
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A delete takes its entry out of the classifier and places no other (before, every delete
+    /// built the classifier again: 10 ms for 10 000 routes, 100 s for a batch deleting them).
+    #[test]
+    fn a_delete_from_an_lpm_table_places_no_other_entry() {
+        let source = "#include <edgeflow.p4>
+header eth_t { bit<48> dst; bit<48> src; bit<16> type; }
+struct h_t { eth_t eth; }
+struct m_t { }
+parser P(packet_in pk, out h_t hdr, inout m_t meta, inout standard_metadata_t sm) {
+    state start { pk.extract(hdr.eth); transition accept; }
+}
+control I(inout h_t hdr, inout m_t meta, inout standard_metadata_t sm) {
+    action to(bit<32> port) { sm.egress_port = port; }
+    table routes { key = { hdr.eth.dst : lpm; } actions = { to; NoAction; } size = 4096; }
+    apply { routes.apply(); }
+}
+control E(inout h_t hdr, inout m_t meta, inout standard_metadata_t sm) { apply { } }
+control D(packet_out pk, in h_t hdr) { apply { pk.emit(hdr.eth); } }
+EdgeflowSwitch(P(), I(), E(), D()) main;
+";
+        let (p, c) = crate::front_end("routes.p4", source).unwrap_or_else(|e| panic!("{e}"));
+        let mut sw = Switch::new(p, c).unwrap();
+        let routes: Vec<Match> = (0..1000u128)
+            .map(|i| Match::Lpm { value: (i * 0x1_0000_0001) << 8, prefix: 8 + (i % 40) as u32 })
+            .collect();
+        let routes: Vec<Match> = routes
+            .into_iter()
+            .map(|m| match m {
+                Match::Lpm { value, prefix } => Match::Lpm { value: value & !mask(48 - prefix) & mask(48), prefix },
+                m => m,
+            })
+            .collect();
+        for (i, m) in routes.iter().enumerate() {
+            sw.insert("I.routes", vec![m.clone()], "to", vec![i as u128 % 512], 0).unwrap();
+        }
+        let placed = |sw: &Switch| sw.tables["I.routes"].classifier.placements;
+        assert_eq!(placed(&sw), 1000);
+        for m in routes.iter().step_by(3) {
+            sw.delete("I.routes", std::slice::from_ref(m), 0).unwrap();
+        }
+        assert_eq!(placed(&sw), 1000, "a delete placed entries again");
+        // And what is left is found as the scan finds it.
+        let t = &sw.tables["I.routes"];
+        for m in &routes {
+            let Match::Lpm { value, .. } = m else { unreachable!() };
+            for key in [*value, value | 0xff, value ^ 0x8000_0000] {
+                assert_eq!(t.lookup(&[key]), t.scan(&[key]));
+            }
+        }
     }
 }
