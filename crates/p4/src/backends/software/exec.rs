@@ -11,7 +11,7 @@
 //! returns why) and runs on the syntax-tree evaluator instead (`mod.rs`), which stays the
 //! reference the differential test (`tests/exec_differential.rs`) holds this to.
 //!
-//! About 1 180 lines, one concern: the meaning of each IR expression and statement as a closure.
+//! About 1 280 lines, one concern: the meaning of each IR expression and statement as a closure.
 
 use std::sync::Arc;
 

@@ -16,7 +16,7 @@
 //! action profiles, direct meters) and is the reference `tests/exec_differential.rs` holds the
 //! compiled program to. It is to be removed once those compile.
 //!
-//! About 2 700 lines, one concern: the semantics of every construct the checker accepts, on
+//! About 2 800 lines, one concern: the semantics of every construct the checker accepts, on
 //! values, in one evaluator; the control plane's side (entries, groups, counters) is the
 //! `Switch` API at the top, action profiles' members and groups in `profile.rs`. The externs'
 //! state machines are the part to move out if it grows.
