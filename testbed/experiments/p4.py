@@ -6,7 +6,7 @@ the generator's full speed (`p4`), and what each adds to a frame's latency again
 veth (`p4-processing`), beside the latencies the paper publishes for its P4 switches. A third
 (`p4-v1model`) holds two v1model programs written as BMv2's users write them, an IPv4 router and
 an L2 switch, against edgeflow's OpenFlow pipeline with flows that forward the same frames the
-same way, on the userspace datapath."""
+same way, on each datapath, and a fourth (`p4-v1model-processing`) the router's latency."""
 
 import ipaddress
 import random
@@ -197,58 +197,127 @@ def v1model_configs(receiver, sender_mac):
     return paths
 
 
+def v1model_switch(kind, datapath, topo, paths, program, name):
+    """The v1model program `program` on `datapath` (`kind` "p4"), or the OpenFlow pipeline there
+    with the flows that forward alike (`kind` "openflow", installed once it listens)."""
+    if kind == "p4":
+        return switch(datapath, topo.switch_ports, paths[(program, kind)], name)
+    return Edgeflow(topo.switch_ports, datapath=datapath, fail_mode="secure", log_name=name)
+
+
 def v1model_rate(seconds, rounds):
     """64-byte frames at the generator's full speed through each v1model program and through
-    the OpenFlow pipeline's equivalent flows, alternately, `rounds` times; medians. Userspace
-    datapath: the software target against the OpenFlow userspace pipeline."""
+    the OpenFlow pipeline's equivalent flows, alternately, `rounds` times per datapath; medians.
+    Userspace: the software target against the OpenFlow userspace pipeline; tc and xdp: the
+    kernel back end against the OpenFlow fast path, where the generator bounds the chain and the
+    switch's own time per frame (`chain_columns`) is what compares them."""
     table = Table("p4-v1model", "v1model programs against the OpenFlow pipeline's same forwarding: frame rate (64 B)",
                   ["program", "datapath", "switch", "runs", "offered_pps", "received_pps", "loss_pct", "bottleneck",
-                   "ratio_to_openflow"],
+                   "ratio_to_openflow", "bare_pps", "switch_ns_per_frame", "core_ratio_to_openflow",
+                   "kernel_share"],
                   note=f"edgeflow-loadgen XDP sender at full speed, {rounds} runs of {seconds:g} s per switch, "
                        "alternating; medians. XDP receiver. `router`: examples/p4/v1model_router.p4 with "
                        f"{ROUTES} LPM routes of /8 to /32 (the frames' destination under a /24, routes of every "
                        "longer length beside it), each frame's MACs rewritten, TTL lowered and checksum rewritten; "
                        "`openflow`: one flow per route, its prefix length as priority, mod_dl_src, mod_dl_dst, "
                        f"dec_ttl, output. `l2`: examples/p4/v1model_l2_switch.p4 with {L2_MACS} addresses, the "
-                       "frames sent to each in turn; `openflow`: a dl_dst flow per address over a flood.")
+                       "frames sent to each in turn; `openflow`: a dl_dst flow per address over a flood. On tc "
+                       "and xdp the P4 program is the kernel back end's and the OpenFlow flows the fast path's. "
+                       "`bare_pps`, `switch_ns_per_frame` as in the `p4` table; `core_ratio_to_openflow`: the "
+                       "OpenFlow switch's time per frame over the program's. `kernel_share`: of the frames the "
+                       "program decided, the share the kernel did.")
     netns.cleanup()
-    with netns.Topology("pv") as topo:
+    with bare_chain("pvbare") as (bare_src, bare_dst), netns.Topology("pv") as topo:
         h1, h2 = topo.add_host(), topo.add_host()
         loadgen.prepare_xdp_sender(h1)
-        set_hosts(topo.hosts, "user")
         paths = v1model_configs(h2, h1.mac)
         sends = {"router": dict(dst_mac=ROUTER_MAC, extra_send=[]),
                  "l2": dict(dst_mac=FIRST_L2_MAC, extra_send=["--dst-spread", str(L2_MACS)])}
-        for program, send in sends.items():
-            got = {"openflow": [], "p4": []}
-            for i in range(rounds):
-                for kind in got:
-                    progress(f"p4: v1model {program}, {kind} on user, run {i + 1} of {rounds}")
-                    name = f"p4-v1model-{program}-{kind}"
-                    if kind == "openflow":
-                        sw = Edgeflow(topo.switch_ports, fail_mode="secure", log_name=name)
-                    else:
-                        sw = switch("user", topo.switch_ports, paths[(program, kind)], name)
-                    with sw:
+        for datapath in DATAPATHS:
+            set_hosts(topo.hosts, datapath)
+            for program, send in sends.items():
+                got = {"openflow": [], "p4": []}
+                bare = []
+                for i in range(rounds):
+                    progress(f"p4: v1model {program}, bare veth, run {i + 1} of {rounds}")
+                    bare.append(loadgen.run(bare_src, bare_dst, size=64, rate=0, duration=seconds,
+                                            send_engine="xdp", **send)[1]["pps"])
+                    for kind in got:
+                        progress(f"p4: v1model {program}, {kind} on {datapath}, run {i + 1} of {rounds}")
+                        name = f"p4-v1model-{program}-{kind}-{datapath}"
+                        with v1model_switch(kind, datapath, topo, paths, program, name) as sw:
+                            if kind == "openflow":
+                                sw.ofctl("add-flows", str(paths[(program, kind)]))
+                            time.sleep(0.3)
+                            sent, recv = loadgen.run(h1, h2, size=64, rate=0, duration=seconds, send_engine="xdp",
+                                                     **send)
+                            kernel = decided = 0
+                            if kind == "p4":
+                                p4 = {g["name"]: g["counters"] for g in sw.stats()["mode_counters"]}["p4"]
+                                kernel, decided = p4["kernel_frames"], p4["frames"]
+                        loss = 100.0 * (1 - recv["received"] / max(sent["sent"], 1))
+                        got[kind].append((sent["achieved_pps"], recv["pps"], loss, kernel, decided))
+                for kind, runs in got.items():
+                    if any(r[1] <= 0 for r in runs):
+                        raise RuntimeError(f"p4 v1model: {program} {kind} on {datapath} delivered nothing in a run")
+                if min(bare) <= 0:
+                    raise RuntimeError("p4 v1model: the bare veth delivered nothing in a run")
+                rows = {}
+                for kind, runs in got.items():
+                    rows[kind] = table.add(
+                        program=program, datapath=datapath, switch=kind, runs=rounds,
+                        **chain_columns(median([r[0] for r in runs]), median([r[1] for r in runs]),
+                                        median([r[2] for r in runs]), median(bare)),
+                        kernel_share=(round(sum(r[3] for r in runs) / max(1, sum(r[4] for r in runs)), 4)
+                                      if kind == "p4" else None))
+                for row in rows.values():
+                    row["ratio_to_openflow"] = round(row["received_pps"] / rows["openflow"]["received_pps"], 3)
+                    mine, theirs = row["switch_ns_per_frame"], rows["openflow"]["switch_ns_per_frame"]
+                    row["core_ratio_to_openflow"] = round(theirs / mine, 3) if mine and theirs else None
+    return table
+
+
+def v1model_processing(seconds, rounds):
+    """What the v1model router adds to a frame's latency on each datapath, against the OpenFlow
+    pipeline forwarding alike and a direct veth: loadgen frames at 2 000/s (XDP sender, socket
+    receiver), as `processing` measures the AFDX program."""
+    table = Table("p4-v1model-processing",
+                  "The v1model router against the OpenFlow pipeline's same forwarding: processing latency (µs)",
+                  ["program", "datapath", "switch", "size", "rounds", "through_p50_us", "through_p99_us",
+                   "direct_p50_us", "processing_us", "lost"],
+                  note="edgeflow-loadgen 64-byte frames at 2000/s through examples/p4/v1model_router.p4 (its "
+                       f"{ROUTES} routes) and through the OpenFlow flows that route alike; `direct`: the same "
+                       "frames over one veth, run just before each run through the switch; medians of the rounds, "
+                       "`processing_us` the median of their differences. Beside the seed paper's 24 µs for a P4 "
+                       "software switch on DPDK.")
+    netns.cleanup()
+    direct_src, direct_dst = direct_pair("pvdir")
+    try:
+        with netns.Topology("pw") as topo:
+            h1, h2 = topo.add_host(), topo.add_host()
+            loadgen.prepare_xdp_sender(h1)
+            netns.sh("ip", "netns", "exec", direct_dst.name, "ethtool", "-K", "eth0", "gro", "on")
+            paths = v1model_configs(h2, h1.mac)
+
+            def stream(src, dst):
+                return loadgen.run(src, dst, size=64, rate=2000, duration=seconds / rounds, send_engine="xdp",
+                                   recv_engine="socket", dst_mac=ROUTER_MAC)[1]
+
+            for datapath in DATAPATHS:
+                set_hosts(topo.hosts, datapath)
+                for kind in ("openflow", "p4"):
+                    name = f"p4-v1model-processing-{kind}-{datapath}"
+                    with v1model_switch(kind, datapath, topo, paths, "router", name) as sw:
                         if kind == "openflow":
-                            sw.ofctl("add-flows", str(paths[(program, kind)]))
+                            sw.ofctl("add-flows", str(paths[("router", kind)]))
                         time.sleep(0.3)
-                        sent, recv = loadgen.run(h1, h2, size=64, rate=0, duration=seconds, send_engine="xdp",
-                                                 **send)
-                    loss = 100.0 * (1 - recv["received"] / max(sent["sent"], 1))
-                    got[kind].append((sent["achieved_pps"], recv["pps"], loss))
-            for kind, runs in got.items():
-                if any(r[1] <= 0 for r in runs):
-                    raise RuntimeError(f"p4 v1model: {program} on {kind} delivered nothing in a run")
-            rows = {}
-            for kind, runs in got.items():
-                loss = median([r[2] for r in runs])
-                rows[kind] = table.add(program=program, datapath="user", switch=kind, runs=rounds,
-                                       offered_pps=median([r[0] for r in runs]),
-                                       received_pps=median([r[1] for r in runs]), loss_pct=round(loss, 3),
-                                       bottleneck=bottleneck_of(loss))
-            for row in rows.values():
-                row["ratio_to_openflow"] = round(row["received_pps"] / rows["openflow"]["received_pps"], 3)
+                        progress(f"p4: v1model router processing, {kind} on {datapath}")
+                        table.add(program="router", datapath=datapath, switch=kind, size=64,
+                                  **paired_latency(lambda: stream(direct_src, direct_dst), lambda: stream(h1, h2),
+                                                   rounds))
+    finally:
+        for h in (direct_src, direct_dst):
+            netns.sh("ip", "netns", "del", h.name, check=False)
     return table
 
 
@@ -300,11 +369,12 @@ def run(out, quick, switches):
     rate = frame_rate(0.5 if quick else 2.0, 3 if quick else 5)
     v1model = v1model_rate(0.5 if quick else 2.0, 3 if quick else 5)
     proc = processing([64, 1518], 0.6 if quick else 1.5, 1 if quick else 3)
+    v1model_proc = v1model_processing(0.6 if quick else 1.5, 1 if quick else 3)
     published = Table("p4-published", "The paper's Table I: AFDX processing latency (µs)", ["switch", "latency_us"],
                       note="As published (seed paper, Table I); not measured here.")
     for name, lat in PUBLISHED:
         published.add(switch=name, latency_us=lat)
-    for t in (rate, v1model, proc, published):
+    for t in (rate, v1model, proc, v1model_proc, published):
         t.write(out)
 
     def draw(plt):
@@ -327,4 +397,4 @@ def run(out, quick, switches):
         right.legend(fontsize=7)
         fig.suptitle("AFDX: the paper's P4 program on edgeflow against its AFDX mode")
     plot(out / "p4.png", draw)
-    return [rate, v1model, proc, published]
+    return [rate, v1model, proc, v1model_proc, published]
