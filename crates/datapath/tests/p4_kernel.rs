@@ -1166,3 +1166,58 @@ fn stack_copies_comparisons_and_push_front_decide_in_the_kernel_as_in_software()
     }
     assert_eq!(tally.forwarded, 18, "{tally:?}");
 }
+
+/// What a frame costs the kernel back end's v1model programs, by the kernel's own timing
+/// (BPF_PROG_TEST_RUN of the XDP program with repeat, the fastest of seven batches), beside an
+/// empty program: not a test of behaviour, a measurement for docs/p4.md (issue 53, "on tc and xdp
+/// ≥ 0.9 of the OpenFlow fast path"; the fast path's own hit is `hit_cost_by_stage`).
+/// `cargo test --release -p datapath --test p4_kernel cost_of_a_frame -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn cost_of_a_frame() {
+    if !may_load_and_pin() {
+        return;
+    }
+    let time = |obj: &Object, frame: &[u8], want: u32| {
+        let at = [1u32.to_ne_bytes(), 0u32.to_ne_bytes()].concat();
+        map(obj, "p4_ports").update(&INGRESS_IFINDEX.to_ne_bytes(), &at).unwrap();
+        let prog = obj.program("p4_xdp").unwrap();
+        // A test run's repeats share one copy of the frame, and the router lowers its TTL each
+        // time: 250 repeats from TTL 255 keep every one routed.
+        (0..400)
+            .map(|_| {
+                let (verdict, ns) = prog.test_run(frame, 250, INGRESS_IFINDEX, false).unwrap();
+                assert_eq!(verdict, want, "the program's verdict");
+                ns
+            })
+            .min()
+            .unwrap()
+    };
+    const XDP_PASS: u32 = 2;
+    const XDP_REDIRECT: u32 = 4;
+    let empty = [0xb7, 0, 0, 0, XDP_PASS as u8, 0, 0, 0, 0x95, 0, 0, 0, 0, 0, 0, 0];
+    let empty = ebpf::Program::from_instructions("empty", ebpf::prog_type::XDP, &empty).unwrap();
+    let host = [2, 0, 0, 0, 0, 2];
+    let mut frame = udp4([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 0xfe], [10, 0, 1, 1], [10, 0, 2, 2], 1000, 2000, 64);
+    frame[22] = 255;
+    packet::csum::set_ipv4_checksum(&mut frame[14..34]);
+    let floor = (0..7).map(|_| empty.test_run(&frame, 200_000, INGRESS_IFINDEX, false).unwrap().1).min().unwrap();
+    println!("{floor:>5} ns  an empty program");
+    let out = DownVeth::new("c");
+    let (program, checked) = example("v1model_router.p4");
+    let g = generate(&program, &checked).unwrap_or_else(|e| panic!("{e}"));
+    let mut sw = Switch::new(program, checked).unwrap();
+    let route = Match::Lpm { value: 0x0a00_0200, prefix: 24 };
+    sw.insert("RouterIngress.ipv4_lpm", vec![route], "ipv4_forward", vec![mac(host), 2], 0).unwrap();
+    let k = load("router-cost", g, &sw, &out);
+    println!(
+        "{:>5} ns  v1model router: a route, MACs, TTL and checksum rewritten",
+        time(k.object(), &frame, XDP_REDIRECT)
+    );
+    let (program, checked) = example("v1model_l2_switch.p4");
+    let g = generate(&program, &checked).unwrap_or_else(|e| panic!("{e}"));
+    let mut sw = Switch::new(program, checked).unwrap();
+    sw.insert("L2Ingress.dmac", vec![Match::Exact(0x0200_0000_00fe)], "forward", vec![2], 0).unwrap();
+    let k = load("l2-cost", g, &sw, &out);
+    println!("{:>5} ns  v1model L2 switch: an address, forwarded", time(k.object(), &frame, XDP_REDIRECT));
+}

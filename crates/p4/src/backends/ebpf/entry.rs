@@ -16,6 +16,11 @@ pub(super) struct Blocks {
     pub checks: Vec<String>,
     /// Whether egress may change headers: multicast copies then go up.
     pub egress_writes_headers: bool,
+    /// Whether any block may change a header the parser read: if none does, the deparser's
+    /// bytes are the frame's own, and the frame is not written (a store costs ~10 ns).
+    pub headers_written: bool,
+    /// Whether the program reads the time: the clock costs some 25 ns a frame here.
+    pub reads_clock: bool,
 }
 
 pub(super) fn entry(v1: bool, blocks: &Blocks) -> String {
@@ -25,7 +30,14 @@ pub(super) fn entry(v1: bool, blocks: &Blocks) -> String {
     // Where v1model and edgeflow.p4 differ: a parser error goes on to ingress; the checksum
     // controls run after the parser and before the deparser; the drop port is 511 and port
     // 0 is a port; egress starts with egress_spec 0, and a replica is instance 5.
-    let arrival = if v1 { "\tr->sm.f_ingress_global_timestamp = r->sm.f_timestamp / 1000;\n" } else { "" };
+    let clock = if !blocks.reads_clock {
+        ""
+    } else if v1 {
+        "\tr->sm.f_timestamp = bpf_ktime_get_ns();\n\tr->sm.f_ingress_global_timestamp = r->sm.f_timestamp / 1000;\n"
+    } else {
+        "\tr->sm.f_timestamp = bpf_ktime_get_ns();\n"
+    };
+    let store = if blocks.headers_written { "out > 0" } else { "0" };
     let parse_error = if v1 {
         "vd->parser_error = r->sm.f_parser_error;"
     } else {
@@ -108,7 +120,8 @@ static __always_inline int p4_main(void *ctx, const enum p4_hook hook)
 	struct p4_verdict *vd = bpf_map_lookup_elem(&p4_verdict, &zero);
 	if (!r || !vd)
 		return hook == P4_TC ? TC_ACT_OK : XDP_PASS;
-	for (__u32 i = 0; i < __builtin_offsetof(struct p4_run, buf) / 8; i++)
+	/* What a frame starts with is zero; the copies egress starts from are written first. */
+	for (__u32 i = 0; i < __builtin_offsetof(struct p4_run, saved_meta) / 8; i++)
 		((volatile __u64 *)r)[i] = 0;
 	vd->kind = P4_UP;
 	vd->reason = P4_NONE;
@@ -145,8 +158,7 @@ static __always_inline int p4_main(void *ctx, const enum p4_hook hook)
 	r->len = n;
 	r->sm.f_ingress_port = in->port;
 	r->sm.f_packet_length = len;
-	r->sm.f_timestamp = bpf_ktime_get_ns();
-{arrival}	vd->timestamp = r->sm.f_timestamp;
+{clock}	vd->timestamp = r->sm.f_timestamp;
 	if (p4_parse(r) < 0) {{
 		if (r->misfit)
 			return p4_finish(ctx, vd, P4_UP, P4_MISFIT, hook, in);
@@ -181,19 +193,24 @@ static __always_inline int p4_main(void *ctx, const enum p4_hook hook)
 	}} else {{
 		{single}
 	}}
-	/* Egress per copy, on the metadata as ingress left it (the headers stay: see above). */
-	for (__u32 i = 0; i < sizeof(r->sm) / 8; i++)
-		((volatile __u64 *)&r->saved_sm)[i] = ((__u64 *)&r->sm)[i];
-	for (__u32 i = 0; i < sizeof(r->meta) / 8; i++)
-		((volatile __u64 *)&r->saved_meta)[i] = ((__u64 *)&r->meta)[i];
+	/* Egress per copy, on the metadata as ingress left it (the headers stay: see above); a
+	 * single copy needs nothing kept for another. */
+	if (group->n > 1) {{
+		for (__u32 i = 0; i < sizeof(r->sm) / 8; i++)
+			((volatile __u64 *)&r->saved_sm)[i] = ((__u64 *)&r->sm)[i];
+		for (__u32 i = 0; i < sizeof(r->meta) / 8; i++)
+			((volatile __u64 *)&r->saved_meta)[i] = ((__u64 *)&r->meta)[i];
+	}}
 	__u32 copies = 0, queue = 0;
 	for (__u32 c = 0; c < P4_GROUP_MAX; c++) {{
 		if (c >= group->n)
 			break;
-		for (__u32 i = 0; i < sizeof(r->sm) / 8; i++)
-			((volatile __u64 *)&r->sm)[i] = ((__u64 *)&r->saved_sm)[i];
-		for (__u32 i = 0; i < sizeof(r->meta) / 8; i++)
-			((volatile __u64 *)&r->meta)[i] = ((__u64 *)&r->saved_meta)[i];
+		if (c > 0) {{
+			for (__u32 i = 0; i < sizeof(r->sm) / 8; i++)
+				((volatile __u64 *)&r->sm)[i] = ((__u64 *)&r->saved_sm)[i];
+			for (__u32 i = 0; i < sizeof(r->meta) / 8; i++)
+				((volatile __u64 *)&r->meta)[i] = ((__u64 *)&r->saved_meta)[i];
+		}}
 		r->sm.f_egress_port = group->ports[c];
 		{egress_start}r->exited = 0;
 		p4_ctl_{eg}(r);
@@ -240,7 +257,7 @@ static __always_inline int p4_main(void *ctx, const enum p4_hook hook)
 		return p4_finish(ctx, vd, P4_UP, P4_MISFIT, hook, in);
 	__u64 out = r->emitted;
 	p4_bound(&out);
-	if (out > 0) {{
+	if ({store}) {{
 		if (hook == P4_TC) {{
 			if (bpf_skb_store_bytes(ctx, 0, r->buf, out, BPF_F_RECOMPUTE_CSUM))
 				return p4_finish(ctx, vd, P4_UP, P4_MISFIT, hook, in);

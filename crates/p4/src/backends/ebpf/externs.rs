@@ -391,13 +391,17 @@ impl Printer<'_> {
                     None => (bits / 8).to_string(),
                 };
                 let _ = writeln!(s, "if ({h}->valid) {{\nif ({h}->at != r->emitted) {{ r->misfit = 1; }}");
+                let Ty::Header(header) = ty else { unreachable!() };
                 let mut bit = 0u32;
-                for (f, t) in &fields {
+                for (k, (f, t)) in fields.iter().enumerate() {
                     if let Ty::Varbit(_) = t {
                         continue;
                     }
                     let w = width(t);
-                    let _ = writeln!(s, "p4_set(r->buf, r->emitted, {bit}, {w}, {h}->f_{});", ident(f));
+                    // A field nothing writes holds the bits the parser read here (`at` above).
+                    if self.written.field(*header, k) {
+                        let _ = writeln!(s, "p4_set(r->buf, r->emitted, {bit}, {w}, {h}->f_{});", ident(f));
+                    }
                     bit += w;
                 }
                 let _ = writeln!(s, "r->emitted += {bytes};\n}}");

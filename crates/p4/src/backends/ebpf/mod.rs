@@ -42,6 +42,7 @@ mod parser;
 mod printer;
 mod stmt;
 mod tables;
+mod written;
 
 use crate::arch::Architecture;
 use crate::diag::Pos;
@@ -302,13 +303,13 @@ fn print(ir: &crate::midend::ir::Program, checked: &Checked) -> Result<Generated
     let printed = p.print().and_then(|blocks| Ok((blocks, p.shared_types()?)));
     let (blocks, [hdr_ty, meta_ty, sm_ty]) = printed.map_err(|e| (p.at, e))?;
     let entry = entry::entry(v1model, &blocks);
-    // Everything before `buf` is zeroed for each frame, in 8-byte words (`align` keeps `buf`
-    // on a word).
+    // Everything before `saved_meta` is zeroed for each frame, in 8-byte words (`align` keeps
+    // what follows on a word).
     let run = format!(
         "struct p4_run {{\n\t{hdr_ty} hdr;\n\t{meta_ty} meta;\n\t{sm_ty} sm;\n\t\
-         {meta_ty} saved_meta;\n\t{sm_ty} saved_sm;\n{}\t__u32 len;\n\t__u32 off;\n\t\
+         {}\t__u32 len;\n\t__u32 off;\n\t\
          __u32 emitted;\n\t__u32 misfit;\n\t__u32 hit;\n\t__u32 action_run;\n\t__u32 exited;\n\t__u32 others_dropped;\n\t\
-         __u64 align;\n\t__u8 buf[2 * P4_BUF];\n}};\n\
+         __u64 align;\n\t{meta_ty} saved_meta;\n\t{sm_ty} saved_sm;\n\t__u8 buf[2 * P4_BUF];\n}};\n\
          EF_MAP(p4_scratch, BPF_MAP_TYPE_PERCPU_ARRAY, 4, sizeof(struct p4_run), 1);\n\n",
         p.run_members
     );

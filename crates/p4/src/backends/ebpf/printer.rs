@@ -52,6 +52,8 @@ pub(super) struct Printer<'a> {
     declared: Vec<bool>,
     stack_types: BTreeSet<String>,
     pub hash_buf: bool,
+    /// The header fields the program may change (the deparser writes back only those).
+    pub written: super::written::Written,
 }
 
 impl<'a> Printer<'a> {
@@ -78,6 +80,7 @@ impl<'a> Printer<'a> {
             declared: vec![false; ir.aggregates.len()],
             stack_types: BTreeSet::new(),
             hash_buf: false,
+            written: super::written::Written::of(ir),
         }
     }
 
@@ -125,6 +128,10 @@ impl<'a> Printer<'a> {
             egress: name(egress),
             checks: checks.iter().map(|b| name(*b)).collect(),
             egress_writes_headers: self.writes_headers(egress),
+            headers_written: self.written.any(),
+            // Every time the program sees (the standard metadata's timestamps, meters, AFDX
+            // accounts) is read from the run's `f_timestamp`: without one, no clock is read.
+            reads_clock: self.funcs.contains("timestamp"),
         })
     }
 
