@@ -12,7 +12,7 @@ use p4::backends::software::{Digest, Dropped, Match, Output, Switch};
 use p4::stf::{self, corpus_dir, Sent, Target};
 
 /// How many corpus programs run compiled today: it can only go up.
-const COMPILED_FLOOR: usize = 189;
+const COMPILED_FLOOR: usize = 213;
 
 /// A frame sent, its port, and what the switch did with it.
 type Sent1 = (Vec<u8>, u32, Result<Vec<Output>, Dropped>);

@@ -32,6 +32,7 @@ use crate::frontend::check::{Checked, Layout, Ty};
 mod classifier;
 mod exec;
 mod exec_arch;
+mod exec_psa;
 mod keyed;
 mod profile;
 mod psa;
@@ -394,7 +395,7 @@ pub struct Switch {
     /// Instances of the program's own parsers and controls (`Block.instance` → its type).
     sub_blocks: Names<String, String>,
     /// PSA's extern instances that have no cells (hashes, checksums, ...).
-    externs: Names<String, psa::Extern>,
+    externs: Keyed<psa::Extern>,
     /// Action profiles and selectors, by instance (`Block.name`, `.name` at the top level, or
     /// the table's name for one constructed in its property).
     profiles: Names<String, Profile>,
@@ -466,7 +467,7 @@ impl Switch {
             requests: v1model::Requests::default(),
             random: 0x9e37_79b9_7f4a_7c15,
             sub_blocks: Names::default(),
-            externs: Names::default(),
+            externs: Keyed::default(),
             profiles: Names::default(),
             generation: 0,
             initial: None,

@@ -13,9 +13,9 @@ use std::collections::VecDeque;
 use super::v1model::{hash, ones_complement_sum};
 use super::*;
 
-const RECIRCULATE_PORT: u32 = 0xffff_fffa;
+pub(super) const RECIRCULATE_PORT: u32 = 0xffff_fffa;
 /// As v1model's: how many times a frame's copies may come back to ingress.
-const RETURNS: usize = 16;
+pub(super) const RETURNS: usize = 16;
 
 /// A PSA extern instance whose state is not a table of cells.
 #[derive(Clone, Debug)]
@@ -433,7 +433,7 @@ pub(super) fn psa_algorithm(name: &str) -> &'static str {
 }
 
 /// One's-complement addition of two 16-bit sums.
-fn add_ones_complement(a: u16, b: u16) -> u16 {
+pub(super) fn add_ones_complement(a: u16, b: u16) -> u16 {
     let s = a as u32 + b as u32;
     ((s & 0xffff) + (s >> 16)) as u16
 }
