@@ -238,9 +238,10 @@ impl Run<'_> {
         Ok(out)
     }
 
-    /// Runs package block `b` on `data` (`length` the frame's, for counters and meters): how
-    /// it ended, and how many bits a parser read.
+    /// Runs package block `b` on `data` (`length` the frame's, for counters and meters), its
+    /// checksums clear: how it ended, and how many bits a parser read.
     fn block(&mut self, b: usize, data: &[u8], length: usize) -> (Flow, usize) {
+        self.sw.clear_checksums();
         let mut m = M {
             prog: self.prog,
             slots: std::mem::take(&mut self.slots),

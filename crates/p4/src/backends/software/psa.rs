@@ -6,7 +6,9 @@
 //! ingress deparsed (with the bridged `normal_meta`), and after its deparser an egress-to-egress
 //! clone, the drop, or the frame back to ingress when its port is `PSA_PORT_RECIRCULATE`.
 //! The externs only PSA has (`Hash`, `InternetChecksum`, `Checksum`, `Random`, `Digest`) are
-//! here too; `Counter`, `Meter` and `Register` share the software target's cells with v1model's.
+//! here too (a checksum's state starts clear with each block, as PSA says); `Counter`,
+//! `Meter` and `Register` share the software target's cells with v1model's. The compiled
+//! program runs PSA in `exec_psa.rs`; this is the reference the differential test holds it to.
 
 use std::collections::VecDeque;
 
@@ -265,6 +267,7 @@ impl Switch {
         now: u64,
         values: Vec<Value>,
     ) -> Result<Stage, Dropped> {
+        self.clear_checksums();
         let block = code.block(name);
         let mut cx = Cx::new(name, code, data, length as u64, now);
         let result = match block {
@@ -291,6 +294,21 @@ impl Switch {
         let cursor = cx.cursor / 8;
         let out = std::mem::take(&mut cx.out);
         Ok(Stage { values: cx.unbind(params), error, cursor, out })
+    }
+
+    /// Every `Checksum` and `InternetChecksum` as if cleared, as each of the package's blocks
+    /// starts: their state is the packet's, not the switch's ("automatically initialized as
+    /// if clear() had been called on it, once for each time the parser or control it is
+    /// instantiated within is executed", psa.p4). An instance of a sub-block starts clear at
+    /// its package block's start, not at each of its own applications.
+    pub(super) fn clear_checksums(&mut self) {
+        for e in self.externs.values_mut() {
+            match e {
+                Extern::Checksum(_, bytes) => bytes.clear(),
+                Extern::InternetChecksum(sum) => *sum = 0,
+                _ => {}
+            }
+        }
     }
 
     /// An instance of one of PSA's externs without cells; false if `ty` is not one.

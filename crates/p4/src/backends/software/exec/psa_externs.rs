@@ -3,8 +3,8 @@
 //! `InternetChecksum`, `Random`, `Digest`, `Register.read`, `Meter.execute` and the functions
 //! on the output metadata (`psa_normal`, ...), each as `psa.rs` and `mod.rs` do it on the
 //! evaluator's values. The instances without cells keep their state where the evaluator
-//! does (`Switch::externs`), found by number when the program is compiled: an
-//! `InternetChecksum` a program does not clear goes on from the last frame's sum, as there.
+//! does (`Switch::externs`, cleared as each of the package's blocks starts), found by number
+//! when the program is compiled.
 
 use super::externs::{serialize, Piece};
 use super::{mask, Compiler, Flow, Shape, E, M, P, R, S};
@@ -223,7 +223,7 @@ impl Compiler<'_> {
             let Some(CallArg::In(Expr::Read(p))) = args.get(i) else { return Err(format!("{f}'s argument {i}")) };
             let at = self.fixed(p).ok_or_else(|| format!("{f} of an indexed place"))?;
             let Ty::Struct(s) = &p.ty else { return Err(format!("{f} of what is not PSA's metadata")) };
-            let k = self.ir.aggregates[*s].fields.iter().position(|(n, _)| n == name).ok_or_else(|| format!("{f}"))?;
+            let k = self.ir.aggregates[*s].fields.iter().position(|(n, _)| n == name).ok_or_else(|| f.to_string())?;
             Ok(at + self.shape(&p.ty)?.field_at(k))
         };
         let Some(place) = result else { return Ok(Box::new(|_: &mut M| Flow::Next)) };
