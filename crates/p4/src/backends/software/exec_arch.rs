@@ -7,7 +7,7 @@
 //! v1model runs here with its checksums, hash, random and digest, but without what asks the
 //! switch for more than one pass (clone, resubmit, recirculate, truncate): those are refused
 //! when the program is compiled, and the evaluator runs such programs (the switch says so at
-//! start). PSA is not compiled yet.
+//! start). PSA's driver is `exec_psa.rs`, which finds its blocks with the `Layout` here.
 
 use std::sync::Arc;
 

@@ -11,10 +11,12 @@
 //! unsigned arithmetic wraps. Not run yet, and refused when a frame reaches them: keys of type
 //! error or enum.
 //!
-//! Frames run on the mid end's IR compiled into closures (`exec.rs`, `exec_arch.rs`) wherever
-//! the program compiles; the evaluator below runs the rest (PSA, v1model's multi-pass externs,
-//! action profiles, direct meters) and is the reference `tests/exec_differential.rs` holds the
-//! compiled program to. It is to be removed once those compile.
+//! Frames run on the mid end's IR compiled into closures (`exec.rs`; the architectures'
+//! drivers in `exec_arch.rs` for edgeflow.p4 and v1model, `exec_psa.rs` for PSA) wherever the
+//! program compiles; the evaluator below runs the rest (v1model's multi-pass externs, action
+//! profiles and selectors, direct meters, value sets) and is the reference
+//! `tests/exec_differential.rs` holds the compiled program to. It is to be removed once those
+//! compile.
 //!
 //! About 2 800 lines, one concern: the semantics of every construct the checker accepts, on
 //! values, in one evaluator; the control plane's side (entries, groups, counters) is the

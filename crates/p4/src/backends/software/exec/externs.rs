@@ -3,7 +3,7 @@
 //! checksums, hash, random and digest) and the methods of counters, registers, meters and AFDX
 //! accounts, each resolved when the program is compiled to the `Switch`'s state by number.
 //!
-//! About 760 lines, one concern: what each extern call does to the slots and the switch.
+//! About 790 lines, one concern: what each extern call does to the slots and the switch.
 
 use super::{mask, read_field, After, Compiler, Flow, Shape, E, M, P, R, S, VARBIT};
 use crate::backends::software::{v1model, Digest, Value, DIGESTS_KEPT, GREEN};
