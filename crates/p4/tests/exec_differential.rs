@@ -490,8 +490,9 @@ fn set_valid_past_a_stacks_end_changes_nothing() {
 }
 
 /// What of PSA the corpus does not run (`Checksum`, `Random`, `Digest`, `InternetChecksum`'s
-/// state, which is the frame's, the `psa_*` functions on the output metadata, the bridged `normal_meta`, an I2E
-/// clone cut by its session and an E2E clone), run compiled and on the
+/// state, which is the frame's, the `psa_*` functions on the output metadata, the metadata a
+/// deparser hands a later pass: `normal_meta`, `clone_e2e_meta`, `recirculate_meta`; an I2E
+/// clone cut by its session, an E2E clone, a recirculation), run compiled and on the
 /// evaluator: the same copies, digests and cells; and the copies say what each path did.
 #[test]
 fn psa_externs_and_paths_the_corpus_does_not_run_agree() {
@@ -500,10 +501,11 @@ fn psa_externs_and_paths_the_corpus_does_not_run_agree() {
         header info_t { bit<16> crc; bit<8> rnd; bit<8> bridged; bit<8> path; bit<8> flags; bit<16> sum; }\n\
         struct headers { eth_t eth; info_t info; }\n\
         struct meta_t { bit<8> unused; }\nstruct bridge_t { bit<8> tag; }\nstruct empty_t { }\n\
+        struct e2e_t { bit<8> tag; }\nstruct recirc_t { bit<8> tag; }\n\
         struct learn_t { bit<48> src; bit<16> kind; bool clone; }\n\
         parser IP(packet_in p, out headers h, inout meta_t m, in psa_ingress_parser_input_metadata_t istd,\n\
-                  in empty_t r, in empty_t rc) {\n\
-          state start { p.extract(h.eth); p.extract(h.info); transition accept; } }\n\
+                  in empty_t r, in recirc_t rc) {\n\
+          state start { p.extract(h.eth); p.extract(h.info); h.info.flags = h.info.flags | rc.tag; transition accept; } }\n\
         control IG(inout headers h, inout meta_t m, in psa_ingress_input_metadata_t istd,\n\
                    inout psa_ingress_output_metadata_t ostd) {\n\
           Checksum<bit<16>>(PSA_HashAlgorithm_t.CRC16) crc;\n\
@@ -521,6 +523,8 @@ fn psa_externs_and_paths_the_corpus_does_not_run_agree() {
             ck.subtract({16w1});\n\
             h.info.sum = ck.get();\n\
             fwd.apply();\n\
+            if (h.eth.dst[11:11] == 1 && istd.packet_path != PSA_PacketPath_t.RECIRCULATE) {\n\
+              ostd.egress_port = PSA_PORT_RECIRCULATE; }\n\
             if (h.eth.dst[8:8] == 1) { ostd.clone = true; ostd.clone_session_id = 5; }\n\
             learn_t l = { h.eth.src, h.eth.kind, ostd.clone };\n\
             if (h.eth.dst[9:9] == 1) { learn.pack(l); }\n\
@@ -534,8 +538,8 @@ fn psa_externs_and_paths_the_corpus_does_not_run_agree() {
             p.emit(h);\n\
           } }\n\
         parser EP(packet_in p, out headers h, inout meta_t m, in psa_egress_parser_input_metadata_t istd,\n\
-                  in bridge_t nm, in empty_t c, in empty_t ce) {\n\
-          state start { p.extract(h.eth); p.extract(h.info); h.info.bridged = nm.tag; transition accept; } }\n\
+                  in bridge_t nm, in empty_t c, in e2e_t ce) {\n\
+          state start { p.extract(h.eth); p.extract(h.info); h.info.bridged = nm.tag | ce.tag; transition accept; } }\n\
         control EG(inout headers h, inout meta_t m, in psa_egress_input_metadata_t istd,\n\
                    inout psa_egress_output_metadata_t ostd) {\n\
           apply {\n\
@@ -545,11 +549,12 @@ fn psa_externs_and_paths_the_corpus_does_not_run_agree() {
             if (istd.packet_path == PSA_PacketPath_t.NORMAL_UNICAST && h.eth.dst[10:10] == 1) {\n\
               ostd.clone = true; ostd.clone_session_id = 6; }\n\
           } }\n\
-        control ED(packet_out p, out empty_t ce, out empty_t rc, inout headers h, in meta_t m,\n\
+        control ED(packet_out p, out e2e_t ce, out recirc_t rc, inout headers h, in meta_t m,\n\
                    in psa_egress_output_metadata_t istd, in psa_egress_deparser_input_metadata_t edstd) {\n\
           apply {\n\
             if (psa_clone_e2e(istd)) { h.info.flags = h.info.flags | 8; }\n\
             if (psa_recirculate(istd, edstd)) { h.info.flags = h.info.flags | 0x10; }\n\
+            ce.tag = 0x6b; rc.tag = 0x20;\n\
             p.emit(h);\n\
           } }\n\
         IngressPipeline(IP(), IG(), ID()) ip;\n\
@@ -570,8 +575,8 @@ fn psa_externs_and_paths_the_corpus_does_not_run_agree() {
         sw.set_clone_session(6, session(8, None));
     };
     // dst's last byte: the port (2 and 3 in the table, 4 not); bit 8 clones I2E, bit 9 sends a
-    // digest, bit 10 clones E2E.
-    let frames: Vec<Vec<u8>> = [0x0002u16, 0x0103, 0x0202, 0x0403, 0x0704, 0x0004]
+    // digest, bit 10 clones E2E, bit 11 recirculates.
+    let frames: Vec<Vec<u8>> = [0x0002u16, 0x0103, 0x0202, 0x0403, 0x0704, 0x0004, 0x0802]
         .iter()
         .map(|d| {
             let mut f = vec![0, 0, 0, 0, (d >> 8) as u8, *d as u8, 2, 0, 0, 0, 0, 1, 0x88, 0xb5];
@@ -634,13 +639,17 @@ fn psa_externs_and_paths_the_corpus_does_not_run_agree() {
     assert_eq!(firsts[0].0.as_ref().unwrap()[0].frame[20..22], [0xfe, 0xfe]);
     assert_eq!(out[1].frame[20..22], [0xff, 0xfd]);
     // A digest: src, kind and the clone flag; the E2E clone (path 4, flags 8 from psa_clone_e2e
-    // on the unicast copy, which set it) to port 8 after the unicast copy.
+    // on the unicast copy, which set it) to port 8 after the unicast copy, with the
+    // clone_e2e_meta the egress deparser wrote (0x6b).
     assert_eq!(firsts[2].1.len(), 1);
     assert_eq!(firsts[2].1[0].data, vec![0x0200_0000_0001, 0x88b5, 0]);
     let out = firsts[3].0.as_ref().unwrap();
-    assert_eq!(out.iter().map(info).collect::<Vec<_>>(), [(3, 0x5a, 1, 9), (8, 0, 4, 9)]);
+    assert_eq!(out.iter().map(info).collect::<Vec<_>>(), [(3, 0x5a, 1, 9), (8, 0x6b, 4, 9)]);
     // No table entry for port 4: dropped, its clone and digest still made.
     assert_eq!(firsts[4].0.as_ref().unwrap().iter().map(|o| o.port).collect::<Vec<_>>(), [7]);
     assert_eq!(firsts[4].1[0].data[2], 1);
     assert_eq!(firsts[5].0, Err(Dropped::Program));
+    // Recirculated once (psa_recirculate's 0x10), its recirculate_meta (0x20) read by the
+    // ingress parser, then out to port 2.
+    assert_eq!(firsts[6].0.as_ref().unwrap().iter().map(info).collect::<Vec<_>>(), [(2, 0x5a, 1, 0x31)]);
 }

@@ -7,8 +7,9 @@
 //! Every block's parameters are IR variables of their own: a pass starts those PSA gives a
 //! block afresh from zero (the evaluator's default values: headers invalid, `false`, the first
 //! member of an enum, `error.NoError`), and copies what PSA carries from one block to the next
-//! (headers and user metadata within a pipeline, the output metadata into its deparser, the
-//! bridged `normal_meta` into the egress parser). The intrinsic metadata's fields are found by
+//! (headers and user metadata within a pipeline, the output metadata into its deparser, and
+//! a deparser's `normal_meta`, `clone_e2e_meta` or `recirculate_meta` into the parser of the
+//! pass it makes). The intrinsic metadata's fields are found by
 //! name once, when the program is compiled; the frames of later passes are the deparsers'
 //! bytes, so each block runs on an `M` of its own over the slots the passes share.
 
@@ -142,12 +143,18 @@ pub(super) fn layout(l: &Layout) -> Result<Psa, String> {
     })
 }
 
+/// The metadata a deparser hands the parser of a later pass: the parser's parameter (its
+/// variable) and the slots the deparser left in its own.
+type Carried = Option<(usize, Vec<u128>)>;
+
 /// A pass still to run.
 enum Job {
     Ingress {
         frame: Vec<u8>,
         port: u32,
         path: Path,
+        /// A recirculated frame's `recirculate_meta`.
+        carried: Carried,
     },
     Egress {
         frame: Vec<u8>,
@@ -155,8 +162,8 @@ enum Job {
         path: Path,
         instance: u16,
         class: u128,
-        /// The ingress deparser's `normal_meta` slots (a clone has none).
-        bridged: Option<Vec<u128>>,
+        /// A normal copy's `normal_meta`, an E2E clone's `clone_e2e_meta`.
+        carried: Carried,
         /// Where a clone session cuts this copy as it leaves.
         cut: Option<usize>,
     },
@@ -209,23 +216,24 @@ fn ran(f: Flow) -> Result<(), Dropped> {
 
 impl Run<'_> {
     fn frame(&mut self, frame: &[u8], port: u32) -> Result<Vec<Output>, Dropped> {
-        let mut jobs = VecDeque::from([Job::Ingress { frame: frame.to_vec(), port, path: Path::Normal }]);
+        let mut jobs =
+            VecDeque::from([Job::Ingress { frame: frame.to_vec(), port, path: Path::Normal, carried: None }]);
         let mut out = Vec::new();
         let mut returns = 0;
         while let Some(job) = jobs.pop_front() {
             match job {
-                Job::Ingress { frame, port, path } => {
+                Job::Ingress { frame, port, path, carried } => {
                     if !matches!(path, Path::Normal) {
                         returns += 1;
                         if returns > RETURNS {
                             continue;
                         }
                     }
-                    self.ingress(&frame, port, path, &mut jobs)?;
+                    self.ingress(&frame, (port, path), carried.as_ref(), &mut jobs)?;
                 }
-                Job::Egress { frame, port, path, instance, class, bridged, cut } => {
+                Job::Egress { frame, port, path, instance, class, carried, cut } => {
                     let copy = (port, path, instance, class);
-                    if let Some(mut o) = self.egress(&frame, copy, bridged.as_deref(), &mut jobs)? {
+                    if let Some(mut o) = self.egress(&frame, copy, carried.as_ref(), &mut jobs)? {
                         o.frame.truncate(cut.unwrap_or(usize::MAX));
                         out.push(o);
                     }
@@ -284,6 +292,22 @@ impl Run<'_> {
         copy_slots(self.prog, &mut self.slots, from, to);
     }
 
+    /// Variable `var`'s slots, to carry to a later pass's parser.
+    fn take(&self, var: usize) -> Vec<u128> {
+        let (at, n) = (self.prog.base[var], self.prog.sizes[var]);
+        self.slots[at..at + n].to_vec()
+    }
+
+    /// What an earlier pass's deparser carried, into its parser's parameter.
+    fn carry(&mut self, carried: Option<&(usize, Vec<u128>)>) {
+        if let Some((var, values)) = carried {
+            let (at, n) = (self.prog.base[*var], self.prog.sizes[*var]);
+            if n == values.len() {
+                self.slots[at..at + n].copy_from_slice(values);
+            }
+        }
+    }
+
     /// A parser's end: the error ingress or egress sees in `parser_error`.
     fn parsed(&self, f: Flow) -> Result<u128, Dropped> {
         match f {
@@ -301,12 +325,19 @@ impl Run<'_> {
         bytes
     }
 
-    fn ingress(&mut self, frame: &[u8], port: u32, path: Path, jobs: &mut VecDeque<Job>) -> Result<(), Dropped> {
+    fn ingress(
+        &mut self,
+        frame: &[u8],
+        (port, path): (u32, Path),
+        carried: Option<&(usize, Vec<u128>)>,
+        jobs: &mut VecDeque<Job>,
+    ) -> Result<(), Dropped> {
         let a = self.a;
         let path_number = a.paths[path as usize];
         self.fresh(&a.ip);
         self.set(a.ip_port, port as u128);
         self.set(a.ip_path, path_number);
+        self.carry(carried);
         let (f, cursor) = self.block(0, frame, frame.len());
         let error = self.parsed(f)?;
         let payload = &frame[(cursor / 8).min(frame.len())..];
@@ -324,13 +355,13 @@ impl Run<'_> {
 
         if self.get(a.i_clone) != 0 {
             let session = self.get(a.i_session) as u32;
-            self.clone_to(frame, session, Path::CloneI2E, jobs);
+            self.clone_to(frame, session, Path::CloneI2E, None, jobs);
         }
         if self.get(a.i_drop) != 0 {
             return Ok(());
         }
         if self.get(a.i_resubmit) != 0 {
-            jobs.push_back(Job::Ingress { frame: frame.to_vec(), port, path: Path::Resubmit });
+            jobs.push_back(Job::Ingress { frame: frame.to_vec(), port, path: Path::Resubmit, carried: None });
             return Ok(());
         }
         self.fresh(&a.id[..3]);
@@ -339,8 +370,7 @@ impl Run<'_> {
         self.copy(a.ig[3], a.id[5]);
         self.out.clear();
         ran(self.block(2, payload, frame.len()).0)?;
-        let normal = (self.prog.base[a.id[2]], self.prog.sizes[a.id[2]]);
-        let bridged = self.slots[normal.0..normal.0 + normal.1].to_vec();
+        let bridged = (a.ep[3], self.take(a.id[2]));
         let bytes = self.deparsed(payload);
 
         let class = self.get(a.i_class);
@@ -353,7 +383,7 @@ impl Run<'_> {
                     path: Path::NormalMulticast,
                     instance: rid,
                     class,
-                    bridged: Some(bridged.clone()),
+                    carried: Some(bridged.clone()),
                     cut: None,
                 });
             }
@@ -366,7 +396,7 @@ impl Run<'_> {
             path: Path::NormalUnicast,
             instance: 0,
             class,
-            bridged: Some(bridged),
+            carried: Some(bridged),
             cut: None,
         });
         Ok(())
@@ -378,7 +408,7 @@ impl Run<'_> {
         &mut self,
         frame: &[u8],
         (port, path, instance, class): (u32, Path, u16, u128),
-        bridged: Option<&[u128]>,
+        carried: Option<&(usize, Vec<u128>)>,
         jobs: &mut VecDeque<Job>,
     ) -> Result<Option<Output>, Dropped> {
         let a = self.a;
@@ -386,12 +416,7 @@ impl Run<'_> {
         self.fresh(&a.ep);
         self.set(a.ep_port, port as u128);
         self.set(a.ep_path, path_number);
-        if let Some(b) = bridged {
-            let (at, n) = (self.prog.base[a.ep[3]], self.prog.sizes[a.ep[3]]);
-            if n == b.len() {
-                self.slots[at..at + n].copy_from_slice(b);
-            }
-        }
+        self.carry(carried);
         let (f, cursor) = self.block(3, frame, frame.len());
         let error = self.parsed(f)?;
         let payload = &frame[(cursor / 8).min(frame.len())..];
@@ -419,30 +444,33 @@ impl Run<'_> {
 
         if self.get(a.e_clone) != 0 {
             let session = self.get(a.e_session) as u32;
-            self.clone_to(&bytes, session, Path::CloneE2E, jobs);
+            let meta = (a.ep[5], self.take(a.ed[0]));
+            self.clone_to(&bytes, session, Path::CloneE2E, Some(meta), jobs);
         }
         if self.get(a.e_drop) != 0 {
             return Ok(None);
         }
         if port == RECIRCULATE_PORT {
-            jobs.push_back(Job::Ingress { frame: bytes, port: RECIRCULATE_PORT, path: Path::Recirculate });
+            let carried = Some((a.ip[4], self.take(a.ed[1])));
+            jobs.push_back(Job::Ingress { frame: bytes, port: RECIRCULATE_PORT, path: Path::Recirculate, carried });
             return Ok(None);
         }
         Ok(Some(Output { port, queue: class as u8, frame: bytes }))
     }
 
     /// The copies clone session `session` makes of `frame` (none if it is not set up).
-    fn clone_to(&self, frame: &[u8], session: u32, path: Path, jobs: &mut VecDeque<Job>) {
+    fn clone_to(&self, frame: &[u8], session: u32, path: Path, carried: Carried, jobs: &mut VecDeque<Job>) {
         let Some(s) = self.sw.sessions.get(&session) else { return };
         let (class, cut) = (s.class_of_service as u128, s.truncate);
         let group = s.group.map(|g| self.sw.replicas(g)).unwrap_or_default();
         for &(port, rid) in group.iter().chain(&s.replicas) {
             let frame = frame.to_vec();
-            jobs.push_back(Job::Egress { frame, port, path, instance: rid, class, bridged: None, cut });
+            let carried = carried.clone();
+            jobs.push_back(Job::Egress { frame, port, path, instance: rid, class, carried, cut });
         }
         if let Some(port) = s.port {
             let frame = frame.to_vec();
-            jobs.push_back(Job::Egress { frame, port, path, instance: 0, class, bridged: None, cut });
+            jobs.push_back(Job::Egress { frame, port, path, instance: 0, class, carried, cut });
         }
     }
 }
