@@ -7,7 +7,7 @@
 //! v1model runs here with its checksums, hash, random and digest, but without what asks the
 //! switch for more than one pass (clone, resubmit, recirculate, truncate): those are refused
 //! when the program is compiled, and the evaluator runs such programs (the switch says so at
-//! start). PSA is not compiled yet.
+//! start). PSA's driver is `exec_psa.rs`, which finds its blocks with the `Layout` here.
 
 use std::sync::Arc;
 
@@ -17,7 +17,7 @@ use crate::arch::Architecture;
 use crate::midend::ir;
 
 /// A standard metadata field: its slot, and the mask of its width.
-type F = (usize, u128);
+pub(super) type F = (usize, u128);
 
 #[inline]
 fn set(m: &mut M, f: F, v: u128) {
@@ -29,6 +29,7 @@ fn set(m: &mut M, f: F, v: u128) {
 pub(super) enum Arch {
     Edgeflow(Box<Edgeflow>),
     V1Model(Box<V1Model>),
+    Psa(Box<super::exec_psa::Psa>),
 }
 
 pub(super) struct Edgeflow {
@@ -95,45 +96,21 @@ pub(super) fn compile(sw: &Switch) -> Result<Arc<Program>, String> {
     let ir = crate::midend::lower(ast, checked)?;
     let arch = Architecture::of(checked);
     let v1model = arch == Some(Architecture::V1Model);
-    if !matches!(arch, Some(Architecture::Edgeflow | Architecture::V1Model)) {
-        return Err("PSA is not compiled yet".into());
+    if arch == Some(Architecture::Psa) {
+        let c = Compiler::new(sw, &ir, false)?;
+        let psa = super::exec_psa::layout(&Layout::new(&c, &ir)?)?;
+        let code = c.finish()?;
+        return Ok(Arc::new(Program { code, arch: Arch::Psa(Box::new(psa)) }));
     }
     let c = Compiler::new(sw, &ir, v1model)?;
-    // The package's blocks in its order (sub-blocks may sit between them in `blocks_code`).
-    let numbers: Vec<usize> = ir
-        .blocks
-        .iter()
-        .map(|n| ir.blocks_code.iter().position(|b| &b.name == n).ok_or_else(|| format!("the block {n}")))
-        .collect::<Result<_, _>>()?;
-    let params = |b: usize| -> Result<Vec<usize>, String> {
-        let block = numbers.get(b).and_then(|&b| ir.blocks_code.get(b)).ok_or("the package's blocks")?;
-        // Leave out the packet_in and packet_out parameters.
-        Ok(block.params.iter().map(|(v, _)| *v).filter(|v| !matches!(ir.variables[*v].ty, ir::Ty::Opaque(_))).collect())
-    };
-    let field = |var: usize, name: &str| -> Result<F, String> {
-        let ir::Ty::Struct(i) = &ir.variables[var].ty else { return Err("standard metadata".into()) };
-        let k = ir.aggregates[*i]
-            .fields
-            .iter()
-            .position(|(f, _)| f == name)
-            .ok_or_else(|| format!("standard_metadata.{name}"))?;
-        let shape = c.shape(&ir.variables[var].ty)?;
-        let width = match &ir.aggregates[*i].fields[k].1 {
-            ir::Ty::Bit(w) | ir::Ty::Int(w) => *w,
-            _ => 32,
-        };
-        Ok((base_of(&c, &ir, var)? + shape.field_at(k), super::mask(width)))
-    };
-    let three = |b: usize| -> Result<[usize; 3], String> {
-        let p = params(b)?;
-        p.try_into().map_err(|_| "a block's parameters".to_string())
-    };
-    let two = |b: usize| -> Result<[usize; 2], String> {
-        let p = params(b)?;
-        p.try_into().map_err(|_| "a block's parameters".to_string())
-    };
-    let one =
-        |b: usize| -> Result<usize, String> { params(b)?.first().copied().ok_or_else(|| "the deparser".to_string()) };
+    let layout = Layout::new(&c, &ir)?;
+    let (field, three, two, one) = (
+        |v: usize, n: &str| layout.field(v, n),
+        |b: usize| layout.params::<3>(b),
+        |b: usize| layout.params::<2>(b),
+        |b: usize| layout.params::<1>(b).map(|[p]| p),
+    );
+    let numbers = layout.numbers.clone();
     let arch = if v1model {
         let (parser, ingress, egress) = (three(0)?, three(2)?, three(3)?);
         Arch::V1Model(Box::new(V1Model {
@@ -184,6 +161,63 @@ pub(super) fn compile(sw: &Switch) -> Result<Arc<Program>, String> {
     Ok(Arc::new(Program { code, arch }))
 }
 
+/// Where the package's blocks and their parameters are, for an architecture's driver.
+pub(super) struct Layout<'c> {
+    c: &'c Compiler<'c>,
+    pub ir: &'c ir::Program,
+    /// The package's blocks in its order, by their numbers among the IR's blocks (sub-blocks
+    /// may sit between them in `blocks_code`).
+    pub numbers: Vec<usize>,
+}
+
+impl<'c> Layout<'c> {
+    fn new(c: &'c Compiler<'c>, ir: &'c ir::Program) -> Result<Layout<'c>, String> {
+        let numbers = ir
+            .blocks
+            .iter()
+            .map(|n| ir.blocks_code.iter().position(|b| &b.name == n).ok_or_else(|| format!("the block {n}")))
+            .collect::<Result<_, _>>()?;
+        Ok(Layout { c, ir, numbers })
+    }
+
+    /// The `N` parameters of the package's block `b` that are not packet_in or packet_out.
+    pub fn params<const N: usize>(&self, b: usize) -> Result<[usize; N], String> {
+        let ir = self.ir;
+        let block = self.numbers.get(b).and_then(|&b| ir.blocks_code.get(b)).ok_or("the package's blocks")?;
+        let params: Vec<usize> = block
+            .params
+            .iter()
+            .map(|(v, _)| *v)
+            .filter(|v| !matches!(ir.variables[*v].ty, ir::Ty::Opaque(_)))
+            .collect();
+        params.try_into().map_err(|_| format!("{}: parameters other than its architecture's", block.name))
+    }
+
+    /// Field `name` of the struct variable `var` (an intrinsic metadata parameter).
+    pub fn field(&self, var: usize, name: &str) -> Result<F, String> {
+        let (ir, c) = (self.ir, self.c);
+        let ir::Ty::Struct(i) = &ir.variables[var].ty else { return Err("standard metadata".into()) };
+        let k = ir.aggregates[*i]
+            .fields
+            .iter()
+            .position(|(f, _)| f == name)
+            .ok_or_else(|| format!("standard_metadata.{name}"))?;
+        let shape = c.shape(&ir.variables[var].ty)?;
+        let width = match &ir.aggregates[*i].fields[k].1 {
+            ir::Ty::Bit(w) | ir::Ty::Int(w) => *w,
+            _ => 32,
+        };
+        Ok((base_of(c, ir, var)? + shape.field_at(k), super::mask(width)))
+    }
+
+    /// The type of field `name` of the struct variable `var`.
+    pub fn field_ty(&self, var: usize, name: &str) -> Option<&'c ir::Ty> {
+        let ir = self.ir;
+        let ir::Ty::Struct(i) = &ir.variables[var].ty else { return None };
+        ir.aggregates[*i].fields.iter().find(|(f, _)| f == name).map(|(_, t)| t)
+    }
+}
+
 fn base_of(c: &Compiler, ir: &ir::Program, var: usize) -> Result<usize, String> {
     let mut at = 0;
     for v in &ir.variables[..var] {
@@ -195,9 +229,14 @@ fn base_of(c: &Compiler, ir: &ir::Program, var: usize) -> Result<usize, String> 
 /// Copies variable `from`'s slots into variable `to` (of the same type).
 #[inline]
 fn copy(m: &mut M, from: usize, to: usize) {
-    let prog = m.prog;
+    copy_slots(m.prog, &mut m.slots, from, to);
+}
+
+/// Copies variable `from`'s slots into variable `to` (of the same type).
+#[inline]
+pub(super) fn copy_slots(prog: &Compiled, slots: &mut [u128], from: usize, to: usize) {
     let (a, b, n) = (prog.base[from], prog.base[to], prog.sizes[from]);
-    m.slots.copy_within(a..a + n, b);
+    slots.copy_within(a..a + n, b);
 }
 
 /// How a control's run ends for the switch: on (its end, a return, an exit) or the frame's end.
@@ -221,6 +260,9 @@ impl Switch {
         port: u32,
         now: u64,
     ) -> Result<Vec<Output>, Dropped> {
+        if let Arch::Psa(a) = &program.arch {
+            return super::exec_psa::process(self, &program.code, a, frame, port, now);
+        }
         let mut slots = std::mem::take(&mut self.exec_slots);
         slots.clear();
         slots.resize(program.code.slots, 0);
@@ -244,6 +286,7 @@ impl Switch {
         let result = match &program.arch {
             Arch::Edgeflow(a) => edgeflow(a, &mut m, frame, port, now),
             Arch::V1Model(a) => v1model(a, &mut m, frame, port, now),
+            Arch::Psa(_) => unreachable!("run above"),
         };
         let (slots, keys, bytes, deparsed) = (
             std::mem::take(&mut m.slots),

@@ -55,6 +55,10 @@ impl<T> Keyed<T> {
         self.items.iter().map(|(n, v)| (n, v))
     }
 
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.items.iter_mut().map(|(_, v)| v)
+    }
+
     /// The value numbered `i` (a number `number` gave).
     pub fn at(&self, i: usize) -> &T {
         &self.items[i].1

@@ -11,10 +11,12 @@
 //! unsigned arithmetic wraps. Not run yet, and refused when a frame reaches them: keys of type
 //! error or enum.
 //!
-//! Frames run on the mid end's IR compiled into closures (`exec.rs`, `exec_arch.rs`) wherever
-//! the program compiles; the evaluator below runs the rest (PSA, v1model's multi-pass externs,
-//! action profiles, direct meters) and is the reference `tests/exec_differential.rs` holds the
-//! compiled program to. It is to be removed once those compile.
+//! Frames run on the mid end's IR compiled into closures (`exec.rs`; the architectures'
+//! drivers in `exec_arch.rs` for edgeflow.p4 and v1model, `exec_psa.rs` for PSA) wherever the
+//! program compiles; the evaluator below runs the rest (v1model's multi-pass externs, action
+//! profiles and selectors, direct meters, value sets) and is the reference
+//! `tests/exec_differential.rs` holds the compiled program to. It is to be removed once those
+//! compile.
 //!
 //! About 2 800 lines, one concern: the semantics of every construct the checker accepts, on
 //! values, in one evaluator; the control plane's side (entries, groups, counters) is the
@@ -32,6 +34,7 @@ use crate::frontend::check::{Checked, Layout, Ty};
 mod classifier;
 mod exec;
 mod exec_arch;
+mod exec_psa;
 mod keyed;
 mod profile;
 mod psa;
@@ -394,7 +397,7 @@ pub struct Switch {
     /// Instances of the program's own parsers and controls (`Block.instance` → its type).
     sub_blocks: Names<String, String>,
     /// PSA's extern instances that have no cells (hashes, checksums, ...).
-    externs: Names<String, psa::Extern>,
+    externs: Keyed<psa::Extern>,
     /// Action profiles and selectors, by instance (`Block.name`, `.name` at the top level, or
     /// the table's name for one constructed in its property).
     profiles: Names<String, Profile>,
@@ -466,7 +469,7 @@ impl Switch {
             requests: v1model::Requests::default(),
             random: 0x9e37_79b9_7f4a_7c15,
             sub_blocks: Names::default(),
-            externs: Names::default(),
+            externs: Keyed::default(),
             profiles: Names::default(),
             generation: 0,
             initial: None,

@@ -4,18 +4,23 @@
 //! it, an ingress-to-egress clone of the frame as it arrived, then the drop, a resubmission, or
 //! the deparsed frame to its port or to each member of its multicast group. Egress parses what
 //! ingress deparsed (with the bridged `normal_meta`), and after its deparser an egress-to-egress
-//! clone, the drop, or the frame back to ingress when its port is `PSA_PORT_RECIRCULATE`.
+//! clone (with the deparser's `clone_e2e_meta`), the drop, or the frame back to ingress when its
+//! port is `PSA_PORT_RECIRCULATE` (with its `recirculate_meta`). Not carried yet: the ingress
+//! deparser's `resubmit_meta` and `clone_i2e_meta`, since a resubmitted or cloned frame does
+//! not run it here.
 //! The externs only PSA has (`Hash`, `InternetChecksum`, `Checksum`, `Random`, `Digest`) are
-//! here too; `Counter`, `Meter` and `Register` share the software target's cells with v1model's.
+//! here too (a checksum's state starts clear with each block, as PSA says); `Counter`,
+//! `Meter` and `Register` share the software target's cells with v1model's. The compiled
+//! program runs PSA in `exec_psa.rs`; this is the reference the differential test holds it to.
 
 use std::collections::VecDeque;
 
 use super::v1model::{hash, ones_complement_sum};
 use super::*;
 
-const RECIRCULATE_PORT: u32 = 0xffff_fffa;
+pub(super) const RECIRCULATE_PORT: u32 = 0xffff_fffa;
 /// As v1model's: how many times a frame's copies may come back to ingress.
-const RETURNS: usize = 16;
+pub(super) const RETURNS: usize = 16;
 
 /// A PSA extern instance whose state is not a table of cells.
 #[derive(Clone, Debug)]
@@ -29,11 +34,17 @@ pub(super) enum Extern {
     Digest,
 }
 
+/// The metadata a deparser hands the parser of a later pass: the parser's parameter (its
+/// place among the non-packet ones) and its value.
+type Carried = Option<(usize, Value)>;
+
 enum Job {
     Ingress {
         frame: Vec<u8>,
         port: u32,
         path: &'static str,
+        /// A recirculated frame's `recirculate_meta`.
+        carried: Carried,
     },
     Egress {
         frame: Vec<u8>,
@@ -41,7 +52,8 @@ enum Job {
         path: &'static str,
         instance: u16,
         class: u128,
-        bridged: Option<Value>,
+        /// A normal copy's `normal_meta`, an E2E clone's `clone_e2e_meta`.
+        carried: Carried,
         /// Where a clone session cuts this copy as it leaves.
         cut: Option<usize>,
     },
@@ -53,23 +65,23 @@ impl Switch {
     }
 
     pub(super) fn process_psa(&mut self, frame: &[u8], port: u32, now: u64) -> Result<Vec<Output>, Dropped> {
-        let mut jobs = VecDeque::from([Job::Ingress { frame: frame.to_vec(), port, path: "NORMAL" }]);
+        let mut jobs = VecDeque::from([Job::Ingress { frame: frame.to_vec(), port, path: "NORMAL", carried: None }]);
         let mut out = Vec::new();
         let mut returns = 0;
         while let Some(job) = jobs.pop_front() {
             match job {
-                Job::Ingress { frame, port, path } => {
+                Job::Ingress { frame, port, path, carried } => {
                     if path != "NORMAL" {
                         returns += 1;
                         if returns > RETURNS {
                             continue;
                         }
                     }
-                    self.psa_ingress(&frame, port, path, now, &mut jobs)?;
+                    self.psa_ingress(&frame, port, path, carried, now, &mut jobs)?;
                 }
-                Job::Egress { frame, port, path, instance, class, bridged, cut } => {
+                Job::Egress { frame, port, path, instance, class, carried, cut } => {
                     if let Some(mut o) =
-                        self.psa_egress(&frame, port, path, instance, class, bridged, now, &mut jobs)?
+                        self.psa_egress(&frame, port, path, instance, class, carried, now, &mut jobs)?
                     {
                         o.frame.truncate(cut.unwrap_or(usize::MAX));
                         out.push(o);
@@ -83,11 +95,13 @@ impl Switch {
         Ok(out)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn psa_ingress(
         &mut self,
         frame: &[u8],
         port: u32,
         path: &'static str,
+        carried: Carried,
         now: u64,
         jobs: &mut VecDeque<Job>,
     ) -> Result<(), Dropped> {
@@ -97,6 +111,7 @@ impl Switch {
         let mut values = self.fresh(&code, &blocks[0]);
         put(&mut values[2], "ingress_port", Value::Number(port as i128));
         put(&mut values[2], "packet_path", Value::Enum(path.into()));
+        carry(&mut values, carried);
         let parsed = self.stage(&code, &blocks[0], frame, frame.len(), now, values)?;
         let payload = frame[parsed.cursor.min(frame.len())..].to_vec();
         let [hdr, meta, ..] = <[Value; 5]>::try_from(parsed.values).map_err(|_| arity(&blocks[0]))?;
@@ -115,13 +130,13 @@ impl Switch {
 
         if flag(&ostd, "clone") {
             let session = field(&ostd, "clone_session_id") as u32;
-            self.psa_clone(frame.to_vec(), session, "CLONE_I2E", jobs);
+            self.psa_clone(frame.to_vec(), session, "CLONE_I2E", None, jobs);
         }
         if flag(&ostd, "drop") {
             return Ok(());
         }
         if flag(&ostd, "resubmit") {
-            jobs.push_back(Job::Ingress { frame: frame.to_vec(), port, path: "RESUBMIT" });
+            jobs.push_back(Job::Ingress { frame: frame.to_vec(), port, path: "RESUBMIT", carried: None });
             return Ok(());
         }
         // The deparser: clone, resubmit and normal metadata out, headers, metadata, ostd.
@@ -130,7 +145,8 @@ impl Switch {
         values[4] = meta;
         values[5] = ostd.clone();
         let deparsed = self.stage(&code, &blocks[2], &payload, frame.len(), now, values)?;
-        let bridged = deparsed.values.get(2).cloned();
+        // normal_meta, to the egress parser's fourth.
+        let bridged = deparsed.values.get(2).cloned().map(|v| (3, v));
         let mut bytes = deparsed.out;
         bytes.extend_from_slice(&payload);
 
@@ -138,14 +154,14 @@ impl Switch {
         let group = field(&ostd, "multicast_group") as u16;
         if group != 0 {
             for (port, rid) in self.replicas(group) {
-                let (frame, bridged) = (bytes.clone(), bridged.clone());
+                let (frame, carried) = (bytes.clone(), bridged.clone());
                 jobs.push_back(Job::Egress {
                     frame,
                     port,
                     path: "NORMAL_MULTICAST",
                     instance: rid,
                     class,
-                    bridged,
+                    carried,
                     cut: None,
                 });
             }
@@ -158,7 +174,7 @@ impl Switch {
             path: "NORMAL_UNICAST",
             instance: 0,
             class,
-            bridged,
+            carried: bridged,
             cut: None,
         });
         Ok(())
@@ -172,7 +188,7 @@ impl Switch {
         path: &'static str,
         instance: u16,
         class: u128,
-        bridged: Option<Value>,
+        carried: Carried,
         now: u64,
         jobs: &mut VecDeque<Job>,
     ) -> Result<Option<Output>, Dropped> {
@@ -182,9 +198,7 @@ impl Switch {
         let mut values = self.fresh(&code, &blocks[3]);
         put(&mut values[2], "egress_port", Value::Number(port as i128));
         put(&mut values[2], "packet_path", Value::Enum(path.into()));
-        if let (Some(b), Some(slot)) = (bridged, values.get_mut(3)) {
-            *slot = b;
-        }
+        carry(&mut values, carried);
         let parsed = self.stage(&code, &blocks[3], frame, frame.len(), now, values)?;
         let payload = frame[parsed.cursor.min(frame.len())..].to_vec();
         let mut parsed_values = parsed.values.into_iter();
@@ -214,28 +228,33 @@ impl Switch {
 
         if flag(&ostd, "clone") {
             let session = field(&ostd, "clone_session_id") as u32;
-            self.psa_clone(bytes.clone(), session, "CLONE_E2E", jobs);
+            // clone_e2e_meta, to the egress parser's sixth.
+            let meta = deparsed.values.first().cloned().map(|v| (5, v));
+            self.psa_clone(bytes.clone(), session, "CLONE_E2E", meta, jobs);
         }
         if flag(&ostd, "drop") {
             return Ok(None);
         }
         if port == RECIRCULATE_PORT {
-            jobs.push_back(Job::Ingress { frame: bytes, port: RECIRCULATE_PORT, path: "RECIRCULATE" });
+            // recirculate_meta, to the ingress parser's fifth.
+            let carried = deparsed.values.get(1).cloned().map(|v| (4, v));
+            jobs.push_back(Job::Ingress { frame: bytes, port: RECIRCULATE_PORT, path: "RECIRCULATE", carried });
             return Ok(None);
         }
         Ok(Some(Output { port, queue: class as u8, frame: bytes }))
     }
 
-    fn psa_clone(&self, frame: Vec<u8>, session: u32, path: &'static str, jobs: &mut VecDeque<Job>) {
+    fn psa_clone(&self, frame: Vec<u8>, session: u32, path: &'static str, carried: Carried, jobs: &mut VecDeque<Job>) {
         let Some(s) = self.sessions.get(&session) else { return };
         let (class, cut) = (s.class_of_service as u128, s.truncate);
         let group = s.group.map(|g| self.replicas(g)).unwrap_or_default();
         for &(port, rid) in group.iter().chain(&s.replicas) {
             let frame = frame.clone();
-            jobs.push_back(Job::Egress { frame, port, path, instance: rid, class, bridged: None, cut });
+            let carried = carried.clone();
+            jobs.push_back(Job::Egress { frame, port, path, instance: rid, class, carried, cut });
         }
         if let Some(port) = s.port {
-            jobs.push_back(Job::Egress { frame, port, path, instance: 0, class, bridged: None, cut });
+            jobs.push_back(Job::Egress { frame, port, path, instance: 0, class, carried, cut });
         }
     }
 
@@ -265,6 +284,7 @@ impl Switch {
         now: u64,
         values: Vec<Value>,
     ) -> Result<Stage, Dropped> {
+        self.clear_checksums();
         let block = code.block(name);
         let mut cx = Cx::new(name, code, data, length as u64, now);
         let result = match block {
@@ -291,6 +311,21 @@ impl Switch {
         let cursor = cx.cursor / 8;
         let out = std::mem::take(&mut cx.out);
         Ok(Stage { values: cx.unbind(params), error, cursor, out })
+    }
+
+    /// Every `Checksum` and `InternetChecksum` as if cleared, as each of the package's blocks
+    /// starts: their state is the packet's, not the switch's ("automatically initialized as
+    /// if clear() had been called on it, once for each time the parser or control it is
+    /// instantiated within is executed", psa.p4). An instance of a sub-block starts clear at
+    /// its package block's start, not at each of its own applications.
+    pub(super) fn clear_checksums(&mut self) {
+        for e in self.externs.values_mut() {
+            match e {
+                Extern::Checksum(_, bytes) => bytes.clear(),
+                Extern::InternetChecksum(sum) => *sum = 0,
+                _ => {}
+            }
+        }
     }
 
     /// An instance of one of PSA's externs without cells; false if `ty` is not one.
@@ -406,6 +441,15 @@ struct Stage {
     out: Vec<u8>,
 }
 
+/// A parser's parameter set to what an earlier pass's deparser carried.
+fn carry(values: &mut [Value], carried: Carried) {
+    if let Some((k, v)) = carried {
+        if let Some(slot) = values.get_mut(k) {
+            *slot = v;
+        }
+    }
+}
+
 fn arity(block: &str) -> Dropped {
     Dropped::Unsupported(format!("{block}: parameters other than PSA's"))
 }
@@ -433,7 +477,7 @@ pub(super) fn psa_algorithm(name: &str) -> &'static str {
 }
 
 /// One's-complement addition of two 16-bit sums.
-fn add_ones_complement(a: u16, b: u16) -> u16 {
+pub(super) fn add_ones_complement(a: u16, b: u16) -> u16 {
     let s = a as u32 + b as u32;
     ((s & 0xffff) + (s >> 16)) as u16
 }

@@ -3,7 +3,7 @@
 //! checksums, hash, random and digest) and the methods of counters, registers, meters and AFDX
 //! accounts, each resolved when the program is compiled to the `Switch`'s state by number.
 //!
-//! About 760 lines, one concern: what each extern call does to the slots and the switch.
+//! About 790 lines, one concern: what each extern call does to the slots and the switch.
 
 use super::{mask, read_field, After, Compiler, Flow, Shape, E, M, P, R, S, VARBIT};
 use crate::backends::software::{v1model, Digest, Value, DIGESTS_KEPT, GREEN};
@@ -255,6 +255,9 @@ impl Compiler<'_> {
                         Flow::Next
                     }))
                 }
+                "psa_clone_i2e" | "psa_clone_e2e" | "psa_resubmit" | "psa_normal" | "psa_recirculate" => {
+                    self.psa_function(f, args, result)
+                }
                 other => Err(format!("the function {other}")),
             },
             Callee::Method { object: ExternRef::Instance(name), method } => {
@@ -268,6 +271,8 @@ impl Compiler<'_> {
                     }
                 };
                 match (instance.ty.as_str(), method.as_str()) {
+                    ("Hash" | "Checksum" | "InternetChecksum" | "Random" | "Digest" | "Meter", _)
+                    | ("Register", "read") => self.psa_method(instance, &key, method, args, result),
                     ("counter" | "Counter", "count") => {
                         let c = self.sw.counters.number(&key).ok_or_else(|| format!("the counter {key}"))?;
                         let index = arg(0)?;
@@ -299,7 +304,7 @@ impl Compiler<'_> {
                             Flow::Next
                         }))
                     }
-                    ("register", "write") => {
+                    ("register" | "Register", "write") => {
                         let r = self.sw.registers.number(&key).ok_or_else(|| format!("the register {key}"))?;
                         let (index, value) = (arg(0)?, arg(1)?);
                         if self.sw.registers.at(r).iter().any(|c| !matches!(c, Value::Bits { .. } | Value::Bool(_))) {
@@ -412,7 +417,7 @@ impl Compiler<'_> {
 
     /// What a checksum or hash covers, as the evaluator's `serialize` reads it: each item's
     /// bits in order, a field of a header that is not valid left out, a header only if valid.
-    fn serialized(&self, e: &Expr) -> R<Vec<Piece>> {
+    pub(super) fn serialized(&self, e: &Expr) -> R<Vec<Piece>> {
         let items: Vec<&Expr> = match e {
             Expr::Aggregate { items, .. } => items.iter().collect(),
             other => vec![other],
@@ -579,7 +584,7 @@ impl Compiler<'_> {
 }
 
 /// A part of what a checksum or hash covers.
-enum Piece {
+pub(super) enum Piece {
     /// A value at a fixed slot (a header's field, most often): read in place rather than by
     /// a closure, the checksums of the IPv4 header being a fifth of a router's time.
     Slot {
@@ -645,6 +650,17 @@ impl BitWriter {
 fn digest_of(pieces: &[Piece], algo: v1model::Algorithm, payload: bool, m: &mut M) -> u128 {
     let mut out = std::mem::take(&mut m.bytes);
     out.clear();
+    serialize(pieces, m, &mut out);
+    if payload {
+        out.extend_from_slice(m.data);
+    }
+    let h = algo.hash(&out);
+    m.bytes = out;
+    h
+}
+
+/// The bytes `pieces` cover, after `out`'s.
+pub(super) fn serialize(pieces: &[Piece], m: &mut M, out: &mut Vec<u8>) {
     let mut w = BitWriter { acc: 0, n: 0 };
     for p in pieces {
         match p {
@@ -652,7 +668,7 @@ fn digest_of(pieces: &[Piece], algo: v1model::Algorithm, payload: bool, m: &mut 
                 if header.is_some_and(|h| m.slots[h] == 0) {
                     continue;
                 }
-                w.push(&mut out, m.slots[*at], *width);
+                w.push(out, m.slots[*at], *width);
             }
             Piece::Scalar { value, width, guard } => {
                 if let Some(g) = guard {
@@ -661,7 +677,7 @@ fn digest_of(pieces: &[Piece], algo: v1model::Algorithm, payload: bool, m: &mut 
                     }
                 }
                 let v = value(m);
-                w.push(&mut out, v, *width);
+                w.push(out, v, *width);
             }
             Piece::Varbit { at, guard } => {
                 if let Some(g) = guard {
@@ -671,7 +687,7 @@ fn digest_of(pieces: &[Piece], algo: v1model::Algorithm, payload: bool, m: &mut 
                 }
                 let Some(a) = at(m) else { continue };
                 for b in 0..(m.slots[a] / 8) as usize {
-                    w.push(&mut out, m.slots[a + 1 + b], 8);
+                    w.push(out, m.slots[a + 1 + b], 8);
                 }
             }
             Piece::Aggregate { at, shape, widths } => {
@@ -684,22 +700,16 @@ fn digest_of(pieces: &[Piece], algo: v1model::Algorithm, payload: bool, m: &mut 
                 for (k, width) in widths.iter().enumerate() {
                     if *width == VARBIT {
                         for b in 0..(m.slots[a + k] / 8) as usize {
-                            w.push(&mut out, m.slots[a + k + 1 + b], 8);
+                            w.push(out, m.slots[a + k + 1 + b], 8);
                         }
                     } else if *width > 0 {
-                        w.push(&mut out, m.slots[a + k], *width);
+                        w.push(out, m.slots[a + k], *width);
                     }
                 }
             }
         }
     }
-    w.finish(&mut out);
-    if payload {
-        out.extend_from_slice(m.data);
-    }
-    let h = algo.hash(&out);
-    m.bytes = out;
-    h
+    w.finish(out);
 }
 
 fn args_ty(a: &CallArg) -> Ty {
