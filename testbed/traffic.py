@@ -1,9 +1,15 @@
 """Traffic: iperf3 between hosts, parsed from its JSON output."""
 
 import json
-import time
 
-from .util import free_port
+from .util import free_port, wait_for
+
+
+def listening(server, port):
+    """Waits until an iperf3 server started in `server` accepts on `port`: a fixed pause was too
+    short for an emulated guest (make test-kernels), whose client then found nothing there."""
+    wait_for(lambda: server.run("ss", "-Hltn", f"sport = :{port}", check=False).stdout.strip(),
+             what=f"iperf3 listening on port {port}")
 
 
 def iperf3_tcp(client, server, seconds=3, parallel=1, reverse=False, pin=False, ipv6=False):
@@ -14,7 +20,7 @@ def iperf3_tcp(client, server, seconds=3, parallel=1, reverse=False, pin=False, 
     affinity = ["-A", "0,1"] if pin else []
     srv = server.popen("iperf3", "-s", "-1", "-p", str(port), *(["-A", "1"] if pin else []))
     try:
-        time.sleep(0.3)
+        listening(server, port)
         args = ["iperf3", "-c", server.addr6 if ipv6 else server.addr, "-p", str(port), "-t", str(seconds), "-J", "-P", str(parallel), *affinity]
         if reverse:
             args.append("-R")
@@ -37,7 +43,7 @@ def iperf3_udp(client, server, rate_bps, length=1400, seconds=3):
     port = free_port()
     srv = server.popen("iperf3", "-s", "-1", "-p", str(port))
     try:
-        time.sleep(0.3)
+        listening(server, port)
         r = client.run("iperf3", "-c", server.addr, "-p", str(port), "-u", "-b", str(int(rate_bps)), "-l", str(length),
                        "-t", str(seconds), "-J", check=False, timeout=seconds + 30)
         data = json.loads(r.stdout) if r.stdout.strip().startswith("{") else {}

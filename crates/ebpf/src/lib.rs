@@ -224,12 +224,16 @@ impl Map {
                 .u64(24, values[read as usize * cell..].as_mut_ptr() as u64)
                 .u32(32, count - read)
                 .u32(36, self.fd() as u32);
-            let r = bpf(cmd::MAP_LOOKUP_BATCH, &mut a);
-            read += a.read_u32(32);
-            match r {
-                Ok(_) => {}
+            // The count the kernel writes back is what it copied only when it ran the batch: a
+            // kernel without batches for this map type (per-CPU arrays on Linux 5.10) leaves
+            // the count asked for, which read as all of them came in.
+            match bpf(cmd::MAP_LOOKUP_BATCH, &mut a) {
+                Ok(_) => read += a.read_u32(32),
                 // The end of the map, with what came in this call.
-                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => break,
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                    read += a.read_u32(32);
+                    break;
+                }
                 Err(e) if read == 0 && matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOTSUP) | Some(524)) => {
                     return self.lookup_cells_one_by_one(count, cell, per_cpu);
                 }
