@@ -16,6 +16,7 @@
 use std::sync::Arc;
 
 mod externs;
+mod indirect;
 
 use super::{mask, Switch, LOOP_ITERATIONS_MAX};
 use crate::midend::ir::{self, BinaryOp, CallArg, Cast, Expr, Keyset, Next, Place, Step, Stmt, Ty};
@@ -178,6 +179,8 @@ pub(super) struct Table {
     actions: Vec<TableAction>,
     /// The IR's default, for a table whose state names no action it has (`NoAction` unlisted).
     fallback: usize,
+    /// A direct meter, an action profile or selector: looked up by `indirect::apply_table`.
+    extras: Option<Box<indirect::TableExtras>>,
 }
 
 struct TableAction {
@@ -1071,17 +1074,13 @@ impl<'s> Compiler<'s> {
         let name = self.switch_name(&t.name);
         let state_no = self.sw.tables.number(&name).ok_or_else(|| format!("the table {name}"))?;
         let state = self.sw.tables.at(state_no);
-        if state.profile.is_some() || !state.selector_keys.is_empty() {
-            return Err(format!("{name}: an action profile"));
-        }
-        if state.meter.is_some() {
-            return Err(format!("{name}: a direct meter"));
-        }
-        if state.keys.len() != t.keys.len() || state.actions.len() != t.actions.len() {
+        let extras = self.table_extras(t, &state.selector_keys, &state.profile, &state.meter)?;
+        if state.keys.len() + state.selector_keys.len() != t.keys.len() || state.actions.len() != t.actions.len() {
             return Err(format!("{name}: its keys or actions"));
         }
         let mut keys = Vec::new();
-        for (k, (width, _)) in t.keys.iter().zip(&state.keys) {
+        let matched = t.keys.iter().enumerate().filter(|(i, _)| !state.selector_keys.contains(i)).map(|(_, k)| k);
+        for (k, (width, _)) in matched.zip(&state.keys) {
             let e = self.scalar(&k.value)?;
             let km = mask(*width);
             keys.push(Box::new(move |m: &mut M| e(m) & km) as E);
@@ -1108,7 +1107,7 @@ impl<'s> Compiler<'s> {
                 .collect();
             actions.push(TableAction { action: ta.action, data, copy_in, copy_out });
         }
-        Ok(Table { state: state_no, keys, actions, fallback: t.default_action.0 })
+        Ok(Table { state: state_no, keys, actions, fallback: t.default_action.0, extras })
     }
 }
 
@@ -1193,6 +1192,9 @@ pub(super) fn run_block(b: usize, m: &mut M) -> Flow {
 fn apply_table(table: usize, m: &mut M) -> (bool, usize, Option<usize>) {
     let prog = m.prog;
     let t = &prog.tables[table];
+    if t.extras.is_some() {
+        return indirect::apply_table(table, m);
+    }
     let mut keys = std::mem::take(&mut m.keys);
     keys.clear();
     for k in &t.keys {
@@ -1226,19 +1228,22 @@ fn apply_table(table: usize, m: &mut M) -> (bool, usize, Option<usize>) {
     let n = args.len().min(ta.data.len());
     if n <= 16 {
         data[..n].copy_from_slice(&args[..n]);
-        for (k, (slot, km)) in ta.data.iter().take(n).enumerate() {
-            m.slots[*slot] = data[k] & km;
-        }
+        bind_data(ta, &data[..n], m);
     } else {
         let args = args.to_vec();
-        for ((slot, km), v) in ta.data.iter().zip(args) {
-            m.slots[*slot] = v & km;
-        }
+        bind_data(ta, &args, m);
+    }
+    (hit, ta.action, Some(at))
+}
+
+/// An entry's data into its action's parameters, then the action's bound arguments copied in.
+fn bind_data(ta: &TableAction, args: &[u128], m: &mut M) {
+    for ((slot, km), v) in ta.data.iter().zip(args) {
+        m.slots[*slot] = v & km;
     }
     for s in &ta.copy_in {
         s(m);
     }
-    (hit, ta.action, Some(at))
 }
 
 /// `==` of two aggregates of one shape, as P4 compares them (two invalid headers are equal).

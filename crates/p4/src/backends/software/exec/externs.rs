@@ -282,6 +282,7 @@ impl Compiler<'_> {
                         }))
                     }
                     ("direct_counter" | "DirectCounter", "count") => Ok(Box::new(|_: &mut M| Flow::Next)),
+                    ("direct_meter", "read") => self.direct_meter_read(key, args),
                     ("register", "read") if args.len() == 2 => {
                         let r = self.sw.registers.number(&key).ok_or_else(|| format!("the register {key}"))?;
                         let CallArg::Out(dst) = &args[0] else { return Err("register.read".into()) };
@@ -477,7 +478,8 @@ impl Compiler<'_> {
     fn extract_sized(&self, arg: &CallArg, size: &CallArg) -> R<S> {
         let (CallArg::Out(p), CallArg::In(size)) = (arg, size) else { return Err("extract".into()) };
         let Ty::Header(h) = &p.ty else { return Err("extract of what is not a header".into()) };
-        let next_of = self.extract_next_of(p, "extract with a size into a member of a stack's next")?;
+        let next_of =
+            self.extract_next_of(p, "extract with a size into a member of a stack's last, or an element of next's")?;
         // Each field: its width, or the varbit's maximum (`VARBIT` marks it) and slots.
         let mut fields = Vec::new();
         let mut max = None;
@@ -530,21 +532,25 @@ impl Compiler<'_> {
         }))
     }
 
-    /// Into `stack.next`: the stack's place, whose next element then moves on; an extract into
-    /// a member of a `next` deeper in the place is refused with `refusal`.
+    /// Into `stack.next`, or a member of it (a stack of unions' `u.next.byte`): the stack's
+    /// place, whose next element then moves on. An extract through a second `next`, through
+    /// `last` short of the place's end, or through an index after `next`, is refused with
+    /// `refusal`.
     fn extract_next_of(&self, p: &Place, refusal: &str) -> R<Option<P>> {
-        let next_of = match p.steps.last() {
-            Some(Step::Next) => {
-                let mut stack = p.clone();
-                stack.steps.pop();
-                Some(self.place(&stack)?.0)
+        let through = |s: &Step| matches!(s, Step::Next | Step::Last);
+        let n = p.steps.len();
+        match p.steps.iter().position(|s| matches!(s, Step::Next)) {
+            Some(k) => {
+                let fields_after = p.steps[k + 1..].iter().all(|s| matches!(s, Step::Field(_)));
+                if !fields_after || p.steps[..k].iter().any(through) {
+                    return Err(refusal.into());
+                }
+                let stack = Place { var: p.var, steps: p.steps[..k].to_vec(), ty: p.ty.clone() };
+                Ok(Some(self.place(&stack)?.0))
             }
-            _ => None,
-        };
-        if p.steps[..p.steps.len().saturating_sub(1)].iter().any(|s| matches!(s, Step::Next | Step::Last)) {
-            return Err(refusal.into());
+            None if p.steps[..n.saturating_sub(1)].iter().any(through) => Err(refusal.into()),
+            None => Ok(None),
         }
-        Ok(next_of)
     }
 
     fn extract(&self, arg: &CallArg) -> R<S> {
@@ -559,7 +565,7 @@ impl Compiler<'_> {
             }
         }
         let bits: usize = widths.iter().map(|w| *w as usize).sum();
-        let next_of = self.extract_next_of(p, "extract into a member of a stack's next")?;
+        let next_of = self.extract_next_of(p, "extract into a member of a stack's last, or an element of next's")?;
         let (at, _, union) = self.place(p)?;
         let settle = union.map(|(u, i)| self.settler(&u, i, p)).transpose()?;
         Ok(Box::new(move |m: &mut M| {
