@@ -201,6 +201,9 @@ pub struct Compiled {
     pub(super) functions: Vec<Vec<S>>,
     pub(super) tables: Vec<Table>,
     pub(super) errors: Vec<String>,
+    /// It calls clone, resubmit, recirculate or truncate: v1model's driver of several passes
+    /// (`exec_arch/passes.rs`) runs it.
+    pub(super) passes: bool,
     pub(super) error_no_match: u32,
     pub(super) error_too_short: u32,
     pub(super) error_out_of_bounds: u32,
@@ -320,13 +323,24 @@ pub(super) struct Compiler<'s> {
     v1model: bool,
     /// The program's errors, by number.
     errors: Vec<String>,
+    /// Whether it calls clone, resubmit, recirculate or truncate (v1model's functions that ask
+    /// the switch for more than one pass).
+    passes: std::cell::Cell<bool>,
 }
 
 type R<T> = Result<T, String>;
 
 impl<'s> Compiler<'s> {
     pub fn new(sw: &'s Switch, ir: &'s ir::Program, v1model: bool) -> R<Compiler<'s>> {
-        let mut c = Compiler { sw, ir, base: Vec::new(), shapes: Vec::new(), v1model, errors: ir.errors.clone() };
+        let mut c = Compiler {
+            sw,
+            ir,
+            base: Vec::new(),
+            shapes: Vec::new(),
+            v1model,
+            errors: ir.errors.clone(),
+            passes: std::cell::Cell::new(false),
+        };
         let mut at = 0;
         for v in &ir.variables {
             let shape = c.shape(&v.ty)?;
@@ -407,6 +421,7 @@ impl<'s> Compiler<'s> {
             functions,
             tables,
             errors: self.errors.clone(),
+            passes: self.passes.get(),
         })
     }
 

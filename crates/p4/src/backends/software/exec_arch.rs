@@ -4,10 +4,9 @@
 //! copied (a few slots) into the next block's parameters. The standard metadata's fields are
 //! found by name once, when the program is compiled.
 //!
-//! v1model runs here with its checksums, hash, random and digest, but without what asks the
-//! switch for more than one pass (clone, resubmit, recirculate, truncate): those are refused
-//! when the program is compiled, and the evaluator runs such programs (the switch says so at
-//! start). PSA is not compiled yet.
+//! v1model runs here with its checksums, hash, random and digest in one pass; a program that
+//! asks the switch for more than one (clone, resubmit, recirculate, truncate) runs on BMv2's
+//! queue of jobs in `exec_arch/passes.rs`. PSA is not compiled yet.
 
 use std::sync::Arc;
 
@@ -15,6 +14,8 @@ use super::exec::{self, Compiled, Compiler, Flow, M};
 use super::{Dropped, Output, Switch};
 use crate::arch::Architecture;
 use crate::midend::ir;
+
+mod passes;
 
 /// A standard metadata field: its slot, and the mask of its width.
 type F = (usize, u128);
@@ -221,6 +222,9 @@ impl Switch {
         port: u32,
         now: u64,
     ) -> Result<Vec<Output>, Dropped> {
+        if let (true, Arch::V1Model(a)) = (program.code.passes, &program.arch) {
+            return self.process_passes(&program.code, a, frame, port, now);
+        }
         let mut slots = std::mem::take(&mut self.exec_slots);
         slots.clear();
         slots.resize(program.code.slots, 0);

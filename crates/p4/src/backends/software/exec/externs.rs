@@ -255,7 +255,49 @@ impl Compiler<'_> {
                         Flow::Next
                     }))
                 }
-                other => Err(format!("the function {other}")),
+                "clone" | "clone_preserving_field_list" | "clone3" if self.v1model => {
+                    // clone(type, session, ...): the session, for the switch after the block.
+                    let Some(CallArg::In(session)) = args.get(1) else { return Err(f.clone()) };
+                    let session = self.scalar(session)?;
+                    self.passes.set(true);
+                    Ok(Box::new(move |m: &mut M| {
+                        m.sw.requests.clone = Some(session(m) as u32);
+                        Flow::Next
+                    }))
+                }
+                "resubmit" | "resubmit_preserving_field_list" if self.v1model => {
+                    self.passes.set(true);
+                    Ok(Box::new(|m: &mut M| {
+                        m.sw.requests.resubmit = true;
+                        Flow::Next
+                    }))
+                }
+                "recirculate" | "recirculate_preserving_field_list" if self.v1model => {
+                    self.passes.set(true);
+                    Ok(Box::new(|m: &mut M| {
+                        m.sw.requests.recirculate = true;
+                        Flow::Next
+                    }))
+                }
+                "truncate" if self.v1model => {
+                    let Some(CallArg::In(length)) = args.first() else { return Err(f.clone()) };
+                    let length = self.scalar(length)?;
+                    self.passes.set(true);
+                    Ok(Box::new(move |m: &mut M| {
+                        m.sw.requests.truncate = Some(length(m) as usize);
+                        Flow::Next
+                    }))
+                }
+                "assert" | "assume" if self.v1model => {
+                    let Some(CallArg::In(c)) = args.first() else { return Err(f.clone()) };
+                    let c = self.scalar(c)?;
+                    let failed = self.error("AssertionFailed");
+                    Ok(Box::new(move |m: &mut M| if c(m) != 0 { Flow::Next } else { Flow::Reject(failed) }))
+                }
+                // In a v1model or edgeflow.p4 program, an extern function the program declares
+                // itself (p4c's extern-funcs-bmv2): nothing gives it a body, so no frame runs
+                // through it (the evaluator refuses each frame that reaches it).
+                other => Err(format!("the extern function {other}, which the software target has no body for")),
             },
             Callee::Method { object: ExternRef::Instance(name), method } => {
                 let instance =
