@@ -1,9 +1,11 @@
 //! The compiled program's calls of externs (`exec.rs`): the packet's `extract`, `lookahead`,
 //! `advance` and `emit`, the architectures' functions (`mark_to_drop`, `verify`, v1model's
-//! checksums, hash, random and digest) and the methods of counters, registers, meters and AFDX
-//! accounts, each resolved when the program is compiled to the `Switch`'s state by number.
+//! checksums, hash, random, digest, assert and assume, and the requests clone, resubmit,
+//! recirculate and truncate leave for the switch) and the methods of counters, registers,
+//! meters, direct meters and AFDX accounts, each resolved when the program is compiled to the
+//! `Switch`'s state by number.
 //!
-//! About 760 lines, one concern: what each extern call does to the slots and the switch.
+//! About 830 lines, one concern: what each extern call does to the slots and the switch.
 
 use super::{mask, read_field, After, Compiler, Flow, Shape, E, M, P, R, S, VARBIT};
 use crate::backends::software::{v1model, Digest, Value, DIGESTS_KEPT, GREEN};
