@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 mod externs;
 mod psa_externs;
+mod indirect;
 
 use super::{mask, Switch, LOOP_ITERATIONS_MAX};
 use crate::midend::ir::{self, BinaryOp, CallArg, Cast, Expr, Keyset, Next, Place, Step, Stmt, Ty};
@@ -179,6 +180,8 @@ pub(super) struct Table {
     actions: Vec<TableAction>,
     /// The IR's default, for a table whose state names no action it has (`NoAction` unlisted).
     fallback: usize,
+    /// A direct meter, an action profile or selector: looked up by `indirect::apply_table`.
+    extras: Option<Box<indirect::TableExtras>>,
 }
 
 struct TableAction {
@@ -199,6 +202,9 @@ pub struct Compiled {
     pub(super) functions: Vec<Vec<S>>,
     pub(super) tables: Vec<Table>,
     pub(super) errors: Vec<String>,
+    /// It calls clone, resubmit, recirculate or truncate: v1model's driver of several passes
+    /// (`exec_arch/passes.rs`) runs it.
+    pub(super) passes: bool,
     pub(super) error_no_match: u32,
     pub(super) error_too_short: u32,
     pub(super) error_out_of_bounds: u32,
@@ -318,13 +324,24 @@ pub(super) struct Compiler<'s> {
     v1model: bool,
     /// The program's errors, by number.
     errors: Vec<String>,
+    /// Whether it calls clone, resubmit, recirculate or truncate (v1model's functions that ask
+    /// the switch for more than one pass).
+    passes: std::cell::Cell<bool>,
 }
 
 type R<T> = Result<T, String>;
 
 impl<'s> Compiler<'s> {
     pub fn new(sw: &'s Switch, ir: &'s ir::Program, v1model: bool) -> R<Compiler<'s>> {
-        let mut c = Compiler { sw, ir, base: Vec::new(), shapes: Vec::new(), v1model, errors: ir.errors.clone() };
+        let mut c = Compiler {
+            sw,
+            ir,
+            base: Vec::new(),
+            shapes: Vec::new(),
+            v1model,
+            errors: ir.errors.clone(),
+            passes: std::cell::Cell::new(false),
+        };
         let mut at = 0;
         for v in &ir.variables {
             let shape = c.shape(&v.ty)?;
@@ -405,6 +422,7 @@ impl<'s> Compiler<'s> {
             functions,
             tables,
             errors: self.errors.clone(),
+            passes: self.passes.get(),
         })
     }
 
@@ -1072,17 +1090,13 @@ impl<'s> Compiler<'s> {
         let name = self.switch_name(&t.name);
         let state_no = self.sw.tables.number(&name).ok_or_else(|| format!("the table {name}"))?;
         let state = self.sw.tables.at(state_no);
-        if state.profile.is_some() || !state.selector_keys.is_empty() {
-            return Err(format!("{name}: an action profile"));
-        }
-        if state.meter.is_some() {
-            return Err(format!("{name}: a direct meter"));
-        }
-        if state.keys.len() != t.keys.len() || state.actions.len() != t.actions.len() {
+        let extras = self.table_extras(t, &state.selector_keys, &state.profile, &state.meter)?;
+        if state.keys.len() + state.selector_keys.len() != t.keys.len() || state.actions.len() != t.actions.len() {
             return Err(format!("{name}: its keys or actions"));
         }
         let mut keys = Vec::new();
-        for (k, (width, _)) in t.keys.iter().zip(&state.keys) {
+        let matched = t.keys.iter().enumerate().filter(|(i, _)| !state.selector_keys.contains(i)).map(|(_, k)| k);
+        for (k, (width, _)) in matched.zip(&state.keys) {
             let e = self.scalar(&k.value)?;
             let km = mask(*width);
             keys.push(Box::new(move |m: &mut M| e(m) & km) as E);
@@ -1109,7 +1123,7 @@ impl<'s> Compiler<'s> {
                 .collect();
             actions.push(TableAction { action: ta.action, data, copy_in, copy_out });
         }
-        Ok(Table { state: state_no, keys, actions, fallback: t.default_action.0 })
+        Ok(Table { state: state_no, keys, actions, fallback: t.default_action.0, extras })
     }
 }
 
@@ -1194,6 +1208,9 @@ pub(super) fn run_block(b: usize, m: &mut M) -> Flow {
 fn apply_table(table: usize, m: &mut M) -> (bool, usize, Option<usize>) {
     let prog = m.prog;
     let t = &prog.tables[table];
+    if t.extras.is_some() {
+        return indirect::apply_table(table, m);
+    }
     let mut keys = std::mem::take(&mut m.keys);
     keys.clear();
     for k in &t.keys {
@@ -1227,19 +1244,22 @@ fn apply_table(table: usize, m: &mut M) -> (bool, usize, Option<usize>) {
     let n = args.len().min(ta.data.len());
     if n <= 16 {
         data[..n].copy_from_slice(&args[..n]);
-        for (k, (slot, km)) in ta.data.iter().take(n).enumerate() {
-            m.slots[*slot] = data[k] & km;
-        }
+        bind_data(ta, &data[..n], m);
     } else {
         let args = args.to_vec();
-        for ((slot, km), v) in ta.data.iter().zip(args) {
-            m.slots[*slot] = v & km;
-        }
+        bind_data(ta, &args, m);
+    }
+    (hit, ta.action, Some(at))
+}
+
+/// An entry's data into its action's parameters, then the action's bound arguments copied in.
+fn bind_data(ta: &TableAction, args: &[u128], m: &mut M) {
+    for ((slot, km), v) in ta.data.iter().zip(args) {
+        m.slots[*slot] = v & km;
     }
     for s in &ta.copy_in {
         s(m);
     }
-    (hit, ta.action, Some(at))
 }
 
 /// `==` of two aggregates of one shape, as P4 compares them (two invalid headers are equal).

@@ -4,10 +4,10 @@
 //! copied (a few slots) into the next block's parameters. The standard metadata's fields are
 //! found by name once, when the program is compiled.
 //!
-//! v1model runs here with its checksums, hash, random and digest, but without what asks the
-//! switch for more than one pass (clone, resubmit, recirculate, truncate): those are refused
-//! when the program is compiled, and the evaluator runs such programs (the switch says so at
-//! start). PSA's driver is `exec_psa.rs`, which finds its blocks with the `Layout` here.
+//! v1model runs here with its checksums, hash, random and digest in one pass; a program that
+//! asks the switch for more than one (clone, resubmit, recirculate, truncate) runs on BMv2's
+//! queue of jobs in `exec_arch/passes.rs`. PSA's driver is `exec_psa.rs`, which finds its
+//! blocks with the `Layout` here.
 
 use std::sync::Arc;
 
@@ -15,6 +15,8 @@ use super::exec::{self, Compiled, Compiler, Flow, M};
 use super::{Dropped, Output, Switch};
 use crate::arch::Architecture;
 use crate::midend::ir;
+
+mod passes;
 
 /// A standard metadata field: its slot, and the mask of its width.
 pub(super) type F = (usize, u128);
@@ -262,6 +264,9 @@ impl Switch {
     ) -> Result<Vec<Output>, Dropped> {
         if let Arch::Psa(a) = &program.arch {
             return super::exec_psa::process(self, &program.code, a, frame, port, now);
+        }
+        if let (true, Arch::V1Model(a)) = (program.code.passes, &program.arch) {
+            return self.process_passes(&program.code, a, frame, port, now);
         }
         let mut slots = std::mem::take(&mut self.exec_slots);
         slots.clear();

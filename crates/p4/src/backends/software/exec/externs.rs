@@ -1,9 +1,11 @@
 //! The compiled program's calls of externs (`exec.rs`): the packet's `extract`, `lookahead`,
 //! `advance` and `emit`, the architectures' functions (`mark_to_drop`, `verify`, v1model's
-//! checksums, hash, random and digest) and the methods of counters, registers, meters and AFDX
-//! accounts, each resolved when the program is compiled to the `Switch`'s state by number.
+//! checksums, hash, random, digest, assert and assume, and the requests clone, resubmit,
+//! recirculate and truncate leave for the switch) and the methods of counters, registers,
+//! meters, direct meters and AFDX accounts, each resolved when the program is compiled to the
+//! `Switch`'s state by number.
 //!
-//! About 790 lines, one concern: what each extern call does to the slots and the switch.
+//! About 840 lines, one concern: what each extern call does to the slots and the switch.
 
 use super::{mask, read_field, After, Compiler, Flow, Shape, E, M, P, R, S, VARBIT};
 use crate::backends::software::{v1model, Digest, Value, DIGESTS_KEPT, GREEN};
@@ -255,10 +257,55 @@ impl Compiler<'_> {
                         Flow::Next
                     }))
                 }
+                "clone" | "clone_preserving_field_list" | "clone3" if self.v1model => {
+                    // clone(type, session, ...): the session, for the switch after the block.
+                    let Some(CallArg::In(session)) = args.get(1) else { return Err(f.clone()) };
+                    let session = self.scalar(session)?;
+                    self.passes.set(true);
+                    Ok(Box::new(move |m: &mut M| {
+                        m.sw.requests.clone = Some(session(m) as u32);
+                        Flow::Next
+                    }))
+                }
+                "resubmit" | "resubmit_preserving_field_list" if self.v1model => {
+                    self.passes.set(true);
+                    Ok(Box::new(|m: &mut M| {
+                        m.sw.requests.resubmit = true;
+                        Flow::Next
+                    }))
+                }
+                "recirculate" | "recirculate_preserving_field_list" if self.v1model => {
+                    self.passes.set(true);
+                    Ok(Box::new(|m: &mut M| {
+                        m.sw.requests.recirculate = true;
+                        Flow::Next
+                    }))
+                }
+                "truncate" if self.v1model => {
+                    let Some(CallArg::In(length)) = args.first() else { return Err(f.clone()) };
+                    let length = self.scalar(length)?;
+                    self.passes.set(true);
+                    Ok(Box::new(move |m: &mut M| {
+                        m.sw.requests.truncate = Some(length(m) as usize);
+                        Flow::Next
+                    }))
+                }
+                "assert" | "assume" if self.v1model => {
+                    let Some(CallArg::In(c)) = args.first() else { return Err(f.clone()) };
+                    let c = self.scalar(c)?;
+                    let failed = self.error("AssertionFailed");
+                    Ok(Box::new(move |m: &mut M| if c(m) != 0 { Flow::Next } else { Flow::Reject(failed) }))
+                }
+                // In a v1model or edgeflow.p4 program, an extern function the program declares
+                // itself (p4c's extern-funcs-bmv2): nothing gives it a body, so no frame runs
+                // through it (the evaluator refuses each frame that reaches it).
                 "psa_clone_i2e" | "psa_clone_e2e" | "psa_resubmit" | "psa_normal" | "psa_recirculate" => {
                     self.psa_function(f, args, result)
                 }
-                other => Err(format!("the function {other}")),
+                // In a v1model or edgeflow.p4 program, an extern function the program declares
+                // itself (p4c's extern-funcs-bmv2): nothing gives it a body, so no frame runs
+                // through it (the evaluator refuses each frame that reaches it).
+                other => Err(format!("the extern function {other}, which the software target has no body for")),
             },
             Callee::Method { object: ExternRef::Instance(name), method } => {
                 let instance =
@@ -287,6 +334,7 @@ impl Compiler<'_> {
                         }))
                     }
                     ("direct_counter" | "DirectCounter", "count") => Ok(Box::new(|_: &mut M| Flow::Next)),
+                    ("direct_meter", "read") => self.direct_meter_read(key, args),
                     ("register", "read") if args.len() == 2 => {
                         let r = self.sw.registers.number(&key).ok_or_else(|| format!("the register {key}"))?;
                         let CallArg::Out(dst) = &args[0] else { return Err("register.read".into()) };
@@ -482,7 +530,8 @@ impl Compiler<'_> {
     fn extract_sized(&self, arg: &CallArg, size: &CallArg) -> R<S> {
         let (CallArg::Out(p), CallArg::In(size)) = (arg, size) else { return Err("extract".into()) };
         let Ty::Header(h) = &p.ty else { return Err("extract of what is not a header".into()) };
-        let next_of = self.extract_next_of(p, "extract with a size into a member of a stack's next")?;
+        let next_of =
+            self.extract_next_of(p, "extract with a size into a member of a stack's last, or an element of next's")?;
         // Each field: its width, or the varbit's maximum (`VARBIT` marks it) and slots.
         let mut fields = Vec::new();
         let mut max = None;
@@ -535,21 +584,25 @@ impl Compiler<'_> {
         }))
     }
 
-    /// Into `stack.next`: the stack's place, whose next element then moves on; an extract into
-    /// a member of a `next` deeper in the place is refused with `refusal`.
+    /// Into `stack.next`, or a member of it (a stack of unions' `u.next.byte`): the stack's
+    /// place, whose next element then moves on. An extract through a second `next`, through
+    /// `last` short of the place's end, or through an index after `next`, is refused with
+    /// `refusal`.
     fn extract_next_of(&self, p: &Place, refusal: &str) -> R<Option<P>> {
-        let next_of = match p.steps.last() {
-            Some(Step::Next) => {
-                let mut stack = p.clone();
-                stack.steps.pop();
-                Some(self.place(&stack)?.0)
+        let through = |s: &Step| matches!(s, Step::Next | Step::Last);
+        let n = p.steps.len();
+        match p.steps.iter().position(|s| matches!(s, Step::Next)) {
+            Some(k) => {
+                let fields_after = p.steps[k + 1..].iter().all(|s| matches!(s, Step::Field(_)));
+                if !fields_after || p.steps[..k].iter().any(through) {
+                    return Err(refusal.into());
+                }
+                let stack = Place { var: p.var, steps: p.steps[..k].to_vec(), ty: p.ty.clone() };
+                Ok(Some(self.place(&stack)?.0))
             }
-            _ => None,
-        };
-        if p.steps[..p.steps.len().saturating_sub(1)].iter().any(|s| matches!(s, Step::Next | Step::Last)) {
-            return Err(refusal.into());
+            None if p.steps[..n.saturating_sub(1)].iter().any(through) => Err(refusal.into()),
+            None => Ok(None),
         }
-        Ok(next_of)
     }
 
     fn extract(&self, arg: &CallArg) -> R<S> {
@@ -564,7 +617,7 @@ impl Compiler<'_> {
             }
         }
         let bits: usize = widths.iter().map(|w| *w as usize).sum();
-        let next_of = self.extract_next_of(p, "extract into a member of a stack's next")?;
+        let next_of = self.extract_next_of(p, "extract into a member of a stack's last, or an element of next's")?;
         let (at, _, union) = self.place(p)?;
         let settle = union.map(|(u, i)| self.settler(&u, i, p)).transpose()?;
         Ok(Box::new(move |m: &mut M| {
