@@ -154,12 +154,6 @@ impl P4Mode {
         Ok(())
     }
 
-    /// Whether frames run on the program compiled from the mid end's IR, or on the syntax-tree
-    /// evaluator and why (many times slower: the switch says so at start).
-    pub fn compiled(&self) -> Result<(), &str> {
-        self.switch.compiled()
-    }
-
     pub fn new(cfg: &Config) -> Result<P4Mode, ConfigError> {
         let (program, checked) = ::p4::front_end(&cfg.file, &cfg.source).map_err(ConfigError::Program)?;
         let mut switch = Switch::new(program, checked).map_err(ConfigError::Program)?;

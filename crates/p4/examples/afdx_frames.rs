@@ -1,8 +1,7 @@
 //! The paper's AFDX program on the software target, for counting instructions per frame
 //! (issue 53): `valgrind --tool=callgrind target/release/examples/afdx_frames N` runs N frames
 //! over 1 000 virtual links (run it with N = 0 too and take the difference: the rest is
-//! loading). `EDGEFLOW_P4_EVALUATOR=1` runs the syntax-tree evaluator instead of the compiled
-//! program, for the before and after.
+//! loading).
 
 use p4::backends::software::{Match, Switch};
 
@@ -12,7 +11,6 @@ fn main() {
     let text = std::fs::read_to_string(path).unwrap();
     let (program, checked) = p4::front_end(path, &text).unwrap();
     let mut sw = Switch::new(program, checked).unwrap();
-    eprintln!("compiled: {:?}", sw.compiled());
     const LINKS: u32 = 1000;
     sw.set_group(1, vec![2, 3]);
     for vl in 0..LINKS {

@@ -1,7 +1,6 @@
 //! The v1model router example on the software target, for timing a frame and counting its
 //! instructions (issue 53): `target/release/examples/router_frames N` routes N frames through
-//! 1 000 LPM routes of /8 to /32 and prints the time a frame took. `EDGEFLOW_P4_EVALUATOR=1`
-//! runs the syntax-tree evaluator instead.
+//! 1 000 LPM routes of /8 to /32 and prints the time a frame took.
 
 use p4::backends::software::{Match, Switch};
 
@@ -11,7 +10,6 @@ fn main() {
     let text = std::fs::read_to_string(path).unwrap();
     let (program, checked) = p4::front_end(path, &text).unwrap();
     let mut sw = Switch::new(program, checked).unwrap();
-    eprintln!("compiled: {:?}", sw.compiled());
     // Routes of every length from /8 to /32 outside 10/8, and the frames' own 10.0.0.0/24.
     let mut seed = 53u64;
     let mut routes = 1;

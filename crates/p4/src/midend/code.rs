@@ -438,6 +438,10 @@ impl<'a> Code<'a> {
                         return Ok(IrExpr::IsValid(self.place(obj, pre)?));
                     }
                 }
+                // The checker refuses a `static_assert` that fails: one that compiles is true.
+                if matches!(&callee.kind, ExprKind::Name(n) if n == "static_assert") {
+                    return Ok(IrExpr::Bool(true));
+                }
                 let ty = self
                     .type_of(e)?
                     .ok_or_else(|| Diagnostic::new(e.pos, "a call that gives a number without a width"))?;

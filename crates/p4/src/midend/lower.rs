@@ -276,9 +276,25 @@ impl Lowering {
                 (UnOp::Complement, Folded::Number(x, w)) => Ok(number(!x, w)),
                 _ => refuse(&describe(e)),
             },
+            // `static_assert(c)` is true where it compiles (the checker refuses one that fails).
+            ExprKind::Call { callee, args, .. } if matches!(&callee.kind, ExprKind::Name(n) if n == "static_assert") => {
+                match args.first().map(|c| self.fold(c)).transpose()? {
+                    Some(Folded::Bool(true)) => Ok(Folded::Bool(true)),
+                    Some(Folded::Bool(false)) => Err(Diagnostic::new(e.pos, "static_assert fails")),
+                    _ => refuse(&describe(e)),
+                }
+            }
             ExprKind::Binary(op, l, r) => {
-                let (Folded::Number(a, wa), Folded::Number(b, wb)) = (self.fold(l)?, self.fold(r)?) else {
-                    return refuse(&describe(e));
+                let (a, b) = (self.fold(l)?, self.fold(r)?);
+                let (Folded::Number(a, wa), Folded::Number(b, wb)) = (a, b) else {
+                    return match (op, a, b) {
+                        (BinOp::And, Folded::Bool(x), Folded::Bool(y)) => Ok(Folded::Bool(x && y)),
+                        (BinOp::Or, Folded::Bool(x), Folded::Bool(y)) => Ok(Folded::Bool(x || y)),
+                        (BinOp::Eq | BinOp::Ne, x, y) if std::mem::discriminant(&x) == std::mem::discriminant(&y) => {
+                            Ok(Folded::Bool((x == y) == (*op == BinOp::Eq)))
+                        }
+                        _ => refuse(&describe(e)),
+                    };
                 };
                 // A number without a width takes the other side's, as the checker types it.
                 let w = wa.or(wb);
@@ -287,6 +303,14 @@ impl Lowering {
                     Some((width, true)) => (signed(a, width), signed(b, width)),
                     _ => (a as i128, b as i128),
                 };
+                let compared = if is_signed {
+                    crate::frontend::check::compare(*op, sa, sb)
+                } else {
+                    crate::frontend::check::compare(*op, a, b)
+                };
+                if let Some(holds) = compared {
+                    return Ok(Folded::Bool(holds));
+                }
                 let v = match op {
                     BinOp::Add => a.wrapping_add(b),
                     BinOp::Sub => a.wrapping_sub(b),

@@ -43,10 +43,6 @@ impl<T> Keyed<T> {
         Some(&mut self.items[i].1)
     }
 
-    pub fn contains_key(&self, name: &str) -> bool {
-        self.names.contains_key(name)
-    }
-
     pub fn keys(&self) -> impl Iterator<Item = &String> {
         self.items.iter().map(|(n, _)| n)
     }

@@ -173,34 +173,12 @@ impl Value {
         matches!(self, Value::Bool(true))
     }
 
-    fn fields(&self) -> Option<&Vec<(Name, Value)>> {
-        match self {
-            Value::Header { fields, .. } | Value::Struct(fields) | Value::Union(fields) => Some(fields),
-            _ => None,
-        }
-    }
-
-    fn fields_mut(&mut self) -> Option<&mut Vec<(Name, Value)>> {
-        match self {
-            Value::Header { fields, .. } | Value::Struct(fields) | Value::Union(fields) => Some(fields),
-            _ => None,
-        }
-    }
-
-    fn field_mut(&mut self, name: &str) -> Option<&mut Value> {
-        self.fields_mut()?.iter_mut().find(|(n, _)| &**n == name).map(|(_, v)| v)
-    }
-
     /// `self` given the width of `like` when it is a number (an assignment, an operand).
     fn sized_as(self, like: &Value) -> Value {
         match (self, like) {
             (Value::Number(n), Value::Bits { width, signed, .. }) => {
                 Value::Bits { width: *width, signed: *signed, value: n as u128 & mask(*width) }
             }
-            (Value::List(items), Value::Header { fields, .. }) => {
-                Value::Header { valid: true, fields: list_into(fields, items) }
-            }
-            (Value::List(items), Value::Struct(fields)) => Value::Struct(list_into(fields, items)),
             (Value::List(items), Value::List(likes)) => {
                 Value::List(items.into_iter().zip(likes).map(|(v, like)| v.sized_as(like)).collect())
             }
@@ -291,20 +269,9 @@ impl TableState {
         self.classifier = classifier::Classifier::of(&self.entries, &self.widths);
     }
 
-    /// Whether every key matches exactly, so that the evaluator may use the classifier too.
-    fn all_exact(&self) -> bool {
-        !self.keys.is_empty() && self.keys.iter().all(|(_, kind)| kind == "exact")
-    }
-
     /// The entry `key` finds: the classifier's answer.
     fn lookup(&self, key: &[u128]) -> Option<usize> {
         self.classifier.lookup(&self.entries, &self.widths, key)
-    }
-
-    /// The entry `key` finds by testing every entry, as the evaluator does: the reference the
-    /// compiled target's classifier is compared with (tests/exec_differential.rs).
-    fn scan(&self, key: &[u128]) -> Option<usize> {
-        classifier::scan(&self.entries, &self.widths, key)
     }
 }
 
@@ -330,45 +297,11 @@ pub enum Dropped {
     Unsupported(String),
 }
 
-/// What stops a block's run before its end.
-enum Stop {
-    Return,
-    /// A function's `return value;`.
-    Returned(Value),
-    /// `break` and `continue`, ended by the loop around them.
-    Break,
-    Continue,
-    Exit,
-    Reject(String),
-    Unsupported(String),
-}
-
-type Run<T> = std::result::Result<T, Stop>;
-
 struct Code {
     program: Program,
     checked: Checked,
     /// What a control plane sees of it (P4Info's names and ids).
     info: Arc<crate::info::Info>,
-}
-
-impl Code {
-    /// The program's parser or control named `name` (the checker saw that it is there).
-    fn block(&self, name: &str) -> &Decl {
-        self.program
-            .decls
-            .iter()
-            .find(|d| matches!(d, Decl::Parser { name: n, .. } | Decl::Control { name: n, .. } if n.text == name))
-            .expect("checked")
-    }
-
-    /// The parameters of the architecture's first block, the parser.
-    fn parser_params(&self) -> &[Param] {
-        match self.block(&self.checked.blocks[0]) {
-            Decl::Parser { params, .. } => params,
-            _ => &[],
-        }
-    }
 }
 
 /// A program ready to switch frames: its code, and the state the control plane and the frames
@@ -394,8 +327,6 @@ pub struct Switch {
     requests: v1model::Requests,
     /// The state of `random` and of the `random` hash.
     random: u64,
-    /// Instances of the program's own parsers and controls (`Block.instance` → its type).
-    sub_blocks: Names<String, String>,
     /// PSA's extern instances that have no cells (hashes, checksums, ...).
     externs: Keyed<psa::Extern>,
     /// Action profiles and selectors, by instance (`Block.name`, `.name` at the top level, or
@@ -404,13 +335,11 @@ pub struct Switch {
     /// Moves on every change a control plane makes (entries, defaults, groups, counter,
     /// register and meter cells), so that a copy elsewhere (the kernel's) knows to follow.
     generation: u64,
-    /// The headers, metadata and standard metadata every frame starts from, made once.
-    initial: Option<[Value; 3]>,
     /// What the frames run since the last [`Switch::take_digests`] sent the control plane.
     digests: Vec<Digest>,
-    /// The program compiled from the mid end's IR (`exec.rs`), which runs the frames; or why
-    /// it is not, and the evaluator below runs them.
-    compiled: Result<Arc<exec_arch::Program>, String>,
+    /// The program compiled from the mid end's IR (`exec.rs`), which runs the frames: `None`
+    /// only while `Switch::new` loads the state it is compiled against.
+    compiled: Option<Arc<exec_arch::Program>>,
     /// The compiled program's slots and table keys, kept between frames so as not to allocate.
     exec_slots: Vec<u128>,
     exec_keys: Vec<u128>,
@@ -428,20 +357,6 @@ pub const DIGESTS_KEPT: usize = 1024;
 pub struct Digest {
     pub name: String,
     pub data: Vec<u128>,
-}
-
-/// One block's run: its variables, the frame, and where it is.
-struct Cx<'c> {
-    block: &'c str,
-    scopes: Vec<Names<String, Value>>,
-    actions: Names<&'c str, &'c Action>,
-    /// The packet_in or packet_out parameter's name.
-    packet: Option<String>,
-    data: &'c [u8],
-    cursor: usize,
-    out: Vec<u8>,
-    length: u64,
-    now: u64,
 }
 
 impl Switch {
@@ -468,13 +383,11 @@ impl Switch {
             sessions: HashMap::new(),
             requests: v1model::Requests::default(),
             random: 0x9e37_79b9_7f4a_7c15,
-            sub_blocks: Names::default(),
             externs: Keyed::default(),
             profiles: Names::default(),
             generation: 0,
-            initial: None,
             digests: Vec::new(),
-            compiled: Err(String::new()),
+            compiled: None,
             exec_slots: Vec::new(),
             exec_keys: Vec::new(),
             exec_bytes: Vec::new(),
@@ -505,29 +418,14 @@ impl Switch {
                 }
             }
         }
-        sw.compiled = if std::env::var_os("EDGEFLOW_P4_EVALUATOR").is_some() {
-            Err("EDGEFLOW_P4_EVALUATOR is set".into())
-        } else {
-            exec_arch::compile(&sw)
-        };
+        // What the IR does not express yet (an extern function without a body) is refused here,
+        // with the compiler's reason, rather than on each frame.
+        sw.compiled = Some(exec_arch::compile(&sw)?);
         Ok(sw)
-    }
-
-    /// Whether the frames run on the program compiled from the IR (`Ok`), or on the syntax-tree
-    /// evaluator, and why (what in the program is not compiled yet).
-    pub fn compiled(&self) -> Result<(), &str> {
-        self.compiled.as_ref().map(|_| ()).map_err(String::as_str)
-    }
-
-    /// Runs the frames on the syntax-tree evaluator from now on: the reference the compiled
-    /// program is held to (`tests/exec_differential.rs`). To be removed with the evaluator.
-    pub fn use_evaluator(&mut self) {
-        self.compiled = Err("the evaluator was asked for".into());
     }
 
     fn table_state(&mut self, block: &str, t: &Table) -> Result<TableState, String> {
         let code = self.code.clone();
-        let mut cx = Cx::new(block, &code, &[], 0, 0);
         let mut keys = Vec::new();
         let mut selector_keys = Vec::new();
         for (i, k) in t.keys.iter().enumerate() {
@@ -547,14 +445,16 @@ impl Switch {
             };
             keys.push((width, k.match_kind.text.clone()));
         }
-        let number = |cx: &mut Cx, sw: &mut Switch, e: &Expr| {
-            sw.eval(cx, e).map(|v| v.as_u128()).map_err(|_| format!("{}: a value that is not a constant", t.name.text))
+        let number = |sw: &Switch, e: &Expr| {
+            sw.constant(e)
+                .map(|v| v.as_u128())
+                .ok_or_else(|| format!("{}: a value that is not a constant", t.name.text))
         };
         let scratch = self;
         let default = match &t.default_action {
             Some((r, _)) => {
                 let data = data_args(&code, block, r);
-                (r.name.text.clone(), data.iter().map(|a| number(&mut cx, scratch, a)).collect::<Result<_, _>>()?)
+                (r.name.text.clone(), data.iter().map(|a| number(scratch, a)).collect::<Result<_, _>>()?)
             }
             None => ("NoAction".to_string(), Vec::new()),
         };
@@ -571,23 +471,19 @@ impl Switch {
                 matches.push(match k {
                     Keyset::Default | Keyset::DontCare => Match::Any,
                     Keyset::Value(v) => {
-                        let v = number(&mut cx, scratch, v)? & mask(*width);
+                        let v = number(scratch, v)? & mask(*width);
                         if kind == "lpm" {
                             Match::Lpm { value: v, prefix: *width }
                         } else {
                             Match::Exact(v)
                         }
                     }
-                    Keyset::Mask(v, m) => {
-                        Match::Ternary { value: number(&mut cx, scratch, v)?, mask: number(&mut cx, scratch, m)? }
-                    }
-                    Keyset::Range(a, b) => {
-                        Match::Range { low: number(&mut cx, scratch, a)?, high: number(&mut cx, scratch, b)? }
-                    }
+                    Keyset::Mask(v, m) => Match::Ternary { value: number(scratch, v)?, mask: number(scratch, m)? },
+                    Keyset::Range(a, b) => Match::Range { low: number(scratch, a)?, high: number(scratch, b)? },
                 });
             }
             let data = data_args(&code, block, &e.action);
-            let args = data.iter().map(|a| number(&mut cx, scratch, a)).collect::<Result<_, _>>()?;
+            let args = data.iter().map(|a| number(scratch, a)).collect::<Result<_, _>>()?;
             entries.push(Entry {
                 keys: matches,
                 priority: entry_priority(e, i, n),
@@ -604,7 +500,7 @@ impl Switch {
             });
         }
         let size = match &t.size {
-            Some(s) => number(&mut cx, scratch, s)? as usize,
+            Some(s) => number(scratch, s)? as usize,
             None => 1024,
         };
         let meter = t.properties.iter().find(|(p, _)| p.text == "meters").and_then(|(_, e)| match &e.kind {
@@ -640,11 +536,8 @@ impl Switch {
 
     fn instance(&mut self, block: &str, i: &Instance) -> Result<(), String> {
         let Type::Named(ty, _) = &i.ty else { return Ok(()) };
-        let size = |sw: &mut Switch| -> usize {
-            let code = sw.code.clone();
-            let mut cx = Cx::new(block, &code, &[], 0, 0);
-            i.args.first().and_then(|a| sw.eval(&mut cx, a).ok()).map_or(0, |v| v.as_u128() as usize)
-        };
+        let size =
+            |sw: &Switch| -> usize { i.args.first().and_then(|a| sw.constant(a)).map_or(0, |v| v.as_u128() as usize) };
         let key = format!("{block}.{}", i.name.text);
         // PSA's externs, by the names v1model's have (their cells are kept alike).
         let kind = match ty.text.as_str() {
@@ -656,13 +549,11 @@ impl Switch {
             other => other,
         };
         if matches!(kind, "Hash" | "Checksum" | "InternetChecksum" | "Random" | "Digest") {
-            let code = self.code.clone();
-            let mut cx = Cx::new(block, &code, &[], 0, 0);
-            let args = i.args.iter().map(|a| self.eval(&mut cx, a).unwrap_or(Value::Void)).collect::<Vec<_>>();
+            let args = i.args.iter().map(|a| self.constant(a).unwrap_or(Value::Void)).collect::<Vec<_>>();
             self.psa_instance(&key, kind, &args);
             return Ok(());
         }
-        if let Some(profile) = self.new_profile(block, kind, &i.args, &i.annotations) {
+        if let Some(profile) = self.new_profile(kind, &i.args, &i.annotations) {
             self.profiles.insert(key, profile);
             return Ok(());
         }
@@ -691,9 +582,6 @@ impl Switch {
                 let n = size(self);
                 let bytes = counts_bytes(i.args.get(1));
                 self.meters.insert(key, Meter { bytes, cells: vec![MeterCell::default(); n] });
-            }
-            other if self.code.program.decls.iter().any(|d| is_block_named(d, other)) => {
-                self.sub_blocks.insert(key, other.to_string());
             }
             _ => {}
         }
@@ -1070,440 +958,45 @@ impl Switch {
         std::mem::take(&mut self.digests)
     }
 
-    /// Records a digest of `data` (a struct's or header's members, each a number), unless
-    /// [`DIGESTS_KEPT`] wait untaken (a caller that never takes them grows nothing).
-    fn record_digest(&mut self, name: String, data: &Value) {
-        if self.digests.len() >= DIGESTS_KEPT {
-            return;
-        }
-        let data = match data {
-            Value::Struct(fields) | Value::Header { fields, .. } => fields.iter().map(|(_, v)| v.as_u128()).collect(),
-            other => vec![other.as_u128()],
-        };
-        self.digests.push(Digest { name, data });
-    }
-
     /// Runs `frame`, arrived on `port` at `now` (ns), through the program.
     pub fn process(&mut self, frame: &[u8], port: u32, now: u64) -> Result<Vec<Output>, Dropped> {
-        if let Ok(program) = &self.compiled {
-            let program = program.clone();
-            return self.process_compiled(&program, frame, port, now);
-        }
-        if self.is_v1model() {
-            return self.process_v1model(frame, port, now);
-        }
-        if self.is_psa() {
-            return self.process_psa(frame, port, now);
-        }
-        let code = self.code.clone();
-        let blocks = &code.checked.blocks;
-        let block = |name: &str| code.block(name);
-        let params = |d: &Decl| match d {
-            Decl::Parser { params, .. } | Decl::Control { params, .. } => params.clone(),
-            _ => unreachable!(),
-        };
-        let parser = block(&blocks[0]);
-        let pp = params(parser);
-        let initial = match &self.initial {
-            Some(values) => values.clone(),
-            None => {
-                let values = [1, 2, 3].map(|i| self.default_of(&code.checked.resolve(&pp[i].ty)));
-                self.initial = Some(values.clone());
-                values
-            }
-        };
-        let [mut hdr, mut meta, mut sm] = initial;
-        set_field(&mut sm, "ingress_port", port as u128);
-        set_field(&mut sm, "packet_length", frame.len() as u128);
-        set_field(&mut sm, "timestamp", now as u128);
-
-        // The parser.
-        let mut cx = Cx::new(&blocks[0], &code, frame, frame.len() as u64, now);
-        cx.packet = Some(pp[0].name.text.clone());
-        cx.bind(&pp[1..], vec![hdr, meta, sm]);
-        let Decl::Parser { locals, states, .. } = parser else { unreachable!() };
-        let parsed = self.run_parser(&mut cx, locals, states);
-        let payload_at = cx.cursor / 8;
-        [hdr, meta, sm] = cx.unbind(&pp[1..]).try_into().expect("three");
-        match parsed {
-            Ok(()) => {}
-            Err(Stop::Reject(e)) => return Err(Dropped::Parser(e)),
-            Err(Stop::Unsupported(what)) => return Err(Dropped::Unsupported(what)),
-            Err(_) => return Err(Dropped::Parser("NoError".into())),
-        }
-
-        // Ingress.
-        self.run_control(&code, &blocks[1], frame, now, [&mut hdr, &mut meta, &mut sm])?;
-        if field(&sm, "drop") != 0 {
-            return Err(Dropped::Program);
-        }
-        let group = field(&sm, "mcast_grp") as u16;
-        let ports = match group {
-            0 => match field(&sm, "egress_port") as u32 {
-                0 => return Err(Dropped::NoPort),
-                p => vec![p],
-            },
-            g => self.groups.get(&g).cloned().unwrap_or_default(),
-        };
-
-        // Each copy through egress and the deparser.
-        let mut out = Vec::new();
-        for p in ports {
-            let (mut h, mut m, mut s) = (hdr.clone(), meta.clone(), sm.clone());
-            set_field(&mut s, "egress_port", p as u128);
-            self.run_control(&code, &blocks[2], frame, now, [&mut h, &mut m, &mut s])?;
-            if field(&s, "drop") != 0 {
-                continue;
-            }
-            let deparser = block(&blocks[3]);
-            let dp = params(deparser);
-            let mut cx = Cx::new(&blocks[3], &code, frame, frame.len() as u64, now);
-            cx.packet = Some(dp[0].name.text.clone());
-            cx.bind(&dp[1..], vec![h]);
-            let Decl::Control { apply, .. } = deparser else { unreachable!() };
-            match self.block_stmts(&mut cx, apply) {
-                Ok(())
-                | Err(Stop::Exit)
-                | Err(Stop::Return)
-                | Err(Stop::Returned(_))
-                | Err(Stop::Break | Stop::Continue) => {}
-                Err(Stop::Unsupported(w)) => return Err(Dropped::Unsupported(w)),
-                Err(Stop::Reject(_)) => continue,
-            }
-            let mut bytes = cx.out;
-            bytes.extend_from_slice(&frame[payload_at.min(frame.len())..]);
-            out.push(Output { port: p, queue: field(&s, "priority") as u8, frame: bytes });
-        }
-        if out.is_empty() {
-            return Err(Dropped::Program);
-        }
-        Ok(out)
+        let program = self.compiled.clone().expect("Switch::new compiles the program");
+        self.process_compiled(&program, frame, port, now)
     }
 
-    fn run_control(
-        &mut self,
-        code: &Code,
-        name: &str,
-        frame: &[u8],
-        now: u64,
-        values: [&mut Value; 3],
-    ) -> Result<(), Dropped> {
-        let [h, m, s] = values;
-        self.run_block(code, name, frame, frame.len(), now, &mut [h, m, s])
-    }
-
-    /// Control `name` on a frame whose bytes past the headers are `data` (`length` in all),
-    /// its parameters bound to `values` in order and written back after.
-    fn run_block(
-        &mut self,
-        code: &Code,
-        name: &str,
-        data: &[u8],
-        length: usize,
-        now: u64,
-        values: &mut [&mut Value],
-    ) -> Result<(), Dropped> {
-        let Decl::Control { params, locals, apply, .. } = code.block(name) else { unreachable!("checked") };
-        let mut cx = Cx::new(name, code, data, length as u64, now);
-        cx.bind(params, values.iter_mut().map(|v| std::mem::replace(&mut **v, Value::Void)).collect());
-        cx.scopes.push(Names::default());
-        let mut result = Ok(());
-        for l in locals {
-            if let Err(e) = self.local(&mut cx, l) {
-                result = Err(e);
-                break;
-            }
-        }
-        if result.is_ok() {
-            result = self.block_stmts(&mut cx, apply);
-        }
-        cx.scopes.pop();
-        for (slot, v) in values.iter_mut().zip(cx.unbind(params)) {
-            **slot = v;
-        }
-        match result {
-            Ok(())
-            | Err(Stop::Exit)
-            | Err(Stop::Return)
-            | Err(Stop::Returned(_))
-            | Err(Stop::Break | Stop::Continue) => Ok(()),
-            Err(Stop::Unsupported(w)) => Err(Dropped::Unsupported(w)),
-            Err(Stop::Reject(_)) => Err(Dropped::Program),
-        }
-    }
-
-    fn local(&mut self, cx: &mut Cx, l: &Local) -> Run<()> {
-        match l {
-            Local::Const { ty, name, value } | Local::Var { ty, name, init: Some(value) } => {
-                let zero = self.default_of(&self.code.checked.resolve(ty));
-                let v = self.eval(cx, value)?.sized_as(&zero);
-                cx.declare(&name.text, v);
-            }
-            Local::Var { ty, name, init: None } => {
-                let zero = self.default_of(&self.code.checked.resolve(ty));
-                cx.declare(&name.text, zero);
-            }
-            _ => {}
-        }
-        Ok(())
-    }
-
-    fn run_parser(&mut self, cx: &mut Cx, locals: &[Local], states: &[State]) -> Run<()> {
-        cx.scopes.push(Names::default());
-        for l in locals {
-            self.local(cx, l)?;
-        }
-        let mut at = "start".to_string();
-        for _ in 0..256 {
-            if at == "accept" {
-                return Ok(());
-            }
-            if at == "reject" {
-                return Err(Stop::Reject("NoMatch".into()));
-            }
-            let s = states.iter().find(|s| s.name.text == at).expect("checked");
-            self.block_stmts(cx, &s.body)?;
-            at = match &s.transition {
-                Transition::Goto(n) => n.text.clone(),
-                Transition::Select { exprs, cases } => {
-                    let keys = exprs.iter().map(|e| self.eval(cx, e)).collect::<Run<Vec<_>>>()?;
-                    let mut next = None;
-                    for case in cases {
-                        if self.case_matches(cx, &case.keys, &keys)? {
-                            next = Some(case.next.text.clone());
-                            break;
-                        }
-                    }
-                    next.ok_or_else(|| Stop::Reject("NoMatch".into()))?
-                }
-            };
-        }
-        Err(Stop::Reject("ParserTimeout".into()))
-    }
-
-    fn case_matches(&mut self, cx: &mut Cx, keys: &[Keyset], values: &[Value]) -> Run<bool> {
-        if keys.len() == 1 && matches!(keys[0], Keyset::Default | Keyset::DontCare) {
-            return Ok(true);
-        }
-        for (k, v) in keys.iter().zip(values) {
-            let key = v.as_u128();
-            let ok = match k {
-                Keyset::Default | Keyset::DontCare => true,
-                // Enums and errors have no number here: they match by name (as_u128 made every
-                // member 0, and the first case took them all).
-                Keyset::Value(e) => match v {
-                    Value::Enum(_) | Value::Error(_) => self.eval(cx, e)? == *v,
-                    _ => self.eval(cx, e)?.sized_as(v).as_u128() == key,
-                },
-                Keyset::Mask(a, m) => {
-                    let (a, m) = (self.eval(cx, a)?.sized_as(v).as_u128(), self.eval(cx, m)?.sized_as(v).as_u128());
-                    key & m == a & m
-                }
-                Keyset::Range(a, b) => {
-                    let (a, b) = (self.eval(cx, a)?.as_u128(), self.eval(cx, b)?.as_u128());
-                    (a..=b).contains(&key)
-                }
-            };
-            if !ok {
-                return Ok(false);
-            }
-        }
-        Ok(true)
-    }
-
-    fn block_stmts(&mut self, cx: &mut Cx, stmts: &[Stmt]) -> Run<()> {
-        cx.scopes.push(Names::default());
-        let r = stmts.iter().try_for_each(|s| self.stmt(cx, s));
-        cx.scopes.pop();
-        r
-    }
-
-    fn stmt(&mut self, cx: &mut Cx, s: &Stmt) -> Run<()> {
-        match s {
-            Stmt::Assign { target, value } => {
-                let place = self.place(cx, target)?;
-                // `a op= b` (the parser wrote `a = a op b` with `a` itself, at `a`'s place): `a`'s
-                // indices evaluated once, as P4 says, not again for its value.
-                if let ExprKind::Binary(op, lhs, rhs) = &value.kind {
-                    if **lhs == *target && value.pos == target.pos {
-                        let current = self.load(cx, &place)?;
-                        let r = self.eval(cx, rhs)?;
-                        return self.store(cx, place, binary(*op, current, r));
-                    }
-                }
-                let v = self.eval(cx, value)?;
-                self.store(cx, place, v)
-            }
-            Stmt::Call(e) => self.eval(cx, e).map(drop),
-            Stmt::If { cond, then, otherwise } => {
-                if self.eval(cx, cond)?.as_bool() {
-                    self.block_stmts(cx, then)
-                } else if let Some(o) = otherwise {
-                    self.block_stmts(cx, o)
-                } else {
-                    Ok(())
-                }
-            }
-            Stmt::Block(b) => self.block_stmts(cx, b),
-            Stmt::Switch { expr, cases, .. } => {
-                let Value::Applied { action, .. } = self.eval(cx, expr)? else { return Ok(()) };
-                let mut taken = false;
-                for (labels, body) in cases {
-                    taken |= labels.iter().any(|l| l.text == action || l.text == "default");
-                    if taken {
-                        if let Some(b) = body {
-                            return self.block_stmts(cx, b);
-                        }
-                    }
-                }
-                Ok(())
-            }
-            Stmt::Var { ty, name, init } => {
-                let zero = self.default_of(&self.code.checked.resolve(ty));
-                let v = match init {
-                    Some(e) => self.eval(cx, e)?.sized_as(&zero),
-                    None => zero,
-                };
-                cx.declare(&name.text, v);
-                Ok(())
-            }
-            Stmt::Const { ty, name, value } => {
-                let zero = self.default_of(&self.code.checked.resolve(ty));
-                let v = self.eval(cx, value)?.sized_as(&zero);
-                cx.declare(&name.text, v);
-                Ok(())
-            }
-            Stmt::Return(_) => Err(Stop::Return),
-            Stmt::ReturnValue(value, _) => Err(Stop::Returned(self.eval(cx, value)?)),
-            Stmt::For { init, cond, update, body, .. } => self.run_for(cx, init, cond.as_ref(), update, body),
-            Stmt::Break(_) => Err(Stop::Break),
-            Stmt::Continue(_) => Err(Stop::Continue),
-            Stmt::Exit(_) => Err(Stop::Exit),
-            Stmt::Empty => Ok(()),
-        }
-    }
-
-    fn assign(&mut self, cx: &mut Cx, target: &Expr, v: Value) -> Run<()> {
-        let place = self.place(cx, target)?;
-        self.store(cx, place, v)
-    }
-
-    /// Where an assignment writes: the variable, the steps into it (stack indices evaluated
-    /// now: P4 evaluates an assignment's left side before its right), and the slice.
-    fn place(&mut self, cx: &mut Cx, target: &Expr) -> Run<Place> {
-        // A slice's bounds are constants, named ones included: evaluated here, where names are
-        // known (the path alone took a name for 0 and wrote bit 0).
-        let (base, mut slice) = match &target.kind {
-            ExprKind::Slice(inner, hi, lo) => {
-                let (h, l) = (self.eval(cx, hi)?.as_u128() as u32, self.eval(cx, lo)?.as_u128() as u32);
-                (&**inner, Some((h, l)))
-            }
-            _ => (target, None),
-        };
-        let (root, mut path) = self.lvalue_steps(cx, base)?;
-        // Slices of slices compose, innermost first: `n[7:4][3:0]` is `n[7:4]`.
-        let first_slice = path.iter().position(|s| matches!(s, Step::Slice(..))).unwrap_or(path.len());
-        let mut inner: Option<(u32, u32)> = None;
-        for step in path.drain(first_slice..) {
-            if let Step::Slice(h, l) = step {
-                inner = Some(compose(inner, (h, l)));
-            }
-        }
-        if let Some(within) = inner {
-            slice = Some(match slice {
-                Some(outer) => compose(inner, outer),
-                None => within,
-            });
-        }
-        Ok((root, path, slice))
-    }
-
-    /// The value at a place (a read past a stack's end: an invalid header of zeros).
-    fn load(&mut self, cx: &mut Cx, (root, path, slice): &Place) -> Run<Value> {
-        let v = match walk(cx, root, path) {
-            Ok(v) => v.clone(),
-            Err(Stop::Reject(e)) if e == "StackOutOfBounds" => Value::Number(0),
-            Err(e) => return Err(e),
-        };
-        Ok(match slice {
-            Some((h, l)) => Value::bits(h - l + 1, v.as_u128() >> l),
-            None => v,
-        })
-    }
-
-    fn store(&mut self, cx: &mut Cx, (root, path, slice): Place, v: Value) -> Run<()> {
-        // A write past a stack's end does nothing (P4-16, 8.18: BMv2 leaves the frame as it is).
-        let at = match walk(cx, &root, &path) {
-            Err(Stop::Reject(e)) if e == "StackOutOfBounds" => return Ok(()),
-            other => other?,
-        };
-        match slice {
-            None => {
-                let v = v.sized_as(at);
-                *at = v;
-            }
-            Some((h, l)) => {
-                if let Value::Bits { value, .. } = at {
-                    let m = mask(h - l + 1) << l;
-                    *value = (*value & !m) | ((v.as_u128() << l) & m);
-                }
-            }
-        }
-        settle_union(cx, &root, &path);
-        Ok(())
-    }
-
-    fn eval(&mut self, cx: &mut Cx, e: &Expr) -> Run<Value> {
-        Ok(match &e.kind {
+    /// A constant's value while loading: a table's size, its const entries' keysets and data,
+    /// a default action's data, an extern's or profile's constructor arguments. Literals, the
+    /// program's top-level constants, enum, error and serializable-enum members, casts and
+    /// operators on those; `None` for anything else (which the checker has refused in these
+    /// places, or the mid end folds on its own for the frames).
+    fn constant(&self, e: &Expr) -> Option<Value> {
+        Some(match &e.kind {
             ExprKind::Int { width: None, value } => Value::Number(*value as i128),
             ExprKind::Int { width: Some((w, signed)), value } => {
                 Value::Bits { width: *w, signed: *signed, value: *value & mask(*w) }
             }
             ExprKind::Bool(b) => Value::Bool(*b),
-            ExprKind::Str(_) | ExprKind::DontCare => return Err(Stop::Unsupported("this expression".into())),
-            ExprKind::Index(base, index) => {
-                let i = self.eval(cx, index)?.as_u128() as usize;
-                stack_elem(self.eval(cx, base)?, i)?
+            ExprKind::List(items) => Value::List(items.iter().map(|e| self.constant(e)).collect::<Option<_>>()?),
+            ExprKind::Name(n) | ExprKind::TopName(n) => {
+                let (ty, value) = self.code.program.decls.iter().find_map(|d| match d {
+                    Decl::Const { ty, name, value } if name.text == *n => Some((ty, value)),
+                    _ => None,
+                })?;
+                let zero = self.default_of(&self.code.checked.resolve(ty));
+                self.constant(value)?.sized_as(&zero)
             }
-            ExprKind::List(items) => Value::List(items.iter().map(|e| self.eval(cx, e)).collect::<Run<_>>()?),
-            ExprKind::Name(n) | ExprKind::TopName(n) => match cx.lookup(n) {
-                Some(v) => v.clone(),
-                None => self.global(cx, n)?,
-            },
             ExprKind::Member(inner, m) => {
-                if let ExprKind::Name(n) = &inner.kind {
-                    if n == "error" {
-                        return Ok(Value::Error(m.text.clone()));
-                    }
-                    if cx.lookup(n).is_none() && matches!(self.code.checked.layouts.get(n), Some(Layout::Enum(_))) {
-                        return Ok(Value::Enum(m.text.clone()));
-                    }
-                    if let (None, Some(Layout::SerEnum(ty, members))) = (cx.lookup(n), self.code.checked.layouts.get(n))
-                    {
-                        return Ok(ser_enum_member(ty, members, &m.text));
-                    }
+                let ExprKind::Name(n) = &inner.kind else { return None };
+                if n == "error" {
+                    return Some(Value::Error(m.text.clone()));
                 }
-                match self.eval(cx, inner)? {
-                    stack @ Value::Stack { .. } => stack_member(stack, &m.text)?,
-                    Value::Applied { hit, action } => match m.text.as_str() {
-                        "hit" => Value::Bool(hit),
-                        "miss" => Value::Bool(!hit),
-                        _ => Value::Applied { hit, action },
-                    },
-                    v => v
-                        .fields()
-                        .and_then(|f| f.iter().find(|(n, _)| **n == *m.text))
-                        .map(|(_, v)| v.clone())
-                        .unwrap_or(Value::Void),
+                match self.code.checked.layouts.get(n)? {
+                    Layout::Enum(_) => Value::Enum(m.text.clone()),
+                    Layout::SerEnum(ty, members) => ser_enum_member(ty, members, &m.text),
+                    _ => return None,
                 }
             }
-            ExprKind::Slice(inner, hi, lo) => {
-                let v = self.eval(cx, inner)?.as_u128();
-                let (h, l) = (self.eval(cx, hi)?.as_u128() as u32, self.eval(cx, lo)?.as_u128() as u32);
-                Value::bits(h - l + 1, v >> l)
-            }
-            ExprKind::Call { callee, args, type_args } => self.call(cx, callee, type_args, args)?,
-            ExprKind::Unary(op, inner) => match (op, self.eval(cx, inner)?) {
+            ExprKind::Unary(op, inner) => match (op, self.constant(inner)?) {
                 (UnOp::Not, v) => Value::Bool(!v.as_bool()),
                 (UnOp::Complement, Value::Bits { width, signed, value }) => {
                     Value::Bits { width, signed, value: !value & mask(width) }
@@ -1514,41 +1007,9 @@ impl Switch {
                 (UnOp::Neg, Value::Number(n)) => Value::Number(-n),
                 (_, v) => v,
             },
-            ExprKind::Binary(op, a, b) => {
-                if matches!(op, BinOp::And | BinOp::Or) {
-                    let l = self.eval(cx, a)?.as_bool();
-                    // Short-circuit, as P4 evaluates them.
-                    return Ok(Value::Bool(match op {
-                        BinOp::And => l && self.eval(cx, b)?.as_bool(),
-                        _ => l || self.eval(cx, b)?.as_bool(),
-                    }));
-                }
-                let (l, r) = (self.eval(cx, a)?, self.eval(cx, b)?);
-                binary(*op, l, r)
-            }
-            ExprKind::Cond(c, a, b) => {
-                let (taken, other) = if self.eval(cx, c)?.as_bool() { (a, b) } else { (b, a) };
-                let v = self.eval(cx, taken)?;
-                // An untyped number in one arm takes the other arm's type (`c ? 2 : 3w1` is
-                // bit<3>); the other arm is read only where reading it changes nothing.
-                let pure = matches!(
-                    other.kind,
-                    ExprKind::Int { .. }
-                        | ExprKind::Name(_)
-                        | ExprKind::Member(..)
-                        | ExprKind::Slice(..)
-                        | ExprKind::Cast(..)
-                );
-                match v {
-                    Value::Number(_) if pure => {
-                        let like = self.eval(cx, other)?;
-                        v.sized_as(&like)
-                    }
-                    v => v,
-                }
-            }
+            ExprKind::Binary(op, a, b) => binary(*op, self.constant(a)?, self.constant(b)?),
             ExprKind::Cast(t, inner) => {
-                let v = self.eval(cx, inner)?;
+                let v = self.constant(inner)?;
                 match (self.code.checked.resolve(t), v) {
                     (Ty::Bit(w), v) => Value::bits(w, v.as_u128()),
                     // Widening a signed value extends its sign (int<8> -1 is int<16> -1).
@@ -1562,431 +1023,8 @@ impl Switch {
                     (_, v) => v,
                 }
             }
+            _ => return None,
         })
-    }
-
-    /// A name not among the block's variables: a top-level constant.
-    fn global(&mut self, cx: &mut Cx, n: &str) -> Run<Value> {
-        let code = self.code.clone();
-        for d in &code.program.decls {
-            if let Decl::Const { ty, name, value } = d {
-                if name.text == n {
-                    let zero = self.default_of(&code.checked.resolve(ty));
-                    return Ok(self.eval(cx, value)?.sized_as(&zero));
-                }
-            }
-        }
-        Err(Stop::Unsupported(format!("the name '{n}'")))
-    }
-
-    fn call(&mut self, cx: &mut Cx, callee: &Expr, type_args: &[Type], args: &[Expr]) -> Run<Value> {
-        let code = self.code.clone();
-        match &callee.kind {
-            ExprKind::Member(obj, m) => {
-                let method = m.text.as_str();
-                if let ExprKind::Name(n) = &obj.kind {
-                    if cx.packet.as_deref() == Some(n.as_str()) {
-                        return self.packet_method(cx, method, type_args, args);
-                    }
-                    let mut key = format!("{}.{n}", cx.block);
-                    if cx.lookup(n).is_none() {
-                        if !self.has_instance(&key) && self.has_instance(&format!(".{n}")) {
-                            key = format!(".{n}");
-                        }
-                        if self.tables.contains_key(&key) && method == "apply" {
-                            return self.apply(cx, &key);
-                        }
-                        if let (Some(ty), "apply") = (self.sub_blocks.get(&key), method) {
-                            return self.apply_block(cx, &ty.clone(), args);
-                        }
-                        // A parser or control applied by its type's name (direct invocation).
-                        if method == "apply" && code.program.decls.iter().any(|d| is_block_named(d, n)) {
-                            return self.apply_block(cx, n, args);
-                        }
-                        if self.externs.contains_key(&key) {
-                            return self.psa_method(cx, &key, method, args);
-                        }
-                        return self.extern_method(cx, &key, method, args);
-                    }
-                }
-                match method {
-                    "isValid" => Ok(Value::Bool(is_valid(&self.eval(cx, obj)?))),
-                    "setValid" | "setInvalid" => {
-                        let (root, path) = self.lvalue_steps(cx, obj)?;
-                        // On an element past a stack's end it changes nothing (P4-16 8.22), as
-                        // a write there does (`store`).
-                        let at = match walk(cx, &root, &path) {
-                            Err(Stop::Reject(e)) if e == "StackOutOfBounds" => return Ok(Value::Void),
-                            other => other?,
-                        };
-                        if let Value::Header { valid, .. } = at {
-                            *valid = method == "setValid";
-                        }
-                        settle_union(cx, &root, &path);
-                        Ok(Value::Void)
-                    }
-                    "push_front" | "pop_front" => {
-                        let n = self.eval(cx, &args[0])?.as_u128() as usize;
-                        let (root, path) = self.lvalue_steps(cx, obj)?;
-                        let at = walk(cx, &root, &path)?;
-                        shift_stack(at, method == "push_front", n);
-                        Ok(Value::Void)
-                    }
-                    other => Err(Stop::Unsupported(format!("the method '{other}'"))),
-                }
-            }
-            ExprKind::Name(n) => {
-                if let Some(a) = cx.actions.get(n.as_str()).copied().or_else(|| find_action(&code, cx.block, n)) {
-                    let values = args.iter().map(|e| self.eval(cx, e)).collect::<Run<Vec<_>>>()?;
-                    return self.run_action(cx, a, values, Some(args));
-                }
-                match n.as_str() {
-                    "mark_to_drop" => {
-                        let (root, path) = lvalue_path(&args[0]);
-                        let mut at = cx.lookup_mut(&root).ok_or_else(|| Stop::Unsupported(root.clone()))?;
-                        for step in &path {
-                            if let Step::Field(f) = step {
-                                at = at.field_mut(f).ok_or_else(|| Stop::Unsupported(f.clone()))?;
-                            }
-                        }
-                        // v1model drops by port (and cancels a multicast); edgeflow.p4 by flag.
-                        if at.field_mut("egress_spec").is_some() {
-                            set_field(at, "egress_spec", v1model::DROP_PORT);
-                            set_field(at, "mcast_grp", 0);
-                        } else {
-                            set_field(at, "drop", 1);
-                        }
-                        Ok(Value::Void)
-                    }
-                    "verify" => {
-                        let ok = self.eval(cx, &args[0])?.as_bool();
-                        match (ok, self.eval(cx, &args[1])?) {
-                            (true, _) => Ok(Value::Void),
-                            (false, Value::Error(e)) => Err(Stop::Reject(e)),
-                            (false, _) => Err(Stop::Reject("NoMatch".into())),
-                        }
-                    }
-                    "psa_clone_i2e" | "psa_clone_e2e" | "psa_resubmit" | "psa_normal" | "psa_recirculate" => {
-                        self.psa_function(cx, n, args).unwrap_or_else(|| Err(Stop::Unsupported(n.to_string())))
-                    }
-                    // The checker proved it: what is left is its value.
-                    "static_assert" => Ok(Value::Bool(true)),
-                    "digest" => self.v1model_digest(cx, type_args, args),
-                    other if find_function(&code, other).is_some() => {
-                        self.run_function(cx, find_function(&code, other).expect("found"), args)
-                    }
-                    other => self.v1model_function(cx, other, args),
-                }
-            }
-            _ => Err(Stop::Unsupported("this call".into())),
-        }
-    }
-
-    /// Whether `key` names a table or an instance of an extern or a block.
-    fn has_instance(&self, key: &str) -> bool {
-        self.tables.contains_key(key)
-            || self.sub_blocks.contains_key(key)
-            || self.externs.contains_key(key)
-            || self.counters.contains_key(key)
-            || self.registers.contains_key(key)
-            || self.meters.contains_key(key)
-            || self.accounts.contains_key(key)
-            || self.direct_meters.contains_key(key)
-    }
-
-    /// `instance.apply(args)` of the program's own parser or control `ty`: its parameters bound
-    /// to the arguments (copy-in, copy-out by direction), on the caller's frame and cursor. A
-    /// sub-parser's reject rejects the caller's parse; an exit ends the caller too.
-    fn apply_block(&mut self, cx: &mut Cx, ty: &str, args: &[Expr]) -> Run<Value> {
-        let code = self.code.clone();
-        let d = code.block(ty);
-        let (Decl::Parser { params, .. } | Decl::Control { params, .. }) = d else { unreachable!("checked") };
-        let mut values = Vec::new();
-        for (p, a) in params.iter().zip(args) {
-            if is_packet(p) {
-                continue;
-            }
-            let zero = self.default_of(&code.checked.resolve(&p.ty));
-            values.push(match p.direction {
-                Some(Direction::Out) => zero,
-                _ => self.eval(cx, a)?.sized_as(&zero),
-            });
-        }
-        let mut sub = Cx::new(ty, &code, cx.data, cx.length, cx.now);
-        sub.cursor = cx.cursor;
-        sub.out = std::mem::take(&mut cx.out);
-        sub.bind(params, values);
-        let result = match d {
-            Decl::Parser { locals, states, .. } => self.run_parser(&mut sub, locals, states),
-            Decl::Control { locals, apply, .. } => {
-                sub.scopes.push(Names::default());
-                let r = locals.iter().try_for_each(|l| self.local(&mut sub, l));
-                r.and_then(|()| self.block_stmts(&mut sub, apply))
-            }
-            _ => unreachable!("checked"),
-        };
-        cx.cursor = sub.cursor;
-        cx.out = std::mem::take(&mut sub.out);
-        let mut outs = sub.unbind(params).into_iter();
-        for (p, a) in params.iter().zip(args) {
-            if is_packet(p) {
-                continue;
-            }
-            let v = outs.next().unwrap_or(Value::Void);
-            if matches!(p.direction, Some(Direction::Out) | Some(Direction::InOut)) {
-                self.assign(cx, a, v)?;
-            }
-        }
-        match result {
-            Ok(()) | Err(Stop::Return) => Ok(Value::Void),
-            Err(other) => Err(other),
-        }
-    }
-
-    /// Runs action `a` with `values` for its parameters; those with a direction are written back
-    /// to the caller's arguments (`args`) afterwards (copy-in, copy-out).
-    fn run_action(&mut self, cx: &mut Cx, a: &Action, values: Vec<Value>, args: Option<&[Expr]>) -> Run<Value> {
-        let mut scope = Names::default();
-        for (p, v) in a.params.iter().zip(values) {
-            let zero = self.default_of(&self.code.checked.resolve(&p.ty));
-            scope.insert(p.name.text.clone(), v.sized_as(&zero));
-        }
-        cx.scopes.push(scope);
-        let r = self.block_stmts(cx, &a.body);
-        let scope = cx.scopes.pop().expect("the action's scope");
-        let exited = match r {
-            Ok(()) | Err(Stop::Return) => false,
-            // An exit still copies out what the action wrote (P4-16, 12.5.1).
-            Err(Stop::Exit) => true,
-            Err(other) => return Err(other),
-        };
-        if let Some(args) = args {
-            for (p, arg) in a.params.iter().zip(args) {
-                if matches!(p.direction, Some(Direction::Out) | Some(Direction::InOut)) {
-                    self.assign(cx, arg, scope[&p.name.text].clone())?;
-                }
-            }
-        }
-        if exited {
-            return Err(Stop::Exit);
-        }
-        Ok(Value::Void)
-    }
-
-    fn apply(&mut self, cx: &mut Cx, table: &str) -> Run<Value> {
-        let code = self.code.clone();
-        let t = code.program.decls.iter().find_map(|d| match d {
-            Decl::Control { name, locals, .. } if name.text == cx.block => locals.iter().find_map(|l| match l {
-                Local::Table(t) if format!("{}.{}", cx.block, t.name.text) == table => Some(t),
-                _ => None,
-            }),
-            _ => None,
-        });
-        let t = t.expect("checked");
-        let values = t.keys.iter().map(|k| self.eval(cx, &k.expr)).collect::<Run<Vec<_>>>()?;
-        let selector_keys = &self.tables[table].selector_keys;
-        let keys: Vec<u128> = if selector_keys.is_empty() {
-            values.iter().map(Value::as_u128).collect()
-        } else {
-            let matched = values.iter().enumerate().filter(|(i, _)| !selector_keys.contains(i));
-            matched.map(|(_, v)| v.as_u128()).collect()
-        };
-        let state = self.tables.get_mut(table).expect("built");
-        let best = if state.all_exact() { state.lookup(&keys) } else { state.scan(&keys) };
-        let (hit, action, data) = match best {
-            Some(i) => {
-                let e = &mut state.entries[i];
-                e.packets += 1;
-                e.bytes += cx.length;
-                if let Some((key, bytes)) = &state.meter {
-                    let units = if *bytes { cx.length } else { 1 };
-                    self.direct_colours.insert(key.clone(), e.meter.mark(units, cx.now));
-                }
-                match (&e.indirect, &state.profile) {
-                    (Some(to), Some(profile)) => {
-                        let (to, profile) = (to.clone(), profile.clone());
-                        let mut bits = Vec::new();
-                        for &i in &self.tables[table].selector_keys {
-                            v1model::push_bits(&values[i], &mut bits);
-                        }
-                        let bytes: Vec<u8> = bits
-                            .chunks(8)
-                            .map(|b| b.iter().enumerate().fold(0u8, |byte, (i, &x)| byte | ((x as u8) << (7 - i))))
-                            .collect();
-                        match self.resolve(&profile, &to, &bytes) {
-                            Some((action, args)) => (true, action, args),
-                            // An empty group: a miss.
-                            None => {
-                                let state = &self.tables[table];
-                                (false, state.default.0.clone(), state.default.1.clone())
-                            }
-                        }
-                    }
-                    _ => (true, e.action.clone(), e.args.clone()),
-                }
-            }
-            None => {
-                if let Some((key, _)) = &state.meter {
-                    self.direct_colours.insert(key.clone(), GREEN);
-                }
-                (false, state.default.0.clone(), state.default.1.clone())
-            }
-        };
-        let a = cx
-            .actions
-            .get(action.as_str())
-            .copied()
-            .or_else(|| find_action(&code, cx.block, &action))
-            .expect("checked");
-        self.run_table_action(cx, t, a, &data)?;
-        Ok(Value::Applied { hit, action })
-    }
-
-    fn packet_method(&mut self, cx: &mut Cx, method: &str, type_args: &[Type], args: &[Expr]) -> Run<Value> {
-        match method {
-            "extract" if args.len() == 2 => self.extract_sized(cx, &args[0], &args[1]),
-            "extract" => {
-                let (root, mut path) = self.lvalue_steps(cx, &args[0])?;
-                let data = cx.data;
-                let mut cursor = cx.cursor;
-                // Into `stack.next` (or a member of it, a stack of unions' `u.next.byte`): the
-                // stack's next element, and `next` moves on past it.
-                let next_at = path
-                    .iter()
-                    .position(|s| matches!(s, Step::Field(f) if f == "next"))
-                    .filter(|&k| matches!(walk(cx, &root, &path[..k]), Ok(Value::Stack { .. })));
-                if let Some(k) = next_at {
-                    let Value::Stack { next, elems } = walk(cx, &root, &path[..k])? else { unreachable!() };
-                    if *next >= elems.len() {
-                        return Err(Stop::Reject("StackOutOfBounds".into()));
-                    }
-                    path[k] = Step::Index(*next);
-                }
-                let at = walk(cx, &root, &path)?;
-                let Value::Header { valid, fields } = at else { return Err(Stop::Unsupported("extract".into())) };
-                let bits: usize = fields
-                    .iter()
-                    .map(|(_, v)| if let Value::Bits { width, .. } = v { *width as usize } else { 0 })
-                    .sum();
-                if cursor + bits > data.len() * 8 {
-                    return Err(Stop::Reject("PacketTooShort".into()));
-                }
-                for (_, v) in fields.iter_mut() {
-                    if let Value::Bits { width, value, .. } = v {
-                        *value = read_bits(data, cursor, *width);
-                        cursor += *width as usize;
-                    }
-                }
-                *valid = true;
-                cx.cursor = cursor;
-                settle_union(cx, &root, &path);
-                if let Some(k) = next_at {
-                    if let Value::Stack { next, .. } = walk(cx, &root, &path[..k])? {
-                        *next += 1;
-                    }
-                }
-                Ok(Value::Void)
-            }
-            "emit" => {
-                let v = self.eval(cx, &args[0])?;
-                emit(&v, &mut cx.out);
-                Ok(Value::Void)
-            }
-            "advance" => {
-                let n = self.eval(cx, &args[0])?.as_u128() as usize;
-                if cx.cursor + n > cx.data.len() * 8 {
-                    return Err(Stop::Reject("PacketTooShort".into()));
-                }
-                cx.cursor += n;
-                Ok(Value::Void)
-            }
-            "length" => Ok(Value::bits(32, cx.data.len() as u128)),
-            "lookahead" if matches!(type_args.first().map(|t| self.code.checked.resolve(t)), Some(Ty::Header(_))) => {
-                let ty = self.code.checked.resolve(&type_args[0]);
-                lookahead_header(cx, self.default_of(&ty))
-            }
-            "lookahead" => {
-                let w = match type_args.first().map(|t| self.code.checked.resolve(t)) {
-                    Some(Ty::Bit(w)) => w,
-                    _ => return Err(Stop::Unsupported("lookahead of anything but bit<N>".into())),
-                };
-                if cx.cursor + w as usize > cx.data.len() * 8 {
-                    return Err(Stop::Reject("PacketTooShort".into()));
-                }
-                Ok(Value::bits(w, read_bits(cx.data, cx.cursor, w)))
-            }
-            other => Err(Stop::Unsupported(format!("packet.{other}"))),
-        }
-    }
-
-    fn extern_method(&mut self, cx: &mut Cx, key: &str, method: &str, args: &[Expr]) -> Run<Value> {
-        let values = args.iter().map(|e| self.eval(cx, e)).collect::<Run<Vec<_>>>()?;
-        if let Some(cells) = self.counters.get_mut(key) {
-            if method == "count" {
-                if let Some(c) = cells.get_mut(values[0].as_u128() as usize) {
-                    c.0 += 1;
-                    c.1 += cx.length;
-                }
-            }
-            return Ok(Value::Void);
-        }
-        if self.registers.contains_key(key) {
-            return match method {
-                // PSA's form returns the cell.
-                "read" if values.len() == 1 => {
-                    Ok(self.registers[key].get(values[0].as_u128() as usize).cloned().unwrap_or(Value::Number(0)))
-                }
-                "read" => {
-                    // Past the register's size: 0, as the kernel reads it (a void value made the
-                    // field vanish from the frame).
-                    let v = self.registers[key].get(values[1].as_u128() as usize).cloned().unwrap_or(Value::Number(0));
-                    self.assign(cx, &args[0], v)?;
-                    Ok(Value::Void)
-                }
-                "write" => {
-                    let i = values[0].as_u128() as usize;
-                    if let Some(c) = self.registers.get_mut(key).and_then(|cells| cells.get_mut(i)) {
-                        let v = values[1].clone().sized_as(c);
-                        *c = v;
-                    }
-                    Ok(Value::Void)
-                }
-                _ => Err(Stop::Unsupported(format!("register.{method}"))),
-            };
-        }
-        if let Some(cells) = self.accounts.get_mut(key) {
-            // conforms(index, bag_us, jitter_us, smax): frame-based, each conforming frame spends
-            // one BAG's worth of credit; the credit grows by smax bytes per BAG up to what the
-            // jitter allows, in byte·ns so that nothing is divided.
-            let i = values[0].as_u128() as usize;
-            let (bag, jitter, smax) = (values[1].as_u128() * 1000, values[2].as_u128() * 1000, values[3].as_u128());
-            let Some((credit, at)) = cells.get_mut(i) else { return Ok(Value::Bool(false)) };
-            return Ok(Value::Bool(afdx_conforms(credit, at, cx.now, bag, jitter, smax)));
-        }
-        if let Some(meter) = self.meters.get_mut(key) {
-            // execute_meter(index, out colour): RFC 2698's two-rate three-colour marker, colour
-            // blind: red over the peak rate, yellow over the committed one, else green. A meter
-            // the control plane has not set marks everything green.
-            let units = if meter.bytes { cx.length } else { 1 };
-            let colour = meter.cells.get_mut(values[0].as_u128() as usize).map_or(GREEN, |c| c.mark(units, cx.now));
-            if method == "execute" {
-                return Ok(psa_colour(colour)); // PSA's form returns the colour
-            }
-            self.assign(cx, &args[1], Value::Number(colour as i128))?;
-            return Ok(Value::Void);
-        }
-        if self.direct_meters.contains_key(key) && (method == "read" || method == "execute") {
-            let colour = self.direct_colours.get(key).copied().unwrap_or(GREEN);
-            if method == "execute" {
-                return Ok(psa_colour(colour));
-            }
-            self.assign(cx, &args[0], Value::Number(colour as i128))?;
-            return Ok(Value::Void);
-        }
-        if method == "count" {
-            return Ok(Value::Void); // a direct counter: the table counts its entries
-        }
-        Err(Stop::Unsupported(format!("{key}.{method}")))
     }
 }
 
@@ -2014,11 +1052,9 @@ impl Switch {
             sessions: self.sessions.clone(),
             requests: v1model::Requests::default(),
             random: self.random,
-            sub_blocks: self.sub_blocks.clone(),
             externs: self.externs.clone(),
             profiles: self.profiles.clone(),
             generation: self.generation,
-            initial: self.initial.clone(),
             digests: Vec::new(),
             compiled: self.compiled.clone(),
             exec_slots: Vec::new(),
@@ -2044,128 +1080,6 @@ impl Switch {
         (e.packets, e.bytes) = (packets, bytes);
         self.generation += 1;
         Ok(())
-    }
-}
-
-impl<'c> Cx<'c> {
-    fn new(block: &'c str, code: &'c Code, data: &'c [u8], length: u64, now: u64) -> Cx<'c> {
-        let mut actions = Names::default();
-        for d in &code.program.decls {
-            if let Decl::Control { name, locals, .. } = d {
-                if name.text == block {
-                    for l in locals {
-                        if let Local::Action(a) = l {
-                            actions.insert(a.name.text.as_str(), a);
-                        }
-                    }
-                }
-            }
-        }
-        Cx { block, scopes: Vec::new(), actions, packet: None, data, cursor: 0, out: Vec::new(), length, now }
-    }
-
-    fn bind(&mut self, params: &[Param], values: Vec<Value>) {
-        let mut scope = Names::default();
-        for p in params {
-            if is_packet(p) {
-                self.packet = Some(p.name.text.clone());
-            }
-        }
-        let named: Vec<&Param> = params.iter().filter(|p| !is_packet(p)).collect();
-        for (p, v) in named.into_iter().zip(values) {
-            scope.insert(p.name.text.clone(), v);
-        }
-        self.scopes.push(scope);
-    }
-
-    fn unbind(&mut self, params: &[Param]) -> Vec<Value> {
-        let mut scope = self.scopes.drain(..).next().unwrap_or_default();
-        params.iter().filter(|p| !is_packet(p)).map(|p| scope.remove(&p.name.text).unwrap_or(Value::Void)).collect()
-    }
-
-    fn declare(&mut self, name: &str, v: Value) {
-        if let Some(s) = self.scopes.last_mut() {
-            s.insert(name.to_string(), v);
-        }
-    }
-
-    fn lookup(&self, name: &str) -> Option<&Value> {
-        self.scopes.iter().rev().find_map(|s| s.get(name))
-    }
-
-    fn lookup_mut(&mut self, name: &str) -> Option<&mut Value> {
-        self.scopes.iter_mut().rev().find_map(|s| s.get_mut(name))
-    }
-}
-
-/// An assignment's target: the variable, the steps into it, the bits (high, low) of a slice.
-type Place = (String, Vec<Step>, Option<(u32, u32)>);
-
-/// A block's `packet_in` or `packet_out` parameter (the frame, not a value it is given).
-fn is_packet(p: &Param) -> bool {
-    matches!(&p.ty, Type::Named(n, _) if n.text == "packet_in" || n.text == "packet_out")
-}
-
-enum Step {
-    Field(String),
-    Slice(u32, u32),
-    /// A header stack's element, its index evaluated.
-    Index(usize),
-}
-
-/// An assignable expression as a variable and the steps into it.
-fn lvalue_path(e: &Expr) -> (String, Vec<Step>) {
-    match &e.kind {
-        ExprKind::Name(n) => (n.clone(), Vec::new()),
-        ExprKind::Member(inner, m) => {
-            let (root, mut path) = lvalue_path(inner);
-            path.push(Step::Field(m.text.clone()));
-            (root, path)
-        }
-        ExprKind::Slice(inner, hi, lo) => {
-            let (root, mut path) = lvalue_path(inner);
-            let n = |e: &Expr| if let ExprKind::Int { value, .. } = e.kind { value as u32 } else { 0 };
-            path.push(Step::Slice(n(hi), n(lo)));
-            (root, path)
-        }
-        _ => (String::new(), Vec::new()),
-    }
-}
-
-/// Slice `(h, l)` of what slice `inner` (if any) selected, as one slice of the whole.
-fn compose(inner: Option<(u32, u32)>, (h, l): (u32, u32)) -> (u32, u32) {
-    match inner {
-        Some((_, base)) => (base + h, base + l),
-        None => (h, l),
-    }
-}
-
-fn find_action<'c>(code: &'c Code, block: &str, name: &str) -> Option<&'c Action> {
-    for d in &code.program.decls {
-        match d {
-            Decl::Control { name: b, locals, .. } if b.text == block => {
-                for l in locals {
-                    if let Local::Action(a) = l {
-                        if a.name.text == name {
-                            return Some(a);
-                        }
-                    }
-                }
-            }
-            Decl::Action(a) if a.name.text == name => return Some(a),
-            _ => {}
-        }
-    }
-    None
-}
-
-fn field(v: &Value, name: &str) -> u128 {
-    v.fields().and_then(|f| f.iter().find(|(n, _)| &**n == name)).map_or(0, |(_, v)| v.as_u128())
-}
-
-fn set_field(v: &mut Value, name: &str, x: u128) {
-    if let Some(Value::Bits { width, value, .. }) = v.field_mut(name) {
-        *value = x & mask(*width);
     }
 }
 
@@ -2259,54 +1173,6 @@ fn binary(op: BinOp, l: Value, r: Value) -> Value {
     }
 }
 
-/// `width` bits of `data` from bit `at`, most significant first (network order).
-fn read_bits(data: &[u8], at: usize, width: u32) -> u128 {
-    let mut v = 0u128;
-    for i in 0..width as usize {
-        let bit = at + i;
-        v = (v << 1) | ((data[bit / 8] >> (7 - bit % 8)) & 1) as u128;
-    }
-    v
-}
-
-/// Appends a valid header's fields (or a struct's headers, in order) to `out`.
-fn emit(v: &Value, out: &mut Vec<u8>) {
-    match v {
-        Value::Header { valid: true, fields } => {
-            let mut bits: Vec<bool> = Vec::new();
-            for (_, f) in fields {
-                if let Value::Bits { width, value, .. } = f {
-                    for i in (0..*width).rev() {
-                        bits.push((value >> i) & 1 == 1);
-                    }
-                }
-                if let Value::Varbit { len, bytes, .. } = f {
-                    bits.extend((0..*len as usize).map(|i| bytes[i / 8] >> (7 - i % 8) & 1 == 1));
-                }
-            }
-            for byte in bits.chunks(8) {
-                out.push(byte.iter().fold(0u8, |b, &x| (b << 1) | x as u8));
-            }
-        }
-        Value::Struct(fields) => fields.iter().for_each(|(_, f)| emit(f, out)),
-        Value::Stack { elems, .. } => elems.iter().for_each(|e| emit(e, out)),
-        Value::Union(members) => members.iter().for_each(|(_, m)| emit(m, out)),
-        _ => {}
-    }
-}
-
-/// A colour as PSA's `PSA_MeterColor_t` names it.
-fn psa_colour(colour: u8) -> Value {
-    Value::Enum(
-        match colour {
-            GREEN => "GREEN",
-            YELLOW => "YELLOW",
-            _ => "RED",
-        }
-        .into(),
-    )
-}
-
 /// Meter colours, as `execute_meter` writes them.
 const GREEN: u8 = 0;
 const YELLOW: u8 = 1;
@@ -2380,269 +1246,27 @@ impl MeterCell {
     }
 }
 
-/// Whether `d` is the program's own parser or control `name` (which a program may instantiate
-/// as a sub-parser or sub-control).
-fn is_block_named(d: &Decl, name: &str) -> bool {
-    matches!(d, Decl::Parser { name: n, .. } | Decl::Control { name: n, .. } if n.text == name)
-}
-
 // The language's constructs past the first subset (issue 52, item 3): functions, header stacks
 // and list initialisers, as P4-16 defines them.
 
-impl Switch {
-    /// An assignable expression as a variable and the steps into it, a stack's indices
-    /// evaluated (and a slice's bounds, named constants among them).
-    fn lvalue_steps(&mut self, cx: &mut Cx, e: &Expr) -> Run<(String, Vec<Step>)> {
-        Ok(match &e.kind {
-            ExprKind::Name(n) => (n.clone(), Vec::new()),
-            ExprKind::Member(inner, m) => {
-                let (root, mut path) = self.lvalue_steps(cx, inner)?;
-                path.push(Step::Field(m.text.clone()));
-                (root, path)
-            }
-            ExprKind::Index(inner, index) => {
-                let (root, mut path) = self.lvalue_steps(cx, inner)?;
-                path.push(Step::Index(self.eval(cx, index)?.as_u128() as usize));
-                (root, path)
-            }
-            ExprKind::Slice(inner, hi, lo) => {
-                let (root, mut path) = self.lvalue_steps(cx, inner)?;
-                let (h, l) = (self.eval(cx, hi)?.as_u128() as u32, self.eval(cx, lo)?.as_u128() as u32);
-                path.push(Step::Slice(h, l));
-                (root, path)
-            }
-            _ => return Err(Stop::Unsupported("assigning to this expression".into())),
-        })
-    }
-
-    /// Calls the program's function `f`: arguments copied in (an `out` parameter starts as its
-    /// type's default, a header invalid), the body run with only its parameters and the
-    /// program's constants in scope, `out` and `inout` parameters copied back left to right.
-    fn run_function(&mut self, cx: &mut Cx, f: &Function, args: &[Expr]) -> Run<Value> {
-        let mut scope = Names::default();
-        for (p, a) in f.params.iter().zip(args) {
-            let zero = self.default_of(&self.code.checked.resolve(&p.ty));
-            let v = if p.direction == Some(Direction::Out) { zero } else { self.eval(cx, a)?.sized_as(&zero) };
-            scope.insert(p.name.text.clone(), v);
-        }
-        let callers = std::mem::take(&mut cx.scopes);
-        cx.scopes.push(scope);
-        let ran = self.block_stmts(cx, &f.body);
-        let scope = cx.scopes.pop().expect("the function's scope");
-        cx.scopes = callers;
-        let result = match ran {
-            Ok(()) | Err(Stop::Return) => Value::Void,
-            Err(Stop::Returned(v)) => v.sized_as(&self.default_of(&self.code.checked.resolve(&f.ret))),
-            Err(other) => return Err(other),
-        };
-        for (p, a) in f.params.iter().zip(args) {
-            if matches!(p.direction, Some(Direction::Out) | Some(Direction::InOut)) {
-                self.assign(cx, a, scope[&p.name.text].clone())?;
-            }
-        }
-        Ok(result)
-    }
-}
-
-fn find_function<'c>(code: &'c Code, name: &str) -> Option<&'c Function> {
-    code.program.decls.iter().find_map(|d| match d {
-        Decl::Function(f) if f.name.text == name => Some(f),
-        _ => None,
-    })
-}
-
-/// The value `root` and `path` name, to write. A stack's `next` or `last`, or an index, past
-/// its headers is P4's error.StackOutOfBounds.
-fn walk<'v>(cx: &'v mut Cx<'_>, root: &str, path: &[Step]) -> Run<&'v mut Value> {
-    let out_of_bounds = || Stop::Reject("StackOutOfBounds".into());
-    let mut at = cx.lookup_mut(root).ok_or_else(|| Stop::Unsupported(format!("assigning to '{root}'")))?;
-    for step in path {
-        at = match (step, at) {
-            (Step::Field(f), Value::Stack { next, elems }) => {
-                let i = match f.as_str() {
-                    "next" => *next,
-                    "last" => next.wrapping_sub(1),
-                    _ => usize::MAX,
-                };
-                elems.get_mut(i).ok_or_else(out_of_bounds)?
-            }
-            (Step::Field(f), v) => v.field_mut(f).ok_or_else(|| Stop::Unsupported(format!("field {f}")))?,
-            (Step::Index(i), Value::Stack { elems, .. } | Value::List(elems)) => {
-                elems.get_mut(*i).ok_or_else(out_of_bounds)?
-            }
-            (Step::Index(_) | Step::Slice(..), _) => return Err(Stop::Unsupported("this assignment".into())),
-        };
-    }
-    Ok(at)
-}
-
-/// `stack[i]`, read.
-fn stack_elem(stack: Value, i: usize) -> Run<Value> {
-    let elems = match stack {
-        Value::Stack { elems, .. } | Value::List(elems) => elems,
-        _ => return Err(Stop::Unsupported("indexing this value".into())),
-    };
-    // Read past the end: P4 leaves the value undefined; an invalid header of zeros, as BMv2's
-    // frames show it (a control reading one runs on; only a parser's extract fails).
-    elems.get(i).cloned().or_else(|| elems.first().map(zeroed)).ok_or_else(|| Stop::Reject("StackOutOfBounds".into()))
-}
-
-/// `v` with every field zero and every header invalid.
-fn zeroed(v: &Value) -> Value {
-    match v {
-        Value::Bits { width, signed, .. } => Value::Bits { width: *width, signed: *signed, value: 0 },
-        Value::Header { fields, .. } => {
-            Value::Header { valid: false, fields: fields.iter().map(|(n, f)| (n.clone(), zeroed(f))).collect() }
-        }
-        Value::Struct(fields) => Value::Struct(fields.iter().map(|(n, f)| (n.clone(), zeroed(f))).collect()),
-        other => other.clone(),
-    }
-}
-
-/// `stack.next`, `.last`, `.nextIndex`, `.lastIndex` (`nextIndex - 1`, in 32 bits) and `.size`.
-fn stack_member(stack: Value, member: &str) -> Run<Value> {
-    let Value::Stack { next, elems } = stack else { unreachable!("called on stacks") };
-    let out_of_bounds = || Stop::Reject("StackOutOfBounds".into());
-    Ok(match member {
-        "next" => elems.get(next).cloned().ok_or_else(out_of_bounds)?,
-        "last" => next.checked_sub(1).and_then(|i| elems.get(i)).cloned().ok_or_else(out_of_bounds)?,
-        "nextIndex" => Value::bits(32, next as u128),
-        "lastIndex" => Value::bits(32, (next as u128).wrapping_sub(1)),
-        "size" => Value::bits(32, elems.len() as u128),
-        other => return Err(Stop::Unsupported(format!("a stack's '{other}'"))),
-    })
-}
-
-/// `push_front(n)` (`push`) or `pop_front(n)`: the headers move `n` places towards the back
-/// or the front, the `n` places left behind become invalid, and `next` moves with them
-/// (within 0 and the size).
-fn shift_stack(stack: &mut Value, push: bool, n: usize) {
-    let Value::Stack { next, elems } = stack else { return };
-    let size = elems.len();
-    let n = n.min(size);
-    let vacated = if push {
-        elems.rotate_right(n);
-        *next = (*next + n).min(size);
-        0..n
-    } else {
-        elems.rotate_left(n);
-        *next = next.saturating_sub(n);
-        size - n..size
-    };
-    for e in &mut elems[vacated] {
-        if let Value::Header { valid, .. } = e {
-            *valid = false;
-        }
-    }
-}
-
-/// A list's items given to `fields` in order, each sized as its field (a list inside a list
-/// initialises a struct or header inside the struct).
-fn list_into(fields: &[(Name, Value)], items: Vec<Value>) -> Vec<(Name, Value)> {
-    fields.iter().zip(items).map(|((n, like), v)| (n.clone(), v.sized_as(like))).collect()
-}
-
-/// `isValid()`: a header's validity; a header union's is whether any of its headers is valid.
-fn is_valid(v: &Value) -> bool {
-    match v {
-        Value::Header { valid, .. } => *valid,
-        Value::Union(members) => members.iter().any(|(_, m)| is_valid(m)),
-        _ => false,
-    }
-}
-
-/// After a write to `root` and `path` (an assignment, `setValid`, `extract`): where that is a
-/// header union's member and now valid, the union's other headers become invalid, as P4-16
-/// keeps at most one valid.
-fn settle_union(cx: &mut Cx, root: &str, path: &[Step]) {
-    let Some((Step::Field(member), parent)) = path.split_last() else { return };
-    let Ok(Value::Union(members)) = walk(cx, root, parent) else { return };
-    if !members.iter().any(|(n, m)| **n == **member && is_valid(m)) {
-        return;
-    }
-    for (n, m) in members.iter_mut() {
-        if **n != **member {
-            if let Value::Header { valid, .. } = m {
-                *valid = false;
-            }
-        }
-    }
-}
-
-impl Switch {
-    /// `extract(hdr, size)`: `hdr`'s fields in order from the frame, its varbit field taking
-    /// `size` bits. More than the varbit holds is error.HeaderTooShort, bits that are not whole
-    /// bytes error.ParserInvalidArgument (BMv2's rule), and a frame too short
-    /// error.PacketTooShort; the header is left as it was on any of them.
-    fn extract_sized(&mut self, cx: &mut Cx, target: &Expr, size: &Expr) -> Run<Value> {
-        let size = self.eval(cx, size)?.as_u128();
-        let (root, mut path) = self.lvalue_steps(cx, target)?;
-        let into_next = matches!(path.last(), Some(Step::Field(f)) if f == "next")
-            && matches!(walk(cx, &root, &path[..path.len() - 1])?, Value::Stack { .. });
-        if into_next {
-            path.pop();
-            let Value::Stack { next, elems } = walk(cx, &root, &path)? else { unreachable!() };
-            if *next >= elems.len() {
-                return Err(Stop::Reject("StackOutOfBounds".into()));
-            }
-            path.push(Step::Index(*next));
-        }
-        let (data, start) = (cx.data, cx.cursor);
-        let at = walk(cx, &root, &path)?;
-        let Value::Header { valid, fields } = at else { return Err(Stop::Unsupported("extract".into())) };
-        let max = fields.iter().find_map(|(_, v)| if let Value::Varbit { max, .. } = v { Some(*max) } else { None });
-        let Some(max) = max else {
-            return Err(Stop::Unsupported("extract with a size into a header without varbit".into()));
-        };
-        if size > max as u128 {
-            return Err(Stop::Reject("HeaderTooShort".into()));
-        }
-        if size % 8 != 0 {
-            return Err(Stop::Reject("ParserInvalidArgument".into()));
-        }
-        let fixed: usize =
-            fields.iter().map(|(_, v)| if let Value::Bits { width, .. } = v { *width as usize } else { 0 }).sum();
-        if start + fixed + size as usize > data.len() * 8 {
-            return Err(Stop::Reject("PacketTooShort".into()));
-        }
-        let mut cursor = start;
-        for (_, v) in fields.iter_mut() {
-            match v {
-                Value::Bits { width, value, .. } => {
-                    *value = read_bits(data, cursor, *width);
-                    cursor += *width as usize;
+/// The action `name` as `block` sees it: its own, or one at the top level.
+fn find_action<'c>(code: &'c Code, block: &str, name: &str) -> Option<&'c Action> {
+    for d in &code.program.decls {
+        match d {
+            Decl::Control { name: b, locals, .. } if b.text == block => {
+                for l in locals {
+                    if let Local::Action(a) = l {
+                        if a.name.text == name {
+                            return Some(a);
+                        }
+                    }
                 }
-                Value::Varbit { len, bytes, .. } => {
-                    *len = size as u32;
-                    *bytes = (0..size as usize).step_by(8).map(|bit| read_bits(data, cursor + bit, 8) as u8).collect();
-                    cursor += size as usize;
-                }
-                _ => {}
             }
+            Decl::Action(a) if a.name.text == name => return Some(a),
+            _ => {}
         }
-        *valid = true;
-        cx.cursor = cursor;
-        settle_union(cx, &root, &path);
-        if into_next {
-            path.pop();
-            if let Value::Stack { next, .. } = walk(cx, &root, &path)? {
-                *next += 1;
-            }
-        }
-        Ok(Value::Void)
     }
-}
-
-impl Switch {
-    /// Runs the action a table chose, with `data` from its entry or default: the arguments its
-    /// action list binds (`actions = { a(hdr.x); }`, to the parameters with a direction) come
-    /// first, evaluated now and copied back after, as a direct call's are.
-    fn run_table_action(&mut self, cx: &mut Cx, t: &Table, a: &Action, data: &[u128]) -> Run<Value> {
-        let bound: &[Expr] = t.actions.iter().find(|r| r.name.text == a.name.text).map_or(&[], |r| &r.args);
-        let mut values = bound.iter().map(|e| self.eval(cx, e)).collect::<Run<Vec<_>>>()?;
-        values.extend(data.iter().map(|d| Value::Number(*d as i128)));
-        self.run_action(cx, a, values, Some(bound))
-    }
+    None
 }
 
 /// The arguments of a default action or an entry that are the control plane's data: all of
@@ -2668,26 +1292,6 @@ fn ser_enum_member(ty: &Ty, members: &[(String, u128)], member: &str) -> Value {
     }
 }
 
-/// `lookahead<H>()` of a header: `H` filled from the frame at the cursor and valid, the cursor
-/// left where it was; a frame too short is error.PacketTooShort.
-fn lookahead_header(cx: &Cx, mut header: Value) -> Run<Value> {
-    let Value::Header { valid, fields } = &mut header else { return Err(Stop::Unsupported("lookahead".into())) };
-    let bits: usize =
-        fields.iter().map(|(_, v)| if let Value::Bits { width, .. } = v { *width as usize } else { 0 }).sum();
-    if cx.cursor + bits > cx.data.len() * 8 {
-        return Err(Stop::Reject("PacketTooShort".into()));
-    }
-    let mut at = cx.cursor;
-    for (_, v) in fields.iter_mut() {
-        if let Value::Bits { width, value, .. } = v {
-            *value = read_bits(cx.data, at, *width);
-            at += *width as usize;
-        }
-    }
-    *valid = true;
-    Ok(header)
-}
-
 /// The rank of the `i`th of a table's `n` entries (the higher wins here): its `@priority`, the
 /// smaller the stronger, or else its place in the list, the first strongest.
 fn entry_priority(e: &crate::frontend::ast::Entry, i: usize, n: i64) -> i64 {
@@ -2698,33 +1302,6 @@ fn entry_priority(e: &crate::frontend::ast::Entry, i: usize, n: i64) -> i64 {
 /// The most times a `for` loop's body runs for one frame: past it, the frame is dropped as
 /// not run (a loop whose condition a frame keeps true must not hold the switch).
 pub const LOOP_ITERATIONS_MAX: u32 = 1 << 16;
-
-impl Switch {
-    /// `for (init; cond; update) body`, its variables in a scope of their own; `break` ends it,
-    /// `continue` goes on to `update`.
-    fn run_for(&mut self, cx: &mut Cx, init: &[Stmt], cond: Option<&Expr>, update: &[Stmt], body: &[Stmt]) -> Run<()> {
-        cx.scopes.push(Names::default());
-        let ran = (|| {
-            init.iter().try_for_each(|s| self.stmt(cx, s))?;
-            for _ in 0..LOOP_ITERATIONS_MAX {
-                if let Some(c) = cond {
-                    if !self.eval(cx, c)?.as_bool() {
-                        return Ok(());
-                    }
-                }
-                match self.block_stmts(cx, body) {
-                    Ok(()) | Err(Stop::Continue) => {}
-                    Err(Stop::Break) => return Ok(()),
-                    Err(other) => return Err(other),
-                }
-                update.iter().try_for_each(|s| self.stmt(cx, s))?;
-            }
-            Err(Stop::Unsupported(format!("a for loop past {LOOP_ITERATIONS_MAX} iterations")))
-        })();
-        cx.scopes.pop();
-        ran
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -2776,7 +1353,7 @@ EdgeflowSwitch(P(), I(), E(), D()) main;
         for m in &routes {
             let Match::Lpm { value, .. } = m else { unreachable!() };
             for key in [*value, value | 0xff, value ^ 0x8000_0000] {
-                assert_eq!(t.lookup(&[key]), t.scan(&[key]));
+                assert_eq!(t.lookup(&[key]), classifier::scan(&t.entries, &t.widths, &[key]));
             }
         }
     }

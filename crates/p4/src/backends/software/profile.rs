@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use super::{find_action, Cx, Entry, Match, Switch};
+use super::{find_action, Entry, Match, Switch};
 use crate::frontend::ast::{annotation_int, Annotation, Expr, ExprKind, Table};
 
 /// An entry's reference into its table's action profile.
@@ -124,18 +124,10 @@ impl Profile {
 impl Switch {
     /// The state of an action profile or selector constructed as `ty(args)` in `block`, or None
     /// where `ty` is neither.
-    pub(super) fn new_profile(
-        &mut self,
-        block: &str,
-        ty: &str,
-        args: &[Expr],
-        annotations: &[Annotation],
-    ) -> Option<Profile> {
+    pub(super) fn new_profile(&mut self, ty: &str, args: &[Expr], annotations: &[Annotation]) -> Option<Profile> {
         let with_selector = crate::info::profile_kind(ty)?;
-        let code = self.code.clone();
-        let mut cx = Cx::new(block, &code, &[], 0, 0);
         let size_arg = if with_selector { 1 } else { 0 };
-        let size = args.get(size_arg).and_then(|a| self.eval(&mut cx, a).ok()).map_or(0, |v| v.as_u128() as usize);
+        let size = args.get(size_arg).and_then(|a| self.constant(a)).map_or(0, |v| v.as_u128() as usize);
         let algorithm = with_selector.then(|| match args.first().map(|a| &a.kind) {
             // v1model's `HashAlgorithm.crc16`, PSA's `PSA_HashAlgorithm_t.CRC16`.
             Some(ExprKind::Member(_, m)) if m.text.chars().any(|c| c.is_ascii_lowercase()) => m.text.clone(),
@@ -166,7 +158,7 @@ impl Switch {
                     return Err(format!("{table}: an implementation that is not a profile"));
                 };
                 let profile = self
-                    .new_profile(block, ty, args, crate::info::implementation_annotations(t))
+                    .new_profile(ty, args, crate::info::implementation_annotations(t))
                     .ok_or_else(|| format!("{table}: '{ty}' is not an action profile or selector"))?;
                 self.profiles.insert(table.clone(), profile);
                 table.clone()

@@ -1,13 +1,14 @@
 //! The compiled software target (the mid end's IR run as closures, `backends/software/exec.rs`)
-//! against the syntax-tree evaluator it replaces, on p4c's STF corpus: for every program the
-//! compiler takes, the script's frames and frames mutated from them (bytes changed, frames
-//! cut) give the same copies out (port, queue, bytes), the same drops, the same table hit
-//! counts and the same counters, registers, meters and accounts on both. The clock is the frame's number, so that meters and AFDX accounts see the
-//! same times. `--nocapture` prints what the compiler does not take yet, by kind. What the
+//! on p4c's STF corpus and on what the corpus lacks. For every corpus program the front end
+//! takes: it compiles at load, its script passes, frames mutated from the script's run without
+//! a panic or an unsupported construct, and two loads fed the same frames end alike. What the
 //! corpus lacks (action profiles and selectors, direct meters, clones and the other passes,
-//! the examples' counters and accounts) is driven here with the same set-up on both.
+//! PSA's externs and paths, the examples' counters and accounts) is driven here and checked
+//! against what the P4 specification and BMv2 give, worked out by hand. The syntax-tree
+//! evaluator these were once compared with is gone; the kernel back end is compared with this
+//! target in `datapath/tests/p4_corpus.rs` and `p4_kernel.rs`.
 //!
-//! About 700 lines, one concern: the compiled target held to the evaluator's results.
+//! About 800 lines, one concern: the compiled target's results where the corpus's scripts do not reach.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -67,8 +68,14 @@ fn counts(sw: &Switch) -> Vec<(String, Vec<(u64, u64)>)> {
     sw.tables().into_iter().map(|t| (t.clone(), sw.entry_counts(&t).unwrap_or_default())).collect()
 }
 
+/// Every corpus program the front end takes compiles at load (a floor that can only go up),
+/// its script passes, and frames mutated from the script's (bytes changed, frames cut) run
+/// without a panic or an unsupported construct; two loads of the program, given the same
+/// frames at the same clock, end with the same table hits and counter, register, meter and
+/// account cells (state kept nowhere but the switch). A frame that drives a `for` loop past
+/// its bound is the one unsupported outcome allowed (the target refuses it by design). `--nocapture` prints the load refusals.
 #[test]
-fn the_compiled_target_gives_the_evaluators_frames_on_the_corpus() {
+fn the_corpus_compiles_passes_and_runs_mutated_frames() {
     let dir = corpus_dir();
     let Ok(entries) = std::fs::read_dir(&dir) else {
         panic!("{}: the p4c STF corpus is not there (set P4C_STF_DIR)", dir.display());
@@ -77,7 +84,7 @@ fn the_compiled_target_gives_the_evaluators_frames_on_the_corpus() {
         entries.map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "stf")).collect();
     scripts.sort();
     let mut compiled = Vec::new();
-    let mut differ = Vec::new();
+    let mut wrong = Vec::new();
     let mut frames = 0usize;
     let mut refusals: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for script_path in &scripts {
@@ -87,75 +94,53 @@ fn the_compiled_target_gives_the_evaluators_frames_on_the_corpus() {
         let program_text = std::fs::read_to_string(&program_path).unwrap_or_default();
         let script = stf::parse(&script_path.display().to_string(), &script_text).unwrap();
         let file = program_path.display().to_string();
-        let (Ok(mut fast), Ok(mut reference)) = (stf::load(&file, &program_text), stf::load(&file, &program_text))
-        else {
-            continue;
-        };
-        if let Err(why) = fast.compiled() {
-            let kind = why.chars().take(60).collect::<String>();
-            refusals.entry(kind).or_default().push(name);
-            continue;
-        }
-        reference.use_evaluator();
-        let (mut a, mut b) = (Recorder::default(), Recorder::default());
-        let fast_outcome = stf::run(&script, &mut fast, &mut a);
-        let reference_outcome = stf::run(&script, &mut reference, &mut b);
-        compiled.push(name.clone());
-        let mut problems = Vec::new();
-        if fast_outcome.render() != reference_outcome.render() {
-            problems.push(format!(
-                "the script's outcome:\n--- compiled\n{}\n--- evaluator\n{}",
-                fast_outcome.render(),
-                reference_outcome.render()
-            ));
-        }
-        for ((fa, pa, ra), (_, _, rb)) in a.sent.iter().zip(&b.sent) {
-            frames += 1;
-            if ra != rb {
-                problems.push(format!("frame {fa:02x?} on port {pa}: compiled {ra:?}, evaluator {rb:?}"));
+        let (mut sw, mut again) = match (stf::load(&file, &program_text), stf::load(&file, &program_text)) {
+            (Ok(a), Ok(b)) => (a, b),
+            (Err(why), _) | (_, Err(why)) => {
+                refusals.entry(why.chars().take(60).collect()).or_default().push(name);
+                continue;
             }
-        }
-        if a.digests != b.digests {
-            problems.push(format!("digests: compiled {:?}, evaluator {:?}", a.digests, b.digests));
+        };
+        compiled.push(name.clone());
+        let (mut a, mut b) = (Recorder::default(), Recorder::default());
+        let outcome = stf::run(&script, &mut sw, &mut a);
+        stf::run(&script, &mut again, &mut b);
+        let mut problems = Vec::new();
+        if outcome.verdict != stf::Verdict::Pass {
+            problems.push(format!("the script:\n{}", outcome.render()));
         }
         let mut now = 1u64 << 40;
         'mutated: for (frame, port, _) in &a.sent {
             for f in mutations(frame) {
                 now += 1_000_000;
                 frames += 1;
-                let (ra, rb) = (fast.process(&f, *port, now), reference.process(&f, *port, now));
-                let (da, db) = (fast.take_digests(), reference.take_digests());
-                if ra != rb || da != db {
-                    problems.push(format!(
-                        "mutated frame {f:02x?} on port {port}: compiled {ra:?} {da:?}, evaluator {rb:?} {db:?}"
-                    ));
+                let (ra, rb) = (sw.process(&f, *port, now), again.process(&f, *port, now));
+                // A loop the frame drives past the bound is refused on that frame, by design.
+                if let Err(Dropped::Unsupported(what)) = &ra {
+                    if what.contains("for loop past") {
+                        continue;
+                    }
+                    problems.push(format!("mutated frame {f:02x?} on port {port}: {what}"));
+                    break 'mutated;
+                }
+                if ra != rb || sw.take_digests() != again.take_digests() {
+                    problems.push(format!("mutated frame {f:02x?} on port {port}: two loads differ"));
                     break 'mutated;
                 }
             }
         }
-        if counts(&fast) != counts(&reference) {
-            problems.push(format!(
-                "table hit counts: compiled {:?}, evaluator {:?}",
-                counts(&fast),
-                counts(&reference)
-            ));
-        }
-        if fast.stateful_cells() != reference.stateful_cells() {
-            problems.push(format!(
-                "counters, registers, meters and accounts: compiled {:?}, evaluator {:?}",
-                fast.stateful_cells(),
-                reference.stateful_cells()
-            ));
+        if counts(&sw) != counts(&again) || sw.stateful_cells() != again.stateful_cells() {
+            problems.push("two loads end with other hits or cells".to_string());
         }
         if !problems.is_empty() {
-            differ.push(format!("{name}:\n  {}", problems.join("\n  ")));
+            wrong.push(format!("{name}:\n  {}", problems.join("\n  ")));
         }
     }
-    println!("{} programs compiled, {frames} frames compared; not compiled yet, by kind:", compiled.len());
+    println!("{} programs compiled, {frames} mutated frames run; refused at load, by kind:", compiled.len());
     for (why, names) in &refusals {
         println!("{:4}  {why}   (e.g. {})", names.len(), names[0]);
     }
-    assert!(differ.is_empty(), "{} program(s) differ:\n{}", differ.len(), differ.join("\n"));
+    assert!(wrong.is_empty(), "{} program(s) wrong:\n{}", wrong.len(), wrong.join("\n"));
     assert!(compiled.len() >= COMPILED_FLOOR, "{} compiled, fewer than the floor {COMPILED_FLOOR}", compiled.len());
 }
 
@@ -170,57 +155,48 @@ fn the_examples_run_compiled() {
             continue;
         }
         let text = std::fs::read_to_string(&path).unwrap();
-        let switch = stf::load(&path.display().to_string(), &text).unwrap_or_else(|e| panic!("{e}"));
-        if let Err(why) = switch.compiled() {
-            panic!("{}: not compiled: {why}", path.display());
-        }
+        // Loading compiles: a program the IR does not take is refused here.
+        stf::load(&path.display().to_string(), &text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         seen += 1;
     }
     assert!(seen >= 5, "{seen} examples");
 }
 
 /// Runs `frames` (and frames mutated from them), a `gap` of ns apart, through the example
-/// `program` set up by `fill`, compiled and on the evaluator: the same copies out and drops,
-/// and at the end the same table hits, counters, registers, meters and accounts. Returns the
-/// compiled switch's cells, for the caller to see that something counted.
-fn example_agrees(program: &str, fill: impl Fn(&mut Switch), frames: &[Vec<u8>], gap: u64) -> Vec<(String, Vec<u128>)> {
+/// `program` set up by `fill`, compiled; a frame the target refuses as unsupported fails. Returns the
+/// switch's counter, register, meter and account cells, for the caller to check what counted.
+fn example_runs(program: &str, fill: impl Fn(&mut Switch), frames: &[Vec<u8>], gap: u64) -> Vec<(String, Vec<u128>)> {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/p4").join(program);
     let text = std::fs::read_to_string(&path).unwrap();
-    program_agrees(program, &text, fill, frames, gap)
+    program_runs(program, &text, fill, frames, gap)
 }
 
-/// `example_agrees` for the program `text`, named `name`.
-fn program_agrees(
+/// `example_runs` for the program `text`, named `name`.
+fn program_runs(
     name: &str,
     text: &str,
     fill: impl Fn(&mut Switch),
     frames: &[Vec<u8>],
     gap: u64,
 ) -> Vec<(String, Vec<u128>)> {
-    let program = name;
-    let mut fast = stf::load(program, text).unwrap();
-    assert_eq!(fast.compiled(), Ok(()), "{program}");
-    let mut reference = stf::load(program, text).unwrap();
-    reference.use_evaluator();
-    fill(&mut fast);
-    fill(&mut reference);
+    let mut sw = stf::load(name, text).unwrap_or_else(|e| panic!("{name}: {e}"));
+    fill(&mut sw);
     let mut now = 0;
     for frame in frames {
         for f in std::iter::once(frame.clone()).chain(mutations(frame)) {
             now += gap;
-            let (a, b) = (fast.process(&f, 1, now), reference.process(&f, 1, now));
-            assert_eq!(a, b, "{program}: frame {f:02x?}");
+            if let Err(Dropped::Unsupported(what)) = sw.process(&f, 1, now) {
+                panic!("{name}: frame {f:02x?}: {what}");
+            }
         }
     }
-    assert_eq!(counts(&fast), counts(&reference), "{program}: table hits");
-    assert_eq!(fast.stateful_cells(), reference.stateful_cells(), "{program}: counters, registers, accounts");
-    fast.stateful_cells()
+    sw.stateful_cells()
 }
 
 /// The corpus runs almost no counter, register or meter compiled (two programs' registers):
 /// the examples' counters and AFDX accounts, driven here, are where a wrong count shows.
 #[test]
-fn the_examples_count_and_police_as_the_evaluator_does() {
+fn the_examples_count_and_police() {
     // The v1model router: routes of three lengths, frames to each and to none, TTLs 64 and 1.
     let routes = [(0x0a00_0000u128, 8u32, 3u128), (0x0a00_0200, 24, 2), (0x0a00_0202, 32, 4)];
     let fill = |sw: &mut Switch| {
@@ -243,7 +219,7 @@ fn the_examples_count_and_police_as_the_evaluator_does() {
         f.resize(60, 0);
         frames.push(f);
     }
-    let cells = example_agrees("v1model_router.p4", fill, &frames, 1_000);
+    let cells = example_runs("v1model_router.p4", fill, &frames, 1_000);
     let routed = &cells.iter().find(|(n, _)| n.contains("routed")).unwrap().1;
     assert!(routed[4] > 0 && routed[6] > 0 && routed[8] > 0, "each route counted: {routed:?}");
 
@@ -262,12 +238,12 @@ fn the_examples_count_and_police_as_the_evaluator_does() {
         f.resize(100, 0);
         frames.push(f);
     }
-    let cells = example_agrees("afdx_switch.p4", fill, &frames, 100_000);
+    let cells = example_runs("afdx_switch.p4", fill, &frames, 100_000);
     let policed = &cells.iter().find(|(n, _)| n.contains("policed")).unwrap().1;
     assert!(policed.iter().step_by(2).sum::<u128>() > 0, "nothing policed: {policed:?}");
 }
 
-/// Where the compiled target and the evaluator part, and the IR is right: an `inout` argument
+/// Where the syntax-tree evaluator (removed since) and the IR parted, and the IR is right: an `inout` argument
 /// `tags[i]` is copied back to the element `i` named when the action was called, though the
 /// action moves `i` (P4-16 6.8: "for each out and inout argument the corresponding l-value is
 /// saved"; p4c keeps such an index in a temporary before the call). The evaluator, and the
@@ -289,13 +265,8 @@ fn an_inout_argument_goes_back_to_the_element_its_index_named_at_the_call() {
     let mut frame = vec![2, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 1, 0x88, 0xb5, 0x0a, 0x0b];
     frame.resize(60, 0);
     let mut compiled = stf::load("copy_out.p4", text).unwrap();
-    assert_eq!(compiled.compiled(), Ok(()));
     let out = compiled.process(&frame, 1, 0).unwrap();
     assert_eq!((out[0].frame[5], out[0].frame[14], out[0].frame[15]), (1, 0x33, 0x0b), "tags[0] written back");
-    let mut evaluator = stf::load("copy_out.p4", text).unwrap();
-    evaluator.use_evaluator();
-    let out = evaluator.process(&frame, 1, 0).unwrap();
-    assert_eq!((out[0].frame[14], out[0].frame[15]), (0x0a, 0x33), "the evaluator wrote tags[1]");
 }
 
 /// Two more of the mid end review's open questions, settled by a run: `(bit<32>)` of an
@@ -317,13 +288,8 @@ fn a_signed_cast_widens_by_its_sign_and_a_shift_past_the_width_gives_zero() {
     let mut frame = vec![0xf0, 0, 0, 0, 0, 0x81];
     frame.resize(20, 0);
     let mut compiled = stf::load("casts.p4", text).unwrap();
-    assert_eq!(compiled.compiled(), Ok(()));
     let out = compiled.process(&frame, 1, 0).unwrap();
     assert_eq!(&out[0].frame[..6], &[0xf0, 0xff, 0xff, 0xff, 0xf0, 0x00]);
-    let mut evaluator = stf::load("casts.p4", text).unwrap();
-    evaluator.use_evaluator();
-    let out = evaluator.process(&frame, 1, 0).unwrap();
-    assert_eq!(&out[0].frame[..6], &[0xf0, 0, 0, 0, 0xf0, 0x81], "the evaluator's answers");
 }
 
 /// `|+|` and `|-|` at 128 bits saturate on both paths: the sum of two int<128> or bit<128>
@@ -352,16 +318,9 @@ fn saturating_arithmetic_at_128_bits_saturates() {
     let mut want = max.to_be_bytes().to_vec();
     want.extend(min.to_be_bytes());
     want.extend(u128::MAX.to_be_bytes());
-    for evaluator in [false, true] {
-        let mut sw = stf::load("saturate.p4", text).unwrap();
-        if evaluator {
-            sw.use_evaluator();
-        } else {
-            assert_eq!(sw.compiled(), Ok(()));
-        }
-        let out = sw.process(&frame, 1, 0).unwrap();
-        assert_eq!(&out[0].frame[..48], &want[..], "evaluator: {evaluator}");
-    }
+    let mut sw = stf::load("saturate.p4", text).unwrap();
+    let out = sw.process(&frame, 1, 0).unwrap();
+    assert_eq!(&out[0].frame[..48], &want[..]);
 }
 
 /// P4-16 8.18: in a parser, `hs.last` with `nextIndex` 0 (and `hs.next` with the stack full)
@@ -385,20 +344,9 @@ fn a_parser_reading_last_of_an_empty_stack_rejects() {
     with_tag.resize(60, 0);
     let mut without = with_tag.clone();
     without[13] = 0xb6;
-    for evaluator in [false, true] {
-        let mut sw = stf::load("last.p4", text).unwrap();
-        if evaluator {
-            sw.use_evaluator();
-        } else {
-            assert_eq!(sw.compiled(), Ok(()));
-        }
-        assert_eq!(sw.process(&with_tag, 1, 0).map(|o| o.len()), Ok(1), "evaluator: {evaluator}");
-        assert_eq!(
-            sw.process(&without, 1, 0),
-            Err(Dropped::Parser("StackOutOfBounds".into())),
-            "evaluator: {evaluator}"
-        );
-    }
+    let mut sw = stf::load("last.p4", text).unwrap();
+    assert_eq!(sw.process(&with_tag, 1, 0).map(|o| o.len()), Ok(1));
+    assert_eq!(sw.process(&without, 1, 0), Err(Dropped::Parser("StackOutOfBounds".into())),);
 }
 
 /// `hs.last.isValid()` on an empty stack is a read past the end too (P4-16 8.18): the compiled
@@ -421,20 +369,9 @@ fn a_parser_asking_whether_last_of_an_empty_stack_is_valid_rejects() {
     with_tag.resize(60, 0);
     let mut without = with_tag.clone();
     without[13] = 0xb6;
-    for evaluator in [false, true] {
-        let mut sw = stf::load("last_valid.p4", text).unwrap();
-        if evaluator {
-            sw.use_evaluator();
-        } else {
-            assert_eq!(sw.compiled(), Ok(()));
-        }
-        assert_eq!(sw.process(&with_tag, 1, 0).map(|o| o.len()), Ok(1), "evaluator: {evaluator}");
-        assert_eq!(
-            sw.process(&without, 1, 0),
-            Err(Dropped::Parser("StackOutOfBounds".into())),
-            "evaluator: {evaluator}"
-        );
-    }
+    let mut sw = stf::load("last_valid.p4", text).unwrap();
+    assert_eq!(sw.process(&with_tag, 1, 0).map(|o| o.len()), Ok(1));
+    assert_eq!(sw.process(&without, 1, 0), Err(Dropped::Parser("StackOutOfBounds".into())),);
 }
 
 /// A statement reading past a stack's end rejects before it runs (P4-16 8.18), so it writes
@@ -456,17 +393,10 @@ fn a_parser_statement_reading_past_a_stacks_end_writes_nothing() {
         V1Switch(P(), V(), I(), E(), C(), D()) main;\n";
     let mut frame = vec![2, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 1, 0x88, 0xb6];
     frame.resize(60, 0);
-    for evaluator in [false, true] {
-        let mut sw = stf::load("last_write.p4", text).unwrap();
-        if evaluator {
-            sw.use_evaluator();
-        } else {
-            assert_eq!(sw.compiled(), Ok(()));
-        }
-        let out = sw.process(&frame, 1, 0).unwrap_or_else(|e| panic!("evaluator {evaluator}: {e:?}"));
-        assert_eq!(out.len(), 1, "evaluator: {evaluator}");
-        assert_eq!(out[0].frame[12..14], [0x88, 0xb6], "evaluator: {evaluator}");
-    }
+    let mut sw = stf::load("last_write.p4", text).unwrap();
+    let out = sw.process(&frame, 1, 0).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].frame[12..14], [0x88, 0xb6]);
 }
 
 /// P4-16 8.22: `setValid()` or `setInvalid()` on a stack element whose index is out of range
@@ -490,19 +420,12 @@ fn set_valid_past_a_stacks_end_changes_nothing() {
     past.resize(60, 0);
     let mut within = past.clone();
     within[5] = 1;
-    for evaluator in [false, true] {
-        let mut sw = stf::load("set_valid.p4", text).unwrap();
-        if evaluator {
-            sw.use_evaluator();
-        } else {
-            assert_eq!(sw.compiled(), Ok(()));
-        }
-        let out = sw.process(&past, 1, 0).unwrap_or_else(|e| panic!("evaluator: {evaluator}: {e:?}"));
-        assert_eq!(out[0].frame, past, "evaluator: {evaluator}");
-        let out = sw.process(&within, 1, 0).unwrap();
-        // tags[1] made valid and written: emitted after the Ethernet header.
-        assert_eq!((out[0].frame.len(), out[0].frame[14]), (61, 7), "evaluator: {evaluator}");
-    }
+    let mut sw = stf::load("set_valid.p4", text).unwrap();
+    let out = sw.process(&past, 1, 0).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(out[0].frame, past);
+    let out = sw.process(&within, 1, 0).unwrap();
+    // tags[1] made valid and written: emitted after the Ethernet header.
+    assert_eq!((out[0].frame.len(), out[0].frame[14]), (61, 7));
 }
 
 /// A v1model ECMP program: `ecmp` picks a member of a group of `paths` by the CRC-16 of the
@@ -544,10 +467,10 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
 "#;
 
 /// Action profiles and selectors are outside the corpus: members, weighted groups, an empty
-/// group (a miss), a one-shot action set and a plain profile's members, compiled and on the
-/// evaluator, give the same ports, frames and hits.
+/// group (a miss), a one-shot action set and a plain profile's members, compiled: the
+/// group's frames spread over its members' ports, and the frames mutated from them run.
 #[test]
-fn tables_with_action_profiles_and_selectors_run_compiled_as_on_the_evaluator() {
+fn tables_with_action_profiles_and_selectors_run_compiled() {
     let fill = |sw: &mut Switch| {
         for (member, port) in [(1, 1), (2, 2), (3, 3)] {
             sw.set_member("I.paths", member, "to", vec![port], true).unwrap();
@@ -571,7 +494,7 @@ fn tables_with_action_profiles_and_selectors_run_compiled_as_on_the_evaluator() 
         f.extend(0x0b00_0001u32.to_be_bytes());
         frames.push(f);
     }
-    program_agrees("ecmp.p4", ECMP, fill, &frames, 1_000);
+    program_runs("ecmp.p4", ECMP, fill, &frames, 1_000);
     // Something was spread: the group's frames leave on more than one port.
     let mut sw = stf::load("ecmp.p4", ECMP).unwrap();
     fill(&mut sw);
@@ -581,10 +504,10 @@ fn tables_with_action_profiles_and_selectors_run_compiled_as_on_the_evaluator() 
 }
 
 /// A direct meter is outside the corpus: each entry's cell marks the frames its entry hits, the
-/// action reads the colour, a miss reads green; compiled and on the evaluator alike, frames
-/// 100 µs apart, so that the buckets run dry and fill again.
+/// action reads the colour, a miss reads green; frames 100 µs apart, so that the buckets run
+/// dry and fill again: all three colours seen.
 #[test]
-fn a_tables_direct_meter_marks_compiled_as_on_the_evaluator() {
+fn a_tables_direct_meter_marks_compiled() {
     let text = "#include <core.p4>\n#include <edgeflow.p4>\n\
         header eth_t { bit<48> dst; bit<48> src; bit<16> kind; }\n\
         struct headers { eth_t eth; }\nstruct meta_t { bit<8> unused; }\n\
@@ -617,7 +540,7 @@ fn a_tables_direct_meter_marks_compiled_as_on_the_evaluator() {
         f.resize(60, i);
         frames.push(f);
     }
-    program_agrees("direct_meter.p4", text, fill, &frames, 100_000);
+    program_runs("direct_meter.p4", text, fill, &frames, 100_000);
     // Colours seen: green, yellow and red (dropped) all among the frames to entry a.
     let mut sw = stf::load("direct_meter.p4", text).unwrap();
     fill(&mut sw);
@@ -678,10 +601,10 @@ V1Switch(P(), V(), I(), E(), C(), D()) main;
 "#;
 
 /// Clones, resubmission, recirculation and truncation are outside the corpus but for one
-/// program: each kind of pass, with clone sessions of each shape, compiled and on the
-/// evaluator, gives the same copies in the same order, and the same counts of each block's runs.
+/// program: each kind of pass, with clone sessions of each shape, compiled, runs each kind of
+/// copy through the block it goes to.
 #[test]
-fn clones_resubmission_recirculation_and_truncation_run_compiled_as_on_the_evaluator() {
+fn clones_resubmission_recirculation_and_truncation_run_compiled() {
     let fill = |sw: &mut Switch| {
         sw.set_replicas(5, vec![(3, 1), (4, 2), (3, 7)]);
         let session =
@@ -695,7 +618,7 @@ fn clones_resubmission_recirculation_and_truncation_run_compiled_as_on_the_evalu
         f.resize(40, how);
         frames.push(f);
     }
-    let cells = program_agrees("passes.p4", PASSES, fill, &frames, 1_000);
+    let cells = program_runs("passes.p4", PASSES, fill, &frames, 1_000);
     // Every kind of copy ran: normal frames, ingress and egress clones and replicas through
     // egress, recirculated and resubmitted frames through ingress.
     let egress = &cells.iter().find(|(n, _)| n.contains("egress_runs")).unwrap().1;
@@ -711,10 +634,10 @@ fn clones_resubmission_recirculation_and_truncation_run_compiled_as_on_the_evalu
 /// What of PSA the corpus does not run (`Checksum`, `Random`, `Digest`, `InternetChecksum`'s
 /// state, which is the frame's, the `psa_*` functions on the output metadata, the metadata a
 /// deparser hands a later pass: `normal_meta`, `clone_e2e_meta`, `recirculate_meta`; an I2E
-/// clone cut by its session, an E2E clone, a recirculation), run compiled and on the
-/// evaluator: the same copies, digests and cells; and the copies say what each path did.
+/// clone cut by its session, an E2E clone, a recirculation), run compiled, the frames mutated
+/// from them too: the copies say what each path did.
 #[test]
-fn psa_externs_and_paths_the_corpus_does_not_run_agree() {
+fn psa_externs_and_paths_the_corpus_does_not_run() {
     let text = "#include <core.p4>\n#include <psa.p4>\n\
         header eth_t { bit<48> dst; bit<48> src; bit<16> kind; }\n\
         header info_t { bit<16> crc; bit<8> rnd; bit<8> bridged; bit<8> path; bit<8> flags; bit<16> sum; }\n\
@@ -804,31 +727,20 @@ fn psa_externs_and_paths_the_corpus_does_not_run_agree() {
         })
         .collect();
     type Seen = (Result<Vec<Output>, Dropped>, Vec<Digest>);
-    let mut switches: Vec<(Switch, Vec<Seen>)> = Vec::new();
-    for evaluator in [false, true] {
-        let mut sw = stf::load("psa_paths.p4", text).unwrap();
-        if evaluator {
-            sw.use_evaluator();
-        } else {
-            assert_eq!(sw.compiled(), Ok(()));
+    let mut sw = stf::load("psa_paths.p4", text).unwrap();
+    fill(&mut sw);
+    let mut seen = Vec::new();
+    let mut now = 0;
+    for frame in &frames {
+        for f in std::iter::once(frame.clone()).chain(mutations(frame)) {
+            now += 1_000_000;
+            seen.push((sw.process(&f, 1, now), sw.take_digests()));
         }
-        fill(&mut sw);
-        let mut seen = Vec::new();
-        let mut now = 0;
-        for frame in &frames {
-            for f in std::iter::once(frame.clone()).chain(mutations(frame)) {
-                now += 1_000_000;
-                seen.push((sw.process(&f, 1, now), sw.take_digests()));
-            }
-        }
-        switches.push((sw, seen));
     }
-    let ((fast, a), (reference, b)) = (&switches[0], &switches[1]);
-    for (k, (x, y)) in a.iter().zip(b).enumerate() {
-        assert_eq!(x, y, "frame {k}: compiled, evaluator");
-    }
-    assert_eq!(counts(fast), counts(reference), "table hits");
-    assert_eq!(fast.stateful_cells(), reference.stateful_cells(), "cells");
+    let a = &seen;
+    // Each of the two table entries hit by the frames to its port, and only by them.
+    let hits = sw.entry_counts("IG.fwd").unwrap();
+    assert!(hits.iter().all(|&(packets, _)| packets > 0), "hits {hits:?}");
 
     // What the paths did, on the STF-like frames (each the first of its run of mutations).
     let firsts: Vec<&Seen> = {
@@ -854,7 +766,7 @@ fn psa_externs_and_paths_the_corpus_does_not_run_agree() {
     assert_eq!(info(&out[1]), (3, 0x5a, 1, 3));
     // The InternetChecksum starts each frame clear (psa.p4: "once for each time the parser or
     // control it is instantiated within is executed"): dst's words, the state's bit 8 flipped,
-    // 1 taken away, complemented. The evaluator carried the last frame's sum on.
+    // 1 taken away, complemented (a sum carried on from the last frame gives other bytes).
     assert_eq!(firsts[0].0.as_ref().unwrap()[0].frame[20..22], [0xfe, 0xfe]);
     assert_eq!(out[1].frame[20..22], [0xff, 0xfd]);
     // A digest: src, kind and the clone flag; the E2E clone (path 4, flags 8 from psa_clone_e2e
