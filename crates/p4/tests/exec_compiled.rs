@@ -8,7 +8,7 @@
 //! evaluator these were once compared with is gone; the kernel back end is compared with this
 //! target in `datapath/tests/p4_corpus.rs` and `p4_kernel.rs`.
 //!
-//! About 800 lines, one concern: the compiled target's results where the corpus's scripts do not reach.
+//! About 790 lines, one concern: the compiled target's results where the corpus's scripts do not reach.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -6,7 +6,7 @@
 //! mask, probed in the order of the best entry each holds, ending where no later group could
 //! hold a better entry than the one found.
 //!
-//! The answer is the scan's ([`scan`], which the evaluator keeps): among the entries that match,
+//! The answer is the scan's ([`scan`], this file's tests' reference): among the entries that match,
 //! the longest LPM prefixes (summed over the keys), then the highest priority, then the one
 //! inserted first. Range matches cannot be masked: a group hashes the other keys and tests the
 //! ranges of the entries in the bucket it probes.

@@ -8,8 +8,8 @@
 //! between the blocks) are in `exec_arch.rs`, the extern calls in `exec/externs.rs`.
 //!
 //! A program that uses something not compiled here yet is refused by name at load (`compile`
-//! returns why) and runs on the syntax-tree evaluator instead (`mod.rs`), which stays the
-//! reference the differential test (`tests/exec_differential.rs`) holds this to.
+//! returns why, and `Switch::new` fails with it); `tests/exec_compiled.rs` drives the corpus
+//! and what it lacks through this.
 //!
 //! About 1 280 lines, one concern: the meaning of each IR expression and statement as a closure.
 
@@ -1034,7 +1034,7 @@ impl<'s> Compiler<'s> {
                             return f;
                         }
                     }
-                    // The evaluator's words (LOOP_ITERATIONS_MAX is 1 << 16).
+                    // The refusal names the bound (LOOP_ITERATIONS_MAX is 1 << 16).
                     const _: () = assert!(LOOP_ITERATIONS_MAX == 65536);
                     Flow::Unsupported("a for loop past 65536 iterations")
                 })

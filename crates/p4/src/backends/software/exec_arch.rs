@@ -1,6 +1,5 @@
 //! The architectures on the compiled program (`exec.rs`): what the switch does between the
-//! blocks, as `process` (edgeflow.p4) and `v1model.rs` do it on the evaluator's values, here on
-//! slots — each block's parameters are IR variables of their own, so a block's results are
+//! blocks for edgeflow.p4 and v1model, on slots — each block's parameters are IR variables of their own, so a block's results are
 //! copied (a few slots) into the next block's parameters. The standard metadata's fields are
 //! found by name once, when the program is compiled.
 //!

@@ -1,11 +1,10 @@
-//! PSA on the compiled program (`exec.rs`), as BMv2's psa_switch runs it and `psa.rs` on the
-//! evaluator's values: an ingress pass (parser, control, deparser), the replication engine
+//! PSA on the compiled program (`exec.rs`), as BMv2's psa_switch runs it: an ingress pass (parser, control, deparser), the replication engine
 //! (unicast, multicast with replication ids, I2E and E2E clone sessions, resubmit,
 //! recirculate), and an egress pass per copy (parser, control, deparser). Each pass is a job
-//! in a queue, as in `psa.rs`, so that the copies come out in the same order.
+//! in a queue, so that the copies come out in BMv2's order.
 //!
 //! Every block's parameters are IR variables of their own: a pass starts those PSA gives a
-//! block afresh from zero (the evaluator's default values: headers invalid, `false`, the first
+//! block afresh from zero (P4's default values: headers invalid, `false`, the first
 //! member of an enum, `error.NoError`), and copies what PSA carries from one block to the next
 //! (headers and user metadata within a pipeline, the output metadata into its deparser, and
 //! a deparser's `normal_meta`, `clone_e2e_meta` or `recirculate_meta` into the parser of the

@@ -1,27 +1,19 @@
 //! The software target: a checked program run on frames, the reference the kernel back end is
-//! held to (issue 36, item 2; `datapath/tests/p4_kernel.rs`). A frame goes through the architecture's blocks as
-//! `edgeflow.p4` says: the parser fills the headers (a frame it rejects is dropped), ingress
-//! picks the egress port or multicast group and the queue, each copy goes through egress, and
-//! the deparser writes the valid headers back before the payload the parser did not read.
-//! v1model's and PSA's architectures drive the same evaluator in `v1model.rs` and
-//! `psa.rs`, as BMv2's simple_switch and psa_switch run them.
+//! held to (issue 36, item 2; `datapath/tests/p4_kernel.rs`). Frames run on the mid end's IR
+//! compiled into closures (`exec.rs`; the architectures' drivers in `exec_arch.rs` for
+//! edgeflow.p4 and v1model, `exec_psa.rs` for PSA). A program the IR does not compile is
+//! refused by `Switch::new`, with the compiler's reason: nothing reads the syntax tree per frame.
 //!
-//! Tables are filled at run time ([`Switch::insert`]), besides their const entries. Values are
-//! at most 128 bits wide, held in a `u128` and cut to their width after every operation, as P4's
-//! unsigned arithmetic wraps. Not run yet, and refused when a frame reaches them: keys of type
-//! error or enum.
+//! This file is the state the compiled program runs on and the control plane changes: tables
+//! (filled at run time by [`Switch::insert`], besides their const entries), counters,
+//! registers, meters, AFDX accounts, multicast groups and clone sessions (`v1model.rs`), PSA's
+//! extern instances (`psa.rs`), action profiles (`profile.rs`). Loading reads the syntax tree
+//! once for that state: table sizes, const entries, default actions' data and extern sizes
+//! come from `Switch::constant`, a small evaluator of constant expressions. Values are at most
+//! 128 bits wide, held in a `u128`.
 //!
-//! Frames run on the mid end's IR compiled into closures (`exec.rs`; the architectures'
-//! drivers in `exec_arch.rs` for edgeflow.p4 and v1model, `exec_psa.rs` for PSA) wherever the
-//! program compiles; the evaluator below runs the rest (v1model's multi-pass externs, action
-//! profiles and selectors, direct meters, value sets) and is the reference
-//! `tests/exec_differential.rs` holds the compiled program to. It is to be removed once those
-//! compile.
-//!
-//! About 2 800 lines, one concern: the semantics of every construct the checker accepts, on
-//! values, in one evaluator; the control plane's side (entries, groups, counters) is the
-//! `Switch` API at the top, action profiles' members and groups in `profile.rs`. The externs'
-//! state machines are the part to move out if it grows.
+//! About 1 360 lines, one concern: the switch's state and the control-plane API on it
+//! (loading, entries, defaults, cells, groups, snapshots).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -250,8 +242,8 @@ struct TableState {
     fixed: bool,
     /// Its direct meter (`meters = dm`): the instance, and whether it counts bytes.
     meter: Option<(String, bool)>,
-    /// Its entries by tuple space (one hash per set of masks): the compiled target's lookup,
-    /// and the evaluator's where every key is exact (the AFDX switch's table holds thousands).
+    /// Its entries by tuple space (one hash per set of masks): the compiled target's lookup
+    /// (the AFDX switch's table holds thousands).
     classifier: classifier::Classifier,
     /// The keys' widths, as the classifier reads them.
     widths: Vec<u32>,
@@ -712,7 +704,7 @@ impl Switch {
 
     /// Every indirect counter's, register's, meter's and AFDX account's cells, by kind and name,
     /// as numbers: what two targets that ran the same frames at the same times must agree on
-    /// (tests/exec_differential.rs compares the compiled target's with the evaluator's).
+    /// (`datapath/tests/p4_corpus.rs` compares the kernel's with the software target's).
     pub fn stateful_cells(&self) -> Vec<(String, Vec<u128>)> {
         let mut out = Vec::new();
         for (name, cells) in self.counters.iter() {

@@ -1,17 +1,7 @@
-//! PSA on the software target, as BMv2's psa_switch runs it (issue 52, item 2): an ingress
-//! pipeline (parser, control, deparser) and an egress pipeline, the replication engine between
-//! them. Ingress starts with `ostd.drop` true (a program must send a frame somewhere); after
-//! it, an ingress-to-egress clone of the frame as it arrived, then the drop, a resubmission, or
-//! the deparsed frame to its port or to each member of its multicast group. Egress parses what
-//! ingress deparsed (with the bridged `normal_meta`), and after its deparser an egress-to-egress
-//! clone (with the deparser's `clone_e2e_meta`), the drop, or the frame back to ingress when its
-//! port is `PSA_PORT_RECIRCULATE` (with its `recirculate_meta`). Not carried yet: the ingress
-//! deparser's `resubmit_meta` and `clone_i2e_meta`, since a resubmitted or cloned frame does
-//! not run it here.
-//! The externs only PSA has (`Hash`, `InternetChecksum`, `Checksum`, `Random`, `Digest`) are
-//! here too (a checksum's state starts clear with each block, as PSA says); `Counter`,
-//! `Meter` and `Register` share the software target's cells with v1model's. The compiled
-//! program runs PSA in `exec_psa.rs`; this is the reference the differential test holds it to.
+//! PSA's state on the software target (issue 52, item 2): the instances of the externs only PSA
+//! has (`Hash`, `InternetChecksum`, `Checksum`, `Random`, `Digest`), made at load, and a
+//! multicast group's replicas. `Counter`, `Meter` and `Register` share the software target's
+//! cells with v1model's. The compiled program runs PSA's pipelines in `exec_psa.rs`.
 
 use super::*;
 

@@ -1,14 +1,8 @@
-//! v1model on the software target, as BMv2's simple_switch runs it (issue 52, item 2): the six
-//! blocks of a `V1Switch` in their order, the standard metadata the switch fills and reads, and
-//! what happens between the blocks — a parser error goes on to ingress in `parser_error`, a
-//! checksum that does not verify in `checksum_error`; after ingress an ingress-to-egress clone,
-//! a resubmission, the replication engine's copies (one per port and replication id) or the one
-//! port `egress_spec` names (511 drops); after egress an egress-to-egress clone, the drop check,
-//! the checksums and the deparser, then a recirculation or the frame out (cut by `truncate`).
-//!
-//! Metadata is reset for every copy the switch makes (clones, resubmissions, recirculations), as
-//! BMv2 resets it; `@field_list` preservation is not kept yet (the front end does not keep
-//! annotations on struct fields), so the `_preserving_field_list` forms preserve nothing.
+//! v1model's state on the software target (issue 52, item 2), as BMv2's simple_switch keeps it:
+//! clone sessions and multicast groups with replication ids (the control plane's side), what a
+//! block asked of the switch (`Requests`, read by the compiled drivers in `exec_arch.rs` and
+//! `exec_arch/passes.rs`), the random state, and the hash and checksum algorithms the compiled
+//! externs and action selectors use.
 
 use super::*;
 

@@ -214,7 +214,7 @@ impl Compiler<'_> {
                 }
                 "digest" if self.v1model => {
                     // Kept for the control plane under the data's type's name, each member a
-                    // number (a member that is not bits counts 0, as the evaluator keeps it).
+                    // number (a member that is not bits counts 0, as the old evaluator keeps it).
                     let Some(CallArg::In(Expr::Read(p))) = args.get(1) else {
                         return Err("digest of what is not a variable's".into());
                     };
@@ -296,15 +296,12 @@ impl Compiler<'_> {
                     let failed = self.error("AssertionFailed");
                     Ok(Box::new(move |m: &mut M| if c(m) != 0 { Flow::Next } else { Flow::Reject(failed) }))
                 }
-                // In a v1model or edgeflow.p4 program, an extern function the program declares
-                // itself (p4c's extern-funcs-bmv2): nothing gives it a body, so no frame runs
-                // through it (the evaluator refuses each frame that reaches it).
                 "psa_clone_i2e" | "psa_clone_e2e" | "psa_resubmit" | "psa_normal" | "psa_recirculate" => {
                     self.psa_function(f, args, result)
                 }
                 // In a v1model or edgeflow.p4 program, an extern function the program declares
                 // itself (p4c's extern-funcs-bmv2): nothing gives it a body, so no frame runs
-                // through it (the evaluator refuses each frame that reaches it).
+                // through it: the program is refused at load (`Switch::new`).
                 other => Err(format!("the extern function {other}, which the software target has no body for")),
             },
             Callee::Method { object: ExternRef::Instance(name), method } => {
@@ -463,7 +460,7 @@ impl Compiler<'_> {
         Ok(v1model::Algorithm::named(name))
     }
 
-    /// What a checksum or hash covers, as the evaluator's `serialize` reads it: each item's
+    /// What a checksum or hash covers, as the old evaluator's `serialize` reads it: each item's
     /// bits in order, a field of a header that is not valid left out, a header only if valid.
     pub(super) fn serialized(&self, e: &Expr) -> R<Vec<Piece>> {
         let items: Vec<&Expr> = match e {
@@ -802,7 +799,7 @@ fn plan_emit(shape: &Shape, widths: &[u32], at: usize, out: &mut Vec<(usize, Vec
 }
 
 /// A valid header's fields, packed into bytes most significant first (a header whose bits
-/// end mid-byte ends with what is left, as the evaluator writes it).
+/// end mid-byte ends with what is left, as the old evaluator writes it).
 #[inline]
 fn emit_header(fields: &[u128], widths: &[u32], out: &mut Vec<u8>) {
     let mut w = BitWriter { acc: 0, n: 0 };
@@ -819,7 +816,7 @@ fn emit_header(fields: &[u128], widths: &[u32], out: &mut Vec<u8>) {
         }
         k += 1;
     }
-    // A header whose bits end mid-byte ends with what is left, as the evaluator writes it.
+    // A header whose bits end mid-byte ends with what is left, as the old evaluator writes it.
     if w.n > 0 {
         out.push(w.acc as u8);
     }

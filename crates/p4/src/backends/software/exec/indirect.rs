@@ -1,8 +1,7 @@
 //! The compiled program's tables that do more than match (`exec.rs`): a direct meter marks the
 //! entry hit (its colour is what the meter's `read` then gives), and an action profile or
 //! selector (`implementation = ...`) turns the entry hit into a member's action and data, a
-//! group's member picked by the hash of the `selector` keys. As the evaluator does them
-//! (`Switch::apply` in `mod.rs`, `Switch::resolve` in `profile.rs`).
+//! group's member picked by the hash of the `selector` keys (`Switch::resolve` in `profile.rs`).
 
 use super::{bind_data, mask, Compiler, Flow, E, M, R, S};
 use crate::backends::software::GREEN;

@@ -1,10 +1,9 @@
 //! The compiled program's calls of PSA's own externs (`externs.rs` has those PSA shares with
 //! v1model: `Counter`, `DirectCounter`, `Register.write`): `Hash`, `Checksum`,
 //! `InternetChecksum`, `Random`, `Digest`, `Register.read`, `Meter.execute` and the functions
-//! on the output metadata (`psa_normal`, ...), each as `psa.rs` and `mod.rs` do it on the
-//! evaluator's values. The instances without cells keep their state where the evaluator
-//! does (`Switch::externs`, cleared as each of the package's blocks starts), found by number
-//! when the program is compiled.
+//! on the output metadata (`psa_normal`, ...). The instances without cells keep their state
+//! in `Switch::externs` (made at load by `psa.rs`, cleared as each of the package's blocks
+//! starts), found by number when the program is compiled.
 
 use super::externs::{serialize, Piece};
 use super::{mask, Compiler, Flow, Shape, E, M, P, R, S};
@@ -54,7 +53,7 @@ impl Compiler<'_> {
                 return Err("a register of aggregates".into());
             }
             let index = self.scalar(arg(0)?)?;
-            // Past the register's size: 0, as the evaluator reads it.
+            // Past the register's size: 0, as the old evaluator reads it.
             return Ok(Box::new(move |m: &mut M| {
                 let i = index(m) as usize;
                 let v = m.sw.registers.at(r).get(i).map_or(0, Value::as_u128);
@@ -191,7 +190,7 @@ impl Compiler<'_> {
     }
 
     /// `Digest.pack(data)`: kept for the control plane under the instance's name, each member
-    /// of `data` a number (one that is not bits or a bool counts 0, as the evaluator keeps it).
+    /// of `data` a number (one that is not bits or a bool counts 0, as the old evaluator keeps it).
     fn psa_digest(&self, key: &str, data: &Expr) -> R<S> {
         let name = key.to_string();
         let Expr::Read(p) = data else { return Err("Digest.pack of what is not a variable's".into()) };

@@ -1,6 +1,5 @@
 //! v1model on the compiled program when it asks the switch for more than one pass (clone,
-//! resubmit, recirculate, truncate): BMv2's queue of jobs, as `v1model.rs` runs it on the
-//! evaluator's values, here on slots. An ingress job parses a frame with fresh metadata and runs
+//! resubmit, recirculate, truncate): BMv2's queue of jobs, on slots. An ingress job parses a frame with fresh metadata and runs
 //! ingress; what ingress asked for (kept in `Switch::requests` by the extern calls) then adds
 //! jobs: an ingress-to-egress clone (the frame parsed again, its metadata fresh), a
 //! resubmission, the replication engine's copies or the one port `egress_spec` names. An egress
@@ -23,7 +22,7 @@ const REPLICA: u128 = 5;
 const RESUBMITTED: u128 = 6;
 
 /// How many times a frame's copies may come back to ingress before the rest are dropped, as
-/// the evaluator counts them.
+/// BMv2's simple_switch bounds them.
 const RETURNS: usize = 16;
 
 /// A frame between ingress and the wire: the slots of its headers, metadata and standard
