@@ -146,10 +146,9 @@ fn default_entry(sw: &mut Switch, info: &Info, kind: pb::update::Type, e: &pb::T
     let (name, args) = match e.action.as_ref() {
         Some(_) => action(info, t, e.action.as_ref())?,
         None => {
-            // The program's own default: what a switch fresh from the program holds.
-            let (program, checked) = sw.program();
-            let fresh = Switch::new(program.clone(), checked.clone()).map_err(Status::internal)?;
-            let (name, args) = fresh.default_action(&t.target).ok_or_else(|| Status::not_found("no such table"))?;
+            // The program's own default, kept from loading.
+            let (name, args) =
+                sw.program_default_action(&t.target).ok_or_else(|| Status::not_found("no such table"))?;
             (name.to_string(), args.to_vec())
         }
     };

@@ -235,6 +235,8 @@ struct TableState {
     actions: Vec<String>,
     entries: Vec<Entry>,
     default: (String, Vec<u128>),
+    /// The default action the program gives, which a control plane's reset returns to.
+    program_default: (String, Vec<u128>),
     /// The default action's place in `actions`, as `Entry::action_at`.
     default_at: usize,
     size: usize,
@@ -517,6 +519,7 @@ impl Switch {
             actions,
             fixed: !entries.is_empty() && t.entries_const,
             entries,
+            program_default: default.clone(),
             default,
             size,
             classifier: classifier::Classifier::new(),
@@ -627,6 +630,14 @@ impl Switch {
     pub fn default_action(&self, table: &str) -> Option<(&str, &[u128])> {
         let t = self.tables.get(table)?;
         Some((&t.default.0, &t.default.1))
+    }
+
+    /// `table`'s default action as the program gives it (P4Runtime's reset of a default entry).
+    /// A fresh `Switch::new` cannot say: the checker's types are keyed to the tree it checked,
+    /// so a clone of the program does not compile.
+    pub fn program_default_action(&self, table: &str) -> Option<(&str, &[u128])> {
+        let t = self.tables.get(table)?;
+        Some((&t.program_default.0, &t.program_default.1))
     }
 
     /// Sets `table`'s default action, unless the program fixed it (`const default_action`).
