@@ -1125,6 +1125,154 @@ fn keys_sharing_a_home_slot_each_find_their_own_and_a_full_window_goes_up() {
     assert_eq!(counted, vec![(last, 1)], "its hits its own, from zero");
 }
 
+/// A kept fast path's entry for a key the next run installs again (the same mask, other actions)
+/// gives way: the frame takes the new run's actions at once, not the last run's until the
+/// release, and the last run's entry no longer counts among those it holds.
+#[test]
+fn a_key_installed_again_replaces_the_last_runs_entry_for_it() {
+    if !ebpf::test_may_load_programs("the kept fast path test") {
+        return;
+    }
+    let root = std::path::Path::new("/sys/fs/bpf/edgeflow-test");
+    if std::fs::create_dir_all(root).is_err() {
+        eprintln!("skipped: no BPF filesystem at /sys/fs/bpf");
+        return;
+    }
+    let dir = root.join(format!("twin-{}", std::process::id()));
+    let names = || ("unused".to_string(), "unusedp".to_string());
+    let load = || FastPath::load_kept_in(Mode::Xdp, Programs::Flows, 16, dir.clone(), names(), &[]);
+    let marked = |m: u8| [DpAction::SetField(Field::EthSrc, 0x0200_0000_9900 + m as u128), DpAction::Output(1)];
+    let (to_h2, to_h3) = (frame(H2, 64), frame(H3, 64));
+    let mut first = load().unwrap();
+    first.register_port(1, LO, 1).unwrap();
+    install(&mut first, &to_h2, &[Field::EthDst], &marked(1));
+    install(&mut first, &to_h3, &[Field::EthDst], &marked(1));
+    first.write_kept_record();
+    drop(first);
+
+    let mut second = load().unwrap();
+    second.register_port(1, LO, 1).unwrap();
+    assert_eq!(second.kept().map(|(_, n)| n), Some(Some(2)));
+    let mark = |fp: &FastPath, f: &[u8]| {
+        let (verdict, out) = xdp(fp, f);
+        (verdict, out[11])
+    };
+    assert_eq!(mark(&second, &to_h2), (XDP_REDIRECT, 0x01), "the last run's entry forwards");
+    install(&mut second, &to_h2, &[Field::EthDst], &marked(2));
+    assert_eq!(mark(&second, &to_h2), (XDP_REDIRECT, 0x02), "this run's entry, not the last run's");
+    assert_eq!(mark(&second, &to_h3), (XDP_REDIRECT, 0x01), "the other kept entry untouched");
+    assert_eq!(second.kept().map(|(_, n)| n), Some(Some(1)), "one of the last run's entries left");
+    assert_eq!(second.release_inherited(), Some(1));
+    assert_eq!(xdp(&second, &to_h3).0, XDP_PASS);
+    drop(second);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Entry indices and slots go round and round: a small table (5 indices, 16 slots) through
+/// installs, reinstalls with other actions, retirements and flushes, each index reused many
+/// times, only once the grace period its release asked for has passed, and keys whose probe
+/// window runs past the last slot into the first. After every step every key's frame does exactly
+/// what its live entry says, or goes up: never what an entry it had before, or another key's
+/// entry at the same index, said.
+#[test]
+fn reused_indices_and_wrapped_windows_never_match_a_stale_entry() {
+    if !ebpf::test_may_load_programs("the kernel fast-path tests") {
+        return;
+    }
+    let mut fp = FastPath::open(Mode::Xdp, &[], Programs::Flows, 4).expect("the fast-path object loads");
+    fp.register_port(1, LO, 1).unwrap();
+    assert_eq!((table::index_count(4), fp.table.slots().len()), (5, 16));
+    let mut mask = FlowKey::default();
+    mask.set(Field::InPort, u32::MAX as u128);
+    mask.set(Field::EthDst, u128::MAX);
+    let to = |n: u16| frame([2, 0, 0, 0, (n >> 8) as u8, n as u8], 64);
+    let home = |fp: &FastPath, f: &[u8]| {
+        let masked = packet::parse(f, 1).unwrap().0.masked(&mask);
+        fp.table.home(key_hash(&masked, live_words(&mask), fp.hash_seed))
+    };
+    // Three keys at home in the last slot (two of them wrap to slots 0 and 1), and nine others.
+    let last_slot: Vec<Vec<u8>> = (0..4096).map(to).filter(|f| home(&fp, f) == 15).take(3).collect();
+    let keys: Vec<Vec<u8>> =
+        last_slot.iter().cloned().chain((0..4096).map(to).filter(|f| home(&fp, f) != 15).take(9)).collect();
+    // Each install rewrites the source MAC to its own mark: which entry a frame hit shows.
+    let marked = |m: u16| [DpAction::SetField(Field::EthSrc, 0x0200_0000_0000 + m as u128), DpAction::Output(1)];
+    let mut live: Vec<Option<(RuleId, u16)>> = vec![None; keys.len()];
+    let mut marks = 0u16;
+    let mut put = |fp: &mut FastPath, live: &mut Vec<Option<(RuleId, u16)>>, k: usize| {
+        marks += 1;
+        let (key, _) = packet::parse(&keys[k], 1).unwrap();
+        let id = RuleId(10_000 + marks as u32);
+        let ifindex = |_: u32| Some(LO);
+        let mut no_meters = |_| None;
+        let mut cx = EncodeContext { mode: Mode::Xdp, ifindex: &ifindex, meter_slot: &mut no_meters, ip_proto: 17 };
+        let mut put_once =
+            |fp: &mut FastPath| fp.install(id, &key, &mask, &marked(marks), &Credits::default(), &[(1, 1)], &mut cx);
+        if !put_once(fp) {
+            // Every index taken or waiting: the next grace period frees those released.
+            let g = fp.grace.as_ref().expect("indices waiting for a grace period");
+            g.wait(g.ask());
+            assert!(put_once(fp), "installed once the grace period passed");
+        }
+        if let Some((old, _)) = live[k].replace((id, marks)) {
+            fp.retire(&Retired { entries: vec![old], meters: vec![] });
+        }
+    };
+    let check = |fp: &FastPath, live: &[Option<(RuleId, u16)>], step: &str| {
+        for (k, f) in keys.iter().enumerate() {
+            let (verdict, out) = xdp(fp, f);
+            let got = (verdict == XDP_REDIRECT).then(|| u16::from_be_bytes([out[10], out[11]]));
+            assert_eq!(
+                (verdict == XDP_REDIRECT || verdict == XDP_PASS, got),
+                (true, live[k].map(|l| l.1)),
+                "{step}: key {k}"
+            );
+        }
+    };
+    for k in 0..3 {
+        put(&mut fp, &mut live, k);
+    }
+    let at: Vec<u32> =
+        fp.entries.values().map(|i| i.slot).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+    assert_eq!(at, [0, 1, 15], "the window of the last slot wraps to the first");
+    check(&fp, &live, "three keys at home in the last slot");
+    // A fixed pseudo-random walk: the same steps every run.
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let (mut reinstalls, mut retires, mut flushes) = (0, 0, 0);
+    for step in 0..120 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let k = (x % keys.len() as u64) as usize;
+        let live_count = live.iter().flatten().count();
+        match (x >> 32) % 20 {
+            0 => {
+                fp.harvest(step);
+                fp.flush();
+                live.iter_mut().for_each(|l| *l = None);
+                flushes += 1;
+            }
+            1..=8 if live[k].is_some() => {
+                let (id, _) = live[k].take().unwrap();
+                fp.retire(&Retired { entries: vec![id], meters: vec![] });
+                retires += 1;
+            }
+            _ if live[k].is_some() => {
+                put(&mut fp, &mut live, k);
+                reinstalls += 1;
+            }
+            _ if live_count < 4 => put(&mut fp, &mut live, k),
+            _ => {}
+        }
+        check(&fp, &live, &format!("step {step}"));
+    }
+    let reused = marks as u32 / table::index_count(4);
+    eprintln!("{marks} installs over 5 indices ({reinstalls} in place, {retires} retired, {flushes} flushes)");
+    assert!(
+        reused >= 10 && reinstalls >= 10 && retires >= 10 && flushes >= 3,
+        "{marks} {reinstalls} {retires} {flushes}"
+    );
+}
+
 /// XDP to a port the kernel cannot redirect to natively (`fastpath/redirect.rs`): its output is
 /// marked, and the hit is sent into the fallback link and counted; without the link to go to, the
 /// frame is dropped as `action_failed`, never silently. The far end's TC program sends nowhere a
