@@ -123,3 +123,39 @@ fn wait_out_grace_periods(shared: &Shared, outer: &Map, inner: &Map) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a barrier costs on this kernel, against a plain array update: a measurement for
+    /// docs/fastpath.md (`cargo test --release -p datapath grace_period_cost -- --ignored --nocapture`).
+    /// Milliseconds where the array's update takes a microsecond: the grace period is waited for.
+    #[test]
+    #[ignore]
+    fn grace_period_cost() {
+        if !crate::ebpf::test_may_load_programs("the grace-period barrier") {
+            return;
+        }
+        let g = GraceBarrier::new().unwrap();
+        let mut barrier: Vec<u128> = (0..20)
+            .map(|_| {
+                let t = std::time::Instant::now();
+                g.wait(g.ask());
+                t.elapsed().as_micros()
+            })
+            .collect();
+        let array = Map::create("ef_plain", ARRAY, 4, 4, 1, 0).unwrap();
+        let mut plain: Vec<u128> = (0..20)
+            .map(|_| {
+                let t = std::time::Instant::now();
+                array.update(&0u32.to_ne_bytes(), &1u32.to_ne_bytes()).unwrap();
+                t.elapsed().as_nanos()
+            })
+            .collect();
+        barrier.sort();
+        plain.sort();
+        println!("barrier: min {} µs, median {} µs, max {} µs", barrier[0], barrier[10], barrier[19]);
+        println!("plain array update: min {} ns, median {} ns", plain[0], plain[10]);
+    }
+}
