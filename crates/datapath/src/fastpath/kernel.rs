@@ -993,8 +993,9 @@ fn the_kernel_drops_the_other_networks_frames_and_checks_ip_where_asked() {
 
 /// A fast path kept for the next run (`keep_fastpath`): a second load over the same pinned maps
 /// takes over the first's entries, which go on forwarding beside its own, survive its flushes
-/// while it rebuilds its state, and go all at once when released; a load that does not fit
-/// (another capacity) starts cold.
+/// while it rebuilds its state, and go all at once when released; a key it installs again gives
+/// the last run's entry for it way at once (not shadowed by it until the release); a load that
+/// does not fit (another capacity) starts cold.
 #[test]
 fn a_kept_fast_path_is_taken_over_and_its_entries_released_at_once() {
     if !ebpf::test_may_load_programs("the kept fast path test") {
@@ -1009,26 +1010,39 @@ fn a_kept_fast_path_is_taken_over_and_its_entries_released_at_once() {
     let names = || ("unused".to_string(), "unusedp".to_string());
     let load = |entries| FastPath::load_kept_in(Mode::Xdp, Programs::Flows, entries, dir.clone(), names(), &[]);
     let (to_h2, to_h3, to_h4) = (frame(H2, 64), frame(H3, 64), frame(H4, 64));
+    let to_h5 = frame([2, 0, 0, 0, 0, 5], 64);
+    // Rewrites the source MAC to its mark: which run's entry a frame hit shows.
+    let marked = |m: u8| [DpAction::SetField(Field::EthSrc, 0x0200_0000_9900 + m as u128), DpAction::Output(1)];
+    let mark = |fp: &FastPath, f: &[u8]| {
+        let (verdict, out) = xdp(fp, f);
+        (verdict, out[11])
+    };
 
     let mut first = load(DEFAULT_ENTRIES).unwrap();
     assert!(!first.holds_inherited(), "nothing to take over the first time");
     first.register_port(1, LO, 1).unwrap();
     install(&mut first, &to_h2, &[Field::EthDst], &[DpAction::Output(1)]);
     install(&mut first, &to_h3, &[Field::EthDst, Field::Ipv4Dst], &[DpAction::Output(1)]);
+    install(&mut first, &to_h5, &[Field::EthDst], &marked(1));
     first.write_kept_record();
     drop(first);
 
     let mut second = load(DEFAULT_ENTRIES).unwrap();
-    assert_eq!(second.kept().map(|(_, n)| n), Some(Some(2)), "two entries taken over");
+    assert_eq!(second.kept().map(|(_, n)| n), Some(Some(3)), "three entries taken over");
     second.register_port(1, LO, 1).unwrap();
     assert_eq!(xdp(&second, &to_h2).0, XDP_REDIRECT, "the last run's entry forwards");
     assert_eq!(xdp(&second, &to_h4).0, XDP_PASS, "a flow it had not: a miss");
+    assert_eq!(mark(&second, &to_h5), (XDP_REDIRECT, 1));
+    install(&mut second, &to_h5, &[Field::EthDst], &marked(2));
+    assert_eq!(mark(&second, &to_h5), (XDP_REDIRECT, 2), "this run's entry for the key, not the last run's");
+    assert_eq!(second.kept().map(|(_, n)| n), Some(Some(2)), "which it no longer holds");
     // Its own entry beside them, under a mask of its own; a flush (the controller's flows
     // arriving) takes only that one.
     install(&mut second, &to_h4, &[Field::EthDst, Field::EthSrc], &[DpAction::Output(1)]);
     assert_eq!(xdp(&second, &to_h4).0, XDP_REDIRECT);
     second.flush();
     assert_eq!(xdp(&second, &to_h4).0, XDP_PASS, "its own entry flushed");
+    assert_eq!(xdp(&second, &to_h5).0, XDP_PASS, "its own entry for the last run's key too");
     assert_eq!(xdp(&second, &to_h2).0, XDP_REDIRECT, "the last run's entries stay until released");
     assert_eq!(xdp(&second, &to_h3).0, XDP_REDIRECT);
     install(&mut second, &to_h4, &[Field::EthDst, Field::EthSrc], &[DpAction::Output(1)]);
@@ -1123,49 +1137,6 @@ fn keys_sharing_a_home_slot_each_find_their_own_and_a_full_window_goes_up() {
     assert_eq!(hits_for(&fp, 8), (XDP_REDIRECT, Some(8)));
     let counted: Vec<(RuleId, u64)> = fp.harvest(2).flows.iter().map(|f| (f.0, f.2)).filter(|f| f.0 == last).collect();
     assert_eq!(counted, vec![(last, 1)], "its hits its own, from zero");
-}
-
-/// A kept fast path's entry for a key the next run installs again (the same mask, other actions)
-/// gives way: the frame takes the new run's actions at once, not the last run's until the
-/// release, and the last run's entry no longer counts among those it holds.
-#[test]
-fn a_key_installed_again_replaces_the_last_runs_entry_for_it() {
-    if !ebpf::test_may_load_programs("the kept fast path test") {
-        return;
-    }
-    let root = std::path::Path::new("/sys/fs/bpf/edgeflow-test");
-    if std::fs::create_dir_all(root).is_err() {
-        eprintln!("skipped: no BPF filesystem at /sys/fs/bpf");
-        return;
-    }
-    let dir = root.join(format!("twin-{}", std::process::id()));
-    let names = || ("unused".to_string(), "unusedp".to_string());
-    let load = || FastPath::load_kept_in(Mode::Xdp, Programs::Flows, 16, dir.clone(), names(), &[]);
-    let marked = |m: u8| [DpAction::SetField(Field::EthSrc, 0x0200_0000_9900 + m as u128), DpAction::Output(1)];
-    let (to_h2, to_h3) = (frame(H2, 64), frame(H3, 64));
-    let mut first = load().unwrap();
-    first.register_port(1, LO, 1).unwrap();
-    install(&mut first, &to_h2, &[Field::EthDst], &marked(1));
-    install(&mut first, &to_h3, &[Field::EthDst], &marked(1));
-    first.write_kept_record();
-    drop(first);
-
-    let mut second = load().unwrap();
-    second.register_port(1, LO, 1).unwrap();
-    assert_eq!(second.kept().map(|(_, n)| n), Some(Some(2)));
-    let mark = |fp: &FastPath, f: &[u8]| {
-        let (verdict, out) = xdp(fp, f);
-        (verdict, out[11])
-    };
-    assert_eq!(mark(&second, &to_h2), (XDP_REDIRECT, 0x01), "the last run's entry forwards");
-    install(&mut second, &to_h2, &[Field::EthDst], &marked(2));
-    assert_eq!(mark(&second, &to_h2), (XDP_REDIRECT, 0x02), "this run's entry, not the last run's");
-    assert_eq!(mark(&second, &to_h3), (XDP_REDIRECT, 0x01), "the other kept entry untouched");
-    assert_eq!(second.kept().map(|(_, n)| n), Some(Some(1)), "one of the last run's entries left");
-    assert_eq!(second.release_inherited(), Some(1));
-    assert_eq!(xdp(&second, &to_h3).0, XDP_PASS);
-    drop(second);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// Entry indices and slots go round and round: a small table (5 indices, 16 slots) through
