@@ -980,6 +980,13 @@ impl FastPath {
             self.refuse(source, room::Refusal::NoRoom { at: self.clock });
             return false;
         };
+        if self.table.tag_taken(hash, at) {
+            self.table.give_back(index);
+            self.crowded += 1;
+            debug!("fast path: another key's slot near this key's home has its hash's tag; it stays in userspace");
+            self.refuse(source, room::Refusal::NoRoom { at: self.clock });
+            return false;
+        }
         let mut v = vec![0u8; ENTRY_BYTES];
         v[0..8].copy_from_slice(&self.generation.to_ne_bytes());
         v[ENTRY_N_ACTIONS_AT..ENTRY_N_ACTIONS_AT + 2].copy_from_slice(&(encoded.len() as u16).to_ne_bytes());

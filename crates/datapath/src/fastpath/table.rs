@@ -103,6 +103,13 @@ impl FlowTable {
         })
     }
 
+    /// Whether a slot of `hash`'s window other than `at` leads to an entry under `hash`'s tag. The
+    /// kernel confirms only the first slot with a frame's tag, so a second key with that tag in
+    /// the window would be shadowed by the first (or shadow it): it stays in userspace.
+    pub fn tag_taken(&self, hash: u64, at: u32) -> bool {
+        self.tagged(hash).any(|(s, _)| s != at)
+    }
+
     /// An index for a new entry: one never used, or one whose grace period has ended (`passed`:
     /// the latest barrier ticket that has); None while every index is taken or waiting.
     pub fn take_index(&mut self, passed: u64) -> Option<u32> {
@@ -276,6 +283,25 @@ mod tests {
         assert_eq!(t.release_slot(10), vec![(10, 0)]);
         assert_eq!(t.release_slot(9), vec![(9, 0), (8, 0), (7, 0)], "and back through the tombstones");
         assert_eq!(t.slots()[5..13], [slot_value(home, 0), slot_value(home, 1), 0, 0, 0, 0, 0, 0]);
+    }
+
+    /// Two keys with one tag (their hashes' top 32 bits) whose windows overlap: the second finds
+    /// the tag taken, wherever it would go; the first's own slot, taken again, is not counted.
+    #[test]
+    fn a_tag_is_taken_once_per_window() {
+        let mut t = FlowTable::new(64);
+        let tag = 0xabcd_0123u64 << 32;
+        let first = tag | 1;
+        let second = (2..).map(|low| tag | low).find(|&h| t.home(h) == t.home(first)).unwrap();
+        let other = (1..).map(|low| 7u64 << 32 | low).find(|&h| t.home(h) == t.home(first)).unwrap();
+        let at = t.free_slot(first).unwrap();
+        assert!(!t.tag_taken(first, at));
+        t.point(at, first, 0);
+        assert!(t.tag_taken(second, t.free_slot(second).unwrap()), "the second key with the tag");
+        assert!(!t.tag_taken(first, at), "the first key's own slot, replaced in place");
+        assert!(!t.tag_taken(other, t.free_slot(other).unwrap()), "another tag in the same window");
+        t.release_slot(at);
+        assert!(!t.tag_taken(second, t.free_slot(second).unwrap()), "once the first has left");
     }
 
     /// Keys that differ only in a kept word's high bytes (UDP destination ports: the top 16 bits
