@@ -1612,9 +1612,9 @@ mod tests {
 
 mod dump;
 mod grace;
+pub mod keep;
 #[cfg(test)]
 mod kernel;
-pub mod keep;
 pub mod labels;
 // Compile-time checks of the shared layout (and its test).
 #[cfg(any(test, feature = "fastpath"))]
