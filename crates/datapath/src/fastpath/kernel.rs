@@ -1168,7 +1168,7 @@ fn reused_indices_and_wrapped_windows_never_match_a_stale_entry() {
     // Each install rewrites the source MAC to its own mark: which entry a frame hit shows.
     let marked = |m: u16| [DpAction::SetField(Field::EthSrc, 0x0200_0000_0000 + m as u128), DpAction::Output(1)];
     let mut live: Vec<Option<(RuleId, u16)>> = vec![None; keys.len()];
-    let mut marks = 0u16;
+    let (mut marks, mut waited) = (0u16, 0);
     let mut put = |fp: &mut FastPath, live: &mut Vec<Option<(RuleId, u16)>>, k: usize| {
         marks += 1;
         let (key, _) = packet::parse(&keys[k], 1).unwrap();
@@ -1182,6 +1182,7 @@ fn reused_indices_and_wrapped_windows_never_match_a_stale_entry() {
             // Every index taken or waiting: the next grace period frees those released.
             let g = fp.grace.as_ref().expect("indices waiting for a grace period");
             g.wait(g.ask());
+            waited += 1;
             assert!(put_once(fp), "installed once the grace period passed");
         }
         if let Some((old, _)) = live[k].replace((id, marks)) {
@@ -1237,10 +1238,13 @@ fn reused_indices_and_wrapped_windows_never_match_a_stale_entry() {
         check(&fp, &live, &format!("step {step}"));
     }
     let reused = marks as u32 / table::index_count(4);
-    eprintln!("{marks} installs over 5 indices ({reinstalls} in place, {retires} retired, {flushes} flushes)");
+    eprintln!(
+        "{marks} installs over 5 indices ({reinstalls} in place, {retires} retired, {flushes} flushes), \
+         {waited} of them after waiting for a grace period"
+    );
     assert!(
-        reused >= 10 && reinstalls >= 10 && retires >= 10 && flushes >= 3,
-        "{marks} {reinstalls} {retires} {flushes}"
+        reused >= 10 && reinstalls >= 10 && retires >= 10 && flushes >= 3 && waited >= 5,
+        "{marks} {reinstalls} {retires} {flushes} {waited}"
     );
 }
 
