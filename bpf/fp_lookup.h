@@ -7,37 +7,44 @@
 #include "fp_state.h"
 
 /* The live entry for s->key under mask slot `mask_id` (mask `m`) whose key hashes to `h`, if any;
- * its index in *at. */
+ * its index in *at. The probe loop only finds the first slot of the window with h's tag; the
+ * entry it names is confirmed once, after the loop. Userspace never puts two slots with one tag in
+ * one window (the second key stays in userspace), so the first is the only one there can be; a
+ * confirm inside the loop made the verifier walk it, and what follows a hit, once per probe. */
 static __always_inline struct entry *probe(struct scratch *s, const struct mask_slot *m, __u32 mask_id,
 					   __u64 h, __u64 gen, __u64 shift, __u32 *at)
 {
 	__u32 tag = h >> 32;
 	__u32 home = (h * HASH_MUL) >> shift, slot_mask = ~0ULL >> shift;
+	__u32 found = 0;
 	for (__u32 p = 0; p < FLOW_PROBES; p++) {
 		__u32 pos = (home + p) & slot_mask;
 		__u64 *slot = bpf_map_lookup_elem(&ef_flow_slots, &pos);
 		if (!slot || !*slot)
 			break;
 		__u64 v = *slot;
-		if ((__u32)(v >> 32) != tag || !(__u32)v)
-			continue;
-		__u32 idx = (__u32)v - 1;
-		struct entry *e = bpf_map_lookup_elem(&ef_megaflows, &idx);
-		if (!e || e->generation != gen || e->mask_id != mask_id)
-			continue;
-		/* Words the mask drops are zero on both sides: only those it keeps are compared. */
-		__u32 words = m->words;
-		__u64 diff = 0;
-#pragma unroll
-		for (int w = 0; w < KEY_WORDS; w++)
-			if (words & (1U << w))
-				diff |= (s->key.w[w] & m->m.w[w]) ^ e->key.w[w];
-		if (!diff) {
-			*at = idx;
-			return e;
+		if ((__u32)(v >> 32) == tag && (__u32)v) {
+			found = (__u32)v;
+			break;
 		}
 	}
-	return 0;
+	if (!found)
+		return 0;
+	__u32 idx = found - 1;
+	struct entry *e = bpf_map_lookup_elem(&ef_megaflows, &idx);
+	if (!e || e->generation != gen || e->mask_id != mask_id)
+		return 0;
+	/* Words the mask drops are zero on both sides: only those it keeps are compared. */
+	__u32 words = m->words;
+	__u64 diff = 0;
+#pragma unroll
+	for (int w = 0; w < KEY_WORDS; w++)
+		if (words & (1U << w))
+			diff |= (s->key.w[w] & m->m.w[w]) ^ e->key.w[w];
+	if (diff)
+		return 0;
+	*at = idx;
+	return e;
 }
 
 /* The entry for s->key, if a live one exists; its index in *at. */

@@ -20,7 +20,8 @@
 //! programs themselves are in `fastpath/kernel.rs`; labels, AFDX links, reading the maps back
 //! for `dump-flows --kernel` (`fastpath/dump.rs`), keeping it all for the next run
 //! (`fastpath/keep.rs`), making room in a full map (`fastpath/room.rs`), where entries go in the
-//! kernel's arrays (`fastpath/table.rs`) and XDP's way round
+//! kernel's arrays (`fastpath/table.rs`), the grace period a released index waits for
+//! (`fastpath/grace.rs`) and XDP's way round
 //! ports the kernel cannot redirect to natively (`fastpath/redirect.rs`) have files of their
 //! own. The encoder is the next piece to move out (to `fastpath/encode.rs`) if it grows.
 
@@ -371,9 +372,9 @@ pub struct FastPath {
     table: table::FlowTable,
     /// The most translations the kernel holds (`fastpath_entries`).
     capacity: u32,
-    /// When this was made: an index's quarantine is timed from here, in real time (the switch's
-    /// clock moves only at harvests).
-    started: std::time::Instant,
+    /// Waits out the grace periods released indices need before they are reused
+    /// (`fastpath/grace.rs`); made when the first index is released.
+    grace: Option<grace::GraceBarrier>,
     /// The pipeline's cache entry → the key of its copy here (current generation only).
     by_source: HashMap<RuleId, Vec<u8>>,
     /// Entries of the current generation under each mask slot: a slot no entry uses is freed.
@@ -553,7 +554,7 @@ impl FastPath {
             entries: HashMap::new(),
             table: table::FlowTable::new(entries),
             capacity: entries,
-            started: std::time::Instant::now(),
+            grace: None,
             by_source: HashMap::new(),
             mask_users: [0; MAX_MASKS],
             meters: BTreeMap::new(),
@@ -779,9 +780,33 @@ impl FastPath {
         megaflows(&self.obj)
     }
 
-    /// Nanoseconds since this was made, as an index's quarantine counts them.
-    fn since_start(&self) -> u64 {
-        self.started.elapsed().as_nanos() as u64
+    /// An index for a new entry (`table.rs`): indices released since the last barrier was asked
+    /// for ask for the next one first, so that they are free once it has passed.
+    fn take_index(&mut self) -> Option<u32> {
+        self.ask_grace_period();
+        let passed = self.grace.as_ref().map_or(0, |g| g.passed());
+        self.table.take_index(passed)
+    }
+
+    /// Asks for a grace period for the indices released since the last one was asked for, if any
+    /// (one for all of them). Without a barrier they stay in quarantine: entries may be refused,
+    /// none matched wrongly.
+    fn ask_grace_period(&mut self) {
+        if !self.table.wants_grace_period() {
+            return;
+        }
+        if self.grace.is_none() {
+            match grace::GraceBarrier::new() {
+                Ok(g) => self.grace = Some(g),
+                Err(e) => {
+                    warn!("fast path: no grace-period barrier ({e}); released entry indices are not reused");
+                    return;
+                }
+            }
+        }
+        if let Some(g) = &self.grace {
+            self.table.grace_period_asked(g.ask());
+        }
     }
 
     /// Writes one slot of `ef_flow_slots`. Should it fail, a lookup misses (or finds an entry
@@ -820,7 +845,7 @@ impl FastPath {
             self.table.saw(index, counts);
             counts
         });
-        self.table.cool(index, self.since_start());
+        self.table.cool(index);
         counts
     }
 
@@ -931,16 +956,21 @@ impl FastPath {
             self.refuse(source, room::Refusal::NoRoom { at: self.clock });
             return false;
         }
-        let Some(index) = self.table.take_index(self.since_start()) else {
+        let Some(index) = self.take_index() else {
             debug!("fast path: every entry index taken or in quarantine");
             self.refuse(source, room::Refusal::NoRoom { at: self.clock });
             return false;
         };
-        // An entry under this id already (one of an older generation, or a copy made again) hands
-        // its slot to the new one.
-        let at = match self.entries.get(&k) {
-            Some(old) => Some(old.slot),
-            None => self.free_slot(hash),
+        // An entry under this id already (one of an older generation, or a copy made again), or
+        // the last run's for this key, hands its slot to the new one.
+        let inherited_twin = match self.entries.contains_key(&k) {
+            true => None,
+            false => self.inherited_twin(slot, hash, &masked),
+        };
+        let at = match (self.entries.get(&k), inherited_twin) {
+            (Some(old), _) => Some(old.slot),
+            (None, Some((at, _))) => Some(at),
+            (None, None) => self.free_slot(hash),
         };
         let Some(at) = at else {
             self.table.give_back(index);
@@ -950,6 +980,13 @@ impl FastPath {
             self.refuse(source, room::Refusal::NoRoom { at: self.clock });
             return false;
         };
+        if self.table.tag_taken(hash, at) {
+            self.table.give_back(index);
+            self.crowded += 1;
+            debug!("fast path: another key's slot near this key's home has its hash's tag; it stays in userspace");
+            self.refuse(source, room::Refusal::NoRoom { at: self.clock });
+            return false;
+        }
         let mut v = vec![0u8; ENTRY_BYTES];
         v[0..8].copy_from_slice(&self.generation.to_ne_bytes());
         v[ENTRY_N_ACTIONS_AT..ENTRY_N_ACTIONS_AT + 2].copy_from_slice(&(encoded.len() as u16).to_ne_bytes());
@@ -972,6 +1009,13 @@ impl FastPath {
         }
         let value = self.table.point(at, hash, index);
         self.write_slot(at, value);
+        if let Some((at, twin)) = inherited_twin {
+            // Its hits were never counted here (the last run's entries stand for no entry of
+            // this run's pipeline).
+            kill_entry(&self.obj, twin);
+            self.drop_inherited(at, twin);
+            self.table.cool(twin);
+        }
         if let Some(old) = self.entries.get_mut(&k) {
             let old_index = old.index;
             if old.generation == self.generation {
@@ -981,7 +1025,7 @@ impl FastPath {
                 credit_hits(old, packets, bytes, &mut self.carried, &mut self.mask_hits, &mut self.no_output_drops, &k);
                 self.table.saw(old_index, (packets, bytes));
             }
-            self.table.cool(old_index, self.since_start());
+            self.table.cool(old_index);
         }
         if self.refusals.remove(&source).is_some() {
             self.retried += 1;
@@ -1232,6 +1276,7 @@ impl FastPath {
             credit_hits(inst, packets, bytes, &mut h, &mut self.mask_hits, &mut self.no_output_drops, k);
         }
         self.table.harvested(&counts);
+        self.ask_grace_period();
         self.rank_masks();
         if let Ok(meters) = self.obj.map("ef_meters") {
             for (id, (slot, seen)) in self.meters.iter_mut() {
@@ -1566,9 +1611,10 @@ mod tests {
 }
 
 mod dump;
+mod grace;
+pub mod keep;
 #[cfg(test)]
 mod kernel;
-pub mod keep;
 pub mod labels;
 // Compile-time checks of the shared layout (and its test).
 #[cfg(any(test, feature = "fastpath"))]

@@ -170,6 +170,23 @@ impl Map {
         self.fd.as_raw_fd()
     }
 
+    /// An array of `max_entries` maps shaped like `inner` (`BPF_MAP_TYPE_ARRAY_OF_MAPS`). Its
+    /// use here is as a barrier: an update of a map of maps from the system call returns only
+    /// after an RCU grace period (`maybe_wait_bpf_programs` in kernel/bpf/syscall.c, since 4.20),
+    /// that is after every BPF program that was running when it began has ended.
+    pub fn create_array_of_maps(name: &str, inner: &Map, max_entries: u32) -> io::Result<Map> {
+        const BPF_MAP_TYPE_ARRAY_OF_MAPS: u32 = 12;
+        let mut a = Attr::new()
+            .u32(0, BPF_MAP_TYPE_ARRAY_OF_MAPS)
+            .u32(4, 4)
+            .u32(8, 4)
+            .u32(12, max_entries)
+            .u32(20, inner.fd() as u32)
+            .name(28, name);
+        let fd = bpf_fd(cmd::MAP_CREATE, &mut a).map_err(|e| io::Error::new(e.kind(), format!("map {name}: {e}")))?;
+        Ok(Map { fd, key_size: 4, value_size: 4, max_entries })
+    }
+
     /// The same map through a second descriptor, for another thread to write.
     pub fn try_clone(&self) -> io::Result<Map> {
         Ok(Map { fd: self.fd.try_clone()?, ..*self })

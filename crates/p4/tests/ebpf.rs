@@ -101,3 +101,46 @@ EdgeflowSwitch(P(), I(), E(), D()) main;
     let line = wide_register.lines().position(|l| l.contains("r.write(0, 72w1);")).unwrap() + 1;
     assert!(e.starts_with(&format!("wide_register.p4:{line}:")), "{e}");
 }
+
+/// A refusal names the statement that does not fit, not the action or control around it
+/// (issue 52, item 5): a for loop two lines into an action, a 72-bit local in a control's apply.
+#[test]
+fn a_refusal_names_the_line_of_the_statement() {
+    let program = "#include <core.p4>
+#include <v1model.p4>
+header h_t { bit<8> x; }
+struct hs_t { h_t h; }
+struct m_t { }
+parser P(packet_in pk, out hs_t hdr, inout m_t meta, inout standard_metadata_t sm) {
+    state start { pk.extract(hdr.h); transition accept; }
+}
+control V(inout hs_t hdr, inout m_t meta) { apply { } }
+control I(inout hs_t hdr, inout m_t meta, inout standard_metadata_t sm) {
+    action sum() {
+        hdr.h.x = 0;
+        for (bit<8> i = 1; i < 4; i = i + 1) {
+            hdr.h.x = hdr.h.x + i;
+        }
+    }
+    apply {
+        sm.egress_spec = 1;
+        sum();
+    }
+}
+control E(inout hs_t hdr, inout m_t meta, inout standard_metadata_t sm) { apply { } }
+control C(inout hs_t hdr, inout m_t meta) { apply { } }
+control D(packet_out pk, in hs_t hdr) { apply { pk.emit(hdr.h); } }
+V1Switch(P(), V(), I(), E(), C(), D()) main;
+";
+    let line_of = |text: &str, what: &str| text.lines().position(|l| l.contains(what)).unwrap() + 1;
+    let (p, c) = p4::front_end("loop.p4", program).unwrap_or_else(|e| panic!("{e}"));
+    let e = p4::backends::ebpf::generate_in("loop.p4", &p, &c).unwrap_err();
+    let at = format!("loop.p4:{}:", line_of(program, "for (bit<8> i"));
+    assert!(e.starts_with(&at) && e.contains("a for loop does not fit"), "{at} in {e}");
+    let wide =
+        program.replace("        sm.egress_spec = 1;\n", "        sm.egress_spec = 1;\n        bit<72> big = 72w1;\n");
+    let (p, c) = p4::front_end("wide_local.p4", &wide).unwrap_or_else(|e| panic!("{e}"));
+    let e = p4::backends::ebpf::generate_in("wide_local.p4", &p, &c).unwrap_err();
+    let at = format!("wide_local.p4:{}:", line_of(&wide, "bit<72> big"));
+    assert!(e.starts_with(&at) && e.contains("bit<72>"), "{at} in {e}");
+}

@@ -11,7 +11,7 @@
 //! forwarding, beside the new run's own, until the mode has its state again (OpenFlow: the
 //! controller's first barrier), when they are all released at once.
 //!
-//! About 620 lines, one concern: the kept state — its record, finding and cleaning it, and a
+//! About 650 lines, one concern: the kept state — its record, finding and cleaning it, and a
 //! run's taking over of what the last one left (masks, slots, meters, links) and its release.
 
 use std::io;
@@ -22,7 +22,7 @@ use tracing::info;
 
 use super::{
     megaflows, obj_err, sum_hits, table, FastPath, Mode, Programs, CFG_GENERATION, CFG_HASH_SEED, CFG_UPCALL_IFINDEX,
-    ENTRY_BYTES, MASK_END, MAX_MASKS, MAX_METERS, METER_BYTES,
+    ENTRY_BYTES, ENTRY_KEY_AT, ENTRY_MASK_AT, MASK_END, MAX_MASKS, MAX_METERS, METER_BYTES,
 };
 use crate::ebpf::Map;
 use crate::sys;
@@ -492,6 +492,35 @@ impl FastPath {
         self.inherited.as_ref().is_some_and(|i| i.masks[slot])
     }
 
+    /// The slot and index of an entry the last run installed for `masked` under mask slot
+    /// `mask_slot` (whose key hashes to `hash`), if it still forwards: the caller points the slot
+    /// at its own entry for the same key and then lets the index go ([`Self::drop_inherited`]).
+    /// Without this the last run's entry, found first in the window, would shadow this run's
+    /// until released.
+    pub(super) fn inherited_twin(&self, mask_slot: usize, hash: u64, masked: &FlowKey) -> Option<(u32, u32)> {
+        let inherited = self.inherited.as_ref()?;
+        if !inherited.masks[mask_slot] {
+            return None;
+        }
+        let flows = megaflows(&self.obj);
+        self.table.tagged(hash).find(|&(slot, index)| {
+            inherited.placed.contains(&(slot, index))
+                && flows.lookup(&index.to_ne_bytes()).ok().flatten().is_some_and(|v| {
+                    v.len() >= ENTRY_KEY_AT + KEY_BYTES
+                        && v[ENTRY_MASK_AT..ENTRY_MASK_AT + 4] == (mask_slot as u32).to_ne_bytes()
+                        && v[ENTRY_KEY_AT..ENTRY_KEY_AT + KEY_BYTES] == masked.0
+                })
+        })
+    }
+
+    /// The last run's entry at (`slot`, `index`) no longer forwards: its slot is another's now.
+    pub(super) fn drop_inherited(&mut self, slot: u32, index: u32) {
+        if let Some(inherited) = self.inherited.as_mut() {
+            inherited.placed.retain(|&p| p != (slot, index));
+            inherited.entries -= 1;
+        }
+    }
+
     /// Whether meter slot `slot` is the last run's.
     pub(super) fn inherited_meter(&self, slot: u32) -> bool {
         self.inherited.as_ref().is_some_and(|i| i.meters.contains(&slot))
@@ -534,7 +563,7 @@ impl FastPath {
             for (s, v) in self.table.release_slot(slot) {
                 self.write_slot(s, v);
             }
-            self.table.cool(index, self.since_start());
+            self.table.cool(index);
         }
         Some(inherited.entries)
     }

@@ -993,8 +993,9 @@ fn the_kernel_drops_the_other_networks_frames_and_checks_ip_where_asked() {
 
 /// A fast path kept for the next run (`keep_fastpath`): a second load over the same pinned maps
 /// takes over the first's entries, which go on forwarding beside its own, survive its flushes
-/// while it rebuilds its state, and go all at once when released; a load that does not fit
-/// (another capacity) starts cold.
+/// while it rebuilds its state, and go all at once when released; a key it installs again gives
+/// the last run's entry for it way at once (not shadowed by it until the release); a load that
+/// does not fit (another capacity) starts cold.
 #[test]
 fn a_kept_fast_path_is_taken_over_and_its_entries_released_at_once() {
     if !ebpf::test_may_load_programs("the kept fast path test") {
@@ -1009,26 +1010,39 @@ fn a_kept_fast_path_is_taken_over_and_its_entries_released_at_once() {
     let names = || ("unused".to_string(), "unusedp".to_string());
     let load = |entries| FastPath::load_kept_in(Mode::Xdp, Programs::Flows, entries, dir.clone(), names(), &[]);
     let (to_h2, to_h3, to_h4) = (frame(H2, 64), frame(H3, 64), frame(H4, 64));
+    let to_h5 = frame([2, 0, 0, 0, 0, 5], 64);
+    // Rewrites the source MAC to its mark: which run's entry a frame hit shows.
+    let marked = |m: u8| [DpAction::SetField(Field::EthSrc, 0x0200_0000_9900 + m as u128), DpAction::Output(1)];
+    let mark = |fp: &FastPath, f: &[u8]| {
+        let (verdict, out) = xdp(fp, f);
+        (verdict, out[11])
+    };
 
     let mut first = load(DEFAULT_ENTRIES).unwrap();
     assert!(!first.holds_inherited(), "nothing to take over the first time");
     first.register_port(1, LO, 1).unwrap();
     install(&mut first, &to_h2, &[Field::EthDst], &[DpAction::Output(1)]);
     install(&mut first, &to_h3, &[Field::EthDst, Field::Ipv4Dst], &[DpAction::Output(1)]);
+    install(&mut first, &to_h5, &[Field::EthDst], &marked(1));
     first.write_kept_record();
     drop(first);
 
     let mut second = load(DEFAULT_ENTRIES).unwrap();
-    assert_eq!(second.kept().map(|(_, n)| n), Some(Some(2)), "two entries taken over");
+    assert_eq!(second.kept().map(|(_, n)| n), Some(Some(3)), "three entries taken over");
     second.register_port(1, LO, 1).unwrap();
     assert_eq!(xdp(&second, &to_h2).0, XDP_REDIRECT, "the last run's entry forwards");
     assert_eq!(xdp(&second, &to_h4).0, XDP_PASS, "a flow it had not: a miss");
+    assert_eq!(mark(&second, &to_h5), (XDP_REDIRECT, 1));
+    install(&mut second, &to_h5, &[Field::EthDst], &marked(2));
+    assert_eq!(mark(&second, &to_h5), (XDP_REDIRECT, 2), "this run's entry for the key, not the last run's");
+    assert_eq!(second.kept().map(|(_, n)| n), Some(Some(2)), "which it no longer holds");
     // Its own entry beside them, under a mask of its own; a flush (the controller's flows
     // arriving) takes only that one.
     install(&mut second, &to_h4, &[Field::EthDst, Field::EthSrc], &[DpAction::Output(1)]);
     assert_eq!(xdp(&second, &to_h4).0, XDP_REDIRECT);
     second.flush();
     assert_eq!(xdp(&second, &to_h4).0, XDP_PASS, "its own entry flushed");
+    assert_eq!(xdp(&second, &to_h5).0, XDP_PASS, "its own entry for the last run's key too");
     assert_eq!(xdp(&second, &to_h2).0, XDP_REDIRECT, "the last run's entries stay until released");
     assert_eq!(xdp(&second, &to_h3).0, XDP_REDIRECT);
     install(&mut second, &to_h4, &[Field::EthDst, Field::EthSrc], &[DpAction::Output(1)]);
@@ -1123,6 +1137,115 @@ fn keys_sharing_a_home_slot_each_find_their_own_and_a_full_window_goes_up() {
     assert_eq!(hits_for(&fp, 8), (XDP_REDIRECT, Some(8)));
     let counted: Vec<(RuleId, u64)> = fp.harvest(2).flows.iter().map(|f| (f.0, f.2)).filter(|f| f.0 == last).collect();
     assert_eq!(counted, vec![(last, 1)], "its hits its own, from zero");
+}
+
+/// Entry indices and slots go round and round: a small table (5 indices, 16 slots) through
+/// installs, reinstalls with other actions, retirements and flushes, each index reused many
+/// times, only once the grace period its release asked for has passed, and keys whose probe
+/// window runs past the last slot into the first. After every step every key's frame does exactly
+/// what its live entry says, or goes up: never what an entry it had before, or another key's
+/// entry at the same index, said.
+#[test]
+fn reused_indices_and_wrapped_windows_never_match_a_stale_entry() {
+    if !ebpf::test_may_load_programs("the kernel fast-path tests") {
+        return;
+    }
+    let mut fp = FastPath::open(Mode::Xdp, &[], Programs::Flows, 4).expect("the fast-path object loads");
+    fp.register_port(1, LO, 1).unwrap();
+    assert_eq!((table::index_count(4), fp.table.slots().len()), (5, 16));
+    let mut mask = FlowKey::default();
+    mask.set(Field::InPort, u32::MAX as u128);
+    mask.set(Field::EthDst, u128::MAX);
+    let to = |n: u16| frame([2, 0, 0, 0, (n >> 8) as u8, n as u8], 64);
+    let home = |fp: &FastPath, f: &[u8]| {
+        let masked = packet::parse(f, 1).unwrap().0.masked(&mask);
+        fp.table.home(key_hash(&masked, live_words(&mask), fp.hash_seed))
+    };
+    // Three keys at home in the last slot (two of them wrap to slots 0 and 1), and nine others.
+    let last_slot: Vec<Vec<u8>> = (0..4096).map(to).filter(|f| home(&fp, f) == 15).take(3).collect();
+    let keys: Vec<Vec<u8>> =
+        last_slot.iter().cloned().chain((0..4096).map(to).filter(|f| home(&fp, f) != 15).take(9)).collect();
+    // Each install rewrites the source MAC to its own mark: which entry a frame hit shows.
+    let marked = |m: u16| [DpAction::SetField(Field::EthSrc, 0x0200_0000_0000 + m as u128), DpAction::Output(1)];
+    let mut live: Vec<Option<(RuleId, u16)>> = vec![None; keys.len()];
+    let (mut marks, mut waited) = (0u16, 0);
+    let mut put = |fp: &mut FastPath, live: &mut Vec<Option<(RuleId, u16)>>, k: usize| {
+        marks += 1;
+        let (key, _) = packet::parse(&keys[k], 1).unwrap();
+        let id = RuleId(10_000 + marks as u32);
+        let ifindex = |_: u32| Some(LO);
+        let mut no_meters = |_| None;
+        let mut cx = EncodeContext { mode: Mode::Xdp, ifindex: &ifindex, meter_slot: &mut no_meters, ip_proto: 17 };
+        let mut put_once =
+            |fp: &mut FastPath| fp.install(id, &key, &mask, &marked(marks), &Credits::default(), &[(1, 1)], &mut cx);
+        if !put_once(fp) {
+            // Every index taken or waiting: the next grace period frees those released.
+            let g = fp.grace.as_ref().expect("indices waiting for a grace period");
+            g.wait(g.ask());
+            waited += 1;
+            assert!(put_once(fp), "installed once the grace period passed");
+        }
+        if let Some((old, _)) = live[k].replace((id, marks)) {
+            fp.retire(&Retired { entries: vec![old], meters: vec![] });
+        }
+    };
+    let check = |fp: &FastPath, live: &[Option<(RuleId, u16)>], step: &str| {
+        for (k, f) in keys.iter().enumerate() {
+            let (verdict, out) = xdp(fp, f);
+            let got = (verdict == XDP_REDIRECT).then(|| u16::from_be_bytes([out[10], out[11]]));
+            assert_eq!(
+                (verdict == XDP_REDIRECT || verdict == XDP_PASS, got),
+                (true, live[k].map(|l| l.1)),
+                "{step}: key {k}"
+            );
+        }
+    };
+    for k in 0..3 {
+        put(&mut fp, &mut live, k);
+    }
+    let at: Vec<u32> =
+        fp.entries.values().map(|i| i.slot).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+    assert_eq!(at, [0, 1, 15], "the window of the last slot wraps to the first");
+    check(&fp, &live, "three keys at home in the last slot");
+    // A fixed pseudo-random walk: the same steps every run.
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    let (mut reinstalls, mut retires, mut flushes) = (0, 0, 0);
+    for step in 0..120 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let k = (x % keys.len() as u64) as usize;
+        let live_count = live.iter().flatten().count();
+        match (x >> 32) % 20 {
+            0 => {
+                fp.harvest(step);
+                fp.flush();
+                live.iter_mut().for_each(|l| *l = None);
+                flushes += 1;
+            }
+            1..=8 if live[k].is_some() => {
+                let (id, _) = live[k].take().unwrap();
+                fp.retire(&Retired { entries: vec![id], meters: vec![] });
+                retires += 1;
+            }
+            _ if live[k].is_some() => {
+                put(&mut fp, &mut live, k);
+                reinstalls += 1;
+            }
+            _ if live_count < 4 => put(&mut fp, &mut live, k),
+            _ => {}
+        }
+        check(&fp, &live, &format!("step {step}"));
+    }
+    let reused = marks as u32 / table::index_count(4);
+    eprintln!(
+        "{marks} installs over 5 indices ({reinstalls} in place, {retires} retired, {flushes} flushes), \
+         {waited} of them after waiting for a grace period"
+    );
+    assert!(
+        reused >= 10 && reinstalls >= 10 && retires >= 10 && flushes >= 3 && waited >= 5,
+        "{marks} {reinstalls} {retires} {flushes} {waited}"
+    );
 }
 
 /// XDP to a port the kernel cannot redirect to natively (`fastpath/redirect.rs`): its output is

@@ -7,8 +7,9 @@
 //! helper call (each ~15 ns on a kernel that guards every return against speculation). The price
 //! is that an array slot is written in place, not swapped in whole: so an entry is written only
 //! at an index no slot leads to, a slot is pointed at it after, and an index a slot let go of
-//! waits ([`QUARANTINE_NS`], and a harvest) before it takes another entry, long after any frame
-//! that found it has finished with it.
+//! waits in quarantine until an RCU grace period that began after its release has ended
+//! (`fastpath/grace.rs`): then no program that read the old slot is still running, and the index
+//! may take another entry.
 
 use std::collections::VecDeque;
 
@@ -22,10 +23,6 @@ pub const FLOW_SLOT_SPREAD: u32 = 4;
 /// A slot whose entry left while a slot after it was still taken: a lookup goes on past it, and
 /// an install may take it. Its index part is 0: it leads nowhere.
 const TOMBSTONE: u64 = 1 << 32;
-/// How long an index waits, once no slot leads to it, before it takes another entry (in real
-/// time, and with a harvest since): far longer than a program runs (a microsecond), so no frame
-/// that read the old slot is still reading the entry when it is rewritten.
-pub const QUARANTINE_NS: u64 = 1_000_000;
 
 /// The kernel's slots for a switch of `entries` translations.
 pub fn slot_count(entries: u32) -> u32 {
@@ -55,11 +52,11 @@ pub struct FlowTable {
     fresh: u32,
     indices: u32,
     free: Vec<u32>,
-    /// (index, the clock and the harvest count when its slot let go of it), oldest first.
-    cooling: VecDeque<(u32, u64, u64)>,
+    /// (index, the grace period it waits for), oldest first: the ticket of the first barrier
+    /// asked for after its slot let go of it, 0 while none has been asked for since.
+    cooling: VecDeque<(u32, u64)>,
     /// Each index's hit counters (packets, bytes) as last read: its next entry counts from there.
     seen: Vec<(u64, u64)>,
-    harvests: u64,
 }
 
 impl FlowTable {
@@ -71,7 +68,6 @@ impl FlowTable {
             free: Vec::new(),
             cooling: VecDeque::new(),
             seen: Vec::new(),
-            harvests: 0,
         }
     }
 
@@ -97,11 +93,28 @@ impl FlowTable {
         self.window(hash).find(|&s| slot_index(self.slots[s]).is_none()).map(|s| s as u32)
     }
 
-    /// An index for a new entry: one never used, or one whose quarantine is over at `clock` with
-    /// a harvest since; None while every index is taken or waiting.
-    pub fn take_index(&mut self, clock: u64) -> Option<u32> {
-        while let Some(&(index, at, harvest)) = self.cooling.front() {
-            if harvest >= self.harvests || clock < at.saturating_add(QUARANTINE_NS) {
+    /// The (slot, index) of each slot of `hash`'s window that carries its tag and leads to an
+    /// entry: where an entry for a key with this hash may be.
+    pub fn tagged(&self, hash: u64) -> impl Iterator<Item = (u32, u32)> + '_ {
+        self.window(hash).filter_map(move |s| {
+            let v = self.slots[s];
+            (v >> 32 == hash >> 32).then_some(())?;
+            slot_index(v).map(|index| (s as u32, index))
+        })
+    }
+
+    /// Whether a slot of `hash`'s window other than `at` leads to an entry under `hash`'s tag. The
+    /// kernel confirms only the first slot with a frame's tag, so a second key with that tag in
+    /// the window would be shadowed by the first (or shadow it): it stays in userspace.
+    pub fn tag_taken(&self, hash: u64, at: u32) -> bool {
+        self.tagged(hash).any(|(s, _)| s != at)
+    }
+
+    /// An index for a new entry: one never used, or one whose grace period has ended (`passed`:
+    /// the latest barrier ticket that has); None while every index is taken or waiting.
+    pub fn take_index(&mut self, passed: u64) -> Option<u32> {
+        while let Some(&(index, ticket)) = self.cooling.front() {
+            if ticket == 0 || ticket > passed {
                 break;
             }
             self.cooling.pop_front();
@@ -147,9 +160,21 @@ impl FlowTable {
         writes
     }
 
-    /// `index`, which no slot leads to since `clock`, waits out its quarantine.
-    pub fn cool(&mut self, index: u32, clock: u64) {
-        self.cooling.push_back((index, clock, self.harvests));
+    /// `index`, which no slot leads to from now on, waits for a grace period that begins later.
+    pub fn cool(&mut self, index: u32) {
+        self.cooling.push_back((index, 0));
+    }
+
+    /// Whether indices wait for a grace period not yet asked for.
+    pub fn wants_grace_period(&self) -> bool {
+        self.cooling.back().is_some_and(|&(_, ticket)| ticket == 0)
+    }
+
+    /// A barrier was asked for now, under `ticket`: every index released before waits for it.
+    pub fn grace_period_asked(&mut self, ticket: u64) {
+        for (_, t) in self.cooling.iter_mut().rev().take_while(|(_, t)| *t == 0) {
+            *t = ticket;
+        }
     }
 
     /// Indices ever handed out: the counters a harvest reads.
@@ -161,7 +186,6 @@ impl FlowTable {
     pub fn harvested(&mut self, counts: &[(u64, u64)]) {
         self.seen.clear();
         self.seen.extend_from_slice(counts);
-        self.harvests += 1;
     }
 
     /// Where the counters of an entry new at `index` start.
@@ -210,7 +234,7 @@ impl FlowTable {
             writes.extend(t.release_slot(s));
             if index < t.indices && !used[index as usize] {
                 used[index as usize] = true;
-                t.cool(index, 0);
+                t.cool(index);
             }
         }
         t.free = (0..t.indices).rev().filter(|&i| !used[i as usize]).collect();
@@ -261,6 +285,25 @@ mod tests {
         assert_eq!(t.slots()[5..13], [slot_value(home, 0), slot_value(home, 1), 0, 0, 0, 0, 0, 0]);
     }
 
+    /// Two keys with one tag (their hashes' top 32 bits) whose windows overlap: the second finds
+    /// the tag taken, wherever it would go; the first's own slot, taken again, is not counted.
+    #[test]
+    fn a_tag_is_taken_once_per_window() {
+        let mut t = FlowTable::new(64);
+        let tag = 0xabcd_0123u64 << 32;
+        let first = tag | 1;
+        let second = (2..).map(|low| tag | low).find(|&h| t.home(h) == t.home(first)).unwrap();
+        let other = (1..).map(|low| 7u64 << 32 | low).find(|&h| t.home(h) == t.home(first)).unwrap();
+        let at = t.free_slot(first).unwrap();
+        assert!(!t.tag_taken(first, at));
+        t.point(at, first, 0);
+        assert!(t.tag_taken(second, t.free_slot(second).unwrap()), "the second key with the tag");
+        assert!(!t.tag_taken(first, at), "the first key's own slot, replaced in place");
+        assert!(!t.tag_taken(other, t.free_slot(other).unwrap()), "another tag in the same window");
+        t.release_slot(at);
+        assert!(!t.tag_taken(second, t.free_slot(second).unwrap()), "once the first has left");
+    }
+
     /// Keys that differ only in a kept word's high bytes (UDP destination ports: the top 16 bits
     /// of the word that holds them) spread over the slots: the hash's own low bits hardly move
     /// for them, and slots taken from those put 48 ports in one window.
@@ -282,20 +325,28 @@ mod tests {
         assert!(homes.len() > 30, "48 ports in {} of 128 home slots", homes.len());
     }
 
-    /// A released index comes back only after its quarantine and a harvest, and starts its
-    /// counters from what the last read saw.
+    /// A released index comes back only once a grace period asked for after its release has
+    /// passed (not one asked for before), and starts its counters from what the last read saw.
     #[test]
-    fn an_index_is_reused_only_after_its_quarantine_and_a_harvest() {
+    fn an_index_is_reused_only_after_a_grace_period_that_began_after_its_release() {
         let mut t = FlowTable::new(4);
         let all: Vec<u32> = (0..index_count(4)).map(|_| t.take_index(0).unwrap()).collect();
         assert_eq!(all, (0..5).collect::<Vec<_>>());
         assert_eq!(t.take_index(0), None, "every index taken");
-        t.cool(3, 10);
-        assert_eq!(t.take_index(10 + QUARANTINE_NS), None, "no harvest since");
+        assert!(!t.wants_grace_period());
+        t.cool(3);
+        assert!(t.wants_grace_period());
+        assert_eq!(t.take_index(u64::MAX), None, "no grace period asked for since its release");
+        t.grace_period_asked(1);
+        assert!(!t.wants_grace_period(), "one asked for covers every index released before");
+        t.cool(1);
+        t.grace_period_asked(2);
         t.harvested(&[(0, 0), (0, 0), (0, 0), (7, 700), (0, 0)]);
-        assert_eq!(t.take_index(10 + QUARANTINE_NS - 1), None, "quarantine not over");
-        assert_eq!(t.take_index(10 + QUARANTINE_NS), Some(3));
+        assert_eq!(t.take_index(0), None, "grace period 1 not over");
+        assert_eq!(t.take_index(1), Some(3));
         assert_eq!(t.seen(3), (7, 700));
+        assert_eq!(t.take_index(1), None, "index 1 waits for grace period 2, asked for after its release");
+        assert_eq!(t.take_index(2), Some(1));
         t.give_back(3);
         assert_eq!(t.take_index(0), Some(3), "an index never pointed at is free at once");
     }
@@ -312,7 +363,8 @@ mod tests {
         let taken: Vec<u32> = std::iter::from_fn(|| t.take_index(0)).collect();
         assert!(!taken.contains(&0) && !taken.contains(&1) && !taken.contains(&2), "{taken:?}");
         assert_eq!(taken.len(), index_count(8) as usize - 3);
-        t.harvested(&[]);
-        assert_eq!(t.take_index(QUARANTINE_NS), Some(2), "the dead entry's index after its quarantine");
+        assert_eq!(t.take_index(u64::MAX), None, "the dead entry's index waits for a grace period");
+        t.grace_period_asked(1);
+        assert_eq!(t.take_index(1), Some(2), "and is free after it");
     }
 }

@@ -1382,6 +1382,19 @@ impl<'a> Code<'a> {
     }
 
     fn stmt(&mut self, s: &'a Stmt, out: &mut Vec<IrStmt>) -> Result<()> {
+        let at = match s {
+            Stmt::Assign { target: e, .. } | Stmt::Call(e) | Stmt::If { cond: e, .. } => Some(e.pos),
+            Stmt::Var { name, .. } => Some(name.pos),
+            Stmt::Switch { pos, .. }
+            | Stmt::For { pos, .. }
+            | Stmt::Return(pos)
+            | Stmt::ReturnValue(_, pos)
+            | Stmt::Exit(pos)
+            | Stmt::Break(pos)
+            | Stmt::Continue(pos) => Some(*pos),
+            Stmt::Block(_) | Stmt::Const { .. } | Stmt::Empty => None,
+        };
+        out.extend(at.map(IrStmt::At));
         match s {
             Stmt::Assign { target, value } => {
                 // P4 evaluates the left side first; a call on the right that changes what an

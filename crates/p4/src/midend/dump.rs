@@ -139,6 +139,7 @@ impl Dump<'_> {
         let _ = match s {
             Stmt::Assign { place, value } => writeln!(out, "{pad}{} = {}", self.place(place), self.expr(value)),
             Stmt::Init(place) => writeln!(out, "{pad}init {}", self.place(place)),
+            Stmt::At(_) => Ok(()),
             Stmt::SetValid { header, valid } => writeln!(out, "{pad}{}.valid = {valid}", self.place(header)),
             Stmt::PushFront { stack, count } => writeln!(out, "{pad}push_front {} {count}", self.place(stack)),
             Stmt::PopFront { stack, count } => writeln!(out, "{pad}pop_front {} {count}", self.place(stack)),

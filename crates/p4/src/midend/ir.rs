@@ -331,6 +331,9 @@ pub enum Stmt {
     Return,
     /// Leaves every control up to the architecture.
     Exit,
+    /// Where the source statement the next ones were lowered from is written: runs nothing; a
+    /// back end that refuses one of them names this line.
+    At(Pos),
 }
 
 /// A table key: what it reads, how it matches, and the control plane's name for it.

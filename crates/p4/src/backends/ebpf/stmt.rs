@@ -29,6 +29,10 @@ impl Printer<'_> {
 
     fn stmt(&mut self, st: &Stmt) -> R<String> {
         Ok(match st {
+            Stmt::At(pos) => {
+                self.at = Some(*pos);
+                String::new()
+            }
             Stmt::Assign { place, value } => self.assign(place, value)?,
             Stmt::Init(Place { ty: Ty::Opaque(_), .. }) => String::new(),
             Stmt::Init(place) => {

@@ -71,7 +71,7 @@ impl Written {
                         self.place(p, r);
                     }
                 }
-                Stmt::Apply { .. } | Stmt::Break | Stmt::Continue | Stmt::Return | Stmt::Exit => {}
+                Stmt::Apply { .. } | Stmt::Break | Stmt::Continue | Stmt::Return | Stmt::Exit | Stmt::At(_) => {}
             }
         }
     }

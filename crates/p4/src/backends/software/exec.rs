@@ -747,7 +747,8 @@ impl<'s> Compiler<'s> {
     // ---- statements ----
 
     pub fn stmts(&self, body: &[Stmt]) -> R<Vec<S>> {
-        body.iter().map(|s| self.stmt(s)).collect()
+        // Source positions run nothing: no closure for them.
+        body.iter().filter(|s| !matches!(s, Stmt::At(_))).map(|s| self.stmt(s)).collect()
     }
 
     /// Writes `value` to `place`, a scalar or an aggregate.
@@ -921,6 +922,7 @@ impl<'s> Compiler<'s> {
 
     fn unchecked_stmt(&self, s: &Stmt) -> R<S> {
         Ok(match s {
+            Stmt::At(_) => Box::new(|_: &mut M| Flow::Next),
             Stmt::Assign { place, value } => self.assign(place, value)?,
             Stmt::Init(place) => {
                 let (at, shape, _) = self.place(place)?;

@@ -436,6 +436,14 @@ fn v1model_egress(
     if m.slots[a.e_egress_spec.0] == V1_DROP_PORT {
         return Ok(());
     }
+    let frame = compute_and_deparse(a, m, payload)?;
+    out.push(Output { port, queue: m.slots[a.e_priority.0] as u8, frame });
+    Ok(())
+}
+
+/// v1model's compute-checksum control and deparser on what egress left: the frame that leaves,
+/// the deparser's bytes and then the payload the parser did not read.
+fn compute_and_deparse(a: &V1Model, m: &mut M, payload: &[u8]) -> Result<Vec<u8>, Dropped> {
     copy(m, a.egress[0], a.compute[0]);
     copy(m, a.egress[1], a.compute[1]);
     control(exec::run_block(a.blocks[4], m))?;
@@ -447,6 +455,5 @@ fn v1model_egress(
     let mut bytes = Vec::with_capacity(m.out.len() + payload.len());
     bytes.extend_from_slice(&m.out);
     bytes.extend_from_slice(payload);
-    out.push(Output { port, queue: m.slots[a.e_priority.0] as u8, frame: bytes });
-    Ok(())
+    Ok(bytes)
 }

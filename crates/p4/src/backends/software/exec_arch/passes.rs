@@ -9,7 +9,7 @@
 
 use std::collections::VecDeque;
 
-use super::{copy, set, V1Model, F, V1_DROP_PORT};
+use super::{compute_and_deparse, copy, set, V1Model, F, V1_DROP_PORT};
 use crate::backends::software::exec::{self, Compiled, Flow, M};
 use crate::backends::software::{v1model::Requests, Dropped, Output, Switch};
 
@@ -337,17 +337,7 @@ impl Switch {
             if m.slots[a.e_egress_spec.0] == V1_DROP_PORT {
                 return Ok((requests, clone_hdr, None));
             }
-            copy(m, a.egress[0], a.compute[0]);
-            copy(m, a.egress[1], a.compute[1]);
-            control(exec::run_block(a.blocks[4], m))?;
-            copy(m, a.compute[0], a.deparser_hdr);
-            m.out.clear();
-            if let Flow::Unsupported(what) = exec::run_block(a.blocks[5], m) {
-                return Err(Dropped::Unsupported(what.to_string()));
-            }
-            let mut bytes = Vec::with_capacity(m.out.len() + payload.len());
-            bytes.extend_from_slice(&m.out);
-            bytes.extend_from_slice(&payload);
+            let bytes = compute_and_deparse(a, m, &payload)?;
             Ok((requests, clone_hdr, Some((bytes, m.slots[a.e_priority.0] as u8))))
         })?;
         let (requests, clone_hdr, sent) = ran;
