@@ -46,6 +46,11 @@ impl Switch {
         let housekeeping = if self.fast.is_some() { FAST_PATH_HARVEST } else { GUARD_CHECK };
         let mut next_harvest = housekeeping;
         let (mut limit_reported, mut limit_reported_at) = (0, 0);
+        // The P4 program's kernel ports are written before the first frame is read: until they
+        // are, the kernel sends every frame up (a test's first pings went up, counted as
+        // `sent_up_no_kernel_port`, when the first sync came with the loop's first event).
+        #[cfg(feature = "p4")]
+        self.sync_p4();
         info!(ports = self.ports.len(), mode = self.mode.name(), poll = self.cfg.poll.name(), "forwarding");
         self.precise_timers();
         if let Some(cpu) = self.cfg.cpu {

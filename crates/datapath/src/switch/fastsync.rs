@@ -136,7 +136,7 @@ impl Switch {
     /// only after ingress ran in the kernel, and userspace would run it again, counting and
     /// policing it twice.
     #[cfg(feature = "p4")]
-    fn sync_p4(&mut self) {
+    pub(super) fn sync_p4(&mut self) {
         let Some(program) = self.mode.kernel().p4 else { return };
         let mut egress = std::collections::BTreeMap::new();
         let mut left_out = Vec::new();
