@@ -5,7 +5,7 @@
 //! and why, or the ports and queue), the bytes that leave and the counters must agree. Needs root
 //! and clang.
 //!
-//! About 1 160 lines, one concern: the two targets held to one answer, program by program; the
+//! About 1 220 lines, one concern: the two targets held to one answer, program by program; the
 //! shorter programs each pin one construct where they disagreed (issue 52) and share the
 //! helpers above them.
 

@@ -365,10 +365,20 @@ fn edgeflow<'f>(a: &Edgeflow, m: &mut M<'f>, frame: &'f [u8], port: u32, now: u6
     Ok(out)
 }
 
-fn v1model<'f>(a: &V1Model, m: &mut M<'f>, frame: &'f [u8], port: u32, now: u64) -> Result<Vec<Output>, Dropped> {
+/// v1model's parser and verify-checksum control on `frame` arriving on `port` as copy kind
+/// `instance`: returns where the payload the parser left starts, which is `m.data` from before
+/// verify runs (`verify_checksum_with_payload` reads it).
+pub(super) fn parse_and_verify<'f>(
+    a: &V1Model,
+    m: &mut M<'f>,
+    frame: &'f [u8],
+    port: u32,
+    instance: u128,
+    now: u64,
+) -> Result<usize, Dropped> {
     set(m, a.p_ingress_port, port as u128);
     set(m, a.p_packet_length, frame.len() as u128);
-    set(m, a.p_instance_type, 0);
+    set(m, a.p_instance_type, instance);
     set(m, a.p_ingress_timestamp, (now / 1000) as u128);
     // A frame the parser rejects goes on to ingress, which sees why in parser_error.
     match exec::run_block(a.blocks[0], m) {
@@ -377,8 +387,7 @@ fn v1model<'f>(a: &V1Model, m: &mut M<'f>, frame: &'f [u8], port: u32, now: u64)
         _ => {}
     }
     let payload_at = (m.cursor / 8).min(frame.len());
-    let payload = &frame[payload_at..];
-    m.data = payload;
+    m.data = &frame[payload_at..];
     copy(m, a.parser[0], a.verify[0]);
     copy(m, a.parser[1], a.verify[1]);
     m.checksum_error = false;
@@ -386,6 +395,11 @@ fn v1model<'f>(a: &V1Model, m: &mut M<'f>, frame: &'f [u8], port: u32, now: u64)
     if m.checksum_error {
         set(m, a.p_checksum_error, 1);
     }
+    Ok(payload_at)
+}
+
+fn v1model<'f>(a: &V1Model, m: &mut M<'f>, frame: &'f [u8], port: u32, now: u64) -> Result<Vec<Output>, Dropped> {
+    let payload = &frame[parse_and_verify(a, m, frame, port, 0, now)?..];
     copy(m, a.verify[0], a.ingress[0]);
     copy(m, a.verify[1], a.ingress[1]);
     copy(m, a.parser[2], a.ingress[2]);

@@ -9,8 +9,8 @@
 
 use std::collections::VecDeque;
 
-use super::{compute_and_deparse, copy, set, V1Model, F, V1_DROP_PORT};
-use crate::backends::software::exec::{self, Compiled, Flow, M};
+use super::{compute_and_deparse, control, copy, parse_and_verify, set, V1Model, F, V1_DROP_PORT};
+use crate::backends::software::exec::{self, Compiled, M};
 use crate::backends::software::{v1model::Requests, Dropped, Output, Switch};
 
 /// `standard_metadata.instance_type`, as BMv2 numbers the copies it makes.
@@ -110,15 +110,6 @@ fn zero(m: &mut M, var: usize) {
     m.slots[at..at + n].fill(0);
 }
 
-/// How a control's run ends for the switch, as `exec_arch::control`.
-fn control(f: Flow) -> Result<(), Dropped> {
-    match f {
-        Flow::Unsupported(what) => Err(Dropped::Unsupported(what.to_string())),
-        Flow::Reject(_) => Err(Dropped::Program),
-        _ => Ok(()),
-    }
-}
-
 impl Switch {
     /// A frame through a V1Switch program that asks for more than one pass: the copies that
     /// leave, in the order BMv2's queues send them on one port.
@@ -183,27 +174,17 @@ impl Switch {
     /// The parser and the checksum verification on `frame` with fresh metadata, into the
     /// slots (the headers and metadata in verify's parameters, the standard metadata in the
     /// parser's); where the payload starts.
-    fn pass_parse(a: &V1Model, m: &mut M, frame: &[u8], port: u32, instance: u128, now: u64) -> Result<usize, Dropped> {
+    fn pass_parse<'f>(
+        a: &V1Model,
+        m: &mut M<'f>,
+        frame: &'f [u8],
+        port: u32,
+        instance: u128,
+        now: u64,
+    ) -> Result<usize, Dropped> {
         m.slots.clear();
         m.slots.resize(m.prog.slots, 0);
-        set(m, a.p_ingress_port, port as u128);
-        set(m, a.p_packet_length, frame.len() as u128);
-        set(m, a.p_instance_type, instance);
-        set(m, a.p_ingress_timestamp, (now / 1000) as u128);
-        match exec::run_block(a.blocks[0], m) {
-            Flow::Reject(e) => m.slots[a.p_parser_error.0] = e as u128,
-            Flow::Unsupported(what) => return Err(Dropped::Unsupported(what.to_string())),
-            _ => {}
-        }
-        let payload_at = (m.cursor / 8).min(frame.len());
-        copy(m, a.parser[0], a.verify[0]);
-        copy(m, a.parser[1], a.verify[1]);
-        m.checksum_error = false;
-        control(exec::run_block(a.blocks[1], m))?;
-        if m.checksum_error {
-            set(m, a.p_checksum_error, 1);
-        }
-        Ok(payload_at)
+        parse_and_verify(a, m, frame, port, instance, now)
     }
 
     #[allow(clippy::too_many_arguments)]
