@@ -413,7 +413,8 @@ def test_a_scrape_loop_does_not_slow_forwarding(two_hosts):
 
         # Every one of the cached flows once in the kernel: its cache is full.
         stream(9000, cached, 40_000, 2 * cached / 40_000 + 0.1)
-        assert sw.stats()["fast_path"]["entries"] == cached
+        fast = sw.stats()["fast_path"]
+        assert fast["entries"] == cached, fast
         quiet = stream(7000, 100, up_rate, 2.0)
         stop, scrapes = threading.Event(), []
 

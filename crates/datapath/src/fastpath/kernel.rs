@@ -1139,6 +1139,50 @@ fn keys_sharing_a_home_slot_each_find_their_own_and_a_full_window_goes_up() {
     assert_eq!(counted, vec![(last, 1)], "its hits its own, from zero");
 }
 
+/// A key whose window is full takes the slot of an entry whose own window reaches further: that
+/// entry moves to the first free slot of its window (its index stays), and every key, the moved
+/// one included, still hits its own entry.
+#[test]
+fn an_entry_moves_within_its_window_to_make_room_for_a_crowded_key() {
+    if !ebpf::test_may_load_programs("the kernel fast-path tests") {
+        return;
+    }
+    // 64 slots: keys homed at h fill h..h+6, one homed at h+7 takes h+7, and the eighth homed at
+    // h finds its window full; the one at h+7 can move to h+8.
+    let mut fp = FastPath::open(Mode::Xdp, &[], Programs::Flows, 16).expect("the fast-path object loads");
+    fp.register_port(1, LO, 1).unwrap();
+    let to = |n: u16| frame([2, 0, 0, 0, (n >> 8) as u8, n as u8], 64);
+    let mut mask = FlowKey::default();
+    mask.set(Field::InPort, u32::MAX as u128);
+    mask.set(Field::EthDst, u128::MAX);
+    let home = |f: &[u8]| {
+        let masked = packet::parse(f, 1).unwrap().0.masked(&mask);
+        fp.table.home(key_hash(&masked, live_words(&mask), fp.hash_seed))
+    };
+    let mut by_home: HashMap<u32, Vec<Vec<u8>>> = HashMap::new();
+    for f in (0..4096u16).map(to) {
+        by_home.entry(home(&f)).or_default().push(f);
+    }
+    let slots = fp.table.slots().len() as u32;
+    let (h, same) = by_home
+        .iter()
+        .find(|(&h, same)| same.len() >= 8 && by_home.contains_key(&((h + 7) % slots)))
+        .expect("eight keys with one home and one homed seven slots later");
+    let later = by_home[&((h + 7) % slots)][0].clone();
+    let keys: Vec<Vec<u8>> = same[..7].iter().cloned().chain([later]).chain([same[7].clone()]).collect();
+    let marked = |i: usize| [DpAction::SetField(Field::EthSrc, 0x0200_0000_9900 + i as u128), DpAction::Output(1)];
+    for (i, f) in keys.iter().enumerate() {
+        install(&mut fp, f, &[Field::EthDst], &marked(i));
+    }
+    assert_eq!((fp.crowded, fp.moved, fp.len()), (0, 1, 9), "the last key took the moved entry's slot");
+    for (i, f) in keys.iter().enumerate() {
+        let (verdict, out) = xdp(&fp, f);
+        assert_eq!((verdict, out[11]), (XDP_REDIRECT, i as u8), "key {i} finds its own entry");
+    }
+    let taken: Vec<u32> = (0..9).map(|p| (h + p) % slots).filter(|&s| table::slot_index(fp.table.slots()[s as usize]).is_some()).collect();
+    assert_eq!(taken.len(), 9, "slots h..h+8 hold the nine");
+}
+
 /// Entry indices and slots go round and round: a small table (5 indices, 16 slots) through
 /// installs, reinstalls with other actions, retirements and flushes, each index reused many
 /// times, only once the grace period its release asked for has passed, and keys whose probe

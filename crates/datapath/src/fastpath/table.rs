@@ -93,6 +93,20 @@ impl FlowTable {
         self.window(hash).find(|&s| slot_index(self.slots[s]).is_none()).map(|s| s as u32)
     }
 
+    /// Whether `slot` is in `hash`'s window.
+    pub fn in_window(&self, hash: u64, slot: u32) -> bool {
+        self.window(hash).any(|s| s == slot as usize)
+    }
+
+    /// Where the entry at `slot`, whose key hashes to `hash`, may move so that its slot is free
+    /// for another: the first free slot of its own window, if no other slot there carries its
+    /// tag. A lookup of its key stops at an empty slot only, and every slot before the first free
+    /// one is taken, so the key is found there as soon as that slot leads to its index.
+    pub fn move_to(&self, hash: u64, slot: u32) -> Option<u32> {
+        let to = self.free_slot(hash)?;
+        (!self.tagged(hash).any(|(s, _)| s != slot)).then_some(to)
+    }
+
     /// The (slot, index) of each slot of `hash`'s window that carries its tag and leads to an
     /// entry: where an entry for a key with this hash may be.
     pub fn tagged(&self, hash: u64) -> impl Iterator<Item = (u32, u32)> + '_ {

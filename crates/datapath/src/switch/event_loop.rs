@@ -176,6 +176,7 @@ impl Switch {
                 installed = fast.installed,
                 refused = fast.refused,
                 crowded = fast.crowded,
+                moved = fast.moved,
                 retired = fast.retired,
                 link_frames = fast.link_counters()[1].1,
                 via_tc = fast.xdp_via_tc_frames(),

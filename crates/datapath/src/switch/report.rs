@@ -173,7 +173,7 @@ impl Switch {
                 .map(|(no, p)| json!({"port": no, "name": p.name, "reason": p.why.label(), "now": p.now, "frames": p.frames}))
                 .collect();
             json!({"hits": hits, "misses": misses, "upcalls": upcalls, "slow": slow, "xdp_fallback": xdp_fallback,
-                   "entries": f.len(), "installed": f.installed, "refused": f.refused, "crowded": f.crowded, "retired": f.retired, "evicted": f.evicted, "retried": f.retried, "drops": drops,
+                   "entries": f.len(), "installed": f.installed, "refused": f.refused, "crowded": f.crowded, "moved": f.moved, "retired": f.retired, "evicted": f.evicted, "retried": f.retried, "drops": drops,
                    "reattached": f.reattached, "attachments": f.attachments().into_iter().map(|(no, kind, id)| json!({"port": no, "kind": kind, "link_id": id})).collect::<Vec<_>>(),
                    "labels": labels, "links": links, "p4": p4,
                    "kept": f.kept().map(|(dir, inherited)| json!({"dir": dir.display().to_string(), "inherited_entries": inherited}))})
