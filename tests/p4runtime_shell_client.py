@@ -173,12 +173,41 @@ def packet_out(payload, metadata):
     sh.PacketOut(payload=bytes.fromhex(payload), **metadata).send()
 
 
+def packet_out_raw(payload, metadata):
+    """A PacketOut as given, [(id, value)] for its metadata: the shell's own checks names, so
+    it cannot send one the server must refuse."""
+    msg = p4runtime_pb2.StreamMessageRequest()
+    msg.packet.payload = bytes.fromhex(payload)
+    for metadata_id, value in metadata:
+        m = msg.packet.metadata.add()
+        m.metadata_id, m.value = metadata_id, value.to_bytes(2, "big")
+    sh.client.stream_out_q.put(msg)
+
+
 def digest_entry(request):
     entry = sh.DigestEntry(request["digest"])
     entry.max_timeout_ns = request["max_timeout_ns"]
     entry.max_list_size = request["max_list_size"]
     entry.ack_timeout_ns = request["ack_timeout_ns"]
     entry.insert()
+
+
+def stream_error(timeout):
+    """The next StreamError: its code, and which message it names with what it carried (the shell
+    queues a stream message it has no queue for as "unknown")."""
+    msg = sh.client.get_stream_packet("unknown", timeout=timeout)
+    if msg is None or not msg.HasField("error"):
+        return None
+    error = msg.error
+    about = error.WhichOneof("details")
+    carried = {}
+    if about == "packet_out":
+        carried = {"payload": error.packet_out.packet_out.payload.hex(),
+                   "metadata": [m.metadata_id for m in error.packet_out.packet_out.metadata]}
+    elif about == "digest_list_ack":
+        carried = {"digest_id": error.digest_list_ack.digest_list_ack.digest_id,
+                   "list_id": error.digest_list_ack.digest_list_ack.list_id}
+    return {"code": code_name(error.canonical_code), "about": about, "carried": carried, "message": error.message}
 
 
 def digest_list(timeout):
@@ -192,7 +221,8 @@ def digest_list(timeout):
 
 def digest_ack(name, list_id):
     ack = p4runtime_pb2.StreamMessageRequest()
-    ack.digest_ack.digest_id = sh.context.get_obj_id(sh.P4Type.digest, name)
+    # A number is sent as the id as it is: one the program lacks, to be refused.
+    ack.digest_ack.digest_id = name if isinstance(name, int) else sh.context.get_obj_id(sh.P4Type.digest, name)
     ack.digest_ack.list_id = list_id
     sh.client.stream_out_q.put(ack)
 
@@ -287,8 +317,12 @@ def answer(request):
         return packet_in(request["timeout"])
     if op == "packet_out":
         return packet_out(request["payload"], request.get("metadata", {}))
+    if op == "packet_out_raw":
+        return packet_out_raw(request["payload"], request["metadata"])
     if op == "digest_entry":
         return digest_entry(request)
+    if op == "stream_error":
+        return stream_error(request.get("timeout", 1))
     if op == "digest_list":
         return digest_list(request["timeout"])
     if op == "digest_ack":

@@ -242,7 +242,9 @@ def test_p4runtime_shell_receives_packet_ins_and_digests_and_sends_packet_outs(t
     """The stream channel's packets and digests (P4Runtime §16, §17) with the learning switch:
     a frame to an unknown MAC reaches the shell as a packet-in whose metadata names the port it
     came in on; each unknown source MAC is a digest, in a list the shell acks, no second list
-    being sent before that ack; and a packet-out leaves on the port its metadata names. On tc
+    being sent before that ack; and a packet-out leaves on the port its metadata names. A
+    packet-out with metadata the header lacks, or an ack naming no digest, is refused with a
+    stream error that carries it back, and the packet goes nowhere. On tc
     the kernel sends these frames up (a digest, the CPU port it has no interface for)."""
     h1, h2 = two_hosts.hosts
     port = free_port()
@@ -286,9 +288,21 @@ def test_p4runtime_shell_receives_packet_ins_and_digests_and_sends_packet_outs(t
 
         catches.append(catch := h2.popen("python3", "-c", CATCH, "020000000077"))
         assert catch.stdout.readline().strip() == "ready", catch.stderr.read()
+        # Metadata the packet_out header lacks (id 9): the packet goes nowhere, and the stream
+        # error says why and carries it back (§16.4); the next one, right, is the first h2 gets.
+        refused = udp_frame("02:00:00:00:00:77", h2.mac, "10.0.0.76", "10.0.0.2")
+        assert shell.ask("packet_out_raw", payload=refused.hex(), metadata=[[1, 2], [9, 0]]) is None
+        error = shell.ask("stream_error", timeout=5)
+        assert error is not None and (error["code"], error["about"], error["carried"]) == \
+            ("INVALID_ARGUMENT", "packet_out", {"payload": refused.hex(), "metadata": [1, 9]}), error
         sent = udp_frame("02:00:00:00:00:77", h2.mac, "10.0.0.77", "10.0.0.2")
         assert shell.ask("packet_out", payload=sent.hex(), metadata={"egress_port": "2"}) is None
         assert catch.stdout.readline().strip() == sent.hex(), catch.stderr.read()
+        # An ack naming a digest the program lacks is refused the same way.
+        assert shell.ask("digest_ack", digest=0x7fff_0001, list_id=5) is None
+        error = shell.ask("stream_error", timeout=5)
+        assert error is not None and (error["code"], error["about"], error["carried"]) == \
+            ("INVALID_ARGUMENT", "digest_list_ack", {"digest_id": 0x7fff_0001, "list_id": 5}), error
     finally:
         for c in catches:
             c.kill()

@@ -36,6 +36,7 @@ use tonic::{Request, Response, Status, Streaming};
 
 use crate::proto::p4::v1 as pb;
 use crate::proto::p4::v1::p4_runtime_server::{P4Runtime, P4RuntimeServer};
+use crate::proto::p4::v1::stream_error::Details as StreamErrorDetails;
 use arbitration::Arbiter;
 pub use read::read_entities;
 use write::batch_status;
@@ -250,6 +251,19 @@ impl Service {
         }
         let frame = packet_io::packet_out(&*self.running_info().await?, &out)?;
         self.shared.device.packet_out(frame);
+        Ok(())
+    }
+
+    /// A DigestListAck (§17.2): one naming no digest of the program is INVALID_ARGUMENT (§16.4).
+    async fn digest_ack(&self, ack: &pb::DigestListAck) -> Result<(), Status> {
+        if self.running_info().await?.digest(ack.digest_id).is_none() {
+            return Err(Status::invalid_argument(format!(
+                "digest list ack: the program has no digest {:#x}",
+                ack.digest_id
+            )));
+        }
+        self.shared.digests.lock().unwrap().ack(ack);
+        self.shared.digest_woken.notify_one();
         Ok(())
     }
 
@@ -644,14 +658,20 @@ impl P4Runtime for Service {
             while let Ok(Some(msg)) = inbound.message().await {
                 let msg = match msg.update {
                     Some(Update::Packet(out)) => {
-                        if let Err(refused) = service.packet_out(id, out).await {
-                            shared.arbiter(|a| a.stream_error(id, device_id, refused));
+                        // The refused packet goes back with its error, for the client to know which.
+                        if let Err(refused) = service.packet_out(id, out.clone()).await {
+                            let about = StreamErrorDetails::PacketOut(pb::PacketOutError { packet_out: Some(out) });
+                            shared.arbiter(|a| a.stream_error(id, device_id, refused, about));
                         }
                         continue;
                     }
                     Some(Update::DigestAck(ack)) => {
-                        shared.digests.lock().unwrap().ack(&ack);
-                        shared.digest_woken.notify_one();
+                        if let Err(refused) = service.digest_ack(&ack).await {
+                            let about = StreamErrorDetails::DigestListAck(pb::DigestListAckError {
+                                digest_list_ack: Some(ack),
+                            });
+                            shared.arbiter(|a| a.stream_error(id, device_id, refused, about));
+                        }
                         continue;
                     }
                     _ => msg,

@@ -172,11 +172,13 @@ impl Arbiter {
         client.role.as_deref().and_then(|r| self.primary(r)).is_some_and(|p| p.id == id)
     }
 
-    /// A stream error for client `id` (its stream goes on).
-    pub(super) fn stream_error(&mut self, id: u64, device_id: u64, status: Status) {
+    /// A stream error for client `id` (its stream goes on), `about` the message that caused it
+    /// (§16.4: the server "is required to set the appropriate field" of `details`).
+    pub(super) fn stream_error(&mut self, id: u64, device_id: u64, status: Status, about: pb::stream_error::Details) {
         let error = pb::StreamError {
             canonical_code: status.code() as i32,
             message: status.message().to_string(),
+            details: Some(about),
             ..Default::default()
         };
         let msg = pb::StreamMessageResponse { update: Some(pb::stream_message_response::Update::Error(error)) };

@@ -40,7 +40,9 @@ pub(super) fn packet_in(info: &Info, frame: Vec<u8>) -> Option<pb::PacketIn> {
 }
 
 /// The frame a PacketOut puts on the CPU port: its `packet_out` header, each metadata field at
-/// its place (one not given is 0), then the payload.
+/// its place, then the payload. A field given twice, or one the header lacks, is INVALID_ARGUMENT
+/// (§16.1: "precisely one `metadata` field for each"); one not given is 0, as BMv2's server (PI)
+/// has it: clients written against BMv2 set `egress_port` and leave the padding out.
 pub(super) fn packet_out(info: &Info, out: &pb::PacketOut) -> Result<Vec<u8>, Status> {
     let Some(header) = info.controller_header("packet_out") else {
         if let Some(m) = out.metadata.first() {
@@ -51,14 +53,18 @@ pub(super) fn packet_out(info: &Info, out: &pb::PacketOut) -> Result<Vec<u8>, St
         }
         return Ok(out.payload.clone());
     };
-    let mut values = vec![0u128; header.metadata.len()];
+    let mut values: Vec<Option<u128>> = vec![None; header.metadata.len()];
     for m in &out.metadata {
         let Some(at) = header.metadata.iter().position(|f| f.id == m.metadata_id) else {
             return Err(Status::invalid_argument(format!("packet_out has no metadata {}", m.metadata_id)));
         };
         let field = &header.metadata[at];
-        values[at] = decode(&m.value, field.bitwidth, &format!("packet_out metadata {}", field.name))?;
+        if values[at].is_some() {
+            return Err(Status::invalid_argument(format!("packet_out metadata {} is given twice", field.name)));
+        }
+        values[at] = Some(decode(&m.value, field.bitwidth, &format!("packet_out metadata {}", field.name))?);
     }
+    let values: Vec<u128> = values.iter().map(|v| v.unwrap_or(0)).collect();
     let mut frame = header_bytes(header, &values);
     frame.extend_from_slice(&out.payload);
     Ok(frame)
