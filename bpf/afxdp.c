@@ -1,49 +1,20 @@
-// The AF_XDP port's program (crates/netio/src/afxdp.rs): every frame the interface receives goes
-// to the AF_XDP socket bound to the queue it arrived on. A queue with no socket (a NIC with more
-// queues than the port binds) passes its frames on, to the port guard, which drops them.
+// The AF_XDP port's program (crates/netio/src/afxdp.rs), on a switch without the kernel fast path:
+// every frame the interface receives goes to the AF_XDP socket bound to the queue it arrived on.
+// A queue with no socket (a NIC with more queues than the port binds) passes its frames on, to the
+// port guard, which drops them. With the XDP fast path its program does this for the frames it
+// sends up instead (fp_ctx.h, ctx_up), and this one is not loaded.
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "maps.h"
+#include "afxdp_stamp.h"
 
 /* Receive queue index -> AF_XDP socket. */
 EF_MAP(afxdp_sockets, BPF_MAP_TYPE_XSKMAP, sizeof(__u32), sizeof(__u32), 1);
 
-/* The outer VLAN tag a device took out of the frame into metadata (Linux 6.8+, device-bound
- * programs only; the loader makes the shared copy's call fail). A veth sender's stack hands the
- * tag over that way: without it the switch would see a tagged frame as untagged. */
-extern int bpf_xdp_metadata_rx_vlan_tag(const struct xdp_md *ctx, __be16 *vlan_proto,
-					__u16 *vlan_tci) __ksym __weak;
-
-/* In front of each frame, in the XDP metadata area, which AF_XDP copies along with the frame:
- * when it arrived (CLOCK_MONOTONIC), so that policing and meters in userspace see the gaps between
- * frames as they were, not as the forwarding thread was scheduled; and the tag the device kept
- * in metadata, if any. The magic tells a stamp from whatever a driver without metadata left
- * there. Must match crates/netio/src/afxdp.rs. */
-#define AFXDP_STAMP_MAGIC 0x6166786470747331ULL
-struct afxdp_stamp {
-	__u64 magic;
-	__u64 rx_ns;
-	__be16 vlan_proto;
-	__u16 vlan_tci;
-	__u32 vlan_valid;
-};
-
 SEC("xdp")
 int afxdp_to_socket(struct xdp_md *ctx)
 {
-	__be16 proto = 0;
-	__u16 tci = 0;
-	__u32 tagged = bpf_xdp_metadata_rx_vlan_tag(ctx, &proto, &tci) == 0;
-	if (bpf_xdp_adjust_meta(ctx, -(int)sizeof(struct afxdp_stamp)) == 0) {
-		struct afxdp_stamp *s = (void *)(long)ctx->data_meta;
-		if ((void *)(s + 1) <= (void *)(long)ctx->data) {
-			s->magic = AFXDP_STAMP_MAGIC;
-			s->rx_ns = bpf_ktime_get_ns();
-			s->vlan_proto = proto;
-			s->vlan_tci = tci;
-			s->vlan_valid = tagged;
-		}
-	}
+	afxdp_stamp(ctx);
 	return bpf_redirect_map(&afxdp_sockets, ctx->rx_queue_index, XDP_PASS);
 }
 

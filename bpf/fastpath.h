@@ -17,6 +17,8 @@
 /* Ports are found by ifindex in a direct-mapped array first (no helper call: on CPUs whose kernel
  * guards every return, each call costs tens of ns), in ef_ports only when two ports collide. */
 #define PORT_SLOTS 1024
+/* AF_XDP sockets the XDP fast path sends up into, one per upcall tag (the tag's 12 bits). */
+#define XSK_SLOTS 4096
 #define MAX_METERS 1024
 /* Headers are parsed from a copy of the first bytes of the frame. */
 #define PARSE_BYTES 128

@@ -11,7 +11,9 @@
  * - TC sends extra copies with bpf_clone_redirect. XDP sends a frame once (userspace installs XDP
  *   entries with one output, last).
  * - Up to userspace: TC redirects to the upcall interface with the port number in a tag; XDP
- *   passes the frame to the stack, where the port's packet socket reads it. */
+ *   redirects the frame into the port's AF_XDP socket where it has one (ef_xsks), stamped as
+ *   afxdp.c stamps it, and otherwise passes it to the stack, where the port's packet socket
+ *   reads it. */
 #ifndef EDGEFLOW_FP_CTX_H
 #define EDGEFLOW_FP_CTX_H
 #include <linux/bpf.h>
@@ -20,16 +22,12 @@
 #include <bpf/bpf_endian.h>
 #include "fp_state.h"
 #include "fp_parse.h"
+#include "afxdp_stamp.h"
 
 enum hook { HOOK_TC, HOOK_XDP };
 
 #define SKB(ctx) ((struct __sk_buff *)(ctx))
 #define XDP(ctx) ((struct xdp_md *)(ctx))
-
-/* The outer VLAN tag a device took out of the frame into metadata (Linux 6.8+, device-bound
- * programs only; -EOPNOTSUPP otherwise). Without it XDP would see a tagged frame as untagged. */
-extern int bpf_xdp_metadata_rx_vlan_tag(const struct xdp_md *ctx, __be16 *vlan_proto,
-					__u16 *vlan_tci) __ksym __weak;
 
 /* The actions work on the frame where it stands now: s->l3 and s->l4 move as tags are pushed and
  * popped; TC's outer tag may sit in metadata (s->hw_vlan), the others are in the data
@@ -101,12 +99,24 @@ static __always_inline int ctx_meta_tag(void *ctx, const enum hook hook, __be16 
 	return bpf_xdp_metadata_rx_vlan_tag(XDP(ctx), proto, tci) == 0;
 }
 
+/* XDP's way up: into the port's AF_XDP socket, keyed by its upcall tag, when the switch put one
+ * there and the frame came in on the queue it is bound to (0); else to the stack. The frame goes
+ * as it arrived (its tag still in the device's metadata, which the stamp carries along). */
+static __always_inline int xdp_up(struct xdp_md *ctx, __u64 port_info)
+{
+	__u32 slot = port_info & 0xfff;
+	if (ctx->rx_queue_index != 0 || !bpf_map_lookup_elem(&ef_xsks, &slot))
+		return XDP_PASS;
+	afxdp_stamp(ctx);
+	return bpf_redirect_map(&ef_xsks, slot, XDP_PASS);
+}
+
 /* Sends the frame up to userspace, which decides (TC: tagged with the port's upcall tag). */
 static __always_inline int ctx_up(void *ctx, const enum hook hook, __u64 port_info)
 {
 	count(CNT_UPCALL);
 	if (hook == HOOK_XDP)
-		return XDP_PASS;
+		return xdp_up(XDP(ctx), port_info);
 	__u32 up = config(CFG_UPCALL_IFINDEX);
 	if (!up || bpf_skb_vlan_push(SKB(ctx), bpf_htons(0x8100), port_info & 0xfff) < 0)
 		return ctx_drop(hook, CNT_NO_UPCALL);

@@ -7,6 +7,7 @@ import subprocess
 from testbed import netns
 from testbed.switches import EDGEFLOW_BIN, Edgeflow
 from testbed.traffic import iperf3_udp
+from testbed.util import wait_for
 
 
 def test_openflow_on_af_xdp_ports_forwards_ping_and_a_udp_stream(two_hosts):
@@ -33,13 +34,60 @@ def test_openflow_on_af_xdp_ports_forwards_ping_and_a_udp_stream(two_hosts):
         assert packets >= udp["sent_packets"] + 5, to_h2
 
 
-def test_af_xdp_with_a_kernel_fast_path_is_refused_with_the_reason(two_hosts):
-    """The xdp fast path and an AF_XDP port both want the port's XDP hook: the combination is
-    refused at start, naming what to change, rather than one silently losing the hook."""
-    for datapath in ["xdp", "tc"]:
-        r = subprocess.run([EDGEFLOW_BIN, "run", "--port", two_hosts.switch_ports[0], "--io", "af_xdp",
-                            "--datapath", datapath], capture_output=True, text=True, timeout=20)
-        assert r.returncode != 0 and "need the userspace datapath (datapath user)" in r.stderr, r.stderr
+def test_af_xdp_with_the_tc_fast_path_is_refused_with_the_reason(two_hosts):
+    """An AF_XDP socket takes frames from XDP only, which runs before TC: under the tc fast path
+    the kernel would see none of an AF_XDP port's frames. The combination is refused at start,
+    naming what to change, rather than one of them silently getting nothing."""
+    r = subprocess.run([EDGEFLOW_BIN, "run", "--port", two_hosts.switch_ports[0], "--io", "af_xdp",
+                        "--datapath", "tc"], capture_output=True, text=True, timeout=20)
+    assert r.returncode != 0 and "need datapath user or xdp, not tc" in r.stderr, r.stderr
+
+
+def test_the_xdp_fast_path_sends_up_into_the_af_xdp_sockets(three_hosts, tmp_path):
+    """With the xdp fast path, the fast path's own program sends what it does not forward into the
+    arrival port's AF_XDP socket: the first frames of each direction reach the switch there, the
+    switch installs their flow in the kernel, and every later frame is a kernel hit that never
+    comes up. One port is on AF_PACKET (`[[port]] io`): its misses still go to the stack."""
+    h1, h2, h3 = three_hosts.hosts
+    for h in (h1, h2, h3):
+        h.set_offload(**Edgeflow.HOST_SETTINGS["xdp"])
+    cfg = tmp_path / "sw.toml"
+    cfg.write_text("".join(f'[[port]]\nname = "{name}"\n' + ('io = "af_packet"\n' if no == 3 else "")
+                           for no, name in enumerate(three_hosts.switch_ports, 1)))
+    with Edgeflow([], datapath="xdp", io="af_xdp", extra=["--config", str(cfg)], log_name="afxdp-xdp") as sw:
+        sw.ofctl("del-flows")
+        sw.ofctl("add-flow", "priority=10,in_port=1,actions=output:2")
+        sw.ofctl("add-flow", "priority=10,in_port=2,actions=output:1")
+        sw.ofctl("add-flow", "priority=10,in_port=3,actions=output:1")
+
+        def report():
+            r = sw.stats()
+            return {p["no"]: p for p in r["ports"]}, r["fast_path"]
+        ports, fast = report()
+        assert ports[1]["io"] == ports[2]["io"] == "af_xdp copy", ports
+        assert ports[3]["io"] == "af_packet rings", ports
+        assert ports[1]["socket_rx_packets"] == ports[2]["socket_rx_packets"] == 0, ports
+
+        assert h1.ping(h2.addr, count=3, interval=0.05)[0] == 3
+        ports, fast = report()
+        # Up through the sockets: h1's first frames on port 1, h2's answers on port 2.
+        assert ports[1]["socket_rx_packets"] >= 1 and ports[2]["socket_rx_packets"] >= 1, ports
+        assert sw.kernel_flows()["megaflows"], "no flow in the kernel"
+        went_up = {no: ports[no]["socket_rx_packets"] for no in (1, 2)}
+        upcalls, hits = fast["upcalls"], fast["hits"]
+
+        assert h1.ping(h2.addr, count=20, interval=0.02)[0] == 20
+        ports, fast = report()
+        assert fast["hits"] >= hits + 40, fast
+        assert fast["upcalls"] == upcalls, fast
+        assert {no: ports[no]["socket_rx_packets"] for no in (1, 2)} == went_up, ports
+        # The kernel's hits count on the port as frames received.
+        assert ports[1]["rx_packets"] >= went_up[1] + 20, ports
+
+        # The AF_PACKET port's miss goes up to the stack and its packet socket, as before (h1's
+        # answers go to port 2: this ping is not answered).
+        h3.ping(h1.addr, count=1)
+        wait_for(lambda: report()[0][3]["socket_rx_packets"] >= 1, timeout=5, what="port 3's miss read")
 
 
 def test_a_vlan_tag_the_sender_kept_in_metadata_is_matched(two_hosts):

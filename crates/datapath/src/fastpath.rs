@@ -74,6 +74,8 @@ pub const DEFAULT_ENTRIES: u32 = 16_384;
 pub const MAX_ENTRIES_LIMIT: u32 = 1 << 20;
 /// `PORT_SLOTS` in `bpf/fastpath.h`: the direct-mapped ifindex → port array.
 const PORT_SLOTS: u32 = 1024;
+/// `XSK_SLOTS` in `bpf/fastpath.h`: the AF_XDP sockets XDP sends up into, by upcall tag.
+const XSK_SLOTS: u32 = 4096;
 
 mod op {
     pub const OUTPUT: u8 = 1;
@@ -704,12 +706,41 @@ impl FastPath {
         if let Some(old) = self.attached.remove(&no) {
             self.forget_interface(old.ifindex);
             self.tag_port.retain(|_, p| *p != no);
+            if let Ok(sockets) = self.obj.map("ef_xsks") {
+                let _ = sockets.delete(&(old.tag as u32).to_ne_bytes());
+            }
             if let Some(kept) = &self.kept {
                 // Unpinned, the link goes with the attachment.
                 let _ = std::fs::remove_file(keep::link_path(&kept.dir, old.ifindex));
             }
             self.write_kept_record();
         }
+    }
+
+    /// XDP: what port `no`'s program sends up (misses, and every frame it leaves to userspace)
+    /// goes into AF_XDP socket `fd`, bound to the port's interface, queue 0, instead of to the
+    /// stack. The kernel drops the entry when the socket closes. Refused under TC (AF_XDP takes
+    /// frames from XDP only) and for a P4 program's object (its way up is the stack).
+    pub fn register_socket(&self, no: u32, fd: std::os::fd::RawFd) -> io::Result<()> {
+        let refuse = |why: &str| Err(io::Error::new(io::ErrorKind::InvalidInput, format!("fast path: {why}")));
+        if self.mode != Mode::Xdp {
+            return refuse("AF_XDP sockets take frames from the XDP fast path only");
+        }
+        if self.p4.is_some() {
+            return refuse("a P4 program in the kernel sends its frames up to the stack, not to AF_XDP sockets");
+        }
+        let Some(tag) = self.attached.get(&no).map(|a| a.tag as u32) else {
+            return refuse(&format!("port {no} is not attached"));
+        };
+        if tag >= XSK_SLOTS {
+            return refuse(&format!("port {no}'s upcall tag {tag} is past the {XSK_SLOTS} AF_XDP slots"));
+        }
+        self.obj.map("ef_xsks").map_err(obj_err)?.update(&tag.to_ne_bytes(), &(fd as u32).to_ne_bytes())
+    }
+
+    /// Whether port `no`'s XDP program runs in the driver (native) rather than on sk_buffs.
+    pub fn xdp_native(&self, no: u32) -> Option<bool> {
+        self.attached.get(&no).map(|a| a.link.kind.contains("native"))
     }
 
     /// The upcall tag for a port added while the switch runs: one no port has.

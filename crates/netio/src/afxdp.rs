@@ -1,7 +1,8 @@
-//! (About 690 lines, one concern: an AF_XDP port, its socket, UMEM, rings and XDP program.)
+//! (About 720 lines, one concern: an AF_XDP port, its socket, UMEM, rings and XDP program.)
 //!
 //! A port on a Linux interface through an AF_XDP socket: the interface's XDP hook hands every
-//! frame it receives to the socket (`bpf/afxdp.c` redirects into an XSKMAP), and the socket sends
+//! frame it receives to the socket (`bpf/afxdp.c` redirects into an XSKMAP; with the XDP fast path,
+//! its program sends up there what it does not forward, see [`open_socket`]), and the socket sends
 //! from memory it shares with the kernel, with no sk_buff on the receive side and no AF_PACKET
 //! tap in the way.
 //!
@@ -433,6 +434,43 @@ fn attach(prog: &ebpf::Program, ifindex: u32) -> io::Result<(XdpHook, bool)> {
 /// redirect program on the interface's XDP hook. Fails where the interface already runs an XDP
 /// program of someone else's (the kernel refuses a second).
 pub fn open(name: &str, cfg: XskConfig) -> io::Result<(AfXdpRx, AfXdpTx, XskMode)> {
+    let (index, chunk) = check(name)?;
+    // Loading the object raises RLIMIT_MEMLOCK, which the UMEM is charged against too.
+    let object = ebpf::Object::load(ebpf::objects::AFXDP)?;
+    let sockets = object.map("afxdp_sockets")?;
+    // A copy bound to the device reads the VLAN tag it kept in metadata; the shared copy, where
+    // that cannot be had, sees tagged frames as untagged.
+    let bound = match object.missing_kfuncs.is_empty() {
+        true => object.load_dev_bound("afxdp_to_socket", index).ok(),
+        false => None,
+    };
+    let prog = match &bound {
+        Some(p) => p,
+        None => object.program("afxdp_to_socket")?,
+    };
+    let (mut bound, zero_copy) = bind(index, cfg, chunk)?;
+    sockets.update(&0u32.to_ne_bytes(), &(bound.shared.fd() as u32).to_ne_bytes())?;
+    // Attached last: until the socket is in the map, frames would only be passed on.
+    let (hook, native) = attach(prog, index)?;
+    bound.shared.hook = Some(hook);
+    Ok(halves(name, cfg, chunk, bound, XskMode { zero_copy, native }))
+}
+
+/// Opens `name` as an AF_XDP port fed by an XDP program of the caller's (the XDP fast path's,
+/// which sends up into the socket only the frames it does not forward itself): the socket alone,
+/// bound to queue 0. The caller puts it (`PortRx::rx_fd`) in its XSKMAP; until then frames do
+/// not reach it. The mode says native XDP: where the caller's program runs is the caller's to say.
+pub fn open_socket(name: &str, cfg: XskConfig) -> io::Result<(AfXdpRx, AfXdpTx, XskMode)> {
+    let (index, chunk) = check(name)?;
+    // RLIMIT_MEMLOCK, which the UMEM is charged against, was raised where it needs to be when the
+    // caller's program was loaded (as `open` has it raised by loading its own).
+    let (bound, zero_copy) = bind(index, cfg, chunk)?;
+    Ok(halves(name, cfg, chunk, bound, XskMode { zero_copy, native: true }))
+}
+
+/// The interface's index and the UMEM chunk its largest frame needs; an error where AF_XDP cannot
+/// serve it.
+fn check(name: &str) -> io::Result<(u32, u32)> {
     if !ebpf::objects::BUILT {
         return Err(io::Error::new(
             io::ErrorKind::Unsupported,
@@ -451,36 +489,28 @@ pub fn open(name: &str, cfg: XskConfig) -> io::Result<(AfXdpRx, AfXdpTx, XskMode
             ),
         ));
     }
-    // Loading the object raises RLIMIT_MEMLOCK, which the UMEM is charged against too.
-    let object = ebpf::Object::load(ebpf::objects::AFXDP)?;
-    let sockets = object.map("afxdp_sockets")?;
-    // A copy bound to the device reads the VLAN tag it kept in metadata; the shared copy, where
-    // that cannot be had, sees tagged frames as untagged.
-    let bound = match object.missing_kfuncs.is_empty() {
-        true => object.load_dev_bound("afxdp_to_socket", index).ok(),
-        false => None,
-    };
-    let prog = match &bound {
-        Some(p) => p,
-        None => object.program("afxdp_to_socket")?,
-    };
-    let mut bound = match setup(index, cfg, chunk, XDP_ZEROCOPY | XDP_USE_NEED_WAKEUP) {
+    Ok((index, chunk))
+}
+
+/// A socket bound to `index` queue 0, zero-copy where the driver has it (then true), else copy.
+fn bind(index: u32, cfg: XskConfig, chunk: u32) -> io::Result<(Bound, bool)> {
+    let bound = match setup(index, cfg, chunk, XDP_ZEROCOPY | XDP_USE_NEED_WAKEUP) {
         Ok(b) => b,
         // The driver has no zero-copy (EOPNOTSUPP, or EINVAL from older kernels): a new socket
         // and UMEM in copy mode (the failed one is closed, rather than bound a second time).
         Err(_) => setup(index, cfg, chunk, XDP_COPY | XDP_USE_NEED_WAKEUP)?,
     };
     let opts: u32 = getsockopt(bound.shared.fd(), SOL_XDP, XDP_OPTIONS).unwrap_or(0);
-    sockets.update(&0u32.to_ne_bytes(), &(bound.shared.fd() as u32).to_ne_bytes())?;
-    // Attached last: until the socket is in the map, frames would only be passed on.
-    let (hook, native) = attach(prog, index)?;
-    bound.shared.hook = Some(hook);
-    let mode = XskMode { zero_copy: opts & XDP_OPTIONS_ZEROCOPY != 0, native };
+    Ok((bound, opts & XDP_OPTIONS_ZEROCOPY != 0))
+}
+
+/// The port's two halves over one bound socket.
+fn halves(name: &str, cfg: XskConfig, chunk: u32, bound: Bound, mode: XskMode) -> (AfXdpRx, AfXdpTx, XskMode) {
     let Bound { shared, rx, fill, tx, completion } = bound;
     let shared = Arc::new(shared);
     let chunk = chunk as u64;
     let tx_chunks = (cfg.rx_frames..cfg.rx_frames + cfg.tx_frames).map(|i| i as u64 * chunk).collect();
-    Ok((
+    (
         AfXdpRx { shared: shared.clone(), rx, fill, reported_drops: 0 },
         AfXdpTx {
             shared,
@@ -490,10 +520,10 @@ pub fn open(name: &str, cfg: XskConfig) -> io::Result<(AfXdpRx, AfXdpTx, XskMode
             queued: false,
             zero_copy: mode.zero_copy,
             name: name.to_string(),
-            max_len: mtu_frame,
+            max_len: max_len(name),
         },
         mode,
-    ))
+    )
 }
 
 impl AfXdpRx {

@@ -343,7 +343,9 @@ impl Switch {
             let at = self.ports.get_mut(&no).unwrap().arrivals.at(now, wall, frame.tstamp_ns);
             self.handle_frame(no, frame, at)
         });
-        self.ports.get_mut(&no).unwrap().rx = Some(rx);
+        let port = self.ports.get_mut(&no).unwrap();
+        port.rx = Some(rx);
+        port.counters.socket_rx_packets += n as u64;
         n
     }
 

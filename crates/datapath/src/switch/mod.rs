@@ -79,10 +79,17 @@ pub struct SwitchConfig {
     pub awaits_controller: bool,
 }
 
-/// Why AF_XDP ports and the kernel fast path do not go together (yet).
-pub const AF_XDP_NEEDS_USER: &str = "AF_XDP ports (io af_xdp) need the userspace datapath (datapath user): the \
-     xdp fast path and an AF_XDP port both want the port's XDP hook, and under the tc one frames \
-     redirected to the socket would never reach TC";
+/// Why AF_XDP ports and the TC fast path do not go together. (The XDP fast path's own program
+/// sends up into the sockets.)
+pub const AF_XDP_NOT_UNDER_TC: &str = "AF_XDP ports (io af_xdp) need datapath user or xdp, not tc: an \
+     AF_XDP socket takes frames from an XDP program only, which runs before TC, so the tc fast \
+     path would see none of a port whose frames go to its socket (with datapath xdp the fast \
+     path's own program sends up into the socket what it does not forward)";
+
+/// Why AF_XDP ports and a P4 program in the kernel do not go together.
+pub const AF_XDP_NOT_UNDER_P4: &str = "AF_XDP ports (io af_xdp) with a P4 program in the kernel: the P4 \
+     program sends its frames up to the stack, not into AF_XDP sockets; use io af_packet, or \
+     datapath user";
 
 impl SwitchConfig {
     /// How port `no` moves its frames.
@@ -389,8 +396,9 @@ impl Switch {
         mut mode: Box<dyn Mode>,
         events: Box<dyn FnMut(Event) + Send>,
     ) -> std::io::Result<(Switch, SwitchHandle)> {
-        if cfg.fastpath.is_some() && cfg.ports.iter().any(|(no, _)| cfg.io_of(*no) == PortIo::AfXdp) {
-            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, AF_XDP_NEEDS_USER));
+        let any_af_xdp = cfg.ports.iter().any(|(no, _)| cfg.io_of(*no) == PortIo::AfXdp);
+        if cfg.fastpath == Some(FastMode::Tc) && any_af_xdp {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, AF_XDP_NOT_UNDER_TC));
         }
         let (tx, rx) = mpsc::channel();
         // Listen for link changes before reading each port's state, so that none falls in between.
@@ -422,9 +430,11 @@ impl Switch {
                 Err(e) => return Err(e),
             }
         }
-        let tc_fast_path = cfg.fastpath == Some(FastMode::Tc);
+        if any_af_xdp && fast.as_ref().is_some_and(|f| f.p4_program().is_some()) {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, AF_XDP_NOT_UNDER_P4));
+        }
         for (no, name) in &cfg.ports {
-            let port = SwitchPort::open(*no, name, cfg.ring, &guard, tc_fast_path, cfg.io_of(*no))
+            let port = SwitchPort::open(*no, name, cfg.ring, &guard, cfg.fastpath, cfg.io_of(*no))
                 .map_err(|e| std::io::Error::new(e.kind(), format!("port {no} ({name}): {e}")))?;
             ports.insert(*no, port);
         }
@@ -442,6 +452,10 @@ impl Switch {
         let mut upcall_guard = None;
         if let Some(fp) = fast.as_mut() {
             fp.attach_ports(&cfg.ports)?;
+            for (&no, port) in ports.iter_mut() {
+                port.join_fast_path(no, fp)
+                    .map_err(|e| std::io::Error::new(e.kind(), format!("port {no} ({}): {e}", port.desc.name)))?;
+            }
             if fp.mode == FastMode::Tc {
                 // Misses come up through the upcall interface (the ports have no receive socket).
                 let (_, peer) = fp.upcall.clone().expect("TC mode has an upcall interface");

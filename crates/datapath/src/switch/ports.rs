@@ -17,14 +17,19 @@ use tracing::{info, warn};
 use super::{DropCounts, Switch};
 use crate::afpacket::{self, RingConfig};
 use crate::egress::{queue_for_frame, EgressQueues, Sent, N_QUEUES};
+use crate::fastpath::Mode as FastMode;
 use crate::netlink::LinkEvent;
 use crate::sys;
 use crate::{Event, PortRx, PortTx};
 
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Counters {
+    /// Frames received: read from its socket, and forwarded by the kernel fast path (harvested).
     pub rx_packets: u64,
     pub rx_bytes: u64,
+    /// Of those, the frames the switch read from the port's own socket (with the XDP fast path:
+    /// what the kernel sent up).
+    pub socket_rx_packets: u64,
     pub tx_packets: u64,
     pub tx_bytes: u64,
     pub rx_dropped: u64,
@@ -48,6 +53,9 @@ pub(super) struct SwitchPort {
     /// own socket options are refused, as under qemu-user), "af_xdp copy", "af_xdp zero-copy",
     /// "af_xdp copy generic" (XDP on sk_buffs, where the driver has no native XDP) or "tap".
     pub io: &'static str,
+    /// An AF_XDP port under the XDP fast path: how its socket was bound, until the fast path
+    /// sends up into it (`join_fast_path`).
+    pub xsk_unjoined: Option<netio::afxdp::XskMode>,
     /// Receive slots in its ring (0: no ring).
     pub ring_frames: u32,
     /// A veth: it hands a GSO super-frame to its peer as it is, so one may leave under labels.
@@ -84,6 +92,7 @@ impl SwitchPort {
             tx: Some(tx),
             guard,
             io,
+            xsk_unjoined: None,
             ring_frames: 0,
             ifindex: sys::ifindex(name).unwrap_or(0),
             whole: sys::driver(name).as_deref() == Some("veth"),
@@ -99,18 +108,23 @@ impl SwitchPort {
 
     /// A switch port on interface `name`. With the TC fast path the kernel takes every frame
     /// first and sends misses up its own interface: then the port has no receive socket (it would
-    /// see frames the kernel already forwarded) and no guard (it would stop them first).
+    /// see frames the kernel already forwarded) and no guard (it would stop them first). With the
+    /// XDP fast path an AF_XDP port gets its socket only: the fast path's program feeds it.
     pub fn open(
         no: u32,
         name: &str,
         ring: Option<RingConfig>,
         guard: &PortGuard,
-        tc_fast_path: bool,
+        fast: Option<FastMode>,
         kind: PortIo,
     ) -> io::Result<SwitchPort> {
         let ring = ring.unwrap_or_else(|| RingConfig::for_link(sys::speed_mbps(name)));
+        let tc_fast_path = fast == Some(FastMode::Tc);
         if kind == PortIo::AfXdp {
-            return Self::open_af_xdp(no, name, ring, guard);
+            if tc_fast_path {
+                return Err(io::Error::new(io::ErrorKind::InvalidInput, super::AF_XDP_NOT_UNDER_TC));
+            }
+            return Self::open_af_xdp(no, name, ring, guard, fast == Some(FastMode::Xdp));
         }
         let mut ring_frames = ring.rx_frames;
         let (rx, tx, io): (Box<dyn PortRx>, Box<dyn PortTx>, _) = match afpacket::open(name, ring) {
@@ -136,11 +150,19 @@ impl SwitchPort {
         Ok(port)
     }
 
-    /// A port on an AF_XDP socket, its redirect program on the interface's XDP hook. The guard
-    /// stays at TC: frames the program passes on (a queue with no socket) go no further.
-    fn open_af_xdp(no: u32, name: &str, ring: RingConfig, guard: &PortGuard) -> io::Result<SwitchPort> {
+    /// A port on an AF_XDP socket, its redirect program on the interface's XDP hook, or with the
+    /// XDP fast path (`xdp_fast_path`) the socket alone, for the fast path to send up into. The
+    /// guard stays at TC: frames the program passes on (a queue with no socket) go no further.
+    fn open_af_xdp(
+        no: u32,
+        name: &str,
+        ring: RingConfig,
+        guard: &PortGuard,
+        xdp_fast_path: bool,
+    ) -> io::Result<SwitchPort> {
         let cfg = netio::afxdp::XskConfig::from_ring(ring);
-        let (rx, tx, mode) = netio::afxdp::open(name, cfg)
+        let open = if xdp_fast_path { netio::afxdp::open_socket } else { netio::afxdp::open };
+        let (rx, tx, mode) = open(name, cfg)
             .map_err(|e| crate::privilege_hint(e, &[crate::caps::NET_RAW, crate::caps::NET_ADMIN, crate::caps::BPF]))?;
         if let Some(queues) = sys::rx_queues(name).filter(|&q| q > 1) {
             warn!(
@@ -149,13 +171,30 @@ impl SwitchPort {
                 "AF_XDP takes queue 0 only: frames arriving on the others are dropped (`ethtool -L {name} combined 1`)"
             );
         }
-        if !mode.native {
+        if !mode.native && !xdp_fast_path {
             warn!(port = name, "the driver has no native XDP: AF_XDP on generic XDP, no faster than AF_PACKET");
         }
         info!(port = name, io = mode.describe(), rx_frames = cfg.rx_frames, tx_frames = cfg.tx_frames, "AF_XDP port");
         let mut port = SwitchPort::new(no, name, Box::new(rx), Box::new(tx), guard.attach(name), mode.describe());
         port.ring_frames = cfg.rx_frames;
+        port.xsk_unjoined = xdp_fast_path.then_some(mode);
         Ok(port)
+    }
+
+    /// An AF_XDP port under the XDP fast path, once the fast path is attached to it: its socket
+    /// goes into the fast path's map, so that what the kernel sends up from this port arrives on
+    /// it (until then nothing does), and `io` says where the program runs. Again after the
+    /// interface came back. Nothing to do for other ports.
+    pub fn join_fast_path(&mut self, no: u32, fast: &crate::fastpath::FastPath) -> io::Result<()> {
+        let (Some(mut mode), Some(rx)) = (self.xsk_unjoined, self.rx.as_ref()) else { return Ok(()) };
+        fast.register_socket(no, rx.rx_fd())?;
+        mode.native = fast.xdp_native(no).unwrap_or(true);
+        if !mode.native {
+            warn!(port = %self.desc.name, "the driver has no native XDP: AF_XDP on generic XDP, no faster than AF_PACKET");
+        }
+        self.io = mode.describe();
+        self.xsk_unjoined = None;
+        Ok(())
     }
 
     pub fn view(&self) -> PortView {
@@ -387,8 +426,8 @@ impl Switch {
         }
         if port.tx.is_none() {
             // A configured interface (re)appeared.
-            let tc = self.fast.as_ref().is_some_and(|f| f.mode == crate::fastpath::Mode::Tc);
-            match SwitchPort::open(no, &ev.name, self.cfg.ring, &self.guard, tc, self.cfg.io_of(no)) {
+            let fast_mode = self.fast.as_ref().map(|f| f.mode);
+            match SwitchPort::open(no, &ev.name, self.cfg.ring, &self.guard, fast_mode, self.cfg.io_of(no)) {
                 Ok(reopened) => {
                     let counters = port.counters;
                     *port = reopened;
@@ -400,6 +439,9 @@ impl Switch {
                         match fast.reattach(no) {
                             Ok(()) => info!(port = no, name = %ev.name, "fast path attached again"),
                             Err(e) => warn!(port = no, "{e}: the port is served in userspace only"),
+                        }
+                        if let Err(e) = port.join_fast_path(no, fast) {
+                            warn!(port = no, "{e}: its AF_XDP socket receives nothing");
                         }
                     }
                     self.port_status(no, port_reason::ADD);

@@ -10,7 +10,6 @@ use tracing::{info, warn};
 
 use super::ports::SwitchPort;
 use super::Switch;
-use crate::fastpath::Mode as FastMode;
 
 impl Switch {
     /// Empties the kernel's copy of the mode's decisions, and has the mode make them (and offer
@@ -50,10 +49,10 @@ impl Switch {
             .collect();
         // What can fail, first: new ports open (a missing interface is refused, as at start) and
         // the mode takes its configuration, before anything running is touched.
-        let tc = self.fast.as_ref().is_some_and(|f| f.mode == FastMode::Tc);
+        let fast_mode = self.fast.as_ref().map(|f| f.mode);
         let mut opened = Vec::new();
         for (no, name) in &joining {
-            let port = SwitchPort::open(*no, name, self.cfg.ring, &self.guard, tc, self.cfg.io_of(*no))
+            let port = SwitchPort::open(*no, name, self.cfg.ring, &self.guard, fast_mode, self.cfg.io_of(*no))
                 .map_err(|e| format!("port {no} ({name}): {e}"))?;
             opened.push((*no, name.clone(), port));
         }
@@ -72,14 +71,17 @@ impl Switch {
             info!(port = no, %name, "port removed");
             said.push(format!("-{no} ({name})"));
         }
-        for (no, name, port) in opened {
-            self.ports.insert(no, port);
+        for (no, name, mut port) in opened {
             if let Some(fast) = self.fast.as_mut() {
                 let tag = fast.free_tag();
                 if let Err(e) = fast.attach_port(no, &name, tag) {
                     warn!(port = no, "{e}: the port is served in userspace only");
                 }
+                if let Err(e) = port.join_fast_path(no, fast) {
+                    warn!(port = no, "{e}: its AF_XDP socket receives nothing");
+                }
             }
+            self.ports.insert(no, port);
             self.port_status(no, port_reason::ADD);
             info!(port = no, %name, "port added");
             said.push(format!("+{no} ({name})"));

@@ -583,8 +583,8 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
         (None, None) => datapath::PortIo::AfPacket,
     };
     let any_af_xdp = io == datapath::PortIo::AfXdp || port_io.iter().any(|(_, i)| *i == datapath::PortIo::AfXdp);
-    if fastpath.is_some() && any_af_xdp {
-        return Err(format!("io af_xdp with datapath {}: {}", datapath::fastpath::datapath_name(fastpath), datapath::switch::AF_XDP_NEEDS_USER));
+    if fastpath == Some(datapath::fastpath::Mode::Tc) && any_af_xdp {
+        return Err(format!("io af_xdp with datapath tc: {}", datapath::switch::AF_XDP_NOT_UNDER_TC));
     }
     let poll: datapath::switch::Poll = match (&flags.poll, &file.poll) {
         (Some(p), _) => p.parse().map_err(|e| format!("--poll {e}"))?,
@@ -974,7 +974,7 @@ number = 7
     }
 
     #[test]
-    fn io_is_chosen_per_switch_and_per_port_and_only_for_the_userspace_datapath() {
+    fn io_is_chosen_per_switch_and_per_port_and_refused_only_with_the_tc_fast_path() {
         use datapath::PortIo::{AfPacket, AfXdp};
         let s = from_str("[[port]]\nname = \"a\"\n").unwrap();
         assert_eq!((s.io, s.port_io), (AfPacket, vec![]));
@@ -982,8 +982,10 @@ number = 7
         assert_eq!((s.io, s.port_io), (AfXdp, vec![(2, AfPacket)]));
         let e = from_str("io = \"af_xpd\"\n[[port]]\nname = \"a\"\n").unwrap_err();
         assert!(e.starts_with("sw.toml:1:") && e.contains("expected 'af_packet' or 'af_xdp'"), "{e}");
-        let e = from_str("datapath = \"xdp\"\n[[port]]\nname = \"a\"\nio = \"af_xdp\"\n").unwrap_err();
-        assert!(e.contains("io af_xdp with datapath xdp") && e.contains("datapath user"), "{e}");
+        let s = from_str("datapath = \"xdp\"\n[[port]]\nname = \"a\"\nio = \"af_xdp\"\n").unwrap();
+        assert_eq!(s.port_io, vec![(1, AfXdp)]);
+        let e = from_str("datapath = \"tc\"\n[[port]]\nname = \"a\"\nio = \"af_xdp\"\n").unwrap_err();
+        assert!(e.contains("io af_xdp with datapath tc") && e.contains("datapath user or xdp"), "{e}");
         let flags = Flags { io: Some("af_xdp".into()), datapath: Some("tc".into()), ..Default::default() };
         let e = settings(None, &Flags { ports: vec!["a".into()], ..flags }).unwrap_err();
         assert!(e.contains("io af_xdp with datapath tc"), "{e}");
