@@ -4,6 +4,8 @@ veth, which has no zero-copy)."""
 
 import subprocess
 
+import pytest
+
 from testbed import netns
 from testbed.switches import EDGEFLOW_BIN, Edgeflow
 from testbed.traffic import iperf3_udp
@@ -90,15 +92,18 @@ def test_the_xdp_fast_path_sends_up_into_the_af_xdp_sockets(three_hosts, tmp_pat
         wait_for(lambda: report()[0][3]["socket_rx_packets"] >= 1, timeout=5, what="port 3's miss read")
 
 
-def test_a_vlan_tag_the_sender_kept_in_metadata_is_matched(two_hosts):
+@pytest.mark.parametrize("datapath", ["user", "xdp"])
+def test_a_vlan_tag_the_sender_kept_in_metadata_is_matched(two_hosts, datapath):
     """A veth sender's stack hands its VLAN tag over in metadata, not in the frame, and XDP sees
     the frame untagged unless it asks the driver: the port's program does (a copy bound to the
-    device), so flows on the tag match and the tag leaves with the frame."""
+    device), so flows on the tag match and the tag leaves with the frame. With the xdp fast path
+    its program does, and carries the tag up into the socket in the stamp: the first frames,
+    matched in userspace, match the tag too."""
     h1, h2 = two_hosts.hosts
     for h in (h1, h2):
-        h.set_offload(tx="off")
+        h.set_offload(**Edgeflow.HOST_SETTINGS["af_xdp" if datapath == "user" else datapath])
         netns.tag_interface(h.name, "eth0", 10)
-    with Edgeflow(two_hosts.switch_ports, io="af_xdp", log_name="afxdp-vlan") as sw:
+    with Edgeflow(two_hosts.switch_ports, io="af_xdp", datapath=datapath, log_name=f"afxdp-vlan-{datapath}") as sw:
         sw.ofctl("del-flows")
         for f in ["priority=20,in_port=1,dl_vlan=10,actions=output:2",
                   "priority=20,in_port=2,dl_vlan=10,actions=output:1",
@@ -107,3 +112,5 @@ def test_a_vlan_tag_the_sender_kept_in_metadata_is_matched(two_hosts):
         assert h1.ping(h2.addr, count=3, interval=0.05)[0] == 3
         drop = next(f for f in sw.flows() if "actions=drop" in f)
         assert "n_packets=0" in drop, drop
+        if datapath == "xdp":
+            assert {p["no"]: p["socket_rx_packets"] >= 1 for p in sw.stats()["ports"]} == {1: True, 2: True}
