@@ -165,11 +165,11 @@ impl SwitchPort {
         let (rx, tx, mode) = open(name, cfg)
             .map_err(|e| crate::privilege_hint(e, &[crate::caps::NET_RAW, crate::caps::NET_ADMIN, crate::caps::BPF]))?;
         if let Some(queues) = sys::rx_queues(name).filter(|&q| q > 1) {
-            warn!(
-                port = name,
-                queues,
-                "AF_XDP takes queue 0 only: frames arriving on the others are dropped (`ethtool -L {name} combined 1`)"
-            );
+            let lost = match xdp_fast_path {
+                true => "what the fast path sends up from the others is dropped",
+                false => "frames arriving on the others are dropped",
+            };
+            warn!(port = name, queues, "AF_XDP takes queue 0 only: {lost} (`ethtool -L {name} combined 1`)");
         }
         if !mode.native && !xdp_fast_path {
             warn!(port = name, "the driver has no native XDP: AF_XDP on generic XDP, no faster than AF_PACKET");
