@@ -49,7 +49,8 @@ def test_the_xdp_fast_path_sends_up_into_the_af_xdp_sockets(three_hosts, tmp_pat
     """With the xdp fast path, the fast path's own program sends what it does not forward into the
     arrival port's AF_XDP socket: the first frames of each direction reach the switch there, the
     switch installs their flow in the kernel, and every later frame is a kernel hit that never
-    comes up. One port is on AF_PACKET (`[[port]] io`): its misses still go to the stack."""
+    comes up; a frame whose TTL expires is sent up there too. One port is on AF_PACKET
+    (`[[port]] io`): its misses still go to the stack."""
     h1, h2, h3 = three_hosts.hosts
     for h in (h1, h2, h3):
         h.set_offload(**Edgeflow.HOST_SETTINGS["xdp"])
@@ -85,6 +86,16 @@ def test_the_xdp_fast_path_sends_up_into_the_af_xdp_sockets(three_hosts, tmp_pat
         assert {no: ports[no]["socket_rx_packets"] for no in (1, 2)} == went_up, ports
         # The kernel's hits count on the port as frames received.
         assert ports[1]["rx_packets"] >= went_up[1] + 20, ports
+
+        # A frame an entry matches but only userspace may finish (its TTL expires here) comes up
+        # through the socket of the port it arrived on too.
+        sw.ofctl("add-flow", "priority=20,in_port=1,icmp,actions=dec_ttl,output:2")
+        assert h1.ping(h2.addr, count=2, interval=0.05)[0] == 2
+        slow, read = sw.stats()["fast_path"]["slow"], report()[0][1]["socket_rx_packets"]
+        h1.run("ping", "-n", "-c", "2", "-i", "0.05", "-t", "1", "-W", "1", h2.addr, check=False)
+        ports, fast = report()
+        assert fast["slow"] >= slow + 2, fast
+        assert ports[1]["socket_rx_packets"] >= read + 2 and ports[2]["socket_rx_packets"] == went_up[2], ports
 
         # The AF_PACKET port's miss goes up to the stack and its packet socket, as before (h1's
         # answers go to port 2: this ping is not answered).
