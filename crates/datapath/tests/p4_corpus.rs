@@ -99,8 +99,7 @@ fn run_program(script_path: &std::path::Path) -> ProgramRun {
     let Ok(mut switch) = stf::load(&program_path.display().to_string(), &text) else {
         return ProgramRun::Refused(None);
     };
-    let (ast, checked) = switch.program();
-    let Ok(generated) = p4::backends::ebpf::generate(ast, checked) else {
+    let Ok(generated) = p4::backends::ebpf::generate_ir(switch.ir()) else {
         return ProgramRun::Refused(None);
     };
     let stateless = generated.registers.is_empty() && generated.meters.is_empty() && generated.accounts.is_empty();
