@@ -53,8 +53,7 @@ fn example(name: &str) -> p4::backends::software::Switch {
 }
 
 fn generated(program: &p4::backends::software::Switch) -> p4::backends::ebpf::Generated {
-    let (ast, checked) = program.program();
-    p4::backends::ebpf::generate(ast, checked).unwrap_or_else(|e| panic!("{e}"))
+    p4::backends::ebpf::generate_ir(program.ir()).unwrap_or_else(|e| panic!("{e}"))
 }
 
 #[test]

@@ -47,8 +47,8 @@ pub fn run(program: &Path, script: &Path, target: &str) -> Result<Outcome, Strin
     if target == "user" {
         return Ok(p4::stf::run(&script, &mut switch, &mut p4::stf::Software::default()));
     }
-    let (ast, checked) = switch.program();
-    if let Err(e) = p4::backends::ebpf::generate_in(&program.display().to_string(), ast, checked) {
+    let file = program.display().to_string();
+    if let Err(e) = p4::backends::ebpf::generate_ir_in(switch.ir(), |i| p4::driver::file_name(&file, i)) {
         return Ok(Outcome::refused(format!("kernel back end: {}", e.lines().next().unwrap_or(""))));
     }
     // SAFETY: geteuid has no preconditions.

@@ -11,12 +11,13 @@
 //! `frontend` (lexer and preprocessor, parser, checker), `midend` (the lowered IR and its
 //! passes), `arch` (the architectures' declarations: edgeflow, v1model, PSA), `backends`
 //! (`software`, the target that runs a program on frames, and `ebpf`, the kernel's C). Beside
-//! them: `info` (what a control plane sees of a program: P4Info's names and ids), `stf`
+//! them: `driver` (the front end's output through the mid end to a back end), `info` (what a control plane sees of a program: P4Info's names and ids), `stf`
 //! (p4c's STF test scripts, run on a target) and `diag` (positions and errors).
 
 pub mod arch;
 pub mod backends;
 pub mod diag;
+pub mod driver;
 pub mod frontend;
 pub mod info;
 pub mod midend;

@@ -17,7 +17,7 @@ use p4::backends::software::{Digest, Dropped, Indirect, Match, Output, Session, 
 use p4::stf::{self, corpus_dir, Sent, Target};
 
 /// How many corpus programs run compiled today: it can only go up.
-const COMPILED_FLOOR: usize = 216;
+const COMPILED_FLOOR: usize = 218;
 
 /// A frame sent, its port, and what the switch did with it.
 type Sent1 = (Vec<u8>, u32, Result<Vec<Output>, Dropped>);

@@ -46,7 +46,7 @@ fn an_extern_sized_by_a_named_constant_gets_its_real_size() {
     ));
     assert!(out.contains("const N: u32 = 64\n"), "{out}");
     assert!(out.contains("instance I.per_port = counter(64:u32, enum#"), "{out}");
-    assert!(out.contains("instance I.last = register(128:u32)"), "{out}");
+    assert!(out.contains("instance I.last = register<u8>(128:u32)"), "{out}");
 }
 
 /// The AFDX example sizes its externs by a `#define`d name; they must keep 4096 cells.
@@ -319,4 +319,39 @@ fn a_loop_condition_that_calls_runs_its_calls_each_pass() {
     assert!(out.contains("  while true {\n    inc.v = I.meta.b\n    call inc<>, then {"), "{out}");
     assert!(out.contains("    if not(lt.u8(I.count.$tmp"), "{out}");
     assert!(out.contains(") {\n      break\n    }\n    I.meta.vid = 1:u12\n  } then {"), "{out}");
+}
+
+/// Issue 52, item 1: the software target executes the IR and the eBPF back end prints it;
+/// neither reads the syntax tree. No file under `src/backends/` may name the front end (its
+/// syntax tree, its checker's record): `crate::driver` lowers the tree and hands the IR over.
+#[test]
+fn no_back_end_reads_the_syntax_tree() {
+    fn files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                files(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push(path);
+            }
+        }
+    }
+    let backends = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/backends");
+    let mut sources = Vec::new();
+    files(&backends, &mut sources);
+    assert!(sources.len() > 20, "the back ends' files: {sources:?}");
+    let mut found = Vec::new();
+    for path in &sources {
+        for (i, line) in std::fs::read_to_string(path).unwrap().lines().enumerate() {
+            // The code of the line, its comment left out.
+            let code = line.split("//").next().unwrap_or("");
+            let names_ast = code
+                .match_indices("ast::")
+                .any(|(at, _)| !code[..at].ends_with(|c: char| c.is_ascii_alphanumeric() || c == '_'));
+            if code.contains("frontend") || names_ast {
+                found.push(format!("{}:{}: {}", path.display(), i + 1, line.trim()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "a back end names the front end:\n{}", found.join("\n"));
 }

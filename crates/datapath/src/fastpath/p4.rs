@@ -112,8 +112,7 @@ mod imp {
         /// object never touches a file (`ebpf::clang`): what is loaded is what clang wrote, and
         /// its fingerprint is checked as an object's from elsewhere is.
         pub fn build(program: &Program) -> io::Result<P4Kernel> {
-            let (ast, checked) = program.program();
-            let gen = gen::generate(ast, checked)
+            let gen = gen::generate_ir(program.ir())
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("does not fit the kernel: {e}")))?;
             let elf = crate::ebpf::clang::compile("the P4 program's C", &gen.c)?;
             check_fingerprint(&gen, &elf)?;
@@ -125,8 +124,7 @@ mod imp {
         /// as this edgeflow generates it: its maps would not be the ones the control plane
         /// writes.
         pub fn from_object(program: &Program, elf: &[u8]) -> io::Result<P4Kernel> {
-            let (ast, checked) = program.program();
-            let gen = gen::generate(ast, checked)
+            let gen = gen::generate_ir(program.ir())
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("does not fit the kernel: {e}")))?;
             check_fingerprint(&gen, elf)?;
             Ok(P4Kernel::with_object(Object::load(elf)?, gen))

@@ -36,7 +36,16 @@ pub enum Architecture {
 impl Architecture {
     /// The architecture of a checked program, or `None` for a package no back end runs.
     pub fn of(checked: &Checked) -> Option<Architecture> {
-        match (checked.package.as_str(), checked.blocks.len()) {
+        Architecture::named(&checked.package, checked.blocks.len())
+    }
+
+    /// The architecture of a lowered program (what the back ends read).
+    pub fn of_ir(program: &crate::midend::ir::Program) -> Option<Architecture> {
+        Architecture::named(&program.package, program.blocks.len())
+    }
+
+    fn named(package: &str, blocks: usize) -> Option<Architecture> {
+        match (package, blocks) {
             ("EdgeflowSwitch", 4) => Some(Architecture::Edgeflow),
             ("V1Switch", 6) => Some(Architecture::V1Model),
             ("PSA_Switch", 6) => Some(Architecture::Psa),

@@ -215,10 +215,24 @@ impl<'a> Code<'a> {
         if self.out.instances.iter().any(|x| x.name == name) {
             return Ok(());
         }
-        let Type::Named(ty, _) = &i.ty else { unreachable!("checked by the caller") };
+        let Type::Named(ty, type_args) = &i.ty else { unreachable!("checked by the caller") };
+        let annotations = super::lower::numbered_annotations(&i.annotations);
+        self.constructed(name, &ty.text, type_args, &i.args, annotations, i.name.pos)
+    }
+
+    /// `ty<type_args>(args)` as the instance `name`: its arguments folded (what does not fold
+    /// kept by its P4 text), its type arguments resolved.
+    fn constructed(
+        &mut self,
+        name: &str,
+        ty: &str,
+        type_args: &[Type],
+        args: &'a [Expr],
+        annotations: Vec<(String, u128)>,
+        pos: Pos,
+    ) -> Result<()> {
         let mut pre = Vec::new();
-        let args = i
-            .args
+        let args = args
             .iter()
             .map(|a| {
                 Ok(match self.value(a, None, &mut pre) {
@@ -231,8 +245,18 @@ impl<'a> Code<'a> {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let at = format!("{}:{}", i.name.pos.line, i.name.pos.col);
-        self.out.instances.push(ir::Instance { name: name.to_string(), ty: ty.text.clone(), args, at });
+        // A type argument with no value type (`_`, `int`) is passed on unnamed: no back end reads one.
+        let type_args =
+            type_args.iter().map(|t| self.ast_ty(t, pos).unwrap_or_else(|_| IrTy::Opaque("_".into()))).collect();
+        let at = format!("{}:{}", pos.line, pos.col);
+        self.out.instances.push(ir::Instance {
+            name: name.to_string(),
+            ty: ty.to_string(),
+            type_args,
+            args,
+            annotations,
+            at,
+        });
         Ok(())
     }
 
@@ -1253,20 +1277,29 @@ impl<'a> Code<'a> {
             ),
             None => None,
         };
-        let properties = t
-            .properties
-            .iter()
-            .map(|(p, v)| {
-                let instance = match &v.kind {
-                    ExprKind::Name(n) => match self.lookup(n) {
-                        Some(Binding::Instance(i)) => i,
-                        _ => n.clone(),
-                    },
+        let mut properties = Vec::new();
+        for (p, v) in &t.properties {
+            let instance = match &v.kind {
+                ExprKind::Name(n) => match self.lookup(n) {
+                    Some(Binding::Instance(i)) => i,
+                    _ => n.clone(),
+                },
+                // An extern constructed in the property (`implementation = action_selector(...)`)
+                // is an instance under the table's name, as p4c moves it out of the table.
+                ExprKind::Call { callee, type_args, args } => match &callee.kind {
+                    ExprKind::Name(ty) => {
+                        let annotations = t.property_annotations.iter().find(|(q, _)| *q == p.text);
+                        let annotations =
+                            annotations.map_or(Vec::new(), |(_, a)| super::lower::numbered_annotations(a));
+                        self.constructed(&name, ty, type_args, args, annotations, v.pos)?;
+                        name.clone()
+                    }
                     _ => text(v),
-                };
-                (p.text.clone(), instance)
-            })
-            .collect();
+                },
+                _ => text(v),
+            };
+            properties.push((p.text.clone(), instance));
+        }
         self.out.tables.push(ir::Table {
             name,
             keys,

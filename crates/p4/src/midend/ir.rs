@@ -4,6 +4,9 @@
 use std::fmt;
 
 use crate::diag::Pos;
+/// A parameter's direction: the front end's enum, shared as plain data (the back ends name it
+/// from here, never from the syntax tree).
+pub use crate::frontend::ast::Direction;
 
 /// A value's type with nothing left to look up.
 #[derive(Clone, Debug, PartialEq)]
@@ -76,12 +79,18 @@ pub enum Arg {
     Other(String),
 }
 
-/// `Type(args) name;` at the top level or in a block, its arguments folded.
+/// `Type<type_args>(args) name;` at the top level or in a block, its arguments folded; or an
+/// extern a table's property constructs (`implementation = action_selector(...)`), under the
+/// table's name, as p4c moves it out of the table.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Instance {
     pub name: String,
     pub ty: String,
+    /// Its type arguments (a register's cell type): `register<bit<32>>` has `[u32]`.
+    pub type_args: Vec<Ty>,
     pub args: Vec<Arg>,
+    /// Its annotations whose one argument is a number (`@max_group_size(8)`), by name.
+    pub annotations: Vec<(String, u128)>,
     /// `file:line` where it is declared.
     pub at: String,
 }
@@ -396,7 +405,7 @@ pub struct Table {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Action {
     pub name: String,
-    pub params: Vec<(usize, Option<crate::frontend::ast::Direction>)>,
+    pub params: Vec<(usize, Option<Direction>)>,
     /// How many of `params` have a direction (the rest are data).
     pub bound: usize,
     pub body: Vec<Stmt>,
@@ -443,7 +452,7 @@ pub struct Block {
     /// control-plane names (P4Info's) are qualified by.
     pub declared: String,
     /// Its parameters' variables, with the direction each has (`None`: none).
-    pub params: Vec<(usize, Option<crate::frontend::ast::Direction>)>,
+    pub params: Vec<(usize, Option<Direction>)>,
     /// What its locals start as, run before the states or `apply`.
     pub init: Vec<Stmt>,
     pub body: BlockBody,
@@ -477,6 +486,21 @@ pub struct Program {
     pub tables: Vec<Table>,
     /// The package's blocks in its order (`blocks`), then every sub-block instance.
     pub blocks_code: Vec<Block>,
+}
+
+impl Program {
+    /// The control plane's name for a table or instance the IR qualifies by its block's instance
+    /// path: `Declared.name` by the declaration of the block it is in (two instances of one
+    /// control share it, as P4Info names them), `.name` at the top level.
+    pub fn control_name(&self, qualified: &str) -> String {
+        match qualified.rsplit_once('.') {
+            Some((block, name)) => match self.blocks_code.iter().find(|b| b.name == block) {
+                Some(b) => format!("{}.{name}", b.declared),
+                None => format!("{block}.{name}"),
+            },
+            None => format!(".{qualified}"),
+        }
+    }
 }
 
 impl fmt::Display for Ty {
@@ -536,7 +560,10 @@ impl fmt::Display for Program {
         }
         for i in &self.instances {
             let args: Vec<String> = i.args.iter().map(|a| a.to_string()).collect();
-            writeln!(f, "instance {} = {}({}) @{}", i.name, i.ty, args.join(", "), i.at)?;
+            let annotations: String = i.annotations.iter().map(|(n, v)| format!("@{n}({v}) ")).collect();
+            let type_args: Vec<String> = i.type_args.iter().map(|t| t.to_string()).collect();
+            let type_args = if type_args.is_empty() { String::new() } else { format!("<{}>", type_args.join(", ")) };
+            writeln!(f, "instance {annotations}{} = {}{type_args}({}) @{}", i.name, i.ty, args.join(", "), i.at)?;
         }
         super::dump::code(self, f)
     }

@@ -204,10 +204,15 @@ impl Lowering {
     }
 
     fn instance(&mut self, block: &str, instance: &crate::frontend::ast::Instance) -> Result<()> {
-        let ty = match &instance.ty {
-            Type::Named(n, _) => n.text.clone(),
+        let (ty, type_args) = match &instance.ty {
+            Type::Named(n, type_args) => (n.text.clone(), type_args),
             _ => return Err(Diagnostic::new(instance.name.pos, "an instance of a type that is not named")),
         };
+        // A type argument with no value type (`_`, `int`) is passed on unnamed: no back end reads one.
+        let type_args = type_args
+            .iter()
+            .map(|t| self.ty(t, instance.name.pos).unwrap_or_else(|_| ir::Ty::Opaque("_".into())))
+            .collect();
         let args = instance
             .args
             .iter()
@@ -227,7 +232,8 @@ impl Lowering {
         let name =
             if block.is_empty() { instance.name.text.clone() } else { format!("{block}.{}", instance.name.text) };
         let at = format!("{}:{}", instance.name.pos.line, instance.name.pos.col);
-        self.out.instances.push(ir::Instance { name, ty, args, at });
+        let annotations = numbered_annotations(&instance.annotations);
+        self.out.instances.push(ir::Instance { name, ty, type_args, args, annotations, at });
         Ok(())
     }
 
@@ -361,6 +367,17 @@ fn op_name(op: BinOp) -> Option<&'static str> {
         "Mod" => Some("%"),
         _ => None,
     }
+}
+
+/// The annotations whose one argument is a number (`@max_group_size(8)`), as the IR keeps them.
+pub(super) fn numbered_annotations(annotations: &[crate::frontend::ast::Annotation]) -> Vec<(String, u128)> {
+    annotations
+        .iter()
+        .filter_map(|a| match a.args.as_slice() {
+            [crate::frontend::lexer::Tok::Int { value, .. }] => Some((a.name.text.clone(), *value)),
+            _ => None,
+        })
+        .collect()
 }
 
 fn number(v: u128, w: Option<(u32, bool)>) -> Folded {

@@ -46,8 +46,11 @@ mod written;
 
 use crate::arch::Architecture;
 use crate::diag::Pos;
-use crate::frontend::ast::Program;
-use crate::frontend::check::Checked;
+use crate::midend::ir;
+
+/// The checked program's C (the syntax tree lowered first, by `crate::driver`): what callers
+/// holding the front end's output use.
+pub use crate::driver::{generate, generate_in};
 
 /// How much of the frame the parser and deparser see.
 pub const BUF: usize = 256;
@@ -263,31 +266,24 @@ fn no(what: impl std::fmt::Display) -> String {
 
 type R<T> = Result<T, String>;
 
-/// C for the checked program `program`, or why it does not fit.
-pub fn generate(program: &Program, checked: &Checked) -> R<Generated> {
-    let ir = crate::midend::lower(program, checked)?;
-    print(&ir, checked).map_err(|(_, e)| e)
+/// C for the lowered program `program`, or why it does not fit.
+pub fn generate_ir(program: &ir::Program) -> R<Generated> {
+    print(program).map_err(|(_, e)| e)
 }
 
-/// As [`generate`], a refusal led by the file, line and column of the declaration or call that
-/// holds what does not fit: `file` is the program's path (as given to the front end).
-pub fn generate_in(file: &str, program: &Program, checked: &Checked) -> R<Generated> {
-    let ir = crate::midend::lower::lower_file(file, program, checked)?;
-    print(&ir, checked).map_err(|(at, e)| match at {
-        Some(pos) => {
-            let name = match crate::frontend::lexer::file_name(file, pos.file) {
-                "?" => format!("{file} (an included file)"),
-                n => n.to_string(),
-            };
-            format!("{name}:{}:{}: {e}", pos.line, pos.col)
-        }
+/// As [`generate_ir`], a refusal led by the file, line and column of the declaration or call
+/// that holds what does not fit; `file_name` names the file a position is in (the program is
+/// file 0, then its includes).
+pub fn generate_ir_in(program: &ir::Program, file_name: impl Fn(u16) -> String) -> R<Generated> {
+    print(program).map_err(|(at, e)| match at {
+        Some(pos) => format!("{}:{}:{}: {e}", file_name(pos.file), pos.line, pos.col),
         None => e,
     })
 }
 
 /// The C of a lowered program, or why it does not fit (and where).
-fn print(ir: &crate::midend::ir::Program, checked: &Checked) -> Result<Generated, (Option<Pos>, String)> {
-    let v1model = match Architecture::of(checked) {
+fn print(ir: &ir::Program) -> Result<Generated, (Option<Pos>, String)> {
+    let v1model = match Architecture::of_ir(ir) {
         Some(Architecture::Edgeflow) => false,
         Some(Architecture::V1Model) => true,
         _ => {
@@ -296,7 +292,7 @@ fn print(ir: &crate::midend::ir::Program, checked: &Checked) -> Result<Generated
                 let (line, col) = i.at.split_once(':')?;
                 Some(Pos { file: 0, line: line.parse().ok()?, col: col.parse().ok()? })
             });
-            return Err((at, no(format!("package {}", checked.package))));
+            return Err((at, no(format!("package {}", ir.package))));
         }
     };
     let mut p = printer::Printer::new(ir, v1model);

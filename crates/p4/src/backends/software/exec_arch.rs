@@ -93,18 +93,17 @@ impl std::fmt::Debug for Program {
 
 /// Compiles the switch's program, or says what in it is not compiled yet.
 pub(super) fn compile(sw: &Switch) -> Result<Arc<Program>, String> {
-    let (ast, checked) = sw.program();
-    let ir = crate::midend::lower(ast, checked)?;
-    let arch = Architecture::of(checked);
+    let ir = sw.ir();
+    let arch = Architecture::of_ir(ir);
     let v1model = arch == Some(Architecture::V1Model);
     if arch == Some(Architecture::Psa) {
-        let c = Compiler::new(sw, &ir, false)?;
-        let psa = super::exec_psa::layout(&Layout::new(&c, &ir)?)?;
+        let c = Compiler::new(sw, ir, false)?;
+        let psa = super::exec_psa::layout(&Layout::new(&c, ir)?)?;
         let code = c.finish()?;
         return Ok(Arc::new(Program { code, arch: Arch::Psa(Box::new(psa)) }));
     }
-    let c = Compiler::new(sw, &ir, v1model)?;
-    let layout = Layout::new(&c, &ir)?;
+    let c = Compiler::new(sw, ir, v1model)?;
+    let layout = Layout::new(&c, ir)?;
     let (field, three, two, one) = (
         |v: usize, n: &str| layout.field(v, n),
         |b: usize| layout.params::<3>(b),

@@ -1,18 +1,19 @@
-//! The software target: a checked program run on frames, the reference the kernel back end is
+//! The software target: a lowered program run on frames, the reference the kernel back end is
 //! held to (issue 36, item 2; `datapath/tests/p4_kernel.rs`). Frames run on the mid end's IR
 //! compiled into closures (`exec.rs`; the architectures' drivers in `exec_arch.rs` for
 //! edgeflow.p4 and v1model, `exec_psa.rs` for PSA). A program the IR does not compile is
-//! refused by `Switch::new`, with the compiler's reason: nothing reads the syntax tree per frame.
+//! refused by `Switch::load`, with the compiler's reason.
 //!
 //! This file is the state the compiled program runs on and the control plane changes: tables
 //! (filled at run time by [`Switch::insert`], besides their const entries), counters,
 //! registers, meters, AFDX accounts, multicast groups and clone sessions (`v1model.rs`), PSA's
-//! extern instances (`psa.rs`), action profiles (`profile.rs`). Loading reads the syntax tree
-//! once for that state: table sizes, const entries, default actions' data and extern sizes
-//! come from `Switch::constant`, a small evaluator of constant expressions. Values are at most
-//! 128 bits wide, held in a `u128`.
+//! extern instances (`psa.rs`), action profiles (`profile.rs`). Loading reads it all off the IR
+//! too: table sizes, keys' widths, const entries, default actions' data and extern instances'
+//! sizes and type arguments, as the mid end folded them. Nothing here reads the syntax tree
+//! (`crate::driver` lowers it; `tests/midend.rs` holds every back end to that). Values are at
+//! most 128 bits wide, held in a `u128`.
 //!
-//! About 1 360 lines, one concern: the switch's state and the control-plane API on it
+//! About 1 130 lines, one concern: the switch's state and the control-plane API on it
 //! (loading, entries, defaults, cells, groups, snapshots).
 
 use std::collections::HashMap;
@@ -20,8 +21,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
 use crate::arch::Architecture;
-use crate::frontend::ast::*;
-use crate::frontend::check::{Checked, Layout, Ty};
+use crate::midend::ir;
 
 mod classifier;
 mod exec;
@@ -160,23 +160,6 @@ impl Value {
             _ => 0,
         }
     }
-
-    fn as_bool(&self) -> bool {
-        matches!(self, Value::Bool(true))
-    }
-
-    /// `self` given the width of `like` when it is a number (an assignment, an operand).
-    fn sized_as(self, like: &Value) -> Value {
-        match (self, like) {
-            (Value::Number(n), Value::Bits { width, signed, .. }) => {
-                Value::Bits { width: *width, signed: *signed, value: n as u128 & mask(*width) }
-            }
-            (Value::List(items), Value::List(likes)) => {
-                Value::List(items.into_iter().zip(likes).map(|(v, like)| v.sized_as(like)).collect())
-            }
-            (v, _) => v,
-        }
-    }
 }
 
 /// How a table entry matches one key field.
@@ -233,8 +216,12 @@ struct TableState {
     /// The action profile or selector its entries refer into (`implementation = ...`).
     profile: Option<String>,
     actions: Vec<String>,
+    /// How many data parameters (the control plane's) each of `actions` takes.
+    action_data: Vec<usize>,
     entries: Vec<Entry>,
     default: (String, Vec<u128>),
+    /// The program fixed the default action (`const default_action`).
+    default_const: bool,
     /// The default action the program gives, which a control plane's reset returns to.
     program_default: (String, Vec<u128>),
     /// The default action's place in `actions`, as `Entry::action_at`.
@@ -252,6 +239,14 @@ struct TableState {
 }
 
 impl TableState {
+    /// How many data parameters `action` takes, if the table lists it.
+    fn data_of(&self, table: &str, action: &str) -> Result<usize, String> {
+        match self.actions.iter().position(|a| a == action) {
+            Some(k) => Ok(self.action_data[k]),
+            None => Err(format!("{table} has no action '{action}' (it has {})", self.actions.join(", "))),
+        }
+    }
+
     /// Entry `i` joins the classifier.
     fn index_entry(&mut self, i: usize) {
         self.classifier.insert(&self.entries, &self.widths, i);
@@ -292,8 +287,8 @@ pub enum Dropped {
 }
 
 struct Code {
-    program: Program,
-    checked: Checked,
+    /// The lowered program: what the frames run (compiled), and what the kernel back end prints.
+    ir: Arc<ir::Program>,
     /// What a control plane sees of it (P4Info's names and ids).
     info: Arc<crate::info::Info>,
 }
@@ -354,17 +349,18 @@ pub struct Digest {
 }
 
 impl Switch {
-    /// The software target for a program the checker accepted, with empty tables.
-    pub fn new(program: Program, checked: Checked) -> Result<Switch, String> {
-        if Architecture::of(&checked).is_none() {
-            let other = &checked.package;
+    /// The software target for a lowered program, with empty tables; `info` is what a control
+    /// plane sees of it. (`Switch::new`, in `crate::driver`, takes the front end's output and
+    /// lowers it first.) The state is made from the IR: instances first, then each table.
+    pub fn load(ir: ir::Program, info: Arc<crate::info::Info>) -> Result<Switch, String> {
+        if Architecture::of_ir(&ir).is_none() {
+            let other = &ir.package;
             return Err(format!(
                 "the software target runs EdgeflowSwitch, V1Switch and PSA_Switch programs, not {other}"
             ));
         }
-        let info = Arc::new(crate::info::info(&program, &checked)?);
         let mut sw = Switch {
-            code: Arc::new(Code { program, checked, info }),
+            code: Arc::new(Code { ir: Arc::new(ir), info }),
             tables: Keyed::default(),
             counters: Keyed::default(),
             registers: Keyed::default(),
@@ -388,28 +384,21 @@ impl Switch {
             exec_out: Vec::new(),
         };
         let code = sw.code.clone();
-        for d in &code.program.decls {
-            // An instance at the top level (not `main`): one the program's blocks share, by
-            // the key `.name`.
-            if let Decl::Instance(i) = d {
-                if i.name.text != "main" {
-                    sw.instance("", i)?;
-                }
-                continue;
+        let ir = &*code.ir;
+        // Two instances of one control share its state, under its declaration's names (as
+        // P4Info names them): the first made is kept.
+        let mut made = std::collections::HashSet::new();
+        for i in &ir.instances {
+            let key = ir.control_name(&i.name);
+            if made.insert(key.clone()) {
+                sw.instance(ir, key, i);
             }
-            let (block, locals) = match d {
-                Decl::Control { name, locals, .. } | Decl::Parser { name, locals, .. } => (&name.text, locals),
-                _ => continue,
-            };
-            for l in locals {
-                match l {
-                    Local::Table(t) => {
-                        let state = sw.table_state(block, t)?;
-                        sw.tables.insert(format!("{block}.{}", t.name.text), state);
-                    }
-                    Local::Instance(i) => sw.instance(block, i)?,
-                    _ => {}
-                }
+        }
+        for t in &ir.tables {
+            let key = ir.control_name(&t.name);
+            if sw.tables.get(&key).is_none() {
+                let state = sw.table_state(ir, &key, t)?;
+                sw.tables.insert(key, state);
             }
         }
         // What the IR does not express yet (an extern function without a body) is refused here,
@@ -418,98 +407,73 @@ impl Switch {
         Ok(sw)
     }
 
-    fn table_state(&mut self, block: &str, t: &Table) -> Result<TableState, String> {
-        let code = self.code.clone();
+    /// Table `t`'s state, as the control plane knows it by `name` (`Block.table`): its keys'
+    /// widths and match kinds, its actions by their P4 names, its default and its constant
+    /// entries, all constants the mid end folded.
+    fn table_state(&mut self, ir: &ir::Program, name: &str, t: &ir::Table) -> Result<TableState, String> {
+        let short = name.rsplit('.').next().unwrap_or(name);
         let mut keys = Vec::new();
         let mut selector_keys = Vec::new();
         for (i, k) in t.keys.iter().enumerate() {
-            if k.match_kind.text == "selector" {
+            if k.match_kind == "selector" {
                 selector_keys.push(i);
                 continue;
             }
-            let width = match crate::info::key_type(&code.program, &code.checked, block, &k.expr) {
-                Some(Ty::Bit(w) | Ty::Int(w)) => w,
-                Some(Ty::Bool) => 1,
-                other => {
-                    return Err(format!(
-                        "{}: keys of type {other:?} are not run by the software target yet",
-                        t.name.text
-                    ))
-                }
+            let width = match crate::midend::code::expr_ty(&k.value) {
+                ir::Ty::Bit(w) | ir::Ty::Int(w) => w,
+                ir::Ty::Bool => 1,
+                other => return Err(format!("{short}: keys of type {other} are not run by the software target yet")),
             };
-            keys.push((width, k.match_kind.text.clone()));
+            keys.push((width, k.match_kind.clone()));
         }
-        let number = |sw: &Switch, e: &Expr| {
-            sw.constant(e)
-                .map(|v| v.as_u128())
-                .ok_or_else(|| format!("{}: a value that is not a constant", t.name.text))
+        let number = |e: &ir::Expr| match e {
+            ir::Expr::Const { value, .. } => Ok(*value),
+            ir::Expr::Bool(b) => Ok(*b as u128),
+            _ => Err(format!("{short}: a value that is not a constant")),
         };
-        let scratch = self;
-        let default = match &t.default_action {
-            Some((r, _)) => {
-                let data = data_args(&code, block, r);
-                (r.name.text.clone(), data.iter().map(|a| number(scratch, a)).collect::<Result<_, _>>()?)
-            }
-            None => ("NoAction".to_string(), Vec::new()),
-        };
+        let numbers = |args: &[ir::Expr]| args.iter().map(number).collect::<Result<Vec<_>, _>>();
+        let actions: Vec<String> = t.actions.iter().map(|a| action_name(ir, a.action)).collect();
+        let action_data = t.actions.iter().map(|a| data_params(&ir.actions[a.action])).collect();
+        let default = (action_name(ir, t.default_action.0), numbers(&t.default_action.1)?);
         let mut entries = Vec::new();
         let n = t.entries.len() as i64;
-        for (i, e) in t.entries.iter().enumerate() {
+        for e in &t.entries {
+            let keysets = e.keys.iter().enumerate().filter(|(i, _)| !selector_keys.contains(i));
             let mut matches = Vec::new();
-            let keysets: Vec<&Keyset> = if e.keys.len() == 1 && t.keys.len() > 1 {
-                vec![&e.keys[0]; t.keys.len()]
-            } else {
-                e.keys.iter().collect()
-            };
-            for (k, (width, kind)) in keysets.iter().zip(&keys) {
-                matches.push(match k {
-                    Keyset::Default | Keyset::DontCare => Match::Any,
-                    Keyset::Value(v) => {
-                        let v = number(scratch, v)? & mask(*width);
-                        if kind == "lpm" {
-                            Match::Lpm { value: v, prefix: *width }
-                        } else {
-                            Match::Exact(v)
-                        }
-                    }
-                    Keyset::Mask(v, m) => Match::Ternary { value: number(scratch, v)?, mask: number(scratch, m)? },
-                    Keyset::Range(a, b) => Match::Range { low: number(scratch, a)?, high: number(scratch, b)? },
+            for ((_, k), (width, kind)) in keysets.zip(&keys) {
+                matches.push(match *k {
+                    ir::Keyset::Any => Match::Any,
+                    ir::Keyset::Value(v) if kind == "lpm" => Match::Lpm { value: v & mask(*width), prefix: *width },
+                    ir::Keyset::Value(v) => Match::Exact(v & mask(*width)),
+                    ir::Keyset::Mask(value, mask) => Match::Ternary { value, mask },
+                    ir::Keyset::Range(low, high) => Match::Range { low, high },
+                    ir::Keyset::ValueSet(_) => return Err(format!("{short}: a value set in a table's entry")),
                 });
             }
-            let data = data_args(&code, block, &e.action);
-            let args = data.iter().map(|a| number(scratch, a)).collect::<Result<_, _>>()?;
+            let action = action_name(ir, e.action);
             entries.push(Entry {
                 keys: matches,
-                priority: entry_priority(e, i, n),
-                action: e.action.name.text.clone(),
-                action_at: action_at(
-                    &t.actions.iter().map(|a| a.name.text.clone()).collect::<Vec<_>>(),
-                    &e.action.name.text,
-                ),
-                args,
+                // The higher wins here; P4's priority (the mid end's) is the smaller.
+                priority: n + 1 - e.priority,
+                action_at: action_at(&actions, &action),
+                action,
+                args: numbers(&e.args)?,
                 packets: 0,
                 bytes: 0,
                 meter: MeterCell::default(),
                 indirect: None,
             });
         }
-        let size = match &t.size {
-            Some(s) => number(scratch, s)? as usize,
-            None => 1024,
-        };
-        let meter = t.properties.iter().find(|(p, _)| p.text == "meters").and_then(|(_, e)| match &e.kind {
-            ExprKind::Name(n) => Some(format!("{block}.{n}")),
-            _ => None,
-        });
-        let meter = meter.map(|key| {
-            let bytes = scratch.direct_meters.get(&key).copied().unwrap_or(false);
+        let property = |p: &str| t.properties.iter().find(|(q, _)| q == p).map(|(_, instance)| instance);
+        let meter = property("meters").map(|instance| {
+            let key = ir.control_name(instance);
+            let bytes = self.direct_meters.get(&key).copied().unwrap_or(false);
             (key, bytes)
         });
-        let profile = match crate::info::implementation_of(t) {
+        let profile = match property("implementation").or_else(|| property("psa_implementation")) {
             None => None,
-            Some(e) => Some(scratch.table_profile_of(block, t, e)?),
+            Some(instance) => Some(self.table_profile_of(name, &ir.control_name(instance))?),
         };
-        let actions: Vec<String> = t.actions.iter().map(|a| a.name.text.clone()).collect();
         let mut state = TableState {
             keys,
             selector_keys,
@@ -517,11 +481,13 @@ impl Switch {
             meter,
             default_at: action_at(&actions, &default.0),
             actions,
+            action_data,
             fixed: !entries.is_empty() && t.entries_const,
             entries,
             program_default: default.clone(),
             default,
-            size,
+            default_const: t.default_const,
+            size: t.size.map_or(1024, |s| s as usize),
             classifier: classifier::Classifier::new(),
             widths: Vec::new(),
         };
@@ -529,13 +495,13 @@ impl Switch {
         Ok(state)
     }
 
-    fn instance(&mut self, block: &str, i: &Instance) -> Result<(), String> {
-        let Type::Named(ty, _) = &i.ty else { return Ok(()) };
-        let size =
-            |sw: &Switch| -> usize { i.args.first().and_then(|a| sw.constant(a)).map_or(0, |v| v.as_u128() as usize) };
-        let key = format!("{block}.{}", i.name.text);
+    /// The state of extern instance `i`, kept as `key` (`Block.name`, `.name`): cells for
+    /// counters, registers, meters and accounts, PSA's externs without cells, action profiles.
+    /// Other instances (blocks, the package) have none.
+    fn instance(&mut self, ir: &ir::Program, key: String, i: &ir::Instance) {
+        let size = i.args.first().map_or(0, |a| arg_number(a) as usize);
         // PSA's externs, by the names v1model's have (their cells are kept alike).
-        let kind = match ty.text.as_str() {
+        let kind = match i.ty.as_str() {
             "Counter" => "counter",
             "Register" => "register",
             "Meter" => "meter",
@@ -544,79 +510,38 @@ impl Switch {
             other => other,
         };
         if matches!(kind, "Hash" | "Checksum" | "InternetChecksum" | "Random" | "Digest") {
-            let args = i.args.iter().map(|a| self.constant(a).unwrap_or(Value::Void)).collect::<Vec<_>>();
+            let args = i.args.iter().map(|a| arg_value(ir, a)).collect::<Vec<_>>();
             self.psa_instance(&key, kind, &args);
-            return Ok(());
+            return;
         }
-        if let Some(profile) = self.new_profile(kind, &i.args, &i.annotations) {
+        if let Some(profile) = self.new_profile(ir, kind, &i.args, &i.annotations) {
             self.profiles.insert(key, profile);
-            return Ok(());
+            return;
         }
-        let counts_bytes = |arg: Option<&Expr>| matches!(arg.map(|a| &a.kind), Some(ExprKind::Member(_, m)) if m.text.eq_ignore_ascii_case("bytes"));
+        let counts_bytes = |arg: Option<&ir::Arg>| {
+            matches!(arg, Some(ir::Arg::Member { enumeration, index })
+            if ir.enums[*enumeration].members[*index].eq_ignore_ascii_case("bytes"))
+        };
         match kind {
             "counter" => {
-                let n = size(self);
-                self.counters.insert(key, vec![(0, 0); n]);
+                self.counters.insert(key, vec![(0, 0); size]);
             }
             "register" => {
-                let n = size(self);
-                let Type::Named(_, args) = &i.ty else { unreachable!() };
-                let elem = args.first().map(|t| self.code.checked.resolve(t)).unwrap_or(Ty::Bit(32));
-                let zero = self.default_of(&elem);
-                self.registers.insert(key, vec![zero; n]);
+                let cell = i.type_args.first().cloned().unwrap_or(ir::Ty::Bit(32));
+                let zero = default_of(ir, &cell);
+                self.registers.insert(key, vec![zero; size]);
             }
             "afdx_account" => {
-                let n = size(self);
-                self.accounts.insert(key, vec![(u128::MAX, 0); n]);
+                self.accounts.insert(key, vec![(u128::MAX, 0); size]);
             }
             "direct_meter" => {
-                let bytes = counts_bytes(i.args.first());
-                self.direct_meters.insert(key, bytes);
+                self.direct_meters.insert(key, counts_bytes(i.args.first()));
             }
             "meter" => {
-                let n = size(self);
                 let bytes = counts_bytes(i.args.get(1));
-                self.meters.insert(key, Meter { bytes, cells: vec![MeterCell::default(); n] });
+                self.meters.insert(key, Meter { bytes, cells: vec![MeterCell::default(); size] });
             }
             _ => {}
-        }
-        Ok(())
-    }
-
-    fn default_of(&self, ty: &Ty) -> Value {
-        let layouts = &self.code.checked.layouts;
-        match ty {
-            Ty::Bit(w) => Value::Bits { width: *w, signed: false, value: 0 },
-            Ty::Int(w) => Value::Bits { width: *w, signed: true, value: 0 },
-            Ty::Bool => Value::Bool(false),
-            Ty::Error => Value::Error("NoError".into()),
-            Ty::Enum(n) => match layouts.get(n) {
-                Some(Layout::Enum(m)) => Value::Enum(m.first().cloned().unwrap_or_default()),
-                _ => Value::Void,
-            },
-            Ty::Header(n) => match layouts.get(n) {
-                Some(Layout::Header(f)) => Value::Header {
-                    valid: false,
-                    fields: f.iter().map(|(n, t)| (Name::from(n.as_str()), self.default_of(t))).collect(),
-                },
-                _ => Value::Void,
-            },
-            Ty::Struct(n) => match layouts.get(n) {
-                Some(Layout::Struct(f)) => {
-                    Value::Struct(f.iter().map(|(n, t)| (Name::from(n.as_str()), self.default_of(t))).collect())
-                }
-                _ => Value::Void,
-            },
-            Ty::Stack(elem, n) => Value::Stack { next: 0, elems: vec![self.default_of(elem); *n as usize] },
-            Ty::Varbit(max) => Value::Varbit { max: *max, len: 0, bytes: Vec::new() },
-            Ty::List(items) => Value::List(items.iter().map(|t| self.default_of(t)).collect()),
-            Ty::Union(n) => match layouts.get(n) {
-                Some(Layout::Union(f)) => {
-                    Value::Union(f.iter().map(|(n, t)| (Name::from(n.as_str()), self.default_of(t))).collect())
-                }
-                _ => Value::Void,
-            },
-            _ => Value::Void,
         }
     }
 
@@ -642,24 +567,11 @@ impl Switch {
 
     /// Sets `table`'s default action, unless the program fixed it (`const default_action`).
     pub fn set_default_action(&mut self, table: &str, action: &str, args: Vec<u128>) -> Result<(), String> {
-        let code = self.code.clone();
         let t = self.tables.get_mut(table).ok_or_else(|| format!("no table '{table}'"))?;
-        let (block, name) = table.split_once('.').unwrap_or(("", table));
-        let fixed = code.program.decls.iter().any(|d| match d {
-            Decl::Control { name: b, locals, .. } if b.text == block => locals.iter().any(
-                |l| matches!(l, Local::Table(x) if x.name.text == name && matches!(x.default_action, Some((_, true)))),
-            ),
-            _ => false,
-        });
-        if fixed {
+        if t.default_const {
             return Err(format!("{table}: its default action is the program's (const default_action)"));
         }
-        if !t.actions.iter().any(|a| a == action) {
-            return Err(format!("{table} has no action '{action}' (it has {})", t.actions.join(", ")));
-        }
-        let data = find_action(&code, block, action)
-            .map(|a| a.params.iter().filter(|p| p.direction.is_none()).count())
-            .unwrap_or(0);
+        let data = t.data_of(table, action)?;
         if args.len() != data {
             return Err(format!("{action} takes {data} argument(s), not {}", args.len()));
         }
@@ -770,17 +682,11 @@ impl Switch {
         priority: i64,
     ) -> Result<(), String> {
         self.check_keys(table, &keys)?;
-        let code = self.code.clone();
         let t = self.tables.get_mut(table).ok_or_else(|| format!("no table '{table}'"))?;
         if let Some(profile) = &t.profile {
             return Err(format!("{table}'s entries are members or groups of {profile}, not actions"));
         }
-        if !t.actions.iter().any(|a| a == action) {
-            return Err(format!("{table} has no action '{action}' (it has {})", t.actions.join(", ")));
-        }
-        let data = find_action(&code, table.split('.').next().unwrap_or(""), action)
-            .map(|a| a.params.iter().filter(|p| p.direction.is_none()).count())
-            .unwrap_or(0);
+        let data = t.data_of(table, action)?;
         if args.len() != data {
             return Err(format!("{action} takes {data} argument(s), not {}", args.len()));
         }
@@ -902,9 +808,10 @@ impl Switch {
         self.generation
     }
 
-    /// The program this switch runs, as checked.
-    pub fn program(&self) -> (&Program, &Checked) {
-        (&self.code.program, &self.code.checked)
+    /// The lowered program this switch runs: what the kernel back end prints
+    /// (`backends::ebpf::generate_ir`), so that both run one IR.
+    pub fn ir(&self) -> &ir::Program {
+        &self.code.ir
     }
 
     /// Multicast group `id`'s ports.
@@ -966,69 +873,6 @@ impl Switch {
         let program = self.compiled.clone().expect("Switch::new compiles the program");
         self.process_compiled(&program, frame, port, now)
     }
-
-    /// A constant's value while loading: a table's size, its const entries' keysets and data,
-    /// a default action's data, an extern's or profile's constructor arguments. Literals, the
-    /// program's top-level constants, enum, error and serializable-enum members, casts and
-    /// operators on those; `None` for anything else (which the checker has refused in these
-    /// places, or the mid end folds on its own for the frames).
-    fn constant(&self, e: &Expr) -> Option<Value> {
-        Some(match &e.kind {
-            ExprKind::Int { width: None, value } => Value::Number(*value as i128),
-            ExprKind::Int { width: Some((w, signed)), value } => {
-                Value::Bits { width: *w, signed: *signed, value: *value & mask(*w) }
-            }
-            ExprKind::Bool(b) => Value::Bool(*b),
-            ExprKind::List(items) => Value::List(items.iter().map(|e| self.constant(e)).collect::<Option<_>>()?),
-            ExprKind::Name(n) | ExprKind::TopName(n) => {
-                let (ty, value) = self.code.program.decls.iter().find_map(|d| match d {
-                    Decl::Const { ty, name, value } if name.text == *n => Some((ty, value)),
-                    _ => None,
-                })?;
-                let zero = self.default_of(&self.code.checked.resolve(ty));
-                self.constant(value)?.sized_as(&zero)
-            }
-            ExprKind::Member(inner, m) => {
-                let ExprKind::Name(n) = &inner.kind else { return None };
-                if n == "error" {
-                    return Some(Value::Error(m.text.clone()));
-                }
-                match self.code.checked.layouts.get(n)? {
-                    Layout::Enum(_) => Value::Enum(m.text.clone()),
-                    Layout::SerEnum(ty, members) => ser_enum_member(ty, members, &m.text),
-                    _ => return None,
-                }
-            }
-            ExprKind::Unary(op, inner) => match (op, self.constant(inner)?) {
-                (UnOp::Not, v) => Value::Bool(!v.as_bool()),
-                (UnOp::Complement, Value::Bits { width, signed, value }) => {
-                    Value::Bits { width, signed, value: !value & mask(width) }
-                }
-                (UnOp::Neg, Value::Bits { width, signed, value }) => {
-                    Value::Bits { width, signed, value: value.wrapping_neg() & mask(width) }
-                }
-                (UnOp::Neg, Value::Number(n)) => Value::Number(-n),
-                (_, v) => v,
-            },
-            ExprKind::Binary(op, a, b) => binary(*op, self.constant(a)?, self.constant(b)?),
-            ExprKind::Cast(t, inner) => {
-                let v = self.constant(inner)?;
-                match (self.code.checked.resolve(t), v) {
-                    (Ty::Bit(w), v) => Value::bits(w, v.as_u128()),
-                    // Widening a signed value extends its sign (int<8> -1 is int<16> -1).
-                    (Ty::Int(w), Value::Bits { width: from, signed: true, value }) if w > from && from > 0 => {
-                        let negative = value >> (from - 1) & 1 == 1;
-                        let extended = if negative { value | (mask(w) & !mask(from)) } else { value };
-                        Value::Bits { width: w, signed: true, value: extended & mask(w) }
-                    }
-                    (Ty::Int(w), v) => Value::Bits { width: w, signed: true, value: v.as_u128() & mask(w) },
-                    (Ty::Bool, v) => Value::Bool(v.as_u128() != 0),
-                    (_, v) => v,
-                }
-            }
-            _ => return None,
-        })
-    }
 }
 
 /// What P4Runtime's server needs besides the control-plane API above: a copy of the state that a
@@ -1083,96 +927,6 @@ impl Switch {
         (e.packets, e.bytes) = (packets, bytes);
         self.generation += 1;
         Ok(())
-    }
-}
-
-/// `==` as P4 defines it: two invalid headers are equal whatever their fields, a stack's
-/// elements compare and not how far a parser filled it, members compare member by member.
-fn p4_equal(l: &Value, r: &Value) -> bool {
-    let all = |a: &[(Name, Value)], b: &[(Name, Value)]| {
-        a.len() == b.len() && a.iter().zip(b).all(|((_, x), (_, y))| p4_equal(x, y))
-    };
-    match (l, r) {
-        (Value::Header { valid: false, .. }, Value::Header { valid: false, .. }) => true,
-        (Value::Header { valid: a, fields: f }, Value::Header { valid: b, fields: g }) => a == b && all(f, g),
-        (Value::Struct(f), Value::Struct(g)) | (Value::Union(f), Value::Union(g)) => all(f, g),
-        (Value::Stack { elems: a, .. }, Value::Stack { elems: b, .. }) | (Value::List(a), Value::List(b)) => {
-            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| p4_equal(x, y))
-        }
-        _ => l == r,
-    }
-}
-
-fn binary(op: BinOp, l: Value, r: Value) -> Value {
-    let (l, r) = (l.clone().sized_as(&r), r.sized_as(&l));
-    if let (Value::Number(a), Value::Number(b)) = (&l, &r) {
-        return match op {
-            BinOp::Add => Value::Number(a + b),
-            BinOp::Sub => Value::Number(a - b),
-            BinOp::Mul => Value::Number(a * b),
-            BinOp::Eq => Value::Bool(a == b),
-            BinOp::Ne => Value::Bool(a != b),
-            BinOp::Lt => Value::Bool(a < b),
-            BinOp::Gt => Value::Bool(a > b),
-            BinOp::Le => Value::Bool(a <= b),
-            BinOp::Ge => Value::Bool(a >= b),
-            BinOp::BitAnd => Value::Number(a & b),
-            BinOp::BitOr => Value::Number(a | b),
-            BinOp::BitXor => Value::Number(a ^ b),
-            BinOp::Shl => Value::Number(a << b),
-            BinOp::Shr => Value::Number(a >> b),
-            // The checker refuses a constant divisor of 0; a run-time one gives 0.
-            BinOp::Div => Value::Number(a.checked_div(*b).unwrap_or(0)),
-            BinOp::Mod => Value::Number(a.checked_rem(*b).unwrap_or(0)),
-            _ => Value::Void,
-        };
-    }
-    match op {
-        BinOp::Eq => return Value::Bool(p4_equal(&l, &r)),
-        BinOp::Ne => return Value::Bool(!p4_equal(&l, &r)),
-        _ => {}
-    }
-    let (Value::Bits { width, signed, value: a }, b) = (&l, r.as_u128()) else { return Value::Void };
-    let (w, m, a) = (*width, mask(*width), *a);
-    // Signed comparisons compare the two's-complement values.
-    let s = |x: u128| if w < 128 && x >> (w - 1) & 1 == 1 { x as i128 - (1i128 << w) } else { x as i128 };
-    let bits = |v: u128| Value::Bits { width: w, signed: *signed, value: v & m };
-    match op {
-        BinOp::Add => bits(a.wrapping_add(b)),
-        BinOp::Sub => bits(a.wrapping_sub(b)),
-        BinOp::Mul => bits(a.wrapping_mul(b)),
-        // int<W> saturates at its own bounds, two's complement.
-        // Written so that int<128> and bit<128> neither overflow nor wrap.
-        BinOp::AddSat | BinOp::SubSat if *signed => {
-            let lo = -1i128 << (w - 1);
-            let sum = if op == BinOp::AddSat { s(a).saturating_add(s(b)) } else { s(a).saturating_sub(s(b)) };
-            bits(sum.clamp(lo, !lo) as u128)
-        }
-        BinOp::AddSat => bits(a.checked_add(b).filter(|v| *v <= m).unwrap_or(m)),
-        BinOp::SubSat => bits(a.saturating_sub(b)),
-        BinOp::BitAnd => bits(a & b),
-        BinOp::BitOr => bits(a | b),
-        BinOp::BitXor => bits(a ^ b),
-        BinOp::Shl => bits(if b >= w as u128 { 0 } else { a << b }),
-        // An int<W> shifts in its sign (arithmetic), a bit<W> zeros.
-        BinOp::Shr if *signed => bits((s(a) >> b.min(w as u128 - 1)) as u128),
-        BinOp::Shr => bits(if b >= w as u128 { 0 } else { a >> b }),
-        BinOp::Div => bits(a.checked_div(b).unwrap_or(0)),
-        BinOp::Mod => bits(a.checked_rem(b).unwrap_or(0)),
-        BinOp::Concat => {
-            let wb = if let Value::Bits { width, .. } = r { width } else { 0 };
-            Value::bits(w + wb, (a << wb) | b)
-        }
-        BinOp::Lt | BinOp::Gt | BinOp::Le | BinOp::Ge => {
-            let (x, y) = if *signed { (s(a), s(b)) } else { (a as i128, b as i128) };
-            Value::Bool(match op {
-                BinOp::Lt => x < y,
-                BinOp::Gt => x > y,
-                BinOp::Le => x <= y,
-                _ => x >= y,
-            })
-        }
-        _ => Value::Void,
     }
 }
 
@@ -1249,57 +1003,59 @@ impl MeterCell {
     }
 }
 
-// The language's constructs past the first subset (issue 52, item 3): functions, header stacks
-// and list initialisers, as P4-16 defines them.
+// What loading reads off the IR.
 
-/// The action `name` as `block` sees it: its own, or one at the top level.
-fn find_action<'c>(code: &'c Code, block: &str, name: &str) -> Option<&'c Action> {
-    for d in &code.program.decls {
-        match d {
-            Decl::Control { name: b, locals, .. } if b.text == block => {
-                for l in locals {
-                    if let Local::Action(a) = l {
-                        if a.name.text == name {
-                            return Some(a);
-                        }
-                    }
-                }
-            }
-            Decl::Action(a) if a.name.text == name => return Some(a),
-            _ => {}
-        }
-    }
-    None
+/// An action's name as its tables list it (the IR qualifies it by its block's instance path).
+fn action_name(ir: &ir::Program, action: usize) -> String {
+    let qualified = &ir.actions[action].name;
+    qualified.rsplit('.').next().unwrap_or(qualified).to_string()
 }
 
-/// The arguments of a default action or an entry that are the control plane's data: all of
-/// them, or, where they also repeat what the action list binds, those after.
-fn data_args<'e>(code: &Code, block: &str, r: &'e ActionRef) -> &'e [Expr] {
-    let bound =
-        find_action(code, block, &r.name.text).map_or(0, |a| a.params.iter().filter(|p| p.direction.is_some()).count());
-    let all = find_action(code, block, &r.name.text).map_or(0, |a| a.params.len());
-    if r.args.len() == all {
-        &r.args[bound..]
-    } else {
-        &r.args
+/// How many of an action's parameters are the control plane's data (those without a direction).
+fn data_params(action: &ir::Action) -> usize {
+    action.params.len() - action.bound
+}
+
+/// A constructor argument as a number: a size (0 where it is not a number).
+fn arg_number(arg: &ir::Arg) -> u128 {
+    match arg {
+        ir::Arg::Number { value, .. } => *value,
+        ir::Arg::Bool(b) => *b as u128,
+        ir::Arg::Member { index, .. } => *index as u128,
+        ir::Arg::Other(_) => 0,
     }
 }
 
-/// A serializable enum's member: its value, of the enum's type.
-fn ser_enum_member(ty: &Ty, members: &[(String, u128)], member: &str) -> Value {
-    let value = members.iter().find(|(n, _)| n == member).map_or(0, |(_, v)| *v);
+/// A constructor argument as PSA's externs take it: an enum member by its name.
+fn arg_value(ir: &ir::Program, arg: &ir::Arg) -> Value {
+    match arg {
+        ir::Arg::Number { value, width: Some(w) } => Value::bits(*w, *value),
+        ir::Arg::Number { value, width: None } => Value::Number(*value as i128),
+        ir::Arg::Bool(b) => Value::Bool(*b),
+        ir::Arg::Member { enumeration, index } => Value::Enum(ir.enums[*enumeration].members[*index].clone()),
+        ir::Arg::Other(_) => Value::Void,
+    }
+}
+
+/// A value of type `ty` as P4 starts it: zero bits, false, headers invalid, the first member.
+fn default_of(ir: &ir::Program, ty: &ir::Ty) -> Value {
+    let fields = |i: usize| -> Vec<(Name, Value)> {
+        ir.aggregates[i].fields.iter().map(|(n, t)| (Name::from(n.as_str()), default_of(ir, t))).collect()
+    };
     match ty {
-        Ty::Int(w) => Value::Bits { width: *w, signed: true, value: value & mask(*w) },
-        Ty::Bit(w) => Value::bits(*w, value),
-        _ => Value::Number(value as i128),
+        ir::Ty::Bit(w) => Value::Bits { width: *w, signed: false, value: 0 },
+        ir::Ty::Int(w) => Value::Bits { width: *w, signed: true, value: 0 },
+        ir::Ty::Bool => Value::Bool(false),
+        ir::Ty::Error => Value::Error("NoError".into()),
+        ir::Ty::Enum(i) => Value::Enum(ir.enums[*i].members.first().cloned().unwrap_or_default()),
+        ir::Ty::Header(i) => Value::Header { valid: false, fields: fields(*i) },
+        ir::Ty::Struct(i) => Value::Struct(fields(*i)),
+        ir::Ty::Union(i) => Value::Union(fields(*i)),
+        ir::Ty::Stack(elem, n) => Value::Stack { next: 0, elems: vec![default_of(ir, elem); *n as usize] },
+        ir::Ty::Varbit(max) => Value::Varbit { max: *max, len: 0, bytes: Vec::new() },
+        ir::Ty::Tuple(items) => Value::List(items.iter().map(|t| default_of(ir, t)).collect()),
+        ir::Ty::Opaque(_) => Value::Void,
     }
-}
-
-/// The rank of the `i`th of a table's `n` entries (the higher wins here): its `@priority`, the
-/// smaller the stronger, or else its place in the list, the first strongest.
-fn entry_priority(e: &crate::frontend::ast::Entry, i: usize, n: i64) -> i64 {
-    let p4_priority = e.priority.map_or(i as i64 + 1, |p| p.min(i64::MAX as u128 / 2) as i64);
-    n + 1 - p4_priority
 }
 
 /// The most times a `for` loop's body runs for one frame: past it, the frame is dropped as

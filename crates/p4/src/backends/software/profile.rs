@@ -14,8 +14,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use super::{find_action, Entry, Match, Switch};
-use crate::frontend::ast::{annotation_int, Annotation, Expr, ExprKind, Table};
+use super::{arg_number, Entry, Match, Switch};
+use crate::midend::ir;
 
 /// An entry's reference into its table's action profile.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -122,51 +122,51 @@ impl Profile {
 }
 
 impl Switch {
-    /// The state of an action profile or selector constructed as `ty(args)` in `block`, or None
-    /// where `ty` is neither.
-    pub(super) fn new_profile(&mut self, ty: &str, args: &[Expr], annotations: &[Annotation]) -> Option<Profile> {
+    /// The state of an action profile or selector constructed as `ty(args)`, or None where `ty`
+    /// is neither.
+    pub(super) fn new_profile(
+        &mut self,
+        ir: &ir::Program,
+        ty: &str,
+        args: &[ir::Arg],
+        annotations: &[(String, u128)],
+    ) -> Option<Profile> {
         let with_selector = crate::info::profile_kind(ty)?;
         let size_arg = if with_selector { 1 } else { 0 };
-        let size = args.get(size_arg).and_then(|a| self.constant(a)).map_or(0, |v| v.as_u128() as usize);
-        let algorithm = with_selector.then(|| match args.first().map(|a| &a.kind) {
+        let size = args.get(size_arg).map_or(0, |a| arg_number(a) as usize);
+        let algorithm = with_selector.then(|| match args.first() {
             // v1model's `HashAlgorithm.crc16`, PSA's `PSA_HashAlgorithm_t.CRC16`.
-            Some(ExprKind::Member(_, m)) if m.text.chars().any(|c| c.is_ascii_lowercase()) => m.text.clone(),
-            Some(ExprKind::Member(_, m)) => super::psa::psa_algorithm(&m.text).to_string(),
+            Some(ir::Arg::Member { enumeration, index }) => {
+                let m = &ir.enums[*enumeration].members[*index];
+                if m.chars().any(|c| c.is_ascii_lowercase()) {
+                    m.clone()
+                } else {
+                    super::psa::psa_algorithm(m).to_string()
+                }
+            }
             _ => String::new(),
         });
+        let max_group_size = annotations.iter().find(|(n, _)| n == "max_group_size").map_or(0, |(_, v)| *v);
         Some(Profile {
             size,
             algorithm,
-            max_group_size: annotation_int(annotations, "max_group_size").unwrap_or(0) as usize,
+            max_group_size: max_group_size as usize,
             members: BTreeMap::new(),
             groups: BTreeMap::new(),
             tables: Vec::new(),
         })
     }
 
-    /// The profile a table's `implementation` property (`e`) names, the table now among its
-    /// users; one constructed in the property is made here, under the table's name.
-    pub(super) fn table_profile_of(&mut self, block: &str, t: &Table, e: &Expr) -> Result<String, String> {
-        let table = format!("{block}.{}", t.name.text);
-        let key = match &e.kind {
-            ExprKind::Name(n) => [format!("{block}.{n}"), format!(".{n}")]
-                .into_iter()
-                .find(|k| self.profiles.contains_key(k))
-                .ok_or_else(|| format!("{table}: no action profile '{n}'"))?,
-            ExprKind::Call { callee, args, .. } => {
-                let ExprKind::Name(ty) = &callee.kind else {
-                    return Err(format!("{table}: an implementation that is not a profile"));
-                };
-                let profile = self
-                    .new_profile(ty, args, crate::info::implementation_annotations(t))
-                    .ok_or_else(|| format!("{table}: '{ty}' is not an action profile or selector"))?;
-                self.profiles.insert(table.clone(), profile);
-                table.clone()
-            }
-            _ => return Err(format!("{table}: an implementation that is not a profile")),
+    /// The profile `table`'s `implementation` names (`key`, as the profiles are kept: one the
+    /// property constructs is the mid end's instance under the table's name), the table now
+    /// among its users.
+    pub(super) fn table_profile_of(&mut self, table: &str, key: &str) -> Result<String, String> {
+        let Some(profile) = self.profiles.get_mut(key) else {
+            let name = key.rsplit('.').next().unwrap_or(key);
+            return Err(format!("{table}: no action profile '{name}'"));
         };
-        self.profiles.get_mut(&key).expect("found").tables.push(table);
-        Ok(key)
+        profile.tables.push(table.to_string());
+        Ok(key.to_string())
     }
 
     /// The names of the program's action profiles and selectors.
@@ -205,9 +205,9 @@ impl Switch {
                 )));
             }
         }
-        let block = p.tables.first().map_or("", |t| t.split('.').next().unwrap_or(""));
-        let data = find_action(&self.code, block, action)
-            .map(|a| a.params.iter().filter(|p| p.direction.is_none()).count())
+        let first = p.tables.first().map(|t| &self.tables[t]);
+        let data = first
+            .and_then(|t| t.data_of("", action).ok())
             .ok_or_else(|| ProfileError::Invalid(format!("{profile}: no action '{action}'")))?;
         if args.len() != data {
             return Err(ProfileError::Invalid(format!("{action} takes {data} argument(s), not {}", args.len())));
