@@ -42,6 +42,8 @@ mod parser;
 mod printer;
 mod stmt;
 mod tables;
+mod value_set;
+pub use value_set::{value_set_member, KernelValueSet};
 mod written;
 
 use crate::arch::Architecture;
@@ -125,6 +127,8 @@ pub struct Generated {
     pub accounts: Vec<(String, String, usize)>,
     /// Indirect meters.
     pub meters: Vec<KernelMeter>,
+    /// The parsers' value sets (`value_set.rs`).
+    pub value_sets: Vec<KernelValueSet>,
     /// The most action data an entry carries (the value's `args`).
     pub max_args: usize,
     /// What names this C, and the layout above, in the object clang makes of it (its
@@ -333,6 +337,7 @@ fn print(ir: &crate::midend::ir::Program, checked: &Checked) -> Result<Generated
         registers: p.registers,
         accounts: p.accounts,
         meters: p.meters,
+        value_sets: p.value_sets,
         max_args: p.max_args,
     })
 }
