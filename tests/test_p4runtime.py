@@ -23,7 +23,7 @@ from finsy.proto import U128, p4r, p4r_grpc
 
 from testbed.switches import edgeflow_on
 from testbed.util import free_port, run_dir
-from tests.test_p4 import p4_config
+from tests.test_p4 import kernel_decided, p4_config
 
 GW_MAC = "02:00:00:00:00:fe"
 DPID = 0x2A
@@ -139,16 +139,18 @@ EdgeflowSwitch(P(), I(), E(), D()) main;
 """
 
 
-def test_finsy_fills_a_value_set_that_the_parser_then_matches(two_hosts):
+@pytest.mark.parametrize("datapath", ["user", "tc"])
+def test_finsy_fills_a_value_set_that_the_parser_then_matches(two_hosts, datapath):
     """A parser rejects the ethertypes of its value set `blocked` (P4Runtime 9.7): empty, it
-    blocks nothing; IPv4 in it, pings stop (ARP still passes); MODIFY with no members, they pass."""
+    blocks nothing; IPv4 in it, pings stop (ARP still passes); MODIFY with no members, they pass.
+    On tc the kernel decides the pings, from the members the switch wrote to its map."""
     h1, _ = two_hosts.hosts
     program = run_dir("p4") / "value_set.p4"
     program.write_text(VALUE_SET_PROGRAM)
     port = free_port()
     path = p4_config("p4runtime-value-set", program, two_hosts.switch_ports, "")
-    sw = edgeflow_on("user", two_hosts.hosts, [], extra=["--config", str(path), "--dpid", f"{DPID:x}", "--p4runtime",
-                                                         str(port)], log_name="p4runtime-value-set").start()
+    sw = edgeflow_on(datapath, two_hosts.hosts, [], extra=["--config", str(path), "--dpid", f"{DPID:x}", "--p4runtime",
+                                                           str(port)], log_name="p4runtime-value-set").start()
     options = fy.SwitchOptions(device_id=DPID, initial_election_id=20)
 
     async def client():
@@ -163,6 +165,8 @@ def test_finsy_fills_a_value_set_that_the_parser_then_matches(two_hosts):
             assert [[m.value for m in e.members] for e in read] == [[0x0800]], read
             await primary.modify([fy.P4ValueSetEntry("blocked", members=[])])
             assert (await asyncio.to_thread(pings, h1, "10.0.0.2", 2))[0] == 2, "its members replaced by none"
+            # Six echo requests and replies passed, on tc each decided in the kernel.
+            await asyncio.to_thread(kernel_decided, sw, datapath, 8)
 
     try:
         asyncio.run(asyncio.wait_for(client(), timeout=60))
