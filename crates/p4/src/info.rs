@@ -711,6 +711,13 @@ pub fn info(program: &Program, checked: &Checked) -> Result<Info, String> {
     }
     for d in &program.decls {
         let Decl::Parser { name: block, locals, .. } = d else { continue };
+        // A size may name one of the parser's own constants.
+        let mut consts = consts.clone();
+        for l in locals {
+            if let Local::Const { name, value, .. } = l {
+                consts.insert(name.text.as_str(), value);
+            }
+        }
         for l in locals {
             let Local::ValueSet(v) = l else { continue };
             let name = qualified(Some(&scope(program, checked, &block.text)), &v.name.text, &v.annotations);

@@ -114,6 +114,19 @@ fn a_value_set_is_held_to_its_size_and_fields() {
     sw.set_value_set("P.pvs", vec![member; 2]).unwrap();
 }
 
+/// A size named by a constant, the parser's own or the program's.
+#[test]
+fn a_value_sets_size_may_be_a_named_constant() {
+    for (top, local) in [("const bit<32> N = 3;", ""), ("", "    const bit<32> N = 3;")] {
+        let text = program(top, &format!("{local}\n    value_set<bit<16>>(N) pvs;"), "hdr.eth.type");
+        let (p, c) = p4::front_end("vs.p4", &text).unwrap();
+        assert_eq!(p4::info::info(&p, &c).unwrap().value_sets[0].size, 3, "{top}{local}");
+        let mut sw = Switch::new(p, c).unwrap();
+        let e = sw.set_value_set("P.pvs", vec![vec![Match::Exact(1)]; 4]).unwrap_err();
+        assert_eq!(e, "P.pvs holds 3 members, not 4");
+    }
+}
+
 #[test]
 fn a_frame_the_value_set_sends_to_reject_is_dropped_by_the_parser() {
     let text =

@@ -181,8 +181,16 @@ impl<'a> Code<'a> {
             Local::ValueSet(v) => {
                 let name = format!("{}.{}", self.path, v.name.text);
                 if !self.out.value_sets.iter().any(|x| x.name == name) {
-                    let size = self
-                        .number(&v.size)
+                    // A number, or a constant of a width (`const bit<32> N = 4;`).
+                    let mut pre = Vec::new();
+                    let size = match self.number(&v.size) {
+                        Some(n) => Some(n),
+                        None => match self.value(&v.size, None, &mut pre) {
+                            Ok(IrExpr::Const { value, .. }) if pre.is_empty() => Some(value as i128),
+                            _ => None,
+                        },
+                    };
+                    let size = size
                         .filter(|n| *n > 0)
                         .ok_or_else(|| Diagnostic::new(v.size.pos, "a value_set's size is a compile-time number"))?;
                     let fields = self

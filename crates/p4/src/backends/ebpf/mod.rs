@@ -15,7 +15,8 @@
 //! of headers, its loops unrolled; header stacks (an index known only when a frame runs bounded
 //! where it is used); tables whose keys are exact (a hash), a single LPM key (an LPM trie), or
 //! any others in a table of at most 256 entries (scanned in the software target's order:
-//! longest prefix, then priority, then the earliest); actions, functions and sub-blocks as C
+//! longest prefix, then priority, then the earliest); parser value sets (an array map per set,
+//! scanned by the select: `value_set.rs`); actions, functions and sub-blocks as C
 //! functions with the IR's explicit copies; header unions; varbit fields that end their header;
 //! v1model's checksums and hashes; `lookahead`; a deparser that writes back in place the headers
 //! the parser read (checked as the frame goes: one that would not is sent up). Multicast copies
