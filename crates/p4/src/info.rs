@@ -10,7 +10,7 @@
 //! kind's prefix byte (P4Runtime's `P4Ids`), so they stay put while the program changes
 //! elsewhere.
 //!
-//! About 740 lines, one concern: the naming and numbering of what P4Info shows, kind by kind,
+//! About 800 lines, one concern: the naming and numbering of what P4Info shows, kind by kind,
 //! which share one id scheme and one name resolution.
 
 use std::collections::{BTreeSet, HashMap};

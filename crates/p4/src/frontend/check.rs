@@ -7,7 +7,7 @@
 //! controls, a stack of scopes. Numbers without a width take the width of what they meet, as in
 //! P4; everything else must agree exactly, or be cast.
 //!
-//! About 1 870 lines, one concern: the language's typing rules for every construct of the subset
+//! About 2 000 lines, one concern: the language's typing rules for every construct of the subset
 //! are one piece, and each rule's error message is written where the rule is. Splitting them
 //! (declarations, statements, expressions) would split the one scope stack they share.
 

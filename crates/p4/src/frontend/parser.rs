@@ -4,7 +4,7 @@
 //! Annotations (`@name(...)`) are kept on the declarations a control plane names (tables, keys,
 //! actions, parameters, instances) for P4Info, and set aside elsewhere: none changes behaviour.
 //!
-//! About 1 200 lines, one concern: one function per production of the grammar, each with the
+//! About 1 250 lines, one concern: one function per production of the grammar, each with the
 //! messages for what may go wrong there, in the order the P4-16 grammar lists them.
 
 use crate::diag::{Diagnostic, Pos};

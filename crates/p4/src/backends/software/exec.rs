@@ -11,7 +11,7 @@
 //! returns why, and `Switch::new` fails with it); `tests/exec_compiled.rs` drives the corpus
 //! and what it lacks through this.
 //!
-//! About 1 280 lines, one concern: the meaning of each IR expression and statement as a closure.
+//! About 1 310 lines, one concern: the meaning of each IR expression and statement as a closure.
 
 use std::sync::Arc;
 
