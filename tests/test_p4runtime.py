@@ -18,11 +18,12 @@ import grpc
 import pytest
 from finsy.grpcutil import GRPCStatusCode
 from finsy.p4client import P4ClientError
+from finsy.p4entity import P4ValueSetMember
 from finsy.proto import U128, p4r, p4r_grpc
 
 from testbed.switches import edgeflow_on
 from testbed.util import free_port, run_dir
-from tests.test_p4 import p4_config
+from tests.test_p4 import kernel_decided, p4_config
 
 GW_MAC = "02:00:00:00:00:fe"
 DPID = 0x2A
@@ -114,6 +115,58 @@ def test_finsy_reads_the_p4info_writes_routes_and_reads_entries_and_counters(two
             async with fy.Switch("elsewhere", address, options(device_id=DPID + 1)):
                 pass
         assert elsewhere.value.code == GRPCStatusCode.NOT_FOUND
+
+    try:
+        asyncio.run(asyncio.wait_for(client(), timeout=60))
+    finally:
+        assert sw.stop() == 0, sw.log()
+
+
+VALUE_SET_PROGRAM = """#include <edgeflow.p4>
+header eth_t { bit<48> dst; bit<48> src; bit<16> kind; }
+struct h_t { eth_t eth; }
+struct m_t { }
+parser P(packet_in pk, out h_t hdr, inout m_t meta, inout standard_metadata_t sm) {
+    value_set<bit<16>>(4) blocked;
+    state start { pk.extract(hdr.eth); transition select(hdr.eth.kind) { blocked: reject; default: accept; } }
+}
+control I(inout h_t hdr, inout m_t meta, inout standard_metadata_t sm) {
+    apply { sm.egress_port = sm.ingress_port == 1 ? 32w2 : 32w1; }
+}
+control E(inout h_t hdr, inout m_t meta, inout standard_metadata_t sm) { apply { } }
+control D(packet_out pk, in h_t hdr) { apply { pk.emit(hdr.eth); } }
+EdgeflowSwitch(P(), I(), E(), D()) main;
+"""
+
+
+@pytest.mark.parametrize("datapath", ["user", "tc"])
+def test_finsy_fills_a_value_set_that_the_parser_then_matches(two_hosts, datapath):
+    """A parser rejects the ethertypes of its value set `blocked` (P4Runtime 9.7): empty, it
+    blocks nothing; IPv4 in it, pings stop (ARP still passes); MODIFY with no members, they pass.
+    On tc the kernel decides the pings, from the members the switch wrote to its map."""
+    h1, _ = two_hosts.hosts
+    program = run_dir("p4") / "value_set.p4"
+    program.write_text(VALUE_SET_PROGRAM)
+    port = free_port()
+    path = p4_config("p4runtime-value-set", program, two_hosts.switch_ports, "")
+    sw = edgeflow_on(datapath, two_hosts.hosts, [], extra=["--config", str(path), "--dpid", f"{DPID:x}", "--p4runtime",
+                                                           str(port)], log_name="p4runtime-value-set").start()
+    options = fy.SwitchOptions(device_id=DPID, initial_election_id=20)
+
+    async def client():
+        async with fy.Switch("edgeflow", f"127.0.0.1:{port}", options) as primary:
+            blocked = primary.p4info.value_sets["blocked"]
+            fields = [(f.name, f.bitwidth, f.match_type.name) for f in blocked.match]
+            assert (blocked.name, blocked.size, fields) == ("P.blocked", 4, [("", 16, "EXACT")])
+            assert (await asyncio.to_thread(pings, h1, "10.0.0.2", 2))[0] == 2, "an empty set matches nothing"
+            await primary.modify([fy.P4ValueSetEntry("blocked", members=[P4ValueSetMember(0x0800)])])
+            assert (await asyncio.to_thread(pings, h1, "10.0.0.2", 2))[0] == 0, "IPv4 is rejected"
+            read = [e async for e in primary.read(fy.P4ValueSetEntry("blocked", members=[]))]
+            assert [[m.value for m in e.members] for e in read] == [[0x0800]], read
+            await primary.modify([fy.P4ValueSetEntry("blocked", members=[])])
+            assert (await asyncio.to_thread(pings, h1, "10.0.0.2", 2))[0] == 2, "its members replaced by none"
+            # Six echo requests and replies passed, on tc each decided in the kernel.
+            await asyncio.to_thread(kernel_decided, sw, datapath, 8)
 
     try:
         asyncio.run(asyncio.wait_for(client(), timeout=60))

@@ -43,6 +43,8 @@ pub struct Config {
     pub groups: Vec<(u16, Vec<u32>)>,
     /// Meter cells set at start: (`Block.meter`, index, [committed rate, burst, peak rate, burst]).
     pub meters: Vec<(String, usize, [u64; 4])>,
+    /// Value sets' members at start: (`Parser.set`, its members, each one match per field).
+    pub value_sets: Vec<(String, Vec<Vec<Match>>)>,
     /// The kernel back end's object compiled elsewhere (`[p4] object`, from `edgeflow p4 compile
     /// -o`), which the datapath loads instead of compiling the program: a device needs no clang.
     pub object: Option<Vec<u8>>,
@@ -76,6 +78,8 @@ pub enum ConfigError {
     Entry(usize, String),
     /// Meter setting number `.0` of [`Config::meters`] does not fit the program.
     Meter(usize, String),
+    /// Value set setting number `.0` of [`Config::value_sets`] does not fit the program.
+    ValueSet(usize, String),
 }
 
 pub struct P4Mode {
@@ -170,6 +174,9 @@ impl P4Mode {
         }
         for (i, (name, index, [cir, cburst, pir, pburst])) in cfg.meters.iter().enumerate() {
             switch.set_meter(name, *index, *cir, *cburst, *pir, *pburst).map_err(|m| ConfigError::Meter(i, m))?;
+        }
+        for (i, (name, members)) in cfg.value_sets.iter().enumerate() {
+            switch.set_value_set(name, members.clone()).map_err(|m| ConfigError::ValueSet(i, m))?;
         }
         Ok(P4Mode {
             switch,
@@ -465,6 +472,7 @@ mod tests {
             entries: vec![entry(&vls[0], 1, HIGH_QUEUE, 0), entry(&vls[1], 2, LOW_QUEUE, 1)],
             groups: vec![(1, vec![2, 3]), (2, vec![1])],
             meters: vec![],
+            value_sets: vec![],
             object: None,
             cpu_port: None,
         };

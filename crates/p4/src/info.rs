@@ -10,7 +10,7 @@
 //! kind's prefix byte (P4Runtime's `P4Ids`), so they stay put while the program changes
 //! elsewhere.
 //!
-//! About 740 lines, one concern: the naming and numbering of what P4Info shows, kind by kind,
+//! About 800 lines, one concern: the naming and numbering of what P4Info shows, kind by kind,
 //! which share one id scheme and one name resolution.
 
 use std::collections::{BTreeSet, HashMap};
@@ -22,6 +22,7 @@ use crate::frontend::check::{Checked, Layout, Ty};
 /// P4Runtime's id prefixes (`p4.config.v1.P4Ids.Prefix`).
 pub const ACTION: u8 = 0x01;
 pub const TABLE: u8 = 0x02;
+pub const VALUE_SET: u8 = 0x03;
 pub const COUNTER: u8 = 0x12;
 pub const DIRECT_COUNTER: u8 = 0x13;
 pub const METER: u8 = 0x14;
@@ -140,6 +141,17 @@ impl ControllerHeader {
     }
 }
 
+/// A parser's `value_set<T>(size)`: its members are matches of `keys`, one per field of `T` (a
+/// bare `bit<W>` is one field without a name), at most `size` of them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ValueSetInfo {
+    pub preamble: Preamble,
+    /// Its name in the software target: `Parser.name`.
+    pub target: String,
+    pub keys: Vec<KeyField>,
+    pub size: u64,
+}
+
 /// What a program sends the control plane with v1model's `digest<T>(receiver, data)` (named by
 /// `T`, as p4c names it) or a PSA `Digest<T>` instance (named as instances are): the members of
 /// `T`, each a bitstring.
@@ -168,6 +180,7 @@ pub struct Info {
     pub direct_meters: Vec<ExternInfo>,
     pub registers: Vec<ExternInfo>,
     pub action_profiles: Vec<ProfileInfo>,
+    pub value_sets: Vec<ValueSetInfo>,
 }
 
 impl Info {
@@ -189,6 +202,9 @@ impl Info {
     }
     pub fn digest_named(&self, target: &str) -> Option<&DigestInfo> {
         self.digests.iter().find(|d| d.target == target)
+    }
+    pub fn value_set(&self, id: u32) -> Option<&ValueSetInfo> {
+        self.value_sets.iter().find(|v| v.preamble.id == id)
     }
     pub fn action_profile(&self, id: u32) -> Option<&ProfileInfo> {
         self.action_profiles.iter().find(|p| p.preamble.id == id)
@@ -693,6 +709,32 @@ pub fn info(program: &Program, checked: &Checked) -> Result<Info, String> {
             info.tables.push(table);
         }
     }
+    for d in &program.decls {
+        let Decl::Parser { name: block, locals, .. } = d else { continue };
+        // A size may name one of the parser's own constants.
+        let mut consts = consts.clone();
+        for l in locals {
+            if let Local::Const { name, value, .. } = l {
+                consts.insert(name.text.as_str(), value);
+            }
+        }
+        for l in locals {
+            let Local::ValueSet(v) = l else { continue };
+            let name = qualified(Some(&scope(program, checked, &block.text)), &v.name.text, &v.annotations);
+            let keys = checked
+                .value_set_fields(&v.ty)
+                .into_iter()
+                .enumerate()
+                .map(|(i, (name, bitwidth, match_kind))| KeyField { id: i as u32 + 1, name, bitwidth, match_kind })
+                .collect();
+            info.value_sets.push(ValueSetInfo {
+                preamble: preamble(&mut ids, VALUE_SET, name, &v.annotations)?,
+                target: format!("{}.{}", block.text, v.name.text),
+                keys,
+                size: const_number(&v.size, &consts).unwrap_or(0),
+            });
+        }
+    }
     for (kind, header) in &program.controller_headers {
         if info.controller_header(kind).is_some() {
             return Err(format!("@controller_header(\"{kind}\") is on two headers"));
@@ -740,6 +782,7 @@ pub fn info(program: &Program, checked: &Checked) -> Result<Info, String> {
         }
     }
     set_aliases(&mut info.digests, |d| &mut d.preamble);
+    set_aliases(&mut info.value_sets, |v| &mut v.preamble);
     set_aliases(&mut info.action_profiles, |p| &mut p.preamble);
     set_aliases(&mut info.tables, |t| &mut t.preamble);
     set_aliases(&mut info.actions, |a| &mut a.preamble);

@@ -1,7 +1,7 @@
 //! The P4Info message for a checked program, from the front end's control-plane view of it
 //! (`p4::info`).
 
-use p4::info::{DigestInfo, ExternInfo, Info, Preamble, Unit};
+use p4::info::{DigestInfo, ExternInfo, Info, KeyField, Preamble, Unit};
 
 use crate::proto::p4::config::v1 as cfg;
 
@@ -47,6 +47,16 @@ fn match_type(kind: &str) -> cfg::match_field::Match {
         other => return Match::OtherMatchType(other.to_string()),
     };
     Match::MatchType(t as i32)
+}
+
+fn match_field(k: &KeyField) -> cfg::MatchField {
+    cfg::MatchField {
+        id: k.id,
+        name: k.name.clone(),
+        bitwidth: k.bitwidth as i32,
+        r#match: Some(match_type(&k.match_kind)),
+        ..Default::default()
+    }
 }
 
 /// A digest's type: the struct P4Info's type information names, its members bitstrings.
@@ -106,22 +116,21 @@ pub fn p4info(info: &Info, name: &str) -> cfg::P4Info {
             arch: info.architecture.map_or("edgeflow", |a| a.name()).into(),
             ..Default::default()
         }),
+        value_sets: info
+            .value_sets
+            .iter()
+            .map(|v| cfg::ValueSet {
+                preamble: preamble(&v.preamble),
+                r#match: v.keys.iter().map(match_field).collect(),
+                size: v.size as i32,
+            })
+            .collect(),
         tables: info
             .tables
             .iter()
             .map(|t| cfg::Table {
                 preamble: preamble(&t.preamble),
-                match_fields: t
-                    .keys
-                    .iter()
-                    .map(|k| cfg::MatchField {
-                        id: k.id,
-                        name: k.name.clone(),
-                        bitwidth: k.bitwidth as i32,
-                        r#match: Some(match_type(&k.match_kind)),
-                        ..Default::default()
-                    })
-                    .collect(),
+                match_fields: t.keys.iter().map(match_field).collect(),
                 action_refs: t.action_ids.iter().map(|&id| cfg::ActionRef { id, ..Default::default() }).collect(),
                 const_default_action_id: t.default_action.filter(|(_, fixed)| *fixed).map_or(0, |(id, _)| id),
                 direct_resource_ids: t.direct_counter.iter().chain(&t.direct_meter).copied().collect(),

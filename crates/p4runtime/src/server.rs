@@ -11,7 +11,7 @@
 //! (`write.rs`), reads (`read.rs`), multicast groups and clone sessions (`pre.rs`), action
 //! profile members and groups and the entries that name them (`profile.rs`), a program
 //! from a pipeline config (`pipeline.rs`), packets and digests on the stream channel
-//! (`packet_io.rs`). The P4Info message is `p4info.rs`, the value encoding `codec.rs`. This file, about 680 lines, is the
+//! (`packet_io.rs`), value set members (`value_set.rs`). The P4Info message is `p4info.rs`, the value encoding `codec.rs`. This file, about 680 lines, is the
 //! service's one dispatch: each RPC's checks and the job it hands the switch.
 
 mod arbitration;
@@ -21,6 +21,7 @@ mod pipeline;
 mod pre;
 mod profile;
 mod read;
+mod value_set;
 mod write;
 
 use std::net::SocketAddr;

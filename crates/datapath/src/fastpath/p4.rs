@@ -56,6 +56,8 @@ mod imp {
         /// Per table with a direct meter, each entry's identity and its cell's rates as last
         /// written, by entry index.
         direct_meters: Vec<Vec<(String, Vec<u8>)>>,
+        /// Per value set, its members' slots as last written.
+        value_sets: Vec<Vec<Vec<u8>>>,
         write_failed: bool,
         held_for_ports: bool,
         /// What `p4_config[1]` holds, as last written.
@@ -147,6 +149,7 @@ mod imp {
                 registers: HashMap::new(),
                 meter_rates: HashMap::new(),
                 direct_meters: Vec::new(),
+                value_sets: Vec::new(),
                 write_failed: false,
                 held_for_ports: false,
                 stale_written: None,
@@ -366,6 +369,7 @@ mod imp {
                 }
             }
             self.groups = groups;
+            self.write_value_sets(program)?;
             for (name, map_name, cells) in &self.gen.registers {
                 let m = map(&self.obj, map_name)?;
                 for i in 0..*cells {
@@ -376,6 +380,26 @@ mod imp {
                         *agreed = v;
                     }
                 }
+            }
+            Ok(())
+        }
+
+        /// Each value set's members, a slot each from 0; the slots a set no longer fills are
+        /// zeroed (not present). A set that did not change is not written.
+        fn write_value_sets(&mut self, program: &Program) -> io::Result<()> {
+            self.value_sets.resize(self.gen.value_sets.len(), Vec::new());
+            for (v, written) in self.gen.value_sets.iter().zip(self.value_sets.iter_mut()) {
+                let slots: Vec<Vec<u8>> =
+                    program.value_set(&v.target).unwrap_or(&[]).iter().map(|m| gen::value_set_member(v, m)).collect();
+                if slots == *written {
+                    continue;
+                }
+                let m = map(&self.obj, &v.map)?;
+                for i in 0..slots.len().max(written.len()).min(v.size) {
+                    let empty = vec![0u8; m.value_size as usize];
+                    m.update(&(i as u32).to_ne_bytes(), slots.get(i).unwrap_or(&empty))?;
+                }
+                *written = slots;
             }
             Ok(())
         }

@@ -29,6 +29,20 @@ pub struct P4Section {
     pub groups: Vec<P4Group>,
     #[serde(default, rename = "meter")]
     pub meters: Vec<P4Meter>,
+    #[serde(default, rename = "value_set")]
+    pub value_sets: Vec<P4ValueSet>,
+}
+
+/// `[[p4.value_set]]`: a parser's value set and all its members at start (a P4Runtime MODIFY
+/// replaces them).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct P4ValueSet {
+    /// `Parser.set`, as in the program.
+    pub name: Spanned<String>,
+    /// Each member one match per field of the set's type, written as an entry's `match` is
+    /// ("0x88b5", "0x8800&&&0xff00", "_").
+    pub members: Spanned<Vec<Vec<toml::Value>>>,
 }
 
 /// `[[p4.meter]]`: one cell of a meter (RFC 2698): rates in the meter's units (packets or
@@ -173,11 +187,29 @@ pub(super) fn p4(
         .iter()
         .map(|m| (m.name.get_ref().clone(), m.index, [m.cir, m.cburst, m.pir, m.pburst]))
         .collect();
+    let mut value_sets: Vec<(String, Vec<Vec<Match>>)> = Vec::new();
+    for v in &section.value_sets {
+        if value_sets.iter().any(|(n, _)| n == v.name.get_ref()) {
+            return Err(cx.at(
+                &v.name,
+                format!("value set {} is given twice: one [[p4.value_set]] holds all its members", v.name.get_ref()),
+            ));
+        }
+        let members = v
+            .members
+            .get_ref()
+            .iter()
+            .map(|m| m.iter().map(key).collect::<Result<Vec<_>, _>>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|m| cx.at(&v.members, m))?;
+        value_sets.push((v.name.get_ref().clone(), members));
+    }
     let cpu_port = section.cpu_port.as_ref().map(|p| *p.get_ref());
     if let Some(p) = section.cpu_port.as_ref().filter(|p| ports.iter().any(|(no, _)| no == p.get_ref())) {
         return Err(cx.at(p, format!("cpu_port {}: a switch port has that number", p.get_ref())));
     }
-    let mut cfg = Config { file: path.display().to_string(), source, entries, groups, meters, object: None, cpu_port };
+    let file = path.display().to_string();
+    let mut cfg = Config { file, source, entries, groups, meters, value_sets, object: None, cpu_port };
     match forwarding::p4::P4Mode::new(&cfg) {
         Ok(_) => {
             if let Some(object) = &section.object {
@@ -188,6 +220,7 @@ pub(super) fn p4(
         Err(ConfigError::Program(m)) => Err(m),
         Err(ConfigError::Entry(i, m)) => Err(cx.at(&section.entries[i].table, m)),
         Err(ConfigError::Meter(i, m)) => Err(cx.at(&section.meters[i].name, m)),
+        Err(ConfigError::ValueSet(i, m)) => Err(cx.at(&section.value_sets[i].name, m)),
     }
 }
 
@@ -224,6 +257,57 @@ mod tests {
         assert_eq!(key(&s("1..5")), Ok(Match::Range { low: 1, high: 5 }));
         assert_eq!(key(&s("_")), Ok(Match::Any));
         assert_eq!(key(&toml::Value::Integer(7)), Ok(Match::Exact(7)));
+    }
+
+    /// `[[p4.value_set]]` seeds a parser's value set, every member checked against the set.
+    #[test]
+    fn value_set_members_are_read_and_checked_at_their_lines() {
+        let private = datapath::sys::PrivateDir::new("ef-p4-config-vs").unwrap();
+        let dir = private.path();
+        let program = "#include <edgeflow.p4>
+header eth_t { bit<48> dst; bit<48> src; bit<16> kind; }
+struct h_t { eth_t eth; }
+struct m_t { bit<1> hit; }
+parser P(packet_in pk, out h_t hdr, inout m_t meta, inout standard_metadata_t sm) {
+    value_set<bit<16>>(2) kinds;
+    state start { pk.extract(hdr.eth); transition select(hdr.eth.kind) { kinds: hit; default: accept; } }
+    state hit { meta.hit = 1; transition accept; }
+}
+control I(inout h_t hdr, inout m_t meta, inout standard_metadata_t sm) {
+    apply { sm.egress_port = meta.hit == 1 ? 32w2 : 32w1; }
+}
+control E(inout h_t hdr, inout m_t meta, inout standard_metadata_t sm) { apply { } }
+control D(packet_out pk, in h_t hdr) { apply { pk.emit(hdr.eth); } }
+EdgeflowSwitch(P(), I(), E(), D()) main;
+";
+        std::fs::write(dir.join("vs.p4"), program).unwrap();
+        let path = dir.join("sw.toml");
+        let config = |body: &str| {
+            std::fs::write(&path, format!("mode = \"p4\"\n[[port]]\nname = \"a\"\n[p4]\nprogram = \"vs.p4\"\n{body}"))
+                .unwrap();
+            super::super::load_file(&path)
+                .and_then(|(f, src)| super::super::settings(Some((&f, &src, &path)), &Default::default()))
+        };
+        let good = "[[p4.value_set]]\nname = \"P.kinds\"\nmembers = [[\"0x88b5\"], [\"0x8800&&&0xff00\"]]\n";
+        let s = config(good).unwrap();
+        let ModeSetting::P4(cfg) = &s.mode else { panic!("{:?}", s.mode) };
+        let want = vec![vec![Match::Exact(0x88b5)], vec![Match::Ternary { value: 0x8800, mask: 0xff00 }]];
+        assert_eq!(cfg.value_sets, [("P.kinds".to_string(), want)]);
+        let mut mode = forwarding::p4::P4Mode::new(cfg).unwrap();
+        let mut frame = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1, 0x88, 0x01];
+        frame.extend_from_slice(&[0; 46]);
+        assert_eq!(mode.switch_mut().process(&frame, 1, 0).unwrap()[0].port, 2, "a member at start matches");
+        let sw = path.display().to_string();
+        let e = config(&good.replace("P.kinds", "P.other")).unwrap_err();
+        assert_eq!(e, format!("{sw}:7: no value set 'P.other'"));
+        let e = config(&good.replace("[\"0x88b5\"], ", "[\"0x88b5\"], [\"1\"], ")).unwrap_err();
+        assert_eq!(e, format!("{sw}:7: P.kinds holds 2 members, not 3"));
+        let e = config(&good.replace("0x88b5", "0x188b5")).unwrap_err();
+        assert_eq!(e, format!("{sw}:7: Exact(100533) does not fit P.kinds's 16-bit field"));
+        let e = config(&good.replace("0x88b5", "x")).unwrap_err();
+        assert!(e.starts_with(&format!("{sw}:8: 'x': expected a number")), "{e}");
+        let e = config(&format!("{good}{good}")).unwrap_err();
+        assert!(e.starts_with(&format!("{sw}:10: value set P.kinds is given twice")), "{e}");
     }
 
     #[test]

@@ -61,6 +61,9 @@ pub struct Param {
 pub struct Field {
     pub ty: Type,
     pub name: Name,
+    /// Kept for a value set's struct, whose fields may say how the control plane matches them
+    /// (`@match(ternary)`).
+    pub annotations: Vec<Annotation>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -186,6 +189,18 @@ pub enum Local {
     Action(Action),
     Table(Table),
     Instance(Instance),
+    ValueSet(ValueSet),
+}
+
+/// `value_set<T>(size) name;` (P4-16 12.11), only in a parser: up to `size` members the control plane sets, each
+/// a value and a mask per field of `T` (a `bit<W>`, or a struct of them); a `select` case
+/// whose keyset is the set's name matches when any member does.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ValueSet {
+    pub ty: Type,
+    pub size: Expr,
+    pub name: Name,
+    pub annotations: Vec<Annotation>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -7,7 +7,7 @@
 //! controls, a stack of scopes. Numbers without a width take the width of what they meet, as in
 //! P4; everything else must agree exactly, or be cast.
 //!
-//! About 1 870 lines, one concern: the language's typing rules for every construct of the subset
+//! About 2 000 lines, one concern: the language's typing rules for every construct of the subset
 //! are one piece, and each rule's error message is written where the rule is. Splitting them
 //! (declarations, statements, expressions) would split the one scope stack they share.
 
@@ -52,6 +52,8 @@ pub enum Ty {
     Stack(Box<Ty>, u32),
     /// `varbit<N>`: a header field of up to N bits.
     Varbit(u32),
+    /// A parser's `value_set<T>`, by its element type.
+    ValueSet(Box<Ty>),
 }
 
 impl std::fmt::Display for Ty {
@@ -86,6 +88,7 @@ impl std::fmt::Display for Ty {
             Ty::ActionRun(n) => write!(f, "{n}.apply().action_run"),
             Ty::Stack(t, n) => write!(f, "{t}[{n}]"),
             Ty::Varbit(n) => write!(f, "varbit<{n}>"),
+            Ty::ValueSet(t) => write!(f, "value_set<{t}>"),
         }
     }
 }
@@ -135,6 +138,9 @@ pub struct Checked {
     /// A number without a width given where a type was expected (`x = 5`, an argument): the
     /// type it takes there, which is the one the mid end needs.
     contextual: HashMap<usize, Ty>,
+    /// A struct field's `@match(kind)` (by struct and field number): how the control plane
+    /// matches it where the struct is a value set's element.
+    pub field_match: HashMap<(String, usize), String>,
 }
 
 /// A named type, resolved.
@@ -162,6 +168,37 @@ impl Checked {
     }
 
     /// The checker's type for `t` (which the checker accepted), type parameters left as they are.
+    /// A value set's fields as the control plane sees them: each leaf of its element type (a
+    /// nested struct's flattened, `inner.f`), its name (`""` for a bare `bit<W>`), its width
+    /// and its `@match` kind (`exact` unless the field says otherwise).
+    pub fn value_set_fields(&self, t: &Type) -> Vec<(String, u32, String)> {
+        let mut out = Vec::new();
+        self.leaves(&self.resolve(t), "", "exact", &mut out);
+        out
+    }
+
+    fn leaves(&self, t: &Ty, name: &str, kind: &str, out: &mut Vec<(String, u32, String)>) {
+        match t {
+            Ty::Bit(w) => out.push((name.to_string(), *w, kind.to_string())),
+            Ty::Struct(n) => {
+                if let Some(Layout::Struct(fields)) = self.layouts.get(n) {
+                    for (i, (f, ty)) in fields.iter().enumerate() {
+                        let kind = self.field_match.get(&(n.clone(), i)).map_or("exact", String::as_str);
+                        let path = if name.is_empty() { f.clone() } else { format!("{name}.{f}") };
+                        self.leaves(ty, &path, kind, out);
+                    }
+                }
+            }
+            Ty::List(items) => {
+                for (i, ty) in items.iter().enumerate() {
+                    let path = if name.is_empty() { format!("f{i}") } else { format!("{name}.f{i}") };
+                    self.leaves(ty, &path, kind, out);
+                }
+            }
+            _ => {}
+        }
+    }
+
     pub fn resolve(&self, t: &Type) -> Ty {
         match t {
             Type::Named(n, args) => match self.layouts.get(&n.text) {
@@ -228,6 +265,18 @@ pub fn check(program: &Program) -> Result<Checked> {
         })
         .collect();
     checked.numbers = c.globals.iter().filter_map(|(n, v)| Some((n.clone(), v.value?))).collect();
+    for d in &program.decls {
+        let Decl::Struct { name, fields } = d else { continue };
+        for (i, f) in fields.iter().enumerate() {
+            let kind = f.annotations.iter().find(|a| a.name.text == "match").and_then(|a| match a.args.as_slice() {
+                [crate::frontend::lexer::Tok::Ident(k)] => Some(k.clone()),
+                _ => None,
+            });
+            if let Some(kind) = kind {
+                checked.field_match.insert((name.text.clone(), i), kind);
+            }
+        }
+    }
     checked.types = c.types_seen.into_inner();
     checked.contextual = c.contextual.into_inner();
     Ok(checked)
@@ -636,7 +685,23 @@ impl<'a> Checker<'a> {
                         }
                     }
                     for case in cases {
-                        self.keysets(&case.keys, &tys, case.next.pos, "select")?;
+                        match self.value_set_keyset(&case.keys) {
+                            Some((at, elem)) => {
+                                let members = self.value_set_widths(&elem).unwrap_or_default();
+                                let keys: Option<Vec<u32>> = tys.iter().map(width).collect();
+                                if keys.as_ref() != Some(&members) {
+                                    let keys: Vec<String> = tys.iter().map(|t| t.to_string()).collect();
+                                    return err(
+                                        at,
+                                        format!(
+                                            "this value_set<{elem}> holds fields of {members:?} bits; the select matches ({})",
+                                            keys.join(", ")
+                                        ),
+                                    );
+                                }
+                            }
+                            None => self.keysets(&case.keys, &tys, case.next.pos, "select")?,
+                        }
                         known(&case.next)?;
                     }
                 }
@@ -646,10 +711,61 @@ impl<'a> Checker<'a> {
         Ok(())
     }
 
+    /// The value set a select case's keyset names, where it is written and its element type:
+    /// a value set is the case's whole keyset, matched against all the select's fields.
+    fn value_set_keyset(&self, keys: &[Keyset]) -> Option<(Pos, Ty)> {
+        let [Keyset::Value(e)] = keys else { return None };
+        let ExprKind::Name(n) = &e.kind else { return None };
+        match self.lookup(n) {
+            Some(Var { ty: Ty::ValueSet(elem), .. }) => Some((e.pos, (**elem).clone())),
+            _ => None,
+        }
+    }
+
+    /// The widths of a value set's element type's fields, in order (a nested struct's
+    /// flattened), if it is one a value set may hold.
+    fn value_set_widths(&self, t: &Ty) -> Option<Vec<u32>> {
+        match t {
+            Ty::Bit(w) => Some(vec![*w]),
+            Ty::Struct(n) => match self.types.get(n) {
+                Some(TypeDef::Struct(fields)) if !fields.is_empty() => {
+                    let mut out = Vec::new();
+                    for (_, f) in fields {
+                        out.extend(self.value_set_widths(f)?);
+                    }
+                    Some(out)
+                }
+                _ => None,
+            },
+            Ty::List(items) if !items.is_empty() => {
+                let mut out = Vec::new();
+                for f in items {
+                    out.extend(self.value_set_widths(f)?);
+                }
+                Some(out)
+            }
+            _ => None,
+        }
+    }
+
     /// A select case's or a const entry's keysets against the types they match.
     fn keysets(&self, keys: &[Keyset], tys: &[Ty], pos: Pos, what: &str) -> Result<()> {
         if keys.len() == 1 && matches!(keys[0], Keyset::Default | Keyset::DontCare) {
             return Ok(());
+        }
+        for k in keys {
+            if let Keyset::Value(e) = k {
+                if let ExprKind::Name(n) = &e.kind {
+                    if let Some(Var { ty: Ty::ValueSet(_), .. }) = self.lookup(n) {
+                        let alone = if what == "select" {
+                            "a value_set is a select case's whole keyset, not one of its fields"
+                        } else {
+                            "a value_set is matched by a parser's select, not a table's entries"
+                        };
+                        return err(e.pos, alone);
+                    }
+                }
+            }
         }
         if keys.len() != tys.len() {
             return err(pos, format!("{} value(s) for the {} field(s) this {what} matches", keys.len(), tys.len()));
@@ -695,6 +811,20 @@ impl<'a> Checker<'a> {
             Local::Instance(i) => {
                 let v = self.instance(i)?;
                 self.declare_local(&i.name, v)
+            }
+            Local::ValueSet(v) => {
+                let elem = self.resolve(&v.ty, &[])?;
+                if self.value_set_widths(&elem).is_none() {
+                    return err(v.name.pos, format!("a value_set holds bit<W> values or structs of them, not {elem}"));
+                }
+                match self.const_value(&v.size) {
+                    Some(1..=VALUE_SET_MAX) => {}
+                    Some(n) => {
+                        return err(v.size.pos, format!("a value_set holds 1 to {VALUE_SET_MAX} members, not {n}"));
+                    }
+                    None => return err(v.size.pos, "a value_set's size is a compile-time number"),
+                }
+                self.declare_local(&v.name, Var { ty: Ty::ValueSet(Box::new(elem)), writable: false, value: None })
             }
             Local::Action(a) => {
                 if self.local_actions.contains_key(&a.name.text) {
@@ -1819,6 +1949,9 @@ fn unify(a: &Ty, b: &Ty) -> Option<Ty> {
         _ => None,
     }
 }
+
+/// The most members a value set may declare (the kernel back end scans them per frame).
+pub const VALUE_SET_MAX: u128 = 256;
 
 fn width(t: &Ty) -> Option<u32> {
     match t {

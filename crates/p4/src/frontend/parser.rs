@@ -4,7 +4,7 @@
 //! Annotations (`@name(...)`) are kept on the declarations a control plane names (tables, keys,
 //! actions, parameters, instances) for P4Info, and set aside elsewhere: none changes behaviour.
 //!
-//! About 1 200 lines, one concern: one function per production of the grammar, each with the
+//! About 1 250 lines, one concern: one function per production of the grammar, each with the
 //! messages for what may go wrong there, in the order the P4-16 grammar lists them.
 
 use crate::diag::{Diagnostic, Pos};
@@ -281,7 +281,7 @@ impl Parser {
                 let fields = self.fields()?;
                 Ok(Decl::HeaderUnion { name, fields })
             }
-            "value_set" => Err(Diagnostic::new(pos, outside("value sets"))),
+            "value_set" => Err(Diagnostic::new(pos, "a value_set belongs inside a parser (P4-16 12.11)")),
             "type" => Err(Diagnostic::new(pos, outside("new types (type T)"))),
             "abstract" => Err(Diagnostic::new(pos, outside("abstract methods"))),
             "table" => Err(Diagnostic::new(pos, "a table belongs inside a control")),
@@ -344,7 +344,7 @@ impl Parser {
             let ty = self.ty_or_stack()?;
             let name = self.name("a field name")?;
             self.expect(";")?;
-            fields.push(Field { ty, name });
+            fields.push(Field { ty, name, annotations: self.take_annotations() });
         }
         Ok(fields)
     }
@@ -524,7 +524,11 @@ impl Parser {
             return Ok(Local::Table(self.table()?));
         }
         if self.is_kw("value_set") {
-            return Err(Diagnostic::new(self.pos(), outside("value sets")));
+            if kind == BlockKind::Control {
+                return Err(Diagnostic::new(self.pos(), "a value_set belongs in a parser, not a control"));
+            }
+            self.bump();
+            return Ok(Local::ValueSet(self.value_set_rest()?));
         }
         let start = self.i;
         let ty = self.ty_or_stack()?;
@@ -536,6 +540,20 @@ impl Parser {
         let init = if self.eat("=") { Some(self.expr()?) } else { None };
         self.expect(";")?;
         Ok(Local::Var { ty, name, init })
+    }
+
+    /// After `value_set`: `<T>(size) name;`.
+    fn value_set_rest(&mut self) -> Result<ValueSet> {
+        let annotations = self.take_annotations();
+        self.expect("<")?;
+        let ty = self.ty()?;
+        self.expect(">")?;
+        self.expect("(")?;
+        let size = self.expr()?;
+        self.expect(")")?;
+        let name = self.name("the value set's name")?;
+        self.expect(";")?;
+        Ok(ValueSet { ty, size, name, annotations })
     }
 
     /// `Type(args) name;`

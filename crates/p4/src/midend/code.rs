@@ -8,7 +8,7 @@
 //! Each control and parser instance is lowered on its own, so two instances of one control have
 //! their own tables, instances and actions, as P4 gives them.
 //!
-//! About 1 800 lines, one concern: the language's statements and expressions each have one
+//! About 1 860 lines, one concern: the language's statements and expressions each have one
 //! lowering here, beside the scope stack and the hoisting they share.
 
 use std::collections::HashMap;
@@ -31,6 +31,8 @@ enum Binding {
     Number(i128),
     /// An extern instance, by its name in `Program::instances`.
     Instance(String),
+    /// A parser's value set, by its name in `Program::value_sets`.
+    ValueSet(String),
     Table(usize),
     /// An instance of one of the program's parsers or controls: its block.
     Block(usize),
@@ -174,6 +176,37 @@ impl<'a> Code<'a> {
             Local::Table(t) => {
                 let index = self.table(t)?;
                 self.declare(&t.name.text, Binding::Table(index));
+                Ok(())
+            }
+            Local::ValueSet(v) => {
+                let name = format!("{}.{}", self.path, v.name.text);
+                if !self.out.value_sets.iter().any(|x| x.name == name) {
+                    // A number, or a constant of a width (`const bit<32> N = 4;`).
+                    let mut pre = Vec::new();
+                    let size = match self.number(&v.size) {
+                        Some(n) => Some(n),
+                        None => match self.value(&v.size, None, &mut pre) {
+                            Ok(IrExpr::Const { value, .. }) if pre.is_empty() => Some(value as i128),
+                            _ => None,
+                        },
+                    };
+                    let size = size
+                        .filter(|n| *n > 0)
+                        .ok_or_else(|| Diagnostic::new(v.size.pos, "a value_set's size is a compile-time number"))?;
+                    let fields = self
+                        .checked
+                        .value_set_fields(&v.ty)
+                        .into_iter()
+                        .map(|(name, width, match_kind)| ir::ValueSetField { name, width, match_kind })
+                        .collect();
+                    self.out.value_sets.push(ir::ValueSet {
+                        name: name.clone(),
+                        fields,
+                        size: size as u32,
+                        pos: v.name.pos,
+                    });
+                }
+                self.declare(&v.name.text, Binding::ValueSet(name));
                 Ok(())
             }
             Local::Instance(i) => {
@@ -364,7 +397,7 @@ impl<'a> Code<'a> {
             Ty::Extern(n, _) | Ty::BlockType(n, _) | Ty::Block(n) => IrTy::Opaque(n.clone()),
             Ty::Str => IrTy::Opaque("string".into()),
             Ty::Number => return Err(Diagnostic::new(pos, "a number without a width, where nothing gives it one")),
-            Ty::Void | Ty::Table(_) | Ty::Applied(_) | Ty::ActionRun(_) => {
+            Ty::Void | Ty::Table(_) | Ty::Applied(_) | Ty::ActionRun(_) | Ty::ValueSet(_) => {
                 return Err(Diagnostic::new(pos, format!("{t} is not a value")))
             }
         })
@@ -1340,19 +1373,18 @@ impl<'a> Code<'a> {
         if keys.len() == 1 && matches!(keys[0], Keyset::Default | Keyset::DontCare) {
             return Ok(vec![ir::Keyset::Any; tys.len().max(1)]);
         }
+        // A value set is the case's whole keyset: its members match all the select's fields.
+        if let [Keyset::Value(Expr { kind: ExprKind::Name(n), .. })] = keys {
+            if let Some(Binding::ValueSet(set)) = self.lookup(n) {
+                return Ok(vec![ir::Keyset::ValueSet(set)]);
+            }
+        }
         keys.iter()
             .zip(tys)
             .map(|(k, t)| {
                 Ok(match k {
                     Keyset::Default | Keyset::DontCare => ir::Keyset::Any,
-                    Keyset::Value(e) => {
-                        if let ExprKind::Name(n) = &e.kind {
-                            if let Some(Binding::Instance(i)) = self.lookup(n) {
-                                return Ok(ir::Keyset::ValueSet(i));
-                            }
-                        }
-                        ir::Keyset::Value(self.key_constant(e, t)?)
-                    }
+                    Keyset::Value(e) => ir::Keyset::Value(self.key_constant(e, t)?),
                     Keyset::Mask(v, m) => ir::Keyset::Mask(self.key_constant(v, t)?, self.key_constant(m, t)?),
                     Keyset::Range(a, b) => ir::Keyset::Range(self.key_constant(a, t)?, self.key_constant(b, t)?),
                 })

@@ -368,8 +368,32 @@ pub enum Keyset {
     Value(u128),
     Mask(u128, u128),
     Range(u128, u128),
-    /// A `value_set` instance, by name.
+    /// A parser's `value_set`, by its name in `Program::value_sets`: the case's whole keyset
+    /// (the only one), matched against all the select's keys.
     ValueSet(String),
+}
+
+/// A parser's `value_set<T>(size)`: members the control plane sets at run time, each a value
+/// and a mask per field; a select case naming it matches when any member does, and an empty set
+/// matches nothing.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ValueSet {
+    /// Qualified by its parser instance (`MyParser.pvs`).
+    pub name: String,
+    /// `T`'s fields in order (a nested struct's flattened): one per key of the select.
+    pub fields: Vec<ValueSetField>,
+    /// The most members the control plane may set.
+    pub size: u32,
+    pub pos: Pos,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ValueSetField {
+    /// The field's path in `T` (`""` for a bare `bit<W>`).
+    pub name: String,
+    pub width: u32,
+    /// `@match(kind)` on the field, `exact` without one: what P4Info shows.
+    pub match_kind: String,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -484,6 +508,7 @@ pub struct Program {
     pub actions: Vec<Action>,
     pub functions: Vec<Function>,
     pub tables: Vec<Table>,
+    pub value_sets: Vec<ValueSet>,
     /// The package's blocks in its order (`blocks`), then every sub-block instance.
     pub blocks_code: Vec<Block>,
 }
@@ -564,6 +589,11 @@ impl fmt::Display for Program {
             let type_args: Vec<String> = i.type_args.iter().map(|t| t.to_string()).collect();
             let type_args = if type_args.is_empty() { String::new() } else { format!("<{}>", type_args.join(", ")) };
             writeln!(f, "instance {annotations}{} = {}{type_args}({}) @{}", i.name, i.ty, args.join(", "), i.at)?;
+        }
+        for v in &self.value_sets {
+            let fields: Vec<String> =
+                v.fields.iter().map(|x| format!("{}: u{} {}", x.name, x.width, x.match_kind)).collect();
+            writeln!(f, "value_set {} ({}) size {}", v.name, fields.join(", "), v.size)?;
         }
         super::dump::code(self, f)
     }

@@ -2,7 +2,7 @@
 //! action and data, meter rates, cell indexes (P4Runtime §9).
 
 use p4::backends::software::Match;
-use p4::info::{ExternInfo, Info, TableInfo};
+use p4::info::{ExternInfo, Info, KeyField, TableInfo};
 use tonic::Status;
 
 use crate::codec::{decode, encode};
@@ -23,18 +23,24 @@ pub(super) fn all_ones(width: u32) -> u128 {
 
 /// The target's matches for an entry's fields, one per key in the table's order.
 pub(super) fn matches(t: &TableInfo, fields: &[pb::FieldMatch]) -> Result<Vec<Match>, Status> {
+    key_matches(&t.preamble.name, &t.keys, fields)
+}
+
+/// The target's matches for fields given against `keys` (a table's, or a value set's members'),
+/// one per key in order; `owner` names them in errors.
+pub(super) fn key_matches(owner: &str, keys: &[KeyField], fields: &[pb::FieldMatch]) -> Result<Vec<Match>, Status> {
     use pb::field_match::FieldMatchType as F;
     for (i, f) in fields.iter().enumerate() {
-        if !t.keys.iter().any(|k| k.id == f.field_id) {
-            return Err(Status::invalid_argument(format!("{} has no match field {}", t.preamble.name, f.field_id)));
+        if !keys.iter().any(|k| k.id == f.field_id) {
+            return Err(Status::invalid_argument(format!("{owner} has no match field {}", f.field_id)));
         }
         if fields[..i].iter().any(|g| g.field_id == f.field_id) {
             return Err(Status::invalid_argument(format!("match field {} given twice", f.field_id)));
         }
     }
     let mut out = Vec::new();
-    for k in &t.keys {
-        let what = format!("{}: {}", t.preamble.name, k.name);
+    for k in keys {
+        let what = format!("{owner}: {}", k.name);
         let w = k.bitwidth;
         let field = fields.iter().find(|f| f.field_id == k.id).and_then(|f| f.field_match_type.as_ref());
         out.push(match (k.match_kind.as_str(), field) {
@@ -83,8 +89,13 @@ pub(super) fn matches(t: &TableInfo, fields: &[pb::FieldMatch]) -> Result<Vec<Ma
 
 /// An entry's fields as P4Runtime writes them: wildcards left out.
 pub(super) fn fields(t: &TableInfo, keys: &[Match]) -> Vec<pb::FieldMatch> {
+    key_fields(&t.keys, keys)
+}
+
+/// Matches against `fields` (a table's keys, a value set's) as P4Runtime writes them.
+pub(super) fn key_fields(fields: &[KeyField], keys: &[Match]) -> Vec<pb::FieldMatch> {
     use pb::field_match::{self as fm, FieldMatchType as F};
-    t.keys
+    fields
         .iter()
         .zip(keys)
         .filter_map(|(k, m)| {

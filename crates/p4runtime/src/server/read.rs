@@ -175,6 +175,7 @@ pub(super) fn read(sw: &Switch, info: &Info, entity: &pb::Entity, out: &mut Vec<
         Some(E::PacketReplicationEngineEntry(want)) => super::pre::read(sw, want, out)?,
         Some(E::ActionProfileMember(want)) => super::profile::read_members(sw, info, want, out)?,
         Some(E::ActionProfileGroup(want)) => super::profile::read_groups(sw, info, want, out)?,
+        Some(E::ValueSetEntry(want)) => super::value_set::read(sw, info, want, out)?,
         Some(other) => return Err(Status::unimplemented(format!("reading {} entities", entity_kind(other)))),
         None => return Err(Status::invalid_argument("a read of no entity")),
     }

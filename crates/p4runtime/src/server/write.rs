@@ -27,6 +27,7 @@ pub(super) fn update(sw: &mut Switch, info: &Info, u: &pb::Update) -> Result<(),
         Some(E::PacketReplicationEngineEntry(p)) => super::pre::update(sw, kind, p),
         Some(E::ActionProfileMember(m)) => super::profile::member(sw, info, kind, m),
         Some(E::ActionProfileGroup(g)) => super::profile::group(sw, info, kind, g),
+        Some(E::ValueSetEntry(v)) => super::value_set::write(sw, info, kind, v),
         Some(E::CounterEntry(c)) if kind == U::Modify => {
             let x = instance(&info.counters, c.counter_id, "counter")?;
             let data = c.data.unwrap_or_default();

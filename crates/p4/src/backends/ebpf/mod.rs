@@ -15,7 +15,8 @@
 //! of headers, its loops unrolled; header stacks (an index known only when a frame runs bounded
 //! where it is used); tables whose keys are exact (a hash), a single LPM key (an LPM trie), or
 //! any others in a table of at most 256 entries (scanned in the software target's order:
-//! longest prefix, then priority, then the earliest); actions, functions and sub-blocks as C
+//! longest prefix, then priority, then the earliest); parser value sets (an array map per set,
+//! scanned by the select: `value_set.rs`); actions, functions and sub-blocks as C
 //! functions with the IR's explicit copies; header unions; varbit fields that end their header;
 //! v1model's checksums and hashes; `lookahead`; a deparser that writes back in place the headers
 //! the parser read (checked as the frame goes: one that would not is sent up). Multicast copies
@@ -42,6 +43,8 @@ mod parser;
 mod printer;
 mod stmt;
 mod tables;
+mod value_set;
+pub use value_set::{value_set_member, KernelValueSet};
 mod written;
 
 use crate::arch::Architecture;
@@ -128,6 +131,8 @@ pub struct Generated {
     pub accounts: Vec<(String, String, usize)>,
     /// Indirect meters.
     pub meters: Vec<KernelMeter>,
+    /// The parsers' value sets (`value_set.rs`).
+    pub value_sets: Vec<KernelValueSet>,
     /// The most action data an entry carries (the value's `args`).
     pub max_args: usize,
     /// What names this C, and the layout above, in the object clang makes of it (its
@@ -329,6 +334,7 @@ fn print(ir: &ir::Program) -> Result<Generated, (Option<Pos>, String)> {
         registers: p.registers,
         accounts: p.accounts,
         meters: p.meters,
+        value_sets: p.value_sets,
         max_args: p.max_args,
     })
 }

@@ -101,6 +101,12 @@ impl Printer<'_> {
                             ks.push((k, j));
                         }
                         for (sets, next) in cases {
+                            if let [Keyset::ValueSet(n)] = sets.as_slice() {
+                                let names: Vec<String> = ks.iter().map(|(k, _)| k.clone()).collect();
+                                let hit = self.value_set_match(n, &names, &mut s)?;
+                                let _ = writeln!(s, "\tif ({hit})\n\t\tgoto {};", target(next));
+                                continue;
+                            }
                             let any = sets.len() == 1 && matches!(sets[0], Keyset::Any);
                             let mut conds = Vec::new();
                             for ((k, _), key) in ks.iter().zip(sets) {
@@ -112,7 +118,9 @@ impl Printer<'_> {
                                         conds.push(format!("({k} & {m:#x}ULL) == ({v:#x}ULL & {m:#x}ULL)"))
                                     }
                                     Keyset::Range(a, b) => conds.push(format!("{k} >= {a:#x}ULL && {k} <= {b:#x}ULL")),
-                                    Keyset::ValueSet(n) => return Err(super::no(format!("the value_set {n}"))),
+                                    Keyset::ValueSet(n) => {
+                                        return Err(super::no(format!("the value_set {n} beside other keysets")))
+                                    }
                                 }
                             }
                             let cond = if conds.is_empty() { "1".to_string() } else { conds.join(" && ") };

@@ -42,6 +42,7 @@ pub(super) struct Printer<'a> {
     pub registers: Vec<(String, String, usize)>,
     pub accounts: Vec<(String, String, usize)>,
     pub meters: Vec<KernelMeter>,
+    pub value_sets: Vec<super::value_set::KernelValueSet>,
     pub max_args: usize,
     pub temps: usize,
     /// Where a refusal points: the declaration or call being printed.
@@ -72,6 +73,7 @@ impl<'a> Printer<'a> {
             registers: Vec::new(),
             accounts: Vec::new(),
             meters: Vec::new(),
+            value_sets: Vec::new(),
             max_args: 1,
             temps: 0,
             at: None,

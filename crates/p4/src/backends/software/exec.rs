@@ -11,7 +11,7 @@
 //! returns why, and `Switch::new` fails with it); `tests/exec_compiled.rs` drives the corpus
 //! and what it lacks through this.
 //!
-//! About 1 280 lines, one concern: the meaning of each IR expression and statement as a closure.
+//! About 1 310 lines, one concern: the meaning of each IR expression and statement as a closure.
 
 use std::sync::Arc;
 
@@ -158,6 +158,9 @@ enum Key {
     Value(u128),
     Mask(u128, u128),
     Range(u128, u128),
+    /// A value set (the `Switch`'s, by number): the case's only key, matched against all the
+    /// select's values.
+    Set(usize),
 }
 
 impl Key {
@@ -167,6 +170,7 @@ impl Key {
             Key::Value(x) => v == x,
             Key::Mask(x, m) => v & m == x & m,
             Key::Range(lo, hi) => (lo..=hi).contains(&v),
+            Key::Set(_) => false,
         }
     }
 }
@@ -450,7 +454,12 @@ impl<'s> Compiler<'s> {
                                 Keyset::Value(v) => Key::Value(*v),
                                 Keyset::Mask(v, m) => Key::Mask(*v, *m),
                                 Keyset::Range(a, b) => Key::Range(*a, *b),
-                                Keyset::ValueSet(n) => return Err(format!("the value_set {n}")),
+                                Keyset::ValueSet(n) => {
+                                    let name = self.ir.control_name(n);
+                                    Key::Set(
+                                        self.sw.value_sets.number(&name).ok_or_else(|| format!("the value_set {n}"))?,
+                                    )
+                                }
                             })
                         })
                         .collect::<R<Vec<_>>>()?;
@@ -1184,9 +1193,10 @@ pub(super) fn run_block(b: usize, m: &mut M) -> Flow {
                             m.past_stack = false;
                             return Flow::Reject(prog.error_out_of_bounds);
                         }
-                        let found = cases.iter().find(|(sets, _)| {
-                            (sets.len() == 1 && matches!(sets[0], Key::Any))
-                                || sets.iter().zip(values.iter()).all(|(k, v)| k.matches(*v))
+                        let found = cases.iter().find(|(sets, _)| match sets.as_slice() {
+                            [Key::Any] => true,
+                            [Key::Set(n)] => m.sw.value_sets.at(*n).matches(values),
+                            _ => sets.iter().zip(values.iter()).all(|(k, v)| k.matches(*v)),
                         });
                         match found {
                             Some((_, t)) => *t,

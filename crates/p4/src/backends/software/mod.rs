@@ -31,6 +31,7 @@ mod keyed;
 mod profile;
 mod psa;
 mod v1model;
+mod value_set;
 use keyed::Keyed;
 pub use profile::{Group, Indirect, Member, Profile, ProfileError};
 pub use v1model::Session;
@@ -321,6 +322,8 @@ pub struct Switch {
     /// Action profiles and selectors, by instance (`Block.name`, `.name` at the top level, or
     /// the table's name for one constructed in its property).
     profiles: Names<String, Profile>,
+    /// The parsers' value sets and their members (`value_set.rs`).
+    value_sets: Keyed<value_set::ValueSetState>,
     /// Moves on every change a control plane makes (entries, defaults, groups, counter,
     /// register and meter cells), so that a copy elsewhere (the kernel's) knows to follow.
     generation: u64,
@@ -375,6 +378,7 @@ impl Switch {
             random: 0x9e37_79b9_7f4a_7c15,
             externs: Keyed::default(),
             profiles: Names::default(),
+            value_sets: Keyed::default(),
             generation: 0,
             digests: Vec::new(),
             compiled: None,
@@ -401,6 +405,7 @@ impl Switch {
                 sw.tables.insert(key, state);
             }
         }
+        sw.value_sets = value_set::declared(ir).into_iter().collect();
         // What the IR does not express yet (an extern function without a body) is refused here,
         // with the compiler's reason, rather than on each frame.
         sw.compiled = Some(exec_arch::compile(&sw)?);
@@ -901,6 +906,7 @@ impl Switch {
             random: self.random,
             externs: self.externs.clone(),
             profiles: self.profiles.clone(),
+            value_sets: self.value_sets.clone(),
             generation: self.generation,
             digests: Vec::new(),
             compiled: self.compiled.clone(),
