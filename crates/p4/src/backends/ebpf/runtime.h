@@ -140,6 +140,53 @@ EF_MAP(p4_config, BPF_MAP_TYPE_ARRAY, 4, 8, 4);
 /* Per verdict (kind × reason): frames. */
 EF_MAP(p4_stats, BPF_MAP_TYPE_PERCPU_ARRAY, 4, 8, 16);
 EF_MAP(p4_port_counts, BPF_MAP_TYPE_PERCPU_HASH, 4, sizeof(struct p4_port_counts), 256);
+/* The lookups every frame makes by port or interface, without hashing for the ports most
+ * switches number: a hashed lookup cost a frame some 6 ns on XDP, and a frame made four (its
+ * interface, its output's interface, and the two ports' counts). The hashes above stay the
+ * truth, for every port. `p4_port_slots`, by ifindex % P4_PORT_SLOTS: ifindex << 32 | tag << 20
+ * | port, for the one interface that owns the slot and a port below 2^20, in one word so that a
+ * frame reads it whole while the switch writes it; 0 is empty (no interface has index 0).
+ * `p4_ifindex_near`, by port below P4_NEAR_PORTS: as `p4_ifindex`, 0 for none.
+ * `p4_port_counts_near`: the counts of ports below P4_NEAR_PORTS (the hash holds the others'). */
+#define P4_PORT_SLOTS 1024
+#define P4_NEAR_PORTS 512
+EF_MAP(p4_port_slots, BPF_MAP_TYPE_ARRAY, 4, 8, P4_PORT_SLOTS);
+EF_MAP(p4_ifindex_near, BPF_MAP_TYPE_ARRAY, 4, 4, P4_NEAR_PORTS);
+EF_MAP(p4_port_counts_near, BPF_MAP_TYPE_PERCPU_ARRAY, 4, sizeof(struct p4_port_counts), P4_NEAR_PORTS);
+
+/* The switch port of interface `ifindex` (its slot's copy in `*near`, else the hash's), or 0. */
+static __always_inline struct p4_port *p4_in_port(__u32 ifindex, struct p4_port *near)
+{
+	__u32 slot = ifindex % P4_PORT_SLOTS;
+	__u64 *s = bpf_map_lookup_elem(&p4_port_slots, &slot);
+	if (s) {
+		__u64 v = *(volatile __u64 *)s;
+		if (ifindex && v >> 32 == ifindex) {
+			near->port = v & 0xfffff;
+			near->tag = (v >> 20) & 0xfff;
+			return near;
+		}
+	}
+	return bpf_map_lookup_elem(&p4_ports, &ifindex);
+}
+
+/* Keeps a map lookup in its branch: clang would otherwise make two lookups in two maps one call
+ * on a map chosen before it, and the verifier inlines the lookup only for a call that knows its
+ * map (a hashed one costs a helper call then, an array's too). */
+#define p4_own_lookup(v) asm volatile("" : "+r"(v))
+
+/* The interface port `port` sends on, or 0 for none. */
+static __always_inline __u32 p4_port_ifindex(__u32 port)
+{
+	__u32 *x;
+	if (port < P4_NEAR_PORTS) {
+		x = bpf_map_lookup_elem(&p4_ifindex_near, &port);
+		p4_own_lookup(x);
+	} else {
+		x = bpf_map_lookup_elem(&p4_ifindex, &port);
+	}
+	return x ? *x : 0;
+}
 /* XDP sends a frame once: a group's copies are broadcast into a DEVMAP holding its interfaces,
  * one of P4_FANOUTS, which `p4_group_fanout` names (its number + 1) for each group that has one. */
 EF_MAP(p4_group_fanout, BPF_MAP_TYPE_HASH, 4, 4, 256);
