@@ -136,8 +136,7 @@ static __always_inline int p4_main(void *ctx, const enum p4_hook hook)
 	__u32 len = p4_pkt_len(ctx, hook);
 	vd->len = len;
 	__u32 ifindex = hook == P4_TC ? ((struct __sk_buff *)ctx)->ingress_ifindex : ((struct xdp_md *)ctx)->ingress_ifindex;
-	struct p4_port near;
-	struct p4_port *in = p4_in_port(ifindex, &near);
+	struct p4_port *in = p4_in_port(ifindex, &r->in_port);
 	__u32 all_up = P4_CFG_ALL_UP;
 	__u64 *stale = bpf_map_lookup_elem(&p4_config, &all_up);
 	if (!in || (stale && *stale))

@@ -325,7 +325,7 @@ fn print(ir: &crate::midend::ir::Program, checked: &Checked) -> Result<Generated
         "struct p4_run {{\n\t{hdr_ty} hdr;\n\t{meta_ty} meta;\n\t{sm_ty} sm;\n\t\
          {}\t__u32 len;\n\t__u32 off;\n\t\
          __u32 emitted;\n\t__u32 misfit;\n\t__u32 hit;\n\t__u32 action_run;\n\t__u32 exited;\n\t__u32 others_dropped;\n\t\
-         __u64 align;\n\t{meta_ty} saved_meta;\n\t{sm_ty} saved_sm;\n\t__u8 buf[2 * P4_BUF];\n}};\n\
+         struct p4_port in_port;\n\t__u64 align;\n\t{meta_ty} saved_meta;\n\t{sm_ty} saved_sm;\n\t__u8 buf[2 * P4_BUF];\n}};\n\
          EF_MAP(p4_scratch, BPF_MAP_TYPE_PERCPU_ARRAY, 4, sizeof(struct p4_run), 1);\n\n",
         p.run_members
     );

@@ -154,20 +154,28 @@ EF_MAP(p4_port_slots, BPF_MAP_TYPE_ARRAY, 4, 8, P4_PORT_SLOTS);
 EF_MAP(p4_ifindex_near, BPF_MAP_TYPE_ARRAY, 4, 4, P4_NEAR_PORTS);
 EF_MAP(p4_port_counts_near, BPF_MAP_TYPE_PERCPU_ARRAY, 4, sizeof(struct p4_port_counts), P4_NEAR_PORTS);
 
-/* The switch port of interface `ifindex` (its slot's copy in `*near`, else the hash's), or 0. */
-static __always_inline struct p4_port *p4_in_port(__u32 ifindex, struct p4_port *near)
+/* The switch port of interface `ifindex`, copied into `*in` from its slot or the hash; 0 for
+ * none. Always `in` otherwise: a pointer the verifier sees as one of two kinds (the run's state
+ * or the hash's value) for the rest of the program doubles the states it walks, and a scanned
+ * table's loop then went past its million instructions. */
+static __always_inline struct p4_port *p4_in_port(__u32 ifindex, struct p4_port *in)
 {
 	__u32 slot = ifindex % P4_PORT_SLOTS;
 	__u64 *s = bpf_map_lookup_elem(&p4_port_slots, &slot);
 	if (s) {
 		__u64 v = *(volatile __u64 *)s;
 		if (ifindex && v >> 32 == ifindex) {
-			near->port = v & 0xfffff;
-			near->tag = (v >> 20) & 0xfff;
-			return near;
+			in->port = v & 0xfffff;
+			in->tag = (v >> 20) & 0xfff;
+			return in;
 		}
 	}
-	return bpf_map_lookup_elem(&p4_ports, &ifindex);
+	struct p4_port *hashed = bpf_map_lookup_elem(&p4_ports, &ifindex);
+	if (!hashed)
+		return 0;
+	in->port = hashed->port;
+	in->tag = hashed->tag;
+	return in;
 }
 
 /* Keeps a map lookup in its branch: clang would otherwise make two lookups in two maps one call
