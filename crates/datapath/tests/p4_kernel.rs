@@ -1314,4 +1314,3 @@ fn cost_of_a_frame() {
     let k = load("l2-cost", g, &sw, &out);
     println!("{:>5} ns  v1model L2 switch: an address, forwarded", time(k.object(), &frame, XDP_REDIRECT));
 }
-
