@@ -70,6 +70,39 @@ mod imp {
         obj.map(name).map_err(|e| io::Error::new(e.kind(), format!("the P4 program's map {name}: {e}")))
     }
 
+    /// Interface `ifindex` of `obj` is switch port `no`, whose frames go up tagged `tag` (TC):
+    /// in `p4_ports`, and in the interface's slot of `p4_port_slots` unless another interface
+    /// holds it (that one keeps it; this one is then found by hashing).
+    pub fn set_port(obj: &Object, ifindex: u32, no: u32, tag: u16) -> io::Result<()> {
+        let v = [no.to_ne_bytes(), (tag as u32).to_ne_bytes()].concat();
+        map(obj, "p4_ports")?.update(&ifindex.to_ne_bytes(), &v)?;
+        let slots = map(obj, "p4_port_slots")?;
+        let slot = (ifindex % gen::PORT_SLOTS).to_ne_bytes();
+        let owner = slot_owner(slots, &slot);
+        match gen::port_slot(ifindex, no, tag) {
+            Some((_, word)) if owner.is_none() || owner == Some(ifindex) => slots.update(&slot, &word.to_ne_bytes()),
+            // A port number past the slots' reach: the slot would say an old one.
+            None if ifindex != 0 && owner == Some(ifindex) => slots.update(&slot, &0u64.to_ne_bytes()),
+            _ => Ok(()),
+        }
+    }
+
+    /// The interface whose port a slot of `p4_port_slots` holds, None when it is empty.
+    fn slot_owner(slots: &Map, slot: &[u8]) -> Option<u32> {
+        let word = slots.lookup(slot).ok()??;
+        let word = u64::from_ne_bytes(word.get(..8)?.try_into().ok()?);
+        (word != 0).then_some((word >> 32) as u32)
+    }
+
+    /// Where the kernel counts port `no`'s frames.
+    fn port_counts_map(no: u32) -> &'static str {
+        if no < gen::NEAR_PORTS {
+            "p4_port_counts_near"
+        } else {
+            "p4_port_counts"
+        }
+    }
+
     fn sum<T: AsRef<[u8]>>(per_cpu: &[T]) -> [u64; 4] {
         let mut s = [0u64; 4];
         for cpu in per_cpu {
@@ -163,10 +196,9 @@ mod imp {
 
         /// Interface `ifindex` is switch port `no`, whose frames go up tagged `tag` (TC).
         pub fn register_port(&mut self, no: u32, ifindex: u32, tag: u16) -> io::Result<()> {
-            let v = [no.to_ne_bytes(), (tag as u32).to_ne_bytes()].concat();
-            map(&self.obj, "p4_ports")?.update(&ifindex.to_ne_bytes(), &v)?;
+            set_port(&self.obj, ifindex, no, tag)?;
             if !self.counted_ports.contains(&no) {
-                let counts = map(&self.obj, "p4_port_counts")?;
+                let counts = map(&self.obj, port_counts_map(no))?;
                 counts.update(&no.to_ne_bytes(), &vec![0u8; 32 * crate::ebpf::possible_cpus()?])?;
                 self.counted_ports.push(no);
             }
@@ -176,6 +208,12 @@ mod imp {
         pub fn forget_interface(&self, ifindex: u32) {
             if let Ok(m) = map(&self.obj, "p4_ports") {
                 let _ = m.delete(&ifindex.to_ne_bytes());
+            }
+            if let Ok(slots) = map(&self.obj, "p4_port_slots") {
+                let slot = (ifindex % gen::PORT_SLOTS).to_ne_bytes();
+                if ifindex != 0 && slot_owner(slots, &slot) == Some(ifindex) {
+                    let _ = slots.update(&slot, &0u64.to_ne_bytes());
+                }
             }
         }
 
@@ -219,12 +257,19 @@ mod imp {
             }
             self.egress_at = Some(program.generation());
             let m = map(&self.obj, "p4_ifindex")?;
+            let near = map(&self.obj, "p4_ifindex_near")?;
             for port in self.egress.keys().filter(|p| !egress.contains_key(p)) {
                 m.delete(&port.to_ne_bytes())?;
+                if *port < gen::NEAR_PORTS {
+                    near.update(&port.to_ne_bytes(), &0u32.to_ne_bytes())?;
+                }
             }
             for (port, ifindex) in egress {
                 if self.egress.get(port) != Some(ifindex) {
                     m.update(&port.to_ne_bytes(), &ifindex.to_ne_bytes())?;
+                    if *port < gen::NEAR_PORTS {
+                        near.update(&port.to_ne_bytes(), &ifindex.to_ne_bytes())?;
+                    }
                 }
             }
             self.egress = egress.clone();
@@ -508,10 +553,10 @@ mod imp {
             let stat = |slot: u32| stats.get(slot as usize).copied().unwrap_or(0);
             c.forwarded = stat(stats_slot(FORWARD, NONE));
             c.dropped = DROPS.iter().map(|&(name, reason)| (name, stat(stats_slot(DROP, reason)))).collect();
-            // A hash by port number: a lookup per port the kernel sends on.
+            // By port number: a lookup per port the kernel sends on.
             let mut ports = Vec::new();
             for &no in &self.counted_ports {
-                let Ok(per_cpu) = map(obj, "p4_port_counts").and_then(|m| m.lookup_percpu(&no.to_ne_bytes())) else {
+                let Ok(per_cpu) = map(obj, port_counts_map(no)).and_then(|m| m.lookup_percpu(&no.to_ne_bytes())) else {
                     continue;
                 };
                 let now = sum(&per_cpu);
@@ -553,7 +598,7 @@ mod imp {
 }
 
 #[cfg(feature = "p4")]
-pub use imp::{check_fingerprint, P4Kernel};
+pub use imp::{check_fingerprint, set_port, P4Kernel};
 
 /// Without the `p4` feature there is no P4 program to put in the kernel.
 #[cfg(not(feature = "p4"))]

@@ -72,7 +72,13 @@ pub(super) fn entry(v1: bool, blocks: &Blocks) -> String {
 
 static __always_inline void p4_port_count(__u32 port, __u32 len, int tx)
 {{
-	struct p4_port_counts *c = bpf_map_lookup_elem(&p4_port_counts, &port);
+	struct p4_port_counts *c;
+	if (port < P4_NEAR_PORTS) {{
+		c = bpf_map_lookup_elem(&p4_port_counts_near, &port);
+		p4_own_lookup(c);
+	}} else {{
+		c = bpf_map_lookup_elem(&p4_port_counts, &port);
+	}}
 	if (!c)
 		return;
 	if (tx) {{
@@ -130,7 +136,7 @@ static __always_inline int p4_main(void *ctx, const enum p4_hook hook)
 	__u32 len = p4_pkt_len(ctx, hook);
 	vd->len = len;
 	__u32 ifindex = hook == P4_TC ? ((struct __sk_buff *)ctx)->ingress_ifindex : ((struct xdp_md *)ctx)->ingress_ifindex;
-	struct p4_port *in = bpf_map_lookup_elem(&p4_ports, &ifindex);
+	struct p4_port *in = p4_in_port(ifindex, &r->in_port);
 	__u32 all_up = P4_CFG_ALL_UP;
 	__u64 *stale = bpf_map_lookup_elem(&p4_config, &all_up);
 	if (!in || (stale && *stale))
@@ -246,11 +252,10 @@ static __always_inline int p4_main(void *ctx, const enum p4_hook hook)
 	for (__u32 c = 0; c < P4_GROUP_MAX; c++) {{
 		if (c >= copies)
 			break;
-		__u32 p = vd->ports[c];
-		__u32 *x = bpf_map_lookup_elem(&p4_ifindex, &p);
+		__u32 x = p4_port_ifindex(vd->ports[c]);
 		if (!x)
 			return p4_finish(ctx, vd, P4_UP, P4_NONE, hook, in);
-		ifx[c] = *x;
+		ifx[c] = x;
 	}}
 	{compute}p4_deparse(r);
 	if (r->misfit || r->emitted != r->off)

@@ -65,6 +65,22 @@ pub const SCAN_MAX: usize = 256;
 pub const GROUP_MAX: usize = 16;
 /// The DEVMAPs (`p4_fanout_N`) XDP broadcasts a group's copies into: groups beyond these go up.
 pub const FANOUTS: usize = 8;
+/// Ports below this have their interface (`p4_ifindex_near`) and counts (`p4_port_counts_near`)
+/// in arrays the kernel reads without hashing; the hashes hold every port.
+pub const NEAR_PORTS: u32 = 512;
+/// The slots of `p4_port_slots`: an interface's port, kept where a frame finds it without
+/// hashing (see [`port_slot`]).
+pub const PORT_SLOTS: u32 = 1024;
+
+/// The slot of `p4_port_slots` that interface `ifindex` may own, and the word it holds there
+/// (ifindex, the port's VLAN tag for going up, the port number); None for a port number of 2^20
+/// or more (or ifindex 0, which no interface has): the kernel then finds it in `p4_ports` only.
+pub fn port_slot(ifindex: u32, port: u32, tag: u16) -> Option<(u32, u64)> {
+    if ifindex == 0 || port >= 1 << 20 {
+        return None;
+    }
+    Some((ifindex % PORT_SLOTS, (ifindex as u64) << 32 | ((tag & 0xfff) as u64) << 20 | port as u64))
+}
 /// A verdict's kind and reason as the runtime's `enum p4_kind` and `enum p4_reason` number
 /// them (in `p4_verdict` and `p4_stats`).
 pub mod verdict {
@@ -310,7 +326,7 @@ fn print(ir: &ir::Program) -> Result<Generated, (Option<Pos>, String)> {
         "struct p4_run {{\n\t{hdr_ty} hdr;\n\t{meta_ty} meta;\n\t{sm_ty} sm;\n\t\
          {}\t__u32 len;\n\t__u32 off;\n\t\
          __u32 emitted;\n\t__u32 misfit;\n\t__u32 hit;\n\t__u32 action_run;\n\t__u32 exited;\n\t__u32 others_dropped;\n\t\
-         __u64 align;\n\t{meta_ty} saved_meta;\n\t{sm_ty} saved_sm;\n\t__u8 buf[2 * P4_BUF];\n}};\n\
+         struct p4_port in_port;\n\t__u64 align;\n\t{meta_ty} saved_meta;\n\t{sm_ty} saved_sm;\n\t__u8 buf[2 * P4_BUF];\n}};\n\
          EF_MAP(p4_scratch, BPF_MAP_TYPE_PERCPU_ARRAY, 4, sizeof(struct p4_run), 1);\n\n",
         p.run_members
     );

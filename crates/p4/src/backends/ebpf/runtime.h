@@ -140,6 +140,62 @@ EF_MAP(p4_config, BPF_MAP_TYPE_ARRAY, 4, 8, 4);
 /* Per verdict (kind × reason): frames. */
 EF_MAP(p4_stats, BPF_MAP_TYPE_PERCPU_ARRAY, 4, 8, 16);
 EF_MAP(p4_port_counts, BPF_MAP_TYPE_PERCPU_HASH, 4, sizeof(struct p4_port_counts), 256);
+/* The lookups every frame makes by port or interface, without hashing for the ports most
+ * switches number: a hashed lookup cost a frame some 6 ns on XDP, and a frame made four (its
+ * interface, its output's interface, and the two ports' counts). The hashes above stay the
+ * truth, for every port. `p4_port_slots`, by ifindex % P4_PORT_SLOTS: ifindex << 32 | tag << 20
+ * | port, for the one interface that owns the slot and a port below 2^20, in one word so that a
+ * frame reads it whole while the switch writes it; 0 is empty (no interface has index 0).
+ * `p4_ifindex_near`, by port below P4_NEAR_PORTS: as `p4_ifindex`, 0 for none.
+ * `p4_port_counts_near`: the counts of ports below P4_NEAR_PORTS (the hash holds the others'). */
+#define P4_PORT_SLOTS 1024
+#define P4_NEAR_PORTS 512
+EF_MAP(p4_port_slots, BPF_MAP_TYPE_ARRAY, 4, 8, P4_PORT_SLOTS);
+EF_MAP(p4_ifindex_near, BPF_MAP_TYPE_ARRAY, 4, 4, P4_NEAR_PORTS);
+EF_MAP(p4_port_counts_near, BPF_MAP_TYPE_PERCPU_ARRAY, 4, sizeof(struct p4_port_counts), P4_NEAR_PORTS);
+
+/* The switch port of interface `ifindex`, copied into `*in` from its slot or the hash; 0 for
+ * none. Always `in` otherwise: a pointer the verifier sees as one of two kinds (the run's state
+ * or the hash's value) for the rest of the program doubles the states it walks, and a scanned
+ * table's loop then went past its million instructions. */
+static __always_inline struct p4_port *p4_in_port(__u32 ifindex, struct p4_port *in)
+{
+	__u32 slot = ifindex % P4_PORT_SLOTS;
+	__u64 *s = bpf_map_lookup_elem(&p4_port_slots, &slot);
+	if (s) {
+		__u64 v = *(volatile __u64 *)s;
+		if (ifindex && v >> 32 == ifindex) {
+			in->port = v & 0xfffff;
+			in->tag = (v >> 20) & 0xfff;
+			return in;
+		}
+	}
+	struct p4_port *hashed = bpf_map_lookup_elem(&p4_ports, &ifindex);
+	if (!hashed)
+		return 0;
+	in->port = hashed->port;
+	in->tag = hashed->tag;
+	return in;
+}
+
+/* Keeps a map lookup in its branch: clang would otherwise make two lookups in two maps one call
+ * on a map chosen before it, and the verifier inlines the lookup only for a call that knows its
+ * map (a hashed one costs a helper call then, an array's too). */
+#define p4_own_lookup(v) asm volatile("" : "+r"(v))
+
+/* The interface port `port` sends on, or 0 for none. */
+static __always_inline __u32 p4_port_ifindex(__u32 port)
+{
+	__u32 *x;
+	if (port < P4_NEAR_PORTS) {
+		x = bpf_map_lookup_elem(&p4_ifindex_near, &port);
+		p4_own_lookup(x);
+	} else {
+		x = bpf_map_lookup_elem(&p4_ifindex, &port);
+	}
+	return x ? *x : 0;
+}
+
 /* XDP sends a frame once: a group's copies are broadcast into a DEVMAP holding its interfaces,
  * one of P4_FANOUTS, which `p4_group_fanout` names (its number + 1) for each group that has one. */
 EF_MAP(p4_group_fanout, BPF_MAP_TYPE_HASH, 4, 4, 256);
@@ -164,13 +220,13 @@ EF_MAP(p4_defaults, BPF_MAP_TYPE_ARRAY, 4, sizeof(struct p4_value), P4_TABLES);
 
 static __always_inline __u64 p4_get(const __u8 *buf, __u32 off, __u32 bit, __u32 w)
 {
-	__u32 first = bit / 8, n = (bit % 8 + w + 7) / 8;
-	__u64 v = 0;
-#pragma unroll
-	for (__u32 i = 0; i < 8; i++)
-		if (i < n)
-			v = (v << 8) | buf[(off + first + i) & (P4_BUF - 1)];
-	v >>= n * 8 - bit % 8 - w;
+	/* One load of the eight bytes from the field's first (the callers keep a field within
+	 * them), in network order: byte by byte it was some five instructions a byte. The
+	 * buffer has room past P4_BUF for the bytes beyond a field, which the mask drops. */
+	if (w == 0)
+		return 0;
+	__u64 v = bpf_be64_to_cpu(*(const __u64 *)&buf[(off + bit / 8) & (P4_BUF - 1)]);
+	v >>= 64 - bit % 8 - w;
 	return w >= 64 ? v : v & ((1ULL << w) - 1);
 }
 
