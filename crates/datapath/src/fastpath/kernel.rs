@@ -1067,6 +1067,24 @@ fn a_kept_fast_path_is_taken_over_and_its_entries_released_at_once() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A fast path of 64 slots (keys sharing a home slot are quick to find there) with port 1, its
+/// mask (in port and destination MAC), and 4 096 frames to distinct destinations by the home
+/// slot of their keys under it.
+fn small_table_keys_by_home() -> (FastPath, FlowKey, HashMap<u32, Vec<Vec<u8>>>) {
+    let mut fp = FastPath::open(Mode::Xdp, &[], Programs::Flows, 16).expect("the fast-path object loads");
+    fp.register_port(1, LO, 1).unwrap();
+    let mut mask = FlowKey::default();
+    mask.set(Field::InPort, u32::MAX as u128);
+    mask.set(Field::EthDst, u128::MAX);
+    let mut by_home: HashMap<u32, Vec<Vec<u8>>> = HashMap::new();
+    for n in 0..4096u16 {
+        let f = frame([2, 0, 0, 0, (n >> 8) as u8, n as u8], 64);
+        let masked = packet::parse(&f, 1).unwrap().0.masked(&mask);
+        by_home.entry(fp.table.home(key_hash(&masked, live_words(&mask), fp.hash_seed))).or_default().push(f);
+    }
+    (fp, mask, by_home)
+}
+
 /// Megaflows whose keys share a home slot (`fastpath/table.rs`) take the slots after it, and each
 /// frame finds its own entry there, past the others and past a slot whose entry was retired; a
 /// key whose window is full stays in userspace (its frames go up), counted, and takes a slot
@@ -1076,26 +1094,12 @@ fn keys_sharing_a_home_slot_each_find_their_own_and_a_full_window_goes_up() {
     if !ebpf::test_may_load_programs("the kernel fast-path tests") {
         return;
     }
-    // A small table (64 slots), so that keys sharing a home slot are quick to find.
-    let mut fp = FastPath::open(Mode::Xdp, &[], Programs::Flows, 16).expect("the fast-path object loads");
-    fp.register_port(1, LO, 1).unwrap();
-    let to = |n: u16| frame([2, 0, 0, 0, (n >> 8) as u8, n as u8], 64);
-    let mut mask = FlowKey::default();
-    mask.set(Field::InPort, u32::MAX as u128);
-    mask.set(Field::EthDst, u128::MAX);
-    let home = |f: &[u8]| {
-        let masked = packet::parse(f, 1).unwrap().0.masked(&mask);
-        fp.table.home(key_hash(&masked, live_words(&mask), fp.hash_seed))
-    };
-    let mut by_home: HashMap<u32, Vec<Vec<u8>>> = HashMap::new();
-    let crowd = (0..4096u16)
-        .map(to)
-        .find_map(|f| {
-            let same = by_home.entry(home(&f)).or_default();
-            same.push(f);
-            (same.len() > table::FLOW_PROBES as usize).then(|| same.clone())
-        })
-        .expect("keys sharing a home slot");
+    let (mut fp, mask, by_home) = small_table_keys_by_home();
+    let crowd = by_home
+        .values()
+        .find(|same| same.len() > table::FLOW_PROBES as usize)
+        .expect("keys sharing a home slot")[..=table::FLOW_PROBES as usize]
+        .to_vec();
     // Each entry rewrites the source MAC to its own: which one a frame hit shows.
     let marked = |i: usize| [DpAction::SetField(Field::EthSrc, 0x0200_0000_9900 + i as u128), DpAction::Output(1)];
     let ids: Vec<RuleId> =
@@ -1147,22 +1151,9 @@ fn an_entry_moves_within_its_window_to_make_room_for_a_crowded_key() {
     if !ebpf::test_may_load_programs("the kernel fast-path tests") {
         return;
     }
-    // 64 slots: keys homed at h fill h..h+6, one homed at h+7 takes h+7, and the eighth homed at
-    // h finds its window full; the one at h+7 can move to h+8.
-    let mut fp = FastPath::open(Mode::Xdp, &[], Programs::Flows, 16).expect("the fast-path object loads");
-    fp.register_port(1, LO, 1).unwrap();
-    let to = |n: u16| frame([2, 0, 0, 0, (n >> 8) as u8, n as u8], 64);
-    let mut mask = FlowKey::default();
-    mask.set(Field::InPort, u32::MAX as u128);
-    mask.set(Field::EthDst, u128::MAX);
-    let home = |f: &[u8]| {
-        let masked = packet::parse(f, 1).unwrap().0.masked(&mask);
-        fp.table.home(key_hash(&masked, live_words(&mask), fp.hash_seed))
-    };
-    let mut by_home: HashMap<u32, Vec<Vec<u8>>> = HashMap::new();
-    for f in (0..4096u16).map(to) {
-        by_home.entry(home(&f)).or_default().push(f);
-    }
+    // Keys homed at h fill h..h+6, one homed at h+7 takes h+7, and the eighth homed at h finds
+    // its window full; the one at h+7 can move to h+8.
+    let (mut fp, _, by_home) = small_table_keys_by_home();
     let slots = fp.table.slots().len() as u32;
     let (h, same) = by_home
         .iter()
