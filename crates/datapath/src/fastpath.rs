@@ -13,7 +13,7 @@
 //! one over (`Programs::P4`, `fastpath/p4.rs`); this file then gives it the ports and the
 //! upcall link.
 //!
-//! About 1 600 lines, one concern: the kernel's half of the cache as userspace sees it — the action
+//! About 1 690 lines, one concern: the kernel's half of the cache as userspace sees it — the action
 //! encoder, the map layouts (checked in `fastpath/layout.rs`), entry book-keeping (install, retire
 //! one by one, flush), meters, counter harvesting, and each port's attachment (found detached,
 //! attached again, or detached when the port leaves; how it attaches is `attach.rs`). Tests of the

@@ -11,8 +11,9 @@
 //! (`write.rs`), reads (`read.rs`), multicast groups and clone sessions (`pre.rs`), action
 //! profile members and groups and the entries that name them (`profile.rs`), a program
 //! from a pipeline config (`pipeline.rs`), packets and digests on the stream channel
-//! (`packet_io.rs`), value set members (`value_set.rs`). The P4Info message is `p4info.rs`, the value encoding `codec.rs`. This file, about 680 lines, is the
-//! service's one dispatch: each RPC's checks and the job it hands the switch.
+//! (`packet_io.rs`), value set members (`value_set.rs`). The P4Info message is `p4info.rs`, the
+//! value encoding `codec.rs`. This file, about 710 lines, is the service's one dispatch: each
+//! RPC's checks and the job it hands the switch.
 
 mod arbitration;
 mod entity;

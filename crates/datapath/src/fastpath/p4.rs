@@ -10,6 +10,9 @@
 //! it. The kernel is the truth for what its frames count: hits, counters, registers and the
 //! ports' traffic come back at each harvest ([`forwarding::P4Counts`]). Accounts (AFDX policing)
 //! live in the kernel only.
+//!
+//! About 620 lines, one concern: keeping the kernel object's maps (tables, groups, registers,
+//! value sets, ports) in step with the software target.
 
 #[cfg(feature = "p4")]
 mod imp {
