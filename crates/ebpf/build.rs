@@ -80,7 +80,11 @@ fn shared_layout(clang: &str, bpf_target: &str, asm_include: &Path, root: &Path,
     let big = bpf_target == "bpfeb";
     let value = |b: &[u8], i: usize| {
         let v: [u8; 8] = b[i * 8..i * 8 + 8].try_into().unwrap();
-        if big { u64::from_be_bytes(v) } else { u64::from_le_bytes(v) }
+        if big {
+            u64::from_be_bytes(v)
+        } else {
+            u64::from_le_bytes(v)
+        }
     };
     let differ: Vec<String> = (0..names.len())
         .filter(|&i| value(&values, i) != value(&target_values, i))

@@ -425,16 +425,18 @@ pub async fn run(
     listening: impl FnOnce(),
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), String> {
-    let client_tls = match (&cfg.tls, cfg.controllers.iter().chain(&cfg.listeners).any(|t| matches!(t, Target::Tls(_)))) {
+    let client_tls = match (&cfg.tls, cfg.controllers.iter().chain(&cfg.listeners).any(|t| matches!(t, Target::Tls(_))))
+    {
         (Some(files), true) => Some(tls::client_config(files)?),
         (None, true) => return Err("a tls: target needs --private-key, --certificate and --ca-cert".into()),
         _ => None,
     };
-    let server_tls = match (&cfg.tls, cfg.controllers.iter().chain(&cfg.listeners).any(|t| matches!(t, Target::PTls(_)))) {
-        (Some(files), true) => Some(tls::server_config(files)?),
-        (None, true) => return Err("a ptls: target needs --private-key, --certificate and --ca-cert".into()),
-        _ => None,
-    };
+    let server_tls =
+        match (&cfg.tls, cfg.controllers.iter().chain(&cfg.listeners).any(|t| matches!(t, Target::PTls(_)))) {
+            (Some(files), true) => Some(tls::server_config(files)?),
+            (None, true) => return Err("a ptls: target needs --private-key, --certificate and --ca-cert".into()),
+            _ => None,
+        };
     let counters = switch.channel.clone();
     let hub: HubRef = Rc::new(RefCell::new(Hub {
         counters,

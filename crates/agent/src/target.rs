@@ -88,7 +88,8 @@ impl std::str::FromStr for Target {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Target, String> {
-        let (kind, rest) = s.split_once(':').ok_or_else(|| format!("'{s}': expected KIND:ADDRESS (e.g. tcp:127.0.0.1:6653)"))?;
+        let (kind, rest) =
+            s.split_once(':').ok_or_else(|| format!("'{s}': expected KIND:ADDRESS (e.g. tcp:127.0.0.1:6653)"))?;
         let t = match kind {
             "tcp" => Target::Tcp(active_addr(rest)?),
             "tls" | "ssl" => Target::Tls(active_addr(rest)?),

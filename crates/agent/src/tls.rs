@@ -18,9 +18,7 @@ use rustls::pki_types::pem::{self, PemObject};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
-use rustls::{
-    CertificateError, DigitallySignedStruct, DistinguishedName, OtherError, RootCertStore, SignatureScheme,
-};
+use rustls::{CertificateError, DigitallySignedStruct, DistinguishedName, OtherError, RootCertStore, SignatureScheme};
 
 pub use crate::tls_files::{parse_pin, TlsFiles};
 pub use rustls::{ClientConfig, ServerConfig};
@@ -314,7 +312,10 @@ pub(crate) fn acceptor(cfg: Arc<ServerConfig>) -> Acceptor {
     Acceptor::from(cfg)
 }
 
-pub(crate) async fn accept(acceptor: &Acceptor, s: TcpStream) -> std::io::Result<tokio_rustls::server::TlsStream<TcpStream>> {
+pub(crate) async fn accept(
+    acceptor: &Acceptor,
+    s: TcpStream,
+) -> std::io::Result<tokio_rustls::server::TlsStream<TcpStream>> {
     acceptor.accept(s).await
 }
 

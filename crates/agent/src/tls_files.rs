@@ -21,13 +21,10 @@ pub struct TlsFiles {
 /// 64 hex digits, with or without colons between the bytes.
 pub fn parse_pin(s: &str) -> Result<[u8; 32], String> {
     let hex: String = s.chars().filter(|&c| c != ':').collect();
-    let bytes: Option<Vec<u8>> = (0..hex.len())
-        .step_by(2)
-        .map(|i| hex.get(i..i + 2).and_then(|b| u8::from_str_radix(b, 16).ok()))
-        .collect();
+    let bytes: Option<Vec<u8>> =
+        (0..hex.len()).step_by(2).map(|i| hex.get(i..i + 2).and_then(|b| u8::from_str_radix(b, 16).ok())).collect();
     match bytes {
         Some(b) if b.len() == 32 => Ok(b.try_into().unwrap()),
         _ => Err(format!("'{s}': expected a SHA-256 fingerprint, 64 hex digits (colons allowed)")),
     }
 }
-

@@ -598,7 +598,8 @@ impl FastPath {
     /// Empty maps' first contents, and in TC mode the upcall interface (`names`: ours, peer).
     fn start_fresh(&mut self, names: Option<(String, String)>) -> io::Result<()> {
         self.set_config(CFG_GENERATION, self.generation)?;
-        self.hash_seed = std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), self.generation);
+        self.hash_seed =
+            std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), self.generation);
         self.set_config(CFG_HASH_SEED, self.hash_seed)?;
         self.set_config(CFG_FLOW_SLOT_SHIFT, self.table.slot_shift())?;
         for pos in 0..MAX_MASKS as u32 {
@@ -1294,8 +1295,7 @@ impl FastPath {
         if let Some((slot, _)) = self.meters.get(&id) {
             return Some(*slot);
         }
-        let slot =
-            (0..MAX_METERS).find(|s| !self.meters.values().any(|(x, _)| x == s) && !self.inherited_meter(*s))?;
+        let slot = (0..MAX_METERS).find(|s| !self.meters.values().any(|(x, _)| x == s) && !self.inherited_meter(*s))?;
         let (per_sec, capacity, kbps) = meter.bucket_params()?;
         let mut v = vec![0u8; METER_BYTES];
         for (i, x) in [per_sec, capacity, capacity, 0, kbps as u64].iter().enumerate() {

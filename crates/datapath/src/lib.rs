@@ -19,11 +19,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 // Port I/O and the eBPF loader are crates of their own; these keep the paths the switch uses.
+pub use counter::AtomicU64;
+pub use ebpf;
 pub use ebpf::objects as bpf_objects;
 pub use netio::{afpacket, netlink, sys, tap, vnet, PortHalves, PortRx, PortTx, RingConfig, RxFrame, TxError};
-pub use counter::AtomicU64;
 pub use switch::{DropCounts, PortIo, Switch, SwitchConfig, SwitchHandle};
-pub use ebpf;
 
 /// Capabilities a step may need, by their bit in the kernel's capability sets.
 pub mod caps {
@@ -130,7 +130,10 @@ pub enum Command {
     },
     /// How a configuration read again (SIGHUP) ended, refused before it reached the switch or
     /// not: kept for the report (`reloads`), where `edgeflow reload` and the metrics find it.
-    Reloaded { applied: bool, message: String },
+    Reloaded {
+        applied: bool,
+        message: String,
+    },
     /// The switch's report (what `edgeflow stats --json` prints), handed to the callback on the
     /// forwarding thread: for the metrics endpoint, which needs no OpenFlow connection.
     Report(Box<dyn FnOnce(serde_json::Value) + Send>),
@@ -229,9 +232,9 @@ impl ChannelCounters {
     }
 }
 
+/// The packet-in token bucket, which the agent applies per controller too.
+pub use forwarding::openflow::PacketInLimit;
 /// Asynchronous messages from the forwarding thread, for the controllers.
 pub use forwarding::Event;
 /// What a connection's thread needs to prepare flow-mods ([`Command::FlowMod`]).
 pub use forwarding::{ActionLists, PreparedFlowMod};
-/// The packet-in token bucket, which the agent applies per controller too.
-pub use forwarding::openflow::PacketInLimit;

@@ -642,7 +642,11 @@ mod tests {
         let got = sent.map(|bits| bits as f64 / span);
         assert!((got[6] / 20e6 - 1.0).abs() < 0.005 && (got[5] / 30e6 - 1.0).abs() < 0.005, "{got:?}");
         for (q, c) in [(6, bound_a), (5, bound_b)] {
-            assert!(extremes[q].0 >= c.lo_credit_bits && extremes[q].1 <= c.hi_credit_bits, "{q}: {:?} {c:?}", extremes[q]);
+            assert!(
+                extremes[q].0 >= c.lo_credit_bits && extremes[q].1 <= c.hi_credit_bits,
+                "{q}: {:?} {c:?}",
+                extremes[q]
+            );
         }
     }
 

@@ -21,15 +21,27 @@ impl ByteOrder {
 
     pub(crate) fn u16(self, b: &[u8], at: usize) -> u16 {
         let v = b[at..at + 2].try_into().unwrap();
-        if self == ByteOrder::Big { u16::from_be_bytes(v) } else { u16::from_le_bytes(v) }
+        if self == ByteOrder::Big {
+            u16::from_be_bytes(v)
+        } else {
+            u16::from_le_bytes(v)
+        }
     }
     pub(crate) fn u32(self, b: &[u8], at: usize) -> u32 {
         let v = b[at..at + 4].try_into().unwrap();
-        if self == ByteOrder::Big { u32::from_be_bytes(v) } else { u32::from_le_bytes(v) }
+        if self == ByteOrder::Big {
+            u32::from_be_bytes(v)
+        } else {
+            u32::from_le_bytes(v)
+        }
     }
     pub(crate) fn u64(self, b: &[u8], at: usize) -> u64 {
         let v = b[at..at + 8].try_into().unwrap();
-        if self == ByteOrder::Big { u64::from_be_bytes(v) } else { u64::from_le_bytes(v) }
+        if self == ByteOrder::Big {
+            u64::from_be_bytes(v)
+        } else {
+            u64::from_le_bytes(v)
+        }
     }
     pub(crate) fn put_u16(self, b: &mut [u8], v: u16) {
         b.copy_from_slice(&if self == ByteOrder::Big { v.to_be_bytes() } else { v.to_le_bytes() });
@@ -40,13 +52,25 @@ impl ByteOrder {
     /// An instruction's second byte holds two 4-bit register fields, `dst_reg` first as C lays
     /// out bitfields: the low nibble on a little-endian target, the high one on a big-endian one.
     pub(crate) fn regs(self, dst: u8, src: u8) -> u8 {
-        if self == ByteOrder::Big { (dst << 4) | (src & 0xf) } else { (src << 4) | (dst & 0xf) }
+        if self == ByteOrder::Big {
+            (dst << 4) | (src & 0xf)
+        } else {
+            (src << 4) | (dst & 0xf)
+        }
     }
     pub(crate) fn src_reg(self, regs: u8) -> u8 {
-        if self == ByteOrder::Big { regs & 0xf } else { regs >> 4 }
+        if self == ByteOrder::Big {
+            regs & 0xf
+        } else {
+            regs >> 4
+        }
     }
     pub(crate) fn dst_reg(self, regs: u8) -> u8 {
-        if self == ByteOrder::Big { regs >> 4 } else { regs & 0xf }
+        if self == ByteOrder::Big {
+            regs >> 4
+        } else {
+            regs & 0xf
+        }
     }
 }
 

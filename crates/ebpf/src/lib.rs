@@ -17,8 +17,8 @@
 
 pub mod clang;
 mod elf;
-mod pin;
 pub mod objects;
+mod pin;
 
 pub use elf::{section, ByteOrder};
 use elf::{Parsed, Relocation};
@@ -251,7 +251,10 @@ impl Map {
                     read += a.read_u32(32);
                     break;
                 }
-                Err(e) if read == 0 && matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOTSUP) | Some(524)) => {
+                Err(e)
+                    if read == 0
+                        && matches!(e.raw_os_error(), Some(libc::EINVAL) | Some(libc::ENOTSUP) | Some(524)) =>
+                {
                     return self.lookup_cells_one_by_one(count, cell, per_cpu);
                 }
                 Err(e) => return Err(e),
@@ -493,7 +496,8 @@ impl Program {
 
     /// Attaches an XDP program to an interface (driver mode, falling back to generic).
     pub fn attach_xdp(&self, ifindex: u32) -> io::Result<Link> {
-        self.attach_xdp_mode(ifindex, xdp_flags::DRV_MODE).or_else(|_| self.attach_xdp_mode(ifindex, xdp_flags::SKB_MODE))
+        self.attach_xdp_mode(ifindex, xdp_flags::DRV_MODE)
+            .or_else(|_| self.attach_xdp_mode(ifindex, xdp_flags::SKB_MODE))
     }
 
     /// Attaches an XDP program through a BPF link in one mode (`xdp_flags::DRV_MODE` or
@@ -517,7 +521,12 @@ impl Program {
         // interface: a context saying as much is left out there; one naming another is refused.
         let ctx = match self.prog_type == prog_type::XDP && kernel_release().is_some_and(|v| v < (5, 15)) {
             true if ctx.len() >= 16 && rd_u32(ctx, 12) <= 1 => &[][..],
-            true => return Err(io::Error::new(io::ErrorKind::Unsupported, "an XDP test run on a given interface needs Linux 5.15")),
+            true => {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "an XDP test run on a given interface needs Linux 5.15",
+                ))
+            }
             false => ctx,
         };
         let run = |ctx: &[u8]| -> io::Result<(u32, Vec<u8>)> {
@@ -990,8 +999,10 @@ mod tests {
                 }
                 assert_eq!(cells, one_by_one, "type {typ}, {count} cells");
             }
-            assert_eq!(m.lookup_cells_one_by_one(300, stride * if per_cpu { cpus } else { 1 }, per_cpu).unwrap(),
-                       m.lookup_cells(300, per_cpu).unwrap());
+            assert_eq!(
+                m.lookup_cells_one_by_one(300, stride * if per_cpu { cpus } else { 1 }, per_cpu).unwrap(),
+                m.lookup_cells(300, per_cpu).unwrap()
+            );
         }
     }
 

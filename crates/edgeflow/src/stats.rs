@@ -243,7 +243,8 @@ pub fn render(r: &Value) -> String {
     }
     if let Some(fp) = r["fast_path"].as_object() {
         out += "\nkernel fast path\n";
-        let keys = ["hits", "misses", "upcalls", "slow", "entries", "installed", "refused", "retired", "evicted", "retried"];
+        let keys =
+            ["hits", "misses", "upcalls", "slow", "entries", "installed", "refused", "retired", "evicted", "retried"];
         out += &table(&keys, vec![keys.iter().map(|k| n(&fp[*k])).collect()]);
         // Frames a label-switching mode's kernel part forwarded without userspace: on top of the
         // mode's own counters above. Its detours are cases (a) and (b); (c) is always userspace's.

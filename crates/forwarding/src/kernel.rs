@@ -174,11 +174,8 @@ impl KernelAccount {
     pub fn wire_bps(&self, smin: u16) -> u64 {
         const PREAMBLE_AND_GAP: u64 = (packet::PREAMBLE_LEN + packet::IFG_LEN) as u64;
         let (smax, smin) = (self.smax as u64, smin.max(1) as u64);
-        let bytes_per_bag = if self.per_frame {
-            smax + PREAMBLE_AND_GAP
-        } else {
-            (smax * (smin + PREAMBLE_AND_GAP)).div_ceil(smin)
-        };
+        let bytes_per_bag =
+            if self.per_frame { smax + PREAMBLE_AND_GAP } else { (smax * (smin + PREAMBLE_AND_GAP)).div_ceil(smin) };
         ((bytes_per_bag * 8) as u128 * 1_000_000_000).div_ceil(self.bag_ns.max(1) as u128) as u64
     }
 }
@@ -225,4 +222,3 @@ pub struct LinkCounts {
     pub wrong_port_bytes: u64,
     pub dropped: [u64; 8],
 }
-

@@ -17,8 +17,6 @@ pub mod afdx;
 pub mod bucket;
 pub mod kernel;
 pub mod learning;
-#[cfg(feature = "streams")]
-pub mod streams;
 #[cfg(feature = "less")]
 pub mod less;
 pub mod openflow;
@@ -26,6 +24,8 @@ pub mod openflow;
 pub mod p4;
 pub mod partition;
 pub mod portmap;
+#[cfg(feature = "streams")]
+pub mod streams;
 
 use ofp::error::{BadRequest, ErrorCode};
 use packet::{FlowKey, Packet};

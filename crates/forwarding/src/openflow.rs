@@ -291,7 +291,9 @@ impl Mode for OpenFlowMode {
                 self.pipeline.credit_many(credits, packets, bytes, now);
                 self.pipeline.touch_cached(id, packets, now);
             }
-            FromKernel::MeterCounts { meter, counts: (p, b, dp, db) } => self.pipeline.credit_meter(meter, p, b, dp, db),
+            FromKernel::MeterCounts { meter, counts: (p, b, dp, db) } => {
+                self.pipeline.credit_meter(meter, p, b, dp, db)
+            }
             FromKernel::LinkCounts { .. } | FromKernel::AccountCredits { .. } | FromKernel::P4Counts(_) => {}
         }
     }

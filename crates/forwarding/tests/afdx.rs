@@ -4,8 +4,8 @@
 #![cfg(feature = "afdx")]
 
 use forwarding::afdx::{
-    self, end_system_mac, vl_mac, AfdxMode, Police, Priority, VirtualLink, VlCounters, VlDrop, DEFAULT_MAC_CONSTANT, NETWORK_A,
-    NETWORK_B,
+    self, end_system_mac, vl_mac, AfdxMode, Police, Priority, VirtualLink, VlCounters, VlDrop, DEFAULT_MAC_CONSTANT,
+    NETWORK_A, NETWORK_B,
 };
 use forwarding::{DropReason, Egress, Event, FromKernel, Mode, Output, PortView, Verdict};
 use packet::craft::udp4;
@@ -128,7 +128,8 @@ fn as_part_7_sends(mut f: Vec<u8>) -> Vec<u8> {
 #[test]
 fn a_switch_on_one_network_drops_the_others_frames_and_checks_ip_where_asked() {
     let checked = VirtualLink { ip_check: true, ..vl(10, 1, &[2], 1) };
-    let mut m = AfdxMode::new(&[checked, vl(11, 1, &[2], 1)], DEFAULT_MAC_CONSTANT).unwrap().on_network(Some(NETWORK_A));
+    let mut m =
+        AfdxMode::new(&[checked, vl(11, 1, &[2], 1)], DEFAULT_MAC_CONSTANT).unwrap().on_network(Some(NETWORK_A));
     for p in 1..=2 {
         m.port_changed(p, Some(PortView::default()));
     }
@@ -447,7 +448,8 @@ fn priority_matters_only_on_ports_that_mix_queues_and_can_be_offered_more_than_t
     let frame_every_ms = (1518 + 20) * 8 * 1000;
     assert_eq!(links.accounts[0].wire_bps(64), frame_every_ms, "preamble and gap counted");
     let at = |mbps: u64| move |_: u32| Some(mbps * 1_000_000);
-    let needing = |link: &dyn Fn(u32) -> Option<u64>| links.ports_needing_priority(link).into_iter().collect::<Vec<_>>();
+    let needing =
+        |link: &dyn Fn(u32) -> Option<u64>| links.ports_needing_priority(link).into_iter().collect::<Vec<_>>();
     assert_eq!(needing(&at(50)), [2], "port 3 has one queue, port 4 fits in 50 Mbit/s");
     assert_eq!(needing(&at(10)), [2, 4]);
     assert_eq!(needing(&at(100)), Vec::<u32>::new(), "98.9 Mbit/s fits in 100");

@@ -204,8 +204,10 @@ mod partitioned {
         use forwarding::less::{Config as LessConfig, LessMode};
         use forwarding::partition::{Part, Partitioned};
         let less = Box::new(LessMode::new(LessConfig { root: true, ..LessConfig::default() }));
-        let mut m =
-            Partitioned::new(vec![Part { mode: less, ports: [1, 2].into() }, Part { mode: other, ports: [3, 4].into() }]);
+        let mut m = Partitioned::new(vec![
+            Part { mode: less, ports: [1, 2].into() },
+            Part { mode: other, ports: [3, 4].into() },
+        ]);
         for p in 1..=4 {
             m.port_changed(p, Some(PortView::default()));
         }
@@ -238,7 +240,8 @@ mod partitioned {
         // The kernel gets LESS's ports as label ports, and the bridge's entries, which pin the port.
         assert_eq!(m.kernel().labels.unwrap().ports, [1, 2].into());
         let (v, _, _) = receive(&mut m, 4, &udp(H2, H1), 4);
-        let entry = m.kernel().flows.unwrap().entry(v.entry.expect("the bridge's decision goes to the kernel")).unwrap();
+        let entry =
+            m.kernel().flows.unwrap().entry(v.entry.expect("the bridge's decision goes to the kernel")).unwrap();
         assert_eq!(entry.mask.get(Field::InPort), u32::MAX as u128);
         // No OpenFlow part: nothing is programmable and controllers see every port.
         assert!(!m.is_programmable() && m.controller_sees(1));

@@ -31,7 +31,11 @@ pub struct EndArgs {
 
 impl EndArgs {
     pub fn notice(&self) -> Result<Option<EndNotice>, String> {
-        if self.end_on_stdin { EndNotice::listen().map(Some) } else { Ok(None) }
+        if self.end_on_stdin {
+            EndNotice::listen().map(Some)
+        } else {
+            Ok(None)
+        }
     }
 
     pub fn settle(&self) -> Duration {

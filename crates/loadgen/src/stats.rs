@@ -64,7 +64,11 @@ impl Histogram {
     }
 
     pub fn min(&self) -> u64 {
-        if self.total == 0 { 0 } else { self.min }
+        if self.total == 0 {
+            0
+        } else {
+            self.min
+        }
     }
 
     pub fn max(&self) -> u64 {
@@ -72,7 +76,11 @@ impl Histogram {
     }
 
     pub fn mean(&self) -> f64 {
-        if self.total == 0 { 0.0 } else { self.sum as f64 / self.total as f64 }
+        if self.total == 0 {
+            0.0
+        } else {
+            self.sum as f64 / self.total as f64
+        }
     }
 
     /// The value below which `q` (0..=1) of the samples fall.

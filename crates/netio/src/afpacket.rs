@@ -280,7 +280,7 @@ impl AfPacketRx {
         msg.msg_iovlen = 1;
         msg.msg_control = cmsg.as_mut_ptr() as *mut libc::c_void;
         msg.msg_controllen = std::mem::size_of_val(&cmsg) as _; // usize on glibc, u32 on musl
-        // SAFETY: msg points at live buffers of the sizes given.
+                                                                // SAFETY: msg points at live buffers of the sizes given.
         let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, libc::MSG_DONTWAIT | libc::MSG_TRUNC) };
         if n < vnet::LEN as isize || n as usize > self.big.len() {
             return;
@@ -350,8 +350,8 @@ impl PortRx for AfPacketRx {
                             std::slice::from_raw_parts(base.add(mac), snaplen),
                         )
                     };
-                    let tstamp_ns =
-                        self.ring.read_u32(i, hdr::SEC) as u64 * 1_000_000_000 + self.ring.read_u32(i, hdr::NSEC) as u64;
+                    let tstamp_ns = self.ring.read_u32(i, hdr::SEC) as u64 * 1_000_000_000
+                        + self.ring.read_u32(i, hdr::NSEC) as u64;
                     f(RxFrame { data, offload: vnet::decode(vh), vlan, tstamp_ns });
                 }
             }

@@ -129,7 +129,8 @@ fn request(msg_type: u16, flags: u16, body: &[u8]) -> io::Result<()> {
     cvt(unsafe { libc::send(fd.as_raw_fd(), msg.as_ptr() as *const libc::c_void, msg.len(), 0) } as i32)?;
     let mut buf = [0u8; 4096];
     // SAFETY: reading into a live buffer.
-    let n = cvt(unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr() as *mut libc::c_void, buf.len(), 0) } as i32)? as usize;
+    let n = cvt(unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr() as *mut libc::c_void, buf.len(), 0) } as i32)?
+        as usize;
     // NLMSG_ERROR carries the result: 0 is success.
     if n >= 20 && u16::from_ne_bytes(buf[4..6].try_into().unwrap()) == libc::NLMSG_ERROR as u16 {
         let err = i32::from_ne_bytes(buf[16..20].try_into().unwrap());

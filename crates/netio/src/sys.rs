@@ -233,7 +233,8 @@ pub fn carrier(name: &str) -> bool {
         Ok(()) => v[1] != 0,
         // Where SIOCETHTOOL cannot be asked (qemu-user does not translate it): the operational
         // state the interface flags carry.
-        Err(_) => if_flags(name).is_ok_and(|f| f & (libc::IFF_UP | libc::IFF_RUNNING) as u32 == (libc::IFF_UP | libc::IFF_RUNNING) as u32),
+        Err(_) => if_flags(name)
+            .is_ok_and(|f| f & (libc::IFF_UP | libc::IFF_RUNNING) as u32 == (libc::IFF_UP | libc::IFF_RUNNING) as u32),
     }
 }
 

@@ -68,7 +68,12 @@ impl PortRx for TapRx {
                 break;
             }
             let r = r as usize;
-            f(RxFrame { data: &self.buf[vnet::LEN..r], offload: vnet::decode(&self.buf[..vnet::LEN]), vlan: None, tstamp_ns: 0 });
+            f(RxFrame {
+                data: &self.buf[vnet::LEN..r],
+                offload: vnet::decode(&self.buf[..vnet::LEN]),
+                vlan: None,
+                tstamp_ns: 0,
+            });
             n += 1;
         }
         n

@@ -24,8 +24,22 @@ pub mod action_type {
     pub const EXPERIMENTER: u16 = 0xffff;
     /// Every standard action type, for table-features properties.
     pub const ALL: &[u16] = &[
-        OUTPUT, COPY_TTL_OUT, COPY_TTL_IN, SET_MPLS_TTL, DEC_MPLS_TTL, PUSH_VLAN, POP_VLAN, PUSH_MPLS, POP_MPLS,
-        SET_QUEUE, GROUP, SET_NW_TTL, DEC_NW_TTL, SET_FIELD, PUSH_PBB, POP_PBB,
+        OUTPUT,
+        COPY_TTL_OUT,
+        COPY_TTL_IN,
+        SET_MPLS_TTL,
+        DEC_MPLS_TTL,
+        PUSH_VLAN,
+        POP_VLAN,
+        PUSH_MPLS,
+        POP_MPLS,
+        SET_QUEUE,
+        GROUP,
+        SET_NW_TTL,
+        DEC_NW_TTL,
+        SET_FIELD,
+        PUSH_PBB,
+        POP_PBB,
     ];
 }
 
@@ -103,7 +117,11 @@ impl Action {
                 out.put_u16(*max_len);
                 out.put_zeros(6);
             }
-            Action::CopyTtlOut | Action::CopyTtlIn | Action::DecMplsTtl | Action::PopVlan | Action::DecNwTtl
+            Action::CopyTtlOut
+            | Action::CopyTtlIn
+            | Action::DecMplsTtl
+            | Action::PopVlan
+            | Action::DecNwTtl
             | Action::PopPbb => out.put_zeros(4),
             Action::SetMplsTtl(ttl) | Action::SetNwTtl(ttl) => {
                 out.put_u8(*ttl);

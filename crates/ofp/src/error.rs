@@ -77,7 +77,10 @@ pub enum ErrorCode {
     MeterModFailed(MeterModFailed),
     TableFeaturesFailed(TableFeaturesFailed),
     /// A pair this implementation has no name for (received from a peer); kept verbatim.
-    Other { typ: u16, code: u16 },
+    Other {
+        typ: u16,
+        code: u16,
+    },
 }
 
 pub const OFPET_EXPERIMENTER: u16 = 0xffff;

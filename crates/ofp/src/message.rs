@@ -362,11 +362,7 @@ pub struct AsyncConfig {
 impl Default for AsyncConfig {
     /// The defaults of spec §6.1.1: everything to masters/equals, only port-status to slaves.
     fn default() -> Self {
-        AsyncConfig {
-            packet_in_mask: [0b011, 0],
-            port_status_mask: [0b111, 0b111],
-            flow_removed_mask: [0b1111, 0],
-        }
+        AsyncConfig { packet_in_mask: [0b011, 0], port_status_mask: [0b111, 0b111], flow_removed_mask: [0b1111, 0] }
     }
 }
 
@@ -672,8 +668,7 @@ impl Message {
     ///
     /// Never panics. The error carries the `(type, code)` to put in the `OFPT_ERROR` reply.
     pub fn decode(bytes: &[u8]) -> Result<(Header, Message), DecodeError> {
-        let header =
-            Header::peek(bytes).ok_or(DecodeError::new(short::REQ_LEN, "message shorter than its header"))?;
+        let header = Header::peek(bytes).ok_or(DecodeError::new(short::REQ_LEN, "message shorter than its header"))?;
         if header.length as usize != bytes.len() || (header.length as usize) < HEADER_LEN {
             return Err(DecodeError::new(short::REQ_LEN, "length field does not match message"));
         }
@@ -771,7 +766,15 @@ fn decode_body(typ: u8, r: &mut Reader<'_>) -> Result<Message, DecodeError> {
             let cookie = r.u64("cookie")?;
             let match_ = Match::decode(r)?;
             r.skip(2, "pad")?;
-            Message::PacketIn(PacketIn { buffer_id, total_len, reason, table_id, cookie, match_, data: r.rest().to_vec() })
+            Message::PacketIn(PacketIn {
+                buffer_id,
+                total_len,
+                reason,
+                table_id,
+                cookie,
+                match_,
+                data: r.rest().to_vec(),
+            })
         }
         t::FLOW_REMOVED => Message::FlowRemoved(FlowRemoved {
             cookie: r.u64("cookie")?,
@@ -835,7 +838,13 @@ fn decode_body(typ: u8, r: &mut Reader<'_>) -> Result<Message, DecodeError> {
             r.skip(4, "pad")?;
             let hw_addr = r.array("hw_addr")?;
             r.skip(2, "pad")?;
-            let p = PortMod { port_no, hw_addr, config: r.u32("config")?, mask: r.u32("mask")?, advertise: r.u32("advertise")? };
+            let p = PortMod {
+                port_no,
+                hw_addr,
+                config: r.u32("config")?,
+                mask: r.u32("mask")?,
+                advertise: r.u32("advertise")?,
+            };
             r.skip(4, "pad")?;
             Message::PortMod(p)
         }

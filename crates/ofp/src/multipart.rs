@@ -217,10 +217,7 @@ impl MultipartRequest {
                 data: r.rest().to_vec(),
             },
             _ => {
-                return Err(DecodeError::new(
-                    ErrorCode::BadRequest(BadRequest::BadMultipart),
-                    "unknown multipart type",
-                ))
+                return Err(DecodeError::new(ErrorCode::BadRequest(BadRequest::BadMultipart), "unknown multipart type"))
             }
         };
         if !r.is_empty() {
@@ -701,7 +698,15 @@ impl MultipartReplyBody {
                 let duration_sec = b.u32("sec")?;
                 let duration_nsec = b.u32("nsec")?;
                 let bucket_stats = many(&mut b, |b| Ok((b.u64("packets")?, b.u64("bytes")?)))?;
-                Ok(GroupStats { group_id, ref_count, packet_count, byte_count, duration_sec, duration_nsec, bucket_stats })
+                Ok(GroupStats {
+                    group_id,
+                    ref_count,
+                    packet_count,
+                    byte_count,
+                    duration_sec,
+                    duration_nsec,
+                    bucket_stats,
+                })
             })?),
             t::GROUP_DESC => MultipartReplyBody::GroupDesc(many(r, |r| {
                 let len = r.u16("group desc length")? as usize;
@@ -741,7 +746,15 @@ impl MultipartReplyBody {
                 let duration_sec = b.u32("sec")?;
                 let duration_nsec = b.u32("nsec")?;
                 let band_stats = many(&mut b, |b| Ok((b.u64("packets")?, b.u64("bytes")?)))?;
-                Ok(MeterStats { meter_id, flow_count, packet_in_count, byte_in_count, duration_sec, duration_nsec, band_stats })
+                Ok(MeterStats {
+                    meter_id,
+                    flow_count,
+                    packet_in_count,
+                    byte_in_count,
+                    duration_sec,
+                    duration_nsec,
+                    band_stats,
+                })
             })?),
             t::METER_CONFIG => MultipartReplyBody::MeterConfig(many(r, |r| {
                 let len = r.u16("meter config length")? as usize;
@@ -772,10 +785,7 @@ impl MultipartReplyBody {
                 data: r.rest().to_vec(),
             },
             _ => {
-                return Err(DecodeError::new(
-                    ErrorCode::BadRequest(BadRequest::BadMultipart),
-                    "unknown multipart type",
-                ))
+                return Err(DecodeError::new(ErrorCode::BadRequest(BadRequest::BadMultipart), "unknown multipart type"))
             }
         })
     }

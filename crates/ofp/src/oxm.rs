@@ -155,8 +155,8 @@ impl OxmField {
         if class != OFPXMC_OPENFLOW_BASIC {
             return Err(DecodeError::new(ErrorCode::BadMatch(BadMatch::BadField), "oxm class not supported"));
         }
-        let field = Field::from_id(id)
-            .ok_or(DecodeError::new(ErrorCode::BadMatch(BadMatch::BadField), "unknown oxm field"))?;
+        let field =
+            Field::from_id(id).ok_or(DecodeError::new(ErrorCode::BadMatch(BadMatch::BadField), "unknown oxm field"))?;
         let width = field.width();
         if len != width * if has_mask { 2 } else { 1 } {
             return Err(DecodeError::new(ErrorCode::BadMatch(BadMatch::BadLen), "oxm length does not fit field"));
@@ -280,9 +280,9 @@ impl Match {
         let proto = |p| self.is_ip() && self.pins(IpProto, p);
         match field {
             InPhyPort => self.get(InPort).is_some(),
-            VlanPcp => self
-                .get(VlanVid)
-                .is_some_and(|f| f.value & OFPVID_PRESENT as u128 != 0 && f.effective_mask() & OFPVID_PRESENT as u128 != 0),
+            VlanPcp => self.get(VlanVid).is_some_and(|f| {
+                f.value & OFPVID_PRESENT as u128 != 0 && f.effective_mask() & OFPVID_PRESENT as u128 != 0
+            }),
             IpDscp | IpEcn | IpProto => self.is_ip(),
             Ipv4Src | Ipv4Dst => eth(0x0800),
             TcpSrc | TcpDst => proto(6),

@@ -168,9 +168,7 @@ impl TableFeatureProp {
             p::INSTRUCTIONS | p::INSTRUCTIONS_MISS => {
                 TableFeatureProp::Instructions { miss, ids: get_type_ids(&mut body)? }
             }
-            p::NEXT_TABLES | p::NEXT_TABLES_MISS => {
-                TableFeatureProp::NextTables { miss, tables: body.rest().to_vec() }
-            }
+            p::NEXT_TABLES | p::NEXT_TABLES_MISS => TableFeatureProp::NextTables { miss, tables: body.rest().to_vec() },
             p::WRITE_ACTIONS | p::WRITE_ACTIONS_MISS => {
                 TableFeatureProp::WriteActions { miss, ids: get_type_ids(&mut body)? }
             }

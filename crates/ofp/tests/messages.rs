@@ -59,30 +59,73 @@ pub fn all_messages() -> Vec<Message> {
         Message::Hello(Hello::of13()),
         Message::Hello(Hello::default()),
         Message::Error(ErrorMsg::reply_to(ErrorCode::BadRequest(BadRequest::BadType), &[4, 99, 0, 8, 0, 0, 0, 1])),
-        Message::Error(ErrorMsg { code: ErrorCode::Other { typ: 0xffff, code: 3 }, experimenter: Some(0x2320), data: vec![] }),
+        Message::Error(ErrorMsg {
+            code: ErrorCode::Other { typ: 0xffff, code: 3 },
+            experimenter: Some(0x2320),
+            data: vec![],
+        }),
         Message::EchoRequest(b"ping".to_vec()),
         Message::EchoReply(vec![]),
         Message::Experimenter(ExperimenterMsg { experimenter: 0x2320, exp_type: 5, data: vec![1, 2] }),
         Message::FeaturesRequest,
-        Message::FeaturesReply(SwitchFeatures { datapath_id: 0x1234, n_buffers: 256, n_tables: 254, auxiliary_id: 0, capabilities: 0x4f }),
+        Message::FeaturesReply(SwitchFeatures {
+            datapath_id: 0x1234,
+            n_buffers: 256,
+            n_tables: 254,
+            auxiliary_id: 0,
+            capabilities: 0x4f,
+        }),
         Message::GetConfigRequest,
         Message::GetConfigReply(SwitchConfig::default()),
         Message::SetConfig(SwitchConfig { flags: 1, miss_send_len: 0xffff }),
-        Message::PacketIn(PacketIn { buffer_id: NO_BUFFER, total_len: 60, reason: 0, table_id: 3, cookie: 7, match_: Match::new().with(Field::InPort, 2), data: vec![0xaa; 60] }),
-        Message::FlowRemoved(FlowRemoved { cookie: 1, priority: 2, reason: 0, table_id: 0, duration_sec: 4, duration_nsec: 5, idle_timeout: 6, hard_timeout: 7, packet_count: 8, byte_count: 9, match_: sample_match() }),
+        Message::PacketIn(PacketIn {
+            buffer_id: NO_BUFFER,
+            total_len: 60,
+            reason: 0,
+            table_id: 3,
+            cookie: 7,
+            match_: Match::new().with(Field::InPort, 2),
+            data: vec![0xaa; 60],
+        }),
+        Message::FlowRemoved(FlowRemoved {
+            cookie: 1,
+            priority: 2,
+            reason: 0,
+            table_id: 0,
+            duration_sec: 4,
+            duration_nsec: 5,
+            idle_timeout: 6,
+            hard_timeout: 7,
+            packet_count: 8,
+            byte_count: 9,
+            match_: sample_match(),
+        }),
         Message::PortStatus(PortStatus { reason: port_reason::MODIFY, desc: sample_port(3) }),
-        Message::PacketOut(PacketOut { buffer_id: NO_BUFFER, in_port: 0xfffffffd, actions: vec![Action::output(0xfffffffb)], data: vec![1; 64] }),
+        Message::PacketOut(PacketOut {
+            buffer_id: NO_BUFFER,
+            in_port: 0xfffffffd,
+            actions: vec![Action::output(0xfffffffb)],
+            data: vec![1; 64],
+        }),
         Message::FlowMod(FlowMod {
             cookie: 0xabc,
             flags: flow_mod_flags::SEND_FLOW_REM,
             match_: sample_match(),
             instructions: vec![
-                Instruction::ApplyActions(vec![Action::SetField(OxmField::exact(Field::VlanVid, 0x1064)), Action::output(2)]),
+                Instruction::ApplyActions(vec![
+                    Action::SetField(OxmField::exact(Field::VlanVid, 0x1064)),
+                    Action::output(2),
+                ]),
                 Instruction::GotoTable(1),
             ],
             ..Default::default()
         }),
-        Message::GroupMod(GroupMod { command: 0, group_type: 3, group_id: 1, buckets: vec![bucket.clone(), bucket.clone()] }),
+        Message::GroupMod(GroupMod {
+            command: 0,
+            group_type: 3,
+            group_id: 1,
+            buckets: vec![bucket.clone(), bucket.clone()],
+        }),
         Message::PortMod(PortMod { port_no: 1, hw_addr: [2, 0, 0, 0, 0, 1], config: 1, mask: 1, advertise: 0 }),
         Message::TableMod(TableMod { table_id: 0, config: 3 }),
         Message::MultipartRequest(MultipartRequest::new(MultipartRequestBody::Desc)),
@@ -90,7 +133,10 @@ pub fn all_messages() -> Vec<Message> {
         Message::MultipartRequest(MultipartRequest::new(MultipartRequestBody::Aggregate(flow_req))),
         Message::MultipartRequest(MultipartRequest::new(MultipartRequestBody::Table)),
         Message::MultipartRequest(MultipartRequest::new(MultipartRequestBody::PortStats { port_no: 0xffffffff })),
-        Message::MultipartRequest(MultipartRequest::new(MultipartRequestBody::Queue { port_no: 1, queue_id: 0xffffffff })),
+        Message::MultipartRequest(MultipartRequest::new(MultipartRequestBody::Queue {
+            port_no: 1,
+            queue_id: 0xffffffff,
+        })),
         Message::MultipartRequest(MultipartRequest::new(MultipartRequestBody::Group { group_id: 0xfffffffc })),
         Message::MultipartRequest(MultipartRequest::new(MultipartRequestBody::GroupDesc)),
         Message::MultipartRequest(MultipartRequest::new(MultipartRequestBody::GroupFeatures)),
@@ -100,32 +146,126 @@ pub fn all_messages() -> Vec<Message> {
         Message::MultipartRequest(MultipartRequest::new(MultipartRequestBody::TableFeatures(vec![]))),
         Message::MultipartRequest(MultipartRequest::new(MultipartRequestBody::TableFeatures(vec![tf.clone()]))),
         Message::MultipartRequest(MultipartRequest::new(MultipartRequestBody::PortDesc)),
-        Message::MultipartRequest(MultipartRequest::new(MultipartRequestBody::Experimenter { experimenter: 1, exp_type: 2, data: vec![3] })),
-        Message::MultipartReply(MultipartReply::new(MultipartReplyBody::Desc(Desc { mfr_desc: "edgeflow".into(), hw_desc: "hw".into(), sw_desc: "0.1".into(), serial_num: "1".into(), dp_desc: "dp".into() }))),
-        Message::MultipartReply(MultipartReply::new(MultipartReplyBody::Flow(vec![FlowStats { table_id: 1, priority: 10, match_: sample_match(), instructions: vec![Instruction::ClearActions], ..Default::default() }]))),
-        Message::MultipartReply(MultipartReply::new(MultipartReplyBody::Aggregate(AggregateStats { packet_count: 1, byte_count: 2, flow_count: 3 }))),
-        Message::MultipartReply(MultipartReply::new(MultipartReplyBody::Table(vec![TableStats { table_id: 0, active_count: 1, lookup_count: 2, matched_count: 3 }]))),
-        Message::MultipartReply(MultipartReply::new(MultipartReplyBody::PortStats(vec![PortStats { port_no: 1, rx_packets: 5, ..Default::default() }]))),
-        Message::MultipartReply(MultipartReply::new(MultipartReplyBody::Queue(vec![QueueStats { port_no: 1, queue_id: 0, tx_bytes: 1, tx_packets: 2, tx_errors: 0, duration_sec: 1, duration_nsec: 2 }]))),
-        Message::MultipartReply(MultipartReply::new(MultipartReplyBody::Group(vec![GroupStats { group_id: 1, ref_count: 2, packet_count: 3, byte_count: 4, duration_sec: 5, duration_nsec: 6, bucket_stats: vec![(1, 2), (3, 4)] }]))),
-        Message::MultipartReply(MultipartReply::new(MultipartReplyBody::GroupDesc(vec![GroupDesc { group_type: 1, group_id: 7, buckets: vec![bucket] }]))),
-        Message::MultipartReply(MultipartReply::new(MultipartReplyBody::GroupFeatures(GroupFeatures { types: 15, capabilities: 7, max_groups: [1, 2, 3, 4], actions: [5, 6, 7, 8] }))),
-        Message::MultipartReply(MultipartReply::new(MultipartReplyBody::Meter(vec![MeterStats { meter_id: 1, flow_count: 2, packet_in_count: 3, byte_in_count: 4, duration_sec: 5, duration_nsec: 6, band_stats: vec![(7, 8)] }]))),
-        Message::MultipartReply(MultipartReply::new(MultipartReplyBody::MeterConfig(vec![MeterConfig { flags: 1, meter_id: 1, bands: vec![band.clone()] }]))),
-        Message::MultipartReply(MultipartReply::new(MultipartReplyBody::MeterFeatures(MeterFeatures { max_meter: 1024, band_types: 6, capabilities: 15, max_bands: 8, max_color: 0 }))),
+        Message::MultipartRequest(MultipartRequest::new(MultipartRequestBody::Experimenter {
+            experimenter: 1,
+            exp_type: 2,
+            data: vec![3],
+        })),
+        Message::MultipartReply(MultipartReply::new(MultipartReplyBody::Desc(Desc {
+            mfr_desc: "edgeflow".into(),
+            hw_desc: "hw".into(),
+            sw_desc: "0.1".into(),
+            serial_num: "1".into(),
+            dp_desc: "dp".into(),
+        }))),
+        Message::MultipartReply(MultipartReply::new(MultipartReplyBody::Flow(vec![FlowStats {
+            table_id: 1,
+            priority: 10,
+            match_: sample_match(),
+            instructions: vec![Instruction::ClearActions],
+            ..Default::default()
+        }]))),
+        Message::MultipartReply(MultipartReply::new(MultipartReplyBody::Aggregate(AggregateStats {
+            packet_count: 1,
+            byte_count: 2,
+            flow_count: 3,
+        }))),
+        Message::MultipartReply(MultipartReply::new(MultipartReplyBody::Table(vec![TableStats {
+            table_id: 0,
+            active_count: 1,
+            lookup_count: 2,
+            matched_count: 3,
+        }]))),
+        Message::MultipartReply(MultipartReply::new(MultipartReplyBody::PortStats(vec![PortStats {
+            port_no: 1,
+            rx_packets: 5,
+            ..Default::default()
+        }]))),
+        Message::MultipartReply(MultipartReply::new(MultipartReplyBody::Queue(vec![QueueStats {
+            port_no: 1,
+            queue_id: 0,
+            tx_bytes: 1,
+            tx_packets: 2,
+            tx_errors: 0,
+            duration_sec: 1,
+            duration_nsec: 2,
+        }]))),
+        Message::MultipartReply(MultipartReply::new(MultipartReplyBody::Group(vec![GroupStats {
+            group_id: 1,
+            ref_count: 2,
+            packet_count: 3,
+            byte_count: 4,
+            duration_sec: 5,
+            duration_nsec: 6,
+            bucket_stats: vec![(1, 2), (3, 4)],
+        }]))),
+        Message::MultipartReply(MultipartReply::new(MultipartReplyBody::GroupDesc(vec![GroupDesc {
+            group_type: 1,
+            group_id: 7,
+            buckets: vec![bucket],
+        }]))),
+        Message::MultipartReply(MultipartReply::new(MultipartReplyBody::GroupFeatures(GroupFeatures {
+            types: 15,
+            capabilities: 7,
+            max_groups: [1, 2, 3, 4],
+            actions: [5, 6, 7, 8],
+        }))),
+        Message::MultipartReply(MultipartReply::new(MultipartReplyBody::Meter(vec![MeterStats {
+            meter_id: 1,
+            flow_count: 2,
+            packet_in_count: 3,
+            byte_in_count: 4,
+            duration_sec: 5,
+            duration_nsec: 6,
+            band_stats: vec![(7, 8)],
+        }]))),
+        Message::MultipartReply(MultipartReply::new(MultipartReplyBody::MeterConfig(vec![MeterConfig {
+            flags: 1,
+            meter_id: 1,
+            bands: vec![band.clone()],
+        }]))),
+        Message::MultipartReply(MultipartReply::new(MultipartReplyBody::MeterFeatures(MeterFeatures {
+            max_meter: 1024,
+            band_types: 6,
+            capabilities: 15,
+            max_bands: 8,
+            max_color: 0,
+        }))),
         Message::MultipartReply(MultipartReply::new(MultipartReplyBody::TableFeatures(vec![tf]))),
-        Message::MultipartReply(MultipartReply::new(MultipartReplyBody::PortDesc(vec![sample_port(1), sample_port(2)]))),
-        Message::MultipartReply(MultipartReply { flags: 1, body: MultipartReplyBody::Experimenter { experimenter: 1, exp_type: 2, data: vec![] } }),
+        Message::MultipartReply(MultipartReply::new(MultipartReplyBody::PortDesc(vec![
+            sample_port(1),
+            sample_port(2),
+        ]))),
+        Message::MultipartReply(MultipartReply {
+            flags: 1,
+            body: MultipartReplyBody::Experimenter { experimenter: 1, exp_type: 2, data: vec![] },
+        }),
         Message::BarrierRequest,
         Message::BarrierReply,
         Message::QueueGetConfigRequest { port: 1 },
-        Message::QueueGetConfigReply { port: 1, queues: vec![PacketQueue { queue_id: 1, port: 1, properties: vec![QueueProperty::MinRate(100), QueueProperty::MaxRate(900), QueueProperty::Experimenter { experimenter: 5, data: vec![1, 2, 3, 4, 5, 6, 7, 8] }] }] },
+        Message::QueueGetConfigReply {
+            port: 1,
+            queues: vec![PacketQueue {
+                queue_id: 1,
+                port: 1,
+                properties: vec![
+                    QueueProperty::MinRate(100),
+                    QueueProperty::MaxRate(900),
+                    QueueProperty::Experimenter { experimenter: 5, data: vec![1, 2, 3, 4, 5, 6, 7, 8] },
+                ],
+            }],
+        },
         Message::RoleRequest(RoleMsg { role: role::MASTER, generation_id: 99 }),
         Message::RoleReply(RoleMsg { role: role::SLAVE, generation_id: 1 }),
         Message::GetAsyncRequest,
         Message::GetAsyncReply(AsyncConfig::default()),
         Message::SetAsync(AsyncConfig { packet_in_mask: [1, 2], port_status_mask: [3, 4], flow_removed_mask: [5, 6] }),
-        Message::MeterMod(MeterMod { command: 0, flags: 5, meter_id: 1, bands: vec![band, MeterBand { rate: 5, burst_size: 0, kind: BandKind::Drop }] }),
+        Message::MeterMod(MeterMod {
+            command: 0,
+            flags: 5,
+            meter_id: 1,
+            bands: vec![band, MeterBand { rate: 5, burst_size: 0, kind: BandKind::Drop }],
+        }),
     ]
 }
 
@@ -159,7 +299,10 @@ fn header_errors_map_to_bad_request() {
     // A features reply cut short.
     assert_eq!(err(&[4, 6, 0, 12, 0, 0, 0, 1, 0, 0, 0, 0]), ErrorCode::BadRequest(BadRequest::BadLen));
     // Multipart of unknown type 77.
-    assert_eq!(err(&[4, 18, 0, 16, 0, 0, 0, 1, 0, 77, 0, 0, 0, 0, 0, 0]), ErrorCode::BadRequest(BadRequest::BadMultipart));
+    assert_eq!(
+        err(&[4, 18, 0, 16, 0, 0, 0, 1, 0, 77, 0, 0, 0, 0, 0, 0]),
+        ErrorCode::BadRequest(BadRequest::BadMultipart)
+    );
 }
 
 #[test]
@@ -196,7 +339,12 @@ fn hello_negotiation() {
 #[test]
 fn multipart_replies_split_at_64k() {
     let flows: Vec<FlowStats> = (0..3000)
-        .map(|i| FlowStats { priority: i as u16, match_: sample_match(), instructions: vec![Instruction::GotoTable(1)], ..Default::default() })
+        .map(|i| FlowStats {
+            priority: i as u16,
+            match_: sample_match(),
+            instructions: vec![Instruction::GotoTable(1)],
+            ..Default::default()
+        })
         .collect();
     let parts = encode_multipart_reply(5, MultipartReplyBody::Flow(flows.clone()));
     assert!(parts.len() > 1);

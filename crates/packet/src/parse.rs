@@ -190,7 +190,10 @@ fn snap_protocol(c: &Cursor<'_>, llc: usize) -> Option<u16> {
 
 fn parse_arp(c: &Cursor<'_>, l3: usize, key: &mut FlowKey) {
     // Ethernet/IPv4 ARP only; anything else keeps only eth_type (as Open vSwitch does).
-    if !c.has(l3, 28) || c.u16(l3) != Some(1) || c.u16(l3 + 2) != Some(0x0800) || c.u8(l3 + 4) != Some(6)
+    if !c.has(l3, 28)
+        || c.u16(l3) != Some(1)
+        || c.u16(l3 + 2) != Some(0x0800)
+        || c.u8(l3 + 4) != Some(6)
         || c.u8(l3 + 5) != Some(4)
     {
         return;

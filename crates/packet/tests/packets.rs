@@ -141,7 +141,11 @@ fn rewrites_keep_checksums_right() {
     assert_eq!(k2.get(Field::Ipv4Src), 0xc0a80001);
     assert_eq!(k2.get(Field::TcpDst), 8080);
     assert_eq!(k2.get(Field::IpDscp), 10);
-    assert_eq!(k2, { let mut k = key; k.set(Field::InPhyPort, 1); k });
+    assert_eq!(k2, {
+        let mut k = key;
+        k.set(Field::InPhyPort, 1);
+        k
+    });
 
     let udp6 = FrameBuilder::new(B, A).build(L3::Ipv6 {
         src: [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
@@ -200,7 +204,8 @@ fn partial_checksum_survives_address_rewrite() {
     let l4 = layout.l4 as usize;
     let mut partial = full.clone();
     let seg_len = (full.len() - l4) as u32;
-    let pseudo = packet::csum::fold(packet::csum::pseudo_v4(&full[l3 + 12..l3 + 16], &full[l3 + 16..l3 + 20], 6, seg_len));
+    let pseudo =
+        packet::csum::fold(packet::csum::pseudo_v4(&full[l3 + 12..l3 + 16], &full[l3 + 16..l3 + 20], 6, seg_len));
     partial[l4 + 16..l4 + 18].copy_from_slice(&pseudo.to_be_bytes());
     let offload = Offload { csum: Some(PartialCsum { start: l4 as u16, offset: 16 }), gso: None };
     let mut p = Packet::new(&partial, offload, layout);

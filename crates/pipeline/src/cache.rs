@@ -51,7 +51,16 @@ impl Default for FlowCache {
 
 impl FlowCache {
     pub fn new(max_entries: usize) -> Self {
-        FlowCache { entries: Classifier::new(), max_entries, generation: 0, index: ReadIndex::default(), retired: Vec::new(), retired_total: 0, expired_total: 0, evicted_total: 0 }
+        FlowCache {
+            entries: Classifier::new(),
+            max_entries,
+            generation: 0,
+            index: ReadIndex::default(),
+            retired: Vec::new(),
+            retired_total: 0,
+            expired_total: 0,
+            evicted_total: 0,
+        }
     }
 
     pub fn len(&self) -> usize {

@@ -674,7 +674,8 @@ pub(crate) mod tests {
     #[test]
     fn covered_and_overlap() {
         let mut c = Classifier::new();
-        let a = c.insert(&key(&[(Field::InPort, 1), (Field::EthDst, 5)]), &mask(&[Field::InPort, Field::EthDst]), 7, ());
+        let a =
+            c.insert(&key(&[(Field::InPort, 1), (Field::EthDst, 5)]), &mask(&[Field::InPort, Field::EthDst]), 7, ());
         let _b = c.insert(&key(&[(Field::InPort, 2)]), &mask(&[Field::InPort]), 7, ());
         let covered = c.covered_by(&key(&[(Field::InPort, 1)]), &mask(&[Field::InPort]));
         assert_eq!(covered, vec![a]);
@@ -819,4 +820,3 @@ pub(crate) mod tests {
         assert!(projected >= 8, "the walk was compared with {projected} projections at most");
     }
 }
-

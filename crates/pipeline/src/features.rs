@@ -67,8 +67,14 @@ impl TableSpec {
             next_tables: [(t.table_id + 1..n_tables).collect(), (t.table_id + 1..n_tables).collect()],
             write_actions: [action_type::ALL.to_vec(), action_type::ALL.to_vec()],
             apply_actions: [action_type::ALL.to_vec(), action_type::ALL.to_vec()],
-            write_setfield: [all.iter().copied().filter(|&f| settable(f)).collect(), all.iter().copied().filter(|&f| settable(f)).collect()],
-            apply_setfield: [all.iter().copied().filter(|&f| settable(f)).collect(), all.iter().copied().filter(|&f| settable(f)).collect()],
+            write_setfield: [
+                all.iter().copied().filter(|&f| settable(f)).collect(),
+                all.iter().copied().filter(|&f| settable(f)).collect(),
+            ],
+            apply_setfield: [
+                all.iter().copied().filter(|&f| settable(f)).collect(),
+                all.iter().copied().filter(|&f| settable(f)).collect(),
+            ],
             match_fields: all,
         };
         // A property given only for regular flows also describes the table-miss flow.

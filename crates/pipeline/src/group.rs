@@ -4,9 +4,9 @@ use std::collections::BTreeMap;
 
 use ofp::error::{ErrorCode, GroupModFailed};
 use ofp::group_meter::{group_command, group_type, Bucket, OFPG_ALL, OFPG_ANY, OFPG_MAX};
-use ofp::GroupMod;
 use ofp::port::OFPP_ANY;
 use ofp::Action;
+use ofp::GroupMod;
 
 use crate::flow::{validate_actions, Limits, Nanos};
 

@@ -9,8 +9,8 @@ pub mod features;
 pub mod flow;
 pub mod group;
 pub mod meter;
-pub mod normal;
 mod modify;
+pub mod normal;
 pub mod prepare;
 pub mod revalidate;
 mod stats;
@@ -29,13 +29,13 @@ use packet::{FlowKey, Packet};
 use cache::{CacheEntry, FlowCache};
 use classifier::{Classifier, RuleId};
 use exec::{execute, Credits, Sink, Stop};
-pub use flow::Nanos;
-pub use modify::Removal;
-pub use prepare::{ActionLists, PreparedFlowMod};
 use flow::FlowEntry;
+pub use flow::Nanos;
 use group::GroupTable;
 use meter::MeterTable;
+pub use modify::Removal;
 use normal::MacTable;
+pub use prepare::{ActionLists, PreparedFlowMod};
 use revalidate::Change;
 use users::Users;
 pub use xlate::Translation;
@@ -106,7 +106,11 @@ impl FlowTable {
     fn eviction_victim(&mut self) -> Option<RuleId> {
         let flows = &self.flows;
         let heap = self.by_age.get_or_insert_with(|| {
-            flows.iter().filter(|(_, f)| !f.is_table_miss()).map(|(id, f)| Reverse((f.priority, f.last_used, id))).collect()
+            flows
+                .iter()
+                .filter(|(_, f)| !f.is_table_miss())
+                .map(|(id, f)| Reverse((f.priority, f.last_used, id)))
+                .collect()
         });
         while let Some(Reverse((priority, used, id))) = heap.pop() {
             // An id whose flow left (or was reused at another priority): its own entry is elsewhere.
@@ -212,7 +216,6 @@ pub struct Pipeline {
     recent_actions: prepare::ActionLists,
 }
 
-
 /// What the datapath's copy of the cache must drop, since it last asked (when the generation did
 /// not move: then it drops everything).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -252,7 +255,6 @@ pub fn match_to_key(m: &Match) -> (FlowKey, FlowKey) {
     (key, mask)
 }
 
-
 impl Pipeline {
     pub fn new(n_tables: u8) -> Pipeline {
         Pipeline {
@@ -271,7 +273,6 @@ impl Pipeline {
             recent_actions: Default::default(),
         }
     }
-
 
     pub fn tables(&self) -> &[FlowTable] {
         &self.tables
@@ -432,8 +433,7 @@ impl Pipeline {
 
     pub fn set_port(&mut self, port: u32, view: PortView) {
         if self.ports.insert(port, view) != Some(view) {
-            let down =
-                view.state & ofp::port::state::LINK_DOWN != 0 || view.config & ofp::port::config::PORT_DOWN != 0;
+            let down = view.state & ofp::port::state::LINK_DOWN != 0 || view.config & ofp::port::config::PORT_DOWN != 0;
             self.port_changed(port, down);
         }
     }

@@ -56,9 +56,17 @@ pub struct Reads {
 #[derive(Clone, Debug)]
 #[allow(clippy::large_enum_variant)]
 pub enum Change {
-    FlowAdded { table: u8, key: FlowKey, mask: FlowKey, priority: u16 },
+    FlowAdded {
+        table: u8,
+        key: FlowKey,
+        mask: FlowKey,
+        priority: u16,
+    },
     /// A flow was removed or its instructions changed.
-    FlowChanged { table: u8, id: RuleId },
+    FlowChanged {
+        table: u8,
+        id: RuleId,
+    },
     Group(u32),
     Meter(u32),
     /// A port appeared, changed or went away.
@@ -165,9 +173,11 @@ impl LookupGroup {
             return;
         }
         let candidates: Vec<RuleId> = self.index_for(&shared, &want, clock).candidates(&want).collect();
-        out.extend(candidates.into_iter().filter(|id| {
-            self.members.get(id).is_some_and(|(k, p)| can_win(*p) && k.masked(&shared) == want)
-        }));
+        out.extend(
+            candidates
+                .into_iter()
+                .filter(|id| self.members.get(id).is_some_and(|(k, p)| can_win(*p) && k.masked(&shared) == want)),
+        );
     }
 }
 
@@ -265,8 +275,18 @@ mod tests {
         let entry_mask = mask(&fields);
         let mut index = ReadIndex::default();
         for i in 0..1_000u128 {
-            let k = key(&[(Field::EthType, 0x800), (Field::IpProto, 17), (Field::Ipv4Src, 1), (Field::Ipv4Dst, 2), (Field::UdpSrc, 9000), (Field::UdpDst, 10_000 + i)]);
-            let reads = Reads { lookups: vec![Lookup { table: 0, key: k, winner: Some((200, RuleId(i as u32))) }], ..Default::default() };
+            let k = key(&[
+                (Field::EthType, 0x800),
+                (Field::IpProto, 17),
+                (Field::Ipv4Src, 1),
+                (Field::Ipv4Dst, 2),
+                (Field::UdpSrc, 9000),
+                (Field::UdpDst, 10_000 + i),
+            ]);
+            let reads = Reads {
+                lookups: vec![Lookup { table: 0, key: k, winner: Some((200, RuleId(i as u32))) }],
+                ..Default::default()
+            };
             index.add(RuleId(i as u32), &entry_mask, &reads);
         }
         let shapes: [&[Field]; 5] = [

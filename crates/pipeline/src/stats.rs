@@ -16,7 +16,11 @@ use crate::{match_to_key, Pipeline};
 impl Pipeline {
     /// Answers the multipart requests the pipeline owns; `None` for the ones it does not (ports,
     /// queues, description), which the datapath answers.
-    pub fn multipart(&mut self, req: &MultipartRequestBody, now: Nanos) -> Option<Result<MultipartReplyBody, ErrorCode>> {
+    pub fn multipart(
+        &mut self,
+        req: &MultipartRequestBody,
+        now: Nanos,
+    ) -> Option<Result<MultipartReplyBody, ErrorCode>> {
         use MultipartRequestBody as R;
         Some(match req {
             R::Flow(r) => self.flow_stats(r, now).map(MultipartReplyBody::Flow),
@@ -92,7 +96,8 @@ impl Pipeline {
         }
         r.match_.validate()?;
         let (key, mask) = match_to_key(&r.match_);
-        let range = if r.table_id == OFPTT_ALL { 0..self.tables.len() } else { r.table_id as usize..r.table_id as usize + 1 };
+        let range =
+            if r.table_id == OFPTT_ALL { 0..self.tables.len() } else { r.table_id as usize..r.table_id as usize + 1 };
         let mut out = Vec::new();
         for t in range {
             let table = &self.tables[t];
@@ -229,4 +234,3 @@ impl Pipeline {
 fn supported_actions_bitmap() -> u32 {
     action_type::ALL.iter().fold(0, |acc, &t| acc | 1 << t)
 }
-

@@ -12,8 +12,8 @@ use ofp::port::*;
 use packet::{FlowKey, Packet};
 
 use crate::exec::{remarked_dscp, Credits, DpAction, ToController};
-use crate::meter::Verdict;
 use crate::flow::vlan_vid_of;
+use crate::meter::Verdict;
 use crate::normal::Learned;
 use crate::revalidate::{Lookup, Reads};
 use crate::Pipeline;
@@ -185,7 +185,12 @@ impl<'p> Xlate<'p> {
             }
             let Some(table) = self.p.tables.get(table_id as usize) else { return };
             let hit = table.flows.lookup(&self.key, &mut self.t.consulted).map(|(id, f)| {
-                (id, f.priority, f.actions.clone(), Origin { table_id, cookie: f.cookie, table_miss: f.is_table_miss() })
+                (
+                    id,
+                    f.priority,
+                    f.actions.clone(),
+                    Origin { table_id, cookie: f.cookie, table_miss: f.is_table_miss() },
+                )
             });
             let winner = hit.as_ref().map(|&(id, priority, ..)| (priority, id));
             self.t.reads.lookups.push(Lookup { table: table_id, key: self.key, winner });
@@ -423,9 +428,10 @@ impl<'p> Xlate<'p> {
 
     fn port_live(&mut self, port: u32) -> bool {
         self.t.reads.ports.push(port);
-        self.p.ports.get(&port).is_some_and(|p| {
-            p.config & config::PORT_DOWN == 0 && p.state & (state::LINK_DOWN | state::BLOCKED) == 0
-        })
+        self.p
+            .ports
+            .get(&port)
+            .is_some_and(|p| p.config & config::PORT_DOWN == 0 && p.state & (state::LINK_DOWN | state::BLOCKED) == 0)
     }
 
     fn group_live(&mut self, id: u32, depth: u32) -> bool {

@@ -55,28 +55,66 @@ fn case(field: Field) -> (Vec<u8>, Vec<(Field, u128)>, u128) {
     };
     match field {
         EthDst | EthSrc => (v4(udp()), vec![], 0x0200000000ee),
-        VlanVid => (FrameBuilder::new(B, A).vlan(0x8100, 5).build(L3::Ipv4 { src: [1; 4], dst: [2; 4], ttl: 9, tos: 0, l4: udp() }), vec![], 0x1000 | 77),
-        VlanPcp => (FrameBuilder::new(B, A).vlan(0x8100, 5).build(L3::Ipv4 { src: [1; 4], dst: [2; 4], ttl: 9, tos: 0, l4: udp() }), vec![(VlanVid, 0x1005)], 6),
+        VlanVid => (
+            FrameBuilder::new(B, A).vlan(0x8100, 5).build(L3::Ipv4 {
+                src: [1; 4],
+                dst: [2; 4],
+                ttl: 9,
+                tos: 0,
+                l4: udp(),
+            }),
+            vec![],
+            0x1000 | 77,
+        ),
+        VlanPcp => (
+            FrameBuilder::new(B, A).vlan(0x8100, 5).build(L3::Ipv4 {
+                src: [1; 4],
+                dst: [2; 4],
+                ttl: 9,
+                tos: 0,
+                l4: udp(),
+            }),
+            vec![(VlanVid, 0x1005)],
+            6,
+        ),
         IpDscp => (v4(udp()), ip4, 46),
         IpEcn => (v6(udp()), ip6, 3),
         Ipv4Src | Ipv4Dst => (v4(udp()), ip4, 0xc0a80107),
-        TcpSrc | TcpDst => (v4(L4::Tcp { src: 1, dst: 2, seq: 9, flags: 0x10, payload: vec![1; 9] }), with(ip4, &[(IpProto, 6)]), 4433),
+        TcpSrc | TcpDst => {
+            (v4(L4::Tcp { src: 1, dst: 2, seq: 9, flags: 0x10, payload: vec![1; 9] }), with(ip4, &[(IpProto, 6)]), 4433)
+        }
         UdpSrc | UdpDst => (v6(udp()), with(ip6, &[(IpProto, 17)]), 5353),
-        SctpSrc | SctpDst => (v4(L4::Sctp { src: 1, dst: 2, payload: vec![0; 16] }), with(ip4, &[(IpProto, 132)]), 3868),
-        Icmpv4Type | Icmpv4Code => (v4(L4::Icmp { typ: 8, code: 0, payload: vec![1, 2, 3, 4] }), with(ip4, &[(IpProto, 1)]), 13),
+        SctpSrc | SctpDst => {
+            (v4(L4::Sctp { src: 1, dst: 2, payload: vec![0; 16] }), with(ip4, &[(IpProto, 132)]), 3868)
+        }
+        Icmpv4Type | Icmpv4Code => {
+            (v4(L4::Icmp { typ: 8, code: 0, payload: vec![1, 2, 3, 4] }), with(ip4, &[(IpProto, 1)]), 13)
+        }
         ArpOp => (arp(), vec![(EthType, 0x806)], 2),
         ArpSpa | ArpTpa => (arp(), vec![(EthType, 0x806)], 0x0a0000fe),
         ArpSha | ArpTha => (arp(), vec![(EthType, 0x806)], 0x0200000000dd),
         Ipv6Src | Ipv6Dst => (v6(udp()), ip6, 0xfd00 << 112 | 0x99),
         Ipv6Flabel => (v6(udp()), ip6, 0xabcde),
-        Icmpv6Type | Icmpv6Code => (v6(L4::Icmp { typ: 128, code: 0, payload: vec![0; 8] }), with(ip6, &[(IpProto, 58)]), 129),
+        Icmpv6Type | Icmpv6Code => {
+            (v6(L4::Icmp { typ: 128, code: 0, payload: vec![0; 8] }), with(ip6, &[(IpProto, 58)]), 129)
+        }
         Ipv6NdTarget => (nd(135, 1), with(ip6, &[(IpProto, 58), (Icmpv6Type, 135)]), 0xfe80 << 112 | 0x42),
         Ipv6NdSll => (nd(135, 1), with(ip6, &[(IpProto, 58), (Icmpv6Type, 135)]), 0x0200000000cc),
         Ipv6NdTll => (nd(136, 2), with(ip6, &[(IpProto, 58), (Icmpv6Type, 136)]), 0x0200000000cc),
         MplsLabel | MplsTc | MplsBos => (
-            FrameBuilder::new(B, A).mpls(100, 1, 9).build(L3::Ipv4 { src: [1; 4], dst: [2; 4], ttl: 9, tos: 0, l4: udp() }),
+            FrameBuilder::new(B, A).mpls(100, 1, 9).build(L3::Ipv4 {
+                src: [1; 4],
+                dst: [2; 4],
+                ttl: 9,
+                tos: 0,
+                l4: udp(),
+            }),
             vec![(EthType, 0x8847)],
-            match field { MplsLabel => 0xfffff, MplsTc => 5, _ => 0 },
+            match field {
+                MplsLabel => 0xfffff,
+                MplsTc => 5,
+                _ => 0,
+            },
         ),
         PbbIsid => (pbb(), vec![(EthType, 0x88e7)], 0x123456),
         TunnelId => (v4(udp()), vec![], 0xfeed),
@@ -88,7 +126,13 @@ fn case(field: Field) -> (Vec<u8>, Vec<(Field, u128)>, u128) {
 }
 
 fn arp() -> Vec<u8> {
-    FrameBuilder::new([0xff; 6], A).build(L3::Arp { op: 1, sha: A, spa: [10, 0, 0, 1], tha: [0; 6], tpa: [10, 0, 0, 2] })
+    FrameBuilder::new([0xff; 6], A).build(L3::Arp {
+        op: 1,
+        sha: A,
+        spa: [10, 0, 0, 1],
+        tha: [0; 6],
+        tpa: [10, 0, 0, 2],
+    })
 }
 
 fn pbb() -> Vec<u8> {
@@ -125,9 +169,20 @@ fn every_settable_field_is_set_and_then_matched() {
             m = m.with(*f, *v);
         }
         m = m.with(field, value);
-        let hit = FlowMod { table_id: 1, priority: 10, match_: m, instructions: vec![Instruction::ApplyActions(vec![Action::output(2)])], ..Default::default() };
+        let hit = FlowMod {
+            table_id: 1,
+            priority: 10,
+            match_: m,
+            instructions: vec![Instruction::ApplyActions(vec![Action::output(2)])],
+            ..Default::default()
+        };
         p.flow_mod(&hit, 0).unwrap_or_else(|e| panic!("{field:?} match: {e}"));
-        let miss = FlowMod { table_id: 1, priority: 0, instructions: vec![Instruction::ApplyActions(vec![Action::output(3)])], ..Default::default() };
+        let miss = FlowMod {
+            table_id: 1,
+            priority: 0,
+            instructions: vec![Instruction::ApplyActions(vec![Action::output(3)])],
+            ..Default::default()
+        };
         p.flow_mod(&miss, 0).unwrap();
 
         let (key, layout) = parse(&frame, 1).unwrap();
@@ -248,9 +303,28 @@ enum Outer {
 fn set_field_after_pop_rewrites_the_inner_packet() {
     use Field::*;
     let l3_l4 = [
-        IpDscp, IpEcn, Ipv4Src, Ipv4Dst, TcpSrc, TcpDst, UdpSrc, UdpDst, SctpSrc, SctpDst, Icmpv4Type,
-        Icmpv4Code, Ipv6Src, Ipv6Dst, Ipv6Flabel, Icmpv6Type, Icmpv6Code, Ipv6NdTarget, Ipv6NdSll, Ipv6NdTll,
-        IpProto, EthDst,
+        IpDscp,
+        IpEcn,
+        Ipv4Src,
+        Ipv4Dst,
+        TcpSrc,
+        TcpDst,
+        UdpSrc,
+        UdpDst,
+        SctpSrc,
+        SctpDst,
+        Icmpv4Type,
+        Icmpv4Code,
+        Ipv6Src,
+        Ipv6Dst,
+        Ipv6Flabel,
+        Icmpv6Type,
+        Icmpv6Code,
+        Ipv6NdTarget,
+        Ipv6NdSll,
+        Ipv6NdTll,
+        IpProto,
+        EthDst,
     ];
     for outer in [Outer::Mpls, Outer::Pbb] {
         for field in l3_l4 {
@@ -265,20 +339,39 @@ fn set_field_after_pop_rewrites_the_inner_packet() {
                     first.push(pop);
                 }
                 let mut flows = vec![
-                    FlowMod { table_id: 0, priority: 1, instructions: vec![Instruction::ApplyActions(first), Instruction::GotoTable(1)], ..Default::default() },
+                    FlowMod {
+                        table_id: 0,
+                        priority: 1,
+                        instructions: vec![Instruction::ApplyActions(first), Instruction::GotoTable(1)],
+                        ..Default::default()
+                    },
                     FlowMod {
                         table_id: 1,
                         priority: 1,
-                        instructions: vec![Instruction::ApplyActions(vec![Action::SetField(OxmField::exact(field, value))]), Instruction::GotoTable(2)],
+                        instructions: vec![
+                            Instruction::ApplyActions(vec![Action::SetField(OxmField::exact(field, value))]),
+                            Instruction::GotoTable(2),
+                        ],
                         ..Default::default()
                     },
-                    FlowMod { table_id: 2, priority: 0, instructions: vec![Instruction::ApplyActions(vec![Action::output(3)])], ..Default::default() },
+                    FlowMod {
+                        table_id: 2,
+                        priority: 0,
+                        instructions: vec![Instruction::ApplyActions(vec![Action::output(3)])],
+                        ..Default::default()
+                    },
                 ];
                 let mut m = Match::new();
                 for (f, v) in &prereq {
                     m = m.with(*f, *v);
                 }
-                flows.push(FlowMod { table_id: 2, priority: 10, match_: m.with(field, value), instructions: vec![Instruction::ApplyActions(vec![Action::output(2)])], ..Default::default() });
+                flows.push(FlowMod {
+                    table_id: 2,
+                    priority: 10,
+                    match_: m.with(field, value),
+                    instructions: vec![Instruction::ApplyActions(vec![Action::output(2)])],
+                    ..Default::default()
+                });
                 for f in &flows {
                     p.flow_mod(f, 0).unwrap_or_else(|e| panic!("{outer:?} {field:?}: {e}"));
                 }
@@ -333,11 +426,20 @@ fn fields_under_a_popped_label_are_matched() {
         FlowMod {
             table_id: 1,
             priority: 10,
-            match_: Match::new().with(Field::EthType, 0x800).with(Field::IpProto, 1).with(Field::Icmpv4Type, 8).with(Field::Icmpv4Code, 0),
+            match_: Match::new()
+                .with(Field::EthType, 0x800)
+                .with(Field::IpProto, 1)
+                .with(Field::Icmpv4Type, 8)
+                .with(Field::Icmpv4Code, 0),
             instructions: vec![Instruction::ApplyActions(vec![Action::output(2)])],
             ..Default::default()
         },
-        FlowMod { table_id: 1, priority: 0, instructions: vec![Instruction::ApplyActions(vec![Action::output(3)])], ..Default::default() },
+        FlowMod {
+            table_id: 1,
+            priority: 0,
+            instructions: vec![Instruction::ApplyActions(vec![Action::output(3)])],
+            ..Default::default()
+        },
     ];
     for f in &flows {
         p.flow_mod(f, 0).unwrap();
@@ -365,7 +467,10 @@ fn push_and_pop_pbb() {
         priority: 1,
         match_: Match::new().with(Field::InPort, 1),
         instructions: vec![
-            Instruction::ApplyActions(vec![Action::PushPbb(0x88e7), Action::SetField(OxmField::exact(Field::PbbIsid, 0xabcdef))]),
+            Instruction::ApplyActions(vec![
+                Action::PushPbb(0x88e7),
+                Action::SetField(OxmField::exact(Field::PbbIsid, 0xabcdef)),
+            ]),
             Instruction::GotoTable(1),
         ],
         ..Default::default()

@@ -74,13 +74,21 @@ fn ports_of(r: &Recorder) -> Vec<u32> {
 fn table_miss_drops_without_entry_and_punts_with_one() {
     let mut p = switch(2);
     assert!(send(&mut p, 1, &udp(H1, H2, 9), 0).out.is_empty());
-    add(&mut p, 0, 0, Match::new(), vec![apply(vec![Action::Output { port: OFPP_CONTROLLER, max_len: 0xffff }])]).unwrap();
+    add(&mut p, 0, 0, Match::new(), vec![apply(vec![Action::Output { port: OFPP_CONTROLLER, max_len: 0xffff }])])
+        .unwrap();
     let r = send(&mut p, 1, &udp(H1, H2, 9), 0);
     assert_eq!(r.pin.len(), 1);
     assert_eq!(r.pin[0].0.reason, packet_in_reason::NO_MATCH);
     assert_eq!(r.pin[0].0.in_port, 1);
     // A non-miss flow to the controller says ACTION.
-    add(&mut p, 0, 5, Match::new().with(Field::InPort, 1), vec![apply(vec![Action::Output { port: OFPP_CONTROLLER, max_len: 128 }])]).unwrap();
+    add(
+        &mut p,
+        0,
+        5,
+        Match::new().with(Field::InPort, 1),
+        vec![apply(vec![Action::Output { port: OFPP_CONTROLLER, max_len: 128 }])],
+    )
+    .unwrap();
     let r = send(&mut p, 1, &udp(H1, H2, 9), 0);
     assert_eq!(r.pin[0].0.reason, packet_in_reason::ACTION);
 }
@@ -88,12 +96,30 @@ fn table_miss_drops_without_entry_and_punts_with_one() {
 #[test]
 fn goto_metadata_and_action_set_order() {
     let mut p = switch(3);
-    add(&mut p, 0, 10, Match::new(), vec![
-        Instruction::WriteMetadata { metadata: 0xab, mask: 0xff },
-        Instruction::WriteActions(vec![Action::output(2), Action::PushVlan(0x8100), Action::SetField(OxmField::exact(Field::VlanVid, 0x1000 | 7))]),
-        Instruction::GotoTable(3),
-    ]).unwrap();
-    add(&mut p, 3, 10, Match::new().with(Field::Metadata, 0xab), vec![Instruction::WriteActions(vec![Action::SetField(OxmField::exact(Field::VlanVid, 0x1000 | 9))])]).unwrap();
+    add(
+        &mut p,
+        0,
+        10,
+        Match::new(),
+        vec![
+            Instruction::WriteMetadata { metadata: 0xab, mask: 0xff },
+            Instruction::WriteActions(vec![
+                Action::output(2),
+                Action::PushVlan(0x8100),
+                Action::SetField(OxmField::exact(Field::VlanVid, 0x1000 | 7)),
+            ]),
+            Instruction::GotoTable(3),
+        ],
+    )
+    .unwrap();
+    add(
+        &mut p,
+        3,
+        10,
+        Match::new().with(Field::Metadata, 0xab),
+        vec![Instruction::WriteActions(vec![Action::SetField(OxmField::exact(Field::VlanVid, 0x1000 | 9))])],
+    )
+    .unwrap();
     let frame = udp(H1, H2, 9);
     let r = send(&mut p, 1, &frame, 0);
     assert_eq!(ports_of(&r), vec![2]);
@@ -109,13 +135,20 @@ fn goto_metadata_and_action_set_order() {
 #[test]
 fn apply_actions_output_copies_at_each_point() {
     let mut p = switch(3);
-    add(&mut p, 0, 1, Match::new(), vec![apply(vec![
-        Action::output(2),
-        Action::SetField(OxmField::exact(Field::EthDst, 0x0200000000ff)),
-        Action::output(3),
-        Action::output(1), // the input port: needs IN_PORT
-        Action::Output { port: OFPP_IN_PORT, max_len: 0 },
-    ])]).unwrap();
+    add(
+        &mut p,
+        0,
+        1,
+        Match::new(),
+        vec![apply(vec![
+            Action::output(2),
+            Action::SetField(OxmField::exact(Field::EthDst, 0x0200000000ff)),
+            Action::output(3),
+            Action::output(1), // the input port: needs IN_PORT
+            Action::Output { port: OFPP_IN_PORT, max_len: 0 },
+        ])],
+    )
+    .unwrap();
     let frame = udp(H1, H2, 9);
     let r = send(&mut p, 1, &frame, 0);
     assert_eq!(ports_of(&r), vec![2, 3, 1]);
@@ -128,8 +161,22 @@ fn flood_all_and_port_config() {
     let mut p = switch(4);
     p.set_port(3, PortView { config: config::NO_FWD, state: 0 });
     p.set_port(4, PortView { config: 0, state: state::LINK_DOWN });
-    add(&mut p, 0, 1, Match::new().with(Field::UdpDst, 1).with(Field::EthType, 0x800).with(Field::IpProto, 17), vec![apply(vec![Action::output(OFPP_FLOOD)])]).unwrap();
-    add(&mut p, 0, 1, Match::new().with(Field::UdpDst, 2).with(Field::EthType, 0x800).with(Field::IpProto, 17), vec![apply(vec![Action::output(OFPP_ALL)])]).unwrap();
+    add(
+        &mut p,
+        0,
+        1,
+        Match::new().with(Field::UdpDst, 1).with(Field::EthType, 0x800).with(Field::IpProto, 17),
+        vec![apply(vec![Action::output(OFPP_FLOOD)])],
+    )
+    .unwrap();
+    add(
+        &mut p,
+        0,
+        1,
+        Match::new().with(Field::UdpDst, 2).with(Field::EthType, 0x800).with(Field::IpProto, 17),
+        vec![apply(vec![Action::output(OFPP_ALL)])],
+    )
+    .unwrap();
     assert_eq!(ports_of(&send(&mut p, 1, &udp(H1, H2, 1), 0)), vec![2]);
     assert_eq!(ports_of(&send(&mut p, 1, &udp(H1, H2, 2), 0)), vec![2, 4]);
 }
@@ -138,12 +185,22 @@ fn flood_all_and_port_config() {
 fn flow_mod_add_modify_delete_semantics() {
     let mut p = switch(3);
     let m = Match::new().with(Field::InPort, 1).with(Field::EthDst, 0x020000000002);
-    let mut fm = FlowMod { cookie: 0x10, priority: 100, match_: m.clone(), instructions: vec![apply(vec![Action::output(2)])], ..Default::default() };
+    let mut fm = FlowMod {
+        cookie: 0x10,
+        priority: 100,
+        match_: m.clone(),
+        instructions: vec![apply(vec![Action::output(2)])],
+        ..Default::default()
+    };
     p.flow_mod(&fm, 0).unwrap();
     send(&mut p, 1, &udp(H1, H2, 9), 0);
     // Re-adding the identical flow keeps its counters unless RESET_COUNTS.
     p.flow_mod(&fm, 0).unwrap();
-    let stats = |p: &mut Pipeline| match p.multipart(&MultipartRequestBody::Flow(FlowStatsRequest::default()), 0).unwrap().unwrap() {
+    let stats = |p: &mut Pipeline| match p
+        .multipart(&MultipartRequestBody::Flow(FlowStatsRequest::default()), 0)
+        .unwrap()
+        .unwrap()
+    {
         MultipartReplyBody::Flow(f) => f,
         _ => unreachable!(),
     };
@@ -153,7 +210,14 @@ fn flow_mod_add_modify_delete_semantics() {
     assert_eq!(stats(&mut p)[0].packet_count, 0);
 
     // Non-strict modify by a wider match, filtered by cookie.
-    let modify = FlowMod { command: cmd::MODIFY, cookie: 0x10, cookie_mask: 0xff, match_: Match::new().with(Field::InPort, 1), instructions: vec![apply(vec![Action::output(3)])], ..Default::default() };
+    let modify = FlowMod {
+        command: cmd::MODIFY,
+        cookie: 0x10,
+        cookie_mask: 0xff,
+        match_: Match::new().with(Field::InPort, 1),
+        instructions: vec![apply(vec![Action::output(3)])],
+        ..Default::default()
+    };
     p.flow_mod(&modify, 0).unwrap();
     assert_eq!(ports_of(&send(&mut p, 1, &udp(H1, H2, 9), 0)), vec![3]);
     let wrong_cookie = FlowMod { cookie: 0x20, ..modify.clone() };
@@ -177,27 +241,63 @@ fn flow_mod_errors() {
     let mut p = switch(2);
     let e = |r: Result<(), ErrorCode>| r.unwrap_err();
     assert_eq!(e(add(&mut p, 200, 1, Match::new(), vec![])), ErrorCode::FlowModFailed(FlowModFailed::BadTableId));
-    assert_eq!(e(add(&mut p, 0, 1, Match::new().with(Field::TcpDst, 80), vec![])), ErrorCode::BadMatch(BadMatch::BadPrereq));
-    assert_eq!(e(add(&mut p, 2, 1, Match::new(), vec![Instruction::GotoTable(1)])), ErrorCode::BadInstruction(BadInstruction::BadTableId));
-    assert_eq!(e(add(&mut p, 0, 1, Match::new(), vec![apply(vec![Action::Group(5)])])), ErrorCode::BadAction(BadAction::BadOutGroup));
-    assert_eq!(e(add(&mut p, 0, 1, Match::new(), vec![apply(vec![Action::output(OFPP_TABLE)])])), ErrorCode::BadAction(BadAction::BadOutPort));
-    assert_eq!(e(add(&mut p, 0, 1, Match::new(), vec![apply(vec![Action::PushVlan(0x0800)])])), ErrorCode::BadAction(BadAction::BadArgument));
-    assert_eq!(e(add(&mut p, 0, 1, Match::new(), vec![Instruction::Meter(3)])), ErrorCode::MeterModFailed(ofp::error::MeterModFailed::UnknownMeter));
+    assert_eq!(
+        e(add(&mut p, 0, 1, Match::new().with(Field::TcpDst, 80), vec![])),
+        ErrorCode::BadMatch(BadMatch::BadPrereq)
+    );
+    assert_eq!(
+        e(add(&mut p, 2, 1, Match::new(), vec![Instruction::GotoTable(1)])),
+        ErrorCode::BadInstruction(BadInstruction::BadTableId)
+    );
+    assert_eq!(
+        e(add(&mut p, 0, 1, Match::new(), vec![apply(vec![Action::Group(5)])])),
+        ErrorCode::BadAction(BadAction::BadOutGroup)
+    );
+    assert_eq!(
+        e(add(&mut p, 0, 1, Match::new(), vec![apply(vec![Action::output(OFPP_TABLE)])])),
+        ErrorCode::BadAction(BadAction::BadOutPort)
+    );
+    assert_eq!(
+        e(add(&mut p, 0, 1, Match::new(), vec![apply(vec![Action::PushVlan(0x0800)])])),
+        ErrorCode::BadAction(BadAction::BadArgument)
+    );
+    assert_eq!(
+        e(add(&mut p, 0, 1, Match::new(), vec![Instruction::Meter(3)])),
+        ErrorCode::MeterModFailed(ofp::error::MeterModFailed::UnknownMeter)
+    );
     let bad_flags = FlowMod { flags: 0x100, ..Default::default() };
     assert_eq!(p.flow_mod(&bad_flags, 0).unwrap_err(), ErrorCode::FlowModFailed(FlowModFailed::BadFlags));
     // CHECK_OVERLAP: same priority, intersecting matches.
     add(&mut p, 0, 7, Match::new().with(Field::InPort, 1), vec![]).unwrap();
-    let overlap = FlowMod { priority: 7, flags: flow_mod_flags::CHECK_OVERLAP, match_: Match::new().with(Field::EthDst, 1), ..Default::default() };
+    let overlap = FlowMod {
+        priority: 7,
+        flags: flow_mod_flags::CHECK_OVERLAP,
+        match_: Match::new().with(Field::EthDst, 1),
+        ..Default::default()
+    };
     assert_eq!(p.flow_mod(&overlap, 0).unwrap_err(), ErrorCode::FlowModFailed(FlowModFailed::Overlap));
-    let disjoint = FlowMod { priority: 7, flags: flow_mod_flags::CHECK_OVERLAP, match_: Match::new().with(Field::InPort, 2), ..Default::default() };
+    let disjoint = FlowMod {
+        priority: 7,
+        flags: flow_mod_flags::CHECK_OVERLAP,
+        match_: Match::new().with(Field::InPort, 2),
+        ..Default::default()
+    };
     p.flow_mod(&disjoint, 0).unwrap();
 }
 
 #[test]
 fn timeouts_and_flow_removed() {
     let mut p = switch(2);
-    let idle = FlowMod { priority: 1, idle_timeout: 2, flags: flow_mod_flags::SEND_FLOW_REM, match_: Match::new().with(Field::InPort, 1), instructions: vec![apply(vec![Action::output(2)])], ..Default::default() };
-    let hard = FlowMod { priority: 1, hard_timeout: 3, match_: Match::new().with(Field::InPort, 2), ..Default::default() };
+    let idle = FlowMod {
+        priority: 1,
+        idle_timeout: 2,
+        flags: flow_mod_flags::SEND_FLOW_REM,
+        match_: Match::new().with(Field::InPort, 1),
+        instructions: vec![apply(vec![Action::output(2)])],
+        ..Default::default()
+    };
+    let hard =
+        FlowMod { priority: 1, hard_timeout: 3, match_: Match::new().with(Field::InPort, 2), ..Default::default() };
     p.flow_mod(&idle, 0).unwrap();
     p.flow_mod(&hard, 0).unwrap();
     let s = 1_000_000_000u64;
@@ -214,14 +314,37 @@ fn timeouts_and_flow_removed() {
 fn groups_all_select_indirect_fast_failover() {
     let mut p = switch(4);
     let gm = |typ, id, buckets| GroupMod { command: group_command::ADD, group_type: typ, group_id: id, buckets };
-    let b = |port, watch| Bucket { weight: 0, watch_port: watch, watch_group: OFPG_ANY, actions: vec![Action::output(port)] };
+    let b = |port, watch| Bucket {
+        weight: 0,
+        watch_port: watch,
+        watch_group: OFPG_ANY,
+        actions: vec![Action::output(port)],
+    };
     p.group_mod(&gm(group_type::ALL, 1, vec![b(2, OFPP_ANY), b(3, OFPP_ANY)]), 0).unwrap();
     p.group_mod(&gm(group_type::FAST_FAILOVER, 2, vec![b(2, 2), b(3, 3)]), 0).unwrap();
     p.group_mod(&gm(group_type::INDIRECT, 3, vec![b(4, OFPP_ANY)]), 0).unwrap();
     let sel = |w| Bucket { weight: w, ..b(0, OFPP_ANY) };
-    p.group_mod(&gm(group_type::SELECT, 4, vec![Bucket { actions: vec![Action::output(2)], ..sel(1) }, Bucket { actions: vec![Action::output(3)], ..sel(1) }]), 0).unwrap();
+    p.group_mod(
+        &gm(
+            group_type::SELECT,
+            4,
+            vec![
+                Bucket { actions: vec![Action::output(2)], ..sel(1) },
+                Bucket { actions: vec![Action::output(3)], ..sel(1) },
+            ],
+        ),
+        0,
+    )
+    .unwrap();
     for (port, group) in [(1u16, 1u32), (2, 2), (3, 3), (4, 4)] {
-        add(&mut p, 0, 1, Match::new().with(Field::EthType, 0x800).with(Field::IpProto, 17).with(Field::UdpDst, port as u128), vec![apply(vec![Action::Group(group)])]).unwrap();
+        add(
+            &mut p,
+            0,
+            1,
+            Match::new().with(Field::EthType, 0x800).with(Field::IpProto, 17).with(Field::UdpDst, port as u128),
+            vec![apply(vec![Action::Group(group)])],
+        )
+        .unwrap();
     }
     assert_eq!(ports_of(&send(&mut p, 1, &udp(H1, H2, 1), 0)), vec![2, 3]);
     assert_eq!(ports_of(&send(&mut p, 1, &udp(H1, H2, 2), 0)), vec![2]);
@@ -240,8 +363,16 @@ fn groups_all_select_indirect_fast_failover() {
     }
     assert_eq!(seen.into_iter().collect::<Vec<_>>(), vec![2, 3]);
     // Group errors.
-    assert_eq!(p.group_mod(&gm(group_type::ALL, 1, vec![]), 0).unwrap_err(), ErrorCode::GroupModFailed(GroupModFailed::GroupExists));
-    let loop_ = GroupMod { command: group_command::MODIFY, group_type: group_type::INDIRECT, group_id: 3, buckets: vec![Bucket { actions: vec![Action::Group(3)], ..b(0, OFPP_ANY) }] };
+    assert_eq!(
+        p.group_mod(&gm(group_type::ALL, 1, vec![]), 0).unwrap_err(),
+        ErrorCode::GroupModFailed(GroupModFailed::GroupExists)
+    );
+    let loop_ = GroupMod {
+        command: group_command::MODIFY,
+        group_type: group_type::INDIRECT,
+        group_id: 3,
+        buckets: vec![Bucket { actions: vec![Action::Group(3)], ..b(0, OFPP_ANY) }],
+    };
     assert_eq!(p.group_mod(&loop_, 0).unwrap_err(), ErrorCode::GroupModFailed(GroupModFailed::Loop));
     // Deleting a group removes the flows that use it.
     p.group_mod(&GroupMod { command: group_command::DELETE, group_type: 0, group_id: 1, buckets: vec![] }, 0).unwrap();
@@ -251,7 +382,12 @@ fn groups_all_select_indirect_fast_failover() {
 #[test]
 fn meter_drops_above_rate() {
     let mut p = switch(2);
-    let mm = MeterMod { command: 0, flags: ofp::group_meter::meter_flags::PKTPS | ofp::group_meter::meter_flags::BURST, meter_id: 1, bands: vec![MeterBand { rate: 100, burst_size: 10, kind: BandKind::Drop }] };
+    let mm = MeterMod {
+        command: 0,
+        flags: ofp::group_meter::meter_flags::PKTPS | ofp::group_meter::meter_flags::BURST,
+        meter_id: 1,
+        bands: vec![MeterBand { rate: 100, burst_size: 10, kind: BandKind::Drop }],
+    };
     p.meter_mod(&mm, 0).unwrap();
     add(&mut p, 0, 1, Match::new(), vec![Instruction::Meter(1), apply(vec![Action::output(2)])]).unwrap();
     // 1000 packets over one second at 1000 pps: 100/s plus the burst of 10 pass.
@@ -307,12 +443,49 @@ fn cached_and_uncached_results_are_identical() {
     // Every frame twice through a pipeline with rewrites, groups and a second table: the second
     // pass is a cache hit and must emit the same bytes on the same ports.
     let mut p = switch(4);
-    p.group_mod(&GroupMod { command: 0, group_type: group_type::ALL, group_id: 1, buckets: vec![
-        Bucket { weight: 0, watch_port: OFPP_ANY, watch_group: OFPG_ANY, actions: vec![Action::PushVlan(0x8100), Action::SetField(OxmField::exact(Field::VlanVid, 0x1000 | 5)), Action::output(3)] },
-        Bucket { weight: 0, watch_port: OFPP_ANY, watch_group: OFPG_ANY, actions: vec![Action::SetField(OxmField::exact(Field::Ipv4Dst, 0x0a0000fe)), Action::output(4)] },
-    ] }, 0).unwrap();
-    add(&mut p, 0, 5, Match::new().with(Field::EthType, 0x800), vec![apply(vec![Action::DecNwTtl]), Instruction::GotoTable(1)]).unwrap();
-    add(&mut p, 1, 5, Match::new().with(Field::EthType, 0x800).with(Field::IpProto, 17).with(Field::UdpDst, 9), vec![apply(vec![Action::output(2), Action::Group(1)])]).unwrap();
+    p.group_mod(
+        &GroupMod {
+            command: 0,
+            group_type: group_type::ALL,
+            group_id: 1,
+            buckets: vec![
+                Bucket {
+                    weight: 0,
+                    watch_port: OFPP_ANY,
+                    watch_group: OFPG_ANY,
+                    actions: vec![
+                        Action::PushVlan(0x8100),
+                        Action::SetField(OxmField::exact(Field::VlanVid, 0x1000 | 5)),
+                        Action::output(3),
+                    ],
+                },
+                Bucket {
+                    weight: 0,
+                    watch_port: OFPP_ANY,
+                    watch_group: OFPG_ANY,
+                    actions: vec![Action::SetField(OxmField::exact(Field::Ipv4Dst, 0x0a0000fe)), Action::output(4)],
+                },
+            ],
+        },
+        0,
+    )
+    .unwrap();
+    add(
+        &mut p,
+        0,
+        5,
+        Match::new().with(Field::EthType, 0x800),
+        vec![apply(vec![Action::DecNwTtl]), Instruction::GotoTable(1)],
+    )
+    .unwrap();
+    add(
+        &mut p,
+        1,
+        5,
+        Match::new().with(Field::EthType, 0x800).with(Field::IpProto, 17).with(Field::UdpDst, 9),
+        vec![apply(vec![Action::output(2), Action::Group(1)])],
+    )
+    .unwrap();
     add(&mut p, 1, 1, Match::new(), vec![apply(vec![Action::Output { port: OFPP_CONTROLLER, max_len: 64 }])]).unwrap();
     for frame in [udp(H1, H2, 9), udp(H1, H2, 10), udp(H2, H1, 9)] {
         let a = send(&mut p, 1, &frame, 0);
@@ -327,7 +500,6 @@ fn cached_and_uncached_results_are_identical() {
     assert_eq!(ports_of(&r), vec![2, 3, 4]);
     assert_eq!(r.out[0].1[14 + 8], 63, "TTL decremented before the outputs");
 }
-
 
 #[test]
 fn table_full_refuses_or_evicts_lowest_priority_least_recently_used() {
@@ -356,13 +528,24 @@ fn table_full_refuses_or_evicts_lowest_priority_least_recently_used() {
 fn dscp_remark_meter_is_seen_by_later_tables() {
     let mut p = switch(3);
     let flags = ofp::group_meter::meter_flags::PKTPS | ofp::group_meter::meter_flags::BURST;
-    let mm = MeterMod { command: 0, flags, meter_id: 2, bands: vec![MeterBand { rate: 10, burst_size: 5, kind: BandKind::DscpRemark { prec_level: 1 } }] };
+    let mm = MeterMod {
+        command: 0,
+        flags,
+        meter_id: 2,
+        bands: vec![MeterBand { rate: 10, burst_size: 5, kind: BandKind::DscpRemark { prec_level: 1 } }],
+    };
     p.meter_mod(&mm, 0).unwrap();
     add(&mut p, 0, 1, Match::new(), vec![Instruction::Meter(2), Instruction::GotoTable(1)]).unwrap();
     let m = |dscp| Match::new().with(Field::EthType, 0x800).with(Field::IpDscp, dscp);
     add(&mut p, 1, 1, m(10), vec![apply(vec![Action::output(2)])]).unwrap();
     add(&mut p, 1, 1, m(12), vec![apply(vec![Action::output(3)])]).unwrap();
-    let af11 = FrameBuilder::new(H2, H1).build(L3::Ipv4 { src: [10, 0, 0, 1], dst: [10, 0, 0, 2], ttl: 64, tos: 10 << 2, l4: L4::Udp { src: 1, dst: 2, payload: vec![0; 10] } });
+    let af11 = FrameBuilder::new(H2, H1).build(L3::Ipv4 {
+        src: [10, 0, 0, 1],
+        dst: [10, 0, 0, 2],
+        ttl: 64,
+        tos: 10 << 2,
+        l4: L4::Udp { src: 1, dst: 2, payload: vec![0; 10] },
+    });
     let mut by_port = std::collections::BTreeMap::new();
     for i in 0..100u64 {
         for (port, frame) in send(&mut p, 1, &af11, i * 1_000_000).out {
@@ -380,9 +563,15 @@ fn dscp_remark_meter_is_seen_by_later_tables() {
 #[test]
 fn controller_meter_polices_packet_ins() {
     let mut p = switch(2);
-    let mm = MeterMod { command: 0, flags: ofp::group_meter::meter_flags::PKTPS | ofp::group_meter::meter_flags::BURST, meter_id: ofp::group_meter::OFPM_CONTROLLER, bands: vec![MeterBand { rate: 100, burst_size: 10, kind: BandKind::Drop }] };
+    let mm = MeterMod {
+        command: 0,
+        flags: ofp::group_meter::meter_flags::PKTPS | ofp::group_meter::meter_flags::BURST,
+        meter_id: ofp::group_meter::OFPM_CONTROLLER,
+        bands: vec![MeterBand { rate: 100, burst_size: 10, kind: BandKind::Drop }],
+    };
     p.meter_mod(&mm, 0).unwrap();
-    add(&mut p, 0, 0, Match::new(), vec![apply(vec![Action::Output { port: OFPP_CONTROLLER, max_len: 0xffff }])]).unwrap();
+    add(&mut p, 0, 0, Match::new(), vec![apply(vec![Action::Output { port: OFPP_CONTROLLER, max_len: 0xffff }])])
+        .unwrap();
     let pins: usize = (0..1000u64).map(|i| send(&mut p, 1, &udp(H1, H2, 9), i * 100_000).pin.len()).sum();
     // 1000 misses in 0.1 s: 10 of burst plus 100/s for 0.1 s.
     assert!((18..=22).contains(&pins), "{pins} packet-ins");
@@ -392,7 +581,12 @@ fn controller_meter_polices_packet_ins() {
 fn meter_default_bursts_are_a_tenth_of_a_second() {
     // Without OFPMF_BURST the bucket holds 100 ms of traffic: 200 packets at 2000 pps.
     let mut p = switch(2);
-    let mm = MeterMod { command: 0, flags: ofp::group_meter::meter_flags::PKTPS, meter_id: 1, bands: vec![MeterBand { rate: 2000, burst_size: 0, kind: BandKind::Drop }] };
+    let mm = MeterMod {
+        command: 0,
+        flags: ofp::group_meter::meter_flags::PKTPS,
+        meter_id: 1,
+        bands: vec![MeterBand { rate: 2000, burst_size: 0, kind: BandKind::Drop }],
+    };
     p.meter_mod(&mm, 0).unwrap();
     add(&mut p, 0, 1, Match::new(), vec![Instruction::Meter(1), apply(vec![Action::output(2)])]).unwrap();
     let passed: usize = (0..1000).map(|_| send(&mut p, 1, &udp(H1, H2, 9), 0).out.len()).sum();
@@ -426,20 +620,54 @@ fn table_features_request_reshapes_the_pipeline() {
     assert_eq!(p.tables()[0].len(), 0, "reconfigured tables start empty");
 
     let e = |r: Result<(), ErrorCode>| r.unwrap_err();
-    add(&mut p, 0, 5, Match::new().with(Field::InPort, 1), vec![apply(vec![Action::output(2)]), Instruction::GotoTable(1)]).unwrap();
-    assert_eq!(e(add(&mut p, 0, 5, Match::new().with(Field::EthDst, 1), vec![])), ErrorCode::BadMatch(BadMatch::BadField));
-    assert_eq!(e(add(&mut p, 0, 5, Match::new(), vec![Instruction::ClearActions])), ErrorCode::BadInstruction(BadInstruction::UnsupInst));
-    assert_eq!(e(add(&mut p, 0, 5, Match::new(), vec![apply(vec![Action::PopVlan])])), ErrorCode::BadAction(BadAction::BadType));
-    assert_eq!(e(add(&mut p, 0, 6, Match::new(), vec![Instruction::GotoTable(2)])), ErrorCode::BadInstruction(BadInstruction::BadTableId));
-    assert_eq!(e(add(&mut p, 2, 1, Match::new(), vec![])), ErrorCode::FlowModFailed(FlowModFailed::BadTableId), "table 2 left the pipeline");
+    add(
+        &mut p,
+        0,
+        5,
+        Match::new().with(Field::InPort, 1),
+        vec![apply(vec![Action::output(2)]), Instruction::GotoTable(1)],
+    )
+    .unwrap();
+    assert_eq!(
+        e(add(&mut p, 0, 5, Match::new().with(Field::EthDst, 1), vec![])),
+        ErrorCode::BadMatch(BadMatch::BadField)
+    );
+    assert_eq!(
+        e(add(&mut p, 0, 5, Match::new(), vec![Instruction::ClearActions])),
+        ErrorCode::BadInstruction(BadInstruction::UnsupInst)
+    );
+    assert_eq!(
+        e(add(&mut p, 0, 5, Match::new(), vec![apply(vec![Action::PopVlan])])),
+        ErrorCode::BadAction(BadAction::BadType)
+    );
+    assert_eq!(
+        e(add(&mut p, 0, 6, Match::new(), vec![Instruction::GotoTable(2)])),
+        ErrorCode::BadInstruction(BadInstruction::BadTableId)
+    );
+    assert_eq!(
+        e(add(&mut p, 2, 1, Match::new(), vec![])),
+        ErrorCode::FlowModFailed(FlowModFailed::BadTableId),
+        "table 2 left the pipeline"
+    );
     // Table 1 kept everything.
     add(&mut p, 1, 1, Match::new().with(Field::EthDst, 1), vec![Instruction::ClearActions]).unwrap();
     // Bad requests change nothing.
-    let mut bad = |t: TableFeatures| p.multipart(&MultipartRequestBody::TableFeatures(vec![t]), 0).unwrap().unwrap_err();
-    assert_eq!(bad(TableFeatures { table_id: 99, ..t0.clone() }), ErrorCode::TableFeaturesFailed(TableFeaturesFailed::BadTable));
-    let backwards = TableFeatures { table_id: 3, properties: vec![TableFeatureProp::NextTables { miss: false, tables: vec![1] }], ..t0.clone() };
+    let mut bad =
+        |t: TableFeatures| p.multipart(&MultipartRequestBody::TableFeatures(vec![t]), 0).unwrap().unwrap_err();
+    assert_eq!(
+        bad(TableFeatures { table_id: 99, ..t0.clone() }),
+        ErrorCode::TableFeaturesFailed(TableFeaturesFailed::BadTable)
+    );
+    let backwards = TableFeatures {
+        table_id: 3,
+        properties: vec![TableFeatureProp::NextTables { miss: false, tables: vec![1] }],
+        ..t0.clone()
+    };
     assert_eq!(bad(backwards), ErrorCode::TableFeaturesFailed(TableFeaturesFailed::BadArgument));
-    let exp = TableFeatures { properties: vec![TableFeatureProp::Experimenter { miss: false, experimenter: 1, exp_type: 1, data: vec![] }], ..t0 };
+    let exp = TableFeatures {
+        properties: vec![TableFeatureProp::Experimenter { miss: false, experimenter: 1, exp_type: 1, data: vec![] }],
+        ..t0
+    };
     assert_eq!(bad(exp), ErrorCode::TableFeaturesFailed(TableFeaturesFailed::BadType));
     assert_eq!(p.tables()[1].len(), 1);
 }
@@ -459,7 +687,8 @@ fn dscp_remark_band_remarks_exactly_the_excess_and_never_touches_arp() {
     });
     assert_eq!(af21.len(), 1500);
     // Padded to the same 1500 bytes, as the os-ken suite's ARP case is, so kbps bands see 2x too.
-    let mut arp = FrameBuilder::new(H2, H1).build(L3::Arp { op: 1, sha: H1, spa: [10, 0, 0, 1], tha: H2, tpa: [10, 0, 0, 2] });
+    let mut arp =
+        FrameBuilder::new(H2, H1).build(L3::Arp { op: 1, sha: H1, spa: [10, 0, 0, 1], tha: H2, tpa: [10, 0, 0, 2] });
     arp.resize(1500, 0x11);
     // (flags, band rate, frames per second that make 2x the rate)
     let pktps = (PKTPS, 1000u32, 2000u64);
@@ -514,8 +743,18 @@ fn dscp_remark_band_remarks_exactly_the_excess_and_never_touches_arp() {
 #[test]
 fn select_group_splits_flows_by_weight() {
     let mut p = switch(3);
-    let bucket = |weight, port| Bucket { weight, watch_port: OFPP_ANY, watch_group: OFPG_ANY, actions: vec![Action::output(port)] };
-    let gm = GroupMod { command: group_command::ADD, group_type: group_type::SELECT, group_id: 1, buckets: vec![bucket(1, 2), bucket(2, 3)] };
+    let bucket = |weight, port| Bucket {
+        weight,
+        watch_port: OFPP_ANY,
+        watch_group: OFPG_ANY,
+        actions: vec![Action::output(port)],
+    };
+    let gm = GroupMod {
+        command: group_command::ADD,
+        group_type: group_type::SELECT,
+        group_id: 1,
+        buckets: vec![bucket(1, 2), bucket(2, 3)],
+    };
     p.group_mod(&gm, 0).unwrap();
     add(&mut p, 0, 1, Match::new(), vec![apply(vec![Action::Group(1)])]).unwrap();
     let mut state = 0x2545_f491_4f6c_dd1du64;

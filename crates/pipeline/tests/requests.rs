@@ -68,7 +68,13 @@ fn flows(p: &Pipeline) -> Vec<(u8, u16, u128)> {
         .iter()
         .flat_map(|t| t.flows())
         .filter(|f| !f.is_table_miss())
-        .map(|f| (f.table_id, f.priority, f.match_.to_match().fields.iter().find(|x| x.field == Field::UdpDst).unwrap().value))
+        .map(|f| {
+            (
+                f.table_id,
+                f.priority,
+                f.match_.to_match().fields.iter().find(|x| x.field == Field::UdpDst).unwrap().value,
+            )
+        })
         .collect();
     out.sort();
     out
@@ -94,11 +100,19 @@ fn eviction_takes_what_a_walk_would() {
         }
         let table = &p.tables()[0];
         let expected = (table.len() as u32 >= limit).then(|| {
-            let victim = table.flows().filter(|f| !f.is_table_miss()).min_by_key(|f| (f.priority, f.last_used)).unwrap();
+            let victim =
+                table.flows().filter(|f| !f.is_table_miss()).min_by_key(|f| (f.priority, f.last_used)).unwrap();
             (victim.priority, victim.match_.to_match())
         });
         let before = flows(&p);
-        add(&mut p, 0, 1 + rng.below(3) as u16, udp_to(port), vec![Instruction::ApplyActions(vec![Action::output(2)])], now);
+        add(
+            &mut p,
+            0,
+            1 + rng.below(3) as u16,
+            udp_to(port),
+            vec![Instruction::ApplyActions(vec![Action::output(2)])],
+            now,
+        );
         let after = flows(&p);
         if let Some((priority, m)) = expected {
             evictions += 1;
@@ -120,8 +134,10 @@ fn group_and_meter_deletes_remove_exactly_their_users() {
     let mut rng = Random(0x9e37_79b9_7f4a_7c15);
     let (groups, meters) = (6u32, 4u32);
     let add_group = |p: &mut Pipeline, g: u32| {
-        let bucket = Bucket { weight: 0, watch_port: OFPP_ANY, watch_group: OFPG_ANY, actions: vec![Action::output(2)] };
-        let gm = GroupMod { command: group_command::ADD, group_type: group_type::ALL, group_id: g, buckets: vec![bucket] };
+        let bucket =
+            Bucket { weight: 0, watch_port: OFPP_ANY, watch_group: OFPG_ANY, actions: vec![Action::output(2)] };
+        let gm =
+            GroupMod { command: group_command::ADD, group_type: group_type::ALL, group_id: g, buckets: vec![bucket] };
         p.group_mod(&gm, 0).unwrap();
     };
     let add_meter = |p: &mut Pipeline, m: u32| {
@@ -149,7 +165,13 @@ fn group_and_meter_deletes_remove_exactly_their_users() {
             0..=5 => {
                 let (t, prio, port) = (rng.below(3) as u8, 1 + rng.below(2) as u16, rng.below(300) as u16);
                 let (g, m) = (1 + rng.below(groups as u64) as u32, rng.below(meters as u64 + 1) as u32);
-                let fm = FlowMod { table_id: t, priority: prio, match_: udp_to(port), instructions: instructions(g, m), ..Default::default() };
+                let fm = FlowMod {
+                    table_id: t,
+                    priority: prio,
+                    match_: udp_to(port),
+                    instructions: instructions(g, m),
+                    ..Default::default()
+                };
                 if p.flow_mod(&fm, 0).is_ok() {
                     names.insert((t, prio, port as u128), (g, m));
                 }
@@ -158,7 +180,13 @@ fn group_and_meter_deletes_remove_exactly_their_users() {
                 // A non-strict modify of one port's flows in one table, to another group and meter.
                 let (t, port) = (rng.below(3) as u8, rng.below(300) as u16);
                 let (g, m) = (1 + rng.below(groups as u64) as u32, rng.below(meters as u64 + 1) as u32);
-                let fm = FlowMod { command: cmd::MODIFY, table_id: t, match_: udp_to(port), instructions: instructions(g, m), ..Default::default() };
+                let fm = FlowMod {
+                    command: cmd::MODIFY,
+                    table_id: t,
+                    match_: udp_to(port),
+                    instructions: instructions(g, m),
+                    ..Default::default()
+                };
                 if p.flow_mod(&fm, 0).is_ok() {
                     for ((ft, _, fport), named) in names.iter_mut() {
                         if *ft == t && *fport == port as u128 {

@@ -101,7 +101,10 @@ fn random_action(r: &mut Rng, udp: bool) -> Vec<Action> {
         0 => vec![Action::SetField(OxmField::exact(Field::EthDst, r.pick(&MACS) as u128))],
         1 if udp => vec![Action::SetField(OxmField::exact(Field::UdpDst, 1 + r.below(4) as u128))],
         2 if udp => vec![Action::SetField(OxmField::exact(Field::Ipv4Dst, 0x0a00_0001 + r.below(3) as u128))],
-        3 => vec![Action::PushVlan(0x8100), Action::SetField(OxmField::exact(Field::VlanVid, (OFPVID_PRESENT | 20) as u128))],
+        3 => vec![
+            Action::PushVlan(0x8100),
+            Action::SetField(OxmField::exact(Field::VlanVid, (OFPVID_PRESENT | 20) as u128)),
+        ],
         4 => vec![Action::Group(1 + r.below(3) as u32)],
         _ => vec![Action::Output { port, max_len: 64 }],
     }
@@ -122,7 +125,16 @@ fn random_flow_mod(r: &mut Rng) -> FlowMod {
     if table_id + 1 < N_TABLES && r.chance(40) {
         instructions.push(Instruction::GotoTable(table_id + 1 + r.below((N_TABLES - table_id - 1) as u64) as u8));
     }
-    let command = r.pick(&[cmd::ADD, cmd::ADD, cmd::ADD, cmd::ADD, cmd::MODIFY, cmd::MODIFY_STRICT, cmd::DELETE, cmd::DELETE_STRICT]);
+    let command = r.pick(&[
+        cmd::ADD,
+        cmd::ADD,
+        cmd::ADD,
+        cmd::ADD,
+        cmd::MODIFY,
+        cmd::MODIFY_STRICT,
+        cmd::DELETE,
+        cmd::DELETE_STRICT,
+    ]);
     FlowMod {
         command,
         table_id,
@@ -205,7 +217,8 @@ fn run(seed: u64, steps: usize) -> Checked {
             let (in_port, bytes) = frame(&mut r);
             let (key, layout) = parse(&bytes, in_port).unwrap();
             let pkt = Packet::new(&bytes, Offload::default(), layout);
-            let cached = p.cache_lookup(&key).map(|e| (e.actions.clone(), e.credits.flows.clone(), e.credits.groups.clone()));
+            let cached =
+                p.cache_lookup(&key).map(|e| (e.actions.clone(), e.credits.flows.clone(), e.credits.groups.clone()));
             let fresh = p.translate(&pkt, &key, now);
             if let Some((actions, flows, groups)) = cached {
                 if debug && (actions != fresh.actions || !fresh.cacheable) {
@@ -349,7 +362,13 @@ fn a_full_cache_retires_its_least_recently_used_not_everything() {
     let mut cache = FlowCache::new(16);
     let mut mask = FlowKey::default();
     mask.mask_field(Field::UdpDst);
-    let entry = |used| CacheEntry { actions: vec![], credits: Default::default(), last_used: used, packets: 1, reads: Default::default() };
+    let entry = |used| CacheEntry {
+        actions: vec![],
+        credits: Default::default(),
+        last_used: used,
+        packets: 1,
+        reads: Default::default(),
+    };
     let key = |port: u128| {
         let mut k = FlowKey::default();
         k.set(Field::UdpDst, port);
@@ -357,7 +376,11 @@ fn a_full_cache_retires_its_least_recently_used_not_everything() {
     };
     for port in 0..16u128 {
         // Port 3 is the oldest and port 5 the second oldest; the rest were used later.
-        let used = match port { 3 => 1, 5 => 2, p => 100 + p as u64 };
+        let used = match port {
+            3 => 1,
+            5 => 2,
+            p => 100 + p as u64,
+        };
         cache.insert(&key(port), &mask, entry(used)).unwrap();
     }
     cache.take_retired();

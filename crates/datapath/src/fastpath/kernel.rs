@@ -697,7 +697,10 @@ fn planned_detours_take_the_first_frame_in_every_case() {
         LabelPort { no: 2, ifindex: LO, live: false, whole: false },
     ];
     fp.set_labels(&tables, &ports).unwrap();
-    let at_down_port = labelled(&[&Label { ports: [2, 0, 0], bottom: false, ttl: 1 }.word().to_be_bytes()[..], &block(5, false).encode()].concat());
+    let at_down_port = labelled(
+        &[&Label { ports: [2, 0, 0], bottom: false, ttl: 1 }.word().to_be_bytes()[..], &block(5, false).encode()]
+            .concat(),
+    );
     let arriving_back = labelled(&block(4, true).encode());
     let went_on = labelled(&[route(&[1, 1]), block(3, false).encode()].concat());
     for (hook, redirect) in [(Mode::Xdp, XDP_REDIRECT), (Mode::Tc, TC_ACT_REDIRECT)] {
@@ -750,11 +753,10 @@ fn a_detour_loop_between_two_switches_ends_with_the_budget() {
     let into_the_other = [less::encode_route(&[2], true), stored.encode()].concat();
     let mut tables = KernelLabels { generation: 1, max_labels: 16, ..Default::default() };
     tables.ports.extend([1, 2]);
-    tables.reroute.insert((2, 0, block_hash(&block.encode())), KernelStack {
-        port: 1,
-        ethertype: less::ETHERTYPE,
-        stack: into_the_other,
-    });
+    tables.reroute.insert(
+        (2, 0, block_hash(&block.encode())),
+        KernelStack { port: 1, ethertype: less::ETHERTYPE, stack: into_the_other },
+    );
     let ports = [
         LabelPort { no: 1, ifindex: LO, live: true, whole: false },
         LabelPort { no: 2, ifindex: LO, live: false, whole: false },
@@ -783,7 +785,10 @@ fn a_detour_loop_between_two_switches_ends_with_the_budget() {
             assert_eq!(verdict, redirect, "{hook:?}: pass {passes}");
             passes += 1;
             assert_eq!(budget(&out), INITIAL_BUDGET - passes as u8, "{hook:?}: each pass spends one");
-            assert!(passes <= INITIAL_BUDGET as usize, "{hook:?}: the frame is still going round after {passes} passes");
+            assert!(
+                passes <= INITIAL_BUDGET as usize,
+                "{hook:?}: the frame is still going round after {passes} passes"
+            );
             f = out;
         }
         assert_eq!(passes, INITIAL_BUDGET as usize, "{hook:?}: rerouted as often as its budget allows");
@@ -811,7 +816,16 @@ fn an_afdx_account_keeps_its_credit_across_a_handover() {
     let table = KernelLinks {
         mac_constant: constant,
         network: 0,
-        links: vec![KernelLink { id: 7, in_port: 1, out_ports: vec![1], queue: 0, smin: 64, smax: 128, account: 0, ip_check: false }],
+        links: vec![KernelLink {
+            id: 7,
+            in_port: 1,
+            out_ports: vec![1],
+            queue: 0,
+            smin: 64,
+            smax: 128,
+            account: 0,
+            ip_check: false,
+        }],
         accounts: vec![KernelAccount { bag_ns, smax: 128, jitter_ns: 0, per_frame: true }],
     };
     let held = [HeldLink { index: 0, out_ifindex: vec![LO], fanout: 0 }];
@@ -846,7 +860,16 @@ fn links_sharing_an_account_share_its_credit() {
     // Nothing accrues during the test, however slow the machine: an emulated ARM guest took over
     // a second between two runs (a BAG of one second) and found the account full again.
     let bag_ns = 60_000_000_000;
-    let link = |id, account| KernelLink { id, in_port: 1, out_ports: vec![1], queue: 0, smin: 64, smax: 128, account, ip_check: false };
+    let link = |id, account| KernelLink {
+        id,
+        in_port: 1,
+        out_ports: vec![1],
+        queue: 0,
+        smin: 64,
+        smax: 128,
+        account,
+        ip_check: false,
+    };
     // Account 1 is shared by links 8 and 9; link 7 has account 0 of its own.
     let table = KernelLinks {
         mac_constant: constant,
@@ -880,8 +903,16 @@ fn every_afdx_refusal_is_counted_under_its_link_on_both_hooks() {
     // One frame a minute, the account full (one frame) when handed over: nothing accrues during
     // the test, however slow the machine.
     let bag_ns = 60_000_000_000;
-    let link =
-        |id, in_port, account| KernelLink { id, in_port, out_ports: vec![1], queue: 0, smin: 100, smax: 200, account, ip_check: false };
+    let link = |id, in_port, account| KernelLink {
+        id,
+        in_port,
+        out_ports: vec![1],
+        queue: 0,
+        smin: 100,
+        smax: 200,
+        account,
+        ip_check: false,
+    };
     let account = KernelAccount { bag_ns, smax: 200, jitter_ns: 0, per_frame: true };
     // Link 8 is configured on port 2: its frames arriving on port 1 are on the wrong port.
     // Link 10 takes a tagged frame of smax (untagged) bytes, on an account of its own.
@@ -943,11 +974,28 @@ fn the_kernel_drops_the_other_networks_frames_and_checks_ip_where_asked() {
 
     let Some(mut fp) = afdx_fast_path() else { return };
     let constant = 0x0300_0000;
-    let link = |id, ip_check| KernelLink { id, in_port: 1, out_ports: vec![1], queue: 0, smin: 64, smax: 300, account: 0, ip_check };
+    let link = |id, ip_check| KernelLink {
+        id,
+        in_port: 1,
+        out_ports: vec![1],
+        queue: 0,
+        smin: 64,
+        smax: 300,
+        account: 0,
+        ip_check,
+    };
     // Generous: one byte-policed account that nothing in the test exhausts.
     let account = KernelAccount { bag_ns: 1_000_000, smax: 300, jitter_ns: 1_000_000_000, per_frame: false };
-    let table = KernelLinks { mac_constant: constant, network: NETWORK_A, links: vec![link(10, true), link(11, false)], accounts: vec![account] };
-    let held = [HeldLink { index: 0, out_ifindex: vec![LO], fanout: 0 }, HeldLink { index: 1, out_ifindex: vec![LO], fanout: 0 }];
+    let table = KernelLinks {
+        mac_constant: constant,
+        network: NETWORK_A,
+        links: vec![link(10, true), link(11, false)],
+        accounts: vec![account],
+    };
+    let held = [
+        HeldLink { index: 0, out_ifindex: vec![LO], fanout: 0 },
+        HeldLink { index: 1, out_ifindex: vec![LO], fanout: 0 },
+    ];
     // A frame of 200 bytes with FCS; `part_7`: its datagram ending before the sequence number.
     let frame = |vl, network, part_7: bool| {
         let mut f = udp4(end_system_mac(1, network), vl_mac(constant, vl), [10, 0, 0, 1], [224, 224, 0, 10], 1, 2, 196);
@@ -975,7 +1023,16 @@ fn the_kernel_drops_the_other_networks_frames_and_checks_ip_where_asked() {
         ("options", edited(&|f| f[14] = 0x46, true)),
         ("tcp", edited(&|f| f[23] = 6, true)),
         ("udp length", edited(&|f| f[39] ^= 4, false)),
-        ("fragment", edited(&|f| { f[20] = 0x20; f[39] ^= 4 }, true)),
+        (
+            "fragment",
+            edited(
+                &|f| {
+                    f[20] = 0x20;
+                    f[39] ^= 4
+                },
+                true,
+            ),
+        ),
         ("unchecked link", frame(11, NETWORK_A, false)),
     ];
     for hook in ["xdp", "tc"] {
@@ -1095,11 +1152,10 @@ fn keys_sharing_a_home_slot_each_find_their_own_and_a_full_window_goes_up() {
         return;
     }
     let (mut fp, mask, by_home) = small_table_keys_by_home();
-    let crowd = by_home
-        .values()
-        .find(|same| same.len() > table::FLOW_PROBES as usize)
-        .expect("keys sharing a home slot")[..=table::FLOW_PROBES as usize]
-        .to_vec();
+    let crowd =
+        by_home.values().find(|same| same.len() > table::FLOW_PROBES as usize).expect("keys sharing a home slot")
+            [..=table::FLOW_PROBES as usize]
+            .to_vec();
     // Each entry rewrites the source MAC to its own: which one a frame hit shows.
     let marked = |i: usize| [DpAction::SetField(Field::EthSrc, 0x0200_0000_9900 + i as u128), DpAction::Output(1)];
     let ids: Vec<RuleId> =
@@ -1170,7 +1226,10 @@ fn an_entry_moves_within_its_window_to_make_room_for_a_crowded_key() {
         let (verdict, out) = xdp(&fp, f);
         assert_eq!((verdict, out[11]), (XDP_REDIRECT, i as u8), "key {i} finds its own entry");
     }
-    let taken: Vec<u32> = (0..9).map(|p| (h + p) % slots).filter(|&s| table::slot_index(fp.table.slots()[s as usize]).is_some()).collect();
+    let taken: Vec<u32> = (0..9)
+        .map(|p| (h + p) % slots)
+        .filter(|&s| table::slot_index(fp.table.slots()[s as usize]).is_some())
+        .collect();
     assert_eq!(taken.len(), 9, "slots h..h+8 hold the nine");
 }
 
@@ -1351,7 +1410,8 @@ fn hit_cost_by_stage() {
     install(&mut fp, &to(3), &[Field::EthDst], &rewrite);
     rows.push(("hit, first mask, MAC and IPv4 rewrite, output", ns(&fp, &to(3), XDP_REDIRECT)));
     // Three more masks, busiest first: an entry under the fourth is found on the fourth probe.
-    let more = [vec![Field::EthDst, Field::EthSrc], vec![Field::EthDst, Field::Ipv4Src], vec![Field::EthDst, Field::UdpDst]];
+    let more =
+        [vec![Field::EthDst, Field::EthSrc], vec![Field::EthDst, Field::Ipv4Src], vec![Field::EthDst, Field::UdpDst]];
     for (i, fields) in more.iter().enumerate() {
         install(&mut fp, &to(10 + i as u8), fields, &[DpAction::Output(1)]);
     }

@@ -203,7 +203,10 @@ fn padding_changes_nothing(switch: &Switch, frame: &[u8], padded: &[u8], port: u
     match (switch.snapshot().process(frame, port, 0), switch.snapshot().process(padded, port, 0)) {
         (Ok(alone), Ok(with_pad)) => {
             alone.len() == with_pad.len()
-                && alone.iter().zip(&with_pad).all(|(a, b)| a.port == b.port && b.frame == [a.frame.as_slice(), pad].concat())
+                && alone
+                    .iter()
+                    .zip(&with_pad)
+                    .all(|(a, b)| a.port == b.port && b.frame == [a.frame.as_slice(), pad].concat())
         }
         (Err(alone), Err(with_pad)) => alone == with_pad,
         _ => false,

@@ -82,7 +82,15 @@ impl FastPath {
             // Hits since the last harvest are not lost: the next harvest carries them.
             if let Some((packets, bytes)) = self.take_out(&k) {
                 if let Some(inst) = self.entries.get_mut(&k) {
-                    credit_hits(inst, packets, bytes, &mut self.carried, &mut self.mask_hits, &mut self.no_output_drops, &k);
+                    credit_hits(
+                        inst,
+                        packets,
+                        bytes,
+                        &mut self.carried,
+                        &mut self.mask_hits,
+                        &mut self.no_output_drops,
+                        &k,
+                    );
                 }
             }
             self.forget_entry(&k);

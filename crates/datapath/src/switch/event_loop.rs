@@ -10,8 +10,8 @@ use ofp::port::OFPP_LOCAL;
 use packet::parse;
 use tracing::{debug, info, warn};
 
-use super::ports::Transmit;
 use super::fastsync::FAST_PATH_HARVEST;
+use super::ports::Transmit;
 use super::Switch;
 use crate::sys;
 use crate::{Command, RxFrame};
@@ -258,10 +258,8 @@ impl Switch {
                 self.bell.pending.swap(false, Ordering::AcqRel);
                 next = self.commands.try_recv();
             }
-            let flow_mod = matches!(
-                &next,
-                Ok(Command::FlowMods { .. } | Command::OpenFlow { msg: ofp::Message::FlowMod(_), .. })
-            );
+            let flow_mod =
+                matches!(&next, Ok(Command::FlowMods { .. } | Command::OpenFlow { msg: ofp::Message::FlowMod(_), .. }));
             if unsynced && !flow_mod {
                 self.sync_fast();
                 unsynced = false;

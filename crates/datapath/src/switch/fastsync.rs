@@ -115,7 +115,9 @@ impl Switch {
     /// program's counters, entries and registers), and to the ports'.
     #[cfg(feature = "p4")]
     fn credit_p4(&mut self) {
-        let (Some(program), Some(p4)) = (self.mode.kernel().p4, self.fast.as_mut().and_then(|f| f.p4())) else { return };
+        let (Some(program), Some(p4)) = (self.mode.kernel().p4, self.fast.as_mut().and_then(|f| f.p4())) else {
+            return;
+        };
         let (counts, ports) = p4.harvest(program);
         self.mode.take_back(FromKernel::P4Counts(&counts));
         for (no, [rx_packets, rx_bytes, tx_packets, tx_bytes]) in ports {
@@ -205,7 +207,9 @@ impl Switch {
     /// than its link's is counted under its link and on the port it came in on, as userspace
     /// counts it.
     fn credit_links(&mut self) {
-        let (Some(fast), Some(table)) = (self.fast.as_mut(), self.mode.kernel().links.map(|l| l.table())) else { return };
+        let (Some(fast), Some(table)) = (self.fast.as_mut(), self.mode.kernel().links.map(|l| l.table())) else {
+            return;
+        };
         const FCS: u64 = packet::FCS_LEN as u64;
         let mut credited = Vec::new();
         for (id, k) in fast.harvest_links() {
@@ -330,7 +334,9 @@ impl Switch {
     /// again, each account with the credit it has (the kernel's goes back to the mode first, the
     /// mode's then to the kernel), so that policing stays exact across the handover.
     pub(super) fn sync_links(&mut self) {
-        let (Some(fast), Some(table)) = (self.fast.as_ref(), self.mode.kernel().links.map(|l| l.table())) else { return };
+        let (Some(fast), Some(table)) = (self.fast.as_ref(), self.mode.kernel().links.map(|l| l.table())) else {
+            return;
+        };
         let ports = &self.ports;
         let link_bps = |no: u32| ports.get(&no).and_then(|p| p.link_paced_mbps).map(|m| m as u64 * 1_000_000);
         let needing_priority = table.ports_needing_priority(link_bps);
@@ -338,10 +344,7 @@ impl Switch {
             p.egress.scheduler().is_none() || (p.link_paced_mbps.is_some() && !needing_priority.contains(no))
         };
         let ifindex = |no: &u32| {
-            ports
-                .get(no)
-                .filter(|p| p.tx.is_some() && kernel_sends_on(p, no))
-                .and_then(|p| p.kernel_ifindex())
+            ports.get(no).filter(|p| p.tx.is_some() && kernel_sends_on(p, no)).and_then(|p| p.kernel_ifindex())
         };
         let kept_for_priority =
             table.links.iter().filter(|l| l.out_ports.iter().any(|p| needing_priority.contains(p))).count();
@@ -406,7 +409,9 @@ impl Switch {
             }
         }
         let credits = self.mode.kernel().links.map_or_else(Vec::new, |l| l.credits(now));
-        let (Some(fast), Some(table)) = (self.fast.as_mut(), self.mode.kernel().links.map(|l| l.table())) else { return };
+        let (Some(fast), Some(table)) = (self.fast.as_mut(), self.mode.kernel().links.map(|l| l.table())) else {
+            return;
+        };
         match fast.set_links(table, &held, &credits) {
             Ok(()) => {
                 let failed = self.links_retry.take().map_or(0, |(_, n)| n);
@@ -448,7 +453,11 @@ impl Switch {
             .iter()
             .map(|(&no, p)| LabelPort {
                 no,
-                ifindex: if p.egress.scheduler().is_some() || p.tx.is_none() { 0 } else { p.kernel_ifindex().unwrap_or(0) },
+                ifindex: if p.egress.scheduler().is_some() || p.tx.is_none() {
+                    0
+                } else {
+                    p.kernel_ifindex().unwrap_or(0)
+                },
                 whole: p.whole,
                 live: p.desc.state & ofp::port::state::LINK_DOWN == 0
                     && p.desc.config & ofp::port::config::PORT_DOWN == 0

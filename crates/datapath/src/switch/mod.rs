@@ -34,8 +34,8 @@ use crate::netlink::LinkMonitor;
 use crate::sys::EventFd;
 use crate::tap;
 use crate::{ChannelCounters, Command, Event, PortRx};
-use ports::{PortGuard, SwitchPort};
 pub use ports::PortIo;
+use ports::{PortGuard, SwitchPort};
 
 pub use forwarding::openflow::N_BUFFERS;
 pub use report::{

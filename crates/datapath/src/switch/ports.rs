@@ -343,7 +343,9 @@ impl PortGuard {
     pub fn attach(&self, name: &str) -> Option<crate::attach::Attachment> {
         let prog = self.0.as_ref()?;
         let ifindex = sys::ifindex(name).ok()?;
-        crate::attach::tc(prog, ifindex, crate::attach::TcSlot::PortGuard).map_err(|e| warn!(port = name, "port guard not attached: {e}")).ok()
+        crate::attach::tc(prog, ifindex, crate::attach::TcSlot::PortGuard)
+            .map_err(|e| warn!(port = name, "port guard not attached: {e}"))
+            .ok()
     }
 }
 
@@ -476,7 +478,9 @@ impl Switch {
             for no in fast.detached_ports() {
                 let Some(port) = self.ports.get(&no).filter(|p| p.tx.is_some()) else { continue };
                 match fast.reattach(no) {
-                    Ok(()) => warn!(port = no, name = %port.desc.name, "fast path program was detached: attached again"),
+                    Ok(()) => {
+                        warn!(port = no, name = %port.desc.name, "fast path program was detached: attached again")
+                    }
                     Err(e) => warn!(port = no, "fast path program was detached and cannot be attached again: {e}"),
                 }
             }

@@ -182,9 +182,13 @@ mod tests {
         // 2's link speed is the config's.
         let paced = |src: &str| {
             let s = from_str(src).unwrap();
-            (1..=3).map(|no| s.egress.iter().find(|(n, _)| *n == no).map(|(_, e)| (e.pace_to_link, e.link_mbps))).collect::<Vec<_>>()
+            (1..=3)
+                .map(|no| s.egress.iter().find(|(n, _)| *n == no).map(|(_, e)| (e.pace_to_link, e.link_mbps)))
+                .collect::<Vec<_>>()
         };
-        let with_rates = vl("").replace("name = \"b\"\n", "name = \"b\"\nlink_mbps = 100\n").replace("name = \"c\"\n", "name = \"c\"\nrate_mbps = 10\n");
+        let with_rates = vl("")
+            .replace("name = \"b\"\n", "name = \"b\"\nlink_mbps = 100\n")
+            .replace("name = \"c\"\n", "name = \"c\"\nrate_mbps = 10\n");
         assert_eq!(paced(&with_rates), [Some((true, None)), Some((true, Some(100))), Some((false, None))]);
         let off = with_rates.replace("[[afdx.vl]]", "[afdx]\npace_to_link_speed = false\n[[afdx.vl]]");
         assert_eq!(paced(&off), [None, Some((false, Some(100))), Some((false, None))]);

@@ -142,7 +142,6 @@ pub(super) fn port_egress(cx: &Ctx<'_>, p: &PortEntry) -> Result<Option<PortEgre
                     given[id].1 = Some(*l.get_ref());
                 }
                 Shaper::Strict // the bounds come once every class is known
-
             }
             other => {
                 let at = q.scheduler.as_ref().unwrap();

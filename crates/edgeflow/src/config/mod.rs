@@ -17,26 +17,26 @@ use toml::Spanned;
 mod afdx;
 mod egress;
 mod json;
-pub mod reload;
-pub mod uci;
-#[cfg(feature = "streams")]
-mod streams;
-#[cfg(feature = "p4")]
-mod p4;
 #[cfg(feature = "less")]
 mod less;
+#[cfg(feature = "p4")]
+mod p4;
+pub mod reload;
+#[cfg(feature = "streams")]
+mod streams;
+pub mod uci;
 
 #[cfg(feature = "afdx")]
 use afdx::afdx;
 #[cfg(feature = "afdx")]
 pub use afdx::{load_afdx, AfdxSection};
 use egress::port_egress;
-pub use json::{as_toml, effective};
 pub use egress::{GatesEntry, QueueEntry};
-#[cfg(feature = "streams")]
-pub use streams::StreamEntry;
+pub use json::{as_toml, effective};
 #[cfg(feature = "less")]
 pub use less::LessSection;
+#[cfg(feature = "streams")]
+pub use streams::StreamEntry;
 /// In a build without a mode, its section is kept whole only to be refused at its line.
 #[cfg(not(feature = "afdx"))]
 pub type AfdxSection = Spanned<toml::Value>;
@@ -451,9 +451,9 @@ fn parse_kernel_compat(s: &str) -> Result<bool, String> {
 fn parse_datapath(s: &str) -> Result<Option<datapath::fastpath::Mode>, String> {
     match s {
         "user" => Ok(None),
-        "tc" | "xdp" if !datapath::bpf_objects::BUILT => {
-            Err(format!("datapath '{s}': this edgeflow was built without the kernel fast path (cargo feature `fastpath`)"))
-        }
+        "tc" | "xdp" if !datapath::bpf_objects::BUILT => Err(format!(
+            "datapath '{s}': this edgeflow was built without the kernel fast path (cargo feature `fastpath`)"
+        )),
         "tc" => Ok(Some(datapath::fastpath::Mode::Tc)),
         "xdp" => Ok(Some(datapath::fastpath::Mode::Xdp)),
         _ => Err(format!("datapath '{s}': expected 'user', 'tc' or 'xdp'")),
@@ -605,17 +605,38 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
         let check = in_range(key, range);
         move |n| check(n).map(|n| n as usize)
     };
-    let max_connections = merged(&cx, ("max-connections", flags.max_connections), &file.max_connections,
-        agent::DEFAULT_MAX_CONNECTIONS, count("max_connections", 1..=65_536))?;
-    let max_handshakes = merged(&cx, ("max-handshakes", flags.max_handshakes), &file.max_handshakes,
-        agent::DEFAULT_MAX_HANDSHAKES.min(max_connections), count("max_handshakes", 1..=max_connections as u64))?;
+    let max_connections = merged(
+        &cx,
+        ("max-connections", flags.max_connections),
+        &file.max_connections,
+        agent::DEFAULT_MAX_CONNECTIONS,
+        count("max_connections", 1..=65_536),
+    )?;
+    let max_handshakes = merged(
+        &cx,
+        ("max-handshakes", flags.max_handshakes),
+        &file.max_handshakes,
+        agent::DEFAULT_MAX_HANDSHAKES.min(max_connections),
+        count("max_handshakes", 1..=max_connections as u64),
+    )?;
     // One message of the largest size (64 KiB) must fit.
-    let max_request_bytes = merged(&cx, ("max-request-bytes", flags.max_request_bytes), &file.max_request_bytes,
-        agent::DEFAULT_MAX_REQUEST_BYTES, count("max_request_bytes", 65_536..=1 << 30))?;
-    let controller_packet_in_rate = merged(&cx, ("controller-packet-in-rate", flags.controller_packet_in_rate),
-        &file.controller_packet_in_rate, 0, |n| in_range("controller_packet_in_rate", 0..=1_000_000)(n).map(|n| n as u32))?;
-    let ring_frames = merged(&cx, ("ring-frames", flags.ring_frames), &file.ring_frames, None,
-        |n| in_range("ring_frames", 64..=65_536)(n).map(|n| Some(n as u32)))?;
+    let max_request_bytes = merged(
+        &cx,
+        ("max-request-bytes", flags.max_request_bytes),
+        &file.max_request_bytes,
+        agent::DEFAULT_MAX_REQUEST_BYTES,
+        count("max_request_bytes", 65_536..=1 << 30),
+    )?;
+    let controller_packet_in_rate = merged(
+        &cx,
+        ("controller-packet-in-rate", flags.controller_packet_in_rate),
+        &file.controller_packet_in_rate,
+        0,
+        |n| in_range("controller_packet_in_rate", 0..=1_000_000)(n).map(|n| n as u32),
+    )?;
+    let ring_frames = merged(&cx, ("ring-frames", flags.ring_frames), &file.ring_frames, None, |n| {
+        in_range("ring_frames", 64..=65_536)(n).map(|n| Some(n as u32))
+    })?;
     let fastpath_entries = match (flags.fastpath_entries, &file.fastpath_entries) {
         (Some(n), _) => parse_fastpath_entries(n).map_err(|e| format!("--fastpath-entries: {e}"))?,
         (None, Some(n)) => parse_fastpath_entries(*n.get_ref()).map_err(|e| cx.at(n, e))?,
@@ -627,10 +648,20 @@ pub fn settings(file: Option<(&File, &str, &Path)>, flags: &Flags) -> Result<Set
         (None, None) => default_dpid(&ports),
     };
     // At most a day: the probe's deadlines are computed from it.
-    let probe = merged(&cx, ("probe-interval", flags.probe_interval), &file.probe_interval, 5,
-        in_range("probe_interval", 1..=86_400))?;
-    let fail_open_delay = merged(&cx, ("fail-open-delay", flags.fail_open_delay), &file.fail_open_delay, 3,
-        in_range("fail_open_delay", 1..=86_400))?;
+    let probe = merged(
+        &cx,
+        ("probe-interval", flags.probe_interval),
+        &file.probe_interval,
+        5,
+        in_range("probe_interval", 1..=86_400),
+    )?;
+    let fail_open_delay = merged(
+        &cx,
+        ("fail-open-delay", flags.fail_open_delay),
+        &file.fail_open_delay,
+        3,
+        in_range("fail_open_delay", 1..=86_400),
+    )?;
     let pinned = match (&flags.peer_cert_sha256, file.tls.as_ref().and_then(|t| t.peer_cert_sha256.as_ref())) {
         (Some(p), _) => Some(agent::parse_pin(p).map_err(|e| format!("--peer-cert-sha256: {e}"))?),
         (None, Some(p)) => Some(agent::parse_pin(p.get_ref()).map_err(|e| cx.at(p, e))?),
@@ -978,7 +1009,8 @@ number = 7
         use datapath::PortIo::{AfPacket, AfXdp};
         let s = from_str("[[port]]\nname = \"a\"\n").unwrap();
         assert_eq!((s.io, s.port_io), (AfPacket, vec![]));
-        let s = from_str("io = \"af_xdp\"\n[[port]]\nname = \"a\"\n[[port]]\nname = \"b\"\nio = \"af_packet\"\n").unwrap();
+        let s =
+            from_str("io = \"af_xdp\"\n[[port]]\nname = \"a\"\n[[port]]\nname = \"b\"\nio = \"af_packet\"\n").unwrap();
         assert_eq!((s.io, s.port_io), (AfXdp, vec![(2, AfPacket)]));
         let e = from_str("io = \"af_xpd\"\n[[port]]\nname = \"a\"\n").unwrap_err();
         assert!(e.starts_with("sw.toml:1:") && e.contains("expected 'af_packet' or 'af_xdp'"), "{e}");
@@ -1017,7 +1049,10 @@ number = 7
         assert!(e.starts_with("sw.toml:1:") && e.contains("between 64 and 65536"), "{e}");
         let s = from_str("[[port]]\nname = \"a\"\n").unwrap();
         assert_eq!(s.channel_output_limit, agent::DEFAULT_OUTPUT_LIMIT);
-        assert_eq!((s.max_connections, s.max_handshakes), (agent::DEFAULT_MAX_CONNECTIONS, agent::DEFAULT_MAX_HANDSHAKES));
+        assert_eq!(
+            (s.max_connections, s.max_handshakes),
+            (agent::DEFAULT_MAX_CONNECTIONS, agent::DEFAULT_MAX_HANDSHAKES)
+        );
         let s = from_str("max_connections = 4\ncontroller_packet_in_rate = 50\n[[port]]\nname = \"a\"\n").unwrap();
         assert_eq!((s.max_connections, s.max_handshakes, s.controller_packet_in_rate), (4, 4, 50));
         let e = from_str("max_connections = 4\nmax_handshakes = 5\n[[port]]\nname = \"a\"\n").unwrap_err();
@@ -1086,12 +1121,20 @@ number = 7
     #[test]
     fn a_build_without_a_mode_refuses_it_where_the_file_names_it() {
         let ports = "[[port]]\nname = \"a\"\n[[port]]\nname = \"b\"\n";
-        let built = [("afdx", cfg!(feature = "afdx")), ("less", cfg!(feature = "less")), ("streams", cfg!(feature = "streams"))];
+        let built = [
+            ("afdx", cfg!(feature = "afdx")),
+            ("less", cfg!(feature = "less")),
+            ("streams", cfg!(feature = "streams")),
+        ];
         let absent = built.into_iter().filter(|m| !m.1);
         for (mode, _) in absent {
             let e = from_str(&format!("{ports}mode = \"{mode}\"\n")).unwrap_err();
             assert!(e.starts_with("sw.toml:5:") && e.contains("built without it"), "{e}");
-            let section = if mode == "streams" { "[[stream]]\nname = \"s\"\n".to_string() } else { format!("[{mode}]\nroot = true\n") };
+            let section = if mode == "streams" {
+                "[[stream]]\nname = \"s\"\n".to_string()
+            } else {
+                format!("[{mode}]\nroot = true\n")
+            };
             let e = from_str(&format!("{ports}{section}")).unwrap_err();
             assert!(e.starts_with("sw.toml:5:") && e.contains(&format!("cargo feature `{mode}`")), "{e}");
         }

@@ -87,8 +87,9 @@ pub(super) fn streams(cx: &Ctx<'_>, file: &File, ports: &[(u32, String)]) -> Res
         if streams.iter().any(|s| s.name == name) {
             return Err(cx.at(&e.name, format!("stream '{name}' is defined twice")));
         }
-        let dst = parse_mac(e.dst.get_ref())
-            .ok_or_else(|| cx.at(&e.dst, format!("dst '{}': expected a MAC such as \"02:00:00:00:00:01\"", e.dst.get_ref())))?;
+        let dst = parse_mac(e.dst.get_ref()).ok_or_else(|| {
+            cx.at(&e.dst, format!("dst '{}': expected a MAC such as \"02:00:00:00:00:01\"", e.dst.get_ref()))
+        })?;
         let vid = match &e.vid {
             Some(v) if !(1..=4094).contains(v.get_ref()) => return Err(cx.at(v, "vid must be 1-4094")),
             v => v.as_ref().map(|v| *v.get_ref()),
@@ -146,7 +147,9 @@ pub(super) fn streams(cx: &Ctx<'_>, file: &File, ports: &[(u32, String)]) -> Res
                     return Err(cx.at(g, "gate: a cycle and entries of some duration are needed"));
                 }
                 if sum > l.cycle_ns {
-                    return Err(cx.at(g, format!("gate: the entries last {sum} ns, longer than the {} ns cycle", l.cycle_ns)));
+                    return Err(
+                        cx.at(g, format!("gate: the entries last {sum} ns, longer than the {} ns cycle", l.cycle_ns))
+                    );
                 }
                 if let Some(q) = l.entries.iter().find_map(|i| i.ipv.filter(|&q| q > 7)) {
                     return Err(cx.at(g, format!("gate: ipv {q}: queues are 0-7")));
@@ -241,8 +244,14 @@ mod tests {
         let ModeSetting::Streams(streams) = from_str(&policed).unwrap().mode else { panic!() };
         let s = &streams[0];
         assert_eq!(s.max_sdu, Some(500));
-        assert_eq!(s.meter.map(|m| (m.cir_bps, m.cbs_bytes, m.eir_bps, m.drop_on_yellow)), Some((8_000_000, 3000, 0, true)));
-        assert_eq!(s.gate.as_ref().map(|g| (g.cycle_ns, g.entries.len(), g.entries[0].ipv)), Some((10_000_000, 2, Some(6))));
+        assert_eq!(
+            s.meter.map(|m| (m.cir_bps, m.cbs_bytes, m.eir_bps, m.drop_on_yellow)),
+            Some((8_000_000, 3000, 0, true))
+        );
+        assert_eq!(
+            s.gate.as_ref().map(|g| (g.cycle_ns, g.entries.len(), g.entries[0].ipv)),
+            Some((10_000_000, 2, Some(6)))
+        );
         refused(&policed.replace("6000000, open = false", "7000000, open = false"), 15, "longer than the");
         refused(&policed.replace("ipv = 6", "ipv = 9"), 15, "queues are 0-7");
         refused(&policed.replace("cbs_bytes = 3000", "cbs_bytes = 0"), 14, "burst size above 0");

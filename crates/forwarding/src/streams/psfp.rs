@@ -132,7 +132,10 @@ pub struct Psfp {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Policed {
     /// Passes; `mark` says to set its drop-eligible bit (yellow), `queue` its internal priority.
-    Pass { mark: bool, queue: Option<u8> },
+    Pass {
+        mark: bool,
+        queue: Option<u8>,
+    },
     Drop,
 }
 
@@ -244,7 +247,12 @@ mod tests {
                 GateEntry { duration_ns: 5 * MS, open: false, ipv: None },
             ],
         };
-        let mut p = Psfp { max_sdu: Some(500), gate: Some(gate), meter: Some(meter(false, false)), counters: Default::default() };
+        let mut p = Psfp {
+            max_sdu: Some(500),
+            gate: Some(gate),
+            meter: Some(meter(false, false)),
+            counters: Default::default(),
+        };
         assert_eq!(p.police(501, 600, false, 0), Policed::Drop);
         assert_eq!(p.police(400, 1000, false, 7 * MS), Policed::Drop, "gate closed");
         assert_eq!(p.police(400, 1000, false, 12 * MS), Policed::Pass { mark: false, queue: Some(6) });

@@ -150,7 +150,10 @@ mod tests {
         let out = run(&mut r, &[0, 1, 2, 4, 5, 3, 4]);
         assert_eq!(out[5], Recovered::PassedOutOfOrder);
         assert_eq!(out[6], Recovered::Duplicate);
-        assert_eq!(r.counters, RecoveryCounters { passed: 6, discarded: 1, out_of_order: 2, rogue: 0, lost: 0, resets: 0 });
+        assert_eq!(
+            r.counters,
+            RecoveryCounters { passed: 6, discarded: 1, out_of_order: 2, rogue: 0, lost: 0, resets: 0 }
+        );
     }
 
     #[test]
@@ -166,13 +169,10 @@ mod tests {
         assert_eq!(r.frame(u16::MAX, 0), Recovered::Rogue);
         // Wrapping: 65535 → 0 is one step.
         let mut r = VectorRecovery::new(4, 1_000_000);
-        assert_eq!(run(&mut r, &[65534, 65535, 0, 1, 0]), [
-            Recovered::Passed,
-            Recovered::Passed,
-            Recovered::Passed,
-            Recovered::Passed,
-            Recovered::Duplicate
-        ]);
+        assert_eq!(
+            run(&mut r, &[65534, 65535, 0, 1, 0]),
+            [Recovered::Passed, Recovered::Passed, Recovered::Passed, Recovered::Passed, Recovered::Duplicate]
+        );
     }
 
     #[test]

@@ -16,8 +16,8 @@
 use std::sync::Arc;
 
 mod externs;
-mod psa_externs;
 mod indirect;
+mod psa_externs;
 
 use super::{mask, Switch, LOOP_ITERATIONS_MAX};
 use crate::midend::ir::{self, BinaryOp, CallArg, Cast, Expr, Keyset, Next, Place, Step, Stmt, Ty};
