@@ -166,6 +166,6 @@ fn controller_headers_and_digests_are_published_and_digests_kept_per_frame() {
     assert_eq!(out[0].frame, [&[0x01, 0x80][..], &frame].concat(), "packet_in: ingress_port 3, then the frame");
     let digests = sw.take_digests();
     assert_eq!(digests.len(), 1);
-    assert_eq!((digests[0].name.as_str(), digests[0].data.as_slice()), ("learn_t", &[0x02_0000_0000_01u128, 3][..]));
+    assert_eq!((digests[0].name.as_str(), digests[0].data.as_slice()), ("learn_t", &[0x0200_0000_0001_u128, 3][..]));
     assert!(sw.take_digests().is_empty(), "taken once");
 }

@@ -670,7 +670,7 @@ struct BitWriter {
 impl BitWriter {
     fn push(&mut self, out: &mut Vec<u8>, value: u128, width: u32) {
         // Whole bytes onto a byte boundary (most fields of most headers): copied as they are.
-        if self.n == 0 && width % 8 == 0 && width <= 128 {
+        if self.n == 0 && width.is_multiple_of(8) && width <= 128 {
             out.extend_from_slice(&value.to_be_bytes()[16 - (width / 8) as usize..]);
             return;
         }
