@@ -6,7 +6,7 @@
 //! declares kfuncs it can live without as weak and checks their result.
 //!
 //! Reading the ELF (either byte order) is `elf.rs`; pinning maps and links is `pin.rs`. This file,
-//! ~930 lines and its tests ~210, is one concern read top to bottom: maps (batched reads of an
+//! ~960 lines and its tests ~215, is one concern read top to bottom: maps (batched reads of an
 //! array's cells among them), relocations, load
 //! (optional programs an older kernel may refuse; maps reused from a pin directory; device-bound
 //! copies with the headroom a kernel bug makes them need; RLIMIT_MEMLOCK raised on kernels that

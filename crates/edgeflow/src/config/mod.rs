@@ -1,7 +1,7 @@
 //! The TOML configuration file and its merge with command-line flags. Every error names the line it
 //! is about and the reason.
 //!
-//! About 1 050 lines with its tests, one concern: the switch-wide settings and their flags. The AFDX,
+//! About 1 150 lines with its tests, one concern: the switch-wide settings and their flags. The AFDX,
 //! LESS and stream sections and the ports' egress are parsed in their own modules beside this one.
 
 use std::path::{Path, PathBuf};

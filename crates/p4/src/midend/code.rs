@@ -8,7 +8,7 @@
 //! Each control and parser instance is lowered on its own, so two instances of one control have
 //! their own tables, instances and actions, as P4 gives them.
 //!
-//! About 1 860 lines, one concern: the language's statements and expressions each have one
+//! About 1 900 lines, one concern: the language's statements and expressions each have one
 //! lowering here, beside the scope stack and the hoisting they share.
 
 use std::collections::HashMap;

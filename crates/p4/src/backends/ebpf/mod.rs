@@ -252,25 +252,45 @@ pub fn scan_entry(t: &KernelTable, keys: &[crate::backends::software::Match], pr
     e.extend_from_slice(&priority.to_ne_bytes());
     let mut lpm_len = 0u64;
     for (m, (w, _)) in keys.iter().zip(&t.keys) {
-        let all = ones(*w) as u128;
-        let (value, mask, low, high) = match *m {
-            Match::Exact(v) => (v, all, 0, all),
-            Match::Ternary { value, mask } => (value, mask, 0, all),
-            Match::Lpm { value, prefix } => {
-                lpm_len += prefix as u64;
-                let mask = if prefix == 0 { 0 } else { all & !(ones(w - prefix.min(*w)) as u128) };
-                (value, mask, 0, all)
-            }
-            Match::Range { low, high } => (0, 0, low, high),
-            Match::Any => (0, 0, 0, all),
-        };
-        for x in [value, mask, low, high] {
-            e.extend_from_slice(&(x as u64).to_ne_bytes());
+        if let Match::Lpm { prefix, .. } = *m {
+            lpm_len += prefix as u64;
         }
+        push_scanned_key(&mut e, m, *w);
     }
     e.extend_from_slice(&lpm_len.to_ne_bytes());
     e.extend_from_slice(value);
     e
+}
+
+/// The C that skips slot `e` of a scan (a scanned table's or a value set's) unless its key `j`
+/// holds `key` ([`push_scanned_key`]).
+fn skip_unless_scanned_key(s: &mut String, key: &str, j: usize) {
+    use std::fmt::Write as _;
+    let _ = writeln!(
+        s,
+        "\t\tif (({key} & e->k[{j}][1]) != (e->k[{j}][0] & e->k[{j}][1]) || {key} < e->k[{j}][2] || {key} > e->k[{j}][3])\n\t\t\tcontinue;"
+    );
+}
+
+/// A key of width `w` as a scanned table's entry and a value set's member hold it: value, mask,
+/// low and high, each a u64, which the kernel compares as `(k & mask) == (value & mask) && low
+/// <= k <= high` ([`skip_unless_scanned_key`]).
+fn push_scanned_key(e: &mut Vec<u8>, m: &crate::backends::software::Match, w: u32) {
+    use crate::backends::software::Match;
+    let all = ones(w) as u128;
+    let (value, mask, low, high) = match *m {
+        Match::Exact(v) => (v, all, 0, all),
+        Match::Ternary { value, mask } => (value, mask, 0, all),
+        Match::Lpm { value, prefix } => {
+            let mask = if prefix == 0 { 0 } else { all & !(ones(w - prefix.min(w)) as u128) };
+            (value, mask, 0, all)
+        }
+        Match::Range { low, high } => (0, 0, low, high),
+        Match::Any => (0, 0, 0, all),
+    };
+    for x in [value, mask, low, high] {
+        e.extend_from_slice(&(x as u64).to_ne_bytes());
+    }
 }
 
 fn ones(w: u32) -> u64 {

@@ -174,10 +174,7 @@ impl Printer<'_> {
                 let _ = writeln!(s, "\t\t__u32 at = i;\n\t\tstruct {st} *e = bpf_map_lookup_elem(&{}, &at);", t.map);
                 s += "\t\tif (!e || !e->present)\n\t\t\tcontinue;\n";
                 for j in 0..n {
-                    let _ = writeln!(
-                        s,
-                        "\t\tif ((kv[{j}] & e->k[{j}][1]) != (e->k[{j}][0] & e->k[{j}][1]) || kv[{j}] < e->k[{j}][2] || kv[{j}] > e->k[{j}][3])\n\t\t\tcontinue;"
-                    );
+                    super::skip_unless_scanned_key(&mut s, &format!("kv[{j}]"), j);
                 }
                 s += "\t\tif (!best || e->lpm > best->lpm || (e->lpm == best->lpm && e->priority > best->priority))\n\t\t\tbest = e;\n\t}\n";
                 s += "\tif (best)\n\t\tv = &best->value;\n";

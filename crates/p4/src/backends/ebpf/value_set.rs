@@ -6,7 +6,7 @@
 use std::fmt::Write as _;
 
 use super::printer::Printer;
-use super::{ident, no, ones, R};
+use super::{ident, no, R};
 use crate::backends::software::Match;
 
 /// A value set's map, as the datapath fills it.
@@ -25,19 +25,7 @@ pub struct KernelValueSet {
 pub fn value_set_member(v: &KernelValueSet, member: &[Match]) -> Vec<u8> {
     let mut e = 1u64.to_ne_bytes().to_vec();
     for (m, &w) in member.iter().zip(&v.widths) {
-        let all = ones(w) as u128;
-        let (value, mask, low, high) = match *m {
-            Match::Exact(x) => (x, all, 0, all),
-            Match::Ternary { value, mask } => (value, mask, 0, all),
-            Match::Lpm { value, prefix } => {
-                (value, if prefix == 0 { 0 } else { all & !(ones(w - prefix.min(w)) as u128) }, 0, all)
-            }
-            Match::Range { low, high } => (0, 0, low, high),
-            Match::Any => (0, 0, 0, all),
-        };
-        for x in [value, mask, low, high] {
-            e.extend_from_slice(&(x as u64).to_ne_bytes());
-        }
+        super::push_scanned_key(&mut e, m, w);
     }
     e
 }
@@ -74,10 +62,7 @@ impl Printer<'_> {
         let _ = writeln!(s, "\t\t__u32 at = i;\n\t\tstruct {st} *e = bpf_map_lookup_elem(&{st}, &at);");
         s.push_str("\t\tif (!e || !e->present)\n\t\t\tcontinue;\n");
         for (j, k) in keys.iter().enumerate() {
-            let _ = writeln!(
-                s,
-                "\t\tif (({k} & e->k[{j}][1]) != (e->k[{j}][0] & e->k[{j}][1]) || {k} < e->k[{j}][2] || {k} > e->k[{j}][3])\n\t\t\tcontinue;"
-            );
+            super::skip_unless_scanned_key(s, k, j);
         }
         let _ = writeln!(s, "\t\t{hit} = 1;\n\t\tbreak;\n\t}}");
         Ok(hit)
