@@ -186,6 +186,18 @@ impl Match {
             Match::Any => true,
         }
     }
+
+    /// Whether every number it holds fits a `width`-bit key (a prefix at most `width` long).
+    fn fits(&self, width: u32) -> bool {
+        let fits = |v: u128| v & !mask(width) == 0;
+        match *self {
+            Match::Exact(v) => fits(v),
+            Match::Ternary { value, mask } => fits(value) && fits(mask),
+            Match::Lpm { value, prefix } => fits(value) && prefix <= width,
+            Match::Range { low, high } => fits(low) && fits(high),
+            Match::Any => true,
+        }
+    }
 }
 
 /// A table entry, with what it matched.
@@ -733,16 +745,13 @@ impl Switch {
             return Err(format!("{table} matches {} field(s), not {}", t.keys.len(), keys.len()));
         }
         for (m, (width, kind)) in keys.iter().zip(&t.keys) {
-            let fits = |v: u128| v & !mask(*width) == 0;
-            let ok = match (m, kind.as_str()) {
-                (Match::Exact(v), _) => fits(*v),
-                (Match::Lpm { value, prefix }, "lpm") => fits(*value) && *prefix <= *width,
-                (Match::Ternary { value, mask }, "ternary") => fits(*value) && fits(*mask),
-                (Match::Any, "ternary" | "lpm") => true,
-                (Match::Range { low, high }, _) => fits(*low) && fits(*high),
-                _ => false,
+            let kind_takes_it = match m {
+                Match::Exact(_) | Match::Range { .. } => true,
+                Match::Lpm { .. } => kind == "lpm",
+                Match::Ternary { .. } => kind == "ternary",
+                Match::Any => matches!(kind.as_str(), "ternary" | "lpm"),
             };
-            if !ok {
+            if !(kind_takes_it && m.fits(*width)) {
                 return Err(format!("{table}: {m:?} does not fit a {width}-bit {kind} key"));
             }
         }

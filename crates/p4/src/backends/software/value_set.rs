@@ -61,15 +61,8 @@ impl Switch {
                 return Err(format!("{name}'s members have {} field(s), not {}", set.widths.len(), m.len()));
             }
             for (f, &w) in m.iter().zip(&set.widths) {
-                let fits = |v: u128| v & !super::mask(w) == 0;
-                let ok = match *f {
-                    Match::Exact(v) => fits(v),
-                    Match::Ternary { value, mask } => fits(value) && fits(mask),
-                    Match::Lpm { value, prefix } => fits(value) && prefix <= w,
-                    Match::Range { low, high } => fits(low) && fits(high) && low <= high,
-                    Match::Any => true,
-                };
-                if !ok {
+                let ordered = !matches!(*f, Match::Range { low, high } if low > high);
+                if !(f.fits(w) && ordered) {
                     return Err(format!("{f:?} does not fit {name}'s {w}-bit field"));
                 }
             }
