@@ -311,13 +311,7 @@ impl<'a> Printer<'a> {
     /// The name the control plane and the software target know an instance or table by
     /// (`Block.name` by the block's declaration, `.name` at the top level).
     pub fn switch_name(&self, qualified: &str) -> String {
-        match qualified.rsplit_once('.') {
-            Some((block, name)) => match self.ir.blocks_code.iter().find(|b| b.name == block) {
-                Some(b) => format!("{}.{name}", b.declared),
-                None => format!("{block}.{name}"),
-            },
-            None => format!(".{qualified}"),
-        }
+        self.ir.control_name(qualified)
     }
 
     /// The most headers a stack of the program holds (1 without stacks).

@@ -1062,13 +1062,7 @@ impl<'s> Compiler<'s> {
     /// The `Switch`'s name for an IR instance or table (`Block.name` by the block's
     /// declaration, `.name` at the top level), as P4Info and the control plane know it.
     fn switch_name(&self, qualified: &str) -> String {
-        match qualified.rsplit_once('.') {
-            Some((block, name)) => match self.ir.blocks_code.iter().find(|b| b.name == block) {
-                Some(b) => format!("{}.{name}", b.declared),
-                None => format!("{block}.{name}"),
-            },
-            None => format!(".{qualified}"),
-        }
+        self.ir.control_name(qualified)
     }
 
     fn apply(&self, table: usize, hit: Option<usize>, action_run: Option<usize>) -> R<S> {
