@@ -1,6 +1,7 @@
 """Small helpers shared by the testbed modules."""
 
 import os
+import random
 import socket
 import time
 from pathlib import Path
@@ -20,11 +21,38 @@ def kernel_version():
     return tuple(int(x) for x in os.uname().release.split("-")[0].split(".")[:2])
 
 
+#: Ports this process has handed out: two switches set up side by side before either listens
+#: must not be given the same one.
+_HANDED_OUT = set()
+
+
+def _ephemeral_range():
+    try:
+        low, high = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port():
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port on 127.0.0.1 that nothing listens on right now, below the kernel's ephemeral
+    range: a port the kernel picks for `bind(0)` is one it may also give the next outgoing
+    connection as its source port (a probe of another switch's listener did exactly that, and the
+    switch that was to listen on it then could not), but it never picks one below that range."""
+    low, _ = _ephemeral_range()
+    first = 20000 if low > 24000 else 1024
+    for _ in range(200):
+        port = random.randrange(first, low)
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
+    raise RuntimeError(f"no free TCP port in {first}..{low}")
 
 
 def wait_for(predicate, timeout=10.0, interval=0.05, what="condition"):
