@@ -26,6 +26,14 @@ def start_receiver(popen, *args, timeout=20):
     # Frames still on their way when the senders are done get 0.1 s (the receiver's default) to
     # arrive, more in an emulated guest, where the switch takes that long over one.
     settle = ["--settle", str(0.1 * TIMEOUT_SCALE)] if TIMEOUT_SCALE != 1 else []
+    # A receiver told to end on its standard input listens at most `--duration`: a bound, which
+    # stretches as the testbed's waits do. In an emulated guest a test's senders (each a process
+    # that takes seconds to start there) outlasted an AFDX receiver's 60 s, and its last frames
+    # went unheard.
+    args = list(args)
+    if "--duration" in args[:-1]:
+        at = args.index("--duration") + 1
+        args[at] = str(float(args[at]) * TIMEOUT_SCALE)
     proc = popen(*args, "--end-on-stdin", *settle, stdin=subprocess.PIPE)
     said = []
     timeout *= TIMEOUT_SCALE
@@ -65,7 +73,7 @@ def finish_receiver(proc, reports=(), timeout=60):
     returns its own report, parsed."""
     lines = "".join((r if isinstance(r, str) else json.dumps(r)).strip() + "\n" for r in reports)
     try:
-        out, err = proc.communicate(input=lines, timeout=timeout)
+        out, err = proc.communicate(input=lines, timeout=timeout * TIMEOUT_SCALE)
     finally:
         if proc.poll() is None:
             proc.kill()
