@@ -262,6 +262,7 @@ impl Run<'_> {
             bytes: std::mem::take(&mut self.bytes),
             checksum_error: false,
             past_stack: false,
+            matched: None,
         };
         let flow = exec::run_block(self.a.blocks[b], &mut m);
         let cursor = m.cursor;
