@@ -149,3 +149,13 @@ fn the_kernel_back_end_refuses_a_psa_program_by_name() {
     let Err(e) = p4::backends::ebpf::generate(&p, &c) else { panic!("the kernel back end took a PSA program") };
     assert!(e.contains("PSA_Switch does not fit the kernel back end"), "{e}");
 }
+
+#[test]
+fn a_direct_extern_no_table_names_is_refused_at_load() {
+    let unnamed = PROGRAM.replace("        psa_direct_counter = hits;\n", "");
+    let e = p4::stf::load("direct.p4", &unnamed).err().unwrap();
+    assert!(e.contains("the DirectCounter is no table's psa_direct_counter"), "{e}");
+    let unnamed = PROGRAM.replace("        psa_direct_meter = rate;\n", "");
+    let e = p4::stf::load("direct.p4", &unnamed).err().unwrap();
+    assert!(e.contains("the DirectMeter is no table's psa_direct_meter"), "{e}");
+}

@@ -332,7 +332,7 @@ impl Compiler<'_> {
                     }
                     // v1model's direct counter counts each hit as the lookup makes it.
                     ("direct_counter", "count") => Ok(Box::new(|_: &mut M| Flow::Next)),
-                    ("DirectCounter", "count") => Ok(self.psa_direct_count(name)),
+                    ("DirectCounter", "count") => self.psa_direct_count(name),
                     ("DirectMeter", "execute") if args.is_empty() => self.psa_direct_execute(name, &key, result),
                     ("direct_meter", "read") => self.direct_meter_read(key, args),
                     ("register", "read") if args.len() == 2 => {

@@ -204,9 +204,12 @@ impl Compiler<'_> {
     /// `DirectCounter.count()`: the entry its table matched counts the frame (PSA 7.7: the
     /// counter counts only where an action calls it). Elsewhere (a miss, another table's
     /// action) it counts nothing, as there is no entry of its own.
-    pub(super) fn psa_direct_count(&self, instance: &str) -> S {
+    pub(super) fn psa_direct_count(&self, instance: &str) -> R<S> {
         let tables = self.tables_with("psa_direct_counter", instance);
-        Box::new(move |m: &mut M| {
+        if tables.is_empty() {
+            return Err(format!("{instance}.count(): the DirectCounter is no table's psa_direct_counter"));
+        }
+        Ok(Box::new(move |m: &mut M| {
             if let Some((table, i)) = m.matched.filter(|(t, _)| tables.contains(t)) {
                 let length = m.length;
                 if let Some(e) = m.sw.tables.at_mut(table).entries.get_mut(i) {
@@ -215,13 +218,16 @@ impl Compiler<'_> {
                 }
             }
             Flow::Next
-        })
+        }))
     }
 
     /// `DirectMeter.execute()`: the colour the matched entry's own cell marks the frame (PSA
     /// 7.8), green where no entry of its table matched (the default action after a miss).
     pub(super) fn psa_direct_execute(&self, instance: &str, key: &str, result: Option<&Place>) -> R<S> {
         let tables = self.tables_with("psa_direct_meter", instance);
+        if tables.is_empty() {
+            return Err(format!("{instance}.execute(): the DirectMeter is no table's psa_direct_meter"));
+        }
         let bytes = self.sw.direct_meters.get(key).copied().unwrap_or(false);
         let colours = self.psa_colours(result)?;
         let dst = self.psa_result(result)?;
