@@ -4,9 +4,7 @@
 //! is resubmitted or dropped and the deparser's bytes go nowhere. The software target runs
 //! the deparser for every frame; the kernel back end refuses PSA programs whole.
 
-mod common;
-
-use common::{assert_pass, run};
+use crate::common::{assert_pass, run};
 
 /// Ingress on the EtherType: 1 marks the frame's metadata 0x5a and resubmits it, 2 marks it
 /// 0xc3 and clones it to session 5, leaving the frame dropped. The deparser puts the mark in

@@ -4,9 +4,7 @@
 //! own cell; P4Info ties them to the table as it ties v1model's. The kernel back end refuses
 //! PSA programs whole.
 
-mod common;
-
-use common::{assert_pass, run};
+use crate::common::{assert_pass, run};
 use p4::backends::software::{Match, Switch};
 
 /// Table `t` on the EtherType: `counted` counts and meters a frame whose `seen` byte is 0 and
