@@ -641,17 +641,20 @@ pub fn info(program: &Program, checked: &Checked) -> Result<Info, String> {
             let action_id = |a: &str| info.action_named(a).map(|a| a.preamble.id);
             let action_ids = t.actions.iter().filter_map(|a| action_id(&a.name.text)).collect();
             let default_action = t.default_action.as_ref().and_then(|(r, c)| Some((action_id(&r.name.text)?, *c)));
-            let direct = |property: &str, list: &[ExternInfo]| {
-                t.properties.iter().find(|(p, _)| p.text == property).and_then(|(_, e)| match &e.kind {
-                    ExprKind::Name(n) => {
-                        let target = format!("{}.{n}", block.text);
-                        list.iter().find(|x| x.target == target).map(|x| x.preamble.id)
+            // v1model's property or PSA's (`psa_direct_counter`, `psa_direct_meter`).
+            let direct = |properties: [&str; 2], list: &[ExternInfo]| {
+                t.properties.iter().find(|(p, _)| properties.contains(&p.text.as_str())).and_then(|(_, e)| {
+                    match &e.kind {
+                        ExprKind::Name(n) => {
+                            let target = format!("{}.{n}", block.text);
+                            list.iter().find(|x| x.target == target).map(|x| x.preamble.id)
+                        }
+                        _ => None,
                     }
-                    _ => None,
                 })
             };
-            let direct_counter = direct("counters", &info.direct_counters);
-            let direct_meter = direct("meters", &info.direct_meters);
+            let direct_counter = direct(["counters", "psa_direct_counter"], &info.direct_counters);
+            let direct_meter = direct(["meters", "psa_direct_meter"], &info.direct_meters);
             let target = format!("{}.{}", block.text, t.name.text);
             let implementation = match implementation_of(t) {
                 None => None,

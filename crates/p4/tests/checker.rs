@@ -68,7 +68,7 @@ fn bad_programs_get_exact_messages() {
         (ingress("table t { key = { hdr.h.a : exact; } actions = { NoAction; } const entries = { (1, 2) : NoAction(); } }", ""), "c.p4:9:80: 2 value(s) for the 1 field(s) this table matches"),
         (ingress("action f(PortId_t p) {}\ntable t { key = { hdr.h.a : exact; } actions = { f; } const entries = { 1 : f(); } }", ""), "c.p4:10:77: 'f' takes 1 argument(s), not 0"),
         (ingress("table t { key = { hdr.h.a : exact; } actions = { NoAction; } counters = 5; }", ""), "c.p4:9:73: 'counters' takes a direct_counter instance; this is a number"),
-        (ingress("table t { key = { hdr.h.a : exact; } actions = { NoAction; } idle = 5; }", ""), "c.p4:9:62: no table property 'idle' (there are key, actions, default_action, size, entries, counters, meters, implementation and psa_implementation)"),
+        (ingress("table t { key = { hdr.h.a : exact; } actions = { NoAction; } idle = 5; }", ""), "c.p4:9:62: no table property 'idle' (there are key, actions, default_action, size, entries, counters, meters, psa_direct_counter, psa_direct_meter, implementation and psa_implementation)"),
         (ingress("", "switch (hdr.h.a) { default: { } }"), "c.p4:10:9: switch takes a table's action_run (t.apply().action_run); this is bit<8>"),
         (ingress("table t { key = { hdr.h.a : exact; } actions = { NoAction; } }", "switch (t.apply().action_run) { drop: { } }"), "c.p4:10:41: 'drop' is not one of table t's actions"),
         (ingress("table t { key = { hdr.h.a : exact; } actions = { NoAction; } }\naction b() { t.apply(); }", ""), "c.p4:10:16: a table is applied in a control's apply block, not in an action"),

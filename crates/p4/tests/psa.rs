@@ -1,9 +1,15 @@
 //! PSA on the software target (issue 52, item 2), each behaviour as BMv2's psa_switch shows it,
 //! driven by STF scripts: a frame ingress sends nowhere is dropped, unicast and multicast with
 //! the replica's instance, the packet path egress sees, clones, resubmission, recirculation,
-//! and PSA's own externs (InternetChecksum, Hash, Register's read that returns the cell).
+//! and PSA's own externs (InternetChecksum, Hash, Register's read that returns the cell);
+//! `psa/direct.rs` the direct counters and meters, `psa/carried.rs` the deparser's metadata
+//! for resubmissions and I2E clones (one test binary, one link).
 
+#[path = "psa/carried.rs"]
+mod carried;
 mod common;
+#[path = "psa/direct.rs"]
+mod direct;
 
 use common::{assert_pass, run};
 

@@ -951,20 +951,16 @@ impl<'a> Checker<'a> {
                 continue;
             }
             let ty = self.expr(value)?;
-            let fits = match prop.text.as_str() {
-                "counters" => matches!(&ty, Ty::Extern(n, _) if n == "direct_counter"),
-                "meters" => matches!(&ty, Ty::Extern(n, _) if n == "direct_meter"),
-                other => return err(prop.pos, format!("no table property '{other}' (there are key, actions, default_action, size, entries, counters, meters, implementation and psa_implementation)")),
+            // v1model's and edgeflow.p4's direct externs, and PSA's (psa.p4's table properties).
+            let wanted = match prop.text.as_str() {
+                "counters" => "direct_counter",
+                "meters" => "direct_meter",
+                "psa_direct_counter" => "DirectCounter",
+                "psa_direct_meter" => "DirectMeter",
+                other => return err(prop.pos, format!("no table property '{other}' (there are key, actions, default_action, size, entries, counters, meters, psa_direct_counter, psa_direct_meter, implementation and psa_implementation)")),
             };
-            if !fits {
-                return err(
-                    value.pos,
-                    format!(
-                        "'{}' takes a direct_{} instance; this is {ty}",
-                        prop.text,
-                        &prop.text[..prop.text.len() - 1]
-                    ),
-                );
+            if !matches!(&ty, Ty::Extern(n, _) if n == wanted) {
+                return err(value.pos, format!("'{}' takes a {wanted} instance; this is {ty}", prop.text));
             }
         }
         if let Some(k) = t.keys.iter().find(|k| k.match_kind.text == "selector") {

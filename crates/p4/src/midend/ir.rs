@@ -418,7 +418,8 @@ pub struct Table {
     pub entries: Vec<TableEntry>,
     pub entries_const: bool,
     pub size: Option<u128>,
-    /// `counters = c`, `meters = m`, `implementation = p`: the property and the instance's name.
+    /// `counters = c`, `meters = m`, `psa_direct_counter = c`, `psa_direct_meter = m`,
+    /// `implementation = p`: the property and the instance's name.
     pub properties: Vec<(String, String)>,
     /// Where it is declared (a back end's refusal names it).
     pub pos: Pos,

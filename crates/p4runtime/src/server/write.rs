@@ -359,8 +359,62 @@ control D(packet_out packet, in headers_t hdr) { apply { packet.emit(hdr.eth); }
 EdgeflowSwitch(P(), I(), E(), D()) main;
 "#;
 
+    /// Table t as a PSA program writes it: its direct externs by `psa_direct_counter` and
+    /// `psa_direct_meter`, which its action calls.
+    const PSA_PROGRAM: &str = r#"
+#include <core.p4>
+#include <psa.p4>
+header eth_t { bit<48> dst; bit<48> src; bit<16> kind; }
+struct headers_t { eth_t eth; }
+struct meta_t { }
+struct empty_t { }
+parser IP(packet_in packet, out headers_t hdr, inout meta_t meta, in psa_ingress_parser_input_metadata_t istd,
+          in empty_t resubmit_meta, in empty_t recirculate_meta) {
+    state start { packet.extract(hdr.eth); transition accept; }
+}
+control I(inout headers_t hdr, inout meta_t meta, in psa_ingress_input_metadata_t istd,
+          inout psa_ingress_output_metadata_t ostd) {
+    DirectCounter<bit<64>>(PSA_CounterType_t.PACKETS_AND_BYTES) hits;
+    DirectMeter(PSA_MeterType_t.PACKETS) rate;
+    action to(PortId_t port) {
+        hits.count();
+        if (rate.execute() != PSA_MeterColor_t.RED) { send_to_port(ostd, port); }
+    }
+    table t {
+        key = { hdr.eth.dst : exact; }
+        actions = { to; NoAction; }
+        default_action = NoAction();
+        psa_direct_counter = hits;
+        psa_direct_meter = rate;
+        size = 8;
+    }
+    apply { t.apply(); }
+}
+control ID(packet_out packet, out empty_t clone_i2e_meta, out empty_t resubmit_meta, out empty_t normal_meta,
+           inout headers_t hdr, in meta_t meta, in psa_ingress_output_metadata_t istd) {
+    apply { packet.emit(hdr.eth); }
+}
+parser EP(packet_in packet, out headers_t hdr, inout meta_t meta, in psa_egress_parser_input_metadata_t istd,
+          in empty_t normal_meta, in empty_t clone_i2e_meta, in empty_t clone_e2e_meta) {
+    state start { transition accept; }
+}
+control E(inout headers_t hdr, inout meta_t meta, in psa_egress_input_metadata_t istd,
+          inout psa_egress_output_metadata_t ostd) { apply { } }
+control ED(packet_out packet, out empty_t clone_e2e_meta, out empty_t recirculate_meta, inout headers_t hdr,
+           in meta_t meta, in psa_egress_output_metadata_t istd, in psa_egress_deparser_input_metadata_t edstd) {
+    apply { }
+}
+IngressPipeline(IP(), I(), ID()) ip;
+EgressPipeline(EP(), E(), ED()) ep;
+PSA_Switch(ip, PacketReplicationEngine(), ep, BufferingQueueingEngine()) main;
+"#;
+
     fn switch() -> Switch {
-        let (program, checked) = p4::front_end("test.p4", PROGRAM).unwrap();
+        switch_of(PROGRAM)
+    }
+
+    fn switch_of(text: &str) -> Switch {
+        let (program, checked) = p4::front_end("test.p4", text).unwrap();
         Switch::new(program, checked).unwrap()
     }
 
@@ -450,9 +504,17 @@ EdgeflowSwitch(P(), I(), E(), D()) main;
 
     #[test]
     fn direct_counters_are_written_and_direct_meters_read() {
+        direct_cells_are_written_and_read(switch());
+    }
+
+    #[test]
+    fn psa_direct_counters_and_meters_are_written_and_read_as_v1models() {
+        direct_cells_are_written_and_read(switch_of(PSA_PROGRAM));
+    }
+
+    fn direct_cells_are_written_and_read(mut sw: Switch) {
         use pb::entity::Entity as E;
         use pb::update::Type::{Insert, Modify};
-        let mut sw = switch();
         let info = sw.info();
         let config = pb::MeterConfig { cir: 10, cburst: 5, pir: 20, pburst: 5, eburst: 0 };
         let metered = pb::TableEntry { meter_config: Some(config), ..entry(&info, 1, 2) };

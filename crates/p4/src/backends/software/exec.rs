@@ -58,6 +58,9 @@ pub(super) struct M<'a> {
     /// A read of a stack's `last` or `next` found no such element: in a parser, the parser
     /// rejects with error.StackOutOfBounds (P4-16 8.18) after the statement or select.
     pub past_stack: bool,
+    /// The entry the table being applied matched (its state's number, the entry's index), for
+    /// its action's PSA `DirectCounter.count()` and `DirectMeter.execute()`.
+    pub matched: Option<(usize, usize)>,
 }
 
 pub(super) type E = Box<dyn Fn(&mut M<'_>) -> u128 + Send + Sync>;
@@ -186,6 +189,9 @@ pub(super) struct Table {
     fallback: usize,
     /// A direct meter, an action profile or selector: looked up by `indirect::apply_table`.
     extras: Option<Box<indirect::TableExtras>>,
+    /// Whether a hit counts in the entry's packets and bytes (not with a PSA DirectCounter,
+    /// which its actions' `count()` calls do).
+    counts_hits: bool,
 }
 
 struct TableAction {
@@ -1069,6 +1075,8 @@ impl<'s> Compiler<'s> {
         let hit = hit.map(|v| self.base[v]);
         let action_run = action_run.map(|v| self.base[v]);
         Ok(Box::new(move |m: &mut M| {
+            // `apply_table` sets `m.matched` for the action's PSA direct externs; only its
+            // action may use it.
             let (taken, action, listed) = apply_table(table, m);
             if let Some(h) = hit {
                 m.slots[h] = taken as u128;
@@ -1078,6 +1086,7 @@ impl<'s> Compiler<'s> {
             }
             let prog = m.prog;
             let f = run(&prog.actions[action], m);
+            m.matched = None;
             // Its bound arguments' copies out, on a return and on an exit.
             if let Some(ta) = listed.and_then(|k| prog.tables[table].actions.get(k)) {
                 if matches!(f, Flow::Next | Flow::Return | Flow::Exit) {
@@ -1095,7 +1104,14 @@ impl<'s> Compiler<'s> {
         let name = self.switch_name(&t.name);
         let state_no = self.sw.tables.number(&name).ok_or_else(|| format!("the table {name}"))?;
         let state = self.sw.tables.at(state_no);
-        let extras = self.table_extras(t, &state.selector_keys, &state.profile, &state.meter)?;
+        // v1model's direct meter marks the entry as the lookup hits it; PSA's marks it when an
+        // action calls `execute()` (`DirectMeter` in `psa_externs.rs`).
+        let marks_on_hit = t.properties.iter().any(|(p, _)| p == "meters");
+        let meter = if marks_on_hit { state.meter.clone() } else { None };
+        let extras = self.table_extras(t, &state.selector_keys, &state.profile, &meter)?;
+        // PSA's DirectCounter counts an entry only when its action calls `count()`; other
+        // tables count each hit (v1model's direct_counter, and the hits the control plane reads).
+        let counts_hits = !t.properties.iter().any(|(p, _)| p == "psa_direct_counter");
         if state.keys.len() + state.selector_keys.len() != t.keys.len() || state.actions.len() != t.actions.len() {
             return Err(format!("{name}: its keys or actions"));
         }
@@ -1128,7 +1144,7 @@ impl<'s> Compiler<'s> {
                 .collect();
             actions.push(TableAction { action: ta.action, data, copy_in, copy_out });
         }
-        Ok(Table { state: state_no, keys, actions, fallback: t.default_action.0, extras })
+        Ok(Table { state: state_no, keys, actions, fallback: t.default_action.0, extras, counts_hits })
     }
 }
 
@@ -1230,12 +1246,15 @@ fn apply_table(table: usize, m: &mut M) -> (bool, usize, Option<usize>) {
     let (hit, at) = match best {
         Some(i) => {
             let e = &mut state.entries[i];
-            e.packets += 1;
-            e.bytes += length;
+            if t.counts_hits {
+                e.packets += 1;
+                e.bytes += length;
+            }
             (true, e.action_at)
         }
         None => (false, state.default_at),
     };
+    m.matched = best.map(|i| (t.state, i));
     let Some(ta) = t.actions.get(at) else {
         // The program's default names an action the table does not list (NoAction).
         return (hit, t.fallback, None);

@@ -285,6 +285,7 @@ impl Switch {
             bytes,
             checksum_error: false,
             past_stack: false,
+            matched: None,
         };
         let result = match &program.arch {
             Arch::Edgeflow(a) => edgeflow(a, &mut m, frame, port, now),

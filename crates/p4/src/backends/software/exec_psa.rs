@@ -7,8 +7,8 @@
 //! block afresh from zero (P4's default values: headers invalid, `false`, the first
 //! member of an enum, `error.NoError`), and copies what PSA carries from one block to the next
 //! (headers and user metadata within a pipeline, the output metadata into its deparser, and
-//! a deparser's `normal_meta`, `clone_e2e_meta` or `recirculate_meta` into the parser of the
-//! pass it makes). The intrinsic metadata's fields are found by
+//! a deparser's `normal_meta`, `clone_i2e_meta`, `resubmit_meta`, `clone_e2e_meta` or
+//! `recirculate_meta` into the parser of the pass it makes). The intrinsic metadata's fields are found by
 //! name once, when the program is compiled; the frames of later passes are the deparsers'
 //! bytes, so each block runs on an `M` of its own over the slots the passes share.
 
@@ -152,7 +152,7 @@ enum Job {
         frame: Vec<u8>,
         port: u32,
         path: Path,
-        /// A recirculated frame's `recirculate_meta`.
+        /// A resubmitted frame's `resubmit_meta`, a recirculated one's `recirculate_meta`.
         carried: Carried,
     },
     Egress {
@@ -161,7 +161,8 @@ enum Job {
         path: Path,
         instance: u16,
         class: u128,
-        /// A normal copy's `normal_meta`, an E2E clone's `clone_e2e_meta`.
+        /// A normal copy's `normal_meta`, an I2E clone's `clone_i2e_meta`, an E2E clone's
+        /// `clone_e2e_meta`.
         carried: Carried,
         /// Where a clone session cuts this copy as it leaves.
         cut: Option<usize>,
@@ -262,6 +263,7 @@ impl Run<'_> {
             bytes: std::mem::take(&mut self.bytes),
             checksum_error: false,
             past_stack: false,
+            matched: None,
         };
         let flow = exec::run_block(self.a.blocks[b], &mut m);
         let cursor = m.cursor;
@@ -352,23 +354,29 @@ impl Run<'_> {
         self.set(a.i_drop, 1);
         ran(self.block(1, payload, frame.len()).0)?;
 
-        if self.get(a.i_clone) != 0 {
-            let session = self.get(a.i_session) as u32;
-            self.clone_to(frame, session, Path::CloneI2E, None, jobs);
-        }
-        if self.get(a.i_drop) != 0 {
-            return Ok(());
-        }
-        if self.get(a.i_resubmit) != 0 {
-            jobs.push_back(Job::Ingress { frame: frame.to_vec(), port, path: Path::Resubmit, carried: None });
-            return Ok(());
-        }
+        // The deparser runs for every frame (PSA 6.2): a clone's `clone_i2e_meta` and a
+        // resubmission's `resubmit_meta` are its out parameters, even where ingress dropped
+        // the frame or resubmits it and its bytes go nowhere.
         self.fresh(&a.id[..3]);
         self.copy(a.ig[0], a.id[3]);
         self.copy(a.ig[1], a.id[4]);
         self.copy(a.ig[3], a.id[5]);
         self.out.clear();
         ran(self.block(2, payload, frame.len()).0)?;
+
+        if self.get(a.i_clone) != 0 {
+            let session = self.get(a.i_session) as u32;
+            let meta = (a.ep[4], self.take(a.id[0]));
+            self.clone_to(frame, session, Path::CloneI2E, Some(meta), jobs);
+        }
+        if self.get(a.i_drop) != 0 {
+            return Ok(());
+        }
+        if self.get(a.i_resubmit) != 0 {
+            let carried = Some((a.ip[3], self.take(a.id[1])));
+            jobs.push_back(Job::Ingress { frame: frame.to_vec(), port, path: Path::Resubmit, carried });
+            return Ok(());
+        }
         let bridged = (a.ep[3], self.take(a.id[2]));
         let bytes = self.deparsed(payload);
 

@@ -242,7 +242,8 @@ struct TableState {
     size: usize,
     /// Entries from the program (`const entries`): the control plane cannot change them.
     fixed: bool,
-    /// Its direct meter (`meters = dm`): the instance, and whether it counts bytes.
+    /// Its direct meter (`meters = dm`, PSA's `psa_direct_meter = dm`): the instance, and
+    /// whether it counts bytes.
     meter: Option<(String, bool)>,
     /// Its entries by tuple space (one hash per set of masks): the compiled target's lookup
     /// (the AFDX switch's table holds thousands).
@@ -482,7 +483,7 @@ impl Switch {
             });
         }
         let property = |p: &str| t.properties.iter().find(|(q, _)| q == p).map(|(_, instance)| instance);
-        let meter = property("meters").map(|instance| {
+        let meter = property("meters").or_else(|| property("psa_direct_meter")).map(|instance| {
             let key = ir.control_name(instance);
             let bytes = self.direct_meters.get(&key).copied().unwrap_or(false);
             (key, bytes)

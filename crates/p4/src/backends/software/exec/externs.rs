@@ -330,7 +330,10 @@ impl Compiler<'_> {
                             Flow::Next
                         }))
                     }
-                    ("direct_counter" | "DirectCounter", "count") => Ok(Box::new(|_: &mut M| Flow::Next)),
+                    // v1model's direct counter counts each hit as the lookup makes it.
+                    ("direct_counter", "count") => Ok(Box::new(|_: &mut M| Flow::Next)),
+                    ("DirectCounter", "count") => self.psa_direct_count(name),
+                    ("DirectMeter", "execute") if args.is_empty() => self.psa_direct_execute(name, &key, result),
                     ("direct_meter", "read") => self.direct_meter_read(key, args),
                     ("register", "read") if args.len() == 2 => {
                         let r = self.sw.registers.number(&key).ok_or_else(|| format!("the register {key}"))?;

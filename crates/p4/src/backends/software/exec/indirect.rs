@@ -94,8 +94,10 @@ pub(super) fn apply_table(table: usize, m: &mut M) -> (bool, usize, Option<usize
     match best {
         Some(i) => {
             let e = &mut state.entries[i];
-            e.packets += 1;
-            e.bytes += length;
+            if t.counts_hits {
+                e.packets += 1;
+                e.bytes += length;
+            }
             let colour = extras.meter.as_ref().map(|(_, bytes)| e.meter.mark(if *bytes { length } else { 1 }, now));
             let indirect = match (&e.indirect, &extras.profile) {
                 (Some(to), Some(profile)) => Some((to.clone(), profile.clone())),
@@ -131,6 +133,7 @@ pub(super) fn apply_table(table: usize, m: &mut M) -> (bool, usize, Option<usize
         let state = m.sw.tables.at(t.state);
         (false, state.default_at, state.default.1.clone())
     });
+    m.matched = if hit { best.map(|i| (t.state, i)) } else { None };
     let Some(ta) = t.actions.get(at) else {
         return (hit, t.fallback, None);
     };

@@ -1,6 +1,7 @@
 //! The compiled program's calls of PSA's own externs (`externs.rs` has those PSA shares with
-//! v1model: `Counter`, `DirectCounter`, `Register.write`): `Hash`, `Checksum`,
-//! `InternetChecksum`, `Random`, `Digest`, `Register.read`, `Meter.execute` and the functions
+//! v1model: `Counter`, `Register.write`): `Hash`, `Checksum`,
+//! `InternetChecksum`, `Random`, `Digest`, `Register.read`, `Meter.execute`,
+//! `DirectCounter.count` and `DirectMeter.execute` (on the entry the table matched) and the functions
 //! on the output metadata (`psa_normal`, ...). The instances without cells keep their state
 //! in `Switch::externs` (made at load by `psa.rs`, cleared as each of the package's blocks
 //! starts), found by number when the program is compiled.
@@ -187,6 +188,63 @@ impl Compiler<'_> {
         colours[YELLOW as usize] = number("YELLOW")?;
         colours[2] = number("RED")?;
         Ok(colours)
+    }
+
+    /// The tables (their states' numbers) whose `property` (`psa_direct_counter`,
+    /// `psa_direct_meter`) names IR instance `instance`.
+    fn tables_with(&self, property: &str, instance: &str) -> Vec<usize> {
+        self.ir
+            .tables
+            .iter()
+            .filter(|t| t.properties.iter().any(|(p, i)| p == property && i == instance))
+            .filter_map(|t| self.sw.tables.number(&self.switch_name(&t.name)))
+            .collect()
+    }
+
+    /// `DirectCounter.count()`: the entry its table matched counts the frame (PSA 7.7: the
+    /// counter counts only where an action calls it). Elsewhere (a miss, another table's
+    /// action) it counts nothing, as there is no entry of its own.
+    pub(super) fn psa_direct_count(&self, instance: &str) -> R<S> {
+        let tables = self.tables_with("psa_direct_counter", instance);
+        if tables.is_empty() {
+            return Err(format!("{instance}.count(): the DirectCounter is no table's psa_direct_counter"));
+        }
+        Ok(Box::new(move |m: &mut M| {
+            if let Some((table, i)) = m.matched.filter(|(t, _)| tables.contains(t)) {
+                let length = m.length;
+                if let Some(e) = m.sw.tables.at_mut(table).entries.get_mut(i) {
+                    e.packets += 1;
+                    e.bytes += length;
+                }
+            }
+            Flow::Next
+        }))
+    }
+
+    /// `DirectMeter.execute()`: the colour the matched entry's own cell marks the frame (PSA
+    /// 7.8), green where no entry of its table matched (the default action after a miss).
+    pub(super) fn psa_direct_execute(&self, instance: &str, key: &str, result: Option<&Place>) -> R<S> {
+        let tables = self.tables_with("psa_direct_meter", instance);
+        if tables.is_empty() {
+            return Err(format!("{instance}.execute(): the DirectMeter is no table's psa_direct_meter"));
+        }
+        let bytes = self.sw.direct_meters.get(key).copied().unwrap_or(false);
+        let colours = self.psa_colours(result)?;
+        let dst = self.psa_result(result)?;
+        Ok(Box::new(move |m: &mut M| {
+            let (length, now) = (m.length, m.now);
+            let units = if bytes { length } else { 1 };
+            let cell = m.matched.filter(|(t, _)| tables.contains(t));
+            let colour = cell
+                .and_then(|(table, i)| m.sw.tables.at_mut(table).entries.get_mut(i))
+                .map_or(GREEN, |e| e.meter.mark(units, now));
+            if let Some((at, km)) = &dst {
+                if let Some(a) = at(m) {
+                    m.slots[a] = colours[colour.min(2) as usize] & km;
+                }
+            }
+            Flow::Next
+        }))
     }
 
     /// `Digest.pack(data)`: kept for the control plane under the instance's name, each member

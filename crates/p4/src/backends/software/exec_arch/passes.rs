@@ -86,6 +86,7 @@ fn job<'a, T>(
         bytes: std::mem::take(&mut s.bytes),
         checksum_error: false,
         past_stack: false,
+        matched: None,
     };
     let result = f(&mut m);
     s.slots = std::mem::take(&mut m.slots);
