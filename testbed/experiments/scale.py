@@ -7,6 +7,7 @@ takes that misses the megaflow cache: a full walk of the classifier, which shoul
 of masks and not the number of flows."""
 
 import json
+import os
 import subprocess
 import time
 
@@ -15,7 +16,7 @@ from ..churn import Churner, encode_flows
 from ..loadgen import LOADGEN_BIN, finish_receiver, receiving
 from ..reactive import Reactive
 from ..switches import DEFAULT_SWITCHES
-from ..util import ROOT
+from ..util import ROOT, run_dir
 from .common import SWITCHES, Table, median, plot, progress, switch_under_test
 
 #: Switches that take flows from a controller.
@@ -26,8 +27,15 @@ SCALE_EXAMPLE = ROOT / "target" / "release" / "examples" / "scale"
 #: shape's rows: edgeflow's userspace datapath (the tc and xdp ones set flows up in the same
 #: thread) and Open vSwitch's.
 SETUP_KINDS = ("edgeflow", "ovs-netdev")
-#: New flows offered per setup measurement, and how fast: more than either switch sets up.
+#: New flows offered per setup burst, and how fast: more than either switch sets up.
 SETUP_FLOWS, SETUP_OFFERED = 20_000, 100_000
+#: Bursts per started switch, each of new flows (its own source port). A burst lasts a fraction
+#: of a second, so one scheduling stall on a shared machine halves its rate: the row is the
+#: median of every burst of every run.
+SETUP_BURSTS = 3
+#: Flow counts to measure instead of 10 000, 100 000 and 1 000 000 (`EDGEFLOW_SCALE_FLOWS=100000`,
+#: comma-separated), for a closer look at one without the whole table.
+FLOWS_ENV = "EDGEFLOW_SCALE_FLOWS"
 #: New source addresses offered to a learning switch (at most 65 535: the sender counts two bytes).
 LEARN_FLOWS = 60_000
 
@@ -86,11 +94,23 @@ def install(sw, data, n_flows):
     return n_flows / took
 
 
-def setup_rate(sw, ctl, hosts, n=SETUP_FLOWS):
+def cpu_seconds(pids):
+    """User and system time of every thread of `pids` so far (from /proc)."""
+    ticks = 0
+    for pid in pids:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def setup_rate(sw, ctl, hosts, n=SETUP_FLOWS, sport=7000):
     """New flows set up a second: `n` one-frame UDP flows no installed flow matches (source port
-    7000), offered faster than the switch sets them up; each goes table miss -> packet-in ->
+    `sport`), offered faster than the switch sets them up; each goes table miss -> packet-in ->
     `ctl`'s flow-mod and packet-out -> out to the other host. The rate is the frames that arrived
-    there over the time from the first packet-in to the last answer."""
+    there over the time from the first packet-in to the last answer. Returns (rate, flows set up
+    by the controller)."""
     sw.ofctl("add-flow", "priority=0,actions=CONTROLLER:65535")
     ctl.setups, ctl.first, ctl.last = 0, None, None
     sender, receiver = hosts
@@ -98,12 +118,35 @@ def setup_rate(sw, ctl, hosts, n=SETUP_FLOWS):
                    "60") as recv:
         s = sender.run(LOADGEN_BIN, "send", "--iface", "eth0", "--dst-mac", receiver.mac, "--src-ip", sender.addr,
                        "--dst-ip", receiver.addr, "--size", "64", "--rate", str(SETUP_OFFERED), "--count", str(n),
-                       "--udp-flows", str(n), "--sport", "7000", "--dport", "20000", "--engine", "socket",
+                       "--udp-flows", str(n), "--sport", str(sport), "--dport", "20000", "--engine", "socket",
                        timeout=120)
         got = finish_receiver(recv, [s.stdout])
     if not ctl.setups or ctl.last <= ctl.first:
         raise RuntimeError(f"scale: {sw.name} set up no flow through the controller")
-    return min(got["received"], ctl.setups) / (ctl.last - ctl.first)
+    return min(got["received"], ctl.setups) / (ctl.last - ctl.first), ctl.setups
+
+
+def setup_bursts(sw, ctl, hosts, bursts=SETUP_BURSTS):
+    """`bursts` setup measurements on one switch, each of new flows: their rates, and the
+    switch's own CPU time (every thread, user and system) per flow set up over all of them. The
+    CPU time is what the switch spent, whatever else ran on the machine; the rate is also how
+    much of the machine it got."""
+    pids = sw.cpu_pids()
+    before = cpu_seconds(pids)
+    rates, setups = [], 0
+    for k in range(bursts):
+        rate, done = setup_rate(sw, ctl, hosts, sport=7000 + k)
+        rates.append(rate)
+        setups += done
+    return rates, (cpu_seconds(pids) - before) / setups * 1e6
+
+
+def table_room(n_flows):
+    """A config file giving edgeflow's table 0 room for `n_flows` installed, the table-miss flow
+    and every flow the setup bursts add (at a million the default capacity has none)."""
+    path = run_dir("scale") / f"table-{n_flows}.toml"
+    path.write_text(f"[[table]]\nid = 0\nmax_flows = {n_flows + 1 + SETUP_BURSTS * SETUP_FLOWS}\n")
+    return path
 
 
 def learning_setup_rate(hosts, n=None):
@@ -132,12 +175,15 @@ def learning_setup_rate(hosts, n=None):
 def run(out, quick=False, switches=DEFAULT_SWITCHES):
     kinds = [k for k in switches if k in KINDS]
     counts = (10_000,) if quick else (10_000, 100_000, 1_000_000)
+    if os.environ.get(FLOWS_ENV):
+        counts = tuple(int(c) for c in os.environ[FLOWS_ENV].split(","))
     shapes = SHAPES[:1] if quick else SHAPES
     samples = 1 if quick else 3
+    bursts = 1 if quick else SETUP_BURSTS
     ensure_example()
     table = Table("scale", "Memory per flow, install rate and lookup cost from 10 000 to 1 000 000 flows",
                   ["switch", "shape", "flows", "rss_mb", "bytes_per_flow", "install_per_s", "install_ratio",
-                   "setup_per_s", "setup_ratio", "masks", "heap_bytes_per_flow", "lookup_ns"],
+                   "setup_per_s", "setup_ratio", "setup_cpu_us", "masks", "heap_bytes_per_flow", "lookup_ns"],
                   note=("One table, one OpenFlow connection (the switch's passive listener), every flow-mod encoded "
                         "before the clock starts and sent at once; install_per_s up to the reply to a barrier after "
                         "the last. rss_mb: the switch process's resident set with the flows in; bytes_per_flow: that "
@@ -150,12 +196,16 @@ def run(out, quick=False, switches=DEFAULT_SWITCHES):
                         "translation that misses the megaflow cache and walks the classifier), so they are the "
                         f"same for its three datapaths. Medians of {samples} run(s), each on a freshly started "
                         "switch. Targets (issue 56): <= 512 bytes per flow at 1 000 000 flows, installs >= 2 x Open "
-                        "vSwitch on every datapath, lookup_ns flat in the flow count. setup_per_s (exact rows below a million, "
-                        "edgeflow's userspace datapath and Open vSwitch, with the row's flows installed): new one-frame UDP flows set up a "
-                        "second, table miss -> packet-in -> a reactive controller's flow-mod and packet-out "
-                        "(testbed/reactive.py, the same bytes to both; edgeflow with --packet-in-rate 0) -> out to "
-                        f"the other host, {SETUP_FLOWS} offered at {SETUP_OFFERED}/s; setup_ratio over Open vSwitch's "
-                        "(target >= 2). Rows of shape `learning` (not in the quick form): each switch as a MAC-learning "
+                        "vSwitch on every datapath, lookup_ns flat in the flow count. setup_per_s (exact rows, "
+                        "edgeflow's userspace datapath and Open vSwitch, with the row's flows installed): new "
+                        "one-frame UDP flows set up a second, table miss -> packet-in -> a reactive controller's "
+                        "flow-mod and packet-out (testbed/reactive.py, the same bytes to both; edgeflow with "
+                        "--packet-in-rate 0 and a table with room for them) -> out to the other host, "
+                        f"{SETUP_FLOWS} offered at "
+                        f"{SETUP_OFFERED}/s in each of {bursts} burst(s) a run, the median of every burst; setup_ratio "
+                        "over Open vSwitch's (target >= 2); setup_cpu_us, the switch process's CPU time (all threads, "
+                        "user and system) per flow set up: what the setups cost it, whatever else the machine ran. "
+                        "Rows of shape `learning` (not in the quick form): each switch as a MAC-learning "
                         "switch, no controller and no flows (edgeflow's learning mode, Open vSwitch standalone, NORMAL), "
                         f"{LEARN_FLOWS} one-frame flows from as many new source addresses to a learned one, sent as fast as "
                         "a socket sender goes; setup_per_s what arrived a second, setup_ratio over Open vSwitch's; "
@@ -174,14 +224,15 @@ def run(out, quick=False, switches=DEFAULT_SWITCHES):
             for n in counts:
                 data = encode_flows(shape, n, 2)
                 for kind in kinds:
-                    rates, rss, per_flow, setups = [], [], [], []
-                    # At a million the table (edgeflow's default capacity) has no room for the
-                    # table-miss flow the setup needs.
-                    setup = kind in SETUP_KINDS and shape == "exact" and n < 1_000_000
+                    rates, rss, per_flow, setups, setup_cpu = [], [], [], [], []
+                    setup = kind in SETUP_KINDS and shape == "exact"
+                    # The table-miss flow and the flows set up need room beside the row's (at a
+                    # million, edgeflow's default capacity has none).
+                    args = ("--packet-in-rate", "0", "--config", str(table_room(n))) if setup else ()
                     for _ in range(samples):
                         with Reactive() as ctl, switch_under_test(
                                 kind, topo.hosts, topo.switch_ports, controllers=[ctl.target] if setup else (),
-                                edgeflow_args=("--packet-in-rate", "0") if setup else ()) as (sw, _):
+                                edgeflow_args=args) as (sw, _):
                             pid = sw.cpu_pids()[0]
                             sw.ofctl("del-flows")
                             idle = settled_rss(pid)
@@ -190,12 +241,15 @@ def run(out, quick=False, switches=DEFAULT_SWITCHES):
                             rss.append(full)
                             per_flow.append((full - idle) / n)
                             if setup:
-                                setups.append(setup_rate(sw, ctl, topo.hosts))
+                                burst_rates, cpu_us = setup_bursts(sw, ctl, topo.hosts, bursts)
+                                setups += burst_rates
+                                setup_cpu.append(cpu_us)
                     measured[kind, shape, n] = median(rates)
                     row = dict(switch=kind, shape=shape, flows=n, rss_mb=round(median(rss) / 2**20, 1),
                                bytes_per_flow=round(median(per_flow)), install_per_s=round(median(rates)))
                     if setups:
                         row["setup_per_s"] = round(median(setups))
+                        row["setup_cpu_us"] = round(median(setup_cpu), 1)
                     if kind.startswith("edgeflow"):
                         row.update(alone[shape, n])
                     table.add(**row)

@@ -361,7 +361,11 @@ fn send_flow_mods(hub: &HubRef, s: &mut Session) {
     if s.flow_mods.is_empty() {
         return;
     }
-    let mods = std::mem::replace(&mut s.flow_mods, Vec::with_capacity(FLOW_MOD_RUN));
+    // The next run gets room for as many as this one had: a bulk install's runs are full, a
+    // reactive controller's one flow-mod each, for which a full run's room (some 15 KB) would be
+    // a large allocation, and the allocator's consolidation, for every new flow set up.
+    let next = Vec::with_capacity(s.flow_mods.len());
+    let mods = std::mem::replace(&mut s.flow_mods, next);
     let reply = s.tx.replier_for(mods.len());
     hub.borrow().switch.send(Command::FlowMods { mods, reply });
 }

@@ -42,6 +42,8 @@ pub use xlate::Translation;
 
 pub const DEFAULT_N_TABLES: u8 = 64;
 pub const DEFAULT_MAX_FLOWS: u32 = 1_000_000;
+/// Pending changes whose room is kept between revalidations: a flow-mod's few, not a mass delete's.
+pub(crate) const PENDING_KEPT: usize = 16;
 
 /// What the pipeline needs to know of a port.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -416,8 +418,14 @@ impl Pipeline {
 
     /// Applies the pending changes: the cache entries they can affect go.
     pub(crate) fn revalidate(&mut self) {
-        for c in std::mem::take(&mut self.pending) {
+        // Drained in place, so that the next flow-mod's change reuses the room: a change is some
+        // 300 bytes, and a new vector each time was a large allocation for every flow-mod. Room
+        // a mass delete's changes took is given back.
+        for c in self.pending.drain(..) {
             self.cache.revalidate(&c);
+        }
+        if self.pending.capacity() > PENDING_KEPT {
+            self.pending = Vec::new();
         }
     }
 

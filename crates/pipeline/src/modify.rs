@@ -362,3 +362,33 @@ impl Pipeline {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use ofp::message::{flow_mod_command as cmd, FlowMod};
+    use ofp::oxm::{Field, Match};
+
+    use crate::{Pipeline, PENDING_KEPT};
+
+    fn udp_to(port: u16) -> FlowMod {
+        let match_ = Match::new().with(Field::EthType, 0x800).with(Field::IpProto, 17).with(Field::UdpDst, port.into());
+        FlowMod { priority: 100, match_, ..Default::default() }
+    }
+
+    #[test]
+    fn a_flow_mods_change_reuses_the_room_and_a_mass_deletes_room_is_given_back() {
+        let mut p = Pipeline::new(1);
+        p.flow_mod(&udp_to(1), 0).unwrap();
+        // Revalidated and emptied, with its room kept for the next flow-mod's change.
+        assert!(p.pending.is_empty());
+        let room = p.pending.capacity();
+        assert!(room > 0 && room <= PENDING_KEPT, "{room}");
+        for port in 2..=100 {
+            p.flow_mod(&udp_to(port), 0).unwrap();
+        }
+        assert_eq!(p.pending.capacity(), room);
+        // One change per flow deleted: their room goes once they are applied.
+        p.flow_mod(&FlowMod { command: cmd::DELETE, table_id: 0xff, ..Default::default() }, 0).unwrap();
+        assert!(p.pending.is_empty() && p.pending.capacity() <= PENDING_KEPT, "{}", p.pending.capacity());
+    }
+}
