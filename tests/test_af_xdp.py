@@ -2,14 +2,18 @@
 frames to the switch's socket, which sends from memory it shares with the kernel (copy mode on
 veth, which has no zero-copy)."""
 
+import json
+import os
 import subprocess
+import urllib.request
 
 import pytest
 
 from testbed import netns
 from testbed.switches import EDGEFLOW_BIN, Edgeflow
 from testbed.traffic import iperf3_udp
-from testbed.util import wait_for
+from testbed.netns import sh
+from testbed.util import free_port, wait_for
 
 
 def test_openflow_on_af_xdp_ports_forwards_ping_and_a_udp_stream(two_hosts):
@@ -125,3 +129,49 @@ def test_a_vlan_tag_the_sender_kept_in_metadata_is_matched(two_hosts, datapath):
         assert "n_packets=0" in drop, drop
         if datapath == "xdp":
             assert {p["no"]: p["socket_rx_packets"] >= 1 for p in sw.stats()["ports"]} == {1: True, 2: True}
+
+
+@pytest.mark.parametrize("datapath", ["user", "xdp"])
+def test_frames_on_every_receive_queue_reach_the_switch(datapath):
+    """An AF_XDP socket gets only the frames of the receive queue it is bound to, so a port on an
+    interface with several queues has one socket per queue. A veth delivers a frame on the receive
+    queue of the sender's transmit queue: h1's frames are put on transmit queue 2 (tc skbedit at
+    its transmit packet steering, XPS: every CPU maps to queue 2 alone), so they arrive on the switch
+    port's queue 2, where only that queue's socket (or,
+    with the xdp fast path, the fast path's slot for that queue) can take them. What the sockets
+    read is the port's `edgeflow_port_socket_receive_packets_total`."""
+    with netns.Topology("q") as topo:
+        h1, h2 = topo.add_host(queues=4), topo.add_host(queues=4)
+        for h in (h1, h2):
+            h.set_offload(**Edgeflow.HOST_SETTINGS["af_xdp" if datapath == "user" else datapath])
+        # The CPU mask in the kernel's notation: 32-bit groups in hex, comma-separated.
+        mask, groups = (1 << os.cpu_count()) - 1, []
+        while mask:
+            groups.insert(0, f"{mask & 0xffffffff:x}")
+            mask >>= 32
+        every_cpu = ",".join(groups)
+        for q in range(4):
+            # `ip netns exec` mounts the namespace's own /sys, where its eth0 is.
+            sh("ip", "netns", "exec", h1.name, "sh", "-c",
+               f"echo {every_cpu if q == 2 else 0} > /sys/class/net/eth0/queues/tx-{q}/xps_cpus")
+        metrics = free_port()
+        with Edgeflow(topo.switch_ports, io="af_xdp", datapath=datapath, extra=["--metrics", str(metrics)],
+                      log_name=f"afxdp-queues-{datapath}") as sw:
+            sw.ofctl("del-flows")
+            sw.ofctl("add-flow", "priority=10,in_port=1,actions=output:2")
+            sw.ofctl("add-flow", "priority=10,in_port=2,actions=output:1")
+            assert h1.ping(h2.addr, count=5, interval=0.05)[0] == 5, json.dumps(sw.stats()["ports"])
+            assert h2.ping(h1.addr, count=5, interval=0.05)[0] == 5, json.dumps(sw.stats()["ports"])
+            ports = {p["no"]: p for p in sw.stats()["ports"]}
+            queues = ports[1]["socket_rx_queues"]
+            assert len(queues) == 4, ports[1]
+            # Everything h1 sent came in on queue 2 (with the xdp fast path, what was sent up).
+            assert queues[2] >= 1 and queues[2] == sum(queues), ports[1]
+            if datapath == "user":
+                assert queues[2] >= 10, ports[1]
+            with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=5) as r:
+                scraped = r.read().decode()
+            ports = {p["no"]: p for p in sw.stats()["ports"]}
+            for no, name in enumerate(topo.switch_ports, 1):
+                line = f'edgeflow_port_socket_receive_packets_total{{port="{no}",name="{name}"}} '
+                assert line + str(ports[no]["socket_rx_packets"]) in scraped.splitlines(), (line, scraped)
