@@ -175,3 +175,37 @@ def test_frames_on_every_receive_queue_reach_the_switch(datapath):
             for no, name in enumerate(topo.switch_ports, 1):
                 line = f'edgeflow_port_socket_receive_packets_total{{port="{no}",name="{name}"}} '
                 assert line + str(ports[no]["socket_rx_packets"]) in scraped.splitlines(), (line, scraped)
+
+
+def test_frames_as_large_as_the_mtu_pass_and_a_larger_mtu_than_a_chunk_is_refused(two_hosts):
+    """A UMEM chunk holds one frame behind 256 bytes of XDP headroom: 2 KiB chunks for a 1500 MTU,
+    4 KiB ones up to an MTU of 3822. Frames of the full MTU pass both ways at 1500 and 3000 (pings
+    that fill the MTU, not fragmented). A 9000 MTU would need frames spread over several chunks
+    (multi-buffer AF_XDP), which the port does not do: it refuses to start, saying why, rather
+    than dropping every frame above a chunk."""
+    h1, h2 = two_hosts.hosts
+    for h in (h1, h2):
+        h.set_offload(**Edgeflow.HOST_SETTINGS["af_xdp"])
+
+    def set_mtu(mtu):
+        for h, port in zip((h1, h2), two_hosts.switch_ports):
+            h.run("ip", "link", "set", "dev", "eth0", "mtu", str(mtu))
+            sh("ip", "link", "set", "dev", port, "mtu", str(mtu))
+
+    for mtu in (1500, 3000):
+        set_mtu(mtu)
+        with Edgeflow(two_hosts.switch_ports, io="af_xdp", log_name=f"afxdp-mtu-{mtu}") as sw:
+            sw.ofctl("del-flows")
+            sw.ofctl("add-flow", "priority=10,in_port=1,actions=output:2")
+            sw.ofctl("add-flow", "priority=10,in_port=2,actions=output:1")
+            # IPv4 and ICMP headers take 28 bytes of the MTU; -M do forbids fragmenting.
+            full = ["-M", "do", "-s", str(mtu - 28), "-c", "3", "-i", "0.05", "-W", "1"]
+            for a, b in ((h1, h2), (h2, h1)):
+                r = a.run("ping", "-n", *full, b.addr, check=False)
+                assert " 3 received" in r.stdout, (mtu, r.stdout, r.stderr)
+            assert all(p["tx_dropped"] == 0 for p in sw.stats()["ports"]), sw.stats()["ports"]
+    set_mtu(9000)
+    r = subprocess.run([EDGEFLOW_BIN, "run", "--port", two_hosts.switch_ports[0], "--io", "af_xdp"],
+                       capture_output=True, text=True, timeout=20)
+    assert r.returncode != 0 and "MTU too large for AF_XDP without multi-buffer frames (at most 3822)" in r.stderr, \
+        r.stderr
