@@ -1,15 +1,17 @@
 // The AF_XDP port's program (crates/netio/src/afxdp.rs), on a switch without the kernel fast path:
 // every frame the interface receives goes to the AF_XDP socket bound to the queue it arrived on.
-// A queue with no socket (a NIC with more queues than the port binds) passes its frames on, to the
-// port guard, which drops them. With the XDP fast path its program does this for the frames it
-// sends up instead (fp_ctx.h, ctx_up), and this one is not loaded.
+// Every receive queue has its socket, up to AFXDP_QUEUES; a queue past that (or whose socket is
+// gone) passes its frames on, to the port guard, which drops them. With the XDP fast path its
+// program does this for the frames it sends up instead (fp_ctx.h, ctx_up), and this one is not
+// loaded.
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 #include "maps.h"
 #include "afxdp_stamp.h"
 
-/* Receive queue index -> AF_XDP socket. */
-EF_MAP(afxdp_sockets, BPF_MAP_TYPE_XSKMAP, sizeof(__u32), sizeof(__u32), 1);
+/* Receive queue index -> AF_XDP socket; MAX_QUEUES in afxdp.rs. */
+#define AFXDP_QUEUES 64
+EF_MAP(afxdp_sockets, BPF_MAP_TYPE_XSKMAP, sizeof(__u32), sizeof(__u32), AFXDP_QUEUES);
 
 SEC("xdp")
 int afxdp_to_socket(struct xdp_md *ctx)

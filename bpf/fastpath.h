@@ -17,8 +17,11 @@
 /* Ports are found by ifindex in a direct-mapped array first (no helper call: on CPUs whose kernel
  * guards every return, each call costs tens of ns), in ef_ports only when two ports collide. */
 #define PORT_SLOTS 1024
-/* AF_XDP sockets the XDP fast path sends up into, one per upcall tag (the tag's 12 bits). */
+/* AF_XDP sockets the XDP fast path sends up into, one per upcall tag (the tag's 12 bits) and
+ * receive queue: slot tag + queue * XSK_SLOTS, for queues below XSK_QUEUES (each queue of a port
+ * has its own socket, and the kernel delivers a frame only to the socket of its queue). */
 #define XSK_SLOTS 4096
+#define XSK_QUEUES 8
 #define MAX_METERS 1024
 /* Headers are parsed from a copy of the first bytes of the frame. */
 #define PARSE_BYTES 128

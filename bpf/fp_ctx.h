@@ -104,8 +104,11 @@ static __always_inline int ctx_meta_tag(void *ctx, const enum hook hook, __be16 
  * as it arrived (its tag still in the device's metadata, which the stamp carries along). */
 static __always_inline int xdp_up(struct xdp_md *ctx, __u64 port_info)
 {
-	__u32 slot = port_info & 0xfff;
-	if (ctx->rx_queue_index != 0 || !bpf_map_lookup_elem(&ef_xsks, &slot))
+	__u32 queue = ctx->rx_queue_index;
+	if (queue >= XSK_QUEUES)
+		return XDP_PASS;
+	__u32 slot = (port_info & 0xfff) + queue * XSK_SLOTS;
+	if (!bpf_map_lookup_elem(&ef_xsks, &slot))
 		return XDP_PASS;
 	afxdp_stamp(ctx);
 	return bpf_redirect_map(&ef_xsks, slot, XDP_PASS);

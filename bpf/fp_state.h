@@ -41,7 +41,7 @@ struct ef_map_def SEC("maps") ef_flow_slots = { BPF_MAP_TYPE_ARRAY, sizeof(__u32
 struct ef_map_def SEC("maps") ef_ports = { BPF_MAP_TYPE_HASH, sizeof(__u32), sizeof(__u64), MAX_PORTS, 0 };
 struct ef_map_def SEC("maps") ef_port_slots = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(struct port_slot), PORT_SLOTS, 0 };
 /* XDP: upcall tag -> the port's AF_XDP socket, for ports the switch reads through one (ctx_up). */
-struct ef_map_def SEC("maps") ef_xsks = { BPF_MAP_TYPE_XSKMAP, sizeof(__u32), sizeof(__u32), XSK_SLOTS, 0 };
+struct ef_map_def SEC("maps") ef_xsks = { BPF_MAP_TYPE_XSKMAP, sizeof(__u32), sizeof(__u32), XSK_SLOTS * XSK_QUEUES, 0 };
 struct ef_map_def SEC("maps") ef_meters = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(struct meter), MAX_METERS, 0 };
 struct ef_map_def SEC("maps") ef_scratch = { BPF_MAP_TYPE_PERCPU_ARRAY, sizeof(__u32), sizeof(struct scratch), 1, 0 };
 struct ef_map_def SEC("maps") ef_counters = { BPF_MAP_TYPE_PERCPU_ARRAY, sizeof(__u32), sizeof(__u64), CNT_MAX, 0 };

@@ -172,13 +172,15 @@ class Topology:
         self.tag = tag
         self.hosts = []
 
-    def add_host(self, ip=None, vlan=None):
+    def add_host(self, ip=None, vlan=None, queues=None):
+        """`queues`: that many transmit and receive queues on both ends of the veth (else one)."""
         i = len(self.hosts) + 1
         ns = f"{PREFIX}-{self.tag}h{i}"
         side = f"{PREFIX}-{self.tag}p{i}"
         ip = ip or f"10.0.0.{i}/24"
         sh("ip", "netns", "add", ns)
-        sh("ip", "link", "add", side, "type", "veth", "peer", "name", "eth0", "netns", ns)
+        q = ["numtxqueues", str(queues), "numrxqueues", str(queues)] if queues else []
+        sh("ip", "link", "add", side, *q, "type", "veth", "peer", "name", "eth0", *q, "netns", ns)
         sh("ip", "link", "set", side, "up")
         base = ["ip", "-n", ns]
         sh(*base, "link", "set", "lo", "up")

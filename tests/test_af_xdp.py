@@ -2,14 +2,18 @@
 frames to the switch's socket, which sends from memory it shares with the kernel (copy mode on
 veth, which has no zero-copy)."""
 
+import json
+import os
 import subprocess
+import urllib.request
 
 import pytest
 
 from testbed import netns
 from testbed.switches import EDGEFLOW_BIN, Edgeflow
 from testbed.traffic import iperf3_udp
-from testbed.util import wait_for
+from testbed.netns import sh
+from testbed.util import free_port, wait_for
 
 
 def test_openflow_on_af_xdp_ports_forwards_ping_and_a_udp_stream(two_hosts):
@@ -125,3 +129,83 @@ def test_a_vlan_tag_the_sender_kept_in_metadata_is_matched(two_hosts, datapath):
         assert "n_packets=0" in drop, drop
         if datapath == "xdp":
             assert {p["no"]: p["socket_rx_packets"] >= 1 for p in sw.stats()["ports"]} == {1: True, 2: True}
+
+
+@pytest.mark.parametrize("datapath", ["user", "xdp"])
+def test_frames_on_every_receive_queue_reach_the_switch(datapath):
+    """An AF_XDP socket gets only the frames of the receive queue it is bound to, so a port on an
+    interface with several queues has one socket per queue. A veth delivers a frame on the receive
+    queue of the sender's transmit queue: h1's frames are put on transmit queue 2 (tc skbedit at
+    its transmit packet steering, XPS: every CPU maps to queue 2 alone), so they arrive on the switch
+    port's queue 2, where only that queue's socket (or,
+    with the xdp fast path, the fast path's slot for that queue) can take them. What the sockets
+    read is the port's `edgeflow_port_socket_receive_packets_total`."""
+    with netns.Topology("q") as topo:
+        h1, h2 = topo.add_host(queues=4), topo.add_host(queues=4)
+        for h in (h1, h2):
+            h.set_offload(**Edgeflow.HOST_SETTINGS["af_xdp" if datapath == "user" else datapath])
+        # The CPU mask in the kernel's notation: 32-bit groups in hex, comma-separated.
+        mask, groups = (1 << os.cpu_count()) - 1, []
+        while mask:
+            groups.insert(0, f"{mask & 0xffffffff:x}")
+            mask >>= 32
+        every_cpu = ",".join(groups)
+        for q in range(4):
+            # `ip netns exec` mounts the namespace's own /sys, where its eth0 is.
+            sh("ip", "netns", "exec", h1.name, "sh", "-c",
+               f"echo {every_cpu if q == 2 else 0} > /sys/class/net/eth0/queues/tx-{q}/xps_cpus")
+        metrics = free_port()
+        with Edgeflow(topo.switch_ports, io="af_xdp", datapath=datapath, extra=["--metrics", str(metrics)],
+                      log_name=f"afxdp-queues-{datapath}") as sw:
+            sw.ofctl("del-flows")
+            sw.ofctl("add-flow", "priority=10,in_port=1,actions=output:2")
+            sw.ofctl("add-flow", "priority=10,in_port=2,actions=output:1")
+            assert h1.ping(h2.addr, count=5, interval=0.05)[0] == 5, json.dumps(sw.stats()["ports"])
+            assert h2.ping(h1.addr, count=5, interval=0.05)[0] == 5, json.dumps(sw.stats()["ports"])
+            ports = {p["no"]: p for p in sw.stats()["ports"]}
+            queues = ports[1]["socket_rx_queues"]
+            assert len(queues) == 4, ports[1]
+            # Everything h1 sent came in on queue 2 (with the xdp fast path, what was sent up).
+            assert queues[2] >= 1 and queues[2] == sum(queues), ports[1]
+            if datapath == "user":
+                assert queues[2] >= 10, ports[1]
+            with urllib.request.urlopen(f"http://127.0.0.1:{metrics}/metrics", timeout=5) as r:
+                scraped = r.read().decode()
+            ports = {p["no"]: p for p in sw.stats()["ports"]}
+            for no, name in enumerate(topo.switch_ports, 1):
+                line = f'edgeflow_port_socket_receive_packets_total{{port="{no}",name="{name}"}} '
+                assert line + str(ports[no]["socket_rx_packets"]) in scraped.splitlines(), (line, scraped)
+
+
+def test_frames_as_large_as_the_mtu_pass_and_a_larger_mtu_than_a_chunk_is_refused(two_hosts):
+    """A UMEM chunk holds one frame behind 256 bytes of XDP headroom: 2 KiB chunks for a 1500 MTU,
+    4 KiB ones up to an MTU of 3822. Frames of the full MTU pass both ways at 1500 and 3000 (pings
+    that fill the MTU, not fragmented). A 9000 MTU would need frames spread over several chunks
+    (multi-buffer AF_XDP), which the port does not do: it refuses to start, saying why, rather
+    than dropping every frame above a chunk."""
+    h1, h2 = two_hosts.hosts
+    for h in (h1, h2):
+        h.set_offload(**Edgeflow.HOST_SETTINGS["af_xdp"])
+
+    def set_mtu(mtu):
+        for h, port in zip((h1, h2), two_hosts.switch_ports):
+            h.run("ip", "link", "set", "dev", "eth0", "mtu", str(mtu))
+            sh("ip", "link", "set", "dev", port, "mtu", str(mtu))
+
+    for mtu in (1500, 3000):
+        set_mtu(mtu)
+        with Edgeflow(two_hosts.switch_ports, io="af_xdp", log_name=f"afxdp-mtu-{mtu}") as sw:
+            sw.ofctl("del-flows")
+            sw.ofctl("add-flow", "priority=10,in_port=1,actions=output:2")
+            sw.ofctl("add-flow", "priority=10,in_port=2,actions=output:1")
+            # IPv4 and ICMP headers take 28 bytes of the MTU; -M do forbids fragmenting.
+            full = ["-M", "do", "-s", str(mtu - 28), "-c", "3", "-i", "0.05", "-W", "1"]
+            for a, b in ((h1, h2), (h2, h1)):
+                r = a.run("ping", "-n", *full, b.addr, check=False)
+                assert " 3 received" in r.stdout, (mtu, r.stdout, r.stderr)
+            assert all(p["tx_dropped"] == 0 for p in sw.stats()["ports"]), sw.stats()["ports"]
+    set_mtu(9000)
+    r = subprocess.run([EDGEFLOW_BIN, "run", "--port", two_hosts.switch_ports[0], "--io", "af_xdp"],
+                       capture_output=True, text=True, timeout=20)
+    assert r.returncode != 0 and "MTU too large for AF_XDP without multi-buffer frames (at most 3822)" in r.stderr, \
+        r.stderr

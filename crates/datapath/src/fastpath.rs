@@ -76,6 +76,9 @@ pub const MAX_ENTRIES_LIMIT: u32 = 1 << 20;
 const PORT_SLOTS: u32 = 1024;
 /// `XSK_SLOTS` in `bpf/fastpath.h`: the AF_XDP sockets XDP sends up into, by upcall tag.
 const XSK_SLOTS: u32 = 4096;
+/// `XSK_QUEUES` in `bpf/fastpath.h`: the receive queues of a port XDP sends up from, each into
+/// its own socket (slot tag + queue × XSK_SLOTS).
+pub const XSK_QUEUES: u32 = 8;
 
 mod op {
     pub const OUTPUT: u8 = 1;
@@ -708,7 +711,9 @@ impl FastPath {
             self.forget_interface(old.ifindex);
             self.tag_port.retain(|_, p| *p != no);
             if let Ok(sockets) = self.obj.map("ef_xsks") {
-                let _ = sockets.delete(&(old.tag as u32).to_ne_bytes());
+                for queue in 0..XSK_QUEUES {
+                    let _ = sockets.delete(&(old.tag as u32 + queue * XSK_SLOTS).to_ne_bytes());
+                }
             }
             if let Some(kept) = &self.kept {
                 // Unpinned, the link goes with the attachment.
@@ -719,10 +724,11 @@ impl FastPath {
     }
 
     /// XDP: what port `no`'s program sends up (misses, and every frame it leaves to userspace)
-    /// goes into AF_XDP socket `fd`, bound to the port's interface, queue 0, instead of to the
-    /// stack. The kernel drops the entry when the socket closes. Refused under TC (AF_XDP takes
-    /// frames from XDP only) and for a P4 program's object (its way up is the stack).
-    pub fn register_socket(&self, no: u32, fd: std::os::fd::RawFd) -> io::Result<()> {
+    /// from receive queue `queue` goes into AF_XDP socket `fd`, bound to that queue of the port's
+    /// interface, instead of to the stack. The kernel drops the entry when the socket closes.
+    /// Refused under TC (AF_XDP takes frames from XDP only), for a P4 program's object (its way
+    /// up is the stack) and for a queue past XSK_QUEUES.
+    pub fn register_socket(&self, no: u32, queue: u32, fd: std::os::fd::RawFd) -> io::Result<()> {
         let refuse = |why: &str| Err(io::Error::new(io::ErrorKind::InvalidInput, format!("fast path: {why}")));
         if self.mode != Mode::Xdp {
             return refuse("AF_XDP sockets take frames from the XDP fast path only");
@@ -736,7 +742,12 @@ impl FastPath {
         if tag >= XSK_SLOTS {
             return refuse(&format!("port {no}'s upcall tag {tag} is past the {XSK_SLOTS} AF_XDP slots"));
         }
-        self.obj.map("ef_xsks").map_err(obj_err)?.update(&tag.to_ne_bytes(), &(fd as u32).to_ne_bytes())
+        if queue >= XSK_QUEUES {
+            let why = format!("port {no}'s receive queue {queue} is past the {XSK_QUEUES} the kernel sends up from");
+            return refuse(&why);
+        }
+        let slot = tag + queue * XSK_SLOTS;
+        self.obj.map("ef_xsks").map_err(obj_err)?.update(&slot.to_ne_bytes(), &(fd as u32).to_ne_bytes())
     }
 
     /// Whether port `no`'s XDP program runs in the driver (native) rather than on sk_buffs.

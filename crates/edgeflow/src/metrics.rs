@@ -253,11 +253,12 @@ fn report_families(e: &mut Exposition, r: &Value, version: &str) {
         e.value(&CONFIG_RELOADS, &[result], &r["reloads"][result]);
     }
 
-    let port_families: [(&str, &'static Family); 12] = [
+    let port_families: [(&str, &'static Family); 13] = [
         ("up", &PORT_UP),
         ("ring_frames", &PORT_RING_FRAMES),
         ("rate_bps", &PORT_RATE),
         ("rx_packets", &PORT_RX_PACKETS),
+        ("socket_rx_packets", &PORT_SOCKET_RX_PACKETS),
         ("rx_bytes", &PORT_RX_BYTES),
         ("rx_dropped", &PORT_RX_DROPPED),
         ("rx_errors", &PORT_RX_ERRORS),
@@ -504,7 +505,8 @@ mod tests {
             "dpid": "00000000000000e5", "mode": "afdx", "datapath": "tc", "uptime_s": 12.5,
             "start_time_s": 1_795_000_000.25,
             "ports": [{"no": 1, "name": "eth\"1", "up": true, "ring_frames": 1024, "rate_bps": null,
-                       "rx_packets": 10, "rx_bytes": 1000, "rx_dropped": 0, "rx_errors": 0, "tx_packets": 9,
+                       "rx_packets": 10, "socket_rx_packets": 6, "rx_bytes": 1000, "rx_dropped": 0, "rx_errors": 0,
+                       "tx_packets": 9,
                        "tx_bytes": 900, "tx_dropped": 1, "link_changes": 2, "guard_reattached": 0,
                        "queues": [{"id": 7, "tx_packets": 3, "tx_bytes": 300, "dropped": 0, "waiting": 4}]}],
             "tables": [{"id": 0, "flows": 2, "lookups": 10, "matched": 9, "full_refusals": 0, "evictions": 0}],
@@ -576,6 +578,7 @@ mod tests {
             "edgeflow_build_info{version=\"0.1.0\",mode=\"afdx\",datapath=\"tc\",dpid=\"00000000000000e5\"} 1",
             "edgeflow_port_up{port=\"1\",name=\"eth\\\"1\"} 1",
             "edgeflow_port_transmit_dropped_total{port=\"1\",name=\"eth\\\"1\"} 1",
+            "edgeflow_port_socket_receive_packets_total{port=\"1\",name=\"eth\\\"1\"} 6",
             "edgeflow_queue_waiting_frames{port=\"1\",name=\"eth\\\"1\",queue=\"7\"} 4",
             "edgeflow_fastpath_hits_total 100",
             "edgeflow_fastpath_entries 3",

@@ -1,4 +1,4 @@
-//! (About 720 lines, one concern: an AF_XDP port, its socket, UMEM, rings and XDP program.)
+//! (About 830 lines, one concern: an AF_XDP port, its sockets, UMEMs, rings and XDP program.)
 //!
 //! A port on a Linux interface through an AF_XDP socket: the interface's XDP hook hands every
 //! frame it receives to the socket (`bpf/afxdp.c` redirects into an XSKMAP; with the XDP fast path,
@@ -6,10 +6,12 @@
 //! from memory it shares with the kernel, with no sk_buff on the receive side and no AF_PACKET
 //! tap in the way.
 //!
-//! One socket per port, bound to receive queue 0, with its UMEM (the frame buffers, shared with
-//! the kernel) split in two: the receive chunks circulate between the fill ring (free, the
-//! kernel's to fill) and the RX ring (filled, ours to read), the transmit chunks between our free
-//! list, the TX ring and the completion ring. Each of the four rings is a single-producer,
+//! One socket per receive queue of the interface (a veth or a NIC may have several, and the
+//! kernel hands a socket only the frames of the queue it is bound to), each with a UMEM of its own
+//! (see [`open_queues`] for why not one shared). Queue 0's socket also transmits. A UMEM (the
+//! frame buffers, shared with the kernel) is split in two: the receive chunks circulate between
+//! the fill ring (free, the kernel's to fill) and the RX ring (filled, ours to read), the
+//! transmit chunks between our free list, the TX ring and the completion ring. Each of the four rings is a single-producer,
 //! single-consumer queue of descriptors mapped from the socket; a batch moves with one store of
 //! an index, and a transmit batch leaves with `sendto` kicks.
 //!
@@ -49,6 +51,9 @@ const XDP_COPY: u16 = 1 << 1;
 const XDP_ZEROCOPY: u16 = 1 << 2;
 const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
 const XDP_RING_NEED_WAKEUP: u32 = 1;
+/// Receive queues an AF_XDP port opens sockets on at most (`AFXDP_QUEUES` in `bpf/afxdp.c`, the
+/// size of its map); frames on queues past it are passed on to the port guard, which drops them.
+pub const MAX_QUEUES: u32 = 64;
 const XDP_PGOFF_RX_RING: libc::off_t = 0;
 const XDP_PGOFF_TX_RING: libc::off_t = 0x8000_0000;
 const XDP_UMEM_PGOFF_FILL_RING: libc::off_t = 0x1_0000_0000;
@@ -310,12 +315,26 @@ enum XdpHook {
     Netlink(#[allow(dead_code)] XdpAttachment),
 }
 
-pub struct AfXdpRx {
+/// One receive queue's socket: its RX and fill rings over its own UMEM.
+struct QueueRx {
     shared: Arc<Shared>,
     rx: Ring,
     fill: Ring,
     /// The kernel's cumulative drop counts already reported.
     reported_drops: u64,
+    /// Frames read from this queue's socket.
+    packets: u64,
+}
+
+pub struct AfXdpRx {
+    /// By receive queue index; queue 0's socket is also the transmit half's.
+    queues: Vec<QueueRx>,
+    /// With several queues, an epoll set of their sockets: readable while any of them is, so the
+    /// switch's loop waits on one descriptor per port whatever the queue count.
+    ready: Option<OwnedFd>,
+    /// The queue the next batch starts at: turned every call, so that a busy queue cannot keep
+    /// the others waiting past one batch.
+    next: usize,
 }
 
 pub struct AfXdpTx {
@@ -338,7 +357,7 @@ fn xdp_socket() -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
-/// A socket with its UMEM registered and its rings mapped, bound to `ifindex` queue 0 with
+/// A socket with its UMEM registered and its rings mapped, bound to `ifindex` queue `queue` with
 /// `bind_flags`; the UMEM and the socket are freed on failure.
 struct Bound {
     shared: Shared,
@@ -348,7 +367,7 @@ struct Bound {
     completion: Ring,
 }
 
-fn setup(ifindex: u32, cfg: XskConfig, chunk: u32, bind_flags: u16) -> io::Result<Bound> {
+fn setup(ifindex: u32, queue: u32, cfg: XskConfig, chunk: u32, bind_flags: u16) -> io::Result<Bound> {
     let frames = (cfg.rx_frames + cfg.tx_frames) as usize;
     let umem_len = frames * chunk as usize;
     // SAFETY: an anonymous private mapping, page-aligned as UMEM registration wants.
@@ -402,7 +421,7 @@ fn setup(ifindex: u32, cfg: XskConfig, chunk: u32, bind_flags: u16) -> io::Resul
     }
     fill.local = cfg.rx_frames;
     fill.publish();
-    let addr = SockaddrXdp { family: AF_XDP as u16, flags: bind_flags, ifindex, queue_id: 0, shared_umem_fd: 0 };
+    let addr = SockaddrXdp { family: AF_XDP as u16, flags: bind_flags, ifindex, queue_id: queue, shared_umem_fd: 0 };
     // SAFETY: addr is a valid sockaddr_xdp of the size given.
     cvt(unsafe {
         libc::bind(
@@ -430,9 +449,9 @@ fn attach(prog: &ebpf::Program, ifindex: u32) -> io::Result<(XdpHook, bool)> {
     }
 }
 
-/// Opens `name` as an AF_XDP port: the socket (zero-copy if the driver has it, else copy), the
-/// redirect program on the interface's XDP hook. Fails where the interface already runs an XDP
-/// program of someone else's (the kernel refuses a second).
+/// Opens `name` as an AF_XDP port: a socket on each receive queue (zero-copy if the driver has it,
+/// else copy), the redirect program on the interface's XDP hook. Fails where the interface
+/// already runs an XDP program of someone else's (the kernel refuses a second).
 pub fn open(name: &str, cfg: XskConfig) -> io::Result<(AfXdpRx, AfXdpTx, XskMode)> {
     let (index, chunk) = check(name)?;
     // Loading the object raises RLIMIT_MEMLOCK, which the UMEM is charged against too.
@@ -448,24 +467,62 @@ pub fn open(name: &str, cfg: XskConfig) -> io::Result<(AfXdpRx, AfXdpTx, XskMode
         Some(p) => p,
         None => object.program("afxdp_to_socket")?,
     };
-    let (mut bound, zero_copy) = bind(index, cfg, chunk)?;
-    sockets.update(&0u32.to_ne_bytes(), &(bound.shared.fd() as u32).to_ne_bytes())?;
-    // Attached last: until the socket is in the map, frames would only be passed on.
+    let (mut queues, zero_copy) = open_queues(name, index, cfg, chunk)?;
+    for (queue, bound) in queues.iter().enumerate() {
+        sockets.update(&(queue as u32).to_ne_bytes(), &(bound.shared.fd() as u32).to_ne_bytes())?;
+    }
+    // Attached last: until the sockets are in the map, frames would only be passed on.
     let (hook, native) = attach(prog, index)?;
-    bound.shared.hook = Some(hook);
-    Ok(halves(name, cfg, chunk, bound, XskMode { zero_copy, native }))
+    queues[0].shared.hook = Some(hook);
+    halves(name, cfg, chunk, queues, XskMode { zero_copy, native })
 }
 
 /// Opens `name` as an AF_XDP port fed by an XDP program of the caller's (the XDP fast path's,
-/// which sends up into the socket only the frames it does not forward itself): the socket alone,
-/// bound to queue 0. The caller puts it (`PortRx::rx_fd`) in its XSKMAP; until then frames do
-/// not reach it. The mode says native XDP: where the caller's program runs is the caller's to say.
+/// which sends up into the sockets only the frames it does not forward itself): a socket on each
+/// receive queue, alone. The caller puts them (`PortRx::queue_sockets`) in its XSKMAP; until then
+/// frames do not reach them. The mode says native XDP: where the caller's program runs is the
+/// caller's to say.
 pub fn open_socket(name: &str, cfg: XskConfig) -> io::Result<(AfXdpRx, AfXdpTx, XskMode)> {
     let (index, chunk) = check(name)?;
     // RLIMIT_MEMLOCK, which the UMEM is charged against, was raised where it needs to be when the
     // caller's program was loaded (as `open` has it raised by loading its own).
-    let (bound, zero_copy) = bind(index, cfg, chunk)?;
-    Ok(halves(name, cfg, chunk, bound, XskMode { zero_copy, native: true }))
+    let (queues, zero_copy) = open_queues(name, index, cfg, chunk)?;
+    halves(name, cfg, chunk, queues, XskMode { zero_copy, native: true })
+}
+
+/// The interface's receive queues, as the kernel counts them (`/sys/class/net/NAME/queues/rx-*`:
+/// the queue indexes a socket can be bound to and XDP reports; where sysfs is not mounted, the
+/// channels the driver reports), at least 1.
+pub fn rx_queue_count(name: &str) -> u32 {
+    let in_sysfs = std::fs::read_dir(format!("/sys/class/net/{name}/queues")).map(|d| {
+        d.filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().starts_with("rx-")).count() as u32
+    });
+    match in_sysfs {
+        Ok(n) if n > 0 => n,
+        _ => crate::sys::rx_queues(name).unwrap_or(1),
+    }
+}
+
+/// A socket on each receive queue (up to [`MAX_QUEUES`]), queue 0's with the transmit ring.
+///
+/// Each has a UMEM of its own rather than one shared (`XDP_SHARED_UMEM`): a socket on another
+/// queue needs its own fill and completion rings either way, each receive chunk belongs to one
+/// queue's fill ring either way, and the sockets are read by one thread, so sharing would save
+/// nothing but the address space of separate mappings while tying every queue's chunks to one
+/// registration (and, in zero-copy, one driver's DMA mapping across queues). The cost is memory
+/// the size of the receive ring per queue, which is what a burst on that queue needs anyway.
+fn open_queues(name: &str, index: u32, cfg: XskConfig, chunk: u32) -> io::Result<(Vec<Bound>, bool)> {
+    let count = rx_queue_count(name).min(MAX_QUEUES);
+    let (first, zero_copy) = bind(index, 0, cfg, chunk)?;
+    let mut queues = vec![first];
+    // The other queues only receive: one transmit chunk (the kernel wants the rings to exist).
+    let rx_only = XskConfig { rx_frames: cfg.rx_frames, tx_frames: 1 };
+    for queue in 1..count {
+        let (bound, _) = bind(index, queue, rx_only, chunk)
+            .map_err(|e| io::Error::new(e.kind(), format!("{name}: AF_XDP socket on receive queue {queue}: {e}")))?;
+        queues.push(bound);
+    }
+    Ok((queues, zero_copy))
 }
 
 /// The interface's index and the UMEM chunk its largest frame needs; an error where AF_XDP cannot
@@ -492,26 +549,44 @@ fn check(name: &str) -> io::Result<(u32, u32)> {
     Ok((index, chunk))
 }
 
-/// A socket bound to `index` queue 0, zero-copy where the driver has it (then true), else copy.
-fn bind(index: u32, cfg: XskConfig, chunk: u32) -> io::Result<(Bound, bool)> {
-    let bound = match setup(index, cfg, chunk, XDP_ZEROCOPY | XDP_USE_NEED_WAKEUP) {
+/// A socket bound to `index` queue `queue`, zero-copy where the driver has it (then true), else copy.
+fn bind(index: u32, queue: u32, cfg: XskConfig, chunk: u32) -> io::Result<(Bound, bool)> {
+    let bound = match setup(index, queue, cfg, chunk, XDP_ZEROCOPY | XDP_USE_NEED_WAKEUP) {
         Ok(b) => b,
         // The driver has no zero-copy (EOPNOTSUPP, or EINVAL from older kernels): a new socket
         // and UMEM in copy mode (the failed one is closed, rather than bound a second time).
-        Err(_) => setup(index, cfg, chunk, XDP_COPY | XDP_USE_NEED_WAKEUP)?,
+        Err(_) => setup(index, queue, cfg, chunk, XDP_COPY | XDP_USE_NEED_WAKEUP)?,
     };
     let opts: u32 = getsockopt(bound.shared.fd(), SOL_XDP, XDP_OPTIONS).unwrap_or(0);
     Ok((bound, opts & XDP_OPTIONS_ZEROCOPY != 0))
 }
 
-/// The port's two halves over one bound socket.
-fn halves(name: &str, cfg: XskConfig, chunk: u32, bound: Bound, mode: XskMode) -> (AfXdpRx, AfXdpTx, XskMode) {
-    let Bound { shared, rx, fill, tx, completion } = bound;
-    let shared = Arc::new(shared);
+/// The port's two halves over its bound sockets: receive on each, transmit on queue 0's.
+fn halves(
+    name: &str,
+    cfg: XskConfig,
+    chunk: u32,
+    queues: Vec<Bound>,
+    mode: XskMode,
+) -> io::Result<(AfXdpRx, AfXdpTx, XskMode)> {
+    let mut rx_queues = Vec::with_capacity(queues.len());
+    let mut transmit = None;
+    for Bound { shared, rx, fill, tx, completion } in queues {
+        let shared = Arc::new(shared);
+        if transmit.is_none() {
+            transmit = Some((shared.clone(), tx, completion));
+        }
+        rx_queues.push(QueueRx { shared, rx, fill, reported_drops: 0, packets: 0 });
+    }
+    let (shared, tx, completion) = transmit.expect("queue 0 is always opened");
+    let ready = match rx_queues.len() {
+        1 => None,
+        _ => Some(epoll_set(rx_queues.iter().map(|q| q.shared.fd()))?),
+    };
     let chunk = chunk as u64;
     let tx_chunks = (cfg.rx_frames..cfg.rx_frames + cfg.tx_frames).map(|i| i as u64 * chunk).collect();
-    (
-        AfXdpRx { shared: shared.clone(), rx, fill, reported_drops: 0 },
+    Ok((
+        AfXdpRx { queues: rx_queues, ready, next: 0 },
         AfXdpTx {
             shared,
             tx,
@@ -523,18 +598,27 @@ fn halves(name: &str, cfg: XskConfig, chunk: u32, bound: Bound, mode: XskMode) -
             max_len: max_len(name),
         },
         mode,
-    )
+    ))
 }
 
-impl AfXdpRx {
+/// An epoll descriptor watching `fds` for input (level-triggered): poll(2) on it says whether any
+/// of them has frames.
+fn epoll_set(fds: impl Iterator<Item = RawFd>) -> io::Result<OwnedFd> {
+    // SAFETY: plain epoll_create1 call.
+    let ep = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
+    // SAFETY: ep was just returned by epoll_create1.
+    let ep = unsafe { OwnedFd::from_raw_fd(ep) };
+    for fd in fds {
+        let mut ev = libc::epoll_event { events: libc::EPOLLIN as u32, u64: fd as u64 };
+        // SAFETY: ev is a valid epoll_event; fd is a live socket of the port.
+        cvt(unsafe { libc::epoll_ctl(ep.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) })?;
+    }
+    Ok(ep)
+}
+
+impl QueueRx {
     fn statistics(&self) -> XdpStatistics {
         getsockopt(self.shared.fd(), SOL_XDP, XDP_STATISTICS).unwrap_or_default()
-    }
-}
-
-impl PortRx for AfXdpRx {
-    fn rx_fd(&self) -> RawFd {
-        self.shared.fd()
     }
 
     fn recv(&mut self, budget: usize, f: &mut dyn FnMut(RxFrame<'_>)) -> usize {
@@ -605,6 +689,7 @@ impl PortRx for AfXdpRx {
                 )
             };
         }
+        self.packets += n as u64;
         n as usize
     }
 
@@ -616,6 +701,40 @@ impl PortRx for AfXdpRx {
         let new = total.saturating_sub(self.reported_drops);
         self.reported_drops = total.max(self.reported_drops);
         new
+    }
+}
+
+impl PortRx for AfXdpRx {
+    fn rx_fd(&self) -> RawFd {
+        match &self.ready {
+            Some(ep) => ep.as_raw_fd(),
+            None => self.queues[0].shared.fd(),
+        }
+    }
+
+    fn recv(&mut self, budget: usize, f: &mut dyn FnMut(RxFrame<'_>)) -> usize {
+        let count = self.queues.len();
+        let mut done = 0;
+        for i in 0..count {
+            if done >= budget {
+                break;
+            }
+            done += self.queues[(self.next + i) % count].recv(budget - done, f);
+        }
+        self.next = (self.next + 1) % count;
+        done
+    }
+
+    fn rx_drops(&mut self) -> u64 {
+        self.queues.iter_mut().map(|q| q.rx_drops()).sum()
+    }
+
+    fn queue_sockets(&self) -> Vec<RawFd> {
+        self.queues.iter().map(|q| q.shared.fd()).collect()
+    }
+
+    fn queue_rx_packets(&self) -> Vec<u64> {
+        self.queues.iter().map(|q| q.packets).collect()
     }
 }
 

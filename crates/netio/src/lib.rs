@@ -44,6 +44,15 @@ pub trait PortRx: Send {
     fn recv(&mut self, budget: usize, f: &mut dyn FnMut(RxFrame<'_>)) -> usize;
     /// Frames the kernel dropped on receive since the last call.
     fn rx_drops(&mut self) -> u64;
+    /// An AF_XDP port's sockets, by the receive queue each is bound to (empty for other kinds):
+    /// what a program of the caller's redirects into.
+    fn queue_sockets(&self) -> Vec<RawFd> {
+        Vec::new()
+    }
+    /// Frames read per receive queue, by queue index (empty where the port has no such count).
+    fn queue_rx_packets(&self) -> Vec<u64> {
+        Vec::new()
+    }
 }
 
 /// The transmit half of a port. Kept apart from the receive half so that a frame received on a

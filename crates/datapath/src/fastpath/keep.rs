@@ -32,7 +32,7 @@ use crate::sys;
 /// record carries it, and a run whose layout hashes otherwise starts cold rather than misreading
 /// what an older one kept: no version number that a change could forget to bump. (A map whose type
 /// or size changes is not reused anyway.)
-pub const LAYOUT_FINGERPRINT: u64 = 0x890a_abfa_a007_fb25;
+pub const LAYOUT_FINGERPRINT: u64 = 0xf86d_37c0_f2bb_493e;
 /// Where kept state lives, one directory per datapath id, unless `EDGEFLOW_BPF_DIR` says
 /// otherwise (the systemd unit binds this directory into the service's runtime directory, as an
 /// unprivileged user cannot reach into the 0700 /sys/fs/bpf systemd mounts).

@@ -164,17 +164,30 @@ impl SwitchPort {
         let open = if xdp_fast_path { netio::afxdp::open_socket } else { netio::afxdp::open };
         let (rx, tx, mode) = open(name, cfg)
             .map_err(|e| crate::privilege_hint(e, &[crate::caps::NET_RAW, crate::caps::NET_ADMIN, crate::caps::BPF]))?;
-        if let Some(queues) = sys::rx_queues(name).filter(|&q| q > 1) {
+        let queues = rx.queue_sockets().len() as u32;
+        let served = if xdp_fast_path { queues.min(crate::fastpath::XSK_QUEUES) } else { queues };
+        if netio::afxdp::rx_queue_count(name) > served {
             let lost = match xdp_fast_path {
                 true => "what the fast path sends up from the others is dropped",
                 false => "frames arriving on the others are dropped",
             };
-            warn!(port = name, queues, "AF_XDP takes queue 0 only: {lost} (`ethtool -L {name} combined 1`)");
+            warn!(
+                port = name,
+                served,
+                "AF_XDP serves the first {served} receive queues: {lost} (`ethtool -L {name} combined {served}`)"
+            );
         }
         if !mode.native && !xdp_fast_path {
             warn!(port = name, "the driver has no native XDP: AF_XDP on generic XDP, no faster than AF_PACKET");
         }
-        info!(port = name, io = mode.describe(), rx_frames = cfg.rx_frames, tx_frames = cfg.tx_frames, "AF_XDP port");
+        info!(
+            port = name,
+            io = mode.describe(),
+            queues,
+            rx_frames = cfg.rx_frames,
+            tx_frames = cfg.tx_frames,
+            "AF_XDP port"
+        );
         let mut port = SwitchPort::new(no, name, Box::new(rx), Box::new(tx), guard.attach(name), mode.describe());
         port.ring_frames = cfg.rx_frames;
         port.xsk_unjoined = xdp_fast_path.then_some(mode);
@@ -187,7 +200,10 @@ impl SwitchPort {
     /// interface came back. Nothing to do for other ports.
     pub fn join_fast_path(&mut self, no: u32, fast: &crate::fastpath::FastPath) -> io::Result<()> {
         let (Some(mut mode), Some(rx)) = (self.xsk_unjoined, self.rx.as_ref()) else { return Ok(()) };
-        fast.register_socket(no, rx.rx_fd())?;
+        let sockets = rx.queue_sockets();
+        for (queue, fd) in sockets.iter().enumerate().take(crate::fastpath::XSK_QUEUES as usize) {
+            fast.register_socket(no, queue as u32, *fd)?;
+        }
         mode.native = fast.xdp_native(no).unwrap_or(true);
         if !mode.native {
             warn!(port = %self.desc.name, "the driver has no native XDP: AF_XDP on generic XDP, no faster than AF_PACKET");

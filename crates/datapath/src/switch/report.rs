@@ -121,6 +121,7 @@ impl Switch {
                 json!({"no": no, "name": p.desc.name, "up": live, "io": p.io, "ring_frames": p.ring_frames, "rate_bps": rate, "paced": paced,
                        "rx_packets": s.rx_packets, "rx_bytes": s.rx_bytes, "rx_dropped": s.rx_dropped,
                        "socket_rx_packets": p.counters.socket_rx_packets,
+                       "socket_rx_queues": p.rx.as_ref().map(|rx| rx.queue_rx_packets()).unwrap_or_default(),
                        "rx_errors": s.rx_errors, "tx_packets": s.tx_packets, "tx_bytes": s.tx_bytes,
                        "tx_dropped": s.tx_dropped, "link_changes": p.counters.link_changes,
                        "removed": p.counters.removed, "guard_link_id": p.guard.as_ref().and_then(|g| g.link_id()),

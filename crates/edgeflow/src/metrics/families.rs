@@ -68,6 +68,8 @@ families! {
     PORT_RING_FRAMES = Gauge "edgeflow_port_ring_frames" ["port", "name"] "Receive frames the port's AF_PACKET ring holds.";
     PORT_RATE = Gauge "edgeflow_port_rate_bits_per_second" ["port", "name"] "The rate the port is paced to (scheduled ports).";
     PORT_RX_PACKETS = Counter "edgeflow_port_receive_packets_total" ["port", "name"] "Frames received on the port.";
+    PORT_SOCKET_RX_PACKETS = Counter "edgeflow_port_socket_receive_packets_total" ["port", "name"]
+        "Frames the switch read from the port's own socket (with a kernel fast path: those it sent up).";
     PORT_RX_BYTES = Counter "edgeflow_port_receive_bytes_total" ["port", "name"] "Bytes received on the port.";
     PORT_RX_DROPPED = Counter "edgeflow_port_receive_dropped_total" ["port", "name"] "Received frames dropped on the port.";
     PORT_RX_ERRORS = Counter "edgeflow_port_receive_errors_total" ["port", "name"] "Receive errors on the port.";
