@@ -11,8 +11,8 @@
 //! ports' traffic come back at each harvest ([`forwarding::P4Counts`]). Accounts (AFDX policing)
 //! live in the kernel only.
 //!
-//! About 620 lines, one concern: keeping the kernel object's maps (tables, groups, registers,
-//! value sets, ports) in step with the software target.
+//! About 730 lines, one concern: keeping the kernel object's maps (tables, groups, registers,
+//! value sets, ports, an LPM table's multibit arrays) in step with the software target.
 
 #[cfg(feature = "p4")]
 mod imp {
@@ -74,12 +74,10 @@ mod imp {
         grace: Grace,
     }
 
-    /// One table's multibit arrays as written: their writer, the slots' mapping, and each
-    /// entry's hits cell (its id) by position.
+    /// One table's multibit arrays as written: their writer and the slots' mapping.
     struct LpmArraysWritten {
         writer: LpmWriter,
         slots: MappedArray,
-        cells: Vec<u32>,
     }
 
     /// The grace-period barrier (`grace.rs`), made when something first waits for one, and the
@@ -111,7 +109,7 @@ mod imp {
     }
 
     /// Takes table `t`'s multibit arrays to `entries` without a gap (`p4::backends::ebpf::LpmWriter`):
-    /// the values of new ids, their hits cells zeroed, then the slots word by word; what was let go
+    /// the values of new ids, then the slots word by word; what was let go
     /// of waits for a grace period, and is waited for here only when the free ones run short.
     /// On an error the arrays are written whole again next time.
     fn write_lpm_arrays(
@@ -119,7 +117,6 @@ mod imp {
         t: &KernelTable,
         written: &mut Option<LpmArraysWritten>,
         grace: &mut Grace,
-        seen: &mut HashMap<String, Vec<[u64; 4]>>,
         entries: &[LpmEntry],
     ) -> io::Result<()> {
         let shape = t.lpm_arrays.as_ref().expect("an LpmArrays table has its arrays");
@@ -131,7 +128,7 @@ mod imp {
                     slots.store_u32(b, 4 * w, 0);
                 }
             }
-            *written = Some(LpmArraysWritten { writer: LpmWriter::new(shape.clone()), slots, cells: Vec::new() });
+            *written = Some(LpmArraysWritten { writer: LpmWriter::new(shape.clone()), slots });
         }
         let w = written.as_mut().unwrap();
         if w.writer.holds() && grace.passed(w.writer.short_of_room(entries.len())) {
@@ -139,19 +136,13 @@ mod imp {
         }
         let plan = w.writer.plan(entries);
         let done = plan.map_err(|e| io::Error::other(format!("{}: {e}", t.target))).and_then(|plan| {
-            let (values, hits) = (map(obj, &t.map)?, map(obj, &t.hits_map)?);
-            let zero = vec![0u8; 16 * crate::ebpf::possible_cpus()?];
+            let values = map(obj, &t.map)?;
             for (id, value) in &plan.values {
                 values.update(&id.to_ne_bytes(), value)?;
-                hits.update(&id.to_ne_bytes(), &zero)?;
-                if let Some(cell) = seen.get_mut(&t.hits_map).and_then(|s| s.get_mut(*id as usize)) {
-                    *cell = [0; 4];
-                }
             }
             for &(block, slot, word) in &plan.stores {
                 w.slots.store_u32(block, 4 * slot as usize, word);
             }
-            w.cells = plan.cells;
             Ok(())
         });
         if done.is_err() {
@@ -440,9 +431,7 @@ mod imp {
                 let mut pairs = Vec::with_capacity(entries.len());
                 let mut lpm_entries = Vec::new();
                 for (i, e) in entries.iter().enumerate() {
-                    // An entry of the arrays counts by its id, which its writer puts in.
-                    let index = if t.kind == TableKind::LpmArrays { 0 } else { i as u32 };
-                    let value = gen::table_value(t, &e.action, index, &e.args, g.max_args).ok_or_else(|| {
+                    let value = gen::table_value(t, &e.action, i as u32, &e.args, g.max_args).ok_or_else(|| {
                         io::Error::new(io::ErrorKind::InvalidInput, format!("{}: action {}", t.target, e.action))
                     })?;
                     let pair = match t.kind {
@@ -478,13 +467,12 @@ mod imp {
                         format!("{}: {} entries, the kernel holds {}", t.target, pairs.len(), t.size),
                     ));
                 }
-                if pairs != self.tables[ti] && t.kind == TableKind::LpmArrays {
-                    let (lpm, grace, seen) = (&mut self.lpm[ti], &mut self.grace, &mut self.seen);
-                    write_lpm_arrays(&self.obj, t, lpm, grace, seen, &lpm_entries)?;
-                    self.tables[ti] = pairs;
-                } else if pairs != self.tables[ti] {
+                if pairs != self.tables[ti] {
                     let m = map(&self.obj, &t.map)?;
-                    for (key, _) in &self.tables[ti] {
+                    if t.kind == TableKind::LpmArrays {
+                        write_lpm_arrays(&self.obj, t, &mut self.lpm[ti], &mut self.grace, &lpm_entries)?;
+                    }
+                    for (key, _) in self.tables[ti].iter().filter(|_| t.kind != TableKind::LpmArrays) {
                         if t.kind == TableKind::Scan {
                             if !pairs.iter().any(|(k, _)| k == key) {
                                 m.update(key, &vec![0u8; m.value_size as usize])?;
@@ -493,7 +481,7 @@ mod imp {
                             m.delete(key)?;
                         }
                     }
-                    for (key, value) in &pairs {
+                    for (key, value) in pairs.iter().filter(|_| t.kind != TableKind::LpmArrays) {
                         m.update(key, value)?;
                     }
                     let hits = map(&self.obj, &t.hits_map)?;
@@ -654,16 +642,8 @@ mod imp {
                     .collect()
             };
             let mut c = P4Counts::default();
-            for (ti, (t, written)) in self.gen.tables.iter().zip(&self.tables).enumerate() {
-                // An entry of multibit arrays counts in its id's cell.
-                let by_id = self.lpm.get(ti).and_then(|l| l.as_ref()).map(|l| &l.cells);
-                let grown = growth(&t.hits_map, by_id.map_or(written.len(), |_| t.cells()));
-                let cells: Vec<usize> = match by_id {
-                    Some(ids) => ids.iter().map(|&id| id as usize).collect(),
-                    None => (0..written.len()).collect(),
-                };
-                for (i, cell) in cells.into_iter().enumerate() {
-                    let [p, b, ..] = grown.get(cell).copied().unwrap_or_default();
+            for (t, written) in self.gen.tables.iter().zip(&self.tables) {
+                for (i, [p, b, ..]) in growth(&t.hits_map, written.len()).into_iter().enumerate() {
                     if p > 0 {
                         c.entries.push((t.target.clone(), i, p, b));
                     }

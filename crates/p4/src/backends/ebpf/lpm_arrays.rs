@@ -38,7 +38,7 @@ pub struct LpmArrays {
     /// Blocks in the slots map: the first level's, then room for two of each further level's per
     /// entry (those of the entries written and of those just let go of, in quarantine).
     pub blocks: u32,
-    /// Cells of the values map (and of the hits map): two per entry, for the same reason.
+    /// Cells of the values map: two per entry, for the same reason.
     pub ids: u32,
 }
 
@@ -57,7 +57,14 @@ impl LpmArrays {
         if blocks * 4 * SLOTS as u64 > MAX_BYTES || ids > (BLOCK - 1) as u64 {
             return None;
         }
-        Some(LpmArrays { slots_map, width, first_bits, first_blocks: first_blocks as u32, blocks: blocks as u32, ids: ids as u32 })
+        Some(LpmArrays {
+            slots_map,
+            width,
+            first_bits,
+            first_blocks: first_blocks as u32,
+            blocks: blocks as u32,
+            ids: ids as u32,
+        })
     }
 
     /// Levels below the first.
@@ -110,20 +117,20 @@ pub struct LpmEntry {
     pub value: u32,
     pub len: u32,
     pub priority: i64,
-    /// The value the kernel reads (`table_value`), its index word aside: the writer puts the
-    /// entry's id there, the hits cell it counts in.
+    /// The value the kernel reads (`table_value`): an entry whose value changes (its action,
+    /// data, or the position its hits count at) takes a new id.
     pub value_bytes: Vec<u8>,
 }
 
 /// What one change writes, in this order: the values of new ids (before any slot leads to
-/// them; their hit cells start from zero), then the slot words, each stored whole.
+/// them), then the slot words, each stored whole.
 #[derive(Debug, Default)]
 pub struct LpmPlan {
     pub values: Vec<(u32, Vec<u8>)>,
     /// (block, slot, word).
     pub stores: Vec<(u32, u32, u32)>,
-    /// Each entry's id, by its position: the hits cell it counts in.
-    pub cells: Vec<u32>,
+    /// Each entry's id, by its position.
+    pub ids: Vec<u32>,
 }
 
 /// The arrays as last written, and the ids and blocks free, or waiting for a grace period.
@@ -201,14 +208,12 @@ impl LpmWriter {
                 Some(&id) => id,
                 None => {
                     let id = free_ids.pop().ok_or("no free id: the table's entries changed too fast")?;
-                    let mut v = e.value_bytes.clone();
-                    v[4..8].copy_from_slice(&id.to_ne_bytes());
-                    plan.values.push((id, v));
+                    plan.values.push((id, e.value_bytes.clone()));
                     id
                 }
             };
             ids.insert(key, id);
-            plan.cells.push(id);
+            plan.ids.push(id);
         }
         // Blocks: one below each prefix's path at every level above its own; a path that had
         // one keeps it.
@@ -241,11 +246,8 @@ impl LpmWriter {
             words.insert(b, (level, vec![0; SLOTS as usize]));
         }
         for (&(level, path), &b) in &paths {
-            let (above, slot) = if level == 1 {
-                (path / SLOTS, path % SLOTS)
-            } else {
-                (paths[&(level - 1, path >> 8)], path & 0xff)
-            };
+            let (above, slot) =
+                if level == 1 { (path / SLOTS, path % SLOTS) } else { (paths[&(level - 1, path >> 8)], path & 0xff) };
             words.get_mut(&above).unwrap().1[slot as usize] = BLOCK | b;
         }
         let mut order: Vec<usize> = (0..entries.len()).collect();
@@ -261,7 +263,7 @@ impl LpmWriter {
                 } else {
                     (paths[&(level, value >> (w - self.shape.bits_through(level - 1)))], at & 0xff)
                 };
-                paint(&mut words, b, slot, plan.cells[i] + 1);
+                paint(&mut words, b, slot, plan.ids[i] + 1);
             }
         }
         // Stores: the new blocks whole (nothing leads to them yet), then what changed in the
@@ -346,7 +348,7 @@ mod tests {
     }
 
     impl Kernel {
-        /// The value the kernel's lookup (`lookup_c`) finds for `key`, its index word aside.
+        /// The value the kernel's lookup (`lookup_c`) finds for `key`.
         fn lookup(&self, key: u32) -> Option<Vec<u8>> {
             let (w, a) = (self.shape.width, &self.shape);
             let slot = |b: u32, s: u32| self.blocks.get(&b).map_or(0, |words| words[s as usize]);
@@ -360,9 +362,7 @@ mod tests {
             if word == 0 || word & BLOCK != 0 {
                 return None;
             }
-            let mut v = self.values.get(&(word - 1)).expect("a slot leads to an id with no value").clone();
-            v[4..8].fill(0);
-            Some(v)
+            Some(self.values.get(&(word - 1)).expect("a slot leads to an id with no value").clone())
         }
     }
 
@@ -450,7 +450,11 @@ mod tests {
                     }
                 }
                 for &key in &probe {
-                    assert_eq!(kernel.lookup(key), reference(&entries, w, key), "width {w} round {round}: key {key:#x}");
+                    assert_eq!(
+                        kernel.lookup(key),
+                        reference(&entries, w, key),
+                        "width {w} round {round}: key {key:#x}"
+                    );
                     assert_eq!(
                         writer.lookup(key).map(|id| id + 1),
                         kernel.lookup(key).map(|_| kernel_word(&kernel, key)),

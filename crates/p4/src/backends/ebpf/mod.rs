@@ -40,10 +40,10 @@ use std::fmt::Write as _;
 mod entry;
 mod expr;
 mod externs;
+mod lpm_arrays;
 mod parser;
 mod printer;
 mod stmt;
-mod lpm_arrays;
 pub use lpm_arrays::{LpmArrays, LpmEntry, LpmPlan, LpmWriter, SLOTS as LPM_SLOTS};
 mod tables;
 mod value_set;
@@ -112,7 +112,8 @@ pub enum TableKind {
     /// An LPM trie: a 4-byte prefix length, then the key's bytes in network order.
     Lpm,
     /// One LPM key of at most 32 bits: multibit arrays ([`LpmArrays`], `lpm_arrays.rs`), the
-    /// values in an array by entry id.
+    /// values in an array by entry id (their index word, the hits cell, is still the entry's
+    /// position).
     LpmArrays,
     /// An array of entries scanned in order (ternary, range, several LPM keys).
     Scan,
@@ -139,14 +140,6 @@ pub struct KernelTable {
     pub meter: Option<KernelMeter>,
     /// The arrays of a [`TableKind::LpmArrays`] table.
     pub lpm_arrays: Option<LpmArrays>,
-}
-
-impl KernelTable {
-    /// The cells of its hits map (and of its values, for the arrays): one per entry, or, for
-    /// the arrays, one per id.
-    pub fn cells(&self) -> usize {
-        self.lpm_arrays.as_ref().map_or(self.size, |a| a.ids as usize)
-    }
 }
 
 /// The program as C, and the maps a control plane fills.

@@ -1,6 +1,6 @@
 //! IR tables as kernel maps and the C functions that apply them: exact keys in a hash, a single
 //! LPM key in multibit arrays (`lpm_arrays.rs`) when it has at most 32 bits and the table no direct
-//! meter (whose cells go by entry position), else in an LPM trie, any others in an array scanned in the software target's order
+//! meter (not yet tried with the arrays), else in an LPM trie, any others in an array scanned in the software target's order
 //! (longest prefix, then priority, then the earliest). The layouts are the contract
 //! `table_key`, `table_value` and `scan_entry` (mod.rs) write entries by.
 
@@ -209,8 +209,7 @@ impl Printer<'_> {
         let _ = writeln!(
             self.maps,
             "EF_MAP({}, BPF_MAP_TYPE_PERCPU_ARRAY, 4, sizeof(struct p4_cells), {});",
-            t.hits_map,
-            t.cells()
+            t.hits_map, t.size
         );
         // A hit marks the entry's cell of the table's direct meter; a miss reads green.
         let (mut marked, mut missed) = (String::new(), String::new());
@@ -236,8 +235,7 @@ impl Printer<'_> {
         let _ = writeln!(
             s,
             "\tr->hit = v != 0;\n\tif (v) {{\n\t\tp4_count(&{}, v->index, {}, r->sm.f_packet_length);\n{marked}\t}} else {{\n{missed}\t\tv = bpf_map_lookup_elem(&p4_defaults, &tn);\n\t\tif (!v) {{\n\t\t\tr->action_run = {fallback};\n\t\t\treturn;\n\t\t}}\n\t}}",
-            t.hits_map,
-            t.cells()
+            t.hits_map, t.size
         );
         let _ = writeln!(s, "\tr->action_run = {fallback};\n\tswitch (v->action) {{");
         for (j, ta) in table.actions.iter().enumerate() {
