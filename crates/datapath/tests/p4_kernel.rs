@@ -801,7 +801,8 @@ fn routes_changed_while_frames_are_looked_up_never_open_a_gap() {
         .collect();
     addrs.sort_unstable();
     addrs.dedup();
-    let frame = |addr: u32| udp4([2, 0, 0, 0, 0, 9], [2, 0, 0, 0, 0, 0xfe], [10, 9, 0, 1], addr.to_be_bytes(), 1, 2, 60);
+    let frame =
+        |addr: u32| udp4([2, 0, 0, 0, 0, 9], [2, 0, 0, 0, 0, 0xfe], [10, 9, 0, 1], addr.to_be_bytes(), 1, 2, 60);
     // Each address with the next hops it may leave to.
     let probes: Vec<(Vec<u8>, [u8; 6], [u8; 6])> =
         addrs.iter().map(|&x| (frame(x), answer(&a, x).unwrap(), answer(&b, x).unwrap())).collect();
@@ -848,7 +849,12 @@ fn routes_changed_while_frames_are_looked_up_never_open_a_gap() {
     let wrong = wrong.into_inner().unwrap();
     let runs = runs.into_inner();
     println!("{} addresses, {runs} frames during {flips} changes, {} wrong", probes.len(), wrong.len());
-    assert!(wrong.is_empty(), "{} of {runs} frames found neither answer: {:?}", wrong.len(), &wrong[..wrong.len().min(8)]);
+    assert!(
+        wrong.is_empty(),
+        "{} of {runs} frames found neither answer: {:?}",
+        wrong.len(),
+        &wrong[..wrong.len().min(8)]
+    );
     assert!(runs >= probes.len(), "the frames ran while the routes changed ({runs})");
     for (f, _, _) in &probes {
         compare(k.object(), &mut sw, f, 1, &mut tally);

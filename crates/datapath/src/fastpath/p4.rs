@@ -24,8 +24,8 @@ mod imp {
     use p4::backends::ebpf::{self as gen, stats_slot, Generated, KernelTable, LpmEntry, LpmWriter, TableKind};
     use p4::backends::software::Switch as Program;
 
-    use crate::fastpath::grace::GraceBarrier;
     use crate::ebpf::{Map, MappedArray, Object};
+    use crate::fastpath::grace::GraceBarrier;
 
     /// The drop reasons the switch reports, by the software target's names for them.
     const DROPS: [(&str, u32); 3] =
