@@ -40,7 +40,7 @@ impl MappedArray {
     /// Stores `word` whole at byte `offset` (a multiple of 4) of element `index`, after every
     /// store made before it (release: a program that reads it reads those too).
     pub fn store_u32(&self, index: u32, offset: usize, word: u32) {
-        assert!(offset % 4 == 0 && offset + 4 <= self.value_size, "word at {offset} of an element");
+        assert!(offset.is_multiple_of(4) && offset + 4 <= self.value_size, "word at {offset} of an element");
         let at = index as usize * self.stride + offset;
         assert!(at + 4 <= self.len, "element {index} past the array");
         // SAFETY: in the mapping, 4-aligned (the mapping is page-aligned, the stride a multiple
@@ -51,7 +51,7 @@ impl MappedArray {
 
     /// The word at byte `offset` of element `index`.
     pub fn load_u32(&self, index: u32, offset: usize) -> u32 {
-        assert!(offset % 4 == 0 && offset + 4 <= self.value_size, "word at {offset} of an element");
+        assert!(offset.is_multiple_of(4) && offset + 4 <= self.value_size, "word at {offset} of an element");
         let at = index as usize * self.stride + offset;
         assert!(at + 4 <= self.len, "element {index} past the array");
         // SAFETY: as in `store_u32`.

@@ -417,13 +417,13 @@ mod tests {
             for round in 0..40 {
                 let old = entries.clone();
                 // Some go, some come, some change their value.
-                entries.retain(|_| rng.next() % 4 != 0);
+                entries.retain(|_| !rng.next().is_multiple_of(4));
                 for e in entries.iter_mut() {
-                    if rng.next() % 8 == 0 {
+                    if rng.next().is_multiple_of(8) {
                         e.value_bytes[8] ^= 1;
                     }
                 }
-                while entries.len() < size && rng.next() % 3 != 0 {
+                while entries.len() < size && !rng.next().is_multiple_of(3) {
                     entries.push(entry(&mut rng, w));
                 }
                 let probe = probes(&[old.clone(), entries.clone()].concat(), w);
