@@ -17,6 +17,8 @@
 
 pub mod clang;
 mod elf;
+mod mapped;
+pub use mapped::MappedArray;
 pub mod objects;
 mod pin;
 
@@ -451,6 +453,11 @@ impl Program {
         let expected = if prog_type == prog_type::XDP { attach::XDP } else { 0 };
         let fd = load_program(name, prog_type, insns, b"GPL\0", expected, None)?;
         Ok(Program { fd, name: name.to_string(), prog_type })
+    }
+
+    /// The same program through a second descriptor, for another thread to run.
+    pub fn try_clone(&self) -> io::Result<Program> {
+        Ok(Program { fd: self.fd.try_clone()?, name: self.name.clone(), prog_type: self.prog_type })
     }
 }
 

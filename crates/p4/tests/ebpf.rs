@@ -16,6 +16,7 @@ fn example(name: &str) -> Result<p4::backends::ebpf::Generated, String> {
 fn the_examples_fit_with_their_tables_kinds() {
     let router = example("ipv4_router.p4").unwrap();
     let kinds: Vec<(&str, TableKind)> = router.tables.iter().map(|t| (t.target.as_str(), t.kind)).collect();
+    // 65 536 routes: multibit arrays would take 256 MB (two blocks per route and level), so a trie.
     assert_eq!(kinds, [("RouterIngress.routes", TableKind::Lpm)]);
     assert_eq!(
         router.counters.iter().map(|c| (c.0.as_str(), c.2)).collect::<Vec<_>>(),

@@ -74,7 +74,6 @@ impl GraceBarrier {
     }
 
     /// Blocks until `ticket` has passed.
-    #[cfg(test)]
     pub fn wait(&self, ticket: u64) {
         let mut c = self.shared.counts.lock().unwrap();
         while c.passed < ticket && !c.stop {

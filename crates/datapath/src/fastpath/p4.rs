@@ -11,8 +11,8 @@
 //! ports' traffic come back at each harvest ([`forwarding::P4Counts`]). Accounts (AFDX policing)
 //! live in the kernel only.
 //!
-//! About 620 lines, one concern: keeping the kernel object's maps (tables, groups, registers,
-//! value sets, ports) in step with the software target.
+//! About 730 lines, one concern: keeping the kernel object's maps (tables, groups, registers,
+//! value sets, ports, an LPM table's multibit arrays) in step with the software target.
 
 #[cfg(feature = "p4")]
 mod imp {
@@ -21,10 +21,11 @@ mod imp {
 
     use forwarding::P4Counts;
     use p4::backends::ebpf::verdict::{DROP, FORWARD, MISFIT, NONE, NO_PORT, PARSER, PROGRAM, STATS, UP};
-    use p4::backends::ebpf::{self as gen, stats_slot, Generated, TableKind};
+    use p4::backends::ebpf::{self as gen, stats_slot, Generated, KernelTable, LpmEntry, LpmWriter, TableKind};
     use p4::backends::software::Switch as Program;
 
-    use crate::ebpf::{Map, Object};
+    use crate::ebpf::{Map, MappedArray, Object};
+    use crate::fastpath::grace::GraceBarrier;
 
     /// The drop reasons the switch reports, by the software target's names for them.
     const DROPS: [(&str, u32); 3] =
@@ -67,6 +68,91 @@ mod imp {
         stale_written: Option<bool>,
         /// Ports whose traffic the kernel counts (`p4_port_counts` has their cells).
         counted_ports: Vec<u32>,
+        /// Per table kept as multibit arrays (`TableKind::LpmArrays`), once written.
+        lpm: Vec<Option<LpmArraysWritten>>,
+        /// Proof that ids and blocks the arrays let go of are read by no frame any more.
+        grace: Grace,
+    }
+
+    /// One table's multibit arrays as written: their writer and the slots' mapping.
+    struct LpmArraysWritten {
+        writer: LpmWriter,
+        slots: MappedArray,
+    }
+
+    /// The grace-period barrier (`grace.rs`), made when something first waits for one, and the
+    /// ticket of the latest asked for.
+    #[derive(Default)]
+    struct Grace {
+        barrier: Option<GraceBarrier>,
+        ticket: u64,
+    }
+
+    impl Grace {
+        /// Asks for a grace period that begins now.
+        fn ask(&mut self) -> io::Result<()> {
+            if self.barrier.is_none() {
+                self.barrier = Some(GraceBarrier::new()?);
+            }
+            self.ticket = self.barrier.as_ref().unwrap().ask();
+            Ok(())
+        }
+
+        /// Whether the latest asked for has passed; with `wait`, after waiting for it.
+        fn passed(&self, wait: bool) -> bool {
+            let Some(b) = &self.barrier else { return false };
+            if wait {
+                b.wait(self.ticket);
+            }
+            b.passed() >= self.ticket
+        }
+    }
+
+    /// Takes table `t`'s multibit arrays to `entries` without a gap (`p4::backends::ebpf::LpmWriter`):
+    /// the values of new ids, then the slots word by word; what was let go
+    /// of waits for a grace period, and is waited for here only when the free ones run short.
+    /// On an error the arrays are written whole again next time.
+    fn write_lpm_arrays(
+        obj: &Object,
+        t: &KernelTable,
+        written: &mut Option<LpmArraysWritten>,
+        grace: &mut Grace,
+        entries: &[LpmEntry],
+    ) -> io::Result<()> {
+        let shape = t.lpm_arrays.as_ref().expect("an LpmArrays table has its arrays");
+        if written.is_none() {
+            let slots = MappedArray::new(map(obj, &shape.slots_map)?)?;
+            // Whatever an earlier writer left (it failed half way) goes; frames go up meanwhile.
+            for b in 0..shape.blocks {
+                for w in 0..gen::LPM_SLOTS as usize {
+                    slots.store_u32(b, 4 * w, 0);
+                }
+            }
+            *written = Some(LpmArraysWritten { writer: LpmWriter::new(shape.clone()), slots });
+        }
+        let w = written.as_mut().unwrap();
+        if w.writer.holds() && grace.passed(w.writer.short_of_room(entries.len())) {
+            w.writer.grace_passed();
+        }
+        let plan = w.writer.plan(entries);
+        let done = plan.map_err(|e| io::Error::other(format!("{}: {e}", t.target))).and_then(|plan| {
+            let values = map(obj, &t.map)?;
+            for (id, value) in &plan.values {
+                values.update(&id.to_ne_bytes(), value)?;
+            }
+            for &(block, slot, word) in &plan.stores {
+                w.slots.store_u32(block, 4 * slot as usize, word);
+            }
+            Ok(())
+        });
+        if done.is_err() {
+            *written = None;
+            return done;
+        }
+        if w.writer.holds() {
+            grace.ask()?;
+        }
+        Ok(())
     }
 
     fn map<'o>(obj: &'o Object, name: &str) -> io::Result<&'o Map> {
@@ -190,6 +276,8 @@ mod imp {
                 held_for_ports: false,
                 stale_written: None,
                 counted_ports: Vec::new(),
+                lpm: Vec::new(),
+                grace: Grace::default(),
             }
         }
 
@@ -337,9 +425,11 @@ mod imp {
             let g = &self.gen;
             self.tables.resize(g.tables.len(), Vec::new());
             self.defaults.resize(g.tables.len(), Vec::new());
+            self.lpm.resize_with(g.tables.len(), || None);
             for (ti, t) in g.tables.iter().enumerate() {
                 let entries = program.entries(&t.target).unwrap_or_default();
                 let mut pairs = Vec::with_capacity(entries.len());
+                let mut lpm_entries = Vec::new();
                 for (i, e) in entries.iter().enumerate() {
                     let value = gen::table_value(t, &e.action, i as u32, &e.args, g.max_args).ok_or_else(|| {
                         io::Error::new(io::ErrorKind::InvalidInput, format!("{}: action {}", t.target, e.action))
@@ -347,6 +437,17 @@ mod imp {
                     let pair = match t.kind {
                         TableKind::Scan => {
                             ((i as u32).to_ne_bytes().to_vec(), gen::scan_entry(t, &e.keys, e.priority, &value))
+                        }
+                        TableKind::LpmArrays => {
+                            let entry = gen::lpm_entry(t, &e.keys, e.priority, value.clone()).ok_or_else(|| {
+                                io::Error::new(
+                                    io::ErrorKind::InvalidInput,
+                                    format!("{}: a key the kernel cannot hold", t.target),
+                                )
+                            })?;
+                            let key = [entry.value.to_ne_bytes(), entry.len.to_ne_bytes()].concat();
+                            lpm_entries.push(entry);
+                            ([key, e.priority.to_ne_bytes().to_vec()].concat(), value)
                         }
                         _ => (
                             gen::table_key(t, &e.keys).ok_or_else(|| {
@@ -368,7 +469,10 @@ mod imp {
                 }
                 if pairs != self.tables[ti] {
                     let m = map(&self.obj, &t.map)?;
-                    for (key, _) in &self.tables[ti] {
+                    if t.kind == TableKind::LpmArrays {
+                        write_lpm_arrays(&self.obj, t, &mut self.lpm[ti], &mut self.grace, &lpm_entries)?;
+                    }
+                    for (key, _) in self.tables[ti].iter().filter(|_| t.kind != TableKind::LpmArrays) {
                         if t.kind == TableKind::Scan {
                             if !pairs.iter().any(|(k, _)| k == key) {
                                 m.update(key, &vec![0u8; m.value_size as usize])?;
@@ -377,7 +481,7 @@ mod imp {
                             m.delete(key)?;
                         }
                     }
-                    for (key, value) in &pairs {
+                    for (key, value) in pairs.iter().filter(|_| t.kind != TableKind::LpmArrays) {
                         m.update(key, value)?;
                     }
                     let hits = map(&self.obj, &t.hits_map)?;

@@ -13,7 +13,8 @@
 //! What fits (the rest is refused by name at its file and line, and the program then runs in
 //! userspace): values of at most 64 bits, `bit<W>` and `int<W>`; a parser over at most 256 bytes
 //! of headers, its loops unrolled; header stacks (an index known only when a frame runs bounded
-//! where it is used); tables whose keys are exact (a hash), a single LPM key (an LPM trie), or
+//! where it is used); tables whose keys are exact (a hash), a single LPM key (multibit arrays when
+//! it has at most 32 bits, `lpm_arrays.rs`, else an LPM trie), or
 //! any others in a table of at most 256 entries (scanned in the software target's order:
 //! longest prefix, then priority, then the earliest); parser value sets (an array map per set,
 //! scanned by the select: `value_set.rs`); actions, functions and sub-blocks as C
@@ -39,9 +40,11 @@ use std::fmt::Write as _;
 mod entry;
 mod expr;
 mod externs;
+mod lpm_arrays;
 mod parser;
 mod printer;
 mod stmt;
+pub use lpm_arrays::{LpmArrays, LpmEntry, LpmPlan, LpmWriter, SLOTS as LPM_SLOTS};
 mod tables;
 mod value_set;
 pub use value_set::{value_set_member, KernelValueSet};
@@ -108,6 +111,10 @@ pub enum TableKind {
     Exact,
     /// An LPM trie: a 4-byte prefix length, then the key's bytes in network order.
     Lpm,
+    /// One LPM key of at most 32 bits: multibit arrays ([`LpmArrays`], `lpm_arrays.rs`), the
+    /// values in an array by entry id (their index word, the hits cell, is still the entry's
+    /// position).
+    LpmArrays,
     /// An array of entries scanned in order (ternary, range, several LPM keys).
     Scan,
 }
@@ -131,6 +138,8 @@ pub struct KernelTable {
     pub size: usize,
     /// Its direct meter (`meters = ...`), a cell per entry index.
     pub meter: Option<KernelMeter>,
+    /// The arrays of a [`TableKind::LpmArrays`] table.
+    pub lpm_arrays: Option<LpmArrays>,
 }
 
 /// The program as C, and the maps a control plane fills.
@@ -216,22 +225,7 @@ pub fn table_key(t: &KernelTable, keys: &[crate::backends::software::Match]) -> 
         TableKind::Lpm => {
             let width = t.keys[0].0;
             let bytes = width.div_ceil(8) as usize;
-            let (value, prefix) = match keys {
-                [Match::Lpm { value, prefix }] => (*value, *prefix),
-                [Match::Exact(v)] => (*v, width),
-                [Match::Any] => (0, 0),
-                // `value &&& mask` in an LPM table's entries: a prefix when the mask is one.
-                [Match::Ternary { value, mask }] => {
-                    let full = (1u128 << width) - 1;
-                    let prefix = (mask & full).count_ones();
-                    let as_prefix = if prefix == 0 { 0 } else { full & !((1u128 << (width - prefix)) - 1) };
-                    if mask & full != as_prefix {
-                        return None;
-                    }
-                    (*value & as_prefix, prefix)
-                }
-                _ => return None,
-            };
+            let (value, prefix) = lpm_prefix(width, keys)?;
             // The trie compares from the first byte's top bit: a key of a width that is not whole
             // bytes goes in left-aligned, its prefix first (as the lookup builds it).
             let pad = 8 * bytes as u32 - width;
@@ -239,8 +233,42 @@ pub fn table_key(t: &KernelTable, keys: &[crate::backends::software::Match]) -> 
             k.extend_from_slice(&(value << pad).to_be_bytes()[16 - bytes..]);
             Some(k)
         }
-        TableKind::Scan => None,
+        TableKind::Scan | TableKind::LpmArrays => None,
     }
+}
+
+/// An LPM table's entry as a prefix: its value and length.
+fn lpm_prefix(width: u32, keys: &[crate::backends::software::Match]) -> Option<(u128, u32)> {
+    use crate::backends::software::Match;
+    Some(match keys {
+        [Match::Lpm { value, prefix }] => (*value, *prefix),
+        [Match::Exact(v)] => (*v, width),
+        [Match::Any] => (0, 0),
+        // `value &&& mask` in an LPM table's entries: a prefix when the mask is one.
+        [Match::Ternary { value, mask }] => {
+            let full = (1u128 << width) - 1;
+            let prefix = (mask & full).count_ones();
+            let as_prefix = if prefix == 0 { 0 } else { full & !((1u128 << (width - prefix)) - 1) };
+            if mask & full != as_prefix {
+                return None;
+            }
+            (*value & as_prefix, prefix)
+        }
+        _ => return None,
+    })
+}
+
+/// An entry of a [`TableKind::LpmArrays`] table as its writer paints it; `value` is its
+/// [`table_value`].
+pub fn lpm_entry(
+    t: &KernelTable,
+    keys: &[crate::backends::software::Match],
+    priority: i64,
+    value: Vec<u8>,
+) -> Option<LpmEntry> {
+    let width = t.keys[0].0;
+    let (prefix, len) = lpm_prefix(width, keys)?;
+    Some(LpmEntry { value: (prefix & ones(width) as u128) as u32, len: len.min(width), priority, value_bytes: value })
 }
 
 /// A scanned table's entry: present, priority, then per key (value, mask, low, high), then the

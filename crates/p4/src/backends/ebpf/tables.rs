@@ -1,12 +1,13 @@
 //! IR tables as kernel maps and the C functions that apply them: exact keys in a hash, a single
-//! LPM key in an LPM trie, any others in an array scanned in the software target's order
+//! LPM key in multibit arrays (`lpm_arrays.rs`) when it has at most 32 bits and the table no direct
+//! meter (not yet tried with the arrays), else in an LPM trie, any others in an array scanned in the software target's order
 //! (longest prefix, then priority, then the earliest). The layouts are the contract
 //! `table_key`, `table_value` and `scan_entry` (mod.rs) write entries by.
 
 use std::fmt::Write as _;
 
 use super::printer::{mask_c, width, Printer};
-use super::{ident, no, KernelMeter, KernelTable, TableKind, R, SCAN_MAX};
+use super::{ident, no, KernelMeter, KernelTable, LpmArrays, TableKind, R, SCAN_MAX};
 use crate::midend::code::expr_ty;
 use crate::midend::ir::{CallArg, Expr, Place};
 
@@ -76,6 +77,13 @@ impl Printer<'_> {
             )
         });
         let number = self.tables.len() as u32;
+        let lpm_arrays = match kind {
+            TableKind::Lpm if meter.is_none() => {
+                LpmArrays::for_table(format!("p4_s_{}", ident(&target)), keys[0].0, size)
+            }
+            _ => None,
+        };
+        let kind = if lpm_arrays.is_some() { TableKind::LpmArrays } else { kind };
         let kt = KernelTable {
             target: target.clone(),
             number,
@@ -86,6 +94,7 @@ impl Printer<'_> {
             actions,
             size,
             meter: meter.as_ref().map(|(m, _)| m.clone()),
+            lpm_arrays,
         };
         self.table_of.insert(t, self.tables.len());
         self.tables.push(kt.clone());
@@ -156,6 +165,23 @@ impl Printer<'_> {
                     let _ = writeln!(s, "\tkey.data[{b}] = kv >> {};", 8 * (bytes - 1 - b));
                 }
                 let _ = writeln!(s, "\tv = bpf_map_lookup_elem(&{}, &key);", t.map);
+            }
+            TableKind::LpmArrays => {
+                let a = t.lpm_arrays.as_ref().expect("an LpmArrays table has its arrays");
+                let _ = writeln!(
+                    self.maps,
+                    "EF_MAP({}, BPF_MAP_TYPE_ARRAY, 4, sizeof(struct p4_value), {});",
+                    t.map, a.ids
+                );
+                // Userspace stores each slot word whole, through a mapping of the array.
+                let _ = writeln!(
+                    self.maps,
+                    "EF_MAP_FLAGS({}, BPF_MAP_TYPE_ARRAY, 4, {}, {}, BPF_F_MMAPABLE);",
+                    a.slots_map,
+                    4 * super::lpm_arrays::SLOTS,
+                    a.blocks
+                );
+                s += &a.lookup_c(&keys[0], &t.map);
             }
             TableKind::Scan => {
                 let st = format!("p4_scan_{}", ident(&t.target));
