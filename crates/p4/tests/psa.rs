@@ -96,7 +96,8 @@ EgressPipeline(EP(), E(), ED()) ep;
 PSA_Switch(ip, PacketReplicationEngine(), ep, BufferingQueueingEngine()) main;
 "#;
 
-const ETH: &str = "ffffffffffff 020000000001";
+/// The Ethernet addresses every PSA test frame here carries (broadcast, from 02:00:00:00:00:01).
+pub(crate) const ETH: &str = "ffffffffffff 020000000001";
 
 #[test]
 fn unicast_multicast_and_the_default_drop() {

@@ -5,6 +5,7 @@
 //! the deparser for every frame; the kernel back end refuses PSA programs whole.
 
 use crate::common::{assert_pass, run};
+use crate::ETH;
 
 /// Ingress on the EtherType: 1 marks the frame's metadata 0x5a and resubmits it, 2 marks it
 /// 0xc3 and clones it to session 5, leaving the frame dropped. The deparser puts the mark in
@@ -74,8 +75,6 @@ IngressPipeline(IP(), I(), ID()) ip;
 EgressPipeline(EP(), E(), ED()) ep;
 PSA_Switch(ip, PacketReplicationEngine(), ep, BufferingQueueingEngine()) main;
 "#;
-
-const ETH: &str = "ffffffffffff 020000000001";
 
 #[test]
 fn a_resubmitted_frames_parser_gets_the_deparsers_resubmit_meta() {

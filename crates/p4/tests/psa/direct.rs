@@ -5,6 +5,7 @@
 //! PSA programs whole.
 
 use crate::common::{assert_pass, run};
+use crate::ETH;
 use p4::backends::software::{Match, Switch};
 
 /// Table `t` on the EtherType: `counted` counts and meters a frame whose `seen` byte is 0 and
@@ -65,8 +66,6 @@ IngressPipeline(IP(), I(), ID()) ip;
 EgressPipeline(EP(), E(), ED()) ep;
 PSA_Switch(ip, PacketReplicationEngine(), ep, BufferingQueueingEngine()) main;
 "#;
-
-const ETH: &str = "ffffffffffff 020000000001";
 
 #[test]
 fn a_direct_counter_counts_only_where_the_entrys_action_calls_count() {
