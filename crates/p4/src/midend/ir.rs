@@ -1,5 +1,6 @@
 //! The IR's data: every name resolved to an index, every constant folded, every type with its
 //! width and signedness. Plain data with a readable dump (`Display`), which tests compare.
+//! (About 600 lines, one concern: the data; `lower.rs` makes it, the back ends read it.)
 
 use std::fmt;
 
