@@ -212,14 +212,22 @@ impl Info {
 }
 
 /// The fields of a header or struct `name`, each a bitstring of its width.
+/// The fields of header or struct `name`, numbered from 1; a nested struct's or header's fields
+/// take its place, named `outer.inner`: a digest's data is flat in P4Info and in the data a
+/// DigestList carries (the software target packs it so: `exec::externs::digest_members`).
 fn members(checked: &Checked, name: &str) -> Vec<Param> {
-    match checked.layouts.get(name) {
-        Some(Layout::Header(fields) | Layout::Struct(fields)) => fields
-            .iter()
-            .enumerate()
-            .map(|(i, (n, t))| Param { id: i as u32 + 1, name: n.clone(), bitwidth: width(t) })
-            .collect(),
-        _ => Vec::new(),
+    let mut out = Vec::new();
+    flat_members(checked, name, "", &mut out);
+    out
+}
+
+fn flat_members(checked: &Checked, name: &str, prefix: &str, out: &mut Vec<Param>) {
+    let Some(Layout::Header(fields) | Layout::Struct(fields)) = checked.layouts.get(name) else { return };
+    for (n, t) in fields {
+        match t {
+            Ty::Struct(inner) | Ty::Header(inner) => flat_members(checked, inner, &format!("{prefix}{n}."), out),
+            _ => out.push(Param { id: out.len() as u32 + 1, name: format!("{prefix}{n}"), bitwidth: width(t) }),
+        }
     }
 }
 

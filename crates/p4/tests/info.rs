@@ -169,3 +169,28 @@ fn controller_headers_and_digests_are_published_and_digests_kept_per_frame() {
     assert_eq!((digests[0].name.as_str(), digests[0].data.as_slice()), ("learn_t", &[0x0200_0000_0001_u128, 3][..]));
     assert!(sw.take_digests().is_empty(), "taken once");
 }
+
+/// A digest whose data has a struct member: P4Info lists that struct's fields in its place,
+/// named `outer.inner`, and the software target sends their values there (P4Info had the member
+/// as a bitstring of width 0, and the data a 0 for it).
+#[test]
+fn a_digests_nested_struct_is_published_and_sent_flat() {
+    let source = include_str!("../../../examples/p4/v1model_learning_switch.p4")
+        .replace("struct learn_t {\n    bit<48> src;", "struct where_t {\n    bit<9> port;\n    bit<7> pad;\n}\n\nstruct learn_t {\n    where_t at;\n    bit<48> src;")
+        .replace(
+            "meta.learn.src = hdr.ethernet.src;",
+            "meta.learn.src = hdr.ethernet.src; meta.learn.at.port = standard_metadata.ingress_port; meta.learn.at.pad = 5;",
+        );
+    let (p, c) = p4::front_end("learn.p4", &source).unwrap();
+    let i = info(&p, &c).unwrap();
+    let [d] = i.digests.as_slice() else { panic!("{:?}", i.digests) };
+    let members: Vec<_> = d.members.iter().map(|m| (m.id, m.name.as_str(), m.bitwidth)).collect();
+    assert_eq!(members, [(1, "at.port", 9), (2, "at.pad", 7), (3, "src", 48), (4, "port", 9)]);
+
+    let mut sw = p4::backends::software::Switch::new(p, c).unwrap();
+    let frame = [[0x02, 0, 0, 0, 0, 0x99], [0x02, 0, 0, 0, 0, 0x01]].concat();
+    sw.process(&[frame, vec![0x08, 0x00, 0xaa]].concat(), 3, 0).unwrap();
+    let digests = sw.take_digests();
+    assert_eq!(digests.len(), 1);
+    assert_eq!(digests[0].data, [3, 5, 0x0200_0000_0001, 3]);
+}

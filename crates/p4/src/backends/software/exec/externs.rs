@@ -224,16 +224,13 @@ impl Compiler<'_> {
                     };
                     let name = self.ir.aggregates[*i].name.clone();
                     let (at, shape, _) = self.place(p)?;
-                    let n = self.ir.aggregates[*i].fields.len();
-                    let fields: Vec<(usize, bool)> =
-                        (0..n).map(|k| (shape.field_at(k), matches!(shape.field(k), Shape::Scalar))).collect();
+                    let fields = digest_members(self.ir, ty, &shape, 0);
                     Ok(Box::new(move |m: &mut M| {
                         if m.sw.digests.len() >= DIGESTS_KEPT {
                             return Flow::Next;
                         }
                         let Some(a) = at(m) else { return Flow::Next };
-                        let data =
-                            fields.iter().map(|&(off, scalar)| if scalar { m.slots[a + off] } else { 0 }).collect();
+                        let data = fields.iter().map(|f| f.map_or(0, |off| m.slots[a + off])).collect();
                         m.sw.digests.push(Digest { name: name.clone(), data });
                         Flow::Next
                     }))
@@ -837,5 +834,22 @@ fn extracted(m: &mut M<'_>, a: usize, cursor: usize, settle: &Option<After>, nex
         if let Some(s) = stack(m) {
             m.slots[s] += 1;
         }
+    }
+}
+
+/// Where each member of a digest's data sits, from `base` in the data's slots, in the order
+/// P4Info lists them (`info::DigestInfo::members`): a nested struct's or header's fields in its
+/// place, flattened, each bit field or bool its slot, anything else (which P4Info gives a width
+/// of 0) none, sent as 0.
+pub(super) fn digest_members(ir: &ir::Program, ty: &Ty, shape: &Shape, base: usize) -> Vec<Option<usize>> {
+    match ty {
+        Ty::Struct(i) | Ty::Header(i) => ir.aggregates[*i]
+            .fields
+            .iter()
+            .enumerate()
+            .flat_map(|(k, (_, t))| digest_members(ir, t, shape.field(k), base + shape.field_at(k)))
+            .collect(),
+        Ty::Bit(_) | Ty::Int(_) | Ty::Bool => vec![Some(base)],
+        _ => vec![None],
     }
 }

@@ -6,7 +6,7 @@
 //! in `Switch::externs` (made at load by `psa.rs`, cleared as each of the package's blocks
 //! starts), found by number when the program is compiled.
 
-use super::externs::{serialize, Piece};
+use super::externs::{digest_members, serialize, Piece};
 use super::{mask, Compiler, Flow, Shape, E, M, P, R, S};
 use crate::backends::software::psa::{add_ones_complement, psa_algorithm, Extern, RECIRCULATE_PORT};
 use crate::backends::software::v1model::{self, ones_complement_sum};
@@ -248,21 +248,12 @@ impl Compiler<'_> {
     }
 
     /// `Digest.pack(data)`: kept for the control plane under the instance's name, each member
-    /// of `data` a number (one that is not bits or a bool counts 0, as the old evaluator keeps it).
+    /// of `data` a number, a nested struct's flattened (`digest_members`).
     fn psa_digest(&self, key: &str, data: &Expr) -> R<S> {
         let name = key.to_string();
         let Expr::Read(p) = data else { return Err("Digest.pack of what is not a variable's".into()) };
         let (at, shape, _) = self.place(p)?;
-        let fields: Vec<Option<usize>> = match &p.ty {
-            Ty::Struct(i) | Ty::Header(i) => self.ir.aggregates[*i]
-                .fields
-                .iter()
-                .enumerate()
-                .map(|(k, (_, t))| matches!(t, Ty::Bit(_) | Ty::Int(_) | Ty::Bool).then(|| shape.field_at(k)))
-                .collect(),
-            Ty::Bit(_) | Ty::Int(_) | Ty::Bool => vec![Some(0)],
-            _ => vec![None],
-        };
+        let fields = digest_members(self.ir, &p.ty, &shape, 0);
         Ok(Box::new(move |m: &mut M| {
             if m.sw.digests.len() >= DIGESTS_KEPT {
                 return Flow::Next;
