@@ -1,6 +1,6 @@
 //! One controller connection: framing, handshake, keepalive, and per-message dispatch.
 //!
-//! About 770 lines with its tests, one concern: a connection's life and what it may send,
+//! About 810 lines with its tests, one concern: a connection's life and what it may send,
 //! the role check on a message's bytes included (it must run before the decoder, which is here);
 //! what each request does is the hub's (`lib.rs`) and the switch's.
 
