@@ -513,6 +513,9 @@ async fn handshake_and_session<S: AsyncRead + AsyncWrite + Unpin + 'static>(
     // is queued and the output is under its limit. The output limit then bounds what the next
     // request finds, and one connection has at most one such reply in the making.
     let mut held: Option<Vec<u8>> = None;
+    // Closed for taking nothing: its writer is not waited for (it could only wait out its
+    // grace, while its queue holds every connection's reading).
+    let mut stalled = false;
     loop {
         // Some connection (this one perhaps) is behind with flow-removed or port-status
         // messages: nothing is read until it has taken them, so that no request makes more.
@@ -573,6 +576,7 @@ async fn handshake_and_session<S: AsyncRead + AsyncWrite + Unpin + 'static>(
                 warn!(%peer, queued = tx.queued(), limit, packet_ins_dropped = dropped,
                       "peer stopped reading (output over the limit, nothing taken for {probe:?}): closing");
                 ChannelCounters::bump(&hub.borrow().counters.slow_readers_dropped);
+                stalled = true;
                 break;
             }
             _ = stopped(stop.clone()) => {
@@ -598,7 +602,8 @@ async fn handshake_and_session<S: AsyncRead + AsyncWrite + Unpin + 'static>(
     // The session's sender too, or the writer waits for it until finish gives up.
     drop(session);
     let pending = tx.pending.clone();
-    finish(tx, writer_task).await;
+    let grace = if stalled { Duration::ZERO } else { WRITER_GRACE };
+    finish_within(tx, writer_task, grace).await;
     count_lost(hub, peer, &pending);
     Outcome::Session
 }
@@ -625,12 +630,19 @@ fn count_lost(hub: &HubRef, peer: &str, pending: &[std::sync::atomic::AtomicUsiz
     warn!(%peer, "connection closed with asynchronous messages unsent: {} lost", said.join(", "));
 }
 
+/// How long a closing connection's writer may take to write what is queued.
+const WRITER_GRACE: Duration = Duration::from_secs(1);
+
 async fn finish(tx: Outbox, writer: tokio::task::JoinHandle<()>) {
+    finish_within(tx, writer, WRITER_GRACE).await
+}
+
+async fn finish_within(tx: Outbox, writer: tokio::task::JoinHandle<()>, grace: Duration) {
     drop(tx);
     // Let queued replies (e.g. the error that explains the close) go out, but not forever: a
     // peer that does not read would hold the socket open.
     let abort = writer.abort_handle();
-    if timeout(Duration::from_secs(1), writer).await.is_err() {
+    if timeout(grace, writer).await.is_err() {
         debug!("writer did not finish in time: closing anyway");
         abort.abort();
     }
