@@ -256,11 +256,11 @@ impl Outbox {
             return false;
         }
         let n = bytes.len();
-        if !self.queue(kind, bytes) {
-            return true; // the writer is gone: counted lost by its connection's end, as unsent
-        }
         if let Some(i) = kind.async_index() {
             self.pending[i].fetch_add(1, Ordering::Relaxed);
+        }
+        if !self.queue(kind, bytes) {
+            return true; // the writer is gone: lost with the connection, counted at its end
         }
         if kind != Kind::PacketIn {
             let kept = self.kept_bytes.fetch_add(n, Ordering::AcqRel) + n;
