@@ -329,6 +329,72 @@ def test_a_peer_that_stops_reading_is_dropped_and_the_others_keep_working(two_ho
         assert c.recv().type == 3
 
 
+def count_until(conn, msg_type, n, timeout):
+    """Reads `conn` raw (answering echo requests) until `n` messages of `msg_type` have come or
+    `timeout` seconds have passed; returns how many came."""
+    got, buf, deadline = 0, b"", time.monotonic() + timeout
+    conn.sock.settimeout(0.2)
+    while got < n and time.monotonic() < deadline:
+        try:
+            chunk = conn.sock.recv(1 << 20)
+        except TimeoutError:
+            continue
+        if not chunk:
+            break
+        buf += chunk
+        at = 0
+        while len(buf) - at >= 8:
+            typ, length, xid = struct.unpack_from("!xBHI", buf, at)
+            if len(buf) - at < length:
+                break
+            if typ == msg_type:
+                got += 1
+            elif typ == ofpeer.ECHO_REQUEST:
+                conn.send(header(ofpeer.ECHO_REPLY, length, xid) + buf[at + 8:at + length])
+            at += length
+        buf = buf[at:]
+    return got
+
+
+def test_a_controller_that_reads_late_gets_every_flow_removed_message(two_hosts):
+    """Issue 56: a controller installs 50 000 flows asking for flow-removed messages, deletes them
+    all with one flow-mod and reads only after a pause: it gets all 50 000, at an output limit
+    (64 KiB) their 4 MB overflow sixty times. (Before, the switch dropped every asynchronous
+    message past the limit, and a controller that keeps state from them, Faucet's Gauge or ONOS,
+    lost those flows' final counters.) One that never reads is closed after a probe interval, as
+    Open vSwitch closes it, and what it lost is counted by kind and said with its peer."""
+    import socket
+    from testbed.churn import encode_flows
+    from testbed.roles import delete_all, with_send_flow_rem
+    n = 50_000
+    flows = with_send_flow_rem(encode_flows("exact", n, 2))
+    ctl = Controller()
+    # A small receive window: what the switch cannot write waits in its own queue.
+    ctl.listener.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    extra = ["--channel-output-limit", "65536", "--probe-interval", "2"]
+    with Edgeflow(two_hosts.switch_ports, controllers=[ctl.target], extra=extra) as sw:
+        c = ctl.accept()
+        assert c.request(flows, timeout=60) == []
+        c.send(delete_all(2))
+        time.sleep(0.5)
+        got = count_until(c, ofpeer.FLOW_REMOVED, n, timeout=30)
+        assert got == n, f"{got} of {n} flow-removed messages"
+        # Nothing more: a barrier's reply is all that comes (Conn.request adds a second barrier).
+        assert [m.type for m in c.request(header(ofpeer.BARRIER_REQUEST, 8, 3))] == [ofpeer.BARRIER_REPLY]
+        channel = sw.stats()["channel"]
+        assert channel["async_dropped_flow_removed"] == 0 and channel["slow_readers_dropped"] == 0, channel
+        # A controller that never reads: closed once it has taken nothing for a probe interval;
+        # what it had not been written is lost, counted and said.
+        assert c.request(flows, timeout=60) == []
+        c.send(delete_all(5))
+        dropped = wait_for(lambda: sw.stats()["channel"]["slow_readers_dropped"], timeout=20,
+                           what="the controller that never reads closed")
+        channel = sw.stats()["channel"]
+        lost = channel["async_dropped_flow_removed"]
+        assert dropped == 1 and 0 < lost <= n, channel
+        assert f"{lost} flow_removed lost" in sw.log(), sw.log()[-2000:]
+
+
 def peak_resident_mib(pid, reset=False):
     """The process's peak resident memory (VmHWM) in MiB; `reset` starts the peak afresh at what
     is resident now (clear_refs 5), so that a peak left by earlier work hides nothing after."""

@@ -156,7 +156,9 @@ CHANNEL = {
     "requests_too_big": ("edgeflow_openflow_messages_refused_total", {"reason": "too_big"}),
     "malformed": ("edgeflow_openflow_messages_refused_total", {"reason": "malformed"}),
     "packet_ins_limited": ("edgeflow_openflow_packet_ins_limited_total", {}),
-    "async_dropped": ("edgeflow_openflow_async_messages_dropped_total", {}),
+    "async_dropped_packet_in": ("edgeflow_openflow_async_messages_dropped_total", {"kind": "packet_in"}),
+    "async_dropped_flow_removed": ("edgeflow_openflow_async_messages_dropped_total", {"kind": "flow_removed"}),
+    "async_dropped_port_status": ("edgeflow_openflow_async_messages_dropped_total", {"kind": "port_status"}),
     "slow_readers_dropped": ("edgeflow_openflow_slow_readers_closed_total", {}),
     "p4runtime_slow_readers_dropped": ("edgeflow_p4runtime_slow_readers_closed_total", {}),
 }

@@ -1,6 +1,6 @@
 //! One controller connection: framing, handshake, keepalive, and per-message dispatch.
 //!
-//! About 770 lines with its tests, one concern: a connection's life and what it may send,
+//! About 810 lines with its tests, one concern: a connection's life and what it may send,
 //! the role check on a message's bytes included (it must run before the decoder, which is here);
 //! what each request does is the hub's (`lib.rs`) and the switch's.
 
@@ -20,7 +20,7 @@ use tracing::{debug, info, warn};
 
 use crate::target::Target;
 use crate::tls;
-use crate::{arm_fail_open, Drained, Full, HubRef, Outbox, Slot, Slots, MAX_IN_FLIGHT};
+use crate::{arm_fail_open, Drained, Full, HubRef, Kind, Outbox, Slot, Slots, Written, ASYNC_KINDS, MAX_IN_FLIGHT};
 use datapath::ChannelCounters;
 
 pub mod fuzzing;
@@ -312,21 +312,26 @@ impl<R: AsyncRead + Unpin> Framer<R> {
     }
 }
 
-async fn writer<W: AsyncWrite + Unpin>(mut wr: W, mut rx: UnboundedReceiver<Vec<u8>>, out: Drained) {
+async fn writer<W: AsyncWrite + Unpin>(mut wr: W, mut rx: UnboundedReceiver<(Kind, Vec<u8>)>, out: Drained) {
     let mut batch = Vec::with_capacity(64 * 1024);
-    while let Some(first) = rx.recv().await {
+    while let Some((kind, first)) = rx.recv().await {
+        let mut written = Written::default();
+        written.add(kind, first.len());
         batch.extend_from_slice(&first);
         // Coalesce whatever else is queued into one write.
         while batch.len() < 256 * 1024 {
             match rx.try_recv() {
-                Ok(m) => batch.extend_from_slice(&m),
+                Ok((kind, m)) => {
+                    written.add(kind, m.len());
+                    batch.extend_from_slice(&m)
+                }
                 Err(_) => break,
             }
         }
         if wr.write_all(&batch).await.is_err() || wr.flush().await.is_err() {
             break;
         }
-        out.written(batch.len());
+        out.written(&written);
         batch.clear();
     }
     let _ = wr.shutdown().await;
@@ -419,7 +424,7 @@ async fn handshake_and_session<S: AsyncRead + AsyncWrite + Unpin + 'static>(
     let passive = handshake.is_some();
     let (rd, wr) = tokio::io::split(stream);
     let limit = hub.borrow().cfg.output_limit;
-    let (tx, rx) = Outbox::new(limit);
+    let (tx, rx) = Outbox::new(limit, hub.borrow().congestion.clone());
     let writer_task = tokio::task::spawn_local(writer(wr, rx, tx.drain_side()));
     let mut framer = Framer::new(rd);
     tx.send(Message::Hello(Hello::of13()).encode(1));
@@ -487,7 +492,8 @@ async fn handshake_and_session<S: AsyncRead + AsyncWrite + Unpin + 'static>(
     if !passive {
         hub.borrow().counters.controller(peer, Some(true), false);
     }
-    let id = hub.borrow_mut().register(tx.clone(), primary);
+    let id = hub.borrow_mut().register(tx.clone(), primary, peer);
+    let mut congestion = hub.borrow().congestion.subscribe();
     let probe = hub.borrow().cfg.probe_interval;
     let mut session = Session {
         id,
@@ -507,13 +513,19 @@ async fn handshake_and_session<S: AsyncRead + AsyncWrite + Unpin + 'static>(
     // is queued and the output is under its limit. The output limit then bounds what the next
     // request finds, and one connection has at most one such reply in the making.
     let mut held: Option<Vec<u8>> = None;
+    // Closed for taking nothing: its writer is not waited for (it could only wait out its
+    // grace, while its queue holds every connection's reading).
+    let mut stalled = false;
     loop {
-        if held.is_some() && tx.in_flight() == 0 && !tx.over() {
+        // Some connection (this one perhaps) is behind with flow-removed or port-status
+        // messages: nothing is read until it has taken them, so that no request makes more.
+        let congested = *congestion.borrow_and_update() > 0;
+        if held.is_some() && tx.in_flight() == 0 && !tx.over() && !congested {
             dispatch(hub, &mut session, held.take().expect("held"));
         }
         let over = tx.over();
         // Not reading for our own backlog, not for the peer's: its probe clock waits too.
-        let waiting = !over && (held.is_some() || tx.in_flight() >= MAX_IN_FLIGHT);
+        let waiting = !over && (congested || held.is_some() || tx.in_flight() >= MAX_IN_FLIGHT);
         let stall_at = if over {
             *draining_since.get_or_insert_with(Instant::now) + probe
         } else {
@@ -534,7 +546,8 @@ async fn handshake_and_session<S: AsyncRead + AsyncWrite + Unpin + 'static>(
                             Some(h) if h.msg_type == ofp::message::msg_type::MULTIPART_REQUEST => held = Some(m),
                             _ => dispatch(hub, &mut session, m),
                         }
-                        if held.is_none() && tx.in_flight() < MAX_IN_FLIGHT && !tx.over() {
+                        let free = *congestion.borrow() == 0;
+                        if held.is_none() && tx.in_flight() < MAX_IN_FLIGHT && !tx.over() && free {
                             next = framer.next_buffered();
                         }
                     }
@@ -552,16 +565,18 @@ async fn handshake_and_session<S: AsyncRead + AsyncWrite + Unpin + 'static>(
                 }
             },
             _ = tx.settled(), if waiting => last_rx = Instant::now(),
+            _ = congestion.changed(), if waiting && congested => last_rx = Instant::now(),
             _ = tx.progressed(), if over => {
                 // Slow, not stalled: it is reading; its probe clock restarts too.
                 draining_since = Some(Instant::now());
                 last_rx = Instant::now();
             }
             _ = tokio::time::sleep_until(stall_at), if over => {
-                let dropped = tx.async_dropped.load(std::sync::atomic::Ordering::Relaxed);
-                warn!(%peer, queued = tx.queued(), limit, async_dropped = dropped,
+                let dropped = tx.packet_ins_dropped.load(std::sync::atomic::Ordering::Relaxed);
+                warn!(%peer, queued = tx.queued(), limit, packet_ins_dropped = dropped,
                       "peer stopped reading (output over the limit, nothing taken for {probe:?}): closing");
                 ChannelCounters::bump(&hub.borrow().counters.slow_readers_dropped);
+                stalled = true;
                 break;
             }
             _ = stopped(stop.clone()) => {
@@ -586,16 +601,48 @@ async fn handshake_and_session<S: AsyncRead + AsyncWrite + Unpin + 'static>(
     }
     // The session's sender too, or the writer waits for it until finish gives up.
     drop(session);
-    finish(tx, writer_task).await;
+    let pending = tx.pending.clone();
+    let grace = if stalled { Duration::ZERO } else { WRITER_GRACE };
+    finish_within(tx, writer_task, grace).await;
+    count_lost(hub, peer, &pending);
     Outcome::Session
 }
 
+/// What a connection closed with still queued, or in a write that did not finish, is lost:
+/// counted per kind, and said once, with the peer. (Packet-ins dropped while it was over its
+/// limit were counted as they were dropped.)
+fn count_lost(hub: &HubRef, peer: &str, pending: &[std::sync::atomic::AtomicUsize; 3]) {
+    let lost: Vec<(Kind, usize)> = ASYNC_KINDS
+        .iter()
+        .zip(pending)
+        .map(|(&k, n)| (k, n.load(std::sync::atomic::Ordering::Acquire)))
+        .filter(|&(_, n)| n > 0)
+        .collect();
+    if lost.is_empty() {
+        return;
+    }
+    let h = hub.borrow();
+    for &(kind, n) in &lost {
+        let i = ASYNC_KINDS.iter().position(|&k| k == kind).expect("an asynchronous kind");
+        h.counters.async_dropped[i].fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+    let said: Vec<String> = lost.iter().map(|(k, n)| format!("{n} {}", k.name())).collect();
+    warn!(%peer, "connection closed with asynchronous messages unsent: {} lost", said.join(", "));
+}
+
+/// How long a closing connection's writer may take to write what is queued.
+const WRITER_GRACE: Duration = Duration::from_secs(1);
+
 async fn finish(tx: Outbox, writer: tokio::task::JoinHandle<()>) {
+    finish_within(tx, writer, WRITER_GRACE).await
+}
+
+async fn finish_within(tx: Outbox, writer: tokio::task::JoinHandle<()>, grace: Duration) {
     drop(tx);
     // Let queued replies (e.g. the error that explains the close) go out, but not forever: a
     // peer that does not read would hold the socket open.
     let abort = writer.abort_handle();
-    if timeout(Duration::from_secs(1), writer).await.is_err() {
+    if timeout(grace, writer).await.is_err() {
         debug!("writer did not finish in time: closing anyway");
         abort.abort();
     }

@@ -4,6 +4,10 @@
 //!
 //! Everything runs on one single-threaded async runtime. Requests that touch switch state go, in
 //! arrival order, to the forwarding thread; replies come back on the connection they belong to.
+//!
+//! About 790 lines with its tests, one concern: the connections as a whole (the hub: roles, async
+//! configuration, who gets which event) and what each may have queued for it (`Outbox`, with
+//! the backpressure that keeps flow-removed messages undropped); one connection's life is `conn`.
 
 mod conn;
 pub mod target;
@@ -57,8 +61,10 @@ pub struct AgentConfig {
     pub max_backoff: Duration,
     pub features: SwitchFeatures,
     /// Bytes a connection may have waiting to be written. Past it the switch stops reading the
-    /// peer's requests and drops asynchronous messages for it until the queue drains; a peer
-    /// that takes nothing for a probe interval meanwhile is disconnected.
+    /// peer's requests and drops packet-ins for it until the queue drains; past it in
+    /// flow-removed and port-status messages alone, which are never dropped, it stops reading
+    /// every connection's requests. A peer that takes nothing for a probe interval meanwhile is
+    /// disconnected.
     pub output_limit: usize,
     /// Peers connected to each passive listener at once, handshakes included; more are closed
     /// on arrival.
@@ -82,17 +88,63 @@ pub const DEFAULT_MAX_REQUEST_BYTES: usize = 1 << 20;
 /// whole, and reading waits until it has drained.)
 pub const DEFAULT_OUTPUT_LIMIT: usize = 16 << 20;
 
+/// What a queued message is, for its accounting: a reply (or anything the connection itself
+/// owes), or an asynchronous message of one kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Reply,
+    PacketIn,
+    FlowRemoved,
+    PortStatus,
+}
+
+/// The asynchronous kinds, in the order of [`Outbox`]'s per-kind counts.
+pub(crate) const ASYNC_KINDS: [Kind; 3] = [Kind::PacketIn, Kind::FlowRemoved, Kind::PortStatus];
+
+impl Kind {
+    fn async_index(self) -> Option<usize> {
+        ASYNC_KINDS.iter().position(|&k| k == self)
+    }
+
+    /// Its name in counters and logs.
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Kind::Reply => "reply",
+            Kind::PacketIn => "packet_in",
+            Kind::FlowRemoved => "flow_removed",
+            Kind::PortStatus => "port_status",
+        }
+    }
+}
+
+/// How many connections hold more flow-removed and port-status bytes than their output limit.
+/// While any does, no connection's requests are read: a controller that cannot keep up with
+/// what the switch owes it slows every request that could make more (a delete's flow-removed
+/// messages are paced by its reading), rather than losing what a flow's removal reported. The
+/// one that never reads is closed after a probe interval, which ends the hold.
+pub(crate) type Congestion = Arc<tokio::sync::watch::Sender<usize>>;
+
 /// A connection's output queue, counted in bytes, and its requests at the forwarding thread
 /// whose replies are still to come. Replies are always queued (the requests that cause them are
-/// read only while the queue is under its limit); asynchronous messages are dropped while it is
-/// over. The writer gives bytes back as it writes and says so.
+/// read only while the queue is under its limit); so are flow-removed and port-status messages,
+/// which are lost only with the connection. Packet-ins, which a controller cannot miss for good
+/// (the next frame asks again), are dropped while it is over, as Open vSwitch drops them. The
+/// writer gives bytes back as it writes and says so.
 #[derive(Clone)]
 pub(crate) struct Outbox {
-    tx: UnboundedSender<Vec<u8>>,
+    tx: UnboundedSender<(Kind, Vec<u8>)>,
     queued: Arc<AtomicUsize>,
     limit: usize,
-    /// Asynchronous messages dropped for want of room.
-    pub(crate) async_dropped: Arc<AtomicU64>,
+    /// Packet-ins dropped for want of room.
+    pub(crate) packet_ins_dropped: Arc<AtomicU64>,
+    /// Asynchronous messages queued and not yet written, per kind of [`ASYNC_KINDS`]: at the
+    /// connection's end, what it lost.
+    pub(crate) pending: Arc<[AtomicUsize; 3]>,
+    /// The bytes of flow-removed and port-status messages queued, and whether they are over the
+    /// limit (counted in `congestion` then).
+    kept_bytes: Arc<AtomicUsize>,
+    congested: Arc<std::sync::atomic::AtomicBool>,
+    congestion: Congestion,
     progress: Arc<tokio::sync::Notify>,
     in_flight: Arc<InFlight>,
 }
@@ -127,13 +179,17 @@ impl Drop for InFlightRequest {
 }
 
 impl Outbox {
-    pub(crate) fn new(limit: usize) -> (Outbox, UnboundedReceiver<Vec<u8>>) {
+    pub(crate) fn new(limit: usize, congestion: Congestion) -> (Outbox, UnboundedReceiver<(Kind, Vec<u8>)>) {
         let (tx, rx) = unbounded_channel();
         let out = Outbox {
             tx,
             queued: Arc::new(AtomicUsize::new(0)),
             limit,
-            async_dropped: Arc::new(AtomicU64::new(0)),
+            packet_ins_dropped: Arc::new(AtomicU64::new(0)),
+            pending: Arc::default(),
+            kept_bytes: Arc::new(AtomicUsize::new(0)),
+            congested: Arc::default(),
+            congestion,
             progress: Arc::new(tokio::sync::Notify::new()),
             in_flight: Arc::default(),
         };
@@ -177,20 +233,41 @@ impl Outbox {
 
     /// Queues a reply (or anything the connection itself owes).
     pub(crate) fn send(&self, bytes: Vec<u8>) {
-        let n = bytes.len();
-        self.queued.fetch_add(n, Ordering::AcqRel);
-        if self.tx.send(bytes).is_err() {
-            self.queued.fetch_sub(n, Ordering::AcqRel);
-        }
+        self.queue(Kind::Reply, bytes);
     }
 
-    /// Queues an asynchronous message unless the queue is over its limit; false if dropped.
-    pub(crate) fn send_async(&self, bytes: Vec<u8>) -> bool {
-        if self.over() {
-            self.async_dropped.fetch_add(1, Ordering::Relaxed);
+    /// False if the writer is gone (the connection is closing).
+    fn queue(&self, kind: Kind, bytes: Vec<u8>) -> bool {
+        let n = bytes.len();
+        self.queued.fetch_add(n, Ordering::AcqRel);
+        if self.tx.send((kind, bytes)).is_err() {
+            self.queued.fetch_sub(n, Ordering::AcqRel);
             return false;
         }
-        self.send(bytes);
+        true
+    }
+
+    /// Queues an asynchronous message; false if it was dropped (a packet-in while the queue is
+    /// over its limit). A flow-removed or port-status message is always queued; past the limit
+    /// its connection holds every connection's reading ([`Congestion`]).
+    pub(crate) fn send_async(&self, kind: Kind, bytes: Vec<u8>) -> bool {
+        if kind == Kind::PacketIn && self.over() {
+            self.packet_ins_dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        let n = bytes.len();
+        if let Some(i) = kind.async_index() {
+            self.pending[i].fetch_add(1, Ordering::Relaxed);
+        }
+        if !self.queue(kind, bytes) {
+            return true; // the writer is gone: lost with the connection, counted at its end
+        }
+        if kind != Kind::PacketIn {
+            let kept = self.kept_bytes.fetch_add(n, Ordering::AcqRel) + n;
+            if kept > self.limit && !self.congested.swap(true, Ordering::AcqRel) {
+                self.congestion.send_modify(|c| *c += 1);
+            }
+        }
         true
     }
 
@@ -205,7 +282,18 @@ impl Outbox {
     /// What the writer needs to give bytes back (not a sender: the queue closes when the
     /// connection's senders are gone, and the writer then ends).
     pub(crate) fn drain_side(&self) -> Drained {
-        Drained { queued: self.queued.clone(), progress: self.progress.clone() }
+        Drained { out: self.clone_counts(), progress: self.progress.clone() }
+    }
+
+    fn clone_counts(&self) -> Counts {
+        Counts {
+            queued: self.queued.clone(),
+            pending: self.pending.clone(),
+            kept_bytes: self.kept_bytes.clone(),
+            congested: self.congested.clone(),
+            congestion: self.congestion.clone(),
+            limit: self.limit,
+        }
     }
 
     /// Completes when the writer next makes progress.
@@ -214,16 +302,67 @@ impl Outbox {
     }
 }
 
-/// The writer's side of an [`Outbox`]: it says what it wrote.
-pub(crate) struct Drained {
+/// An [`Outbox`]'s counts, without its sender.
+struct Counts {
     queued: Arc<AtomicUsize>,
+    pending: Arc<[AtomicUsize; 3]>,
+    kept_bytes: Arc<AtomicUsize>,
+    congested: Arc<std::sync::atomic::AtomicBool>,
+    congestion: Congestion,
+    limit: usize,
+}
+
+/// What one write took off the queue: bytes, and asynchronous messages per kind.
+#[derive(Default)]
+pub(crate) struct Written {
+    bytes: usize,
+    kept_bytes: usize,
+    messages: [usize; 3],
+}
+
+impl Written {
+    pub(crate) fn add(&mut self, kind: Kind, n: usize) {
+        self.bytes += n;
+        if let Some(i) = kind.async_index() {
+            self.messages[i] += 1;
+        }
+        if matches!(kind, Kind::FlowRemoved | Kind::PortStatus) {
+            self.kept_bytes += n;
+        }
+    }
+}
+
+/// The writer's side of an [`Outbox`]: it says what it wrote. When the writer ends, its
+/// connection no longer holds anyone's reading.
+pub(crate) struct Drained {
+    out: Counts,
     progress: Arc<tokio::sync::Notify>,
 }
 
 impl Drained {
-    pub(crate) fn written(&self, n: usize) {
-        self.queued.fetch_sub(n, Ordering::AcqRel);
+    pub(crate) fn written(&self, w: &Written) {
+        let c = &self.out;
+        c.queued.fetch_sub(w.bytes, Ordering::AcqRel);
+        for (pending, n) in c.pending.iter().zip(w.messages) {
+            pending.fetch_sub(n, Ordering::Relaxed);
+        }
+        let kept = c.kept_bytes.fetch_sub(w.kept_bytes, Ordering::AcqRel) - w.kept_bytes;
+        if kept <= c.limit {
+            self.release();
+        }
         self.progress.notify_one();
+    }
+
+    fn release(&self) {
+        if self.out.congested.swap(false, Ordering::AcqRel) {
+            self.out.congestion.send_modify(|c| *c -= 1);
+        }
+    }
+}
+
+impl Drop for Drained {
+    fn drop(&mut self) {
+        self.release();
     }
 }
 
@@ -235,6 +374,10 @@ pub fn event_channel() -> (Box<dyn FnMut(Event) + Send>, UnboundedReceiver<Event
 
 pub(crate) struct ConnState {
     tx: Outbox,
+    /// Who it is, for the log.
+    peer: String,
+    /// Whether its first packet-in dropped for a full queue was logged (one line a connection).
+    packet_in_drop_logged: bool,
     primary: bool,
     role: u32,
     async_config: AsyncConfig,
@@ -298,17 +441,23 @@ pub(crate) struct Hub {
     pub(crate) counters: Arc<ChannelCounters>,
     /// When the hub began: the clock of the per-controller packet-in limits.
     start: std::time::Instant,
+    /// Connections whose flow-removed and port-status messages are over their limit: while
+    /// any are, no connection's requests are read.
+    pub(crate) congestion: Congestion,
 }
 
 pub(crate) type HubRef = Rc<RefCell<Hub>>;
 
 impl Hub {
-    pub(crate) fn register(&mut self, tx: Outbox, primary: bool) -> u64 {
+    pub(crate) fn register(&mut self, tx: Outbox, primary: bool, peer: &str) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
         let async_config = if primary { AsyncConfig::default() } else { AsyncConfig::none() };
         let packet_ins = PacketInLimit::new(self.cfg.controller_packet_in_rate);
-        self.conns.insert(id, ConnState { tx, primary, role: role::EQUAL, async_config, packet_ins });
+        let peer = peer.to_string();
+        let state =
+            ConnState { tx, peer, packet_in_drop_logged: false, primary, role: role::EQUAL, async_config, packet_ins };
+        self.conns.insert(id, state);
         if primary {
             self.primaries_up += 1;
             self.epoch += 1;
@@ -372,10 +521,14 @@ impl Hub {
     /// Sends an event to every connection whose role and async masks ask for it.
     /// (`AsyncMask` picks the mask pair, for masters and slaves, that an event's kind is under.)
     fn dispatch(&mut self, ev: &Event) {
-        let (msg, reason, pick): (Message, u8, AsyncMask) = match ev {
-            Event::PacketIn(p) => (Message::PacketIn(p.clone()), p.reason, |a| a.packet_in_mask),
-            Event::FlowRemoved(f) => (Message::FlowRemoved(f.clone()), f.reason, |a| a.flow_removed_mask),
-            Event::PortStatus(p) => (Message::PortStatus(p.clone()), p.reason, |a| a.port_status_mask),
+        let (msg, reason, pick, kind): (Message, u8, AsyncMask, Kind) = match ev {
+            Event::PacketIn(p) => (Message::PacketIn(p.clone()), p.reason, |a| a.packet_in_mask, Kind::PacketIn),
+            Event::FlowRemoved(f) => {
+                (Message::FlowRemoved(f.clone()), f.reason, |a| a.flow_removed_mask, Kind::FlowRemoved)
+            }
+            Event::PortStatus(p) => {
+                (Message::PortStatus(p.clone()), p.reason, |a| a.port_status_mask, Kind::PortStatus)
+            }
         };
         let mut bytes = None;
         let now = self.start.elapsed().as_nanos() as u64;
@@ -389,8 +542,14 @@ impl Hub {
                 continue;
             }
             let b = bytes.get_or_insert_with(|| msg.encode(0));
-            if !c.tx.send_async(b.clone()) {
-                ChannelCounters::bump(&self.counters.async_dropped);
+            if !c.tx.send_async(kind, b.clone()) {
+                ChannelCounters::bump(&self.counters.async_dropped[0]);
+                if !c.packet_in_drop_logged {
+                    c.packet_in_drop_logged = true;
+                    warn!(peer = %c.peer, limit = self.cfg.output_limit,
+                          "output over its limit: dropping packet-ins for this peer until it drains \
+                           (counted in channel.async_dropped_packet_in; logged once a connection)");
+                }
             }
         }
     }
@@ -448,6 +607,7 @@ pub async fn run(
         cfg: cfg.clone(),
         primaries_up: 0,
         epoch: 0,
+        congestion: Arc::new(tokio::sync::watch::channel(0).0),
     }));
     // Each target's loop runs until its stop is set (it left the configuration).
     let mut running: Vec<(Target, bool, tokio::sync::watch::Sender<bool>)> = Vec::new();
@@ -548,7 +708,7 @@ mod tests {
 
     #[test]
     fn a_request_is_in_flight_until_the_forwarding_thread_is_done_with_it() {
-        let (out, _rx) = Outbox::new(1 << 20);
+        let (out, _rx) = Outbox::new(1 << 20, Arc::new(tokio::sync::watch::channel(0).0));
         let replies: Vec<_> = (0..MAX_IN_FLIGHT).map(|_| out.replier()).collect();
         assert_eq!(out.in_flight(), MAX_IN_FLIGHT);
         replies[0](vec![0; 100]);
@@ -572,7 +732,7 @@ mod tests {
 
     #[test]
     fn a_run_of_flow_mods_is_in_flight_one_by_one_and_answered_together() {
-        let (out, _rx) = Outbox::new(1 << 20);
+        let (out, _rx) = Outbox::new(1 << 20, Arc::new(tokio::sync::watch::channel(0).0));
         let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
         let settles = |out: &Outbox| {
             runtime.block_on(async { tokio::time::timeout(Duration::from_millis(50), out.settled()).await.is_ok() })
@@ -588,5 +748,44 @@ mod tests {
         assert!(settles(&out), "the run answered: told, to read again");
         drop(others);
         assert!(settles(&out), "none left: told");
+    }
+
+    #[test]
+    fn past_the_limit_packet_ins_are_dropped_and_flow_removed_messages_kept_holding_every_reader() {
+        let congestion: Congestion = Arc::new(tokio::sync::watch::channel(0).0);
+        let readers = congestion.subscribe();
+        let (out, mut rx) = Outbox::new(1000, congestion.clone());
+        let writer = out.drain_side();
+        // 11 flow-removed messages of 100 bytes: the last is over the limit, kept all the same.
+        for _ in 0..11 {
+            assert!(out.send_async(Kind::FlowRemoved, vec![0; 100]));
+        }
+        assert!(out.over());
+        assert_eq!(*readers.borrow(), 1, "over the limit in flow-removed messages: every reader holds");
+        assert!(!out.send_async(Kind::PacketIn, vec![0; 100]), "a packet-in is dropped past the limit");
+        assert_eq!(out.packet_ins_dropped.load(Ordering::Relaxed), 1);
+        assert!(out.send_async(Kind::PortStatus, vec![0; 50]), "a port-status is not");
+        assert_eq!(out.pending.each_ref().map(|n| n.load(Ordering::Relaxed)), [0, 11, 1]);
+        // The writer takes four of them: 700 bytes left, under the limit, and reading resumes.
+        let mut w = Written::default();
+        for _ in 0..4 {
+            let (kind, bytes) = rx.try_recv().unwrap();
+            w.add(kind, bytes.len());
+        }
+        writer.written(&w);
+        assert_eq!(*readers.borrow(), 0);
+        assert_eq!(out.pending.each_ref().map(|n| n.load(Ordering::Relaxed)), [0, 7, 1], "what a close would lose");
+        // Over again, then the writer ends (the connection closed): it holds no one any more.
+        for _ in 0..4 {
+            out.send_async(Kind::FlowRemoved, vec![0; 100]);
+        }
+        assert_eq!(*readers.borrow(), 1);
+        drop(writer);
+        assert_eq!(*readers.borrow(), 0);
+        // Replies count against the limit, not towards holding the others.
+        let (other, _rx) = Outbox::new(1000, congestion.clone());
+        other.send(vec![0; 5000]);
+        assert!(other.over());
+        assert_eq!(*readers.borrow(), 0);
     }
 }

@@ -168,8 +168,10 @@ pub struct ChannelCounters {
     pub malformed: AtomicU64,
     /// Packet-ins a controller's own rate limit held back.
     pub packet_ins_limited: AtomicU64,
-    /// Asynchronous messages dropped because their connection's output was over its limit.
-    pub async_dropped: AtomicU64,
+    /// Asynchronous messages dropped, by kind: packet-in, flow-removed, port-status. Packet-ins
+    /// are dropped while their connection's output is over its limit; the others only with a
+    /// connection closed before they were written (its peer stopped reading).
+    pub async_dropped: [AtomicU64; 3],
     /// Connections closed because their peer stopped reading (output over the limit).
     pub slow_readers_dropped: AtomicU64,
     /// P4Runtime: stream channels refused past the server's limit, writes and pipeline sets
@@ -221,7 +223,9 @@ impl ChannelCounters {
             ("requests_too_big", get(&self.requests_too_big)),
             ("malformed", get(&self.malformed)),
             ("packet_ins_limited", get(&self.packet_ins_limited)),
-            ("async_dropped", get(&self.async_dropped)),
+            ("async_dropped_packet_in", get(&self.async_dropped[0])),
+            ("async_dropped_flow_removed", get(&self.async_dropped[1])),
+            ("async_dropped_port_status", get(&self.async_dropped[2])),
             ("slow_readers_dropped", get(&self.slow_readers_dropped)),
             ("p4runtime_streams_refused", get(&self.p4runtime_streams_refused)),
             ("p4runtime_writes_refused", get(&self.p4runtime_writes_refused)),

@@ -226,8 +226,8 @@ families! {
         "OpenFlow messages answered with an error: malformed, or a multipart request over the limit (too_big).";
     OPENFLOW_PACKET_INS_LIMITED = Counter "edgeflow_openflow_packet_ins_limited_total" []
         "Packet-ins a controller's rate limit held back.";
-    OPENFLOW_ASYNC_DROPPED = Counter "edgeflow_openflow_async_messages_dropped_total" []
-        "Asynchronous messages dropped because their connection's output was over its limit.";
+    OPENFLOW_ASYNC_DROPPED = Counter "edgeflow_openflow_async_messages_dropped_total" ["kind"]
+        "Asynchronous messages dropped: packet-ins while their connection's output was over its limit, flow-removed and port-status only with a connection closed for not reading.";
     OPENFLOW_SLOW_READERS = Counter "edgeflow_openflow_slow_readers_closed_total" []
         "OpenFlow connections closed because the peer stopped reading.";
     P4RUNTIME_STREAMS_REFUSED = Counter "edgeflow_p4runtime_streams_refused_total" []
