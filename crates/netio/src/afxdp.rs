@@ -1,4 +1,4 @@
-//! (About 830 lines, one concern: an AF_XDP port, its sockets, UMEMs, rings and XDP program.)
+//! (About 940 lines, one concern: an AF_XDP port, its sockets, UMEMs, rings and XDP program.)
 //!
 //! A port on a Linux interface through an AF_XDP socket: the interface's XDP hook hands every
 //! frame it receives to the socket (`bpf/afxdp.c` redirects into an XSKMAP; with the XDP fast path,
