@@ -80,13 +80,19 @@ const SHF_EXECINSTR: u64 = 4;
 
 /// Program type from the section name, as clang/libbpf conventions spell it.
 fn section_prog_type(name: &str) -> Option<u32> {
-    if name == "xdp" || name.starts_with("xdp/") {
+    if name == "xdp" || name.starts_with("xdp/") || frags_section(name) {
         Some(prog_type::XDP)
     } else if name == "tc" || name.starts_with("tc/") || name.starts_with("classifier") {
         Some(prog_type::SCHED_CLS)
     } else {
         None
     }
+}
+
+/// An XDP program that takes frames spread over several buffers (`xdp.frags`, libbpf's name): it
+/// is loaded with `BPF_F_XDP_HAS_FRAGS`, which an interface with an MTU above a page needs.
+fn frags_section(name: &str) -> bool {
+    name == "xdp.frags" || name.starts_with("xdp.frags/")
 }
 
 /// What an object holds, read from its ELF without touching the kernel.
@@ -114,6 +120,8 @@ pub(crate) struct MapDef {
 #[derive(Debug)]
 pub(crate) struct ProgramSection<'a> {
     pub prog_type: u32,
+    /// Takes multi-buffer frames (`xdp.frags`).
+    pub frags: bool,
     pub code: &'a [u8],
     pub functions: Vec<(String, usize, usize)>,
     pub relocations: Vec<(usize, Relocation)>,
@@ -271,7 +279,7 @@ impl<'a> Parsed<'a> {
                 .filter(|f| f.4 && f.1 == idx)
                 .map(|(name, _, start, size, _)| (name.clone(), *start as usize, *size as usize))
                 .collect();
-            programs.push(ProgramSection { prog_type, code: s.data, functions, relocations });
+            programs.push(ProgramSection { prog_type, frags: frags_section(&s.name), code: s.data, functions, relocations });
         }
         Ok(Parsed { order, maps, programs, license })
     }

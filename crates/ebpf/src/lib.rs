@@ -74,6 +74,8 @@ const BPF_PSEUDO_KFUNC_CALL: u8 = 2;
 /// A program for one device only: it may call that driver's kfuncs (XDP metadata such as the
 /// VLAN tag the NIC took out of the frame).
 const BPF_F_XDP_DEV_BOUND_ONLY: u32 = 1 << 6;
+/// An XDP program that takes multi-buffer frames (Linux 5.18+; an older kernel refuses the flag).
+const BPF_F_XDP_HAS_FRAGS: u32 = 1 << 5;
 const EOPNOTSUPP: i32 = 95;
 /// Programs are loaded with these flags on this target. On MIPS, a kernel without efficient
 /// unaligned access, the verifier holds every packet load and store to its natural alignment,
@@ -451,7 +453,7 @@ impl Program {
     pub fn from_instructions(name: &str, prog_type: u32, insns: &[u8]) -> io::Result<Program> {
         raise_memlock();
         let expected = if prog_type == prog_type::XDP { attach::XDP } else { 0 };
-        let fd = load_program(name, prog_type, insns, b"GPL\0", expected, None)?;
+        let fd = load_program(name, prog_type, insns, b"GPL\0", expected, 0, None)?;
         Ok(Program { fd, name: name.to_string(), prog_type })
     }
 
@@ -610,6 +612,8 @@ pub struct Object {
     pub programs: HashMap<String, Program>,
     /// Relocated instructions by program, for loading device-bound copies.
     code: HashMap<String, (u32, Vec<u8>)>,
+    /// Programs loaded to take multi-buffer frames (from `xdp.frags` sections).
+    frags: Vec<String>,
     license: Vec<u8>,
     /// Kfuncs the running kernel does not have (their calls return -EOPNOTSUPP).
     pub missing_kfuncs: Vec<String>,
@@ -745,7 +749,8 @@ impl Object {
                 for at in kfunc_calls.iter().filter(|&&at| at >= *start && at < start + size) {
                     stub_call(&mut shared[at - start..at - start + 8]);
                 }
-                let fd = match load_program(fname, section.prog_type, &shared, &parsed.license, expected, None) {
+                let flags = if section.frags { BPF_F_XDP_HAS_FRAGS } else { 0 };
+                let fd = match load_program(fname, section.prog_type, &shared, &parsed.license, expected, flags, None) {
                     Ok(fd) => fd,
                     Err(e) if optional.contains(&fname.as_str()) => {
                         // The verifier's reason: the line before its closing statistics.
@@ -761,6 +766,9 @@ impl Object {
                 let ptype = section.prog_type;
                 obj.programs.insert(fname.clone(), Program { fd, name: fname.clone(), prog_type: ptype });
                 obj.code.insert(fname.clone(), (ptype, code.to_vec()));
+                if section.frags {
+                    obj.frags.push(fname.clone());
+                }
             }
         }
         obj.license = parsed.license;
@@ -782,7 +790,7 @@ impl Object {
             return Err(bad(format!("{name}: only XDP programs bind to a device")));
         }
         let roomy = with_headroom(code, BOUND_HEADROOM_INSNS);
-        let fd = load_program(name, *ptype, &roomy, &self.license, attach::XDP, Some(ifindex))?;
+        let fd = load_program(name, *ptype, &roomy, &self.license, attach::XDP, self.frags_flag(name), Some(ifindex))?;
         let prog = Program { fd, name: name.to_string(), prog_type: *ptype };
         let grown = prog.xlated_len()?;
         if may_have_moved(roomy.len(), grown) {
@@ -807,8 +815,16 @@ impl Object {
             insn.copy_from_slice(&[0x61, ByteOrder::NATIVE.regs(0, 1), 0, 0, 0, 0, 0, 0]);
             ByteOrder::NATIVE.put_u16(&mut insn[2..4], 12);
         }
-        let fd = load_program(name, *ptype, &code, &self.license, attach::XDP, None)?;
+        let fd = load_program(name, *ptype, &code, &self.license, attach::XDP, self.frags_flag(name), None)?;
         Program { fd, name: name.to_string(), prog_type: *ptype }.xlated_len()
+    }
+
+    fn frags_flag(&self, name: &str) -> u32 {
+        if self.frags.iter().any(|f| f == name) {
+            BPF_F_XDP_HAS_FRAGS
+        } else {
+            0
+        }
     }
 
     pub fn map(&self, name: &str) -> io::Result<&Map> {
@@ -826,12 +842,13 @@ fn load_program(
     insns: &[u8],
     license: &[u8],
     expected_attach: u32,
+    prog_flags: u32,
     dev_bound: Option<u32>,
 ) -> io::Result<OwnedFd> {
     let attempt = |log: &mut Vec<u8>, level: u32| {
         let (flags, ifindex) = dev_bound.map_or((0, 0), |i| (BPF_F_XDP_DEV_BOUND_ONLY, i));
         let mut a = Attr::new()
-            .u32(44, flags | ALIGNMENT_FLAGS)
+            .u32(44, flags | prog_flags | ALIGNMENT_FLAGS)
             .u32(64, ifindex)
             .u32(0, ptype)
             .u32(4, (insns.len() / 8) as u32)
@@ -1155,7 +1172,7 @@ mod tests {
         let mut shared = code.clone();
         kfunc_calls(&mut shared).for_each(stub_call);
         let roomy = with_headroom(&shared, BOUND_HEADROOM_INSNS);
-        let fd = load_program(name, *ptype, &roomy, &obj.license, attach::XDP, None).expect("padded copy loads");
+        let fd = load_program(name, *ptype, &roomy, &obj.license, attach::XDP, 0, None).expect("padded copy loads");
         let padded = Program { fd, name: name.clone(), prog_type: *ptype }.xlated_len().unwrap();
         assert_eq!(padded, plain + 8, "{name}: the verifier removes the pad and the branch to it");
     }

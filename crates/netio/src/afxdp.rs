@@ -1,4 +1,4 @@
-//! (About 830 lines, one concern: an AF_XDP port, its sockets, UMEMs, rings and XDP program.)
+//! (About 940 lines, one concern: an AF_XDP port, its sockets, UMEMs, rings and XDP program.)
 //!
 //! A port on a Linux interface through an AF_XDP socket: the interface's XDP hook hands every
 //! frame it receives to the socket (`bpf/afxdp.c` redirects into an XSKMAP; with the XDP fast path,
@@ -50,6 +50,13 @@ const XDP_OPTIONS_ZEROCOPY: u32 = 1;
 const XDP_COPY: u16 = 1 << 1;
 const XDP_ZEROCOPY: u16 = 1 << 2;
 const XDP_USE_NEED_WAKEUP: u16 = 1 << 3;
+/// A socket whose frames may span several chunks (Linux 6.6+): each descriptor but a frame's last
+/// carries XDP_PKT_CONTD, on receive and on transmit.
+const XDP_USE_SG: u16 = 1 << 4;
+const XDP_PKT_CONTD: u32 = 1;
+/// The largest frame a multi-buffer port takes (a 9000-byte MTU's, tagged, with room to spare): a
+/// frame the kernel spreads over more is dropped as malformed rather than assembled without end.
+const MAX_MULTI_BUFFER_FRAME: usize = 16 * 1024;
 const XDP_RING_NEED_WAKEUP: u32 = 1;
 /// Receive queues an AF_XDP port opens sockets on at most (`AFXDP_QUEUES` in `bpf/afxdp.c`, the
 /// size of its map); frames on queues past it are passed on to the port guard, which drops them.
@@ -320,6 +327,12 @@ struct QueueRx {
     shared: Arc<Shared>,
     rx: Ring,
     fill: Ring,
+    /// A multi-buffer frame's chunks copied together so far (empty between frames), with its
+    /// first chunk's stamp: a frame may straddle two calls' batches.
+    partial: Vec<u8>,
+    partial_stamp: (u64, Option<(u16, u16)>),
+    /// Drops its chunks until the next frame starts (one grew past MAX_MULTI_BUFFER_FRAME).
+    discarding: bool,
     /// The kernel's cumulative drop counts already reported.
     reported_drops: u64,
     /// Frames read from this queue's socket.
@@ -346,6 +359,8 @@ pub struct AfXdpTx {
     /// Queued on the TX ring since the last kick.
     queued: bool,
     zero_copy: bool,
+    /// Bound with XDP_USE_SG: a frame longer than a chunk goes out in several.
+    multi_buffer: bool,
     name: String,
     max_len: usize,
 }
@@ -453,28 +468,34 @@ fn attach(prog: &ebpf::Program, ifindex: u32) -> io::Result<(XdpHook, bool)> {
 /// else copy), the redirect program on the interface's XDP hook. Fails where the interface
 /// already runs an XDP program of someone else's (the kernel refuses a second).
 pub fn open(name: &str, cfg: XskConfig) -> io::Result<(AfXdpRx, AfXdpTx, XskMode)> {
-    let (index, chunk) = check(name)?;
-    // Loading the object raises RLIMIT_MEMLOCK, which the UMEM is charged against too.
-    let object = ebpf::Object::load(ebpf::objects::AFXDP)?;
+    let layout = check(name)?;
+    let index = layout.index;
+    // Loading the object raises RLIMIT_MEMLOCK, which the UMEM is charged against too. The
+    // multi-buffer program is loaded where the kernel has such programs (5.18+).
+    let object = ebpf::Object::load_with(ebpf::objects::AFXDP, &[], &["afxdp_to_socket_frags"])?;
     let sockets = object.map("afxdp_sockets")?;
+    let program = if layout.multi_buffer { "afxdp_to_socket_frags" } else { "afxdp_to_socket" };
+    if let Some((_, why)) = object.refused.iter().find(|(p, _)| p == program) {
+        return Err(multi_buffer_refused(name, format_args!("this kernel's XDP does not take ({why})")));
+    }
     // A copy bound to the device reads the VLAN tag it kept in metadata; the shared copy, where
     // that cannot be had, sees tagged frames as untagged.
     let bound = match object.missing_kfuncs.is_empty() {
-        true => object.load_dev_bound("afxdp_to_socket", index).ok(),
+        true => object.load_dev_bound(program, index).ok(),
         false => None,
     };
     let prog = match &bound {
         Some(p) => p,
-        None => object.program("afxdp_to_socket")?,
+        None => object.program(program)?,
     };
-    let (mut queues, zero_copy) = open_queues(name, index, cfg, chunk)?;
+    let (mut queues, zero_copy) = open_queues(name, layout, cfg)?;
     for (queue, bound) in queues.iter().enumerate() {
         sockets.update(&(queue as u32).to_ne_bytes(), &(bound.shared.fd() as u32).to_ne_bytes())?;
     }
     // Attached last: until the sockets are in the map, frames would only be passed on.
     let (hook, native) = attach(prog, index)?;
     queues[0].shared.hook = Some(hook);
-    halves(name, cfg, chunk, queues, XskMode { zero_copy, native })
+    halves(name, cfg, layout, queues, XskMode { zero_copy, native })
 }
 
 /// Opens `name` as an AF_XDP port fed by an XDP program of the caller's (the XDP fast path's,
@@ -483,11 +504,16 @@ pub fn open(name: &str, cfg: XskConfig) -> io::Result<(AfXdpRx, AfXdpTx, XskMode
 /// frames do not reach them. The mode says native XDP: where the caller's program runs is the
 /// caller's to say.
 pub fn open_socket(name: &str, cfg: XskConfig) -> io::Result<(AfXdpRx, AfXdpTx, XskMode)> {
-    let (index, chunk) = check(name)?;
+    let layout = check(name)?;
+    if layout.multi_buffer {
+        // The fast path's programs read a frame in one buffer; the kernel attaches them only to
+        // interfaces whose frames come in one.
+        return Err(multi_buffer_refused(name, "the XDP fast path's programs do not take"));
+    }
     // RLIMIT_MEMLOCK, which the UMEM is charged against, was raised where it needs to be when the
     // caller's program was loaded (as `open` has it raised by loading its own).
-    let (queues, zero_copy) = open_queues(name, index, cfg, chunk)?;
-    halves(name, cfg, chunk, queues, XskMode { zero_copy, native: true })
+    let (queues, zero_copy) = open_queues(name, layout, cfg)?;
+    halves(name, cfg, layout, queues, XskMode { zero_copy, native: true })
 }
 
 /// The interface's receive queues, as the kernel counts them (`/sys/class/net/NAME/queues/rx-*`:
@@ -511,23 +537,41 @@ pub fn rx_queue_count(name: &str) -> u32 {
 /// nothing but the address space of separate mappings while tying every queue's chunks to one
 /// registration (and, in zero-copy, one driver's DMA mapping across queues). The cost is memory
 /// the size of the receive ring per queue, which is what a burst on that queue needs anyway.
-fn open_queues(name: &str, index: u32, cfg: XskConfig, chunk: u32) -> io::Result<(Vec<Bound>, bool)> {
+fn open_queues(name: &str, layout: Layout, cfg: XskConfig) -> io::Result<(Vec<Bound>, bool)> {
     let count = rx_queue_count(name).min(MAX_QUEUES);
-    let (first, zero_copy) = bind(index, 0, cfg, chunk)?;
+    let (first, zero_copy) = bind(layout, 0, cfg).map_err(|e| match layout.multi_buffer {
+        // Sockets for multi-buffer frames came with Linux 6.6; before, the flag is refused.
+        true if e.raw_os_error() == Some(libc::EINVAL) || e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+            multi_buffer_refused(name, format_args!("this kernel's AF_XDP sockets do not take ({e})"))
+        }
+        _ => e,
+    })?;
     let mut queues = vec![first];
     // The other queues only receive: one transmit chunk (the kernel wants the rings to exist).
     let rx_only = XskConfig { rx_frames: cfg.rx_frames, tx_frames: 1 };
     for queue in 1..count {
-        let (bound, _) = bind(index, queue, rx_only, chunk)
+        let (bound, _) = bind(layout, queue, rx_only)
             .map_err(|e| io::Error::new(e.kind(), format!("{name}: AF_XDP socket on receive queue {queue}: {e}")))?;
         queues.push(bound);
     }
     Ok((queues, zero_copy))
 }
 
-/// The interface's index and the UMEM chunk its largest frame needs; an error where AF_XDP cannot
+/// How an interface's frames sit in its UMEM: the chunk size, and whether its largest frame needs
+/// several chunks (its sockets then bound for multi-buffer frames).
+#[derive(Clone, Copy)]
+struct Layout {
+    index: u32,
+    chunk: u32,
+    multi_buffer: bool,
+}
+
+/// The largest MTU whose frames fit one chunk (4 KiB, behind XDP's headroom, VLAN-tagged).
+const SINGLE_CHUNK_MTU: usize = 4096 - XDP_HEADROOM - 18;
+
+/// The interface's index and how its largest frame fits the UMEM; an error where AF_XDP cannot
 /// serve it.
-fn check(name: &str) -> io::Result<(u32, u32)> {
+fn check(name: &str) -> io::Result<Layout> {
     if !ebpf::objects::BUILT {
         return Err(io::Error::new(
             io::ErrorKind::Unsupported,
@@ -537,25 +581,36 @@ fn check(name: &str) -> io::Result<(u32, u32)> {
     let index = ifindex(name)?;
     let mtu_frame = max_len(name);
     let chunk = if mtu_frame + 4 + XDP_HEADROOM > CHUNK as usize { 4096 } else { CHUNK };
-    if mtu_frame + 4 + XDP_HEADROOM > chunk as usize {
+    let multi_buffer = mtu_frame + 4 + XDP_HEADROOM > chunk as usize;
+    if multi_buffer && mtu_frame + 4 > MAX_MULTI_BUFFER_FRAME {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
-            format!(
-                "{name}: MTU too large for AF_XDP without multi-buffer frames (at most {})",
-                4096 - XDP_HEADROOM - 18
-            ),
+            format!("{name}: MTU too large for AF_XDP (at most {})", MAX_MULTI_BUFFER_FRAME - 18),
         ));
     }
-    Ok((index, chunk))
+    Ok(Layout { index, chunk, multi_buffer })
 }
 
-/// A socket bound to `index` queue `queue`, zero-copy where the driver has it (then true), else copy.
-fn bind(index: u32, queue: u32, cfg: XskConfig, chunk: u32) -> io::Result<(Bound, bool)> {
-    let bound = match setup(index, queue, cfg, chunk, XDP_ZEROCOPY | XDP_USE_NEED_WAKEUP) {
+/// Why a jumbo-frame port cannot be had where multi-buffer frames cannot: `why` from the kernel.
+fn multi_buffer_refused(name: &str, why: impl std::fmt::Display) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "{name}: MTU too large for AF_XDP without multi-buffer frames (at most {SINGLE_CHUNK_MTU}), which {why}; \
+             such a port can stay on AF_PACKET (io = \"af_packet\")"
+        ),
+    )
+}
+
+/// A socket bound to queue `queue`, zero-copy where the driver has it (then true), else copy.
+fn bind(layout: Layout, queue: u32, cfg: XskConfig) -> io::Result<(Bound, bool)> {
+    let Layout { index, chunk, multi_buffer } = layout;
+    let sg = if multi_buffer { XDP_USE_SG } else { 0 };
+    let bound = match setup(index, queue, cfg, chunk, XDP_ZEROCOPY | XDP_USE_NEED_WAKEUP | sg) {
         Ok(b) => b,
         // The driver has no zero-copy (EOPNOTSUPP, or EINVAL from older kernels): a new socket
         // and UMEM in copy mode (the failed one is closed, rather than bound a second time).
-        Err(_) => setup(index, queue, cfg, chunk, XDP_COPY | XDP_USE_NEED_WAKEUP)?,
+        Err(_) => setup(index, queue, cfg, chunk, XDP_COPY | XDP_USE_NEED_WAKEUP | sg)?,
     };
     let opts: u32 = getsockopt(bound.shared.fd(), SOL_XDP, XDP_OPTIONS).unwrap_or(0);
     Ok((bound, opts & XDP_OPTIONS_ZEROCOPY != 0))
@@ -565,7 +620,7 @@ fn bind(index: u32, queue: u32, cfg: XskConfig, chunk: u32) -> io::Result<(Bound
 fn halves(
     name: &str,
     cfg: XskConfig,
-    chunk: u32,
+    layout: Layout,
     queues: Vec<Bound>,
     mode: XskMode,
 ) -> io::Result<(AfXdpRx, AfXdpTx, XskMode)> {
@@ -576,14 +631,23 @@ fn halves(
         if transmit.is_none() {
             transmit = Some((shared.clone(), tx, completion));
         }
-        rx_queues.push(QueueRx { shared, rx, fill, reported_drops: 0, packets: 0 });
+        rx_queues.push(QueueRx {
+            shared,
+            rx,
+            fill,
+            partial: Vec::new(),
+            partial_stamp: (0, None),
+            discarding: false,
+            reported_drops: 0,
+            packets: 0,
+        });
     }
     let (shared, tx, completion) = transmit.expect("queue 0 is always opened");
     let ready = match rx_queues.len() {
         1 => None,
         _ => Some(epoll_set(rx_queues.iter().map(|q| q.shared.fd()))?),
     };
-    let chunk = chunk as u64;
+    let chunk = layout.chunk as u64;
     let tx_chunks = (cfg.rx_frames..cfg.rx_frames + cfg.tx_frames).map(|i| i as u64 * chunk).collect();
     Ok((
         AfXdpRx { queues: rx_queues, ready, next: 0 },
@@ -594,6 +658,7 @@ fn halves(
             free: tx_chunks,
             queued: false,
             zero_copy: mode.zero_copy,
+            multi_buffer: layout.multi_buffer,
             name: name.to_string(),
             max_len: max_len(name),
         },
@@ -633,17 +698,20 @@ impl QueueRx {
         let base = self.rx.local;
         // Stamps are CLOCK_MONOTONIC (all XDP can read); frames are stamped CLOCK_REALTIME.
         let realtime_offset = crate::sys::realtime_ns().wrapping_sub(crate::sys::monotonic_ns());
+        let mut frames = 0;
         for i in 0..n {
             // SAFETY: a descriptor the kernel published (below the producer index read with
             // acquire in available()): addr, len, options.
-            let (addr, len) = unsafe {
+            let (addr, len, options) = unsafe {
                 let d = self.rx.slot(base.wrapping_add(i));
-                (ptr::read(d as *const u64), ptr::read(d.add(8) as *const u32) as usize)
+                (ptr::read(d as *const u64), ptr::read(d.add(8) as *const u32) as usize, ptr::read(d.add(12) as *const u32))
             };
             let offset = addr as usize;
             if offset + len <= self.shared.umem_len {
+                // A frame's first chunk carries the stamp in front of it; its others none.
+                let first = self.partial.is_empty() && !self.discarding;
                 let (mut tstamp_ns, mut vlan) = (0, None);
-                if offset % self.shared.chunk >= STAMP_LEN {
+                if first && offset % self.shared.chunk >= STAMP_LEN {
                     // SAFETY: the stamp lies in the chunk's headroom, in front of the frame; the
                     // chunk is ours. The magic is cleared, so that a frame the program could not
                     // stamp is not taken for one with this frame's time.
@@ -664,7 +732,30 @@ impl QueueRx {
                 // SAFETY: the chunk is ours until it goes back on the fill ring below, and lies
                 // inside the UMEM (checked).
                 let data = unsafe { std::slice::from_raw_parts(self.shared.umem.add(offset), len) };
-                f(RxFrame { data, offload: Default::default(), vlan, tstamp_ns });
+                let more = options & XDP_PKT_CONTD != 0;
+                if first && !more {
+                    f(RxFrame { data, offload: Default::default(), vlan, tstamp_ns });
+                    frames += 1;
+                } else if self.discarding {
+                    // The rest of a frame too long to take: dropped (the kernel's to prevent).
+                    self.discarding = more;
+                } else {
+                    // A multi-buffer frame: its chunks copied together (the switch reads a frame
+                    // as one slice), handed on with its last.
+                    if first {
+                        self.partial_stamp = (tstamp_ns, vlan);
+                    }
+                    self.partial.extend_from_slice(data);
+                    if self.partial.len() > MAX_MULTI_BUFFER_FRAME {
+                        self.partial.clear();
+                        self.discarding = more;
+                    } else if !more {
+                        let (tstamp_ns, vlan) = self.partial_stamp;
+                        f(RxFrame { data: &self.partial, offload: Default::default(), vlan, tstamp_ns });
+                        self.partial.clear();
+                        frames += 1;
+                    }
+                }
             }
             // The kernel hands back the address of the frame within the chunk; the fill ring
             // wants the chunk's start.
@@ -689,8 +780,10 @@ impl QueueRx {
                 )
             };
         }
-        self.packets += n as u64;
-        n as usize
+        self.packets += frames;
+        // Frames, as every port counts them; a multi-buffer frame took several of the budget's
+        // descriptors.
+        frames as usize
     }
 
     fn rx_drops(&mut self) -> u64 {
@@ -784,40 +877,50 @@ impl PortTx for AfXdpTx {
     fn send(&mut self, frame: &[u8], offload: &packet::Offload) -> Result<(), TxError> {
         // Without a virtio-net header the kernel can neither segment nor finish a checksum: the
         // first is refused, the second done here.
-        if offload.gso.is_some() || frame.len() > self.max_len + 4 || frame.len() > self.shared.chunk {
+        let chunk = self.shared.chunk;
+        if offload.gso.is_some() || frame.len() > self.max_len + 4 || (frame.len() > chunk && !self.multi_buffer) {
             return Err(TxError::Refused);
         }
-        if self.free.is_empty() {
+        // One chunk a frame, or on a multi-buffer socket as many as it fills.
+        let pieces = frame.len().div_ceil(chunk).max(1);
+        if self.free.len() < pieces {
             self.reclaim();
         }
-        if self.free.is_empty() || self.tx.room(1) == 0 {
+        if self.free.len() < pieces || (self.tx.room(pieces as u32) as usize) < pieces {
             // Everything is in the kernel's hands: push it along once, as AF_PACKET's ring does.
             self.kick();
-            if self.free.is_empty() || self.tx.room(1) == 0 {
+            if self.free.len() < pieces || (self.tx.room(pieces as u32) as usize) < pieces {
                 return Err(TxError::Busy);
             }
         }
-        let addr = self.free.pop().expect("checked above");
-        // SAFETY: a transmit chunk of ours (from the free list) inside the UMEM, at least as long
-        // as the frame (checked against chunk); the kernel does not touch it until it is queued.
-        let out = unsafe { std::slice::from_raw_parts_mut(self.shared.umem.add(addr as usize), frame.len()) };
-        out.copy_from_slice(frame);
-        // A checksum the sender left to offload is finished in the copy.
-        if let Some(p) = offload.csum {
+        // A checksum the sender left to offload is finished on the way: what goes in the field.
+        let csum = offload.csum.and_then(|p| {
             let (start, at) = (p.start as usize, p.start as usize + p.offset as usize);
-            if at + 2 <= out.len() {
-                let c = packet::csum::checksum(&out[start..]);
-                out[at..at + 2].copy_from_slice(&c.to_be_bytes());
+            (at + 2 <= frame.len()).then(|| (at, packet::csum::checksum(&frame[start..]).to_be_bytes()))
+        });
+        for (k, part) in frame.chunks(chunk).enumerate() {
+            let addr = self.free.pop().expect("checked above");
+            // SAFETY: a transmit chunk of ours (from the free list) inside the UMEM, at least as
+            // long as the part; the kernel does not touch it until it is queued.
+            let out = unsafe { std::slice::from_raw_parts_mut(self.shared.umem.add(addr as usize), part.len()) };
+            out.copy_from_slice(part);
+            if let Some((at, sum)) = csum {
+                for (j, byte) in sum.iter().enumerate() {
+                    if let Some(i) = (at + j).checked_sub(k * chunk).filter(|&i| i < out.len()) {
+                        out[i] = *byte;
+                    }
+                }
             }
+            let options = if (k + 1) * chunk < frame.len() { XDP_PKT_CONTD } else { 0 };
+            // SAFETY: a TX slot we have room for.
+            unsafe {
+                let d = self.tx.slot(self.tx.local);
+                ptr::write(d as *mut u64, addr);
+                ptr::write(d.add(8) as *mut u32, part.len() as u32);
+                ptr::write(d.add(12) as *mut u32, options);
+            }
+            self.tx.local = self.tx.local.wrapping_add(1);
         }
-        // SAFETY: a TX slot we have room for.
-        unsafe {
-            let d = self.tx.slot(self.tx.local);
-            ptr::write(d as *mut u64, addr);
-            ptr::write(d.add(8) as *mut u32, frame.len() as u32);
-            ptr::write(d.add(12) as *mut u32, 0);
-        }
-        self.tx.local = self.tx.local.wrapping_add(1);
         self.queued = true;
         Ok(())
     }
