@@ -425,6 +425,7 @@ async fn handshake_and_session<S: AsyncRead + AsyncWrite + Unpin + 'static>(
     let (rd, wr) = tokio::io::split(stream);
     let limit = hub.borrow().cfg.output_limit;
     let (tx, rx) = Outbox::new(limit, hub.borrow().congestion.clone());
+    let tx = tx.in_order_with_events(hub.borrow().notices.clone());
     let writer_task = tokio::task::spawn_local(writer(wr, rx, tx.drain_side()));
     let mut framer = Framer::new(rd);
     tx.send(Message::Hello(Hello::of13()).encode(1));

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use datapath::{AtomicU64, ChannelCounters, Command, Event, PacketInLimit, SwitchHandle};
 use ofp::message::{role, AsyncConfig, Message, SwitchFeatures};
-use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender};
+use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver, UnboundedSender, WeakUnboundedSender};
 use tracing::{info, warn};
 
 /// Where an event kind's async mask pair (master, slave) is kept.
@@ -147,6 +147,9 @@ pub(crate) struct Outbox {
     congestion: Congestion,
     progress: Arc<tokio::sync::Notify>,
     in_flight: Arc<InFlight>,
+    /// The forwarding thread's channel of notices, which replies go through when set
+    /// ([`Outbox::in_order_with_events`]).
+    notices: Option<WeakUnboundedSender<Notice>>,
 }
 
 /// Requests a connection may have at the forwarding thread at once. Past it the connection reads
@@ -192,6 +195,7 @@ impl Outbox {
             congestion,
             progress: Arc::new(tokio::sync::Notify::new()),
             in_flight: Arc::default(),
+            notices: None,
         };
         (out, rx)
     }
@@ -216,8 +220,22 @@ impl Outbox {
         let tx = self.clone();
         Arc::new(move |bytes| {
             let _counted_until_dropped = &request;
-            tx.send(bytes)
+            match tx.notices.as_ref().and_then(|n| n.upgrade()) {
+                Some(notices) => drop(notices.send(Notice::Reply(tx.clone(), bytes))),
+                None => tx.send(bytes),
+            }
         })
+    }
+
+    /// Has this connection's replies follow the asynchronous messages the forwarding thread
+    /// reported before them: a reply goes through the thread's notice channel, behind its
+    /// events, rather than straight to the queue. So a barrier's reply comes after the
+    /// flow-removed messages of the deletes before it (OpenFlow 1.3 §6.2: everything before
+    /// a barrier is done, its messages sent, before what follows), as Open vSwitch sends them;
+    /// a controller that counts them at the barrier has them all.
+    pub(crate) fn in_order_with_events(mut self, notices: WeakUnboundedSender<Notice>) -> Outbox {
+        self.notices = Some(notices);
+        self
     }
 
     /// Requests at the forwarding thread, their replies not all queued yet.
@@ -366,10 +384,25 @@ impl Drop for Drained {
     }
 }
 
+/// What the forwarding thread hands the agent, in the order it did: its events, and the
+/// replies of connections whose replies follow them ([`Outbox::in_order_with_events`]).
+pub(crate) enum Notice {
+    Event(Event),
+    Reply(Outbox, Vec<u8>),
+}
+
+/// The agent's end of the forwarding thread's notices ([`event_channel`]).
+pub struct Events {
+    rx: UnboundedReceiver<Notice>,
+    /// Weak, so that the channel ends with the thread's sender, which says the thread ended.
+    tx: WeakUnboundedSender<Notice>,
+}
+
 /// Creates the channel the forwarding thread reports events on.
-pub fn event_channel() -> (Box<dyn FnMut(Event) + Send>, UnboundedReceiver<Event>) {
+pub fn event_channel() -> (Box<dyn FnMut(Event) + Send>, Events) {
     let (tx, rx) = unbounded_channel();
-    (Box::new(move |e| drop(tx.send(e))), rx)
+    let weak = tx.downgrade();
+    (Box::new(move |e| drop(tx.send(Notice::Event(e)))), Events { rx, tx: weak })
 }
 
 pub(crate) struct ConnState {
@@ -444,6 +477,8 @@ pub(crate) struct Hub {
     /// Connections whose flow-removed and port-status messages are over their limit: while
     /// any are, no connection's requests are read.
     pub(crate) congestion: Congestion,
+    /// The forwarding thread's notice channel, which every connection's replies go through.
+    pub(crate) notices: WeakUnboundedSender<Notice>,
 }
 
 pub(crate) type HubRef = Rc<RefCell<Hub>>;
@@ -579,7 +614,7 @@ pub(crate) fn arm_fail_open(hub: &HubRef) {
 pub async fn run(
     cfg: AgentConfig,
     switch: SwitchHandle,
-    mut events: UnboundedReceiver<Event>,
+    events: Events,
     mut updates: UnboundedReceiver<AgentConfig>,
     listening: impl FnOnce(),
     shutdown: impl std::future::Future<Output = ()>,
@@ -608,7 +643,9 @@ pub async fn run(
         primaries_up: 0,
         epoch: 0,
         congestion: Arc::new(tokio::sync::watch::channel(0).0),
+        notices: events.tx.clone(),
     }));
+    let mut events = events.rx;
     // Each target's loop runs until its stop is set (it left the configuration).
     let mut running: Vec<(Target, bool, tokio::sync::watch::Sender<bool>)> = Vec::new();
     let start = |t: &Target, primary: bool, listener: Option<conn::Listener>| {
@@ -687,8 +724,11 @@ pub async fn run(
     let dispatcher = {
         let hub = hub.clone();
         async move {
-            while let Some(ev) = events.recv().await {
-                hub.borrow_mut().dispatch(&ev);
+            while let Some(notice) = events.recv().await {
+                match notice {
+                    Notice::Event(ev) => hub.borrow_mut().dispatch(&ev),
+                    Notice::Reply(out, bytes) => out.send(bytes),
+                }
             }
         }
     };
