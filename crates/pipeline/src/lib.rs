@@ -216,6 +216,8 @@ pub struct Pipeline {
     next_expiry: Nanos,
     /// The action lists of the last few flows added or modified, for the next to share.
     recent_actions: prepare::ActionLists,
+    /// A translation that was not cached, its room kept for the next (see `Xlate::new`).
+    spare: Translation,
 }
 
 /// What the datapath's copy of the cache must drop, since it last asked (when the generation did
@@ -273,6 +275,7 @@ impl Pipeline {
             fail_open: false,
             next_expiry: Nanos::MAX,
             recent_actions: Default::default(),
+            spare: Translation::default(),
         }
     }
 
@@ -562,14 +565,30 @@ impl Pipeline {
         let t = self.translate(pkt, key, now);
         self.credit(&t.credits, pkt.len(), now);
         let stopped = execute(&t.actions, pkt, &mut self.meters, now, sink).err();
-        let mut created = None;
-        if t.cacheable {
+        let created = if t.cacheable && !self.only_answered_packet_ins(&t.actions, sink) {
             let entry =
                 CacheEntry { actions: t.actions, credits: t.credits, last_used: now, packets: 1, reads: t.reads };
-            created = self.cache.insert(key, &t.consulted, entry);
             self.expect_expiry(now + cache::IDLE);
-        }
+            self.cache.insert(key, &t.consulted, entry)
+        } else {
+            self.spare = t;
+            None
+        };
         Processed { created, hit: None, stopped }
+    }
+
+    /// Whether a translation only sends the frame to the controller, and its packet-ins went:
+    /// then no megaflow entry is made for it. The controller's flow-mod would retire the entry at
+    /// once (it overlaps the miss), and making and retiring it was a fifth of a new flow's setup.
+    /// A packet-in held back by the rate limit or the controller meter (`OFPM_CONTROLLER`) keeps
+    /// the entry, so that a flood of one flow costs a cache hit a frame; a flood of new flows
+    /// misses the cache either way. The rate limit and the meter apply to hits and translations
+    /// alike: which frames reach the controller does not depend on the entry.
+    fn only_answered_packet_ins(&self, actions: &[exec::DpAction], sink: &dyn Sink) -> bool {
+        !actions.is_empty()
+            && actions.iter().all(|a| matches!(a, exec::DpAction::Controller(_)))
+            && !sink.packet_ins_held_back()
+            && !self.meters.meters.contains_key(&ofp::group_meter::OFPM_CONTROLLER)
     }
 
     /// Runs a packet-out: its actions (which may send the packet through the tables).
@@ -578,5 +597,6 @@ impl Pipeline {
         self.revalidate();
         self.credit(&t.credits, pkt.len(), now);
         let _ = execute(&t.actions, pkt, &mut self.meters, now, sink);
+        self.spare = t;
     }
 }
