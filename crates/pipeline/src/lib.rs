@@ -577,13 +577,10 @@ impl Pipeline {
         Processed { created, hit: None, stopped }
     }
 
-    /// Whether a translation only sends the frame to the controller, and its packet-ins went:
-    /// then no megaflow entry is made for it. The controller's flow-mod would retire the entry at
-    /// once (it overlaps the miss), and making and retiring it was a fifth of a new flow's setup.
-    /// A packet-in held back by the rate limit or the controller meter (`OFPM_CONTROLLER`) keeps
-    /// the entry, so that a flood of one flow costs a cache hit a frame; a flood of new flows
-    /// misses the cache either way. The rate limit and the meter apply to hits and translations
-    /// alike: which frames reach the controller does not depend on the entry.
+    /// Whether a translation only sends packet-ins, and they went: then it is not cached (the
+    /// controller's answer would retire the entry at once; making and retiring it was a fifth of
+    /// a setup). Held back by the rate limit or the `OFPM_CONTROLLER` meter, which hits pass too,
+    /// it is cached: the rest of a flood of one flow costs a cache hit a frame.
     fn only_answered_packet_ins(&self, actions: &[exec::DpAction], sink: &dyn Sink) -> bool {
         !actions.is_empty()
             && actions.iter().all(|a| matches!(a, exec::DpAction::Controller(_)))

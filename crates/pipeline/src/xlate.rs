@@ -1,7 +1,7 @@
 //! Translation: running a packet through the OpenFlow tables, groups and action set, producing the
 //! datapath actions for it and the header bits the result depended on.
 //!
-//! Just over 500 lines: the spec's §5 walk (tables, instructions, action set, groups, reserved
+//! Under 600 lines: the spec's §5 walk (tables, instructions, action set, groups, reserved
 //! ports) is one algorithm and reads best in one place.
 
 use ofp::action::Action;
