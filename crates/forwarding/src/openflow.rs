@@ -113,42 +113,55 @@ impl Sink for Bridge<'_> {
     }
 
     fn to_controller(&mut self, pkt: &Packet, info: &ToController) {
-        // A controller sees wire-sized frames with complete checksums.
-        for seg in segment::segment(pkt.clone()) {
-            if !self.limit.allow(self.now) {
-                self.limited += 1;
-                continue;
-            }
-            self.sent += 1;
-            let frame = seg.data();
-            let total_len = frame.len().min(u16::MAX as usize) as u16;
-            let (buffer_id, data) = if info.max_len == ofp::action::OFPCML_NO_BUFFER {
-                (NO_BUFFER, frame.to_vec())
-            } else {
-                let id = self.buffers.store(info.in_port, frame);
-                (id, frame[..frame.len().min(info.max_len as usize)].to_vec())
-            };
-            let mut match_ = Match::new().with(Field::InPort, info.in_port as u128);
-            if info.metadata != 0 {
-                match_ = match_.with(Field::Metadata, info.metadata as u128);
-            }
-            if info.tunnel_id != 0 {
-                match_ = match_.with(Field::TunnelId, info.tunnel_id as u128);
-            }
-            self.out.event(Event::PacketIn(PacketIn {
-                buffer_id,
-                total_len,
-                reason: info.reason,
-                table_id: info.table_id,
-                cookie: info.cookie,
-                match_,
-                data,
-            }));
+        // A controller sees wire-sized frames with complete checksums. A frame that already is
+        // one (every frame but a local sender's offloaded ones) goes as it is, uncopied.
+        if pkt.offload.gso.is_none() && pkt.offload.csum.is_none() {
+            self.packet_in(pkt.data(), info);
+            return;
         }
+        for seg in segment::segment(pkt.clone()) {
+            self.packet_in(seg.data(), info);
+        }
+    }
+
+    fn packet_ins_held_back(&self) -> bool {
+        self.limited > 0
     }
 }
 
 impl Bridge<'_> {
+    /// One packet-in of a wire-sized frame, if the rate limit lets it go.
+    fn packet_in(&mut self, frame: &[u8], info: &ToController) {
+        if !self.limit.allow(self.now) {
+            self.limited += 1;
+            return;
+        }
+        self.sent += 1;
+        let total_len = frame.len().min(u16::MAX as usize) as u16;
+        let (buffer_id, data) = if info.max_len == ofp::action::OFPCML_NO_BUFFER {
+            (NO_BUFFER, frame.to_vec())
+        } else {
+            let id = self.buffers.store(info.in_port, frame);
+            (id, frame[..frame.len().min(info.max_len as usize)].to_vec())
+        };
+        let mut match_ = Match::new().with(Field::InPort, info.in_port as u128);
+        if info.metadata != 0 {
+            match_ = match_.with(Field::Metadata, info.metadata as u128);
+        }
+        if info.tunnel_id != 0 {
+            match_ = match_.with(Field::TunnelId, info.tunnel_id as u128);
+        }
+        self.out.event(Event::PacketIn(PacketIn {
+            buffer_id,
+            total_len,
+            reason: info.reason,
+            table_id: info.table_id,
+            cookie: info.cookie,
+            match_,
+            data,
+        }));
+    }
+
     fn verdict(&self, stopped: Option<Stop>) -> Option<DropReason> {
         if self.sent > 0 {
             return None;
@@ -166,6 +179,8 @@ pub struct OpenFlowMode {
     pipeline: Pipeline,
     buffers: Buffers,
     limit: PacketInLimit,
+    /// The frame of a packet-out (or a buffered packet) as it runs, its room kept for the next.
+    packet_out: Packet,
 }
 
 impl OpenFlowMode {
@@ -182,7 +197,12 @@ impl OpenFlowMode {
             };
             pipeline.flow_mod(&fm, 0).expect("the NORMAL flow is valid");
         }
-        OpenFlowMode { pipeline, buffers: Buffers::new(), limit: PacketInLimit::new(cfg.packet_in_rate) }
+        OpenFlowMode {
+            pipeline,
+            buffers: Buffers::new(),
+            limit: PacketInLimit::new(cfg.packet_in_rate),
+            packet_out: Packet::with_capacity(0),
+        }
     }
 
     fn bridge<'a>(
@@ -241,9 +261,9 @@ impl OpenFlowMode {
         out: &mut dyn Output,
     ) -> Result<(), ErrorCode> {
         let (key, layout) = parse(frame, in_port).map_err(|_| ErrorCode::BadRequest(BadRequest::BadPacket))?;
-        let mut pkt = Packet::new(frame, Offload::default(), layout);
+        self.packet_out.load(frame, Offload::default(), layout);
         let mut bridge = Self::bridge(&mut self.buffers, &mut self.limit, out, now);
-        self.pipeline.packet_out(&mut pkt, &key, actions, now, &mut bridge);
+        self.pipeline.packet_out(&mut self.packet_out, &key, actions, now, &mut bridge);
         Ok(())
     }
 }

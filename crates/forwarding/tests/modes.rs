@@ -171,6 +171,116 @@ fn openflow_verdicts_name_why_nothing_left() {
     assert_eq!(receive(&mut m, 1, &frame, 0).0.dropped, Some(DropReason::TtlExpired));
 }
 
+/// A table-miss flow that sends whole frames to the controller, unbuffered.
+fn miss_to_controller(mode: &mut dyn Mode, max_len: u16) {
+    flow(mode, 0, Match::new(), vec![Action::Output { port: ofp::port::OFPP_CONTROLLER, max_len }]);
+}
+
+fn packet_ins(r: &Recorder) -> Vec<&ofp::message::PacketIn> {
+    r.events.iter().filter_map(|e| if let Event::PacketIn(p) = e { Some(p) } else { None }).collect()
+}
+
+fn megaflow_entries(mode: &dyn Mode) -> u64 {
+    let groups = mode.counters();
+    let cache = groups.iter().find(|g| g.name == "megaflow cache").unwrap();
+    cache.counters.iter().find(|(name, _)| *name == "entries").unwrap().1
+}
+
+#[test]
+fn openflow_a_miss_answered_by_the_controller_leaves_no_megaflow_entry() {
+    // The flow-mod that answers the packet-in would retire such an entry at once.
+    let mut m = openflow(2);
+    miss_to_controller(&mut m, ofp::action::OFPCML_NO_BUFFER);
+    for now in 0..3 {
+        let (v, r, _) = receive(&mut m, 1, &udp(H1, H2), now);
+        assert_eq!(packet_ins(&r).len(), 1, "each frame goes up until the controller answers");
+        assert_eq!(v, Verdict { dropped: None, entry: None });
+    }
+    assert_eq!(megaflow_entries(&m), 0);
+}
+
+#[test]
+fn openflow_a_flood_the_packet_in_limit_holds_back_is_cached_and_still_held_to_the_limit() {
+    let cfg = Config { n_tables: 4, table_limits: vec![], native: false, packet_in_rate: 100 };
+    let mut m = with_ports(OpenFlowMode::new(&cfg), 2);
+    miss_to_controller(&mut m, ofp::action::OFPCML_NO_BUFFER);
+    let mut went = 0;
+    // All at one instant: the bucket's burst (a quarter second's worth, at least 32) and no more.
+    for i in 0..40 {
+        let (v, r, _) = receive(&mut m, 1, &udp(H1, H2), 0);
+        went += packet_ins(&r).len();
+        if i < 32 {
+            assert_eq!(v, Verdict { dropped: None, entry: None }, "frame {i}");
+        } else {
+            assert_eq!(v.dropped, Some(DropReason::PacketInLimit), "frame {i}");
+            assert!(v.entry.is_some(), "frame {i}: held back, so the flood's frames hit the cache");
+        }
+    }
+    assert_eq!(went, 32);
+    assert_eq!(megaflow_entries(&m), 1);
+
+    // Under the controller meter too: its frames keep their entry, as before.
+    let mut m = openflow(2);
+    let band = MeterBand { kind: BandKind::Drop, rate: 1000, burst_size: 0 };
+    let mm = MeterMod {
+        command: 0,
+        flags: ofp::group_meter::meter_flags::PKTPS,
+        meter_id: ofp::group_meter::OFPM_CONTROLLER,
+        bands: vec![band],
+    };
+    m.openflow(Message::MeterMod(mm), 0, &mut Recorder::default()).unwrap();
+    miss_to_controller(&mut m, ofp::action::OFPCML_NO_BUFFER);
+    let (v, r, _) = receive(&mut m, 1, &udp(H1, H2), 0);
+    assert_eq!(packet_ins(&r).len(), 1);
+    assert!(v.entry.is_some());
+}
+
+#[test]
+fn openflow_buffered_frames_and_packet_outs_leave_as_they_came() {
+    // Packet-outs run in one reused packet: a short frame after a long one is itself.
+    let mut m = openflow(2);
+    miss_to_controller(&mut m, 64);
+    let long = FrameBuilder::new(H2, H1).build(L3::Ipv4 {
+        src: [10, 0, 0, 1],
+        dst: [10, 0, 0, 2],
+        ttl: 64,
+        tos: 0,
+        l4: L4::Udp { src: 5000, dst: 9, payload: vec![9; 400] },
+    });
+    let (_, r, _) = receive(&mut m, 1, &long, 0);
+    let pin = packet_ins(&r)[0].clone();
+    assert_ne!(pin.buffer_id, ofp::message::NO_BUFFER);
+    assert_eq!((pin.data.len(), pin.total_len as usize), (64, long.len()));
+    let (_, r2, _) = receive(&mut m, 1, &udp(H1, H2), 0);
+    assert_eq!(packet_ins(&r2)[0].buffer_id, pin.buffer_id + 1);
+
+    // The flow-mod naming the first buffer sends the whole long frame through the tables.
+    let fm = FlowMod {
+        priority: 5,
+        match_: Match::new().with(Field::InPort, 1),
+        instructions: vec![Instruction::ApplyActions(vec![Action::output(2)])],
+        buffer_id: pin.buffer_id,
+        ..Default::default()
+    };
+    let mut r = Recorder::default();
+    m.openflow(Message::FlowMod(fm.clone()), 0, &mut r).unwrap();
+    assert_eq!(r.sent, vec![(Egress { port: 2, queue: None }, long.clone())]);
+    let again = m.openflow(Message::FlowMod(fm), 0, &mut Recorder::default());
+    let unknown = ofp::error::ErrorCode::BadRequest(ofp::error::BadRequest::BufferUnknown);
+    assert!(matches!(again, Err(e) if e == unknown), "a buffer runs once");
+
+    let short = udp(H1, H2);
+    let po = ofp::message::PacketOut {
+        buffer_id: ofp::message::NO_BUFFER,
+        in_port: ofp::port::OFPP_CONTROLLER,
+        actions: vec![Action::output(2)],
+        data: short.clone(),
+    };
+    let mut r = Recorder::default();
+    m.openflow(Message::PacketOut(po), 0, &mut r).unwrap();
+    assert_eq!(r.sent, vec![(Egress { port: 2, queue: None }, short)]);
+}
+
 #[test]
 fn openflow_timeouts_come_due_at_the_deadline_the_mode_reports() {
     let mut m = openflow(2);

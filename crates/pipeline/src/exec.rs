@@ -70,6 +70,13 @@ pub trait Sink {
     /// port picks one from the frame's VLAN priority).
     fn output(&mut self, port: u32, queue: Option<u32>, pkt: &Packet);
     fn to_controller(&mut self, pkt: &Packet, info: &ToController);
+    /// Whether a packet-in was held back so far (by a rate limit). The pipeline keeps a megaflow
+    /// entry for a miss whose only outcome is a packet-in only then: in a flood of it, the next
+    /// frames cost a cache hit each, not a translation; otherwise the controller's answer would
+    /// retire the entry at once.
+    fn packet_ins_held_back(&self) -> bool {
+        false
+    }
 }
 
 /// Why executing a packet's actions stopped before their end.

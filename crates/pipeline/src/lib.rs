@@ -216,6 +216,8 @@ pub struct Pipeline {
     next_expiry: Nanos,
     /// The action lists of the last few flows added or modified, for the next to share.
     recent_actions: prepare::ActionLists,
+    /// A translation that was not cached, its room kept for the next (see `Xlate::new`).
+    spare: Translation,
 }
 
 /// What the datapath's copy of the cache must drop, since it last asked (when the generation did
@@ -273,6 +275,7 @@ impl Pipeline {
             fail_open: false,
             next_expiry: Nanos::MAX,
             recent_actions: Default::default(),
+            spare: Translation::default(),
         }
     }
 
@@ -562,14 +565,27 @@ impl Pipeline {
         let t = self.translate(pkt, key, now);
         self.credit(&t.credits, pkt.len(), now);
         let stopped = execute(&t.actions, pkt, &mut self.meters, now, sink).err();
-        let mut created = None;
-        if t.cacheable {
+        let created = if t.cacheable && !self.only_answered_packet_ins(&t.actions, sink) {
             let entry =
                 CacheEntry { actions: t.actions, credits: t.credits, last_used: now, packets: 1, reads: t.reads };
-            created = self.cache.insert(key, &t.consulted, entry);
             self.expect_expiry(now + cache::IDLE);
-        }
+            self.cache.insert(key, &t.consulted, entry)
+        } else {
+            self.spare = t;
+            None
+        };
         Processed { created, hit: None, stopped }
+    }
+
+    /// Whether a translation only sends packet-ins, and they went: then it is not cached (the
+    /// controller's answer would retire the entry at once; making and retiring it was a fifth of
+    /// a setup). Held back by the rate limit or the `OFPM_CONTROLLER` meter, which hits pass too,
+    /// it is cached: the rest of a flood of one flow costs a cache hit a frame.
+    fn only_answered_packet_ins(&self, actions: &[exec::DpAction], sink: &dyn Sink) -> bool {
+        !actions.is_empty()
+            && actions.iter().all(|a| matches!(a, exec::DpAction::Controller(_)))
+            && !sink.packet_ins_held_back()
+            && !self.meters.meters.contains_key(&ofp::group_meter::OFPM_CONTROLLER)
     }
 
     /// Runs a packet-out: its actions (which may send the packet through the tables).
@@ -578,5 +594,6 @@ impl Pipeline {
         self.revalidate();
         self.credit(&t.credits, pkt.len(), now);
         let _ = execute(&t.actions, pkt, &mut self.meters, now, sink);
+        self.spare = t;
     }
 }

@@ -1,7 +1,7 @@
 //! Translation: running a packet through the OpenFlow tables, groups and action set, producing the
 //! datapath actions for it and the header bits the result depended on.
 //!
-//! Just over 500 lines: the spec's §5 walk (tables, instructions, action set, groups, reserved
+//! Under 600 lines: the spec's §5 walk (tables, instructions, action set, groups, reserved
 //! ports) is one algorithm and reads best in one place.
 
 use ofp::action::Action;
@@ -33,6 +33,29 @@ pub struct Translation {
     /// False when the result depends on more than the flow key (e.g. a lookup after popping a
     /// header exposed fields the original key did not hold).
     pub cacheable: bool,
+}
+
+impl Translation {
+    /// Empties it for the next translation, keeping its vectors' room.
+    pub(crate) fn clear(&mut self) {
+        let Translation { actions, consulted, credits, reads, cacheable } = self;
+        actions.clear();
+        *consulted = FlowKey::default();
+        let Credits { tables, flows, buckets, groups, learned } = credits;
+        tables.clear();
+        flows.clear();
+        buckets.clear();
+        groups.clear();
+        *learned = None;
+        let Reads { lookups, groups, meters, ports, all_ports, addresses } = reads;
+        lookups.clear();
+        groups.clear();
+        meters.clear();
+        ports.clear();
+        *all_ports = false;
+        addresses.clear();
+        *cacheable = true;
+    }
 }
 
 /// An action set (spec §5.10): at most one action of each kind, executed in a fixed order.
@@ -151,9 +174,12 @@ const PACKET_OUT_ORIGIN: Origin = Origin { table_id: 0xff, cookie: u64::MAX, tab
 pub(crate) struct Xlate<'p> {
     p: &'p mut Pipeline,
     key: FlowKey,
+    /// The packet as it arrived.
+    pkt: &'p Packet,
     /// A copy of the packet that header pushes and pops are applied to, so that a later lookup sees
-    /// the headers the packet will really have.
-    scratch: Packet,
+    /// the headers the packet will really have. Made by the first such action: most translations
+    /// have none, and a copy was an allocation and the frame copied for each.
+    edited: Option<Packet>,
     in_port: u32,
     now: u64,
     t: Translation,
@@ -162,13 +188,27 @@ pub(crate) struct Xlate<'p> {
 }
 
 impl<'p> Xlate<'p> {
-    pub(crate) fn new(p: &'p mut Pipeline, pkt: &Packet, key: &FlowKey, now: u64) -> Self {
-        let mut t = Translation { cacheable: true, ..Default::default() };
+    pub(crate) fn new(p: &'p mut Pipeline, pkt: &'p Packet, key: &FlowKey, now: u64) -> Self {
+        // The last translation's vectors, if it was not cached: most setups translate twice (the
+        // miss, the controller's packet-out) and cache neither.
+        let mut t = std::mem::take(&mut p.spare);
+        t.clear();
         // Every translation depends on the input port (IN_PORT, FLOOD, learning).
         t.consulted.mask_field(Field::InPort);
         t.consulted.mask_field(Field::InPhyPort);
         t.reads.ports.push(key.in_port());
-        Xlate { in_port: key.in_port(), key: *key, scratch: pkt.clone(), p, now, t, popped: false, depth: 0 }
+        Xlate { in_port: key.in_port(), key: *key, pkt, edited: None, p, now, t, popped: false, depth: 0 }
+    }
+
+    /// The packet with the header changes translated so far.
+    fn scratch(&self) -> &Packet {
+        self.edited.as_ref().unwrap_or(self.pkt)
+    }
+
+    /// The packet to apply a header change to (copied from the arrived one on the first).
+    fn scratch_mut(&mut self) -> &mut Packet {
+        let pkt = self.pkt;
+        self.edited.get_or_insert_with(|| pkt.clone())
     }
 
     pub(crate) fn finish(self) -> Translation {
@@ -243,10 +283,10 @@ impl<'p> Xlate<'p> {
                 Action::Group(g) => self.group(*g, origin),
                 Action::SetField(f) => {
                     let value = if f.field == Field::VlanVid { vlan_vid_of(f.value) as u128 } else { f.value };
-                    if f.field != Field::VlanVid || self.scratch.layout.n_vlans > 0 {
+                    if f.field != Field::VlanVid || self.scratch().layout.n_vlans > 0 {
                         self.key.set(f.field, value);
                     }
-                    self.scratch.set_field(f.field, value, &mut FlowKey::default());
+                    self.scratch_mut().set_field(f.field, value, &mut FlowKey::default());
                     if matches!(f.field, Field::EthType | Field::IpProto) {
                         // The headers after the field now read as something else.
                         self.reparse();
@@ -254,23 +294,23 @@ impl<'p> Xlate<'p> {
                     self.t.actions.push(DpAction::SetField(f.field, value));
                 }
                 Action::PushVlan(t) => {
-                    self.scratch.push_vlan(*t);
+                    self.scratch_mut().push_vlan(*t);
                     self.reparse();
                     self.t.actions.push(DpAction::PushVlan(*t));
                 }
                 Action::PopVlan => {
-                    self.scratch.pop_vlan();
+                    self.scratch_mut().pop_vlan();
                     self.popped = true;
                     self.reparse();
                     self.t.actions.push(DpAction::PopVlan);
                 }
                 Action::PushMpls(t) => {
-                    self.scratch.push_mpls(*t);
+                    self.scratch_mut().push_mpls(*t);
                     self.reparse();
                     self.t.actions.push(DpAction::PushMpls(*t));
                 }
                 Action::PopMpls(t) => {
-                    self.scratch.pop_mpls(*t);
+                    self.scratch_mut().pop_mpls(*t);
                     self.popped = true;
                     self.reparse();
                     self.t.actions.push(DpAction::PopMpls(*t));
@@ -294,12 +334,12 @@ impl<'p> Xlate<'p> {
                 Action::CopyTtlOut => self.t.actions.push(DpAction::CopyTtlOut),
                 Action::SetQueue(q) => self.t.actions.push(DpAction::SetQueue(*q)),
                 Action::PushPbb(t) => {
-                    self.scratch.push_pbb(*t);
+                    self.scratch_mut().push_pbb(*t);
                     self.reparse();
                     self.t.actions.push(DpAction::PushPbb(*t));
                 }
                 Action::PopPbb => {
-                    self.scratch.pop_pbb();
+                    self.scratch_mut().pop_pbb();
                     self.popped = true;
                     self.reparse();
                     self.t.actions.push(DpAction::PopPbb);
@@ -315,19 +355,20 @@ impl<'p> Xlate<'p> {
     /// remark becomes a plain set-field. Returns false if the packet is dropped here.
     fn meter(&mut self, id: u32) -> bool {
         self.t.reads.meters.push(id);
+        let len = self.scratch().len();
         let Some(meter) = self.p.meters.get_mut(id) else { return false };
         if !meter.remarks() {
             self.t.actions.push(DpAction::Meter(id));
             return true;
         }
         self.t.cacheable = false;
-        match meter.charge(self.scratch.len(), self.now) {
+        match meter.charge(len, self.now) {
             Verdict::Pass => true,
             Verdict::Drop => false,
             Verdict::Remark(levels) => {
                 if let Some(dscp) = remarked_dscp(&self.key, levels) {
                     self.key.set(Field::IpDscp, dscp as u128);
-                    self.scratch.set_field(Field::IpDscp, dscp as u128, &mut FlowKey::default());
+                    self.scratch_mut().set_field(Field::IpDscp, dscp as u128, &mut FlowKey::default());
                     self.t.actions.push(DpAction::SetField(Field::IpDscp, dscp as u128));
                 }
                 true
@@ -335,8 +376,11 @@ impl<'p> Xlate<'p> {
         }
     }
 
+    /// After a header change: the key as the changed headers read.
     fn reparse(&mut self) {
-        let _ = self.scratch.reparse(&mut self.key);
+        if let Some(edited) = &mut self.edited {
+            let _ = edited.reparse(&mut self.key);
+        }
     }
 
     fn port_can_forward(&mut self, port: u32) -> bool {
@@ -515,14 +559,14 @@ impl<'p> Xlate<'p> {
     fn in_clone(&mut self, f: impl FnOnce(&mut Self)) {
         let saved_actions = std::mem::take(&mut self.t.actions);
         let saved_key = self.key;
-        let saved_scratch = self.scratch.clone();
+        let saved_edited = self.edited.clone();
         let saved_popped = self.popped;
         self.depth += 1;
         f(self);
         self.depth -= 1;
         let inner = std::mem::replace(&mut self.t.actions, saved_actions);
         self.key = saved_key;
-        self.scratch = saved_scratch;
+        self.edited = saved_edited;
         self.popped = saved_popped;
         if !inner.is_empty() {
             self.t.actions.push(DpAction::Clone(inner));
