@@ -1,7 +1,7 @@
 /* Finding a frame's megaflow: each live mask in the order userspace keeps, a 64-bit hash of the
- * words the mask keeps (seeded by userspace at start), its slots probed in ef_flow_slots, and the entry a
- * slot names confirmed against the masked key it holds (fastpath.h). No helper call: array
- * lookups are inlined. */
+ * words the mask keeps (seeded by userspace at start), its slots probed in ef_flow_slots, and the
+ * entry a slot names confirmed against the masked key it holds (fastpath.h). No helper call:
+ * array lookups are inlined. */
 #ifndef EDGEFLOW_FP_LOOKUP_H
 #define EDGEFLOW_FP_LOOKUP_H
 #include "fp_state.h"
@@ -69,10 +69,10 @@ static __always_inline struct entry *lookup(struct scratch *s, __u32 *at)
 			continue;
 		__u32 n = m->n_kept;
 		__u64 h = m->seed;
-		for (__u32 i = 0; i < KEY_WORDS; i++) {
-			if (i >= n)
+		for (__u32 k = 0; k < KEY_WORDS; k++) {
+			if (k >= n)
 				break;
-			__u32 w = m->kept[i];
+			__u32 w = m->kept[k];
 			if (w >= KEY_WORDS)
 				break; /* never written so: the hash then finds nothing */
 			h = (h ^ (s->key.w[w] & m->m.w[w])) * HASH_MUL;
