@@ -84,12 +84,25 @@ struct flow_key {
 #define HASH_MUL 0x9e3779b97f4a7c15ULL
 
 /* A mask is live while its generation is the current one. `words` has bit w set when word w of
- * the mask is not zero: only those are hashed and compared. */
+ * the mask is not zero: only those are hashed and compared. `kept` lists the same words in
+ * ascending order, `n_kept` of them, so that a lookup visits only those (17 bit tests per mask,
+ * in the hash and again in the compare, were most of what a probe cost). The hash seed and the
+ * slot table's shift (CFG_HASH_SEED, CFG_FLOW_SLOT_SHIFT, the same for every mask of a run) come
+ * with the mask, so that a lookup reads one config word, the generation, instead of three. */
 struct mask_slot {
 	__u64 generation;
 	__u32 words;
-	__u32 pad;
+	__u32 n_kept;
 	struct flow_key m;
+	__u8 kept[KEY_WORDS];
+	__u8 slot_shift;
+	__u8 pad[6];
+	__u64 seed;
+};
+
+/* The mask slots in the order a lookup tries them, MASK_END after the last (fp_state.h). */
+struct mask_order {
+	__u32 slot[MAX_MASKS];
 };
 
 enum ef_op {

@@ -135,7 +135,7 @@ static __always_inline int ctx_read_head(void *ctx, const enum hook hook, struct
 		return 0;
 	/* TC's headers are nearly always in the linear part; read them in place when they are. */
 	if (data + len <= end)
-		copy_head(s, data, end);
+		copy_head(s, data, end, len);
 	else if (hook == HOOK_XDP || bpf_skb_load_bytes(SKB(ctx), 0, s->buf, len) < 0)
 		return 0;
 	s->len = len;

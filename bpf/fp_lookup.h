@@ -1,7 +1,7 @@
 /* Finding a frame's megaflow: each live mask in the order userspace keeps, a 64-bit hash of the
- * masked key (seeded by userspace at start), its slots probed in ef_flow_slots, and the entry a
- * slot names confirmed against the masked key it holds (fastpath.h). No helper call: array
- * lookups are inlined. */
+ * words the mask keeps (seeded by userspace at start), its slots probed in ef_flow_slots, and the
+ * entry a slot names confirmed against the masked key it holds (fastpath.h). No helper call:
+ * array lookups are inlined. */
 #ifndef EDGEFLOW_FP_LOOKUP_H
 #define EDGEFLOW_FP_LOOKUP_H
 #include "fp_state.h"
@@ -35,12 +35,16 @@ static __always_inline struct entry *probe(struct scratch *s, const struct mask_
 	if (!e || e->generation != gen || e->mask_id != mask_id)
 		return 0;
 	/* Words the mask drops are zero on both sides: only those it keeps are compared. */
-	__u32 words = m->words;
+	__u32 n = m->n_kept;
 	__u64 diff = 0;
-#pragma unroll
-	for (int w = 0; w < KEY_WORDS; w++)
-		if (words & (1U << w))
-			diff |= (s->key.w[w] & m->m.w[w]) ^ e->key.w[w];
+	for (__u32 i = 0; i < KEY_WORDS; i++) {
+		if (i >= n)
+			break;
+		__u32 w = m->kept[i];
+		if (w >= KEY_WORDS)
+			return 0;
+		diff |= (s->key.w[w] & m->m.w[w]) ^ e->key.w[w];
+	}
 	if (diff)
 		return 0;
 	*at = idx;
@@ -51,28 +55,30 @@ static __always_inline struct entry *probe(struct scratch *s, const struct mask_
 static __always_inline struct entry *lookup(struct scratch *s, __u32 *at)
 {
 	__u64 gen = config(CFG_GENERATION);
-	__u64 seed = config(CFG_HASH_SEED);
-	__u64 shift = config(CFG_FLOW_SLOT_SHIFT);
+	__u32 zero = 0;
+	struct mask_order *order = bpf_map_lookup_elem(&ef_mask_order, &zero);
+	if (!order)
+		return 0;
 	__u32 i;
 	for (i = 0; i < MAX_MASKS; i++) {
-		__u32 pos = i;
-		__u32 *slot = bpf_map_lookup_elem(&ef_mask_order, &pos);
-		if (!slot || *slot >= MAX_MASKS)
+		__u32 idx = order->slot[i];
+		if (idx >= MAX_MASKS)
 			break;
-		__u32 idx = *slot;
 		struct mask_slot *m = bpf_map_lookup_elem(&ef_masks, &idx);
 		if (!m || m->generation != gen)
 			continue;
-		__u32 words = m->words;
-		__u64 h = seed;
-#pragma unroll
-		for (int w = 0; w < KEY_WORDS; w++) {
-			if (words & (1U << w)) {
-				h = (h ^ (s->key.w[w] & m->m.w[w])) * HASH_MUL;
-				h ^= h >> 32;
-			}
+		__u32 n = m->n_kept;
+		__u64 h = m->seed;
+		for (__u32 k = 0; k < KEY_WORDS; k++) {
+			if (k >= n)
+				break;
+			__u32 w = m->kept[k];
+			if (w >= KEY_WORDS)
+				break; /* never written so: the hash then finds nothing */
+			h = (h ^ (s->key.w[w] & m->m.w[w])) * HASH_MUL;
+			h ^= h >> 32;
 		}
-		struct entry *e = probe(s, m, idx, h, gen, shift, at);
+		struct entry *e = probe(s, m, idx, h, gen, m->slot_shift, at);
 		if (e)
 			return e;
 	}

@@ -29,8 +29,9 @@ struct scratch {
 struct ef_map_def SEC("maps") ef_config = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(__u64), CFG_MAX, 0 };
 struct ef_map_def SEC("maps") ef_masks = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(struct mask_slot), MAX_MASKS, 0 };
 /* The order to try mask slots in, busiest first (userspace keeps it sorted by recent hits), ended
- * by MASK_END: most frames find their entry on the first probe. */
-struct ef_map_def SEC("maps") ef_mask_order = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(__u32), MAX_MASKS, 0 };
+ * by MASK_END: most frames find their entry on the first probe. One value, read with one lookup
+ * (a lookup per position cost each probe its own). */
+struct ef_map_def SEC("maps") ef_mask_order = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(struct mask_order), 1, 0 };
 /* Megaflows at dense indices, their hits per CPU at the same index, and the slots that say where
  * (fastpath.h). Userspace sizes all three to the switch's capacity when it loads the object. */
 struct ef_map_def SEC("maps") ef_megaflows = { BPF_MAP_TYPE_ARRAY, sizeof(__u32), sizeof(struct entry), MAX_ENTRIES, 0 };

@@ -46,6 +46,13 @@
 	OFF(mask_slot, generation) \
 	OFF(mask_slot, words) \
 	OFF(mask_slot, m) \
+	OFF(mask_slot, n_kept) \
+	OFF(mask_slot, kept) \
+	FSZ(mask_slot, n_kept) \
+	FSZ(mask_slot, kept) \
+	OFF(mask_slot, slot_shift) \
+	OFF(mask_slot, seed) \
+	SZ(mask_order) \
 	SZ(meter) \
 	OFF(meter, per_sec) \
 	OFF(meter, capacity) \

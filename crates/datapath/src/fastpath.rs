@@ -30,7 +30,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io;
 
 use ofp::oxm::Field;
-use packet::{FlowKey, KEY_BYTES};
+use packet::{FlowKey, KEY_BYTES, KEY_WORDS};
 use pipeline::classifier::RuleId;
 use pipeline::exec::{Credits, DpAction};
 use pipeline::meter::Meter;
@@ -54,6 +54,12 @@ const ENTRY_MASK_AT: usize = 12;
 const ENTRY_KEY_AT: usize = 16;
 const ENTRY_ACTIONS_AT: usize = ENTRY_KEY_AT + KEY_BYTES;
 const ENTRY_BYTES: usize = ENTRY_ACTIONS_AT + MAX_ACTIONS * ACTION_BYTES;
+/// `struct mask_slot`: 16 bytes of header, the mask, `kept` (one byte per key word), the slot
+/// shift (a byte), padding to a u64, the hash seed.
+const MASK_KEPT_AT: usize = 16 + KEY_BYTES;
+const MASK_SHIFT_AT: usize = MASK_KEPT_AT + KEY_WORDS;
+const MASK_SEED_AT: usize = MASK_KEPT_AT + 24;
+const MASK_SLOT_BYTES: usize = MASK_SEED_AT + 8;
 /// `struct flow_hits`: an entry's packets and bytes, per CPU.
 const FLOW_HITS_BYTES: usize = 16;
 /// How userspace keys its entries: mask slot, padding, key hash.
@@ -605,9 +611,7 @@ impl FastPath {
             std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), self.generation);
         self.set_config(CFG_HASH_SEED, self.hash_seed)?;
         self.set_config(CFG_FLOW_SLOT_SHIFT, self.table.slot_shift())?;
-        for pos in 0..MAX_MASKS as u32 {
-            self.obj.map("ef_mask_order").map_err(obj_err)?.update(&pos.to_ne_bytes(), &MASK_END.to_ne_bytes())?;
-        }
+        self.obj.map("ef_mask_order").map_err(obj_err)?.update(&0u32.to_ne_bytes(), &mask_order_value(&[]))?;
         if let (Mode::Tc, Some((ours, peer))) = (self.mode, names) {
             sys::create_veth(&ours, &peer)?;
             for name in [&ours, &peer] {
@@ -990,11 +994,7 @@ impl FastPath {
             Some(i) => i,
             None => match self.masks.iter().position(Option::is_none) {
                 Some(i) => {
-                    let mut v = Vec::with_capacity(16 + KEY_BYTES);
-                    v.extend_from_slice(&self.generation.to_ne_bytes());
-                    v.extend_from_slice(&words.to_ne_bytes());
-                    v.extend_from_slice(&[0; 4]);
-                    v.extend_from_slice(&mask.0);
+                    let v = mask_slot_value(self.generation, mask, self.table.slot_shift(), self.hash_seed);
                     if let Err(e) = self.obj.map("ef_masks").unwrap().update(&(i as u32).to_ne_bytes(), &v) {
                         warn!("fast path mask: {e}");
                         return false;
@@ -1392,14 +1392,8 @@ impl FastPath {
     /// entry is keyed by its own mask slot.
     fn write_mask_order(&mut self, order: Vec<u32>) {
         if let Ok(map) = self.obj.map("ef_mask_order") {
-            let old_len = self.mask_order.len();
-            for pos in 0..order.len().max(old_len).min(MAX_MASKS) {
-                let slot = order.get(pos).copied().unwrap_or(MASK_END);
-                if self.mask_order.get(pos) != Some(&slot) {
-                    if let Err(e) = map.update(&(pos as u32).to_ne_bytes(), &slot.to_ne_bytes()) {
-                        warn!("fast path mask order: {e}");
-                    }
-                }
+            if let Err(e) = map.update(&0u32.to_ne_bytes(), &mask_order_value(&order)) {
+                warn!("fast path mask order: {e}");
             }
         }
         self.mask_order = order;
@@ -1601,6 +1595,29 @@ fn credit_hits(
 /// Bit w is set when word w of `mask` keeps any bit: the words the kernel hashes and compares.
 fn live_words(mask: &FlowKey) -> u32 {
     mask.0.chunks_exact(8).enumerate().filter(|(_, w)| w.iter().any(|&b| b != 0)).fold(0, |acc, (i, _)| acc | 1 << i)
+}
+
+/// `struct mask_order` (`bpf/fastpath.h`): the first MAX_MASKS slots of `order`, then MASK_END.
+fn mask_order_value(order: &[u32]) -> Vec<u8> {
+    (0..MAX_MASKS).flat_map(|pos| order.get(pos).copied().unwrap_or(MASK_END).to_ne_bytes()).collect()
+}
+
+/// `struct mask_slot` (`bpf/fastpath.h`): generation, the kept words as bits, how many, the
+/// mask, the kept words' indices in ascending order (what the kernel's lookup walks), the slot
+/// table's shift and the hash seed.
+fn mask_slot_value(generation: u64, mask: &FlowKey, slot_shift: u64, seed: u64) -> Vec<u8> {
+    let words = live_words(mask);
+    let mut v = Vec::with_capacity(MASK_SLOT_BYTES);
+    v.extend_from_slice(&generation.to_ne_bytes());
+    v.extend_from_slice(&words.to_ne_bytes());
+    v.extend_from_slice(&words.count_ones().to_ne_bytes());
+    v.extend_from_slice(&mask.0);
+    v.extend((0..KEY_WORDS as u8).filter(|w| words & 1 << w != 0));
+    v.resize(MASK_SHIFT_AT, 0);
+    v.push(slot_shift as u8);
+    v.resize(MASK_SEED_AT, 0);
+    v.extend_from_slice(&seed.to_ne_bytes());
+    v
 }
 
 /// The hash the kernel computes of a frame's key under a mask (`lookup` in `bpf/fastpath.c`): the

@@ -32,7 +32,7 @@ use crate::sys;
 /// record carries it, and a run whose layout hashes otherwise starts cold rather than misreading
 /// what an older one kept: no version number that a change could forget to bump. (A map whose type
 /// or size changes is not reused anyway.)
-pub const LAYOUT_FINGERPRINT: u64 = 0xf86d_37c0_f2bb_493e;
+pub const LAYOUT_FINGERPRINT: u64 = 0xf908_6914_b4af_1e51;
 /// Where kept state lives, one directory per datapath id, unless `EDGEFLOW_BPF_DIR` says
 /// otherwise (the systemd unit binds this directory into the service's runtime directory, as an
 /// unprivileged user cannot reach into the 0700 /sys/fs/bpf systemd mounts).
@@ -412,19 +412,14 @@ impl FastPath {
             }
         }
         let order_map = self.obj.map("ef_mask_order").map_err(obj_err)?;
-        let mut order = Vec::new();
-        for pos in 0..MAX_MASKS as u32 {
-            match order_map.lookup(&pos.to_ne_bytes())? {
-                Some(v) if v.len() >= 4 => {
-                    let slot = u32::from_ne_bytes(v[0..4].try_into().unwrap());
-                    if slot == MASK_END {
-                        break;
-                    }
-                    order.push(slot);
-                }
-                _ => break,
-            }
-        }
+        let order: Vec<u32> = order_map
+            .lookup(&0u32.to_ne_bytes())?
+            .unwrap_or_default()
+            .chunks_exact(4)
+            .map(|c| u32::from_ne_bytes(c.try_into().unwrap()))
+            .take(MAX_MASKS)
+            .take_while(|&slot| slot != MASK_END)
+            .collect();
         self.mask_order = order.clone();
         self.write_mask_order(
             order.into_iter().filter(|&s| (s as usize) < MAX_MASKS && inherited.masks[s as usize]).collect(),

@@ -350,6 +350,82 @@ fn plain_llc_is_0x05ff_in_the_kernel_and_llc_snap_goes_up() {
 
 /// An entry for a frame to H2 that meters it (meter 1: one drop band of `rate` packets a second,
 /// a burst of `burst`) and outputs it to port 1, keyed on the whole of `fields`; returns the frame.
+/// The flow key the kernel builds (a word at a time, `bpf/fp_parse.h`) is userspace's
+/// (`packet::parse`), byte for byte, for every kind of frame the kernel decides: read back from
+/// the per-CPU scratch area of the CPU the test run ran on. A field in a wrong byte would
+/// otherwise only show as misses (the frame goes up and userspace does it right), which no
+/// verdict test sees.
+#[test]
+fn the_kernels_flow_key_is_userspaces_byte_for_byte() {
+    use packet::craft::{llc, FrameBuilder, L3, L4};
+    let Some(fp) = fast_path() else { return };
+    // Test runs run on the calling CPU: stay on one, to read its scratch area after.
+    let cpu = unsafe { libc::sched_getcpu() };
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    unsafe { libc::CPU_SET(cpu as usize, &mut set) };
+    assert_eq!(unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) }, 0);
+    let v4 = |l4: L4| L3::Ipv4 { src: [10, 1, 2, 3], dst: [10, 4, 5, 6], ttl: 61, tos: 0xb9, l4 };
+    let v6 = |l4: L4| L3::Ipv6 {
+        src: [0xfd, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15],
+        dst: [0xfd, 0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28, 0x29, 0x2a, 0x2b, 0x2c, 0x2d, 0x2e, 0x2f],
+        hop_limit: 7,
+        tc: 0xb9,
+        flow_label: 0xa5b6c,
+        l4,
+    };
+    let udp = || L4::Udp { src: 0x1234, dst: 0x5678, payload: vec![7; 12] };
+    let tcp = || L4::Tcp { src: 0x2345, dst: 0x6789, seq: 1, flags: 0x12, payload: vec![] };
+    let sctp = || L4::Sctp { src: 0x3456, dst: 0x789a, payload: vec![1; 4] };
+    let icmp = |typ| L4::Icmp { typ, code: 3, payload: vec![0; 8] };
+    let eth = || FrameBuilder::new([2, 0xa, 0xb, 0xc, 0xd, 0xe], [4, 0x1a, 0x1b, 0x1c, 0x1d, 0x1e]);
+    let arp = L3::Arp {
+        op: 2,
+        sha: [6, 0x31, 0x32, 0x33, 0x34, 0x35],
+        spa: [192, 168, 7, 8],
+        tha: [6, 0x41, 0x42, 0x43, 0x44, 0x45],
+        tpa: [192, 168, 9, 10],
+    };
+    let mut fragment = eth().build(v4(udp()));
+    fragment[20] = 0x00; // offset 8 bytes: a later fragment, no ports
+    fragment[21] = 0x01;
+    set_ip_checksum(&mut fragment);
+    let frames: Vec<(&str, Vec<u8>)> = vec![
+        ("IPv4 UDP", eth().build(v4(udp()))),
+        ("IPv4 TCP", eth().build(v4(tcp()))),
+        ("IPv4 SCTP", eth().build(v4(sctp()))),
+        ("IPv4 ICMP", eth().build(v4(icmp(8)))),
+        ("IPv4 other protocol", eth().build(v4(L4::Raw { proto: 47, payload: vec![9; 8] }))),
+        ("IPv4 later fragment", fragment),
+        ("802.1Q IPv4 UDP", eth().vlan(0x8100, 0xa123).build(v4(udp()))),
+        ("802.1ad and 802.1Q IPv4 TCP", eth().vlan(0x88a8, 0x6456).vlan(0x8100, 0x2789).build(v4(tcp()))),
+        ("IPv6 UDP", eth().build(v6(udp()))),
+        ("IPv6 TCP", eth().build(v6(tcp()))),
+        ("IPv6 ICMPv6 echo", eth().build(v6(L4::Raw { proto: 58, payload: vec![128, 0, 0, 0, 0, 1, 0, 1] }))),
+        ("802.1Q IPv6 UDP", eth().vlan(0x8100, 0x4abc).build(v6(udp()))),
+        ("ARP", eth().build(arp)),
+        ("MPLS", eth().mpls(0xabcde, 5, 9).build(v4(udp()))),
+        ("PBB", eth().build(L3::Raw { ethertype: 0x88e7, payload: vec![0x71, 0x72, 0x73, 0x74, 0, 0, 0, 0] })),
+        ("other ethertype", eth().build(L3::Raw { ethertype: 0x88b5, payload: vec![5; 30] })),
+        ("802.3 LLC", llc(H2, H1, 0x42, 0x42, &[3; 40])),
+    ];
+    for (what, frame) in frames {
+        let (want, _) = packet::parse(&frame, 1).unwrap_or_else(|e| panic!("{what}: userspace: {e:?}"));
+        let misses = fp.counters()[1];
+        let (verdict, _) = xdp(&fp, &frame);
+        assert_eq!(verdict, XDP_PASS, "{what}");
+        assert_eq!(fp.counters()[1], misses + 1, "{what}: the kernel parsed it and missed (not sent up unparsed)");
+        let scratch = fp.obj.map("ef_scratch").unwrap().lookup_percpu(&0u32.to_ne_bytes()).unwrap();
+        // struct scratch (bpf/fp_state.h): the head's copy (PARSE_BYTES, 128), then the key.
+        let got = &scratch[cpu as usize][128..128 + KEY_BYTES];
+        let differ: Vec<usize> = (0..KEY_BYTES).filter(|&i| got[i] != want.0[i]).collect();
+        assert!(
+            differ.is_empty(),
+            "{what}: key bytes {differ:?} differ:\n kernel    {got:02x?}\n userspace {:02x?}",
+            want.0
+        );
+    }
+}
+
 fn install_metered(fp: &mut FastPath, rate: u32, burst: u32, fields: &[Field]) -> Vec<u8> {
     use ofp::group_meter::{meter_command, meter_flags, BandKind, MeterBand};
     let mut meters = pipeline::meter::MeterTable::default();
