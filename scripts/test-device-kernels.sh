@@ -6,6 +6,9 @@
 #   armhf   linux-image-armmp        qemu-system-arm -M virt        armv7-unknown-linux-musleabihf
 #   i386    linux-image-686          qemu-system-i386 (pc)          i586-unknown-linux-musl
 #   mipsel  linux-image-4kc-malta    qemu-system-mipsel -M malta    mipsel-unknown-linux-musl
+#   mips    built here (6.1)         qemu-system-mips -M malta      mips-unknown-linux-musl
+# Debian 12 has no big-endian MIPS port: scripts/mips-kernel.sh builds that kernel (malta,
+# big-endian, from apt's linux-source-6.1) and busybox (Debian's source) once, into build/kernels.
 # Inside each:
 #   - two hosts in network namespaces on two veth ports; each image (full, minimal) switches a ping
 #     between them, then its idle resident memory is read, with the default rings and with
@@ -13,19 +16,21 @@
 #   - the full image with the kernel fast path at TC (forwarding the ping) and at XDP, and the
 #     switch's own count of the frames the kernel decided (`edgeflow stats`: fast path hits), which
 #     must be above 0 on both;
-#   - where the datapath's tests were cross-built (KERNEL_TESTS, arm64 by default): every fast-path
+#   - where the datapath's tests were cross-built (KERNEL_TESTS, arm64 and mips by default: 64-bit,
+#     and the one big-endian kernel, whose verifier and JIT see the programs' byte order): every fast-path
 #     kernel test (BPF_PROG_TEST_RUN: flows, actions, meters, AFDX links, LESS labels, on TC and
 #     XDP), verified by that kernel's verifier and run by its JIT or interpreter.
-# KERNEL_ARCHES picks the machines (all four by default; ARM_ARCHES, the older name, still works),
-# KERNEL_TESTS the ones the kernel tests run on ("arm64"; "all" for every one, each a cross build of
-# the tests), KERNEL_IMAGES the images ("edgeflow edgeflow-minimal"). Packages come from the mirror,
-# checked link by link (scripts/debian.sh); nothing is installed but the qemu-system packages.
+# KERNEL_ARCHES picks the machines (all five by default; ARM_ARCHES, the older name, still works),
+# KERNEL_TESTS the ones the kernel tests run on ("arm64 mips"; "all" for every one, each a cross
+# build of the tests), KERNEL_IMAGES the images ("edgeflow edgeflow-minimal"). Packages come from the
+# mirror, checked link by link (scripts/debian.sh); nothing is installed but the qemu-system packages
+# (and, for mips, the cross compiler and kernel source scripts/mips-kernel.sh builds with).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 SUITE=$(. /etc/os-release && echo "$VERSION_CODENAME")
-ARCHES=${KERNEL_ARCHES:-${ARM_ARCHES:-arm64 armhf i386 mipsel}}
-TESTS_ON=${KERNEL_TESTS:-arm64}
+ARCHES=${KERNEL_ARCHES:-${ARM_ARCHES:-arm64 armhf i386 mipsel mips}}
+TESTS_ON=${KERNEL_TESTS:-arm64 mips}
 IMAGES=${KERNEL_IMAGES:-edgeflow edgeflow-minimal}
 . scripts/debian.sh
 
@@ -99,13 +104,23 @@ boot() {
     # and Debian's 4kc-malta kernel is built for one CPU. A 24Kc, the ath79 routers' core.
     mipsel) target=mipsel-unknown-linux-musl metapackage=linux-image-4kc-malta qemu_package=qemu-system-mips
       console=ttyS0 mem=256 qemu=(qemu-system-mipsel -M malta -cpu 24Kc) ;;
-    *) echo "test-device-kernels: no machine for $arch (arm64, armhf, i386, mipsel)" >&2; return 1 ;;
+    # The same board and CPU big-endian, on a kernel built here (no metapackage: Debian has none).
+    mips) target=mips-unknown-linux-musl metapackage='' qemu_package=qemu-system-mips
+      console=ttyS0 mem=256 qemu=(qemu-system-mips -M malta -cpu 24Kc) ;;
+    *) echo "test-device-kernels: no machine for $arch (arm64, armhf, i386, mipsel, mips)" >&2; return 1 ;;
   esac
   for p in "$qemu_package" cpio; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$p" >/dev/null; done
-  index=$(debian_index "$SUITE" "$arch")
-  kernel=$(debian_depends "$index" "$metapackage")
-  dir=build/kernels/$kernel
+  if [ -z "$metapackage" ]; then
+    dir=build/kernels/malta-be
+    scripts/mips-kernel.sh "$dir"
+    kernel=$(basename "$dir"/root/boot/vmlinuz-*)
+    kernel=linux-image-${kernel#vmlinuz-}-malta-be
+  else
+    index=$(debian_index "$SUITE" "$arch")
+    kernel=$(debian_depends "$index" "$metapackage")
+    dir=build/kernels/$kernel
+  fi
   if [ ! -f "$dir/done" ]; then
     echo "test-device-kernels: unpacking $kernel and busybox-static ($arch)"
     rm -rf "$dir" && mkdir -p "$dir"
@@ -119,8 +134,9 @@ boot() {
   rm -rf "$initrd" && mkdir -p "$initrd"/{bin,dev,proc,sys,tmp}
   cp "$dir/root/bin/busybox" "$initrd/bin/"
   # veth for the ports; clsact and cls_bpf, which 6.1 attaches TC programs through (no TCX before 6.6).
+  # (The kernel built here has them built in.)
   for m in veth sch_ingress cls_bpf; do
-    find "$dir/root/lib/modules" -name "$m.ko" -exec cp {} "$initrd/" \;
+    [ ! -d "$dir/root/lib/modules" ] || find "$dir/root/lib/modules" -name "$m.ko" -exec cp {} "$initrd/" \;
   done
   for image in $IMAGES; do
     case $image in
