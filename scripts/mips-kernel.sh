@@ -138,7 +138,9 @@ build_busybox() {
   { yes "" || true; } | make -s -C "$tree" CROSS_COMPILE=$CROSS oldconfig >/dev/null
   grep -qx 'CONFIG_STATIC=y' "$tree/.config"
   echo "mips-kernel: building busybox ($JOBS jobs, niced)"
-  nice -n 10 make -s -C "$tree" CROSS_COMPILE=$CROSS -j"$JOBS" busybox
+  # gcc 12 warns a great deal about busybox 1.35: the log keeps it, a failure shows its end.
+  nice -n 10 make -s -C "$tree" CROSS_COMPILE=$CROSS -j"$JOBS" busybox >"$SRC/busybox/build.log" 2>&1 ||
+    { tail -n 30 "$SRC/busybox/build.log" >&2; return 1; }
   ${CROSS}strip -o "$DIR/root/bin/busybox" "$tree/busybox"
   echo "mips-kernel: busybox built in $(($(date +%s) - start)) s"
 }
