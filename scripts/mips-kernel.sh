@@ -28,7 +28,8 @@ mkdir -p "$SRC" "$DIR/root/boot" "$DIR/root/bin"
 
 # What the guest needs of the kernel beyond allnoconfig: the malta board big-endian with its serial
 # console and power-off (the guest ends with `poweroff -f`), an initramfs, the system calls Rust's
-# std and busybox use, network namespaces and veths for the two hosts, AF_PACKET and AF_XDP for the
+# std and busybox use (glibc's busybox sleeps through the 32-bit time_t nanosleep: without them,
+# `sleep 10` returns at once), network namespaces and veths for the two hosts, AF_PACKET and AF_XDP for the
 # userspace ports, and the fast path: the bpf() system call with the JIT, clsact with cls_bpf (TC,
 # no TCX before 6.6) and XDP (in the core); the JIT allocates in the modules' area, so it needs
 # module support, though no module is built. /proc's page monitor gives smaps_rollup (idle RSS).
@@ -57,6 +58,7 @@ CONFIG_BINFMT_ELF=y
 CONFIG_BINFMT_SCRIPT=y
 CONFIG_MULTIUSER=y
 CONFIG_FUTEX=y
+CONFIG_COMPAT_32BIT_TIME=y
 CONFIG_EPOLL=y
 CONFIG_SIGNALFD=y
 CONFIG_TIMERFD=y
