@@ -3,7 +3,8 @@
 # busybox, built here, for `KERNEL_ARCHES=mips scripts/test-device-kernels.sh`. Debian 12 has no
 # big-endian MIPS port, so neither comes from the mirror as the other guests' do. DIR gets the
 # layout the Debian guests unpack to: DIR/root/boot/vmlinuz-VERSION (an ELF, as Debian's malta
-# kernels are) and DIR/root/bin/busybox, then DIR/done; a second run with DIR/done finds both.
+# kernels are) and DIR/root/bin/busybox, then DIR/done; a second run finds both there, and builds
+# the kernel again only if the options below changed (DIR/root/boot/options is what it was built with).
 #   kernel:  apt's linux-source-6.1 (Debian's 6.1, as the other guests run), from allnoconfig plus
 #            the few options below, everything the guest uses built in (it loads no modules);
 #   busybox: Debian 12's source package (checked link by link, as scripts/debian.sh checks
@@ -18,7 +19,6 @@ JOBS=${MIPS_KERNEL_JOBS:-2}
 CROSS=mips-linux-gnu-
 SRC=build/kernels/mips-src
 . scripts/debian.sh
-[ -f "$DIR/done" ] && exit 0
 
 for p in linux-source-6.1 gcc-mips-linux-gnu libc6-dev-mips-cross flex bison bc libssl-dev libelf-dev cpio; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
@@ -28,9 +28,9 @@ mkdir -p "$SRC" "$DIR/root/boot" "$DIR/root/bin"
 
 # What the guest needs of the kernel beyond allnoconfig: the malta board big-endian with its serial
 # console and power-off (the guest ends with `poweroff -f`), an initramfs, the system calls Rust's
-# std and busybox use (glibc's busybox sleeps through the 32-bit time_t nanosleep: without them,
-# `sleep 10` returns at once), network namespaces and veths for the two hosts, AF_PACKET and AF_XDP for the
-# userspace ports, and the fast path: the bpf() system call with the JIT, clsact with cls_bpf (TC,
+# std and busybox use (busybox's glibc, and musl whenever the time fits, sleep through the 32-bit
+# time_t nanosleep: without it `sleep 10` returns at once), network namespaces and veths for the
+# two hosts, AF_PACKET and AF_XDP for the userspace ports, and the fast path: the bpf() system call with the JIT, clsact with cls_bpf (TC,
 # no TCX before 6.6) and XDP (in the core); the JIT allocates in the modules' area, so it needs
 # module support, though no module is built. /proc's page monitor gives smaps_rollup (idle RSS).
 kernel_options() {
@@ -116,6 +116,7 @@ build_kernel() {
   rm -f "$DIR"/root/boot/vmlinuz-*
   ${CROSS}strip -o "$DIR/root/boot/vmlinuz-$version" "$out/vmlinux"
   cp "$out/.config" "$DIR/root/boot/config-$version"
+  cp "$out/options" "$DIR/root/boot/options"
   echo "mips-kernel: kernel $version built in $(($(date +%s) - start)) s"
 }
 
@@ -147,7 +148,10 @@ build_busybox() {
   echo "mips-kernel: busybox built in $(($(date +%s) - start)) s"
 }
 
-[ -n "$(ls "$DIR"/root/boot/vmlinuz-* 2>/dev/null)" ] || build_kernel
+if ! cmp -s <(kernel_options) "$DIR/root/boot/options"; then
+  rm -f "$DIR/done" && build_kernel
+fi
+[ -f "$DIR/done" ] && exit 0
 [ -f "$DIR/root/bin/busybox" ] || build_busybox
 file "$DIR"/root/boot/vmlinuz-* "$DIR/root/bin/busybox" | grep -c 'ELF 32-bit MSB.*MIPS' | grep -qx 2 ||
   { echo "mips-kernel: the kernel or busybox is not a big-endian MIPS ELF" >&2; exit 1; }
