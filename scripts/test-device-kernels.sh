@@ -17,9 +17,9 @@
 #     switch's own count of the frames the kernel decided (`edgeflow stats`: fast path hits), which
 #     must be above 0 on both;
 #   - where the datapath's tests were cross-built (KERNEL_TESTS, arm64 and mips by default: 64-bit,
-#     and the one big-endian kernel, whose verifier and JIT see the programs' byte order): every fast-path
-#     kernel test (BPF_PROG_TEST_RUN: flows, actions, meters, AFDX links, LESS labels, on TC and
-#     XDP), verified by that kernel's verifier and run by its JIT or interpreter.
+#     and the one big-endian kernel, whose verifier and JIT see the programs' byte order): every
+#     fast-path kernel test (BPF_PROG_TEST_RUN: flows, actions, meters, AFDX links, LESS labels, on
+#     TC and XDP), verified by that kernel's verifier and run by its JIT or interpreter.
 # KERNEL_ARCHES picks the machines (all five by default; ARM_ARCHES, the older name, still works),
 # KERNEL_TESTS the ones the kernel tests run on ("arm64 mips"; "all" for every one, each a cross
 # build of the tests), KERNEL_IMAGES the images ("edgeflow edgeflow-minimal"). Packages come from the
