@@ -4,7 +4,8 @@
 # big-endian MIPS port, so neither comes from the mirror as the other guests' do. DIR gets the
 # layout the Debian guests unpack to: DIR/root/boot/vmlinuz-VERSION (an ELF, as Debian's malta
 # kernels are) and DIR/root/bin/busybox, then DIR/done; a second run finds both there, and builds
-# the kernel again only if the options below changed (DIR/root/boot/options is what it was built with).
+# the kernel again only if the options below changed (DIR/root/boot/options: those it was built
+# with).
 #   kernel:  apt's linux-source-6.1 (Debian's 6.1, as the other guests run), from allnoconfig plus
 #            the few options below, everything the guest uses built in (it loads no modules);
 #   busybox: Debian 12's source package (checked link by link, as scripts/debian.sh checks
@@ -30,9 +31,10 @@ mkdir -p "$SRC" "$DIR/root/boot" "$DIR/root/bin"
 # console and power-off (the guest ends with `poweroff -f`), an initramfs, the system calls Rust's
 # std and busybox use (busybox's glibc, and musl whenever the time fits, sleep through the 32-bit
 # time_t nanosleep: without it `sleep 10` returns at once), network namespaces and veths for the
-# two hosts, AF_PACKET and AF_XDP for the userspace ports, and the fast path: the bpf() system call with the JIT, clsact with cls_bpf (TC,
-# no TCX before 6.6) and XDP (in the core); the JIT allocates in the modules' area, so it needs
-# module support, though no module is built. /proc's page monitor gives smaps_rollup (idle RSS).
+# two hosts, AF_PACKET and AF_XDP for the userspace ports, and the fast path: the bpf() system call
+# with the JIT, clsact with cls_bpf (TC, no TCX before 6.6) and XDP (in the core); the JIT
+# allocates in the modules' area, so it needs module support, though no module is built. /proc's
+# page monitor gives smaps_rollup (idle RSS). One CPU (TINY_RCU), as an ath79 router has.
 kernel_options() {
   cat <<'EOF'
 CONFIG_MIPS_MALTA=y
