@@ -132,11 +132,13 @@ test-kernels: setup build
 	scripts/test-kernels.sh prepare
 	scripts/test-kernels.sh
 
-# Debian 12's kernels for the devices under qemu-system (emulated): arm64, armhf (armmp), i386 (686)
-# and mipsel (4kc-malta), each running its `make cross` images: a ping switched by the userspace
-# datapath and by the kernel fast path at TC and XDP, the frames the kernel decided, idle memory,
-# and the fast path's kernel tests (arm64; KERNEL_TESTS=all on every one). scripts/test-device-kernels.sh
-# (KERNEL_ARCHES="i386 mipsel" for some). test-arm-kernel is its ARM half.
+# The devices' kernels under qemu-system (emulated): Debian 12's for arm64, armhf (armmp), i386 (686)
+# and mipsel (4kc-malta), and for big-endian mips a malta 6.1 kernel and busybox built once by
+# scripts/mips-kernel.sh (Debian 12 has no such port). Each runs its `make cross` images: a ping
+# switched by the userspace datapath and by the kernel fast path at TC and XDP, the frames the
+# kernel decided, idle memory, and the fast path's kernel tests (arm64 and mips; KERNEL_TESTS=all
+# on every one). scripts/test-device-kernels.sh (KERNEL_ARCHES="i386 mips" for some).
+# test-arm-kernel is its ARM half.
 test-device-kernels: setup-build
 	scripts/test-device-kernels.sh
 

@@ -6,6 +6,9 @@
 #   armhf   linux-image-armmp        qemu-system-arm -M virt        armv7-unknown-linux-musleabihf
 #   i386    linux-image-686          qemu-system-i386 (pc)          i586-unknown-linux-musl
 #   mipsel  linux-image-4kc-malta    qemu-system-mipsel -M malta    mipsel-unknown-linux-musl
+#   mips    built here (6.1)         qemu-system-mips -M malta      mips-unknown-linux-musl
+# Debian 12 has no big-endian MIPS port: scripts/mips-kernel.sh builds that kernel (malta,
+# big-endian, from apt's linux-source-6.1) and busybox (Debian's source) once, into build/kernels.
 # Inside each:
 #   - two hosts in network namespaces on two veth ports; each image (full, minimal) switches a ping
 #     between them, then its idle resident memory is read, with the default rings and with
@@ -13,23 +16,25 @@
 #   - the full image with the kernel fast path at TC (forwarding the ping) and at XDP, and the
 #     switch's own count of the frames the kernel decided (`edgeflow stats`: fast path hits), which
 #     must be above 0 on both;
-#   - where the datapath's tests were cross-built (KERNEL_TESTS, arm64 by default): every fast-path
-#     kernel test (BPF_PROG_TEST_RUN: flows, actions, meters, AFDX links, LESS labels, on TC and
-#     XDP), verified by that kernel's verifier and run by its JIT or interpreter.
-# KERNEL_ARCHES picks the machines (all four by default; ARM_ARCHES, the older name, still works),
-# KERNEL_TESTS the ones the kernel tests run on ("arm64"; "all" for every one, each a cross build of
-# the tests), KERNEL_IMAGES the images ("edgeflow edgeflow-minimal"). Packages come from the mirror,
-# checked link by link (scripts/debian.sh); nothing is installed but the qemu-system packages.
+#   - where the datapath's tests were cross-built (KERNEL_TESTS, arm64 and mips by default: 64-bit,
+#     and the one big-endian kernel, whose verifier and JIT see the programs' byte order): every
+#     fast-path kernel test (BPF_PROG_TEST_RUN: flows, actions, meters, AFDX links, LESS labels, on
+#     TC and XDP), verified by that kernel's verifier and run by its JIT or interpreter.
+# KERNEL_ARCHES picks the machines (all five by default; ARM_ARCHES, the older name, still works),
+# KERNEL_TESTS the ones the kernel tests run on ("arm64 mips"; "all" for every one, each a cross
+# build of the tests), KERNEL_IMAGES the images ("edgeflow edgeflow-minimal"). Packages come from the
+# mirror, checked link by link (scripts/debian.sh); nothing is installed but the qemu-system packages
+# (and, for mips, the cross compiler and kernel source scripts/mips-kernel.sh builds with).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$HOME/.cargo/bin:$PATH"
 SUITE=$(. /etc/os-release && echo "$VERSION_CODENAME")
-ARCHES=${KERNEL_ARCHES:-${ARM_ARCHES:-arm64 armhf i386 mipsel}}
-TESTS_ON=${KERNEL_TESTS:-arm64}
+ARCHES=${KERNEL_ARCHES:-${ARM_ARCHES:-arm64 armhf i386 mipsel mips}}
+TESTS_ON=${KERNEL_TESTS:-arm64 mips}
 IMAGES=${KERNEL_IMAGES:-edgeflow edgeflow-minimal}
 . scripts/debian.sh
 
-# The guest's init. TESTS (yes/no) and IMAGES are set in lines written before it.
+# The guest's init. TESTS (yes/no), JITS and IMAGES are set in lines written before it.
 guest_init() {
   cat <<'EOF'
 /bin/busybox --install -s /bin
@@ -39,8 +44,16 @@ echo; echo "guest-kernel $(uname -r) $(uname -m)" # after a newline: the BIOS le
 ip link set lo up
 # Before the tests: one makes a veth pair (the XDP fallback link).
 for m in veth sch_ingress cls_bpf; do [ -f /$m.ko ] && insmod /$m.ko; done
-[ "$TESTS" = yes ] &&
+# JITS: the bpf_jit_enable settings the tests run under, one run each ("" leaves the kernel's
+# default); the switch then runs under the last. A JIT-compiled program is in /proc/kallsyms
+# (as bpf_prog_TAG_NAME [bpf]) once bpf_jit_kallsyms is 1: the runs below count them.
+echo 1 >/proc/sys/net/core/bpf_jit_kallsyms 2>/dev/null
+for jit in ${JITS:-default}; do
+  [ "$jit" = default ] || echo "$jit" >/proc/sys/net/core/bpf_jit_enable
+  [ "$TESTS" = yes ] || continue
+  echo "guest-tests: bpf_jit_enable $(cat /proc/sys/net/core/bpf_jit_enable)"
   /datapath-tests --color never --test-threads 1 fastpath::kernel:: 2>&1 | grep -E -A4 "^test .*FAILED|test result|panicked"
+done
 # Two hosts, each a network namespace held open by a sleeping process, on the ports' peers.
 i=0
 for port in ef-a0 ef-b0; do
@@ -67,7 +80,8 @@ run() {
   echo "run $label: ping ${got:-0}/3; $(grep -E '^(Rss|Anonymous):' /proc/$pid/smaps_rollup | tr -s ' \t' ' ' | tr '\n' ' ')"
   grep -o 'kernel fast path attached.*' /tmp/run.log | sed "s/^/run $label: /"
   case "$*" in
-    *--datapath*) echo "run $label: fast path $(/edgeflow stats --json 2>&1 | grep -o '"hits": [0-9]*' | head -n 1 | tr -d '"')" ;;
+    *--datapath*) echo "run $label: fast path $(/edgeflow stats --json 2>&1 | grep -o '"hits": [0-9]*' | head -n 1 | tr -d '"')"
+      echo "run $label: JIT-compiled programs: $(grep -c 'bpf_prog_.*\[bpf\]$' /proc/kallsyms)" ;;
   esac
   [ "$got" = 3 ] || [ "$label" = "edgeflow datapath xdp" ] || tail -n 8 /tmp/run.log | sed "s/^/run $label: log: /"
   kill $pid; wait $pid || echo "run $label: exited: $(tail -n 3 /tmp/run.log)"
@@ -85,7 +99,7 @@ EOF
 
 # boot ARCH: unpack ARCH's kernel and busybox, build its initramfs, boot it and check what it printed.
 boot() {
-  local arch=$1 target metapackage qemu_package console mem=1024 index kernel dir initrd tests=no out
+  local arch=$1 target metapackage qemu_package console mem=1024 index kernel dir initrd tests=no out jits=
   local qemu
   case $arch in
     arm64) target=aarch64-unknown-linux-musl metapackage=linux-image-arm64 qemu_package=qemu-system-arm
@@ -99,13 +113,26 @@ boot() {
     # and Debian's 4kc-malta kernel is built for one CPU. A 24Kc, the ath79 routers' core.
     mipsel) target=mipsel-unknown-linux-musl metapackage=linux-image-4kc-malta qemu_package=qemu-system-mips
       console=ttyS0 mem=256 qemu=(qemu-system-mipsel -M malta -cpu 24Kc) ;;
-    *) echo "test-device-kernels: no machine for $arch (arm64, armhf, i386, mipsel)" >&2; return 1 ;;
+    # The same board and CPU big-endian, on a kernel built here (no metapackage: Debian has none).
+    # A 32-bit MIPS kernel leaves its JIT off (bpf_jit_enable 0: MIPS does not ask for it on by
+    # default), so the programs ran interpreted on mipsel; here the tests run interpreted, then
+    # JIT-compiled (a program the JIT cannot compile falls back), and the switch JIT-compiled.
+    mips) target=mips-unknown-linux-musl metapackage='' qemu_package=qemu-system-mips jits="0 1"
+      console=ttyS0 mem=256 qemu=(qemu-system-mips -M malta -cpu 24Kc) ;;
+    *) echo "test-device-kernels: no machine for $arch (arm64, armhf, i386, mipsel, mips)" >&2; return 1 ;;
   esac
   for p in "$qemu_package" cpio; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$p" >/dev/null; done
-  index=$(debian_index "$SUITE" "$arch")
-  kernel=$(debian_depends "$index" "$metapackage")
-  dir=build/kernels/$kernel
+  if [ -z "$metapackage" ]; then
+    dir=build/kernels/malta-be
+    scripts/mips-kernel.sh "$dir"
+    kernel=$(basename "$dir"/root/boot/vmlinuz-*)
+    kernel=linux-image-${kernel#vmlinuz-}-malta-be
+  else
+    index=$(debian_index "$SUITE" "$arch")
+    kernel=$(debian_depends "$index" "$metapackage")
+    dir=build/kernels/$kernel
+  fi
   if [ ! -f "$dir/done" ]; then
     echo "test-device-kernels: unpacking $kernel and busybox-static ($arch)"
     rm -rf "$dir" && mkdir -p "$dir"
@@ -119,8 +146,9 @@ boot() {
   rm -rf "$initrd" && mkdir -p "$initrd"/{bin,dev,proc,sys,tmp}
   cp "$dir/root/bin/busybox" "$initrd/bin/"
   # veth for the ports; clsact and cls_bpf, which 6.1 attaches TC programs through (no TCX before 6.6).
+  # (The kernel built here has them built in.)
   for m in veth sch_ingress cls_bpf; do
-    find "$dir/root/lib/modules" -name "$m.ko" -exec cp {} "$initrd/" \;
+    [ ! -d "$dir/root/lib/modules" ] || find "$dir/root/lib/modules" -name "$m.ko" -exec cp {} "$initrd/" \;
   done
   for image in $IMAGES; do
     case $image in
@@ -137,7 +165,7 @@ boot() {
     tests=yes
     cp "$(scripts/cross.sh tests "$target" | tail -n 1)" "$initrd/datapath-tests"
   fi
-  { echo '#!/bin/busybox sh'; echo "TESTS=$tests"; echo "IMAGES='$IMAGES'"; guest_init; } >"$initrd/init"
+  { echo '#!/bin/busybox sh'; echo "TESTS=$tests"; echo "JITS='$jits'"; echo "IMAGES='$IMAGES'"; guest_init; } >"$initrd/init"
   chmod +x "$initrd/init"
   (cd "$initrd" && find . | cpio -o -H newc --quiet | gzip -1) >"$dir/initramfs.cpio.gz"
 
@@ -148,13 +176,13 @@ boot() {
     -kernel "$dir"/root/boot/vmlinuz-* -initrd "$dir/initramfs.cpio.gz" \
     -append "console=$console rdinit=/init quiet panic=5" 2>&1 | tr -d '\r' | sed -E 's/\x1b(\[[0-9;?]*[a-zA-Z]|c)//g' || true)
   printf '%s\n' "$out" >"build/kernels/$arch.log"
-  printf '%s\n' "$out" | grep -aE '^(guest-kernel|test result|run |kernel: |guest-done)|panicked|FAILED|Oops'
+  printf '%s\n' "$out" | grep -aE '^(guest-|test result|run |kernel: )|panicked|FAILED|Oops'
   grep -q guest-done <<<"$out" || {
     echo "test-device-kernels: $arch: the guest did not finish; its last lines (all in build/kernels/$arch.log):" >&2
     tail -n 25 <<<"$out" >&2
     return 1
   }
-  if [ $tests = yes ] && ! grep -q 'test result: ok' <<<"$out"; then
+  if [ $tests = yes ] && { ! grep -q 'test result: ok' <<<"$out" || grep -q 'test result: FAILED' <<<"$out"; }; then
     echo "test-device-kernels: $arch: the fast path's kernel tests did not pass" >&2; return 1
   fi
   # Every run switches the ping but XDP's: its redirect into a veth is dropped unless the peer
