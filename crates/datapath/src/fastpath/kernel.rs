@@ -1423,8 +1423,11 @@ fn reused_indices_and_wrapped_windows_never_match_a_stale_entry() {
         "{marks} installs over 5 indices ({reinstalls} in place, {retires} retired, {flushes} flushes), \
          {waited} of them after waiting for a grace period"
     );
+    // At least one install had to wait for a grace period: how many depends on the kernel's RCU
+    // (23 on an SMP kernel's; 2-4 on a uniprocessor router's TINY_RCU, whose grace periods end as
+    // soon as the barrier's thread runs), so the floor asks only that the path ran.
     assert!(
-        reused >= 10 && reinstalls >= 10 && retires >= 10 && flushes >= 3 && waited >= 5,
+        reused >= 10 && reinstalls >= 10 && retires >= 10 && flushes >= 3 && waited >= 1,
         "{marks} {reinstalls} {retires} {flushes} {waited}"
     );
 }
