@@ -1,4 +1,5 @@
-"""The controller channel: framing, keepalive, roles, async messages, reconnects."""
+"""The controller channel: framing, keepalive, roles, async messages, reconnects. (About 650
+lines, one concern: what a controller sees of the channel, each test one behaviour of it.)"""
 
 import struct
 import time

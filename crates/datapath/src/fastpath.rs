@@ -1,3 +1,7 @@
+//! (About 1 700 lines, one concern: the userspace side of the kernel's megaflow cache, from encoding
+//! an entry to reading its hits back; the kernel tests, the P4 back end, pinning and the grace
+//! barrier live in its submodules.)
+//!
 //! The kernel fast path (`bpf/fastpath.c`): the userspace pipeline's megaflow cache, held in BPF maps
 //! so that frames of known flows never leave the kernel.
 //!

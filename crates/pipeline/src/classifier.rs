@@ -1,3 +1,6 @@
+//! (About 820 lines with its tests, one concern: rules by mask in subtables, looked up, iterated
+//! and changed as one structure.)
+//!
 //! A tuple-space-search classifier (Srinivasan et al.; the scheme of Open vSwitch's classifier).
 //!
 //! Rules are grouped into *subtables* by mask. A lookup probes each subtable with one hash lookup of

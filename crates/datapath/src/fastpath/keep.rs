@@ -1,3 +1,6 @@
+//! (About 650 lines with its tests, one concern: what a kept fast path pins and how the next run
+//! adopts it or starts cold.)
+//!
 //! Kernel state that outlives the daemon (`keep_fastpath`, docs/deploy.md#restart): the fast
 //! path's maps and each port's link pinned under `/sys/fs/bpf/edgeflow/<dpid>`, so that the
 //! kernel goes on forwarding the flows it holds while the daemon is stopped, killed or upgraded,

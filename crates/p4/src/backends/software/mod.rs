@@ -1,3 +1,6 @@
+//! (About 1 140 lines, one concern: the state a compiled P4 program runs on and the control plane
+//! changes, and loading it off the IR; running frames is `exec.rs`'s.)
+//!
 //! The software target: a lowered program run on frames, the reference the kernel back end is
 //! held to (issue 36, item 2; `datapath/tests/p4_kernel.rs`). Frames run on the mid end's IR
 //! compiled into closures (`exec.rs`; the architectures' drivers in `exec_arch.rs` for
