@@ -2,7 +2,8 @@
 forwarder"): the bare forwarder (`edgeflow-loadgen forward --engine af_xdp`) or the switch on AF_XDP
 ports (`edgeflow-afxdp`) between two hosts' veths, while loadgen's XDP sender offers frames at full
 speed for 3 s. Prints one JSON line: rates, frames forwarded, the process's user and system CPU time
-(/proc/PID/stat) and CPU time per forwarded frame; with perf (the default), `perf stat` counts its
+(/proc/PID/stat) and CPU time per forwarded frame, and for the forwarder how long its thread ran and
+waited for a core (/proc/PID/schedstat); with perf (the default), `perf stat` counts its
 system calls into OUT/WHAT-SIZE.stat and `perf record -g` samples it into OUT/WHAT-SIZE.data.
 
 Run through the machine lock, from the checkout:
@@ -29,6 +30,13 @@ def cpu_seconds(pid):
     """User and system CPU time of the whole process (every thread), in seconds."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return int(fields[11]) / CLOCK_TICKS, int(fields[12]) / CLOCK_TICKS
+
+
+def sched_seconds(pid):
+    """Time the process's first thread ran and waited runnable for a core, in seconds
+    (/proc/PID/schedstat): the forwarder's one thread; the switch's forwarding thread is another."""
+    run_ns, wait_ns = Path(f"/proc/{pid}/schedstat").read_text().split()[:2]
+    return int(run_ns) / 1e9, int(wait_ns) / 1e9
 
 
 def main():
@@ -68,10 +76,12 @@ def main():
                     subprocess.Popen(["perf", "record", "-q", "-F", "1999", "-g", "-p", str(proc.pid), "-o",
                                       f"{stem}.data", *window], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
         user0, sys0 = cpu_seconds(proc.pid)
+        ran0, waited0 = sched_seconds(proc.pid)
         sent, got = loadgen.run(h1, h2, size=a.size, rate=0, duration=SECONDS, send_engine="xdp")
         for x in perf:
             x.wait()
         user1, sys1 = cpu_seconds(proc.pid)
+        ran1, waited1 = sched_seconds(proc.pid)
         forwarded = got["received"]
         if a.what == "forward":
             proc.terminate()
@@ -83,7 +93,9 @@ def main():
                           received_pps=got["pps"], forwarded=forwarded, user_s=round(user, 2),
                           system_s=round(system, 2),
                           cpu_ns_per_frame=round((user + system) * 1e9 / max(forwarded, 1), 1),
-                          kernel_share=round(system / max(user + system, 1e-9), 3))))
+                          kernel_share=round(system / max(user + system, 1e-9), 3),
+                          **({"ran_s": round(ran1 - ran0, 2), "waited_runnable_s": round(waited1 - waited0, 2)}
+                             if a.what == "forward" else {}))))
     if perf:
         print(Path(f"{stem}.stat").read_text())
 
