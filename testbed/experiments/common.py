@@ -82,6 +82,28 @@ def bottleneck_of(loss_pct):
 #: The kernel's own redirect in a switch's place, no switch program, frames unchanged: what a
 #: second veth hop costs on this VM at all, under TC and under XDP (bare_redirect).
 FLOORS = ("tc-mirred", "xdp-redirect")
+#: The userspace datapath on AF_XDP ports' limit rows: a bare AF_XDP forwarder in the switch's place
+#: (`edgeflow-loadgen forward --engine af_xdp`: the switch's sockets, rings, batches and wait, none
+#: of its work), waking on its sockets or busy polling them as the switch does.
+AFXDP_FLOORS = {"edgeflow-afxdp": "afxdp-forward", "edgeflow-afxdp-busy": "afxdp-forward-busy"}
+
+
+def floors_for(switches):
+    """The limit rows a table of `switches` measures: the kernel's two always, and an AF_XDP
+    forwarder's for each AF_XDP switch in it (they cost a run each, so only where compared)."""
+    return FLOORS + tuple(AFXDP_FLOORS[s] for s in switches if s in AFXDP_FLOORS)
+
+
+def set_floor_offloads(kind, sender, receiver):
+    """The hosts' offloads for limit row `kind`, as the switch it is the limit of has them: veth's
+    defaults (a switch run starts from them), GRO on at the receiver for an XDP redirect into its
+    veth (NAPI), transmit offload off on both for AF_XDP (Edgeflow.HOST_SETTINGS["af_xdp"]: what
+    an AF_XDP socket receives carries no checksum offload)."""
+    sender.set_offload(tx="on", gro="off")
+    receiver.set_offload(tx="on", gro="on" if kind == "xdp-redirect" else "off")
+    if kind in AFXDP_FLOORS.values():
+        for h in (sender, receiver):
+            h.set_offload(tx="off")
 
 
 def chain_columns(offered, received, loss, bare_pps):
@@ -98,7 +120,9 @@ def chain_columns(offered, received, loss, bare_pps):
 def bare_redirect(kind, a, b):
     """Frames arriving on interface `a` leave by `b` unchanged, with no switch: `tc-mirred` a u32
     filter with a mirred redirect at TC ingress (and b's frames by a); `xdp-redirect` loadgen's
-    one-line XDP program, a to b (b's peer must run NAPI: GRO on)."""
+    one-line XDP program, a to b (b's peer must run NAPI: GRO on); `afxdp-forward` and
+    `afxdp-forward-busy` loadgen's AF_XDP forwarder, a to b (and b to a), waiting in poll(2) or busy
+    polling (hosts' transmit offload off: set_floor_offloads)."""
     if kind == "tc-mirred":
         try:
             for x, y in ((a, b), (b, a)):
@@ -110,15 +134,21 @@ def bare_redirect(kind, a, b):
             for x in (a, b):
                 netns.sh("tc", "qdisc", "del", "dev", x, "clsact", check=False)
         return
-    p = subprocess.Popen([loadgen.LOADGEN_BIN, "forward", "--from", a, "--to", b], stdout=subprocess.PIPE,
+    engine = {"xdp-redirect": [], "afxdp-forward": ["--engine", "af_xdp"],
+              "afxdp-forward-busy": ["--engine", "af_xdp", "--poll", "busy"]}[kind]
+    p = subprocess.Popen([loadgen.LOADGEN_BIN, "forward", "--from", a, "--to", b, *engine], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     try:
         if not p.stdout.readline():  # a line once attached
             raise RuntimeError(f"loadgen forward: {p.stderr.read().strip()}")
         yield
     finally:
-        p.kill()
-        p.wait()
+        p.terminate()  # the AF_XDP forwarder reports and closes its sockets; the XDP one just goes
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
 
 
 def paired_latency(direct, through, rounds):

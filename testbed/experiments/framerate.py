@@ -5,11 +5,13 @@ from collections import defaultdict
 
 from .. import loadgen, netns
 from ..switches import DEFAULT_SWITCHES
-from .common import FLOORS, Table, bare_chain, bare_redirect, bottleneck_of, median, plot, progress, switch_under_test
+from .common import (AFXDP_FLOORS, Table, bare_chain, bare_redirect, bottleneck_of, floors_for, median, plot,
+                     progress, set_floor_offloads, switch_under_test)
 
 FULL_SIZES = [64, 128, 256, 512, 1024, 1518]
-#: Each kernel datapath's limit row: the kernel's own redirect between the same veths, no switch.
-LIMIT_OF = {"edgeflow-tc": "tc-mirred", "edgeflow-xdp": "xdp-redirect"}
+#: Each datapath's limit row: for the kernel's, the kernel's own redirect between the same veths, no
+#: switch; for the userspace datapath on AF_XDP, a bare AF_XDP forwarder (common.AFXDP_FLOORS).
+LIMIT_OF = {"edgeflow-tc": "tc-mirred", "edgeflow-xdp": "xdp-redirect", **AFXDP_FLOORS}
 QUICK_SIZES = [64, 1518]
 #: Runs of the whole table, each switch started afresh in each; a row is the median of its runs.
 #: A round measures every switch and then the limit rows, so a ratio to a limit row is taken
@@ -42,10 +44,14 @@ def run(out, quick=False, switches=DEFAULT_SWITCHES):
                         "the switch's own time per frame. Gbit/s counts preamble and inter-frame gap. Limit rows "
                         "(`tc-mirred`, `xdp-redirect`): no switch, the kernel's own redirect between the same "
                         "veths (a tc mirred filter; a one-line XDP redirect), the most a TC or XDP program in "
-                        "the switch's place could carry here, measured in each round after the switches; "
-                        "`of_limit`: the TC and XDP fast paths' received rate over their limit row's at that "
-                        "size in the same round, the median of the rounds' ratios."))
+                        "the switch's place could carry here, measured in each round after the switches; with an "
+                        "AF_XDP switch, `afxdp-forward` (`-busy`): a bare userspace forwarder on the same AF_XDP "
+                        "sockets, ring sizes, batches and wait (or busy polling) as the switch, none of its work, "
+                        "the most a userspace program on AF_XDP carries here. `of_limit`: the TC and XDP fast "
+                        "paths' and the AF_XDP switches' received rate over their limit row's at that size in "
+                        "the same round, the median of the rounds' ratios."))
     runs = defaultdict(list)  # (switch, size) -> one measurement a round
+    floors = floors_for(switches)
 
     def measure(kind, size, bare=None):
         sent, got = loadgen.run(h1, h2, size=size, rate=0, duration=seconds, send_engine="xdp")
@@ -69,16 +75,13 @@ def run(out, quick=False, switches=DEFAULT_SWITCHES):
                         bare = loadgen.run(bare_src, bare_dst, size=size, rate=0, duration=1.0,
                                            send_engine="xdp")[1]["pps"]
                         measure(kind, size, bare)
-            for floor in FLOORS:
-                # Veth's defaults, as a switch run starts from; an XDP redirect into a veth needs NAPI
-                # at the far end (GRO on), as the xdp fast path's hosts have it.
-                h1.set_offload(tx="on", gro="off")
-                h2.set_offload(tx="on", gro="on" if floor == "xdp-redirect" else "off")
+            for floor in floors:
+                set_floor_offloads(floor, h1, h2)
                 with bare_redirect(floor, *topo.switch_ports):
                     for size in sizes:
                         progress(f"framerate: {floor} (limit) {size} B (round {round_no} of {rounds})")
                         measure(floor, size)
-    for kind in (*switches, *FLOORS):
+    for kind in (*switches, *floors):
         for size in sizes:
             these = runs[kind, size]
             loss = median([m["loss"] for m in these])
@@ -87,7 +90,7 @@ def run(out, quick=False, switches=DEFAULT_SWITCHES):
             row = table.add(switch=kind, size=size, offered_pps=median([m["offered"] for m in these]),
                             received_pps=received, received_gbit_s=line_rate_bits(size, received) / 1e9,
                             loss_pct=loss, bottleneck=bottleneck_of(loss), runs=len(these))
-            if kind not in FLOORS:
+            if kind not in floors:
                 row["bare_pps"] = median([m["bare"] for m in these])
                 if own and row["bottleneck"] == "generator" and median(own) > 0:
                     row["switch_ns_per_frame"] = round(median(own), 1)
@@ -99,10 +102,10 @@ def run(out, quick=False, switches=DEFAULT_SWITCHES):
     table.write(out)
 
     def draw(plt):
-        for kind in (*switches, *FLOORS):
+        for kind in (*switches, *floors):
             rows = [r for r in table.rows if r["switch"] == kind]
             plt.plot([r["size"] for r in rows], [r["received_pps"] / 1e6 for r in rows], marker="o", label=kind,
-                     linestyle=":" if kind in FLOORS else "-")
+                     linestyle=":" if kind in floors else "-")
         offered = [max(r["offered_pps"] for r in table.rows if r["size"] == s) / 1e6 for s in sizes]
         plt.plot(sizes, offered, "k--", label="offered (generator)")
         plt.xlabel("frame size (bytes)")

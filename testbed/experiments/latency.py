@@ -5,7 +5,8 @@ from collections import defaultdict
 
 from .. import loadgen, netns
 from ..switches import DEFAULT_SWITCHES
-from .common import FLOORS, Table, bare_chain, bare_redirect, median, plot, progress, switch_under_test
+from .common import (Table, bare_chain, bare_redirect, floors_for, median, plot, progress, set_floor_offloads,
+                     switch_under_test)
 
 FULL_GAPS_US = [1000, 100, 20, 10, 5, 3, 2]
 QUICK_GAPS_US = [100, 10]
@@ -32,11 +33,14 @@ def run(out, quick=False, switches=DEFAULT_SWITCHES):
                   note=f"edgeflow-loadgen, socket sender paced frame by frame, XDP receiver, {seconds} s per point "
                        "and round; each figure the median of `runs` rounds, every switch started afresh in each "
                        "(`received`: the rounds' sum). Limit rows (`tc-mirred`, `xdp-redirect`): no switch, the "
-                       "kernel's own redirect between the same veths, the least a switch in that place could add. "
+                       "kernel's own redirect between the same veths, the least a switch in that place could add; with an "
+                       "AF_XDP switch, `afxdp-forward` (`-busy`): a bare userspace forwarder on AF_XDP sockets, the "
+                       "least such a switch could add. "
                        f"`{DIRECT}`: no switch and no second veth, the hosts on one veth; `added_p50_us`: a row's "
                        "p50 less that of the direct veth at the same size and gap in the same round, the median "
                        "of the rounds' differences: what the switch adds.")
     runs = defaultdict(list)  # (switch, size, gap) -> one report a round
+    floors = floors_for(switches)
     netns.cleanup()
     with bare_chain("lbare") as direct, netns.Topology("l") as topo:
         h1, h2 = topo.add_host(), topo.add_host()
@@ -55,12 +59,11 @@ def run(out, quick=False, switches=DEFAULT_SWITCHES):
                 with switch_under_test(kind, topo.hosts, topo.switch_ports):
                     h2.ping(h1.addr, count=1)
                     points(kind, h1, h2, round_no)
-            for floor in FLOORS:
-                h1.set_offload(tx="on", gro="off")
-                h2.set_offload(tx="on", gro="on" if floor == "xdp-redirect" else "off")
+            for floor in floors:
+                set_floor_offloads(floor, h1, h2)
                 with bare_redirect(floor, *topo.switch_ports):
                     points(floor, h1, h2, round_no)
-    for kind in (DIRECT, *switches, *FLOORS):
+    for kind in (DIRECT, *switches, *floors):
         for size in sizes:
             for gap in gaps:
                 these = runs[kind, size, gap]
@@ -78,7 +81,7 @@ def run(out, quick=False, switches=DEFAULT_SWITCHES):
     table.write(out)
 
     def draw(plt):
-        for kind in (DIRECT, *switches, *FLOORS):
+        for kind in (DIRECT, *switches, *floors):
             for size in sizes:
                 rows = [r for r in table.rows if r["switch"] == kind and r["size"] == size]
                 plt.plot([r["gap_us"] for r in rows], [r["lat_p50_us"] for r in rows], marker="o", label=f"{kind} {size} B p50")

@@ -45,7 +45,8 @@ enum Cmd {
     EsRecv(es::RecvArgs),
     /// A LESS-aware host's addresses, from its edge switch's HELLO (JSON).
     LessAddress(LessAddressArgs),
-    /// A bare XDP redirect between two interfaces, no switch: the floor under an XDP switch.
+    /// Frames between two interfaces unchanged, no switch: a bare XDP redirect (the floor under an
+    /// XDP switch) or a bare AF_XDP forwarder (the floor under the userspace datapath on AF_XDP).
     Forward(forward::ForwardArgs),
 }
 
