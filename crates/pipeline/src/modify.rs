@@ -2,8 +2,8 @@
 //! expiry — and `Pipeline::remove_flow`, the one way a flow leaves its table, which names why.
 //!
 //! The flow-removed messages a change owes go to a [`Removed`] sink one by one, as each flow
-//! leaves: a delete of a million flows holds none of them itself (as a list they were some
-//! 340 MB, each message owning its match). The `Vec`-returning forms collect them, for tests.
+//! leaves: a delete of a million flows holds none of them itself (as a list they took some
+//! 325 MiB, each message owning its match). The `Vec`-returning forms collect them, for tests.
 
 use std::sync::Arc;
 
@@ -86,7 +86,7 @@ impl Pipeline {
         self.users.remove(table, id, &f);
         self.pending.push(Change::FlowChanged { table, id });
         // Applied as they come rather than after the whole change: a change is some 300 bytes,
-        // and a delete of a million flows queued 300 MB of them. The cache's entries go the same
+        // and a delete of a million flows queued 280 MiB of them. The cache's entries go the same
         // (nothing is looked up meanwhile), and the caller's revalidation applies the rest.
         if self.pending.len() >= PENDING_KEPT {
             self.apply_pending();
