@@ -214,15 +214,16 @@ impl OpenFlowMode {
         Bridge { out, buffers, limit, now, sent: 0, limited: 0 }
     }
 
-    /// After a flow-mod: the flow-removed messages it owes, then the packet it names, if any.
+    /// After a flow-mod (its flow-removed messages went as its flows left): the packet it
+    /// names, if any.
     fn flow_mod_done(
         &mut self,
-        done: Result<Vec<ofp::FlowRemoved>, ErrorCode>,
+        done: Result<(), ErrorCode>,
         buffer_id: u32,
         now: Nanos,
         out: &mut dyn Output,
     ) -> Result<Option<Reply>, ErrorCode> {
-        done?.into_iter().for_each(|r| out.event(Event::FlowRemoved(r)));
+        done?;
         if buffer_id != NO_BUFFER {
             self.run_buffer(buffer_id, now, out)?;
         }
@@ -341,9 +342,7 @@ impl Mode for OpenFlowMode {
     }
 
     fn tick(&mut self, now: Nanos, out: &mut dyn Output) {
-        for msg in self.pipeline.expire(now) {
-            out.event(Event::FlowRemoved(msg));
-        }
+        self.pipeline.expire_into(now, &mut |r| out.event(Event::FlowRemoved(r)));
     }
 
     fn prepared_flow_mod(
@@ -353,21 +352,20 @@ impl Mode for OpenFlowMode {
         out: &mut dyn Output,
     ) -> Result<Option<Reply>, ErrorCode> {
         let buffer_id = fm.fm.buffer_id;
-        let done = self.pipeline.prepared_flow_mod(fm, now);
+        let done = self.pipeline.prepared_flow_mod_into(fm, now, &mut |r| out.event(Event::FlowRemoved(r)));
         self.flow_mod_done(done, buffer_id, now, out)
     }
 
     fn openflow(&mut self, msg: Message, now: Nanos, out: &mut dyn Output) -> Result<Option<Reply>, ErrorCode> {
-        let removed = |out: &mut dyn Output, list: Vec<ofp::FlowRemoved>| {
-            list.into_iter().for_each(|r| out.event(Event::FlowRemoved(r)));
-        };
+        // A change's flow-removed messages go one by one as its flows leave, never all at once.
+        let mut removed = |r| out.event(Event::FlowRemoved(r));
         match msg {
             Message::FlowMod(fm) => {
-                let done = self.pipeline.flow_mod(&fm, now);
+                let done = self.pipeline.flow_mod_into(&fm, now, &mut removed);
                 return self.flow_mod_done(done, fm.buffer_id, now, out);
             }
-            Message::GroupMod(gm) => removed(out, self.pipeline.group_mod(&gm, now)?),
-            Message::MeterMod(mm) => removed(out, self.pipeline.meter_mod(&mm, now)?),
+            Message::GroupMod(gm) => self.pipeline.group_mod_into(&gm, now, &mut removed)?,
+            Message::MeterMod(mm) => self.pipeline.meter_mod_into(&mm, now, &mut removed)?,
             Message::PacketOut(po) => self.packet_out(po, now, out)?,
             Message::TableMod(tm) => self.pipeline.table_mod(tm.table_id, tm.config)?,
             Message::SetConfig(c) => {

@@ -33,7 +33,7 @@ use flow::FlowEntry;
 pub use flow::Nanos;
 use group::GroupTable;
 use meter::MeterTable;
-pub use modify::Removal;
+pub use modify::{Removal, Removed};
 use normal::MacTable;
 pub use prepare::{ActionLists, PreparedFlowMod};
 use revalidate::Change;
@@ -424,11 +424,16 @@ impl Pipeline {
         // Drained in place, so that the next flow-mod's change reuses the room: a change is some
         // 300 bytes, and a new vector each time was a large allocation for every flow-mod. Room
         // a mass delete's changes took is given back.
-        for c in self.pending.drain(..) {
-            self.cache.revalidate(&c);
-        }
+        self.apply_pending();
         if self.pending.capacity() > PENDING_KEPT {
             self.pending = Vec::new();
+        }
+    }
+
+    /// The pending changes' cache entries go; the room stays.
+    pub(crate) fn apply_pending(&mut self) {
+        for c in self.pending.drain(..) {
+            self.cache.revalidate(&c);
         }
     }
 

@@ -1,5 +1,9 @@
 //! Changing what the pipeline holds: flow-mod (spec §6.4), group-mod, meter-mod, table features,
 //! expiry — and `Pipeline::remove_flow`, the one way a flow leaves its table, which names why.
+//!
+//! The flow-removed messages a change owes go to a [`Removed`] sink one by one, as each flow
+//! leaves: a delete of a million flows holds none of them itself (as a list they took some
+//! 325 MiB, each message owning its match). The `Vec`-returning forms collect them, for tests.
 
 use std::sync::Arc;
 
@@ -14,7 +18,17 @@ use crate::group::GroupChange;
 use crate::meter::MeterChange;
 use crate::prepare::{Parts, PreparedFlowMod};
 use crate::revalidate::Change;
-use crate::{cache, features, flow, normal, FlowTable, Pipeline, DEFAULT_MAX_FLOWS};
+use crate::{cache, features, flow, normal, FlowTable, Pipeline, DEFAULT_MAX_FLOWS, PENDING_KEPT};
+
+/// Where a change's flow-removed messages go, in the order the flows left.
+pub type Removed<'a> = &'a mut dyn FnMut(FlowRemoved);
+
+/// Runs `change` with a sink that collects its flow-removed messages.
+fn collected<T>(change: impl FnOnce(Removed) -> T) -> (T, Vec<FlowRemoved>) {
+    let mut out = Vec::new();
+    let done = change(&mut |r| out.push(r));
+    (done, out)
+}
 
 /// Why a flow left its table: the one list every removal path names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,6 +85,12 @@ impl Pipeline {
         let f = self.tables[table as usize].take(id)?;
         self.users.remove(table, id, &f);
         self.pending.push(Change::FlowChanged { table, id });
+        // Applied as they come rather than after the whole change: a change is some 300 bytes,
+        // and a delete of a million flows queued 280 MiB of them. The cache's entries go the same
+        // (nothing is looked up meanwhile), and the caller's revalidation applies the rest.
+        if self.pending.len() >= PENDING_KEPT {
+            self.apply_pending();
+        }
         let reason = why.reason()?;
         (f.flags & flow_mod_flags::SEND_FLOW_REM != 0).then(|| removed(&f, reason, now))
     }
@@ -135,18 +155,36 @@ impl Pipeline {
 
     /// Applies a flow-mod (spec §6.4). Returns the flow-removed messages owed for deleted flows.
     pub fn flow_mod(&mut self, fm: &FlowMod, now: Nanos) -> Result<Vec<FlowRemoved>, ErrorCode> {
+        let (done, out) = collected(|removed| self.flow_mod_into(fm, now, removed));
+        done.map(|()| out)
+    }
+
+    /// Applies a flow-mod, each flow-removed message it owes going to `removed` as its flow
+    /// leaves. On an error nothing changed and nothing went.
+    pub fn flow_mod_into(&mut self, fm: &FlowMod, now: Nanos, removed: Removed) -> Result<(), ErrorCode> {
         let lists = &mut self.recent_actions;
         let parts = Parts::of(fm, || lists.share_copy(&fm.instructions), || StoredMatch::new(&fm.match_));
-        self.apply_flow_mod(fm, parts, now)
+        self.apply_flow_mod(fm, parts, now, removed)
     }
 
     /// Applies a flow-mod whose pure part was done already (see `prepare.rs`): as
     /// [`Pipeline::flow_mod`] would the flow-mod it was made from.
     pub fn prepared_flow_mod(&mut self, p: PreparedFlowMod, now: Nanos) -> Result<Vec<FlowRemoved>, ErrorCode> {
-        self.apply_flow_mod(&p.fm, p.parts, now)
+        let (done, out) = collected(|removed| self.prepared_flow_mod_into(p, now, removed));
+        done.map(|()| out)
     }
 
-    fn apply_flow_mod(&mut self, fm: &FlowMod, parts: Parts, now: Nanos) -> Result<Vec<FlowRemoved>, ErrorCode> {
+    /// [`Pipeline::prepared_flow_mod`], its flow-removed messages going to `removed`.
+    pub fn prepared_flow_mod_into(
+        &mut self,
+        p: PreparedFlowMod,
+        now: Nanos,
+        removed: Removed,
+    ) -> Result<(), ErrorCode> {
+        self.apply_flow_mod(&p.fm, p.parts, now, removed)
+    }
+
+    fn apply_flow_mod(&mut self, fm: &FlowMod, parts: Parts, now: Nanos, removed: Removed) -> Result<(), ErrorCode> {
         let fail = |c| Err(ErrorCode::FlowModFailed(c));
         if fm.flags & !flow_mod_flags::ALL != 0 {
             return fail(FlowModFailed::BadFlags);
@@ -165,7 +203,7 @@ impl Pipeline {
         parts.valid?;
         let (key, mask) = (parts.key, parts.mask);
         let priority = fm.priority as u32;
-        let removed_msgs = match fm.command {
+        match fm.command {
             cmd::ADD => {
                 let actions = self.limits_ok(fm, &parts)?;
                 let table = &mut self.tables[fm.table_id as usize];
@@ -176,7 +214,6 @@ impl Pipeline {
                 } {
                     return fail(FlowModFailed::Overlap);
                 }
-                let mut evicted = Vec::new();
                 if existing.is_none() && table.flows.len() as u32 >= table.max_entries {
                     let victim = if table.evict { table.eviction_victim() } else { None };
                     let Some(victim) = victim else {
@@ -184,7 +221,9 @@ impl Pipeline {
                         return fail(FlowModFailed::TableFull);
                     };
                     table.evictions += 1;
-                    evicted.extend(self.remove_flow(fm.table_id, victim, Removal::Eviction, now));
+                    if let Some(r) = self.remove_flow(fm.table_id, victim, Removal::Eviction, now) {
+                        removed(r);
+                    }
                 }
                 let (mut packets, mut bytes) = (0, 0);
                 if let Some(id) = existing {
@@ -216,7 +255,6 @@ impl Pipeline {
                 for t in timeouts.into_iter().filter(|&t| t != 0) {
                     self.expect_expiry(now + t as Nanos * 1_000_000_000);
                 }
-                evicted
             }
             cmd::MODIFY | cmd::MODIFY_STRICT => {
                 let actions = self.limits_ok(fm, &parts)?;
@@ -236,23 +274,22 @@ impl Pipeline {
                     }
                     self.users.add(fm.table_id, id, f);
                 }
-                Vec::new()
             }
             _ => {
                 let strict = fm.command == cmd::DELETE_STRICT;
                 let range =
                     if all_tables { 0..self.tables.len() } else { fm.table_id as usize..fm.table_id as usize + 1 };
-                let mut out = Vec::new();
                 for t in range {
                     for id in Self::targets(&mut self.tables[t], fm, &key, &mask, strict) {
-                        out.extend(self.remove_flow(t as u8, id, Removal::Delete, now));
+                        if let Some(r) = self.remove_flow(t as u8, id, Removal::Delete, now) {
+                            removed(r);
+                        }
                     }
                 }
-                out
             }
-        };
+        }
         self.revalidate();
-        Ok(removed_msgs)
+        Ok(())
     }
 
     /// Flows a modify or delete applies to: by match (strictly or as a subset), cookie, and — for
@@ -276,55 +313,71 @@ impl Pipeline {
     }
 
     /// Removes flows (a deleted group's or meter's users), in table and id order.
-    fn remove_flows(&mut self, mut flows: Vec<(u8, RuleId)>, why: Removal, now: Nanos) -> Vec<FlowRemoved> {
+    fn remove_flows(&mut self, mut flows: Vec<(u8, RuleId)>, why: Removal, now: Nanos, removed: Removed) {
         flows.sort_unstable();
         flows.dedup();
-        flows.into_iter().filter_map(|(t, id)| self.remove_flow(t, id, why, now)).collect()
+        for (t, id) in flows {
+            if let Some(r) = self.remove_flow(t, id, why, now) {
+                removed(r);
+            }
+        }
     }
 
     pub fn group_mod(&mut self, gm: &GroupMod, now: Nanos) -> Result<Vec<FlowRemoved>, ErrorCode> {
+        let (done, out) = collected(|removed| self.group_mod_into(gm, now, removed));
+        done.map(|()| out)
+    }
+
+    /// Applies a group-mod; a deleted group's flows' flow-removed messages go to `removed`.
+    pub fn group_mod_into(&mut self, gm: &GroupMod, now: Nanos, removed: Removed) -> Result<(), ErrorCode> {
         let n_tables = self.n_tables();
         let meters = &self.meters;
         let change = self.groups.apply(gm, n_tables, &|m| meters.exists(m), now)?;
-        let out = match change {
+        match change {
             GroupChange::Deleted(ids) => {
                 self.pending.extend(ids.iter().map(|&g| Change::Group(g)));
                 let users = ids.iter().flat_map(|&g| self.users.of_group(g)).collect();
-                self.remove_flows(users, Removal::GroupDelete, now)
+                self.remove_flows(users, Removal::GroupDelete, now, removed)
             }
-            GroupChange::Added | GroupChange::Modified => {
-                self.pending.push(Change::Group(gm.group_id));
-                Vec::new()
-            }
-        };
+            GroupChange::Added | GroupChange::Modified => self.pending.push(Change::Group(gm.group_id)),
+        }
         self.revalidate();
-        Ok(out)
+        Ok(())
     }
 
     pub fn meter_mod(&mut self, mm: &MeterMod, now: Nanos) -> Result<Vec<FlowRemoved>, ErrorCode> {
+        let (done, out) = collected(|removed| self.meter_mod_into(mm, now, removed));
+        done.map(|()| out)
+    }
+
+    /// Applies a meter-mod; a deleted meter's flows' flow-removed messages go to `removed`.
+    pub fn meter_mod_into(&mut self, mm: &MeterMod, now: Nanos, removed: Removed) -> Result<(), ErrorCode> {
         let change = self.meters.apply(mm.command, mm.flags, mm.meter_id, &mm.bands, now)?;
-        let out = match change {
+        match change {
             MeterChange::Deleted(ids) => {
                 self.pending.extend(ids.iter().map(|&m| Change::Meter(m)));
                 self.changed_meters.extend(&ids);
                 let users = ids.iter().flat_map(|&m| self.users.of_meter(m)).collect();
-                self.remove_flows(users, Removal::MeterDelete, now)
+                self.remove_flows(users, Removal::MeterDelete, now, removed)
             }
             MeterChange::Added | MeterChange::Modified => {
                 self.pending.push(Change::Meter(mm.meter_id));
                 self.changed_meters.push(mm.meter_id);
-                Vec::new()
             }
-        };
+        }
         self.revalidate();
-        Ok(out)
+        Ok(())
     }
 
     /// Removes flows whose idle or hard timeout has passed, ages learned addresses and sweeps the
     /// cache; then works out when the next of these can be due.
     pub fn expire(&mut self, now: Nanos) -> Vec<FlowRemoved> {
+        collected(|removed| self.expire_into(now, removed)).1
+    }
+
+    /// [`Pipeline::expire`], the expired flows' flow-removed messages going to `removed`.
+    pub fn expire_into(&mut self, now: Nanos, removed: Removed) {
         const SEC: Nanos = 1_000_000_000;
-        let mut out = Vec::new();
         let mut next = Nanos::MAX;
         for t in 0..self.tables.len() {
             if self.tables[t].timed == 0 {
@@ -343,7 +396,9 @@ impl Pipeline {
                 }
             }
             for (id, why) in gone {
-                out.extend(self.remove_flow(t as u8, id, why, now));
+                if let Some(r) = self.remove_flow(t as u8, id, why, now) {
+                    removed(r);
+                }
             }
         }
         for (vlan, mac) in self.macs.age(now) {
@@ -359,7 +414,6 @@ impl Pipeline {
             next = next.min(oldest + cache::IDLE + 1);
         }
         self.next_expiry = next;
-        out
     }
 }
 

@@ -4,7 +4,7 @@
 
 use ofp::action::{Action, Instruction};
 use ofp::group_meter::{group_command, group_type, meter_command, meter_flags, BandKind, Bucket, MeterBand, OFPG_ANY};
-use ofp::message::{flow_mod_command as cmd, FlowMod, GroupMod, MeterMod};
+use ofp::message::{flow_mod_command as cmd, flow_mod_flags, flow_removed_reason, FlowMod, GroupMod, MeterMod};
 use ofp::oxm::{Field, Match, OxmField, OFPVID_PRESENT};
 use ofp::port::*;
 use packet::craft::{FrameBuilder, L3, L4};
@@ -354,6 +354,41 @@ fn a_change_retires_only_the_entries_it_can_affect() {
     let retired = p.take_retired();
     assert_eq!(retired.entries.len(), 100);
     assert_eq!(p.generation(), 0, "no flush: the generation did not move");
+}
+
+#[test]
+fn a_mass_delete_reports_each_flow_once_and_retires_every_entry_it_decided() {
+    let mut p = Pipeline::new(1);
+    p.set_port(2, PortView::default());
+    // 101 flows, each asking for its flow-removed message; the odd ones' cookie is 1.
+    for port in 1..=101 {
+        let fm = FlowMod {
+            cookie: port as u64 % 2,
+            flags: flow_mod_flags::SEND_FLOW_REM,
+            ..udp_flow(cmd::ADD, port, 10, 2)
+        };
+        p.flow_mod(&fm, 0).unwrap();
+        send(&mut p, port);
+    }
+    assert_eq!(p.cache_len(), 101);
+    // Deleting the 51 odd ones: more than the changes the pipeline keeps between revalidations,
+    // and not a multiple of them, so the delete retires entries in rounds and then the rest.
+    let delete = FlowMod { cookie: 1, cookie_mask: 1, ..udp_flow(cmd::DELETE, 0, 0, 2) };
+    let delete = FlowMod { match_: Match::new(), ..delete };
+    let mut reported = Vec::new();
+    p.flow_mod_into(&delete, 0, &mut |r| reported.push(r)).unwrap();
+    let mut ports: Vec<u128> = reported
+        .iter()
+        .map(|r| {
+            assert_eq!((r.cookie, r.reason), (1, flow_removed_reason::DELETE));
+            r.match_.fields.iter().find(|f| f.field == Field::UdpDst).unwrap().value
+        })
+        .collect();
+    ports.sort_unstable();
+    assert_eq!(ports, (1..=101).step_by(2).collect::<Vec<u128>>(), "each deleted flow reported once");
+    for port in 1..=101 {
+        assert_eq!(cached(&p, port), port % 2 == 0, "port {port}: only the kept flows' entries stay");
+    }
 }
 
 #[test]
