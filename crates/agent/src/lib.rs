@@ -202,7 +202,7 @@ impl Outbox {
 
     /// The reply callback of one request for the forwarding thread: the request counts as in
     /// flight until the thread is done with it (and drops the callback).
-    pub(crate) fn replier(&self) -> datapath::Replier {
+    pub(crate) fn replier(self: &Arc<Self>) -> datapath::Replier {
         self.in_flight.count.fetch_add(1, Ordering::AcqRel);
         self.replier_for(1)
     }
@@ -215,13 +215,18 @@ impl Outbox {
 
     /// The reply callback of `n` requests counted already ([`Outbox::count_request`]), sent
     /// as one command: they stay in flight until the thread is done with all of them.
-    pub(crate) fn replier_for(&self, n: usize) -> datapath::Replier {
+    ///
+    /// The callback holds the connection's outbox shared, not a copy: a copy is a dozen
+    /// reference counts taken and given back, and a larger allocation, for every request
+    /// (a new flow's setup makes two), where most requests (flow-mods, packet-outs) have no
+    /// reply at all.
+    pub(crate) fn replier_for(self: &Arc<Self>, n: usize) -> datapath::Replier {
         let request = InFlightRequest(self.in_flight.clone(), n);
-        let tx = self.clone();
+        let tx = Arc::clone(self);
         Arc::new(move |bytes| {
             let _counted_until_dropped = &request;
             match tx.notices.as_ref().and_then(|n| n.upgrade()) {
-                Some(notices) => drop(notices.send(Notice::Reply(tx.clone(), bytes))),
+                Some(notices) => drop(notices.send(Notice::Reply(Outbox::clone(&tx), bytes))),
                 None => tx.send(bytes),
             }
         })
@@ -808,6 +813,7 @@ mod tests {
     #[test]
     fn a_request_is_in_flight_until_the_forwarding_thread_is_done_with_it() {
         let (out, _rx) = Outbox::new(1 << 20, Arc::new(tokio::sync::watch::channel(0).0));
+        let out = Arc::new(out);
         let replies: Vec<_> = (0..MAX_IN_FLIGHT).map(|_| out.replier()).collect();
         assert_eq!(out.in_flight(), MAX_IN_FLIGHT);
         replies[0](vec![0; 100]);
@@ -832,6 +838,7 @@ mod tests {
     #[test]
     fn a_run_of_flow_mods_is_in_flight_one_by_one_and_answered_together() {
         let (out, _rx) = Outbox::new(1 << 20, Arc::new(tokio::sync::watch::channel(0).0));
+        let out = Arc::new(out);
         let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
         let settles = |out: &Outbox| {
             runtime.block_on(async { tokio::time::timeout(Duration::from_millis(50), out.settled()).await.is_ok() })
