@@ -345,7 +345,8 @@ fn error_reply(xid: u32, code: ErrorCode, offending: &[u8]) -> Vec<u8> {
 /// Per-connection state the dispatcher keeps between messages.
 struct Session {
     id: u64,
-    tx: Outbox,
+    /// Shared with the reply callbacks of its requests ([`Outbox::replier_for`]).
+    tx: Arc<Outbox>,
     /// A multipart request arriving in parts (OFPMPF_REQ_MORE), gathered until its last part.
     partial: Option<(u32, MultipartRequest)>,
     /// The bytes of the parts gathered so far.
@@ -499,7 +500,7 @@ async fn handshake_and_session<S: AsyncRead + AsyncWrite + Unpin + 'static>(
     let probe = hub.borrow().cfg.probe_interval;
     let mut session = Session {
         id,
-        tx: tx.clone(),
+        tx: Arc::new(tx.clone()),
         partial: None,
         partial_bytes: 0,
         echo_outstanding: false,

@@ -202,7 +202,7 @@ impl Outbox {
 
     /// The reply callback of one request for the forwarding thread: the request counts as in
     /// flight until the thread is done with it (and drops the callback).
-    pub(crate) fn replier(&self) -> datapath::Replier {
+    pub(crate) fn replier(self: &Arc<Self>) -> datapath::Replier {
         self.in_flight.count.fetch_add(1, Ordering::AcqRel);
         self.replier_for(1)
     }
@@ -215,13 +215,18 @@ impl Outbox {
 
     /// The reply callback of `n` requests counted already ([`Outbox::count_request`]), sent
     /// as one command: they stay in flight until the thread is done with all of them.
-    pub(crate) fn replier_for(&self, n: usize) -> datapath::Replier {
+    ///
+    /// The callback holds the connection's outbox shared, not a copy: a copy is a dozen
+    /// reference counts taken and given back, and a larger allocation, for every request
+    /// (a new flow's setup makes two), where most requests (flow-mods, packet-outs) have no
+    /// reply at all.
+    pub(crate) fn replier_for(self: &Arc<Self>, n: usize) -> datapath::Replier {
         let request = InFlightRequest(self.in_flight.clone(), n);
-        let tx = self.clone();
+        let tx = Arc::clone(self);
         Arc::new(move |bytes| {
             let _counted_until_dropped = &request;
             match tx.notices.as_ref().and_then(|n| n.upgrade()) {
-                Some(notices) => drop(notices.send(Notice::Reply(tx.clone(), bytes))),
+                Some(notices) => drop(notices.send(Notice::Reply(Outbox::clone(&tx), bytes))),
                 None => tx.send(bytes),
             }
         })
@@ -590,6 +595,64 @@ impl Hub {
     }
 }
 
+impl Hub {
+    /// Sends a packet-in to every connection whose role, async mask and packet-in limit let it
+    /// through, as [`Hub::dispatch`] any event, for less of a new flow's setup: the packet-in is
+    /// taken rather than copied, encoded once into a buffer of its size, and the last (most
+    /// often the only) connection gets that buffer itself; the others a copy each.
+    fn dispatch_packet_in(&mut self, p: ofp::message::PacketIn) {
+        let reason = p.reason;
+        let now = self.start.elapsed().as_nanos() as u64;
+        let mut to: Option<&mut ConnState> = None;
+        let mut bytes: Option<Vec<u8>> = None;
+        let (counters, limit) = (&self.counters, self.cfg.output_limit);
+        let mut msg = Some(Message::PacketIn(p));
+        for c in self.conns.values_mut() {
+            let idx = if c.role == role::SLAVE { 1 } else { 0 };
+            if c.async_config.packet_in_mask[idx] & (1 << reason) == 0 {
+                continue;
+            }
+            if !c.packet_ins.allow(now) {
+                ChannelCounters::bump(&counters.packet_ins_limited);
+                continue;
+            }
+            let b = bytes.get_or_insert_with(|| {
+                let msg = msg.take().expect("encoded once");
+                let Message::PacketIn(p) = &msg else { unreachable!("a packet-in") };
+                let padded_match = p.match_.unpadded_len().div_ceil(8) * 8;
+                let mut out = Vec::with_capacity(HEADER_AND_FIXED_PACKET_IN + padded_match + 2 + p.data.len());
+                msg.encode_into(0, &mut out);
+                out
+            });
+            if let Some(prev) = to.replace(c) {
+                prev.queue_packet_in(b.clone(), counters, limit);
+            }
+        }
+        if let (Some(c), Some(b)) = (to, bytes) {
+            c.queue_packet_in(b, counters, limit);
+        }
+    }
+}
+
+/// An `ofp_packet_in`'s bytes before its match: the header and the fixed fields.
+const HEADER_AND_FIXED_PACKET_IN: usize = 8 + 16;
+
+impl ConnState {
+    /// Queues a packet-in's bytes; counted (and logged once a connection) if dropped for a full
+    /// output queue.
+    fn queue_packet_in(&mut self, bytes: Vec<u8>, counters: &ChannelCounters, limit: usize) {
+        if !self.tx.send_async(Kind::PacketIn, bytes) {
+            ChannelCounters::bump(&counters.async_dropped[0]);
+            if !self.packet_in_drop_logged {
+                self.packet_in_drop_logged = true;
+                warn!(peer = %self.peer, limit,
+                      "output over its limit: dropping packet-ins for this peer until it drains \
+                       (counted in channel.async_dropped_packet_in; logged once a connection)");
+            }
+        }
+    }
+}
+
 pub(crate) fn arm_fail_open(hub: &HubRef) {
     let (standalone, epoch, delay) = {
         let h = hub.borrow();
@@ -726,6 +789,7 @@ pub async fn run(
         async move {
             while let Some(notice) = events.recv().await {
                 match notice {
+                    Notice::Event(Event::PacketIn(p)) => hub.borrow_mut().dispatch_packet_in(p),
                     Notice::Event(ev) => hub.borrow_mut().dispatch(&ev),
                     Notice::Reply(out, bytes) => out.send(bytes),
                 }
@@ -749,6 +813,7 @@ mod tests {
     #[test]
     fn a_request_is_in_flight_until_the_forwarding_thread_is_done_with_it() {
         let (out, _rx) = Outbox::new(1 << 20, Arc::new(tokio::sync::watch::channel(0).0));
+        let out = Arc::new(out);
         let replies: Vec<_> = (0..MAX_IN_FLIGHT).map(|_| out.replier()).collect();
         assert_eq!(out.in_flight(), MAX_IN_FLIGHT);
         replies[0](vec![0; 100]);
@@ -773,6 +838,7 @@ mod tests {
     #[test]
     fn a_run_of_flow_mods_is_in_flight_one_by_one_and_answered_together() {
         let (out, _rx) = Outbox::new(1 << 20, Arc::new(tokio::sync::watch::channel(0).0));
+        let out = Arc::new(out);
         let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
         let settles = |out: &Outbox| {
             runtime.block_on(async { tokio::time::timeout(Duration::from_millis(50), out.settled()).await.is_ok() })

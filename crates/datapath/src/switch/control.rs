@@ -17,8 +17,11 @@ use crate::Replier;
 const ALL_QUEUES: u32 = 0xffff_ffff;
 
 impl Switch {
-    /// Runs one request at `now` (the caller's clock reading: one a command).
-    pub(super) fn openflow(&mut self, xid: u32, msg: Message, head: &[u8], reply: &Replier, now: u64) {
+    /// Runs one request at `now` (the caller's clock reading: one a command). Returns whether
+    /// it put frames on a port's socket, which the caller then kicks ([`Switch::flush_all`]):
+    /// a run of packet-outs leaves with one kick, not one each.
+    #[must_use = "frames it sent wait on the sockets until they are kicked"]
+    pub(super) fn openflow(&mut self, xid: u32, msg: Message, head: &[u8], reply: &Replier, now: u64) -> bool {
         // Only a request the mode sent frames for (packet-out, a flow-mod naming a buffer) has
         // anything for the ports; the rest do not pay a pass over every port.
         let mut transmitted = true;
@@ -49,18 +52,16 @@ impl Switch {
             }
         };
         self.answer(xid, answer, head, reply);
-        if transmitted {
-            self.flush_all();
-        }
+        transmitted
     }
 
-    /// Runs a prepared flow-mod at `now`, as [`Switch::openflow`] the flow-mod it was made from.
-    pub(super) fn flow_mod(&mut self, xid: u32, fm: PreparedFlowMod, head: &[u8], reply: &Replier, now: u64) {
+    /// Runs a prepared flow-mod at `now`, as [`Switch::openflow`] the flow-mod it was made from
+    /// (and returns, as it does, whether frames wait for a kick).
+    #[must_use = "frames it sent wait on the sockets until they are kicked"]
+    pub(super) fn flow_mod(&mut self, xid: u32, fm: PreparedFlowMod, head: &[u8], reply: &Replier, now: u64) -> bool {
         let (answer, transmitted) = self.ask_mode(now, |mode, now, out| mode.prepared_flow_mod(fm, now, out));
         self.answer(xid, answer, head, reply);
-        if transmitted {
-            self.flush_all();
-        }
+        transmitted
     }
 
     /// Sends a request's answer: its reply, or the error it met.

@@ -235,13 +235,24 @@ impl Switch {
     /// any other command: a barrier's reply, a report, a statistics request each find the kernel
     /// in step with everything before them). Frames are not read in between, so nothing sees
     /// the kernel behind the mode but the kernel's own frames, as during one flow-mod.
+    ///
+    /// Likewise the frames of a run of packet-outs (and of flow-mods naming a buffer) leave
+    /// with one kick of each socket, after the last of them or before any other command (a
+    /// barrier's reply follows the frames of the packet-outs before it onto the wire): a
+    /// reactive controller's setups come a flow-mod and a packet-out each, and a kick per
+    /// packet-out was the forwarding thread's one system call per setup. A lone packet-out
+    /// still leaves at once, at the end of its run.
     fn run_commands(&mut self) -> bool {
         let started = self.now();
         let mut done = 0;
         let mut unsynced = false;
+        let mut unkicked = false;
         loop {
             let now = self.now();
             if done == COMMAND_BUDGET || (done > 0 && now - started >= COMMAND_BUDGET_NS) {
+                if unkicked {
+                    self.flush_all();
+                }
                 if unsynced {
                     self.sync_fast();
                 }
@@ -260,13 +271,18 @@ impl Switch {
             }
             let flow_mod =
                 matches!(&next, Ok(Command::FlowMods { .. } | Command::OpenFlow { msg: ofp::Message::FlowMod(_), .. }));
+            let packet_out = matches!(&next, Ok(Command::OpenFlow { msg: ofp::Message::PacketOut(_), .. }));
+            if unkicked && !flow_mod && !packet_out {
+                self.flush_all();
+                unkicked = false;
+            }
             if unsynced && !flow_mod {
                 self.sync_fast();
                 unsynced = false;
             }
             match next {
                 Ok(Command::OpenFlow { xid, msg, head, reply }) => {
-                    self.openflow(xid, msg, &head, &reply, now);
+                    unkicked |= self.openflow(xid, msg, &head, &reply, now);
                     if flow_mod {
                         unsynced = true;
                     } else {
@@ -276,7 +292,7 @@ impl Switch {
                 Ok(Command::FlowMods { mods, reply }) => {
                     for m in mods {
                         let head = m.head;
-                        self.flow_mod(m.xid, m.fm, &head[..m.head_len as usize], &reply, now);
+                        unkicked |= self.flow_mod(m.xid, m.fm, &head[..m.head_len as usize], &reply, now);
                     }
                     unsynced = true;
                 }
