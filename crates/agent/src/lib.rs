@@ -558,46 +558,38 @@ impl Hub {
         Ok((self.role(id), self.generation.unwrap_or(0)))
     }
 
-    /// Sends an event to every connection whose role and async masks ask for it.
+    /// Sends an event to every connection whose role and async masks ask for it: a packet-in by
+    /// [`Hub::dispatch_packet_in`] (its rate limit, and dropped past a connection's output limit);
+    /// a flow-removed or port-status message is never dropped (`Outbox::send_async`).
     /// (`AsyncMask` picks the mask pair, for masters and slaves, that an event's kind is under.)
-    fn dispatch(&mut self, ev: &Event) {
+    fn dispatch(&mut self, ev: Event) {
         let (msg, reason, pick, kind): (Message, u8, AsyncMask, Kind) = match ev {
-            Event::PacketIn(p) => (Message::PacketIn(p.clone()), p.reason, |a| a.packet_in_mask, Kind::PacketIn),
+            Event::PacketIn(p) => return self.dispatch_packet_in(p),
             Event::FlowRemoved(f) => {
-                (Message::FlowRemoved(f.clone()), f.reason, |a| a.flow_removed_mask, Kind::FlowRemoved)
+                let reason = f.reason;
+                (Message::FlowRemoved(f), reason, |a| a.flow_removed_mask, Kind::FlowRemoved)
             }
             Event::PortStatus(p) => {
-                (Message::PortStatus(p.clone()), p.reason, |a| a.port_status_mask, Kind::PortStatus)
+                let reason = p.reason;
+                (Message::PortStatus(p), reason, |a| a.port_status_mask, Kind::PortStatus)
             }
         };
         let mut bytes = None;
-        let now = self.start.elapsed().as_nanos() as u64;
         for c in self.conns.values_mut() {
             let idx = if c.role == role::SLAVE { 1 } else { 0 };
             if pick(&c.async_config)[idx] & (1 << reason) == 0 {
                 continue;
             }
-            if matches!(ev, Event::PacketIn(_)) && !c.packet_ins.allow(now) {
-                ChannelCounters::bump(&self.counters.packet_ins_limited);
-                continue;
-            }
             let b = bytes.get_or_insert_with(|| msg.encode(0));
-            if !c.tx.send_async(kind, b.clone()) {
-                ChannelCounters::bump(&self.counters.async_dropped[0]);
-                if !c.packet_in_drop_logged {
-                    c.packet_in_drop_logged = true;
-                    warn!(peer = %c.peer, limit = self.cfg.output_limit,
-                          "output over its limit: dropping packet-ins for this peer until it drains \
-                           (counted in channel.async_dropped_packet_in; logged once a connection)");
-                }
-            }
+            let queued = c.tx.send_async(kind, b.clone());
+            debug_assert!(queued, "only packet-ins are dropped");
         }
     }
 }
 
 impl Hub {
     /// Sends a packet-in to every connection whose role, async mask and packet-in limit let it
-    /// through, as [`Hub::dispatch`] any event, for less of a new flow's setup: the packet-in is
+    /// through, for less of a new flow's setup: the packet-in is
     /// taken rather than copied, encoded once into a buffer of its size, and the last (most
     /// often the only) connection gets that buffer itself; the others a copy each.
     fn dispatch_packet_in(&mut self, p: ofp::message::PacketIn) {
@@ -777,7 +769,7 @@ pub async fn run(
                     running.push(start(t, primary, listener));
                 }
                 let mut h = hub.borrow_mut();
-                let (features, tls) = (h.cfg.features.clone(), h.cfg.tls.clone());
+                let (features, tls) = (h.cfg.features, h.cfg.tls.clone());
                 h.cfg = AgentConfig { features, tls, ..next };
             }
             std::future::pending::<()>().await
@@ -789,8 +781,7 @@ pub async fn run(
         async move {
             while let Some(notice) = events.recv().await {
                 match notice {
-                    Notice::Event(Event::PacketIn(p)) => hub.borrow_mut().dispatch_packet_in(p),
-                    Notice::Event(ev) => hub.borrow_mut().dispatch(&ev),
+                    Notice::Event(ev) => hub.borrow_mut().dispatch(ev),
                     Notice::Reply(out, bytes) => out.send(bytes),
                 }
             }
