@@ -58,6 +58,10 @@ const INLINE_WORDS: usize = 3;
 
 /// The rules of one masked key: its highest-priority rule here, any others (the same match at
 /// other priorities: rare) in the subtable's `more`, keyed by this rule.
+///
+/// Aligned to its size: the hash table's slots then never straddle two cache lines (at 8 bytes,
+/// every other one did, and a probe's hit cost half a memory miss more).
+#[repr(align(32))]
 struct Bucket {
     /// The key's first [`INLINE_WORDS`] words under the mask, in the order of `Subtable::words`
     /// (zero past a narrower mask's).
