@@ -1,6 +1,7 @@
 //! The pipeline at scale, without I/O: `scale SHAPE FLOWS [LOOKUPS]` installs FLOWS flows of one
 //! shape through `Pipeline::flow_mod`, then translates LOOKUPS frames that each match a different
-//! installed flow (no megaflow cache: every one a full classifier walk), and prints one JSON line:
+//! installed flow (no megaflow cache: every one a full classifier walk; in the order the flows were
+//! installed, or with `random` after LOOKUPS scattered over them), and prints one JSON line:
 //! heap bytes per flow (counted by this program's allocator, exact), installs a second, the
 //! nanoseconds a translation takes, and the classifier's subtables (its distinct masks).
 //!
@@ -76,7 +77,7 @@ fn flow(shape: Shape, i: u32) -> (Match, u16, [u8; 4], u16, u16) {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.len() < 3 {
-        eprintln!("usage: scale exact|prefix FLOWS [LOOKUPS]");
+        eprintln!("usage: scale exact|prefix FLOWS [LOOKUPS [random]]");
         std::process::exit(2);
     }
     let shape = match args[1].as_str() {
@@ -111,10 +112,14 @@ fn main() {
     let heap = LIVE.load(Relaxed) - before;
     drop(mods);
 
+    // In install order by default (the rules' array then read in order, which a prefetcher
+    // hides); `random` scatters them, as a switch's misses come.
+    let random = args.get(4).is_some_and(|a| a == "random");
     let step = (flows / lookups.max(1)).max(1);
     let frames: Vec<Vec<u8>> = (0..lookups.min(flows))
         .map(|k| {
-            let (_, _, dst, sport, dport) = flow(shape, k * step % flows);
+            let i = if random { (k as u64 * 2_654_435_761 % flows as u64) as u32 } else { k * step % flows };
+            let (_, _, dst, sport, dport) = flow(shape, i);
             FrameBuilder::new([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1]).build(L3::Ipv4 {
                 src: [10, 0, 0, 1],
                 dst,

@@ -1,11 +1,14 @@
-//! (About 820 lines with its tests, one concern: rules by mask in subtables, looked up, iterated
+//! (About 930 lines with its tests, one concern: rules by mask in subtables, looked up, iterated
 //! and changed as one structure.)
 //!
 //! A tuple-space-search classifier (Srinivasan et al.; the scheme of Open vSwitch's classifier).
 //!
 //! Rules are grouped into *subtables* by mask. A lookup probes each subtable with one hash lookup of
 //! the packet's key under that mask, so its cost grows with the number of distinct masks, not with
-//! the number of rules. Subtables are kept sorted by the highest priority they hold; once a match
+//! the number of rules. A probe decides on the hash table's own slot (the key's words under the
+//! mask, the priority and the rule are in it), so with a million rules, far from the CPU's caches,
+//! a subtable that does not match costs its table's control bytes and one that does a slot and the
+//! winner's entry, once: no rule is read to be compared. Subtables are kept sorted by the highest priority they hold; once a match
 //! of priority `p` is found, subtables whose best rule cannot beat `p` are not probed at all.
 //!
 //! Every probed subtable adds its mask to the lookup's *consulted* mask: those are exactly the bits
@@ -32,7 +35,10 @@ use packet::{FlowKey, KEY_WORDS};
 pub struct RuleId(pub u32);
 
 /// A rule's key is its own, masked; its mask is its subtable's (a million rules do not keep a
-/// million copies of a few masks).
+/// million copies of a few masks). Not aligned to a cache line's half, though that would put the
+/// part of a flow entry a lookup reads in one line: the vector of rules then grows by copying
+/// (the allocator's realloc keeps only 16-byte alignment), which cost installs 14-18 % below a
+/// million flows, and the lookups were not faster for it in time (slower at a million).
 struct Rule<T> {
     key: FlowKey,
     priority: u32,
@@ -40,50 +46,34 @@ struct Rule<T> {
     data: T,
 }
 
-/// The rules of one masked key, highest priority first. The key itself is the first rule's: a
-/// bucket is small, and a hash table of a million of them keeps its slack in small slots.
-enum Bucket {
-    /// The common case: a key with one rule, without an allocation.
-    One((u32, RuleId)),
-    // Boxed: a pointer keeps every bucket of the table at 16 bytes, where a Vec would make it 24.
-    #[allow(clippy::box_collection)]
-    Many(Box<Vec<(u32, RuleId)>>),
+/// Key words a bucket holds itself: a probe decides on them without reading the rule, so a miss
+/// touches no rule and a hit only the winner's entry (a million rules are far from the CPU's
+/// caches, and each rule read was one or two memory misses more a probe). Three cover the common
+/// masks (a microflow's ports, an IPv4 prefix, a MAC on a VLAN and port); the words of a wider mask
+/// past these are compared in the rule's key.
+const INLINE_WORDS: usize = 3;
+
+/// The rules of one masked key: its highest-priority rule here, any others (the same match at
+/// other priorities: rare) in the subtable's `more`, keyed by this rule.
+///
+/// Aligned to its size: the hash table's slots then never straddle two cache lines (at 8 bytes,
+/// every other one did, and a probe's hit cost half a memory miss more).
+#[repr(align(32))]
+struct Bucket {
+    /// The key's first [`INLINE_WORDS`] words under the mask, in the order of `Subtable::words`
+    /// (zero past a narrower mask's).
+    words: [u64; INLINE_WORDS],
+    priority: u32,
+    id: RuleId,
 }
 
 impl Bucket {
-    fn rules(&self) -> &[(u32, RuleId)] {
-        match self {
-            Bucket::One(rule) => std::slice::from_ref(rule),
-            Bucket::Many(v) => v,
+    fn new(masked: &FlowKey, words: &[u8], priority: u32, id: RuleId) -> Bucket {
+        let mut inline = [0; INLINE_WORDS];
+        for (slot, &w) in inline.iter_mut().zip(words) {
+            *slot = masked.word(w as usize);
         }
-    }
-
-    /// The rule whose key is the bucket's.
-    fn first(&self) -> RuleId {
-        self.rules()[0].1
-    }
-
-    fn insert(&mut self, priority: u32, id: RuleId) {
-        if let Bucket::One(only) = *self {
-            *self = Bucket::Many(Box::new(vec![only]));
-        }
-        let Bucket::Many(all) = self else { unreachable!("made a list above") };
-        let pos = all.iter().position(|&(p, _)| p < priority).unwrap_or(all.len());
-        all.insert(pos, (priority, id));
-    }
-
-    /// Removes `id`; whether any rule is left.
-    fn remove(&mut self, id: RuleId) -> bool {
-        match self {
-            Bucket::One((_, only)) => *only != id,
-            Bucket::Many(v) => {
-                v.retain(|&(_, r)| r != id);
-                if let [rule] = v[..] {
-                    *self = Bucket::One(rule);
-                }
-                !self.rules().is_empty()
-            }
-        }
+        Bucket { words: inline, priority, id }
     }
 }
 
@@ -92,6 +82,9 @@ struct Subtable {
     /// Indices of the words the mask touches: only these are hashed and compared.
     words: Vec<u8>,
     buckets: HashTable<Bucket>,
+    /// The lower-priority rules of a bucket with more than one, by the bucket's rule, highest
+    /// first.
+    more: std::collections::HashMap<RuleId, Vec<(u32, RuleId)>>,
     max_priority: u32,
     n_rules: usize,
     /// Rules per priority: the highest is known after a removal without a scan of the buckets
@@ -239,10 +232,6 @@ fn mask_words(mask: &FlowKey) -> Vec<u8> {
     (0..KEY_WORDS).filter(|&i| mask.word(i) != 0).map(|i| i as u8).collect()
 }
 
-fn words_equal(a: &FlowKey, b: &FlowKey, words: &[u8]) -> bool {
-    words.iter().all(|&w| a.word(w as usize) == b.word(w as usize))
-}
-
 /// A live rule's key (buckets and subtables name rules, the classifier owns them).
 fn key_of<T>(rules: &[Option<Rule<T>>], id: RuleId) -> &FlowKey {
     &rules[id.0 as usize].as_ref().expect("a subtable names only live rules").key
@@ -254,6 +243,7 @@ impl Subtable {
             mask,
             words: mask_words(&mask),
             buckets: HashTable::new(),
+            more: Default::default(),
             max_priority: 0,
             n_rules: 0,
             priorities: Default::default(),
@@ -282,8 +272,9 @@ impl Subtable {
         }
         let mut p = Projection::new(mask, clock);
         for b in self.buckets.iter() {
-            let key = key_of(rules, b.first());
-            for &(_, id) in b.rules() {
+            let key = key_of(rules, b.id);
+            p.add(key, b.id);
+            for &(_, id) in self.lower(b) {
                 p.add(key, id);
             }
         }
@@ -294,7 +285,10 @@ impl Subtable {
     /// the caller compares.
     fn candidates<'a, T>(&'a self, rules: &[Option<Rule<T>>], mask: &FlowKey, masked: &FlowKey) -> Candidates<'a> {
         if *mask == self.mask {
-            Candidates::Bucket(self.find(rules, masked).map_or(&[][..], |b| b.rules()))
+            match self.find(rules, masked) {
+                Some(b) => Candidates::Bucket(Some(b.id), self.lower(b)),
+                None => Candidates::Bucket(None, &[]),
+            }
         } else if let Some(p) = self.projection(mask) {
             Candidates::Projected(p.candidates(masked).collect())
         } else {
@@ -302,27 +296,101 @@ impl Subtable {
         }
     }
 
+    /// A bucket's rules after its first, highest priority first.
+    fn lower(&self, b: &Bucket) -> &[(u32, RuleId)] {
+        if self.more.is_empty() {
+            return &[];
+        }
+        self.more.get(&b.id).map_or(&[][..], |v| v)
+    }
+
     fn find<T>(&self, rules: &[Option<Rule<T>>], masked: &FlowKey) -> Option<&Bucket> {
         let h = hash_words(masked, &self.words);
-        self.buckets.find(h, |b| words_equal(key_of(rules, b.first()), masked, &self.words))
+        self.buckets.find(h, |b| holds(rules, &self.words, b, masked))
     }
 
     /// Probes with an unmasked key: masks word by word while hashing, without building a copy.
+    /// Only the bucket is read (and, for a mask of more than [`INLINE_WORDS`] words whose first
+    /// ones agree, the rule's key).
+    #[inline]
     fn probe<T>(&self, rules: &[Option<Rule<T>>], key: &FlowKey) -> Option<&Bucket> {
         let h = finish(
             self.words.iter().fold(hash_seed(), |h, &w| mix(h, key.word(w as usize) & self.mask.word(w as usize))),
         );
         self.buckets.find(h, |b| {
-            let mine = key_of(rules, b.first());
-            self.words.iter().all(|&w| mine.word(w as usize) == key.word(w as usize) & self.mask.word(w as usize))
+            self.words.iter().enumerate().all(|(j, &w)| {
+                bucket_word(rules, &self.words, b, j) == key.word(w as usize) & self.mask.word(w as usize)
+            })
         })
     }
+
+    /// Adds a rule of this mask; `key` is masked.
+    fn add<T>(&mut self, rules: &[Option<Rule<T>>], key: &FlowKey, priority: u32, id: RuleId) {
+        let h = hash_words(key, &self.words);
+        let Subtable { buckets, more, words, .. } = self;
+        let Some(b) = buckets.find_mut(h, |b| holds(rules, words, b, key)) else {
+            buckets.insert_unique(h, Bucket::new(key, words, priority, id), |b| bucket_hash(rules, words, b));
+            return;
+        };
+        // One rule per priority (the caller's promise), highest first, the highest in the bucket.
+        let (mut first, mut rest) = ((b.priority, b.id), more.remove(&b.id).unwrap_or_default());
+        if priority > first.0 {
+            rest.insert(0, first);
+            first = (priority, id);
+        } else {
+            let at = rest.iter().position(|&(p, _)| p < priority).unwrap_or(rest.len());
+            rest.insert(at, (priority, id));
+        }
+        (b.priority, b.id) = first;
+        more.insert(first.1, rest);
+    }
+
+    /// Removes a rule of this mask; `key` is its (masked) key.
+    fn take<T>(&mut self, rules: &[Option<Rule<T>>], key: &FlowKey, id: RuleId) {
+        let h = hash_words(key, &self.words);
+        let Subtable { buckets, more, words, .. } = self;
+        let Ok(mut entry) = buckets.find_entry(h, |b| holds(rules, words, b, key)) else { return };
+        let b = entry.get_mut();
+        let Some(mut rest) = more.remove(&b.id) else {
+            if b.id == id {
+                entry.remove();
+            }
+            return;
+        };
+        if b.id == id {
+            (b.priority, b.id) = rest.remove(0);
+        } else {
+            rest.retain(|&(_, r)| r != id);
+        }
+        if !rest.is_empty() {
+            more.insert(b.id, rest);
+        }
+    }
+}
+
+/// Word `j` of a bucket's key (of `words[j]` under the mask): its own, or past those, its rule's.
+#[inline]
+fn bucket_word<T>(rules: &[Option<Rule<T>>], words: &[u8], b: &Bucket, j: usize) -> u64 {
+    match b.words.get(j) {
+        Some(&w) => w,
+        None => key_of(rules, b.id).word(words[j] as usize),
+    }
+}
+
+/// A bucket's hash, as [`hash_words`] gives it for its key.
+fn bucket_hash<T>(rules: &[Option<Rule<T>>], words: &[u8], b: &Bucket) -> u64 {
+    finish((0..words.len()).fold(hash_seed(), |h, j| mix(h, bucket_word(rules, words, b, j))))
+}
+
+/// Whether the bucket's key is `masked` (a key under the subtable's mask, `words` its words).
+fn holds<T>(rules: &[Option<Rule<T>>], words: &[u8], b: &Bucket, masked: &FlowKey) -> bool {
+    words.iter().enumerate().all(|(j, &w)| bucket_word(rules, words, b, j) == masked.word(w as usize))
 }
 
 /// Where a request's rules are in one subtable.
 enum Candidates<'a> {
-    /// Exactly these (the request's mask is the subtable's).
-    Bucket(&'a [(u32, RuleId)]),
+    /// Exactly these: a bucket's first rule and the others (the request's mask is the subtable's).
+    Bucket(Option<RuleId>, &'a [(u32, RuleId)]),
     /// Among these.
     Projected(Vec<RuleId>),
     /// Among all of the subtable's.
@@ -332,14 +400,14 @@ enum Candidates<'a> {
 impl Candidates<'_> {
     /// Whether every candidate is known to match (no compare needed).
     fn exact(&self) -> bool {
-        matches!(self, Candidates::Bucket(_))
+        matches!(self, Candidates::Bucket(..))
     }
 
     fn for_each(&self, mut f: impl FnMut(RuleId) -> bool) {
         match self {
-            Candidates::Bucket(rules) => rules.iter().all(|&(_, id)| f(id)),
+            Candidates::Bucket(first, lower) => first.iter().chain(lower.iter().map(|(_, id)| id)).all(|&id| f(id)),
             Candidates::Projected(ids) => ids.iter().all(|&id| f(id)),
-            Candidates::All(st) => st.buckets.iter().all(|b| b.rules().iter().all(|&(_, id)| f(id))),
+            Candidates::All(st) => st.buckets.iter().all(|b| f(b.id) && st.lower(b).iter().all(|&(_, id)| f(id))),
         };
     }
 }
@@ -409,17 +477,8 @@ impl<T> Classifier<T> {
             }
         };
         self.rules[id.0 as usize] = Some(Rule { key, priority, subtable: st_idx as u32, data });
-        let rules = &self.rules;
         let st = &mut self.subtables[st_idx];
-        let h = hash_words(&key, &st.words);
-        let words = &st.words;
-        match st.buckets.find_mut(h, |b| words_equal(key_of(rules, b.first()), &key, words)) {
-            Some(b) => b.insert(priority, id),
-            None => {
-                st.buckets
-                    .insert_unique(h, Bucket::One((priority, id)), |b| hash_words(key_of(rules, b.first()), words));
-            }
-        }
+        st.add(&self.rules, &key, priority, id);
         for p in &mut st.projections {
             p.add(&key, id);
         }
@@ -441,17 +500,9 @@ impl<T> Classifier<T> {
             let r = self.rules.get(id.0 as usize)?.as_ref()?;
             (r.key, r.subtable as usize)
         };
-        // Out of its bucket first: the bucket's key is read through its first rule, this one
-        // perhaps, which must still be there.
-        let rules = &self.rules;
-        let st = &mut self.subtables[subtable];
-        let h = hash_words(&key, &st.words);
-        let words = &st.words;
-        if let Ok(mut entry) = st.buckets.find_entry(h, |b| words_equal(key_of(rules, b.first()), &key, words)) {
-            if !entry.get_mut().remove(id) {
-                entry.remove();
-            }
-        }
+        // Out of its bucket first: a key wider than a bucket holds is read through its rule, this
+        // one perhaps, which must still be there.
+        self.subtables[subtable].take(&self.rules, &key, id);
         let rule = self.rules[id.0 as usize].take().expect("looked up above");
         self.free.push(id.0);
         self.len -= 1;
@@ -490,6 +541,12 @@ impl<T> Classifier<T> {
     /// subtables happen to be probed in: removing a rule that did not win never changes a winner,
     /// which is what lets revalidation keep cached entries across such removals.
     pub fn lookup(&self, key: &FlowKey, consulted: &mut FlowKey) -> Option<(RuleId, &T)> {
+        self.lookup_ranked(key, consulted).map(|(id, _, data)| (id, data))
+    }
+
+    /// [`Classifier::lookup`], with the winner's priority: read from its bucket, it spares the
+    /// caller a read of the rule's entry where the priority may sit a cache line from the rest.
+    pub fn lookup_ranked(&self, key: &FlowKey, consulted: &mut FlowKey) -> Option<(RuleId, u32, &T)> {
         let mut best: Option<(u32, RuleId)> = None;
         for &i in &self.order {
             let st = &self.subtables[i];
@@ -500,14 +557,14 @@ impl<T> Classifier<T> {
             }
             consulted.union_with(&st.mask);
             if let Some(b) = st.probe(&self.rules, key) {
-                // A bucket holds one rule per priority, highest first.
-                let (p, id) = b.rules()[0];
+                // A bucket holds its highest-priority rule itself.
+                let (p, id) = (b.priority, b.id);
                 if best.is_none_or(|(bp, bid)| p > bp || (p == bp && id < bid)) {
                     best = Some((p, id));
                 }
             }
         }
-        best.map(|(_, id)| (id, &self.rules[id.0 as usize].as_ref().unwrap().data))
+        best.map(|(p, id)| (id, p, &self.rules[id.0 as usize].as_ref().unwrap().data))
     }
 
     /// The rule with exactly this (masked) key, mask and priority.
@@ -515,7 +572,10 @@ impl<T> Classifier<T> {
         let st = self.subtables.iter().find(|s| s.mask == *mask && s.n_rules > 0)?;
         let masked = key.masked(mask);
         let b = st.find(&self.rules, &masked)?;
-        b.rules().iter().find(|&&(p, _)| p == priority).map(|&(_, id)| id)
+        if b.priority == priority {
+            return Some(b.id);
+        }
+        st.lower(b).iter().find(|&&(p, _)| p == priority).map(|&(_, id)| id)
     }
 
     pub fn get(&self, id: RuleId) -> Option<&T> {
@@ -761,6 +821,56 @@ pub(crate) mod tests {
         assert!(c.overlapping(&udp(0, 10_005), &narrow, 200));
         assert!(!c.overlapping(&udp(0, 5), &narrow, 200));
         assert_eq!(c.compared.get(), 1);
+    }
+
+    /// Random rules (masks of up to five words, past the words a bucket holds; one key at several
+    /// priorities) and removals: a lookup finds what a walk over every rule finds, the highest
+    /// priority and of those the lowest id, and `find_exact` every live rule.
+    #[test]
+    fn lookups_answer_as_a_walk_does() {
+        let fields = [Field::InPort, Field::Metadata, Field::EthType, Field::IpProto, Field::UdpDst, Field::Ipv4Dst];
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let mut c = Classifier::new();
+        let mut live: Vec<RuleId> = Vec::new();
+        let (mut hits, mut wide) = (0, 0);
+        for round in 0..6_000 {
+            let chosen: Vec<Field> = fields.iter().copied().filter(|_| next(2) == 1).collect();
+            let k = key(&fields.iter().map(|&f| (f, next(3) as u128)).collect::<Vec<_>>());
+            if next(4) > 0 || live.is_empty() {
+                let m = mask(&chosen);
+                let prio = next(5) as u32;
+                wide += (mask_words(&m).len() > INLINE_WORDS) as usize;
+                if c.find_exact(&k, &m, prio).is_none() {
+                    live.push(c.insert(&k, &m, prio, round));
+                }
+            } else {
+                let at = next(live.len() as u64) as usize;
+                c.remove(live.swap_remove(at));
+            }
+            let want = live
+                .iter()
+                .copied()
+                .filter(|&id| {
+                    let (rk, rm, _) = c.rule_match(id).unwrap();
+                    k.masked(rm) == *rk
+                })
+                .max_by_key(|&id| (c.rule_match(id).unwrap().2, std::cmp::Reverse(id)));
+            let mut consulted = FlowKey::default();
+            let got = c.lookup(&k, &mut consulted).map(|(id, _)| id);
+            assert_eq!(got, want, "lookup in round {round}");
+            hits += got.is_some() as usize;
+        }
+        for &id in &live {
+            let (rk, rm, p) = c.rule_match(id).unwrap();
+            assert_eq!(c.find_exact(rk, rm, p), Some(id));
+        }
+        assert!(hits > 1_000 && wide > 100, "{hits} lookups hit, {wide} rules wider than a bucket's words");
     }
 
     /// Random rules, removals and requests: what the indexes answer is what a walk over every

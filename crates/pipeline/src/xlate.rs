@@ -224,13 +224,11 @@ impl<'p> Xlate<'p> {
                 self.t.cacheable = false;
             }
             let Some(table) = self.p.tables.get(table_id as usize) else { return };
-            let hit = table.flows.lookup(&self.key, &mut self.t.consulted).map(|(id, f)| {
-                (
-                    id,
-                    f.priority,
-                    f.actions.clone(),
-                    Origin { table_id, cookie: f.cookie, table_miss: f.is_table_miss() },
-                )
+            // The priority comes from the classifier's bucket: of the flow's entry this reads only
+            // the actions and cookie (a million entries are far from the CPU's caches).
+            let hit = table.flows.lookup_ranked(&self.key, &mut self.t.consulted).map(|(id, priority, f)| {
+                let table_miss = priority == 0 && f.match_.is_empty();
+                (id, priority as u16, f.actions.clone(), Origin { table_id, cookie: f.cookie, table_miss })
             });
             let winner = hit.as_ref().map(|&(id, priority, ..)| (priority, id));
             self.t.reads.lookups.push(Lookup { table: table_id, key: self.key, winner });
