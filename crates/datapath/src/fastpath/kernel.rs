@@ -1515,7 +1515,8 @@ fn hit_cost_by_stage() {
         fastest(&|| empty.test_run(&to(1), REPEAT, LO, false).unwrap(), XDP_PASS),
         fastest(&|| redirect.test_run_skb(&to(1), REPEAT, &skb).unwrap(), TC_ACT_REDIRECT),
     );
-    let mut rows = vec![("a bare program (XDP: pass; TC: redirect)", floors), ("miss, no mask", ns(&fp, &to(1), false))];
+    let mut rows =
+        vec![("a bare program (XDP: pass; TC: redirect)", floors), ("miss, no mask", ns(&fp, &to(1), false))];
     install(&mut fp, &to(2), &[Field::EthDst], &[DpAction::Output(1)]);
     rows.push(("miss, one mask", ns(&fp, &to(1), false)));
     rows.push(("hit, first mask, output", ns(&fp, &to(2), true)));
