@@ -573,6 +573,16 @@ impl Program {
     /// out of `ifindex`. Returns the last return value and the kernel's average duration (ns).
     pub fn test_run(&self, data: &[u8], repeat: u32, ifindex: u32, live: bool) -> io::Result<(u32, u32)> {
         let ctx = xdp_md(data.len() as u32, ifindex);
+        self.test_run_in(data, repeat, &ctx, if live { BPF_F_TEST_XDP_LIVE_FRAMES } else { 0 })
+    }
+
+    /// BPF_PROG_TEST_RUN of a TC program, `repeat` times on `data` arriving as `ctx` (an
+    /// [`sk_buff`]) says: the last return value and the kernel's average duration (ns).
+    pub fn test_run_skb(&self, data: &[u8], repeat: u32, ctx: &[u8]) -> io::Result<(u32, u32)> {
+        self.test_run_in(data, repeat, ctx, 0)
+    }
+
+    fn test_run_in(&self, data: &[u8], repeat: u32, ctx: &[u8], flags: u32) -> io::Result<(u32, u32)> {
         let mut a = Attr::new()
             .u32(0, self.fd() as u32)
             .u32(8, data.len() as u32)
@@ -580,7 +590,7 @@ impl Program {
             .u32(32, repeat)
             .u32(40, ctx.len() as u32)
             .u64(48, ctx.as_ptr() as u64)
-            .u32(64, if live { BPF_F_TEST_XDP_LIVE_FRAMES } else { 0 });
+            .u32(64, flags);
         bpf(cmd::PROG_TEST_RUN, &mut a)?;
         Ok((a.read_u32(4), a.read_u32(36)))
     }

@@ -1464,50 +1464,79 @@ fn a_hit_for_a_port_without_native_redirect_goes_by_the_fallback_link_and_counts
     assert_eq!(far_end.run_once(&f, &crate::ebpf::sk_buff(LO, 0)).unwrap().0, TC_ACT_SHOT);
 }
 
-/// What a frame costs each stage of the XDP program, by differences of the kernel's own timing
-/// (BPF_PROG_TEST_RUN with repeat; the fastest of several batches): not a test of behaviour,
-/// a measurement for docs/fastpath.md. `cargo test --release -p datapath hit_cost -- --ignored --nocapture`.
+/// What a frame costs each stage of the XDP and the TC program, by differences of the kernel's
+/// own timing (BPF_PROG_TEST_RUN with repeat; the fastest of several batches): not a test of
+/// behaviour, a measurement for docs/fastpath.md. Each hook's floor is a bare program: XDP's
+/// returns XDP_PASS (the harness alone), TC's redirects and does nothing else (what a bare `tc
+/// mirred` redirect does per frame, the limit row of the frame-rate bench). TC frames arrive on an
+/// skb the kernel builds once per batch, so what each repeat costs is the program's own work.
+/// `cargo test --release -p datapath hit_cost -- --ignored --nocapture`.
 #[test]
 #[ignore]
 fn hit_cost_by_stage() {
     let Some(mut fp) = fast_path() else { return };
-    let (_, xdp_name) = fp.programs.names();
-    let ns = |fp: &FastPath, frame: &[u8], want: u32| {
-        let prog = fp.programs_obj().program(xdp_name).unwrap();
+    let (tc_name, xdp_name) = fp.programs.names();
+    const REPEAT: u32 = 200_000;
+    let fastest = |run: &dyn Fn() -> (u32, u32), want: u32| {
         (0..7)
             .map(|_| {
-                let (verdict, ns) = prog.test_run(frame, 200_000, LO, false).unwrap();
+                let (verdict, ns) = run();
                 assert_eq!(verdict, want);
                 ns
             })
             .min()
             .unwrap()
     };
+    let skb = ebpf::sk_buff(LO, 0);
+    // Both hooks on one frame: (XDP ns, TC ns). A miss goes up: XDP passes it to the stack, TC
+    // drops it here (no upcall interface), which changes nothing in the skb between repeats.
+    let ns = |fp: &FastPath, frame: &[u8], hit: bool| {
+        let xdp = fp.programs_obj().program(xdp_name).unwrap();
+        let tc = fp.programs_obj().program(tc_name).unwrap();
+        let (want_xdp, want_tc) = if hit { (XDP_REDIRECT, TC_ACT_REDIRECT) } else { (XDP_PASS, TC_ACT_SHOT) };
+        (
+            fastest(&|| xdp.test_run(frame, REPEAT, LO, false).unwrap(), want_xdp),
+            fastest(&|| tc.test_run_skb(frame, REPEAT, &skb).unwrap(), want_tc),
+        )
+    };
     let to = |n: u8| frame([2, 0, 0, 0, 1, n], 64);
-    // The harness alone: r0 = XDP_PASS; exit.
+    // XDP's floor, r0 = XDP_PASS; exit. TC's, r0 = bpf_redirect(LO, 0); exit.
     let empty = [0xb7, 0, 0, 0, XDP_PASS as u8, 0, 0, 0, 0x95, 0, 0, 0, 0, 0, 0, 0];
     let empty = ebpf::Program::from_instructions("empty", ebpf::prog_type::XDP, &empty).unwrap();
-    let floor = (0..7).map(|_| empty.test_run(&to(1), 200_000, LO, false).unwrap().1).min().unwrap();
-    let mut rows = vec![("an empty program", floor), ("miss, no mask", ns(&fp, &to(1), XDP_PASS))];
+    #[rustfmt::skip]
+    let redirect = [
+        0xb7, 0x01, 0, 0, LO as u8, 0, 0, 0, // r1 = LO
+        0xb7, 0x02, 0, 0, 0, 0, 0, 0, // r2 = 0
+        0x85, 0, 0, 0, 23, 0, 0, 0, // call bpf_redirect
+        0x95, 0, 0, 0, 0, 0, 0, 0, // exit
+    ];
+    let redirect = ebpf::Program::from_instructions("bare_redirect", ebpf::prog_type::SCHED_CLS, &redirect).unwrap();
+    let floors = (
+        fastest(&|| empty.test_run(&to(1), REPEAT, LO, false).unwrap(), XDP_PASS),
+        fastest(&|| redirect.test_run_skb(&to(1), REPEAT, &skb).unwrap(), TC_ACT_REDIRECT),
+    );
+    let mut rows =
+        vec![("a bare program (XDP: pass; TC: redirect)", floors), ("miss, no mask", ns(&fp, &to(1), false))];
     install(&mut fp, &to(2), &[Field::EthDst], &[DpAction::Output(1)]);
-    rows.push(("miss, one mask", ns(&fp, &to(1), XDP_PASS)));
-    rows.push(("hit, first mask, output", ns(&fp, &to(2), XDP_REDIRECT)));
+    rows.push(("miss, one mask", ns(&fp, &to(1), false)));
+    rows.push(("hit, first mask, output", ns(&fp, &to(2), true)));
     let rewrite = [
         DpAction::SetField(Field::EthSrc, 0x0200_0000_0099),
         DpAction::SetField(Field::Ipv4Dst, u32::from_be_bytes([10, 0, 0, 12]) as u128),
         DpAction::Output(1),
     ];
     install(&mut fp, &to(3), &[Field::EthDst], &rewrite);
-    rows.push(("hit, first mask, MAC and IPv4 rewrite, output", ns(&fp, &to(3), XDP_REDIRECT)));
+    rows.push(("hit, first mask, MAC and IPv4 rewrite, output", ns(&fp, &to(3), true)));
     // Three more masks, busiest first: an entry under the fourth is found on the fourth probe.
     let more =
         [vec![Field::EthDst, Field::EthSrc], vec![Field::EthDst, Field::Ipv4Src], vec![Field::EthDst, Field::UdpDst]];
     for (i, fields) in more.iter().enumerate() {
         install(&mut fp, &to(10 + i as u8), fields, &[DpAction::Output(1)]);
     }
-    rows.push(("hit, fourth mask, output", ns(&fp, &to(12), XDP_REDIRECT)));
-    rows.push(("miss, four masks", ns(&fp, &to(1), XDP_PASS)));
-    for (what, ns) in rows {
-        println!("{ns:>5} ns  {what}");
+    rows.push(("hit, fourth mask, output", ns(&fp, &to(12), true)));
+    rows.push(("miss, four masks", ns(&fp, &to(1), false)));
+    println!("  xdp     tc");
+    for (what, (xdp, tc)) in rows {
+        println!("{xdp:>5} {tc:>6} ns  {what}");
     }
 }
