@@ -28,7 +28,7 @@ SCALE_EXAMPLE = ROOT / "target" / "release" / "examples" / "scale"
 #: thread) and Open vSwitch's.
 SETUP_KINDS = ("edgeflow", "ovs-netdev")
 #: New flows offered per setup burst, and how fast: more than either switch sets up.
-SETUP_FLOWS, SETUP_OFFERED = 20_000, 100_000
+SETUP_FLOWS, SETUP_OFFERED = 20_000, 300_000
 #: Bursts per started switch, each of new flows (its own source port). A burst lasts a fraction
 #: of a second, so one scheduling stall on a shared machine halves its rate: the row is the
 #: median of every burst of every run.
