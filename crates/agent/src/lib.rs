@@ -154,8 +154,11 @@ pub(crate) struct Outbox {
 
 /// Requests a connection may have at the forwarding thread at once. Past it the connection reads
 /// no more until half are answered: its requests cannot pile up in the thread's queue, however
-/// fast it sends. (Small replies: even 64 of the largest, 64 KiB each, are 4 MiB.)
-pub(crate) const MAX_IN_FLIGHT: usize = 64;
+/// fast it sends. (Small replies: even 256 of the largest, 64 KiB each, are 16 MiB.) Half of it
+/// is a run of flow-mods (conn.rs `FLOW_MOD_RUN`), and each run is a hand-over between the two
+/// threads, often a wake-up each way: at 64 a bulk install of a million flows spent some 30 %
+/// of both threads' time switching between them.
+pub(crate) const MAX_IN_FLIGHT: usize = 256;
 
 /// A connection's requests at the forwarding thread. The thread drops a request's
 /// [`InFlightRequest`] once it has queued the whole reply: the count never leaves out a reply
@@ -834,14 +837,16 @@ mod tests {
         let settles = |out: &Outbox| {
             runtime.block_on(async { tokio::time::timeout(Duration::from_millis(50), out.settled()).await.is_ok() })
         };
-        let others: Vec<_> = (0..MAX_IN_FLIGHT - 40).map(|_| out.replier()).collect();
-        (0..40).for_each(|_| out.count_request());
+        // A run longer than half the maximum: its answer takes the count past half at once.
+        let n = MAX_IN_FLIGHT / 2 + 8;
+        let others: Vec<_> = (0..MAX_IN_FLIGHT - n).map(|_| out.replier()).collect();
+        (0..n).for_each(|_| out.count_request());
         assert_eq!(out.in_flight(), MAX_IN_FLIGHT, "each flow-mod counts as it is read, before its command goes");
-        let run = out.replier_for(40);
+        let run = out.replier_for(n);
         assert_eq!(out.in_flight(), MAX_IN_FLIGHT, "and once");
         drop(run);
-        // From 64 to 24 at once: past half the maximum without stopping on it, and told all the same.
-        assert_eq!(out.in_flight(), MAX_IN_FLIGHT - 40);
+        // From the maximum to under half at once: past half without stopping on it, and told all the same.
+        assert_eq!(out.in_flight(), MAX_IN_FLIGHT - n);
         assert!(settles(&out), "the run answered: told, to read again");
         drop(others);
         assert!(settles(&out), "none left: told");
