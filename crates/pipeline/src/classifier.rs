@@ -823,19 +823,23 @@ pub(crate) mod tests {
         assert_eq!(c.compared.get(), 1);
     }
 
+    /// A repeatable stream of numbers below `n`, for the random tests (xorshift64).
+    fn xorshift(mut seed: u64) -> impl FnMut(u64) -> u64 {
+        move |n| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        }
+    }
+
     /// Random rules (masks of up to five words, past the words a bucket holds; one key at several
     /// priorities) and removals: a lookup finds what a walk over every rule finds, the highest
     /// priority and of those the lowest id, and `find_exact` every live rule.
     #[test]
     fn lookups_answer_as_a_walk_does() {
         let fields = [Field::InPort, Field::Metadata, Field::EthType, Field::IpProto, Field::UdpDst, Field::Ipv4Dst];
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         let mut c = Classifier::new();
         let mut live: Vec<RuleId> = Vec::new();
         let (mut hits, mut wide) = (0, 0);
@@ -878,13 +882,7 @@ pub(crate) mod tests {
     #[test]
     fn projections_answer_as_a_walk_does() {
         let fields = [Field::InPort, Field::EthType, Field::IpProto, Field::UdpSrc, Field::UdpDst];
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         let mut c = Classifier::new();
         let mut live: Vec<RuleId> = Vec::new();
         let mut projected = 0;
