@@ -5,7 +5,7 @@
 //! Everything runs on one single-threaded async runtime. Requests that touch switch state go, in
 //! arrival order, to the forwarding thread; replies come back on the connection they belong to.
 //!
-//! About 790 lines with its tests, one concern: the connections as a whole (the hub: roles, async
+//! About 890 lines with its tests, one concern: the connections as a whole (the hub: roles, async
 //! configuration, who gets which event) and what each may have queued for it (`Outbox`, with
 //! the backpressure that keeps flow-removed messages undropped); one connection's life is `conn`.
 

@@ -1,6 +1,9 @@
 //! The OpenFlow 1.3 pipeline: flow tables with a tuple-space classifier, groups, meters, the
 //! action set, and a megaflow cache of its translations. No I/O: the datapath feeds it packets and
 //! a clock, and it answers with actions.
+//!
+//! About 600 lines, one concern: the `Pipeline` as a whole (its tables, ports, cache and the
+//! changes pending for it); each part's work is in its module.
 
 pub mod cache;
 pub mod classifier;
