@@ -158,7 +158,11 @@ def test_labelled_frames_from_the_xdp_sender_cross_the_xdp_fast_path_at_full_spe
         print(f"XDP sender through the XDP LESS switch: {sent['sent']} sent, {got['received']} received")
         # Enough frames that the labels stayed right frame after frame (1-3.6 million a second here).
         assert sent["sent"] > 20_000, sent
-        assert counters(sws["s"])["kernel"]["delivered"] == sent["sent"], (sent, counters(sws["s"]))
+        # At 3.9 Mpps on an idle machine the switch's port once took 3 577 fewer of 3.93 million
+        # (0.09 %) than the sender sent: a veth drops what its ring cannot hold before any program
+        # sees it. A wrong label would cost every frame, so the labels are still held to 99.8 %.
+        delivered = counters(sws["s"])["kernel"]["delivered"]
+        assert 0.998 * sent["sent"] <= delivered <= sent["sent"], (sent, counters(sws["s"]))
         assert got["received"] >= 0.99 * sent["sent"] and got["reordered"] == 0, (sent, got)
 
 
